@@ -1,0 +1,44 @@
+"""Small formatting helpers kept for compatibility with the mirrored system."""
+
+from __future__ import annotations
+
+import math
+
+
+def _num_to_string(num, precision: int = 2, divisor: int = 1000) -> str:
+    """1234567 -> '1.23 M' (decimal prefixes by default; divisor=1024 for binary)."""
+    if num is None:
+        return "None"
+    if not isinstance(num, (int, float)) or isinstance(num, bool):
+        return str(num)
+    if math.isnan(num) or math.isinf(num):
+        return str(num)
+    sign = "-" if num < 0 else ""
+    num = abs(num)
+    for unit in ("", " K", " M", " G", " T", " P"):
+        if num < divisor:
+            return f"{sign}{round(num, precision)}{unit}"
+        num /= divisor
+    return f"{sign}{round(num, precision)} E"
+
+
+def _latency_to_string(latency_in_s, precision: int = 2) -> str:
+    """Seconds to a readable string: '12.3 us', '4.56 ms', '1.2 s', '3.4 min', '2.1 h', '5 days'."""
+    if latency_in_s is None:
+        return "None"
+    if latency_in_s < 1e-3:
+        return f"{round(latency_in_s * 1e6, precision)} us"
+    if latency_in_s < 1:
+        return f"{round(latency_in_s * 1e3, precision)} ms"
+    if latency_in_s < 60:
+        return f"{round(latency_in_s, precision)} s"
+    if latency_in_s < 3600:
+        return f"{round(latency_in_s / 60, precision)} minutes"
+    if latency_in_s < 86400:
+        return f"{round(latency_in_s / 3600, precision)} hours"
+    return f"{round(latency_in_s / 86400, precision)} days"
+
+
+def within_range(val, target, tolerance) -> bool:
+    """True when val is within `tolerance` (a fraction) of target."""
+    return abs(val - target) / target <= tolerance
