@@ -33,6 +33,16 @@ DTYPE_CONFIGS_DIR = PACKAGE_DIR / "dtype_configs"
 class _StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False, frozen=False)
 
+    def __init__(self, /, **data: Any) -> None:
+        # Direct construction (ModelConfig(...)) raises ConfigError too, not pydantic's
+        # ValidationError; build_config re-formats it with the file name.
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            exc = ConfigError(_format_validation_error(type(self).__name__, err, None, type(self)))
+            exc.validation_error = err
+            raise exc from None
+
     def _positive(self, *fields: str, allow_none: bool = True) -> None:
         for f in fields:
             v = getattr(self, f)
@@ -235,7 +245,9 @@ class GPUConfig(_StrictModel):
     peak_fp16_TFLOPS: float
     peak_i8_TFLOPS: Optional[float] = None  # default 2x fp16 (as the mirrored system)
     peak_i4_TFLOPS: Optional[float] = None  # default 4x fp16
-    inter_node_bandwidth_in_GB_per_sec: float = 200
+    # per GPU per direction: one 200 Gb/s HDR InfiniBand NIC per GPU = 25 GB/s. (The mirrored
+    # system used 200 as a per-node figure; ours is per GPU, so its files are 8x optimistic.)
+    inter_node_bandwidth_in_GB_per_sec: float = 25
     peak_bf16_TFLOPS: Optional[float] = None  # None: the hardware has no bf16 tensor path
     peak_fp8_TFLOPS: Optional[float] = None  # None: no fp8 tensor cores
     peak_tf32_TFLOPS: Optional[float] = None
@@ -331,14 +343,15 @@ class ParallelismConfig(_StrictModel):
 # construction helpers with readable errors
 # ---------------------------------------------------------------------------
 
-def _format_validation_error(cls_name: str, err: ValidationError, source: str | None) -> str:
+def _format_validation_error(cls_name: str, err: ValidationError, source: str | None,
+                             cls: Any = None) -> str:
     where = f" in {source}" if source else ""
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(config)"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            valid = ", ".join(_CLASSES[cls_name].model_fields)
+            valid = ", ".join((cls or _CLASSES[cls_name]).model_fields)
             msg = f"unknown field {loc!r} (value {e.get('input')!r}); valid fields are: {valid}"
         elif e["type"] == "missing":
             msg = f"required field {loc!r} is missing"
@@ -352,8 +365,12 @@ def build_config(cls, data: Dict[str, Any], source: str | None = None):
     """Build a config from a dict, turning pydantic errors into one ConfigError."""
     try:
         return cls(**data)
+    except ConfigError as err:
+        if getattr(err, "validation_error", None) is None:
+            raise
+        raise ConfigError(_format_validation_error(cls.__name__, err.validation_error, source, cls)) from None
     except ValidationError as err:
-        raise ConfigError(_format_validation_error(cls.__name__, err, source)) from None
+        raise ConfigError(_format_validation_error(cls.__name__, err, source, cls)) from None
     except TypeError as err:
         raise ConfigError(f"Invalid {cls.__name__}{' in ' + source if source else ''}: {err}") from None
 
