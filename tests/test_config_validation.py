@@ -264,7 +264,8 @@ def test_gpu_integer_peaks_default_from_fp16():
     g = GPUConfig(**GPU)
     assert g.peak_i8_TFLOPS == 2 * 312
     assert g.peak_i4_TFLOPS == 4 * 312
-    assert g.inter_node_bandwidth_in_GB_per_sec == 200  # the mirrored system's default
+    # per GPU (one 200 Gb/s HDR NIC = 25 GB/s); the mirrored system used 200 per node
+    assert g.inter_node_bandwidth_in_GB_per_sec == 200 / 8
     assert g.fast_link_group_size == g.num_gpus_per_node == 8
     g = GPUConfig(**GPU, peak_i8_TFLOPS=500)
     assert (g.peak_i8_TFLOPS, g.peak_i4_TFLOPS) == (500, 4 * 312)
