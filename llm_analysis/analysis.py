@@ -113,6 +113,7 @@ class LLMAnalysis:
     def _reset(self) -> None:
         for attr in ("describer", "_roofline"):
             self.__dict__.pop(attr, None)
+        self._memo: Dict[Any, Any] = {}  # phase-independent views (params, weights), per config
         self._kv_cache_dtype_bytes: Optional[float] = None
         self.describer  # validate the layout now, not at first use
 
@@ -252,17 +253,19 @@ class LLMAnalysis:
             return "communication"
         return self._roofline.bound(op.flops_per_gpu, op.bytes_per_gpu)
 
-    def phase_time_breakdown(self, ops: List[Operator]) -> Dict[str, Dict[str, Any]]:
-        """Time per operator group with the bound that dominates it."""
+    def phase_time_breakdown(self, ops) -> Dict[str, Dict[str, Any]]:
+        """Time per operator group with the bound that dominates it; `ops` are
+        operators or (repeat count, operator) pairs."""
         out: Dict[str, Dict[str, Any]] = {}
-        for op in ops:
+        for item in ops:
+            n, op = item if isinstance(item, tuple) else (1, item)
             key = "kv_cache" if op.kind == "attention" and op.kv_cache_bytes_read_per_gpu else op.group
-            t = self._op_time(op)
+            t = n * self._op_time(op)
             g = out.setdefault(key, {"latency_s": 0.0, "flops_per_gpu": 0.0, "bytes_per_gpu": 0.0,
                                      "compute_s": 0.0, "memory_s": 0.0, "communication_s": 0.0})
             g["latency_s"] += t
-            g["flops_per_gpu"] += op.flops_per_gpu
-            g["bytes_per_gpu"] += op.bytes_per_gpu
+            g["flops_per_gpu"] += n * op.flops_per_gpu
+            g["bytes_per_gpu"] += n * op.bytes_per_gpu
             g[{"compute": "compute_s", "memory": "memory_s", "communication": "communication_s"}[
                 self._op_bound(op)]] += t
         for g in out.values():
@@ -273,10 +276,19 @@ class LLMAnalysis:
     def ops_time_s(self, ops: List[Operator]) -> float:
         return sum(self._op_time(op) for op in ops)
 
+    def weighted_time_s(self, weighted: List[Tuple[int, Operator]]) -> float:
+        """Time of (repeat count, operator) pairs: collectives pay their latency every time."""
+        return sum(n * self._op_time(op) for n, op in weighted)
+
+    def _memoized(self, key, fn):
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
     # --------------------------------------------------------- parameters
     def _ops0(self) -> List[Operator]:
         """Operators of the whole model for a 1-token phase (for parameter views)."""
-        return self.describer.flat_ops(Phase("prefill", 1, 1, 1))
+        return self._memoized("ops0", lambda: self.describer.flat_ops(Phase("prefill", 1, 1, 1)))
 
     def _layer_mean(self, attr: str, groups: Tuple[str, ...], kinds=None) -> Union[int, float]:
         total = 0.0
@@ -324,7 +336,7 @@ class LLMAnalysis:
     def get_num_params_total(self) -> int:
         """Every parameter of the model (the count of the real model's
         `parameters()`, tied weights counted once)."""
-        return int(sum_field(self._ops0(), "params"))
+        return self._memoized("params_total", lambda: int(sum_field(self._ops0(), "params")))
 
     def _active_expert_params_per_layer_kind(self, kind: LayerKind) -> float:
         m = self.model_config
@@ -347,6 +359,9 @@ class LLMAnalysis:
         return int(mean) if float(mean).is_integer() else mean
 
     def get_num_active_params_total(self) -> int:
+        return self._memoized("active_params_total", self._num_active_params_total)
+
+    def _num_active_params_total(self) -> int:
         m = self.model_config
         total = self.get_num_params_total()
         for kind, n in layer_groups(m).items():
@@ -367,7 +382,7 @@ class LLMAnalysis:
     def _flops(self, batch_size: int, seq_len: int, groups=None, phase: str = "prefill",
                context_len: Optional[int] = None) -> float:
         ph = self._phase(phase, batch_size, seq_len, context_len)
-        return sum_field(self.describer.flat_ops(ph), "flops", groups)
+        return sum(n * o.flops for n, o in self.describer.weighted_ops(ph) if groups is None or o.group in groups)
 
     def get_num_flops_fwd_per_layer_attn(self, batch_size: int, seq_len: int) -> float:
         """Forward FLOPs of one layer's attention (projections and core), mean over layers."""
@@ -401,7 +416,7 @@ class LLMAnalysis:
         """FLOPs of the attention core (QK^T and attention over V) of all layers:
         what selective recomputation (ATTN_COMPUTE) repeats."""
         ph = self._phase("prefill", batch_size, seq_len)
-        return sum(o.flops for o in self.describer.flat_ops(ph) if o.kind == "attention")
+        return sum(n * o.flops for n, o in self.describer.weighted_ops(ph) if o.kind == "attention")
 
     def get_num_flops_decode_step(self, batch_size: int, context_len: int) -> float:
         """FLOPs of one decode step: batch_size new tokens attending to
@@ -425,7 +440,8 @@ class LLMAnalysis:
 
     def get_weight_memory_per_gpu(self, ds_zero: DSZeRO = DSZeRO.NONE) -> float:
         """Weight bytes on the most loaded GPU (the heaviest pipeline stage)."""
-        return max(self._stage_weight_bytes(ds_zero))
+        ds_zero = _enum(DSZeRO, ds_zero, "ds_zero")
+        return self._memoized(("weights_per_gpu", ds_zero), lambda: max(self._stage_weight_bytes(ds_zero)))
 
     def get_weight_memory_per_layer(self, ds_zero: DSZeRO = DSZeRO.NONE, return_breakdown: bool = False):
         """Weight bytes of one layer on one GPU (mean over layers), TP/EP and
@@ -443,8 +459,8 @@ class LLMAnalysis:
         """Bytes of the input embeddings plus the output projection (untied head)
         on one GPU: vocab-parallel over TP, ZeRO-3 sharded over DP."""
         ds_zero = _enum(DSZeRO, ds_zero, "ds_zero")
-        ops = self._ops0()
-        return sum_field(ops, "weight_bytes_per_gpu", ("embedding", "lm_head")) / self._dp_shard(ds_zero, 3)
+        return self._memoized(("embedding_bytes", ds_zero), lambda: sum_field(
+            self._ops0(), "weight_bytes_per_gpu", ("embedding", "lm_head")) / self._dp_shard(ds_zero, 3))
 
     def get_weight_memory_last_layernorm(self, ds_zero: DSZeRO = DSZeRO.NONE) -> float:
         ds_zero = _enum(DSZeRO, ds_zero, "ds_zero")
@@ -731,8 +747,7 @@ class LLMAnalysis:
                         ds_zero: DSZeRO = DSZeRO.NONE):
         """(forward time of the whole model on one pipeline replica, breakdown)."""
         ph = self._phase("prefill", batch_size, seq_len)
-        ops = self.describer.flat_ops(ph)
-        groups = self.phase_time_breakdown(ops)
+        groups = self.phase_time_breakdown(self.describer.weighted_ops(ph))
         breakdown = {f"{breakdown_prefix}{k}": v["latency_s"] for k, v in groups.items()}
         pp_s = self.pipeline_handoff_time_s(batch_size, seq_len)
         if pp_s:

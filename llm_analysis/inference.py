@@ -105,20 +105,21 @@ def _group_key(op: Operator) -> str:
     return op.group
 
 
-def _add_ops(analysis, acc: _GroupTimes, ops: List[Operator], times: float = 1.0) -> None:
+def _add_ops(analysis, acc: _GroupTimes, weighted: List[Tuple[int, Operator]], times: float = 1.0) -> None:
     roof = analysis._roofline
-    for op in ops:
+    for n, op in weighted:
+        t = times * n
         if op.kind == "collective":
-            acc.add(_group_key(op), 0, 0, times * analysis._op_time(op), 0, 0)
+            acc.add(_group_key(op), 0, 0, t * analysis._op_time(op), 0, 0)
             continue
         c = op.flops_per_gpu / roof.flops_per_s
         m = op.bytes_per_gpu / roof.hbm_bytes_per_s
-        acc.add(_group_key(op), times * c if c >= m else 0.0, times * m if m > c else 0.0, 0.0,
-                times * op.flops_per_gpu, times * op.bytes_per_gpu)
+        acc.add(_group_key(op), t * c if c >= m else 0.0, t * m if m > c else 0.0, 0.0,
+                t * op.flops_per_gpu, t * op.bytes_per_gpu)
 
 
 def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, List[Operator]]:
-    ops = d.flat_ops(Phase("prefill", batch, seq_len, seq_len))
+    ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
     acc = _GroupTimes()
     _add_ops(analysis, acc, ops)
     pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
@@ -140,13 +141,13 @@ def _window_breaks(model, lo: int, hi: int) -> List[int]:
 def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
     """Total time of `num_steps` decode steps at contexts seq_len+1 .. seq_len+num_steps,
     their breakdown, and the first and last step times."""
-    first = d.flat_ops(Phase("decode", batch, 1, seq_len + 1))
-    first_s = analysis.ops_time_s(first) + analysis.pipeline_handoff_time_s(batch, 1)
+    first = d.weighted_ops(Phase("decode", batch, 1, seq_len + 1))
+    first_s = analysis.weighted_time_s(first) + analysis.pipeline_handoff_time_s(batch, 1)
     if num_steps <= 0:
         return 0.0, {}, first_s, first_s
     lo, hi = seq_len + 1, seq_len + num_steps
-    last = d.flat_ops(Phase("decode", batch, 1, hi))
-    last_s = analysis.ops_time_s(last) + analysis.pipeline_handoff_time_s(batch, 1)
+    last = d.weighted_ops(Phase("decode", batch, 1, hi))
+    last_s = analysis.weighted_time_s(last) + analysis.pipeline_handoff_time_s(batch, 1)
     roof = analysis._roofline
     acc = _GroupTimes()
     # segments [c_a, c_b] on which every operator is affine in the context length
@@ -154,18 +155,19 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
     for c_a, c_end in zip(bounds[:-1], bounds[1:]):
         c_b = c_end - 1
         n = c_b - c_a + 1
-        ops_a = first if c_a == lo else d.flat_ops(Phase("decode", batch, 1, c_a))
-        ops_b = ops_a if c_b == c_a else (last if c_b == hi else d.flat_ops(Phase("decode", batch, 1, c_b)))
+        ops_a = first if c_a == lo else d.weighted_ops(Phase("decode", batch, 1, c_a))
+        ops_b = ops_a if c_b == c_a else (last if c_b == hi else d.weighted_ops(Phase("decode", batch, 1, c_b)))
         span = max(c_b - c_a, 1)
-        for oa, ob in zip(ops_a, ops_b):
+        for (r, oa), (_, ob) in zip(ops_a, ops_b):
             if oa.kind == "collective":
-                acc.add(_group_key(oa), 0, 0, n * analysis._op_time(oa), 0, 0)
+                acc.add(_group_key(oa), 0, 0, r * n * analysis._op_time(oa), 0, 0)
                 continue
             f0, f1 = oa.flops_per_gpu, (ob.flops_per_gpu - oa.flops_per_gpu) / span
             b0, b1 = oa.bytes_per_gpu, (ob.bytes_per_gpu - oa.bytes_per_gpu) / span
             comp, mem = sum_max_affine(f0 / roof.flops_per_s, f1 / roof.flops_per_s,
                                        b0 / roof.hbm_bytes_per_s, b1 / roof.hbm_bytes_per_s, n)
-            acc.add(_group_key(oa), comp, mem, 0.0, _sum_affine(f0, f1, 0, n), _sum_affine(b0, b1, 0, n))
+            acc.add(_group_key(oa), r * comp, r * mem, 0.0, r * _sum_affine(f0, f1, 0, n),
+                    r * _sum_affine(b0, b1, 0, n))
     pp_s = analysis.pipeline_handoff_time_s(batch, 1) * num_steps
     if pp_s:
         acc.add("pp_communication", 0, 0, pp_s, 0, 0)
@@ -181,7 +183,7 @@ def decode_time_without_cache(analysis, d, batch: int, seq_len: int, num_steps: 
     for j in range(samples):
         i = 1 + round(j * (num_steps - 1) / max(samples - 1, 1))
         c = seq_len + i
-        _add_ops(analysis, acc, d.flat_ops(Phase("prefill", batch, c, c)), times=num_steps / samples)
+        _add_ops(analysis, acc, d.weighted_ops(Phase("prefill", batch, c, c)), times=num_steps / samples)
     return acc.total_s, acc.finish()
 
 
@@ -190,8 +192,9 @@ def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_k
                   kv_cache_dtype_bytes) -> Dict[str, float]:
     a_bytes = analysis.dtype_config.activation_bits / 8
     h = analysis.model_config.hidden_dim
-    prefill_ops = d.flat_ops(Phase("prefill", batch, seq_len, seq_len))
-    decode_ops = d.flat_ops(Phase("decode", batch, 1, context_len))
+    # one layer's operators, unscaled by the layer count: buffers are reused across layers
+    prefill_ops = [o for _, _, ops in d.model_ops(Phase("prefill", batch, seq_len, seq_len)) for o in ops]
+    decode_ops = [o for _, _, ops in d.model_ops(Phase("decode", batch, 1, context_len)) for o in ops]
     kv = analysis.get_memory_kv_cache_per_gpu(batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
     return {
         "prefill_activation": _live_activation_bytes(prefill_ops, batch * seq_len * h * a_bytes),
@@ -254,8 +257,9 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     # memory ---------------------------------------------------------------
     weights = analysis.get_weight_memory_per_gpu(ds_zero)
     weights_embedding = analysis.get_memory_embedding(ds_zero)
-    terms = _memory_terms(analysis, d, b, s, context, use_kv_cache, kv_cache_dtype_bytes)
+    # every term is linear in the batch (per-sequence KV, per-token activations)
     one = _memory_terms(analysis, d, 1, s, context, use_kv_cache, kv_cache_dtype_bytes)
+    terms = {k: v * b for k, v in one.items()}
     prefill_max_b = _max_batch(mem - weights, one["prefill_activation"] + one["kv_cache"])
     decode_max_b = _max_batch(mem - weights, one["decode_activation"] + one["kv_cache"])
     kv_per_token = analysis.get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes)
@@ -275,18 +279,18 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
 
     # time -------------------------------------------------------------------
     prefill_s, prefill_groups, prefill_ops = prefill_time(analysis, d, b, s)
+    prefill_flops = sum(n_ * o.flops for n_, o in prefill_ops)
     steps = n - 1
     if use_kv_cache:
         decode_total_s, decode_groups, first_step_s, last_step_s = decode_time(analysis, d, b, s, steps)
     else:
         decode_total_s, decode_groups = decode_time_without_cache(analysis, d, b, s, steps)
-        first_step_s = analysis.ops_time_s(d.flat_ops(Phase("prefill", b, s + 1, s + 1)))
-        last_step_s = analysis.ops_time_s(d.flat_ops(Phase("prefill", b, s + max(steps, 1), s + max(steps, 1))))
+        first_step_s = analysis.weighted_time_s(d.weighted_ops(Phase("prefill", b, s + 1, s + 1)))
+        last_step_s = analysis.weighted_time_s(d.weighted_ops(Phase("prefill", b, s + max(steps, 1), s + max(steps, 1))))
     decode_step_s = decode_total_s / steps if steps else first_step_s
     total_s = prefill_s + decode_total_s
     gpus_per_replica = p.tp_size * p.pp_size
 
-    prefill_flops = sum(o.flops for o in prefill_ops)
     decode_flops_first = analysis.get_num_flops_decode_step(b, s + 1)
     summary = {
         "model_name": m.name, "gpu_name": analysis.gpu_config.name, "dtype_name": analysis.dtype_config.name,
