@@ -843,10 +843,15 @@ class LLMAnalysis:
         return write_summary_files(self, summary_dict, output_dir, print_human_readable, output_file_suffix)
 
 
-# The entry points live in cli.py (with their full signatures for `fire`);
-# imported last because cli.py builds on the classes above.
-from .cli import infer, train  # noqa: E402
+def __getattr__(name: str):
+    """`infer` and `train` live in cli.py (with their full signatures for `fire`);
+    resolved lazily because cli.py builds on the classes above (PEP 562)."""
+    if name in ("infer", "train"):
+        from . import cli
+        return getattr(cli, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 if __name__ == "__main__":
-    from .cli import main
+    from llm_analysis.cli import main
     raise SystemExit(main())
