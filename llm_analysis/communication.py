@@ -2,15 +2,16 @@
 
 Ring algorithms (Patarasuk & Yuan 2009; Thakur et al. 2005): with n GPUs and a
 message of B bytes per GPU,
-- all-reduce:      2(n-1)/n * B / bw + 2(n-1) * alpha
-- all-gather / reduce-scatter: (n-1)/n * B / bw + (n-1) * alpha
-- all-to-all:      (n-1)/n * B / bw + (n-1) * alpha
-- point-to-point:  B / bw + alpha
+- all-reduce:      2(n-1)/n * B / bw + 2(n-1) hops
+- all-gather / reduce-scatter: (n-1)/n * B / bw + (n-1) hops
+- all-to-all:      (n-1)/n * B / bw + (n-1) hops
+- point-to-point:  B / bw + 1 hop
 where bw is the per-direction bandwidth of the slowest link the group uses and
-alpha the per-message latency. Which link: a group inside one node uses the
-GPU's intra-node link (NVLink, xGMI or PCIe as its config says) when it fits in
-the fast-link group, PCIe otherwise; a group that spans nodes is limited by the
-inter-node network.
+each hop (ring step) costs the link's hop latency. A collective never takes less
+than the link's minimum message latency (the mirrored system's floor).
+Which link: a group inside one node uses the GPU's intra-node link (NVLink,
+xGMI or PCIe as its config says) when it fits in the fast-link group, PCIe
+otherwise; a group that spans nodes is limited by the inter-node network.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from .constant import GB
 class Link:
     name: str  # nvlink | xgmi | pcie | inter_node
     bytes_per_s: float
-    latency_s: float
+    hop_latency_s: float
+    min_latency_s: float
 
 
 def link_for_group(gpu: GPUConfig, group_size: int, stride: int, intra_efficiency: float,
@@ -39,22 +41,31 @@ def link_for_group(gpu: GPUConfig, group_size: int, stride: int, intra_efficienc
     span = (group_size - 1) * stride + 1
     if span > per_node:
         return Link("inter_node", gpu.inter_node_bandwidth_in_GB_per_sec * GB * inter_efficiency,
-                    gpu.inter_node_min_message_latency)
+                    gpu.inter_node_hop_latency, gpu.inter_node_min_message_latency)
     if span > gpu.fast_link_group_size:
         return Link("pcie", gpu.pcie_bandwidth_in_GB_per_sec * GB * intra_efficiency,
-                    gpu.intra_node_min_message_latency)
+                    gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
     return Link(gpu.intra_node_link, gpu.intra_node_bandwidth_in_GB_per_sec * GB * intra_efficiency,
-                gpu.intra_node_min_message_latency)
+                gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
+
+
+# (bandwidth factor as a function of n, number of hops as a function of n)
+_ALGORITHMS = {
+    "all_reduce": (lambda n: 2 * (n - 1) / n, lambda n: 2 * (n - 1)),
+    "all_gather": (lambda n: (n - 1) / n, lambda n: n - 1),
+    "reduce_scatter": (lambda n: (n - 1) / n, lambda n: n - 1),
+    "all_to_all": (lambda n: (n - 1) / n, lambda n: n - 1),
+    "p2p": (lambda n: 1.0, lambda n: 1),
+}
 
 
 def collective_time_s(kind: str, bytes_per_gpu: float, group_size: int, link: Link) -> float:
+    """Seconds for one collective of `bytes_per_gpu` over `group_size` GPUs on `link`."""
+    if kind not in _ALGORITHMS:
+        raise ValueError(f"unknown collective {kind!r}; valid: {', '.join(_ALGORITHMS)}")
     n = group_size
     if n <= 1 or bytes_per_gpu <= 0:
         return 0.0
-    if kind == "all_reduce":
-        return 2 * (n - 1) / n * bytes_per_gpu / link.bytes_per_s + 2 * (n - 1) * link.latency_s
-    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n * bytes_per_gpu / link.bytes_per_s + (n - 1) * link.latency_s
-    if kind == "p2p":
-        return bytes_per_gpu / link.bytes_per_s + link.latency_s
-    raise ValueError(f"unknown collective {kind!r}; valid: all_reduce, all_gather, reduce_scatter, all_to_all, p2p")
+    bw_factor, hops = _ALGORITHMS[kind]
+    t = bw_factor(n) * bytes_per_gpu / link.bytes_per_s + hops(n) * link.hop_latency_s
+    return max(t, link.min_latency_s)

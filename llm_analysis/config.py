@@ -258,7 +258,13 @@ class GPUConfig(_StrictModel):
     # (A40: NVLink bridges join pairs only). Default: the whole node.
     fast_link_group_size: Optional[int] = None
     pcie_bandwidth_in_GB_per_sec: float = 32.0
-    inter_node_min_message_latency: float = 5e-06
+    # Latency model of a collective: max(min message latency, bandwidth term +
+    # hops x hop latency). The mirrored system's `intra_node_min_message_latency`
+    # is the floor; a hop (one ring step) costs ~1 us over NVLink/PCIe P2P and
+    # ~5 us over InfiniBand (NCCL LL protocol figures).
+    inter_node_min_message_latency: float = 1e-05
+    intra_node_hop_latency: float = 1e-06
+    inter_node_hop_latency: float = 5e-06
     source: str = ""
 
     @model_validator(mode="after")
@@ -268,7 +274,8 @@ class GPUConfig(_StrictModel):
                        "peak_i4_TFLOPS", "inter_node_bandwidth_in_GB_per_sec", "peak_bf16_TFLOPS",
                        "peak_fp8_TFLOPS", "peak_tf32_TFLOPS", "peak_fp32_TFLOPS", "num_gpus_per_node",
                        "fast_link_group_size", "pcie_bandwidth_in_GB_per_sec")
-        for f in ("intra_node_min_message_latency", "inter_node_min_message_latency"):
+        for f in ("intra_node_min_message_latency", "inter_node_min_message_latency", "intra_node_hop_latency",
+                  "inter_node_hop_latency"):
             if getattr(self, f) < 0:
                 raise ValueError(f"field {f!r} = {getattr(self, f)!r} must be >= 0 (seconds)")
         if self.peak_i8_TFLOPS is None:
