@@ -19,6 +19,12 @@ Conventions (stated in the README):
   unmasked causal (and sliding-window) part, as flash-attention kernels do.
 - `logits="all"` (default) computes logits at every position (a plain forward);
   `"last"` only at the last prompt position (what servers do in prefill).
+- Multi-head latent attention caches the latent c_KV and the rope key. `mla="expand"`
+  (default) decodes as transformers does: every step re-expands all cached tokens
+  through kv_b_proj into per-head K and V; `"absorb"` folds kv_b_proj into the query
+  and the output (vLLM, SGLang decode), attending over the latent directly.
+- A sliding-window layer attends to at most `sliding_window` keys and keeps the
+  last `sliding_window - 1` tokens in its cache between steps.
 - Bytes moved assume fused kernels: a matmul reads its weights and input and
   writes its output once; attention reads q, k, v (or the KV cache) and writes its
   output without materialising the score matrix (flash attention).
@@ -82,6 +88,11 @@ class Operator:
     comm_group_size: int = 1
     comm_group: str = ""  # tp | ep | pp | dp
     shapes: str = ""  # human-readable shape, e.g. "[4096x4096] x 512 tokens"
+    # matmuls only: the weight's shape [in_features x out_features] (one copy) and whether
+    # the layer is row-parallel (input sharded over TP); used for LoRA adapters
+    in_features: int = 0
+    out_features: int = 0
+    row_parallel: bool = False
 
     @property
     def bytes_per_gpu(self) -> float:
@@ -126,12 +137,15 @@ class LayerKind:
 class Conventions:
     attention_flops: str = "full"  # "full" | "causal"
     logits: str = "all"  # "all" | "last"
+    mla: str = "expand"  # "expand" | "absorb" (decode of multi-head latent attention)
 
     def __post_init__(self):
         if self.attention_flops not in ("full", "causal"):
             raise ConfigError(f"attention_flops = {self.attention_flops!r}; valid: 'full', 'causal'")
         if self.logits not in ("all", "last"):
             raise ConfigError(f"logits = {self.logits!r}; valid: 'all', 'last'")
+        if self.mla not in ("expand", "absorb"):
+            raise ConfigError(f"mla_attention = {self.mla!r}; valid: 'expand', 'absorb'")
 
 
 def layer_kinds(model: ModelConfig) -> List[LayerKind]:
@@ -221,6 +235,16 @@ class LayerDescriber:
         if p.pp_size > m.num_layers:
             raise ConfigError(f"pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name}; "
                               f"valid pp_size: 1..{m.num_layers}")
+        widths = {"ffn_embed_dim": m.ffn_embed_dim}
+        if m.is_moe:
+            widths["moe_ffn_embed_dim"] = m.expert_ffn_dim
+            if m.moe_num_shared_experts:
+                widths["moe_shared_expert_ffn_dim"] = m.shared_expert_ffn_dim
+        for f, width in widths.items():
+            if width % p.tp_size:
+                raise ConfigError(
+                    f"tp_size = {p.tp_size} must divide {f} = {width} of {m.name} (the MLP is split over "
+                    f"TP by columns); valid tp_size: {[d for d in range(1, m.n_head + 1) if m.n_head % d == 0 and width % d == 0]}")
         if m.is_moe and m.moe_num_experts % p.ep_size:
             raise ConfigError(f"ep_size = {p.ep_size} must divide moe_num_experts = {m.moe_num_experts}")
         if not m.is_moe and p.ep_size > 1:
@@ -258,6 +282,7 @@ class LayerDescriber:
             bytes_read_per_gpu=params_gpu * wb + in_elems * self.a_bytes,
             bytes_written_per_gpu=out_elems * self.a_bytes,
             shapes=f"[{d_in}x{d_out}]{'x' + str(copies) if copies > 1 else ''} x {tokens} tokens",
+            in_features=d_in, out_features=d_out, row_parallel=shard_input and shard > 1,
         )
 
     def _norm(self, name: str, group: str, tokens: int, dim: int, bias: Optional[bool] = None,
@@ -276,6 +301,11 @@ class LayerDescriber:
         return Operator(name=name, group="communication", kind="collective", collective=kind,
                         comm_bytes_per_gpu=elems * self.a_bytes, comm_group_size=size,
                         comm_group=group, shapes=f"{elems:.0f} elements over {group}={size}")
+
+    # Public names of the builders, for subclasses describing custom layers.
+    matmul_op = _matmul
+    norm_op = _norm
+    collective_op = _collective
 
     # ---------------------------------------------------------------- layers
     def attention_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
@@ -297,7 +327,21 @@ class LayerDescriber:
             ops.append(self._matmul("kv_a_proj", "attention", phase, t, m.hidden_dim,
                                     m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias))
             ops.append(self._norm("kv_a_norm", "attention", t, m.kv_lora_rank))
-            ops.append(self._matmul("kv_b_proj", "attention", phase, t, m.kv_lora_rank,
+            if self.conv.mla == "absorb" and phase.past_len > 0:
+                # decode with kv_b_proj absorbed (DeepSeek-V2 paper §2.1.2; vLLM, SGLang):
+                # q_nope goes into the latent space per head, attention runs over the cached
+                # latent (+ rope key), its output leaves the latent per head; no cache expansion
+                r = m.kv_lora_rank
+                ops.append(self._matmul("kv_b_proj_q_absorb", "attention", phase, t, m.qk_nope_head_dim, r,
+                                        False, shard=self.tp, copies=m.n_head))
+                ops.append(self._attention_core(phase, kind, r + m.qk_rope_head_dim, r, heads_gpu))
+                ops.append(self._matmul("kv_b_proj_v_up", "attention", phase, t, r, d_v, False,
+                                        shard=self.tp, copies=m.n_head))
+                return ops + self._attention_out_ops(phase, heads_gpu, d_v)
+            # eager (transformers): the cache holds the latent, so every step re-expands all
+            # cached tokens through kv_b_proj into per-head keys and values
+            kv_tokens = phase.batch * self.attended_len(kind, phase.kv_len) if phase.past_len > 0 else t
+            ops.append(self._matmul("kv_b_proj", "attention", phase, kv_tokens, m.kv_lora_rank,
                                     m.n_head * (m.qk_nope_head_dim + d_v), False, shard=self.tp))
         else:
             d_qk = d_v = m.head_dim
@@ -313,11 +357,17 @@ class LayerDescriber:
                 ops.append(self._norm("q_norm", "attention", t * m.n_head, m.head_dim, bias=False))
                 ops.append(self._norm("k_norm", "attention", t * m.num_key_value_heads, m.head_dim, bias=False))
         ops.append(self._attention_core(phase, kind, d_qk, d_v, heads_gpu))
+        return ops + self._attention_out_ops(phase, heads_gpu, d_v)
+
+    def _attention_out_ops(self, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
+        """Attention sinks (if any) and the output projection."""
+        m = self.model
+        ops: List[Operator] = []
         if m.attn_sinks:
             ops.append(Operator(name="attn_sinks", group="attention", kind="elementwise",
                                 params=m.n_head, params_per_gpu=heads_gpu,
                                 weight_bytes_per_gpu=heads_gpu * self.w_bytes))
-        ops.append(self._matmul("o_proj", "attention", phase, t, m.n_head * d_v, m.hidden_dim,
+        ops.append(self._matmul("o_proj", "attention", phase, phase.tokens, m.n_head * d_v, m.hidden_dim,
                                 m.attn_out_bias, shard=self.tp, shard_input=True))
         return ops
 
@@ -331,10 +381,18 @@ class LayerDescriber:
         return 2.0 * self.kv_heads_per_gpu * m.head_dim
 
     def attended_len(self, kind: LayerKind, context_len: int) -> int:
-        """Keys a query at context length c attends to (the cache a layer keeps)."""
+        """Keys a query at context length c attends to (itself included)."""
         if kind.attention == "sliding_attention" and self.model.sliding_window:
             return min(context_len, self.model.sliding_window)
         return context_len
+
+    def cached_len(self, kind: LayerKind, seq_len: int) -> int:
+        """Tokens a layer keeps in its KV cache after `seq_len` tokens: all of them,
+        or for a sliding-window layer the last window - 1 (the next query attends
+        to those and itself), as transformers' DynamicSlidingWindowLayer and vLLM keep."""
+        if kind.attention == "sliding_attention" and self.model.sliding_window:
+            return min(seq_len, self.model.sliding_window - 1)
+        return seq_len
 
     def _attention_core(self, phase: Phase, kind: LayerKind, d_qk: int, d_v: int,
                         heads_gpu: int) -> Operator:
@@ -513,8 +571,10 @@ class LayerDescriber:
             return phase.batch
         return phase.tokens
 
-    def head_ops(self, phase: Phase) -> List[Operator]:
-        """Final norm, pooler or output projection (the LM head)."""
+    def head_ops(self, phase: Phase, with_embedding: bool = True) -> List[Operator]:
+        """Final norm, pooler or output projection (the LM head). `with_embedding`:
+        the same GPU holds the input embedding (False on the last of several
+        pipeline stages, which then stores its own copy of a tied weight)."""
         m = self.model
         ops: List[Operator] = []
         if m.final_norm:
@@ -532,8 +592,11 @@ class LayerDescriber:
         if m.tie_word_embeddings:
             # the weight is the input embedding's; only a bias is new
             bias_params = m.vocab_size if m.lm_head_bias else 0
-            head = replace(head, params=bias_params, params_per_gpu=bias_params / self.tp,
-                           weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes)
+            if with_embedding:
+                head = replace(head, params=bias_params, params_per_gpu=bias_params / self.tp,
+                               weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes)
+            else:  # a copy on the last pipeline stage (Megatron, vLLM): memory, not a new parameter
+                head = replace(head, params=bias_params)
         ops.append(head)
         return ops
 
@@ -551,7 +614,7 @@ class LayerDescriber:
         for kind, n in groups.items():
             out.append((kind.label, n, self.layer_ops(phase, kind)))
         if last:
-            out.append(("head", 1, self.head_ops(phase)))
+            out.append(("head", 1, self.head_ops(phase, with_embedding=first)))
         return out
 
     def weighted_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Tuple[int, Operator]]:
