@@ -559,7 +559,7 @@ class _ConfigCLI:
 
 def main(argv: Optional[List[str]] = None) -> int:
     from .cli_support import run_fire
-    return run_fire(_ConfigCLI, argv, prog="python -m llm_analysis.config")
+    return run_fire(_ConfigCLI, argv, prog="llm_analysis.config")
 
 
 if __name__ == "__main__":
