@@ -84,7 +84,7 @@ class LLMAnalysis:
                  intra_node_memory_efficiency: float = 1.0,
                  inter_node_memory_efficiency: float = 1.0,
                  attention_flops: str = "full", logits: str = "all",
-                 num_gpus_per_node: Optional[int] = None) -> None:
+                 num_gpus_per_node: Optional[int] = None, mla_attention: str = "expand") -> None:
         for value, cls, field in ((model_config, ModelConfig, "model_config"), (gpu_config, GPUConfig, "gpu_config"),
                                   (dtype_config, DtypeConfig, "dtype_config"),
                                   (parallelism_config, ParallelismConfig, "parallelism_config")):
@@ -103,7 +103,7 @@ class LLMAnalysis:
                 raise ConfigError(f"{f} = {v!r} must be a positive number")
         self.achieved_tflops = achieved_tflops
         self.achieved_memory_bandwidth_GBs = achieved_memory_bandwidth_GBs
-        self.conventions = Conventions(attention_flops, logits)
+        self.conventions = Conventions(attention_flops, logits, mla_attention)
         self.num_gpus_per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
         if achieved_tflops is not None and flops_efficiency is not None:
             logger.info("achieved_tflops given: it overrides flops_efficiency")
@@ -471,7 +471,7 @@ class LLMAnalysis:
                                       kv_cache_dtype_bytes: Optional[float] = None) -> float:
         """KV-cache bytes of one layer on one GPU for batch_size sequences of
         seq_len tokens (mean over layers: sliding-window layers keep at most the
-        window; MLA keeps the latent and the rope key; KV heads fewer than
+        last window - 1 tokens; MLA keeps the latent and the rope key; KV heads fewer than
         tp_size are replicated)."""
         return self.get_memory_kv_cache_total(batch_size, seq_len, kv_cache_dtype_bytes) / self.model_config.num_layers
 
@@ -484,7 +484,7 @@ class LLMAnalysis:
         else:
             from .operators import stage_layer_groups
             groups = stage_layer_groups(self.model_config, self.parallelism_config.pp_size)[stage]
-        return sum(n * batch_size * d.attended_len(k, seq_len) * d.kv_cache_elems_per_token_per_gpu(k) * d.kv_bytes
+        return sum(n * batch_size * d.cached_len(k, seq_len) * d.kv_cache_elems_per_token_per_gpu(k) * d.kv_bytes
                    for k, n in groups.items())
 
     def get_memory_kv_cache_per_gpu(self, batch_size: int, seq_len: int,
@@ -575,7 +575,9 @@ class LLMAnalysis:
                                                          True, rc)
         mlp = self.get_activation_memory_per_layer_mlp(batch_size, seq_len, False, rc, mlp_activation_quant_bits,
                                                        mlp_1linear_quant_bits, mlp_gelu_input_quant_bits,
-                                                       mlp_2linear_quant_bits, mlp_recompute_gelu)
+                                                       mlp_2linear_quant_bits, mlp_recompute_gelu,
+                                                       with_dropout=True)  # like attention's output dropout mask:
+        # Korthikanti's 19sbh MLP term includes the 1-byte mask of the dropout after the MLP
         norms = self.model_config.num_norms_per_layer
         if rc == ActivationRecomputation.NORM_ATTN_NORM:
             norms = max(norms - 2, 0)  # both norms around attention are recomputed
@@ -764,12 +766,27 @@ class LLMAnalysis:
                       comm_bytes_per_gpu=elems * self._act_bytes(), comm_group_size=2, comm_group="pp")
         return (p.pp_size - 1) * self._op_time(op)
 
-    def get_latency_weight_update(self) -> float:
-        """Optimizer step: read weights, gradients and states, write weights and
-        states (memory-bound), on the heaviest stage's GPU."""
-        dense, expert = self._trainable_params_per_gpu()
-        params = dense + expert
-        bytes_per_param = 2 * 4 + 2 * ADAM_OPTIMIZER_STATE_BYTES + 2 + 2  # master rw, moments rw, grad, weight
+    def get_latency_weight_update(self, ds_zero: DSZeRO = DSZeRO.NONE, master_weights_dtype_bytes: float = BYTES_FP32,
+                                  other_op_bytes: Optional[float] = None,
+                                  trainable_params_per_gpu: Optional[float] = None) -> float:
+        """Optimizer step: read master weights, optimizer states and gradients,
+        write master weights, states and the 16-bit weights (memory-bound), on the
+        heaviest stage's GPU. With ZeRO-1 and above each GPU updates only its 1/dp
+        shard (experts: 1/rdp). `trainable_params_per_gpu` replaces the count (e.g.
+        LoRA adapters only). Defaults: Adam, fp32 master weights (28 bytes/param)."""
+        ds_zero = _enum(DSZeRO, ds_zero, "ds_zero")
+        p = self.parallelism_config
+        if trainable_params_per_gpu is None:
+            dense, expert = self._trainable_params_per_gpu()
+            if ds_zero.value >= 1:
+                dense, expert = dense / p.dp_size, expert / p.rdp_size
+            params = dense + expert
+        else:
+            params = trainable_params_per_gpu
+        other = ADAM_OPTIMIZER_STATE_BYTES if other_op_bytes is None else other_op_bytes
+        grad_bytes = self.dtype_config.weight_bits / 8 if self.dtype_config.weight_bits >= 16 else 2
+        # master r+w, states r+w, gradient read, 16-bit weight write
+        bytes_per_param = 2 * master_weights_dtype_bytes + 2 * other + grad_bytes + 2
         return params * bytes_per_param / (self.get_gpu_hbm_bandwidth() * GB)
 
     # --------------------------------------------------------- orchestrators

@@ -242,9 +242,10 @@ class LayerDescriber:
                 widths["moe_shared_expert_ffn_dim"] = m.shared_expert_ffn_dim
         for f, width in widths.items():
             if width % p.tp_size:
+                valid = [d for d in range(1, m.n_head + 1) if m.n_head % d == 0 and width % d == 0]
                 raise ConfigError(
                     f"tp_size = {p.tp_size} must divide {f} = {width} of {m.name} (the MLP is split over "
-                    f"TP by columns); valid tp_size: {[d for d in range(1, m.n_head + 1) if m.n_head % d == 0 and width % d == 0]}")
+                    f"TP by columns); valid tp_size: {valid}")
         if m.is_moe and m.moe_num_experts % p.ep_size:
             raise ConfigError(f"ep_size = {p.ep_size} must divide moe_num_experts = {m.moe_num_experts}")
         if not m.is_moe and p.ep_size > 1:
@@ -471,16 +472,18 @@ class LayerDescriber:
         e, k, f = m.moe_num_experts, m.moe_top_k, m.expert_ffn_dim
         h = m.hidden_dim
         ops = [self._matmul("router", "router", phase, t, h, e, m.moe_router_bias)]
-        # routed experts: each token runs through k experts; experts live on ep
-        # ranks and each expert is split over tp like a dense MLP.
-        # balanced routing: each EP rank runs t*k/ep token-expert pairs
-        routed = self._ffn_ops("expert_", "experts", phase, t * k / ep, f, m.moe_expert_bias,
-                               shard=self.tp)
+        # routed experts: each token runs through k experts, each expert split over
+        # tp like a dense MLP. Experts live on ep ranks that are data-parallel for
+        # the rest of the model, each with its own batch: with balanced routing every
+        # rank still runs t*k token-expert pairs (from all ep ranks' tokens) on its
+        # e/ep local experts.
+        routed = self._ffn_ops("expert_", "experts", phase, t * k, f, m.moe_expert_bias, shard=self.tp)
         # parameters: all e experts exist, the FLOPs use only k per token
         one_expert = self._ffn_ops("expert_", "experts", phase, 0, f, m.moe_expert_bias, shard=self.tp)
         experts_gpu = e / ep
-        # weights read per GPU in one forward: only the experts that receive tokens
-        active_gpu = min(experts_gpu, self.expected_active_experts(t) / ep)
+        # weights read per GPU in one forward: only the local experts that receive
+        # some of the ep ranks' t*ep tokens
+        active_gpu = min(experts_gpu, self.expected_active_experts(t * ep) / ep)
         for op, one in zip(routed, one_expert):
             if op.kind != "matmul":
                 ops.append(op)
@@ -489,7 +492,6 @@ class LayerDescriber:
             w_gpu = one.params_per_gpu * experts_gpu
             read_w = one.params_per_gpu * active_gpu * self.w_bytes
             ops.append(replace(op, params=params, params_per_gpu=w_gpu, weight_bytes_per_gpu=w_gpu * self.w_bytes,
-                               flops=op.flops * ep,
                                bytes_read_per_gpu=op.bytes_read_per_gpu - op.weight_bytes_per_gpu + read_w,
                                shapes=f"{op.shapes}, {e} experts top-{k}"))
         if m.moe_num_shared_experts:

@@ -1,0 +1,97 @@
+"""Activation memory per layer against the closed forms of Korthikanti et al.
+2022, "Reducing Activation Recomputation in Large Transformer Models"
+(arXiv 2205.05198), Table 2, derived by hand below.
+
+Their assumptions, which the test reproduces: a GPT layer (MHA, 4h GeLU MLP,
+two LayerNorms), 16-bit activations and norm inputs, 1-byte dropout masks,
+dropout after softmax, after the attention output projection and after the MLP,
+the s x s score matrices materialised (no flash attention). Per layer (§4.1):
+  attention 11sbh + 5as^2b: QKV input 2sbh, Q and K 4sbh, V 2sbh, softmax output
+      2as^2b, its dropout mask as^2b and output 2as^2b, out-projection input 2sbh,
+      output dropout mask sbh;
+  MLP 19sbh: first-linear input 2sbh, GeLU input 8sbh, second-linear input 8sbh,
+      dropout mask sbh;
+  two LayerNorm inputs 4sbh.
+Tensor parallelism t splits the tensors inside attention and MLP (Q, K, V,
+scores, out-projection input, GeLU input, second-linear input: 24sbh + 5as^2b);
+sequence parallelism also splits the rest (norm inputs, QKV and first-linear
+inputs, dropout masks: 10sbh). Selective recomputation drops the 5as^2b terms;
+full recomputation keeps only the layer input, 2sbh.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_analysis.analysis import ActivationRecomputation as R
+from llm_analysis.analysis import LLMAnalysis
+from llm_analysis.config import DtypeConfig, ModelConfig, ParallelismConfig, get_gpu_config_by_name
+
+# GPT 22B of Korthikanti Table 3: a = 64 heads, h = 6144, s = 2048, micro-batch 4, t = 8
+A, H, S, B, T = 64, 6144, 2048, 4, 8
+
+
+def _analysis(tp: int, sp: bool) -> LLMAnalysis:
+    model = ModelConfig(name="gpt-22b", num_layers=2, n_head=A, hidden_dim=H, vocab_size=51200, max_seq_len=S,
+                        qkv_bias=True, attn_out_bias=True, mlp_bias=True, activation="gelu")
+    par = ParallelismConfig(tp_size=tp, sp_size=tp if sp else 1)
+    return LLMAnalysis(model, get_gpu_config_by_name("a100-sxm-80gb"),
+                       DtypeConfig(name="w16a16e16", weight_bits=16, activation_bits=16, embedding_bits=16), par)
+
+
+def _per_layer(tp: int, sp: bool, rc: R, flash_attn: bool = False) -> float:
+    return _analysis(tp, sp).get_activation_memory_per_layer(
+        B, S, is_inference=False, activation_recomputation=rc, layernorm_dtype_bytes=2,
+        flash_attn=flash_attn, softmax_dropout=True)
+
+
+sbh = S * B * H
+score = A * S / H  # as/h
+
+
+@pytest.mark.parametrize("tp,sp,rc,closed_form", [
+    # Table 2 rows
+    (1, False, R.NONE, sbh * (34 + 5 * score)),  # no parallelism
+    (T, False, R.NONE, sbh * (10 + 24 / T + 5 * score / T)),  # tensor parallel (baseline)
+    (T, True, R.NONE, sbh * (34 / T + 5 * score / T)),  # tensor + sequence parallel
+    (T, False, R.ATTN_COMPUTE, sbh * (10 + 24 / T)),  # tensor parallel + selective recompute
+    (T, True, R.ATTN_COMPUTE, sbh * (34 / T)),  # tensor + sequence parallel + selective recompute
+    (1, False, R.FULL, 2 * sbh),  # full recompute
+    (T, False, R.FULL, 2 * sbh),
+    (1, False, R.ATTN_COMPUTE, sbh * 34),  # selective without parallelism: the 5as^2b terms go
+], ids=["none", "tp", "tp+sp", "tp+selective", "tp+sp+selective", "full", "tp+full", "selective"])
+def test_korthikanti_table2(tp, sp, rc, closed_form):
+    assert _per_layer(tp, sp, rc) == pytest.approx(closed_form, rel=1e-12)
+
+
+def test_full_recompute_with_sequence_parallel_keeps_the_sharded_input():
+    # Megatron checkpoints the sequence-parallel shard of the layer input: 2sbh/t
+    assert _per_layer(T, True, R.FULL) == pytest.approx(2 * sbh / T, rel=1e-12)
+
+
+def test_breakdown_attention_mlp_norms():
+    total, parts = _analysis(1, False).get_activation_memory_per_layer(
+        B, S, is_inference=False, activation_recomputation=R.NONE, layernorm_dtype_bytes=2, flash_attn=False,
+        softmax_dropout=True, return_breakdown=True)
+    assert parts["attn"] == pytest.approx(11 * sbh + 5 * A * S * S * B, rel=1e-12)
+    assert parts["mlp"] == pytest.approx(19 * sbh, rel=1e-12)
+    assert parts["layernorm"] == pytest.approx(4 * sbh, rel=1e-12)
+    assert total == pytest.approx(sum(parts.values()), rel=1e-12)
+
+
+def test_flash_attention_removes_the_score_terms():
+    # Flash attention (Dao et al. 2022) never stores the s x s matrices: same as selective recompute
+    assert _per_layer(T, True, R.NONE, flash_attn=True) == pytest.approx(sbh * 34 / T, rel=1e-12)
+    assert _per_layer(1, False, R.NONE, flash_attn=True) == pytest.approx(sbh * 34, rel=1e-12)
+
+
+def test_attention_block_recompute_keeps_its_input():
+    # ATTN checkpoints the input of norm_1 + attention and recomputes both: the
+    # attention block's 11sbh + 5as^2b and norm_1's 2sbh become one 2sbh input
+    assert _per_layer(1, False, R.ATTN) == pytest.approx(sbh * (2 + 19 + 2), rel=1e-12)
+
+
+def test_recomputation_order_never_needs_more_memory():
+    for tp, sp in ((1, False), (T, False), (T, True)):
+        values = [_per_layer(tp, sp, rc) for rc in (R.NONE, R.ATTN_COMPUTE, R.ATTN, R.NORM_ATTN_NORM, R.FULL)]
+        assert values == sorted(values, reverse=True), (tp, sp, values)
