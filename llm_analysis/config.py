@@ -456,12 +456,22 @@ def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
     if path.is_dir():
         from . import hf_import
         return hf_import.model_config_from_local_dir(path)
+    if "/" not in name_or_path:
+        # Hub repos are "org/name"; a bare name that is not in the catalogue is a
+        # typo far more often than a legacy Hub id: answer at once, do not wait
+        # on the network.
+        err = unknown_name_error("model", name_or_path, model_configs)
+        raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
     from . import hf_import
     try:
         return hf_import.get_model_config_from_hf(name_or_path, revision=revision,
                                                   trust_remote_code=trust_remote_code)
     except hf_import.RepoNotFound:
-        raise unknown_name_error("model", name_or_path, model_configs) from None
+        err = unknown_name_error("model", name_or_path, model_configs)
+        raise type(err)(f"{err} It is not on the Hugging Face Hub either.") from None
+    except (hf_import.HubOffline, hf_import.HubUnreachable) as hub_err:
+        near = unknown_name_error("model", name_or_path, model_configs)
+        raise type(hub_err)(f"{hub_err} Not in the catalogue either: {near}") from None
 
 
 def get_model_config_from_hf(name: str, revision: Optional[str] = None,

@@ -302,3 +302,15 @@ def test_mirrored_gpu_and_dtype_json_load_unchanged(tmp_path):
     d = get_dtype_config_by_name(str(_write(tmp_path, "dt.json", dt)))
     for key, value in dt.items():
         assert getattr(d, key) == value, key
+
+
+def test_bare_unknown_model_name_fails_fast_with_suggestions():
+    """A bare name (no org/) that is not in the catalogue is answered at once, offline."""
+    import time
+
+    from llm_analysis.errors import UnknownNameError
+    t = time.perf_counter()
+    with pytest.raises(UnknownNameError) as e:
+        get_model_config_by_name("Llama-3.1-8")
+    assert time.perf_counter() - t < 1.0
+    assert "meta-llama_Llama-3.1-8B" in str(e.value) and "full id" in str(e.value)
