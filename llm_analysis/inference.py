@@ -128,6 +128,19 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, Li
     return acc.total_s, acc.finish(), ops
 
 
+def pipelined_prefill_time(analysis, d, batch: int, seq_len: int) -> float:
+    """Prefill of `batch` requests through pp stages, one request per micro-batch:
+    the pipeline fills, then a request leaves the last stage every slowest-stage
+    time: sum(stage times) + (batch - 1) x max(stage time) (GPipe-style fill,
+    Huang et al. 2019). Stage times include the hand-off to the next stage."""
+    p = analysis.parallelism_config.pp_size
+    one = Phase("prefill", 1, seq_len, seq_len)
+    handoff = analysis.pipeline_handoff_time_s(1, seq_len) / (p - 1)
+    stages = [analysis.weighted_time_s(d.weighted_ops(one, stage=i)) + (handoff if i < p - 1 else 0.0)
+              for i in range(p)]
+    return sum(stages) + (batch - 1) * max(stages)
+
+
 def _window_breaks(model, lo: int, hi: int) -> List[int]:
     """Context lengths where some layer's attended length stops growing."""
     ws = set()
@@ -280,6 +293,10 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     # time -------------------------------------------------------------------
     prefill_s, prefill_groups, prefill_ops = prefill_time(analysis, d, b, s)
     prefill_flops = sum(n_ * o.flops for n_, o in prefill_ops)
+    prefill_unpipelined_s = prefill_s
+    if p.pp_size > 1 and b > 1:
+        # a pipeline serves a batch of prompts request by request, stages overlapping
+        prefill_s = min(prefill_s, pipelined_prefill_time(analysis, d, b, s))
     steps = n - 1
     if use_kv_cache:
         decode_total_s, decode_groups, first_step_s, last_step_s = decode_time(analysis, d, b, s, steps)
@@ -318,6 +335,7 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
         "memory_left_per_gpu": mem - needed,
         "gpu_memory_per_gpu": mem,
         "prefill_latency": prefill_s,
+        "prefill_latency_unpipelined": prefill_unpipelined_s,
         "time_to_first_token": prefill_s,
         "decode_latency": decode_step_s,
         "time_per_output_token": decode_step_s,

@@ -328,3 +328,20 @@ def test_latency_monotone_and_finite(name, tp, b, s, n):
     # throughput never beats the compute roof: FLOPs per step / step time <= peak
     step_flops = a.get_num_flops_decode_step(b, s + 1) / (a.parallelism_config.tp_size)
     assert step_flops / base["decode_first_step_latency"] <= a.get_TFLOPS_per_gpu() * 1e12 * (1 + 1e-9)
+
+
+def test_pipeline_fill_for_a_batch_of_prompts():
+    """pp=4: a batch of prompts is pipelined request by request. Hand derivation from
+    the per-stage times of one request: sum(stages) + (b - 1) x max(stage)."""
+    a = make("meta-llama_Llama-3.1-8B", "a100-sxm-80gb", pp_size=4)
+    b, s = 16, 1024
+    summary = a.inference(batch_size_per_gpu=b, seq_len=s, num_tokens_to_generate=2)
+    one = Phase("prefill", 1, s, s)
+    p2p = a.pipeline_handoff_time_s(1, s) / 3
+    stages = [a.weighted_time_s(a.describer.weighted_ops(one, stage=i)) + (p2p if i < 3 else 0) for i in range(4)]
+    assert summary["prefill_latency"] == pytest.approx(sum(stages) + (b - 1) * max(stages), rel=1e-9)
+    assert summary["prefill_latency"] < summary["prefill_latency_unpipelined"]
+    single = make("meta-llama_Llama-3.1-8B", "a100-sxm-80gb").inference(batch_size_per_gpu=b, seq_len=s,
+                                                                       num_tokens_to_generate=2)
+    # four stages overlap: the pipelined batch is ~4x faster than one GPU doing it all, less the fill
+    assert summary["prefill_latency"] < single["prefill_latency"] / 2.5
