@@ -6,10 +6,8 @@ mirrored system) and the `fire` command line around them:
     llm-analysis train ...                (installed console script)
 """
 
-from __future__ import annotations
-
-import json
 import logging
+import os
 import sys
 from typing import List, Optional
 
@@ -17,9 +15,11 @@ from .analysis import ActivationRecomputation, DSZeRO, LLMAnalysis, _enum
 from .cli_support import configure_logging, run_fire
 from .config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
-from .constant import FLOPS_EFFICIENCY, HBM_MEMORY_EFFICIENCY, INTER_NODE_MEMORY_EFFICIENCY, \
+from .constant import HBM_MEMORY_EFFICIENCY, INTER_NODE_MEMORY_EFFICIENCY, \
     INTRA_NODE_MEMORY_EFFICIENCY, NUM_GPUS_PER_NODE
-from .errors import ConfigError
+from .errors import ConfigError, HubImportError
+
+# (no `from __future__ import annotations` here: fire shows the real types in --help)
 
 logger = logging.getLogger("llm_analysis")
 
@@ -28,24 +28,66 @@ _OUTPUT_FORMATS = ("text", "json", "none")
 
 def _check_output_format(output_format: str) -> str:
     if output_format not in _OUTPUT_FORMATS:
-        raise ConfigError(f"output_format = {output_format!r}; valid: {', '.join(_OUTPUT_FORMATS)}")
+        raise ConfigError(f"output_format = {output_format!r} is not valid; use one of {', '.join(_OUTPUT_FORMATS)}")
     return output_format
 
 
+def _check_outputs(output_format: str, quiet: bool, plot: bool, output_dir: Optional[str]) -> str:
+    """Validate the presentation flags before any arithmetic runs."""
+    output_format = "none" if quiet else _check_output_format(output_format)
+    if plot and output_dir is None:
+        raise ConfigError("plot=True needs output_dir: the charts are written there (add --output_dir DIR)")
+    if plot:
+        from .plots import require_matplotlib
+        require_matplotlib()
+    return output_format
+
+
+def _load_model(model_name: str):
+    """get_model_config_by_name, with the closest catalogue names added when the
+    Hub cannot answer for a name that is not in the catalogue."""
+    try:
+        return get_model_config_by_name(model_name)
+    except HubImportError as err:
+        from .config import list_model_configs
+        from .errors import closest_names
+        near = list(dict.fromkeys(closest_names(str(model_name).replace("/", "_"), list_model_configs())))
+        if near and "Closest" not in str(err):
+            raise HubImportError(f"{err} Closest catalogue names: {', '.join(near)}.") from None
+        raise
+
+
+def _write_stdout(text: str) -> None:
+    """print(), but never failing on a terminal that cannot encode the report."""
+    try:
+        print(text)
+    except UnicodeEncodeError:
+        enc = getattr(sys.stdout, "encoding", None) or "ascii"
+        print(text.encode(enc, "replace").decode(enc))
+
+
 def _present(analysis: LLMAnalysis, summary: dict, kind: str, output_format: str, plot: bool,
-             output_dir: Optional[str], output_file_suffix: str) -> None:
+             output_dir: Optional[str], output_file_suffix: str, sweep_kwargs: Optional[dict] = None) -> None:
+    """Write the files (output_dir), the charts (plot) and print the report
+    (text) or the JSON summary (json: stdout holds nothing else)."""
+    if output_format == "none" and output_dir is None:
+        return
     from . import report
     if output_dir is not None:
-        report.write_summary_files(analysis, summary, output_dir, False, output_file_suffix, kind=kind)
-        if plot:
-            from . import plots
-            plots.write_charts(analysis, summary, output_dir, kind=kind, suffix=output_file_suffix)
-    elif plot:
-        raise ConfigError("plot=True needs output_dir to write the charts into")
+        try:
+            report.write_summary_files(analysis, summary, output_dir, False, output_file_suffix, kind=kind)
+            if plot:
+                from . import plots
+                paths = plots.write_charts(analysis, summary, output_dir, kind=kind, suffix=output_file_suffix,
+                                           sweep_kwargs=sweep_kwargs)
+                logger.info("wrote charts: %s", ", ".join(os.path.basename(p) for p in paths))
+        except OSError as err:
+            raise ConfigError(f"cannot write into output_dir = {output_dir!r}: {err.strerror or err} "
+                              f"({err.filename or output_dir}); choose a writable directory") from None
     if output_format == "json":
-        print(json.dumps(report.jsonable(summary), indent=2))
+        _write_stdout(report.to_json(report.summary_with_setup(analysis, summary)))
     elif output_format == "text":
-        print(report.render(analysis, summary, kind))
+        _write_stdout(report.render(analysis, summary, kind))
 
 
 def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb", dtype_name: str = "w16a16e16",
@@ -60,14 +102,24 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           cost_per_gpu_hour: Optional[float] = None, output_dir: Optional[str] = None,
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
           attention_flops: str = "full", logits: str = "all", quiet: bool = False) -> dict:
-    """Inference analysis of a model on a GPU.
+    """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
+
+    Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
+    with what bounds each, memory per GPU, warnings). --output_format json prints
+    the summary as JSON on stdout and nothing else; --output_dir also writes it as
+    JSON and text, --plot adds charts. Times are roofline estimates: with the
+    default efficiencies of 1 they are lower bounds. All JSON values are in base
+    units (seconds, bytes, FLOPs). Errors end with one line and exit code 2; add
+    --debug to see the traceback.
+
+    Example: llm-analysis infer --model_name meta-llama/Llama-3.1-8B --gpu_name h100-sxm-80gb --batch_size_per_gpu 8
 
     Args:
         model_name: catalogue name (`python -m llm_analysis.config list_model_configs`), Hub id
             (e.g. meta-llama/Llama-3.1-8B), path to a config JSON, or a local model directory.
         gpu_name: catalogue GPU name (e.g. a100-sxm-40gb, h100-sxm-80gb).
         dtype_name: weights/activations/embedding bits, e.g. w16a16e16, w8a16e16, w4a16e16, fp8.
-        log_level: DEBUG, INFO, WARNING or ERROR (DEBUG also shows tracebacks on errors).
+        log_level: DEBUG, INFO, WARNING or ERROR, on stderr (DEBUG also shows tracebacks on errors).
         batch_size_per_gpu: concurrent sequences per model replica.
         ds_zero: DeepSpeed ZeRO stage 0-3 (3 shards weights over dp_size).
         dp_size: data-parallel replicas.
@@ -86,11 +138,13 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         intra_node_memory_efficiency: fraction of the intra-node link bandwidth reached.
         inter_node_memory_efficiency: fraction of the inter-node bandwidth reached.
         cost_per_gpu_hour: dollars per GPU-hour, for cost per 1k tokens.
-        output_dir: write the summary (JSON + readable text) here.
+        output_dir: write the summary here as <setup>-inference-....json and .txt (the name holds model, GPU,
+            dtype, tp/pp/dp/ep/sp, efficiencies, batch and lengths).
         output_file_suffix: suffix for the output file names.
         ep_size: expert-parallel size for MoE models (must divide dp_size and the number of experts).
         output_format: text (readable report), json (machine-readable summary only) or none.
-        plot: with output_dir, also write charts (needs matplotlib: pip install llm-analysis[plot]).
+        plot: with output_dir, also write PNG charts: roofline, latency and memory breakdowns, batch sweep
+            (needs matplotlib: pip install llm-analysis[plot]).
         attention_flops: full (eager attention, the whole score matrix) or causal (flash kernels).
         logits: all (logits at every prompt position) or last (only the last, as servers do).
         quiet: print nothing (return the summary only).
@@ -98,9 +152,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         The summary dict (base units: seconds, bytes, FLOPs).
     """
     configure_logging(log_level)
-    output_format = "none" if quiet else _check_output_format(output_format)
+    output_format = _check_outputs(output_format, quiet, plot, output_dir)
     analysis = LLMAnalysis(
-        get_model_config_by_name(model_name), get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
+        _load_model(model_name), get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
                                              sp_size=sp_size)),
         achieved_tflops=achieved_tflops, achieved_memory_bandwidth_GBs=achieved_memory_bandwidth_GBs,
@@ -112,7 +166,10 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
                                  ds_zero=_enum(DSZeRO, ds_zero, "ds_zero"),
                                  layernorm_dtype_bytes=layernorm_dtype_bytes,
                                  kv_cache_dtype_bytes=kv_cache_dtype_bytes, cost_per_gpu_hour=cost_per_gpu_hour)
-    _present(analysis, summary, "inference", output_format, plot, output_dir, output_file_suffix)
+    sweep = dict(seq_len=seq_len, num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
+                 ds_zero=ds_zero, layernorm_dtype_bytes=layernorm_dtype_bytes,
+                 kv_cache_dtype_bytes=kv_cache_dtype_bytes)
+    _present(analysis, summary, "inference", output_format, plot, output_dir, output_file_suffix, sweep)
     return summary
 
 
@@ -132,14 +189,25 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           inter_node_memory_efficiency: float = INTER_NODE_MEMORY_EFFICIENCY,
           num_gpus_per_node: int = NUM_GPUS_PER_NODE, output_dir: Optional[str] = None,
           output_file_suffix: str = "", cost_per_gpu_hour: Optional[float] = None, output_format: str = "text",
-          plot: bool = False, quiet: bool = False) -> dict:
-    """Training analysis of a model on a cluster of GPUs.
+          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1) -> dict:
+    """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
+
+    Prints a readable report (setup, summary, memory per GPU, time and memory
+    breakdowns, warnings). --output_format json prints the summary as JSON on
+    stdout and nothing else; --output_dir also writes it as JSON and text, --plot
+    adds charts. All JSON values are in base units (seconds, bytes, FLOPs). Errors
+    end with one line and exit code 2; add --debug to see the traceback.
+
+    Example: llm-analysis train --model_name megatron-lm-175b --gpu_name a100-sxm-80gb --tp_size 8 --pp_size 16
+    --total_num_gpus 1024 --global_batch_size 1536 --seq_len 2048 --total_num_tokens 300e9
+    --activation_recomputation 4 --achieved_tflops 140
 
     Args:
-        model_name: catalogue name, Hub id, config JSON path or local model directory.
-        gpu_name: catalogue GPU name.
+        model_name: catalogue name (`python -m llm_analysis.config list_model_configs`), Hub id, path to a
+            config JSON, or a local model directory.
+        gpu_name: catalogue GPU name (e.g. a100-sxm-80gb, h100-sxm-80gb).
         dtype_name: data types (e.g. w16a16e16 for bf16/fp16 mixed precision).
-        log_level: DEBUG, INFO, WARNING or ERROR.
+        log_level: DEBUG, INFO, WARNING or ERROR, on stderr (DEBUG also shows tracebacks on errors).
         batch_size_per_gpu: micro-batch size per GPU (None: the largest that fits).
         gradient_accumulation_steps: micro-batches per iteration.
         global_batch_size: sequences per iteration across data-parallel ranks.
@@ -169,18 +237,21 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         intra_node_memory_efficiency: fraction of intra-node link bandwidth.
         inter_node_memory_efficiency: fraction of inter-node bandwidth.
         num_gpus_per_node: GPUs per node (decides which groups cross nodes).
-        output_dir: write the summary (JSON + readable text) here.
+        output_dir: write the summary here as <setup>-training-....json and .txt (the name holds model, GPU,
+            dtype, tp/pp/dp/ep/sp, efficiencies, batch and sequence length).
         output_file_suffix: suffix for the output file names.
         cost_per_gpu_hour: dollars per GPU-hour, for the run's cost.
-        output_format: text, json or none.
-        plot: with output_dir, also write charts.
-        quiet: print nothing.
+        output_format: text (readable report), json (machine-readable summary only) or none.
+        plot: with output_dir, also write PNG charts of the time and memory breakdowns
+            (needs matplotlib: pip install llm-analysis[plot]).
+        quiet: print nothing (return the summary only).
+        pipeline_interleave: virtual pipeline stages per GPU (interleaved 1F1B schedule; shrinks the bubble).
     Returns:
         The summary dict (base units).
     """
     configure_logging(log_level)
-    output_format = "none" if quiet else _check_output_format(output_format)
-    model = get_model_config_by_name(model_name)
+    output_format = _check_outputs(output_format, quiet, plot, output_dir)
+    model = _load_model(model_name)
     if dp_size is None:
         if total_num_gpus is not None:
             if total_num_gpus % (tp_size * pp_size):
@@ -204,6 +275,10 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     kwargs = {}
     if cost_per_gpu_hour is not None:
         kwargs["cost_per_gpu_hour"] = cost_per_gpu_hour
+    if pipeline_interleave != 1:
+        kwargs["pipeline_interleave"] = pipeline_interleave
+    if isinstance(total_num_tokens, float) and total_num_tokens.is_integer():
+        total_num_tokens = int(total_num_tokens)  # 300e9 on the command line is a float
     summary = analysis.training(
         batch_size_per_gpu=batch_size_per_gpu, gradient_accumulation_steps=gradient_accumulation_steps,
         global_batch_size=global_batch_size, seq_len=seq_len, total_num_tokens=total_num_tokens,
@@ -217,27 +292,46 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     return summary
 
 
-class _AnalysisCLI:
-    """llm-analysis: parameters, FLOPs, memory and time of transformer LLMs.
-
-    Commands: infer, train. `<command> --help` lists every flag.
-    """
-
-    infer = staticmethod(infer)
-    train = staticmethod(train)
+def _plain_annotation(annotation):
+    """Optional[int] -> int: fire's help prints `Optional[...]` around any flag
+    whose default is None, and renders typing.Optional itself as `Optional`."""
+    import typing
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is typing.Union and len(args) == 1:
+        return args[0]
+    return annotation
 
 
 def _no_return_value(fn):
-    """fire prints a returned dict; the CLI prints its own report instead."""
+    """fire would print the returned dict; the command line prints its own report.
+    The wrapper's signature (what fire reads for --help) shows plain types."""
     import functools
+    import inspect
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         fn(*args, **kwargs)
         return None
+    sig = inspect.signature(fn)
+    wrapper.__signature__ = sig.replace(
+        parameters=[p.replace(annotation=_plain_annotation(p.annotation)) for p in sig.parameters.values()],
+        return_annotation=inspect.Signature.empty)
     return wrapper
 
 
+class LLMAnalysisCLI:
+    """Parameters, FLOPs, memory and time of transformer LLMs, from the model's shapes.
+
+    `infer` analyses serving (prefill, decode, KV cache, largest batch, throughput);
+    `train` analyses a training run (memory per GPU, time per iteration, days, GPU-hours).
+    `<command> --help` lists every flag. Errors end with one line and exit code 2;
+    add --debug (or --log_level DEBUG) to see the traceback.
+    """
+
+    infer = staticmethod(_no_return_value(infer))
+    train = staticmethod(_no_return_value(train))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    cli = {"infer": _no_return_value(infer), "train": _no_return_value(train)}
-    return run_fire(cli, argv, prog="llm-analysis")
+    """`python -m llm_analysis[.analysis] infer|train ...` and the `llm-analysis` script."""
+    return run_fire(LLMAnalysisCLI, argv, prog="llm-analysis")

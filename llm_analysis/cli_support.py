@@ -1,13 +1,18 @@
 """Run a `fire` command line so that bad input ends in one readable line and exit
-code 2, never a traceback (unless --debug or log_level=DEBUG is given)."""
+code 2, never a traceback (unless --debug or log_level=DEBUG is given); help goes
+to stdout, logs and errors to stderr."""
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
+import traceback
 from typing import List, Optional
 
 from .errors import LLMAnalysisError
+
+_HELP_FLAGS = ("--help", "-h")
 
 
 def _wants_debug(argv: List[str]) -> bool:
@@ -15,31 +20,117 @@ def _wants_debug(argv: List[str]) -> bool:
     return "--debug" in argv or "log_level=debug" in joined.replace("--", "").replace(" ", "=")
 
 
+def _help_requested(argv: List[str]) -> bool:
+    return any(a in _HELP_FLAGS for a in argv)
+
+
+def _command_function(component, argv: List[str]):
+    """The function `argv` calls on `component` (a dict or class of commands), if any."""
+    if not argv or argv[0].startswith("-"):
+        return None, None
+    name = argv[0]
+    fn = component.get(name) if isinstance(component, dict) else getattr(component, name, None)
+    return (name, fn) if callable(fn) else (None, None)
+
+
+def _unknown_flag(component, argv: List[str], prog: str) -> Optional[str]:
+    """A message for the first --flag the command does not take (fire would run the
+    command with the other flags first and complain only afterwards)."""
+    import difflib
+    import inspect
+
+    name, fn = _command_function(component, argv)
+    if fn is None:
+        return None
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return None
+    known = set(params)
+    args = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    for arg in args:
+        if not arg.startswith("--") or arg in _HELP_FLAGS:
+            continue
+        flag = arg[2:].split("=", 1)[0].replace("-", "_")
+        if flag in known or (flag.startswith("no") and flag[2:] in known):
+            continue
+        near = difflib.get_close_matches(flag, sorted(known), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join('--' + n for n in near)}?" if near else ""
+        return (f"{prog} {name}: error: unknown flag --{flag}.{hint} "
+                f"`{prog} {name} --help` lists every flag.")
+    return None
+
+
 def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analysis") -> int:
+    """Run `component` through fire with `argv`; returns the exit code.
+
+    - our errors (LLMAnalysisError: unknown names, impossible layouts, a model
+      that does not fit, bad values) print `<prog>: error: <message>` on stderr
+      and return 2; with --debug / log_level DEBUG the traceback is printed too;
+    - fire's own usage errors (unknown flag, unknown command) keep fire's message
+      and its exit code 2;
+    - --help prints fire's help on stdout (fire writes it to stderr) and returns 0.
+    """
     import fire
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _wants_debug(argv)
     argv = [a for a in argv if a != "--debug"]
+    # -h is help (fire would take it as the short form of a flag starting with h, e.g. --hbm_memory_efficiency)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    argv = ["--help" if a == "-h" and i < cut else a for i, a in enumerate(argv)]
+    message = _unknown_flag(component, argv, prog)
+    if message:
+        print(message, file=sys.stderr)
+        return 2
+    help_buffer = io.StringIO() if _help_requested(argv) else None
+    real_stderr = sys.stderr
     try:
+        if help_buffer is not None:
+            sys.stderr = help_buffer
         fire.Fire(component, command=argv, name=prog)
     except LLMAnalysisError as err:
         if debug:
-            raise
+            traceback.print_exc()
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
     except fire.core.FireExit as exc:  # --help, or fire's own usage errors
-        return int(exc.code or 0)
+        code = int(exc.code or 0)
+        if help_buffer is not None:
+            text = "".join(line for line in help_buffer.getvalue().splitlines(keepends=True)
+                           if not line.startswith("INFO: Showing help with the command"))
+            (sys.stdout if code == 0 else real_stderr).write(text.lstrip("\n"))
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `llm-analysis infer | head`: the reader left
+        import os
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 0
+    finally:
+        sys.stderr = real_stderr
     return 0
 
 
 def configure_logging(log_level: str = "INFO") -> None:
+    """Send this package's log records to stderr at `log_level` (stdout stays for
+    the report or the JSON summary)."""
     from .constant import LOG_FORMAT
     from .errors import ConfigError
 
     level = getattr(logging, str(log_level).upper(), None)
     if not isinstance(level, int):
-        raise ConfigError(f"log_level {log_level!r} is not valid; use one of DEBUG, INFO, WARNING, ERROR")
-    logging.basicConfig(format=LOG_FORMAT, level=level, force=True)
+        raise ConfigError(f"log_level = {log_level!r} is not valid; use one of DEBUG, INFO, WARNING, ERROR")
+    logger = logging.getLogger("llm_analysis")
+    for h in list(logger.handlers):
+        if getattr(h, "_llm_analysis_cli", False):
+            logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler._llm_analysis_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logging.captureWarnings(True)  # warnings.warn(...) -> the py.warnings logger (stderr), never stdout
