@@ -398,17 +398,71 @@ def load_config_file(cls, path: str | os.PathLike):
     return build_config(cls, data, source=str(path))
 
 
-def _load_dir(cls, directory: Path) -> Dict[str, Any]:
-    out = {}
-    for p in sorted(directory.glob("*.json")):
-        cfg = load_config_file(cls, p)
-        out[p.stem] = cfg
-    return out
+class Catalogue(dict):
+    """A name -> config mapping backed by one JSON file per entry in a folder.
+
+    Entries are read and validated when first looked up (so `infer` on one model
+    parses three files, not 129: start-up time); anything that enumerates the
+    catalogue (iteration, len, keys, items, values) reads every file first.
+    Entries added in code (e.g. by `dump_model_config_by_name`) live alongside.
+    """
+
+    def __init__(self, cls, directory: Path):
+        super().__init__()
+        self._cls, self._dir, self._complete = cls, directory, False
+        # the names are the file stems: listing a folder is cheap
+        self._stems = {p.stem for p in directory.glob("*.json")}
+
+    def _load_one(self, key) -> bool:
+        if isinstance(key, str) and key in self._stems and not dict.__contains__(self, key):
+            dict.__setitem__(self, key, load_config_file(self._cls, self._dir / f"{key}.json"))
+        return dict.__contains__(self, key)
+
+    def _load_all(self) -> None:
+        if not self._complete:
+            for stem in sorted(self._stems):
+                self._load_one(stem)
+            self._complete = True
+
+    def __contains__(self, key) -> bool:
+        return self._load_one(key)
+
+    def __missing__(self, key):
+        if self._load_one(key):
+            return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __iter__(self):
+        self._load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self._load_all()
+        return dict.__len__(self)
+
+    def keys(self):
+        self._load_all()
+        return dict.keys(self)
+
+    def items(self):
+        self._load_all()
+        return dict.items(self)
+
+    def values(self):
+        self._load_all()
+        return dict.values(self)
+
+    def names(self) -> List[str]:
+        """Every entry's name without reading the files."""
+        return sorted(self._stems | set(dict.keys(self)))
 
 
-model_configs: Dict[str, ModelConfig] = _load_dir(ModelConfig, MODEL_CONFIGS_DIR)
-gpu_configs: Dict[str, GPUConfig] = _load_dir(GPUConfig, GPU_CONFIGS_DIR)
-dtype_configs: Dict[str, DtypeConfig] = _load_dir(DtypeConfig, DTYPE_CONFIGS_DIR)
+model_configs: Dict[str, ModelConfig] = Catalogue(ModelConfig, MODEL_CONFIGS_DIR)
+gpu_configs: Dict[str, GPUConfig] = Catalogue(GPUConfig, GPU_CONFIGS_DIR)
+dtype_configs: Dict[str, DtypeConfig] = Catalogue(DtypeConfig, DTYPE_CONFIGS_DIR)
 
 
 def hub_id_to_catalogue_name(name: str) -> str:
@@ -421,9 +475,9 @@ def _catalogue_lookup(name: str) -> Optional[ModelConfig]:
         if key in model_configs:
             return model_configs[key].model_copy(deep=True)
     lowered = hub_id_to_catalogue_name(name).lower()
-    for key, cfg in model_configs.items():
+    for key in model_configs.names():
         if key.lower() == lowered:
-            return cfg.model_copy(deep=True)
+            return model_configs[key].model_copy(deep=True)
     return None
 
 
@@ -460,17 +514,17 @@ def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
         # Hub repos are "org/name"; a bare name that is not in the catalogue is a
         # typo far more often than a legacy Hub id: answer at once, do not wait
         # on the network.
-        err = unknown_name_error("model", name_or_path, model_configs)
+        err = unknown_name_error("model", name_or_path, model_configs.names())
         raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
     from . import hf_import
     try:
         return hf_import.get_model_config_from_hf(name_or_path, revision=revision,
                                                   trust_remote_code=trust_remote_code)
     except hf_import.RepoNotFound:
-        err = unknown_name_error("model", name_or_path, model_configs)
+        err = unknown_name_error("model", name_or_path, model_configs.names())
         raise type(err)(f"{err} It is not on the Hugging Face Hub either.") from None
     except (hf_import.HubOffline, hf_import.HubUnreachable) as hub_err:
-        near = unknown_name_error("model", name_or_path, model_configs)
+        near = unknown_name_error("model", name_or_path, model_configs.names())
         raise type(hub_err)(f"{hub_err} Not in the catalogue either: {near}") from None
 
 
@@ -487,7 +541,7 @@ def get_gpu_config_by_name(name: str) -> GPUConfig:
         return gpu_configs[name].model_copy(deep=True)
     if isinstance(name, str) and name.endswith(".json") and Path(name).is_file():
         return load_config_file(GPUConfig, name)
-    raise unknown_name_error("gpu", str(name), gpu_configs)
+    raise unknown_name_error("gpu", str(name), gpu_configs.names())
 
 
 def get_dtype_config_by_name(name: str) -> DtypeConfig:
@@ -495,19 +549,19 @@ def get_dtype_config_by_name(name: str) -> DtypeConfig:
         return dtype_configs[name].model_copy(deep=True)
     if isinstance(name, str) and name.endswith(".json") and Path(name).is_file():
         return load_config_file(DtypeConfig, name)
-    raise unknown_name_error("dtype", str(name), dtype_configs)
+    raise unknown_name_error("dtype", str(name), dtype_configs.names())
 
 
 def list_model_configs() -> List[str]:
-    return sorted(model_configs)
+    return model_configs.names()
 
 
 def list_gpu_configs() -> List[str]:
-    return sorted(gpu_configs)
+    return gpu_configs.names()
 
 
 def list_dtype_configs() -> List[str]:
-    return sorted(dtype_configs)
+    return dtype_configs.names()
 
 
 def _dump(cfg: _StrictModel, model_configs_dir: Optional[str], default_dir: Path) -> str:

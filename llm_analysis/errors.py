@@ -53,7 +53,7 @@ def closest_names(name: str, known: Iterable[str], n: int = 5) -> list[str]:
     matches = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.3)
     # substring hits first: "llama-3.1-8b" should find "meta-llama_Llama-3.1-8B"
     subs = [k for k in known if name.lower() in k.lower() and k not in matches]
-    return (subs + [lowered[m] for m in matches])[:n]
+    return list(dict.fromkeys(subs + [lowered[m] for m in matches]))[:n]
 
 
 def unknown_name_error(kind: str, name: str, known: Iterable[str]) -> UnknownNameError:
