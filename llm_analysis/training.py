@@ -759,6 +759,7 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
         "compute_bound_latency_per_iter": hw_flops_iter / (n_gpus * peak_flops),
         "bottleneck_pipeline_stage": bott.index,
     }
+    summary["notes"] = _training_notes(analysis, summary, bs_in is None)
     if cost_per_gpu_hour is not None:
         summary["cost_per_gpu_hour"] = cost_per_gpu_hour
         summary["cost_per_iter"] = latency_per_iter * n_gpus / 3600 * cost_per_gpu_hour
@@ -769,3 +770,27 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
         analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
                                      output_file_suffix=output_file_suffix)
     return summary
+
+
+def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -> List[str]:
+    """Warnings where an assumption or a choice matters for the reader."""
+    notes = []
+    it = summary["latency_per_iter"]
+    bubble = summary["latency_per_iter_pipeline_bubble"]
+    if it and bubble / it > 0.1:
+        m = summary["gradient_accumulation_steps"]
+        how = ("batch_size_per_gpu was chosen as the largest that fits; " if batch_was_chosen else "")
+        notes.append(f"the pipeline bubble is {bubble / it:.0%} of the iteration with {m} micro-batches over "
+                     f"{summary['pp_size']} stages; {how}a smaller batch_size_per_gpu (more micro-batches) or "
+                     f"pipeline_interleave > 1 shrinks it")
+    used = summary["estimated_peak_memory_per_gpu"] / summary["gpu_memory_per_gpu"]
+    if used > 0.9:
+        notes.append(f"the peak uses {used:.0%} of GPU memory; frameworks reserve some (allocator fragmentation, "
+                     f"CUDA context): leave headroom")
+    if summary["latency_per_iter_dp_comm"] > 0.1 * it:
+        notes.append("data-parallel communication is not hidden by the backward pass: "
+                     f"{summary['latency_per_iter_dp_comm'] / it:.0%} of the iteration is exposed")
+    if analysis.achieved_tflops is None and analysis.flops_efficiency == 1:
+        notes.append("flops_efficiency is 1: latency_per_iter is a lower bound (large-scale training reaches "
+                     "~40-55% MFU); pass achieved_tflops or flops_efficiency for realistic days and cost")
+    return notes

@@ -558,3 +558,18 @@ def test_invariants(setup):
         assert r["latency_per_iter_using_flops"] >= bound * (1 - 1e-12)
         for k, v in _numbers(r):
             assert math.isfinite(v) and v >= 0, (k, v)
+
+
+def test_notes_flag_a_large_pipeline_bubble_and_lower_bounds():
+    """pp=8 with 8 micro-batches: bubble = (p-1)/m = 7/8 of the ideal time, i.e. 7/15 of
+    the iteration (hand derivation), far over 10%: the summary says so and how to fix it."""
+    a = analysis(gpt(32, 4096, 32), tp=1, pp=8, dp=1)
+    s = a.training(batch_size_per_gpu=1, gradient_accumulation_steps=8, seq_len=2048,
+                   activation_recomputation=R.FULL)
+    assert s["latency_per_iter_pipeline_bubble"] / s["latency_per_iter"] > 0.3
+    assert any("pipeline bubble" in n and "pipeline_interleave" in n for n in s["notes"])
+    assert any("lower bound" in n for n in s["notes"])
+    s = analysis(gpt(32, 4096, 32), pp=8, flops_efficiency=0.5).training(
+        batch_size_per_gpu=1, gradient_accumulation_steps=256, seq_len=2048, activation_recomputation=R.FULL)
+    assert not any("pipeline bubble" in n for n in s["notes"])  # 7/256 of the ideal time
+    assert not any("lower bound" in n for n in s["notes"])
