@@ -101,7 +101,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           inter_node_memory_efficiency: float = INTER_NODE_MEMORY_EFFICIENCY,
           cost_per_gpu_hour: Optional[float] = None, output_dir: Optional[str] = None,
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
-          attention_flops: str = "full", logits: str = "all", quiet: bool = False) -> dict:
+          attention_flops: str = "full", logits: str = "all", quiet: bool = False,
+          mla_attention: str = "expand", serving: bool = False) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -147,6 +148,10 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             (needs matplotlib: pip install llm-analysis[plot]).
         attention_flops: full (eager attention, the whole score matrix) or causal (flash kernels).
         logits: all (logits at every prompt position) or last (only the last, as servers do).
+        mla_attention: expand (DeepSeek MLA decode re-expands the cached latent, as transformers does)
+            or absorb (projections folded into q and output, as vLLM/SGLang decode).
+        serving: shorthand for the conventions of serving engines: attention_flops=causal,
+            logits=last, mla_attention=absorb.
         quiet: print nothing (return the summary only).
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
@@ -160,7 +165,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         achieved_tflops=achieved_tflops, achieved_memory_bandwidth_GBs=achieved_memory_bandwidth_GBs,
         flops_efficiency=flops_efficiency, hbm_memory_efficiency=hbm_memory_efficiency,
         intra_node_memory_efficiency=intra_node_memory_efficiency,
-        inter_node_memory_efficiency=inter_node_memory_efficiency, attention_flops=attention_flops, logits=logits)
+        inter_node_memory_efficiency=inter_node_memory_efficiency,
+        attention_flops="causal" if serving else attention_flops, logits="last" if serving else logits,
+        mla_attention="absorb" if serving else mla_attention)
     summary = analysis.inference(batch_size_per_gpu=batch_size_per_gpu, seq_len=seq_len,
                                  num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                                  ds_zero=_enum(DSZeRO, ds_zero, "ds_zero"),
