@@ -273,6 +273,9 @@ class LayerDescriber:
         wb = self.w_bytes if weight_bytes is None else weight_bytes
         params = (d_in * d_out + (d_out if bias else 0)) * copies
         params_gpu = params / shard
+        if bias and shard_input:
+            # row-parallel: the bias is added after the all-reduce, so every rank keeps all of it
+            params_gpu = (d_in * d_out / shard + d_out) * copies
         flops = 2.0 * tokens * d_in * d_out * copies
         in_elems = tokens * d_in * copies / (shard if shard_input else 1)
         out_elems = tokens * d_out * copies / (1 if shard_input else shard)
