@@ -16,6 +16,10 @@ Time model (README "Assumptions"):
   request of 100 000 tokens costs no more to analyse than one of 10.
 - Without a KV cache each step recomputes the whole context (a prefill of
   c tokens); that sum is estimated from 33 evenly spaced steps.
+- ZeRO-3 (ds_zero=3, dp_size > 1) shards the weights over data parallelism:
+  every forward pass all-gathers them, prefetched under the pass's own time;
+  only the excess of the gather over the pass is added (decode steps are summed
+  treating the step time as affine in the context, as it is between windows).
 - Memory: the KV cache is sized for the full context seq_len +
   num_tokens_to_generate; activations are the largest live set of one
   operator plus the residual stream (buffers are reused between operators).
@@ -200,6 +204,18 @@ def decode_time_without_cache(analysis, d, batch: int, seq_len: int, num_steps: 
     return acc.total_s, acc.finish()
 
 
+def zero3_weight_gather_time(analysis) -> float:
+    """All-gather of one GPU's (TP/PP-sharded) weights over the data-parallel
+    group: what every forward pass of ZeRO-3 inference waits for."""
+    from .analysis import DSZeRO
+    from .communication import collective_time_s, link_for_group
+    p = analysis.parallelism_config
+    link = link_for_group(analysis.gpu_config, p.dp_size, p.tp_size * p.pp_size,
+                          analysis.intra_node_memory_efficiency, analysis.inter_node_memory_efficiency,
+                          analysis.num_gpus_per_node)
+    return collective_time_s("all_gather", analysis.get_weight_memory_per_gpu(DSZeRO.NONE), p.dp_size, link)
+
+
 # ------------------------------------------------------------------ memory
 def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
                   kv_cache_dtype_bytes) -> Dict[str, float]:
@@ -304,6 +320,22 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
         decode_total_s, decode_groups = decode_time_without_cache(analysis, d, b, s, steps)
         first_step_s = analysis.weighted_time_s(d.weighted_ops(Phase("prefill", b, s + 1, s + 1)))
         last_step_s = analysis.weighted_time_s(d.weighted_ops(Phase("prefill", b, s + max(steps, 1), s + max(steps, 1))))
+    if ds_zero.value == 3 and p.dp_size > 1:
+        # ZeRO-3 inference: every forward pass gathers the dp-sharded weights; the
+        # gather is prefetched under the pass's compute, only its excess shows
+        gather_s = zero3_weight_gather_time(analysis)
+        exposed = max(0.0, gather_s - prefill_s)
+        prefill_s += exposed
+        prefill_groups["dp_communication"] = {"latency_s": exposed, "communication_s": exposed,
+                                              "bound": "communication"}
+        if steps:
+            slope = (last_step_s - first_step_s) / max(steps - 1, 1)
+            over, _ = sum_max_affine(gather_s, 0.0, first_step_s, slope, steps)  # sum of max(gather, step)
+            exposed = over - _sum_affine(first_step_s, slope, 0, steps)
+            decode_total_s += exposed
+            decode_groups["dp_communication"] = {"latency_s": exposed, "communication_s": exposed,
+                                                 "bound": "communication"}
+            first_step_s, last_step_s = max(first_step_s, gather_s), max(last_step_s, gather_s)
     decode_step_s = decode_total_s / steps if steps else first_step_s
     total_s = prefill_s + decode_total_s
     gpus_per_replica = p.tp_size * p.pp_size

@@ -248,6 +248,10 @@ class LayerDescriber:
                     f"TP by columns); valid tp_size: {valid}")
         if m.is_moe and m.moe_num_experts % p.ep_size:
             raise ConfigError(f"ep_size = {p.ep_size} must divide moe_num_experts = {m.moe_num_experts}")
+        if p.ep_size > 1 and p.dp_size % p.ep_size:
+            raise ConfigError(
+                f"ep_size = {p.ep_size} must divide dp_size = {p.dp_size}: experts are sharded over data-parallel "
+                f"ranks (each with its own batch); use dp_size = {p.ep_size} or a multiple of it")
         if not m.is_moe and p.ep_size > 1:
             raise ConfigError(f"ep_size = {p.ep_size} but {m.name} has no experts; use ep_size=1")
 

@@ -345,3 +345,22 @@ def test_pipeline_fill_for_a_batch_of_prompts():
                                                                        num_tokens_to_generate=2)
     # four stages overlap: the pipelined batch is ~4x faster than one GPU doing it all, less the fill
     assert summary["prefill_latency"] < single["prefill_latency"] / 2.5
+
+
+def test_zero3_inference_pays_the_weight_gather():
+    """ZeRO-3 over 8 GPUs in one node: each decode step waits for the all-gather of the
+    weights (hand: 7/8 x 16.06 GB / 450 GB/s + 7 hops), which dwarfs the step itself."""
+    a = make("meta-llama_Llama-3.1-8B", "h100-sxm-80gb", dp_size=8)
+    gpu = a.gpu_config
+    plain = a.inference(batch_size_per_gpu=4, seq_len=512, num_tokens_to_generate=32)
+    z3 = a.inference(batch_size_per_gpu=4, seq_len=512, num_tokens_to_generate=32, ds_zero=3)
+    weights = a.get_num_params_total() * 2
+    gather = 7 / 8 * weights / (gpu.intra_node_bandwidth_in_GB_per_sec * 1e9) + 7 * gpu.intra_node_hop_latency
+    assert z3["weight_memory_per_gpu"] == pytest.approx(weights / 8, rel=1e-9)
+    assert z3["time_per_output_token"] == pytest.approx(gather, rel=1e-6)  # the gather hides the step
+    assert plain["time_per_output_token"] < z3["time_per_output_token"]
+
+
+def test_ep_must_divide_dp():
+    with pytest.raises(ConfigError, match="ep_size = 2 must divide dp_size = 1"):
+        make("mistralai_Mixtral-8x7B-v0.1", "h100-sxm-80gb", ep_size=2)
