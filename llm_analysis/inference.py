@@ -276,8 +276,9 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     if m.encoder_only and n > 1:
         raise ConfigError(f"{m.name} is encoder-only: it generates no tokens; use num_tokens_to_generate=1")
     max_len = m.max_seq_len
-    if max_len is not None and s + n > max_len:
-        logger.warning("seq_len + num_tokens_to_generate = %d exceeds %s's max_seq_len = %d", s + n, m.name, max_len)
+    if max_len is not None and s + n - 1 > max_len:  # the last generated token is never fed back
+        logger.warning("seq_len + num_tokens_to_generate - 1 = %d exceeds %s's max_seq_len = %d",
+                       s + n - 1, m.name, max_len)
     p = analysis.parallelism_config
     d = analysis._describer_with_kv(kv_cache_dtype_bytes)
     context = s + n
@@ -337,6 +338,9 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
                                                  "bound": "communication"}
             first_step_s, last_step_s = max(first_step_s, gather_s), max(last_step_s, gather_s)
     decode_step_s = decode_total_s / steps if steps else first_step_s
+    if m.encoder_only:  # one forward pass, nothing is decoded or cached
+        decode_step_s = first_step_s = last_step_s = 0.0
+        decode_max_b, max_total_tokens = prefill_max_b, 0
     total_s = prefill_s + decode_total_s
     gpus_per_replica = p.tp_size * p.pp_size
 

@@ -364,3 +364,14 @@ def test_zero3_inference_pays_the_weight_gather():
 def test_ep_must_divide_dp():
     with pytest.raises(ConfigError, match="ep_size = 2 must divide dp_size = 1"):
         make("mistralai_Mixtral-8x7B-v0.1", "h100-sxm-80gb", ep_size=2)
+
+
+def test_encoder_only_has_no_decode_figures():
+    a = make("bert-base-uncased", "a100-sxm-40gb")
+    s = a.inference(batch_size_per_gpu=8, seq_len=512, num_tokens_to_generate=1)
+    assert s["kv_cache_memory_per_gpu"] == 0 and s["max_batch_total_tokens"] == 0
+    assert s["decode_latency"] == 0 and s["decode_tokens_per_sec"] == 0
+    assert s["total_latency"] == s["prefill_latency"] > 0
+    assert s["decode_max_batch_size_per_gpu"] == s["prefill_max_batch_size_per_gpu"]
+    with pytest.raises(ConfigError, match="encoder-only"):
+        a.inference(num_tokens_to_generate=2)
