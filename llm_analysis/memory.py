@@ -102,7 +102,8 @@ def mlp_activation_bytes(L: ActivationLayout, act_bytes: float, recompute: Activ
     fl = act_bytes if first_linear_bytes is None else first_linear_bytes
     ai = act_bytes if act_input_bytes is None else act_input_bytes
     sl = act_bytes if second_linear_bytes is None else second_linear_bytes
-    first_in = sb * L.hidden * fl / outer
+    # with NORM_ATTN_NORM the MLP input is the second norm's output, recomputed with that block
+    first_in = 0.0 if recompute == ActivationRecomputation.NORM_ATTN_NORM else sb * L.hidden * fl / outer
     act_in = sb * L.ffn * ai * (2 if L.gated else 1) / t  # gate and up outputs for GLU
     second_in = 0.0 if recompute_act else sb * L.ffn * sl / t
     mask = sb * L.hidden * 1 / outer if with_dropout else 0.0

@@ -95,3 +95,19 @@ def test_recomputation_order_never_needs_more_memory():
     for tp, sp in ((1, False), (T, False), (T, True)):
         values = [_per_layer(tp, sp, rc) for rc in (R.NONE, R.ATTN_COMPUTE, R.ATTN, R.NORM_ATTN_NORM, R.FULL)]
         assert values == sorted(values, reverse=True), (tp, sp, values)
+
+
+def test_norm_attn_norm_keeps_only_the_block_input_and_the_mlp_inner_tensors():
+    """Hand derivation (GPT layer, 16-bit, no SP/TP, masks 1 byte): NORM_ATTN_NORM stores
+    the block input 2sbh; the MLP input (the 2nd norm's output) is recomputed, so the MLP
+    keeps GeLU input 8sbh + second-linear input 8sbh + dropout mask sbh = 17sbh: 19sbh."""
+    from llm_analysis.analysis import ActivationRecomputation as R, LLMAnalysis
+    from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+    s, b, h, a = 2048, 2, 4096, 32
+    m = ModelConfig(name="gpt", num_layers=2, n_head=a, hidden_dim=h, vocab_size=51200)
+    gpu = GPUConfig(name="g", mem_per_GPU_in_GB=80, hbm_bandwidth_in_GB_per_sec=2000,
+                    intra_node_bandwidth_in_GB_per_sec=300, intra_node_min_message_latency=8e-6, peak_fp16_TFLOPS=312)
+    an = LLMAnalysis(m, gpu, DtypeConfig(), ParallelismConfig())
+    got = an.get_activation_memory_per_layer(b, s, is_inference=False, activation_recomputation=R.NORM_ATTN_NORM,
+                                             layernorm_dtype_bytes=2, flash_attn=False, softmax_dropout=True)
+    assert got == 19 * s * b * h
