@@ -114,7 +114,6 @@ class LLMAnalysis:
         for attr in ("describer", "_roofline"):
             self.__dict__.pop(attr, None)
         self._memo: Dict[Any, Any] = {}  # phase-independent views (params, weights), per config
-        self._kv_cache_dtype_bytes: Optional[float] = None
         self.describer  # validate the layout now, not at first use
 
     def update_model_config(self, model_config: ModelConfig) -> None:
@@ -615,7 +614,7 @@ class LLMAnalysis:
         return batch_size * seq_len * vocab_gpu * self._act_bytes()
 
     # optimizer state and gradients -----------------------------------------
-    def _trainable_params_per_gpu(self, groups=None, stage_max: bool = True) -> Tuple[float, float]:
+    def _trainable_params_per_gpu(self, groups=None) -> Tuple[float, float]:
         """(dense params per GPU, expert params per GPU) of the heaviest stage."""
         ph = Phase("prefill", 1, 1, 1)
         best = (0.0, 0.0)

@@ -24,10 +24,6 @@ INTER_NODE_MEMORY_EFFICIENCY = 1.0
 
 NUM_GPUS_PER_NODE = 8
 
-# PCIe 4.0 x16 moves about 32 GB/s per direction; used between GPUs that share no
-# faster link (e.g. A40 pairs that are not bridged).
-PCIE4_X16_BANDWIDTH_GB_PER_SEC = 32.0
-
 # Adam keeps momentum and variance in fp32: 4 + 4 bytes per parameter
 # (Kingma & Ba 2015, arXiv 1412.6980), on top of the fp32 master weights.
 ADAM_OPTIMIZER_STATE_BYTES = 8

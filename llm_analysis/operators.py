@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Tuple
 
 from .config import DtypeConfig, ModelConfig, ParallelismConfig
-from .errors import ConfigError, UnsupportedArchitectureError
+from .errors import ConfigError
 
 
 @dataclass(frozen=True)

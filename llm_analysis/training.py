@@ -429,7 +429,10 @@ def _memory(analysis, stages: List[_Stage], b: int, seq_len: int, m: Optional[in
     out = []
     mm = m if m is not None else p.pp_size
     for st in stages:
-        w = st.weight_bytes_gpu / (dp if ds_zero.value >= 3 else 1)
+        if ds_zero.value >= 3:  # dense weights shard over dp, experts over their own replicas (dp / ep)
+            w = (st.weight_bytes_gpu - st.dp_expert_weight_bytes_gpu) / dp + st.dp_expert_weight_bytes_gpu / rdp
+        else:
+            w = st.weight_bytes_gpu
         opt, grad = analysis._optimizer_and_grad(st.dense_params_gpu, st.expert_params_gpu, master_bytes,
                                                  other_op_bytes, ds_zero)
         if lora is not None:  # adapter gradients in the adapter dtype

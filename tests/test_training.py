@@ -573,3 +573,16 @@ def test_notes_flag_a_large_pipeline_bubble_and_lower_bounds():
         batch_size_per_gpu=1, gradient_accumulation_steps=256, seq_len=2048, activation_recomputation=R.FULL)
     assert not any("pipeline bubble" in n for n in s["notes"])  # 7/256 of the ideal time
     assert not any("lower bound" in n for n in s["notes"])
+
+
+def test_zero3_shards_experts_over_their_own_replicas():
+    """Mixtral-style MoE, dp=8, ep=4: dense weights are sharded 8 ways by ZeRO-3, expert
+    weights (already split 4 ways by EP) only over their 8/4 = 2 replicas (hand derivation)."""
+    moe = ModelConfig(name="moe", num_layers=2, n_head=32, num_key_value_heads=8, hidden_dim=4096, vocab_size=32000,
+                      ffn_embed_dim=14336, mlp_gated_linear_units=True, norm_type="rmsnorm", norm_bias=False,
+                      tie_word_embeddings=False, moe_num_experts=8, moe_top_k=2, position_embedding_type="rotary")
+    a = LLMAnalysis(moe, A100, BF16, ParallelismConfig(dp_size=8, ep_size=4))
+    s = a.training(batch_size_per_gpu=1, gradient_accumulation_steps=1, seq_len=1024, ds_zero=DSZeRO.STAGE_3)
+    expert_params = 2 * 8 * 3 * 4096 * 14336  # layers x experts x (gate, up, down)
+    dense_params = a.get_num_params_total() - expert_params
+    assert s["weight_memory_per_gpu"] == pytest.approx((dense_params / 8 + expert_params / 4 / 2) * 2, rel=1e-9)
