@@ -57,7 +57,8 @@ def stdout_wants_color() -> bool:
 
 
 class _Report:
-    """A rich Console writing into a string, and helpers for the sections."""
+    """A rich Console writing into a string, and helpers for the sections
+    (used for terminals, where it draws colours)."""
 
     def __init__(self, color: bool):
         from rich.console import Console
@@ -138,6 +139,87 @@ class _Report:
     def text(self) -> str:
         lines = self.console.file.getvalue().strip("\n").split("\n")
         return "\n".join(line.rstrip() for line in lines)
+
+
+class _PlainConsole:
+    """The part of rich's Console the report uses: print() into a string."""
+
+    def __init__(self):
+        self.file = io.StringIO()
+
+    def print(self, *objects: Any, **_style: Any) -> None:  # rich's style keywords are ignored
+        self.file.write(" ".join(str(o) for o in objects) + "\n")
+
+
+class _PlainReport(_Report):
+    """The same report laid out without rich: used when the output is not a
+    terminal (no colours to draw), where importing and running rich would be
+    most of the command's start-up time."""
+
+    def __init__(self, color: bool = False):
+        self.color = False
+        self.width = WIDTH
+        self.console = _PlainConsole()
+
+    def _out(self, line: str = "") -> None:
+        self.console.file.write(line.rstrip() + "\n")
+
+    def heading(self, text: str) -> None:
+        self._out()
+        self._out(f"{text} " + "─" * max(self.width - len(text) - 1, 3))
+
+    def _wrapped_pairs(self, rows: Sequence[Tuple[str, str]], lead: str = " ", gap: int = 2) -> None:
+        import textwrap
+        key_w = max((len(str(k)) for k, _ in rows), default=0)
+        text_w = max(self.width - key_w - len(lead) - gap, 20)
+        for k, v in rows:
+            lines = textwrap.wrap(str(v), text_w) or [""]
+            self._out(f"{lead}{str(k).ljust(key_w)}{' ' * gap}{lines[0]}")
+            for more in lines[1:]:
+                self._out(f"{' ' * (len(lead) + key_w + gap)}{more}")
+
+    def key_values(self, rows: Sequence[Tuple[str, str]]) -> None:
+        self._wrapped_pairs(rows)
+
+    @staticmethod
+    def _cells(cells: Sequence[Any], widths: Sequence[int], justify: Sequence[str], sep: str) -> str:
+        return sep.join(str(c).rjust(w) if j == "right" else str(c).ljust(w)
+                        for c, w, j in zip(cells, widths, justify))
+
+    def table(self, title: Optional[str], columns: Sequence[Tuple[str, str]], rows: Iterable[Sequence[Any]],
+              caption: Optional[str] = None, footer: Optional[Sequence[str]] = None) -> None:
+        rows = [list(map(str, r)) for r in rows]
+        headers = [h for h, _ in columns]
+        justify = [j for _, j in columns]
+        body = rows + ([list(map(str, footer))] if footer else [])
+        widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(headers)]
+        total = sum(widths) + 3 * (len(widths) - 1)
+        if title:
+            self._out(title)
+        self._out(self._cells(headers, widths, justify, "   "))
+        self._out("─" * total)
+        for r in rows:
+            self._out(self._cells(r, widths, justify, "   "))
+        if footer:
+            self._out("─" * total)
+            self._out(self._cells(footer, widths, justify, "   "))
+        if caption:
+            self._out(caption)
+
+    def grid(self, rows: Sequence[Sequence[str]], justify: Sequence[str]) -> None:
+        rows = [list(map(str, r)) for r in rows]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(justify))] if rows else []
+        for r in rows:
+            self._out(" " + self._cells(r, widths, justify, "  "))
+
+    def bound_cell(self, bound: str):
+        return bound
+
+    def warnings(self, notes: Sequence[str]) -> None:
+        if not notes:
+            return
+        self.heading("Warnings")
+        self._wrapped_pairs([("!", n) for n in notes], gap=2)
 
 
 # ------------------------------------------------------------------ setup
@@ -718,7 +800,7 @@ def render_tables(analysis, summary: Dict[str, Any], kind: str, color: Optional[
     (ANSI colours only when `color`, by default when stdout is a terminal)."""
     if color is None:
         color = stdout_wants_color()
-    rep = _Report(color)
+    rep = _Report(color) if color else _PlainReport()
     used: Set[str] = set()
     if kind == "inference":
         _inference(rep, analysis, summary, used)
