@@ -9,7 +9,13 @@ of the mirrored system's API. Orchestrators live in `inference.py` and
 
 from __future__ import annotations
 
-import logging
+if __name__ == "__main__":
+    # `python -m llm_analysis.analysis`: hand over to the CLI at once, so this file
+    # is not executed twice (once as __main__, once as the module the CLI imports)
+    from llm_analysis.cli import main as _main
+    raise SystemExit(_main())
+
+import logging  # noqa: E402
 from enum import Enum
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -867,7 +873,3 @@ def __getattr__(name: str):
         return getattr(cli, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-if __name__ == "__main__":
-    from llm_analysis.cli import main
-    raise SystemExit(main())
