@@ -26,7 +26,7 @@ from .constant import ADAM_OPTIMIZER_STATE_BYTES, BYTES_FP32, GB
 from .errors import ConfigError
 from .memory import (ActivationRecomputation, attention_activation_bytes, layer_input_bytes, layout_for,
                      mlp_activation_bytes, norm_activation_bytes)
-from .operators import Conventions, LayerDescriber, LayerKind, Operator, Phase, layer_groups, sum_field
+from .operators import Conventions, LayerDescriber, LayerKind, Operator, Phase, sum_field
 from .roofline import Roofline, peak_tflops_for_dtype
 from .communication import collective_time_s, link_for_group
 from .utils import _latency_to_string, _num_to_string, within_range  # noqa: F401 (re-exported)
@@ -177,7 +177,6 @@ class LLMAnalysis:
         with its repeat count; otherwise operators are scaled by their counts.
         """
         ph = self._phase(phase, batch_size, seq_len, context_len)
-        roof = self._roofline
         rows = []
         for label, n, ops in self.describer.model_ops(ph):
             for op in ops:
@@ -258,25 +257,11 @@ class LLMAnalysis:
             return "communication"
         return self._roofline.bound(op.flops_per_gpu, op.bytes_per_gpu)
 
-    def phase_time_breakdown(self, ops) -> Dict[str, Dict[str, Any]]:
-        """Time per operator group with the bound that dominates it; `ops` are
-        operators or (repeat count, operator) pairs."""
-        out: Dict[str, Dict[str, Any]] = {}
-        for item in ops:
-            n, op = item if isinstance(item, tuple) else (1, item)
-            key = "kv_cache" if op.kind == "attention" and op.kv_cache_bytes_read_per_gpu else op.group
-            t = n * self._op_time(op)
-            g = out.setdefault(key, {"latency_s": 0.0, "flops_per_gpu": 0.0, "bytes_per_gpu": 0.0,
-                                     "compute_s": 0.0, "memory_s": 0.0, "communication_s": 0.0})
-            g["latency_s"] += t
-            g["flops_per_gpu"] += n * op.flops_per_gpu
-            g["bytes_per_gpu"] += n * op.bytes_per_gpu
-            g[{"compute": "compute_s", "memory": "memory_s", "communication": "communication_s"}[
-                self._op_bound(op)]] += t
-        for g in out.values():
-            g["bound"] = max(("compute", "memory", "communication"), key=lambda b: g[f"{b}_s"])
-            g["arithmetic_intensity"] = g["flops_per_gpu"] / g["bytes_per_gpu"] if g["bytes_per_gpu"] else 0.0
-        return out
+    def phase_time_breakdown(self, weighted: List[Tuple[int, Operator]]) -> Dict[str, Dict[str, Any]]:
+        """Time per operator group, with its compute / memory / communication
+        split and the bound that dominates it (see timing.py)."""
+        from .timing import GroupTimes
+        return GroupTimes().add_ops(self, weighted).finish()
 
     def ops_time_s(self, ops: List[Operator]) -> float:
         return sum(self._op_time(op) for op in ops)
@@ -298,7 +283,7 @@ class LLMAnalysis:
     def _layer_mean(self, attr: str, groups: Tuple[str, ...], kinds=None) -> Union[int, float]:
         total = 0.0
         ph = Phase("prefill", 1, 1, 1)
-        for kind, n in layer_groups(self.model_config).items():
+        for kind, n in self.describer.layer_groups.items():
             total += n * sum_field(self.describer.layer_ops(ph, kind), attr, groups, kinds)
         mean = total / self.model_config.num_layers
         return int(mean) if float(mean).is_integer() else mean
@@ -355,7 +340,7 @@ class LLMAnalysis:
         m = self.model_config
         ph = Phase("prefill", 1, 1, 1)
         total = 0.0
-        for kind, n in layer_groups(m).items():
+        for kind, n in self.describer.layer_groups.items():
             ops = self.describer.layer_ops(ph, kind)
             all_params = sum(o.params for o in ops)
             routed = sum(o.params for o in ops if o.group == "experts" and o.name.startswith("expert_"))
@@ -367,9 +352,8 @@ class LLMAnalysis:
         return self._memoized("active_params_total", self._num_active_params_total)
 
     def _num_active_params_total(self) -> int:
-        m = self.model_config
         total = self.get_num_params_total()
-        for kind, n in layer_groups(m).items():
+        for kind, n in self.describer.layer_groups.items():
             if kind.moe:
                 ops = self.describer.layer_ops(Phase("prefill", 1, 1, 1), kind)
                 routed = sum(o.params for o in ops if o.group == "experts" and o.name.startswith("expert_"))
@@ -404,7 +388,7 @@ class LLMAnalysis:
 
     def _layer_flops_mean(self, ph: Phase, groups) -> float:
         total = sum(n * sum_field(self.describer.layer_ops(ph, k), "flops", groups)
-                    for k, n in layer_groups(self.model_config).items())
+                    for k, n in self.describer.layer_groups.items())
         return total / self.model_config.num_layers
 
     def get_num_flops_fwd_total(self, batch_size: int, seq_len: int) -> float:
@@ -485,10 +469,9 @@ class LLMAnalysis:
         """KV-cache bytes per GPU of all layers (or of one pipeline stage)."""
         d = self._describer_with_kv(kv_cache_dtype_bytes)
         if stage is None:
-            groups = layer_groups(self.model_config)
+            groups = d.layer_groups
         else:
-            from .operators import stage_layer_groups
-            groups = stage_layer_groups(self.model_config, self.parallelism_config.pp_size)[stage]
+            groups = d.stage_groups[stage]
         return sum(n * batch_size * d.cached_len(k, seq_len) * d.kv_cache_elems_per_token_per_gpu(k) * d.kv_bytes
                    for k, n in groups.items())
 
@@ -540,7 +523,7 @@ class LLMAnalysis:
         if mlp_activation_quant_bits is not None:
             mlp_1linear_quant_bits = mlp_gelu_input_quant_bits = mlp_2linear_quant_bits = mlp_activation_quant_bits
         to_bytes = lambda bits: None if bits is None else bits / 8  # noqa: E731
-        groups = layer_groups(self.model_config)
+        groups = self.describer.layer_groups
         total, count = 0.0, 0
         for kind, n in groups.items():
             if moe is not None and kind.moe != moe:
@@ -598,14 +581,8 @@ class LLMAnalysis:
         """Largest input+output activation set of one operator in `groups`
         (buffers are reused between operators in inference)."""
         ph = self._phase("prefill", batch_size, seq_len)
-        best = 0.0
-        for kind in layer_groups(self.model_config):
-            for o in self.describer.layer_ops(ph, kind):
-                if o.group in groups:
-                    act = o.bytes_read_per_gpu + o.bytes_written_per_gpu - o.weight_bytes_per_gpu \
-                        - o.kv_cache_bytes_read_per_gpu
-                    best = max(best, act)
-        return best
+        return max((o.activation_bytes_per_gpu for kind in self.describer.layer_groups
+                    for o in self.describer.layer_ops(ph, kind) if o.group in groups), default=0.0)
 
     def get_activation_memory_input_embedding(self, batch_size: int, seq_len: int) -> float:
         """Bytes of the embedding output kept for backward (split by t with SP)."""
@@ -661,7 +638,7 @@ class LLMAnalysis:
         m = self.model_config
         ph = Phase("prefill", 1, 1, 1)
         dense = expert = 0.0
-        for kind, n in layer_groups(m).items():
+        for kind, n in self.describer.layer_groups.items():
             ops = self.describer.layer_ops(ph, kind)
             e = sum(o.params_per_gpu for o in ops if o.group == "experts" and o.name.startswith("expert_"))
             expert += n * e
@@ -684,7 +661,7 @@ class LLMAnalysis:
     # ------------------------------------------------------------ latency views
     def _layer_time_mean(self, ph: Phase, groups=None, kinds=None) -> float:
         total = 0.0
-        for k, n in layer_groups(self.model_config).items():
+        for k, n in self.describer.layer_groups.items():
             ops = [o for o in self.describer.layer_ops(ph, k)
                    if (groups is None or o.group in groups) and (kinds is None or o.kind in kinds)]
             total += n * self.ops_time_s(ops)

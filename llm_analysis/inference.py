@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Tuple
 from .constant import GB
 from .errors import ConfigError, DoesNotFitError
 from .operators import Operator, Phase, layer_groups
+from .timing import GroupTimes, group_key
 
 logger = logging.getLogger(__name__)
 
@@ -65,67 +66,13 @@ def sum_max_affine(a0: float, a1: float, b0: float, b1: float, n: int) -> Tuple[
 
 def _live_activation_bytes(ops: List[Operator], residual_bytes: float) -> float:
     """Largest input+output set of one operator, plus the residual stream."""
-    best = 0.0
-    for o in ops:
-        if o.kind == "collective":
-            continue
-        act = o.bytes_read_per_gpu + o.bytes_written_per_gpu - o.weight_bytes_per_gpu - o.kv_cache_bytes_read_per_gpu
-        best = max(best, act)
-    return best + residual_bytes
-
-
-class _GroupTimes:
-    """Accumulates time per operator group with its compute / memory / communication split."""
-
-    def __init__(self):
-        self.groups: Dict[str, Dict[str, float]] = {}
-
-    def add(self, key: str, compute_s: float, memory_s: float, comm_s: float, flops: float, bytes_: float):
-        g = self.groups.setdefault(key, {"latency_s": 0.0, "compute_s": 0.0, "memory_s": 0.0,
-                                         "communication_s": 0.0, "flops_per_gpu": 0.0, "bytes_per_gpu": 0.0})
-        g["latency_s"] += compute_s + memory_s + comm_s
-        g["compute_s"] += compute_s
-        g["memory_s"] += memory_s
-        g["communication_s"] += comm_s
-        g["flops_per_gpu"] += flops
-        g["bytes_per_gpu"] += bytes_
-
-    def finish(self) -> Dict[str, Dict[str, float]]:
-        for g in self.groups.values():
-            g["bound"] = max(("compute", "memory", "communication"), key=lambda b: g[f"{b}_s"])
-            g["arithmetic_intensity"] = g["flops_per_gpu"] / g["bytes_per_gpu"] if g["bytes_per_gpu"] else 0.0
-        return self.groups
-
-    @property
-    def total_s(self) -> float:
-        return sum(g["latency_s"] for g in self.groups.values())
-
-
-def _group_key(op: Operator) -> str:
-    if op.kind == "collective":
-        return f"{op.comm_group}_communication"
-    if op.kind == "attention" and op.kv_cache_bytes_read_per_gpu:
-        return "attention_kv_cache"
-    return op.group
-
-
-def _add_ops(analysis, acc: _GroupTimes, weighted: List[Tuple[int, Operator]], times: float = 1.0) -> None:
-    roof = analysis._roofline
-    for n, op in weighted:
-        t = times * n
-        if op.kind == "collective":
-            acc.add(_group_key(op), 0, 0, t * analysis._op_time(op), 0, 0)
-            continue
-        c = op.flops_per_gpu / roof.flops_per_s
-        m = op.bytes_per_gpu / roof.hbm_bytes_per_s
-        acc.add(_group_key(op), t * c if c >= m else 0.0, t * m if m > c else 0.0, 0.0,
-                t * op.flops_per_gpu, t * op.bytes_per_gpu)
+    return max((o.activation_bytes_per_gpu for o in ops), default=0.0) + residual_bytes
 
 
 def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, List[Operator]]:
     ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
-    acc = _GroupTimes()
-    _add_ops(analysis, acc, ops)
+    acc = GroupTimes()
+    acc.add_ops(analysis, ops)
     pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
     if pp_s:
         acc.add("pp_communication", 0, 0, pp_s, 0, 0)
@@ -166,7 +113,7 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
     last = d.weighted_ops(Phase("decode", batch, 1, hi))
     last_s = analysis.weighted_time_s(last) + analysis.pipeline_handoff_time_s(batch, 1)
     roof = analysis._roofline
-    acc = _GroupTimes()
+    acc = GroupTimes()
     # segments [c_a, c_b] on which every operator is affine in the context length
     bounds = [lo] + [w + 1 for w in _window_breaks(analysis.model_config, lo, hi)] + [hi + 1]
     for c_a, c_end in zip(bounds[:-1], bounds[1:]):
@@ -177,13 +124,13 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
         span = max(c_b - c_a, 1)
         for (r, oa), (_, ob) in zip(ops_a, ops_b):
             if oa.kind == "collective":
-                acc.add(_group_key(oa), 0, 0, r * n * analysis._op_time(oa), 0, 0)
+                acc.add(group_key(oa), 0, 0, r * n * analysis._op_time(oa), 0, 0)
                 continue
             f0, f1 = oa.flops_per_gpu, (ob.flops_per_gpu - oa.flops_per_gpu) / span
             b0, b1 = oa.bytes_per_gpu, (ob.bytes_per_gpu - oa.bytes_per_gpu) / span
             comp, mem = sum_max_affine(f0 / roof.flops_per_s, f1 / roof.flops_per_s,
                                        b0 / roof.hbm_bytes_per_s, b1 / roof.hbm_bytes_per_s, n)
-            acc.add(_group_key(oa), r * comp, r * mem, 0.0, r * _sum_affine(f0, f1, 0, n),
+            acc.add(group_key(oa), r * comp, r * mem, 0.0, r * _sum_affine(f0, f1, 0, n),
                     r * _sum_affine(b0, b1, 0, n))
     pp_s = analysis.pipeline_handoff_time_s(batch, 1) * num_steps
     if pp_s:
@@ -193,14 +140,14 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
 
 def decode_time_without_cache(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict]:
     """Each step is a full forward over its whole context (estimated from <= 33 samples)."""
-    acc = _GroupTimes()
+    acc = GroupTimes()
     if num_steps <= 0:
         return 0.0, {}
     samples = min(num_steps, 33)
     for j in range(samples):
         i = 1 + round(j * (num_steps - 1) / max(samples - 1, 1))
         c = seq_len + i
-        _add_ops(analysis, acc, d.weighted_ops(Phase("prefill", batch, c, c)), times=num_steps / samples)
+        acc.add_ops(analysis, d.weighted_ops(Phase("prefill", batch, c, c)), times=num_steps / samples)
     return acc.total_s, acc.finish()
 
 

@@ -32,8 +32,7 @@ Conventions (stated in the README):
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
 from .config import DtypeConfig, ModelConfig, ParallelismConfig
@@ -97,6 +96,14 @@ class Operator:
     @property
     def bytes_per_gpu(self) -> float:
         return self.bytes_read_per_gpu + self.bytes_written_per_gpu
+
+    @property
+    def activation_bytes_per_gpu(self) -> float:
+        """Activations the operator reads and writes (its live set), without
+        weights and KV-cache reads; 0 for collectives."""
+        if self.kind == "collective":
+            return 0.0
+        return self.bytes_per_gpu - self.weight_bytes_per_gpu - self.kv_cache_bytes_read_per_gpu
 
     @property
     def arithmetic_intensity(self) -> float:

@@ -82,7 +82,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .communication import collective_time_s, link_for_group
