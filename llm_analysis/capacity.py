@@ -55,7 +55,7 @@ def plan_capacity(model: ModelConfig, gpu: GPUConfig, dtype: DtypeConfig, prompt
     pp_size, batch_per_replica, replicas, num_gpus, num_nodes,
     time_per_output_token, time_to_first_token and the memory split.
     """
-    from .analysis import LLMAnalysis
+    from .facade import LLMAnalysis
 
     for v, f in ((prompt_len, "prompt_len"), (output_len, "output_len"), (concurrent_requests, "concurrent_requests")):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:

@@ -11,7 +11,8 @@ import os
 import sys
 from typing import List, Optional
 
-from .analysis import ActivationRecomputation, DSZeRO, LLMAnalysis, _enum
+from .facade import LLMAnalysis
+from .options import ActivationRecomputation, DSZeRO, as_enum as _enum
 from .cli_support import configure_logging, run_fire
 from .config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name

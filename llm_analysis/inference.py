@@ -154,7 +154,7 @@ def decode_time_without_cache(analysis, d, batch: int, seq_len: int, num_steps: 
 def zero3_weight_gather_time(analysis) -> float:
     """All-gather of one GPU's (TP/PP-sharded) weights over the data-parallel
     group: what every forward pass of ZeRO-3 inference waits for."""
-    from .analysis import DSZeRO
+    from .options import DSZeRO
     from .communication import collective_time_s, link_for_group
     p = analysis.parallelism_config
     link = link_for_group(analysis.gpu_config, p.dp_size, p.tp_size * p.pp_size,
@@ -206,7 +206,7 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
                   use_kv_cache: bool = True, ds_zero=0, layernorm_dtype_bytes: float = 2,
                   kv_cache_dtype_bytes: Optional[float] = None, cost_per_gpu_hour: Optional[float] = None,
                   output_dir: Optional[str] = None, output_file_suffix: str = "") -> dict:
-    from .analysis import DSZeRO, _enum, _positive_int
+    from .options import DSZeRO, as_enum as _enum, positive_int as _positive_int
 
     b = _positive_int(batch_size_per_gpu, "batch_size_per_gpu")
     s = _positive_int(seq_len, "seq_len")

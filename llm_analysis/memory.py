@@ -17,20 +17,10 @@ Flash attention (Dao et al. 2022) never stores the s x s score matrices.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Optional
 
 from .config import ModelConfig
-
-
-class ActivationRecomputation(Enum):
-    """What the backward pass recomputes instead of storing."""
-
-    NONE = 0  # store everything
-    ATTN_COMPUTE = 1  # selective: recompute QK^T, softmax, dropout, attention over V
-    ATTN = 2  # store only the attention block's input; recompute the block
-    NORM_ATTN_NORM = 3  # store only the input of norm-attention-norm; recompute it
-    FULL = 4  # store only each layer's input; recompute the whole layer
+from .options import ActivationRecomputation  # noqa: F401 (re-exported for old imports)
 
 
 @dataclass(frozen=True)

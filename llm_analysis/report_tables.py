@@ -489,7 +489,7 @@ _TIME_NOT_PARTS = ("using_flops", "dp_comm_total", "dp_comm_hidden")
 
 
 def _enum_name(module_attr: str, value) -> str:
-    from . import analysis as _a
+    from . import options as _a
     cls = getattr(_a, module_attr)
     try:
         member = value if isinstance(value, cls) else cls(int(value))

@@ -557,7 +557,7 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
     16 or 4, adapter_dtype_bytes, double_quant), `overlap_dp_comm`,
     `overlap_tp_comm`, `cost_per_gpu_hour` (dollars).
     """
-    from .analysis import DSZeRO, _enum
+    from .options import DSZeRO, as_enum as _enum
 
     m_cfg = analysis.model_config
     p = analysis.parallelism_config
