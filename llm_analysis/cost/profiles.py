@@ -44,7 +44,7 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "net_half_saturation_bytes": ("bytes", "message per GPU at half the network bandwidth plateau"),
     "gemm_plateau_efficiency": ("fraction", "large 16-bit GEMM throughput / dense peak"),
     "gemm_fp8_plateau_efficiency": ("fraction", "large fp8 GEMM throughput / dense fp8 peak"),
-    "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N] the GEMM heuristics choose from"),
+    "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
     "hbm_efficiency": ("fraction", "streaming bandwidth plateau / HBM spec"),
     "hbm_half_saturation_bytes": ("bytes", "bytes moved at half the streaming plateau"),
@@ -63,10 +63,12 @@ def _check_value(key: str, value: Any, origin: str) -> Any:
     where = f"{origin}: parameter {key!r}"
     if kind == "tiles":
         ok = isinstance(value, list) and value and all(
-            isinstance(t, list) and len(t) == 2 and all(isinstance(x, int) and x > 0 for x in t) for t in value)
+            isinstance(t, list) and len(t) == 3 and all(isinstance(x, int) and x > 0 for x in t[:2])
+            and isinstance(t[2], (int, float)) and 0 < t[2] <= 1 for t in value)
         if not ok:
-            raise ConfigError(f"{where} = {value!r}: expected a non-empty list of [M, N] positive integers")
-        return tuple(tuple(t) for t in value)
+            raise ConfigError(f"{where} = {value!r}: expected a non-empty list of [M, N, relative efficiency] "
+                              "(positive integers, 0 < efficiency <= 1)")
+        return tuple((int(t[0]), int(t[1]), float(t[2])) for t in value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where} = {value!r}: expected a finite number ({PARAMETERS[key][1]})")
     lo_ok = {"fraction": 0 < value <= 2, "fraction0": 0 <= value <= 2, "seconds": value >= 0,
