@@ -1,0 +1,154 @@
+"""Predicted vs measured times on the shared validation records, per family.
+
+    python benchmarks/accuracy.py [--perf_model roofline|calibrated] [--max_records N]
+
+Reads ../shared/validation/measured_dev.json (every record) and the
+inference/training records of ../shared/validation/published_measurements.json
+(gpt-fast, Megatron, Korthikanti), both located next to the repository root
+(or in $LLM_ANALYSIS_VALIDATION_DIR); skips with a message when absent. Each
+record is rebuilt through the public API (`LLMAnalysis(...).inference()` /
+`.training()`, ModelConfig from the record's dims: benchmarks/accuracy_records.py).
+
+Printed per family: records used / skipped (reasons), the share of records where
+the roofline time at efficiency 1 is <= measured (a true lower bound must give
+100%), and median / p90 of |predicted/measured - 1| for the chosen predictor.
+Records are split deterministically by a hash of their id into a fit half and a
+report half, and both halves are printed; parameters may only be fitted on the
+fit half. The predictor is pluggable: `roofline` (efficiency 1) now;
+`calibrated` passes perf_model="calibrated" once LLMAnalysis accepts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from accuracy_records import Skip, case_of, family  # noqa: E402
+
+from llm_analysis.errors import LLMAnalysisError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PUBLISHED_FAMILIES = ("gpt-fast", "Megatron", "Korthikanti")
+
+
+def validation_dir() -> Path:
+    return Path(os.environ.get("LLM_ANALYSIS_VALIDATION_DIR", REPO.parent / "shared" / "validation"))
+
+
+def load_records(folder: Path) -> list[dict]:
+    recs = json.loads((folder / "measured_dev.json").read_text())
+    published = folder / "published_measurements.json"
+    if published.exists():
+        recs += [r for r in json.loads(published.read_text())
+                 if r.get("kind") in ("inference", "training") and family(r["id"]) in PUBLISHED_FAMILIES]
+    return recs
+
+
+def split_of(rid: str) -> str:
+    """Deterministic half: the first byte of sha256(id) is even -> 'fit', odd -> 'report'."""
+    return "fit" if hashlib.sha256(rid.encode()).digest()[0] % 2 == 0 else "report"
+
+
+def predictor_kwargs(perf_model: str) -> dict:
+    """Keyword arguments of LLMAnalysis for the chosen predictor (detected with a try)."""
+    if perf_model == "roofline":
+        return dict(flops_efficiency=1.0, hbm_memory_efficiency=1.0)
+    try:
+        from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
+        from llm_analysis.facade import LLMAnalysis
+        LLMAnalysis(get_model_config_by_name("gpt2"), get_gpu_config_by_name("a100-sxm-80gb"),
+                    perf_model=perf_model)
+    except TypeError:
+        raise SystemExit(f"perf_model={perf_model!r} is not available yet (LLMAnalysis has no perf_model argument)")
+    return dict(perf_model=perf_model)
+
+
+def evaluate(recs: list[dict], kw: dict) -> tuple[list[tuple], list[tuple]]:
+    """-> rows (family, split, id, measured_s, roofline_s, predicted_s), skipped (family, id, reason)."""
+    rows, skipped = [], []
+    roof_kw = predictor_kwargs("roofline")
+    for rec in recs:
+        fam = family(rec["id"]) or "other"
+        try:
+            case = case_of(rec)
+            roof = case.run(roof_kw)
+            pred = roof if kw == roof_kw else case.run(kw)
+        except Skip as e:
+            skipped.append((fam, rec["id"], str(e)))
+            continue
+        except LLMAnalysisError as e:
+            skipped.append((fam, rec["id"], f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"))
+            continue
+        rows.append((fam, split_of(rec["id"]), rec["id"], case.measured_s, roof, pred))
+    return rows, skipped
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+def summarise(rows: list[tuple]) -> dict:
+    errs = [abs(pred / meas - 1) for _, _, _, meas, _, pred in rows]
+    bound = [roof <= meas for _, _, _, meas, roof, _ in rows]
+    return {"n": len(rows), "bound_share": sum(bound) / len(bound) if bound else float("nan"),
+            "median": statistics.median(errs) if errs else float("nan"), "p90": _pct(errs, 0.9)}
+
+
+def print_table(rows: list[tuple], skipped: list[tuple]) -> None:
+    fams = sorted({r[0] for r in rows} | {s[0] for s in skipped})
+    skip_count = Counter(s[0] for s in skipped)
+    fmt = "{:<18} {:>5} {:>5} | {:>6} {:>9} {:>8} {:>8} | {:>6} {:>9} {:>8} {:>8}"
+    print(fmt.format("family", "used", "skip", "fit n", "roof<=m", "median", "p90", "rep n", "roof<=m",
+                     "median", "p90"))
+    for fam in fams + ["ALL"]:
+        mine = [r for r in rows if fam in ("ALL", r[0])]
+        halves = [summarise([r for r in mine if r[1] == h]) for h in ("fit", "report")]
+        cells = []
+        for s in halves:
+            cells += [s["n"], f"{s['bound_share']:.0%}", f"{s['median']:.0%}", f"{s['p90']:.0%}"]
+        print(fmt.format(fam, len(mine), sum(skip_count.values()) if fam == "ALL" else skip_count[fam], *cells))
+
+
+def print_skips(skipped: list[tuple]) -> None:
+    reasons = defaultdict(list)
+    for fam, rid, why in skipped:
+        reasons[(fam, why)].append(rid)
+    print("\nskipped (family: reason x count, e.g. first id):")
+    for (fam, why), ids in sorted(reasons.items(), key=lambda kv: (kv[0][0], -len(kv[1]))):
+        print(f"  {fam}: {why} x{len(ids)} (e.g. {ids[0]})")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--perf_model", default="roofline")
+    ap.add_argument("--max_records", type=int, default=None)
+    args = ap.parse_args(argv)
+    folder = validation_dir()
+    if not (folder / "measured_dev.json").exists():
+        print(f"validation records not found in {folder} (expected ../shared/validation next to the repository); "
+              "skipping")
+        return 0
+    t0 = time.perf_counter()
+    recs = load_records(folder)[: args.max_records]
+    rows, skipped = evaluate(recs, predictor_kwargs(args.perf_model))
+    print(f"perf_model={args.perf_model}: {len(recs)} records, {len(rows)} used, {len(skipped)} skipped; "
+          "errors are |predicted/measured - 1|; roof<=m is the share with roofline(eff=1) <= measured\n")
+    print_table(rows, skipped)
+    print_skips(skipped)
+    print(f"({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

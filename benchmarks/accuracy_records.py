@@ -1,0 +1,185 @@
+"""Map validation records onto the public API (used by benchmarks/accuracy.py).
+
+Each `case_*` function turns one record into a `Case`: the measured time in
+seconds, and a `run(analysis_kwargs) -> seconds` closure that predicts the
+same quantity through `LLMAnalysis(...).inference()` / `.training()`.
+Records the public API cannot express raise `Skip` with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
+from llm_analysis.config import ModelConfig, ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name
+
+
+class Skip(Exception):
+    pass
+
+
+@dataclass
+class Case:
+    measured_s: float
+    run: Callable[[dict], float]  # analysis kwargs (efficiencies, perf_model) -> predicted seconds
+    notes: list = field(default_factory=list)
+
+
+FAMILIES = (("ft-", "FasterTransformer"), ("trtllm-", "TensorRT-LLM"), ("mpt-", "MosaicML"),
+            ("megatron2021-", "Megatron"), ("korthikanti2022-", "Korthikanti"), ("gptfast-", "gpt-fast"))
+
+_GPUS = (("gb200", None), ("b200", "b200-180gb"), ("h200", "h200-sxm-141gb"), ("h100", "h100-sxm-80gb"),
+         ("a100_40gb", "a100-sxm-40gb"), ("a100", "a100-sxm-80gb"), ("l40s", "l40s-48gb"))
+_DTYPES = {"fp16": "w16a16e16", "bf16": "w16a16e16", "amp_bf16": "w16a16e16", "fp8": "fp8", "amp_fp8": "fp8",
+           # gpt-fast int4 uses group 32; the catalogue's nearest is group 128 (scales 1/32 vs 1/128 B/param)
+           "int8 weight-only": "w8a16e16", "int4 weight-only (group 32)": "w4a16e16-g128"}
+# LLaMA-family public shapes: hidden -> (FFN width, vocab); arXiv 2302.13971 / 2307.09288 / 2407.21783
+_LLAMA = {(4096, False): (11008, 32000), (5120, False): (13824, 32000), (8192, False): (28672, 32000),
+          (4096, True): (14336, 128256), (8192, True): (28672, 128256), (16384, True): (53248, 128256)}
+
+
+def family(rid: str) -> str | None:
+    return next((name for prefix, name in FAMILIES if rid.startswith(prefix)), None)
+
+
+def gpu_of(name: str):
+    n = name.lower().replace(" ", "_").replace("-", "_")
+    for key, gpu in _GPUS:
+        if key in n:
+            if gpu is None:
+                raise Skip(f"GPU {name!r} not in the catalogue")
+            return get_gpu_config_by_name(gpu)
+    raise Skip(f"GPU {name!r} not in the catalogue")
+
+
+def dtype_of(setup: dict):
+    d = str(setup.get("dtype", setup.get("weights", "fp16"))).lower()
+    if d not in _DTYPES:
+        raise Skip(f"dtype {d!r} not expressible (no {d} compute in the dtype catalogue)")
+    return get_dtype_config_by_name(_DTYPES[d])
+
+
+def model_of(setup: dict, notes: list) -> ModelConfig:
+    name = str(setup.get("model", "?"))
+    L, h, a = setup["layers"], setup["hidden"], setup["heads"]
+    low = name.lower()
+    if "llama" in low:
+        v3 = bool(re.search(r"llama[ _-]?3", low))
+        ffn, vocab = _LLAMA.get((h, v3), (None, None))
+        if ffn is None:
+            raise Skip(f"no public FFN width for {name} (hidden {h})")
+        notes.append(f"LLaMA shapes ffn={ffn} V={vocab}")
+        return ModelConfig(name=name, num_layers=L, n_head=a, hidden_dim=h, vocab_size=vocab,
+                           num_key_value_heads=setup.get("kv_heads"), ffn_embed_dim=ffn, mlp_gated_linear_units=True,
+                           activation="silu", norm_type="rmsnorm", norm_bias=False, position_embedding_type="rotary",
+                           tie_word_embeddings=False)
+    if "mpt" in low:  # llm-foundry mpt yamls: ALiBi, no biases, expansion 4
+        return ModelConfig(name=name, num_layers=L, n_head=a, hidden_dim=h, vocab_size=setup.get("vocab", 50368),
+                           position_embedding_type="alibi", norm_bias=False)
+    vocab = setup.get("vocab") or (50400 if "gpt-j" in low else 51200)
+    if "vocab" not in setup:
+        notes.append(f"V={vocab} assumed")
+    return ModelConfig(name=name, num_layers=L, n_head=a, hidden_dim=h, vocab_size=vocab,
+                       num_key_value_heads=setup.get("kv_heads"), qkv_bias=True, attn_out_bias=True, mlp_bias=True,
+                       parallel_attn_mlp="gpt-j" in low, position_embedding_type="rotary" if "gpt-j" in low else "learned")
+
+
+def _int(setup: dict, key: str) -> int:
+    v = setup.get(key)
+    if not isinstance(v, int) or v < 1:
+        raise Skip(f"setup {key}={v!r} is not a count")
+    return v
+
+
+def case_inference(rec: dict) -> Case:
+    s, m, notes = rec["setup"], rec["measured"], []
+    if m.get("oom"):
+        raise Skip("measured out of memory: no time")
+    gpu, dtype = gpu_of(s["gpu"]), dtype_of(s)
+    model = model_of(s, notes)
+    batch, prompt = _int(s, "batch"), _int(s, "input_len")
+    tp, pp = s.get("tp", 1), s.get("pp", 1)
+    out = s.get("output_len", 1)
+    if "latency_ms" in m:
+        key, measured = "total_latency", m["latency_ms"] / 1e3
+    elif "first_token_latency_ms" in m:
+        key, measured, out = "prefill_latency", m["first_token_latency_ms"] / 1e3, 1
+    elif "output_tokens_per_s_per_gpu" in m and "output_len" in s:
+        key, measured = "total_latency", batch * out / (m["output_tokens_per_s_per_gpu"] * s["num_gpus"])
+    elif "decode_tokens_per_s" in m:  # gpt-fast: tokens/s per user at batch 1
+        key, measured, out = "total_decode_latency", 200 / m["decode_tokens_per_s"], 200
+        notes.append("200 decoded tokens assumed (gpt-fast default max_new_tokens)")
+    else:
+        raise Skip("no per-request time in the record (" + ", ".join(sorted(m)) + ")")
+    par = ParallelismConfig(tp_size=tp, pp_size=pp)
+
+    def run(kw: dict) -> float:
+        res = LLMAnalysis(model, gpu, dtype, par, **kw).inference(batch_size_per_gpu=batch, seq_len=prompt,
+                                                                  num_tokens_to_generate=out)
+        return res[key]
+    return Case(measured, run, notes)
+
+
+def case_mpt(rec: dict) -> Case:
+    s, m, notes = rec["setup"], rec["measured"], []
+    if s.get("activation_cpu_offload"):
+        raise Skip("activation CPU offload: not expressible by the GPU time model")
+    gpu, dtype = gpu_of(s["gpu"]), dtype_of(s)
+    model = model_of(s, notes)
+    n, mb, gbs, seq = s["num_gpus"], s["micro_batch"], s["global_batch"], s["seq_len"]
+    measured = gbs * seq / m["tokens_per_s"]
+    rc = ActivationRecomputation.FULL if str(s.get("activation_recompute")).startswith("full") \
+        else ActivationRecomputation.NONE
+    par = ParallelismConfig(dp_size=n)
+
+    def run(kw: dict) -> float:
+        res = LLMAnalysis(model, gpu, dtype, par, **kw).training(
+            batch_size_per_gpu=mb, global_batch_size=gbs, seq_len=seq, activation_recomputation=rc,
+            ds_zero=DSZeRO.STAGE_3, layernorm_dtype_bytes=2)
+        return res["latency_per_iter"]
+    return Case(measured, run, notes)
+
+
+def case_megatron(rec: dict) -> Case:
+    """Megatron (arXiv 2104.04473) and Korthikanti (arXiv 2205.05198) training records, rebuilt with the
+    shapes/layout rules of benchmarks/training_validation.py. Time: the reported iteration time, or the
+    one the paper's eq. 3 implies from its measured TFLOP/s per GPU."""
+    import training_validation as tv  # benchmarks/ is on sys.path when accuracy.py runs
+    s, m, notes = rec["setup"], rec["measured"], []
+    try:
+        gpu, model = tv._gpu(s.get("gpu", "?")), tv._model(s, notes)
+        tp, pp, dp = tv._layout(s, model, notes)
+    except (tv.Skip, KeyError) as e:
+        raise Skip(str(e)) from None
+    seq, gbs = s.get("seq_len", 2048), s.get("global_batch")
+    if gbs is None:
+        raise Skip("no global batch")
+    if "iteration_time_s" in m:
+        measured = m["iteration_time_s"]
+    elif "achieved_tflops_per_gpu" in m and "96*B*s*l*h^2" in rec.get("notes", ""):
+        B, L, h, V = gbs, model.num_layers, model.hidden_dim, model.vocab_size
+        flops = 96 * B * seq * L * h * h * (1 + seq / (6 * h) + V / (16 * L * h))  # paper eq. 3
+        measured = flops / (tp * pp * dp * m["achieved_tflops_per_gpu"] * 1e12)
+        notes.append("time implied by eq. 3 and the measured TFLOP/s")
+    else:
+        raise Skip("reports no iteration time (" + ", ".join(sorted(m)) + ")")
+    mb = s.get("micro_batch", 1) if (gbs // dp) % s.get("micro_batch", 1) == 0 else 1
+    par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, sp_size=tp if s.get("sequence_parallel") else 1)
+    kw_train = dict(batch_size_per_gpu=mb, global_batch_size=gbs - gbs % dp, seq_len=seq,
+                    activation_recomputation=tv._recompute(s, rec["id"]), ds_zero=DSZeRO(s.get("zero_stage", 0)),
+                    pipeline_interleave=s.get("interleaved_pipeline_stages", 1), layernorm_dtype_bytes=2)
+
+    def run(kw: dict) -> float:
+        return LLMAnalysis(model, gpu, parallelism_config=par, **kw).training(**kw_train)["latency_per_iter"]
+    return Case(measured, run, notes)
+
+
+def case_of(rec: dict) -> Case:
+    fam = family(rec["id"])
+    if fam in ("FasterTransformer", "TensorRT-LLM", "gpt-fast"):
+        return case_inference(rec)
+    if fam == "MosaicML":
+        return case_mpt(rec)
+    return case_megatron(rec)

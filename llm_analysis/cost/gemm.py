@@ -1,0 +1,99 @@
+"""Kernel efficiency as real GPUs deliver it: matrix multiplies, attention, HBM
+streaming and a per-kernel floor. Pure functions; every parameter comes from a
+`Profile` (cost/profiles/<generation>.json) with its source.
+
+Matrix multiply C[M,N] += A[M,K] B[K,N] (CUTLASS/cuBLAS execution model,
+NVIDIA "Matrix Multiplication Background User's Guide"):
+- the output is cut into tiles (tm x tn); a tile only partly covered by the
+  matrix costs a full tile (tile quantisation: small M wastes most of a tile);
+- tiles run in waves of `num_sms` (one tile per SM at a time): the last wave
+  may be partly empty (wave quantisation, steps at multiples of num_sms tiles);
+- short K amortises prologue/epilogue badly: K / (K + gemm_k_half);
+- even a perfect shape stays below peak (gemm_plateau_efficiency: clocks
+  under power limits, instruction issue);
+smaller tiles reuse operands less (a relative efficiency per tile, in the
+profile); the heuristics pick the best tile, so the best candidate is taken. The kernel
+time is max(compute, HBM streaming) and never less than the launch floor:
+`kernel_floor_graph_s` when serving runs under CUDA graphs (TensorRT-LLM,
+vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps.
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from .profiles import Profile
+
+LAUNCH_MODES = ("graph", "eager")
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _tile_efficiency(m: int, n: int, tm: int, tn: int, num_sms: int) -> float:
+    tiles_m, tiles_n = _ceil_div(m, tm), _ceil_div(n, tn)
+    tiles = tiles_m * tiles_n
+    waves = _ceil_div(tiles, num_sms)
+    tile_fill = (m * n) / (tiles_m * tm * tiles_n * tn)
+    wave_fill = tiles / (waves * num_sms)
+    return tile_fill * wave_fill
+
+
+def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False) -> float:
+    """Fraction of the dense tensor peak a GEMM of this shape reaches (0 < e < 1)."""
+    if min(m, n, k) < 1 or num_sms < 1:
+        raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {n}, {k}) and num_sms = {num_sms} must be >= 1")
+    plateau = profile.values.get("gemm_fp8_plateau_efficiency", profile.gemm_plateau_efficiency) if fp8 \
+        else profile.gemm_plateau_efficiency
+    shape = max(rel * _tile_efficiency(m, n, tm, tn, num_sms) for tm, tn, rel in profile.gemm_tile_shapes)
+    return plateau * shape * k / (k + profile.gemm_k_half)
+
+
+def hbm_efficiency(num_bytes: float, profile: Profile) -> float:
+    """Streaming bandwidth / HBM spec for a kernel moving `num_bytes` (rises to the plateau)."""
+    return profile.hbm_efficiency * num_bytes / (num_bytes + profile.hbm_half_saturation_bytes)
+
+
+def kernel_floor_s(profile: Profile, launch: str = "graph") -> float:
+    if launch not in LAUNCH_MODES:
+        raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
+    return profile.kernel_floor_graph_s if launch == "graph" else profile.kernel_floor_eager_s
+
+
+def memory_time_s(num_bytes: float, hbm_bytes_per_s: float, profile: Profile) -> float:
+    if num_bytes <= 0:
+        return 0.0
+    return num_bytes / (hbm_bytes_per_s * hbm_efficiency(num_bytes, profile))
+
+
+def gemm_time_s(m: int, n: int, k: int, bytes_moved: float, peak_flops: float, hbm_bytes_per_s: float,
+                profile: Profile, num_sms: int, *, fp8: bool = False, launch: str = "graph") -> float:
+    """Seconds for one GEMM kernel: max(compute at shape efficiency, HBM streaming), floored."""
+    compute_s = 2.0 * m * n * k / (peak_flops * gemm_efficiency(m, n, k, profile, num_sms, fp8=fp8))
+    return max(compute_s, memory_time_s(bytes_moved, hbm_bytes_per_s, profile), kernel_floor_s(profile, launch))
+
+
+def flash_prefill_efficiency(seq_len: int, profile: Profile) -> float:
+    """Flash-attention forward throughput / dense peak at this (query) sequence length."""
+    return profile.attn_prefill_efficiency * seq_len / (seq_len + profile.attn_prefill_half_seq)
+
+
+def attention_prefill_time_s(flops: float, seq_len: int, bytes_moved: float, peak_flops: float,
+                             hbm_bytes_per_s: float, profile: Profile, *, launch: str = "graph") -> float:
+    compute_s = flops / (peak_flops * flash_prefill_efficiency(seq_len, profile))
+    return max(compute_s, memory_time_s(bytes_moved, hbm_bytes_per_s, profile), kernel_floor_s(profile, launch))
+
+
+def attention_decode_time_s(kv_bytes: float, flops: float, peak_flops: float, hbm_bytes_per_s: float,
+                            profile: Profile, *, launch: str = "graph") -> float:
+    """Paged-attention decode: streams the KV cache at attn_decode_hbm_efficiency."""
+    eff = profile.attn_decode_hbm_efficiency * kv_bytes / (kv_bytes + profile.hbm_half_saturation_bytes) \
+        if kv_bytes > 0 else 1.0
+    memory_s = kv_bytes / (hbm_bytes_per_s * eff) if kv_bytes > 0 else 0.0
+    compute_s = flops / (peak_flops * profile.attn_prefill_efficiency)
+    return max(memory_s, compute_s, kernel_floor_s(profile, launch))
+
+
+def streaming_time_s(num_bytes: float, hbm_bytes_per_s: float, profile: Profile, *, launch: str = "graph") -> float:
+    """Element-wise / norm / activation kernels: HBM-bound, floored."""
+    return max(memory_time_s(num_bytes, hbm_bytes_per_s, profile), kernel_floor_s(profile, launch))
