@@ -7,6 +7,7 @@ so each plan's top row, fed back to that API, reproduces its figures."""
 from .errors import NoFeasiblePlanError
 from .inference import plan_inference
 from .inputs import SLO
+from .training import plan_training
 from .result import PlanResult, SearchStats
 
-__all__ = ["NoFeasiblePlanError", "PlanResult", "SLO", "SearchStats", "plan_inference"]
+__all__ = ["NoFeasiblePlanError", "PlanResult", "SLO", "SearchStats", "plan_inference", "plan_training"]
