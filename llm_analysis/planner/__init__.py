@@ -8,6 +8,7 @@ from .errors import NoFeasiblePlanError
 from .inference import plan_inference
 from .inputs import SLO
 from .training import plan_training
+from .capacity import plan_serving_capacity
 from .result import PlanResult, SearchStats
 
-__all__ = ["NoFeasiblePlanError", "PlanResult", "SLO", "SearchStats", "plan_inference", "plan_training"]
+__all__ = ["NoFeasiblePlanError", "PlanResult", "SLO", "SearchStats", "plan_inference", "plan_serving_capacity", "plan_training"]
