@@ -1,0 +1,14 @@
+"""Planner: searches layouts, GPU types and counts, data types and batches for
+the best serving or training setup under memory, latency and load targets.
+
+Built only on the public API (`LLMAnalysis`, `.inference()`, `.training()`),
+so each plan's top row, fed back to that API, reproduces its figures."""
+
+from .errors import NoFeasiblePlanError
+from .inference import plan_inference
+from .inputs import SLO
+from .training import plan_training
+from .capacity import plan_serving_capacity
+from .result import PlanResult, SearchStats
+
+__all__ = ["NoFeasiblePlanError", "PlanResult", "SLO", "SearchStats", "plan_inference", "plan_serving_capacity", "plan_training"]

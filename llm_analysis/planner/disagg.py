@@ -1,0 +1,71 @@
+"""Prefill/decode disaggregation (DistServe, Zhong et al. 2024, arXiv
+2401.09670): separate prefill and decode pools, each with its own layout and
+batch, sized from its own times.
+
+Assumptions (stated in the result): a prefill replica runs `batch` prompts in
+one prefill (`inference(num_tokens_to_generate=1)`: memory for the prompt's KV
+only) and serves batch / TTFT requests/s; a decode replica holds the full
+context's KV and serves batch x ep / ((n - 1) x TPOT) requests/s; the KV
+hand-over between pools is not timed; pools are sized for the request rate
+(without one: for one decode replica's rate); each pool's layout is chosen on
+its own, which is optimal up to the rounding of replica counts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Optional
+
+from .batch_search import ServeTargets
+from .errors import ClosestMiss
+from .inputs import SLO
+from .result import SearchStats
+from .serving import Search, each_layout_outcome
+
+
+def _best_pool(search: Search, targets_for, stats: SearchStats, miss: ClosestMiss, rate_of, objective: str):
+    """The layout with the lowest $ (or GPUs) per request/s of the pool."""
+    best = None
+    for lay, kv, out in each_layout_outcome(search, targets_for, stats, miss):
+        rate = rate_of(lay, out.summary)
+        price = search.prices.get(lay.gpu.name)
+        per_rate = (lay.gpus * price if objective == "cost" else lay.gpus) / rate
+        if best is None or per_rate < best[0]:
+            best = (per_rate, lay, kv, out, rate)
+    return best
+
+
+def plan_disaggregated(search: Search, slo: SLO, s: int, n: int, objective: str, stats: SearchStats,
+                       miss: ClosestMiss) -> Optional[Dict[str, Any]]:
+    """Pools for prefill and decode, or None when either pool has no layout
+    meeting its target."""
+    def prefill_targets(lay, kv):
+        return ServeTargets(s, 1, slo.max_ttft_s, None, search.max_batch, kv)
+
+    def decode_targets(lay, kv):
+        return ServeTargets(s, n, None, slo.max_tpot_s, search.max_batch, kv)
+
+    pre = _best_pool(search, prefill_targets, stats, miss,
+                     lambda lay, x: x["batch_size_per_gpu"] * lay.ep / x["time_to_first_token"], objective)
+    dec = _best_pool(search, decode_targets, stats, miss,
+                     lambda lay, x: x["batch_size_per_gpu"] * lay.ep / ((n - 1) * x["time_per_output_token"]),
+                     objective)
+    if pre is None or dec is None:
+        return None
+    rate = slo.request_rate_per_s or dec[4]
+    pools = {}
+    for name, (_, lay, kv, out, r) in (("prefill", pre), ("decode", dec)):
+        replicas = math.ceil(rate / r - 1e-9)
+        pools[name] = {"layout": lay.describe(kv), "batch_size_per_gpu": out.summary["batch_size_per_gpu"],
+                       "binding": out.binding, "requests_per_s_per_replica": r, "replicas": replicas,
+                       "num_gpus": replicas * lay.gpus,
+                       "time_to_first_token": out.summary["time_to_first_token"],
+                       "time_per_output_token": out.summary["time_per_output_token"],
+                       "cost_per_hour": (replicas * lay.gpus * search.prices[lay.gpu.name]
+                                         if lay.gpu.name in search.prices else None)}
+    costs = [p["cost_per_hour"] for p in pools.values()]
+    total_cost = None if None in costs else sum(costs)
+    return {"request_rate_per_s": rate, "pools": pools,
+            "num_gpus": sum(p["num_gpus"] for p in pools.values()),
+            "cost_per_hour": total_cost,
+            "cost_per_million_tokens": None if total_cost is None else total_cost / 3600 / (rate * n) * 1e6,
+            "assumptions": __doc__.split("Assumptions (stated in the result): ")[1].replace("\n", " ")}

@@ -1,0 +1,147 @@
+"""plan_inference: which GPU, how many, which tp/pp/ep, data type, KV dtype and
+batch serve a model best under time-to-first-token, time-per-output-token and
+load targets (objective: cost, tokens/s per GPU or fewest GPUs)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..config import ModelConfig
+from ..errors import ConfigError
+from ..facade import LLMAnalysis
+from . import inputs
+from .batch_search import ServeTargets
+from .errors import ClosestMiss
+from .result import PlanResult, SearchStats, pareto_front
+from .serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
+
+INFERENCE_COLUMNS = [
+    ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
+    ("kv_B", lambda r: str(r["layout"]["kv_cache_dtype_bytes"] or "-")),
+    ("tp", lambda r: str(r["layout"]["tp"])), ("pp", lambda r: str(r["layout"]["pp"])),
+    ("ep", lambda r: str(r["layout"]["ep"])), ("batch", lambda r: str(r["figures"]["batch_size_per_gpu"])),
+    ("replicas", lambda r: str(r["figures"]["replicas"])), ("gpus", lambda r: str(r["figures"]["num_gpus"])),
+    ("ttft_ms", lambda r: f"{r['figures']['time_to_first_token'] * 1e3:.1f}"),
+    ("tpot_ms", lambda r: f"{r['figures']['time_per_output_token'] * 1e3:.2f}"),
+    ("tok/s/gpu", lambda r: f"{r['figures']['tokens_per_sec_per_gpu']:.1f}"),
+    ("$/Mtok", lambda r: "-" if r["figures"]["cost_per_million_tokens"] is None
+     else f"{r['figures']['cost_per_million_tokens']:.3f}"),
+]
+
+
+def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price: bool, gpu_prices,
+                max_gpus, max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency,
+                conventions) -> Search:
+    """Checks the shared arguments of the serving planners and builds the search."""
+    m = inputs.model_config(model)
+    gpu_list = inputs.gpu_configs(gpus)
+    conv = dict(SERVING_CONVENTIONS if conventions is None else conventions)
+    search = Search(model=m, gpus=gpu_list, dtypes=inputs.dtype_configs(dtypes),
+                    kv_options=inputs.kv_options(kv_cache_dtype_bytes),
+                    prices=inputs.prices(gpu_prices, gpu_list, objective_needs_price),
+                    max_gpus=inputs.optional_positive_int(max_gpus, "max_gpus"),
+                    max_tp=inputs.optional_positive_int(max_tp, "max_tp"),
+                    max_pp=inputs.positive_int(max_pp, "max_pp"),
+                    max_ep=inputs.optional_positive_int(max_ep, "max_ep"),
+                    max_batch=inputs.positive_int(max_batch_size, "max_batch_size"),
+                    analysis_kwargs={"flops_efficiency": flops_efficiency,
+                                     "hbm_memory_efficiency": hbm_memory_efficiency, **conv})
+    # resolves the efficiencies (None -> the package default) and checks them once
+    probe = LLMAnalysis(m, gpu_list[0], search.dtypes[0], **search.analysis_kwargs)
+    search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
+                                  hbm_memory_efficiency=probe.hbm_memory_efficiency)
+    search.num_params = probe.get_num_params_total()
+    return search
+
+
+def serving_assumptions(search: Search) -> Dict[str, Any]:
+    kw = search.analysis_kwargs
+    return {
+        "perf_model": "llm_analysis roofline (LLMAnalysis.inference): operator time = max(FLOPs / (peak x "
+                      "flops_efficiency), bytes / (HBM bandwidth x hbm_memory_efficiency)); TP/EP/PP collectives "
+                      "over the GPU's links; README 'Assumptions'",
+        "flops_efficiency": kw["flops_efficiency"], "hbm_memory_efficiency": kw["hbm_memory_efficiency"],
+        "conventions": {k: kw[k] for k in ("attention_flops", "logits", "mla_attention")},
+        "batching": "static: a replica runs batch_size_per_gpu x ep requests together from prefill to the last "
+                    "token; TTFT = the prefill of that batch, TPOT = the mean decode step",
+        "cost": "cost_per_million_tokens = $/GPU-hour x tp x pp GPUs x request time / (batch x generated tokens) "
+                "x 1e6 = inference()['total_cost_per_1k_tokens'] x 1000 (generated tokens only)",
+        "fleet": "replicas = ceil(max(request_rate x request time / (batch x ep), min_tokens_per_s / replica "
+                 "generated tokens/s)), Little's law; 1 replica without a load target",
+        "expert_parallel": "ep ranks are data-parallel for the dense part (dp_size = ep_size in ParallelismConfig)",
+        "memory": "GPU memory = mem_per_GPU_in_GB x 1e9 bytes, nothing reserved for the framework",
+        "gpu_prices_per_hour": dict(search.prices),
+    }
+
+
+def _check_targets(slo: inputs.SLO, n: int, disaggregate: bool) -> None:
+    if n == 1 and slo.max_tpot_s is not None:
+        raise ConfigError("slo.max_tpot_s is set but num_tokens_to_generate = 1 generates no decode step: "
+                          "drop max_tpot_s or generate more than one token")
+    if disaggregate and n == 1:
+        raise ConfigError("disaggregate = True needs num_tokens_to_generate > 1 (there is no decode pool to size)")
+
+
+def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[None, inputs.SLO, Mapping] = None, *,
+                   seq_len: int = 2048, num_tokens_to_generate: int = 256, dtypes: Sequence = ("w16a16e16",),
+                   kv_cache_dtype_bytes=None, objective: str = "tokens_per_gpu",
+                   gpu_prices: Optional[Mapping[str, float]] = None, max_gpus: Optional[int] = None,
+                   max_tp: Optional[int] = None, max_pp: int = 8, max_ep: Optional[int] = None,
+                   max_batch_size: int = 1024, disaggregate: bool = False,
+                   flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
+                   conventions: Optional[Mapping[str, str]] = None) -> PlanResult:
+    """Best serving setups, ranked by `objective` ("cost": $ per million
+    generated tokens, needs `gpu_prices` {gpu name: $/GPU-hour}; "tokens_per_gpu";
+    "fewest_gpus"). Searches GPU type, tp (powers of two, <= GPUs per node or
+    max_tp), pp (powers of two <= max_pp), ep (MoE), each dtype name of
+    `dtypes`, each KV byte width of `kv_cache_dtype_bytes` (None = the dtype's)
+    and the batch 1..max_batch_size; dp replicas follow from the load targets.
+    With `disaggregate=True` also sizes separate prefill and decode pools
+    (result.extra["disaggregated"]). Raises NoFeasiblePlanError naming the
+    closest missed target, ConfigError on bad arguments."""
+    t0 = time.perf_counter()
+    slo = inputs.SLO.from_any(slo)
+    objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_INFERENCE)
+    s = inputs.positive_int(seq_len, "seq_len")
+    n = inputs.positive_int(num_tokens_to_generate, "num_tokens_to_generate")
+    _check_targets(slo, n, bool(disaggregate))
+    search = make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective == "cost", gpu_prices, max_gpus,
+                         max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency, conventions)
+    stats, miss = SearchStats(), ClosestMiss()
+    rows, points = _collect(search, slo, s, n, stats, miss)
+    extra: Dict[str, Any] = {"columns": INFERENCE_COLUMNS}
+    if disaggregate:
+        from .disagg import plan_disaggregated
+        extra["disaggregated"] = plan_disaggregated(search, slo, s, n, objective, stats, ClosestMiss())
+    stats.wall_s = time.perf_counter() - t0
+    if not rows:
+        raise miss.error(f"serving {search.model.name} (seq_len {s}, {n} tokens)")
+    load = slo.request_rate_per_s is not None or slo.min_tokens_per_s is not None
+    rows = rank_rows(rows, objective, load)
+    front = pareto_front(points, "time_per_output_token", "tokens_per_sec_per_gpu")
+    assumptions = serving_assumptions(search)
+    assumptions["targets"] = {**slo.__dict__, "seq_len": s, "num_tokens_to_generate": n}
+    return PlanResult("inference", objective, rows, front, assumptions, stats, extra)
+
+
+def _collect(search: Search, slo: inputs.SLO, s: int, n: int, stats: SearchStats, miss: ClosestMiss):
+    rows: List[Dict[str, Any]] = []
+    points: List[Dict[str, Any]] = []
+
+    def targets(lay, kv):
+        return ServeTargets(s, n, slo.max_ttft_s, slo.max_tpot_s, search.max_batch, kv,
+                            search.prices.get(lay.gpu.name))
+
+    for lay, kv, out in each_layout_outcome(search, targets, stats, miss):
+        row = _row(search, lay, kv, out, targets(lay, kv), slo)
+        if search.max_gpus is not None and row["figures"]["num_gpus"] > search.max_gpus:
+            miss.record("max_gpus", row["figures"]["num_gpus"], search.max_gpus, row["layout"])
+            continue
+        rows.append(row)
+        for p in out.feasible_points:
+            points.append({**row["layout"], "batch_size_per_gpu": p["batch_size_per_gpu"],
+                           "time_per_output_token": p["time_per_output_token"],
+                           "time_to_first_token": p["time_to_first_token"],
+                           "tokens_per_sec_per_gpu": p["total_tokens_per_sec_per_gpu"]})
+    return rows, points

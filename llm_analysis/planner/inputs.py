@@ -1,0 +1,127 @@
+"""Checks and coercion of the planner's arguments: one-line ConfigErrors that
+name the argument, its value and what is valid."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                      get_model_config_by_name)
+from ..errors import ConfigError
+
+OBJECTIVES_INFERENCE = ("cost", "tokens_per_gpu", "fewest_gpus")
+OBJECTIVES_TRAINING = ("time", "cost")
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Serving targets. Times in seconds; None = no target.
+
+    max_ttft_s: time to first token (the prefill of the batch);
+    max_tpot_s: mean time per output token (one decode step);
+    request_rate_per_s: offered load in requests per second (sizes dp replicas);
+    min_tokens_per_s: generated tokens per second the fleet must sustain.
+    """
+
+    max_ttft_s: Optional[float] = None
+    max_tpot_s: Optional[float] = None
+    request_rate_per_s: Optional[float] = None
+    min_tokens_per_s: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is not None and not (_is_number(v) and v > 0):
+                raise ConfigError(f"slo.{f.name} = {v!r} must be a positive number or None")
+
+    @classmethod
+    def from_any(cls, value: Union[None, "SLO", Mapping[str, Any]]) -> "SLO":
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, Mapping):
+            valid = [f.name for f in fields(cls)]
+            unknown = [k for k in value if k not in valid]
+            if unknown:
+                raise ConfigError(f"slo has unknown key {unknown[0]!r}; valid keys: {', '.join(valid)}")
+            return cls(**value)
+        raise ConfigError(f"slo = {value!r} must be None, an SLO or a dict")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def model_config(model: Union[str, ModelConfig]) -> ModelConfig:
+    if isinstance(model, ModelConfig):
+        return model
+    if isinstance(model, str) and model:
+        return get_model_config_by_name(model)
+    raise ConfigError(f"model = {model!r} must be a model name or a ModelConfig")
+
+
+def gpu_configs(gpus: Any) -> List[GPUConfig]:
+    if isinstance(gpus, str):
+        gpus = [g for g in gpus.split(",") if g.strip()]
+    if gpus is None or not isinstance(gpus, (list, tuple)) or len(gpus) == 0:
+        raise ConfigError(f"gpus = {gpus!r} must be a non-empty list of GPU names (e.g. ['h100-sxm-80gb'])")
+    return [g if isinstance(g, GPUConfig) else get_gpu_config_by_name(str(g).strip()) for g in gpus]
+
+
+def dtype_configs(dtypes: Any) -> List[DtypeConfig]:
+    if isinstance(dtypes, (str, DtypeConfig)):
+        dtypes = [dtypes]
+    if not isinstance(dtypes, (list, tuple)) or len(dtypes) == 0:
+        raise ConfigError(f"dtypes = {dtypes!r} must be a non-empty list of dtype names (e.g. ['w16a16e16'])")
+    return [d if isinstance(d, DtypeConfig) else get_dtype_config_by_name(str(d).strip()) for d in dtypes]
+
+
+def positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not _is_number(value) or value != int(value) or value < 1:
+        raise ConfigError(f"{name} = {value!r} must be a positive integer")
+    return int(value)
+
+
+def optional_positive_int(value: Any, name: str) -> Optional[int]:
+    return None if value is None else positive_int(value, name)
+
+
+def positive_number(value: Any, name: str) -> float:
+    if not (_is_number(value) and value > 0):
+        raise ConfigError(f"{name} = {value!r} must be a positive number")
+    return float(value)
+
+
+def choice(value: Any, name: str, valid: Sequence[str]) -> str:
+    if value not in valid:
+        raise ConfigError(f"{name} = {value!r} is not valid; use one of {', '.join(valid)}")
+    return value
+
+
+def kv_options(values: Any) -> List[Optional[float]]:
+    """KV-cache bytes per element to try; None = the dtype's activation bytes."""
+    if values is None or _is_number(values):
+        values = [values]
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ConfigError(f"kv_cache_dtype_bytes = {values!r} must be a number, None or a non-empty list of them")
+    for v in values:
+        if v is not None and not (_is_number(v) and v > 0):
+            raise ConfigError(f"kv_cache_dtype_bytes = {v!r} must be a positive number of bytes or None")
+    return list(dict.fromkeys(values))
+
+
+def prices(gpu_prices: Optional[Mapping[str, float]], gpus: List[GPUConfig], required: bool) -> Dict[str, float]:
+    """$/GPU-hour per GPU name; every GPU must have one when the objective is cost."""
+    gpu_prices = dict(gpu_prices or {})
+    for name, v in gpu_prices.items():
+        if not (_is_number(v) and v >= 0):
+            raise ConfigError(f"gpu_prices[{name!r}] = {v!r} must be a non-negative number of dollars per GPU-hour")
+    if required:
+        missing = [g.name for g in gpus if g.name not in gpu_prices]
+        if missing:
+            raise ConfigError(f"gpu_prices has no $/GPU-hour for {', '.join(missing)}; the cost objective needs "
+                              f"one per GPU (e.g. gpu_prices={{{missing[0]!r}: 2.5}})")
+    return gpu_prices

@@ -1,0 +1,106 @@
+"""What a plan returns: ranked rows, the Pareto front, the assumptions and
+how much of the search space was evaluated and how (plain data; printing is
+`table()` / `to_dict()`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+
+@dataclass
+class SearchStats:
+    """How each candidate of the space was decided.
+
+    considered: every candidate setup of the space (layout x dtype x batch ...);
+    evaluated_full: candidates the full analysis (`inference()`/`training()`) ran on;
+    ruled_out_by_bound: candidates a cheap lower bound (weights vs memory, ideal
+        time vs the incumbent) proved infeasible or worse without the full analysis;
+    decided_by_monotonicity: batches a binary search placed without evaluating them
+        (memory, TTFT and TPOT never decrease with the batch);
+    invalid: layouts the analysis rejects (e.g. heads not divisible by tp).
+    """
+
+    considered: int = 0
+    evaluated_full: int = 0
+    ruled_out_by_bound: int = 0
+    decided_by_monotonicity: int = 0
+    invalid: int = 0
+    wall_s: float = 0.0
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = dict(self.__dict__)
+        d["candidates_per_s"] = self.considered / self.wall_s if self.wall_s else float("inf")
+        d["full_evaluations_per_s"] = self.evaluated_full / self.wall_s if self.wall_s else float("inf")
+        return d
+
+    def line(self) -> str:
+        d = self.to_dict()
+        return (f"{self.considered} candidates in {self.wall_s:.2f} s ({d['candidates_per_s']:.0f}/s): "
+                f"{self.evaluated_full} by the full analysis, {self.ruled_out_by_bound} ruled out by bounds, "
+                f"{self.decided_by_monotonicity} placed by monotonicity, {self.invalid} invalid layouts")
+
+
+def pareto_front(points: Sequence[Dict[str, Any]], latency_key: str, throughput_key: str) -> List[Dict[str, Any]]:
+    """Points no other point beats on both lower latency and higher throughput,
+    sorted by latency."""
+    front: List[Dict[str, Any]] = []
+    best_tp = -1.0
+    for p in sorted(points, key=lambda q: (q[latency_key], -q[throughput_key])):
+        if p[throughput_key] > best_tp:
+            front.append(p)
+            best_tp = p[throughput_key]
+    return front
+
+
+@dataclass
+class PlanResult:
+    """Ranked rows (best first), the Pareto front and the plan's assumptions.
+
+    Each row: `layout` (what to run), `figures` (what it achieves, base units),
+    `binding` (which constraint stops a larger batch or a cheaper layout),
+    `why` (one line), and `reproduce` (the LLMAnalysis arguments and the
+    inference()/training() keyword arguments that give the same figures).
+    """
+
+    kind: str
+    objective: str
+    rows: List[Dict[str, Any]]
+    pareto: List[Dict[str, Any]]
+    assumptions: Dict[str, Any]
+    stats: SearchStats
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> Dict[str, Any]:
+        return self.rows[0]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": self.kind, "objective": self.objective, "rows": self.rows, "pareto_front": self.pareto,
+                "assumptions": self.assumptions, "search": self.stats.to_dict(), **self.extra}
+
+    def table(self, top: int = 10) -> str:
+        """The top rows as aligned plain text."""
+        cols = self.extra.get("columns", [])
+        header = ["#"] + [c[0] for c in cols] + ["binding", "why"]
+        body = [[str(i + 1)] + [fmt(r) for _, fmt in cols] + [",".join(r["binding"]), r["why"]]
+                for i, r in enumerate(self.rows[:top])]
+        widths = [max(len(x) for x in col) for col in zip(header, *body)]
+        lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header] + body]
+        return "\n".join(lines + ["", self.stats.line()])
+
+
+def rank(rows: List[Dict[str, Any]], key: Callable[[Dict[str, Any]], Tuple], label: str,
+         value: Callable[[Dict[str, Any]], float], unit: str) -> List[Dict[str, Any]]:
+    """Sort rows best first and write each row's `why` against its neighbour."""
+    rows.sort(key=key)
+    for i, r in enumerate(rows):
+        v = value(r)
+        if i == 0:
+            nxt = value(rows[1]) if len(rows) > 1 else None
+            gap = "" if nxt is None or not v else f"; next best {nxt:.4g} {unit} ({(nxt / v - 1) * 100:+.1f}%)"
+            r["why"] = f"best {label}: {v:.4g} {unit}{gap}"
+        else:
+            b = value(rows[0])
+            r["why"] = f"{label} {v:.4g} {unit} ({(v / b - 1) * 100:+.1f}% vs best)" if b else f"{label} {v:.4g}"
+    return rows

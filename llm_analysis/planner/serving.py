@@ -1,0 +1,161 @@
+"""The serving search shared by plan_inference, disaggregation and capacity:
+candidate layouts, the pruned per-layout batch search, rows and ranking.
+
+Built only on the public API (`LLMAnalysis(...)`, `.inference(...)`,
+`.get_num_params_total()`), so every figure of a row is what
+`LLMAnalysis(...).inference(**row["reproduce"]["inference_kwargs"])` returns."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from ..config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+from ..errors import ConfigError
+from ..facade import LLMAnalysis
+from . import inputs
+from .batch_search import BatchOutcome, ServeTargets, largest_batch
+from .errors import ClosestMiss
+from .result import PlanResult, SearchStats, pareto_front, rank
+from .space import ep_options, pp_options, tp_options, weight_bytes_lower_bound
+
+# Serving engines compute causal attention with flash kernels, only the last
+# prompt position's logits, and absorbed MLA (README "Assumptions").
+SERVING_CONVENTIONS = {"attention_flops": "causal", "logits": "last", "mla_attention": "absorb"}
+
+
+@dataclass
+class Layout:
+    gpu: GPUConfig
+    dtype: DtypeConfig
+    tp: int
+    pp: int
+    ep: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.ep
+
+    def describe(self, kv: Optional[float]) -> Dict[str, Any]:
+        return {"gpu": self.gpu.name, "dtype": self.dtype.name, "tp": self.tp, "pp": self.pp, "ep": self.ep,
+                "kv_cache_dtype_bytes": kv}
+
+
+@dataclass
+class Search:
+    """Everything the per-layout search needs, checked once."""
+
+    model: ModelConfig
+    gpus: List[GPUConfig]
+    dtypes: List[DtypeConfig]
+    kv_options: List[Optional[float]]
+    prices: Dict[str, float]
+    max_gpus: Optional[int]
+    max_tp: Optional[int]
+    max_pp: int
+    max_ep: Optional[int]
+    max_batch: int
+    analysis_kwargs: Dict[str, Any]
+    num_params: int = 0
+
+    def layouts(self) -> Iterator[Layout]:
+        for gpu in self.gpus:
+            per_node = gpu.num_gpus_per_node
+            for dtype in self.dtypes:
+                for tp in tp_options(self.model, self.max_tp or per_node):
+                    for pp in pp_options(self.model, self.max_pp, even_only=False):
+                        for ep in ep_options(self.model, self.max_ep or per_node):
+                            lay = Layout(gpu, dtype, tp, pp, ep)
+                            if self.max_gpus is None or lay.gpus <= self.max_gpus:
+                                yield lay
+
+    def analysis(self, lay: Layout) -> LLMAnalysis:
+        par = ParallelismConfig(tp_size=lay.tp, pp_size=lay.pp, dp_size=lay.ep, ep_size=lay.ep)
+        return LLMAnalysis(self.model, lay.gpu, lay.dtype, par, **self.analysis_kwargs)
+
+    def reproduce(self, lay: Layout, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        return {"model_name": self.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
+                "parallelism": {"tp_size": lay.tp, "pp_size": lay.pp, "dp_size": lay.ep, "ep_size": lay.ep},
+                "analysis_kwargs": dict(self.analysis_kwargs), "inference_kwargs": kwargs}
+
+
+def each_layout_outcome(search: Search, targets_for, stats: SearchStats, miss: ClosestMiss
+                        ) -> Iterator[Tuple[Layout, Optional[float], BatchOutcome]]:
+    """Runs the pruned search over every layout x KV option, yielding the
+    layouts that meet the targets with their largest batch. `targets_for(lay,
+    kv)` gives the ServeTargets of a candidate."""
+    for lay in search.layouts():
+        mem = lay.gpu.mem_per_GPU_in_GB * 1e9
+        bound = weight_bytes_lower_bound(search.num_params, lay.dtype, lay.tp, lay.pp, lay.ep)
+        n_kv = len(search.kv_options)
+        stats.considered += search.max_batch * n_kv
+        if bound > mem:  # cannot hold even its weights: every batch and KV option is out
+            stats.ruled_out_by_bound += search.max_batch * n_kv
+            miss.record("memory", bound, mem, lay.describe(None))
+            continue
+        try:
+            analysis = search.analysis(lay)  # one per (gpu, dtype, layout), reused over KV options and batches
+        except ConfigError:
+            stats.invalid += search.max_batch * n_kv
+            continue
+        for kv in search.kv_options:
+            out = largest_batch(analysis, targets_for(lay, kv), stats, miss, lay.describe(kv))
+            if out is not None:
+                yield lay, kv, out
+
+
+def _fleet(search: Search, lay: Layout, s: Dict[str, Any], n: int, slo: inputs.SLO) -> Tuple[int, float]:
+    """(replicas, offered concurrency) for the load targets. A replica of
+    tp x pp x ep GPUs serves batch x ep requests at once, each for the whole
+    request time T (static batching); by Little's law the fleet must hold
+    rate x T requests at once."""
+    group_batch = s["batch_size_per_gpu"] * lay.ep
+    T = s["total_latency"]
+    replicas, concurrency = 1, 0.0
+    if slo.request_rate_per_s is not None:
+        concurrency = slo.request_rate_per_s * T
+        replicas = max(replicas, math.ceil(concurrency / group_batch))
+    if slo.min_tokens_per_s is not None:
+        replicas = max(replicas, math.ceil(slo.min_tokens_per_s / (group_batch * n / T)))
+    return replicas, concurrency
+
+
+def _row(search: Search, lay: Layout, kv, out: BatchOutcome, t: ServeTargets, slo: inputs.SLO) -> Optional[Dict]:
+    s = out.summary
+    replicas, _ = _fleet(search, lay, s, t.num_tokens_to_generate, slo)
+    gpus = replicas * lay.gpus
+    price = search.prices.get(lay.gpu.name)
+    fig = {"batch_size_per_gpu": s["batch_size_per_gpu"], "time_to_first_token": s["time_to_first_token"],
+           "time_per_output_token": s["time_per_output_token"], "total_latency": s["total_latency"],
+           "tokens_per_sec_per_gpu": s["total_tokens_per_sec_per_gpu"],
+           "decode_tokens_per_sec_per_gpu": s["decode_tokens_per_sec_per_gpu"],
+           "weight_memory_per_gpu": s["weight_memory_per_gpu"], "kv_cache_memory_per_gpu": s["kv_cache_memory_per_gpu"],
+           "memory_used_per_gpu": s["memory_used_per_gpu"], "replicas": replicas, "num_gpus": gpus,
+           "num_nodes": math.ceil(gpus / lay.gpu.num_gpus_per_node),
+           "cost_per_million_tokens": None if price is None else s["total_cost_per_1k_tokens"] * 1000,
+           "fleet_cost_per_hour": None if price is None else price * gpus}
+    kwargs = {"batch_size_per_gpu": s["batch_size_per_gpu"], "seq_len": t.seq_len,
+              "num_tokens_to_generate": t.num_tokens_to_generate, "kv_cache_dtype_bytes": kv,
+              "cost_per_gpu_hour": price}
+    return {"layout": lay.describe(kv), "figures": fig, "binding": out.binding, "why": "",
+            "reproduce": search.reproduce(lay, kwargs)}
+
+
+OBJECTIVE_RANK = {
+    "cost": ("cost per million generated tokens", "$",
+             lambda r, load: r["figures"]["fleet_cost_per_hour"] if load else r["figures"]["cost_per_million_tokens"]),
+    "tokens_per_gpu": ("generated tokens/s per GPU", "tokens/s", lambda r, load: r["figures"]["tokens_per_sec_per_gpu"]),
+    "fewest_gpus": ("GPUs", "GPUs", lambda r, load: r["figures"]["num_gpus"]),
+}
+
+
+def rank_rows(rows: List[Dict], objective: str, load: bool) -> List[Dict]:
+    label, unit, value = OBJECTIVE_RANK[objective]
+    if objective == "cost" and load:
+        label, unit = "fleet cost at the offered load", "$/h"
+    tie = lambda r: (-r["figures"]["tokens_per_sec_per_gpu"], r["figures"]["time_per_output_token"])  # noqa: E731
+    if objective == "tokens_per_gpu":
+        return rank(rows, lambda r: (-value(r, load),) + tie(r)[1:], label, lambda r: value(r, load), unit)
+    return rank(rows, lambda r: (value(r, load),) + tie(r), label, lambda r: value(r, load), unit)

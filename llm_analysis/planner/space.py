@@ -1,0 +1,90 @@
+"""The search space (which tp / pp / ep / interleave values are worth trying)
+and the cheap bounds that rule candidates out before the full analysis runs.
+
+Every bound here is a *lower* bound of what `LLMAnalysis` computes, so a
+candidate it rules out could never have fitted (tests check this)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ..config import DtypeConfig, ModelConfig
+
+# Adam in mixed precision: fp32 master weights + two fp32 moments (Rajbhandari et al. 2020,
+# arXiv 1910.02054 §3.1: 12 bytes per parameter; 16-bit gradients: 2 bytes).
+ADAM_STATE_BYTES_PER_PARAM = 12
+GRADIENT_BYTES_PER_PARAM = 2
+
+
+def divisors(n: int) -> List[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tp_options(model: ModelConfig, max_tp: int) -> List[int]:
+    """Powers of two up to max_tp that split the query heads evenly and either
+    split the KV heads or replicate them whole (Megatron's constraint)."""
+    kv = model.num_key_value_heads
+    return [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= max_tp and model.n_head % t == 0
+            and (kv % t == 0 or t % kv == 0)]
+
+
+def pp_options(model: ModelConfig, max_pp: int, even_only: bool) -> List[int]:
+    """Pipeline sizes up to max_pp; with even_only, only those that divide the layers."""
+    return [p for p in range(1, min(max_pp, model.num_layers) + 1)
+            if (model.num_layers % p == 0 if even_only else (p & (p - 1)) == 0)]
+
+
+def ep_options(model: ModelConfig, max_ep: int) -> List[int]:
+    """Expert-parallel sizes: divisors of the expert count (1 for dense models)."""
+    if model.moe_num_experts <= 1:
+        return [1]
+    return [e for e in divisors(model.moe_num_experts) if e <= max_ep]
+
+
+def interleave_options(model: ModelConfig, pp: int, max_v: int) -> List[int]:
+    """Virtual stages per GPU v with an equal number of layers per virtual stage."""
+    if pp == 1 or model.num_layers % pp:
+        return [1]
+    per_stage = model.num_layers // pp
+    return [v for v in divisors(per_stage) if v <= max_v]
+
+
+def min_bytes_per_param(dtype: DtypeConfig) -> float:
+    """The fewest bytes any parameter can take under this dtype (weights or
+    embeddings, ignoring the quantisation scales, which only add)."""
+    return min(dtype.weight_bits, dtype.embedding_bits) / 8
+
+
+def weight_bytes_lower_bound(num_params: int, dtype: DtypeConfig, tp: int, pp: int, ep: int) -> float:
+    """Each parameter is stored at least once among the tp x pp x ep GPUs of a
+    replica (experts split over ep, everything else replicated over it)."""
+    return num_params * min_bytes_per_param(dtype) / (tp * pp * ep)
+
+
+def training_state_bytes_lower_bound(num_params: int, dtype: DtypeConfig, tp: int, pp: int, dp: int, ep: int,
+                                     ds_zero: int) -> float:
+    """Weights + gradients + Adam state per GPU, each sharded as the ZeRO stage
+    says (stage >= 1 optimizer state, >= 2 gradients, 3 weights over dp;
+    without ZeRO at most over ep for the experts)."""
+    model_split = tp * pp
+
+    def shard(stage: int) -> int:
+        return model_split * (dp if ds_zero >= stage else ep)
+    return num_params * (min_bytes_per_param(dtype) / shard(3) + GRADIENT_BYTES_PER_PARAM / shard(2)
+                         + ADAM_STATE_BYTES_PER_PARAM / shard(1))
+
+
+def iteration_time_lower_bound_s(model_flops_per_iter: float, num_gpus: int, flops_per_gpu_s: float, pp: int,
+                                 micro_batches: int, interleave: int) -> float:
+    """No iteration is faster than its model FLOPs spread evenly over every GPU
+    at the achieved FLOP/s, plus the 1F1B bubble (p - 1) / (v m) of that time
+    (Narayanan et al. 2021, arXiv 2104.04473 §2.2)."""
+    ideal = model_flops_per_iter / (num_gpus * flops_per_gpu_s)
+    return ideal * (1 + (pp - 1) / (interleave * micro_batches))
+
+
+def largest_divisor_at_most(n: int, cap: int) -> Optional[int]:
+    for d in range(min(n, cap), 0, -1):
+        if n % d == 0:
+            return d
+    return None

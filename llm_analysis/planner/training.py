@@ -1,0 +1,336 @@
+"""plan_training: the layout (tp/pp/dp/ep, interleaving), ZeRO stage,
+recomputation and micro-batch that train a model on N tokens fastest or
+cheapest on at most G GPUs with a given global batch.
+
+Pruning (each decision counted in SearchStats):
+- weights + gradients + Adam state per GPU (a lower bound of the peak) vs the
+  GPU's memory rules out a (layout, ZeRO stage) for every recomputation and
+  micro-batch;
+- branch and bound on time: no iteration beats its model FLOPs spread over
+  every GPU at the achieved FLOP/s plus the 1F1B bubble; layouts are visited
+  best bound first and dropped once their bound exceeds the best found;
+- recomputation only adds time (the recomputed forward), so for a given
+  (layout, ZeRO stage, micro-batch) the first mode that fits is the fastest;
+- memory never decreases with the micro-batch, so one DoesNotFitError's
+  largest fitting batch places every larger micro-batch."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+from ..errors import ConfigError, DoesNotFitError
+from ..facade import LLMAnalysis
+from ..options import ActivationRecomputation, DSZeRO, as_enum
+from . import inputs
+from .errors import ClosestMiss
+from .result import PlanResult, SearchStats, pareto_front, rank
+from .space import (divisors, ep_options, interleave_options, iteration_time_lower_bound_s, pp_options, tp_options,
+                    training_state_bytes_lower_bound)
+
+DEFAULT_RECOMPUTATION = (ActivationRecomputation.NONE, ActivationRecomputation.ATTN_COMPUTE,
+                         ActivationRecomputation.FULL)
+
+
+@dataclass(frozen=True)
+class TrainLayout:
+    gpu: GPUConfig
+    dtype: DtypeConfig
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    v: int
+    cp: int = 1  # hook: context parallelism once ParallelismConfig gains cp_size (then search cp_sizes)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def key(self) -> tuple:
+        return (self.gpu.name, self.dtype.name, self.tp, self.pp, self.dp, self.ep, self.v, self.cp)
+
+    def describe(self) -> Dict[str, Any]:
+        return {"gpu": self.gpu.name, "dtype": self.dtype.name, "tp": self.tp, "pp": self.pp, "dp": self.dp,
+                "ep": self.ep, "pipeline_interleave": self.v}
+
+
+@dataclass
+class TrainSearch:
+    model: ModelConfig
+    gpus: List[GPUConfig]
+    dtypes: List[DtypeConfig]
+    tokens: float
+    gbs: int
+    seq_len: int
+    min_gpus: int
+    max_gpus: int
+    max_tp: Optional[int]
+    max_pp: int
+    max_interleave: int
+    zero_stages: List[DSZeRO]
+    recomputation: List[ActivationRecomputation]
+    prices: Dict[str, float]
+    objective: str
+    analysis_kwargs: Dict[str, Any]
+    num_params: int = 0
+    model_flops_per_iter: float = 0.0
+
+    def layouts(self) -> List[TrainLayout]:
+        out = []
+        for gpu in self.gpus:
+            for dtype in self.dtypes:
+                for tp in tp_options(self.model, self.max_tp or gpu.num_gpus_per_node):
+                    for pp in pp_options(self.model, self.max_pp, even_only=True):
+                        for dp in divisors(self.gbs):
+                            if not self.min_gpus <= tp * pp * dp <= self.max_gpus:
+                                continue
+                            for ep in (e for e in ep_options(self.model, dp) if dp % e == 0):
+                                for v in interleave_options(self.model, pp, self.max_interleave):
+                                    out.append(TrainLayout(gpu, dtype, tp, pp, dp, ep, v))
+        return out
+
+    def micro_batches(self, lay: TrainLayout) -> List[int]:
+        return divisors(self.gbs // lay.dp)
+
+    def score(self, seconds: float, lay: TrainLayout) -> float:
+        """The objective of a run of `seconds`: its time, or its cost in dollars."""
+        if self.objective == "cost":
+            return seconds * lay.gpus / 3600 * self.prices[lay.gpu.name]
+        return seconds
+
+
+def _bound_s(search: TrainSearch, lay: TrainLayout, b: int, flops_per_gpu_s: float) -> float:
+    """Lower bound of the whole run's time at micro-batch b."""
+    m = search.gbs // (lay.dp * b)
+    it = iteration_time_lower_bound_s(search.model_flops_per_iter, lay.gpus, flops_per_gpu_s, lay.pp, m, lay.v)
+    return it * search.tokens / (search.gbs * search.seq_len)
+
+
+class _Ctx:
+    """Mutable state of one search: counts, the incumbent, results."""
+
+    def __init__(self, search: TrainSearch) -> None:
+        self.search = search
+        self.stats = SearchStats()
+        self.miss = ClosestMiss()
+        self.incumbent = float("inf")
+        self.best_per_layout: Dict[tuple, Dict[str, Any]] = {}
+        self.points: List[Dict[str, Any]] = []
+        self.flops_per_gpu_s: Dict[tuple, float] = {}
+        self.max_bound_ratio = 0.0  # max over evaluated candidates of bound / actual (must stay <= 1)
+
+    def run(self, analysis, lay: TrainLayout, z: DSZeRO, rc, b: int) -> Optional[Dict[str, Any]]:
+        s = self.search
+        self.stats.evaluated_full += 1
+        try:
+            out = analysis.training(batch_size_per_gpu=b, global_batch_size=s.gbs, seq_len=s.seq_len,
+                                    total_num_tokens=s.tokens, activation_recomputation=rc, ds_zero=z,
+                                    pipeline_interleave=lay.v, cost_per_gpu_hour=s.prices.get(lay.gpu.name))
+        except DoesNotFitError as e:
+            self.miss.record("memory", e.needed_bytes, e.available_bytes,
+                             {**lay.describe(), "ds_zero": z.value, "recompute": rc.value, "micro_batch": b})
+            raise
+        score = s.score(out["total_training_latency"], lay)
+        bound = s.score(_bound_s(s, lay, b, self.flops_per_gpu_s[(lay.gpu.name, lay.dtype.name)]), lay)
+        self.max_bound_ratio = max(self.max_bound_ratio, bound / score)
+        self.incumbent = min(self.incumbent, score)
+        self.points.append({**lay.describe(), "ds_zero": z.value, "activation_recomputation": rc.value,
+                            "micro_batch": b, "total_training_latency": out["total_training_latency"],
+                            "tokens_per_sec_per_gpu": out["tokens_per_sec_per_gpu"]})
+        best = self.best_per_layout.get(lay.key)
+        if best is None or score < best["score"]:
+            self.best_per_layout[lay.key] = {"score": score, "summary": out, "ds_zero": z, "recompute": rc,
+                                             "layout": lay}
+        return out
+
+
+def _search_zero(ctx: _Ctx, analysis, lay: TrainLayout, z: DSZeRO) -> None:
+    """Every (recomputation, micro-batch) of one (layout, ZeRO stage)."""
+    s, st = ctx.search, ctx.stats
+    flops = ctx.flops_per_gpu_s[(lay.gpu.name, lay.dtype.name)]
+    fitted: set = set()  # micro-batches a lighter recomputation already fits (heavier ones only add time)
+    for rc in s.recomputation:
+        fit_b = None
+        for b in reversed(s.micro_batches(lay)):
+            if b in fitted:
+                st.ruled_out_by_bound += 1
+            elif fit_b is not None and b > fit_b:
+                st.decided_by_monotonicity += 1
+            elif s.score(_bound_s(s, lay, b, flops), lay) >= ctx.incumbent:
+                st.ruled_out_by_bound += 1
+            else:
+                try:
+                    ctx.run(analysis, lay, z, rc, b)
+                    fitted.add(b)
+                except DoesNotFitError as e:
+                    fit_b = e.max_batch_size if e.max_batch_size is not None else 0
+                except ConfigError:
+                    st.invalid += 1
+
+
+def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
+    s, st = ctx.search, ctx.stats
+    per_zero = len(s.recomputation) * len(s.micro_batches(lay))
+    flops = ctx.flops_per_gpu_s[(lay.gpu.name, lay.dtype.name)]
+    if s.score(_bound_s(s, lay, 1, flops), lay) >= ctx.incumbent:  # b = 1 has the smallest bubble bound
+        st.ruled_out_by_bound += per_zero * len(s.zero_stages)
+        return
+    analysis = None
+    mem = lay.gpu.mem_per_GPU_in_GB * 1e9
+    for i, z in enumerate(s.zero_stages):
+        if z.value > 0 and lay.dp == 1:  # nothing to shard over: the same candidate as no ZeRO
+            st.invalid += per_zero
+            continue
+        need = training_state_bytes_lower_bound(s.num_params, lay.dtype, lay.tp, lay.pp, lay.dp, lay.ep, z.value)
+        if need > mem:
+            st.ruled_out_by_bound += per_zero
+            ctx.miss.record("memory", need, mem, {**lay.describe(), "ds_zero": z.value})
+            continue
+        if analysis is None:
+            try:
+                analysis = LLMAnalysis(s.model, lay.gpu, lay.dtype, ParallelismConfig(
+                    tp_size=lay.tp, pp_size=lay.pp, dp_size=lay.dp, ep_size=lay.ep), **s.analysis_kwargs)
+            except ConfigError:
+                st.invalid += per_zero * (len(s.zero_stages) - i)
+                return
+        _search_zero(ctx, analysis, lay, z)
+
+
+TRAINING_COLUMNS = [
+    ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
+    ("tp", lambda r: str(r["layout"]["tp"])), ("pp", lambda r: str(r["layout"]["pp"])),
+    ("dp", lambda r: str(r["layout"]["dp"])), ("ep", lambda r: str(r["layout"]["ep"])),
+    ("v", lambda r: str(r["layout"]["pipeline_interleave"])), ("zero", lambda r: str(r["layout"]["ds_zero"])),
+    ("rc", lambda r: str(r["layout"]["activation_recomputation"])),
+    ("mb", lambda r: str(r["layout"]["micro_batch"])), ("gpus", lambda r: str(r["figures"]["num_gpus"])),
+    ("days", lambda r: f"{r['figures']['total_training_latency'] / 86400:.2f}"),
+    ("iter_s", lambda r: f"{r['figures']['latency_per_iter']:.3f}"),
+    ("mfu", lambda r: f"{r['figures']['mfu']:.3f}"),
+    ("peak_GB", lambda r: f"{r['figures']['estimated_peak_memory_per_gpu'] / 1e9:.1f}"),
+    ("cost_$", lambda r: "-" if r["figures"]["total_training_cost"] is None
+     else f"{r['figures']['total_training_cost']:.4g}"),
+]
+
+
+def _row(search: TrainSearch, lay: TrainLayout, best: Dict[str, Any]) -> Dict[str, Any]:
+    out, z, rc = best["summary"], best["ds_zero"], best["recompute"]
+    b = out["batch_size_per_gpu"]
+    binding = []
+    if out["memory_left_per_gpu"] < 0.1 * out["gpu_memory_per_gpu"] or z.value > 0 or rc.value > 0:
+        binding.append("memory")
+    if lay.gpus == search.max_gpus:
+        binding.append("max_gpus")
+    if out["gradient_accumulation_steps"] == 1:
+        binding.append("global_batch_size")
+    price = search.prices.get(lay.gpu.name)
+    kwargs = {"batch_size_per_gpu": b, "global_batch_size": search.gbs, "seq_len": search.seq_len,
+              "total_num_tokens": search.tokens, "activation_recomputation": rc.value, "ds_zero": z.value,
+              "pipeline_interleave": lay.v, "cost_per_gpu_hour": price}
+    keys = ("total_training_latency", "latency_per_iter", "gpu_hours", "mfu", "estimated_peak_memory_per_gpu",
+            "tokens_per_sec_per_gpu", "gradient_accumulation_steps", "latency_per_iter_pipeline_bubble")
+    fig = {k: out[k] for k in keys}
+    fig.update(num_gpus=lay.gpus, num_nodes=-(-lay.gpus // lay.gpu.num_gpus_per_node),
+               total_training_cost=out.get("total_training_cost"))
+    return {"layout": {**lay.describe(), "ds_zero": z.value, "activation_recomputation": rc.value,
+                       "micro_batch": b}, "figures": fig, "binding": binding or ["none"], "why": "",
+            "reproduce": {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
+                          "parallelism": {"tp_size": lay.tp, "pp_size": lay.pp, "dp_size": lay.dp,
+                                          "ep_size": lay.ep},
+                          "analysis_kwargs": dict(search.analysis_kwargs), "training_kwargs": kwargs}}
+
+
+def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtypes, objective, gpu_prices,
+                 min_gpus, max_tp, max_pp, max_interleave, zero_stages, recomputation, analysis_kwargs) -> TrainSearch:
+    m = inputs.model_config(model)
+    gpu_list = inputs.gpu_configs(gpus)
+    objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_TRAINING)
+    tokens = inputs.positive_number(tokens, "tokens")
+    max_g = inputs.positive_int(max_gpus, "max_gpus")
+    min_g = inputs.positive_int(min_gpus, "min_gpus")
+    if min_g > max_g:
+        raise ConfigError(f"min_gpus = {min_g} is larger than max_gpus = {max_g}")
+    gbs = inputs.positive_int(global_batch_size, "global_batch_size")
+    s = inputs.positive_int(seq_len if seq_len is not None else (m.max_seq_len or 0), "seq_len")
+    if gbs * s > tokens:
+        raise ConfigError(f"tokens = {tokens:g} is fewer than one global batch (global_batch_size x seq_len = "
+                          f"{gbs * s}): raise tokens or lower global_batch_size")
+    zs = [as_enum(DSZeRO, z, "zero_stages") for z in (zero_stages or [0])]
+    rcs = sorted({as_enum(ActivationRecomputation, r, "recomputation") for r in (recomputation or [0])},
+                 key=lambda r: r.value)  # ascending: each mode recomputes more (and only adds time)
+    search = TrainSearch(m, gpu_list, inputs.dtype_configs(dtypes), tokens, gbs, s, min_g, max_g,
+                         inputs.optional_positive_int(max_tp, "max_tp"),
+                         inputs.positive_int(max_pp if max_pp is not None else m.num_layers, "max_pp"),
+                         inputs.positive_int(max_interleave, "max_interleave"), zs, rcs,
+                         inputs.prices(gpu_prices, gpu_list, objective == "cost"), objective, dict(analysis_kwargs))
+    probe = LLMAnalysis(m, gpu_list[0], search.dtypes[0], **search.analysis_kwargs)
+    search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
+                                  hbm_memory_efficiency=probe.hbm_memory_efficiency)
+    search.num_params = probe.get_num_params_total()
+    # forward + backward (2x forward) FLOPs of one iteration, whatever the layout
+    search.model_flops_per_iter = 3 * probe.get_num_flops_fwd_total(gbs, s)
+    return search
+
+
+def plan_training(model: Union[str, ModelConfig], gpus: Sequence, tokens: float, max_gpus: int,
+                  global_batch_size: int, seq_len: Optional[int] = None, *, dtypes: Sequence = ("w16a16e16",),
+                  objective: str = "time", gpu_prices: Optional[Mapping[str, float]] = None, min_gpus: int = 1,
+                  max_tp: Optional[int] = None, max_pp: Optional[int] = None, max_interleave: int = 8,
+                  zero_stages: Sequence = (0, 1, 2, 3), recomputation: Sequence = DEFAULT_RECOMPUTATION,
+                  flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
+                  achieved_tflops: Optional[float] = None) -> PlanResult:
+    """Best training setups for `tokens` tokens on min_gpus..max_gpus GPUs with
+    `global_batch_size` sequences of `seq_len` per iteration, ranked by
+    `objective` ("time": total training time; "cost": dollars, needs
+    `gpu_prices`). Searches tp (powers of two <= GPUs per node or max_tp), pp
+    (divisors of the layer count <= max_pp), dp (divisors of the global
+    batch), ep (MoE), interleaving (v with layers / pp divisible by v, <=
+    max_interleave), ZeRO stage, recomputation mode and micro-batch. One row
+    per layout (its best ZeRO/recomputation/micro-batch)."""
+    t0 = time.perf_counter()
+    search = _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtypes, objective,
+                          gpu_prices, min_gpus, max_tp, max_pp, max_interleave, zero_stages, recomputation,
+                          {"flops_efficiency": flops_efficiency, "hbm_memory_efficiency": hbm_memory_efficiency,
+                           "achieved_tflops": achieved_tflops})
+    ctx = _Ctx(search)
+    for gpu in search.gpus:
+        for dtype in search.dtypes:
+            ctx.flops_per_gpu_s[(gpu.name, dtype.name)] = LLMAnalysis(
+                search.model, gpu, dtype, **search.analysis_kwargs).get_TFLOPS_per_gpu() * 1e12
+    layouts = search.layouts()
+    layouts.sort(key=lambda lay: search.score(_bound_s(search, lay, 1, ctx.flops_per_gpu_s[
+        (lay.gpu.name, lay.dtype.name)]), lay))  # best bound first: a strong incumbent early prunes the rest
+    for lay in layouts:
+        ctx.stats.considered += len(search.zero_stages) * len(search.recomputation) * len(search.micro_batches(lay))
+        _search_layout(ctx, lay)
+    ctx.stats.wall_s = time.perf_counter() - t0
+    if not ctx.best_per_layout:
+        raise ctx.miss.error(f"training {search.model.name} on at most {search.max_gpus} GPUs")
+    rows = [_row(search, best["layout"], best) for best in ctx.best_per_layout.values()]
+    if objective == "cost":
+        rows = rank(rows, lambda r: (r["figures"]["total_training_cost"], r["figures"]["total_training_latency"]),
+                    "training cost", lambda r: r["figures"]["total_training_cost"], "$")
+    else:
+        rows = rank(rows, lambda r: (r["figures"]["total_training_latency"], r["figures"]["num_gpus"]),
+                    "training time", lambda r: r["figures"]["total_training_latency"] / 86400, "days")
+    front = pareto_front(ctx.points, "total_training_latency", "tokens_per_sec_per_gpu")
+    return PlanResult("training", objective, rows, front, _training_assumptions(search), ctx.stats,
+                      {"columns": TRAINING_COLUMNS, "max_bound_ratio": ctx.max_bound_ratio})
+
+
+def _training_assumptions(search: TrainSearch) -> Dict[str, Any]:
+    return {
+        "perf_model": "llm_analysis training model (LLMAnalysis.training): roofline operator times, backward = 2x "
+                      "forward, recomputation adds the recomputed forward, 1F1B bubble (p-1)/(v m), DP traffic "
+                      "overlapped with the last backward; README 'Assumptions' (Training)",
+        **{k: v for k, v in search.analysis_kwargs.items()},
+        "optimizer": "Adam, fp32 master weights + 2 fp32 moments (12 B/param), 16-bit gradients",
+        "memory": "GPU memory = mem_per_GPU_in_GB x 1e9 bytes, nothing reserved",
+        "targets": {"tokens": search.tokens, "global_batch_size": search.gbs, "seq_len": search.seq_len,
+                    "min_gpus": search.min_gpus, "max_gpus": search.max_gpus},
+        "context_parallel": "not searched: ParallelismConfig has no cp_size yet (TrainLayout.cp is the hook)",
+        "gpu_prices_per_hour": dict(search.prices),
+    }
