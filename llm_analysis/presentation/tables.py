@@ -12,9 +12,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Set
 
 from .console import make_report, stdout_wants_color
-from .inference_tables import inference_sections
 from .part_tables import other_values
-from .training_tables import training_sections
 
 
 def render_tables(analysis, summary: Dict[str, Any], kind: str, color: Optional[bool] = None) -> str:
@@ -24,9 +22,11 @@ def render_tables(analysis, summary: Dict[str, Any], kind: str, color: Optional[
         color = stdout_wants_color()
     rep = make_report(color)
     used: Set[str] = set()
-    if kind == "inference":
+    if kind == "inference":  # import only the sections of this kind: start-up time of the command
+        from .inference_tables import inference_sections
         inference_sections(rep, analysis, summary, used)
     else:
+        from .training_tables import training_sections
         training_sections(rep, analysis, summary, used)
     other_values(rep, summary, used)
     notes = summary.get("notes") or []

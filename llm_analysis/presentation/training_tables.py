@@ -36,6 +36,10 @@ class _Reader:
         self.used.add(key)
         return self.s.get(key, default)
 
+    def texts(self, items: Tuple[Tuple[str, Callable[[Any], str]], ...]) -> List[str]:
+        """text(value) for each (key, text) whose key the summary has a value for."""
+        return [text(self.get(key)) for key, text in items if self.has(key)]
+
 
 def _enum_name(enum_name: str, value) -> str:
     from .. import options
@@ -48,14 +52,9 @@ def _enum_name(enum_name: str, value) -> str:
 
 
 def _batch_line(r: _Reader) -> str:
-    batch = []
-    if r.has("batch_size_per_gpu"):
-        batch.append(f"micro-batch {r.get('batch_size_per_gpu')} per GPU")
-    if r.has("gradient_accumulation_steps"):
-        batch.append(f"{r.get('gradient_accumulation_steps')} accumulation steps")
-    if r.has("global_batch_size"):
-        batch.append(f"global batch {r.get('global_batch_size')} sequences")
-    line = ", ".join(batch)
+    line = ", ".join(r.texts((("batch_size_per_gpu", lambda v: f"micro-batch {v} per GPU"),
+                              ("gradient_accumulation_steps", lambda v: f"{v} accumulation steps"),
+                              ("global_batch_size", lambda v: f"global batch {v} sequences"))))
     if r.has("seq_len"):
         line += f" of {r.get('seq_len')} tokens"
     return line
@@ -154,13 +153,9 @@ def _time_rows(r: _Reader) -> List[Tuple[str, str]]:
 def _rate_rows(r: _Reader) -> List[Tuple[str, str]]:
     rows = []
     if r.has("total_training_cost") or r.has("cost_per_iter"):
-        parts = []
-        if r.has("total_training_cost"):
-            parts.append(f"{fmt('cost', r.get('total_training_cost'))} in all")
-        if r.has("cost_per_iter"):
-            parts.append(f"{fmt('cost', r.get('cost_per_iter'))} per iteration")
-        if r.has("cost_per_gpu_hour"):
-            parts.append(f"at {fmt('cost', r.get('cost_per_gpu_hour'))} per GPU-hour")
+        parts = r.texts((("total_training_cost", lambda v: f"{fmt('cost', v)} in all"),
+                         ("cost_per_iter", lambda v: f"{fmt('cost', v)} per iteration"),
+                         ("cost_per_gpu_hour", lambda v: f"at {fmt('cost', v)} per GPU-hour")))
         rows.append(("cost", ", ".join(parts)))
         r.used.add("total_training_cost_using_flops")
     if r.has("tokens_per_sec"):
@@ -168,13 +163,8 @@ def _rate_rows(r: _Reader) -> List[Tuple[str, str]]:
         if r.has("tokens_per_sec_per_gpu"):
             line += f" ({fmt('tokens_per_sec', r.get('tokens_per_sec_per_gpu'))} per GPU)"
         rows.append(("throughput", line))
-    eff = []
-    if r.has("achieved_flops"):
-        eff.append(f"{fmt('achieved_flops', r.get('achieved_flops'))} per GPU achieved")
-    if r.has("mfu"):
-        eff.append(f"MFU {r.get('mfu'):.1%}")
-    if r.has("hfu"):
-        eff.append(f"HFU {r.get('hfu'):.1%} (with recomputation)")
+    eff = r.texts((("achieved_flops", lambda v: f"{fmt('achieved_flops', v)} per GPU achieved"),
+                   ("mfu", lambda v: f"MFU {v:.1%}"), ("hfu", lambda v: f"HFU {v:.1%} (with recomputation)")))
     if eff:
         rows.append(("utilisation", ", ".join(eff)))
     return rows
