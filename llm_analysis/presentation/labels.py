@@ -1,0 +1,80 @@
+"""Names of the summary's keys: labels of layer parts, time and memory terms,
+and the order parts are listed in. Shared by the text report and the charts."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+PART_LABELS = {
+    "embedding": "embeddings",
+    "attention": "attention",
+    "attention_kv_cache": "attention over KV cache",
+    "attention_core": "attention core (QK^T, AV)",
+    "mlp": "MLP",
+    "experts": "MoE experts",
+    "router": "MoE router",
+    "norm": "norms",
+    "lm_head": "LM head (logits)",
+    "tp_communication": "TP communication",
+    "pp_communication": "PP hand-off",
+    "ep_communication": "EP all-to-all",
+    "dp_communication": "DP communication",
+    "communication": "communication",
+}
+_PART_ORDER = list(PART_LABELS)
+
+
+def part_label(key: str) -> str:
+    return PART_LABELS.get(key, key.replace("_", " "))
+
+
+def part_sort_key(key: str) -> Tuple[int, str]:
+    """Known parts in the order of PART_LABELS, then the others by name."""
+    return (_PART_ORDER.index(key) if key in _PART_ORDER else len(_PART_ORDER), key)
+
+
+# ------------------------------------------------------------ training time
+# `latency_per_iter_<part>` of the training summary: (part, label, what it is spent on)
+TRAIN_TIME_PARTS = (
+    ("fwd_compute", "forward compute", "compute"), ("bwd_compute", "backward compute", "compute"),
+    ("recompute", "recomputation", "compute"), ("tp_comm", "TP communication", "communication"),
+    ("ep_comm", "EP all-to-all", "communication"), ("pp_comm", "PP hand-off", "communication"),
+    ("pipeline_bubble", "pipeline bubble", "memory"),
+    ("dp_comm", "DP communication (exposed)", "communication"),
+    ("optimizer_step", "optimizer step", "memory"),
+)
+TRAIN_TIME_LABELS = {part: label for part, label, _ in TRAIN_TIME_PARTS}
+TRAIN_TIME_KINDS = {part: kind for part, _, kind in TRAIN_TIME_PARTS}
+TIME_PREFIX = "latency_per_iter_"
+# latency_per_iter_* keys that are not parts of the iteration's time
+_TIME_NOT_PARTS = ("using_flops", "dp_comm_total", "dp_comm_hidden")
+
+
+def train_time_parts(summary: Dict[str, Any]) -> Dict[str, float]:
+    """{part: seconds} of the training summary's `latency_per_iter_<part>` terms."""
+    return {k[len(TIME_PREFIX):]: v for k, v in summary.items()
+            if k.startswith(TIME_PREFIX) and not k.endswith(_TIME_NOT_PARTS) and isinstance(v, (int, float))}
+
+
+def train_time_label(part: str) -> str:
+    return TRAIN_TIME_LABELS.get(part, part.replace("_", " "))
+
+
+# ---------------------------------------------------------- memory per GPU
+# (summary key, label in the text report, label on the chart, colour key)
+TRAIN_MEMORY_TERMS = (
+    ("weight_memory_per_gpu", "weights", "weights", "weights"),
+    ("gradient_memory_per_gpu", "gradients", "gradients", "gradients"),
+    ("optimizer_state_memory_per_gpu", "optimizer states", "optimizer states", "optimizer_states"),
+    ("activation_memory_per_gpu", "activations", "activations", "activations"),
+    ("activation_memory_recompute_buffer_per_gpu", "recomputation buffer", "recompute buffer", "recompute_buffer"),
+    ("zero_buffer_memory_per_gpu", "ZeRO gather buffers", "ZeRO buffers", "zero_buffers"),
+)
+# keys of the inference summary's memory_breakdown_per_gpu
+INFERENCE_MEMORY_LABELS = {"weights": "weights", "kv_cache": "KV cache", "activations": "activations",
+                           "free": "free"}
+
+
+def gpu_memory_bytes(analysis, summary: Dict[str, Any]) -> float:
+    """The GPU's memory as the summary states it (catalogue GB are 10^9 bytes)."""
+    return summary.get("gpu_memory_per_gpu") or analysis.gpu_config.mem_per_GPU_in_GB * 1e9

@@ -1,0 +1,82 @@
+"""The setup lines at the top of the report: model, GPU, data types, layout and
+the achieved rates the roofline uses (read from the analysis's configs and its
+hardware views)."""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+
+def _model_line(m) -> str:
+    kv = m.num_key_value_heads or m.n_head
+    head_dim = getattr(m, "head_dim", None) or m.hidden_dim // m.n_head
+    attn = "MHA" if kv == m.n_head else ("MQA" if kv == 1 else "GQA")
+    parts = [f"{m.num_layers} layers", f"hidden {m.hidden_dim}",
+             f"{m.n_head} heads ({attn}, {kv} KV heads, head dim {head_dim})"]
+    if getattr(m, "kv_lora_rank", None):
+        parts[-1] = f"{m.n_head} heads (MLA, KV latent {m.kv_lora_rank})"
+    ffn = getattr(m, "ffn_embed_dim", None)
+    if ffn:
+        parts.append(f"FFN {ffn}{' gated' if m.mlp_gated_linear_units else ''}")
+    if getattr(m, "moe_num_experts", 1) > 1:
+        moe = f"{m.moe_num_experts} experts top-{m.moe_top_k}"
+        if getattr(m, "moe_num_shared_experts", 0):
+            moe += f" + {m.moe_num_shared_experts} shared"
+        parts.append(moe)
+    if getattr(m, "sliding_window", None):
+        parts.append(f"sliding window {m.sliding_window}")
+    parts.append(f"vocab {m.vocab_size}")
+    if m.max_seq_len:
+        parts.append(f"max context {m.max_seq_len}")
+    return f"{m.name}: " + ", ".join(parts)
+
+
+def _gpu_line(analysis) -> str:
+    g = analysis.gpu_config
+    link = getattr(g, "intra_node_link", "nvlink")
+    link = {"nvlink": "NVLink", "pcie": "PCIe", "xgmi": "xGMI"}.get(link, link)
+    return (f"{g.name}: {g.mem_per_GPU_in_GB:g} GB HBM at {g.hbm_bandwidth_in_GB_per_sec:g} GB/s, "
+            f"{g.peak_fp16_TFLOPS:g} TFLOP/s dense 16-bit; {link} {g.intra_node_bandwidth_in_GB_per_sec:g} GB/s "
+            f"within a node, {g.inter_node_bandwidth_in_GB_per_sec:g} GB/s per GPU across nodes")
+
+
+def _dtype_line(analysis) -> str:
+    d = analysis.dtype_config
+    def bits(n, f):
+        return f"{n}-bit{' ' + f if f and n <= 8 else ''}"
+    wf = getattr(d, "weight_format", "")
+    af = getattr(d, "activation_format", "")
+    line = (f"{d.name}: weights {bits(d.weight_bits, wf)}, activations {bits(d.activation_bits, af)}, "
+            f"embeddings {d.embedding_bits}-bit")
+    if getattr(d, "quant_group_size", None):
+        line += f", quantisation groups of {d.quant_group_size}"
+    return line
+
+
+def _layout_line(analysis) -> str:
+    p = analysis.parallelism_config
+    per_replica = p.tp_size * p.pp_size
+    return (f"tp {p.tp_size} · pp {p.pp_size} · dp {p.dp_size} · ep {p.ep_size} · sp {p.sp_size}  "
+            f"({per_replica} GPU{'s' if per_replica > 1 else ''} per model replica, "
+            f"{per_replica * p.dp_size} in all)")
+
+
+def _roofline_line(analysis) -> str:
+    tflops = analysis.get_TFLOPS_per_gpu()
+    bw = analysis.get_gpu_hbm_bandwidth()
+    if analysis.achieved_tflops is not None:
+        c = f"{tflops:g} TFLOP/s (given as achieved_tflops)"
+    else:
+        c = f"{tflops:.4g} TFLOP/s ({analysis.flops_efficiency:.0%} of peak)"
+    if analysis.achieved_memory_bandwidth_GBs is not None:
+        m = f"{bw:g} GB/s (given as achieved_memory_bandwidth_GBs)"
+    else:
+        m = f"{bw:.4g} GB/s ({analysis.hbm_memory_efficiency:.0%} of HBM peak)"
+    return (f"{c}, {m}; ridge point {analysis.get_ridge_point():.0f} FLOPs/byte "
+            "(operators above it are compute-bound)")
+
+
+def setup_rows(analysis) -> List[Tuple[str, str]]:
+    return [("model", _model_line(analysis.model_config)), ("GPU", _gpu_line(analysis)),
+            ("data types", _dtype_line(analysis)), ("parallelism", _layout_line(analysis)),
+            ("achieved rates", _roofline_line(analysis))]
