@@ -16,8 +16,9 @@ from .config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
 from .constant import BYTES_FP32
 from .cost import CostModel, RooflineCostModel
 from .errors import ConfigError
-from .operators import Conventions, LayerDescriber, Operator, Phase
-from .options import ActivationRecomputation, DSZeRO, as_enum as _enum, efficiency as _efficiency
+from .facade_output import SummaryOutput
+from .operators import Conventions, LayerDescriber, Operator
+from .options import ActivationRecomputation, DSZeRO, efficiency as _efficiency
 from .views import activations as _act, flops as _flops, latency as _lat, memory as _mem, params as _params
 from .views import state as _state
 from .views.phases import make_phase
@@ -25,26 +26,32 @@ from .views.phases import make_phase
 logger = logging.getLogger(__name__)
 
 
-class LLMAnalysis:
+def _check_arguments(model_config, gpu_config, dtype_config, parallelism_config, achieved_tflops,
+                     achieved_memory_bandwidth_GBs, flops_efficiency) -> None:
+    for value, cls, field in ((model_config, ModelConfig, "model_config"), (gpu_config, GPUConfig, "gpu_config"),
+                              (dtype_config, DtypeConfig, "dtype_config"),
+                              (parallelism_config, ParallelismConfig, "parallelism_config")):
+        if not isinstance(value, cls):
+            raise ConfigError(f"{field} must be a {cls.__name__}, got {type(value).__name__}")
+    for v, f in ((achieved_tflops, "achieved_tflops"), (achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs")):
+        if v is not None and not (isinstance(v, (int, float)) and v > 0):
+            raise ConfigError(f"{f} = {v!r} must be a positive number")
+    if achieved_tflops is not None and flops_efficiency is not None:
+        logger.info("achieved_tflops given: it overrides flops_efficiency")
+
+
+class LLMAnalysis(SummaryOutput):
     """Given a model, GPU, data types and parallel layout, estimate the
     parameters, FLOPs, memory and latency of training and inference."""
 
-    def __init__(self, model_config: ModelConfig, gpu_config: GPUConfig,
-                 dtype_config: DtypeConfig = DtypeConfig(),
-                 parallelism_config: ParallelismConfig = ParallelismConfig(),
-                 achieved_tflops: Optional[float] = None,
-                 achieved_memory_bandwidth_GBs: Optional[float] = None,
-                 flops_efficiency: Optional[float] = None,
-                 hbm_memory_efficiency: Optional[float] = None,
-                 intra_node_memory_efficiency: float = 1.0,
-                 inter_node_memory_efficiency: float = 1.0,
-                 attention_flops: str = "full", logits: str = "all",
+    def __init__(self, model_config: ModelConfig, gpu_config: GPUConfig, dtype_config: DtypeConfig = DtypeConfig(),
+                 parallelism_config: ParallelismConfig = ParallelismConfig(), achieved_tflops: Optional[float] = None,
+                 achieved_memory_bandwidth_GBs: Optional[float] = None, flops_efficiency: Optional[float] = None,
+                 hbm_memory_efficiency: Optional[float] = None, intra_node_memory_efficiency: float = 1.0,
+                 inter_node_memory_efficiency: float = 1.0, attention_flops: str = "full", logits: str = "all",
                  num_gpus_per_node: Optional[int] = None, mla_attention: str = "expand") -> None:
-        for value, cls, field in ((model_config, ModelConfig, "model_config"), (gpu_config, GPUConfig, "gpu_config"),
-                                  (dtype_config, DtypeConfig, "dtype_config"),
-                                  (parallelism_config, ParallelismConfig, "parallelism_config")):
-            if not isinstance(value, cls):
-                raise ConfigError(f"{field} must be a {cls.__name__}, got {type(value).__name__}")
+        _check_arguments(model_config, gpu_config, dtype_config, parallelism_config, achieved_tflops,
+                         achieved_memory_bandwidth_GBs, flops_efficiency)
         self.model_config = model_config
         self.gpu_config = gpu_config
         self.dtype_config = dtype_config
@@ -53,15 +60,10 @@ class LLMAnalysis:
         self.hbm_memory_efficiency = _efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
         self.intra_node_memory_efficiency = _efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
         self.inter_node_memory_efficiency = _efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
-        for v, f in ((achieved_tflops, "achieved_tflops"), (achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs")):
-            if v is not None and not (isinstance(v, (int, float)) and v > 0):  # ints or floats only, as before
-                raise ConfigError(f"{f} = {v!r} must be a positive number")
         self.achieved_tflops = achieved_tflops
         self.achieved_memory_bandwidth_GBs = achieved_memory_bandwidth_GBs
         self.conventions = Conventions(attention_flops, logits, mla_attention)
         self.num_gpus_per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
-        if achieved_tflops is not None and flops_efficiency is not None:
-            logger.info("achieved_tflops given: it overrides flops_efficiency")
         self._reset()
 
     # ------------------------------------------------------------ updates
@@ -139,23 +141,7 @@ class LLMAnalysis:
         shapes as prefill). With per_layer=True each layer kind is listed once
         with its repeat count; otherwise operators are scaled by their counts.
         """
-        ph = make_phase(phase, batch_size, seq_len, context_len)
-        cm = self.cost_model
-        rows = []
-        for label, n, ops in self.describer.model_ops(ph):
-            for op in ops:
-                o = op if per_layer else op.scaled(n)
-                rows.append({
-                    "layer_group": label, "repeat": n if per_layer else 1, "name": o.name, "group": o.group,
-                    "kind": o.kind, "shapes": o.shapes, "params": o.params, "params_per_gpu": o.params_per_gpu,
-                    "flops": o.flops, "flops_per_gpu": o.flops_per_gpu, "bytes_per_gpu": o.bytes_per_gpu,
-                    "weight_bytes_per_gpu": o.weight_bytes_per_gpu,
-                    "kv_cache_bytes_read_per_gpu": o.kv_cache_bytes_read_per_gpu,
-                    "arithmetic_intensity": o.arithmetic_intensity,
-                    "latency_s": cm.op_time_s(o), "bound": cm.op_bound(o),
-                    "collective": o.collective, "comm_bytes_per_gpu": o.comm_bytes_per_gpu,
-                })
-        return rows
+        return _lat.operator_rows(self, make_phase(phase, batch_size, seq_len, context_len), per_layer)
 
     # ----------------------------------------------------- hardware views
     def get_TFLOPS_per_gpu(self) -> float:
@@ -326,10 +312,8 @@ class LLMAnalysis:
                                              activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE) -> float:
         """Stored attention activations of one layer (Korthikanti et al. 2022 §4.1);
         for inference, the largest live tensor set of the attention block."""
-        rc = _enum(ActivationRecomputation, activation_recomputation, "activation_recomputation")
-        if is_inference:
-            return _act.inference_live_bytes(self, batch_size, seq_len, ("attention",))
-        return _act.attention_train(self, batch_size, seq_len, flash_attn, softmax_dropout, attn_dropout, rc)
+        return _act.per_layer_attn(self, batch_size, seq_len, is_inference, flash_attn, softmax_dropout, attn_dropout,
+                                   activation_recomputation)
 
     def get_activation_memory_per_layer_mlp(self, batch_size: int, seq_len: int, is_inference: bool = True,
                                             activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE,
@@ -343,13 +327,10 @@ class LLMAnalysis:
         with optional quantised storage (bits) of the first-linear input, the
         activation input and the second-linear input. Mean over layers for MoE
         models unless `moe` picks dense or MoE layers."""
-        rc = _enum(ActivationRecomputation, activation_recomputation, "activation_recomputation")
-        if is_inference:
-            return _act.inference_live_bytes(self, batch_size, seq_len, ("mlp", "experts", "router"))
         bits = _act.mlp_quant_bits(mlp_activation_quant_bits, mlp_1linear_quant_bits, mlp_gelu_input_quant_bits,
                                    mlp_2linear_quant_bits)
-        return _act.mlp_train(self, batch_size, seq_len, rc, *bits, recompute_gelu, gated_linear_units,
-                              with_dropout, moe)
+        return _act.per_layer_mlp(self, batch_size, seq_len, is_inference, activation_recomputation, bits,
+                                  recompute_gelu, gated_linear_units, with_dropout, moe)
 
     def get_activation_memory_per_layer(self, batch_size: int, seq_len: int, is_inference: bool = True,
                                         activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE,
@@ -364,14 +345,10 @@ class LLMAnalysis:
         the largest live set of a layer (inference: the training-only arguments
         do not apply). Korthikanti et al. 2022: sbh(34 + 5as/h) for a GPT layer
         without recomputation or parallelism."""
-        rc = _enum(ActivationRecomputation, activation_recomputation, "activation_recomputation")
-        if is_inference:
-            total, parts = _act.per_layer_inference(self, batch_size, seq_len)
-        else:
-            bits = _act.mlp_quant_bits(mlp_activation_quant_bits, mlp_1linear_quant_bits, mlp_gelu_input_quant_bits,
-                                       mlp_2linear_quant_bits)
-            total, parts = _act.per_layer_train(self, batch_size, seq_len, rc, layernorm_dtype_bytes, flash_attn,
-                                                softmax_dropout, bits, mlp_recompute_gelu)
+        bits = _act.mlp_quant_bits(mlp_activation_quant_bits, mlp_1linear_quant_bits, mlp_gelu_input_quant_bits,
+                                   mlp_2linear_quant_bits)
+        total, parts = _act.per_layer(self, batch_size, seq_len, is_inference, activation_recomputation,
+                                      layernorm_dtype_bytes, flash_attn, softmax_dropout, bits, mlp_recompute_gelu)
         return (total, parts) if return_breakdown else total
 
     def get_activation_memory_input_embedding(self, batch_size: int, seq_len: int) -> float:
@@ -483,11 +460,8 @@ class LLMAnalysis:
         """Inference analysis: prefill, per-step decode, memory, max batch,
         throughput and cost. See `inference.py`."""
         from .inference import run_inference
-        return run_inference(self, batch_size_per_gpu=batch_size_per_gpu, seq_len=seq_len,
-                             num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
-                             ds_zero=ds_zero, layernorm_dtype_bytes=layernorm_dtype_bytes,
-                             kv_cache_dtype_bytes=kv_cache_dtype_bytes, cost_per_gpu_hour=cost_per_gpu_hour,
-                             output_dir=output_dir, output_file_suffix=output_file_suffix)
+        args = {k: v for k, v in locals().items() if k not in ("self", "run_inference")}
+        return run_inference(self, **args)
 
     def training(self, batch_size_per_gpu: Optional[int] = None, gradient_accumulation_steps: Optional[int] = None,
                  global_batch_size: Optional[int] = None, seq_len: Optional[int] = None,
@@ -503,18 +477,8 @@ class LLMAnalysis:
         """Training analysis: memory per GPU, time per iteration, total time,
         GPU-hours, cost, MFU. See `training.py`."""
         from .training import run_training
-        return run_training(self, batch_size_per_gpu=batch_size_per_gpu,
-                            gradient_accumulation_steps=gradient_accumulation_steps,
-                            global_batch_size=global_batch_size, seq_len=seq_len, total_num_tokens=total_num_tokens,
-                            activation_recomputation=activation_recomputation, ds_zero=ds_zero,
-                            layernorm_dtype_bytes=layernorm_dtype_bytes,
-                            master_weights_dtype_bytes=master_weights_dtype_bytes, other_op_bytes=other_op_bytes,
-                            flash_attn=flash_attn, softmax_dropout=softmax_dropout,
-                            mlp_activation_quant_bits=mlp_activation_quant_bits,
-                            mlp_1linear_quant_bits=mlp_1linear_quant_bits,
-                            mlp_gelu_input_quant_bits=mlp_gelu_input_quant_bits,
-                            mlp_2linear_quant_bits=mlp_2linear_quant_bits, mlp_recompute_gelu=mlp_recompute_gelu,
-                            output_dir=output_dir, output_file_suffix=output_file_suffix, **kwargs)
+        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "run_training")}
+        return run_training(self, **args, **kwargs)
 
     def config_batch_size_and_gradient_accumulation_steps(self, max_batch_size_per_gpu: int,
                                                           batch_size_per_gpu: Optional[int] = None,
@@ -524,23 +488,3 @@ class LLMAnalysis:
         return config_batch_size_and_gradient_accumulation_steps(
             self.parallelism_config.dp_size, max_batch_size_per_gpu, batch_size_per_gpu,
             gradient_accumulation_steps, global_batch_size)
-
-    # --------------------------------------------------------- presentation
-    def get_configs_desc(self) -> str:
-        p = self.parallelism_config
-        return (f"{self.model_config.name}-{self.gpu_config.name}-{self.dtype_config.name}-tp{p.tp_size}-pp{p.pp_size}"
-                f"-dp{p.dp_size}-sp{p.sp_size}-fe{round(self.flops_efficiency, 2)}"
-                f"-ep{p.ep_size}-hbme{round(self.hbm_memory_efficiency, 2)}")
-
-    def print_config(self, name: str = "Training Configs") -> None:
-        from .report import format_configs
-        logger.info(format_configs(self, name))
-
-    def get_readable_summary_dict(self, summary_dict: dict, title: str = "Summary") -> str:
-        from .report import readable_summary
-        return readable_summary(summary_dict, title)
-
-    def output_summary_dict(self, summary_dict: dict, output_dir: str, print_human_readable: bool = True,
-                            output_file_suffix: str = "") -> str:
-        from .report import write_summary_files
-        return write_summary_files(self, summary_dict, output_dir, print_human_readable, output_file_suffix)

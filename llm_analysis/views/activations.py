@@ -9,7 +9,7 @@ from typing import Dict, Optional, Tuple
 
 from ..memory import (ActivationLayout, attention_activation_bytes, layer_input_bytes, layout_for,
                       mlp_activation_bytes, norm_activation_bytes)
-from ..options import ActivationRecomputation as AR
+from ..options import ActivationRecomputation as AR, as_enum
 from .phases import make_phase
 
 
@@ -112,3 +112,36 @@ def mlp_quant_bits(activation_bits: Optional[int], first_linear_bits: Optional[i
     if activation_bits is not None:
         return activation_bits, activation_bits, activation_bits
     return first_linear_bits, act_input_bits, second_linear_bits
+
+
+def _rc(value) -> AR:
+    return as_enum(AR, value, "activation_recomputation")
+
+
+def per_layer_attn(a, batch_size: int, seq_len: int, is_inference: bool, flash_attn: bool, softmax_dropout: bool,
+                   attn_dropout: bool, activation_recomputation) -> float:
+    rc = _rc(activation_recomputation)
+    if is_inference:
+        return inference_live_bytes(a, batch_size, seq_len, ("attention",))
+    return attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, attn_dropout, rc)
+
+
+def per_layer_mlp(a, batch_size: int, seq_len: int, is_inference: bool, activation_recomputation, bits,
+                  recompute_gelu: bool, gated_linear_units: Optional[bool], with_dropout: bool,
+                  moe: Optional[bool]) -> float:
+    rc = _rc(activation_recomputation)
+    if is_inference:
+        return inference_live_bytes(a, batch_size, seq_len, ("mlp", "experts", "router"))
+    return mlp_train(a, batch_size, seq_len, rc, *bits, recompute_gelu, gated_linear_units, with_dropout, moe)
+
+
+def per_layer(a, batch_size: int, seq_len: int, is_inference: bool, activation_recomputation,
+              layernorm_dtype_bytes: float, flash_attn: bool, softmax_dropout: bool, bits,
+              mlp_recompute_gelu: bool) -> Tuple[float, Dict[str, float]]:
+    """Training: what one layer keeps for backward; inference: its largest live set
+    (the training-only arguments do not apply)."""
+    rc = _rc(activation_recomputation)
+    if is_inference:
+        return per_layer_inference(a, batch_size, seq_len)
+    return per_layer_train(a, batch_size, seq_len, rc, layernorm_dtype_bytes, flash_attn, softmax_dropout, bits,
+                           mlp_recompute_gelu)

@@ -113,3 +113,23 @@ def pivot(a) -> float:
     flops_one_token = flops_view.model_flops(a, 1, 1) / a.parallelism_config.tp_size
     return weight_s / (flops_one_token / cm.flops_per_s)
 
+
+
+def operator_rows(a, ph: Phase, per_layer: bool = True) -> List[Dict[str, Any]]:
+    """The operator records of a phase as plain dicts, with their time and bound."""
+    cm = a.cost_model
+    rows = []
+    for label, n, ops in a.describer.model_ops(ph):
+        for op in ops:
+            o = op if per_layer else op.scaled(n)
+            rows.append({
+                "layer_group": label, "repeat": n if per_layer else 1, "name": o.name, "group": o.group,
+                "kind": o.kind, "shapes": o.shapes, "params": o.params, "params_per_gpu": o.params_per_gpu,
+                "flops": o.flops, "flops_per_gpu": o.flops_per_gpu, "bytes_per_gpu": o.bytes_per_gpu,
+                "weight_bytes_per_gpu": o.weight_bytes_per_gpu,
+                "kv_cache_bytes_read_per_gpu": o.kv_cache_bytes_read_per_gpu,
+                "arithmetic_intensity": o.arithmetic_intensity,
+                "latency_s": cm.op_time_s(o), "bound": cm.op_bound(o),
+                "collective": o.collective, "comm_bytes_per_gpu": o.comm_bytes_per_gpu,
+            })
+    return rows
