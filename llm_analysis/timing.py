@@ -1,6 +1,6 @@
 """Time per operator group: the one accumulator behind every latency breakdown.
 
-Each operator's roofline time is filed under its group (attention, mlp, experts,
+Each operator's time (from the cost model) is filed under its group (attention, mlp, experts,
 norm, embedding, lm_head; `attention_kv_cache` for attention that reads a KV
 cache; `<tp|ep|pp|dp>_communication` for collectives) and under what bounds it
 (compute, memory or communication).
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
+from .cost.affine import sum_affine
+from .cost.model import CostModel
 from .operators import Operator
 
 
@@ -38,18 +40,24 @@ class GroupTimes:
         g["flops_per_gpu"] += flops
         g["bytes_per_gpu"] += bytes_
 
-    def add_ops(self, analysis, weighted: List[Tuple[int, Operator]], times: float = 1.0) -> "GroupTimes":
+    def add_ops(self, cost_model: CostModel, weighted: List[Tuple[int, Operator]],
+                times: float = 1.0) -> "GroupTimes":
         """File (repeat count, operator) pairs, each repeated `times` more."""
-        roof = analysis._roofline
         for n, op in weighted:
             t = times * n
-            if op.kind == "collective":
-                self.add(group_key(op), 0.0, 0.0, t * analysis._op_time(op))
-                continue
-            c = op.flops_per_gpu / roof.flops_per_s
-            m = op.bytes_per_gpu / roof.hbm_bytes_per_s
-            self.add(group_key(op), t * c if c >= m else 0.0, t * m if m > c else 0.0, 0.0,
-                     t * op.flops_per_gpu, t * op.bytes_per_gpu)
+            c, m, k = cost_model.op_split_s(op)
+            self.add(group_key(op), t * c, t * m, t * k, t * op.flops_per_gpu, t * op.bytes_per_gpu)
+        return self
+
+    def add_steps(self, cost_model: CostModel, first: List[Tuple[int, Operator]],
+                  last: List[Tuple[int, Operator]], n: int) -> "GroupTimes":
+        """File n decode steps whose operators' work goes linearly from `first` to `last`."""
+        span = max(n - 1, 1)
+        for (r, oa), (_, ob) in zip(first, last):
+            c, m, k = cost_model.op_steps_split_s(oa, ob, n)
+            f0, f1 = oa.flops_per_gpu, (ob.flops_per_gpu - oa.flops_per_gpu) / span
+            b0, b1 = oa.bytes_per_gpu, (ob.bytes_per_gpu - oa.bytes_per_gpu) / span
+            self.add(group_key(oa), r * c, r * m, r * k, r * sum_affine(f0, f1, 0, n), r * sum_affine(b0, b1, 0, n))
         return self
 
     def finish(self) -> Dict[str, Dict[str, float]]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import GPUConfig
-from .constant import GB
+from ..config import GPUConfig
+from ..constant import GB
 
 
 @dataclass(frozen=True)

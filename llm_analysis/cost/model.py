@@ -1,0 +1,190 @@
+"""The cost model: the one place an operator's time and bound are computed.
+
+An operator record (`operators`) says what is done (FLOPs, bytes moved,
+collective and message size); a cost model says how long it takes on the
+hardware. `CostModel` is the interface every time in the package goes
+through; `RooflineCostModel` is the default (Williams et al. 2009 roofline for
+kernels, the ring alpha-beta model of `links` for collectives). A calibrated
+model (measured kernel rates per shape) subclasses `CostModel`, implements
+`kernel_split_s` and `steps_split_s`, and is handed to `LLMAnalysis` in place of
+the roofline: nothing else changes.
+
+Times are split three ways, (compute_s, memory_s, communication_s), with the
+whole time of an operator filed under what bounds it, so that breakdowns can say
+what limits each group of operators.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ..config import DtypeConfig, GPUConfig, ParallelismConfig
+from ..constant import GB, TFLOPS
+from .affine import sum_max_affine
+from .links import Link, collective_time_s, link_for_group
+from .roofline import Roofline, peak_tflops_for_dtype
+
+Split = Tuple[float, float, float]  # (compute_s, memory_s, communication_s)
+BOUNDS = ("compute", "memory", "communication")
+
+
+class CostModel:
+    """Operator -> seconds and bound, on one GPU of a parallel layout.
+
+    Collectives are timed over the link their group uses (`links`), shared by
+    every cost model; subclasses time kernels (`kernel_split_s`) and sums of a
+    kernel over decode steps whose work grows linearly (`steps_split_s`).
+    """
+
+    def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig,
+                 intra_node_memory_efficiency: float = 1.0, inter_node_memory_efficiency: float = 1.0,
+                 num_gpus_per_node: Optional[int] = None):
+        self.gpu = gpu
+        self.dtype = dtype
+        self.parallelism = parallelism
+        self.intra_node_memory_efficiency = intra_node_memory_efficiency
+        self.inter_node_memory_efficiency = inter_node_memory_efficiency
+        self.num_gpus_per_node = num_gpus_per_node or gpu.num_gpus_per_node
+
+    # ------------------------------------------------------------ kernels
+    @property
+    def flops_per_s(self) -> float:
+        """Achieved FLOP/s of a large matmul (for FLOPs-based estimates and reports)."""
+        raise NotImplementedError
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        """Achieved HBM bytes/s of a streaming pass."""
+        raise NotImplementedError
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        """The dense tensor-core peak of the dtype (the denominator of MFU / HFU)."""
+        return peak_tflops_for_dtype(self.gpu, self.dtype) * 1e12
+
+    @property
+    def achieved_tflops(self) -> float:
+        return self.flops_per_s / TFLOPS
+
+    @property
+    def achieved_hbm_GB_per_s(self) -> float:
+        return self.hbm_bytes_per_s / GB
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte above which a kernel is compute-bound."""
+        return self.flops_per_s / self.hbm_bytes_per_s
+
+    def kernel_split_s(self, flops: float, bytes_moved: float) -> Tuple[float, float]:
+        """(compute_s, memory_s) of one kernel; one of them is 0 (the time is filed
+        under what bounds it)."""
+        raise NotImplementedError
+
+    def steps_split_s(self, first, last, n: int) -> Tuple[float, float]:
+        """(compute_s, memory_s) summed over n steps of a kernel whose FLOPs and
+        bytes go linearly from operator `first` to operator `last`."""
+        raise NotImplementedError
+
+    def memory_pass_s(self, bytes_moved: float) -> float:
+        """A pass that only streams bytes through HBM (optimizer step)."""
+        return self.kernel_split_s(0.0, bytes_moved)[1]
+
+    # -------------------------------------------------------- collectives
+    _STRIDE_GROUPS = ("tp", "pp", "dp", "ep", "edp")
+
+    def link(self, comm_group: str, group_size: int) -> Link:
+        """The link a `comm_group` of `group_size` GPUs talks over. Ranks are laid
+        out TP fastest, then PP, then DP (Megatron order); experts' data-parallel
+        group `edp` takes every ep-th DP rank."""
+        p = self.parallelism
+        stride = {"tp": 1, "pp": p.tp_size, "dp": p.tp_size * p.pp_size, "ep": p.tp_size * p.pp_size,
+                  "edp": p.tp_size * p.pp_size * p.ep_size}.get(comm_group, 1)
+        return link_for_group(self.gpu, group_size, stride, self.intra_node_memory_efficiency,
+                              self.inter_node_memory_efficiency, self.num_gpus_per_node)
+
+    def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
+        return collective_time_s(kind, bytes_per_gpu, group_size, self.link(comm_group, group_size))
+
+    # ---------------------------------------------------------- operators
+    def op_split_s(self, op) -> Split:
+        if op.kind == "collective":
+            return 0.0, 0.0, self.collective_s(op.collective, op.comm_bytes_per_gpu, op.comm_group_size,
+                                               op.comm_group)
+        c, m = self.kernel_split_s(op.flops_per_gpu, op.bytes_per_gpu)
+        return c, m, 0.0
+
+    def op_time_s(self, op) -> float:
+        c, m, k = self.op_split_s(op)
+        return c + m + k
+
+    def op_bound(self, op) -> str:
+        """'compute' | 'memory' | 'communication'."""
+        split = self.op_split_s(op)
+        if op.kind == "collective":
+            return "communication"
+        return "compute" if split[0] >= split[1] else "memory"
+
+    def op_steps_split_s(self, first, last, n: int) -> Split:
+        """An operator summed over n decode steps (collectives do not grow)."""
+        if first.kind == "collective":
+            return 0.0, 0.0, n * self.op_time_s(first)
+        c, m = self.steps_split_s(first, last, n)
+        return c, m, 0.0
+
+
+class RooflineCostModel(CostModel):
+    """Roofline kernels: time = max(FLOPs / achieved FLOP/s, bytes / achieved
+    bandwidth) (cost/roofline.py). Achieved rates: `achieved_tflops` /
+    `achieved_memory_bandwidth_GBs` when given, else the dtype's dense peak
+    (`peak_tflops_for_dtype`) and the HBM bandwidth times their efficiencies."""
+
+    def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig,
+                 flops_efficiency: float = 1.0, hbm_memory_efficiency: float = 1.0,
+                 intra_node_memory_efficiency: float = 1.0, inter_node_memory_efficiency: float = 1.0,
+                 achieved_tflops: Optional[float] = None, achieved_memory_bandwidth_GBs: Optional[float] = None,
+                 num_gpus_per_node: Optional[int] = None):
+        super().__init__(gpu, dtype, parallelism, intra_node_memory_efficiency, inter_node_memory_efficiency,
+                         num_gpus_per_node)
+        self._tflops = (achieved_tflops if achieved_tflops is not None
+                        else peak_tflops_for_dtype(gpu, dtype) * flops_efficiency)
+        self._hbm_GB_per_s = (achieved_memory_bandwidth_GBs if achieved_memory_bandwidth_GBs is not None
+                              else gpu.hbm_bandwidth_in_GB_per_sec * hbm_memory_efficiency)
+        self.roofline = Roofline.for_gpu(self._tflops, self._hbm_GB_per_s)
+
+    @property
+    def achieved_tflops(self) -> float:
+        return self._tflops
+
+    @property
+    def achieved_hbm_GB_per_s(self) -> float:
+        return self._hbm_GB_per_s
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.roofline.flops_per_s
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.roofline.hbm_bytes_per_s
+
+    @property
+    def ridge_point(self) -> float:
+        return self.roofline.ridge_point
+
+    def kernel_split_s(self, flops: float, bytes_moved: float) -> Tuple[float, float]:
+        c = flops / self.roofline.flops_per_s
+        m = bytes_moved / self.roofline.hbm_bytes_per_s
+        return (c, 0.0) if c >= m else (0.0, m)
+
+    def steps_split_s(self, first, last, n: int) -> Tuple[float, float]:
+        span = max(n - 1, 1)
+        f0, f1 = first.flops_per_gpu, (last.flops_per_gpu - first.flops_per_gpu) / span
+        b0, b1 = first.bytes_per_gpu, (last.bytes_per_gpu - first.bytes_per_gpu) / span
+        F, B = self.roofline.flops_per_s, self.roofline.hbm_bytes_per_s
+        return sum_max_affine(f0 / F, f1 / F, b0 / B, b1 / B, n)
+
+    def memory_pass_s(self, bytes_moved: float) -> float:
+        return bytes_moved / self.roofline.hbm_bytes_per_s
+
+
+__all__ = ["BOUNDS", "CostModel", "RooflineCostModel", "Split"]

@@ -1,0 +1,84 @@
+"""Inference memory per GPU: weights, the KV cache sized for the full context,
+and activations as the largest live set of one operator plus the residual
+stream (buffers are reused between operators and layers). Every term but the
+weights is linear in the batch, which gives the largest batch that fits."""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ..constant import GB
+from ..errors import DoesNotFitError
+from ..operators import Operator, Phase
+
+
+def _live_activation_bytes(ops: List[Operator], residual_bytes: float) -> float:
+    """Largest input+output set of one operator, plus the residual stream."""
+    return max((o.activation_bytes_per_gpu for o in ops), default=0.0) + residual_bytes
+
+
+def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
+                 kv_cache_dtype_bytes) -> Dict[str, float]:
+    a_bytes = analysis.dtype_config.activation_bits / 8
+    h = analysis.model_config.hidden_dim
+    # one layer's operators, unscaled by the layer count: buffers are reused across layers
+    prefill_ops = [o for _, _, ops in d.model_ops(Phase("prefill", batch, seq_len, seq_len)) for o in ops]
+    decode_ops = [o for _, _, ops in d.model_ops(Phase("decode", batch, 1, context_len)) for o in ops]
+    kv = analysis.get_memory_kv_cache_per_gpu(batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
+    return {
+        "prefill_activation": _live_activation_bytes(prefill_ops, batch * seq_len * h * a_bytes),
+        "decode_activation": _live_activation_bytes(decode_ops, batch * h * a_bytes),
+        "kv_cache": kv,
+    }
+
+
+def max_batch(available_bytes: float, per_seq_bytes: float) -> int:
+    if available_bytes <= 0:
+        return 0
+    if per_seq_bytes <= 0:
+        return 10**9
+    return int(available_bytes // per_seq_bytes)
+
+
+def _fit_suggestions(analysis, weights: float, mem: float) -> str:
+    p = analysis.parallelism_config
+    tips = []
+    if weights > mem:
+        tips.append(f"shard the weights further (tp_size={p.tp_size * 2} or pp_size={p.pp_size * 2})")
+        if analysis.dtype_config.weight_bits > 4:
+            tips.append("use fewer weight bits (e.g. dtype w8a16e16 or w4a16e16)")
+    else:
+        tips.append("a smaller batch_size_per_gpu or a shorter context (seq_len + num_tokens_to_generate)")
+        tips.append(f"more tensor/pipeline parallelism (tp_size={p.tp_size * 2})")
+        tips.append("a smaller KV-cache dtype (kv_cache_dtype_bytes=1)")
+    return "; ".join(tips)
+
+
+def inference_memory(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, kv_cache_dtype_bytes,
+                     ds_zero) -> Dict[str, float]:
+    """Memory per GPU and the largest batches; raises DoesNotFitError with the numbers."""
+    context = s + n
+    mem = analysis.gpu_config.mem_per_GPU_in_GB * GB
+    weights = analysis.get_weight_memory_per_gpu(ds_zero)
+    one = memory_terms(analysis, d, 1, s, context, use_kv_cache, kv_cache_dtype_bytes)
+    terms = {k: v * b for k, v in one.items()}
+    prefill_max_b = max_batch(mem - weights, one["prefill_activation"] + one["kv_cache"])
+    decode_max_b = max_batch(mem - weights, one["decode_activation"] + one["kv_cache"])
+    kv_per_token = analysis.get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes)
+    max_total_tokens = max_batch(mem - weights - terms["decode_activation"], kv_per_token) if use_kv_cache else 0
+    peak_activation = max(terms["prefill_activation"], terms["decode_activation"])
+    needed = weights + terms["kv_cache"] + peak_activation
+    if needed > mem:
+        m, p = analysis.model_config, analysis.parallelism_config
+        fit_b = min(prefill_max_b, decode_max_b)
+        raise DoesNotFitError(
+            f"{m.name} on {analysis.gpu_config.name} (tp={p.tp_size}, pp={p.pp_size}, "
+            f"{analysis.dtype_config.name}) needs {needed / GB:.2f} GB per GPU for batch {b} at context {context} "
+            f"(weights {weights / GB:.2f} GB, KV cache {terms['kv_cache'] / GB:.2f} GB, activations "
+            f"{peak_activation / GB:.2f} GB) but the GPU has {mem / GB:.2f} GB. Largest batch that fits: {fit_b}. "
+            f"To fit: {_fit_suggestions(analysis, weights, mem)}.",
+            needed_bytes=needed, available_bytes=mem, max_batch_size=fit_b,
+            breakdown={"weights": weights, **terms})
+    return {"mem": mem, "weights": weights, "weights_embedding": analysis.get_memory_embedding(ds_zero),
+            **terms, "prefill_max_b": prefill_max_b, "decode_max_b": decode_max_b,
+            "max_total_tokens": max_total_tokens, "peak_activation": peak_activation, "needed": needed}

@@ -1,0 +1,123 @@
+"""Times of inference phases: prefill, decode steps (closed form over the
+context), decode without a KV cache, the ZeRO-3 weight gather. Every operator
+time comes from the analysis' cost model."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ..cost.affine import sum_affine, sum_max_affine
+from ..operators import Operator, Phase, layer_groups
+from ..options import DSZeRO
+from ..timing import GroupTimes
+
+
+def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, List[Tuple[int, Operator]]]:
+    """(seconds, group breakdown, weighted operators) of one prefill of `batch`
+    prompts of `seq_len` tokens, through every pipeline stage in turn."""
+    ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
+    acc = GroupTimes().add_ops(analysis.cost_model, ops)
+    pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
+    if pp_s:
+        acc.add("pp_communication", 0, 0, pp_s, 0, 0)
+    return acc.total_s, acc.finish(), ops
+
+
+def pipelined_prefill_time(analysis, d, batch: int, seq_len: int) -> float:
+    """Prefill of `batch` requests through pp stages, one request per micro-batch:
+    the pipeline fills, then a request leaves the last stage every slowest-stage
+    time: sum(stage times) + (batch - 1) x max(stage time) (GPipe-style fill,
+    Huang et al. 2019). Stage times include the hand-off to the next stage."""
+    p = analysis.parallelism_config.pp_size
+    one = Phase("prefill", 1, seq_len, seq_len)
+    handoff = analysis.pipeline_handoff_time_s(1, seq_len) / (p - 1)
+    stages = [analysis.weighted_time_s(d.weighted_ops(one, stage=i)) + (handoff if i < p - 1 else 0.0)
+              for i in range(p)]
+    return sum(stages) + (batch - 1) * max(stages)
+
+
+def _window_breaks(model, lo: int, hi: int) -> List[int]:
+    """Context lengths where some layer's attended length stops growing."""
+    ws = set()
+    if model.sliding_window:
+        for kind in layer_groups(model):
+            if kind.attention == "sliding_attention" and lo <= model.sliding_window < hi:
+                ws.add(model.sliding_window)
+    return sorted(ws)
+
+
+def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
+    """Total time of `num_steps` decode steps at contexts seq_len+1 .. seq_len+num_steps,
+    their breakdown, and the first and last step times. Between window
+    boundaries every operator's work is affine in the context, so the steps are
+    summed in closed form (`CostModel.steps_split_s`)."""
+    step = lambda c: d.weighted_ops(Phase("decode", batch, 1, c))  # noqa: E731
+    handoff = analysis.pipeline_handoff_time_s(batch, 1)
+    first = step(seq_len + 1)
+    first_s = analysis.weighted_time_s(first) + handoff
+    if num_steps <= 0:
+        return 0.0, {}, first_s, first_s
+    lo, hi = seq_len + 1, seq_len + num_steps
+    last = step(hi)
+    last_s = analysis.weighted_time_s(last) + handoff
+    acc = GroupTimes()
+    bounds = [lo] + [w + 1 for w in _window_breaks(analysis.model_config, lo, hi)] + [hi + 1]
+    for c_a, c_end in zip(bounds[:-1], bounds[1:]):
+        c_b = c_end - 1
+        ops_a = first if c_a == lo else step(c_a)
+        ops_b = ops_a if c_b == c_a else (last if c_b == hi else step(c_b))
+        acc.add_steps(analysis.cost_model, ops_a, ops_b, c_b - c_a + 1)
+    if handoff:
+        acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
+    return acc.total_s, acc.finish(), first_s, last_s
+
+
+def decode_time_without_cache(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict]:
+    """Each step is a full forward over its whole context (estimated from <= 33 samples)."""
+    acc = GroupTimes()
+    if num_steps <= 0:
+        return 0.0, {}
+    samples = min(num_steps, 33)
+    for j in range(samples):
+        i = 1 + round(j * (num_steps - 1) / max(samples - 1, 1))
+        c = seq_len + i
+        acc.add_ops(analysis.cost_model, d.weighted_ops(Phase("prefill", batch, c, c)), times=num_steps / samples)
+    return acc.total_s, acc.finish()
+
+
+def uncached_step_times(analysis, d, batch: int, seq_len: int, steps: int) -> Tuple[float, float]:
+    """(first, last) step time without a KV cache: a forward over the whole context."""
+    first = analysis.weighted_time_s(d.weighted_ops(Phase("prefill", batch, seq_len + 1, seq_len + 1)))
+    c = seq_len + max(steps, 1)
+    return first, analysis.weighted_time_s(d.weighted_ops(Phase("prefill", batch, c, c)))
+
+
+def zero3_weight_gather_time(analysis) -> float:
+    """All-gather of one GPU's (TP/PP-sharded) weights over the data-parallel
+    group: what every forward pass of ZeRO-3 inference waits for."""
+    p = analysis.parallelism_config
+    return analysis.cost_model.collective_s("all_gather", analysis.get_weight_memory_per_gpu(DSZeRO.NONE),
+                                            p.dp_size, "dp")
+
+
+def _exposed(seconds: float) -> Dict[str, float]:
+    return {"latency_s": seconds, "communication_s": seconds, "bound": "communication"}
+
+
+def expose_zero3_gather(analysis, t: Dict, steps: int) -> None:
+    """ZeRO-3 inference: every forward pass gathers the dp-sharded weights,
+    prefetched under the pass's compute; only the excess shows (decode steps
+    summed treating the step time as affine in the context). Updates `t` (the
+    times of `inference_times`) in place."""
+    gather_s = zero3_weight_gather_time(analysis)
+    exposed = max(0.0, gather_s - t["prefill_s"])
+    t["prefill_s"] += exposed
+    t["prefill_groups"]["dp_communication"] = _exposed(exposed)
+    if steps:
+        first, last = t["first_step_s"], t["last_step_s"]
+        slope = (last - first) / max(steps - 1, 1)
+        over, _ = sum_max_affine(gather_s, 0.0, first, slope, steps)  # sum of max(gather, step)
+        exposed = over - sum_affine(first, slope, 0, steps)
+        t["decode_total_s"] += exposed
+        t["decode_groups"]["dp_communication"] = _exposed(exposed)
+        t["first_step_s"], t["last_step_s"] = max(first, gather_s), max(last, gather_s)

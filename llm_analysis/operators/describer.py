@@ -1,0 +1,284 @@
+"""`LayerDescriber`: builds the operator records of a model under a dtype and
+parallel layout (see `llm_analysis.operators` for the conventions)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Dict, List, Optional, Tuple
+
+from ..config import DtypeConfig, ModelConfig, ParallelismConfig
+from ..errors import ConfigError
+from ..options import ActivationRecomputation
+from .attention import AttentionOps
+from .mlp import MlpOps
+from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
+                      stage_layer_groups)
+
+
+class LayerDescriber(AttentionOps, MlpOps):
+    """Builds the operator records of a model under a dtype and parallel layout.
+
+    Subclass and override `attention_ops`, `mlp_ops`, `norm_ops`,
+    `embedding_ops` or `head_ops` to describe a custom architecture; everything
+    in `LLMAnalysis` (params, FLOPs, memory, latency) follows.
+    """
+
+    def __init__(self, model: ModelConfig, dtype: DtypeConfig, par: ParallelismConfig,
+                 conventions: Conventions = Conventions(),
+                 kv_cache_dtype_bytes: Optional[float] = None):
+        self.model = model
+        self.dtype = dtype
+        self.par = par
+        self.conv = conventions
+        self.w_bytes = dtype.weight_bytes_per_param
+        self.a_bytes = dtype.activation_bits / 8
+        self.e_bytes = dtype.embedding_bits / 8
+        self.kv_bytes = kv_cache_dtype_bytes if kv_cache_dtype_bytes is not None else self.a_bytes
+        self._check_layout()
+        # layer layout never changes for a describer: compute it once (speed)
+        self.layer_groups = layer_groups(model)
+        self.stage_groups = stage_layer_groups(model, par.pp_size)
+        self._cache: Dict[object, object] = {}
+
+    def memoized(self, key, compute):
+        """`compute()` once per describer (its configuration never changes)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    # ------------------------------------------------------------------ layout
+    def _check_layout(self) -> None:
+        m, p = self.model, self.par
+        if m.n_head % p.tp_size:
+            raise ConfigError(
+                f"tp_size = {p.tp_size} must divide n_head = {m.n_head} of {m.name}; valid tp_size: "
+                f"{[d for d in range(1, m.n_head + 1) if m.n_head % d == 0]}")
+        kv = m.num_key_value_heads
+        if kv % p.tp_size and p.tp_size % kv:
+            raise ConfigError(
+                f"tp_size = {p.tp_size} and num_key_value_heads = {kv} of {m.name}: one must divide "
+                "the other (KV heads are split, or replicated when fewer than tp_size)")
+        if p.pp_size > m.num_layers:
+            raise ConfigError(f"pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name}; "
+                              f"valid pp_size: 1..{m.num_layers}")
+        widths = {"ffn_embed_dim": m.ffn_embed_dim}
+        if m.is_moe:
+            widths["moe_ffn_embed_dim"] = m.expert_ffn_dim
+            if m.moe_num_shared_experts:
+                widths["moe_shared_expert_ffn_dim"] = m.shared_expert_ffn_dim
+        for f, width in widths.items():
+            if width % p.tp_size:
+                valid = [d for d in range(1, m.n_head + 1) if m.n_head % d == 0 and width % d == 0]
+                raise ConfigError(
+                    f"tp_size = {p.tp_size} must divide {f} = {width} of {m.name} (the MLP is split over "
+                    f"TP by columns); valid tp_size: {valid}")
+        if m.is_moe and m.moe_num_experts % p.ep_size:
+            raise ConfigError(f"ep_size = {p.ep_size} must divide moe_num_experts = {m.moe_num_experts}")
+        if p.ep_size > 1 and p.dp_size % p.ep_size:
+            raise ConfigError(
+                f"ep_size = {p.ep_size} must divide dp_size = {p.dp_size}: experts are sharded over data-parallel "
+                f"ranks (each with its own batch); use dp_size = {p.ep_size} or a multiple of it")
+        if not m.is_moe and p.ep_size > 1:
+            raise ConfigError(f"ep_size = {p.ep_size} but {m.name} has no experts; use ep_size=1")
+
+    @property
+    def tp(self) -> int:
+        return self.par.tp_size
+
+    @property
+    def kv_heads_per_gpu(self) -> int:
+        """KV heads are split over TP; when fewer than tp_size each GPU keeps one
+        (replicated), as Megatron and vLLM do."""
+        return max(self.model.num_key_value_heads // self.tp, 1)
+
+    # --------------------------------------------------------------- builders
+    def _matmul(self, name: str, group: str, phase: Phase, tokens: int, d_in: int, d_out: int,
+                bias: bool, shard: int = 1, weight_bytes: Optional[float] = None,
+                shard_input: bool = False, copies: int = 1, lora_target: Optional[str] = None) -> Operator:
+        """y[tokens, d_out] = x[tokens, d_in] @ W[d_in, d_out] (+ b), `copies` times.
+
+        `shard` splits W over that many GPUs (column or row parallel); the input
+        is sharded too when `shard_input` (row-parallel layers). `lora_target`:
+        the projection id LoRA matches (default: `name`).
+        """
+        wb = self.w_bytes if weight_bytes is None else weight_bytes
+        params = (d_in * d_out + (d_out if bias else 0)) * copies
+        params_gpu = params / shard
+        if bias and shard_input:
+            # row-parallel: the bias is added after the all-reduce, so every rank keeps all of it
+            params_gpu = (d_in * d_out / shard + d_out) * copies
+        flops = 2.0 * tokens * d_in * d_out * copies
+        in_elems = tokens * d_in * copies / (shard if shard_input else 1)
+        out_elems = tokens * d_out * copies / (1 if shard_input else shard)
+        return Operator(
+            name=name, group=group, kind="matmul", params=params, params_per_gpu=params_gpu,
+            weight_bytes_per_gpu=params_gpu * wb, flops=flops, flops_per_gpu=flops / shard,
+            bytes_read_per_gpu=params_gpu * wb + in_elems * self.a_bytes,
+            bytes_written_per_gpu=out_elems * self.a_bytes,
+            shapes=f"[{d_in}x{d_out}]{'x' + str(copies) if copies > 1 else ''} x {tokens} tokens",
+            in_features=d_in, out_features=d_out, lora_target=name if lora_target is None else lora_target,
+        )
+
+    def _norm(self, name: str, group: str, tokens: int, dim: int, bias: Optional[bool] = None,
+              copies: int = 1, recompute_class: ActivationRecomputation = ActivationRecomputation.FULL) -> Operator:
+        bias = self.model.norm_bias if bias is None else bias
+        params = dim * (2 if bias else 1) * copies
+        elems = tokens * dim * copies
+        return Operator(
+            name=name, group=group, kind="norm", params=params, params_per_gpu=params,
+            weight_bytes_per_gpu=params * self.w_bytes,
+            bytes_read_per_gpu=elems * self.a_bytes + params * self.w_bytes,
+            bytes_written_per_gpu=elems * self.a_bytes, shapes=f"[{dim}] x {tokens * copies}",
+            recompute_class=recompute_class,
+        )
+
+    def _collective(self, name: str, kind: str, group: str, size: int, elems: float,
+                    recompute_class: ActivationRecomputation = ActivationRecomputation.FULL) -> Operator:
+        return Operator(name=name, group="communication", kind="collective", collective=kind,
+                        comm_bytes_per_gpu=elems * self.a_bytes, comm_group_size=size,
+                        comm_group=group, shapes=f"{elems:.0f} elements over {group}={size}",
+                        recompute_class=recompute_class)
+
+    # Public names of the builders, for subclasses describing custom layers.
+    matmul_op = _matmul
+    norm_op = _norm
+    collective_op = _collective
+
+    # ---------------------------------------------------------------- layers
+
+    def norm_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        m = self.model
+        # the first norm feeds attention (recomputed with it from ATTN on), the second
+        # the MLP (recomputed from NORM_ATTN_NORM on); sandwich norms only under FULL
+        classes = (ActivationRecomputation.ATTN, ActivationRecomputation.NORM_ATTN_NORM)
+        return [self._norm(f"norm_{i + 1}", "norm", phase.tokens, m.hidden_dim,
+                           recompute_class=classes[i] if i < len(classes) else ActivationRecomputation.FULL)
+                for i in range(m.num_norms_per_layer)]
+
+    def tp_comm_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        """Megatron TP: an all-reduce after attention and after the MLP (one when
+        attention and MLP run in parallel and their partial sums are added first).
+        With sequence parallelism each becomes reduce-scatter + all-gather."""
+        if self.tp == 1:
+            return []
+        m = self.model
+        elems = phase.tokens * m.hidden_dim
+        n = 1 if m.parallel_attn_mlp else 2
+        ops = []
+        for i in range(n):
+            where = "layer" if n == 1 else ("attention" if i == 0 else "mlp")
+            # the collective closing attention (or the whole parallel layer) is recomputed with attention
+            rc = ActivationRecomputation.ATTN if i == 0 else ActivationRecomputation.FULL
+            if self.par.sp_size > 1:
+                ops.append(self._collective(f"tp_reduce_scatter_{where}", "reduce_scatter", "tp", self.tp, elems, rc))
+                ops.append(self._collective(f"tp_all_gather_{where}", "all_gather", "tp", self.tp, elems, rc))
+            else:
+                ops.append(self._collective(f"tp_all_reduce_{where}", "all_reduce", "tp", self.tp, elems, rc))
+        return ops
+
+    def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        """Every operator of one layer of this kind, in execution order."""
+        return (self.norm_ops(phase, kind) + self.attention_ops(phase, kind)
+                + self.mlp_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+
+    # ------------------------------------------------------- embedding / head
+    def embedding_ops(self, phase: Phase) -> List[Operator]:
+        m, t = self.model, phase.tokens
+        d = m.word_embedding_dim
+        vocab_gpu = ceil_div(m.vocab_size, self.tp)
+        ops = [Operator(name="word_embedding", group="embedding", kind="embedding",
+                        params=m.vocab_size * d, params_per_gpu=vocab_gpu * d,
+                        weight_bytes_per_gpu=vocab_gpu * d * self.e_bytes,
+                        bytes_read_per_gpu=t * d * self.e_bytes, bytes_written_per_gpu=t * d * self.a_bytes,
+                        shapes=f"[{m.vocab_size}x{d}] lookup x {t}")]
+        if m.position_embedding_type == "learned" and m.num_position_embeddings:
+            n = m.num_position_embeddings
+            ops.append(Operator(name="position_embedding", group="embedding", kind="embedding",
+                                params=n * m.hidden_dim, params_per_gpu=n * m.hidden_dim,
+                                weight_bytes_per_gpu=n * m.hidden_dim * self.e_bytes,
+                                bytes_read_per_gpu=t * m.hidden_dim * self.e_bytes,
+                                bytes_written_per_gpu=t * m.hidden_dim * self.a_bytes,
+                                shapes=f"[{n}x{m.hidden_dim}] lookup x {t}"))
+        if m.type_vocab_size:
+            n = m.type_vocab_size
+            ops.append(Operator(name="token_type_embedding", group="embedding", kind="embedding",
+                                params=n * m.hidden_dim, params_per_gpu=n * m.hidden_dim,
+                                weight_bytes_per_gpu=n * m.hidden_dim * self.e_bytes,
+                                bytes_read_per_gpu=t * m.hidden_dim * self.e_bytes,
+                                bytes_written_per_gpu=t * m.hidden_dim * self.a_bytes))
+        if d != m.hidden_dim:
+            ops.append(self._matmul("project_in", "embedding", phase, t, d, m.hidden_dim, False))
+        if m.embedding_norm:
+            ops.append(self._norm("embedding_norm", "embedding", t, m.hidden_dim))
+        if self.tp > 1:  # vocab-parallel embedding: partial lookups summed
+            ops.append(self._collective("tp_all_reduce_embedding", "all_reduce", "tp", self.tp, t * m.hidden_dim))
+        return ops
+
+    def logits_tokens(self, phase: Phase) -> int:
+        if phase.name == "prefill" and self.conv.logits == "last":
+            return phase.batch
+        return phase.tokens
+
+    def head_ops(self, phase: Phase, with_embedding: bool = True) -> List[Operator]:
+        """Final norm, pooler or output projection (the LM head). `with_embedding`:
+        the same GPU holds the input embedding (False on the last of several
+        pipeline stages, which then stores its own copy of a tied weight)."""
+        m = self.model
+        ops: List[Operator] = []
+        if m.final_norm:
+            ops.append(self._norm("final_norm", "norm", phase.tokens, m.hidden_dim))
+        if m.pooler:
+            ops.append(self._matmul("pooler", "lm_head", phase, phase.batch, m.hidden_dim, m.hidden_dim, True))
+        if not m.lm_head:
+            return ops
+        t = self.logits_tokens(phase)
+        d = m.word_embedding_dim
+        if d != m.hidden_dim:
+            ops.append(self._matmul("project_out", "lm_head", phase, t, m.hidden_dim, d, False))
+        head = self._matmul("lm_head", "lm_head", phase, t, d, m.vocab_size, m.lm_head_bias,
+                            shard=self.tp, weight_bytes=self.e_bytes)
+        if m.tie_word_embeddings:
+            # the weight is the input embedding's; only a bias is new
+            bias_params = m.vocab_size if m.lm_head_bias else 0
+            if with_embedding:
+                head = replace(head, params=bias_params, params_per_gpu=bias_params / self.tp,
+                               weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes)
+            else:  # a copy on the last pipeline stage (Megatron, vLLM): memory, not a new parameter
+                head = replace(head, params=bias_params)
+        ops.append(head)
+        return ops
+
+    # ------------------------------------------------------------ aggregates
+    def model_parts(self, phase: Phase, stage: Optional[int] = None) -> List[ModelPart]:
+        """The embedding, each layer kind and the head of the whole model or of one
+        pipeline stage, with repeat counts and whether the part is a transformer layer."""
+        if stage is None:
+            groups, first, last = self.layer_groups, True, True
+        else:
+            groups = self.stage_groups[stage]
+            first, last = stage == 0, stage == self.par.pp_size - 1
+        out = []
+        if first:
+            out.append(ModelPart("embedding", False, 1, self.embedding_ops(phase)))
+        for kind, n in groups.items():
+            out.append(ModelPart(kind.label, True, n, self.layer_ops(phase, kind)))
+        if last:
+            out.append(ModelPart("head", False, 1, self.head_ops(phase, with_embedding=first)))
+        return out
+
+    def stage_parts(self, phase: Phase, stage: Optional[int] = None) -> List[Tuple[bool, int, List[Operator]]]:
+        """(is a transformer layer, repeat count, operators) of the model or a stage."""
+        return [(p.is_layer, p.repeat, p.ops) for p in self.model_parts(phase, stage)]
+
+    def model_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Tuple[str, int, List[Operator]]]:
+        """(label, repeat count, operators) for the whole model or one pipeline stage."""
+        return [(p.label, p.repeat, p.ops) for p in self.model_parts(phase, stage)]
+
+    def weighted_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Tuple[int, Operator]]:
+        """(repeat count, operator) for every operator of the model or stage."""
+        return [(n, op) for _, n, ops in self.model_ops(phase, stage) for op in ops]
+
+    def flat_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Operator]:
+        """All operators, each scaled by its repeat count (collectives are
+        repeated, not merged: use weighted_ops to time them)."""
+        return [op.scaled(n) if n != 1 else op for n, op in self.weighted_ops(phase, stage)]

@@ -1,0 +1,202 @@
+"""Records of the operator description: phases, operators, layer kinds and
+conventions (see `llm_analysis.operators` for the conventions in full)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+from ..config import ModelConfig
+from ..errors import ConfigError
+from ..options import ActivationRecomputation
+
+
+@dataclass(frozen=True)
+class Phase:
+    """What one forward pass processes.
+
+    `q_len` new tokens per sequence attend to `kv_len` tokens (including
+    themselves). Prefill: q_len = kv_len = prompt length. Decode step at context
+    c: q_len = 1, kv_len = c.
+    """
+
+    name: str  # "prefill" | "decode" | "train"
+    batch: int
+    q_len: int
+    kv_len: int
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.q_len
+
+    @property
+    def past_len(self) -> int:
+        return self.kv_len - self.q_len
+
+
+@dataclass(slots=True)  # not frozen: frozen dataclasses are ~2x slower to build
+class Operator:
+    """One operator of one layer (or of the embedding / head), for one phase.
+
+    Whole-model quantities (`params`, `flops`) are unsharded; `*_per_gpu`
+    quantities are what one GPU holds or does under the parallel layout.
+    """
+
+    name: str
+    group: str  # attention | mlp | experts | router | norm | embedding | lm_head | communication
+    kind: str  # matmul | attention | norm | elementwise | embedding | collective
+    params: int = 0
+    params_per_gpu: float = 0.0
+    weight_bytes_per_gpu: float = 0.0
+    flops: float = 0.0
+    flops_per_gpu: float = 0.0
+    bytes_read_per_gpu: float = 0.0  # weights + activations + cache read
+    bytes_written_per_gpu: float = 0.0
+    kv_cache_bytes_read_per_gpu: float = 0.0
+    collective: Optional[str] = None  # all_reduce | all_gather | reduce_scatter | all_to_all
+    comm_bytes_per_gpu: float = 0.0  # message size each GPU contributes
+    comm_group_size: int = 1
+    comm_group: str = ""  # tp | ep | pp | dp
+    shapes: str = ""  # human-readable shape, e.g. "[4096x4096] x 512 tokens"
+    # matmuls only: the weight's shape [in_features x out_features] (one copy), for LoRA adapters
+    in_features: int = 0
+    out_features: int = 0
+    # roles, set by the describer (never parsed from `name`):
+    expert_role: Optional[str] = None  # "routed" (top-k of E, sharded over EP) | "shared" | None
+    # the least ActivationRecomputation mode that repeats this layer operator in backward:
+    # ATTN_COMPUTE the attention core, ATTN the attention block with the norm before it and
+    # its TP collective, NORM_ATTN_NORM also the norm before the MLP, FULL everything else
+    recompute_class: ActivationRecomputation = ActivationRecomputation.FULL
+    lora_target: str = ""  # projection id LoRA target_modules match (q_proj, up_proj, ...)
+
+    @property
+    def bytes_per_gpu(self) -> float:
+        return self.bytes_read_per_gpu + self.bytes_written_per_gpu
+
+    @property
+    def activation_bytes_per_gpu(self) -> float:
+        """Activations the operator reads and writes (its live set), without
+        weights and KV-cache reads; 0 for collectives."""
+        if self.kind == "collective":
+            return 0.0
+        return self.bytes_per_gpu - self.weight_bytes_per_gpu - self.kv_cache_bytes_read_per_gpu
+
+    @property
+    def is_routed_expert(self) -> bool:
+        return self.expert_role == "routed"
+
+    def recomputed_under(self, mode: ActivationRecomputation) -> bool:
+        """Whether this layer operator's forward is repeated in backward under `mode`."""
+        return mode != ActivationRecomputation.NONE and mode.value >= self.recompute_class.value
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved (0 for collectives and pure data movement)."""
+        b = self.bytes_per_gpu
+        return self.flops_per_gpu / b if b else 0.0
+
+    def scaled(self, factor: float) -> "Operator":
+        """The same operator repeated `factor` times (e.g. over layers)."""
+        return replace(
+            self,
+            params=int(self.params * factor),
+            params_per_gpu=self.params_per_gpu * factor,
+            weight_bytes_per_gpu=self.weight_bytes_per_gpu * factor,
+            flops=self.flops * factor,
+            flops_per_gpu=self.flops_per_gpu * factor,
+            bytes_read_per_gpu=self.bytes_read_per_gpu * factor,
+            bytes_written_per_gpu=self.bytes_written_per_gpu * factor,
+            kv_cache_bytes_read_per_gpu=self.kv_cache_bytes_read_per_gpu * factor,
+            comm_bytes_per_gpu=self.comm_bytes_per_gpu * factor,
+        )
+
+
+class ModelPart(NamedTuple):
+    """The embedding, one kind of layer (repeated), or the head."""
+
+    label: str
+    is_layer: bool
+    repeat: int
+    ops: List["Operator"]
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """Layers that share one description: dense or MoE MLP, full or sliding attention."""
+
+    moe: bool
+    attention: str  # "full_attention" | "sliding_attention"
+
+    @property
+    def label(self) -> str:
+        return f"{'moe' if self.moe else 'dense'}/{self.attention.split('_')[0]}"
+
+
+@dataclass(frozen=True)
+class Conventions:
+    attention_flops: str = "full"  # "full" | "causal"
+    logits: str = "all"  # "all" | "last"
+    mla: str = "expand"  # "expand" | "absorb" (decode of multi-head latent attention)
+
+    def __post_init__(self):
+        if self.attention_flops not in ("full", "causal"):
+            raise ConfigError(f"attention_flops = {self.attention_flops!r}; valid: 'full', 'causal'")
+        if self.logits not in ("all", "last"):
+            raise ConfigError(f"logits = {self.logits!r}; valid: 'all', 'last'")
+        if self.mla not in ("expand", "absorb"):
+            raise ConfigError(f"mla_attention = {self.mla!r}; valid: 'expand', 'absorb'")
+
+
+def layer_kinds(model: ModelConfig) -> List[LayerKind]:
+    """The kind of every layer, in order."""
+    return [LayerKind(model.is_moe_layer(i), model.layer_attention_type(i))
+            for i in range(model.num_layers)]
+
+
+def layer_groups(model: ModelConfig) -> Dict[LayerKind, int]:
+    """How many layers of each kind the model has (insertion-ordered)."""
+    groups: Dict[LayerKind, int] = {}
+    for k in layer_kinds(model):
+        groups[k] = groups.get(k, 0) + 1
+    return groups
+
+
+def stage_layer_groups(model: ModelConfig, pp_size: int) -> List[Dict[LayerKind, int]]:
+    """Layers assigned to pipeline stages contiguously, earlier stages taking the
+    remainder (as Megatron does when layers do not divide evenly)."""
+    kinds = layer_kinds(model)
+    base, extra = divmod(len(kinds), pp_size)
+    stages, start = [], 0
+    for s in range(pp_size):
+        n = base + (1 if s < extra else 0)
+        g: Dict[LayerKind, int] = {}
+        for k in kinds[start:start + n]:
+            g[k] = g.get(k, 0) + 1
+        stages.append(g)
+        start += n
+    return stages
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def causal_pairs(q_len: int, past_len: int, window: Optional[int]) -> int:
+    """Number of (query, key) pairs a causal (sliding-window) attention computes:
+    query i (0-based, at absolute position past+i) sees min(past+i+1, window) keys."""
+    first = past_len + 1
+    last = past_len + q_len
+    if window is None or window >= last:
+        return (first + last) * q_len // 2
+    if window <= first:
+        return window * q_len
+    # positions first..window-1 grow, window..last are clipped
+    grow = (first + window - 1) * (window - first) // 2
+    return grow + window * (last - window + 1)
+
+
+
+def sum_field(ops: List[Operator], attr: str, groups: Optional[Tuple[str, ...]] = None,
+              kinds: Optional[Tuple[str, ...]] = None) -> float:
+    return sum(getattr(o, attr) for o in ops
+               if (groups is None or o.group in groups) and (kinds is None or o.kind in kinds))

@@ -1,0 +1,109 @@
+"""Training memory per GPU of every pipeline stage: weights, gradients,
+optimizer states (views/state.py), activations in flight, recomputation and
+ZeRO buffers; the largest micro-batch that fits; the does-not-fit message."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..constant import GB
+from ..options import ActivationRecomputation
+from ..views.state import gradient_bytes_per_param, optimizer_and_gradient_bytes
+from .lora import LoRAConfig
+from .stage import Stage
+
+
+def _in_flight(stage: int, p: int, m: int, v: int) -> float:
+    """Micro-batches whose activations stage `stage` holds at the 1F1B peak."""
+    if p == 1:
+        return 1.0
+    if v == 1:
+        return float(min(m, p - stage))
+    return float(min(m, (p - stage) + (p - 1) / v))
+
+
+def trained_gradient_bytes_per_param(analysis, lora: Optional[LoRAConfig]) -> float:
+    """Gradients of what is trained: the weights (views/state.py), or the LoRA adapters in their dtype."""
+    return lora.adapter_dtype_bytes if lora is not None else gradient_bytes_per_param(analysis.dtype_config)
+
+
+def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, ds_zero, rc,
+                 act_kwargs: Dict[str, Any], master_bytes: float, other_op_bytes: Optional[float],
+                 lora: Optional[LoRAConfig]) -> List[Dict[str, float]]:
+    """Memory breakdown (bytes per GPU) of every stage for micro-batch b with m
+    micro-batches per iteration (None: assume the pipeline is full)."""
+    p = analysis.parallelism_config
+    per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
+    per_layer_none = analysis.get_activation_memory_per_layer(b, seq_len, False, ActivationRecomputation.NONE,
+                                                              **act_kwargs)
+    emb_act = analysis.get_activation_memory_input_embedding(b, seq_len)
+    logits_act = analysis.get_activation_memory_output_embedding(b, seq_len)
+    grad_bytes = trained_gradient_bytes_per_param(analysis, lora)
+    out = []
+    mm = m if m is not None else p.pp_size
+    for st in stages:
+        if ds_zero.value >= 3:  # dense weights shard over dp, experts over their own replicas (dp / ep)
+            w = (st.weight_bytes_gpu - st.dp_expert_weight_bytes_gpu) / p.dp_size \
+                + st.dp_expert_weight_bytes_gpu / p.rdp_size
+        else:
+            w = st.weight_bytes_gpu
+        opt, grad = optimizer_and_gradient_bytes(p, st.dense_params_gpu, st.expert_params_gpu, master_bytes,
+                                                 other_op_bytes, ds_zero, grad_bytes)
+        k = _in_flight(st.index, p.pp_size, mm, v)
+        act = per_layer * st.num_layers * k
+        if st.index == 0:
+            act += emb_act * k
+        if st.index == p.pp_size - 1:
+            act += logits_act
+        rc_buffer = (per_layer_none - per_layer) if (st.num_layers and rc != ActivationRecomputation.NONE) else 0.0
+        zero_buf = 0.0
+        if ds_zero.value >= 3:
+            zero_buf += 2 * st.max_op_weight_bytes_gpu
+        if ds_zero.value >= 2:
+            zero_buf += grad_bytes * st.max_op_trainable_params_gpu
+        peak = w + opt + grad + act + rc_buffer + zero_buf
+        out.append({"weights": w, "gradients": grad, "optimizer_states": opt, "activations": act,
+                    "recompute_buffer": rc_buffer, "zero_buffers": zero_buf, "peak": peak,
+                    "static": w + opt + grad + zero_buf, "activations_per_sample": (act + rc_buffer) / b})
+    return out
+
+
+def max_batch(mem: float, breakdown: List[Dict[str, float]]) -> int:
+    best = None
+    for d in breakdown:
+        free = mem - d["static"]
+        if free <= 0:
+            return 0
+        per = d["activations_per_sample"]
+        n = int(free // per) if per > 0 else 10**9
+        best = n if best is None else min(best, n)
+    return max(best or 0, 0)
+
+
+def fit_message(analysis, need: Dict[str, float], mem: float, b: int, seq_len: int, max_b: int,
+                 ds_zero, rc, alt: Dict[str, float]) -> str:
+    p = analysis.parallelism_config
+    head = (f"{analysis.model_config.name} training on {analysis.gpu_config.name} (tp={p.tp_size}, pp={p.pp_size}, "
+            f"dp={p.dp_size}, ZeRO-{ds_zero.value}, recomputation {rc.name}, {analysis.dtype_config.name}) needs "
+            f"{need['peak'] / GB:.2f} GB per GPU for micro-batch {b} x {seq_len} tokens (weights "
+            f"{need['weights'] / GB:.2f} GB, gradients {need['gradients'] / GB:.2f} GB, optimizer states "
+            f"{need['optimizer_states'] / GB:.2f} GB, activations {need['activations'] / GB:.2f} GB, "
+            f"recomputation buffer {need['recompute_buffer'] / GB:.2f} GB, ZeRO buffers "
+            f"{need['zero_buffers'] / GB:.2f} GB) but the GPU has {mem / GB:.2f} GB.")
+    tips = []
+    if max_b >= 1:
+        tips.append(f"a smaller micro-batch (batch_size_per_gpu <= {max_b} fits)")
+    else:
+        tips.append("no micro-batch fits as is")
+    if "zero3" in alt and p.dp_size > 1:
+        tips.append(f"ZeRO stage 3 (ds_zero=3, peak {alt['zero3'] / GB:.2f} GB)")
+    elif ds_zero.value < 3:
+        static = need["weights"] + need["gradients"] + need["optimizer_states"]
+        tips.append(f"data parallelism with ZeRO (ds_zero=3 over dp_size=8 would leave {static / 8 / GB:.2f} GB "
+                    "of the weights, gradients and optimizer states per GPU)")
+    if "full_recompute" in alt:
+        tips.append(f"full activation recomputation (activation_recomputation=4, peak {alt['full_recompute'] / GB:.2f} GB)")
+    tips.append(f"more tensor or pipeline parallelism (tp_size={p.tp_size * 2} or pp_size={p.pp_size * 2} "
+                "roughly halves weights, gradients and optimizer states per GPU)")
+    return f"{head} What would help: {'; '.join(tips)}."
+

@@ -1,0 +1,345 @@
+"""Training analysis: will a layout fit, how long is an iteration, how long is
+the whole run, and what limits it.
+
+Everything comes from the operator description (`operators.py`) through the
+`LLMAnalysis` views; this module only composes them into one iteration of
+pipeline-parallel, data-parallel training. The assumptions, in one place:
+
+Memory per GPU (base units, bytes), on each pipeline stage; the peak is the
+largest stage:
+- weights, gradients and optimizer states of the stage's parameters, TP/EP
+  sharded, and ZeRO-sharded over data parallelism (Rajbhandari et al. 2020,
+  arXiv 1910.02054): stage 1 shards optimizer states, 2 also gradients, 3 also
+  weights. Gradients are 16-bit, Adam states 4 + 8 bytes per parameter unless
+  `master_weights_dtype_bytes` / `other_op_bytes` say otherwise.
+- activations after Korthikanti et al. 2022 (arXiv 2205.05198) per layer,
+  times the layers of the stage, times the micro-batches in flight: with 1F1B
+  stage i (0-based) holds min(m, p - i) micro-batches; with v interleaved
+  virtual stages the first stage holds p + (p - 1)/v (their §4.2.3), later
+  stages p - i + (p - 1)/v. Plus the embedding output on the first stage and
+  the logits of one micro-batch on the last.
+- recomputation working set: while one layer's backward runs, what that layer
+  did not keep is rematerialised, so one layer's (stored-without-recompute minus
+  stored-with-recompute) activations are added.
+- ZeRO buffers: DeepSpeed gathers ZeRO-3 weights module by module, so two of
+  the stage's largest weight matrices are live unsharded (the running one and the
+  prefetched next); ZeRO-2/3 keep the largest matrix's unsharded gradient before
+  its reduce-scatter. (DeepSpeed's bucket sizes are tunables; this is the floor.)
+
+Time of one iteration (seconds), on the bottleneck pipeline stage:
+- forward of a micro-batch: the roofline time of each operator of the stage
+  (compute- or memory-bound) plus its TP collectives and EP all-to-alls.
+- backward = 2x the forward time of every non-collective operator (gradients
+  with respect to inputs and to weights), and the same TP / EP collectives again
+  (Megatron's conjugate f/g operators: as many in backward as in forward).
+- recomputation adds the forward of what the strategy recomputes: FULL the whole
+  layer (with its collectives); ATTN_COMPUTE the attention core (QK^T, softmax,
+  attention over V: `get_num_flops_total_attn_compute`); ATTN the first norm and
+  the attention block with its TP collective; NORM_ATTN_NORM also the second
+  norm. Embedding and head are never recomputed.
+- pipeline: each micro-batch sends its activations forward and its gradients
+  backward once per stage boundary (2 point-to-point transfers per micro-batch per
+  stage, v times with interleaving), not overlapped. Bubble of 1F1B =
+  (p - 1)/m of the ideal time, (p - 1)/(v m) with v interleaved stages (Narayanan
+  et al. 2021, arXiv 2104.04473 §2.2).
+- data parallel, over the link `cost.links.link_for_group` picks for the DP
+  group (ranks tp*pp apart; inside a node or across nodes by num_gpus_per_node):
+  no ZeRO: one gradient all-reduce per iteration; ZeRO-1: reduce-scatter of
+  gradients + all-gather of updated weights per iteration; ZeRO-2: the
+  reduce-scatter per micro-batch (gradients are never kept whole) + the weight
+  all-gather per iteration; ZeRO-3: per micro-batch an all-gather of the weights
+  in forward, another in backward, and a reduce-scatter of gradients. Experts
+  use their own data-parallel group (dp / ep). Overlap (default
+  `overlap_dp_comm=True`): the gradient reduction overlaps the backward (with
+  recomputation) of the last micro-batch, per-micro-batch ZeRO traffic overlaps
+  that micro-batch's forward / backward, the per-iteration weight all-gather
+  overlaps the next forward; only what exceeds the overlapped compute is exposed.
+- optimizer step: memory-bound pass over the (ZeRO-sharded) optimizer states,
+  master weights, gradients and weights (`get_latency_weight_update`).
+- TP collectives are exposed (`overlap_tp_comm=False`, as in Megatron-LM 2021);
+  with True only what exceeds the micro-batch's compute is.
+- `latency_per_iter_using_flops` = FLOPs of the iteration on one GPU (forward +
+  backward + recomputation) over the achieved FLOP/s (`achieved_tflops`, else
+  peak x flops_efficiency), as the mirrored system computes it: it folds every
+  inefficiency into one number, which is how published TFLOP/s figures are made.
+
+LoRA / QLoRA (Hu et al. 2021, arXiv 2106.09685; Dettmers et al. 2023, arXiv
+2305.14314): the base weights are frozen, stored at 16 bits or as 4-bit NF4
+(with double quantization 4 + 8/64 + 32/(64*256) = 4.127 bits per parameter,
+QLoRA §3; without it 4 + 32/64) for the transformer layers' linear weights;
+embeddings, norms, router and LM head stay in the dtype config. Adapters
+A [in x r] and B [r x out] on each targeted projection, in `adapter_dtype_bytes`
+(default 2), are the only trainable parameters: gradients and optimizer states
+exist for them only; ZeRO shards them. Activations as for full training.
+Backward: frozen linear layers compute only the input gradient (1x their
+forward), embeddings nothing, attention core / norms / activations 2x, adapters
+2x. Adapters are timed on the roofline like any operator (they re-read the
+projection's input and accumulate into its output); per GPU they are sharded
+like their base weight.
+"""
+
+from __future__ import annotations
+
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+from ..constant import GB
+from ..errors import ConfigError, DoesNotFitError
+from ..operators import Phase
+from ..options import (ActivationRecomputation, DSZeRO, as_enum, non_negative_number, optional_positive_int,
+                       positive_int, positive_number)
+from .batch import config_batch_size_and_gradient_accumulation_steps
+from .dp import dp_times
+from .lora import LoRAConfig, lora_adapter_ops
+from .memory import fit_message, max_batch, stage_memory
+from .stage import LAYER_WEIGHT_GROUPS, Stage, build_stage
+from .summary import training_summary
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainingRequest:
+    """The validated arguments of one training() call."""
+
+    seq_len: int
+    rc: ActivationRecomputation
+    ds_zero: DSZeRO
+    lora: Optional[LoRAConfig]
+    interleave: int
+    batch_size: Optional[int]
+    accumulation_steps: Optional[int]
+    global_batch_size: Optional[int]
+    total_num_tokens: Optional[float]
+    cost_per_gpu_hour: Optional[float]
+    master_bytes: float
+    other_op_bytes: Optional[float]
+    overlap_dp_comm: bool
+    overlap_tp_comm: bool
+    act_kwargs: Dict[str, Any] = field(default_factory=dict)
+
+
+def _number_or_none(value, check, *args):
+    """`value` checked by `check`; kept as given when it is already a number (summaries echo it)."""
+    if value is None:
+        return None
+    v = check(value, *args)
+    return value if isinstance(value, (int, float)) else v
+
+
+def _check_interleave(analysis, v: int) -> int:
+    m, p = analysis.model_config, analysis.parallelism_config
+    if v > 1 and p.pp_size == 1:
+        raise ConfigError(f"pipeline_interleave = {v} needs pp_size > 1 (interleaving splits each GPU's "
+                          "pipeline stage into virtual stages)")
+    if v > 1 and m.num_layers < p.pp_size * v:
+        raise ConfigError(f"pipeline_interleave = {v} with pp_size = {p.pp_size} needs at least "
+                          f"{p.pp_size * v} layers; {m.name} has {m.num_layers}")
+    return v
+
+
+def _check_seq_len(analysis, seq_len) -> int:
+    m = analysis.model_config
+    if seq_len is None:
+        seq_len = m.max_seq_len
+        if seq_len is None:
+            raise ConfigError(f"seq_len is not given and {m.name} has no max_seq_len; pass seq_len")
+    seq_len = positive_int(seq_len, "seq_len")
+    if m.max_seq_len is not None and seq_len > m.max_seq_len:
+        logger.warning("seq_len = %d exceeds %s's max_seq_len = %d", seq_len, m.name, m.max_seq_len)
+    return seq_len
+
+
+def _check_lora(analysis, lora: Optional[LoRAConfig]) -> Optional[LoRAConfig]:
+    if lora is None:
+        return None
+    ops = analysis.describer.flat_ops(Phase("train", 1, 1, 1))
+    if not any(lora.targets(o) for o in ops):
+        names = sorted({o.lora_target for o in ops if o.kind == "matmul" and o.group in LAYER_WEIGHT_GROUPS})
+        raise ConfigError(f"lora target_modules {list(lora.target_modules)} match no projection of "
+                          f"{analysis.model_config.name}; its projections are {names}")
+    return lora
+
+
+def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
+    """Validate training()'s arguments (ConfigError naming the field and value)."""
+    for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
+        positive_number(kw[name], name, "a positive number of bytes")
+    lora = LoRAConfig.from_any(kw["lora"])
+    return TrainingRequest(
+        seq_len=_check_seq_len(analysis, kw["seq_len"]),
+        rc=as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation"),
+        ds_zero=as_enum(DSZeRO, kw["ds_zero"], "ds_zero"),
+        lora=_check_lora(analysis, lora) if lora is not None else None,
+        interleave=_check_interleave(analysis, positive_int(kw["pipeline_interleave"], "pipeline_interleave")),
+        batch_size=optional_positive_int(kw["batch_size_per_gpu"], "batch_size_per_gpu"),
+        accumulation_steps=optional_positive_int(kw["gradient_accumulation_steps"], "gradient_accumulation_steps"),
+        global_batch_size=optional_positive_int(kw["global_batch_size"], "global_batch_size"),
+        total_num_tokens=_number_or_none(kw["total_num_tokens"], positive_number, "total_num_tokens"),
+        cost_per_gpu_hour=_number_or_none(kw["cost_per_gpu_hour"], non_negative_number, "cost_per_gpu_hour"),
+        master_bytes=kw["master_weights_dtype_bytes"],
+        other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes"),
+        overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
+        act_kwargs={k: kw[k] for k in ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout",
+                                       "mlp_activation_quant_bits", "mlp_1linear_quant_bits",
+                                       "mlp_gelu_input_quant_bits", "mlp_2linear_quant_bits",
+                                       "mlp_recompute_gelu")})
+
+
+def stages_for(analysis, req: TrainingRequest, b: int) -> List[Stage]:
+    ph = Phase("train", b, req.seq_len, req.seq_len)
+    return [build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
+            for s in range(analysis.parallelism_config.pp_size)]
+
+
+def _memory(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: Optional[int], zero=None, rc=None):
+    return stage_memory(analysis, stages, b, req.seq_len, m, req.interleave, zero or req.ds_zero, rc or req.rc,
+                        req.act_kwargs, req.master_bytes, req.other_op_bytes, req.lora)
+
+
+def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
+    """Micro-batch, accumulation steps and global batch; the memory of the peak
+    stage. Raises DoesNotFitError with the numbers and what would help."""
+    p = analysis.parallelism_config
+    stages1 = stages_for(analysis, req, 1)  # memory-side quantities do not depend on the batch
+    bs, gas, gbs_in = req.batch_size, req.accumulation_steps, req.global_batch_size
+    m_known = gas
+    if m_known is None and bs is not None and gbs_in is not None and gbs_in % (bs * p.dp_size) == 0:
+        m_known = gbs_in // (bs * p.dp_size)
+    max_b = max_batch(mem, _memory(analysis, req, stages1, 1, m_known))
+    if bs is None and max_b < 1:  # not even one sequence fits: report it with the numbers at batch 1
+        b, m, gbs = 1, gas or p.pp_size, None
+    else:
+        b, m, gbs = config_batch_size_and_gradient_accumulation_steps(p.dp_size, max_b, bs, gas, gbs_in)
+    mem_stages = _memory(analysis, req, stages1, b, m)
+    peak_stage = max(range(p.pp_size), key=lambda i: mem_stages[i]["peak"])
+    need = mem_stages[peak_stage]
+    fit_b = max_batch(mem, _memory(analysis, req, stages1, 1, m))
+    if need["peak"] > mem:
+        alt = {}
+        if req.ds_zero.value < 3:
+            alt["zero3"] = max(d["peak"] for d in _memory(analysis, req, stages1, b, m, zero=DSZeRO.STAGE_3))
+        if req.rc != ActivationRecomputation.FULL:
+            alt["full_recompute"] = max(d["peak"] for d in _memory(analysis, req, stages1, b, m,
+                                                                   rc=ActivationRecomputation.FULL))
+        raise DoesNotFitError(fit_message(analysis, need, mem, b, req.seq_len, fit_b, req.ds_zero, req.rc, alt),
+                              needed_bytes=need["peak"], available_bytes=mem, max_batch_size=fit_b,
+                              breakdown=dict(need))
+    return {"b": b, "m": m, "gbs": gbs, "max_b": fit_b, "need": need, "peak_stage": peak_stage}
+
+
+def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: int) -> Dict[str, Any]:
+    """Time of one iteration on the bottleneck stage, with its breakdown (seconds)."""
+    p = analysis.parallelism_config
+    v, ds_zero = req.interleave, req.ds_zero
+    hop = analysis.pipeline_handoff_time_s(b, req.seq_len) / (p.pp_size - 1) if p.pp_size > 1 else 0.0
+    pp_per_mb = 2 * hop * v if p.pp_size > 1 else 0.0
+    bott = max(stages, key=lambda s_: s_.micro_batch_time)
+    t_mb = bott.micro_batch_time + pp_per_mb
+    heavy = max(stages, key=lambda s_: (s_.dense_params_gpu + s_.expert_params_gpu, s_.weight_bytes_gpu))
+    grad_iter, gather_iter, fwd_mb, bwd_mb = dp_times(analysis, heavy, ds_zero, req.lora)
+    bwd_window = bott.bwd_compute + bott.rc_compute
+    dp_total = grad_iter + gather_iter + m * (fwd_mb + bwd_mb)
+    dp_exposed = dp_total
+    if req.overlap_dp_comm:
+        dp_exposed = (max(0.0, grad_iter - bwd_window) + max(0.0, gather_iter - bott.fwd_compute)
+                      + m * (max(0.0, fwd_mb - bott.fwd_compute) + max(0.0, bwd_mb - bwd_window)))
+    trainable_gpu = None
+    if req.lora is not None:
+        trainable_gpu = heavy.dense_params_gpu / (p.dp_size if ds_zero.value >= 1 else 1)
+    breakdown = {
+        "latency_per_iter_fwd_compute": m * bott.fwd_compute,
+        "latency_per_iter_bwd_compute": m * bott.bwd_compute,
+        "latency_per_iter_recompute": m * (bott.rc_compute + bott.rc_comm),
+        "latency_per_iter_tp_comm": m * 2 * bott.tp_fwd,
+        "latency_per_iter_ep_comm": m * 2 * bott.ep_fwd,
+        "latency_per_iter_pp_comm": m * pp_per_mb,
+        "latency_per_iter_pipeline_bubble": (p.pp_size - 1) / v * t_mb if p.pp_size > 1 else 0.0,
+        "latency_per_iter_dp_comm": dp_exposed,
+        "latency_per_iter_optimizer_step": analysis.get_latency_weight_update(
+            ds_zero, req.master_bytes, req.other_op_bytes, trainable_params_per_gpu=trainable_gpu),
+    }
+    return {"breakdown": breakdown, "latency_per_iter": sum(breakdown.values()), "t_mb": t_mb, "bottleneck": bott,
+            "dp_total": dp_total, "dp_exposed": dp_exposed}
+
+
+def trainable_params_total(analysis, lora: Optional[LoRAConfig]) -> int:
+    """All parameters, or with LoRA the adapters' only."""
+    if lora is None:
+        return analysis.get_num_params_total()
+    return sum(a.params for o in analysis.describer.flat_ops(Phase("train", 1, 1, 1)) if lora.targets(o)
+               for a in lora_adapter_ops(o, lora.rank, lora.adapter_dtype_bytes, 2))
+
+
+def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_accumulation_steps: Optional[int] = None,
+                 global_batch_size: Optional[int] = None, seq_len: Optional[int] = None,
+                 total_num_tokens: Optional[float] = None,
+                 activation_recomputation=ActivationRecomputation.NONE, ds_zero=0,
+                 layernorm_dtype_bytes: float = 4, master_weights_dtype_bytes: float = 4,
+                 other_op_bytes: Optional[float] = None, flash_attn: bool = True, softmax_dropout: bool = False,
+                 mlp_activation_quant_bits: Optional[int] = None, mlp_1linear_quant_bits: Optional[int] = None,
+                 mlp_gelu_input_quant_bits: Optional[int] = None, mlp_2linear_quant_bits: Optional[int] = None,
+                 mlp_recompute_gelu: bool = False, output_dir: Optional[str] = None, output_file_suffix: str = "",
+                 pipeline_interleave: int = 1, lora: Union[None, dict, LoRAConfig] = None,
+                 overlap_dp_comm: bool = True, overlap_tp_comm: bool = False,
+                 cost_per_gpu_hour: Optional[float] = None) -> Dict[str, Any]:
+    """Training analysis of one iteration and of the whole run (see the module
+    docstring for every assumption). Returns a flat dict in base units (bytes,
+    seconds, FLOPs, FLOP/s). Raises DoesNotFitError when the layout does not fit
+    and ConfigError on invalid input.
+
+    Extras beyond the mirrored API: `pipeline_interleave` (virtual stages per
+    GPU, v), `lora` (LoRAConfig or dict: rank, target_modules, base_weight_bits
+    16 or 4, adapter_dtype_bytes, double_quant), `overlap_dp_comm`,
+    `overlap_tp_comm`, `cost_per_gpu_hour` (dollars).
+    """
+    kw = dict(locals())
+    kw.pop("analysis")
+    req = check_request(analysis, kw)
+    mem = analysis.gpu_config.mem_per_GPU_in_GB * GB
+    batch = choose_batch(analysis, req, mem)
+    stages = stages_for(analysis, req, batch["b"])
+    times = iteration_time(analysis, req, stages, batch["b"], batch["m"])
+    summary = training_summary(analysis, req, batch, stages, times, mem, trainable_params_total(analysis, req.lora))
+    summary["notes"] = _training_notes(analysis, summary, req.batch_size is None)
+    if req.cost_per_gpu_hour is not None:
+        c = req.cost_per_gpu_hour
+        n_gpus, gpu_hours, gpu_hours_flops = summary["total_num_gpus"], summary["gpu_hours"], \
+            summary["gpu_hours_using_flops"]
+        summary["cost_per_gpu_hour"] = c
+        summary["cost_per_iter"] = summary["latency_per_iter"] * n_gpus / 3600 * c
+        summary["total_training_cost"] = None if gpu_hours is None else gpu_hours * c
+        summary["total_training_cost_using_flops"] = None if gpu_hours_flops is None else gpu_hours_flops * c
+    if output_dir is not None:
+        analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
+                                     output_file_suffix=output_file_suffix)
+    return summary
+
+
+def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -> List[str]:
+    """Warnings where an assumption or a choice matters for the reader."""
+    notes = []
+    it = summary["latency_per_iter"]
+    bubble = summary["latency_per_iter_pipeline_bubble"]
+    if it and bubble / it > 0.1:
+        m = summary["gradient_accumulation_steps"]
+        how = ("batch_size_per_gpu was chosen as the largest that fits; " if batch_was_chosen else "")
+        notes.append(f"the pipeline bubble is {bubble / it:.0%} of the iteration with {m} micro-batches over "
+                     f"{summary['pp_size']} stages; {how}a smaller batch_size_per_gpu (more micro-batches) or "
+                     f"pipeline_interleave > 1 shrinks it")
+    used = summary["estimated_peak_memory_per_gpu"] / summary["gpu_memory_per_gpu"]
+    if used > 0.9:
+        notes.append(f"the peak uses {used:.0%} of GPU memory; frameworks reserve some (allocator fragmentation, "
+                     f"CUDA context): leave headroom")
+    if summary["latency_per_iter_dp_comm"] > 0.1 * it:
+        notes.append("data-parallel communication is not hidden by the backward pass: "
+                     f"{summary['latency_per_iter_dp_comm'] / it:.0%} of the iteration is exposed")
+    if analysis.achieved_tflops is None and analysis.flops_efficiency == 1:
+        notes.append("flops_efficiency is 1: latency_per_iter is a lower bound (large-scale training reaches "
+                     "~40-55% MFU); pass achieved_tflops or flops_efficiency for realistic days and cost")
+    return notes
+

@@ -1,0 +1,139 @@
+"""One pipeline stage's micro-batch: forward, backward and recomputation
+times and FLOPs, and the per-GPU parameter and weight bytes the memory and
+data-parallel rules need. Times come from the cost model; what a recomputation
+mode repeats is each operator's `recompute_class`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..operators import Operator, Phase
+from ..options import ActivationRecomputation
+from .lora import LoRAConfig, lora_adapter_ops
+
+# the linear weights of a layer that LoRA freezes (and QLoRA stores as NF4)
+LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
+
+
+@dataclass
+class Stage:
+    """Per micro-batch times (s), FLOPs and per-GPU bytes of one pipeline stage."""
+
+    index: int
+    num_layers: int = 0
+    fwd_compute: float = 0.0
+    bwd_compute: float = 0.0
+    rc_compute: float = 0.0
+    rc_comm: float = 0.0
+    tp_fwd: float = 0.0
+    ep_fwd: float = 0.0
+    flops_fwd: float = 0.0  # whole-model (unsharded) FLOPs of this stage's ops
+    flops_bwd: float = 0.0
+    flops_rc: float = 0.0
+    dense_params_gpu: float = 0.0  # trainable (full training: all; LoRA: adapters)
+    expert_params_gpu: float = 0.0
+    weight_bytes_gpu: float = 0.0  # unsharded by ZeRO
+    max_op_weight_bytes_gpu: float = 0.0  # largest single weight matrix of a layer
+    max_op_trainable_params_gpu: float = 0.0
+    dp_weight_bytes_gpu: float = 0.0  # bytes ZeRO all-gathers (dense)
+    dp_expert_weight_bytes_gpu: float = 0.0
+
+    @property
+    def micro_batch_time(self) -> float:
+        return self.fwd_compute + self.bwd_compute + self.rc_compute + self.rc_comm + 2 * (self.tp_fwd + self.ep_fwd)
+
+    def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool) -> None:
+        """A kernel of forward time t and `flops` FLOPs, its backward `bwd` times the forward."""
+        self.fwd_compute += t
+        self.bwd_compute += bwd * t
+        self.flops_fwd += flops
+        self.flops_bwd += bwd * flops
+        if recomputed:
+            self.rc_compute += t
+            self.flops_rc += flops
+
+
+def _backward_factor(op: Operator, lora: Optional[LoRAConfig]) -> float:
+    """Backward time over forward: 2 (input and weight gradients); frozen (LoRA)
+    matmuls only the input gradient (1), frozen lookups nothing (0)."""
+    frozen = lora is not None and (op.params > 0 or op.kind == "embedding")
+    if not frozen or op.kind not in ("embedding", "matmul"):
+        return 2.0
+    return 0.0 if op.kind == "embedding" else 1.0
+
+
+def _add_collective(st: Stage, op: Operator, t: float, recomputed: bool) -> None:
+    if op.comm_group == "tp":
+        st.tp_fwd += t
+    elif op.comm_group == "ep":
+        st.ep_fwd += t
+    if recomputed:
+        st.rc_comm += t
+
+
+def _add_full_training_weights(st: Stage, op: Operator, n: int, is_layer: bool) -> float:
+    w = op.weight_bytes_per_gpu
+    if op.is_routed_expert:  # experts shard over their own data-parallel group
+        st.expert_params_gpu += n * op.params_per_gpu
+        st.dp_expert_weight_bytes_gpu += n * w
+    else:
+        st.dense_params_gpu += n * op.params_per_gpu
+        st.dp_weight_bytes_gpu += n * w
+    if is_layer:
+        st.max_op_trainable_params_gpu = max(st.max_op_trainable_params_gpu, op.params_per_gpu)
+    return w
+
+
+def _add_lora_weights(analysis, st: Stage, op: Operator, n: int, is_layer: bool, lora: LoRAConfig,
+                      recomputed: bool) -> float:
+    """Frozen base weight (NF4 for QLoRA layers' linear weights) plus its adapters,
+    which are timed and trained like any operator."""
+    w = (op.params_per_gpu * lora.base_bytes_per_param
+         if is_layer and op.kind == "matmul" and op.group in LAYER_WEIGHT_GROUPS else op.weight_bytes_per_gpu)
+    st.dp_weight_bytes_gpu += n * w
+    if not (is_layer and lora.targets(op)):
+        return w
+    act_bytes = analysis.dtype_config.activation_bits / 8
+    for a in lora_adapter_ops(op, lora.rank, lora.adapter_dtype_bytes, act_bytes):
+        st.add_compute(n * analysis.cost_model.op_time_s(a), n * a.flops, 2.0, recomputed)
+        st.dense_params_gpu += n * a.params_per_gpu
+        st.max_op_trainable_params_gpu = max(st.max_op_trainable_params_gpu, a.params_per_gpu)
+        w += a.weight_bytes_per_gpu
+        st.dp_weight_bytes_gpu += n * a.weight_bytes_per_gpu
+    return w
+
+
+def _hide_tp_comm(st: Stage) -> None:
+    """TP collectives hidden behind the micro-batch's compute; only the excess is exposed."""
+    compute = st.fwd_compute + st.bwd_compute + st.rc_compute
+    tp_total = 2 * st.tp_fwd + st.rc_comm
+    exposed = max(0.0, tp_total - compute)
+    scale = exposed / tp_total if tp_total else 0.0
+    st.tp_fwd *= scale
+    st.rc_comm *= scale
+
+
+def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
+                overlap_tp_comm: bool) -> Stage:
+    st = Stage(index=s)
+    cost = analysis.cost_model
+    for is_layer, n, ops in analysis.describer.stage_parts(ph, s):
+        st.num_layers += n if is_layer else 0
+        for op in ops:
+            t = n * cost.op_time_s(op)  # n separate operators (each collective pays its latency)
+            recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
+            if op.kind == "collective":
+                _add_collective(st, op, t, recomputed)
+                continue
+            st.add_compute(t, n * op.flops, _backward_factor(op, lora), recomputed)
+            if lora is None:
+                w = _add_full_training_weights(st, op, n, is_layer)
+            else:
+                w = _add_lora_weights(analysis, st, op, n, is_layer, lora, recomputed)
+            st.weight_bytes_gpu += n * w
+            if is_layer:
+                st.max_op_weight_bytes_gpu = max(st.max_op_weight_bytes_gpu, w)
+    if overlap_tp_comm:
+        _hide_tp_comm(st)
+    return st

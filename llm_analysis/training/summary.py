@@ -1,0 +1,111 @@
+"""The training summary: FLOPs, times, whole-run figures and efficiency of one
+configuration, as a flat dict in base units (keys in DESIGN.md §2)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from .stage import Stage
+
+
+def _flops(analysis, stages: List[Stage], m: int, latency_per_iter: float) -> Dict[str, Any]:
+    p = analysis.parallelism_config
+    flops_fwd = sum(s_.flops_fwd for s_ in stages)
+    flops_bwd = sum(s_.flops_bwd for s_ in stages)
+    flops_rc = sum(s_.flops_rc for s_ in stages)
+    flops_mb = flops_fwd + flops_bwd + flops_rc
+    gpus_per_replica = p.tp_size * p.pp_size
+    n_gpus = gpus_per_replica * p.dp_size
+    tflops = analysis.get_TFLOPS_per_gpu()
+    peak_flops = analysis.cost_model.peak_flops_per_s
+    model_flops_iter = (flops_fwd + flops_bwd) * m * p.dp_size
+    hw_flops_iter = flops_mb * m * p.dp_size
+    return {
+        "num_flops_fwd_per_micro_batch": flops_fwd,
+        "num_flops_bwd_per_micro_batch": flops_bwd,
+        "num_flops_recompute_per_micro_batch": flops_rc,
+        "num_flops_total_per_micro_batch": flops_mb,
+        "num_model_flops_per_iter": model_flops_iter,
+        "num_hardware_flops_per_iter": hw_flops_iter,
+        "latency_per_iter_using_flops": flops_mb * m / (gpus_per_replica * tflops * 1e12),
+        "achieved_tflops": tflops,
+        "achieved_flops": hw_flops_iter / n_gpus / latency_per_iter,
+        "mfu": model_flops_iter / (latency_per_iter * n_gpus * peak_flops),
+        "hfu": hw_flops_iter / (latency_per_iter * n_gpus * peak_flops),
+        "compute_bound_latency_per_iter": hw_flops_iter / (n_gpus * peak_flops),
+    }
+
+
+def _whole_run(total_num_tokens, tokens_per_iter: int, latency_per_iter: float, latency_flops: float,
+               n_gpus: int) -> Dict[str, Any]:
+    if total_num_tokens is None:
+        return dict.fromkeys(("num_iterations", "total_training_latency", "total_training_latency_using_flops",
+                              "gpu_hours", "gpu_hours_using_flops"))
+    num_iters = total_num_tokens / tokens_per_iter
+    total_latency = latency_per_iter * num_iters
+    total_latency_flops = latency_flops * num_iters
+    return {"num_iterations": num_iters, "total_training_latency": total_latency,
+            "total_training_latency_using_flops": total_latency_flops,
+            "gpu_hours": total_latency * n_gpus / 3600, "gpu_hours_using_flops": total_latency_flops * n_gpus / 3600}
+
+
+def _memory_entries(need: Dict[str, float], mem: float) -> Dict[str, Any]:
+    """Memory in bytes per GPU, on the stage with the highest peak."""
+    return {
+        "weight_memory_per_gpu": need["weights"],
+        "gradient_memory_per_gpu": need["gradients"],
+        "optimizer_state_memory_per_gpu": need["optimizer_states"],
+        "activation_memory_per_gpu": need["activations"],
+        "activation_memory_recompute_buffer_per_gpu": need["recompute_buffer"],
+        "zero_buffer_memory_per_gpu": need["zero_buffers"],
+        "estimated_peak_memory_per_gpu": need["peak"],
+        "gpu_memory_per_gpu": mem,
+        "memory_left_per_gpu": mem - need["peak"],
+    }
+
+
+def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], times: Dict[str, Any], mem: float,
+                     trainable_total: int) -> Dict[str, Any]:
+    p, m_cfg, lora = analysis.parallelism_config, analysis.model_config, req.lora
+    b, m, gbs, seq_len = batch["b"], batch["m"], batch["gbs"], req.seq_len
+    n_gpus = p.tp_size * p.pp_size * p.dp_size
+    it = times["latency_per_iter"]
+    flops = _flops(analysis, stages, m, it)
+    tokens_per_iter = gbs * seq_len
+    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd for s_ in stages) \
+        + analysis.pipeline_handoff_time_s(b, seq_len)
+    return {
+        "model_name": m_cfg.name, "gpu_name": analysis.gpu_config.name, "dtype_name": analysis.dtype_config.name,
+        "batch_size_per_gpu": b, "gradient_accumulation_steps": m, "global_batch_size": gbs, "seq_len": seq_len,
+        "total_num_tokens": req.total_num_tokens, "total_num_gpus": n_gpus,
+        "tp_size": p.tp_size, "pp_size": p.pp_size, "dp_size": p.dp_size, "ep_size": p.ep_size, "sp_size": p.sp_size,
+        "pipeline_interleave": req.interleave, "ds_zero": req.ds_zero.value,
+        "activation_recomputation": req.rc.value,
+        "lora": None if lora is None else {"rank": lora.rank, "target_modules": list(lora.target_modules),
+                                           "base_weight_bits": lora.base_weight_bits},
+        "num_params_total": analysis.get_num_params_total(),
+        "num_active_params_total": analysis.get_num_active_params_total(),
+        "num_trainable_params_total": trainable_total,
+        **_memory_entries(batch["need"], mem),
+        "peak_memory_pipeline_stage": batch["peak_stage"],
+        "max_batch_size_per_gpu": batch["max_b"],
+        **{k: flops[k] for k in ("num_flops_fwd_per_micro_batch", "num_flops_bwd_per_micro_batch",
+                                 "num_flops_recompute_per_micro_batch", "num_flops_total_per_micro_batch",
+                                 "num_model_flops_per_iter", "num_hardware_flops_per_iter")},
+        "latency_fwd": latency_fwd,
+        "latency_per_micro_batch": times["t_mb"],
+        **times["breakdown"],
+        "latency_per_iter_dp_comm_total": times["dp_total"],
+        "latency_per_iter_dp_comm_hidden": times["dp_total"] - times["dp_exposed"],
+        "latency_per_iter": it,
+        "latency_per_iter_using_flops": flops["latency_per_iter_using_flops"],
+        **_whole_run(req.total_num_tokens, tokens_per_iter, it, flops["latency_per_iter_using_flops"], n_gpus),
+        "tokens_per_sec": tokens_per_iter / it,
+        "tokens_per_sec_per_gpu": tokens_per_iter / it / n_gpus,
+        "achieved_tflops": flops["achieved_tflops"],
+        "achieved_flops": flops["achieved_flops"],
+        "flops_efficiency": analysis.flops_efficiency,
+        "hbm_memory_efficiency": analysis.hbm_memory_efficiency,
+        **{k: flops[k] for k in ("mfu", "hfu", "compute_bound_latency_per_iter")},
+        "bottleneck_pipeline_stage": times["bottleneck"].index,
+    }

@@ -1,0 +1,33 @@
+"""FLOPs: the sum of the operators' `flops` (whole model, unsharded; 2 per
+multiply-accumulate of matmuls and the attention core)."""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ..operators import sum_field
+from .phases import layer_mean, make_phase
+
+
+def model_flops(a, batch_size: int, seq_len: int, groups: Optional[Tuple[str, ...]] = None,
+                phase: str = "prefill", context_len: Optional[int] = None) -> float:
+    ph = make_phase(phase, batch_size, seq_len, context_len)
+    return sum(n * o.flops for n, o in a.describer.weighted_ops(ph) if groups is None or o.group in groups)
+
+
+def per_layer(a, batch_size: int, seq_len: int, groups: Optional[Tuple[str, ...]] = None) -> float:
+    """Forward FLOPs of one layer's operators in `groups` (mean over layers)."""
+    ph = make_phase("prefill", batch_size, seq_len)
+    return layer_mean(a, ph, lambda ops: sum_field(ops, "flops", groups))
+
+
+def attention_core(a, batch_size: int, seq_len: int) -> float:
+    """FLOPs of the attention core of all layers (what ATTN_COMPUTE recomputes)."""
+    ph = make_phase("prefill", batch_size, seq_len)
+    return sum(n * o.flops for n, o in a.describer.weighted_ops(ph) if o.kind == "attention")
+
+
+def decode_step(a, batch_size: int, context_len: int) -> float:
+    """One decode step: batch_size new tokens attending to `context_len` tokens each."""
+    return model_flops(a, batch_size, context_len - 1 if context_len > 1 else 1, phase="decode",
+                       context_len=context_len)
