@@ -107,3 +107,11 @@ def plan_capacity(model: ModelConfig, gpu: GPUConfig, dtype: DtypeConfig, prompt
     return {"best": candidates[0], "candidates": candidates, "concurrent_requests": concurrent_requests,
             "prompt_len": prompt_len, "output_len": output_len, "model_name": model.name, "gpu_name": gpu.name,
             "dtype_name": dtype.name}
+
+
+def plan_serving_capacity(*args, **kwargs):
+    """GPUs and nodes for a user population and request rate, searched by the planner
+    (GPU type, tp/pp/ep, dtype, batch under TTFT/TPOT targets): see
+    `llm_analysis.planner.plan_serving_capacity` for the arguments."""
+    from .planner import plan_serving_capacity as plan
+    return plan(*args, **kwargs)

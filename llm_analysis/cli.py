@@ -327,17 +327,44 @@ def _no_return_value(fn):
     return wrapper
 
 
+def _plan_command(command):
+    """fire binding of a planner command: its text on stdout (exit 0), or its one-line
+    error through the package's error path (exit 2)."""
+    import functools
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        code, text = command(*args, **kwargs)
+        if code != 0:
+            raise ConfigError(text[len("error: "):] if text.startswith("error: ") else text)
+        _write_stdout(text)
+    return wrapper
+
+
+class _PlanCLI:
+    """Search layouts: `plan infer` (serving: GPU type and count, tp/pp/ep, dtype, KV dtype,
+    batch under TTFT/TPOT/rate targets) and `plan train` (tp/pp/dp/ep, ZeRO, recomputation,
+    micro-batch, interleaving under the memory limit). `plan <command> --help` lists every flag."""
+
+    def __init__(self):
+        from .planner.command import plan_infer_command, plan_train_command
+        self.infer = _plan_command(plan_infer_command)
+        self.train = _plan_command(plan_train_command)
+
+
 class LLMAnalysisCLI:
     """Parameters, FLOPs, memory and time of transformer LLMs, from the model's shapes.
 
     `infer` analyses serving (prefill, decode, KV cache, largest batch, throughput);
-    `train` analyses a training run (memory per GPU, time per iteration, days, GPU-hours).
+    `train` analyses a training run (memory per GPU, time per iteration, days, GPU-hours);
+    `plan infer|train` searches the best layout, GPU count and batch under targets.
     `<command> --help` lists every flag. Errors end with one line and exit code 2;
     add --debug (or --log_level DEBUG) to see the traceback.
     """
 
     infer = staticmethod(_no_return_value(infer))
     train = staticmethod(_no_return_value(train))
+    plan = _PlanCLI
 
 
 def main(argv: Optional[List[str]] = None) -> int:

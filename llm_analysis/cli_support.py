@@ -30,6 +30,9 @@ def _command_function(component, argv: List[str]):
         return None, None
     name = argv[0]
     fn = component.get(name) if isinstance(component, dict) else getattr(component, name, None)
+    if isinstance(fn, type):  # a group of commands (`plan infer`): descend into it
+        sub, sub_fn = _command_function(fn(), argv[1:])
+        return (f"{name} {sub}", sub_fn) if sub_fn is not None else (None, None)
     return (name, fn) if callable(fn) else (None, None)
 
 
@@ -49,7 +52,8 @@ def _unknown_flag(component, argv: List[str], prog: str) -> Optional[str]:
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return None
     known = set(params)
-    args = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    skip = len(name.split())  # the command words (`infer`, or `plan infer`)
+    args = argv[skip:argv.index("--")] if "--" in argv else argv[skip:]
     for arg in args:
         if not arg.startswith("--") or arg in _HELP_FLAGS:
             continue

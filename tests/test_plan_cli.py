@@ -1,0 +1,60 @@
+"""`llm-analysis plan infer|train` as a user runs it (subprocess): a plan prints a
+table or JSON and exits 0; unmeetable targets and bad flags end in one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "llm_analysis", "plan", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_plan_infer_json_rows_respect_the_targets_and_memory():
+    r = _run("infer", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_names", "h100-sxm-80gb,a100-sxm-80gb",
+             "--seq_len", "1024", "--num_tokens_to_generate", "128", "--max_tpot", "0.01", "--output_format", "json")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    rows = plan["rows"]
+    assert rows
+    for row in rows:
+        assert row["figures"]["time_per_output_token"] <= 0.01
+    # hand check of the memory bound: 16-bit weights of the 8.03 B parameters split over tp*pp GPUs
+    # must fit in the GPU's memory for every row the planner returns
+    params = 8_030_261_248  # Llama-3.1-8B: sum of the published shapes (embeddings + 32 layers + head)
+    for row in rows:
+        lay = row["layout"]
+        gpu_bytes = get_gpu_config_by_name(lay["gpu"]).mem_per_GPU_in_GB * 1e9
+        assert 2 * params / (lay["tp"] * lay["pp"]) < gpu_bytes
+
+
+def test_plan_infer_unmeetable_target_names_the_closest_miss():
+    r = _run("infer", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_names", "h100-sxm-80gb", "--max_tpot", "1e-5")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "tpot" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_plan_unknown_flag_suggests_the_right_one():
+    r = _run("infer", "--model_name", "gpt2", "--gpu_name", "h100-sxm-80gb")
+    assert r.returncode == 2
+    assert "--gpu_names" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_plan_train_table_lists_layouts_using_at_most_max_gpus():
+    r = _run("train", "--model_name", "gpt2", "--gpu_names", "a100-sxm-80gb", "--total_num_tokens", "1e9",
+             "--max_gpus", "8", "--global_batch_size", "64", "--seq_len", "1024", "--output_format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert rows
+    for row in rows:
+        lay = row["layout"]
+        assert lay["tp"] * lay["pp"] * lay["dp"] == row["figures"]["num_gpus"] <= 8
+        # the global batch is micro-batch x accumulation steps x dp
+        assert lay["micro_batch"] * row["figures"]["gradient_accumulation_steps"] * lay["dp"] == 64
+    assert get_model_config_by_name("gpt2").num_layers == 12
