@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from .config import ModelConfig, build_config
+from .schema import ModelConfig, build_config
 from .errors import ConfigError, HubImportError
 
 logger = logging.getLogger(__name__)
