@@ -105,20 +105,21 @@ def find_model_config(name: str) -> Optional[ModelConfig]:
     return None
 
 
-def get_gpu_config_by_name(name: str) -> GPUConfig:
-    if name in gpu_configs:
-        return gpu_configs[name].model_copy(deep=True)
+def _get_by_name(kind: str, catalogue: Catalogue, cls, name: str):
+    """A copy of catalogue entry `name`, or the config in JSON file `name`."""
+    if name in catalogue:
+        return catalogue[name].model_copy(deep=True)
     if isinstance(name, str) and name.endswith(".json") and Path(name).is_file():
-        return load_config_file(GPUConfig, name)
-    raise unknown_name_error("gpu", str(name), gpu_configs.names())
+        return load_config_file(cls, name)
+    raise unknown_name_error(kind, str(name), catalogue.names())
+
+
+def get_gpu_config_by_name(name: str) -> GPUConfig:
+    return _get_by_name("gpu", gpu_configs, GPUConfig, name)
 
 
 def get_dtype_config_by_name(name: str) -> DtypeConfig:
-    if name in dtype_configs:
-        return dtype_configs[name].model_copy(deep=True)
-    if isinstance(name, str) and name.endswith(".json") and Path(name).is_file():
-        return load_config_file(DtypeConfig, name)
-    raise unknown_name_error("dtype", str(name), dtype_configs.names())
+    return _get_by_name("dtype", dtype_configs, DtypeConfig, name)
 
 
 def list_model_configs() -> List[str]:
