@@ -1,4 +1,4 @@
-"""Import of Hugging Face configs (llm_analysis/hf_import.py).
+"""Import of Hugging Face configs (llm_analysis/hf_import.py and the hub_* modules).
 
 Three independent sources check the mapping:
 
@@ -7,7 +7,7 @@ Three independent sources check the mapping:
 * the real model code: every raw config is built into its `transformers` model on
   the `meta` device and its parameter count is compared with a count derived only
   from the mapped ModelConfig fields (`count_params`, written from the field
-  documentation in config.py), which pins down every bias, norm, gate, expert,
+  documentation in schema.py), which pins down every bias, norm, gate, expert,
   tie and projection the mapping decides;
 * the shipped catalogue (`llm_analysis/model_configs`), written by hand from the
   same configs: shape fields must agree.
