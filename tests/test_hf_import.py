@@ -1,4 +1,4 @@
-"""Import of Hugging Face configs (llm_analysis/hf_import.py).
+"""Import of Hugging Face configs (llm_analysis/hf_import.py and the hub_* modules).
 
 Three independent sources check the mapping:
 
@@ -7,7 +7,7 @@ Three independent sources check the mapping:
 * the real model code: every raw config is built into its `transformers` model on
   the `meta` device and its parameter count is compared with a count derived only
   from the mapped ModelConfig fields (`count_params`, written from the field
-  documentation in config.py), which pins down every bias, norm, gate, expert,
+  documentation in schema.py), which pins down every bias, norm, gate, expert,
   tie and projection the mapping decides;
 * the shipped catalogue (`llm_analysis/model_configs`), written by hand from the
   same configs: shape fields must agree.
@@ -147,6 +147,14 @@ EXPECTED: Dict[str, Dict[str, Any]] = {
                               vocab_size=256000, head_dim=256, num_norms_per_layer=4,
                               sliding_window=4096, layer_types=[SLIDE, FULL] * 21,
                               tie_word_embeddings=True, qk_norm=False),
+    # Gemma 1: config.json says hidden_act "gelu", but GemmaConfig's hidden_activation (None
+    # in the file) defaults to gelu_pytorch_tanh, which the model uses; 8.54B parameters
+    # (28 * (3*3072*24576 + 3072*16*256*4 + 2*3072) + 256000*3072 + 3072 = 8,537,680,896)
+    "google/gemma-7b": dict(LLAMA_LIKE, activation="gelu_tanh", num_layers=28, n_head=16,
+                            num_key_value_heads=16, hidden_dim=3072, ffn_embed_dim=24576,
+                            vocab_size=256000, head_dim=256, max_seq_len=8192,
+                            sliding_window=None, layer_types=None, tie_word_embeddings=True,
+                            qk_norm=False),
     "google/gemma-3-4b-it": dict(LLAMA_LIKE, activation="gelu_tanh", num_layers=34, n_head=8,
                                  num_key_value_heads=4, hidden_dim=2560, ffn_embed_dim=10240,
                                  vocab_size=262208, head_dim=256, num_norms_per_layer=4,
@@ -424,6 +432,20 @@ def test_unknown_family_with_common_keys_maps_generically(caplog):
     assert cfg.mlp_gated_linear_units and cfg.norm_type == "rmsnorm"
     assert cfg.position_embedding_type == "rotary" and not cfg.tie_word_embeddings
     assert "no dedicated mapping" in caplog.text and "assumed" in caplog.text
+
+
+def test_a_family_of_the_common_shape_is_one_table_row(monkeypatch, caplog):
+    """Registering one row maps an unknown model_type exactly: Qwen2.5-7B's config under a
+    made-up type must count what the real Qwen2 model holds (and skip the generic guess)."""
+    from llm_analysis.hub_families import FAMILIES, LLAMA
+    from llm_analysis.hub_spec import Family
+    monkeypatch.setitem(FAMILIES, "acme_qwen", Family({**LLAMA, "qkv_bias": True,
+                                                       "attn_out_bias": False}))
+    raw = fixture("Qwen/Qwen2.5-7B")
+    with caplog.at_level("WARNING", logger="llm_analysis.hf_import"):
+        cfg = hf_import.model_config_from_hf_dict(dict(raw, model_type="acme_qwen"), name="acme")
+    assert "no dedicated mapping" not in caplog.text
+    assert count_params(cfg) == _meta_model_params(raw, encoder_only=False)
 
 
 def test_moe_layer_pattern_that_modelconfig_cannot_express_is_refused():

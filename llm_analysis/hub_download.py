@@ -1,0 +1,126 @@
+"""Fetch a model's `config.json` from the Hugging Face Hub with `huggingface_hub`.
+
+`hf_hub_download` honours `HF_TOKEN`, `HF_ENDPOINT`, `HF_HUB_OFFLINE`,
+`HF_HOME`/`HF_HUB_CACHE` and the standard cache. Every failure becomes a
+`HubImportError` subclass naming the model id and revision, with a hint on what to do;
+tracebacks from inside `huggingface_hub` are not chained (`raise ... from None`).
+`huggingface_hub` is imported only when a download is asked for (start-up time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional, Tuple
+
+from .hub_errors import (GatedRepo, HubImportError, HubOffline, HubUnreachable, RepoNotFound,
+                         RevisionNotFound, describe_model)
+
+__all__ = ["download_config_json", "read_json_file"]
+
+
+def download_config_json(name: str, revision: Optional[str]) -> Tuple[str, str]:
+    """Fetch `config.json` of a Hub repo; returns (local path, endpoint)."""
+    try:
+        import huggingface_hub
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise HubImportError(
+            f"Cannot fetch {describe_model(name, revision)} from the Hugging Face Hub: the "
+            "`huggingface_hub` package is not installed (pip install huggingface_hub).") from None
+    try:
+        path = huggingface_hub.hf_hub_download(repo_id=name, filename="config.json", revision=revision)
+        return path, constants.ENDPOINT
+    except Exception as exc:  # httpx errors (proxy, TLS) and anything else: never a raw traceback
+        err = _hub_error(exc, name, revision)
+    raise err from None
+
+
+def _hub_error(exc: Exception, name: str, revision: Optional[str]) -> HubImportError:
+    """Our error for an exception of `hf_hub_download` (checked most specific first)."""
+    from huggingface_hub import constants, errors
+    what, endpoint, rev = describe_model(name, revision), constants.ENDPOINT, revision or "main"
+    if isinstance(exc, errors.GatedRepoError):
+        return GatedRepo(f"Cannot fetch config.json of {what}: the repository is gated. "
+                         f"{_gated_hint(name, endpoint)}")
+    if isinstance(exc, errors.RepositoryNotFoundError):
+        return RepoNotFound(
+            f"No model repository {name!r} on {endpoint} (revision {rev!r}): it does "
+            "not exist, or it is private and no token with access was given (set HF_TOKEN or run "
+            "`huggingface-cli login`).")
+    if isinstance(exc, errors.RevisionNotFoundError):
+        return RevisionNotFound(
+            f"Model repository {name!r} exists on {endpoint} but has no revision "
+            f"{rev!r} (branch, tag or commit).")
+    if isinstance(exc, errors.RemoteEntryNotFoundError):
+        return HubImportError(
+            f"{what} on {endpoint} has no config.json; it is not a transformers model repository.")
+    if isinstance(exc, errors.HFValidationError):
+        return RepoNotFound(f"{name!r} is not a valid Hugging Face model id: {exc}")
+    if isinstance(exc, errors.LocalEntryNotFoundError):
+        return _not_cached_error(exc, what, endpoint)
+    if isinstance(exc, errors.OfflineModeIsEnabled):
+        return HubOffline(
+            f"Cannot fetch config.json of {what}: offline mode is on (HF_HUB_OFFLINE=1) and it is "
+            f"not in the local cache ({constants.HF_HUB_CACHE}).")
+    if isinstance(exc, errors.HfHubHTTPError):
+        status = getattr(getattr(exc, "response", None), "status_code", "?")
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return HubImportError(
+            f"Cannot fetch config.json of {what}: {endpoint} answered HTTP {status} ({first}).")
+    if isinstance(exc, OSError):  # cache not writable, disk full, connection errors as OSError
+        return HubImportError(f"Cannot fetch config.json of {what}: {type(exc).__name__}: {exc}")
+    return HubUnreachable(
+        f"Cannot fetch config.json of {what} from {endpoint}: {type(exc).__name__}: {exc}")
+
+
+def _gated_hint(name: str, endpoint: str) -> str:
+    """What to do about a gated repository, given the token situation."""
+    import huggingface_hub
+    from huggingface_hub import constants
+    has_token = huggingface_hub.get_token() is not None
+    if has_token and getattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", False):
+        return ("A token is configured but HF_HUB_DISABLE_IMPLICIT_TOKEN=1 stops it from being "
+                "sent: unset HF_HUB_DISABLE_IMPLICIT_TOKEN.")
+    if has_token:
+        return ("A token was found (HF_TOKEN or `huggingface-cli login`) but it has no access: "
+                f"request access on {endpoint}/{name} with that account, or use a token of an "
+                "account that has it.")
+    return ("Accept its terms on the model page, then authenticate: set the HF_TOKEN "
+            "environment variable to an access token, or run `huggingface-cli login` "
+            "(`hf auth login`).")
+
+
+def _not_cached_error(exc: Exception, what: str, endpoint: str) -> HubImportError:
+    """The file is not in the local cache and could not be fetched: say why."""
+    from huggingface_hub import constants, errors
+    if isinstance(exc.__cause__, errors.FileMetadataError):
+        return HubUnreachable(
+            f"Cannot fetch config.json of {what}: {endpoint} answered, but not like a Hugging "
+            "Face Hub (no X-Repo-Commit/ETag headers), and the file is not in the local cache "
+            f"({constants.HF_HUB_CACHE}). Check HF_ENDPOINT and any proxy or captive portal.")
+    if constants.is_offline_mode():
+        return HubOffline(
+            f"Cannot fetch config.json of {what}: offline mode is on (HF_HUB_OFFLINE=1) and it "
+            f"is not in the local cache ({constants.HF_HUB_CACHE}). Unset HF_HUB_OFFLINE to "
+            "download it, or give a catalogue name, a local model directory or a config.json path.")
+    return HubUnreachable(
+        f"Cannot fetch config.json of {what}: the Hub at {endpoint} could not be reached "
+        f"and it is not in the local cache ({constants.HF_HUB_CACHE}). Check the network, "
+        "proxy settings and HF_ENDPOINT; or give a catalogue name, a local model directory "
+        "or a config.json path.")
+
+
+def read_json_file(path: str | os.PathLike, what: str) -> Dict[str, Any]:
+    """The JSON object in `path` (a config.json of `what`), or a HubImportError."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise HubImportError(f"config.json of {what} is not valid JSON: {exc.msg} at line "
+                             f"{exc.lineno} column {exc.colno}") from None
+    except OSError as exc:
+        raise HubImportError(f"Cannot read config.json of {what}: {exc.strerror or exc}") from None
+    if not isinstance(data, dict):
+        raise HubImportError(f"config.json of {what} must hold a JSON object, not {type(data).__name__}")
+    return data

@@ -1,0 +1,41 @@
+"""Errors of the Hugging Face Hub import (all `HubImportError`, hence `ConfigError`).
+
+Messages name the model id and revision; see `describe_model`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .errors import HubImportError
+
+__all__ = ["HubImportError", "RepoNotFound", "GatedRepo", "RevisionNotFound", "HubOffline",
+           "HubUnreachable", "UnmappableConfig", "describe_model"]
+
+
+class RepoNotFound(HubImportError):
+    """No such model repository on the Hub (or it is private and we have no access)."""
+
+
+class GatedRepo(HubImportError):
+    """The repository is gated: the user must accept its terms and authenticate."""
+
+
+class RevisionNotFound(HubImportError):
+    """The repository exists but the requested revision (branch, tag, commit) does not."""
+
+
+class HubOffline(HubImportError):
+    """HF_HUB_OFFLINE is set and the config is not in the local cache."""
+
+
+class HubUnreachable(HubImportError):
+    """The Hub endpoint could not be reached and the config is not in the local cache."""
+
+
+class UnmappableConfig(HubImportError):
+    """The config lacks attributes we need, or describes something ModelConfig cannot."""
+
+
+def describe_model(name: str, revision: Optional[str]) -> str:
+    """How messages name a Hub model: `model 'org/name' (revision 'main')`."""
+    return f"model {name!r} (revision {revision or 'main'!r})"

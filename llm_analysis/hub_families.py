@@ -1,0 +1,221 @@
+"""The Hub family table: one row per Hugging Face `model_type` we map exactly.
+
+Each row says which config keys feed which ModelConfig field, the family's fixed
+flags (gated MLP, norm kind and bias, projection biases, tied embeddings, positions,
+block layout), its per-layer attention pattern and its MoE rule; the vocabulary is
+documented in `hub_spec.py`, the few odd details are the named hooks of
+`hub_hooks.py`. The flags follow the modelling code of `transformers` (which
+projections are `nn.Linear(..., bias=...)`, how many norms a block holds, whether
+the MLP is gated). A family of the common shape is one row, e.g. a Llama-style model
+with biased q/k/v: `"newfam": Family({**LLAMA, "qkv_bias": True})`.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from .hub_hooks import (GptNeoWindow, RawWindowPattern, falcon_decoder_architecture,
+                        opt_projection_and_final_norm, qwen_window)
+from .hub_spec import (Act, Either, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Sum, When,
+                       Window)
+
+__all__ = ["FAMILIES", "SUPPORTED_MODEL_TYPES", "GPT2", "LLAMA"]
+
+_GELU_TANH = "gelu_pytorch_tanh"
+_BIASES = dict(qkv_bias=True, attn_out_bias=True, mlp_bias=True)
+_NO_BIASES = dict(qkv_bias=False, attn_out_bias=False, mlp_bias=False)
+_LAYERNORM = dict(norm_type="layernorm", norm_bias=True)
+_ATTENTION_BIAS = Flag("attention_bias", default=False)
+
+# GPT-2 (GPT2Block): pre-LN, learned positions, 4x GELU MLP, biases everywhere, tied
+GPT2 = {
+    "hidden_dim": Req("n_embd", "hidden_size"),
+    "max_seq_len": Req("n_positions", "max_position_embeddings"),
+    "num_layers": Req("n_layer", "num_hidden_layers"),
+    "n_head": Req("n_head", "num_attention_heads"),
+    "vocab_size": Req("vocab_size"),
+    "ffn_embed_dim": Either(Opt("n_inner"), Same("hidden_dim", times=4)),
+    "activation": Act("activation_function", default="gelu_new"),
+    **_BIASES, **_LAYERNORM,
+    "position_embedding_type": "learned",
+    "num_position_embeddings": Same("max_seq_len"),
+    "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
+}
+
+# Llama and descendants (LlamaDecoderLayer): pre-norm RMSNorm without bias, gated MLP,
+# rotary positions, per-layer attention kinds from layer_types, untied by default
+LLAMA = {
+    "num_layers": Req("num_hidden_layers"),
+    "n_head": Req("num_attention_heads"),
+    "hidden_dim": Req("hidden_size"),
+    ("sliding_window", "layer_types"): Window(),
+    "num_key_value_heads": Opt("num_key_value_heads"),
+    "vocab_size": Req("vocab_size"),
+    "max_seq_len": Opt("max_position_embeddings"),
+    "ffn_embed_dim": Req("intermediate_size"),
+    "mlp_gated_linear_units": True,
+    "activation": Act("hidden_act", default="silu"),
+    "head_dim": Opt("head_dim"),
+    "qkv_bias": _ATTENTION_BIAS, "attn_out_bias": _ATTENTION_BIAS,
+    "mlp_bias": False, "qk_norm": False,
+    "norm_type": "rmsnorm", "norm_bias": False, "num_norms_per_layer": 2,
+    "position_embedding_type": "rotary",
+    "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
+}
+_LLAMA_NO_BIAS_NO_TYPES = {**LLAMA, **_NO_BIASES, ("sliding_window", "layer_types"): Window(None)}
+_QWEN3 = {**LLAMA, "qk_norm": True}
+# Gemma: GELU-tanh gated MLP under hidden_activation, tied; Gemma 2/3 add a post-norm
+# after attention and after the MLP (4 norms per layer)
+_GEMMA = {**LLAMA, "activation": Act("hidden_activation", "hidden_act", default=_GELU_TANH),
+          "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}
+_GEMMA2 = {**_GEMMA, "num_norms_per_layer": 4}
+
+_BERT = {
+    "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+    "hidden_dim": Req("hidden_size"), "vocab_size": Req("vocab_size"),
+    "max_seq_len": Req("max_position_embeddings"), "ffn_embed_dim": Req("intermediate_size"),
+    "activation": Act("hidden_act", default="gelu"),
+    **_BIASES, **_LAYERNORM, "embedding_norm": True,
+    "position_embedding_type": "learned", "num_position_embeddings": Same("max_seq_len"),
+    "type_vocab_size": Opt("type_vocab_size", default=2),
+    "encoder_only": True, "pooler": True, "lm_head": False, "final_norm": False,
+    "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
+}
+
+_QWEN_MOE_EXPERTS = dict(top_k=Opt("num_experts_per_tok"), layers="sparse_step",
+                         width=Req("moe_intermediate_size"))
+_FULL_WIDTH_EXPERTS = dict(experts=Req("num_local_experts", "num_experts"), layers="all")
+
+FAMILIES: Dict[str, Family] = {
+    "gpt2": Family(GPT2),
+    # GPTBigCode: GPT-2 with multi-query attention (one KV head) unless multi_query=False
+    "gpt_bigcode": Family({**GPT2, "activation": Act("activation_function", default=_GELU_TANH),
+                           "num_key_value_heads": When(Flag("multi_query", default=True), 1)}),
+    # GPT-J: parallel attention + MLP on one LayerNorm, rotary, bias-free attention,
+    # biased MLP and lm_head, untied
+    "gptj": Family({**GPT2, "max_seq_len": Opt("n_positions", "max_position_embeddings"),
+                    "qkv_bias": False, "attn_out_bias": False, "position_embedding_type": "rotary",
+                    "num_position_embeddings": None, "parallel_attn_mlp": True,
+                    "num_norms_per_layer": 1,
+                    "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
+                    "lm_head_bias": True}),
+    # GPT-Neo: bias-free q/k/v, local (windowed) and global layers
+    "gpt_neo": Family({
+        "hidden_dim": Req("hidden_size"), "num_layers": Req("num_layers", "num_hidden_layers"),
+        ("sliding_window", "layer_types"): GptNeoWindow(),
+        "max_seq_len": Req("max_position_embeddings"),
+        "n_head": Req("num_heads", "num_attention_heads"), "vocab_size": Req("vocab_size"),
+        "ffn_embed_dim": Either(Opt("intermediate_size"), Same("hidden_dim", times=4)),
+        "activation": Act("activation_function", default="gelu_new"),
+        **_BIASES, "qkv_bias": False, **_LAYERNORM, "position_embedding_type": "learned",
+        "num_position_embeddings": Same("max_seq_len"),
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}),
+    # GPT-NeoX / Pythia: rotary, parallel residual by default, yet both norms
+    # (input_layernorm and post_attention_layernorm) exist even when parallel
+    "gpt_neox": Family({
+        "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+        "hidden_dim": Req("hidden_size"), "vocab_size": Req("vocab_size"),
+        "max_seq_len": Opt("max_position_embeddings"), "ffn_embed_dim": Req("intermediate_size"),
+        "activation": Act("hidden_act", default="gelu"),
+        "qkv_bias": Flag("attention_bias", default=True),
+        "attn_out_bias": Flag("attention_bias", default=True), "mlp_bias": True,
+        **_LAYERNORM, "position_embedding_type": "rotary",
+        "parallel_attn_mlp": Flag("use_parallel_residual", default=True),
+        "num_norms_per_layer": 2,
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=False)}),
+    # OPT: learned positions with an offset of 2 rows (OPTLearnedPositionalEmbedding)
+    "opt": Family(
+        {"hidden_dim": Req("hidden_size"), "max_seq_len": Req("max_position_embeddings"),
+         "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+         "vocab_size": Req("vocab_size"), "ffn_embed_dim": Req("ffn_dim"),
+         "activation": Act("activation_function", default="relu"),
+         "qkv_bias": Flag("enable_bias", default=True),
+         "attn_out_bias": Flag("enable_bias", default=True),
+         "mlp_bias": Flag("enable_bias", default=True),
+         **_LAYERNORM, "position_embedding_type": "learned",
+         "num_position_embeddings": Same("max_seq_len", plus=2),
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
+        checks=(Refuse("layer_norm_elementwise_affine", (True,), default=True, as_bool=True,
+                       reason="LayerNorms without weights"),),
+        steps=(opt_projection_and_final_norm,)),
+    # BLOOM: ALiBi, a LayerNorm right after the embeddings, 4x GELU-tanh MLP
+    "bloom": Family({
+        "hidden_dim": Req("hidden_size", "n_embed"),
+        "num_layers": Req("n_layer", "num_hidden_layers"),
+        "n_head": Req("n_head", "num_attention_heads"), "vocab_size": Req("vocab_size"),
+        "max_seq_len": Opt("seq_length", "max_position_embeddings"),
+        "ffn_embed_dim": Same("hidden_dim", times=4), "activation": "gelu_tanh",
+        **_BIASES, **_LAYERNORM, "embedding_norm": True, "position_embedding_type": "alibi",
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}),
+    # BERT-style encoders: token types, embedding LayerNorm, pooler, no lm_head
+    **{t: Family(_BERT, checks=(Refuse("position_embedding_type", ("absolute", None),
+                                       default="absolute",
+                                       reason="relative position embeddings"),))
+       for t in ("bert", "roberta", "xlm-roberta")},
+    "falcon": Family(
+        {"hidden_dim": Req("hidden_size", "n_embed"), "n_head": Req("num_attention_heads", "n_head"),
+         "num_layers": Req("num_hidden_layers", "n_layer"), "vocab_size": Req("vocab_size"),
+         "max_seq_len": Opt("max_position_embeddings"),
+         "ffn_embed_dim": Either(Opt("ffn_hidden_size"), Same("hidden_dim", times=4)),
+         "activation": Act("activation", default="gelu"),
+         "qkv_bias": Flag("bias", default=False), "attn_out_bias": Flag("bias", default=False),
+         "mlp_bias": Flag("bias", default=False), **_LAYERNORM,
+         "position_embedding_type": When(Flag("alibi", default=False), "alibi", "rotary"),
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
+        steps=(falcon_decoder_architecture,)),
+    "llama": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
+    # MistralAttention/MistralMLP have no biases; HF Mistral (and Phi-3) ignore layer_types
+    "mistral": Family(_LLAMA_NO_BIAS_NO_TYPES),
+    "phi3": Family(_LLAMA_NO_BIAS_NO_TYPES),
+    "qwen2": Family({**LLAMA, "qkv_bias": True, "attn_out_bias": False}, steps=(qwen_window,)),
+    "qwen3": Family(_QWEN3, steps=(qwen_window,)),
+    # Qwen2-MoE: one shared expert behind a sigmoid gate
+    "qwen2_moe": Family(
+        {**LLAMA, "qkv_bias": Flag("qkv_bias", default=True), "attn_out_bias": False},
+        steps=(qwen_window, MoeRule(experts=Opt("num_experts"), **_QWEN_MOE_EXPERTS,
+                                    shared_width=Opt("shared_expert_intermediate_size"),
+                                    shared_gate=True))),
+    "qwen3_moe": Family(_QWEN3, steps=(qwen_window, MoeRule(
+        experts=Opt("num_experts", "num_local_experts"), **_QWEN_MOE_EXPERTS))),
+    # Mixtral: every layer MoE, each expert a full-width SwiGLU MLP
+    "mixtral": Family(_LLAMA_NO_BIAS_NO_TYPES, steps=(MoeRule(
+        **_FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
+    "gemma": Family({**_GEMMA, ("sliding_window", "layer_types"): Window(None)}),
+    "gemma2": Family(_GEMMA2, steps=(RawWindowPattern(period=2),)),
+    "gemma3_text": Family({**_GEMMA2, "qk_norm": True}, steps=(
+        RawWindowPattern(period=6, period_key="sliding_window_pattern"),)),
+    # DeepSeek-V2/V3: multi-head latent attention (arXiv 2405.04434), the first
+    # first_k_dense_replace layers dense, n_shared_experts of moe_intermediate_size
+    # (HF builds one MLP of n_shared * moe_intermediate_size: the same shapes)
+    "deepseek_v2": Family({
+        "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+        "hidden_dim": Req("hidden_size"),
+        "num_key_value_heads": Same("n_head"),  # MLA: every head has its own (decompressed) K and V
+        "vocab_size": Req("vocab_size"), "max_seq_len": Opt("max_position_embeddings"),
+        "ffn_embed_dim": Req("intermediate_size"), "mlp_gated_linear_units": True,
+        "activation": Act("hidden_act", default="silu"),
+        "qkv_bias": _ATTENTION_BIAS, "attn_out_bias": _ATTENTION_BIAS,
+        "mlp_bias": Flag("mlp_bias", default=False),
+        "norm_type": "rmsnorm", "norm_bias": False, "position_embedding_type": "rotary",
+        "q_lora_rank": Opt("q_lora_rank"), "kv_lora_rank": Req("kv_lora_rank"),
+        "qk_nope_head_dim": Req("qk_nope_head_dim"), "qk_rope_head_dim": Req("qk_rope_head_dim"),
+        "v_head_dim": Req("v_head_dim"),
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
+        "head_dim": Sum("qk_nope_head_dim", "qk_rope_head_dim")},
+        steps=(MoeRule(experts=Opt("n_routed_experts"), top_k=Req("num_experts_per_tok"),
+                       top_k_first=False, layers="dense_first", width=Req("moe_intermediate_size"),
+                       shared_count=Opt("n_shared_experts", default=0),
+                       shared_width=Same("moe_ffn_embed_dim")),)),
+    # gpt-oss: attention sinks, biased router and experts, alternating 128-token windows
+    "gpt_oss": Family(
+        {**LLAMA, "qkv_bias": Flag("attention_bias", default=True),
+         "attn_out_bias": Flag("attention_bias", default=True),
+         "attn_sinks": True, "moe_router_bias": True, "moe_expert_bias": True,
+         "moe_ffn_embed_dim": Same("ffn_embed_dim")},
+        steps=(RawWindowPattern(period=2, default_window=128), MoeRule(
+            **_FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok", "experts_per_token")))),
+}
+FAMILIES["deepseek_v3"] = FAMILIES["deepseek_v2"]
+
+#: model types mapped family by family (others go through the generic mapping)
+SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES)) + ("gemma3",)

@@ -1,0 +1,87 @@
+"""Resolve a model by name: the catalogue first, then a JSON file, a local model
+directory or the Hugging Face Hub.
+
+This is the one module that combines the catalogue with the Hub import; the Hub
+import modules are loaded only when a name is not in the catalogue, so `infer` on a
+shipped model never imports them (nor huggingface_hub/transformers).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from .catalogue import MODEL_CONFIGS_DIR, dump_config, find_model_config, model_configs
+from .errors import ConfigError, unknown_name_error
+from .schema import ModelConfig, load_config_file
+
+
+def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
+                             trust_remote_code: bool = False) -> ModelConfig:
+    """Resolve a model by, in order: catalogue name (or its Hub id), a `.json`
+    file path, a local model directory holding a `config.json`, the Hugging Face Hub."""
+    if not isinstance(name_or_path, str) or not name_or_path:
+        raise ConfigError(f"model name must be a non-empty string, got {name_or_path!r}")
+    cfg = find_model_config(name_or_path)
+    if cfg is not None:
+        return cfg
+    path = Path(name_or_path)
+    if name_or_path.endswith(".json"):
+        return _from_json_file(name_or_path)
+    if path.is_dir():
+        from . import hf_import
+        return hf_import.model_config_from_local_dir(path)
+    if "/" not in name_or_path:
+        # Hub repos are "org/name"; a bare name that is not in the catalogue is a
+        # typo far more often than a legacy Hub id: answer at once, do not wait
+        # on the network.
+        err = unknown_name_error("model", name_or_path, model_configs.names())
+        raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
+    return _from_hub(name_or_path, revision, trust_remote_code)
+
+
+def _from_json_file(name_or_path: str) -> ModelConfig:
+    """Our own ModelConfig JSON, or a transformers `config.json` saved under another name."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise ConfigError(f"model config file {name_or_path!r} does not exist")
+    with open(path) as fh:
+        try:
+            data = json.load(fh)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"Malformed JSON in {path}: {err.msg} at line {err.lineno}") from None
+    from . import hf_import
+    if isinstance(data, dict) and hf_import.looks_like_hf_config(data):
+        return hf_import.model_config_from_hf_dict(data, name=path.stem)
+    return load_config_file(ModelConfig, path)
+
+
+def _from_hub(name: str, revision: Optional[str], trust_remote_code: bool) -> ModelConfig:
+    from . import hf_import
+    try:
+        return hf_import.get_model_config_from_hf(name, revision=revision,
+                                                  trust_remote_code=trust_remote_code)
+    except hf_import.RepoNotFound:
+        err = unknown_name_error("model", name, model_configs.names())
+        raise type(err)(f"{err} It is not on the Hugging Face Hub either.") from None
+    except (hf_import.HubOffline, hf_import.HubUnreachable) as hub_err:
+        near = unknown_name_error("model", name, model_configs.names())
+        raise type(hub_err)(f"{hub_err} Not in the catalogue either: {near}") from None
+
+
+def get_model_config_from_hf(name: str, revision: Optional[str] = None,
+                             trust_remote_code: bool = False) -> ModelConfig:
+    """Fetch `config.json` of a Hub model with huggingface_hub and map it."""
+    from . import hf_import
+    return hf_import.get_model_config_from_hf(name, revision=revision,
+                                              trust_remote_code=trust_remote_code)
+
+
+def dump_model_config_by_name(name: str, model_configs_dir: Optional[str] = None) -> str:
+    """Resolve a model (catalogue, file, directory or Hub) and save it as a catalogue
+    file; returns the written path. Defaults to the package's model_configs/."""
+    cfg = get_model_config_by_name(name)
+    path = dump_config(cfg, model_configs_dir, MODEL_CONFIGS_DIR)
+    model_configs[Path(path).stem] = cfg
+    return path
