@@ -5,10 +5,10 @@ Three independent sources check the mapping:
 * hand-derived expectations for one or two published models per family
   (`EXPECTED`, values from the published config.json, model cards and papers);
 * the real model code: every raw config is built into its `transformers` model on
-  the `meta` device and its parameter count is compared with a count derived only
-  from the mapped ModelConfig fields (`count_params`, written from the field
-  documentation in schema.py), which pins down every bias, norm, gate, expert,
-  tie and projection the mapping decides;
+  the `meta` device and its parameter count is compared with the engine's count
+  of the mapped ModelConfig (`count_params`: the operator description that every
+  figure comes from), which pins down every bias, norm, gate, expert, tie and
+  projection the mapping decides;
 * the shipped catalogue (`llm_analysis/model_configs`), written by hand from the
   same configs: shape fields must agree.
 
@@ -218,53 +218,11 @@ def test_family_mapping_from_dict(hub_id):
 # ---------------------------------------------------------------------------
 
 def count_params(c: ModelConfig) -> int:
-    """Parameters implied by the ModelConfig field documentation (config.py)."""
-    h, V, E = c.hidden_dim, c.vocab_size, c.word_embedding_dim
-
-    def norm(d: int) -> int:
-        return d * (2 if c.norm_bias else 1)
-
-    def mlp(f: int, bias: bool) -> int:
-        if c.mlp_gated_linear_units:
-            return 3 * h * f + ((2 * f + h) if bias else 0)
-        return 2 * h * f + ((f + h) if bias else 0)
-
-    p = V * E + c.type_vocab_size * h
-    if c.position_embedding_type == "learned":
-        p += c.num_position_embeddings * h
-    if c.embedding_norm:
-        p += norm(h)
-    if E != h:
-        p += 2 * h * E  # project_in and project_out, no bias
-    nh, hd, kv = c.n_head, c.head_dim, c.num_key_value_heads
-    for i in range(c.num_layers):
-        if c.is_mla:
-            qk = c.qk_nope_head_dim + c.qk_rope_head_dim
-            if c.q_lora_rank:
-                p += h * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * nh * qk
-            else:
-                p += h * nh * qk
-            p += h * (c.kv_lora_rank + c.qk_rope_head_dim) + c.kv_lora_rank
-            p += c.kv_lora_rank * nh * (c.qk_nope_head_dim + c.v_head_dim)
-            p += nh * c.v_head_dim * h
-        else:
-            p += h * (nh + 2 * kv) * hd + ((nh + 2 * kv) * hd if c.qkv_bias else 0)
-            p += nh * hd * h + (h if c.attn_out_bias else 0)
-            p += 2 * hd if c.qk_norm else 0
-        p += nh if c.attn_sinks else 0
-        p += c.num_norms_per_layer * norm(h)
-        if c.is_moe_layer(i):
-            p += c.moe_num_experts * mlp(c.expert_ffn_dim, c.moe_expert_bias)
-            p += h * c.moe_num_experts + (c.moe_num_experts if c.moe_router_bias else 0)
-            p += c.moe_num_shared_experts * mlp(c.shared_expert_ffn_dim, c.mlp_bias)
-            p += h if c.moe_shared_expert_gate else 0
-        else:
-            p += mlp(c.ffn_embed_dim, c.mlp_bias)
-    p += norm(h) if c.final_norm else 0
-    p += V * E if (c.lm_head and not c.tie_word_embeddings) else 0
-    p += V if c.lm_head_bias else 0
-    p += (h * h + h) if c.pooler else 0
-    return p
+    """Parameters of the mapped ModelConfig as the engine counts them (the operator
+    description behind every figure), to be compared with the real model."""
+    from llm_analysis.config import get_gpu_config_by_name
+    from llm_analysis.facade import LLMAnalysis
+    return LLMAnalysis(c, get_gpu_config_by_name("a100-sxm-80gb")).get_num_params_total()
 
 
 def _meta_model_params(raw: Dict[str, Any], encoder_only: bool) -> int:
