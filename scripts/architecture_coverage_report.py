@@ -1,0 +1,79 @@
+"""Import every model type of tests/data/architecture_truth.json through the loopback
+Hub and report: how many are exact / refused / silently wrong, and for the silently
+wrong ones the likely causes (from the per-module parameter breakdown).
+
+    python scripts/architecture_coverage_report.py                 # print
+    python scripts/architecture_coverage_report.py --update-test   # also rewrite
+        the SILENTLY_WRONG list of tests/test_architecture_coverage.py
+    python scripts/architecture_coverage_report.py --json out.json # every outcome
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from architecture_coverage import classify_all, counts, load_truth, silently_wrong  # noqa: E402
+
+TEST_FILE = ROOT / "tests" / "test_architecture_coverage.py"
+_LIST = re.compile(r"SILENTLY_WRONG = \[\n.*?\n?\]", re.DOTALL)
+
+
+def python_list(names) -> str:
+    lines, line = [], "   "
+    for n in names:
+        item = f" {n!r},"
+        if len(line) + len(item) > 100:
+            lines.append(line)
+            line = "   "
+        line += item
+    if line.strip():
+        lines.append(line)
+    return "SILENTLY_WRONG = [\n" + "\n".join(lines) + ("\n" if lines else "") + "]"
+
+
+def by_cause(outcomes):
+    groups = {}
+    for mt, o in outcomes.items():
+        if o["outcome"] == "silently wrong":
+            primary = (o.get("causes") or ["unexplained"])[0]
+            groups.setdefault(primary, []).append(mt)
+    return groups
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--update-test", action="store_true")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    doc = load_truth()
+    outcomes = classify_all(doc)
+    print(f"{len(outcomes)} model types (transformers {doc['transformers_version']}): "
+          f"{counts(outcomes)}\n")
+    for cause, types in sorted(by_cause(outcomes).items(), key=lambda kv: -len(kv[1])):
+        print(f"## {cause} ({len(types)})")
+        for mt in types:
+            o = outcomes[mt]
+            print(f"  {mt}: {o['detail'][:260]}\n      all causes: {', '.join(o['causes'])}")
+    for kind in ("refused", "crashed", "no truth"):
+        names = [mt for mt, o in outcomes.items() if o["outcome"] == kind]
+        print(f"\n## {kind} ({len(names)}): " + ", ".join(names))
+    wrong = silently_wrong(outcomes)
+    print("\n" + python_list(wrong))
+    if args.update_test:
+        text = TEST_FILE.read_text()
+        TEST_FILE.write_text(_LIST.sub(lambda _m: python_list(wrong), text, count=1))
+        print(f"\nupdated {TEST_FILE.relative_to(ROOT)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(outcomes, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
