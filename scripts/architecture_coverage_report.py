@@ -19,13 +19,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from architecture_coverage import classify_all, counts, load_truth, silently_wrong  # noqa: E402
+from architecture_coverage import (classify_all, counts, flops_wrong, load_truth,  # noqa: E402
+                                   silently_wrong)
 
 TEST_FILE = ROOT / "tests" / "test_architecture_coverage.py"
-_LIST = re.compile(r"SILENTLY_WRONG = \[\n.*?\n?\]", re.DOTALL)
+def _list_pattern(var: str):
+    return re.compile(var + r" = \[\n.*?\n?\]", re.DOTALL)
 
 
-def python_list(names) -> str:
+def python_list(names, var: str = "SILENTLY_WRONG") -> str:
     lines, line = [], "   "
     for n in names:
         item = f" {n!r},"
@@ -35,7 +37,7 @@ def python_list(names) -> str:
         line += item
     if line.strip():
         lines.append(line)
-    return "SILENTLY_WRONG = [\n" + "\n".join(lines) + ("\n" if lines else "") + "]"
+    return f"{var} = [\n" + "\n".join(lines) + ("\n" if lines else "") + "]"
 
 
 def by_cause(outcomes):
@@ -64,11 +66,18 @@ def main() -> int:
     for kind in ("refused", "crashed", "no truth"):
         names = [mt for mt, o in outcomes.items() if o["outcome"] == kind]
         print(f"\n## {kind} ({len(names)}): " + ", ".join(names))
-    wrong = silently_wrong(outcomes)
-    print("\n" + python_list(wrong))
+    lists = {"SILENTLY_WRONG": silently_wrong(outcomes), "FLOPS_WRONG": flops_wrong(outcomes)}
+    for mt in lists["FLOPS_WRONG"]:
+        v = outcomes[mt]["verdict"]
+        print(f"  FLOPs {mt}: engine {v['engine_flops']:,} vs FlopCounterMode {v['model_flops']:,} "
+              f"({v['engine_flops'] / v['model_flops'] - 1:+.2%})")
+    for var, names in lists.items():
+        print("\n" + python_list(names, var))
     if args.update_test:
         text = TEST_FILE.read_text()
-        TEST_FILE.write_text(_LIST.sub(lambda _m: python_list(wrong), text, count=1))
+        for var, names in lists.items():
+            text = _list_pattern(var).sub(lambda _m: python_list(names, var), text, count=1)
+        TEST_FILE.write_text(text)
         print(f"\nupdated {TEST_FILE.relative_to(ROOT)}")
     if args.json:
         Path(args.json).write_text(json.dumps(outcomes, indent=1, default=str))

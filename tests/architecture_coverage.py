@@ -104,3 +104,9 @@ def counts(outcomes: Dict[str, Dict[str, Any]]) -> Dict[str, int]:
 
 def silently_wrong(outcomes: Dict[str, Dict[str, Any]]) -> List[str]:
     return [mt for mt, o in outcomes.items() if o["outcome"] == "silently wrong"]
+
+
+def flops_wrong(outcomes: Dict[str, Dict[str, Any]]) -> List[str]:
+    """Types with exact parameters whose prefill FLOPs differ from FlopCounterMode's."""
+    return [mt for mt, o in outcomes.items()
+            if o["outcome"] == "exact" and (o.get("verdict") or {}).get("flops_exact") is False]

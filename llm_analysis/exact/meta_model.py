@@ -107,7 +107,12 @@ def build_meta_models(hf_config: Any, with_base: bool = True) -> MetaModels:
     class for the type or cannot build it from this config."""
     cfg = config_object(hf_config)
     types = lm_model_types()
-    task = types.get(cfg.model_type) or types.get(getattr(cfg.get_text_config(), "model_type", ""))
+    try:
+        text_type = getattr(cfg.get_text_config(), "model_type", "")
+    except ValueError as exc:  # several candidate text configs (MusicGen): no single LM
+        raise UnsupportedArchitectureError(
+            f"model_type {cfg.model_type!r}: {_first_line(exc)}") from None
+    task = types.get(cfg.model_type) or types.get(text_type)
     if task is None:
         raise UnsupportedArchitectureError(
             f"model_type {cfg.model_type!r} has no causal-LM or masked-LM class in the installed "

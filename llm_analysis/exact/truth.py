@@ -40,7 +40,7 @@ def architecture_truth(hf_config: Any, with_flops: bool = True) -> Dict[str, Any
     }
     if with_flops:
         out["flops"], out["flops_error"] = prefill_flops(models.lm, PREFILL_BATCH, PREFILL_SEQ_LEN)
-        if models.base is not None:
+        if models.base is not None and not models.lm_class.endswith("ForCausalLM"):
             # encoders are often described without their LM head: count the backbone too
             out["base_flops"], out["base_flops_error"] = prefill_flops(
                 models.base, PREFILL_BATCH, PREFILL_SEQ_LEN)
