@@ -1,0 +1,15 @@
+"""Exact verification against the real model code (optional extra `[exact]`: torch).
+
+    from llm_analysis.exact import verify_hf_config
+    verify_hf_config(config_json_dict, model_id="org/name", revision="main")
+
+builds the `transformers` model of the config on the meta device, compares the
+engine's parameters and prefill FLOPs with it, and raises
+`UnsupportedArchitectureError` naming what differs. Verdicts are cached on disk
+(`LLM_ANALYSIS_CACHE`, default ~/.cache/llm_analysis). Nothing here imports torch
+or transformers at import time; only a verification that is not cached does.
+"""
+
+from .verify import verify_hf_config
+
+__all__ = ["verify_hf_config"]

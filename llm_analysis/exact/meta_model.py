@@ -1,0 +1,154 @@
+"""Build the `transformers` model of a config on the `meta` device (no memory, no weights).
+
+Which model: the language model a user analyses. For a causal-LM type that is its
+`AutoModelForCausalLM` class; for a masked-LM-only type (BERT family) its
+`AutoModelForMaskedLM` class, plus the bare encoder (`AutoModel`) because the engine
+may describe the encoder without the MLM head. Multimodal configs are reduced to their
+text config (`PretrainedConfig.get_text_config()`), as the Hub import does.
+
+Repository code is never run: only classes registered in the installed
+`transformers` are used (`trust_remote_code` is not involved at all).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from ..errors import UnsupportedArchitectureError
+
+
+@dataclass
+class MetaModels:
+    """The models built for one config: `lm` (causal or masked LM), `base` (bare
+    backbone, may be None), the config they were built from and the class names."""
+
+    lm: Any
+    base: Any
+    config: Any
+    lm_class: str
+    base_class: Optional[str]
+    task: str  # "causal-lm" | "masked-lm"
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    from transformers.utils import logging as tlog
+    old = tlog.get_verbosity()
+    tlog.set_verbosity_error()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(old)
+
+
+def lm_model_types() -> Dict[str, str]:
+    """{model_type: task} for every type with a causal-LM or masked-LM auto class."""
+    from transformers.models.auto import modeling_auto as ma
+    types = {mt: "masked-lm" for mt in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES}
+    types.update({mt: "causal-lm" for mt in ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES})
+    return dict(sorted(types.items()))
+
+
+def config_object(hf_config: Any) -> Any:
+    """A transformers config object from a dict (`config.json` content) or an object."""
+    from transformers import AutoConfig, PretrainedConfig
+    if isinstance(hf_config, PretrainedConfig):
+        return hf_config
+    if not isinstance(hf_config, dict) or not isinstance(hf_config.get("model_type"), str):
+        raise UnsupportedArchitectureError(
+            "exact verification needs a Hugging Face config dict with a 'model_type' string "
+            f"(or a transformers PretrainedConfig); got {type(hf_config).__name__}")
+    d = copy.deepcopy(hf_config)
+    mt = d.pop("model_type")
+    try:
+        with quiet_transformers():
+            return AutoConfig.for_model(mt, **d)
+    except ValueError as exc:
+        raise UnsupportedArchitectureError(
+            f"model_type {mt!r} is not registered in the installed transformers; exact "
+            f"verification cannot build it ({str(exc).splitlines()[0]})") from None
+
+
+def _candidates(cfg: Any, task: str) -> List[Tuple[str, Any]]:
+    """(class name, config) pairs to try, the text model first."""
+    from transformers.models.auto import modeling_auto as ma
+    mapping = (ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES if task == "causal-lm"
+               else ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    text = cfg.get_text_config()
+    out: List[Tuple[str, Any]] = []
+    if text is not cfg:
+        if getattr(text, "model_type", None) in mapping:
+            out.append((mapping[text.model_type], text))
+        if cfg.model_type in mapping:
+            out.append((mapping[cfg.model_type], text))
+    if cfg.model_type in mapping:
+        out.append((mapping[cfg.model_type], cfg))
+    return out
+
+
+def _instantiate(class_name: str, cfg: Any) -> Any:
+    import torch
+    import transformers
+    cls = getattr(transformers, class_name)
+    cfg = copy.deepcopy(cfg)
+    with quiet_transformers(), torch.device("meta"):
+        # eager attention: its matmuls are visible to FlopCounterMode and need no kernel;
+        # bf16 because the grouped-matmul expert kernels accept only bf16 inputs
+        return cls._from_config(cfg, attn_implementation="eager", dtype=torch.bfloat16)
+
+
+def build_meta_models(hf_config: Any, with_base: bool = True) -> MetaModels:
+    """The LM (and bare backbone) of `hf_config` on the meta device.
+
+    Raises UnsupportedArchitectureError when transformers has no causal/masked LM
+    class for the type or cannot build it from this config."""
+    cfg = config_object(hf_config)
+    types = lm_model_types()
+    try:
+        text_type = getattr(cfg.get_text_config(), "model_type", "")
+    except ValueError as exc:  # several candidate text configs (MusicGen): no single LM
+        raise UnsupportedArchitectureError(
+            f"model_type {cfg.model_type!r}: {_first_line(exc)}") from None
+    task = types.get(cfg.model_type) or types.get(text_type)
+    if task is None:
+        raise UnsupportedArchitectureError(
+            f"model_type {cfg.model_type!r} has no causal-LM or masked-LM class in the installed "
+            "transformers; it is not a text language model the engine describes")
+    errors = []
+    for class_name, sub in _candidates(cfg, task):
+        try:
+            lm = _instantiate(class_name, sub)
+        except Exception as exc:  # any failure of the model code: try the next candidate
+            errors.append(f"{class_name}: {type(exc).__name__}: {_first_line(exc)}")
+            continue
+        base, base_class = _base_model(sub) if with_base else (None, None)
+        return MetaModels(lm, base, sub, class_name, base_class, task)
+    raise UnsupportedArchitectureError(
+        f"transformers could not build model_type {cfg.model_type!r} on the meta device: "
+        + ("; ".join(errors) or "no model class"))
+
+
+def _base_model(cfg: Any) -> Tuple[Any, Optional[str]]:
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+    name = MODEL_MAPPING_NAMES.get(cfg.model_type)
+    if not isinstance(name, str):
+        return None, None
+    try:
+        return _instantiate(name, cfg), name
+    except Exception:  # the backbone is optional: the LM is the reference
+        return None, None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else ""
+
+
+def config_json(cfg: Any) -> Dict[str, Any]:
+    """What `save_pretrained` writes as config.json (only values that differ from the
+    class defaults, plus model_type), as a dict."""
+    import json
+    return json.loads(cfg.to_json_string(use_diff=True))

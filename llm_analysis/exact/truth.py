@@ -1,0 +1,47 @@
+"""The reference figures of one config: parameters (per module) and prefill FLOPs of
+the real `transformers` model built on the meta device."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from .flops import prefill_flops
+from .meta_model import build_meta_models, config_json, config_object
+from .module_tree import breakdown
+
+PREFILL_BATCH = 1
+PREFILL_SEQ_LEN = 16
+
+
+def named_shapes(model: Any):
+    # named_parameters() yields a tied (shared) parameter once: tied weights count once
+    return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
+
+
+def architecture_truth(hf_config: Any, with_flops: bool = True) -> Dict[str, Any]:
+    """{"config": config.json dict, "task", "lm_class", "params": breakdown of the LM,
+    "base_class", "base_params": breakdown of the bare backbone (or None),
+    "flops": {...} or None, "flops_error": reason or None, "base_flops", "base_flops_error"
+    (the backbone's), "phase": {...}}.
+
+    Raises UnsupportedArchitectureError when the model cannot be built."""
+    cfg = config_object(hf_config)
+    models = build_meta_models(cfg)
+    out: Dict[str, Any] = {
+        "config": config_json(cfg),
+        "text_model_type": getattr(models.config, "model_type", None),
+        "task": models.task,
+        "lm_class": models.lm_class,
+        "params": breakdown(named_shapes(models.lm)),
+        "base_class": models.base_class,
+        "base_params": breakdown(named_shapes(models.base)) if models.base is not None else None,
+        "phase": {"batch_size": PREFILL_BATCH, "seq_len": PREFILL_SEQ_LEN},
+        "flops": None, "flops_error": None, "base_flops": None, "base_flops_error": None,
+    }
+    if with_flops:
+        out["flops"], out["flops_error"] = prefill_flops(models.lm, PREFILL_BATCH, PREFILL_SEQ_LEN)
+        if models.base is not None and not models.lm_class.endswith("ForCausalLM"):
+            # encoders are often described without their LM head: count the backbone too
+            out["base_flops"], out["base_flops_error"] = prefill_flops(
+                models.base, PREFILL_BATCH, PREFILL_SEQ_LEN)
+    return out
