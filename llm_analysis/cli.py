@@ -103,7 +103,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           cost_per_gpu_hour: Optional[float] = None, output_dir: Optional[str] = None,
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
           attention_flops: str = "full", logits: str = "all", quiet: bool = False,
-          mla_attention: str = "expand", serving: bool = False) -> dict:
+          mla_attention: str = "expand", serving: bool = False, kv_cache_dtype: Optional[str] = None) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -154,6 +154,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         serving: shorthand for the conventions of serving engines: attention_flops=causal,
             logits=last, mla_attention=absorb.
         quiet: print nothing (return the summary only).
+        kv_cache_dtype: KV-cache element type: fp16, bf16, fp8 (fp8_e4m3, fp8_e5m2), int8 or fp32; refused
+            when the GPU has no unit for it (fp8 needs fp8 tensor cores). Default: the activation dtype.
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -173,10 +175,11 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
                                  num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                                  ds_zero=_enum(DSZeRO, ds_zero, "ds_zero"),
                                  layernorm_dtype_bytes=layernorm_dtype_bytes,
-                                 kv_cache_dtype_bytes=kv_cache_dtype_bytes, cost_per_gpu_hour=cost_per_gpu_hour)
+                                 kv_cache_dtype_bytes=kv_cache_dtype_bytes, cost_per_gpu_hour=cost_per_gpu_hour,
+                                 kv_cache_dtype=kv_cache_dtype)
     sweep = dict(seq_len=seq_len, num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                  ds_zero=ds_zero, layernorm_dtype_bytes=layernorm_dtype_bytes,
-                 kv_cache_dtype_bytes=kv_cache_dtype_bytes)
+                 kv_cache_dtype_bytes=kv_cache_dtype_bytes, kv_cache_dtype=kv_cache_dtype)
     _present(analysis, summary, "inference", output_format, plot, output_dir, output_file_suffix, sweep)
     return summary
 

@@ -18,6 +18,7 @@ from .cost import CostModel, RooflineCostModel
 from .errors import ConfigError
 from .facade_output import SummaryOutput
 from .operators import Conventions, LayerDescriber, Operator
+from .precision import check_dtype_supported
 from .options import ActivationRecomputation, DSZeRO, efficiency as _efficiency
 from .views import activations as _act, flops as _flops, latency as _lat, memory as _mem, params as _params
 from .views import state as _state
@@ -71,6 +72,7 @@ class LLMAnalysis(SummaryOutput):
         for attr in ("describer", "cost_model"):
             self.__dict__.pop(attr, None)
         self.describer  # validate the layout now, not at first use
+        check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
 
     def update_model_config(self, model_config: ModelConfig) -> None:
         self.model_config = model_config
@@ -456,9 +458,12 @@ class LLMAnalysis(SummaryOutput):
     def inference(self, batch_size_per_gpu: int = 1, seq_len: int = 512, num_tokens_to_generate: int = 32,
                   use_kv_cache: bool = True, ds_zero: DSZeRO = DSZeRO.NONE, layernorm_dtype_bytes: int = 2,
                   kv_cache_dtype_bytes: Optional[float] = None, cost_per_gpu_hour: Optional[float] = None,
-                  output_dir: Optional[str] = None, output_file_suffix: str = "") -> dict:
+                  output_dir: Optional[str] = None, output_file_suffix: str = "",
+                  kv_cache_dtype: Optional[str] = None) -> dict:
         """Inference analysis: prefill, per-step decode, memory, max batch,
-        throughput and cost. See `inference.py`."""
+        throughput and cost. See `inference/run.py`. `kv_cache_dtype` names the
+        KV-cache element type (fp8, fp16, bf16, int8, ...; `formats.KV_CACHE_DTYPES`),
+        refused when the GPU cannot use it; it sets `kv_cache_dtype_bytes`."""
         from .inference import run_inference
         args = {k: v for k, v in locals().items() if k not in ("self", "run_inference")}
         return run_inference(self, **args)

@@ -31,7 +31,7 @@ class LayerDescriber(AttentionOps, MlpOps):
         self.par = par
         self.conv = conventions
         self.w_bytes = dtype.weight_bytes_per_param
-        self.a_bytes = dtype.activation_bits / 8
+        self.a_bytes = dtype.activation_bytes_per_element
         self.e_bytes = dtype.embedding_bits / 8
         self.kv_bytes = kv_cache_dtype_bytes if kv_cache_dtype_bytes is not None else self.a_bytes
         self._check_layout()
