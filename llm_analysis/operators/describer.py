@@ -241,8 +241,10 @@ class LayerDescriber(AttentionOps, MlpOps):
             # the weight is the input embedding's; only a bias is new
             bias_params = m.vocab_size if m.lm_head_bias else 0
             if with_embedding:
+                shared = head.weight_bytes_per_gpu - bias_params / self.tp * self.e_bytes
                 head = replace(head, params=bias_params, params_per_gpu=bias_params / self.tp,
-                               weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes)
+                               weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes,
+                               shared_weight_bytes_read_per_gpu=shared)
             else:  # a copy on the last pipeline stage (Megatron, vLLM): memory, not a new parameter
                 head = replace(head, params=bias_params)
         ops.append(head)
