@@ -14,7 +14,9 @@ from llm_analysis.report import render
 analysis = LLMAnalysis(get_model_config_by_name("upstage_Llama-2-70b-instruct-v2"),
                        get_gpu_config_by_name("a100-sxm-40gb"), get_dtype_config_by_name("w16a16e16"),
                        ParallelismConfig(tp_size=8))
-s = analysis.inference(batch_size_per_gpu=20, seq_len=1024, num_tokens_to_generate=1024)
+# the eager forward (FlopCounterMode's count), to compare FLOPs with the sister tool;
+# the default, conventions="serving", counts causal attention and last-position logits
+s = analysis.inference(batch_size_per_gpu=20, seq_len=1024, num_tokens_to_generate=1024, conventions="transformers")
 
 # the sister tool's output for the same setup (seeds/000, "llama2-70b ... tp_size = 8 和 bs = 20")
 SISTER = {

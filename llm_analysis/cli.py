@@ -102,8 +102,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           inter_node_memory_efficiency: float = INTER_NODE_MEMORY_EFFICIENCY,
           cost_per_gpu_hour: Optional[float] = None, output_dir: Optional[str] = None,
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
-          attention_flops: str = "full", logits: str = "all", quiet: bool = False,
-          mla_attention: str = "expand", serving: bool = False) -> dict:
+          attention_flops: Optional[str] = None, logits: Optional[str] = None, quiet: bool = False,
+          mla_attention: Optional[str] = None, serving: bool = False, kv_cache_dtype: Optional[str] = None,
+          conventions: str = "serving") -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -147,13 +148,20 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         output_format: text (readable report), json (machine-readable summary only) or none.
         plot: with output_dir, also write PNG charts: roofline, latency and memory breakdowns, batch sweep
             (needs matplotlib: pip install llm-analysis[plot]).
-        attention_flops: full (eager attention, the whole score matrix) or causal (flash kernels).
-        logits: all (logits at every prompt position) or last (only the last, as servers do).
+        attention_flops: full (eager attention, the whole score matrix) or causal (flash kernels);
+            default: from --conventions.
+        logits: all (logits at every prompt position) or last (only the last, as servers do);
+            default: from --conventions.
         mla_attention: expand (DeepSeek MLA decode re-expands the cached latent, as transformers does)
-            or absorb (projections folded into q and output, as vLLM/SGLang decode).
-        serving: shorthand for the conventions of serving engines: attention_flops=causal,
-            logits=last, mla_attention=absorb.
+            or absorb (projections folded into q and output, as vLLM/SGLang decode); default: from
+            --conventions.
+        serving: same as --conventions serving (the default; kept for older command lines).
+        conventions: serving (default: what vLLM/SGLang/TensorRT-LLM run: attention_flops=causal,
+            logits=last, mla_attention=absorb, paged KV) or transformers (the eager forward that
+            torch's FlopCounterMode measures: full, all, expand).
         quiet: print nothing (return the summary only).
+        kv_cache_dtype: KV-cache element type: fp16, bf16, fp8 (fp8_e4m3, fp8_e5m2), int8 or fp32; refused
+            when the GPU has no unit for it (fp8 needs fp8 tensor cores). Default: the activation dtype.
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -167,16 +175,18 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         flops_efficiency=flops_efficiency, hbm_memory_efficiency=hbm_memory_efficiency,
         intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency,
-        attention_flops="causal" if serving else attention_flops, logits="last" if serving else logits,
-        mla_attention="absorb" if serving else mla_attention)
+        attention_flops=attention_flops, logits=logits, mla_attention=mla_attention,
+        conventions="serving" if serving else conventions)
+    analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
     summary = analysis.inference(batch_size_per_gpu=batch_size_per_gpu, seq_len=seq_len,
                                  num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                                  ds_zero=_enum(DSZeRO, ds_zero, "ds_zero"),
                                  layernorm_dtype_bytes=layernorm_dtype_bytes,
-                                 kv_cache_dtype_bytes=kv_cache_dtype_bytes, cost_per_gpu_hour=cost_per_gpu_hour)
+                                 kv_cache_dtype_bytes=kv_cache_dtype_bytes, cost_per_gpu_hour=cost_per_gpu_hour,
+                                 kv_cache_dtype=kv_cache_dtype)
     sweep = dict(seq_len=seq_len, num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                  ds_zero=ds_zero, layernorm_dtype_bytes=layernorm_dtype_bytes,
-                 kv_cache_dtype_bytes=kv_cache_dtype_bytes)
+                 kv_cache_dtype_bytes=kv_cache_dtype_bytes, kv_cache_dtype=kv_cache_dtype)
     _present(analysis, summary, "inference", output_format, plot, output_dir, output_file_suffix, sweep)
     return summary
 

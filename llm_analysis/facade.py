@@ -16,8 +16,10 @@ from .config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
 from .constant import BYTES_FP32
 from .cost import CostModel, RooflineCostModel
 from .errors import ConfigError
+from .facade_conventions import ConventionsMixin
 from .facade_output import SummaryOutput
-from .operators import Conventions, LayerDescriber, Operator
+from .operators import LayerDescriber, Operator
+from .precision import check_dtype_supported
 from .options import ActivationRecomputation, DSZeRO, efficiency as _efficiency
 from .views import activations as _act, flops as _flops, latency as _lat, memory as _mem, params as _params
 from .views import state as _state
@@ -40,7 +42,7 @@ def _check_arguments(model_config, gpu_config, dtype_config, parallelism_config,
         logger.info("achieved_tflops given: it overrides flops_efficiency")
 
 
-class LLMAnalysis(SummaryOutput):
+class LLMAnalysis(ConventionsMixin, SummaryOutput):
     """Given a model, GPU, data types and parallel layout, estimate the
     parameters, FLOPs, memory and latency of training and inference."""
 
@@ -48,8 +50,9 @@ class LLMAnalysis(SummaryOutput):
                  parallelism_config: ParallelismConfig = ParallelismConfig(), achieved_tflops: Optional[float] = None,
                  achieved_memory_bandwidth_GBs: Optional[float] = None, flops_efficiency: Optional[float] = None,
                  hbm_memory_efficiency: Optional[float] = None, intra_node_memory_efficiency: float = 1.0,
-                 inter_node_memory_efficiency: float = 1.0, attention_flops: str = "full", logits: str = "all",
-                 num_gpus_per_node: Optional[int] = None, mla_attention: str = "expand") -> None:
+                 inter_node_memory_efficiency: float = 1.0, attention_flops: Optional[str] = None,
+                 logits: Optional[str] = None, num_gpus_per_node: Optional[int] = None,
+                 mla_attention: Optional[str] = None, conventions: Optional[str] = None) -> None:
         _check_arguments(model_config, gpu_config, dtype_config, parallelism_config, achieved_tflops,
                          achieved_memory_bandwidth_GBs, flops_efficiency)
         self.model_config = model_config
@@ -62,15 +65,16 @@ class LLMAnalysis(SummaryOutput):
         self.inter_node_memory_efficiency = _efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
         self.achieved_tflops = achieved_tflops
         self.achieved_memory_bandwidth_GBs = achieved_memory_bandwidth_GBs
-        self.conventions = Conventions(attention_flops, logits, mla_attention)
+        self._set_conventions(conventions, attention_flops, logits, mla_attention)  # facade_conventions.py
         self.num_gpus_per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
         self._reset()
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model"):
+        for attr in ("describer", "cost_model", "_by_conventions"):
             self.__dict__.pop(attr, None)
         self.describer  # validate the layout now, not at first use
+        check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
 
     def update_model_config(self, model_config: ModelConfig) -> None:
         self.model_config = model_config
@@ -456,12 +460,18 @@ class LLMAnalysis(SummaryOutput):
     def inference(self, batch_size_per_gpu: int = 1, seq_len: int = 512, num_tokens_to_generate: int = 32,
                   use_kv_cache: bool = True, ds_zero: DSZeRO = DSZeRO.NONE, layernorm_dtype_bytes: int = 2,
                   kv_cache_dtype_bytes: Optional[float] = None, cost_per_gpu_hour: Optional[float] = None,
-                  output_dir: Optional[str] = None, output_file_suffix: str = "") -> dict:
+                  output_dir: Optional[str] = None, output_file_suffix: str = "",
+                  kv_cache_dtype: Optional[str] = None, conventions: Optional[str] = None) -> dict:
         """Inference analysis: prefill, per-step decode, memory, max batch,
-        throughput and cost. See `inference.py`."""
+        throughput and cost. See `inference/run.py`. `kv_cache_dtype` names the
+        KV-cache element type (fp8, fp16, bf16, int8, ...; `formats.KV_CACHE_DTYPES`),
+        refused when the GPU cannot use it; it sets `kv_cache_dtype_bytes`.
+        `conventions`: "serving" (default: causal attention FLOPs, logits only at the
+        sampled position, MLA absorbed) or "transformers" (the eager forward that
+        FlopCounterMode measures); the constructor's explicit convention arguments win."""
         from .inference import run_inference
-        args = {k: v for k, v in locals().items() if k not in ("self", "run_inference")}
-        return run_inference(self, **args)
+        args = {k: v for k, v in locals().items() if k not in ("self", "run_inference", "conventions")}
+        return run_inference(self.with_conventions(self.conventions_named(conventions)), **args)
 
     def training(self, batch_size_per_gpu: Optional[int] = None, gradient_accumulation_steps: Optional[int] = None,
                  global_batch_size: Optional[int] = None, seq_len: Optional[int] = None,

@@ -6,7 +6,7 @@ Every config rejects unknown fields and validates sizes; errors are
 a file) the file. Architecture families are *data* here (fields of ModelConfig),
 never branches on a model's name in the analysis.
 
-This module is a leaf of the data layer: it imports only `errors` (and pydantic).
+This module is a leaf of the data layer: it imports only `errors` and `formats` (and pydantic).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from .errors import ConfigError
+from .formats import FP4_FORMATS
 
 __all__ = ["ModelConfig", "GPUConfig", "DtypeConfig", "ParallelismConfig", "AttentionLayerType",
            "build_config", "load_config_file"]
@@ -253,8 +254,10 @@ class GPUConfig(_StrictModel):
     intra_node_bandwidth_in_GB_per_sec: float
     intra_node_min_message_latency: float
     peak_fp16_TFLOPS: float
-    peak_i8_TFLOPS: Optional[float] = None  # default 2x fp16 (as the mirrored system)
-    peak_i4_TFLOPS: Optional[float] = None  # default 4x fp16
+    # default 2x / 4x fp16 (as the mirrored system); 0 = no integer tensor units (the
+    # mirrored system's V100 files): int8 / int4 GEMMs are refused on that GPU
+    peak_i8_TFLOPS: Optional[float] = None
+    peak_i4_TFLOPS: Optional[float] = None
     # per GPU per direction: one 200 Gb/s HDR InfiniBand NIC per GPU = 25 GB/s. (The mirrored
     # system used 200 as a per-node figure; ours is per GPU, so its files are 8x optimistic.)
     inter_node_bandwidth_in_GB_per_sec: float = 25
@@ -262,8 +265,16 @@ class GPUConfig(_StrictModel):
     peak_fp8_TFLOPS: Optional[float] = None  # None: no fp8 tensor cores
     peak_tf32_TFLOPS: Optional[float] = None
     peak_fp32_TFLOPS: Optional[float] = None  # non-tensor fp32
-    intra_node_link: Literal["nvlink", "pcie", "xgmi"] = "nvlink"
-    num_gpus_per_node: int = 8
+    peak_fp4_TFLOPS: Optional[float] = None  # NVFP4/MXFP4 dense; None: no FP4 tensor cores
+    intra_node_link: Literal["nvlink", "pcie", "xgmi", "ici"] = "nvlink"  # ici: TPU torus
+    num_gpus_per_node: int = 8  # GPUs per host / compute tray (a GB200 tray holds 4)
+    # GPUs joined by the fast link, across nodes too: 72 for a GB200/GB300 NVL72 rack,
+    # the ICI slice of a TPU. Default: fast_link_group_size (the node).
+    nvlink_domain_size: Optional[int] = None
+    # Network interface cards per node and the speed of one (per direction), for the
+    # collective model; None: one per GPU at inter_node_bandwidth_in_GB_per_sec.
+    nics_per_node: Optional[int] = None
+    nic_bandwidth_in_GB_per_sec: Optional[float] = None
     # GPUs joined all-to-all by the fast link; larger groups fall back to PCIe
     # (A40: NVLink bridges join pairs only). Default: the whole node.
     fast_link_group_size: Optional[int] = None
@@ -280,10 +291,14 @@ class GPUConfig(_StrictModel):
     @model_validator(mode="after")
     def _fill_and_check(self) -> "GPUConfig":
         self._positive("mem_per_GPU_in_GB", "hbm_bandwidth_in_GB_per_sec",
-                       "intra_node_bandwidth_in_GB_per_sec", "peak_fp16_TFLOPS", "peak_i8_TFLOPS",
-                       "peak_i4_TFLOPS", "inter_node_bandwidth_in_GB_per_sec", "peak_bf16_TFLOPS",
-                       "peak_fp8_TFLOPS", "peak_tf32_TFLOPS", "peak_fp32_TFLOPS", "num_gpus_per_node",
-                       "fast_link_group_size", "pcie_bandwidth_in_GB_per_sec")
+                       "intra_node_bandwidth_in_GB_per_sec", "peak_fp16_TFLOPS",
+                       "inter_node_bandwidth_in_GB_per_sec", "peak_bf16_TFLOPS",
+                       "peak_fp8_TFLOPS", "peak_tf32_TFLOPS", "peak_fp32_TFLOPS", "peak_fp4_TFLOPS",
+                       "num_gpus_per_node", "fast_link_group_size", "pcie_bandwidth_in_GB_per_sec",
+                       "nvlink_domain_size", "nics_per_node", "nic_bandwidth_in_GB_per_sec")
+        for f in ("peak_i8_TFLOPS", "peak_i4_TFLOPS"):  # 0 = no integer tensor units
+            if getattr(self, f) is not None and getattr(self, f) < 0:
+                raise ValueError(f"field {f!r} = {getattr(self, f)!r} must be >= 0 (0: no such units)")
         for f in ("intra_node_min_message_latency", "inter_node_min_message_latency", "intra_node_hop_latency",
                   "inter_node_hop_latency"):
             if getattr(self, f) < 0:
@@ -294,6 +309,11 @@ class GPUConfig(_StrictModel):
             self.peak_i4_TFLOPS = 4 * self.peak_fp16_TFLOPS
         if self.fast_link_group_size is None:
             self.fast_link_group_size = self.num_gpus_per_node
+        if self.nvlink_domain_size is None:
+            self.nvlink_domain_size = self.fast_link_group_size
+        if self.nvlink_domain_size < self.fast_link_group_size:
+            raise ValueError(f"field 'nvlink_domain_size' = {self.nvlink_domain_size} is smaller than "
+                             f"fast_link_group_size = {self.fast_link_group_size}")
         return self
 
 
@@ -304,12 +324,16 @@ class DtypeConfig(_StrictModel):
     weight_bits: int = 16
     activation_bits: int = 16
     embedding_bits: int = 16
-    weight_format: Literal["float", "int"] = "float"  # 8 bits + float = fp8, + int = int8
-    activation_format: Literal["float", "int"] = "float"
+    # 8 bits + float = fp8, + int = int8; nvfp4 / mxfp4: block-scaled 4-bit floats
+    # (formats.FP4_FORMATS), their block scales counted in the bytes per value
+    weight_format: Literal["float", "int", "nvfp4", "mxfp4"] = "float"
+    activation_format: Literal["float", "int", "nvfp4", "mxfp4"] = "float"
     # Weight-only quantization stores scales: one `quant_scale_bits` scale per
     # `quant_group_size` weights (e.g. 4-bit, group 128, fp16 scales). None = no overhead.
+    # An FP4 weight format fills them from the format (NVFP4 16 x 8 bits, MXFP4 32 x 8).
     quant_group_size: Optional[int] = None
     quant_scale_bits: int = 16
+    source: str = ""
 
     @model_validator(mode="after")
     def _check(self) -> "DtypeConfig":
@@ -320,13 +344,40 @@ class DtypeConfig(_StrictModel):
         self._positive("quant_group_size", "quant_scale_bits")
         if self.weight_format == "int" and self.weight_bits > 16:
             raise ValueError(f"field 'weight_format' = 'int' with weight_bits = {self.weight_bits}")
+        self._check_block_formats()
         return self
+
+    def _check_block_formats(self) -> None:
+        for f, bits in (("weight_format", self.weight_bits), ("activation_format", self.activation_bits)):
+            fmt = FP4_FORMATS.get(getattr(self, f))
+            if fmt is not None and bits != fmt.element_bits:
+                raise ValueError(f"field {f!r} = {getattr(self, f)!r} needs {f.split('_')[0]}_bits = "
+                                 f"{fmt.element_bits}, got {bits}")
+        if self.activation_format in FP4_FORMATS and self.weight_format != self.activation_format:
+            raise ValueError(f"field 'activation_format' = {self.activation_format!r} needs the same "
+                             f"weight_format (FP4 GEMMs take both operands in it), got {self.weight_format!r}")
+        fmt = FP4_FORMATS.get(self.weight_format)
+        if fmt is None:
+            return
+        if self.quant_group_size is None:
+            self.quant_group_size, self.quant_scale_bits = fmt.block_size, fmt.scale_bits
+        elif (self.quant_group_size, self.quant_scale_bits) != (fmt.block_size, fmt.scale_bits):
+            raise ValueError(
+                f"weight_format {self.weight_format!r} has one {fmt.scale_bits}-bit scale per "
+                f"{fmt.block_size} values; got quant_group_size = {self.quant_group_size}, "
+                f"quant_scale_bits = {self.quant_scale_bits}")
 
     @property
     def weight_bytes_per_param(self) -> float:
         """Bytes per stored weight including quantization-scale overhead."""
         overhead = self.quant_scale_bits / self.quant_group_size if self.quant_group_size else 0.0
         return (self.weight_bits + overhead) / 8
+
+    @property
+    def activation_bytes_per_element(self) -> float:
+        """Bytes per activation value, with the block scales of an FP4 format."""
+        fmt = FP4_FORMATS.get(self.activation_format)
+        return (fmt.bits_per_value if fmt else self.activation_bits) / 8
 
 
 class ParallelismConfig(_StrictModel):

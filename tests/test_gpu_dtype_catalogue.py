@@ -35,20 +35,32 @@ MIRRORED_GPUS = """a10-pcie-28gb a100-pcie-40gb a100-pcie-80gb a100-sxm-40gb a10
     v100-pcie-16gb v100-pcie-32gb v100-sxm-16gb v100-sxm-32gb""".split()
 NEW_GPUS = """t4-16gb a40-48gb l4-24gb l40s-48gb h100-nvl-94gb h200-sxm-141gb b200-180gb
     mi300x-192gb mi325x-256gb rtx-4090-24gb""".split()
-ALL_GPUS = MIRRORED_GPUS + NEW_GPUS
+# issue 11: rack-scale Blackwell, Blackwell Ultra, H20, CDNA 4 and TPUs
+SETUP_GPUS = """gb200-nvl72-186gb gb300-nvl72-279gb b300-270gb h20-96gb mi355x-288gb tpu-v4-32gb
+    tpu-v5e-16gb tpu-v5p-95gb tpu-v6e-32gb""".split()
+ALL_GPUS = MIRRORED_GPUS + NEW_GPUS + SETUP_GPUS
 
 MIRRORED_DTYPES = """w16a16e16 w16a16e32 w4a16e16 w4a16e32 w4a4e16 w4a4e32 w4a8e16 w4a8e32 w8a16e16
     w8a16e32 w8a8e16 w8a8e32""".split()
 NEW_DTYPES = ["fp8", "w8a8e16-fp8", "w8a16e16-fp8", "w32a32e32", "w4a16e16-g128"]
+FP4_DTYPES = ["nvfp4", "mxfp4", "w4a4e16-nvfp4", "w4a16e16-nvfp4", "w4a4e16-mxfp4", "w4a16e16-mxfp4",
+              "w4a8e16-mxfp4"]
 ALL_DTYPES = MIRRORED_DTYPES + NEW_DTYPES
 
 # Hardware with fp8 tensor cores: Hopper, Ada, Blackwell, CDNA3.
 FP8_GPUS = {"h100-pcie-80gb", "h100-sxm-80gb", "h100-nvl-94gb", "h200-sxm-141gb", "b200-180gb",
-            "l4-24gb", "l40s-48gb", "rtx-4090-24gb", "mi300x-192gb", "mi325x-256gb"}
+            "l4-24gb", "l40s-48gb", "rtx-4090-24gb", "mi300x-192gb", "mi325x-256gb", "h20-96gb",
+            "gb200-nvl72-186gb", "gb300-nvl72-279gb", "b300-270gb", "mi355x-288gb"}
+# TPU v5p runs fp8 at the bf16 rate (Cloud TPU v5p spec table: 459 bf16, 459 fp8)
+FP8_AT_16BIT_RATE = {"tpu-v5p-95gb"}
+# No integer tensor units (peak 0): Volta (V100 datasheet; the mirrored system's files say 0)
+NO_INT_GPUS = {"v100-pcie-16gb", "v100-pcie-32gb", "v100-sxm-16gb", "v100-sxm-32gb"}
+# Blackwell Ultra cut INT8 below the BF16 rate (HGX B300: INT8 2 POPS* vs BF16 36 PF*)
+INT8_BELOW_FP16 = {"b300-270gb", "gb300-nvl72-279gb"}
 # Hardware without a bf16 tensor path: Volta, Turing.
 NO_BF16_GPUS = {"v100-pcie-16gb", "v100-pcie-32gb", "v100-sxm-16gb", "v100-sxm-32gb", "t4-16gb"}
 # Name suffix that is not the memory: the mirrored system named the 24 GB A10 "28gb".
-MEMORY_NOT_IN_NAME = {"a10-pcie-28gb": 24}
+MEMORY_NOT_IN_NAME = {"a10-pcie-28gb": 24, "tpu-v4-32gb": 34.36}  # TPU v4: 32 GiB
 
 # gpu_spec record id -> catalogue names it describes
 RECORD_TO_GPUS = {
@@ -222,7 +234,12 @@ def test_dense_peaks_below_sparse_figures():
 @pytest.mark.parametrize("name", ALL_GPUS)
 def test_gpu_invariants(name):
     g = _gpu(name)
-    assert g.peak_i8_TFLOPS >= g.peak_fp16_TFLOPS, name
+    if name in NO_INT_GPUS:
+        assert g.peak_i8_TFLOPS == g.peak_i4_TFLOPS == 0, name
+    elif name in INT8_BELOW_FP16:
+        assert 0 < g.peak_i8_TFLOPS < g.peak_fp16_TFLOPS / 10, name
+    else:
+        assert g.peak_i8_TFLOPS >= g.peak_fp16_TFLOPS, name
     assert g.peak_i4_TFLOPS >= g.peak_i8_TFLOPS, name
     for f in ("peak_bf16_TFLOPS", "peak_tf32_TFLOPS", "peak_fp32_TFLOPS"):
         v = getattr(g, f)
@@ -232,8 +249,10 @@ def test_gpu_invariants(name):
     else:
         assert g.peak_bf16_TFLOPS is not None, name
     if name in FP8_GPUS:
-        # fp8 tensor cores run at twice the 16-bit rate on Hopper, Ada, Blackwell and CDNA3
+        # fp8 tensor cores run at twice the 16-bit rate on Hopper, Ada, Blackwell and CDNA3/4
         assert g.peak_fp8_TFLOPS == pytest.approx(2 * g.peak_fp16_TFLOPS, rel=0.03), name
+    elif name in FP8_AT_16BIT_RATE:
+        assert g.peak_fp8_TFLOPS == g.peak_fp16_TFLOPS, name
     else:
         assert g.peak_fp8_TFLOPS is None, name
     expected_mem = MEMORY_NOT_IN_NAME.get(name) or int(re.search(r"-(\d+)gb$", name).group(1))
@@ -243,6 +262,9 @@ def test_gpu_invariants(name):
     else:
         assert g.intra_node_bandwidth_in_GB_per_sec > g.pcie_bandwidth_in_GB_per_sec, name
     assert g.num_gpus_per_node % g.fast_link_group_size == 0, name
+    assert g.nvlink_domain_size % g.fast_link_group_size == 0, name
+    if g.peak_fp4_TFLOPS is not None:  # FP4 runs at 2x (Blackwell, CDNA 4) or 3x (Blackwell Ultra) fp8
+        assert 2 * g.peak_fp8_TFLOPS * 0.9999 <= g.peak_fp4_TFLOPS <= 3 * g.peak_fp8_TFLOPS * 1.0001, name
     # per GPU per direction: 800 Gb/s = 100 GB/s is the fastest NIC a GPU gets
     assert 0 < g.inter_node_bandwidth_in_GB_per_sec <= 100, name
     assert g.intra_node_min_message_latency == pytest.approx(8e-06), name
@@ -265,6 +287,18 @@ def test_sxm_nvlink_per_direction():
 
 
 # --- data types ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", FP4_DTYPES)
+def test_fp4_dtype_files(name):
+    d = get_dtype_config_by_name(name)
+    fmt = "nvfp4" if "nvfp4" in name else "mxfp4"
+    assert d.weight_bits == 4 and d.weight_format == fmt and d.embedding_bits == 16
+    assert d.source.strip(), "every FP4 dtype file cites its format"
+    # NVFP4: one 8-bit scale per 16 values; MXFP4: one per 32 (OCP MX v1.0)
+    assert (d.quant_group_size, d.quant_scale_bits) == ((16, 8) if fmt == "nvfp4" else (32, 8))
+    if d.activation_bits == 4:
+        assert d.activation_format == fmt
+
 
 @pytest.mark.parametrize("name", ALL_DTYPES)
 def test_dtype_bits_follow_the_name(name):

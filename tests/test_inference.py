@@ -335,7 +335,8 @@ def test_pipeline_fill_for_a_batch_of_prompts():
     the per-stage times of one request: sum(stages) + (b - 1) x max(stage)."""
     a = make("meta-llama_Llama-3.1-8B", "a100-sxm-80gb", pp_size=4)
     b, s = 16, 1024
-    summary = a.inference(batch_size_per_gpu=b, seq_len=s, num_tokens_to_generate=2)
+    # the stage times below come from a.describer, which counts the eager forward
+    summary = a.inference(batch_size_per_gpu=b, seq_len=s, num_tokens_to_generate=2, conventions="transformers")
     one = Phase("prefill", 1, s, s)
     p2p = a.pipeline_handoff_time_s(1, s) / 3
     stages = [a.weighted_time_s(a.describer.weighted_ops(one, stage=i)) + (p2p if i < 3 else 0) for i in range(4)]

@@ -13,16 +13,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "llm_analysis"
 
 # layer of each module (a dotted prefix names a whole package); a module may import its own layer or lower ones
 LAYERS = [
-    ("errors", "constant", "utils"),
+    ("errors", "constant", "utils", "formats"),
     ("options", "cli_support"),
     ("schema", "catalogue", "hub_errors", "hub_source", "hub_spec", "hub_hooks", "hub_families", "hub_download",
-     "hub_mapping", "hf_import", "model_lookup", "config"),
+     "hub_mapping", "hf_import", "model_lookup", "config", "precision"),
     ("operators",),
     ("cost", "memory", "timing", "roofline"),
     ("views",),
     ("inference", "training", "batch_sweep"),
     ("presentation", "report", "report_tables", "plots"),
-    ("facade", "facade_output"),
+    ("facade", "facade_output", "facade_conventions"),
     ("planner", "exact", "capacity"),
     ("cli", "__main__"),
     ("analysis", "__init__"),

@@ -104,7 +104,7 @@ def test_the_quantity_fields_are_the_expected_ones():
     assert set(_QUANTITIES) == {
         "params", "params_per_gpu", "weight_bytes_per_gpu", "flops", "flops_per_gpu", "bytes_read_per_gpu",
         "bytes_written_per_gpu", "kv_cache_bytes_read_per_gpu", "comm_bytes_per_gpu", "comm_group_size",
-        "in_features", "out_features"}
+        "in_features", "out_features", "shared_weight_bytes_read_per_gpu"}
 
 
 @pytest.mark.parametrize("field", _QUANTITIES)
@@ -112,7 +112,9 @@ def test_every_quantity_field_is_used(field):
     """Doubling or zeroing the field on every operator must change some result;
     a field computed and never read (e.g. a 'vector FLOPs' count that no view
     sums) changes nothing either way."""
-    model, par = _model("meta-llama/Llama-3.1-8B"), dict(tp_size=2, dp_size=2)
+    # a tied-embedding model for the tied head's shared-weight read (Llama-3.1-8B unties it)
+    name = "meta-llama/Llama-3.2-1B" if field == "shared_weight_bytes_read_per_gpu" else "meta-llama/Llama-3.1-8B"
+    model, par = _model(name), dict(tp_size=2, dp_size=2)
     base = _numbers(LLMAnalysis, model, par)
     for factor in (2, 0):
         def perturbed(op, factor=factor):

@@ -11,7 +11,9 @@ each hop (ring step) costs the link's hop latency. A collective never takes less
 than the link's minimum message latency (the mirrored system's floor).
 Which link: a group inside one node uses the GPU's intra-node link (NVLink,
 xGMI or PCIe as its config says) when it fits in the fast-link group, PCIe
-otherwise; a group that spans nodes is limited by the inter-node network.
+otherwise; a group that spans nodes is limited by the inter-node network, unless
+it fits in the GPU's `nvlink_domain_size` (NVL72 racks, TPU ICI slices), where
+the fast link joins GPUs of different nodes.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def link_for_group(gpu: GPUConfig, group_size: int, stride: int, intra_efficienc
     """
     per_node = num_gpus_per_node or gpu.num_gpus_per_node
     span = (group_size - 1) * stride + 1
+    if gpu.num_gpus_per_node < gpu.nvlink_domain_size and span <= gpu.nvlink_domain_size:
+        # the fast link reaches beyond the node: NVLink switch trays of a GB200/GB300
+        # NVL72 rack (72 GPUs, 4 per tray), the ICI torus of a TPU slice
+        return Link(gpu.intra_node_link, gpu.intra_node_bandwidth_in_GB_per_sec * GB * intra_efficiency,
+                    gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
     if span > per_node:
         return Link("inter_node", gpu.inter_node_bandwidth_in_GB_per_sec * GB * inter_efficiency,
                     gpu.inter_node_hop_latency, gpu.inter_node_min_message_latency)

@@ -75,13 +75,18 @@ def fabric_from_gpu_config(gpu_config, num_gpus_per_node: int | None = None, *,
     file says otherwise: A40 bridges pairs). A GB200 NVL72 rack is
     `nvlink_domain_gpus=72` with 4 GPUs per compute tray (NVIDIA GB200 NVL72
     datasheet: 72 GPUs in one NVLink domain, 1.8 TB/s bidirectional per GPU).
+    The GPU file's `nvlink_domain_size`, `nics_per_node` and
+    `nic_bandwidth_in_GB_per_sec` (the gb200/gb300 NVL72 and TPU files set them)
+    are used when the arguments are not given; a TPU's ICI counts as the fast link.
     """
     per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
-    fast = gpu_config.intra_node_link in ("nvlink", "xgmi")
-    domain = nvlink_domain_gpus or (gpu_config.fast_link_group_size if fast else 1)
-    nics = nics_per_node or per_node
+    fast = gpu_config.intra_node_link in ("nvlink", "xgmi", "ici")
+    domain = nvlink_domain_gpus or (gpu_config.nvlink_domain_size if fast else 1)
+    nics = nics_per_node or gpu_config.nics_per_node or per_node
     if nic_gbit_per_s is not None:
         nic_bps = nic_gbit_per_s * 1e9 / 8
+    elif gpu_config.nic_bandwidth_in_GB_per_sec and not nics_per_node:
+        nic_bps = gpu_config.nic_bandwidth_in_GB_per_sec * GB
     else:  # the config's per-GPU share of the network times GPUs per NIC
         nic_bps = gpu_config.inter_node_bandwidth_in_GB_per_sec * GB * per_node / nics
     for name, v in (("num_gpus_per_node", per_node), ("nvlink_domain_gpus", domain), ("nics_per_node", nics)):

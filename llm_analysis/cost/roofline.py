@@ -9,41 +9,17 @@ ridge point (achieved FLOP/s over achieved bandwidth), memory-bound otherwise.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from ..config import DtypeConfig, GPUConfig
 from ..constant import GB, TFLOPS
-
-logger = logging.getLogger(__name__)
+from ..precision import matmul_peak_tflops
 
 
 def peak_tflops_for_dtype(gpu: GPUConfig, dtype: DtypeConfig) -> float:
-    """The dense tensor-core peak a matmul of this dtype runs at.
-
-    Matmuls run in the wider of weight and activation types: weight-only
-    quantization (w4a16, w8a16) dequantizes to 16 bits and uses the 16-bit peak.
-    16-bit uses the bf16 peak when the card has one equal to fp16 (all current
-    cards), otherwise fp16. 8-bit floats need fp8 tensor cores; without them the
-    16-bit peak is used (the kernel upcasts), with a warning.
-    """
-    bits = max(dtype.weight_bits, dtype.activation_bits)
-    if bits >= 32:
-        peak = gpu.peak_tf32_TFLOPS or gpu.peak_fp32_TFLOPS
-        if peak is None:
-            logger.warning("%s lists no fp32/tf32 peak; assuming half the fp16 peak", gpu.name)
-            peak = gpu.peak_fp16_TFLOPS / 2
-        return peak
-    if bits == 16:
-        return gpu.peak_fp16_TFLOPS
-    if bits == 8:
-        if dtype.activation_format == "float" and dtype.weight_format == "float":
-            if gpu.peak_fp8_TFLOPS is None:
-                logger.warning("%s has no fp8 tensor cores; fp8 matmuls timed at the fp16 peak", gpu.name)
-                return gpu.peak_fp16_TFLOPS
-            return gpu.peak_fp8_TFLOPS
-        return gpu.peak_i8_TFLOPS
-    return gpu.peak_i4_TFLOPS  # 4-bit weights and activations
+    """The dense tensor-core peak a matmul of this dtype runs at (rules, FP4 and the
+    refusals of unsupported types: `llm_analysis.precision`)."""
+    return matmul_peak_tflops(gpu, dtype)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ def _live_activation_bytes(ops: List[Operator], residual_bytes: float) -> float:
 
 def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
                  kv_cache_dtype_bytes) -> Dict[str, float]:
-    a_bytes = analysis.dtype_config.activation_bits / 8
+    a_bytes = analysis.dtype_config.activation_bytes_per_element
     h = analysis.model_config.hidden_dim
     # one layer's operators, unscaled by the layer count: buffers are reused across layers
     prefill_ops = [o for _, _, ops in d.model_ops(Phase("prefill", batch, seq_len, seq_len)) for o in ops]

@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import ConfigError
 from ..options import DSZeRO, as_enum, non_negative_number, positive_int, positive_number
+from ..precision import kv_cache_bytes_per_element
 from .memory import inference_memory
 from .timing import (decode_time, decode_time_without_cache, expose_zero3_gather, pipelined_prefill_time,
                      prefill_time, uncached_step_times)
@@ -80,7 +81,8 @@ def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_
 def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num_tokens_to_generate: int = 32,
                   use_kv_cache: bool = True, ds_zero=0, layernorm_dtype_bytes: float = 2,
                   kv_cache_dtype_bytes: Optional[float] = None, cost_per_gpu_hour: Optional[float] = None,
-                  output_dir: Optional[str] = None, output_file_suffix: str = "") -> dict:
+                  output_dir: Optional[str] = None, output_file_suffix: str = "",
+                  kv_cache_dtype: Optional[str] = None) -> dict:
     """Inference analysis (see the module docstring). `layernorm_dtype_bytes` is
     accepted for API compatibility and unused: norm inputs and outputs are
     activations, sized and timed in the activation dtype like every operator."""
@@ -91,6 +93,7 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     if kv_cache_dtype_bytes is not None:
         kv_cache_dtype_bytes = positive_number(kv_cache_dtype_bytes, "kv_cache_dtype_bytes",
                                                "a positive number of bytes")
+    kv_cache_dtype_bytes = _kv_bytes(analysis, kv_cache_dtype, kv_cache_dtype_bytes)
     if cost_per_gpu_hour is not None:
         cost_per_gpu_hour = non_negative_number(cost_per_gpu_hour, "cost_per_gpu_hour")
     d = analysis.describer_for(kv_cache_dtype_bytes)
@@ -109,6 +112,15 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
         analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
                                      output_file_suffix=output_file_suffix)
     return summary
+
+
+def _kv_bytes(analysis, name: Optional[str], given_bytes: Optional[float]) -> Optional[float]:
+    """The KV-cache element size: from `kv_cache_dtype` (checked against the GPU) or bytes."""
+    named = kv_cache_bytes_per_element(name, analysis.gpu_config)
+    if named is not None and given_bytes is not None and named != given_bytes:
+        raise ConfigError(f"kv_cache_dtype = {name!r} ({named} bytes) contradicts kv_cache_dtype_bytes = "
+                          f"{given_bytes}; give one of them")
+    return named if named is not None else given_bytes
 
 
 def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t: Dict) -> Dict[str, Any]:

@@ -31,7 +31,7 @@ class LayerDescriber(AttentionOps, MlpOps):
         self.par = par
         self.conv = conventions
         self.w_bytes = dtype.weight_bytes_per_param
-        self.a_bytes = dtype.activation_bits / 8
+        self.a_bytes = dtype.activation_bytes_per_element
         self.e_bytes = dtype.embedding_bits / 8
         self.kv_bytes = kv_cache_dtype_bytes if kv_cache_dtype_bytes is not None else self.a_bytes
         self._check_layout()
@@ -241,8 +241,10 @@ class LayerDescriber(AttentionOps, MlpOps):
             # the weight is the input embedding's; only a bias is new
             bias_params = m.vocab_size if m.lm_head_bias else 0
             if with_embedding:
+                shared = head.weight_bytes_per_gpu - bias_params / self.tp * self.e_bytes
                 head = replace(head, params=bias_params, params_per_gpu=bias_params / self.tp,
-                               weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes)
+                               weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes,
+                               shared_weight_bytes_read_per_gpu=shared)
             else:  # a copy on the last pipeline stage (Megatron, vLLM): memory, not a new parameter
                 head = replace(head, params=bias_params)
         ops.append(head)

@@ -53,6 +53,9 @@ class Operator:
     bytes_read_per_gpu: float = 0.0  # weights + activations + cache read
     bytes_written_per_gpu: float = 0.0
     kv_cache_bytes_read_per_gpu: float = 0.0
+    # weights read but held by another operator (a tied LM head reads the input
+    # embedding's matrix): moved bytes, neither weight memory nor activations
+    shared_weight_bytes_read_per_gpu: float = 0.0
     collective: Optional[str] = None  # all_reduce | all_gather | reduce_scatter | all_to_all
     comm_bytes_per_gpu: float = 0.0  # message size each GPU contributes
     comm_group_size: int = 1
@@ -79,7 +82,8 @@ class Operator:
         weights and KV-cache reads; 0 for collectives."""
         if self.kind == "collective":
             return 0.0
-        return self.bytes_per_gpu - self.weight_bytes_per_gpu - self.kv_cache_bytes_read_per_gpu
+        return (self.bytes_per_gpu - self.weight_bytes_per_gpu - self.shared_weight_bytes_read_per_gpu
+                - self.kv_cache_bytes_read_per_gpu)
 
     @property
     def is_routed_expert(self) -> bool:
@@ -107,6 +111,7 @@ class Operator:
             bytes_read_per_gpu=self.bytes_read_per_gpu * factor,
             bytes_written_per_gpu=self.bytes_written_per_gpu * factor,
             kv_cache_bytes_read_per_gpu=self.kv_cache_bytes_read_per_gpu * factor,
+            shared_weight_bytes_read_per_gpu=self.shared_weight_bytes_read_per_gpu * factor,
             comm_bytes_per_gpu=self.comm_bytes_per_gpu * factor,
         )
 
@@ -134,9 +139,24 @@ class LayerKind:
 
 @dataclass(frozen=True)
 class Conventions:
+    """What the counted forward computes. Two named sets (stated in the README):
+    "transformers", the eager forward that `FlopCounterMode` measures (whole score
+    matrix, logits at every position, MLA re-expanded every decode step), and
+    "serving", what vLLM / SGLang / TensorRT-LLM run (causal flash-attention FLOPs,
+    logits only where a token is sampled, MLA absorbed in decode; the paged KV cache
+    holds exactly the context's tokens, as the eager DynamicCache does)."""
+
     attention_flops: str = "full"  # "full" | "causal"
     logits: str = "all"  # "all" | "last"
     mla: str = "expand"  # "expand" | "absorb" (decode of multi-head latent attention)
+
+    @classmethod
+    def named(cls, name: str, **overrides: Optional[str]) -> "Conventions":
+        """The named set, with any non-None field of `overrides` replacing its value."""
+        if name not in NAMED_CONVENTIONS:
+            raise ConfigError(f"conventions = {name!r}; valid: {', '.join(map(repr, NAMED_CONVENTIONS))}")
+        fields = {k: v for k, v in overrides.items() if v is not None}
+        return cls(**{**NAMED_CONVENTIONS[name], **fields})
 
     def __post_init__(self):
         if self.attention_flops not in ("full", "causal"):
@@ -145,6 +165,12 @@ class Conventions:
             raise ConfigError(f"logits = {self.logits!r}; valid: 'all', 'last'")
         if self.mla not in ("expand", "absorb"):
             raise ConfigError(f"mla_attention = {self.mla!r}; valid: 'expand', 'absorb'")
+
+
+NAMED_CONVENTIONS = {
+    "serving": dict(attention_flops="causal", logits="last", mla="absorb"),
+    "transformers": dict(attention_flops="full", logits="all", mla="expand"),
+}
 
 
 def layer_kinds(model: ModelConfig) -> List[LayerKind]:

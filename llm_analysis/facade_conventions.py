@@ -1,0 +1,42 @@
+"""The facade's counting conventions: which forward the FLOPs, bytes and times
+describe (`operators.records.Conventions`: "transformers" or "serving")."""
+
+from __future__ import annotations
+
+import copy
+from typing import Optional
+
+from .operators import Conventions
+
+
+class ConventionsMixin:
+    """Mixin of `LLMAnalysis`. The views and training count the eager forward
+    ("transformers", what FlopCounterMode measures); `inference()` defaults to
+    "serving". A `conventions` name given to the constructor sets both; its
+    attention_flops / logits / mla_attention, when given, override parts of either."""
+
+    def _set_conventions(self, conventions: Optional[str], attention_flops: Optional[str],
+                         logits: Optional[str], mla_attention: Optional[str]) -> None:
+        self._convention_overrides = dict(attention_flops=attention_flops, logits=logits, mla=mla_attention)
+        self.conventions = Conventions.named(conventions or "transformers", **self._convention_overrides)
+        self.inference_conventions = Conventions.named(conventions or "serving", **self._convention_overrides)
+
+    def conventions_named(self, name: Optional[str]) -> Conventions:
+        """The inference conventions for `name` (None: the constructor's), with its overrides."""
+        if name is None:
+            return self.inference_conventions
+        return Conventions.named(name, **self._convention_overrides)
+
+    def with_conventions(self, conventions: Conventions):
+        """This analysis counted under other conventions (a cached shallow copy; every
+        view of the copy, FLOPs included, follows them)."""
+        if conventions == self.conventions:
+            return self
+        cache = self.__dict__.setdefault("_by_conventions", {})
+        if conventions not in cache:
+            other = copy.copy(self)
+            other.__dict__ = {k: v for k, v in self.__dict__.items() if k != "_by_conventions"}
+            other.conventions = conventions
+            other._reset()
+            cache[conventions] = other
+        return cache[conventions]
