@@ -15,6 +15,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from .config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
 from .constant import BYTES_FP32
 from .cost import CostModel, RooflineCostModel
+from .cost.calibrated import resolve_perf_model
+from .cost.profiles import Profile
+from . import facade_perf as _perf
 from .errors import ConfigError
 from .facade_output import SummaryOutput
 from .operators import Conventions, LayerDescriber, Operator
@@ -49,7 +52,8 @@ class LLMAnalysis(SummaryOutput):
                  achieved_memory_bandwidth_GBs: Optional[float] = None, flops_efficiency: Optional[float] = None,
                  hbm_memory_efficiency: Optional[float] = None, intra_node_memory_efficiency: float = 1.0,
                  inter_node_memory_efficiency: float = 1.0, attention_flops: str = "full", logits: str = "all",
-                 num_gpus_per_node: Optional[int] = None, mla_attention: str = "expand") -> None:
+                 num_gpus_per_node: Optional[int] = None, mla_attention: str = "expand",
+                 perf_model: Union[str, Profile] = "roofline") -> None:
         _check_arguments(model_config, gpu_config, dtype_config, parallelism_config, achieved_tflops,
                          achieved_memory_bandwidth_GBs, flops_efficiency)
         self.model_config = model_config
@@ -64,12 +68,14 @@ class LLMAnalysis(SummaryOutput):
         self.achieved_memory_bandwidth_GBs = achieved_memory_bandwidth_GBs
         self.conventions = Conventions(attention_flops, logits, mla_attention)
         self.num_gpus_per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
+        self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
         self._reset()
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model"):
+        for attr in ("describer", "cost_model", "lower_bound_cost_model"):
             self.__dict__.pop(attr, None)
+        self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
 
     def update_model_config(self, model_config: ModelConfig) -> None:
@@ -123,14 +129,15 @@ class LLMAnalysis(SummaryOutput):
 
     @cached_property
     def cost_model(self) -> CostModel:
-        """Operator -> seconds and bound (`cost/`): the only place a time is computed."""
-        return self.cost_model_class(
-            self.gpu_config, self.dtype_config, self.parallelism_config, flops_efficiency=self.flops_efficiency,
-            hbm_memory_efficiency=self.hbm_memory_efficiency,
-            intra_node_memory_efficiency=self.intra_node_memory_efficiency,
-            inter_node_memory_efficiency=self.inter_node_memory_efficiency, achieved_tflops=self.achieved_tflops,
-            achieved_memory_bandwidth_GBs=self.achieved_memory_bandwidth_GBs,
-            num_gpus_per_node=self.num_gpus_per_node)
+        """Operator -> seconds and bound (`cost/`): the only place a time is computed.
+        perf_model="roofline": `cost_model_class`; otherwise the calibrated model
+        of `self.profile` (facade_perf.py)."""
+        return _perf.cost_model(self)
+
+    @cached_property
+    def lower_bound_cost_model(self) -> CostModel:
+        """The roofline at this analysis' efficiencies (default 1: a true lower bound), whatever perf_model is."""
+        return _perf.roofline_model(self, RooflineCostModel)
 
     def operators(self, phase: str = "prefill", batch_size: int = 1, seq_len: int = 512,
                   context_len: Optional[int] = None, per_layer: bool = True) -> List[Dict[str, Any]]:
@@ -459,9 +466,8 @@ class LLMAnalysis(SummaryOutput):
                   output_dir: Optional[str] = None, output_file_suffix: str = "") -> dict:
         """Inference analysis: prefill, per-step decode, memory, max batch,
         throughput and cost. See `inference.py`."""
-        from .inference import run_inference
-        args = {k: v for k, v in locals().items() if k not in ("self", "run_inference")}
-        return run_inference(self, **args)
+        args = {k: v for k, v in locals().items() if k != "self"}
+        return _perf.inference(self, args)
 
     def training(self, batch_size_per_gpu: Optional[int] = None, gradient_accumulation_steps: Optional[int] = None,
                  global_batch_size: Optional[int] = None, seq_len: Optional[int] = None,
@@ -476,9 +482,8 @@ class LLMAnalysis(SummaryOutput):
                  output_file_suffix: str = "", **kwargs) -> dict:
         """Training analysis: memory per GPU, time per iteration, total time,
         GPU-hours, cost, MFU. See `training.py`."""
-        from .training import run_training
-        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "run_training")}
-        return run_training(self, **args, **kwargs)
+        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs")}
+        return _perf.training(self, {**args, **kwargs})
 
     def config_batch_size_and_gradient_accumulation_steps(self, max_batch_size_per_gpu: int,
                                                           batch_size_per_gpu: Optional[int] = None,
