@@ -53,7 +53,7 @@ class LLMAnalysis(SummaryOutput):
                  hbm_memory_efficiency: Optional[float] = None, intra_node_memory_efficiency: float = 1.0,
                  inter_node_memory_efficiency: float = 1.0, attention_flops: str = "full", logits: str = "all",
                  num_gpus_per_node: Optional[int] = None, mla_attention: str = "expand",
-                 perf_model: Union[str, Profile] = "roofline") -> None:
+                 perf_model: Union[str, Profile] = "roofline", kernel_launch: Optional[str] = None) -> None:
         _check_arguments(model_config, gpu_config, dtype_config, parallelism_config, achieved_tflops,
                          achieved_memory_bandwidth_GBs, flops_efficiency)
         self.model_config = model_config
@@ -69,6 +69,7 @@ class LLMAnalysis(SummaryOutput):
         self.conventions = Conventions(attention_flops, logits, mla_attention)
         self.num_gpus_per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
         self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
+        self.kernel_launch = _perf.check_launch(kernel_launch)  # None: CUDA graphs serving, eager training
         self._reset()
 
     # ------------------------------------------------------------ updates

@@ -4,7 +4,8 @@ operators, and the lower bound reported beside a calibrated prediction.
 perf_model="roofline" (default): every time is the roofline's (cost/model.py)
 at the analysis' efficiencies, as before. perf_model="calibrated" (or a
 profile): every time is the calibrated model's (cost/calibrated.py), with the
-CUDA-graph kernel floor for inference() and the eager one for training(); the
+CUDA-graph kernel floor for inference() and the eager one for training()
+(`kernel_launch` forces one for both); the
 summary keeps the same keys and adds the roofline figures beside them as
 `<key>_lower_bound` (the roofline at the analysis' efficiency arguments,
 default 1: a true lower bound), plus `perf_model` naming the profile.
@@ -17,6 +18,8 @@ from typing import Any, Dict
 
 from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
+from .cost.gemm import LAUNCH_MODES
+from .errors import ConfigError
 from .options import DSZeRO, as_enum
 
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
@@ -33,10 +36,18 @@ def roofline_model(a, cls=RooflineCostModel):
                achieved_memory_bandwidth_GBs=a.achieved_memory_bandwidth_GBs, num_gpus_per_node=a.num_gpus_per_node)
 
 
+def check_launch(kernel_launch):
+    """kernel_launch of LLMAnalysis: None (CUDA graphs for inference(), eager for training()),
+    "graph" or "eager" for both (e.g. "eager" for a C++ engine without graphs: FasterTransformer)."""
+    if kernel_launch is not None and kernel_launch not in LAUNCH_MODES:
+        raise ConfigError(f"kernel_launch = {kernel_launch!r}; valid: None, {', '.join(map(repr, LAUNCH_MODES))}")
+    return kernel_launch
+
+
 def cost_model(a):
     if a.profile is not None:
-        return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile, "graph",
-                                   a.num_gpus_per_node)
+        return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile,
+                                   a.kernel_launch or "graph", a.num_gpus_per_node)
     if a.cost_model_class is RooflineCostModel:
         return a.lower_bound_cost_model
     return roofline_model(a, a.cost_model_class)
@@ -82,7 +93,8 @@ def training(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_training(a, **args)
     output_dir = args.pop("output_dir")
-    summary = run_training(with_cost_model(a, a.cost_model.with_launch("eager")), **args, output_dir=None)
+    summary = run_training(with_cost_model(a, a.cost_model.with_launch(a.kernel_launch or "eager")), **args,
+                           output_dir=None)
     bound = run_training(with_cost_model(a, a.lower_bound_cost_model), **args, output_dir=None)
     summary.update({f"{k}_lower_bound": bound[k] for k in TRAINING_BOUND_KEYS})
     summary["perf_model"] = _label(a)
