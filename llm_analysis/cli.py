@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from .facade import LLMAnalysis
 from .options import ActivationRecomputation, DSZeRO, as_enum as _enum
-from .cli_support import configure_logging, run_fire
+from .cli_support import configure_logging, perf_model_arg, run_fire
 from .config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
 from .constant import HBM_MEMORY_EFFICIENCY, INTER_NODE_MEMORY_EFFICIENCY, \
@@ -103,7 +103,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           cost_per_gpu_hour: Optional[float] = None, output_dir: Optional[str] = None,
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
           attention_flops: str = "full", logits: str = "all", quiet: bool = False,
-          mla_attention: str = "expand", serving: bool = False) -> dict:
+          mla_attention: str = "expand", serving: bool = False, perf_model: str = "roofline",
+          gpu_profile: Optional[str] = None) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -154,6 +155,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         serving: shorthand for the conventions of serving engines: attention_flops=causal,
             logits=last, mla_attention=absorb.
         quiet: print nothing (return the summary only).
+        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times from
+            the GPU generation's fitted profile, each shown with its roofline lower bound).
+        gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -168,7 +172,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency,
         attention_flops="causal" if serving else attention_flops, logits="last" if serving else logits,
-        mla_attention="absorb" if serving else mla_attention)
+        mla_attention="absorb" if serving else mla_attention, perf_model=perf_model_arg(perf_model, gpu_profile))
     summary = analysis.inference(batch_size_per_gpu=batch_size_per_gpu, seq_len=seq_len,
                                  num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                                  ds_zero=_enum(DSZeRO, ds_zero, "ds_zero"),
@@ -197,7 +201,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           inter_node_memory_efficiency: float = INTER_NODE_MEMORY_EFFICIENCY,
           num_gpus_per_node: int = NUM_GPUS_PER_NODE, output_dir: Optional[str] = None,
           output_file_suffix: str = "", cost_per_gpu_hour: Optional[float] = None, output_format: str = "text",
-          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1) -> dict:
+          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1, perf_model: str = "roofline",
+          gpu_profile: Optional[str] = None) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -254,6 +259,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             (needs matplotlib: pip install llm-analysis[plot]).
         quiet: print nothing (return the summary only).
         pipeline_interleave: virtual pipeline stages per GPU (interleaved 1F1B schedule; shrinks the bubble).
+        perf_model: roofline (lower bounds) or calibrated (expected times with their roofline lower bounds).
+        gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
     Returns:
         The summary dict (base units).
     """
@@ -279,7 +286,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
                                              sp_size=sp_size)),
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
-        inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node)
+        inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,
+        perf_model=perf_model_arg(perf_model, gpu_profile))
     kwargs = {}
     if cost_per_gpu_hour is not None:
         kwargs["cost_per_gpu_hour"] = cost_per_gpu_hour
