@@ -278,8 +278,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     elif total_num_gpus is not None and total_num_gpus != dp_size * tp_size * pp_size:
         raise ConfigError(f"total_num_gpus = {total_num_gpus} != dp_size * tp_size * pp_size = "
                           f"{dp_size * tp_size * pp_size}")
-    if seq_len is None:
-        seq_len = model.max_seq_len or 2048
+    seq_len = seq_len if seq_len is not None else (model.max_seq_len or 2048)
     analysis = LLMAnalysis(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
