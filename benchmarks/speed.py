@@ -56,13 +56,17 @@ def main() -> None:
     n, done, skipped, dt = sweep(models, gpus, [1, 2, 4, 8], [1, 4, 16, 64], [128, 512, 2048, 8192])
     print(f"sweep: {n} setups ({done} analysed, {skipped} do not fit) in {dt:.2f} s "
           f"-> {n / dt:.0f} setups/s, {dt / n * 1e3:.3f} ms per setup")
-    a = LLMAnalysis(get_model_config_by_name("meta-llama_Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"))
     reps = 2000
-    t = time.perf_counter()
-    for i in range(reps):
-        a.inference(batch_size_per_gpu=1 + i % 32, seq_len=512 + i, num_tokens_to_generate=128)
-    per_call = (time.perf_counter() - t) / reps
-    print(f"inference(): {per_call * 1e3:.3f} ms per call ({1 / per_call:.0f} calls/s), Llama-3.1-8B on H100")
+    for perf_model in ("roofline", "calibrated"):  # calibrated includes its roofline lower-bound pass
+        a = LLMAnalysis(get_model_config_by_name("meta-llama_Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                        perf_model=perf_model)
+        t = time.perf_counter()
+        for i in range(reps):
+            a.inference(batch_size_per_gpu=1 + i % 32, seq_len=512 + i, num_tokens_to_generate=128)
+        per_call = (time.perf_counter() - t) / reps
+        print(f"inference(), perf_model={perf_model}: {per_call * 1e3:.3f} ms per call ({1 / per_call:.0f} calls/s), "
+              "Llama-3.1-8B on H100")
+    a = LLMAnalysis(get_model_config_by_name("meta-llama_Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"))
     t = time.perf_counter()
     a.inference(batch_size_per_gpu=2, seq_len=1000, num_tokens_to_generate=100_000)
     print(f"inference() with 100 000 generated tokens: {(time.perf_counter() - t) * 1e3:.3f} ms")

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from .facade import LLMAnalysis
 from .options import ActivationRecomputation, DSZeRO, as_enum as _enum
-from .cli_support import configure_logging, run_fire
+from .cli_support import configure_logging, perf_model_arg, run_fire
 from .config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
 from .constant import HBM_MEMORY_EFFICIENCY, INTER_NODE_MEMORY_EFFICIENCY, \
@@ -104,7 +104,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
           attention_flops: Optional[str] = None, logits: Optional[str] = None, quiet: bool = False,
           mla_attention: Optional[str] = None, serving: bool = False, kv_cache_dtype: Optional[str] = None,
-          conventions: str = "serving") -> dict:
+          conventions: str = "serving", perf_model: str = "roofline", gpu_profile: Optional[str] = None) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -162,6 +162,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         quiet: print nothing (return the summary only).
         kv_cache_dtype: KV-cache element type: fp16, bf16, fp8 (fp8_e4m3, fp8_e5m2), int8 or fp32; refused
             when the GPU has no unit for it (fp8 needs fp8 tensor cores). Default: the activation dtype.
+        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times from
+            the GPU generation's fitted profile, each shown with its roofline lower bound).
+        gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -176,7 +179,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency,
         attention_flops=attention_flops, logits=logits, mla_attention=mla_attention,
-        conventions="serving" if serving else conventions)
+        conventions="serving" if serving else conventions, perf_model=perf_model_arg(perf_model, gpu_profile))
     analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
     summary = analysis.inference(batch_size_per_gpu=batch_size_per_gpu, seq_len=seq_len,
                                  num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
@@ -207,7 +210,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           inter_node_memory_efficiency: float = INTER_NODE_MEMORY_EFFICIENCY,
           num_gpus_per_node: int = NUM_GPUS_PER_NODE, output_dir: Optional[str] = None,
           output_file_suffix: str = "", cost_per_gpu_hour: Optional[float] = None, output_format: str = "text",
-          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1) -> dict:
+          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1, perf_model: str = "roofline",
+          gpu_profile: Optional[str] = None) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -264,6 +268,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             (needs matplotlib: pip install llm-analysis[plot]).
         quiet: print nothing (return the summary only).
         pipeline_interleave: virtual pipeline stages per GPU (interleaved 1F1B schedule; shrinks the bubble).
+        perf_model: roofline (lower bounds) or calibrated (expected times with their roofline lower bounds).
+        gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
     Returns:
         The summary dict (base units).
     """
@@ -281,15 +287,15 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     elif total_num_gpus is not None and total_num_gpus != dp_size * tp_size * pp_size:
         raise ConfigError(f"total_num_gpus = {total_num_gpus} != dp_size * tp_size * pp_size = "
                           f"{dp_size * tp_size * pp_size}")
-    if seq_len is None:
-        seq_len = model.max_seq_len or 2048
+    seq_len = seq_len if seq_len is not None else (model.max_seq_len or 2048)
     analysis = LLMAnalysis(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
                                              sp_size=sp_size)),
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
-        inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node)
+        inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,
+        perf_model=perf_model_arg(perf_model, gpu_profile))
     kwargs = {}
     if cost_per_gpu_hour is not None:
         kwargs["cost_per_gpu_hour"] = cost_per_gpu_hour

@@ -10,7 +10,7 @@ import sys
 import traceback
 from typing import List, Optional
 
-from .errors import LLMAnalysisError
+from .errors import ConfigError, LLMAnalysisError
 
 _HELP_FLAGS = ("--help", "-h")
 
@@ -138,3 +138,12 @@ def configure_logging(log_level: str = "INFO") -> None:
     logger.addHandler(handler)
     logger.setLevel(level)
     logging.captureWarnings(True)  # warnings.warn(...) -> the py.warnings logger (stderr), never stdout
+
+
+def perf_model_arg(perf_model: str, gpu_profile) -> str:
+    """--perf_model roofline|calibrated and --gpu_profile FILE -> LLMAnalysis(perf_model=...)."""
+    if gpu_profile is None:
+        return perf_model
+    if perf_model not in ("roofline", "calibrated"):
+        raise ConfigError(f"--perf_model {perf_model!r} with --gpu_profile: give one or the other")
+    return str(gpu_profile)

@@ -15,6 +15,9 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from .config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
 from .constant import BYTES_FP32
 from .cost import CostModel, RooflineCostModel
+from .cost.calibrated import resolve_perf_model
+from .cost.profiles import Profile
+from . import facade_perf as _perf
 from .errors import ConfigError
 from .facade_conventions import ConventionsMixin
 from .facade_output import SummaryOutput
@@ -52,7 +55,8 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
                  hbm_memory_efficiency: Optional[float] = None, intra_node_memory_efficiency: float = 1.0,
                  inter_node_memory_efficiency: float = 1.0, attention_flops: Optional[str] = None,
                  logits: Optional[str] = None, num_gpus_per_node: Optional[int] = None,
-                 mla_attention: Optional[str] = None, conventions: Optional[str] = None) -> None:
+                 mla_attention: Optional[str] = None, conventions: Optional[str] = None,
+                 perf_model: Union[str, Profile] = "roofline", kernel_launch: Optional[str] = None) -> None:
         _check_arguments(model_config, gpu_config, dtype_config, parallelism_config, achieved_tflops,
                          achieved_memory_bandwidth_GBs, flops_efficiency)
         self.model_config = model_config
@@ -67,12 +71,15 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
         self.achieved_memory_bandwidth_GBs = achieved_memory_bandwidth_GBs
         self._set_conventions(conventions, attention_flops, logits, mla_attention)  # facade_conventions.py
         self.num_gpus_per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
+        self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
+        self.kernel_launch = _perf.check_launch(kernel_launch)  # None: CUDA graphs serving, eager training
         self._reset()
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model", "_by_conventions"):
+        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions"):
             self.__dict__.pop(attr, None)
+        self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
         check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
 
@@ -127,14 +134,15 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
 
     @cached_property
     def cost_model(self) -> CostModel:
-        """Operator -> seconds and bound (`cost/`): the only place a time is computed."""
-        return self.cost_model_class(
-            self.gpu_config, self.dtype_config, self.parallelism_config, flops_efficiency=self.flops_efficiency,
-            hbm_memory_efficiency=self.hbm_memory_efficiency,
-            intra_node_memory_efficiency=self.intra_node_memory_efficiency,
-            inter_node_memory_efficiency=self.inter_node_memory_efficiency, achieved_tflops=self.achieved_tflops,
-            achieved_memory_bandwidth_GBs=self.achieved_memory_bandwidth_GBs,
-            num_gpus_per_node=self.num_gpus_per_node)
+        """Operator -> seconds and bound (`cost/`): the only place a time is computed.
+        perf_model="roofline": `cost_model_class`; otherwise the calibrated model
+        of `self.profile` (facade_perf.py)."""
+        return _perf.cost_model(self)
+
+    @cached_property
+    def lower_bound_cost_model(self) -> CostModel:
+        """The roofline at this analysis' efficiencies (default 1: a true lower bound), whatever perf_model is."""
+        return _perf.roofline_model(self, RooflineCostModel)
 
     def operators(self, phase: str = "prefill", batch_size: int = 1, seq_len: int = 512,
                   context_len: Optional[int] = None, per_layer: bool = True) -> List[Dict[str, Any]]:
@@ -468,10 +476,10 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
         refused when the GPU cannot use it; it sets `kv_cache_dtype_bytes`.
         `conventions`: "serving" (default: causal attention FLOPs, logits only at the
         sampled position, MLA absorbed) or "transformers" (the eager forward that
-        FlopCounterMode measures); the constructor's explicit convention arguments win."""
-        from .inference import run_inference
-        args = {k: v for k, v in locals().items() if k not in ("self", "run_inference", "conventions")}
-        return run_inference(self.with_conventions(self.conventions_named(conventions)), **args)
+        FlopCounterMode measures); the constructor's explicit convention arguments win.
+        Under perf_model="calibrated" the summary adds `<key>_lower_bound` (facade_perf.py)."""
+        args = {k: v for k, v in locals().items() if k not in ("self", "conventions")}
+        return _perf.inference(self.with_conventions(self.conventions_named(conventions)), args)
 
     def training(self, batch_size_per_gpu: Optional[int] = None, gradient_accumulation_steps: Optional[int] = None,
                  global_batch_size: Optional[int] = None, seq_len: Optional[int] = None,
@@ -486,9 +494,8 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
                  output_file_suffix: str = "", **kwargs) -> dict:
         """Training analysis: memory per GPU, time per iteration, total time,
         GPU-hours, cost, MFU. See `training.py`."""
-        from .training import run_training
-        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "run_training")}
-        return run_training(self, **args, **kwargs)
+        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs")}
+        return _perf.training(self, {**args, **kwargs})
 
     def config_batch_size_and_gradient_accumulation_steps(self, max_batch_size_per_gpu: int,
                                                           batch_size_per_gpu: Optional[int] = None,

@@ -22,8 +22,8 @@ LAYERS = [
     ("views",),
     ("inference", "training", "batch_sweep"),
     ("presentation", "report", "report_tables", "plots"),
-    ("facade", "facade_output", "facade_conventions"),
-    ("planner", "exact", "capacity"),
+    ("facade", "facade_output", "facade_conventions", "facade_perf"),
+    ("planner", "exact", "capacity", "calibration"),
     ("cli", "__main__"),
     ("analysis", "__init__"),
 ]

@@ -228,7 +228,10 @@ def _ring(kind, nbytes, n, where="intra"):
         bw, hop, floor = g.inter_node_bandwidth_in_GB_per_sec * 1e9, g.inter_node_hop_latency, \
             g.inter_node_min_message_latency
     k = 2 if kind == "all_reduce" else 1
-    return max(k * (n - 1) / n * nbytes / bw + k * (n - 1) * hop, floor)
+    # across nodes (one GPU per node here) NCCL pays a tree's ceil(log2 n) network steps each way,
+    # not a ring's n - 1 (cost/links.py: the roofline never charges more than NCCL achieves)
+    steps = (n - 1) if where == "intra" else math.ceil(math.log2(n))
+    return max(k * (n - 1) / n * nbytes / bw + k * steps * hop, floor)
 
 
 def test_tp_communication_two_all_reduces_per_layer_each_way():

@@ -8,6 +8,8 @@ NVIDIA "Matrix Multiplication Background User's Guide"):
   matrix costs a full tile (tile quantisation: small M wastes most of a tile);
 - tiles run in waves of `num_sms` (one tile per SM at a time): the last wave
   may be partly empty (wave quantisation, steps at multiples of num_sms tiles);
+- with fewer tiles than SMs, K is split over the idle SMs (split-K, slices of
+  at least gemm_splitk_min_k), as cuBLAS does for short-wide shapes;
 - short K amortises prologue/epilogue badly: K / (K + gemm_k_half);
 - even a perfect shape stays below peak (gemm_plateau_efficiency: clocks
   under power limits, instruction issue);
@@ -30,12 +32,16 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _tile_efficiency(m: int, n: int, tm: int, tn: int, num_sms: int) -> float:
+def _tile_efficiency(m: int, n: int, k: int, tm: int, tn: int, num_sms: int, splitk_min_k: float) -> float:
     tiles_m, tiles_n = _ceil_div(m, tm), _ceil_div(n, tn)
     tiles = tiles_m * tiles_n
-    waves = _ceil_div(tiles, num_sms)
+    # split-K (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at
+    # least splitk_min_k so idle SMs share the tiles' main loops
+    splits = max(1, min(num_sms // tiles, int(k // splitk_min_k))) if tiles < num_sms else 1
+    work = tiles * splits
+    waves = _ceil_div(work, num_sms)
     tile_fill = (m * n) / (tiles_m * tm * tiles_n * tn)
-    wave_fill = tiles / (waves * num_sms)
+    wave_fill = work / (waves * num_sms)
     return tile_fill * wave_fill
 
 
@@ -45,7 +51,8 @@ def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, f
         raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {n}, {k}) and num_sms = {num_sms} must be >= 1")
     plateau = profile.values.get("gemm_fp8_plateau_efficiency", profile.gemm_plateau_efficiency) if fp8 \
         else profile.gemm_plateau_efficiency
-    shape = max(rel * _tile_efficiency(m, n, tm, tn, num_sms) for tm, tn, rel in profile.gemm_tile_shapes)
+    splitk = profile.gemm_splitk_min_k
+    shape = max(rel * _tile_efficiency(m, n, k, tm, tn, num_sms, splitk) for tm, tn, rel in profile.gemm_tile_shapes)
     return plateau * shape * k / (k + profile.gemm_k_half)
 
 

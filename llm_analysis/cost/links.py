@@ -1,4 +1,4 @@
-"""Time of collectives between GPUs (alpha-beta model).
+"""Time of collectives between GPUs on the roofline (alpha-beta model, a lower bound).
 
 Ring algorithms (Patarasuk & Yuan 2009; Thakur et al. 2005): with n GPUs and a
 message of B bytes per GPU,
@@ -6,19 +6,35 @@ message of B bytes per GPU,
 - all-gather / reduce-scatter: (n-1)/n * B / bw + (n-1) hops
 - all-to-all:      (n-1)/n * B / bw + (n-1) hops
 - point-to-point:  B / bw + 1 hop
-where bw is the per-direction bandwidth of the slowest link the group uses and
-each hop (ring step) costs the link's hop latency. A collective never takes less
-than the link's minimum message latency (the mirrored system's floor).
+where bw is the per-direction bandwidth of the link the group uses and each hop
+(ring step) costs the link's hop latency. A collective never takes less than the
+link's minimum message latency (the mirrored system's floor).
 Which link: a group inside one node uses the GPU's intra-node link (NVLink,
 xGMI or PCIe as its config says) when it fits in the fast-link group, PCIe
-otherwise; a group that spans nodes is limited by the inter-node network, unless
-it fits in the GPU's `nvlink_domain_size` (NVL72 racks, TPU ICI slices), where
-the fast link joins GPUs of different nodes.
+otherwise. A group that fits in the GPU's `nvlink_domain_size` (NVL72 racks, TPU ICI
+slices) stays on the fast link even when it spans nodes.
+
+A group that spans nodes is hierarchical, as NCCL runs it (one ring per NIC, so
+every GPU of a node drives its own NIC at once; NVIDIA/nccl-tests
+doc/PERFORMANCE.md; Jeaugey, "Massively scale your deep learning training with
+NCCL 2.4", NVIDIA blog 2019): with r of the group's ranks in each node and N
+nodes, the node's r NICs carry the node's share together, so the network term is
+that of N "super-ranks" of r x (one GPU's network share) bandwidth, and the
+ranks inside a node exchange over NVLink at the same time. The time is the larger
+of the two bandwidth terms (they overlap) plus the latency of a tree across
+nodes (ceil(log2 N) network steps each way, NCCL's double binary tree). This is
+a lower bound of what NCCL achieves: bus bandwidth never exceeds the NICs' line
+rate, and no algorithm moves less than 2(N-1)/N of the buffer through a node's
+NICs for an all-reduce (Patarasuk & Yuan's bound with nodes as processes).
+All-to-all cannot pool a node's NICs (each remote slice leaves through the
+sender's own NIC: NVIDIA/nccl-tests#267), so only its remote share crosses the network.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Optional
 
 from ..config import GPUConfig
 from ..constant import GB
@@ -27,9 +43,19 @@ from ..constant import GB
 @dataclass(frozen=True)
 class Link:
     name: str  # nvlink | xgmi | pcie | inter_node
-    bytes_per_s: float
+    bytes_per_s: float  # per GPU per direction (inter_node: one GPU's share of its node's network)
     hop_latency_s: float
     min_latency_s: float
+    ranks_per_node: int = 1  # inter_node only: the group's ranks inside one node
+    local: Optional["Link"] = None  # inter_node only: the link between those ranks
+
+
+def _intra_link(gpu: GPUConfig, span: int, intra_efficiency: float) -> Link:
+    if span > gpu.fast_link_group_size:
+        return Link("pcie", gpu.pcie_bandwidth_in_GB_per_sec * GB * intra_efficiency,
+                    gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
+    return Link(gpu.intra_node_link, gpu.intra_node_bandwidth_in_GB_per_sec * GB * intra_efficiency,
+                gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
 
 
 def link_for_group(gpu: GPUConfig, group_size: int, stride: int, intra_efficiency: float,
@@ -47,13 +73,11 @@ def link_for_group(gpu: GPUConfig, group_size: int, stride: int, intra_efficienc
         return Link(gpu.intra_node_link, gpu.intra_node_bandwidth_in_GB_per_sec * GB * intra_efficiency,
                     gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
     if span > per_node:
+        r = max(1, min(group_size, per_node // stride)) if stride < per_node else 1
+        local = _intra_link(gpu, (r - 1) * stride + 1, intra_efficiency) if r > 1 else None
         return Link("inter_node", gpu.inter_node_bandwidth_in_GB_per_sec * GB * inter_efficiency,
-                    gpu.inter_node_hop_latency, gpu.inter_node_min_message_latency)
-    if span > gpu.fast_link_group_size:
-        return Link("pcie", gpu.pcie_bandwidth_in_GB_per_sec * GB * intra_efficiency,
-                    gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
-    return Link(gpu.intra_node_link, gpu.intra_node_bandwidth_in_GB_per_sec * GB * intra_efficiency,
-                gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
+                    gpu.inter_node_hop_latency, gpu.inter_node_min_message_latency, r, local)
+    return _intra_link(gpu, span, intra_efficiency)
 
 
 # (bandwidth factor as a function of n, number of hops as a function of n)
@@ -66,6 +90,24 @@ _ALGORITHMS = {
 }
 
 
+def _hierarchical_time_s(kind: str, bytes_per_gpu: float, n: int, link: Link) -> float:
+    """A group spanning nodes (see the module docstring): max(network, in-node) + tree latency."""
+    bw_factor, _ = _ALGORITHMS[kind]
+    r = link.ranks_per_node
+    nodes = math.ceil(n / r)
+    if kind == "p2p":
+        return max(bytes_per_gpu / link.bytes_per_s + link.hop_latency_s, link.min_latency_s)
+    if kind == "all_to_all":  # the remote slices leave through each GPU's own NIC share
+        net_s = (n - r) / n * bytes_per_gpu / link.bytes_per_s
+        local_s = (r - 1) / n * bytes_per_gpu / link.local.bytes_per_s if link.local else 0.0
+    else:
+        net_s = bw_factor(nodes) * bytes_per_gpu / (r * link.bytes_per_s)
+        local_s = bw_factor(r) * bytes_per_gpu / link.local.bytes_per_s if link.local else 0.0
+    ways = 2 if kind == "all_reduce" else 1
+    latency = ways * math.ceil(math.log2(nodes)) * link.hop_latency_s
+    return max(max(net_s, local_s) + latency, link.min_latency_s)
+
+
 def collective_time_s(kind: str, bytes_per_gpu: float, group_size: int, link: Link) -> float:
     """Seconds for one collective of `bytes_per_gpu` over `group_size` GPUs on `link`."""
     if kind not in _ALGORITHMS:
@@ -73,6 +115,8 @@ def collective_time_s(kind: str, bytes_per_gpu: float, group_size: int, link: Li
     n = group_size
     if n <= 1 or bytes_per_gpu <= 0:
         return 0.0
+    if link.name == "inter_node":
+        return _hierarchical_time_s(kind, bytes_per_gpu, n, link)
     bw_factor, hops = _ALGORITHMS[kind]
     t = bw_factor(n) * bytes_per_gpu / link.bytes_per_s + hops(n) * link.hop_latency_s
     return max(t, link.min_latency_s)

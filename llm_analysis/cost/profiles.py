@@ -46,6 +46,7 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "gemm_fp8_plateau_efficiency": ("fraction", "large fp8 GEMM throughput / dense fp8 peak"),
     "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
+    "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
     "hbm_efficiency": ("fraction", "streaming bandwidth plateau / HBM spec"),
     "hbm_half_saturation_bytes": ("bytes", "bytes moved at half the streaming plateau"),
     "attn_prefill_efficiency": ("fraction", "flash-attention forward throughput / dense peak (long sequences)"),

@@ -145,4 +145,5 @@ class AttentionOps:
             kv_cache_bytes_read_per_gpu=kv_read_bytes,
             recompute_class=ActivationRecomputation.ATTN_COMPUTE,
             shapes=f"{heads_gpu} heads x {phase.q_len} q x {attended} kv, d={d_qk}/{d_v}",
+            kernel_dims=(phase.q_len,),
         )

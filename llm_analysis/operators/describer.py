@@ -117,6 +117,8 @@ class LayerDescriber(AttentionOps, MlpOps):
             bytes_written_per_gpu=out_elems * self.a_bytes,
             shapes=f"[{d_in}x{d_out}]{'x' + str(copies) if copies > 1 else ''} x {tokens} tokens",
             in_features=d_in, out_features=d_out, lora_target=name if lora_target is None else lora_target,
+            kernel_dims=(int(tokens), d_out if shard_input else int(-(-d_out // shard)),
+                         int(-(-d_in // shard)) if shard_input else d_in),
         )
 
     def _norm(self, name: str, group: str, tokens: int, dim: int, bias: Optional[bool] = None,

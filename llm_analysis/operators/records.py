@@ -64,6 +64,9 @@ class Operator:
     # matmuls only: the weight's shape [in_features x out_features] (one copy), for LoRA adapters
     in_features: int = 0
     out_features: int = 0
+    # the kernel's shape on one GPU, for cost models that time by shape (cost/calibrated.py):
+    # matmuls (M tokens, N outputs, K inputs) of one copy; the attention core (q_len,); else ()
+    kernel_dims: Tuple[int, ...] = ()
     # roles, set by the describer (never parsed from `name`):
     expert_role: Optional[str] = None  # "routed" (top-k of E, sharded over EP) | "shared" | None
     # the least ActivationRecomputation mode that repeats this layer operator in backward:

@@ -9,7 +9,7 @@ from .console import RichReport
 from .labels import gpu_memory_bytes
 from .part_tables import params_table, phase_table
 from .setup_lines import setup_rows
-from .units import fmt, format_bytes, format_count, format_seconds
+from .units import expected_time, fmt, format_bytes, format_count, format_seconds, perf_model_line
 
 _SHOWN_IN_SETUP = ("model_name", "gpu_name", "dtype_name", "tp_size", "pp_size", "dp_size", "ep_size",
                    "flops_efficiency", "hbm_memory_efficiency", "achieved_tflops", "achieved_memory_bandwidth_GBs",
@@ -27,6 +27,8 @@ def _setup(rep: RichReport, analysis, get: Getter) -> None:
     rows = setup_rows(analysis)
     rows.append(("request", f"batch {b} per GPU, prompt {seq} tokens, {_plural(n, 'token')} generated, "
                             f"KV cache {'on' if get('use_kv_cache', True) else 'off'}"))
+    if get("perf_model") is not None:
+        rows.append(("performance model", perf_model_line(get("perf_model"))))
     rep.key_values(rows)
 
 
@@ -34,17 +36,20 @@ def _latency_rows(get: Getter, steps: int, n) -> List[Tuple[str, str]]:
     total_p, active_p = get("num_params_total"), get("num_active_params_total")
     rows = [("parameters", fmt("params", total_p) + (f" total, {fmt('params', active_p)} active per token"
                                                      if active_p and active_p != total_p else ""))]
-    rows.append(("time to first token", f"{format_seconds(get('prefill_latency'))} (prefill)"))
-    get("time_to_first_token"), get("time_per_output_token")  # the same figures under their serving names
+    def timed(key: str) -> str:
+        return expected_time(get(key), get(f"{key}_lower_bound"))
+    rows.append(("time to first token", f"{timed('prefill_latency')} (prefill)"))
+    for key in ("time_to_first_token", "time_per_output_token", "total_decode_latency"):
+        get(key), get(f"{key}_lower_bound")  # the same figures under their serving names
     if steps:
         rows.append(("time per output token",
-                     f"{format_seconds(get('decode_latency'))} mean of {steps} decode steps "
+                     f"{timed('decode_latency')} mean of {steps} decode steps "
                      f"(first {format_seconds(get('decode_first_step_latency'))}, "
                      f"last {format_seconds(get('decode_last_step_latency'))})"))
     else:
         get("decode_latency"), get("decode_first_step_latency"), get("decode_last_step_latency")
     get("total_decode_latency")
-    rows.append(("end-to-end latency", f"{format_seconds(get('total_latency'))} for {_plural(n, 'token')} "
+    rows.append(("end-to-end latency", f"{timed('total_latency')} for {_plural(n, 'token')} "
                                        f"({format_seconds(get('total_per_token_latency'))} per token)"))
     return rows
 

@@ -9,7 +9,7 @@ from .console import RichReport
 from .labels import TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, train_time_label, train_time_parts
 from .part_tables import breakdown_table, groups_from_operators, params_table, phase_table
 from .setup_lines import setup_rows
-from .units import fmt, format_bytes, format_count, format_duration, format_seconds
+from .units import expected_time, fmt, format_bytes, format_count, format_duration, format_seconds, perf_model_line
 
 _SHOWN_IN_SETUP = ("model_name", "gpu_name", "dtype_name", "tp_size", "pp_size", "dp_size", "ep_size", "sp_size",
                    "flops_efficiency", "hbm_memory_efficiency", "ridge_point_flops_per_byte", "gpu_memory_per_gpu",
@@ -100,6 +100,8 @@ def _setup(rep: RichReport, analysis, r: _Reader) -> None:
     for label, line in (("batch", _batch_line(r)), ("run", _run_line(r))):
         if line:
             rows.append((label, line))
+    if r.has("perf_model"):
+        rows.append(("performance model", perf_model_line(r.get("perf_model"))))
     rep.key_values(rows)
 
 
@@ -129,18 +131,23 @@ def _params_memory_rows(r: _Reader, mem_total: float) -> List[Tuple[str, str]]:
     return rows
 
 
+def _timed(r: _Reader, key: str, text=format_seconds) -> str:
+    """'X', or 'expected X (lower bound Y)' under a calibrated performance model."""
+    return expected_time(r.get(key), r.get(f"{key}_lower_bound"), text)
+
+
 def _time_rows(r: _Reader) -> List[Tuple[str, str]]:
     rows = []
     if r.has("latency_per_iter"):
-        rows.append(("time per iteration", _with_alt(r, format_seconds(r.get("latency_per_iter")),
+        rows.append(("time per iteration", _with_alt(r, _timed(r, "latency_per_iter"),
                                                      "latency_per_iter_using_flops", format_seconds)))
     if r.has("latency_per_micro_batch"):
-        line = format_seconds(r.get("latency_per_micro_batch"))
+        line = _timed(r, "latency_per_micro_batch")
         if r.has("latency_fwd"):
-            line += f" on the slowest stage (forward through all stages {format_seconds(r.get('latency_fwd'))})"
+            line += f" on the slowest stage (forward through all stages {_timed(r, 'latency_fwd')})"
         rows.append(("time per micro-batch", line))
     if r.has("total_training_latency"):
-        line = format_duration(r.get("total_training_latency"))
+        line = _timed(r, "total_training_latency", format_duration)
         if r.has("num_iterations"):
             line += f" for {format_count(r.get('num_iterations'))} iterations"
         rows.append(("training time", _with_alt(r, line, "total_training_latency_using_flops", format_duration)))

@@ -68,6 +68,20 @@ def format_seconds(value: float) -> str:
     return _latency_to_string(value)
 
 
+def expected_time(value: float, lower_bound=None, text=None) -> str:
+    """A time as the report shows it: 'X' under the roofline; 'expected X (lower bound Y)'
+    when a calibrated performance model gave X and the roofline Y (summary `*_lower_bound`)."""
+    text = text or format_seconds
+    if lower_bound is None:
+        return text(value)
+    return f"expected {text(value)} (lower bound {text(lower_bound)})"
+
+
+def perf_model_line(name: str) -> str:
+    return (f"calibrated ({name}): times are what a tuned framework is expected to measure; lower bounds "
+            "are the roofline at the efficiencies above")
+
+
 def format_count(value: float) -> str:
     if isinstance(value, int) and abs(value) < 10_000:
         return str(value)

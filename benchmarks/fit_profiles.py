@@ -1,0 +1,99 @@
+"""Fit the shipped calibration profiles on the FIT half of the validation records.
+
+    python benchmarks/fit_profiles.py [--write] [--generations ampere,hopper]
+
+For each GPU generation with records in the fit half (benchmarks/accuracy.py
+`split_of`: first byte of sha256(id) even), least-squares fit (cost/calibrate.py)
+of the parameters below on the records' measured times, the predictor being the
+public API (`LLMAnalysis(..., perf_model=<trial Profile>)` through
+accuracy_records' cases). With --write the fitted values are stored in
+llm_analysis/cost/profiles/<generation>.json with their source. Report-half
+figures come from `python benchmarks/accuracy.py --perf_model calibrated`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from accuracy import load_records, split_of, validation_dir  # noqa: E402
+from accuracy_records import Skip, case_of, gpu_of  # noqa: E402
+
+from llm_analysis.cost.calibrate import calibrate  # noqa: E402
+from llm_analysis.cost.profiles import PROFILE_DIR, generation_of, load_profile, save_profile  # noqa: E402
+from llm_analysis.errors import LLMAnalysisError  # noqa: E402
+
+# what each generation's records can pin down (at least ~10 records per parameter)
+PARAMETERS = {
+    # NCCL latencies stay at their nccl-tests-anchored values (tests/test_nccl_model.py)
+    "ampere": ("gemm_plateau_efficiency", "hbm_efficiency", "kernel_floor_graph_s", "kernel_floor_eager_s",
+               "attn_prefill_efficiency"),
+    "hopper": ("gemm_plateau_efficiency", "gemm_fp8_plateau_efficiency", "hbm_efficiency"),
+    "ada": ("hbm_efficiency",),
+}
+
+
+def fit_cases(generation: str) -> dict:
+    """record id -> (Case, record) for the fit-half records of one generation the API expresses."""
+    out = {}
+    for rec in load_records(validation_dir()):
+        if split_of(rec["id"]) != "fit":
+            continue
+        try:
+            if generation_of(gpu_of(rec["setup"].get("gpu", "?")).name) != generation:
+                continue
+            case = case_of(rec)
+            case.run({"perf_model": "calibrated"})
+        except (Skip, LLMAnalysisError, KeyError):
+            continue
+        out[rec["id"]] = case
+    return out
+
+
+def fit(generation: str, write: bool) -> None:
+    cases = fit_cases(generation)
+    names = PARAMETERS[generation]
+    if len(cases) < len(names):
+        print(f"{generation}: {len(cases)} fit-half records for {len(names)} parameters: not fitted")
+        return
+    base = load_profile(generation)
+    meas = [{"id": rid, "setup": {"record": rid}, "value": c.measured_s, "unit": "s"} for rid, c in cases.items()]
+
+    def predict(setup, profile):
+        return cases[setup["record"]].run({"perf_model": profile})
+    t0 = time.perf_counter()
+    fitted = calibrate(meas, predict, base, names)
+    rms_note = fitted.sources[names[0]].split("rms log error")[-1].strip()
+    source = (f"fitted on {len(cases)} records of measured_dev.json + published_measurements.json fit half "
+              f"(ids hashed: first byte of sha256(id) even; benchmarks/fit_profiles.py), rms log error {rms_note}")
+    fitted = base.with_values({n: fitted.values[n] for n in names}, source)
+    for n in names:
+        print(f"  {generation}.{n}: {base.values[n]:.4g} -> {fitted.values[n]:.4g}")
+    print(f"{generation}: {len(cases)} records, {rms_note} ({time.perf_counter() - t0:.0f} s)")
+    if write:
+        save_profile(fitted, PROFILE_DIR / f"{generation}.json")
+        load_profile.cache_clear()
+
+
+def main(argv=None) -> int:
+    logging.disable(logging.WARNING)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--generations", default=",".join(PARAMETERS))
+    args = ap.parse_args(argv)
+    if not (validation_dir() / "measured_dev.json").exists():
+        print(f"validation records not found in {validation_dir()}; nothing fitted")
+        return 0
+    for gen in args.generations.split(","):
+        fit(gen, args.write)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

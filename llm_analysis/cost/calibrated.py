@@ -1,0 +1,221 @@
+"""The calibrated cost model: what a well-tuned framework measures, not a bound.
+
+Every number comes from a `Profile` (cost/profiles/<generation>.json, each
+value with its source); the functions are those of `gemm` (kernels) and `nccl`
+(collectives). Per operator kind, on one GPU:
+
+- matmul (M tokens, N, K from the operator's `kernel_dims`): FLOPs at the shape's
+  efficiency (tile and wave quantisation, short-K loss, a plateau below peak;
+  `gemm.gemm_efficiency`, fp8 at its own plateau), HBM bytes at the streaming
+  efficiency; time = max(compute, memory, kernel floor). MoE expert matmuls
+  are timed as one grouped GEMM over all routed token-expert pairs.
+- attention core: prefill (no KV cache read) at the flash-attention efficiency
+  of its query length; decode (reads a KV cache) streams the cache at the
+  paged-attention HBM efficiency; floored.
+- norms, activations, embeddings: HBM streaming at the streaming efficiency, floored.
+- kernel floor: `kernel_floor_graph_s` for inference (serving engines launch
+  decode and prefill from CUDA graphs: TensorRT-LLM, vLLM, gpt-fast),
+  `kernel_floor_eager_s` for training (eager PyTorch / Megatron launch every
+  kernel from the host). `LLMAnalysis` picks "graph" for inference() and
+  "eager" for training().
+- collectives: NCCL's algorithms (`nccl.collective_time_s`) on the fabric
+  derived from the GPU config (one ring per NIC across nodes, NVLink islands,
+  NVLink SHARP, PCIe), ranks laid out TP fastest, then PP, then DP.
+
+Overlap of communication and compute is the orchestrators' (training/run.py,
+inference/timing.py), the same under both cost models, each item stated there:
+the DP gradient reduce-scatter/all-reduce runs under the last micro-batch's
+backward (PyTorch DDP / Megatron bucketed overlap), ZeRO-3 / FSDP gathers are
+prefetched under the previous layer's compute (per micro-batch, only the
+excess is exposed), TP collectives are exposed (Megatron-LM runs them on the
+critical path unless `overlap_tp_comm=True`), pipeline hand-offs are exposed.
+
+Per-call cost: every profile value is read once here into plain attributes;
+GEMM efficiencies are memoised by shape, so an inference() call costs no more
+than under the roofline.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional, Tuple
+
+from ..config import DtypeConfig, GPUConfig, ParallelismConfig
+from ..constant import GB
+from ..errors import ConfigError
+from .gemm import LAUNCH_MODES, gemm_efficiency
+from .model import CostModel
+from .nccl import collective_time_s as nccl_time_s
+from .nccl import fabric_from_gpu_config
+from .profiles import Profile, check_profile_matches_gpu
+
+
+def _is_fp8(dtype: DtypeConfig) -> bool:
+    return (max(dtype.weight_bits, dtype.activation_bits) == 8 and dtype.activation_format == "float"
+            and dtype.weight_format == "float")
+
+
+def _ranks_per_island(group_size: int, stride: int, island: int) -> int:
+    """Ranks of a group spaced `stride` apart that share one NVLink island (a divisor of the group)."""
+    r = max(1, min(group_size, island // stride)) if stride < island else 1
+    while group_size % r:
+        r -= 1
+    return r
+
+
+class CalibratedCostModel(CostModel):
+    """Operator -> seconds as frameworks measure it, from a calibration `Profile`."""
+
+    def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
+                 launch: str = "graph", num_gpus_per_node: Optional[int] = None):
+        super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
+        if launch not in LAUNCH_MODES:
+            raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
+        check_profile_matches_gpu(profile, gpu.name)
+        self.profile, self.launch = profile, launch
+        v = profile.values
+        self._fp8 = _is_fp8(dtype)
+        self._num_sms = profile.num_sms(gpu.name)
+        self._peak = self.peak_flops_per_s
+        self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
+        self._plateau = v.get("gemm_fp8_plateau_efficiency", v["gemm_plateau_efficiency"]) if self._fp8 \
+            else v["gemm_plateau_efficiency"]
+        self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
+        self._attn_eff, self._attn_half = v["attn_prefill_efficiency"], v["attn_prefill_half_seq"]
+        self._decode_eff = v["attn_decode_hbm_efficiency"]
+        self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
+        self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
+        self._gemm_eff: Dict[Tuple[int, int, int], float] = {}
+        self._coll: Dict[tuple, float] = {}
+
+    def with_launch(self, launch: str) -> "CalibratedCostModel":
+        """The same model with another kernel floor ('graph' serving, 'eager' training)."""
+        if launch == self.launch:
+            return self
+        return CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
+                                   self.num_gpus_per_node)
+
+    # ------------------------------------------------------------ rates
+    @property
+    def flops_per_s(self) -> float:
+        """A large matmul's FLOP/s: the dense peak at the GEMM plateau."""
+        return self._peak * self._plateau
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self._hbm * self._hbm_eff
+
+    def _stream_s(self, nbytes: float, eff: float) -> float:
+        """Bytes through HBM at `eff` of the spec, saturating with the size moved."""
+        if nbytes <= 0:
+            return 0.0
+        return (nbytes + self._hbm_half) / (self._hbm * eff)
+
+    def _matmul_eff(self, dims: Tuple[int, ...]) -> float:
+        e = self._gemm_eff.get(dims)
+        if e is None:
+            m, n, k = (max(1, int(x)) for x in dims[:3])
+            e = self._gemm_eff[dims] = gemm_efficiency(m, n, k, self.profile, self._num_sms, fp8=self._fp8)
+        return e
+
+    # ---------------------------------------------------------- kernels
+    def _split(self, compute_s: float, memory_s: float) -> Tuple[float, float]:
+        """The kernel's time (never below the floor) filed under what bounds it."""
+        t = max(compute_s, memory_s, self._floor)
+        return (t, 0.0) if compute_s >= memory_s else (0.0, t)
+
+    def op_kernel_split_s(self, op, flops: float, nbytes: float, kv_bytes: float) -> Tuple[float, float]:
+        """(compute_s, memory_s) of one operator's kernel with these FLOPs and bytes."""
+        kind = op.kind
+        if kind == "matmul":
+            eff = self._matmul_eff(op.kernel_dims) if op.kernel_dims else self._plateau
+            return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._hbm_eff))
+        if kind == "attention":
+            if kv_bytes > 0:  # decode over a KV cache: paged attention streams the cache
+                mem = self._stream_s(kv_bytes, self._decode_eff) + self._stream_s(nbytes - kv_bytes, self._hbm_eff)
+                return self._split(flops / (self._peak * self._attn_eff), mem)
+            q = op.kernel_dims[0] if op.kernel_dims else 1
+            eff = self._attn_eff * q / (q + self._attn_half)
+            return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._hbm_eff))
+        return self._split(0.0, self._stream_s(nbytes, self._hbm_eff))
+
+    def kernel_split_s(self, flops: float, bytes_moved: float) -> Tuple[float, float]:
+        """A kernel known only by its FLOPs and bytes: a large matmul's plateau, streaming bytes."""
+        return self._split(flops / (self._peak * self._plateau), self._stream_s(bytes_moved, self._hbm_eff))
+
+    def memory_pass_s(self, bytes_moved: float) -> float:
+        """The optimizer step: a fused multi-tensor pass streaming every state once."""
+        return max(self._stream_s(bytes_moved, self._hbm_eff), self._floor) if bytes_moved > 0 else 0.0
+
+    def steps_split_s(self, first, last, n: int) -> Tuple[float, float]:
+        """n decode steps whose FLOPs and bytes go linearly from `first` to `last`:
+        Simpson's rule over the step index (exact for the affine parts; the
+        saturation terms are smooth in the context length)."""
+        if n <= 0:
+            return 0.0, 0.0
+        a = self.op_kernel_split_s(first, first.flops_per_gpu, first.bytes_per_gpu,
+                                   first.kv_cache_bytes_read_per_gpu)
+        if n == 1 or (first.flops_per_gpu == last.flops_per_gpu and first.bytes_per_gpu == last.bytes_per_gpu):
+            return a[0] * n, a[1] * n
+        b = self.op_kernel_split_s(last, last.flops_per_gpu, last.bytes_per_gpu, last.kv_cache_bytes_read_per_gpu)
+        mid = self.op_kernel_split_s(first, (first.flops_per_gpu + last.flops_per_gpu) / 2,
+                                     (first.bytes_per_gpu + last.bytes_per_gpu) / 2,
+                                     (first.kv_cache_bytes_read_per_gpu + last.kv_cache_bytes_read_per_gpu) / 2)
+        return tuple(n * (x + 4 * y + z) / 6 for x, y, z in zip(a, mid, b))
+
+    def op_split_s(self, op):
+        if op.kind == "collective":
+            return 0.0, 0.0, self.collective_s(op.collective, op.comm_bytes_per_gpu, op.comm_group_size,
+                                               op.comm_group)
+        c, m = self.op_kernel_split_s(op, op.flops_per_gpu, op.bytes_per_gpu, op.kv_cache_bytes_read_per_gpu)
+        return c, m, 0.0
+
+    # ------------------------------------------------------ collectives
+    def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
+        """One NCCL collective over the group (memoised by its arguments)."""
+        key = (kind, bytes_per_gpu, group_size, comm_group)
+        t = self._coll.get(key)
+        if t is None:
+            p = self.parallelism
+            stride = {"tp": 1, "pp": p.tp_size, "dp": p.tp_size * p.pp_size, "ep": p.tp_size * p.pp_size,
+                      "edp": p.tp_size * p.pp_size * p.ep_size}.get(comm_group, 1)
+            r = _ranks_per_island(group_size, stride, self._fabric.island_gpus)
+            if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
+                r = 1 if stride >= self._fabric.island_gpus else 2
+            t = self._coll[key] = nccl_time_s(kind, bytes_per_gpu, group_size, self._fabric, self.profile,
+                                              ranks_per_island=r)
+        return t
+
+
+
+def resolve_perf_model(perf_model, gpu: GPUConfig) -> Optional[Profile]:
+    """`perf_model` of LLMAnalysis -> None (the roofline) or the calibration Profile.
+
+    "roofline"; "calibrated" (the shipped profile of the GPU's generation); a
+    path to a profile JSON (e.g. saved by `llm_analysis.calibrate`); or a
+    `Profile`. A profile for another GPU is refused, naming its field.
+    """
+    from .profiles import generation_of, load_profile, profile_for_gpu
+    if isinstance(perf_model, Profile):
+        profile = perf_model
+    elif perf_model == "roofline":
+        return None
+    elif perf_model == "calibrated":
+        return profile_for_gpu(gpu.name)
+    elif isinstance(perf_model, (str, os.PathLike)) and str(perf_model).endswith(".json"):
+        profile = load_profile(str(perf_model))
+    else:
+        raise ConfigError(f"perf_model = {perf_model!r}; valid: 'roofline', 'calibrated', the path of a profile "
+                          ".json file, or a Profile")
+    check_profile_matches_gpu(profile, gpu.name)
+    try:
+        shipped = generation_of(gpu.name)
+    except ConfigError:  # a GPU no shipped profile lists: the user's profile is all there is
+        return profile
+    if profile.generation != shipped:
+        raise ConfigError(f"profile {profile.origin or '<Profile>'!r} field 'generation' = {profile.generation!r}, "
+                          f"but {gpu.name} is a {shipped!r} GPU")
+    return profile
+
+
+__all__ = ["CalibratedCostModel", "resolve_perf_model"]

@@ -1,0 +1,132 @@
+"""The performance model of an `LLMAnalysis`: which cost model times its
+operators, and the lower bound reported beside a calibrated prediction.
+
+perf_model="roofline" (default): every time is the roofline's (cost/model.py)
+at the analysis' efficiencies, as before. perf_model="calibrated" (or a
+profile): every time is the calibrated model's (cost/calibrated.py), with the
+CUDA-graph kernel floor for inference() and the eager one for training()
+(`kernel_launch` forces one for both); the
+summary keeps the same keys and adds the roofline figures beside them as
+`<key>_lower_bound` (the roofline at the analysis' efficiency arguments,
+default 1: a true lower bound), plus `perf_model` naming the profile.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict
+
+from .cost import RooflineCostModel
+from .cost.calibrated import CalibratedCostModel
+from .cost.gemm import LAUNCH_MODES
+from .errors import ConfigError
+from .options import DSZeRO, as_enum
+
+INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
+                        "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
+                        "total_decode_latency": "decode_total_s", "total_latency": "total_s"}
+TRAINING_BOUND_KEYS = ("latency_fwd", "latency_per_micro_batch", "latency_per_iter", "total_training_latency")
+
+
+def roofline_model(a, cls=RooflineCostModel):
+    return cls(a.gpu_config, a.dtype_config, a.parallelism_config, flops_efficiency=a.flops_efficiency,
+               hbm_memory_efficiency=a.hbm_memory_efficiency,
+               intra_node_memory_efficiency=a.intra_node_memory_efficiency,
+               inter_node_memory_efficiency=a.inter_node_memory_efficiency, achieved_tflops=a.achieved_tflops,
+               achieved_memory_bandwidth_GBs=a.achieved_memory_bandwidth_GBs, num_gpus_per_node=a.num_gpus_per_node)
+
+
+def check_launch(kernel_launch):
+    """kernel_launch of LLMAnalysis: None (CUDA graphs for inference(), eager for training()),
+    "graph" or "eager" for both (e.g. "eager" for a C++ engine without graphs: FasterTransformer)."""
+    if kernel_launch is not None and kernel_launch not in LAUNCH_MODES:
+        raise ConfigError(f"kernel_launch = {kernel_launch!r}; valid: None, {', '.join(map(repr, LAUNCH_MODES))}")
+    return kernel_launch
+
+
+def cost_model(a):
+    if a.profile is not None:
+        return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile,
+                                   a.kernel_launch or "graph", a.num_gpus_per_node)
+    if a.cost_model_class is RooflineCostModel:
+        return a.lower_bound_cost_model
+    return roofline_model(a, a.cost_model_class)
+
+
+def with_cost_model(a, model):
+    """A shallow view of the analysis whose operators are timed by `model` (configs
+    and the describer are shared, so nothing is rebuilt)."""
+    view = copy.copy(a)
+    view.__dict__["cost_model"] = model
+    return view
+
+
+class _CallMemo:
+    """The describer with its method results memoised for one inference() call, so the
+    calibrated pass and the lower-bound pass build each phase's operators once (the
+    timing code reads operators, never changes them)."""
+
+    def __init__(self, describer):
+        self._d, self._memo = describer, {}
+
+    def __getattr__(self, name):
+        attr = getattr(self._d, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kw):
+            key = (name, args, tuple(sorted(kw.items())))
+            try:
+                return self._memo[key]
+            except KeyError:
+                out = self._memo[key] = attr(*args, **kw)
+                return out
+            except TypeError:  # unhashable arguments: no memo
+                return attr(*args, **kw)
+        return call
+
+
+def _label(a) -> str:
+    return a.perf_model if isinstance(a.perf_model, str) else (a.profile.origin or a.profile.generation)
+
+
+def inference(a, args: Dict[str, Any]) -> dict:
+    from .inference import run_inference
+    from .inference.run import inference_times
+    if a.profile is None:
+        return run_inference(a, **args)
+    output_dir = args.pop("output_dir")
+    d = _CallMemo(a.describer_for(args["kv_cache_dtype_bytes"]))
+    calibrated = with_cost_model(a, a.cost_model)
+    calibrated.__dict__["describer"] = d  # describer_for(kv) hands the memo out when kv is the default
+    summary = run_inference(calibrated, **args, output_dir=None)
+    bound = with_cost_model(calibrated, a.lower_bound_cost_model)
+    t = inference_times(bound, d, summary["batch_size_per_gpu"],
+                        summary["seq_len"], summary["num_tokens_to_generate"], summary["use_kv_cache"],
+                        as_enum(DSZeRO, args["ds_zero"], "ds_zero"))
+    if a.model_config.encoder_only:
+        t["decode_step_s"] = 0.0
+    summary.update({f"{k}_lower_bound": t[v] for k, v in INFERENCE_BOUND_KEYS.items()})
+    summary["perf_model"] = _label(a)
+    if output_dir is not None:
+        a.output_summary_dict(summary, output_dir, print_human_readable=True,
+                              output_file_suffix=args["output_file_suffix"])
+    return summary
+
+
+def training(a, args: Dict[str, Any]) -> dict:
+    """Training under the eager kernel floor; the lower bound from the same call on the roofline
+    (batch and accumulation steps depend on memory only, so both runs choose the same)."""
+    from .training import run_training
+    if a.profile is None:
+        return run_training(a, **args)
+    output_dir = args.pop("output_dir")
+    summary = run_training(with_cost_model(a, a.cost_model.with_launch(a.kernel_launch or "eager")), **args,
+                           output_dir=None)
+    bound = run_training(with_cost_model(a, a.lower_bound_cost_model), **args, output_dir=None)
+    summary.update({f"{k}_lower_bound": bound[k] for k in TRAINING_BOUND_KEYS})
+    summary["perf_model"] = _label(a)
+    if output_dir is not None:
+        a.output_summary_dict(summary, output_dir, print_human_readable=True,
+                              output_file_suffix=args.get("output_file_suffix", ""))
+    return summary
