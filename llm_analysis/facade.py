@@ -23,7 +23,7 @@ from .facade_conventions import ConventionsMixin
 from .facade_output import SummaryOutput
 from .operators import LayerDescriber, Operator
 from .precision import check_dtype_supported
-from .options import ActivationRecomputation, DSZeRO, efficiency as _efficiency
+from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer, number
 from .views import activations as _act, flops as _flops, latency as _lat, memory as _mem, params as _params
 from .views import state as _state
 from .views.phases import make_phase
@@ -38,11 +38,23 @@ def _check_arguments(model_config, gpu_config, dtype_config, parallelism_config,
                               (parallelism_config, ParallelismConfig, "parallelism_config")):
         if not isinstance(value, cls):
             raise ConfigError(f"{field} must be a {cls.__name__}, got {type(value).__name__}")
-    for v, f in ((achieved_tflops, "achieved_tflops"), (achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs")):
-        if v is not None and not (isinstance(v, (int, float)) and v > 0):
-            raise ConfigError(f"{f} = {v!r} must be a positive number")
+    _check_achieved(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
     if achieved_tflops is not None and flops_efficiency is not None:
         logger.info("achieved_tflops given: it overrides flops_efficiency")
+
+
+def _check_achieved(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs) -> None:
+    """An achieved rate is finite, positive and at most the GPU's peak (an MFU
+    above 1 is impossible)."""
+    from .cost.roofline import peak_tflops_for_dtype
+    peak_tflops = peak_tflops_for_dtype(gpu_config, dtype_config)
+    if achieved_tflops is not None:
+        number(achieved_tflops, "achieved_tflops", 0.0, peak_tflops,
+               what=f"in (0, {peak_tflops:g}] TFLOP/s: the {dtype_config.name} peak of {gpu_config.name}")
+    if achieved_memory_bandwidth_GBs is not None:
+        hbm = gpu_config.hbm_bandwidth_in_GB_per_sec
+        number(achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs", 0.0, hbm,
+               what=f"in (0, {hbm:g}] GB/s: the HBM peak of {gpu_config.name}")
 
 
 class LLMAnalysis(ConventionsMixin, SummaryOutput):
@@ -67,10 +79,11 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
         self.hbm_memory_efficiency = _efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
         self.intra_node_memory_efficiency = _efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
         self.inter_node_memory_efficiency = _efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
-        self.achieved_tflops = achieved_tflops
+        self.achieved_tflops = achieved_tflops  # validated above; kept as given (reports echo it)
         self.achieved_memory_bandwidth_GBs = achieved_memory_bandwidth_GBs
         self._set_conventions(conventions, attention_flops, logits, mla_attention)  # facade_conventions.py
-        self.num_gpus_per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
+        self.num_gpus_per_node = (gpu_config.num_gpus_per_node if num_gpus_per_node is None else
+                                  integer(num_gpus_per_node, "num_gpus_per_node", 1, MAX_PARALLEL_SIZE))
         self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
         self.kernel_launch = _perf.check_launch(kernel_launch)  # None: CUDA graphs serving, eager training
         self._reset()

@@ -118,7 +118,8 @@ def number(value, field: str, lo: float = 0.0, hi: float = math.inf, *, lo_open:
            what: Optional[str] = None) -> float:
     """A finite float in (lo, hi] (or [lo, hi] with lo_open=False)."""
     left = "(" if lo_open else "["
-    what = what or f"a finite number in {left}{lo:g}, {hi:g}]"
+    what = what or (f"a finite number in {left}{lo:g}, {hi:g}]" if hi < math.inf
+                    else f"a finite number {'>' if lo_open else '>='} {lo:g}")
     v = _as_float(value, field, what)
     if not math.isfinite(v) or v > hi or v < lo or (lo_open and v == lo):
         raise ConfigError(f"{field} = {value!r} must be {what}")
@@ -186,27 +187,25 @@ def efficiency(value, field: str, default: float = 1.0) -> float:
     return v
 
 
-def positive_number(value, field: str, what: str = "a positive number") -> float:
-    """A finite number > 0."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        v = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ConfigError(f"{field} = {value!r} must be {what}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ConfigError(f"{field} = {value!r} must be {what}")
-    return v
+def positive_number(value, field: str, what: str = "a positive number", hi: float = math.inf) -> float:
+    """A finite number > 0 (and <= hi)."""
+    return number(value, field, 0.0, hi, what=f"{what} (finite, > 0{', <= %g' % hi if hi < math.inf else ''})")
 
 
-def non_negative_number(value, field: str) -> float:
-    """A finite number >= 0."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        v = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ConfigError(f"{field} = {value!r} must be a non-negative number") from None
-    if not (math.isfinite(v) and v >= 0):
-        raise ConfigError(f"{field} = {value!r} must be a finite non-negative number")
-    return v
+def non_negative_number(value, field: str, hi: float = math.inf) -> float:
+    """A finite number >= 0 (and <= hi)."""
+    return number(value, field, 0.0, hi, lo_open=False,
+                  what=f"a finite non-negative number{' <= %g' % hi if hi < math.inf else ''}")
+
+
+def dtype_bytes(value, field: str) -> float:
+    """Bytes of one stored element: (0, MAX_DTYPE_BYTES]."""
+    return number(value, field, 0.0, MAX_DTYPE_BYTES, what=f"a number of bytes in (0, {MAX_DTYPE_BYTES}]")
+
+
+QUANT_BITS = (4, 8, 16, 32)
+
+
+def quant_bits(value, field: str) -> Optional[int]:
+    """Bits of a quantised activation: None (not quantised) or one of QUANT_BITS."""
+    return None if value is None else int(choice(value, field, QUANT_BITS))
