@@ -12,7 +12,7 @@ import sys
 from typing import List, Optional
 
 from .facade import LLMAnalysis
-from .options import ActivationRecomputation, DSZeRO, as_enum as _enum
+from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, as_enum as _enum, integer, optional_integer
 from .cli_support import configure_logging, perf_model_arg, run_fire
 from .config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
@@ -276,6 +276,10 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
     model = _load_model(model_name)
+    tp_size = integer(tp_size, "tp_size", 1, MAX_PARALLEL_SIZE)
+    pp_size = integer(pp_size, "pp_size", 1, MAX_PARALLEL_SIZE)
+    dp_size = optional_integer(dp_size, "dp_size", 1, MAX_PARALLEL_SIZE)
+    total_num_gpus = optional_integer(total_num_gpus, "total_num_gpus", 1, MAX_PARALLEL_SIZE)
     if dp_size is None:
         if total_num_gpus is not None:
             if total_num_gpus % (tp_size * pp_size):

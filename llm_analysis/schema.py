@@ -11,7 +11,6 @@ This module is a leaf of the data layer: it imports only `errors` and `formats` 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -473,13 +472,7 @@ _CLASSES = {c.__name__: c for c in (ModelConfig, GPUConfig, DtypeConfig, Paralle
 
 
 def load_config_file(cls, path: str | os.PathLike):
+    from .utils import load_json_object
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"Malformed JSON in {path}: {err.msg} at line {err.lineno} column {err.colno}") from None
-    except OSError as err:
-        raise ConfigError(f"Cannot read {cls.__name__} file {path}: {err.strerror}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a JSON object, not {type(data).__name__}")
+    data = load_json_object(path, f"{cls.__name__} file {path}")
     return build_config(cls, data, source=str(path))
