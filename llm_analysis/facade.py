@@ -57,6 +57,10 @@ def _check_achieved(gpu_config, dtype_config, achieved_tflops, achieved_memory_b
                what=f"in (0, {hbm:g}] GB/s: the HBM peak of {gpu_config.name}")
 
 
+def _as_number(value):
+    return value if value is None or isinstance(value, (int, float)) else float(value)
+
+
 class LLMAnalysis(ConventionsMixin, SummaryOutput):
     """Given a model, GPU, data types and parallel layout, estimate the
     parameters, FLOPs, memory and latency of training and inference."""
@@ -79,8 +83,9 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
         self.hbm_memory_efficiency = _efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
         self.intra_node_memory_efficiency = _efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
         self.inter_node_memory_efficiency = _efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
-        self.achieved_tflops = achieved_tflops  # validated above; kept as given (reports echo it)
-        self.achieved_memory_bandwidth_GBs = achieved_memory_bandwidth_GBs
+        # validated above; numbers kept as given (reports echo them), numeric strings made floats
+        self.achieved_tflops = _as_number(achieved_tflops)
+        self.achieved_memory_bandwidth_GBs = _as_number(achieved_memory_bandwidth_GBs)
         self._set_conventions(conventions, attention_flops, logits, mla_attention)  # facade_conventions.py
         self.num_gpus_per_node = (gpu_config.num_gpus_per_node if num_gpus_per_node is None else
                                   integer(num_gpus_per_node, "num_gpus_per_node", 1, MAX_PARALLEL_SIZE))

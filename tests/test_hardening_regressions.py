@@ -190,6 +190,7 @@ def test_absurd_model_sizes_refused_with_stated_limit(field, value):
     assert time.perf_counter() - t0 < 2
 
 
+@pytest.mark.xfail(strict=True, reason="issue 13: layer kinds are still listed per layer (O(num_layers))")
 def test_identical_layers_cost_o1_to_analyse():
     # 10 000 identical layers must not take ~1000x longer than 10 (issue: 3e5
     # layers took 1.7 s). A generous factor keeps this robust on a busy machine.
