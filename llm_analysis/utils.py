@@ -74,7 +74,8 @@ def load_json_object(path, what: str, error_cls=None) -> dict:
     try:
         data = json.loads(text, parse_constant=no_constants)
     except json.JSONDecodeError as err:
-        raise error_cls(f"{what} is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+        raise error_cls(f"Malformed JSON in {what} (not valid JSON): {err.msg} at line {err.lineno} "
+                        f"column {err.colno}") from None
     except ValueError as err:
         raise error_cls(f"{what} is not valid JSON: {err}") from None
     except RecursionError:
