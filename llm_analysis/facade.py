@@ -23,7 +23,8 @@ from .facade_conventions import ConventionsMixin
 from .facade_output import SummaryOutput
 from .operators import LayerDescriber, Operator
 from .precision import check_dtype_supported
-from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer, number
+from .cost.roofline import check_achieved_rates
+from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer
 from .views import activations as _act, flops as _flops, latency as _lat, memory as _mem, params as _params
 from .views import state as _state
 from .views.phases import make_phase
@@ -38,23 +39,9 @@ def _check_arguments(model_config, gpu_config, dtype_config, parallelism_config,
                               (parallelism_config, ParallelismConfig, "parallelism_config")):
         if not isinstance(value, cls):
             raise ConfigError(f"{field} must be a {cls.__name__}, got {type(value).__name__}")
-    _check_achieved(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
+    check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
     if achieved_tflops is not None and flops_efficiency is not None:
         logger.info("achieved_tflops given: it overrides flops_efficiency")
-
-
-def _check_achieved(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs) -> None:
-    """An achieved rate is finite, positive and at most the GPU's peak (an MFU
-    above 1 is impossible)."""
-    from .cost.roofline import peak_tflops_for_dtype
-    peak_tflops = peak_tflops_for_dtype(gpu_config, dtype_config)
-    if achieved_tflops is not None:
-        number(achieved_tflops, "achieved_tflops", 0.0, peak_tflops,
-               what=f"in (0, {peak_tflops:g}] TFLOP/s: the {dtype_config.name} peak of {gpu_config.name}")
-    if achieved_memory_bandwidth_GBs is not None:
-        hbm = gpu_config.hbm_bandwidth_in_GB_per_sec
-        number(achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs", 0.0, hbm,
-               what=f"in (0, {hbm:g}] GB/s: the HBM peak of {gpu_config.name}")
 
 
 def _as_number(value):
