@@ -24,7 +24,7 @@ from .facade_output import SummaryOutput
 from .operators import LayerDescriber, Operator
 from .precision import check_dtype_supported
 from .cost.roofline import check_achieved_rates
-from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer
+from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer, keep_number
 from .views import activations as _act, flops as _flops, latency as _lat, memory as _mem, params as _params
 from .views import state as _state
 from .views.phases import make_phase
@@ -42,10 +42,6 @@ def _check_arguments(model_config, gpu_config, dtype_config, parallelism_config,
     check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
     if achieved_tflops is not None and flops_efficiency is not None:
         logger.info("achieved_tflops given: it overrides flops_efficiency")
-
-
-def _as_number(value):
-    return value if value is None or isinstance(value, (int, float)) else float(value)
 
 
 class LLMAnalysis(ConventionsMixin, SummaryOutput):
@@ -70,9 +66,8 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
         self.hbm_memory_efficiency = _efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
         self.intra_node_memory_efficiency = _efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
         self.inter_node_memory_efficiency = _efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
-        # validated above; numbers kept as given (reports echo them), numeric strings made floats
-        self.achieved_tflops = _as_number(achieved_tflops)
-        self.achieved_memory_bandwidth_GBs = _as_number(achieved_memory_bandwidth_GBs)
+        self.achieved_tflops = keep_number(achieved_tflops)  # validated in _check_arguments
+        self.achieved_memory_bandwidth_GBs = keep_number(achieved_memory_bandwidth_GBs)
         self._set_conventions(conventions, attention_flops, logits, mla_attention)  # facade_conventions.py
         self.num_gpus_per_node = (gpu_config.num_gpus_per_node if num_gpus_per_node is None else
                                   integer(num_gpus_per_node, "num_gpus_per_node", 1, MAX_PARALLEL_SIZE))

@@ -209,3 +209,8 @@ QUANT_BITS = (4, 8, 16, 32)
 def quant_bits(value, field: str) -> Optional[int]:
     """Bits of a quantised activation: None (not quantised) or one of QUANT_BITS."""
     return None if value is None else int(choice(value, field, QUANT_BITS))
+
+
+def keep_number(value):
+    """A validated number as given (summaries echo it); a numeric string as a float."""
+    return value if value is None or isinstance(value, (int, float)) else float(value)
