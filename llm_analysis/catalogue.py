@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .errors import unknown_name_error
+from .errors import ConfigError, unknown_name_error
 from .schema import DtypeConfig, GPUConfig, ModelConfig, load_config_file
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -107,9 +107,12 @@ def find_model_config(name: str) -> Optional[ModelConfig]:
 
 def _get_by_name(kind: str, catalogue: Catalogue, cls, name: str):
     """A copy of catalogue entry `name`, or the config in JSON file `name`."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{kind}_name = {name!r} must be a non-empty string: a catalogue name or a .json path; "
+                          f"list them with `python -m llm_analysis.config list_{kind}_configs`")
     if name in catalogue:
         return catalogue[name].model_copy(deep=True)
-    if isinstance(name, str) and name.endswith(".json") and Path(name).is_file():
+    if name.endswith(".json") and Path(name).is_file():
         return load_config_file(cls, name)
     raise unknown_name_error(kind, str(name), catalogue.names())
 

@@ -12,7 +12,7 @@ import sys
 from typing import List, Optional
 
 from .facade import LLMAnalysis
-from .options import ActivationRecomputation, DSZeRO, as_enum as _enum
+from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, as_enum as _enum, integer, optional_integer
 from .cli_support import configure_logging, perf_model_arg, run_fire
 from .config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
@@ -194,6 +194,26 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     return summary
 
 
+def _train_layout(tp_size, pp_size, dp_size, total_num_gpus):
+    """(tp, pp, dp) checked as integers; dp derived from total_num_gpus when not given."""
+    tp_size = integer(tp_size, "tp_size", 1, MAX_PARALLEL_SIZE)
+    pp_size = integer(pp_size, "pp_size", 1, MAX_PARALLEL_SIZE)
+    dp_size = optional_integer(dp_size, "dp_size", 1, MAX_PARALLEL_SIZE)
+    total_num_gpus = optional_integer(total_num_gpus, "total_num_gpus", 1, MAX_PARALLEL_SIZE)
+    if dp_size is None:
+        if total_num_gpus is not None:
+            if total_num_gpus % (tp_size * pp_size):
+                raise ConfigError(f"total_num_gpus = {total_num_gpus} is not divisible by tp_size * pp_size = "
+                                  f"{tp_size * pp_size}")
+            dp_size = total_num_gpus // (tp_size * pp_size)
+        else:
+            dp_size = 1
+    elif total_num_gpus is not None and total_num_gpus != dp_size * tp_size * pp_size:
+        raise ConfigError(f"total_num_gpus = {total_num_gpus} != dp_size * tp_size * pp_size = "
+                          f"{dp_size * tp_size * pp_size}")
+    return tp_size, pp_size, dp_size
+
+
 def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb", dtype_name: str = "w16a16e16",
           log_level: str = "INFO", batch_size_per_gpu: Optional[int] = None,
           gradient_accumulation_steps: Optional[int] = None, global_batch_size: Optional[int] = None,
@@ -276,17 +296,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
     model = _load_model(model_name)
-    if dp_size is None:
-        if total_num_gpus is not None:
-            if total_num_gpus % (tp_size * pp_size):
-                raise ConfigError(f"total_num_gpus = {total_num_gpus} is not divisible by tp_size * pp_size = "
-                                  f"{tp_size * pp_size}")
-            dp_size = total_num_gpus // (tp_size * pp_size)
-        else:
-            dp_size = 1
-    elif total_num_gpus is not None and total_num_gpus != dp_size * tp_size * pp_size:
-        raise ConfigError(f"total_num_gpus = {total_num_gpus} != dp_size * tp_size * pp_size = "
-                          f"{dp_size * tp_size * pp_size}")
+    tp_size, pp_size, dp_size = _train_layout(tp_size, pp_size, dp_size, total_num_gpus)
     seq_len = seq_len if seq_len is not None else (model.max_seq_len or 2048)
     analysis = LLMAnalysis(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),

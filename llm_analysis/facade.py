@@ -23,7 +23,8 @@ from .facade_conventions import ConventionsMixin
 from .facade_output import SummaryOutput
 from .operators import LayerDescriber, Operator
 from .precision import check_dtype_supported
-from .options import ActivationRecomputation, DSZeRO, efficiency as _efficiency
+from .cost.roofline import check_achieved_rates
+from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer, keep_number
 from .views import activations as _act, flops as _flops, latency as _lat, memory as _mem, params as _params
 from .views import state as _state
 from .views.phases import make_phase
@@ -38,9 +39,7 @@ def _check_arguments(model_config, gpu_config, dtype_config, parallelism_config,
                               (parallelism_config, ParallelismConfig, "parallelism_config")):
         if not isinstance(value, cls):
             raise ConfigError(f"{field} must be a {cls.__name__}, got {type(value).__name__}")
-    for v, f in ((achieved_tflops, "achieved_tflops"), (achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs")):
-        if v is not None and not (isinstance(v, (int, float)) and v > 0):
-            raise ConfigError(f"{f} = {v!r} must be a positive number")
+    check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
     if achieved_tflops is not None and flops_efficiency is not None:
         logger.info("achieved_tflops given: it overrides flops_efficiency")
 
@@ -67,10 +66,11 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
         self.hbm_memory_efficiency = _efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
         self.intra_node_memory_efficiency = _efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
         self.inter_node_memory_efficiency = _efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
-        self.achieved_tflops = achieved_tflops
-        self.achieved_memory_bandwidth_GBs = achieved_memory_bandwidth_GBs
+        self.achieved_tflops = keep_number(achieved_tflops)  # validated in _check_arguments
+        self.achieved_memory_bandwidth_GBs = keep_number(achieved_memory_bandwidth_GBs)
         self._set_conventions(conventions, attention_flops, logits, mla_attention)  # facade_conventions.py
-        self.num_gpus_per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
+        self.num_gpus_per_node = (gpu_config.num_gpus_per_node if num_gpus_per_node is None else
+                                  integer(num_gpus_per_node, "num_gpus_per_node", 1, MAX_PARALLEL_SIZE))
         self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
         self.kernel_launch = _perf.check_launch(kernel_launch)  # None: CUDA graphs serving, eager training
         self._reset()

@@ -9,7 +9,6 @@ tracebacks from inside `huggingface_hub` are not chained (`raise ... from None`)
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, Optional, Tuple
 
@@ -113,14 +112,5 @@ def _not_cached_error(exc: Exception, what: str, endpoint: str) -> HubImportErro
 
 def read_json_file(path: str | os.PathLike, what: str) -> Dict[str, Any]:
     """The JSON object in `path` (a config.json of `what`), or a HubImportError."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise HubImportError(f"config.json of {what} is not valid JSON: {exc.msg} at line "
-                             f"{exc.lineno} column {exc.colno}") from None
-    except OSError as exc:
-        raise HubImportError(f"Cannot read config.json of {what}: {exc.strerror or exc}") from None
-    if not isinstance(data, dict):
-        raise HubImportError(f"config.json of {what} must hold a JSON object, not {type(data).__name__}")
-    return data
+    from .utils import load_json_object
+    return load_json_object(path, f"config.json of {what}", HubImportError)

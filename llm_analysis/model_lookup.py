@@ -8,7 +8,6 @@ shipped model never imports them (nor huggingface_hub/transformers).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -46,12 +45,9 @@ def _from_json_file(name_or_path: str) -> ModelConfig:
     path = Path(name_or_path)
     if not path.is_file():
         raise ConfigError(f"model config file {name_or_path!r} does not exist")
-    with open(path) as fh:
-        try:
-            data = json.load(fh)
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"Malformed JSON in {path}: {err.msg} at line {err.lineno}") from None
     from . import hf_import
+    from .utils import load_json_object
+    data = load_json_object(path, f"model config file {path}")
     if isinstance(data, dict) and hf_import.looks_like_hf_config(data):
         return hf_import.model_config_from_hf_dict(data, name=path.stem)
     return load_config_file(ModelConfig, path)

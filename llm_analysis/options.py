@@ -50,21 +50,127 @@ def as_enum(cls: Type[E], value, field: str) -> E:
         raise ConfigError(f"{field} = {value!r} is not valid; use one of {valid}") from None
 
 
-def positive_int(value, field: str) -> int:
-    """An integer >= 1 (an integral float such as 2048.0 or 1e3 is accepted)."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{field} = {value!r} must be a positive integer")
-    if isinstance(value, int):
-        if value > 0:
-            return value
-        raise ConfigError(f"{field} = {value!r} must be a positive integer")
+# ------------------------------------------------------------ sanity limits
+# Sizes beyond these are typos or hostile input, not models: the largest
+# published transformers have ~10^2 layers, hidden sizes ~3*10^4, vocabularies
+# ~2.6*10^5 and contexts ~10^7 tokens; the largest GPUs ~10^4 TFLOP/s, ~10^4 GB/s
+# and ~300 GB. Each limit leaves two or more orders of magnitude of headroom while
+# keeping every product the analysis forms (batch x context x hidden x layers x
+# bytes) far inside float range, and the analysis of any accepted input bounded.
+MAX_NUM_LAYERS = 100_000
+MAX_DIM = 2**24  # hidden, FFN, head, embedding, vocabulary and LoRA widths
+MAX_HEADS = 2**16  # attention / KV heads, experts
+MAX_NORMS_PER_LAYER = 16
+MAX_SEQ_LEN = 2**30  # tokens of context, prompt or generation (~1.07e9)
+MAX_BATCH_SIZE = 2**30  # sequences per GPU, micro-batches, global batch
+MAX_PARALLEL_SIZE = 2**24  # tp/pp/dp/ep/sp sizes, GPUs per node, total GPUs
+MAX_TOTAL_TOKENS = 10**17  # training tokens (largest published runs: ~3.6e13)
+MAX_TFLOPS = 10**6  # per GPU (an exaFLOP/s), any precision
+MAX_BANDWIDTH_GB_PER_S = 10**6  # per GPU (a petabyte per second), HBM or links
+MAX_MEMORY_GB = 10**6  # per GPU (a petabyte)
+MAX_SECONDS = 3600.0  # a message latency or hop time
+MAX_COST_PER_GPU_HOUR = 10**6  # dollars
+MAX_DTYPE_BYTES = 8  # a KV-cache / norm / master-weight element (fp64 at most)
+
+def _as_float(value, field: str, what: str) -> float:
+    """`value` as a float: ints, floats and numeric strings ('8', '1e3', '0x10');
+    never bools, None, containers or NaN."""
+    if isinstance(value, bool) or value is None:
+        raise ConfigError(f"{field} = {value!r} must be {what}")
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        try:
+            value = int(text, 0) if text[:2].lower() in ("0x", "0o", "0b") else float(text)
+        except (ValueError, IndexError):
+            raise ConfigError(f"{field} = {value!r} must be {what}") from None
     try:
-        f = float(value)
-        if math.isfinite(f) and f == int(f) and f > 0:
-            return int(f)
+        v = float(value)
     except (TypeError, ValueError, OverflowError):
-        pass
-    raise ConfigError(f"{field} = {value!r} must be a positive integer")
+        raise ConfigError(f"{field} = {value!r} must be {what}") from None
+    if math.isnan(v):
+        raise ConfigError(f"{field} = {value!r} must be {what}, not NaN")
+    return v
+
+
+def integer(value, field: str, lo: int = 1, hi: int = MAX_BATCH_SIZE) -> int:
+    """An integer in [lo, hi]; an integral float or numeric string ('8', 2048.0,
+    '1e3') is accepted. Refuses bools, NaN, infinities, fractions and values out
+    of range with a ConfigError naming field, value and the valid range."""
+    what = f"an integer in [{lo}, {hi}]"
+    if isinstance(value, int) and not isinstance(value, bool):
+        v = value
+    else:
+        f = _as_float(value, field, what)
+        if not math.isfinite(f) or f != int(f):
+            raise ConfigError(f"{field} = {value!r} must be {what}")
+        v = int(f)
+    if not lo <= v <= hi:
+        limit = " (sanity limit, see README 'Input limits')" if v > hi else ""
+        raise ConfigError(f"{field} = {value!r} must be {what}{limit}")
+    return v
+
+
+def optional_integer(value, field: str, lo: int = 1, hi: int = MAX_BATCH_SIZE) -> Optional[int]:
+    return None if value is None else integer(value, field, lo, hi)
+
+
+def number(value, field: str, lo: float = 0.0, hi: float = math.inf, *, lo_open: bool = True,
+           what: Optional[str] = None) -> float:
+    """A finite float in (lo, hi] (or [lo, hi] with lo_open=False)."""
+    left = "(" if lo_open else "["
+    what = what or (f"a finite number in {left}{lo:g}, {hi:g}]" if hi < math.inf
+                    else f"a finite number {'>' if lo_open else '>='} {lo:g}")
+    v = _as_float(value, field, what)
+    if not math.isfinite(v) or v > hi or v < lo or (lo_open and v == lo):
+        raise ConfigError(f"{field} = {value!r} must be {what}")
+    return v
+
+
+def optional_number(value, field: str, lo: float = 0.0, hi: float = math.inf, **kw) -> Optional[float]:
+    return None if value is None else number(value, field, lo, hi, **kw)
+
+
+def choice(value, field: str, valid) -> object:
+    """One of `valid` (by equality; bools and unhashable values are simply invalid)."""
+    if not isinstance(value, bool):
+        for v in valid:
+            if type(value) in (int, float, str) and value == v:
+                return v
+    raise ConfigError(f"{field} = {value!r} is not valid; use one of {', '.join(repr(v) for v in valid)}")
+
+
+def name(value, field: str) -> str:
+    """A non-empty string (catalogue names, file paths, model ids)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{field} = {value!r} must be a non-empty string (a name or a .json path)")
+    return value
+
+
+def boolean(value, field: str) -> bool:
+    """True/False (or 0/1, 'true'/'false' as command lines give them)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise ConfigError(f"{field} = {value!r} must be True or False")
+
+
+def string_list(value, field: str, example: str = "('q_proj', 'v_proj')") -> tuple:
+    """A non-empty list/tuple of non-empty strings (a single string is one item)."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, (list, tuple)) or not value \
+            or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{field} = {value!r} must be a non-empty list of names, e.g. {example}")
+    return tuple(value)
+
+
+def positive_int(value, field: str) -> int:
+    """An integer >= 1 (an integral float such as 2048.0 or 1e3 is accepted),
+    at most the sanity limit MAX_SEQ_LEN (the largest of the count limits)."""
+    return integer(value, field, 1, max(MAX_SEQ_LEN, MAX_BATCH_SIZE))
 
 
 def optional_positive_int(value, field: str) -> Optional[int]:
@@ -75,38 +181,36 @@ def efficiency(value, field: str, default: float = 1.0) -> float:
     """A fraction of a peak, in (0, 1]."""
     if value is None:
         return default
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{field} = {value!r} must be a number in (0, 1]") from None
+    v = _as_float(value, field, "a number in (0, 1]")
     if not 0 < v <= 1:
         raise ConfigError(f"{field} = {value!r} must be in (0, 1] (a fraction of the peak)")
     return v
 
 
-def positive_number(value, field: str, what: str = "a positive number") -> float:
-    """A finite number > 0."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        v = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ConfigError(f"{field} = {value!r} must be {what}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ConfigError(f"{field} = {value!r} must be {what}")
-    return v
+def positive_number(value, field: str, what: str = "a positive number", hi: float = math.inf) -> float:
+    """A finite number > 0 (and <= hi)."""
+    return number(value, field, 0.0, hi, what=f"{what} (finite, > 0{', <= %g' % hi if hi < math.inf else ''})")
 
 
-def non_negative_number(value, field: str) -> float:
-    """A finite number >= 0."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        v = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ConfigError(f"{field} = {value!r} must be a non-negative number") from None
-    if not (math.isfinite(v) and v >= 0):
-        raise ConfigError(f"{field} = {value!r} must be a finite non-negative number")
-    return v
+def non_negative_number(value, field: str, hi: float = math.inf) -> float:
+    """A finite number >= 0 (and <= hi)."""
+    return number(value, field, 0.0, hi, lo_open=False,
+                  what=f"a finite non-negative number{' <= %g' % hi if hi < math.inf else ''}")
+
+
+def dtype_bytes(value, field: str) -> float:
+    """Bytes of one stored element: (0, MAX_DTYPE_BYTES]."""
+    return number(value, field, 0.0, MAX_DTYPE_BYTES, what=f"a number of bytes in (0, {MAX_DTYPE_BYTES}]")
+
+
+QUANT_BITS = (4, 8, 16, 32)
+
+
+def quant_bits(value, field: str) -> Optional[int]:
+    """Bits of a quantised activation: None (not quantised) or one of QUANT_BITS."""
+    return None if value is None else int(choice(value, field, QUANT_BITS))
+
+
+def keep_number(value):
+    """A validated number as given (summaries echo it); a numeric string as a float."""
+    return value if value is None or isinstance(value, (int, float)) else float(value)

@@ -11,13 +11,14 @@ This module is a leaf of the data layer: it imports only `errors` and `formats` 
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from . import options as _lim
 from .errors import ConfigError
 from .formats import FP4_FORMATS
 
@@ -38,17 +39,47 @@ class _StrictModel(BaseModel):
             exc.validation_error = err
             raise exc from None
 
-    def _positive(self, *fields: str, allow_none: bool = True) -> None:
+    def _positive(self, *fields: str, allow_none: bool = True, lo_open: bool = True) -> None:
+        """Each field finite, > 0 (>= 0 with lo_open=False) and within its sanity
+        limit (`_LIMITS`, from options.MAX_*; README 'Input limits')."""
         for f in fields:
             v = getattr(self, f)
             if v is None and allow_none:
                 continue
-            if v is None or v <= 0:
-                raise ValueError(f"field {f!r} = {v!r} must be a positive number")
+            if v is None or not math.isfinite(v) or v < 0 or (lo_open and v == 0):
+                raise ValueError(f"field {f!r} = {v!r} must be a finite {'positive' if lo_open else 'non-negative'} "
+                                 "number")
+            hi = _LIMITS.get(f)
+            if hi is not None and v > hi:
+                raise ValueError(f"field {f!r} = {v!r} exceeds the sanity limit {hi:g} (README 'Input limits')")
 
     def to_dict(self) -> Dict[str, Any]:
         return self.model_dump()
 
+
+_LIMITS: Dict[str, float] = {
+    **dict.fromkeys(("num_layers", "moe_first_dense_layers", "moe_layer_freq"), _lim.MAX_NUM_LAYERS),
+    **dict.fromkeys(("hidden_dim", "vocab_size", "ffn_embed_dim", "head_dim", "q_lora_rank", "kv_lora_rank",
+                     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
+                     "moe_shared_expert_ffn_dim", "embedding_dim", "type_vocab_size"), _lim.MAX_DIM),
+    **dict.fromkeys(("n_head", "num_key_value_heads", "num_key_value_groups", "moe_num_experts", "moe_top_k",
+                     "moe_num_shared_experts"), _lim.MAX_HEADS),
+    "expansion_ratio": _lim.MAX_DIM, "num_norms_per_layer": _lim.MAX_NORMS_PER_LAYER,
+    **dict.fromkeys(("max_seq_len", "sliding_window", "num_position_embeddings"), _lim.MAX_SEQ_LEN),
+    "mem_per_GPU_in_GB": _lim.MAX_MEMORY_GB,
+    **dict.fromkeys(("hbm_bandwidth_in_GB_per_sec", "intra_node_bandwidth_in_GB_per_sec",
+                     "inter_node_bandwidth_in_GB_per_sec", "pcie_bandwidth_in_GB_per_sec"),
+                    _lim.MAX_BANDWIDTH_GB_PER_S),
+    **dict.fromkeys(("peak_fp16_TFLOPS", "peak_i8_TFLOPS", "peak_i4_TFLOPS", "peak_bf16_TFLOPS", "peak_fp8_TFLOPS",
+                     "peak_tf32_TFLOPS", "peak_fp32_TFLOPS", "peak_fp4_TFLOPS"), _lim.MAX_TFLOPS),
+    **dict.fromkeys(("nvlink_domain_size", "nics_per_node"), _lim.MAX_PARALLEL_SIZE),
+    "nic_bandwidth_in_GB_per_sec": _lim.MAX_BANDWIDTH_GB_PER_S,
+    **dict.fromkeys(("intra_node_min_message_latency", "inter_node_min_message_latency", "intra_node_hop_latency",
+                     "inter_node_hop_latency"), _lim.MAX_SECONDS),
+    **dict.fromkeys(("num_gpus_per_node", "fast_link_group_size", "tp_size", "pp_size", "dp_size", "ep_size",
+                     "sp_size", "rdp_size"), _lim.MAX_PARALLEL_SIZE),
+    "quant_group_size": _lim.MAX_DIM, "quant_scale_bits": 64,
+}
 
 AttentionLayerType = Literal["full_attention", "sliding_attention"]
 
@@ -143,10 +174,8 @@ class ModelConfig(_StrictModel):
                        "moe_top_k", "head_dim", "sliding_window", "q_lora_rank", "kv_lora_rank",
                        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
-                       "embedding_dim", "num_norms_per_layer")
-        for f in ("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size"):
-            if getattr(self, f) < 0:
-                raise ValueError(f"field {f!r} = {getattr(self, f)!r} must be >= 0")
+                       "embedding_dim", "num_norms_per_layer", "num_key_value_groups")
+        self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", lo_open=False)
 
     def _fill_heads(self) -> None:
         """Key/value heads (MHA by default, or from the group count) and head_dim."""
@@ -296,13 +325,9 @@ class GPUConfig(_StrictModel):
                        "peak_fp8_TFLOPS", "peak_tf32_TFLOPS", "peak_fp32_TFLOPS", "peak_fp4_TFLOPS",
                        "num_gpus_per_node", "fast_link_group_size", "pcie_bandwidth_in_GB_per_sec",
                        "nvlink_domain_size", "nics_per_node", "nic_bandwidth_in_GB_per_sec")
-        for f in ("peak_i8_TFLOPS", "peak_i4_TFLOPS"):  # 0 = no integer tensor units
-            if getattr(self, f) is not None and getattr(self, f) < 0:
-                raise ValueError(f"field {f!r} = {getattr(self, f)!r} must be >= 0 (0: no such units)")
-        for f in ("intra_node_min_message_latency", "inter_node_min_message_latency", "intra_node_hop_latency",
-                  "inter_node_hop_latency"):
-            if getattr(self, f) < 0:
-                raise ValueError(f"field {f!r} = {getattr(self, f)!r} must be >= 0 (seconds)")
+        self._positive("peak_i8_TFLOPS", "peak_i4_TFLOPS", lo_open=False)  # 0 = no integer tensor units
+        self._positive("intra_node_min_message_latency", "inter_node_min_message_latency", "intra_node_hop_latency",
+                       "inter_node_hop_latency", lo_open=False)  # seconds
         if self.peak_i8_TFLOPS is None:
             self.peak_i8_TFLOPS = 2 * self.peak_fp16_TFLOPS
         if self.peak_i4_TFLOPS is None:
@@ -447,13 +472,7 @@ _CLASSES = {c.__name__: c for c in (ModelConfig, GPUConfig, DtypeConfig, Paralle
 
 
 def load_config_file(cls, path: str | os.PathLike):
+    from .utils import load_json_object
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"Malformed JSON in {path}: {err.msg} at line {err.lineno} column {err.colno}") from None
-    except OSError as err:
-        raise ConfigError(f"Cannot read {cls.__name__} file {path}: {err.strerror}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a JSON object, not {type(data).__name__}")
+    data = load_json_object(path, f"{cls.__name__} file {path}")
     return build_config(cls, data, source=str(path))

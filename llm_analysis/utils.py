@@ -42,3 +42,44 @@ def _latency_to_string(latency_in_s, precision: int = 2) -> str:
 def within_range(val, target, tolerance) -> bool:
     """True when val is within `tolerance` (a fraction) of target."""
     return abs(val - target) / target <= tolerance
+
+
+def load_json_object(path, what: str, error_cls=None) -> dict:
+    """The JSON object stored in `path` (`what` names it in errors).
+
+    Hostile or broken files end in one `error_cls` (default ConfigError) naming
+    the file: unreadable, not UTF-8 (e.g. a UTF-16 export), malformed, holding
+    NaN/Infinity (not JSON; every size must be a finite number), nested deeper
+    than Python's parser can follow, or not an object.
+    """
+    import json
+
+    from .errors import ConfigError
+
+    error_cls = error_cls or ConfigError
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as err:
+        raise error_cls(f"Cannot read {what}: {err.strerror or err}") from None
+    try:
+        text = raw.decode("utf-8-sig")  # a UTF-8 byte-order mark is harmless
+    except UnicodeDecodeError as err:
+        raise error_cls(f"{what} is not UTF-8 text (byte {err.start}: {raw[err.start:err.start + 1]!r}); "
+                        "save it as UTF-8 JSON") from None
+
+    def no_constants(token):
+        raise ValueError(f"{token} is not a JSON number; every value must be finite")
+
+    try:
+        data = json.loads(text, parse_constant=no_constants)
+    except json.JSONDecodeError as err:
+        raise error_cls(f"Malformed JSON in {what} (not valid JSON): {err.msg} at line {err.lineno} "
+                        f"column {err.colno}") from None
+    except ValueError as err:
+        raise error_cls(f"{what} is not valid JSON: {err}") from None
+    except RecursionError:
+        raise error_cls(f"{what} is not valid JSON: nested too deeply for a config") from None
+    if not isinstance(data, dict):
+        raise error_cls(f"{what} must hold a JSON object, not {type(data).__name__}")
+    return data

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "llm_analysis"
 LAYERS = [
     ("errors", "constant", "utils", "formats"),
     ("options", "cli_support"),
-    ("schema", "catalogue", "hub_errors", "hub_source", "hub_spec", "hub_hooks", "hub_families", "hub_download",
+    ("schema", "context_limit", "catalogue", "hub_errors", "hub_source", "hub_spec", "hub_hooks", "hub_families", "hub_download",
      "hub_mapping", "hf_import", "model_lookup", "config", "precision"),
     ("operators",),
     ("cost", "memory", "timing", "roofline"),

@@ -43,3 +43,17 @@ class Roofline:
     @classmethod
     def for_gpu(cls, tflops: float, hbm_GB_per_s: float) -> "Roofline":
         return cls(tflops * TFLOPS, hbm_GB_per_s * GB)
+
+
+def check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs) -> None:
+    """An achieved rate is finite, positive and at most the GPU's peak (an MFU
+    above 1 is impossible)."""
+    from ..options import number
+    peak_tflops = peak_tflops_for_dtype(gpu_config, dtype_config)
+    if achieved_tflops is not None:
+        number(achieved_tflops, "achieved_tflops", 0.0, peak_tflops,
+               what=f"in (0, {peak_tflops:g}] TFLOP/s: the {dtype_config.name} peak of {gpu_config.name}")
+    if achieved_memory_bandwidth_GBs is not None:
+        hbm = gpu_config.hbm_bandwidth_in_GB_per_sec
+        number(achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs", 0.0, hbm,
+               what=f"in (0, {hbm:g}] GB/s: the HBM peak of {gpu_config.name}")

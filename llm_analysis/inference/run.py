@@ -31,7 +31,9 @@ import logging
 from typing import Any, Dict, List, Optional
 
 from ..errors import ConfigError
-from ..options import DSZeRO, as_enum, non_negative_number, positive_int, positive_number
+from ..context_limit import check_context
+from ..options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
+                       non_negative_number, positive_int)
 from ..precision import kv_cache_bytes_per_element
 from .memory import inference_memory
 from .timing import (decode_time, decode_time_without_cache, expose_zero3_gather, pipelined_prefill_time,
@@ -41,14 +43,12 @@ logger = logging.getLogger(__name__)
 
 
 def _check_request(analysis, b: int, s: int, n) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"num_tokens_to_generate = {n!r} must be an integer >= 1")
+    n = integer(n, "num_tokens_to_generate", 1, MAX_SEQ_LEN)
     m = analysis.model_config
     if m.encoder_only and n > 1:
         raise ConfigError(f"{m.name} is encoder-only: it generates no tokens; use num_tokens_to_generate=1")
-    if m.max_seq_len is not None and s + n - 1 > m.max_seq_len:  # the last generated token is never fed back
-        logger.warning("seq_len + num_tokens_to_generate - 1 = %d exceeds %s's max_seq_len = %d",
-                       s + n - 1, m.name, m.max_seq_len)
+    # the last generated token is never fed back
+    check_context(m, s + n - 1, "seq_len + num_tokens_to_generate - 1")
     return n
 
 
@@ -90,12 +90,13 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     s = positive_int(seq_len, "seq_len")
     n = _check_request(analysis, b, s, num_tokens_to_generate)
     ds_zero = as_enum(DSZeRO, ds_zero, "ds_zero")
+    use_kv_cache = boolean(use_kv_cache, "use_kv_cache")
+    dtype_bytes(layernorm_dtype_bytes, "layernorm_dtype_bytes")
     if kv_cache_dtype_bytes is not None:
-        kv_cache_dtype_bytes = positive_number(kv_cache_dtype_bytes, "kv_cache_dtype_bytes",
-                                               "a positive number of bytes")
+        kv_cache_dtype_bytes = dtype_bytes(kv_cache_dtype_bytes, "kv_cache_dtype_bytes")
     kv_cache_dtype_bytes = _kv_bytes(analysis, kv_cache_dtype, kv_cache_dtype_bytes)
     if cost_per_gpu_hour is not None:
-        cost_per_gpu_hour = non_negative_number(cost_per_gpu_hour, "cost_per_gpu_hour")
+        cost_per_gpu_hour = non_negative_number(cost_per_gpu_hour, "cost_per_gpu_hour", MAX_COST_PER_GPU_HOUR)
     d = analysis.describer_for(kv_cache_dtype_bytes)
     mem = inference_memory(analysis, d, b, s, n, use_kv_cache, kv_cache_dtype_bytes, ds_zero)
     if analysis.model_config.encoder_only:

@@ -116,8 +116,12 @@ def expose_zero3_gather(analysis, t: Dict, steps: int) -> None:
     if steps:
         first, last = t["first_step_s"], t["last_step_s"]
         slope = (last - first) / max(steps - 1, 1)
-        over, _ = sum_max_affine(gather_s, 0.0, first, slope, steps)  # sum of max(gather, step)
-        exposed = over - sum_affine(first, slope, 0, steps)
+        # sum_k max(gather, step_k) comes back split into the steps where the
+        # gather wins and those where the step does; both halves count. What the
+        # gather adds is that sum minus the steps' own time (>= 0 by construction;
+        # max() only absorbs rounding).
+        gather_wins, step_wins = sum_max_affine(gather_s, 0.0, first, slope, steps)
+        exposed = max(0.0, gather_wins + step_wins - sum_affine(first, slope, 0, steps))
         t["decode_total_s"] += exposed
         t["decode_groups"]["dp_communication"] = _exposed(exposed)
         t["first_step_s"], t["last_step_s"] = max(first, gather_s), max(last, gather_s)

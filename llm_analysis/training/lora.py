@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from ..errors import ConfigError
+from ..options import MAX_DIM, dtype_bytes, integer, string_list
 from ..operators import Operator
 
 # QLoRA NF4 storage (Dettmers et al. 2023, arXiv 2305.14314 §3): 4-bit codes, one
@@ -43,13 +44,9 @@ class LoRAConfig:
             raise ConfigError(f"lora rank = {self.rank!r} must be a positive integer")
         if self.base_weight_bits not in (16, 4):
             raise ConfigError(f"lora base_weight_bits = {self.base_weight_bits!r}; valid: 16 (LoRA), 4 (QLoRA NF4)")
-        if isinstance(self.target_modules, str):
-            object.__setattr__(self, "target_modules", (self.target_modules,))
-        object.__setattr__(self, "target_modules", tuple(self.target_modules))
-        if not self.target_modules:
-            raise ConfigError("lora target_modules is empty; name at least one projection, e.g. ('q_proj', 'v_proj')")
-        if not (isinstance(self.adapter_dtype_bytes, (int, float)) and self.adapter_dtype_bytes > 0):
-            raise ConfigError(f"lora adapter_dtype_bytes = {self.adapter_dtype_bytes!r} must be a positive number")
+        object.__setattr__(self, "target_modules", string_list(self.target_modules, "lora target_modules"))
+        object.__setattr__(self, "rank", integer(self.rank, "lora rank", 1, MAX_DIM))
+        object.__setattr__(self, "adapter_dtype_bytes", dtype_bytes(self.adapter_dtype_bytes, "lora adapter_dtype_bytes"))
 
     @property
     def base_bytes_per_param(self) -> float:

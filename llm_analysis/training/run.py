@@ -90,8 +90,10 @@ from typing import Any, Dict, List, Optional, Union
 from ..constant import GB
 from ..errors import ConfigError, DoesNotFitError
 from ..operators import Phase
-from ..options import (ActivationRecomputation, DSZeRO, as_enum, non_negative_number, optional_positive_int,
-                       positive_int, positive_number)
+from ..context_limit import check_context
+from ..options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
+                       ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, non_negative_number,
+                       optional_positive_int, positive_int, positive_number, quant_bits)
 from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
 from .lora import LoRAConfig, lora_adapter_ops
@@ -149,8 +151,7 @@ def _check_seq_len(analysis, seq_len) -> int:
         if seq_len is None:
             raise ConfigError(f"seq_len is not given and {m.name} has no max_seq_len; pass seq_len")
     seq_len = positive_int(seq_len, "seq_len")
-    if m.max_seq_len is not None and seq_len > m.max_seq_len:
-        logger.warning("seq_len = %d exceeds %s's max_seq_len = %d", seq_len, m.name, m.max_seq_len)
+    check_context(m, seq_len, "seq_len")
     return seq_len
 
 
@@ -168,21 +169,29 @@ def _check_lora(analysis, lora: Optional[LoRAConfig]) -> Optional[LoRAConfig]:
 def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
     """Validate training()'s arguments (ConfigError naming the field and value)."""
     for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
-        positive_number(kw[name], name, "a positive number of bytes")
+        dtype_bytes(kw[name], name)
+    for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu", "overlap_dp_comm", "overlap_tp_comm"):
+        kw[name] = boolean(kw[name], name)
+    for name in ("mlp_activation_quant_bits", "mlp_1linear_quant_bits", "mlp_gelu_input_quant_bits",
+                 "mlp_2linear_quant_bits"):
+        kw[name] = quant_bits(kw[name], name)
+    interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
     lora = LoRAConfig.from_any(kw["lora"])
     return TrainingRequest(
         seq_len=_check_seq_len(analysis, kw["seq_len"]),
         rc=as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation"),
         ds_zero=as_enum(DSZeRO, kw["ds_zero"], "ds_zero"),
         lora=_check_lora(analysis, lora) if lora is not None else None,
-        interleave=_check_interleave(analysis, positive_int(kw["pipeline_interleave"], "pipeline_interleave")),
+        interleave=_check_interleave(analysis, integer(interleave, "pipeline_interleave", 1, MAX_NUM_LAYERS)),
         batch_size=optional_positive_int(kw["batch_size_per_gpu"], "batch_size_per_gpu"),
         accumulation_steps=optional_positive_int(kw["gradient_accumulation_steps"], "gradient_accumulation_steps"),
         global_batch_size=optional_positive_int(kw["global_batch_size"], "global_batch_size"),
-        total_num_tokens=_number_or_none(kw["total_num_tokens"], positive_number, "total_num_tokens"),
-        cost_per_gpu_hour=_number_or_none(kw["cost_per_gpu_hour"], non_negative_number, "cost_per_gpu_hour"),
-        master_bytes=kw["master_weights_dtype_bytes"],
-        other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes"),
+        total_num_tokens=_number_or_none(kw["total_num_tokens"], positive_number, "total_num_tokens",
+                                         "a positive number of tokens", MAX_TOTAL_TOKENS),
+        cost_per_gpu_hour=_number_or_none(kw["cost_per_gpu_hour"], non_negative_number, "cost_per_gpu_hour",
+                                          MAX_COST_PER_GPU_HOUR),
+        master_bytes=float(kw["master_weights_dtype_bytes"]),
+        other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes", MAX_DTYPE_BYTES),
         overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
         act_kwargs={k: kw[k] for k in ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout",
                                        "mlp_activation_quant_bits", "mlp_1linear_quant_bits",
