@@ -151,9 +151,10 @@ def test_json_output_is_only_json(run, tmp_path):
 
 
 def test_json_output_stays_clean_with_files_charts_and_warnings(run, tmp_path):
-    # seq_len beyond max_seq_len logs a warning; output_dir and charts log INFO lines: all on stderr
+    # a rotary model past its max_seq_len (2048) logs a warning (learned positions refuse instead);
+    # output_dir and charts log INFO lines: all on stderr
     pytest.importorskip("matplotlib")
-    p = run("infer", "--model_name", "gpt2", "--seq_len", "1200", "--num_tokens_to_generate", "4",
+    p = run("infer", "--model_name", "fxmarty_tiny-llama-fast-tokenizer", "--seq_len", "2100", "--num_tokens_to_generate", "4",
             "--output_format", "json", "--output_dir", str(tmp_path / "o"), "--plot")
     assert p.returncode == 0, p.stderr
     json.loads(p.stdout)
@@ -220,7 +221,7 @@ ERRORS = [
     ("training does not fit", ["train", "--model_name", "megatron-lm-175b", "--gpu_name", "a100-sxm-80gb",
                                "--total_num_gpus", "8", "--batch_size_per_gpu", "1", "--seq_len", "2048"],
      [r"needs \d+\.\d+ GB per GPU", r"ds_zero=3|tp_size=2"]),
-    ("bad value", ["infer", "--batch_size_per_gpu", "0"], [r"batch_size_per_gpu = 0 must be a positive integer"]),
+    ("bad value", ["infer", "--batch_size_per_gpu", "0"], [r"batch_size_per_gpu = 0 must be an integer in \[1, \d+\]"]),
     ("bad output format", ["infer", "--output_format", "xml"], [r"output_format = 'xml'", r"text, json, none"]),
     ("plot without output_dir", ["infer", "--plot"], [r"plot=True needs output_dir"]),
     ("output_dir not writable", ["infer", "--model_name", "gpt2", "--output_dir", os.devnull + "/sub"],
