@@ -63,11 +63,6 @@ HARMLESS_IF: Dict[str, Tuple[Any, ...]] = {
 #: transformers 5.23 text model types whose keys look like Llama's but whose modelling
 #: code differs (what differs, from the meta model's per-module parameter breakdown)
 NOT_LLAMA_SHAPED: Dict[str, str] = {
-    "olmo2": "post-norms after attention and MLP, and q/k norms over all heads",
-    "olmo3": "post-norms after attention and MLP, and q/k norms over all heads",
-    "flex_olmo": "post-norms after attention and MLP, and q/k norms over all heads",
-    "glm": "q/k/v biases without an output bias, and a fused gate/up projection",
-    "glm4": "post-norms after attention and MLP, q/k/v biases without an output bias",
     "minimax_m2": "q/k norms over all heads",
 }
 

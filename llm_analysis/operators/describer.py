@@ -123,8 +123,9 @@ class LayerDescriber(AttentionOps, MlpOps):
 
     def _norm(self, name: str, group: str, tokens: int, dim: int, bias: Optional[bool] = None,
               copies: int = 1, recompute_class: ActivationRecomputation = ActivationRecomputation.FULL) -> Operator:
+        affine = self.model.norm_affine or bias is not None  # q/k norms pass their bias
         bias = self.model.norm_bias if bias is None else bias
-        params = dim * (2 if bias else 1) * copies
+        params = dim * (2 if bias else 1) * copies if affine else 0
         elems = tokens * dim * copies
         return Operator(
             name=name, group=group, kind="norm", params=params, params_per_gpu=params,
@@ -209,7 +210,8 @@ class LayerDescriber(AttentionOps, MlpOps):
                                 bytes_read_per_gpu=t * m.hidden_dim * self.e_bytes,
                                 bytes_written_per_gpu=t * m.hidden_dim * self.a_bytes))
         if d != m.hidden_dim:
-            ops.append(self._matmul("project_in", "embedding", phase, t, d, m.hidden_dim, False))
+            ops.append(self._matmul("project_in", "embedding", phase, t, d, m.hidden_dim,
+                                    m.embedding_proj_bias))
         if m.embedding_norm:
             ops.append(self._norm("embedding_norm", "embedding", t, m.hidden_dim))
         if self.tp > 1:  # vocab-parallel embedding: partial lookups summed
