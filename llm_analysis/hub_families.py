@@ -90,7 +90,7 @@ FAMILIES: Dict[str, Family] = {
     **{t: Family(BERT, checks=(Refuse("position_embedding_type", ("absolute", None),
                                        default="absolute",
                                        reason="relative position embeddings"),))
-       for t in ("bert", "roberta", "xlm-roberta")},
+       for t in ("bert", "roberta", "xlm-roberta", "camembert", "data2vec-text", "ibert")},
     "falcon": Family(
         {"hidden_dim": Req("hidden_size", "n_embed"), "n_head": Req("num_attention_heads", "n_head"),
          "num_layers": Req("num_hidden_layers", "n_layer"), "vocab_size": Req("vocab_size"),
@@ -155,6 +155,8 @@ FAMILIES: Dict[str, Family] = {
             **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok", "experts_per_token")))),
 }
 FAMILIES["deepseek_v3"] = FAMILIES["deepseek_v2"]
+# MiniCPM3 (MiniCPM3Attention): DeepSeek-V2's MLA without experts; scale_emb/scale_depth are scalars
+FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
 FAMILIES.update(MORE_FAMILIES)
 
 #: model types mapped family by family (others go through the generic mapping)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-from .hub_bases import (ATTENTION_BIAS, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA, GPT2,
+from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA, GPT2,
                         LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, QWEN3)
 from .hub_hooks import mpt_attention
 from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, When, Window
@@ -31,7 +31,30 @@ _GRANITE_EXPERTS = MoeRule(**FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"
 # StarCoder2 / Jais2 style: LayerNorm with bias, non-gated MLP, biases from one flag
 _LN_PLAIN_MLP = {**LLAMA, **LAYERNORM, "mlp_gated_linear_units": False}
 
+_ABSOLUTE_POSITIONS = Refuse("position_embedding_type", ("absolute", None), default="absolute",
+                              reason="relative position embeddings")
+# pre-LN BERTs (MegatronBertLayer, XLMRobertaXLLayer): a norm before attention and
+# before the MLP, a final encoder norm, none after the embeddings
+_PRE_LN_BERT = {**BERT, "embedding_norm": False, "final_norm": True}
+
 MORE_FAMILIES: Dict[str, Family] = {
+    "megatron-bert": Family(_PRE_LN_BERT, checks=(_ABSOLUTE_POSITIONS,)),
+    "xlm-roberta-xl": Family(_PRE_LN_BERT, checks=(_ABSOLUTE_POSITIONS,)),
+    # RoBERTa-PreLayerNorm: pre-LN layers, the embedding LayerNorm and a final LayerNorm
+    "roberta-prelayernorm": Family({**BERT, "final_norm": True}, checks=(_ABSOLUTE_POSITIONS,)),
+    # ERNIE (1.0/2.0/3.0): BERT, plus task-type embeddings when use_task_id
+    "ernie": Family(BERT, checks=(_ABSOLUTE_POSITIONS, Refuse(
+        "use_task_id", (False,), default=False, as_bool=True, reason="task-type embeddings"))),
+    # ELECTRA (ElectraEmbeddings): word, position and token-type embeddings and their
+    # LayerNorm at embedding_size, then embeddings_project (with bias) to hidden; no pooler
+    "electra": Family({**BERT, "embedding_dim": Opt("embedding_size"), "pooler": False,
+                       "factorized_embeddings": True, "embedding_proj_bias": True},
+                      checks=(_ABSOLUTE_POSITIONS,)),
+    # DistilBERT (TransformerBlock): post-LN BERT layers without token types or pooler
+    "distilbert": Family(
+        {**BERT, "num_layers": Req("n_layers"), "n_head": Req("n_heads"), "hidden_dim": Req("dim"),
+         "ffn_embed_dim": Req("hidden_dim"), "activation": Act("activation", default="gelu"),
+         "type_vocab_size": 0, "pooler": False}),
     # OLMo (OlmoLayerNorm): LayerNorms without any weight; optional q/k/v clipping is elementwise
     "olmo": Family({**LLAMA, "norm_type": "layernorm", "norm_bias": False, "norm_affine": False}),
     "olmo2": Family(_OLMO2),
@@ -119,6 +142,26 @@ MORE_FAMILIES: Dict[str, Family] = {
                        "parallel_attn_mlp": True, "num_norms_per_layer": 1,
                        "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
                        "lm_head_bias": True}),
+    # Persimmon (and Fuyu's language model): LayerNorm with bias, ReLU^2 MLP, biases
+    # everywhere, q/k LayerNorm(head_dim) with bias shared by the heads, untied
+    "persimmon": Family({**_LN_PLAIN_MLP, **BIASES, "activation": Act("hidden_act", default="relu2"),
+                         "qk_norm": Flag("qk_layernorm", default=True), "qk_norm_bias": True,
+                         ("sliding_window", "layer_types"): Window(None)}),
+    # BioGPT (BioGptDecoderLayer): pre-LN, learned positions offset by 2 rows, biases, tied
+    "biogpt": Family({**BERT, "position_embedding_type": "learned",
+                      "num_position_embeddings": Same("max_seq_len", plus=2), "type_vocab_size": 0,
+                      "embedding_norm": False, "final_norm": True, "encoder_only": False,
+                      "pooler": False, "lm_head": True}),
+    # GPT-1 (openai-gpt Block): post-LN, so no final norm
+    "openai-gpt": Family({**GPT2, "activation": Act("afn", default="gelu"), "final_norm": False}),
+    # nanochat: RMSNorms without weights, non-gated ReLU^2 MLP, untied
+    "nanochat": Family({**LLAMA, "mlp_gated_linear_units": False, "norm_affine": False}),
+    # HyperCLOVA X: Peri-LN (use_post_norm: a norm after attention and after the MLP too)
+    "hyperclovax": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False),
+                           "num_norms_per_layer": When(Flag("use_post_norm", default=True), 4, 2)}),
+    # MiniMax-M2: q/k RMSNorm over all heads, full-router experts on every layer
+    "minimax_m2": Family({**LLAMA, "qk_norm": True, "qk_norm_per_head": True}, steps=(MoeRule(
+        **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
     # XGLM (XGLMDecoderLayer): pre-LN, sinusoidal positions (no parameters), biases, tied
     "xglm": Family(
         {"num_layers": Req("num_layers"), "n_head": Req("attention_heads"),

@@ -127,6 +127,9 @@ class ModelConfig(_StrictModel):
     type_vocab_size: int = 0  # BERT token-type embeddings
     embedding_dim: Optional[int] = None  # word-embedding width if != hidden (OPT-350m: in/out projections)
     embedding_proj_bias: bool = False  # the embedding -> hidden projection has a bias (ELECTRA, ALBERT)
+    # position and token-type embeddings and the embedding norm are embedding_dim wide,
+    # projected to hidden after the norm (ELECTRA, ALBERT), not hidden wide (OPT-350m)
+    factorized_embeddings: bool = False
     tie_word_embeddings: bool = True  # the mirrored system always assumed tied
     lm_head: bool = True  # False for encoder-only bases (no output projection)
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias

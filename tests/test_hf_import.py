@@ -410,19 +410,23 @@ def test_generic_mapping_refuses_keys_it_does_not_model():
                                                      **extra), name="acme/mystery")
 
 
-def test_generic_mapping_refuses_types_whose_code_is_not_llama():
-    """Types like OLMo-2 have only Llama keys but their code adds norms (Olmo2DecoderLayer):
-    without a row each is refused (their default configs, as transformers writes them),
-    and a type listed there never also has a row (the list would hide nothing)."""
+def test_generic_mapping_refuses_types_whose_code_is_not_llama(monkeypatch):
+    """OLMo-2's config has only Llama keys, but Olmo2DecoderLayer adds q/k norms over all
+    heads: without its row, the generic mapping would count it as Llama. A type listed in
+    NOT_LLAMA_SHAPED is refused (naming what differs) instead; and a listed type never
+    also has a row (the entry would be dead)."""
     from transformers import AutoConfig
 
     from llm_analysis.hub_families import FAMILIES
     from llm_analysis.hub_generic import NOT_LLAMA_SHAPED
     assert not set(NOT_LLAMA_SHAPED) & set(FAMILIES)
-    for mt, reason in NOT_LLAMA_SHAPED.items():
-        raw = AutoConfig.for_model(mt).to_dict()
-        with pytest.raises(UnsupportedArchitectureError, match=reason.split(",")[0]):
-            hf_import.model_config_from_hf_dict(raw, name=f"acme/{mt}")
+    raw = AutoConfig.for_model("olmo2").to_dict()
+    monkeypatch.delitem(FAMILIES, "olmo2")
+    cfg = hf_import.model_config_from_hf_dict(raw, name="acme/olmo2")  # keys alone pass
+    assert not cfg.qk_norm
+    monkeypatch.setitem(NOT_LLAMA_SHAPED, "olmo2", "q/k norms over all heads")
+    with pytest.raises(UnsupportedArchitectureError, match="q/k norms over all heads"):
+        hf_import.model_config_from_hf_dict(raw, name="acme/olmo2")
 
 
 def test_a_family_of_the_common_shape_is_one_table_row(monkeypatch, caplog):
