@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Dict
 
 from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA, GPT2,
-                        LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, QWEN3)
+                        LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, NO_BIASES, QWEN3)
 from .hub_hooks import mpt_attention
 from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, When, Window
 
 __all__ = ["MORE_FAMILIES"]
 
-_NOT_NO_BIAS = When(Flag("no_bias", default=True), False, True)
 _USE_BIAS = Flag("use_bias", default=False)
 # OLMo-2 (Olmo2DecoderLayer): norms after attention and after the MLP (still two),
 # q_norm/k_norm over all heads (RMSNorm(heads x head_dim))
@@ -123,14 +122,14 @@ MORE_FAMILIES: Dict[str, Family] = {
                           ("sliding_window", "layer_types"): Window(None)}),
     # VaultGemma: Gemma's two pre-norms (no post-norms), per-layer windows from layer_types
     "vaultgemma": Family(GEMMA),
-    # MPT (MptBlock): ALiBi, expansion_ratio x d_model GELU MLP, biases and norm biases
-    # absent when no_bias, always tied
+    # MPT (MptBlock): ALiBi, expansion_ratio x d_model GELU MLP, always tied; transformers
+    # builds every linear and LayerNorm without bias whatever `no_bias` says
     "mpt": Family(
         {"num_layers": Req("n_layers"), "n_head": Req("n_heads"), "hidden_dim": Req("d_model"),
          "vocab_size": Req("vocab_size"), "max_seq_len": Opt("max_seq_len"),
          "ffn_embed_dim": Same("hidden_dim", times=4), "activation": "gelu",
-         "qkv_bias": _NOT_NO_BIAS, "attn_out_bias": _NOT_NO_BIAS, "mlp_bias": _NOT_NO_BIAS,
-         "norm_type": "layernorm", "norm_bias": _NOT_NO_BIAS, "position_embedding_type": "alibi",
+         **NO_BIASES, "norm_type": "layernorm", "norm_bias": False,
+         "position_embedding_type": "alibi",
          "tie_word_embeddings": True},
         checks=(Refuse("expansion_ratio", (4, 4.0), default=4, reason="MLP width"),
                 mpt_attention)),
@@ -143,8 +142,10 @@ MORE_FAMILIES: Dict[str, Family] = {
                        "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
                        "lm_head_bias": True}),
     # Persimmon (and Fuyu's language model): LayerNorm with bias, ReLU^2 MLP, biases
-    # everywhere, q/k LayerNorm(head_dim) with bias shared by the heads, untied
+    # everywhere, q/k LayerNorm(head_dim) with bias shared by the heads, untied, multi-head
+    # attention whatever num_key_value_heads says
     "persimmon": Family({**_LN_PLAIN_MLP, **BIASES, "activation": Act("hidden_act", default="relu2"),
+                         "num_key_value_heads": None,  # fused MHA query_key_value, no GQA
                          "qk_norm": Flag("qk_layernorm", default=True), "qk_norm_bias": True,
                          ("sliding_window", "layer_types"): Window(None)}),
     # BioGPT (BioGptDecoderLayer): pre-LN, learned positions offset by 2 rows, biases, tied
