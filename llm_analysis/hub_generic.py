@@ -49,7 +49,9 @@ HARMLESS_KEYS = frozenset({
     "rope_theta", "rope_parameters", "rope_scaling", "partial_rotary_factor",
     "router_aux_loss_coef", "router_z_loss_coef", "router_jitter_noise", "norm_topk_prob",
     "pretraining_tp", "max_window_layers", "num_logits_to_keep", "embedding_dropout",
-    "residual_dropout", "classifier_pooling",
+    "residual_dropout", "classifier_pooling", "activation_dropout", "attention_probs_dropout_prob",
+    "hidden_dropout_prob", "classifier_dropout_prob", "layerdrop", "encoder_layerdrop",
+    "decoder_layerdrop",
 })
 
 # keys harmless only at these values (anything else changes the architecture)
@@ -102,6 +104,21 @@ def unmodelled_keys(src: Src) -> List[str]:
     return out
 
 
+# what a key the generic mapping does not model usually means (named first in refusals)
+_FEATURE_HINTS: Dict[str, str] = {
+    "is_encoder_decoder": "an encoder-decoder model (the decoder cross-attends to the encoder)",
+    "add_cross_attention": "cross-attention to an encoder",
+    "decoder_layers": "an encoder-decoder model (the decoder cross-attends to the encoder)",
+    "mamba_d_state": "Mamba state-space mixer layers", "ssm_state_size": "state-space mixer layers",
+    "state_size": "state-space mixer layers",
+    "attn_layer_period": "hybrid attention / state-space layers",
+    "conv_kernel": "convolution mixer layers", "linear_conv_kernel_dim": "linear-attention layers",
+    "num_hidden_groups": "layers shared across the depth (ALBERT)",
+    "n_shared_experts": "shared experts", "num_shared_experts": "shared experts",
+    "kv_lora_rank": "multi-head latent attention",
+}
+
+
 def _refuse(src: Src, what: str, features: List[str]) -> None:
     raise UnsupportedArchitecture(
         f"{what}: model_type {src.raw.get('model_type')!r} has no dedicated mapping and the "
@@ -113,8 +130,9 @@ def _check_shape(src: Src, what: str) -> None:
     mt = src.raw.get("model_type")
     if isinstance(mt, str) and mt in NOT_LLAMA_SHAPED:
         _refuse(src, what, [f"its modelling code has {NOT_LLAMA_SHAPED[mt]}"])
-    features = []
     keys = unmodelled_keys(src)
+    features = list(dict.fromkeys(h for k, h in _FEATURE_HINTS.items()
+                                  if any(x.split("=")[0] == k for x in keys)))
     if keys:
         features.append(f"config keys it does not model: {', '.join(keys)}")
     if not src.has("rms_norm_eps"):
@@ -134,7 +152,7 @@ def map_generic(src: Src, what: str) -> Fields:
         num_layers=n, n_head=src.req_int("num_attention_heads"),
         hidden_dim=src.req_int("hidden_size"), vocab_size=src.req_int("vocab_size"),
         ffn_embed_dim=src.req_int("intermediate_size"))
-    if src.missing:  # the caller names every missing attribute
+    if src.missing and not unmodelled_keys(src):  # the caller names every missing attribute
         return f
     _check_shape(src, what)
     bias = bool(src.get("attention_bias", default=False))
