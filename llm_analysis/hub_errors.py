@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .errors import HubImportError
+from .errors import HubImportError, UnsupportedArchitectureError
 
 __all__ = ["HubImportError", "RepoNotFound", "GatedRepo", "RevisionNotFound", "HubOffline",
-           "HubUnreachable", "UnmappableConfig", "describe_model"]
+           "HubUnreachable", "UnmappableConfig", "UnsupportedArchitecture", "describe_model"]
 
 
 class RepoNotFound(HubImportError):
@@ -34,6 +34,16 @@ class HubUnreachable(HubImportError):
 
 class UnmappableConfig(HubImportError):
     """The config lacks attributes we need, or describes something ModelConfig cannot."""
+
+
+class UnsupportedArchitecture(UnmappableConfig, UnsupportedArchitectureError):
+    """The config is well formed but describes an architecture whose shapes we cannot
+    derive from the config alone (no family row; keys or features the generic mapping
+    does not model). Both a `HubImportError` and an `UnsupportedArchitectureError`."""
+
+
+EXACT_HINT = ('pip install "llm-analysis[exact]" and check it with '
+              'llm_analysis.exact.verify_hf_config, which counts the real transformers model')
 
 
 def describe_model(name: str, revision: Optional[str]) -> str:

@@ -16,80 +16,19 @@ from typing import Dict
 
 from .hub_hooks import (GptNeoWindow, RawWindowPattern, falcon_decoder_architecture,
                         opt_projection_and_final_norm, qwen_window)
+from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA,
+                        GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, QWEN3,
+                        QWEN_MOE_EXPERTS)
+from .hub_families_more import MORE_FAMILIES
 from .hub_spec import (Act, Either, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Sum, When,
                        Window)
 
 __all__ = ["FAMILIES", "SUPPORTED_MODEL_TYPES", "GPT2", "LLAMA"]
 
-_GELU_TANH = "gelu_pytorch_tanh"
-_BIASES = dict(qkv_bias=True, attn_out_bias=True, mlp_bias=True)
-_NO_BIASES = dict(qkv_bias=False, attn_out_bias=False, mlp_bias=False)
-_LAYERNORM = dict(norm_type="layernorm", norm_bias=True)
-_ATTENTION_BIAS = Flag("attention_bias", default=False)
-
-# GPT-2 (GPT2Block): pre-LN, learned positions, 4x GELU MLP, biases everywhere, tied
-GPT2 = {
-    "hidden_dim": Req("n_embd", "hidden_size"),
-    "max_seq_len": Req("n_positions", "max_position_embeddings"),
-    "num_layers": Req("n_layer", "num_hidden_layers"),
-    "n_head": Req("n_head", "num_attention_heads"),
-    "vocab_size": Req("vocab_size"),
-    "ffn_embed_dim": Either(Opt("n_inner"), Same("hidden_dim", times=4)),
-    "activation": Act("activation_function", default="gelu_new"),
-    **_BIASES, **_LAYERNORM,
-    "position_embedding_type": "learned",
-    "num_position_embeddings": Same("max_seq_len"),
-    "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
-}
-
-# Llama and descendants (LlamaDecoderLayer): pre-norm RMSNorm without bias, gated MLP,
-# rotary positions, per-layer attention kinds from layer_types, untied by default
-LLAMA = {
-    "num_layers": Req("num_hidden_layers"),
-    "n_head": Req("num_attention_heads"),
-    "hidden_dim": Req("hidden_size"),
-    ("sliding_window", "layer_types"): Window(),
-    "num_key_value_heads": Opt("num_key_value_heads"),
-    "vocab_size": Req("vocab_size"),
-    "max_seq_len": Opt("max_position_embeddings"),
-    "ffn_embed_dim": Req("intermediate_size"),
-    "mlp_gated_linear_units": True,
-    "activation": Act("hidden_act", default="silu"),
-    "head_dim": Opt("head_dim"),
-    "qkv_bias": _ATTENTION_BIAS, "attn_out_bias": _ATTENTION_BIAS,
-    "mlp_bias": False, "qk_norm": False,
-    "norm_type": "rmsnorm", "norm_bias": False, "num_norms_per_layer": 2,
-    "position_embedding_type": "rotary",
-    "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
-}
-_LLAMA_NO_BIAS_NO_TYPES = {**LLAMA, **_NO_BIASES, ("sliding_window", "layer_types"): Window(None)}
-_QWEN3 = {**LLAMA, "qk_norm": True}
-# Gemma: GELU-tanh gated MLP under hidden_activation, tied; Gemma 2/3 add a post-norm
-# after attention and after the MLP (4 norms per layer)
-_GEMMA = {**LLAMA, "activation": Act("hidden_activation", "hidden_act", default=_GELU_TANH),
-          "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}
-_GEMMA2 = {**_GEMMA, "num_norms_per_layer": 4}
-
-_BERT = {
-    "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
-    "hidden_dim": Req("hidden_size"), "vocab_size": Req("vocab_size"),
-    "max_seq_len": Req("max_position_embeddings"), "ffn_embed_dim": Req("intermediate_size"),
-    "activation": Act("hidden_act", default="gelu"),
-    **_BIASES, **_LAYERNORM, "embedding_norm": True,
-    "position_embedding_type": "learned", "num_position_embeddings": Same("max_seq_len"),
-    "type_vocab_size": Opt("type_vocab_size", default=2),
-    "encoder_only": True, "pooler": True, "lm_head": False, "final_norm": False,
-    "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
-}
-
-_QWEN_MOE_EXPERTS = dict(top_k=Opt("num_experts_per_tok"), layers="sparse_step",
-                         width=Req("moe_intermediate_size"))
-_FULL_WIDTH_EXPERTS = dict(experts=Req("num_local_experts", "num_experts"), layers="all")
-
 FAMILIES: Dict[str, Family] = {
     "gpt2": Family(GPT2),
     # GPTBigCode: GPT-2 with multi-query attention (one KV head) unless multi_query=False
-    "gpt_bigcode": Family({**GPT2, "activation": Act("activation_function", default=_GELU_TANH),
+    "gpt_bigcode": Family({**GPT2, "activation": Act("activation_function", default=GELU_TANH),
                            "num_key_value_heads": When(Flag("multi_query", default=True), 1)}),
     # GPT-J: parallel attention + MLP on one LayerNorm, rotary, bias-free attention,
     # biased MLP and lm_head, untied
@@ -107,7 +46,7 @@ FAMILIES: Dict[str, Family] = {
         "n_head": Req("num_heads", "num_attention_heads"), "vocab_size": Req("vocab_size"),
         "ffn_embed_dim": Either(Opt("intermediate_size"), Same("hidden_dim", times=4)),
         "activation": Act("activation_function", default="gelu_new"),
-        **_BIASES, "qkv_bias": False, **_LAYERNORM, "position_embedding_type": "learned",
+        **BIASES, "qkv_bias": False, **LAYERNORM, "position_embedding_type": "learned",
         "num_position_embeddings": Same("max_seq_len"),
         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}),
     # GPT-NeoX / Pythia: rotary, parallel residual by default, yet both norms
@@ -119,7 +58,7 @@ FAMILIES: Dict[str, Family] = {
         "activation": Act("hidden_act", default="gelu"),
         "qkv_bias": Flag("attention_bias", default=True),
         "attn_out_bias": Flag("attention_bias", default=True), "mlp_bias": True,
-        **_LAYERNORM, "position_embedding_type": "rotary",
+        **LAYERNORM, "position_embedding_type": "rotary",
         "parallel_attn_mlp": Flag("use_parallel_residual", default=True),
         "num_norms_per_layer": 2,
         "tie_word_embeddings": Flag("tie_word_embeddings", default=False)}),
@@ -132,7 +71,7 @@ FAMILIES: Dict[str, Family] = {
          "qkv_bias": Flag("enable_bias", default=True),
          "attn_out_bias": Flag("enable_bias", default=True),
          "mlp_bias": Flag("enable_bias", default=True),
-         **_LAYERNORM, "position_embedding_type": "learned",
+         **LAYERNORM, "position_embedding_type": "learned",
          "num_position_embeddings": Same("max_seq_len", plus=2),
          "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
         checks=(Refuse("layer_norm_elementwise_affine", (True,), default=True, as_bool=True,
@@ -145,13 +84,13 @@ FAMILIES: Dict[str, Family] = {
         "n_head": Req("n_head", "num_attention_heads"), "vocab_size": Req("vocab_size"),
         "max_seq_len": Opt("seq_length", "max_position_embeddings"),
         "ffn_embed_dim": Same("hidden_dim", times=4), "activation": "gelu_tanh",
-        **_BIASES, **_LAYERNORM, "embedding_norm": True, "position_embedding_type": "alibi",
+        **BIASES, **LAYERNORM, "embedding_norm": True, "position_embedding_type": "alibi",
         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}),
     # BERT-style encoders: token types, embedding LayerNorm, pooler, no lm_head
-    **{t: Family(_BERT, checks=(Refuse("position_embedding_type", ("absolute", None),
+    **{t: Family(BERT, checks=(Refuse("position_embedding_type", ("absolute", None),
                                        default="absolute",
                                        reason="relative position embeddings"),))
-       for t in ("bert", "roberta", "xlm-roberta")},
+       for t in ("bert", "roberta", "xlm-roberta", "camembert", "data2vec-text", "ibert")},
     "falcon": Family(
         {"hidden_dim": Req("hidden_size", "n_embed"), "n_head": Req("num_attention_heads", "n_head"),
          "num_layers": Req("num_hidden_layers", "n_layer"), "vocab_size": Req("vocab_size"),
@@ -159,30 +98,30 @@ FAMILIES: Dict[str, Family] = {
          "ffn_embed_dim": Either(Opt("ffn_hidden_size"), Same("hidden_dim", times=4)),
          "activation": Act("activation", default="gelu"),
          "qkv_bias": Flag("bias", default=False), "attn_out_bias": Flag("bias", default=False),
-         "mlp_bias": Flag("bias", default=False), **_LAYERNORM,
+         "mlp_bias": Flag("bias", default=False), **LAYERNORM,
          "position_embedding_type": When(Flag("alibi", default=False), "alibi", "rotary"),
          "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
         steps=(falcon_decoder_architecture,)),
     "llama": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
     # MistralAttention/MistralMLP have no biases; HF Mistral (and Phi-3) ignore layer_types
-    "mistral": Family(_LLAMA_NO_BIAS_NO_TYPES),
-    "phi3": Family(_LLAMA_NO_BIAS_NO_TYPES),
+    "mistral": Family(LLAMA_NO_BIAS_NO_TYPES),
+    "phi3": Family(LLAMA_NO_BIAS_NO_TYPES),
     "qwen2": Family({**LLAMA, "qkv_bias": True, "attn_out_bias": False}, steps=(qwen_window,)),
-    "qwen3": Family(_QWEN3, steps=(qwen_window,)),
+    "qwen3": Family(QWEN3, steps=(qwen_window,)),
     # Qwen2-MoE: one shared expert behind a sigmoid gate
     "qwen2_moe": Family(
         {**LLAMA, "qkv_bias": Flag("qkv_bias", default=True), "attn_out_bias": False},
-        steps=(qwen_window, MoeRule(experts=Opt("num_experts"), **_QWEN_MOE_EXPERTS,
+        steps=(qwen_window, MoeRule(experts=Opt("num_experts"), **QWEN_MOE_EXPERTS,
                                     shared_width=Opt("shared_expert_intermediate_size"),
                                     shared_gate=True))),
-    "qwen3_moe": Family(_QWEN3, steps=(qwen_window, MoeRule(
-        experts=Opt("num_experts", "num_local_experts"), **_QWEN_MOE_EXPERTS))),
+    "qwen3_moe": Family(QWEN3, steps=(qwen_window, MoeRule(
+        experts=Opt("num_experts", "num_local_experts"), **QWEN_MOE_EXPERTS))),
     # Mixtral: every layer MoE, each expert a full-width SwiGLU MLP
-    "mixtral": Family(_LLAMA_NO_BIAS_NO_TYPES, steps=(MoeRule(
-        **_FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
-    "gemma": Family({**_GEMMA, ("sliding_window", "layer_types"): Window(None)}),
-    "gemma2": Family(_GEMMA2, steps=(RawWindowPattern(period=2),)),
-    "gemma3_text": Family({**_GEMMA2, "qk_norm": True}, steps=(
+    "mixtral": Family(LLAMA_NO_BIAS_NO_TYPES, steps=(MoeRule(
+        **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
+    "gemma": Family({**GEMMA, ("sliding_window", "layer_types"): Window(None)}),
+    "gemma2": Family(GEMMA2, steps=(RawWindowPattern(period=2),)),
+    "gemma3_text": Family({**GEMMA2, "qk_norm": True}, steps=(
         RawWindowPattern(period=6, period_key="sliding_window_pattern"),)),
     # DeepSeek-V2/V3: multi-head latent attention (arXiv 2405.04434), the first
     # first_k_dense_replace layers dense, n_shared_experts of moe_intermediate_size
@@ -194,7 +133,7 @@ FAMILIES: Dict[str, Family] = {
         "vocab_size": Req("vocab_size"), "max_seq_len": Opt("max_position_embeddings"),
         "ffn_embed_dim": Req("intermediate_size"), "mlp_gated_linear_units": True,
         "activation": Act("hidden_act", default="silu"),
-        "qkv_bias": _ATTENTION_BIAS, "attn_out_bias": _ATTENTION_BIAS,
+        "qkv_bias": ATTENTION_BIAS, "attn_out_bias": ATTENTION_BIAS,
         "mlp_bias": Flag("mlp_bias", default=False),
         "norm_type": "rmsnorm", "norm_bias": False, "position_embedding_type": "rotary",
         "q_lora_rank": Opt("q_lora_rank"), "kv_lora_rank": Req("kv_lora_rank"),
@@ -213,9 +152,12 @@ FAMILIES: Dict[str, Family] = {
          "attn_sinks": True, "moe_router_bias": True, "moe_expert_bias": True,
          "moe_ffn_embed_dim": Same("ffn_embed_dim")},
         steps=(RawWindowPattern(period=2, default_window=128), MoeRule(
-            **_FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok", "experts_per_token")))),
+            **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok", "experts_per_token")))),
 }
 FAMILIES["deepseek_v3"] = FAMILIES["deepseek_v2"]
+# MiniCPM3 (MiniCPM3Attention): DeepSeek-V2's MLA without experts; scale_emb/scale_depth are scalars
+FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
+FAMILIES.update(MORE_FAMILIES)
 
 #: model types mapped family by family (others go through the generic mapping)
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES)) + ("gemma3",)

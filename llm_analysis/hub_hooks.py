@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .hub_errors import UnmappableConfig
 from .hub_source import Fields, Src, attention_layout
 from .hub_spec import Reader
 
 __all__ = ["GptNeoWindow", "RawWindowPattern", "qwen_window", "falcon_decoder_architecture",
-           "opt_projection_and_final_norm"]
+           "opt_projection_and_final_norm", "mpt_attention"]
 
 FULL, SLIDE = "full_attention", "sliding_attention"
 
@@ -110,3 +111,14 @@ def opt_projection_and_final_norm(src: Src, f: Fields, what: str) -> None:
     removed = bool(src.get("_remove_final_layer_norm", default=False))
     h = f["hidden_dim"]
     f.update(embedding_dim=proj if proj and proj != h else None, final_norm=pre_ln and not removed)
+
+
+def mpt_attention(src: Src, f: Fields, what: str) -> None:
+    """MPT's `attn_config` (a dict, or MptAttentionConfig): the row describes ALiBi
+    attention without q/k LayerNorms (MptAttention); anything else is refused."""
+    cfg = src.get("attn_config", default={}) or {}
+    get = cfg.get if isinstance(cfg, dict) else (lambda k, d=None: getattr(cfg, k, d))
+    alibi, qk_ln = get("alibi", False), get("qk_ln", False)
+    if not alibi or qk_ln:
+        raise UnmappableConfig(f"{what}: MPT attn_config alibi={alibi!r}, qk_ln={qk_ln!r}; only "
+                               "ALiBi attention without q/k LayerNorms is described")

@@ -12,62 +12,14 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from .errors import ConfigError
-from .hub_errors import HubImportError, UnmappableConfig
+from .hub_errors import EXACT_HINT, HubImportError, UnmappableConfig, UnsupportedArchitecture
 from .hub_families import FAMILIES
-from .hub_source import Fields, Src, activation, attention_layout, logger, transformers_config
-from .hub_spec import Either, MoeRule, Opt, Req, read_family
+from .hub_generic import map_generic
+from .hub_source import Fields, Src, logger, transformers_config
+from .hub_spec import read_family
 from .schema import ModelConfig, build_config
 
 __all__ = ["map_hf_config", "map_generic"]
-
-# an unknown family: experts under any of the usual keys, every layer MoE
-_GENERIC_MOE = MoeRule(experts=Opt("num_local_experts", "num_experts", "n_routed_experts"),
-                       top_k=Req("num_experts_per_tok"), top_k_first=False, layers="all",
-                       width=Either(Opt("moe_intermediate_size"), None))
-
-
-def map_generic(src: Src, what: str) -> Fields:
-    """Unknown family: read the common keys; architecture details are inferred from
-    hints in the config and logged as assumptions."""
-    n = src.req_int("num_hidden_layers", "n_layer", "num_layers")
-    heads = src.req_int("num_attention_heads", "n_head", "num_heads")
-    h = src.req_int("hidden_size", "n_embd", "d_model")
-    vocab = src.req_int("vocab_size")
-    rms = src.has("rms_norm_eps")
-    act = src.get("hidden_act", "hidden_activation", "activation_function", default=None)
-    gated = rms and isinstance(act, str) and act.lower() in ("silu", "swish", "gelu_pytorch_tanh")
-    rotary = any(src.has(k) for k in ("rope_theta", "rope_parameters", "rope_scaling", "rotary_dim",
-                                      "partial_rotary_factor", "rotary_pct"))
-    mpe = src.opt_int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                      default=None)
-    bias_default = not rms
-    ab = bool(src.get("attention_bias", "bias", default=bias_default))
-    window, lt = attention_layout(src.get("layer_types", default=None),
-                                  src.get("sliding_window", default=None), n, what)
-    f: Fields = dict(
-        num_layers=n, n_head=heads, hidden_dim=h, vocab_size=vocab, max_seq_len=mpe,
-        num_key_value_heads=src.opt_int("num_key_value_heads", default=None),
-        ffn_embed_dim=src.opt_int("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size",
-                                  default=None),
-        head_dim=src.opt_int("head_dim", default=None),
-        mlp_gated_linear_units=bool(gated), activation=activation(act or "gelu"),
-        qkv_bias=ab, attn_out_bias=ab, mlp_bias=bool(src.get("mlp_bias", "bias", default=bias_default)),
-        norm_type="rmsnorm" if rms else "layernorm", norm_bias=not rms,
-        position_embedding_type="rotary" if rotary else ("learned" if mpe else "none"),
-        sliding_window=window, layer_types=lt,
-        tie_word_embeddings=bool(src.get("tie_word_embeddings", default=True)),
-    )
-    if n:
-        _GENERIC_MOE(src, f, what)
-    if not src.missing:
-        logger.warning(
-            "%s: model_type %r has no dedicated mapping; assumed %s, %s MLP (%s), %s positions, "
-            "%s biases. Check the result against the model code.", what,
-            src.raw.get("model_type"), f["norm_type"],
-            "gated" if f["mlp_gated_linear_units"] else "non-gated", f["activation"],
-            f["position_embedding_type"], "with" if ab else "no")
-    return f
-
 
 def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
                     ) -> Tuple[Any, Dict[str, Any], Optional[str]]:
@@ -125,6 +77,14 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     fields = _read_fields(src, mt, model_type, what)
     top_tie = d.get("tie_word_embeddings")
     if top_tie is not None and raw is not d:
+        text_tie = raw.get("tie_word_embeddings")
+        if text_tie is not None and bool(text_tie) != bool(top_tie):
+            # the wrapper's flag governs its own LM class, the text model's the text-only
+            # class: the count depends on which class is meant
+            raise UnsupportedArchitecture(
+                f"{what}: the multimodal config says tie_word_embeddings={bool(top_tie)} but its "
+                f"language model's config says {bool(text_tie)}; whether the output projection "
+                f"is a separate weight depends on the model class. To count it, {EXACT_HINT}.")
         fields["tie_word_embeddings"] = bool(top_tie)
     fields = {k: v for k, v in fields.items() if v is not None}
     fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)

@@ -113,6 +113,10 @@ class ModelConfig(_StrictModel):
     qkv_bias: bool = False  # bias on the q/k/v projections (GPT-2, Qwen2, BLOOM, ...)
     attn_out_bias: bool = False  # bias on the attention output projection
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Gemma 3): 2*head_dim params
+    # q/k norm weights for every head ([heads x head_dim]: OLMo-2's norm over all heads,
+    # Cohere's and StableLM's per-head norms) instead of one [head_dim] shared by all heads
+    qk_norm_per_head: bool = False
+    qk_norm_bias: bool = False  # the q/k norms are LayerNorms with a bias (Persimmon, Phi)
     attn_sinks: bool = False  # one learned sink logit per head (gpt-oss)
     # Sliding-window attention: the window, and which layers use it. When
     # `sliding_window` is set and `layer_types` is None, every layer slides
@@ -144,13 +148,19 @@ class ModelConfig(_StrictModel):
     # --- norms, embeddings, block layout ------------------------------------
     norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
     norm_bias: bool = True  # LayerNorm has a bias; set False for RMSNorm / bias-free LN
+    norm_affine: bool = True  # False: the block norms hold no weights at all (OLMo's LayerNorm)
     num_norms_per_layer: Optional[int] = None  # default 2 (1 when parallel_attn_mlp)
     final_norm: bool = True  # a norm after the last layer
     embedding_norm: bool = False  # a norm right after the embeddings (BLOOM, BERT)
-    position_embedding_type: Literal["learned", "rotary", "alibi", "none"] = "learned"
+    # sinusoidal (XGLM, Whisper-style fixed tables) and alibi hold no parameters
+    position_embedding_type: Literal["learned", "rotary", "alibi", "sinusoidal", "none"] = "learned"
     num_position_embeddings: Optional[int] = None  # rows of a learned table; default max_seq_len
     type_vocab_size: int = 0  # BERT token-type embeddings
     embedding_dim: Optional[int] = None  # word-embedding width if != hidden (OPT-350m: in/out projections)
+    embedding_proj_bias: bool = False  # the embedding -> hidden projection has a bias (ELECTRA, ALBERT)
+    # position and token-type embeddings and the embedding norm are embedding_dim wide,
+    # projected to hidden after the norm (ELECTRA, ALBERT), not hidden wide (OPT-350m)
+    factorized_embeddings: bool = False
     tie_word_embeddings: bool = True  # the mirrored system always assumed tied
     lm_head: bool = True  # False for encoder-only bases (no output projection)
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias

@@ -34,7 +34,7 @@ import pytest
 from hub_server import FakeHub, commit_sha
 from llm_analysis import hf_import
 from llm_analysis.config import ModelConfig, get_model_config_by_name, model_configs
-from llm_analysis.errors import ConfigError, HubImportError
+from llm_analysis.errors import ConfigError, HubImportError, UnsupportedArchitectureError
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -392,6 +392,43 @@ def test_unknown_family_with_common_keys_maps_generically(caplog):
     assert "no dedicated mapping" in caplog.text and "assumed" in caplog.text
 
 
+def test_generic_mapping_refuses_keys_it_does_not_model():
+    """An unknown type with one key outside the Llama shape (here a per-layer MLP
+    width table) is refused, naming the key and the [exact] extra, never guessed."""
+    raw = dict(MYSTERY, num_attention_heads=8, vocab_size=1000, intermediate_size=1536,
+               rms_norm_eps=1e-6, hidden_act="silu", per_layer_intermediate_sizes=[1536] * 4)
+    with pytest.raises(UnsupportedArchitectureError) as err:
+        hf_import.model_config_from_hf_dict(raw, name="acme/mystery")
+    msg = str(err.value)
+    assert "per_layer_intermediate_sizes" in msg and 'llm-analysis[exact]' in msg
+    assert isinstance(err.value, HubImportError)
+    # a non-gated or LayerNorm model is not the Llama shape either
+    for extra, word in (({"hidden_act": "gelu"}, "hidden_act"),
+                        ({"rms_norm_eps": None, "layer_norm_eps": 1e-5}, "layer_norm_eps")):
+        with pytest.raises(UnsupportedArchitectureError, match=word):
+            hf_import.model_config_from_hf_dict(dict(raw, per_layer_intermediate_sizes=None,
+                                                     **extra), name="acme/mystery")
+
+
+def test_generic_mapping_refuses_types_whose_code_is_not_llama(monkeypatch):
+    """OLMo-2's config has only Llama keys, but Olmo2DecoderLayer adds q/k norms over all
+    heads: without its row, the generic mapping would count it as Llama. A type listed in
+    NOT_LLAMA_SHAPED is refused (naming what differs) instead; and a listed type never
+    also has a row (the entry would be dead)."""
+    from transformers import AutoConfig
+
+    from llm_analysis.hub_families import FAMILIES
+    from llm_analysis.hub_generic import NOT_LLAMA_SHAPED
+    assert not set(NOT_LLAMA_SHAPED) & set(FAMILIES)
+    raw = AutoConfig.for_model("olmo2").to_dict()
+    monkeypatch.delitem(FAMILIES, "olmo2")
+    cfg = hf_import.model_config_from_hf_dict(raw, name="acme/olmo2")  # keys alone pass
+    assert not cfg.qk_norm
+    monkeypatch.setitem(NOT_LLAMA_SHAPED, "olmo2", "q/k norms over all heads")
+    with pytest.raises(UnsupportedArchitectureError, match="q/k norms over all heads"):
+        hf_import.model_config_from_hf_dict(raw, name="acme/olmo2")
+
+
 def test_a_family_of_the_common_shape_is_one_table_row(monkeypatch, caplog):
     """Registering one row maps an unknown model_type exactly: Qwen2.5-7B's config under a
     made-up type must count what the real Qwen2 model holds (and skip the generic guess)."""
@@ -524,6 +561,7 @@ def _repos() -> Dict[str, Dict[str, Dict[str, bytes]]]:
     repos["acme/mystery"] = {"main": {"config.json": json.dumps(MYSTERY).encode()}}
     repos["acme/custom-code"] = {"main": {
         "config.json": json.dumps(dict(MYSTERY, num_attention_heads=8, vocab_size=1000,
+                                       rms_norm_eps=1e-6, hidden_act="silu",
                                        auto_map={"AutoConfig": "configuration_custom.CustomConfig"})).encode(),
         "configuration_custom.py": REMOTE_CONFIG_CODE.encode()}}
     repos["acme/no-config"] = {"main": {"README.md": b"# a dataset\n"}}
@@ -734,8 +772,9 @@ def test_hub_unmappable_config_names_missing_attributes(hub_runs):
 
 
 def test_hub_runs_remote_code_only_when_trusted(hub_runs):
-    untrusted = _ok(_res(hub_runs, op="hf", name="acme/custom-code"))
-    assert untrusted.num_layers == 4 and untrusted.ffn_embed_dim == 4 * 512  # raw JSON, no code
+    # without the code, config.json lacks the MLP width: a clean refusal, no guess
+    untrusted = _res(hub_runs, op="hf", name="acme/custom-code")
+    _err(untrusted, hf_import.UnmappableConfig, "intermediate_size")
     trusted = _ok(_res(hub_runs, op="hf", name="acme/custom-code", trust_remote_code=True))
     assert trusted.ffn_embed_dim == 1234  # the default of the repository's config class
     reqs = [p for _, p, _ in hub_runs["online_requests"]]

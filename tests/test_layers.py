@@ -15,8 +15,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "llm_analysis"
 LAYERS = [
     ("errors", "constant", "utils", "formats"),
     ("options", "cli_support"),
-    ("schema", "context_limit", "catalogue", "hub_errors", "hub_source", "hub_spec", "hub_hooks", "hub_families", "hub_download",
-     "hub_mapping", "hf_import", "model_lookup", "config", "precision"),
+    ("schema", "context_limit", "catalogue", "hub_errors", "hub_source", "hub_spec", "hub_hooks", "hub_bases",
+     "hub_families_more", "hub_families", "hub_generic", "hub_download", "hub_mapping", "hf_import",
+     "model_lookup", "config", "precision"),
     ("operators",),
     ("cost", "memory", "timing", "roofline"),
     ("views",),

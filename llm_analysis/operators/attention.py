@@ -67,10 +67,20 @@ class AttentionOps:
             ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_out, m.qkv_bias,
                                     shard=kv_shard))
             if m.qk_norm:
-                ops.append(self._norm("q_norm", "attention", t * m.n_head, m.head_dim, bias=False))
-                ops.append(self._norm("k_norm", "attention", t * m.num_key_value_heads, m.head_dim, bias=False))
+                ops += self._qk_norm_ops(t)
         ops.append(self._attention_core(phase, kind, d_qk, d_v, heads_gpu))
         return ops + self._attention_out_ops(phase, heads_gpu, d_v)
+
+    def _qk_norm_ops(self, tokens: int) -> list:
+        """Norms of q and k: one [head_dim] weight shared by the heads (Qwen3), or one per
+        head (OLMo-2, Cohere, StableLM: the same elements, heads x head_dim weights)."""
+        m = self.model
+        ops = []
+        for name, heads in (("q_norm", m.n_head), ("k_norm", m.num_key_value_heads)):
+            copies = heads if m.qk_norm_per_head else 1
+            ops.append(self._norm(name, "attention", tokens * heads // copies, m.head_dim,
+                                  bias=m.qk_norm_bias, copies=copies))
+        return ops
 
     def _attention_out_ops(self, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
         """Attention sinks (if any) and the output projection."""

@@ -123,8 +123,9 @@ class LayerDescriber(AttentionOps, MlpOps):
 
     def _norm(self, name: str, group: str, tokens: int, dim: int, bias: Optional[bool] = None,
               copies: int = 1, recompute_class: ActivationRecomputation = ActivationRecomputation.FULL) -> Operator:
+        affine = self.model.norm_affine or bias is not None  # q/k norms pass their bias
         bias = self.model.norm_bias if bias is None else bias
-        params = dim * (2 if bias else 1) * copies
+        params = dim * (2 if bias else 1) * copies if affine else 0
         elems = tokens * dim * copies
         return Operator(
             name=name, group=group, kind="norm", params=params, params_per_gpu=params,
@@ -193,25 +194,26 @@ class LayerDescriber(AttentionOps, MlpOps):
                         weight_bytes_per_gpu=vocab_gpu * d * self.e_bytes,
                         bytes_read_per_gpu=t * d * self.e_bytes, bytes_written_per_gpu=t * d * self.a_bytes,
                         shapes=f"[{m.vocab_size}x{d}] lookup x {t}")]
+        # factorized (ELECTRA, ALBERT): positions, token types and the norm at embedding_dim
+        e = d if m.factorized_embeddings else m.hidden_dim
         if m.position_embedding_type == "learned" and m.num_position_embeddings:
             n = m.num_position_embeddings
             ops.append(Operator(name="position_embedding", group="embedding", kind="embedding",
-                                params=n * m.hidden_dim, params_per_gpu=n * m.hidden_dim,
-                                weight_bytes_per_gpu=n * m.hidden_dim * self.e_bytes,
-                                bytes_read_per_gpu=t * m.hidden_dim * self.e_bytes,
-                                bytes_written_per_gpu=t * m.hidden_dim * self.a_bytes,
-                                shapes=f"[{n}x{m.hidden_dim}] lookup x {t}"))
+                                params=n * e, params_per_gpu=n * e, weight_bytes_per_gpu=n * e * self.e_bytes,
+                                bytes_read_per_gpu=t * e * self.e_bytes,
+                                bytes_written_per_gpu=t * e * self.a_bytes,
+                                shapes=f"[{n}x{e}] lookup x {t}"))
         if m.type_vocab_size:
             n = m.type_vocab_size
             ops.append(Operator(name="token_type_embedding", group="embedding", kind="embedding",
-                                params=n * m.hidden_dim, params_per_gpu=n * m.hidden_dim,
-                                weight_bytes_per_gpu=n * m.hidden_dim * self.e_bytes,
-                                bytes_read_per_gpu=t * m.hidden_dim * self.e_bytes,
-                                bytes_written_per_gpu=t * m.hidden_dim * self.a_bytes))
+                                params=n * e, params_per_gpu=n * e, weight_bytes_per_gpu=n * e * self.e_bytes,
+                                bytes_read_per_gpu=t * e * self.e_bytes,
+                                bytes_written_per_gpu=t * e * self.a_bytes))
         if d != m.hidden_dim:
-            ops.append(self._matmul("project_in", "embedding", phase, t, d, m.hidden_dim, False))
+            ops.append(self._matmul("project_in", "embedding", phase, t, d, m.hidden_dim,
+                                    m.embedding_proj_bias))
         if m.embedding_norm:
-            ops.append(self._norm("embedding_norm", "embedding", t, m.hidden_dim))
+            ops.append(self._norm("embedding_norm", "embedding", t, e))
         if self.tp > 1:  # vocab-parallel embedding: partial lookups summed
             ops.append(self._collective("tp_all_reduce_embedding", "all_reduce", "tp", self.tp, t * m.hidden_dim))
         return ops
