@@ -15,6 +15,22 @@ from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_d
                       stage_layer_groups)
 
 
+class IdentityKey:
+    """A cache-key part that compares by identity (a cost model, an analysis) and
+    keeps its object alive, so its id cannot be reused while the entry exists."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, IdentityKey) and other.obj is self.obj
+
+
 class LayerDescriber(AttentionOps, MlpOps):
     """Builds the operator records of a model under a dtype and parallel layout.
 
@@ -39,12 +55,36 @@ class LayerDescriber(AttentionOps, MlpOps):
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size)
         self._cache: Dict[object, object] = {}
+        # per-phase results (operator lists, and what views derive from them): keyed by
+        # everything they depend on besides this describer's fixed configuration, bounded
+        self._phase_cache: Dict[object, object] = {}
 
     def memoized(self, key, compute):
         """`compute()` once per describer (its configuration never changes)."""
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
+
+    PHASE_CACHE_SIZE = 512  # entries; a sweep over shapes keeps memory bounded
+
+    def phase_memo(self, key, compute):
+        """`compute()` once per `key` while cached. The key must hold every input of
+        `compute` that is not fixed with the describer (phase shape, cost model,
+        options); results are shared between callers, who must not mutate them."""
+        cache = self._phase_cache
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        value = compute()
+        if len(cache) >= self.PHASE_CACHE_SIZE:
+            cache.clear()
+        cache[key] = value
+        return value
+
+    def cost_memo(self, cost_model, key: tuple, compute):
+        """`phase_memo` of a result that also depends on the cost model (times)."""
+        return self.phase_memo((IdentityKey(cost_model),) + key, compute)
 
     # ------------------------------------------------------------------ layout
     def _check_layout(self) -> None:
@@ -257,7 +297,12 @@ class LayerDescriber(AttentionOps, MlpOps):
     # ------------------------------------------------------------ aggregates
     def model_parts(self, phase: Phase, stage: Optional[int] = None) -> List[ModelPart]:
         """The embedding, each layer kind and the head of the whole model or of one
-        pipeline stage, with repeat counts and whether the part is a transformer layer."""
+        pipeline stage, with repeat counts and whether the part is a transformer layer.
+        Built once per (phase, stage) and shared: callers must not mutate the operators."""
+        return self.phase_memo(("parts", phase, stage), lambda: self.build_model_parts(phase, stage))
+
+    def build_model_parts(self, phase: Phase, stage: Optional[int] = None) -> List[ModelPart]:
+        """`model_parts` without the cache (subclasses override the builders it calls)."""
         if stage is None:
             groups, first, last = self.layer_groups, True, True
         else:
@@ -281,10 +326,12 @@ class LayerDescriber(AttentionOps, MlpOps):
         return [(p.label, p.repeat, p.ops) for p in self.model_parts(phase, stage)]
 
     def weighted_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Tuple[int, Operator]]:
-        """(repeat count, operator) for every operator of the model or stage."""
-        return [(n, op) for _, n, ops in self.model_ops(phase, stage) for op in ops]
+        """(repeat count, operator) for every operator of the model or stage (shared: do not mutate)."""
+        return self.phase_memo(("weighted", phase, stage), lambda: [
+            (p.repeat, op) for p in self.model_parts(phase, stage) for op in p.ops])
 
     def flat_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Operator]:
         """All operators, each scaled by its repeat count (collectives are
-        repeated, not merged: use weighted_ops to time them)."""
-        return [op.scaled(n) if n != 1 else op for n, op in self.weighted_ops(phase, stage)]
+        repeated, not merged: use weighted_ops to time them). Shared: do not mutate."""
+        return self.phase_memo(("flat", phase, stage), lambda: [
+            op.scaled(n) if n != 1 else op for n, op in self.weighted_ops(phase, stage)])
