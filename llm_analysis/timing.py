@@ -31,8 +31,10 @@ class GroupTimes:
 
     def add(self, key: str, compute_s: float, memory_s: float, comm_s: float, flops: float = 0.0,
             bytes_: float = 0.0) -> None:
-        g = self.groups.setdefault(key, {"latency_s": 0.0, "compute_s": 0.0, "memory_s": 0.0,
-                                         "communication_s": 0.0, "flops_per_gpu": 0.0, "bytes_per_gpu": 0.0})
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = {"latency_s": 0.0, "compute_s": 0.0, "memory_s": 0.0, "communication_s": 0.0,
+                                    "flops_per_gpu": 0.0, "bytes_per_gpu": 0.0}
         g["latency_s"] += compute_s + memory_s + comm_s
         g["compute_s"] += compute_s
         g["memory_s"] += memory_s

@@ -3,6 +3,7 @@ parallel layout (see `llm_analysis.operators` for the conventions)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
@@ -57,7 +58,7 @@ class LayerDescriber(AttentionOps, MlpOps):
         self._cache: Dict[object, object] = {}
         # per-phase results (operator lists, and what views derive from them): keyed by
         # everything they depend on besides this describer's fixed configuration, bounded
-        self._phase_cache: Dict[object, object] = {}
+        self._phase_cache: Dict[object, object] = OrderedDict()
 
     def memoized(self, key, compute):
         """`compute()` once per describer (its configuration never changes)."""
@@ -65,7 +66,7 @@ class LayerDescriber(AttentionOps, MlpOps):
             self._cache[key] = compute()
         return self._cache[key]
 
-    PHASE_CACHE_SIZE = 512  # entries; a sweep over shapes keeps memory bounded
+    PHASE_CACHE_SIZE = 256  # entries; a sweep over shapes keeps memory bounded
 
     def phase_memo(self, key, compute):
         """`compute()` once per `key` while cached. The key must hold every input of
@@ -78,7 +79,7 @@ class LayerDescriber(AttentionOps, MlpOps):
             pass
         value = compute()
         if len(cache) >= self.PHASE_CACHE_SIZE:
-            cache.clear()
+            cache.popitem(last=False)  # the oldest entry (first in, first out), O(1)
         cache[key] = value
         return value
 

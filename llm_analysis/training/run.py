@@ -91,6 +91,7 @@ from ..constant import GB
 from ..errors import ConfigError, DoesNotFitError
 from ..operators import Phase
 from ..context_limit import check_context
+from ..operators.describer import IdentityKey
 from ..options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
                        ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, non_negative_number,
                        optional_positive_int, positive_int, positive_number, quant_bits)
@@ -200,14 +201,22 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
 
 
 def stages_for(analysis, req: TrainingRequest, b: int) -> List[Stage]:
+    """Every pipeline stage of a micro-batch of b sequences; built once per (cost model,
+    shape, options) and shared (read only)."""
     ph = Phase("train", b, req.seq_len, req.seq_len)
-    return [build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
-            for s in range(analysis.parallelism_config.pp_size)]
+    key = ("train_stages", ph, req.rc, req.lora, req.overlap_tp_comm)
+    return analysis.describer.cost_memo(analysis.cost_model, key, lambda: [
+        build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
+        for s in range(analysis.parallelism_config.pp_size)])
 
 
 def _memory(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: Optional[int], zero=None, rc=None):
-    return stage_memory(analysis, stages, b, req.seq_len, m, req.interleave, zero or req.ds_zero, rc or req.rc,
-                        req.act_kwargs, req.master_bytes, req.other_op_bytes, req.lora)
+    zero, rc = zero or req.ds_zero, rc or req.rc
+    key = ("train_memory", IdentityKey(stages), b, req.seq_len, m, req.interleave, zero, rc,
+           tuple(req.act_kwargs.items()), req.master_bytes, req.other_op_bytes, req.lora)
+    return analysis.describer.phase_memo(key, lambda: stage_memory(
+        analysis, stages, b, req.seq_len, m, req.interleave, zero, rc, req.act_kwargs, req.master_bytes,
+        req.other_op_bytes, req.lora))
 
 
 def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
