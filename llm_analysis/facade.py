@@ -77,7 +77,7 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions"):
+        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions", "_kv_describers"):
             self.__dict__.pop(attr, None)
         self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
@@ -129,8 +129,12 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
         per element (None: the activation dtype)."""
         if kv_cache_dtype_bytes is None or kv_cache_dtype_bytes == self.describer.kv_bytes:
             return self.describer
-        return self.describer_class(self.model_config, self.dtype_config, self.parallelism_config,
-                                    self.conventions, kv_cache_dtype_bytes=kv_cache_dtype_bytes)
+        kv = self.__dict__.setdefault("_kv_describers", {})  # kept (with their caches) until the next update
+        if kv_cache_dtype_bytes not in kv:
+            kv[kv_cache_dtype_bytes] = self.describer_class(self.model_config, self.dtype_config,
+                                                            self.parallelism_config, self.conventions,
+                                                            kv_cache_dtype_bytes=kv_cache_dtype_bytes)
+        return kv[kv_cache_dtype_bytes]
 
     @cached_property
     def cost_model(self) -> CostModel:

@@ -45,10 +45,11 @@ class GroupTimes:
     def add_ops(self, cost_model: CostModel, weighted: List[Tuple[int, Operator]],
                 times: float = 1.0) -> "GroupTimes":
         """File (repeat count, operator) pairs, each repeated `times` more."""
+        split, add = cost_model.op_split_s, self.add
         for n, op in weighted:
             t = times * n
-            c, m, k = cost_model.op_split_s(op)
-            self.add(group_key(op), t * c, t * m, t * k, t * op.flops_per_gpu, t * op.bytes_per_gpu)
+            c, m, k = split(op)
+            add(group_key(op), t * c, t * m, t * k, t * op.flops_per_gpu, t * op.bytes_per_gpu)
         return self
 
     def add_steps(self, cost_model: CostModel, first: List[Tuple[int, Operator]],

@@ -4,7 +4,6 @@ parallel layout (see `llm_analysis.operators` for the conventions)."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
 from ..config import DtypeConfig, ModelConfig, ParallelismConfig
@@ -283,15 +282,15 @@ class LayerDescriber(AttentionOps, MlpOps):
         head = self._matmul("lm_head", "lm_head", phase, t, d, m.vocab_size, m.lm_head_bias,
                             shard=self.tp, weight_bytes=self.e_bytes)
         if m.tie_word_embeddings:
-            # the weight is the input embedding's; only a bias is new
+            # the weight is the input embedding's; only a bias is new (`head` is ours: set in place)
             bias_params = m.vocab_size if m.lm_head_bias else 0
+            head.params = bias_params
             if with_embedding:
                 shared = head.weight_bytes_per_gpu - bias_params / self.tp * self.e_bytes
-                head = replace(head, params=bias_params, params_per_gpu=bias_params / self.tp,
-                               weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes,
-                               shared_weight_bytes_read_per_gpu=shared)
-            else:  # a copy on the last pipeline stage (Megatron, vLLM): memory, not a new parameter
-                head = replace(head, params=bias_params)
+                head.params_per_gpu = bias_params / self.tp
+                head.weight_bytes_per_gpu = bias_params / self.tp * self.e_bytes
+                head.shared_weight_bytes_read_per_gpu = shared
+            # else: a copy on the last pipeline stage (Megatron, vLLM): memory, not a new parameter
         ops.append(head)
         return ops
 
