@@ -12,6 +12,11 @@ the roofline: nothing else changes.
 Times are split three ways, (compute_s, memory_s, communication_s), with the
 whole time of an operator filed under what bounds it, so that breakdowns can say
 what limits each group of operators.
+
+A cost model is treated as immutable once built: phase times are cached per
+cost-model instance (`LayerDescriber.cost_memo`), so to change a parameter
+(a new profile, other efficiencies) build a new instance (or use the facade's
+`update_*` methods), never edit one in place.
 """
 
 from __future__ import annotations

@@ -37,6 +37,10 @@ class LayerDescriber(AttentionOps, MlpOps):
     Subclass and override `attention_ops`, `mlp_ops`, `norm_ops`,
     `embedding_ops` or `head_ops` to describe a custom architecture; everything
     in `LLMAnalysis` (params, FLOPs, memory, latency) follows.
+
+    A describer's configuration is fixed once built: the operator lists of a
+    phase, and what the views derive from them, are cached per phase shape
+    (`phase_memo`, bounded) and shared between callers, who must not mutate them.
     """
 
     def __init__(self, model: ModelConfig, dtype: DtypeConfig, par: ParallelismConfig,
@@ -76,6 +80,8 @@ class LayerDescriber(AttentionOps, MlpOps):
             return cache[key]
         except KeyError:
             pass
+        except TypeError:  # an unhashable argument (validation then reports it): no caching
+            return compute()
         value = compute()
         if len(cache) >= self.PHASE_CACHE_SIZE:
             cache.popitem(last=False)  # the oldest entry (first in, first out), O(1)
