@@ -200,10 +200,11 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
                                        "mlp_recompute_gelu")})
 
 
-def stages_for(analysis, req: TrainingRequest, b: int) -> List[Stage]:
-    """Every pipeline stage of a micro-batch of b sequences; built once per (cost model,
-    shape, options) and shared (read only)."""
-    ph = Phase("train", b, req.seq_len, req.seq_len)
+def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = None) -> List[Stage]:
+    """Every pipeline stage of a micro-batch of b sequences of `seq_len` tokens (default:
+    the request's); built once per (cost model, shape, options) and shared (read only)."""
+    s = req.seq_len if seq_len is None else seq_len
+    ph = Phase("train", b, s, s)
     key = ("train_stages", ph, req.rc, req.lora, req.overlap_tp_comm)
     return analysis.describer.cost_memo(analysis.cost_model, key, lambda: [
         build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
@@ -223,7 +224,10 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     """Micro-batch, accumulation steps and global batch; the memory of the peak
     stage. Raises DoesNotFitError with the numbers and what would help."""
     p = analysis.parallelism_config
-    stages1 = stages_for(analysis, req, 1)  # memory-side quantities do not depend on the batch
+    # the stages' memory-side fields (layers, parameters and weight bytes per GPU) are sums of
+    # operator parameters, which no phase shape changes: one 1-token stage serves every batch
+    # and length (stage_memory reads no time field)
+    stages1 = stages_for(analysis, req, 1, seq_len=1)
     bs, gas, gbs_in = req.batch_size, req.accumulation_steps, req.global_batch_size
     m_known = gas
     if m_known is None and bs is not None and gbs_in is not None and gbs_in % (bs * p.dp_size) == 0:
