@@ -77,7 +77,8 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions", "_kv_describers"):
+        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions", "_kv_describers",
+                     "_training_cost_model"):
             self.__dict__.pop(attr, None)
         self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
