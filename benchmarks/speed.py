@@ -186,8 +186,29 @@ def main(argv=None) -> None:
     t = time.perf_counter()
     a.inference(batch_size_per_gpu=2, seq_len=1000, num_tokens_to_generate=100_000)
     print(f"inference() with 100 000 generated tokens: {(time.perf_counter() - t) * 1e3:.3f} ms")
+    calibrated_per_call()
     layer_count_scaling()
     print(f"CLI start-up (infer on a shipped model, median of 5): {cli_startup_s():.3f} s")
+
+
+def calibrated_per_call(calls: int = 200) -> None:
+    """Ours only (the mirrored system has no calibrated model): perf_model="calibrated"
+    adds a roofline lower-bound pass to every call."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
+    for perf_model in ("roofline", "calibrated"):
+        a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-40gb"),
+                        parallelism_config=ParallelismConfig(tp_size=2), perf_model=perf_model)
+        figures = []
+        for vary in (0, 1):
+            t = time.process_time()
+            for i in range(calls):
+                a.inference(batch_size_per_gpu=4, seq_len=512 + vary * (i + 1), num_tokens_to_generate=128)
+                a.training(batch_size_per_gpu=4, seq_len=512 + vary * (i + 1), total_num_tokens=1e9,
+                           gradient_accumulation_steps=1)
+            figures.append((time.process_time() - t) / calls * 1e3)
+        print(f"perf_model={perf_model:10s} opt-1.3b tp2, inference() + training() CPU per pair: "
+              f"repeated {figures[0]:.3f} ms, new shapes {figures[1]:.3f} ms")
 
 
 def layer_count_scaling() -> None:

@@ -132,9 +132,8 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
             return self.describer
         kv = self.__dict__.setdefault("_kv_describers", {})  # kept (with their caches) until the next update
         if kv_cache_dtype_bytes not in kv:
-            kv[kv_cache_dtype_bytes] = self.describer_class(self.model_config, self.dtype_config,
-                                                            self.parallelism_config, self.conventions,
-                                                            kv_cache_dtype_bytes=kv_cache_dtype_bytes)
+            kv[kv_cache_dtype_bytes] = self.describer_class(self.model_config, self.dtype_config, self.parallelism_config,
+                                                            self.conventions, kv_cache_dtype_bytes=kv_cache_dtype_bytes)
         return kv[kv_cache_dtype_bytes]
 
     @cached_property
