@@ -34,7 +34,7 @@ SETUPS = [  # dense tied (OPT), sliding window (Gemma 2), MoE with EP, pipeline
 
 CALLS = [
     ("inference", dict(batch_size_per_gpu=4, seq_len=512, num_tokens_to_generate=128)),
-    ("inference", dict(batch_size_per_gpu=1, seq_len=4000, num_tokens_to_generate=300)),
+    ("inference", dict(batch_size_per_gpu=1, seq_len=1500, num_tokens_to_generate=300)),
     ("inference", dict(batch_size_per_gpu=4, seq_len=512, num_tokens_to_generate=128, kv_cache_dtype_bytes=1)),
     ("inference", dict(batch_size_per_gpu=2, seq_len=512, num_tokens_to_generate=16, use_kv_cache=False)),
     ("inference", dict(batch_size_per_gpu=2, seq_len=256, num_tokens_to_generate=8, ds_zero=3)),
