@@ -77,8 +77,7 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions", "_kv_describers",
-                     "_training_cost_model"):
+        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions"):
             self.__dict__.pop(attr, None)
         self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
@@ -128,13 +127,7 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
     def describer_for(self, kv_cache_dtype_bytes: Optional[float]) -> LayerDescriber:
         """The describer, with the KV cache stored in `kv_cache_dtype_bytes` bytes
         per element (None: the activation dtype)."""
-        if kv_cache_dtype_bytes is None or kv_cache_dtype_bytes == self.describer.kv_bytes:
-            return self.describer
-        kv = self.__dict__.setdefault("_kv_describers", {})  # kept (with their caches) until the next update
-        if kv_cache_dtype_bytes not in kv:
-            kv[kv_cache_dtype_bytes] = self.describer_class(self.model_config, self.dtype_config, self.parallelism_config,
-                                                            self.conventions, kv_cache_dtype_bytes=kv_cache_dtype_bytes)
-        return kv[kv_cache_dtype_bytes]
+        return self.describer.with_kv_cache_bytes(kv_cache_dtype_bytes)
 
     @cached_property
     def cost_model(self) -> CostModel:

@@ -96,10 +96,11 @@ def training(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_training(a, **args)
     output_dir = args.pop("output_dir")
-    # one eager-floor model per analysis (dropped by _reset): its phase times stay cached between calls
-    eager = a.__dict__.get("_training_cost_model")
-    if eager is None:
-        eager = a.__dict__["_training_cost_model"] = a.cost_model.with_launch(a.kernel_launch or "eager")
+    # one eager-floor model per cost model (dropped with it): its phase times stay cached between calls
+    cm, launch = a.cost_model, a.kernel_launch or "eager"
+    eager = cm.__dict__.get("_training_view")
+    if eager is None or eager.launch != launch:
+        eager = cm.__dict__["_training_view"] = cm.with_launch(launch)
     summary = run_training(with_cost_model(a, eager), **args, output_dir=None)
     bound = run_training(with_cost_model(a, a.lower_bound_cost_model), **args, output_dir=None)
     summary.update({f"{k}_lower_bound": bound[k] for k in TRAINING_BOUND_KEYS})

@@ -88,6 +88,14 @@ class LayerDescriber(AttentionOps, MlpOps):
         cache[key] = value
         return value
 
+    def with_kv_cache_bytes(self, kv_cache_dtype_bytes: Optional[float]) -> "LayerDescriber":
+        """This describer with the KV cache stored in `kv_cache_dtype_bytes` bytes per
+        element (None: as is); built once and kept, with its caches, alongside this one."""
+        if kv_cache_dtype_bytes is None or kv_cache_dtype_bytes == self.kv_bytes:
+            return self
+        return self.memoized(("kv_cache_bytes", kv_cache_dtype_bytes), lambda: type(self)(
+            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=kv_cache_dtype_bytes))
+
     def cost_memo(self, cost_model, key: tuple, compute):
         """`phase_memo` of a result that also depends on the cost model (times)."""
         return self.phase_memo((IdentityKey(cost_model),) + key, compute)
