@@ -1,25 +1,133 @@
-"""Speed of the analysis: one inference() call, a sweep of >= 1000 setups, and
-the CLI's start-up time. Prints its figures; run with `python benchmarks/speed.py`.
+"""Speed of the analysis, ours beside the mirrored system's, measured in one run.
 
-Target (issue 4): inference() well under 1 ms per call with logging quiet.
+    python benchmarks/speed.py [--mirror-python PATH] [--rounds 3] [--calls 300]
+
+Prints, per setup (opt-1.3b on A100-40GB tp 2, Llama-2-7B on A100-80GB tp 4):
+the time of one inference() and one training() call, ours and the mirrored
+system's (llm-analysis 0.2.2 from PyPI, run in its own virtual environment), and
+their ratio; then the sweep figure, a 100 000-token request and CLI start-up.
+
+The mirrored system's interpreter comes from `--mirror-python` or the
+LLM_ANALYSIS_MIRROR_PYTHON environment variable; create one with
+`python -m venv <dir> && <dir>/bin/pip install llm-analysis` and pass
+`<dir>/bin/python`. Without one, only our figures are printed.
+
+Both systems run the same timing code in a subprocess each, alternating for
+`--rounds` rounds; each measures its own CPU time (time.process_time, so the
+other work of a shared machine counts less) and the best round of each is kept.
+Two figures per call:
+- "repeated": the same call over and over (what the targets of issue 12 are
+  stated for: inference() <= 0.1 ms, training() <= 0.15 ms). We cache per-phase
+  results per (cost model, shape), so this is the cost of a call whose phases
+  were analysed before; the mirrored system recomputes everything each time.
+- "new shapes": every call has a batch and length not seen before (a sweep), so
+  nothing is reused between calls.
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
 import logging
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+SETUPS = [
+    {"label": "opt-1.3b a100-40gb tp2", "model": "facebook_opt-1.3b", "gpu": "a100-sxm-40gb", "tp": 2,
+     "inference": {"batch_size_per_gpu": 4, "seq_len": 512, "num_tokens_to_generate": 128},
+     "training": {"batch_size_per_gpu": 4, "seq_len": 512, "total_num_tokens": 1e9,
+                  "gradient_accumulation_steps": 1}},
+    {"label": "Llama-2-7B a100-80gb tp4", "model": "NousResearch_Llama-2-7b-hf", "gpu": "a100-sxm-80gb", "tp": 4,
+     "inference": {"batch_size_per_gpu": 4, "seq_len": 512, "num_tokens_to_generate": 128},
+     "training": {"batch_size_per_gpu": 4, "seq_len": 512, "total_num_tokens": 1e9,
+                  "gradient_accumulation_steps": 1}},
+]
+
+# Run by both interpreters: only the API the two systems share.
+TIMER = r'''
+import json, logging, sys, time
+logging.disable(logging.CRITICAL)
 from llm_analysis.analysis import LLMAnalysis
-from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name, \
-    get_model_config_by_name
-from llm_analysis.errors import DoesNotFitError
+from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                                 get_model_config_by_name)
+setups, calls = json.loads(sys.argv[1]), int(sys.argv[2])
+
+def per_call_s(fn):
+    fn(0)
+    best = float("inf")
+    for block in range(3):
+        t = time.process_time()
+        for i in range(calls):
+            fn(i)
+        best = min(best, (time.process_time() - t) / calls)
+    return best
+
+out = {}
+for s in setups:
+    a = LLMAnalysis(get_model_config_by_name(s["model"]), get_gpu_config_by_name(s["gpu"]),
+                    get_dtype_config_by_name("w16a16e16"), ParallelismConfig(tp_size=s["tp"]))
+    inf, tr = s["inference"], s["training"]
+    # (batch, length) pairs repeat only after 1024 calls (lengths stay under max_seq_len = 2048)
+    inf_shapes, tr_shapes = iter(range(1, 10**9)), iter(range(1, 10**9))
+    def new_inf(i):
+        k = next(inf_shapes)
+        return a.inference(**dict(inf, batch_size_per_gpu=1 + k % 8, seq_len=256 + k % 1024))
+    def new_tr(i):
+        k = next(tr_shapes)
+        return a.training(**dict(tr, batch_size_per_gpu=1 + k % 4, seq_len=256 + k % 1024))
+    out[s["label"]] = {
+        "inference": per_call_s(lambda i: a.inference(**inf)),
+        "training": per_call_s(lambda i: a.training(**tr)),
+        "inference_new_shapes": per_call_s(new_inf),
+        "training_new_shapes": per_call_s(new_tr),
+    }
+print(json.dumps(out))
+'''
+
+
+def _run_timer(cmd, cwd, env, calls: int) -> dict:
+    proc = subprocess.run(cmd + ["-c", TIMER, json.dumps(SETUPS), str(calls)], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"{cmd[0]} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def compare(mirror_python, rounds: int, calls: int) -> None:
+    ours_env = dict(os.environ, PYTHONPATH=os.path.abspath(REPO))
+    runs = {"ours": [], "mirror": []}
+    with tempfile.TemporaryDirectory() as tmp:  # the mirror must not see our package on its path
+        for _ in range(rounds):
+            runs["ours"].append(_run_timer([sys.executable], REPO, ours_env, calls))
+            if mirror_python:
+                mirror_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+                runs["mirror"].append(_run_timer([mirror_python, "-I"], tmp, mirror_env, calls))
+    best = {who: {label: {k: min(r[label][k] for r in rs) for k in rs[0][label]} for label in rs[0]}
+            for who, rs in runs.items() if rs}
+    print(f"CPU time per call, best of {rounds} alternating rounds x 3 blocks x {calls} calls (ms):")
+    for s in SETUPS:
+        label = s["label"]
+        for what in ("inference", "training", "inference_new_shapes", "training_new_shapes"):
+            ours = best["ours"][label][what]
+            line = f"  {label:26s} {what:22s} ours {ours * 1e3:7.4f}"
+            if "mirror" in best:
+                mirror = best["mirror"][label][what]
+                line += f"   mirror {mirror * 1e3:7.4f}   ours/mirror {ours / mirror:5.2f}"
+            print(line)
 
 
 def sweep(models, gpus, tps, batches, seqs):
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                                     get_model_config_by_name)
+    from llm_analysis.errors import DoesNotFitError
     setups = list(itertools.product(models, gpus, tps, batches, seqs))
     analyses = {}
     done = skipped = 0
@@ -40,15 +148,31 @@ def sweep(models, gpus, tps, batches, seqs):
 def cli_startup_s(runs: int = 5) -> float:
     cmd = [sys.executable, "-m", "llm_analysis.analysis", "infer", "--model_name", "meta-llama_Llama-3.1-8B",
            "--gpu_name", "h100-sxm-80gb", "--output_format", "none"]
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(REPO))
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mirror-python", default=os.environ.get("LLM_ANALYSIS_MIRROR_PYTHON"),
+                    help="python of a venv with the mirrored llm-analysis (or LLM_ANALYSIS_MIRROR_PYTHON)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=300, help="calls per timed block (<= 340 keeps shapes new)")
+    args = ap.parse_args(argv)
+    if args.mirror_python and not os.path.exists(args.mirror_python):
+        print(f"mirror python {args.mirror_python} does not exist; comparing nothing")
+        args.mirror_python = None
+    if not args.mirror_python:
+        print("no mirrored system: create one with `python -m venv <dir> && <dir>/bin/pip install llm-analysis`, "
+              "then pass --mirror-python <dir>/bin/python or set LLM_ANALYSIS_MIRROR_PYTHON")
+    compare(args.mirror_python, args.rounds, args.calls)
+
+    sys.path.insert(0, os.path.abspath(REPO))
     logging.disable(logging.WARNING)
     models = ["meta-llama_Llama-3.1-8B", "meta-llama_Llama-3.1-70B", "mistralai_Mixtral-8x7B-v0.1",
               "google_gemma-2-9b", "Qwen_Qwen3-30B-A3B", "deepseek-ai_DeepSeek-V2-Lite"]
@@ -56,21 +180,53 @@ def main() -> None:
     n, done, skipped, dt = sweep(models, gpus, [1, 2, 4, 8], [1, 4, 16, 64], [128, 512, 2048, 8192])
     print(f"sweep: {n} setups ({done} analysed, {skipped} do not fit) in {dt:.2f} s "
           f"-> {n / dt:.0f} setups/s, {dt / n * 1e3:.3f} ms per setup")
-    reps = 2000
-    for perf_model in ("roofline", "calibrated"):  # calibrated includes its roofline lower-bound pass
-        a = LLMAnalysis(get_model_config_by_name("meta-llama_Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
-                        perf_model=perf_model)
-        t = time.perf_counter()
-        for i in range(reps):
-            a.inference(batch_size_per_gpu=1 + i % 32, seq_len=512 + i, num_tokens_to_generate=128)
-        per_call = (time.perf_counter() - t) / reps
-        print(f"inference(), perf_model={perf_model}: {per_call * 1e3:.3f} ms per call ({1 / per_call:.0f} calls/s), "
-              "Llama-3.1-8B on H100")
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
     a = LLMAnalysis(get_model_config_by_name("meta-llama_Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"))
     t = time.perf_counter()
     a.inference(batch_size_per_gpu=2, seq_len=1000, num_tokens_to_generate=100_000)
     print(f"inference() with 100 000 generated tokens: {(time.perf_counter() - t) * 1e3:.3f} ms")
+    calibrated_per_call()
+    layer_count_scaling()
     print(f"CLI start-up (infer on a shipped model, median of 5): {cli_startup_s():.3f} s")
+
+
+def calibrated_per_call(calls: int = 200) -> None:
+    """Ours only (the mirrored system has no calibrated model): perf_model="calibrated"
+    adds a roofline lower-bound pass to every call."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
+    for perf_model in ("roofline", "calibrated"):
+        a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-40gb"),
+                        parallelism_config=ParallelismConfig(tp_size=2), perf_model=perf_model)
+        figures = []
+        for vary in (0, 1):
+            t = time.process_time()
+            for i in range(calls):
+                a.inference(batch_size_per_gpu=4, seq_len=512 + vary * (i + 1), num_tokens_to_generate=128)
+                a.training(batch_size_per_gpu=4, seq_len=512 + vary * (i + 1), total_num_tokens=1e9,
+                           gradient_accumulation_steps=1)
+            figures.append((time.process_time() - t) / calls * 1e3)
+        print(f"perf_model={perf_model:10s} opt-1.3b tp2, inference() + training() CPU per pair: "
+              f"repeated {figures[0]:.3f} ms, new shapes {figures[1]:.3f} ms")
+
+
+def layer_count_scaling() -> None:
+    """Identical layers are grouped by kind: 300 000 layers cost what 24 do."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
+    opt = get_model_config_by_name("facebook_opt-1.3b")
+    gpu = get_gpu_config_by_name("a100-sxm-80gb").model_copy(update={"mem_per_GPU_in_GB": 1e9})
+    for n_layers in (opt.num_layers, 300_000):
+        t = time.perf_counter()
+        a = LLMAnalysis(opt.model_copy(update={"num_layers": n_layers}), gpu)
+        build_s = time.perf_counter() - t
+        t = time.perf_counter()
+        for i in range(100):
+            a.inference(batch_size_per_gpu=1 + i % 8, seq_len=128 + i, num_tokens_to_generate=32)
+        call_s = (time.perf_counter() - t) / 100
+        print(f"opt-1.3b with {n_layers:>7} layers: LLMAnalysis() {build_s * 1e3:.2f} ms, "
+              f"inference() with new shapes {call_s * 1e3:.3f} ms")
 
 
 if __name__ == "__main__":

@@ -127,10 +127,7 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
     def describer_for(self, kv_cache_dtype_bytes: Optional[float]) -> LayerDescriber:
         """The describer, with the KV cache stored in `kv_cache_dtype_bytes` bytes
         per element (None: the activation dtype)."""
-        if kv_cache_dtype_bytes is None or kv_cache_dtype_bytes == self.describer.kv_bytes:
-            return self.describer
-        return self.describer_class(self.model_config, self.dtype_config, self.parallelism_config,
-                                    self.conventions, kv_cache_dtype_bytes=kv_cache_dtype_bytes)
+        return self.describer.with_kv_cache_bytes(kv_cache_dtype_bytes)
 
     @cached_property
     def cost_model(self) -> CostModel:

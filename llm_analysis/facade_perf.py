@@ -61,31 +61,6 @@ def with_cost_model(a, model):
     return view
 
 
-class _CallMemo:
-    """The describer with its method results memoised for one inference() call, so the
-    calibrated pass and the lower-bound pass build each phase's operators once (the
-    timing code reads operators, never changes them)."""
-
-    def __init__(self, describer):
-        self._d, self._memo = describer, {}
-
-    def __getattr__(self, name):
-        attr = getattr(self._d, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args, **kw):
-            key = (name, args, tuple(sorted(kw.items())))
-            try:
-                return self._memo[key]
-            except KeyError:
-                out = self._memo[key] = attr(*args, **kw)
-                return out
-            except TypeError:  # unhashable arguments: no memo
-                return attr(*args, **kw)
-        return call
-
-
 def _label(a) -> str:
     return a.perf_model if isinstance(a.perf_model, str) else (a.profile.origin or a.profile.generation)
 
@@ -96,9 +71,9 @@ def inference(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_inference(a, **args)
     output_dir = args.pop("output_dir")
-    d = _CallMemo(a.describer_for(args["kv_cache_dtype_bytes"]))
+    # both passes share the describer, whose phase cache builds each phase's operators once
+    d = a.describer_for(args["kv_cache_dtype_bytes"])
     calibrated = with_cost_model(a, a.cost_model)
-    calibrated.__dict__["describer"] = d  # describer_for(kv) hands the memo out when kv is the default
     summary = run_inference(calibrated, **args, output_dir=None)
     bound = with_cost_model(calibrated, a.lower_bound_cost_model)
     t = inference_times(bound, d, summary["batch_size_per_gpu"],
@@ -121,8 +96,12 @@ def training(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_training(a, **args)
     output_dir = args.pop("output_dir")
-    summary = run_training(with_cost_model(a, a.cost_model.with_launch(a.kernel_launch or "eager")), **args,
-                           output_dir=None)
+    # one eager-floor model per cost model (dropped with it): its phase times stay cached between calls
+    cm, launch = a.cost_model, a.kernel_launch or "eager"
+    eager = cm.__dict__.get("_training_view")
+    if eager is None or eager.launch != launch:
+        eager = cm.__dict__["_training_view"] = cm.with_launch(launch)
+    summary = run_training(with_cost_model(a, eager), **args, output_dir=None)
     bound = run_training(with_cost_model(a, a.lower_bound_cost_model), **args, output_dir=None)
     summary.update({f"{k}_lower_bound": bound[k] for k in TRAINING_BOUND_KEYS})
     summary["perf_model"] = _label(a)

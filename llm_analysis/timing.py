@@ -31,8 +31,10 @@ class GroupTimes:
 
     def add(self, key: str, compute_s: float, memory_s: float, comm_s: float, flops: float = 0.0,
             bytes_: float = 0.0) -> None:
-        g = self.groups.setdefault(key, {"latency_s": 0.0, "compute_s": 0.0, "memory_s": 0.0,
-                                         "communication_s": 0.0, "flops_per_gpu": 0.0, "bytes_per_gpu": 0.0})
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = {"latency_s": 0.0, "compute_s": 0.0, "memory_s": 0.0, "communication_s": 0.0,
+                                    "flops_per_gpu": 0.0, "bytes_per_gpu": 0.0}
         g["latency_s"] += compute_s + memory_s + comm_s
         g["compute_s"] += compute_s
         g["memory_s"] += memory_s
@@ -43,10 +45,11 @@ class GroupTimes:
     def add_ops(self, cost_model: CostModel, weighted: List[Tuple[int, Operator]],
                 times: float = 1.0) -> "GroupTimes":
         """File (repeat count, operator) pairs, each repeated `times` more."""
+        split, add = cost_model.op_split_s, self.add
         for n, op in weighted:
             t = times * n
-            c, m, k = cost_model.op_split_s(op)
-            self.add(group_key(op), t * c, t * m, t * k, t * op.flops_per_gpu, t * op.bytes_per_gpu)
+            c, m, k = split(op)
+            add(group_key(op), t * c, t * m, t * k, t * op.flops_per_gpu, t * op.bytes_per_gpu)
         return self
 
     def add_steps(self, cost_model: CostModel, first: List[Tuple[int, Operator]],

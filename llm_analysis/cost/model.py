@@ -12,6 +12,11 @@ the roofline: nothing else changes.
 Times are split three ways, (compute_s, memory_s, communication_s), with the
 whole time of an operator filed under what bounds it, so that breakdowns can say
 what limits each group of operators.
+
+A cost model is treated as immutable once built: phase times are cached per
+cost-model instance (`LayerDescriber.cost_memo`), so to change a parameter
+(a new profile, other efficiencies) build a new instance (or use the facade's
+`update_*` methods), never edit one in place.
 """
 
 from __future__ import annotations
@@ -96,11 +101,19 @@ class CostModel:
         """The link a `comm_group` of `group_size` GPUs talks over. Ranks are laid
         out TP fastest, then PP, then DP (Megatron order); experts' data-parallel
         group `edp` takes every ep-th DP rank."""
-        p = self.parallelism
-        stride = {"tp": 1, "pp": p.tp_size, "dp": p.tp_size * p.pp_size, "ep": p.tp_size * p.pp_size,
-                  "edp": p.tp_size * p.pp_size * p.ep_size}.get(comm_group, 1)
-        return link_for_group(self.gpu, group_size, stride, self.intra_node_memory_efficiency,
-                              self.inter_node_memory_efficiency, self.num_gpus_per_node)
+        # keyed by every input, including the attributes a caller could reassign (configs by
+        # identity: like the roofline rates, a link is read from the configs as they were)
+        key = (comm_group, group_size, id(self.gpu), id(self.parallelism), self.intra_node_memory_efficiency,
+               self.inter_node_memory_efficiency, self.num_gpus_per_node)
+        links = self.__dict__.setdefault("_links", {})
+        link = links.get(key)
+        if link is None:
+            p = self.parallelism
+            stride = {"tp": 1, "pp": p.tp_size, "dp": p.tp_size * p.pp_size, "ep": p.tp_size * p.pp_size,
+                      "edp": p.tp_size * p.pp_size * p.ep_size}.get(comm_group, 1)
+            link = links[key] = link_for_group(self.gpu, group_size, stride, self.intra_node_memory_efficiency,
+                                               self.inter_node_memory_efficiency, self.num_gpus_per_node)
+        return link
 
     def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
         return collective_time_s(kind, bytes_per_gpu, group_size, self.link(comm_group, group_size))

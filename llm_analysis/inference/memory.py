@@ -19,6 +19,15 @@ def _live_activation_bytes(ops: List[Operator], residual_bytes: float) -> float:
 
 def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
                  kv_cache_dtype_bytes) -> Dict[str, float]:
+    """Prefill and decode activations and the KV cache of `batch` sequences (a copy of
+    the describer's cached figures)."""
+    return dict(d.phase_memo(("memory_terms", batch, seq_len, context_len, use_kv_cache, kv_cache_dtype_bytes),
+                             lambda: _memory_terms(analysis, d, batch, seq_len, context_len, use_kv_cache,
+                                                   kv_cache_dtype_bytes)))
+
+
+def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
+                  kv_cache_dtype_bytes) -> Dict[str, float]:
     a_bytes = analysis.dtype_config.activation_bytes_per_element
     h = analysis.model_config.hidden_dim
     # one layer's operators, unscaled by the layer count: buffers are reused across layers

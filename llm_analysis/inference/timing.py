@@ -1,20 +1,34 @@
 """Times of inference phases: prefill, decode steps (closed form over the
 context), decode without a KV cache, the ZeRO-3 weight gather. Every operator
-time comes from the analysis' cost model."""
+time comes from the analysis' cost model.
+
+Each phase's result is computed once per (cost model, shape) and kept in the
+describer's bounded phase cache (`LayerDescriber.phase_memo`); the group
+breakdowns handed out are copies, so callers may change them."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
 from ..cost.affine import sum_affine, sum_max_affine
-from ..operators import Operator, Phase, layer_groups
+from ..operators import Operator, Phase
 from ..options import DSZeRO
 from ..timing import GroupTimes
+
+
+def copy_groups(groups: Dict[str, Dict]) -> Dict[str, Dict]:
+    return {k: dict(v) for k, v in groups.items()}
 
 
 def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, List[Tuple[int, Operator]]]:
     """(seconds, group breakdown, weighted operators) of one prefill of `batch`
     prompts of `seq_len` tokens, through every pipeline stage in turn."""
+    total_s, groups, ops = d.cost_memo(analysis.cost_model, ("prefill_time", batch, seq_len),
+                                       lambda: _prefill_time(analysis, d, batch, seq_len))
+    return total_s, copy_groups(groups), ops
+
+
+def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, List[Tuple[int, Operator]]]:
     ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
     acc = GroupTimes().add_ops(analysis.cost_model, ops)
     pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
@@ -28,6 +42,11 @@ def pipelined_prefill_time(analysis, d, batch: int, seq_len: int) -> float:
     the pipeline fills, then a request leaves the last stage every slowest-stage
     time: sum(stage times) + (batch - 1) x max(stage time) (GPipe-style fill,
     Huang et al. 2019). Stage times include the hand-off to the next stage."""
+    return d.cost_memo(analysis.cost_model, ("pipelined_prefill_time", batch, seq_len),
+                       lambda: _pipelined_prefill_time(analysis, d, batch, seq_len))
+
+
+def _pipelined_prefill_time(analysis, d, batch: int, seq_len: int) -> float:
     p = analysis.parallelism_config.pp_size
     one = Phase("prefill", 1, seq_len, seq_len)
     handoff = analysis.pipeline_handoff_time_s(1, seq_len) / (p - 1)
@@ -36,11 +55,13 @@ def pipelined_prefill_time(analysis, d, batch: int, seq_len: int) -> float:
     return sum(stages) + (batch - 1) * max(stages)
 
 
-def _window_breaks(model, lo: int, hi: int) -> List[int]:
-    """Context lengths where some layer's attended length stops growing."""
+def _window_breaks(d, lo: int, hi: int) -> List[int]:
+    """Context lengths where some layer's attended length stops growing (over the
+    describer's layer kinds, not the layers: O(1) in the layer count)."""
+    model = d.model
     ws = set()
     if model.sliding_window:
-        for kind in layer_groups(model):
+        for kind in d.layer_groups:
             if kind.attention == "sliding_attention" and lo <= model.sliding_window < hi:
                 ws.add(model.sliding_window)
     return sorted(ws)
@@ -51,6 +72,12 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
     their breakdown, and the first and last step times. Between window
     boundaries every operator's work is affine in the context, so the steps are
     summed in closed form (`CostModel.steps_split_s`)."""
+    total_s, groups, first_s, last_s = d.cost_memo(analysis.cost_model, ("decode_time", batch, seq_len, num_steps),
+                                                   lambda: _decode_time(analysis, d, batch, seq_len, num_steps))
+    return total_s, copy_groups(groups), first_s, last_s
+
+
+def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
     step = lambda c: d.weighted_ops(Phase("decode", batch, 1, c))  # noqa: E731
     handoff = analysis.pipeline_handoff_time_s(batch, 1)
     first = step(seq_len + 1)
@@ -61,7 +88,7 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
     last = step(hi)
     last_s = analysis.weighted_time_s(last) + handoff
     acc = GroupTimes()
-    bounds = [lo] + [w + 1 for w in _window_breaks(analysis.model_config, lo, hi)] + [hi + 1]
+    bounds = [lo] + [w + 1 for w in _window_breaks(d, lo, hi)] + [hi + 1]
     for c_a, c_end in zip(bounds[:-1], bounds[1:]):
         c_b = c_end - 1
         ops_a = first if c_a == lo else step(c_a)

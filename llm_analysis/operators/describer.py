@@ -3,7 +3,7 @@ parallel layout (see `llm_analysis.operators` for the conventions)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections import OrderedDict
 from typing import Dict, List, Optional, Tuple
 
 from ..config import DtypeConfig, ModelConfig, ParallelismConfig
@@ -15,12 +15,32 @@ from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_d
                       stage_layer_groups)
 
 
+class IdentityKey:
+    """A cache-key part that compares by identity (a cost model, an analysis) and
+    keeps its object alive, so its id cannot be reused while the entry exists."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, IdentityKey) and other.obj is self.obj
+
+
 class LayerDescriber(AttentionOps, MlpOps):
     """Builds the operator records of a model under a dtype and parallel layout.
 
     Subclass and override `attention_ops`, `mlp_ops`, `norm_ops`,
     `embedding_ops` or `head_ops` to describe a custom architecture; everything
     in `LLMAnalysis` (params, FLOPs, memory, latency) follows.
+
+    A describer's configuration is fixed once built: the operator lists of a
+    phase, and what the views derive from them, are cached per phase shape
+    (`phase_memo`, bounded) and shared between callers, who must not mutate them.
     """
 
     def __init__(self, model: ModelConfig, dtype: DtypeConfig, par: ParallelismConfig,
@@ -39,12 +59,46 @@ class LayerDescriber(AttentionOps, MlpOps):
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size)
         self._cache: Dict[object, object] = {}
+        # per-phase results (operator lists, and what views derive from them): keyed by
+        # everything they depend on besides this describer's fixed configuration, bounded
+        self._phase_cache: Dict[object, object] = OrderedDict()
 
     def memoized(self, key, compute):
         """`compute()` once per describer (its configuration never changes)."""
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
+
+    PHASE_CACHE_SIZE = 256  # entries; a sweep over shapes keeps memory bounded
+
+    def phase_memo(self, key, compute):
+        """`compute()` once per `key` while cached. The key must hold every input of
+        `compute` that is not fixed with the describer (phase shape, cost model,
+        options); results are shared between callers, who must not mutate them."""
+        cache = self._phase_cache
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable argument (validation then reports it): no caching
+            return compute()
+        value = compute()
+        if len(cache) >= self.PHASE_CACHE_SIZE:
+            cache.popitem(last=False)  # the oldest entry (first in, first out), O(1)
+        cache[key] = value
+        return value
+
+    def with_kv_cache_bytes(self, kv_cache_dtype_bytes: Optional[float]) -> "LayerDescriber":
+        """This describer with the KV cache stored in `kv_cache_dtype_bytes` bytes per
+        element (None: as is); built once and kept, with its caches, alongside this one."""
+        if kv_cache_dtype_bytes is None or kv_cache_dtype_bytes == self.kv_bytes:
+            return self
+        return self.memoized(("kv_cache_bytes", kv_cache_dtype_bytes), lambda: type(self)(
+            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=kv_cache_dtype_bytes))
+
+    def cost_memo(self, cost_model, key: tuple, compute):
+        """`phase_memo` of a result that also depends on the cost model (times)."""
+        return self.phase_memo((IdentityKey(cost_model),) + key, compute)
 
     # ------------------------------------------------------------------ layout
     def _check_layout(self) -> None:
@@ -242,22 +296,27 @@ class LayerDescriber(AttentionOps, MlpOps):
         head = self._matmul("lm_head", "lm_head", phase, t, d, m.vocab_size, m.lm_head_bias,
                             shard=self.tp, weight_bytes=self.e_bytes)
         if m.tie_word_embeddings:
-            # the weight is the input embedding's; only a bias is new
+            # the weight is the input embedding's; only a bias is new (`head` is ours: set in place)
             bias_params = m.vocab_size if m.lm_head_bias else 0
+            head.params = bias_params
             if with_embedding:
                 shared = head.weight_bytes_per_gpu - bias_params / self.tp * self.e_bytes
-                head = replace(head, params=bias_params, params_per_gpu=bias_params / self.tp,
-                               weight_bytes_per_gpu=bias_params / self.tp * self.e_bytes,
-                               shared_weight_bytes_read_per_gpu=shared)
-            else:  # a copy on the last pipeline stage (Megatron, vLLM): memory, not a new parameter
-                head = replace(head, params=bias_params)
+                head.params_per_gpu = bias_params / self.tp
+                head.weight_bytes_per_gpu = bias_params / self.tp * self.e_bytes
+                head.shared_weight_bytes_read_per_gpu = shared
+            # else: a copy on the last pipeline stage (Megatron, vLLM): memory, not a new parameter
         ops.append(head)
         return ops
 
     # ------------------------------------------------------------ aggregates
     def model_parts(self, phase: Phase, stage: Optional[int] = None) -> List[ModelPart]:
         """The embedding, each layer kind and the head of the whole model or of one
-        pipeline stage, with repeat counts and whether the part is a transformer layer."""
+        pipeline stage, with repeat counts and whether the part is a transformer layer.
+        Built once per (phase, stage) and shared: callers must not mutate the operators."""
+        return self.phase_memo(("parts", phase, stage), lambda: self.build_model_parts(phase, stage))
+
+    def build_model_parts(self, phase: Phase, stage: Optional[int] = None) -> List[ModelPart]:
+        """`model_parts` without the cache (subclasses override the builders it calls)."""
         if stage is None:
             groups, first, last = self.layer_groups, True, True
         else:
@@ -281,10 +340,12 @@ class LayerDescriber(AttentionOps, MlpOps):
         return [(p.label, p.repeat, p.ops) for p in self.model_parts(phase, stage)]
 
     def weighted_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Tuple[int, Operator]]:
-        """(repeat count, operator) for every operator of the model or stage."""
-        return [(n, op) for _, n, ops in self.model_ops(phase, stage) for op in ops]
+        """(repeat count, operator) for every operator of the model or stage (shared: do not mutate)."""
+        return self.phase_memo(("weighted", phase, stage), lambda: [
+            (p.repeat, op) for p in self.model_parts(phase, stage) for op in p.ops])
 
     def flat_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Operator]:
         """All operators, each scaled by its repeat count (collectives are
-        repeated, not merged: use weighted_ops to time them)."""
-        return [op.scaled(n) if n != 1 else op for n, op in self.weighted_ops(phase, stage)]
+        repeated, not merged: use weighted_ops to time them). Shared: do not mutate."""
+        return self.phase_memo(("flat", phase, stage), lambda: [
+            op.scaled(n) if n != 1 else op for n, op in self.weighted_ops(phase, stage)])

@@ -3,7 +3,6 @@ experts, expert-parallel all-to-alls."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import List, Optional
 
 from .records import LayerKind, Operator, Phase
@@ -68,12 +67,13 @@ class MlpOps:
             if op.kind != "matmul":
                 ops.append(op)
                 continue
-            params = one.params * e
             w_gpu = one.params_per_gpu * experts_gpu
             read_w = one.params_per_gpu * active_gpu * self.w_bytes
-            ops.append(replace(op, params=params, params_per_gpu=w_gpu, weight_bytes_per_gpu=w_gpu * self.w_bytes,
-                               bytes_read_per_gpu=op.bytes_read_per_gpu - op.weight_bytes_per_gpu + read_w,
-                               shapes=f"{op.shapes}, {e} experts top-{k}"))
+            # `op` was built just above for this list: set in place (dataclasses.replace is slow)
+            op.bytes_read_per_gpu = op.bytes_read_per_gpu - op.weight_bytes_per_gpu + read_w
+            op.params, op.params_per_gpu, op.weight_bytes_per_gpu = one.params * e, w_gpu, w_gpu * self.w_bytes
+            op.shapes = f"{op.shapes}, {e} experts top-{k}"
+            ops.append(op)
         if m.moe_num_shared_experts:
             ops += self._ffn_ops("shared_expert_", "experts", phase, t, m.shared_expert_ffn_dim,
                                  m.mlp_bias, shard=self.tp, copies=m.moe_num_shared_experts, expert_role="shared")

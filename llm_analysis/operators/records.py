@@ -182,25 +182,57 @@ def layer_kinds(model: ModelConfig) -> List[LayerKind]:
             for i in range(model.num_layers)]
 
 
-def layer_groups(model: ModelConfig) -> Dict[LayerKind, int]:
-    """How many layers of each kind the model has (insertion-ordered)."""
+def _count(kinds: List[LayerKind]) -> Dict[LayerKind, int]:
     groups: Dict[LayerKind, int] = {}
-    for k in layer_kinds(model):
+    for k in kinds:
         groups[k] = groups.get(k, 0) + 1
     return groups
+
+
+def _moe_layers_before(model: ModelConfig, end: int) -> int:
+    """How many of layers 0 .. end-1 have routed experts (`ModelConfig.is_moe_layer`:
+    after the first dense ones, every moe_layer_freq-th)."""
+    first = model.moe_first_dense_layers
+    if not model.is_moe or end <= first:
+        return 0
+    return ceil_div(end - first, model.moe_layer_freq)
+
+
+def _groups_in_closed_form(model: ModelConfig, start: int, end: int) -> Optional[Dict[LayerKind, int]]:
+    """Layers start .. end-1 grouped by kind in O(1) when every layer has the same
+    attention type (None when layer_types lists them one by one): the same counts,
+    in the same first-seen order, as counting `layer_kinds` one by one."""
+    if model.layer_types is not None or type(model).is_moe_layer is not ModelConfig.is_moe_layer:
+        return None
+    if end <= start:
+        return {}
+    attention = model.layer_attention_type(start)
+    moe = _moe_layers_before(model, end) - _moe_layers_before(model, start)
+    first = LayerKind(model.is_moe_layer(start), attention)
+    counts = {LayerKind(True, attention): moe, LayerKind(False, attention): end - start - moe}
+    other = LayerKind(not first.moe, attention)
+    return {k: counts[k] for k in (first, other) if counts[k]}
+
+
+def layer_groups(model: ModelConfig) -> Dict[LayerKind, int]:
+    """How many layers of each kind the model has (insertion-ordered: first seen
+    first). O(1) in the layer count unless `layer_types` lists every layer."""
+    fast = _groups_in_closed_form(model, 0, model.num_layers)
+    return fast if fast is not None else _count(layer_kinds(model))
 
 
 def stage_layer_groups(model: ModelConfig, pp_size: int) -> List[Dict[LayerKind, int]]:
     """Layers assigned to pipeline stages contiguously, earlier stages taking the
     remainder (as Megatron does when layers do not divide evenly)."""
-    kinds = layer_kinds(model)
-    base, extra = divmod(len(kinds), pp_size)
+    base, extra = divmod(model.num_layers, pp_size)
+    kinds = None
     stages, start = [], 0
     for s in range(pp_size):
         n = base + (1 if s < extra else 0)
-        g: Dict[LayerKind, int] = {}
-        for k in kinds[start:start + n]:
-            g[k] = g.get(k, 0) + 1
+        g = _groups_in_closed_form(model, start, start + n)
+        if g is None:
+            kinds = kinds if kinds is not None else layer_kinds(model)
+            g = _count(kinds[start:start + n])
         stages.append(g)
         start += n
     return stages

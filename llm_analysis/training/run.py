@@ -91,6 +91,7 @@ from ..constant import GB
 from ..errors import ConfigError, DoesNotFitError
 from ..operators import Phase
 from ..context_limit import check_context
+from ..operators.describer import IdentityKey
 from ..options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
                        ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, non_negative_number,
                        optional_positive_int, positive_int, positive_number, quant_bits)
@@ -199,22 +200,34 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
                                        "mlp_recompute_gelu")})
 
 
-def stages_for(analysis, req: TrainingRequest, b: int) -> List[Stage]:
-    ph = Phase("train", b, req.seq_len, req.seq_len)
-    return [build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
-            for s in range(analysis.parallelism_config.pp_size)]
+def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = None) -> List[Stage]:
+    """Every pipeline stage of a micro-batch of b sequences of `seq_len` tokens (default:
+    the request's); built once per (cost model, shape, options) and shared (read only)."""
+    s = req.seq_len if seq_len is None else seq_len
+    ph = Phase("train", b, s, s)
+    key = ("train_stages", ph, req.rc, req.lora, req.overlap_tp_comm)
+    return analysis.describer.cost_memo(analysis.cost_model, key, lambda: [
+        build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
+        for s in range(analysis.parallelism_config.pp_size)])
 
 
 def _memory(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: Optional[int], zero=None, rc=None):
-    return stage_memory(analysis, stages, b, req.seq_len, m, req.interleave, zero or req.ds_zero, rc or req.rc,
-                        req.act_kwargs, req.master_bytes, req.other_op_bytes, req.lora)
+    zero, rc = zero or req.ds_zero, rc or req.rc
+    key = ("train_memory", IdentityKey(stages), b, req.seq_len, m, req.interleave, zero, rc,
+           tuple(req.act_kwargs.items()), req.master_bytes, req.other_op_bytes, req.lora)
+    return analysis.describer.phase_memo(key, lambda: stage_memory(
+        analysis, stages, b, req.seq_len, m, req.interleave, zero, rc, req.act_kwargs, req.master_bytes,
+        req.other_op_bytes, req.lora))
 
 
 def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     """Micro-batch, accumulation steps and global batch; the memory of the peak
     stage. Raises DoesNotFitError with the numbers and what would help."""
     p = analysis.parallelism_config
-    stages1 = stages_for(analysis, req, 1)  # memory-side quantities do not depend on the batch
+    # the stages' memory-side fields (layers, parameters and weight bytes per GPU) are sums of
+    # operator parameters, which no phase shape changes: one 1-token stage serves every batch
+    # and length (stage_memory reads no time field)
+    stages1 = stages_for(analysis, req, 1, seq_len=1)
     bs, gas, gbs_in = req.batch_size, req.accumulation_steps, req.global_batch_size
     m_known = gas
     if m_known is None and bs is not None and gbs_in is not None and gbs_in % (bs * p.dp_size) == 0:

@@ -12,7 +12,9 @@ from .phases import layer_mean, make_phase
 def model_flops(a, batch_size: int, seq_len: int, groups: Optional[Tuple[str, ...]] = None,
                 phase: str = "prefill", context_len: Optional[int] = None) -> float:
     ph = make_phase(phase, batch_size, seq_len, context_len)
-    return sum(n * o.flops for n, o in a.describer.weighted_ops(ph) if groups is None or o.group in groups)
+    d = a.describer
+    return d.phase_memo(("model_flops", ph, groups), lambda: sum(
+        n * o.flops for n, o in d.weighted_ops(ph) if groups is None or o.group in groups))
 
 
 def per_layer(a, batch_size: int, seq_len: int, groups: Optional[Tuple[str, ...]] = None) -> float:

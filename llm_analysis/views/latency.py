@@ -21,7 +21,8 @@ def ops_time_s(a, ops: List[Operator]) -> float:
 
 def weighted_time_s(a, weighted: Weighted) -> float:
     """Time of (repeat count, operator) pairs: collectives pay their latency every time."""
-    return sum(n * a.cost_model.op_time_s(op) for n, op in weighted)
+    op_time_s = a.cost_model.op_time_s
+    return sum(n * op_time_s(op) for n, op in weighted)
 
 
 def group_breakdown(a, weighted: Weighted) -> Dict[str, Dict[str, Any]]:

@@ -78,6 +78,10 @@ def breakdown(a) -> Dict[str, int]:
 
 def heaviest_stage_params_per_gpu(a, groups: Optional[Tuple[str, ...]] = None) -> Tuple[float, float]:
     """(dense params per GPU, routed-expert params per GPU) of the heaviest pipeline stage."""
+    return a.describer.memoized(("heaviest_stage_params", groups), lambda: _heaviest_stage_params(a, groups))
+
+
+def _heaviest_stage_params(a, groups: Optional[Tuple[str, ...]]) -> Tuple[float, float]:
     best = (0.0, 0.0)
     for s in range(a.parallelism_config.pp_size):
         ops = a.describer.flat_ops(ONE_TOKEN, stage=s)
