@@ -4,9 +4,10 @@ throughput and cost (assumptions in `inference/run.py`)."""
 from ..cost.affine import sum_affine, sum_max_affine
 from .memory import inference_memory, memory_terms
 from .run import inference_times, run_inference
-from .timing import (decode_time, decode_time_without_cache, pipelined_prefill_time, prefill_time,
+from .pipeline import pipelined_decode_ratio, pipelined_prefill_s
+from .timing import (decode_time, decode_time_without_cache, prefill_time,
                      zero3_weight_gather_time)
 
 __all__ = ["run_inference", "inference_times", "inference_memory", "memory_terms", "prefill_time",
-           "pipelined_prefill_time", "decode_time", "decode_time_without_cache", "zero3_weight_gather_time",
+           "decode_time", "decode_time_without_cache", "zero3_weight_gather_time",
            "sum_affine", "sum_max_affine"]

@@ -37,24 +37,6 @@ def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, L
     return acc.total_s, acc.finish(), ops
 
 
-def pipelined_prefill_time(analysis, d, batch: int, seq_len: int) -> float:
-    """Prefill of `batch` requests through pp stages, one request per micro-batch:
-    the pipeline fills, then a request leaves the last stage every slowest-stage
-    time: sum(stage times) + (batch - 1) x max(stage time) (GPipe-style fill,
-    Huang et al. 2019). Stage times include the hand-off to the next stage."""
-    return d.cost_memo(analysis.cost_model, ("pipelined_prefill_time", batch, seq_len),
-                       lambda: _pipelined_prefill_time(analysis, d, batch, seq_len))
-
-
-def _pipelined_prefill_time(analysis, d, batch: int, seq_len: int) -> float:
-    p = analysis.parallelism_config.pp_size
-    one = Phase("prefill", 1, seq_len, seq_len)
-    handoff = analysis.pipeline_handoff_time_s(1, seq_len) / (p - 1)
-    stages = [analysis.weighted_time_s(d.weighted_ops(one, stage=i)) + (handoff if i < p - 1 else 0.0)
-              for i in range(p)]
-    return sum(stages) + (batch - 1) * max(stages)
-
-
 def _window_breaks(d, lo: int, hi: int) -> List[int]:
     """Context lengths where some layer's attended length stops growing (over the
     describer's layer kinds, not the layers: O(1) in the layer count)."""

@@ -1,0 +1,67 @@
+"""A batch of requests through pipeline stages in micro-batches.
+
+With p stages and the batch split into m micro-batches (GPipe, Huang et al. 2019,
+arXiv 1811.06965; FasterTransformer and TensorRT-LLM split the batch the same
+way), the stages overlap:
+- a forward pass of the batch (prefill) takes sum(stage times) + (m - 1) x
+  max(stage time), each stage time for one micro-batch of b/m sequences and
+  including the hand-off to the next stage;
+- a decode step cannot start a micro-batch's next token before that micro-batch
+  has left the last stage, and each stage serves the m micro-batches in turn, so
+  one step of the whole batch takes max(m x max(stage time), sum(stage times)).
+m = 1 is the batch running stage after stage. We take the m (a divisor of the
+batch: 1, powers of two and the batch itself) that gives the shortest time, as a
+well-tuned engine would choose it: with memory-bound stages micro-batching gains
+nothing (every micro-batch reads the stage's weights again), with compute-bound
+stages it hides all but (p - 1) of the m + p - 1 slots."""
+
+from __future__ import annotations
+
+from typing import List
+
+from ..operators import Phase
+
+
+def _micro_batch_counts(batch: int) -> List[int]:
+    counts, m = [1], 2
+    while m < batch:
+        if batch % m == 0:
+            counts.append(m)
+        m *= 2
+    if batch > 1:
+        counts.append(batch)
+    return counts
+
+
+def stage_times_s(analysis, d, phase: Phase) -> List[float]:
+    """Seconds of each pipeline stage for one pass of `phase`, hand-off included."""
+    p = analysis.parallelism_config.pp_size
+    handoff = analysis.pipeline_handoff_time_s(phase.batch, phase.q_len) / (p - 1)
+    return [analysis.weighted_time_s(d.weighted_ops(phase, stage=i)) + (handoff if i < p - 1 else 0.0)
+            for i in range(p)]
+
+
+def _phase(name: str, batch: int, q_len: int, kv_len: int) -> Phase:
+    return Phase(name, batch, q_len, kv_len)
+
+
+def pipelined_prefill_s(analysis, d, batch: int, seq_len: int) -> float:
+    """Shortest prefill of `batch` prompts over the micro-batch counts (module docstring)."""
+    def time_s(m: int) -> float:
+        stages = stage_times_s(analysis, d, _phase("prefill", batch // m, seq_len, seq_len))
+        return sum(stages) + (m - 1) * max(stages)
+    return d.cost_memo(analysis.cost_model, ("pipelined_prefill_s", batch, seq_len),
+                       lambda: min(time_s(m) for m in _micro_batch_counts(batch)))
+
+
+def pipelined_decode_ratio(analysis, d, batch: int, context_len: int) -> float:
+    """Time of one micro-batched decode step at `context_len` over the same step
+    run stage after stage (<= 1; module docstring)."""
+    def step_s(m: int) -> float:
+        stages = stage_times_s(analysis, d, _phase("decode", batch // m, 1, context_len))
+        return max(m * max(stages), sum(stages))
+
+    def ratio() -> float:
+        whole = step_s(1)
+        return min(step_s(m) for m in _micro_batch_counts(batch)) / whole if whole else 1.0
+    return d.cost_memo(analysis.cost_model, ("pipelined_decode_ratio", batch, context_len), ratio)
