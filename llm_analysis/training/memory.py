@@ -43,8 +43,8 @@ def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optiona
     mm = m if m is not None else p.pp_size
     for st in stages:
         if ds_zero.value >= 3:  # dense weights shard over dp, experts over their own replicas (dp / ep)
-            w = (st.weight_bytes_gpu - st.dp_expert_weight_bytes_gpu) / p.dp_size \
-                + st.dp_expert_weight_bytes_gpu / p.rdp_size
+            w = (st.weight_bytes_gpu - st.dp_expert_weight_bytes_gpu) / p.shard_group_size \
+                + st.dp_expert_weight_bytes_gpu / p.expert_shard_group_size
         else:
             w = st.weight_bytes_gpu
         opt, grad = optimizer_and_gradient_bytes(p, st.dense_params_gpu, st.expert_params_gpu, master_bytes,

@@ -94,6 +94,7 @@ from ..context_limit import check_context
 from ..options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
                        ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, non_negative_number,
                        optional_positive_int, positive_int, positive_number, quant_bits)
+from ..operators.context_parallel import check_cp_seq_len
 from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
 from .lora import LoRAConfig, lora_adapter_ops
@@ -177,8 +178,10 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
         kw[name] = quant_bits(kw[name], name)
     interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
     lora = LoRAConfig.from_any(kw["lora"])
+    seq_len = _check_seq_len(analysis, kw["seq_len"])
+    check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)
     return TrainingRequest(
-        seq_len=_check_seq_len(analysis, kw["seq_len"]),
+        seq_len=seq_len,
         rc=as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation"),
         ds_zero=as_enum(DSZeRO, kw["ds_zero"], "ds_zero"),
         lora=_check_lora(analysis, lora) if lora is not None else None,
@@ -259,13 +262,14 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
                       + m * (max(0.0, fwd_mb - bott.fwd_compute) + max(0.0, bwd_mb - bwd_window)))
     trainable_gpu = None
     if req.lora is not None:
-        trainable_gpu = heavy.dense_params_gpu / (p.dp_size if ds_zero.value >= 1 else 1)
+        trainable_gpu = heavy.dense_params_gpu / (p.shard_group_size if ds_zero.value >= 1 else 1)
     breakdown = {
         "latency_per_iter_fwd_compute": m * bott.fwd_compute,
         "latency_per_iter_bwd_compute": m * bott.bwd_compute,
         "latency_per_iter_recompute": m * (bott.rc_compute + bott.rc_comm),
         "latency_per_iter_tp_comm": m * 2 * bott.tp_fwd,
         "latency_per_iter_ep_comm": m * 2 * bott.ep_fwd,
+        "latency_per_iter_cp_comm": m * 2 * bott.cp_fwd,
         "latency_per_iter_pp_comm": m * pp_per_mb,
         "latency_per_iter_pipeline_bubble": (p.pp_size - 1) / v * t_mb if p.pp_size > 1 else 0.0,
         "latency_per_iter_dp_comm": dp_exposed,
