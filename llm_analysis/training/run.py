@@ -269,13 +269,14 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
         "latency_per_iter_recompute": m * (bott.rc_compute + bott.rc_comm),
         "latency_per_iter_tp_comm": m * 2 * bott.tp_fwd,
         "latency_per_iter_ep_comm": m * 2 * bott.ep_fwd,
-        "latency_per_iter_cp_comm": m * 2 * bott.cp_fwd,
         "latency_per_iter_pp_comm": m * pp_per_mb,
         "latency_per_iter_pipeline_bubble": (p.pp_size - 1) / v * t_mb if p.pp_size > 1 else 0.0,
         "latency_per_iter_dp_comm": dp_exposed,
         "latency_per_iter_optimizer_step": analysis.get_latency_weight_update(
             ds_zero, req.master_bytes, req.other_op_bytes, trainable_params_per_gpu=trainable_gpu),
     }
+    if p.cp_size > 1:  # the exposed K/V exchange (a key only when CP is used)
+        breakdown["latency_per_iter_cp_comm"] = m * 2 * bott.cp_fwd
     return {"breakdown": breakdown, "latency_per_iter": sum(breakdown.values()), "t_mb": t_mb, "bottleneck": bott,
             "dp_total": dp_total, "dp_exposed": dp_exposed}
 

@@ -64,6 +64,17 @@ def _memory_entries(need: Dict[str, float], mem: float) -> Dict[str, Any]:
     }
 
 
+def _layout_extras(p) -> Dict[str, Any]:
+    """Context-parallel and HSDP sizes, present only when used (the summaries of
+    other layouts keep their keys)."""
+    out: Dict[str, Any] = {}
+    if p.cp_size > 1:
+        out.update(cp_size=p.cp_size, cp_comm=p.cp_comm)
+    if p.dp_replicate > 1:
+        out.update(dp_shard=p.dp_shard, dp_replicate=p.dp_replicate)
+    return out
+
+
 def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], times: Dict[str, Any], mem: float,
                      trainable_total: int) -> Dict[str, Any]:
     p, m_cfg, lora = analysis.parallelism_config, analysis.model_config, req.lora
@@ -79,7 +90,7 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
         "batch_size_per_gpu": b, "gradient_accumulation_steps": m, "global_batch_size": gbs, "seq_len": seq_len,
         "total_num_tokens": req.total_num_tokens, "total_num_gpus": n_gpus,
         "tp_size": p.tp_size, "pp_size": p.pp_size, "dp_size": p.dp_size, "ep_size": p.ep_size, "sp_size": p.sp_size,
-        "cp_size": p.cp_size, "cp_comm": p.cp_comm, "dp_shard": p.dp_shard, "dp_replicate": p.dp_replicate,
+        **_layout_extras(p),
         "pipeline_interleave": req.interleave, "ds_zero": req.ds_zero.value,
         "activation_recomputation": req.rc.value,
         "lora": None if lora is None else {"rank": lora.rank, "target_modules": list(lora.target_modules),
