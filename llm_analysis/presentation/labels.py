@@ -71,6 +71,9 @@ TRAIN_MEMORY_TERMS = (
     ("activation_memory_per_gpu", "activations", "activations", "activations"),
     ("activation_memory_recompute_buffer_per_gpu", "recomputation buffer", "recompute buffer", "recompute_buffer"),
     ("zero_buffer_memory_per_gpu", "ZeRO gather buffers", "ZeRO buffers", "zero_buffers"),
+    ("gradient_bucket_memory_per_gpu", "gradient bucket", "grad bucket", "zero_buffers"),
+    ("cuda_context_memory_per_gpu", "CUDA context", "CUDA context", "zero_buffers"),
+    ("fragmentation_memory_per_gpu", "allocator fragmentation", "fragmentation", "zero_buffers"),
 )
 # keys of the inference summary's memory_breakdown_per_gpu
 INFERENCE_MEMORY_LABELS = {"weights": "weights", "kv_cache": "KV cache", "activations": "activations",

@@ -9,17 +9,21 @@ from .lora import LoRAConfig
 from .stage import Stage
 
 
-def dp_times(analysis, st: Stage, ds_zero, lora: Optional[LoRAConfig]) -> Tuple[float, float, float, float]:
+def dp_times(analysis, st: Stage, ds_zero, lora: Optional[LoRAConfig],
+             grads_fp32: bool = False) -> Tuple[float, float, float, float]:
     """(per-iteration gradient reduction, per-iteration weight all-gather,
     per-micro-batch forward traffic, per-micro-batch backward traffic), seconds.
     Dense parameters talk over the shard group (dp_shard x cp ranks: context-
     parallel ranks hold the same weights, so their gradients are reduced too),
     routed experts over their own (every ep-th rank of it). With HSDP
     (dp_replicate > 1) each rank's reduced shard is then all-reduced across the
-    dp_replicate copies (torchtitan / FSDP2 HSDP)."""
+    dp_replicate copies (torchtitan / FSDP2 HSDP). `grads_fp32`: gradients are
+    reduced from an fp32 buffer (Megatron's grad_reduce_in_fp32), 4 bytes each."""
     p = analysis.parallelism_config
     cost = analysis.cost_model
     grad_b = lora.adapter_dtype_bytes if lora is not None else gradient_bytes_per_param(analysis.dtype_config)
+    if grads_fp32 and lora is None:
+        grad_b = 4.0
     n_dense, n_expert = p.shard_group_size, p.expert_shard_group_size
 
     def coll(kind, dense_bytes, expert_bytes):

@@ -99,6 +99,7 @@ from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
 from .lora import LoRAConfig, lora_adapter_ops
 from .memory import fit_message, max_batch, stage_memory
+from .overheads import FrameworkMemory
 from .stage import LAYER_WEIGHT_GROUPS, Stage, build_stage
 from .summary import training_summary
 
@@ -123,6 +124,7 @@ class TrainingRequest:
     other_op_bytes: Optional[float]
     overlap_dp_comm: bool
     overlap_tp_comm: bool
+    framework: FrameworkMemory = FrameworkMemory()
     act_kwargs: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -196,6 +198,7 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
         master_bytes=float(kw["master_weights_dtype_bytes"]),
         other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes", MAX_DTYPE_BYTES),
         overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
+        framework=FrameworkMemory.from_kwargs(kw),
         act_kwargs={k: kw[k] for k in ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout",
                                        "mlp_activation_quant_bits", "mlp_1linear_quant_bits",
                                        "mlp_gelu_input_quant_bits", "mlp_2linear_quant_bits",
@@ -210,7 +213,7 @@ def stages_for(analysis, req: TrainingRequest, b: int) -> List[Stage]:
 
 def _memory(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: Optional[int], zero=None, rc=None):
     return stage_memory(analysis, stages, b, req.seq_len, m, req.interleave, zero or req.ds_zero, rc or req.rc,
-                        req.act_kwargs, req.master_bytes, req.other_op_bytes, req.lora)
+                        req.act_kwargs, req.master_bytes, req.other_op_bytes, req.lora, req.framework)
 
 
 def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
@@ -247,13 +250,14 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
 def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: int) -> Dict[str, Any]:
     """Time of one iteration on the bottleneck stage, with its breakdown (seconds)."""
     p = analysis.parallelism_config
-    v, ds_zero = req.interleave, req.ds_zero
+    v, ds_zero = req.interleave, req.framework.state_zero(req.ds_zero)  # distributed optimizer = ZeRO-1
     hop = analysis.pipeline_handoff_time_s(b, req.seq_len) / (p.pp_size - 1) if p.pp_size > 1 else 0.0
     pp_per_mb = 2 * hop * v if p.pp_size > 1 else 0.0
     bott = max(stages, key=lambda s_: s_.micro_batch_time)
     t_mb = bott.micro_batch_time + pp_per_mb
     heavy = max(stages, key=lambda s_: (s_.dense_params_gpu + s_.expert_params_gpu, s_.weight_bytes_gpu))
-    grad_iter, gather_iter, fwd_mb, bwd_mb = dp_times(analysis, heavy, ds_zero, req.lora)
+    grad_iter, gather_iter, fwd_mb, bwd_mb = dp_times(analysis, heavy, ds_zero, req.lora,
+                                                      req.framework.grad_reduce_in_fp32)
     bwd_window = bott.bwd_compute + bott.rc_compute
     dp_total = grad_iter + gather_iter + m * (fwd_mb + bwd_mb)
     dp_exposed = dp_total
@@ -300,7 +304,9 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
                  mlp_recompute_gelu: bool = False, output_dir: Optional[str] = None, output_file_suffix: str = "",
                  pipeline_interleave: int = 1, lora: Union[None, dict, LoRAConfig] = None,
                  overlap_dp_comm: bool = True, overlap_tp_comm: bool = False,
-                 cost_per_gpu_hour: Optional[float] = None) -> Dict[str, Any]:
+                 cost_per_gpu_hour: Optional[float] = None, distributed_optimizer: bool = False,
+                 grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0,
+                 cuda_context_bytes: float = 0, memory_fragmentation: float = 0) -> Dict[str, Any]:
     """Training analysis of one iteration and of the whole run (see the module
     docstring for every assumption). Returns a flat dict in base units (bytes,
     seconds, FLOPs, FLOP/s). Raises DoesNotFitError when the layout does not fit
@@ -309,7 +315,10 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
     Extras beyond the mirrored API: `pipeline_interleave` (virtual stages per
     GPU, v), `lora` (LoRAConfig or dict: rank, target_modules, base_weight_bits
     16 or 4, adapter_dtype_bytes, double_quant), `overlap_dp_comm`,
-    `overlap_tp_comm`, `cost_per_gpu_hour` (dollars).
+    `overlap_tp_comm`, `cost_per_gpu_hour` (dollars); the framework memory terms
+    `distributed_optimizer`, `grad_reduce_in_fp32`, `grad_bucket_params`,
+    `cuda_context_bytes`, `memory_fragmentation` (training/overheads.py; all off by
+    default).
     """
     kw = dict(locals())
     kw.pop("analysis")

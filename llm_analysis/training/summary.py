@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from .overheads import OVERHEAD_TERMS
 from .stage import Stage
 
 
@@ -58,6 +59,8 @@ def _memory_entries(need: Dict[str, float], mem: float) -> Dict[str, Any]:
         "activation_memory_per_gpu": need["activations"],
         "activation_memory_recompute_buffer_per_gpu": need["recompute_buffer"],
         "zero_buffer_memory_per_gpu": need["zero_buffers"],
+        # framework terms (training/overheads.py), present when switched on
+        **{f"{k}_memory_per_gpu": need[k] for k in OVERHEAD_TERMS if need.get(k)},
         "estimated_peak_memory_per_gpu": need["peak"],
         "gpu_memory_per_gpu": mem,
         "memory_left_per_gpu": mem - need["peak"],
@@ -92,6 +95,7 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
         "tp_size": p.tp_size, "pp_size": p.pp_size, "dp_size": p.dp_size, "ep_size": p.ep_size, "sp_size": p.sp_size,
         **_layout_extras(p),
         "pipeline_interleave": req.interleave, "ds_zero": req.ds_zero.value,
+        **({"distributed_optimizer": True} if req.framework.distributed_optimizer else {}),
         "activation_recomputation": req.rc.value,
         "lora": None if lora is None else {"rank": lora.rank, "target_modules": list(lora.target_modules),
                                            "base_weight_bits": lora.base_weight_bits},
