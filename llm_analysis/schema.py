@@ -166,6 +166,9 @@ class ModelConfig(_StrictModel):
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias
     pooler: bool = False  # BERT pooler: Linear(hidden, hidden) with bias
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
+    # training keeps 1-byte dropout masks after attention and the MLP (Korthikanti et al. 2022,
+    # GPT-2/3, Megatron GPT); LLaMA and MPT train without dropout: False drops those masks
+    hidden_dropout: bool = True
     encoder_only: bool = False  # bidirectional attention, no generation / KV cache
     source: str = ""  # where the numbers come from (Hub id, paper)
 

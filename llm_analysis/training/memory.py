@@ -107,7 +107,8 @@ def _overhead_text(need: Dict[str, float]) -> str:
 def fit_message(analysis, need: Dict[str, float], mem: float, b: int, seq_len: int, max_b: int,
                  ds_zero, rc, alt: Dict[str, float]) -> str:
     p = analysis.parallelism_config
-    head = (f"{analysis.model_config.name} training on {analysis.gpu_config.name} (tp={p.tp_size}, pp={p.pp_size}, "
+    cp = f", cp={p.cp_size}" if p.cp_size > 1 else ""
+    head = (f"{analysis.model_config.name} training on {analysis.gpu_config.name} (tp={p.tp_size}{cp}, pp={p.pp_size}, "
             f"dp={p.dp_size}, ZeRO-{ds_zero.value}, recomputation {rc.name}, {analysis.dtype_config.name}) needs "
             f"{need['peak'] / GB:.2f} GB per GPU for micro-batch {b} x {seq_len} tokens (weights "
             f"{need['weights'] / GB:.2f} GB, gradients {need['gradients'] / GB:.2f} GB, optimizer states "

@@ -75,10 +75,11 @@ def per_layer_train(a, batch_size: int, seq_len: int, rc: AR, layernorm_dtype_by
     if rc == AR.FULL:
         total = layer_input_bytes(layout(a, batch_size, seq_len, False), act_bytes(a))
         return total, {"attn": 0.0, "mlp": 0.0, "layernorm": 0.0, "layer_input": total}
-    attn = attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, True, rc)
+    dropout = a.model_config.hidden_dropout
+    attn = attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, dropout, rc)
     # like attention's output dropout mask: Korthikanti's 19sbh MLP term includes the
     # 1-byte mask of the dropout after the MLP
-    mlp = mlp_train(a, batch_size, seq_len, rc, *mlp_bits, mlp_recompute_gelu, None, True, None)
+    mlp = mlp_train(a, batch_size, seq_len, rc, *mlp_bits, mlp_recompute_gelu, None, dropout, None)
     norm = stored_norms(a.model_config.num_norms_per_layer, rc) * per_layernorm(a, batch_size, seq_len,
                                                                                  layernorm_dtype_bytes)
     return attn + mlp + norm, {"attn": attn, "mlp": mlp, "layernorm": norm}
