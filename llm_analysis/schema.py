@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from . import options as _lim
 from .errors import ConfigError
 from .formats import FP4_FORMATS
+from .hsdp import hsdp_sizes
 
 __all__ = ["ModelConfig", "GPUConfig", "DtypeConfig", "ParallelismConfig", "AttentionLayerType",
            "build_config", "load_config_file"]
@@ -419,29 +420,11 @@ class DtypeConfig(_StrictModel):
 
 
 class ParallelismConfig(_StrictModel):
-    """Sizes of the parallel groups.
-
-    GPUs in a replica = tp_size * cp_size * pp_size; total GPUs = tp * cp * pp * dp.
-    Ranks are ordered TP fastest, then CP, then PP, then DP (a CP group's ranks are
-    tp apart). Experts are sharded over `ep_size` ranks of the data-parallel group
-    (DeepSpeed-MoE / Megatron expert parallelism), so ep_size must divide dp_size,
-    and `rdp_size` = dp_size // ep_size is how many copies of each expert exist.
-    `sp_size` defaults to tp_size (Megatron sequence parallelism inside the TP group).
-
-    Context parallelism (`cp_size`, Megatron-CP / TransformerEngine, torchtitan):
-    each CP rank holds seq_len / cp tokens of every sequence (activations, KV);
-    `cp_comm` says how attention sees the whole sequence: "ring" (K/V blocks
-    passed around the CP ring, overlapped with the block attention) or
-    "all_to_all" (DeepSpeed-Ulysses: sequence-sharded q/k/v re-sharded by heads).
-    CP ranks hold the same weights, so gradients are reduced and ZeRO / the
-    distributed optimizer shard over dp x cp ranks (Megatron's data-parallel group
-    with CP; torchtitan's dp_shard_cp mesh).
-
-    HSDP names (torchtitan / PyTorch FSDP2): `dp_shard` ranks share one sharded copy
-    (ZeRO / FSDP shards over dp_shard x cp), `dp_replicate` copies exist;
-    dp_size = dp_shard * dp_replicate. Default: dp_shard = dp_size, dp_replicate = 1
-    (ZeRO shards over the whole data-parallel group, as DeepSpeed does).
-    """
+    """Sizes of the parallel groups; GPUs = tp * cp * pp * dp, ranks ordered TP, CP, PP, DP.
+    Experts shard over `ep_size` ranks of the data-parallel group (rdp_size = dp // ep
+    copies); `sp_size` defaults to tp_size. `cp_size` / `cp_comm` ("ring" | "all_to_all"):
+    context parallelism (operators/context_parallel.py). HSDP: dp_size = `dp_shard` x
+    `dp_replicate` (llm_analysis/hsdp.py); ZeRO shards over dp_shard x cp ranks."""
 
     tp_size: int = 1
     pp_size: int = 1
@@ -456,12 +439,8 @@ class ParallelismConfig(_StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _hsdp_aliases(cls, data: Any) -> Any:
-        """dp_shard x dp_replicate given without dp_size: dp_size is their product."""
-        if isinstance(data, dict) and data.get("dp_size") is None and data.get("dp_shard") and \
-                data.get("dp_replicate"):
-            data = {**data, "dp_size": data["dp_shard"] * data["dp_replicate"]}
-        return data
+    def _hsdp(cls, data: Any) -> Any:
+        return hsdp_sizes(data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ParallelismConfig":
@@ -471,36 +450,16 @@ class ParallelismConfig(_StrictModel):
             self.sp_size = self.tp_size
         if self.rdp_size is None:
             self.rdp_size = max(1, self.dp_size // self.ep_size)
-        self._fill_hsdp()
+        if self.dp_shard is None:  # no HSDP: one sharded copy over the whole data-parallel group
+            self.dp_shard, self.dp_replicate = self.dp_size, 1
         return self
 
-    def _fill_hsdp(self) -> None:
-        dp, shard, rep = self.dp_size, self.dp_shard, self.dp_replicate
-        if shard is None:
-            shard = dp // rep if rep is not None and dp % rep == 0 else dp
-        if rep is None:
-            rep = dp // shard if dp % shard == 0 else 0
-        if shard * rep != dp:
-            raise ValueError(f"dp_shard = {shard} x dp_replicate = {rep} must equal dp_size = {dp} "
-                             f"(valid dp_shard: the divisors of {dp}: "
-                             f"{[d for d in range(1, dp + 1) if dp % d == 0]})")
-        self.dp_shard, self.dp_replicate = shard, rep
-
-    @property
-    def num_gpus(self) -> int:
-        """tp * cp * pp * dp."""
-        return self.tp_size * self.cp_size * self.pp_size * self.dp_size
-
-    @property
-    def shard_group_size(self) -> int:
-        """Ranks that reduce-scatter gradients and shard ZeRO / distributed-optimizer
-        state of dense parameters: dp_shard x cp."""
-        return self.dp_shard * self.cp_size
-
-    @property
-    def expert_shard_group_size(self) -> int:
-        """The same for routed experts: their replicas inside the shard group."""
-        return max(1, self.rdp_size * self.dp_shard // self.dp_size) * self.cp_size
+    num_gpus = property(lambda self: self.tp_size * self.cp_size * self.pp_size * self.dp_size)
+    # ranks that reduce-scatter gradients and shard ZeRO / distributed-optimizer state: dp_shard x cp
+    shard_group_size = property(lambda self: self.dp_shard * self.cp_size)
+    # the same for routed experts (their replicas inside the shard group)
+    expert_shard_group_size = property(
+        lambda self: max(1, self.rdp_size * self.dp_shard // self.dp_size) * self.cp_size)
 
 
 # ---------------------------------------------------------------------------
