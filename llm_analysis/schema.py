@@ -167,9 +167,7 @@ class ModelConfig(_StrictModel):
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias
     pooler: bool = False  # BERT pooler: Linear(hidden, hidden) with bias
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
-    # training keeps 1-byte dropout masks after attention and the MLP (Korthikanti et al. 2022,
-    # GPT-2/3, Megatron GPT); LLaMA and MPT train without dropout: False drops those masks
-    hidden_dropout: bool = True
+    hidden_dropout: bool = True  # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False)
     encoder_only: bool = False  # bidirectional attention, no generation / KV cache
     source: str = ""  # where the numbers come from (Hub id, paper)
 
@@ -420,11 +418,9 @@ class DtypeConfig(_StrictModel):
 
 
 class ParallelismConfig(_StrictModel):
-    """Sizes of the parallel groups; GPUs = tp * cp * pp * dp, ranks ordered TP, CP, PP, DP.
-    Experts shard over `ep_size` ranks of the data-parallel group (rdp_size = dp // ep
-    copies); `sp_size` defaults to tp_size. `cp_size` / `cp_comm` ("ring" | "all_to_all"):
-    context parallelism (operators/context_parallel.py). HSDP: dp_size = `dp_shard` x
-    `dp_replicate` (llm_analysis/hsdp.py); ZeRO shards over dp_shard x cp ranks."""
+    """GPUs = tp * cp * pp * dp (ranks TP, CP, PP, DP); experts over `ep_size` DP ranks (rdp = dp // ep);
+    sp_size defaults to tp_size; cp_size / cp_comm: operators/context_parallel.py; HSDP dp_shard x
+    dp_replicate = dp_size (hsdp.py); ZeRO shards over dp_shard x cp ranks (shard_group_size)."""
 
     tp_size: int = 1
     pp_size: int = 1
@@ -437,10 +433,7 @@ class ParallelismConfig(_StrictModel):
     dp_shard: Optional[int] = None
     dp_replicate: Optional[int] = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _hsdp(cls, data: Any) -> Any:
-        return hsdp_sizes(data) if isinstance(data, dict) else data
+    _hsdp = model_validator(mode="before")(classmethod(lambda cls, d: hsdp_sizes(d) if isinstance(d, dict) else d))
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ParallelismConfig":
@@ -450,16 +443,12 @@ class ParallelismConfig(_StrictModel):
             self.sp_size = self.tp_size
         if self.rdp_size is None:
             self.rdp_size = max(1, self.dp_size // self.ep_size)
-        if self.dp_shard is None:  # no HSDP: one sharded copy over the whole data-parallel group
-            self.dp_shard, self.dp_replicate = self.dp_size, 1
+        self.dp_shard, self.dp_replicate = self.dp_shard or self.dp_size, self.dp_replicate or 1  # HSDP: hsdp.py
         return self
 
     num_gpus = property(lambda self: self.tp_size * self.cp_size * self.pp_size * self.dp_size)
-    # ranks that reduce-scatter gradients and shard ZeRO / distributed-optimizer state: dp_shard x cp
-    shard_group_size = property(lambda self: self.dp_shard * self.cp_size)
-    # the same for routed experts (their replicas inside the shard group)
-    expert_shard_group_size = property(
-        lambda self: max(1, self.rdp_size * self.dp_shard // self.dp_size) * self.cp_size)
+    shard_group_size = property(lambda self: self.dp_shard * self.cp_size)  # gradient reduction, ZeRO shards
+    expert_shard_group_size = property(lambda s: max(1, s.rdp_size * s.dp_shard // s.dp_size) * s.cp_size)
 
 
 # ---------------------------------------------------------------------------
