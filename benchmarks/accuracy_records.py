@@ -74,10 +74,10 @@ def model_of(setup: dict, notes: list) -> ModelConfig:
         return ModelConfig(name=name, num_layers=L, n_head=a, hidden_dim=h, vocab_size=vocab,
                            num_key_value_heads=setup.get("kv_heads"), ffn_embed_dim=ffn, mlp_gated_linear_units=True,
                            activation="silu", norm_type="rmsnorm", norm_bias=False, position_embedding_type="rotary",
-                           tie_word_embeddings=False)
+                           tie_word_embeddings=False, hidden_dropout=False)
     if "mpt" in low:  # llm-foundry mpt yamls: ALiBi, no biases, expansion 4
         return ModelConfig(name=name, num_layers=L, n_head=a, hidden_dim=h, vocab_size=setup.get("vocab", 50368),
-                           position_embedding_type="alibi", norm_bias=False)
+                           position_embedding_type="alibi", norm_bias=False, hidden_dropout=False)
     vocab = setup.get("vocab") or (50400 if "gpt-j" in low else 51200)
     if "vocab" not in setup:
         notes.append(f"V={vocab} assumed")
@@ -186,3 +186,102 @@ def case_of(rec: dict) -> Case:
     if fam == "MosaicML":
         return case_mpt(rec)
     return case_megatron(rec)
+
+
+# ------------------------------------------------------------------ memory
+# What each framework of the training records runs, as the memory terms of
+# llm_analysis/training/overheads.py (every record also gets the CUDA context
+# and a fragmentation allowance: OVERHEADS).
+OVERHEADS = dict(cuda_context_bytes=1e9, memory_fragmentation=0.05)
+_FRAMEWORK = {
+    # Megatron-Core r0.8 weak scaling: --overlap-param-gather exists only with the distributed
+    # optimizer; --tp-comm-overlap needs sequence parallelism; bf16 keeps fp32 main grads
+    "mcore-": dict(distributed_optimizer=True, grad_reduce_in_fp32=True),
+    # Megatron-DeepSpeed bf16 (BLOOM): DeepSpeed's BF16_Optimizer accumulates gradients in fp32
+    "bloom-": dict(grad_reduce_in_fp32=True),
+}
+
+
+@dataclass
+class TrainingSetup:
+    model: ModelConfig
+    gpu: object
+    dtype: object
+    par: ParallelismConfig
+    train_kw: dict
+    notes: list = field(default_factory=list)
+
+    def analysis(self, **kw) -> LLMAnalysis:
+        return LLMAnalysis(self.model, self.gpu, self.dtype, self.par, **kw)
+
+
+def _mpt_setup(rec: dict) -> TrainingSetup:
+    s, notes = rec["setup"], []
+    if s.get("activation_cpu_offload"):
+        raise Skip("activation CPU offload: not expressible")
+    rc = ActivationRecomputation.FULL if str(s.get("activation_recompute")).startswith("full") \
+        else ActivationRecomputation.NONE
+    kw = dict(batch_size_per_gpu=s["micro_batch"], global_batch_size=s["global_batch"], seq_len=s["seq_len"],
+              activation_recomputation=rc, ds_zero=DSZeRO.STAGE_3, layernorm_dtype_bytes=2)
+    return TrainingSetup(model_of(s, notes), gpu_of(s["gpu"]), dtype_of(s), ParallelismConfig(dp_size=s["num_gpus"]),
+                         kw, notes)
+
+
+def _global_batch(s: dict, dp: int, notes: list) -> int:
+    if s.get("global_batch"):
+        return s["global_batch"]
+    if s.get("batch_per_dp"):
+        return s["batch_per_dp"] * dp
+    if s.get("layers") == 1 and s.get("micro_batch"):  # one-layer timing runs: one micro-batch per rank
+        return s["micro_batch"] * dp
+    raise Skip("no global batch")
+
+
+def _megatron_style_setup(rec: dict) -> TrainingSetup:
+    import training_validation as tv
+    s, notes = rec["setup"], []
+    if s.get("tp") is None and s.get("model_parallel_size") is None:
+        raise Skip("no layout stated")
+    if "llama" in str(s.get("model", "")).lower():
+        model = model_of(s, notes)
+    else:
+        model = tv._model(s, notes)
+    gpu = tv._gpu(s.get("gpu", "?"))
+    cp = s.get("cp", 1)
+    tp = s.get("tp") or min(s["model_parallel_size"], 8)
+    pp = s.get("pp") or s.get("model_parallel_size", tp) // tp
+    n = s.get("num_gpus")
+    if not isinstance(n, int):
+        raise Skip("no GPU count")
+    dp = s.get("dp") or n // (tp * cp * pp)
+    if tp * cp * pp * dp != n and n % (tp * cp * pp) == 0:
+        # llama3 row 3: transcriptions print dp 4 or 8; 8 x 16 x 16 x 8 = 16384 GPUs
+        notes.append(f"dp = {n // (tp * cp * pp)} from the GPU count (record says {dp})")
+        dp = n // (tp * cp * pp)
+    if tp * cp * pp * dp != n:
+        raise Skip(f"tp*cp*pp*dp = {tp * cp * pp * dp} != num_gpus {n}")
+    gbs = _global_batch(s, dp, notes)
+    mb = s.get("micro_batch", 1) if (gbs // dp) % s.get("micro_batch", 1) == 0 else 1
+    sp = rec["id"].startswith("mcore-") or bool(s.get("sequence_parallel")) or "llama3" in rec["id"]
+    par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, cp_size=cp, sp_size=tp if sp else 1)
+    kw = dict(batch_size_per_gpu=mb, global_batch_size=gbs - gbs % (dp * mb), seq_len=s.get("seq_len", 2048),
+              activation_recomputation=tv._recompute(s, rec["id"]), ds_zero=DSZeRO(s.get("zero_stage", 0)),
+              pipeline_interleave=s.get("interleaved_pipeline_stages", 1), layernorm_dtype_bytes=2)
+    if "llama3" in rec["id"]:
+        # Llama 3 (arXiv 2407.21783 §3.3.2): FSDP sharding optimizer states and gradients (ZeRO-2)
+        kw["ds_zero"] = DSZeRO.STAGE_2
+    for prefix, fw in _FRAMEWORK.items():
+        if rec["id"].startswith(prefix):
+            kw.update(fw)
+    return TrainingSetup(model, gpu, get_dtype_config_by_name("w16a16e16"), par, kw, notes)
+
+
+def training_setup(rec: dict) -> TrainingSetup:
+    """The model, GPU, layout and training() arguments of a training record that
+    ran (any record with a stated layout and batch), with its framework's memory
+    terms (_FRAMEWORK) and OVERHEADS; Skip with the reason otherwise."""
+    if rec.get("kind") != "training":
+        raise Skip("not a training record")
+    setup = _mpt_setup(rec) if family(rec["id"]) == "MosaicML" else _megatron_style_setup(rec)
+    setup.train_kw.update(OVERHEADS)
+    return setup

@@ -104,7 +104,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
           attention_flops: Optional[str] = None, logits: Optional[str] = None, quiet: bool = False,
           mla_attention: Optional[str] = None, serving: bool = False, kv_cache_dtype: Optional[str] = None,
-          conventions: str = "serving", perf_model: str = "roofline", gpu_profile: Optional[str] = None) -> dict:
+          conventions: str = "serving", perf_model: str = "roofline", gpu_profile: Optional[str] = None,
+          cp_size: int = 1, cp_comm: str = "ring") -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -165,6 +166,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times from
             the GPU generation's fitted profile, each shown with its roofline lower bound).
         gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
+        cp_size: context-parallel size for prefill (each rank holds seq_len / cp prompt tokens); needs
+            --num_tokens_to_generate 1 (decode under CP is not modelled) and 2 x cp_size dividing seq_len.
+        cp_comm: ring (K/V blocks around the CP ring, overlapped with attention) or all_to_all (Ulysses).
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -173,7 +177,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     analysis = LLMAnalysis(
         _load_model(model_name), get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
-                                             sp_size=sp_size)),
+                                             sp_size=sp_size, cp_size=cp_size, cp_comm=cp_comm)),
         achieved_tflops=achieved_tflops, achieved_memory_bandwidth_GBs=achieved_memory_bandwidth_GBs,
         flops_efficiency=flops_efficiency, hbm_memory_efficiency=hbm_memory_efficiency,
         intra_node_memory_efficiency=intra_node_memory_efficiency,
@@ -194,23 +198,31 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     return summary
 
 
-def _train_layout(tp_size, pp_size, dp_size, total_num_gpus):
-    """(tp, pp, dp) checked as integers; dp derived from total_num_gpus when not given."""
+def _train_layout(tp_size, pp_size, dp_size, total_num_gpus, cp_size=1, dp_shard=None, dp_replicate=None):
+    """(tp, pp, dp) checked as integers; dp from total_num_gpus = tp * cp * pp * dp, or from HSDP's
+    dp_shard x dp_replicate, when not given."""
     tp_size = integer(tp_size, "tp_size", 1, MAX_PARALLEL_SIZE)
     pp_size = integer(pp_size, "pp_size", 1, MAX_PARALLEL_SIZE)
+    cp_size = integer(cp_size, "cp_size", 1, MAX_PARALLEL_SIZE)
     dp_size = optional_integer(dp_size, "dp_size", 1, MAX_PARALLEL_SIZE)
     total_num_gpus = optional_integer(total_num_gpus, "total_num_gpus", 1, MAX_PARALLEL_SIZE)
+    per_replica = tp_size * cp_size * pp_size
+    if dp_size is None and dp_shard is not None and dp_replicate is not None:
+        dp_size = integer(dp_shard, "dp_shard", 1, MAX_PARALLEL_SIZE) * integer(dp_replicate, "dp_replicate", 1,
+                                                                                MAX_PARALLEL_SIZE)
     if dp_size is None:
         if total_num_gpus is not None:
-            if total_num_gpus % (tp_size * pp_size):
-                raise ConfigError(f"total_num_gpus = {total_num_gpus} is not divisible by tp_size * pp_size = "
-                                  f"{tp_size * pp_size}")
-            dp_size = total_num_gpus // (tp_size * pp_size)
+            if total_num_gpus % per_replica:
+                rest = total_num_gpus // (tp_size * pp_size) if total_num_gpus % (tp_size * pp_size) == 0 else 0
+                valid = f"valid cp_size: the divisors of {rest}" if rest else "tp_size * pp_size does not divide it"
+                raise ConfigError(f"total_num_gpus = {total_num_gpus} is not divisible by tp_size * cp_size * "
+                                  f"pp_size = {per_replica}; {valid}")
+            dp_size = total_num_gpus // per_replica
         else:
             dp_size = 1
-    elif total_num_gpus is not None and total_num_gpus != dp_size * tp_size * pp_size:
-        raise ConfigError(f"total_num_gpus = {total_num_gpus} != dp_size * tp_size * pp_size = "
-                          f"{dp_size * tp_size * pp_size}")
+    elif total_num_gpus is not None and total_num_gpus != dp_size * per_replica:
+        raise ConfigError(f"total_num_gpus = {total_num_gpus} != dp_size * tp_size * cp_size * pp_size = "
+                          f"{dp_size * per_replica}")
     return tp_size, pp_size, dp_size
 
 
@@ -231,7 +243,10 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           num_gpus_per_node: int = NUM_GPUS_PER_NODE, output_dir: Optional[str] = None,
           output_file_suffix: str = "", cost_per_gpu_hour: Optional[float] = None, output_format: str = "text",
           plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1, perf_model: str = "roofline",
-          gpu_profile: Optional[str] = None) -> dict:
+          gpu_profile: Optional[str] = None, cp_size: int = 1, cp_comm: str = "ring",
+          dp_shard: Optional[int] = None, dp_replicate: Optional[int] = None, distributed_optimizer: bool = False,
+          grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0, cuda_context_bytes: float = 0,
+          memory_fragmentation: float = 0) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -290,23 +305,37 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         pipeline_interleave: virtual pipeline stages per GPU (interleaved 1F1B schedule; shrinks the bubble).
         perf_model: roofline (lower bounds) or calibrated (expected times with their roofline lower bounds).
         gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
+        cp_size: context-parallel size: each rank holds seq_len / cp tokens (2 x cp_size must divide seq_len).
+        cp_comm: ring (K/V blocks around the CP ring, overlapped with attention) or all_to_all (Ulysses).
+        dp_shard: HSDP: ranks sharing one ZeRO/FSDP-sharded copy (default dp_size).
+        dp_replicate: HSDP: copies of the sharded model (dp_size = dp_shard x dp_replicate).
+        distributed_optimizer: optimizer states sharded over dp x cp (Megatron's distributed optimizer, ZeRO-1).
+        grad_reduce_in_fp32: gradients in an fp32 main-grad buffer, reduced in fp32 (Megatron bf16).
+        grad_bucket_params: parameters of one gradient bucket held outside the gradients (0: none).
+        cuda_context_bytes: CUDA context and library workspaces per GPU, bytes (0: not counted; ~1e9 typical).
+        memory_fragmentation: allocator fragmentation as a fraction of allocated memory (0: none; 0.05-0.1).
     Returns:
         The summary dict (base units).
     """
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
     model = _load_model(model_name)
-    tp_size, pp_size, dp_size = _train_layout(tp_size, pp_size, dp_size, total_num_gpus)
+    tp_size, pp_size, dp_size = _train_layout(tp_size, pp_size, dp_size, total_num_gpus, cp_size, dp_shard,
+                                              dp_replicate)
     seq_len = seq_len if seq_len is not None else (model.max_seq_len or 2048)
     analysis = LLMAnalysis(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
-                                             sp_size=sp_size)),
+                                             sp_size=sp_size, cp_size=cp_size, cp_comm=cp_comm, dp_shard=dp_shard,
+                                             dp_replicate=dp_replicate)),
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,
         perf_model=perf_model_arg(perf_model, gpu_profile))
-    kwargs = {}
+    kwargs = {k: v for k, v in dict(distributed_optimizer=distributed_optimizer,
+                                    grad_reduce_in_fp32=grad_reduce_in_fp32, grad_bucket_params=grad_bucket_params,
+                                    cuda_context_bytes=cuda_context_bytes,
+                                    memory_fragmentation=memory_fragmentation).items() if v}
     if cost_per_gpu_hour is not None:
         kwargs["cost_per_gpu_hour"] = cost_per_gpu_hour
     if pipeline_interleave != 1:

@@ -12,6 +12,9 @@ Table 2 (checked in tests/test_activation_memory.py).
 Tensor parallelism splits the tensors inside attention and MLP by t; sequence
 parallelism splits the rest (norm inputs, dropout masks, block inputs) by t too.
 Flash attention (Dao et al. 2022) never stores the s x s score matrices.
+Context parallelism keeps seq_len / cp tokens of every tensor on a rank, and
+the local queries' scores against the whole sequence (s/cp x s): every term is
+divided by cp (`ActivationLayout.cp`).
 """
 
 from __future__ import annotations
@@ -38,9 +41,16 @@ class ActivationLayout:
     gated: bool
     tp: int
     sp: bool  # sequence parallelism on
+    cp: int = 1  # context-parallel ranks sharing the sequence
+
+    @property
+    def tokens(self) -> float:
+        """s x b / cp: the tokens of the micro-batch one rank keeps."""
+        return self.seq_len * self.batch / self.cp
 
 
-def layout_for(model: ModelConfig, batch: int, seq_len: int, tp: int, sp: bool, moe: bool) -> ActivationLayout:
+def layout_for(model: ModelConfig, batch: int, seq_len: int, tp: int, sp: bool, moe: bool,
+               cp: int = 1) -> ActivationLayout:
     if model.is_mla:
         q_w = model.n_head * (model.qk_nope_head_dim + model.qk_rope_head_dim)
         kv_w, v_w = q_w, model.n_head * model.v_head_dim  # K/V are expanded per head before attention
@@ -52,7 +62,7 @@ def layout_for(model: ModelConfig, batch: int, seq_len: int, tp: int, sp: bool, 
     else:
         ffn = model.ffn_embed_dim
     return ActivationLayout(seq_len, batch, model.hidden_dim, q_w, kv_w, v_w, model.n_head, ffn,
-                            model.mlp_gated_linear_units, tp, sp)
+                            model.mlp_gated_linear_units, tp, sp, cp)
 
 
 def attention_activation_bytes(L: ActivationLayout, act_bytes: float, flash_attn: bool,
@@ -60,7 +70,7 @@ def attention_activation_bytes(L: ActivationLayout, act_bytes: float, flash_attn
                                recompute: ActivationRecomputation) -> float:
     """Attention block: QKV input, Q, K, V, (softmax out, its dropout mask and
     output), out-projection input, output dropout mask. Korthikanti: 11sbh + 5as²b."""
-    sb, t = L.seq_len * L.batch, L.tp
+    sb, t = L.tokens, L.tp
     outer = t if L.sp else 1  # tensors outside the TP region split only with SP
     if recompute in (ActivationRecomputation.ATTN, ActivationRecomputation.NORM_ATTN_NORM):
         return sb * L.hidden * act_bytes / outer  # only the block input is kept
@@ -72,7 +82,7 @@ def attention_activation_bytes(L: ActivationLayout, act_bytes: float, flash_attn
     dropout_mask = sb * L.hidden * 1 / outer if attn_dropout else 0.0
     score = 0.0
     if not flash_attn and recompute != ActivationRecomputation.ATTN_COMPUTE:
-        s2b = L.n_head * L.seq_len * L.seq_len * L.batch / t
+        s2b = L.n_head * L.tokens * L.seq_len / t  # local queries x all keys
         score = s2b * act_bytes  # softmax output
         if softmax_dropout:
             score += s2b * 1 + s2b * act_bytes  # dropout mask + dropout output
@@ -87,7 +97,7 @@ def mlp_activation_bytes(L: ActivationLayout, act_bytes: float, recompute: Activ
     mask. Korthikanti: 2sbh + 8sbh + 8sbh + sbh = 19sbh for a 4h GeLU MLP."""
     if recompute == ActivationRecomputation.FULL:
         return 0.0
-    sb, t = L.seq_len * L.batch, L.tp
+    sb, t = L.tokens, L.tp
     outer = t if L.sp else 1
     fl = act_bytes if first_linear_bytes is None else first_linear_bytes
     ai = act_bytes if act_input_bytes is None else act_input_bytes
@@ -102,10 +112,10 @@ def mlp_activation_bytes(L: ActivationLayout, act_bytes: float, recompute: Activ
 
 def norm_activation_bytes(L: ActivationLayout, norm_bytes: float) -> float:
     """Input of one norm: sbh (2sbh at 16 bits), split by t only with SP."""
-    return L.seq_len * L.batch * L.hidden * norm_bytes / (L.tp if L.sp else 1)
+    return L.tokens * L.hidden * norm_bytes / (L.tp if L.sp else 1)
 
 
 def layer_input_bytes(L: ActivationLayout, act_bytes: float) -> float:
     """What full recomputation keeps: the layer input, 2sbh at 16 bits
     (sequence-sharded when SP is on, as Megatron checkpoints it)."""
-    return L.seq_len * L.batch * L.hidden * act_bytes / (L.tp if L.sp else 1)
+    return L.tokens * L.hidden * act_bytes / (L.tp if L.sp else 1)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from . import options as _lim
 from .errors import ConfigError
 from .formats import FP4_FORMATS
+from .hsdp import hsdp_sizes
 
 __all__ = ["ModelConfig", "GPUConfig", "DtypeConfig", "ParallelismConfig", "AttentionLayerType",
            "build_config", "load_config_file"]
@@ -166,6 +167,7 @@ class ModelConfig(_StrictModel):
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias
     pooler: bool = False  # BERT pooler: Linear(hidden, hidden) with bias
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
+    hidden_dropout: bool = True  # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False)
     encoder_only: bool = False  # bidirectional attention, no generation / KV cache
     source: str = ""  # where the numbers come from (Hub id, paper)
 
@@ -416,14 +418,9 @@ class DtypeConfig(_StrictModel):
 
 
 class ParallelismConfig(_StrictModel):
-    """Sizes of the parallel groups.
-
-    GPUs in a replica = tp_size * pp_size; total GPUs = tp * pp * dp. Experts are
-    sharded over `ep_size` ranks of the data-parallel group (DeepSpeed-MoE /
-    Megatron expert parallelism), so ep_size must divide dp_size, and
-    `rdp_size` = dp_size // ep_size is how many copies of each expert exist.
-    `sp_size` defaults to tp_size (Megatron sequence parallelism inside the TP group).
-    """
+    """GPUs = tp * cp * pp * dp (ranks TP, CP, PP, DP); experts over `ep_size` DP ranks (rdp = dp // ep);
+    sp_size defaults to tp_size; cp_size / cp_comm: operators/context_parallel.py; HSDP dp_shard x
+    dp_replicate = dp_size (hsdp.py); ZeRO shards over dp_shard x cp ranks (shard_group_size)."""
 
     tp_size: int = 1
     pp_size: int = 1
@@ -431,15 +428,27 @@ class ParallelismConfig(_StrictModel):
     ep_size: int = 1
     sp_size: Optional[int] = None
     rdp_size: Optional[int] = None
+    cp_size: int = 1
+    cp_comm: Literal["ring", "all_to_all"] = "ring"
+    dp_shard: Optional[int] = None
+    dp_replicate: Optional[int] = None
+
+    _hsdp = model_validator(mode="before")(classmethod(lambda cls, d: hsdp_sizes(d) if isinstance(d, dict) else d))
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ParallelismConfig":
-        self._positive("tp_size", "pp_size", "dp_size", "ep_size", "sp_size", "rdp_size")
+        self._positive("tp_size", "pp_size", "dp_size", "ep_size", "sp_size", "rdp_size", "cp_size",
+                       "dp_shard", "dp_replicate")
         if self.sp_size is None:
             self.sp_size = self.tp_size
         if self.rdp_size is None:
             self.rdp_size = max(1, self.dp_size // self.ep_size)
+        self.dp_shard, self.dp_replicate = self.dp_shard or self.dp_size, self.dp_replicate or 1  # HSDP: hsdp.py
         return self
+
+    num_gpus = property(lambda self: self.tp_size * self.cp_size * self.pp_size * self.dp_size)
+    shard_group_size = property(lambda self: self.dp_shard * self.cp_size)  # gradient reduction, ZeRO shards
+    expert_shard_group_size = property(lambda s: max(1, s.rdp_size * s.dp_shard // s.dp_size) * s.cp_size)
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "llm_analysis"
 
 # layer of each module (a dotted prefix names a whole package); a module may import its own layer or lower ones
 LAYERS = [
-    ("errors", "constant", "utils", "formats"),
+    ("errors", "constant", "utils", "formats", "hsdp"),
     ("options", "cli_support"),
     ("schema", "context_limit", "catalogue", "hub_errors", "hub_source", "hub_spec", "hub_hooks", "hub_bases",
      "hub_families_more", "hub_families", "hub_generic", "hub_download", "hub_mapping", "hf_import",

@@ -119,7 +119,10 @@ def test_training_only_full_recomputation_fits():
     assert s * h * 34 * 32 > 80e9 > 16e9 + s * h * 2 * 32
     r = plan_training("meta-llama/Llama-3.1-8B", ["a100-sxm-80gb"], tokens=1e9, max_gpus=8, global_batch_size=8,
                       seq_len=s, max_tp=1, max_pp=1, min_gpus=8, zero_stages=[3], recomputation=[0, 1, 4])
-    assert {row["layout"]["activation_recomputation"] for row in r.rows} == {4}
+    assert {row["layout"]["activation_recomputation"] for row in r.rows if "cp" not in row["layout"]} == {4}
+    # context parallelism (cp 4, dp 2: 8192 tokens per rank) stores 1/4 of the activations, 146 / 4 = 37 GB,
+    # next to 16 GB of states sharded over dp x cp = 8: the planner finds layouts without recomputation too
+    assert any(row["layout"].get("cp", 1) > 1 and row["layout"]["activation_recomputation"] == 0 for row in r.rows)
 
 
 def test_top_training_row_reproduces():

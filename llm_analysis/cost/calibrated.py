@@ -45,6 +45,7 @@ from ..constant import GB
 from ..errors import ConfigError
 from .gemm import LAUNCH_MODES, gemm_efficiency
 from .model import CostModel
+from .links import group_stride
 from .nccl import collective_time_s as nccl_time_s
 from .nccl import fabric_from_gpu_config
 from .profiles import Profile, check_profile_matches_gpu
@@ -165,8 +166,7 @@ class CalibratedCostModel(CostModel):
 
     def op_split_s(self, op):
         if op.kind == "collective":
-            return 0.0, 0.0, self.collective_s(op.collective, op.comm_bytes_per_gpu, op.comm_group_size,
-                                               op.comm_group)
+            return 0.0, 0.0, self.collective_op_s(op)
         c, m = self.op_kernel_split_s(op, op.flops_per_gpu, op.bytes_per_gpu, op.kv_cache_bytes_read_per_gpu)
         return c, m, 0.0
 
@@ -176,9 +176,7 @@ class CalibratedCostModel(CostModel):
         key = (kind, bytes_per_gpu, group_size, comm_group)
         t = self._coll.get(key)
         if t is None:
-            p = self.parallelism
-            stride = {"tp": 1, "pp": p.tp_size, "dp": p.tp_size * p.pp_size, "ep": p.tp_size * p.pp_size,
-                      "edp": p.tp_size * p.pp_size * p.ep_size}.get(comm_group, 1)
+            stride = group_stride(self.parallelism, comm_group)
             r = _ranks_per_island(group_size, stride, self._fabric.island_gpus)
             if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
                 r = 1 if stride >= self._fabric.island_gpus else 2

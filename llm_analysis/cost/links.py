@@ -58,12 +58,31 @@ def _intra_link(gpu: GPUConfig, span: int, intra_efficiency: float) -> Link:
                 gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
 
 
+def group_stride(par, comm_group: str) -> int:
+    """Rank distance between neighbours of a `comm_group`. Ranks are laid out TP
+    fastest, then CP, then PP, then DP (Megatron puts CP right after TP: its
+    "tp-cp-ep-dp-pp" order keeps the K/V ring inside a node when tp * cp fits).
+    "dp" is the gradient-reduction / sharding group: dp_shard x cp ranks, CP ranks
+    tp apart and data-parallel ranks tp*cp*pp apart; it is timed as a ring of the
+    same span (the mean stride), which keeps both its size and how many of its
+    ranks share a node. "dp_replicate" links the HSDP replicas; "edp" is the
+    experts' data-parallel group (every ep-th DP rank)."""
+    tp, cp, pp = par.tp_size, par.cp_size, par.pp_size
+    dp_stride = tp * cp * pp
+    if comm_group == "dp" and cp > 1:
+        n = par.dp_shard * cp
+        span = (cp - 1) * tp + (par.dp_shard - 1) * dp_stride
+        return max(1, round(span / (n - 1)))
+    return {"tp": 1, "cp": tp, "pp": tp * cp, "dp": dp_stride, "ep": dp_stride,
+            "dp_replicate": dp_stride * par.dp_shard, "edp": dp_stride * par.ep_size}.get(comm_group, 1)
+
+
 def link_for_group(gpu: GPUConfig, group_size: int, stride: int, intra_efficiency: float,
                    inter_efficiency: float, num_gpus_per_node: int | None = None) -> Link:
     """The link a group of `group_size` GPUs spaced `stride` ranks apart talks over.
 
-    Ranks are laid out TP fastest, then PP, then DP (Megatron order), so a TP
-    group has stride 1, a PP group stride tp, a DP group stride tp*pp.
+    Ranks are laid out TP fastest, then CP, PP and DP (`group_stride`), so a TP
+    group has stride 1, a CP group stride tp, a PP group stride tp*cp.
     """
     per_node = num_gpus_per_node or gpu.num_gpus_per_node
     span = (group_size - 1) * stride + 1

@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 from ..config import DtypeConfig, GPUConfig, ParallelismConfig
 from ..constant import GB, TFLOPS
 from .affine import sum_max_affine
-from .links import Link, collective_time_s, link_for_group
+from .links import Link, collective_time_s, group_stride, link_for_group
 from .roofline import Roofline, peak_tflops_for_dtype
 
 Split = Tuple[float, float, float]  # (compute_s, memory_s, communication_s)
@@ -95,12 +95,12 @@ class CostModel:
         return self.kernel_split_s(0.0, bytes_moved)[1]
 
     # -------------------------------------------------------- collectives
-    _STRIDE_GROUPS = ("tp", "pp", "dp", "ep", "edp")
+    _STRIDE_GROUPS = ("tp", "cp", "pp", "dp", "dp_replicate", "ep", "edp")
 
     def link(self, comm_group: str, group_size: int) -> Link:
         """The link a `comm_group` of `group_size` GPUs talks over. Ranks are laid
-        out TP fastest, then PP, then DP (Megatron order); experts' data-parallel
-        group `edp` takes every ep-th DP rank."""
+        out TP fastest, then CP, PP and DP (`links.group_stride`); experts'
+        data-parallel group `edp` takes every ep-th DP rank."""
         # keyed by every input, including the attributes a caller could reassign (configs by
         # identity: like the roofline rates, a link is read from the configs as they were)
         key = (comm_group, group_size, id(self.gpu), id(self.parallelism), self.intra_node_memory_efficiency,
@@ -108,9 +108,7 @@ class CostModel:
         links = self.__dict__.setdefault("_links", {})
         link = links.get(key)
         if link is None:
-            p = self.parallelism
-            stride = {"tp": 1, "pp": p.tp_size, "dp": p.tp_size * p.pp_size, "ep": p.tp_size * p.pp_size,
-                      "edp": p.tp_size * p.pp_size * p.ep_size}.get(comm_group, 1)
+            stride = group_stride(self.parallelism, comm_group)
             link = links[key] = link_for_group(self.gpu, group_size, stride, self.intra_node_memory_efficiency,
                                                self.inter_node_memory_efficiency, self.num_gpus_per_node)
         return link
@@ -118,11 +116,20 @@ class CostModel:
     def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
         return collective_time_s(kind, bytes_per_gpu, group_size, self.link(comm_group, group_size))
 
+    def collective_op_s(self, op) -> float:
+        """A collective operator's exposed time: its collective minus the kernel work
+        it runs under (`overlap_flops_per_gpu` / `overlap_bytes_per_gpu`: ring
+        attention sends the next K/V block while the current block's attention
+        runs, as Megatron-CP / TransformerEngine do on a separate stream)."""
+        t = self.collective_s(op.collective, op.comm_bytes_per_gpu, op.comm_group_size, op.comm_group)
+        if op.overlap_flops_per_gpu or op.overlap_bytes_per_gpu:
+            t = max(0.0, t - sum(self.kernel_split_s(op.overlap_flops_per_gpu, op.overlap_bytes_per_gpu)))
+        return t
+
     # ---------------------------------------------------------- operators
     def op_split_s(self, op) -> Split:
         if op.kind == "collective":
-            return 0.0, 0.0, self.collective_s(op.collective, op.comm_bytes_per_gpu, op.comm_group_size,
-                                               op.comm_group)
+            return 0.0, 0.0, self.collective_op_s(op)
         c, m = self.kernel_split_s(op.flops_per_gpu, op.bytes_per_gpu)
         return c, m, 0.0
 

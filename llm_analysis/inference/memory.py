@@ -35,7 +35,9 @@ def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_k
     decode_ops = [o for _, _, ops in d.model_ops(Phase("decode", batch, 1, context_len)) for o in ops]
     kv = analysis.get_memory_kv_cache_per_gpu(batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
     return {
-        "prefill_activation": _live_activation_bytes(prefill_ops, batch * seq_len * h * a_bytes),
+        # the residual stream of the rank's seq_len / cp prompt tokens
+        "prefill_activation": _live_activation_bytes(prefill_ops, batch * seq_len * h * a_bytes
+                                                     / analysis.parallelism_config.cp_size),
         "decode_activation": _live_activation_bytes(decode_ops, batch * h * a_bytes),
         "kv_cache": kv,
     }

@@ -20,6 +20,9 @@ Time model (README "Assumptions"):
   every forward pass all-gathers them, prefetched under the pass's own time;
   only the excess of the gather over the pass is added (decode steps are summed
   treating the step time as affine in the context, as it is between windows).
+- Context parallelism (cp_size > 1; operators/context_parallel.py) splits the
+  prompt over cp ranks: prefill only (num_tokens_to_generate=1), each rank keeping
+  seq_len / cp tokens of activations and KV cache.
 - Memory: the KV cache is sized for the full context seq_len +
   num_tokens_to_generate; activations are the largest live set of one
   operator plus the residual stream (buffers are reused between operators).
@@ -31,6 +34,7 @@ import logging
 from typing import Any, Dict, List, Optional
 
 from ..errors import ConfigError
+from ..operators.context_parallel import check_cp_seq_len
 from ..context_limit import check_context
 from ..options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
                        non_negative_number, positive_int)
@@ -45,7 +49,13 @@ logger = logging.getLogger(__name__)
 
 def _check_request(analysis, b: int, s: int, n) -> int:
     n = integer(n, "num_tokens_to_generate", 1, MAX_SEQ_LEN)
-    m = analysis.model_config
+    m, cp = analysis.model_config, analysis.parallelism_config.cp_size
+    if cp > 1:
+        if n > 1:
+            raise ConfigError(f"cp_size = {cp} models prefill only (context parallelism splits the prompt); decode "
+                              f"steps are not modelled under CP: use num_tokens_to_generate=1 (time to first token) "
+                              f"or cp_size=1")
+        check_cp_seq_len(cp, s)
     if m.encoder_only and n > 1:
         raise ConfigError(f"{m.name} is encoder-only: it generates no tokens; use num_tokens_to_generate=1")
     # the last generated token is never fed back

@@ -10,6 +10,7 @@ from ..config import DtypeConfig, ModelConfig, ParallelismConfig
 from ..errors import ConfigError
 from ..options import ActivationRecomputation
 from .attention import AttentionOps
+from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
 from .mlp import MlpOps
 from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
                       stage_layer_groups)
@@ -55,6 +56,7 @@ class LayerDescriber(AttentionOps, MlpOps):
         self.e_bytes = dtype.embedding_bits / 8
         self.kv_bytes = kv_cache_dtype_bytes if kv_cache_dtype_bytes is not None else self.a_bytes
         self._check_layout()
+        check_context_parallel(self)
         # layer layout never changes for a describer: compute it once (speed)
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size)
@@ -234,9 +236,21 @@ class LayerDescriber(AttentionOps, MlpOps):
         return ops
 
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
-        """Every operator of one layer of this kind, in execution order."""
-        return (self.norm_ops(phase, kind) + self.attention_ops(phase, kind)
-                + self.mlp_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+        """Every operator of one layer of this kind, in execution order (on one
+        context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
+        ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind)
+               + self.mlp_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+        if self.cp_sharded(phase):
+            return context_parallel_layer(self, phase, kind, ops)
+        return ops
+
+    def cp_sharded(self, phase: Phase) -> bool:
+        """Whether the phase's tokens are split over context-parallel ranks (training
+        and prefill; decode steps are never, see inference/run.py)."""
+        return self.par.cp_size > 1 and phase.name in CP_PHASES
+
+    def _cp_local(self, phase: Phase, ops: List[Operator]) -> List[Operator]:
+        return [local_op(o, self.par.cp_size) for o in ops] if self.cp_sharded(phase) else ops
 
     # ------------------------------------------------------- embedding / head
     def embedding_ops(self, phase: Phase) -> List[Operator]:
@@ -324,11 +338,11 @@ class LayerDescriber(AttentionOps, MlpOps):
             first, last = stage == 0, stage == self.par.pp_size - 1
         out = []
         if first:
-            out.append(ModelPart("embedding", False, 1, self.embedding_ops(phase)))
+            out.append(ModelPart("embedding", False, 1, self._cp_local(phase, self.embedding_ops(phase))))
         for kind, n in groups.items():
             out.append(ModelPart(kind.label, True, n, self.layer_ops(phase, kind)))
         if last:
-            out.append(ModelPart("head", False, 1, self.head_ops(phase, with_embedding=first)))
+            out.append(ModelPart("head", False, 1, self._cp_local(phase, self.head_ops(phase, with_embedding=first))))
         return out
 
     def stage_parts(self, phase: Phase, stage: Optional[int] = None) -> List[Tuple[bool, int, List[Operator]]]:

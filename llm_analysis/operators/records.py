@@ -59,7 +59,11 @@ class Operator:
     collective: Optional[str] = None  # all_reduce | all_gather | reduce_scatter | all_to_all
     comm_bytes_per_gpu: float = 0.0  # message size each GPU contributes
     comm_group_size: int = 1
-    comm_group: str = ""  # tp | ep | pp | dp
+    comm_group: str = ""  # tp | cp | ep | pp | dp
+    # collectives only: kernel work the collective runs under (ring attention's next K/V
+    # block travels while the current block's attention runs); only the excess is exposed
+    overlap_flops_per_gpu: float = 0.0
+    overlap_bytes_per_gpu: float = 0.0
     shapes: str = ""  # human-readable shape, e.g. "[4096x4096] x 512 tokens"
     # matmuls only: the weight's shape [in_features x out_features] (one copy), for LoRA adapters
     in_features: int = 0
@@ -116,6 +120,8 @@ class Operator:
             kv_cache_bytes_read_per_gpu=self.kv_cache_bytes_read_per_gpu * factor,
             shared_weight_bytes_read_per_gpu=self.shared_weight_bytes_read_per_gpu * factor,
             comm_bytes_per_gpu=self.comm_bytes_per_gpu * factor,
+            overlap_flops_per_gpu=self.overlap_flops_per_gpu * factor,
+            overlap_bytes_per_gpu=self.overlap_bytes_per_gpu * factor,
         )
 
 

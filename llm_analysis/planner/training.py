@@ -43,7 +43,7 @@ class TrainLayout:
     dp: int
     ep: int
     v: int
-    cp: int = 1  # hook: context parallelism once ParallelismConfig gains cp_size (then search cp_sizes)
+    cp: int = 1  # context parallelism (searched for long sequences: cp_options)
 
     @property
     def gpus(self) -> int:
@@ -54,8 +54,20 @@ class TrainLayout:
         return (self.gpu.name, self.dtype.name, self.tp, self.pp, self.dp, self.ep, self.v, self.cp)
 
     def describe(self) -> Dict[str, Any]:
-        return {"gpu": self.gpu.name, "dtype": self.dtype.name, "tp": self.tp, "pp": self.pp, "dp": self.dp,
-                "ep": self.ep, "pipeline_interleave": self.v}
+        out = {"gpu": self.gpu.name, "dtype": self.dtype.name, "tp": self.tp, "pp": self.pp, "dp": self.dp,
+               "ep": self.ep, "pipeline_interleave": self.v}
+        if self.cp > 1:
+            out["cp"] = self.cp
+        return out
+
+
+def cp_options(seq_len: int) -> List[int]:
+    """Context-parallel sizes worth trying: 1, and for sequences of 8K tokens and more
+    the powers of two that keep 2 x cp dividing the sequence and >= 2K tokens per rank
+    (Llama 3 trained 128K sequences with cp = 16: 8K tokens per rank)."""
+    if seq_len < 8192:
+        return [1]
+    return [1] + [c for c in (2, 4, 8, 16, 32) if seq_len % (2 * c) == 0 and seq_len // c >= 2048]
 
 
 @dataclass
@@ -86,11 +98,12 @@ class TrainSearch:
                 for tp in tp_options(self.model, self.max_tp or gpu.num_gpus_per_node):
                     for pp in pp_options(self.model, self.max_pp, even_only=True):
                         for dp in divisors(self.gbs):
-                            if not self.min_gpus <= tp * pp * dp <= self.max_gpus:
-                                continue
-                            for ep in (e for e in ep_options(self.model, dp) if dp % e == 0):
-                                for v in interleave_options(self.model, pp, self.max_interleave):
-                                    out.append(TrainLayout(gpu, dtype, tp, pp, dp, ep, v))
+                            for cp in cp_options(self.seq_len):
+                                if not self.min_gpus <= tp * cp * pp * dp <= self.max_gpus:
+                                    continue
+                                for ep in (e for e in ep_options(self.model, dp) if dp % e == 0):
+                                    for v in interleave_options(self.model, pp, self.max_interleave):
+                                        out.append(TrainLayout(gpu, dtype, tp, pp, dp, ep, v, cp))
         return out
 
     def micro_batches(self, lay: TrainLayout) -> List[int]:
@@ -193,7 +206,8 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
         if analysis is None:
             try:
                 analysis = LLMAnalysis(s.model, lay.gpu, lay.dtype, ParallelismConfig(
-                    tp_size=lay.tp, pp_size=lay.pp, dp_size=lay.dp, ep_size=lay.ep), **s.analysis_kwargs)
+                    tp_size=lay.tp, pp_size=lay.pp, dp_size=lay.dp, ep_size=lay.ep, cp_size=lay.cp),
+                    **s.analysis_kwargs)
             except ConfigError:
                 st.invalid += per_zero * (len(s.zero_stages) - i)
                 return
@@ -331,6 +345,7 @@ def _training_assumptions(search: TrainSearch) -> Dict[str, Any]:
         "memory": "GPU memory = mem_per_GPU_in_GB x 1e9 bytes, nothing reserved",
         "targets": {"tokens": search.tokens, "global_batch_size": search.gbs, "seq_len": search.seq_len,
                     "min_gpus": search.min_gpus, "max_gpus": search.max_gpus},
-        "context_parallel": "not searched: ParallelismConfig has no cp_size yet (TrainLayout.cp is the hook)",
+        "context_parallel": "cp in {1, 2, 4, ..., 32} for seq_len >= 8192 (2 x cp divides seq_len, >= 2048 "
+                            "tokens per rank), ring K/V exchange; 1 below",
         "gpu_prices_per_hour": dict(search.prices),
     }

@@ -18,6 +18,7 @@ PART_LABELS = {
     "tp_communication": "TP communication",
     "pp_communication": "PP hand-off",
     "ep_communication": "EP all-to-all",
+    "cp_communication": "CP K/V exchange",
     "dp_communication": "DP communication",
     "communication": "communication",
 }
@@ -38,7 +39,8 @@ def part_sort_key(key: str) -> Tuple[int, str]:
 TRAIN_TIME_PARTS = (
     ("fwd_compute", "forward compute", "compute"), ("bwd_compute", "backward compute", "compute"),
     ("recompute", "recomputation", "compute"), ("tp_comm", "TP communication", "communication"),
-    ("ep_comm", "EP all-to-all", "communication"), ("pp_comm", "PP hand-off", "communication"),
+    ("ep_comm", "EP all-to-all", "communication"), ("cp_comm", "CP K/V exchange (exposed)", "communication"),
+    ("pp_comm", "PP hand-off", "communication"),
     ("pipeline_bubble", "pipeline bubble", "memory"),
     ("dp_comm", "DP communication (exposed)", "communication"),
     ("optimizer_step", "optimizer step", "memory"),
@@ -69,6 +71,9 @@ TRAIN_MEMORY_TERMS = (
     ("activation_memory_per_gpu", "activations", "activations", "activations"),
     ("activation_memory_recompute_buffer_per_gpu", "recomputation buffer", "recompute buffer", "recompute_buffer"),
     ("zero_buffer_memory_per_gpu", "ZeRO gather buffers", "ZeRO buffers", "zero_buffers"),
+    ("gradient_bucket_memory_per_gpu", "gradient bucket", "grad bucket", "zero_buffers"),
+    ("cuda_context_memory_per_gpu", "CUDA context", "CUDA context", "zero_buffers"),
+    ("fragmentation_memory_per_gpu", "allocator fragmentation", "fragmentation", "zero_buffers"),
 )
 # keys of the inference summary's memory_breakdown_per_gpu
 INFERENCE_MEMORY_LABELS = {"weights": "weights", "kv_cache": "KV cache", "activations": "activations",

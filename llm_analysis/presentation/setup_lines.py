@@ -55,8 +55,11 @@ def _dtype_line(analysis) -> str:
 
 def _layout_line(analysis) -> str:
     p = analysis.parallelism_config
-    per_replica = p.tp_size * p.pp_size
-    return (f"tp {p.tp_size} · pp {p.pp_size} · dp {p.dp_size} · ep {p.ep_size} · sp {p.sp_size}  "
+    per_replica = p.tp_size * p.cp_size * p.pp_size
+    extra = f" · cp {p.cp_size} ({p.cp_comm})" if p.cp_size > 1 else ""
+    if p.dp_replicate > 1:
+        extra += f" · dp_shard {p.dp_shard} x dp_replicate {p.dp_replicate}"
+    return (f"tp {p.tp_size} · pp {p.pp_size} · dp {p.dp_size} · ep {p.ep_size} · sp {p.sp_size}{extra}  "
             f"({per_replica} GPU{'s' if per_replica > 1 else ''} per model replica, "
             f"{per_replica * p.dp_size} in all)")
 

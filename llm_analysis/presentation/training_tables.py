@@ -12,6 +12,7 @@ from .setup_lines import setup_rows
 from .units import expected_time, fmt, format_bytes, format_count, format_duration, format_seconds, perf_model_line
 
 _SHOWN_IN_SETUP = ("model_name", "gpu_name", "dtype_name", "tp_size", "pp_size", "dp_size", "ep_size", "sp_size",
+                   "cp_size", "cp_comm", "dp_shard", "dp_replicate",
                    "flops_efficiency", "hbm_memory_efficiency", "ridge_point_flops_per_byte", "gpu_memory_per_gpu",
                    "achieved_tflops")
 _FLOPS_ROWS = (("num_flops_fwd_per_micro_batch", "forward, per micro-batch"),

@@ -9,20 +9,31 @@ from .lora import LoRAConfig
 from .stage import Stage
 
 
-def dp_times(analysis, st: Stage, ds_zero, lora: Optional[LoRAConfig]) -> Tuple[float, float, float, float]:
+def dp_times(analysis, st: Stage, ds_zero, lora: Optional[LoRAConfig],
+             grads_fp32: bool = False) -> Tuple[float, float, float, float]:
     """(per-iteration gradient reduction, per-iteration weight all-gather,
     per-micro-batch forward traffic, per-micro-batch backward traffic), seconds.
-    Dense parameters talk over the data-parallel group, routed experts over
-    their own (dp / ep ranks, every ep-th DP rank)."""
+    Dense parameters talk over the shard group (dp_shard x cp ranks: context-
+    parallel ranks hold the same weights, so their gradients are reduced too),
+    routed experts over their own (every ep-th rank of it). With HSDP
+    (dp_replicate > 1) each rank's reduced shard is then all-reduced across the
+    dp_replicate copies (torchtitan / FSDP2 HSDP). `grads_fp32`: gradients are
+    reduced from an fp32 buffer (Megatron's grad_reduce_in_fp32), 4 bytes each."""
     p = analysis.parallelism_config
     cost = analysis.cost_model
     grad_b = lora.adapter_dtype_bytes if lora is not None else gradient_bytes_per_param(analysis.dtype_config)
+    if grads_fp32 and lora is None:
+        grad_b = 4.0
+    n_dense, n_expert = p.shard_group_size, p.expert_shard_group_size
 
     def coll(kind, dense_bytes, expert_bytes):
-        return (cost.collective_s(kind, dense_bytes, p.dp_size, "dp")
-                + cost.collective_s(kind, expert_bytes, p.rdp_size, "edp"))
+        return (cost.collective_s(kind, dense_bytes, n_dense, "dp")
+                + cost.collective_s(kind, expert_bytes, n_expert, "edp"))
 
     gd, ge = st.dense_params_gpu * grad_b, st.expert_params_gpu * grad_b
+    replicas = 0.0
+    if p.dp_replicate > 1:
+        replicas = cost.collective_s("all_reduce", gd / n_dense + ge / n_expert, p.dp_replicate, "dp_replicate")
     if lora is not None:  # only adapters are gathered/updated; frozen weights are replicated (or ZeRO-3 gathered)
         wd, we = st.dp_weight_bytes_gpu, 0.0
         upd_d = st.dense_params_gpu * lora.adapter_dtype_bytes
@@ -31,10 +42,10 @@ def dp_times(analysis, st: Stage, ds_zero, lora: Optional[LoRAConfig]) -> Tuple[
         upd_d = wd
     z = ds_zero.value
     if z == 0:
-        return coll("all_reduce", gd, ge), 0.0, 0.0, 0.0
+        return coll("all_reduce", gd, ge) + replicas, 0.0, 0.0, 0.0
     if z == 1:
-        return coll("reduce_scatter", gd, ge), coll("all_gather", upd_d, we), 0.0, 0.0
+        return coll("reduce_scatter", gd, ge) + replicas, coll("all_gather", upd_d, we), 0.0, 0.0
     if z == 2:
-        return 0.0, coll("all_gather", upd_d, we), 0.0, coll("reduce_scatter", gd, ge)
+        return replicas, coll("all_gather", upd_d, we), 0.0, coll("reduce_scatter", gd, ge)
     ag = coll("all_gather", wd, we)
-    return 0.0, 0.0, ag, ag + coll("reduce_scatter", gd, ge)
+    return replicas, 0.0, ag, ag + coll("reduce_scatter", gd, ge)

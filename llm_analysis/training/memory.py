@@ -10,6 +10,7 @@ from ..constant import GB
 from ..options import ActivationRecomputation
 from ..views.state import gradient_bytes_per_param, optimizer_and_gradient_bytes
 from .lora import LoRAConfig
+from .overheads import FrameworkMemory
 from .stage import Stage
 
 
@@ -22,14 +23,31 @@ def _in_flight(stage: int, p: int, m: int, v: int) -> float:
     return float(min(m, (p - stage) + (p - 1) / v))
 
 
-def trained_gradient_bytes_per_param(analysis, lora: Optional[LoRAConfig]) -> float:
-    """Gradients of what is trained: the weights (views/state.py), or the LoRA adapters in their dtype."""
-    return lora.adapter_dtype_bytes if lora is not None else gradient_bytes_per_param(analysis.dtype_config)
+def trained_gradient_bytes_per_param(analysis, lora: Optional[LoRAConfig],
+                                     fw: FrameworkMemory = FrameworkMemory()) -> float:
+    """Gradients of what is trained: the weights (views/state.py; 4 bytes in an fp32
+    main-grad buffer), or the LoRA adapters in their dtype."""
+    if lora is not None:
+        return lora.adapter_dtype_bytes
+    return fw.grad_bytes_per_param(gradient_bytes_per_param(analysis.dtype_config))
+
+
+def _with_overheads(d: Dict[str, float], b: int, fw: FrameworkMemory, bucket_bytes: float) -> Dict[str, float]:
+    """Add the framework terms (training/overheads.py) to a stage's breakdown."""
+    static = d["weights"] + d["optimizer_states"] + d["gradients"] + d["zero_buffers"] + bucket_bytes
+    act = d["activations"] + d["recompute_buffer"]
+    frag = fw.memory_fragmentation
+    d.update(gradient_bucket=bucket_bytes, cuda_context=fw.cuda_context_bytes,
+             fragmentation=frag * (static + act))
+    d["peak"] = static + act + d["fragmentation"] + fw.cuda_context_bytes
+    d["static"] = static * (1 + frag) + fw.cuda_context_bytes
+    d["activations_per_sample"] = act * (1 + frag) / b
+    return d
 
 
 def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, ds_zero, rc,
                  act_kwargs: Dict[str, Any], master_bytes: float, other_op_bytes: Optional[float],
-                 lora: Optional[LoRAConfig]) -> List[Dict[str, float]]:
+                 lora: Optional[LoRAConfig], fw: FrameworkMemory = FrameworkMemory()) -> List[Dict[str, float]]:
     """Memory breakdown (bytes per GPU) of every stage for micro-batch b with m
     micro-batches per iteration (None: assume the pipeline is full)."""
     p = analysis.parallelism_config
@@ -38,17 +56,18 @@ def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optiona
                                                               **act_kwargs)
     emb_act = analysis.get_activation_memory_input_embedding(b, seq_len)
     logits_act = analysis.get_activation_memory_output_embedding(b, seq_len)
-    grad_bytes = trained_gradient_bytes_per_param(analysis, lora)
+    grad_bytes = trained_gradient_bytes_per_param(analysis, lora, fw)
+    state_zero = fw.state_zero(ds_zero)
     out = []
     mm = m if m is not None else p.pp_size
     for st in stages:
         if ds_zero.value >= 3:  # dense weights shard over dp, experts over their own replicas (dp / ep)
-            w = (st.weight_bytes_gpu - st.dp_expert_weight_bytes_gpu) / p.dp_size \
-                + st.dp_expert_weight_bytes_gpu / p.rdp_size
+            w = (st.weight_bytes_gpu - st.dp_expert_weight_bytes_gpu) / p.shard_group_size \
+                + st.dp_expert_weight_bytes_gpu / p.expert_shard_group_size
         else:
             w = st.weight_bytes_gpu
         opt, grad = optimizer_and_gradient_bytes(p, st.dense_params_gpu, st.expert_params_gpu, master_bytes,
-                                                 other_op_bytes, ds_zero, grad_bytes)
+                                                 other_op_bytes, state_zero, grad_bytes)
         k = _in_flight(st.index, p.pp_size, mm, v)
         act = per_layer * st.num_layers * k
         if st.index == 0:
@@ -61,10 +80,10 @@ def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optiona
             zero_buf += 2 * st.max_op_weight_bytes_gpu
         if ds_zero.value >= 2:
             zero_buf += grad_bytes * st.max_op_trainable_params_gpu
-        peak = w + opt + grad + act + rc_buffer + zero_buf
-        out.append({"weights": w, "gradients": grad, "optimizer_states": opt, "activations": act,
-                    "recompute_buffer": rc_buffer, "zero_buffers": zero_buf, "peak": peak,
-                    "static": w + opt + grad + zero_buf, "activations_per_sample": (act + rc_buffer) / b})
+        bucket = grad_bytes * min(fw.grad_bucket_params, st.dense_params_gpu + st.expert_params_gpu)
+        d = {"weights": w, "gradients": grad, "optimizer_states": opt, "activations": act,
+             "recompute_buffer": rc_buffer, "zero_buffers": zero_buf}
+        out.append(_with_overheads(d, b, fw, bucket))
     return out
 
 
@@ -80,16 +99,22 @@ def max_batch(mem: float, breakdown: List[Dict[str, float]]) -> int:
     return max(best or 0, 0)
 
 
+def _overhead_text(need: Dict[str, float]) -> str:
+    names = {"gradient_bucket": "gradient bucket", "cuda_context": "CUDA context", "fragmentation": "fragmentation"}
+    return "".join(f", {label} {need[k] / GB:.2f} GB" for k, label in names.items() if need.get(k))
+
+
 def fit_message(analysis, need: Dict[str, float], mem: float, b: int, seq_len: int, max_b: int,
                  ds_zero, rc, alt: Dict[str, float]) -> str:
     p = analysis.parallelism_config
-    head = (f"{analysis.model_config.name} training on {analysis.gpu_config.name} (tp={p.tp_size}, pp={p.pp_size}, "
+    cp = f", cp={p.cp_size}" if p.cp_size > 1 else ""
+    head = (f"{analysis.model_config.name} training on {analysis.gpu_config.name} (tp={p.tp_size}{cp}, pp={p.pp_size}, "
             f"dp={p.dp_size}, ZeRO-{ds_zero.value}, recomputation {rc.name}, {analysis.dtype_config.name}) needs "
             f"{need['peak'] / GB:.2f} GB per GPU for micro-batch {b} x {seq_len} tokens (weights "
             f"{need['weights'] / GB:.2f} GB, gradients {need['gradients'] / GB:.2f} GB, optimizer states "
             f"{need['optimizer_states'] / GB:.2f} GB, activations {need['activations'] / GB:.2f} GB, "
             f"recomputation buffer {need['recompute_buffer'] / GB:.2f} GB, ZeRO buffers "
-            f"{need['zero_buffers'] / GB:.2f} GB) but the GPU has {mem / GB:.2f} GB.")
+            f"{need['zero_buffers'] / GB:.2f} GB{_overhead_text(need)}) but the GPU has {mem / GB:.2f} GB.")
     tips = []
     if max_b >= 1:
         tips.append(f"a smaller micro-batch (batch_size_per_gpu <= {max_b} fits)")

@@ -95,10 +95,12 @@ from ..operators.describer import IdentityKey
 from ..options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
                        ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, non_negative_number,
                        optional_positive_int, positive_int, positive_number, quant_bits)
+from ..operators.context_parallel import check_cp_seq_len
 from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
 from .lora import LoRAConfig, lora_adapter_ops
 from .memory import fit_message, max_batch, stage_memory
+from .overheads import FrameworkMemory
 from .stage import LAYER_WEIGHT_GROUPS, Stage, build_stage
 from .summary import training_summary
 
@@ -123,6 +125,7 @@ class TrainingRequest:
     other_op_bytes: Optional[float]
     overlap_dp_comm: bool
     overlap_tp_comm: bool
+    framework: FrameworkMemory = FrameworkMemory()
     act_kwargs: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -178,8 +181,10 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
         kw[name] = quant_bits(kw[name], name)
     interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
     lora = LoRAConfig.from_any(kw["lora"])
+    seq_len = _check_seq_len(analysis, kw["seq_len"])
+    check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)
     return TrainingRequest(
-        seq_len=_check_seq_len(analysis, kw["seq_len"]),
+        seq_len=seq_len,
         rc=as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation"),
         ds_zero=as_enum(DSZeRO, kw["ds_zero"], "ds_zero"),
         lora=_check_lora(analysis, lora) if lora is not None else None,
@@ -194,6 +199,7 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
         master_bytes=float(kw["master_weights_dtype_bytes"]),
         other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes", MAX_DTYPE_BYTES),
         overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
+        framework=FrameworkMemory.from_kwargs(kw),
         act_kwargs={k: kw[k] for k in ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout",
                                        "mlp_activation_quant_bits", "mlp_1linear_quant_bits",
                                        "mlp_gelu_input_quant_bits", "mlp_2linear_quant_bits",
@@ -214,10 +220,10 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
 def _memory(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: Optional[int], zero=None, rc=None):
     zero, rc = zero or req.ds_zero, rc or req.rc
     key = ("train_memory", IdentityKey(stages), b, req.seq_len, m, req.interleave, zero, rc,
-           tuple(req.act_kwargs.items()), req.master_bytes, req.other_op_bytes, req.lora)
+           tuple(req.act_kwargs.items()), req.master_bytes, req.other_op_bytes, req.lora, req.framework)
     return analysis.describer.phase_memo(key, lambda: stage_memory(
         analysis, stages, b, req.seq_len, m, req.interleave, zero, rc, req.act_kwargs, req.master_bytes,
-        req.other_op_bytes, req.lora))
+        req.other_op_bytes, req.lora, req.framework))
 
 
 def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
@@ -257,13 +263,14 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
 def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: int) -> Dict[str, Any]:
     """Time of one iteration on the bottleneck stage, with its breakdown (seconds)."""
     p = analysis.parallelism_config
-    v, ds_zero = req.interleave, req.ds_zero
+    v, ds_zero = req.interleave, req.framework.state_zero(req.ds_zero)  # distributed optimizer = ZeRO-1
     hop = analysis.pipeline_handoff_time_s(b, req.seq_len) / (p.pp_size - 1) if p.pp_size > 1 else 0.0
     pp_per_mb = 2 * hop * v if p.pp_size > 1 else 0.0
     bott = max(stages, key=lambda s_: s_.micro_batch_time)
     t_mb = bott.micro_batch_time + pp_per_mb
     heavy = max(stages, key=lambda s_: (s_.dense_params_gpu + s_.expert_params_gpu, s_.weight_bytes_gpu))
-    grad_iter, gather_iter, fwd_mb, bwd_mb = dp_times(analysis, heavy, ds_zero, req.lora)
+    grad_iter, gather_iter, fwd_mb, bwd_mb = dp_times(analysis, heavy, ds_zero, req.lora,
+                                                      req.framework.grad_reduce_in_fp32)
     bwd_window = bott.bwd_compute + bott.rc_compute
     dp_total = grad_iter + gather_iter + m * (fwd_mb + bwd_mb)
     dp_exposed = dp_total
@@ -272,7 +279,7 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
                       + m * (max(0.0, fwd_mb - bott.fwd_compute) + max(0.0, bwd_mb - bwd_window)))
     trainable_gpu = None
     if req.lora is not None:
-        trainable_gpu = heavy.dense_params_gpu / (p.dp_size if ds_zero.value >= 1 else 1)
+        trainable_gpu = heavy.dense_params_gpu / (p.shard_group_size if ds_zero.value >= 1 else 1)
     breakdown = {
         "latency_per_iter_fwd_compute": m * bott.fwd_compute,
         "latency_per_iter_bwd_compute": m * bott.bwd_compute,
@@ -285,6 +292,8 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
         "latency_per_iter_optimizer_step": analysis.get_latency_weight_update(
             ds_zero, req.master_bytes, req.other_op_bytes, trainable_params_per_gpu=trainable_gpu),
     }
+    if p.cp_size > 1:  # the exposed K/V exchange (a key only when CP is used)
+        breakdown["latency_per_iter_cp_comm"] = m * 2 * bott.cp_fwd
     return {"breakdown": breakdown, "latency_per_iter": sum(breakdown.values()), "t_mb": t_mb, "bottleneck": bott,
             "dp_total": dp_total, "dp_exposed": dp_exposed}
 
@@ -308,7 +317,9 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
                  mlp_recompute_gelu: bool = False, output_dir: Optional[str] = None, output_file_suffix: str = "",
                  pipeline_interleave: int = 1, lora: Union[None, dict, LoRAConfig] = None,
                  overlap_dp_comm: bool = True, overlap_tp_comm: bool = False,
-                 cost_per_gpu_hour: Optional[float] = None) -> Dict[str, Any]:
+                 cost_per_gpu_hour: Optional[float] = None, distributed_optimizer: bool = False,
+                 grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0,
+                 cuda_context_bytes: float = 0, memory_fragmentation: float = 0) -> Dict[str, Any]:
     """Training analysis of one iteration and of the whole run (see the module
     docstring for every assumption). Returns a flat dict in base units (bytes,
     seconds, FLOPs, FLOP/s). Raises DoesNotFitError when the layout does not fit
@@ -317,7 +328,10 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
     Extras beyond the mirrored API: `pipeline_interleave` (virtual stages per
     GPU, v), `lora` (LoRAConfig or dict: rank, target_modules, base_weight_bits
     16 or 4, adapter_dtype_bytes, double_quant), `overlap_dp_comm`,
-    `overlap_tp_comm`, `cost_per_gpu_hour` (dollars).
+    `overlap_tp_comm`, `cost_per_gpu_hour` (dollars); the framework memory terms
+    `distributed_optimizer`, `grad_reduce_in_fp32`, `grad_bucket_params`,
+    `cuda_context_bytes`, `memory_fragmentation` (training/overheads.py; all off by
+    default).
     """
     kw = dict(locals())
     kw.pop("analysis")

@@ -28,6 +28,7 @@ class Stage:
     rc_comm: float = 0.0
     tp_fwd: float = 0.0
     ep_fwd: float = 0.0
+    cp_fwd: float = 0.0  # exposed context-parallel K/V exchange (operators/context_parallel.py)
     flops_fwd: float = 0.0  # whole-model (unsharded) FLOPs of this stage's ops
     flops_bwd: float = 0.0
     flops_rc: float = 0.0
@@ -41,7 +42,8 @@ class Stage:
 
     @property
     def micro_batch_time(self) -> float:
-        return self.fwd_compute + self.bwd_compute + self.rc_compute + self.rc_comm + 2 * (self.tp_fwd + self.ep_fwd)
+        return (self.fwd_compute + self.bwd_compute + self.rc_compute + self.rc_comm
+                + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd))
 
     def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool) -> None:
         """A kernel of forward time t and `flops` FLOPs, its backward `bwd` times the forward."""
@@ -68,6 +70,10 @@ def _add_collective(st: Stage, op: Operator, t: float, recomputed: bool) -> None
         st.tp_fwd += t
     elif op.comm_group == "ep":
         st.ep_fwd += t
+    elif op.comm_group == "cp":
+        # backward: ring attention sends K/V again and dK/dV back (2x the bytes, under 2x the
+        # attention compute); Ulysses transposes the same four all-to-alls: 2 x forward either way
+        st.cp_fwd += t
     if recomputed:
         st.rc_comm += t
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from .overheads import OVERHEAD_TERMS
 from .stage import Stage
 
 
@@ -14,8 +15,8 @@ def _flops(analysis, stages: List[Stage], m: int, latency_per_iter: float) -> Di
     flops_bwd = sum(s_.flops_bwd for s_ in stages)
     flops_rc = sum(s_.flops_rc for s_ in stages)
     flops_mb = flops_fwd + flops_bwd + flops_rc
-    gpus_per_replica = p.tp_size * p.pp_size
-    n_gpus = gpus_per_replica * p.dp_size
+    gpus_per_replica = p.tp_size * p.cp_size * p.pp_size
+    n_gpus = p.num_gpus
     tflops = analysis.get_TFLOPS_per_gpu()
     peak_flops = analysis.cost_model.peak_flops_per_s
     model_flops_iter = (flops_fwd + flops_bwd) * m * p.dp_size
@@ -58,28 +59,43 @@ def _memory_entries(need: Dict[str, float], mem: float) -> Dict[str, Any]:
         "activation_memory_per_gpu": need["activations"],
         "activation_memory_recompute_buffer_per_gpu": need["recompute_buffer"],
         "zero_buffer_memory_per_gpu": need["zero_buffers"],
+        # framework terms (training/overheads.py), present when switched on
+        **{f"{k}_memory_per_gpu": need[k] for k in OVERHEAD_TERMS if need.get(k)},
         "estimated_peak_memory_per_gpu": need["peak"],
         "gpu_memory_per_gpu": mem,
         "memory_left_per_gpu": mem - need["peak"],
     }
 
 
+def _layout_extras(p) -> Dict[str, Any]:
+    """Context-parallel and HSDP sizes, present only when used (the summaries of
+    other layouts keep their keys)."""
+    out: Dict[str, Any] = {}
+    if p.cp_size > 1:
+        out.update(cp_size=p.cp_size, cp_comm=p.cp_comm)
+    if p.dp_replicate > 1:
+        out.update(dp_shard=p.dp_shard, dp_replicate=p.dp_replicate)
+    return out
+
+
 def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], times: Dict[str, Any], mem: float,
                      trainable_total: int) -> Dict[str, Any]:
     p, m_cfg, lora = analysis.parallelism_config, analysis.model_config, req.lora
     b, m, gbs, seq_len = batch["b"], batch["m"], batch["gbs"], req.seq_len
-    n_gpus = p.tp_size * p.pp_size * p.dp_size
+    n_gpus = p.num_gpus
     it = times["latency_per_iter"]
     flops = _flops(analysis, stages, m, it)
     tokens_per_iter = gbs * seq_len
-    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd for s_ in stages) \
+    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd + s_.cp_fwd for s_ in stages) \
         + analysis.pipeline_handoff_time_s(b, seq_len)
     return {
         "model_name": m_cfg.name, "gpu_name": analysis.gpu_config.name, "dtype_name": analysis.dtype_config.name,
         "batch_size_per_gpu": b, "gradient_accumulation_steps": m, "global_batch_size": gbs, "seq_len": seq_len,
         "total_num_tokens": req.total_num_tokens, "total_num_gpus": n_gpus,
         "tp_size": p.tp_size, "pp_size": p.pp_size, "dp_size": p.dp_size, "ep_size": p.ep_size, "sp_size": p.sp_size,
+        **_layout_extras(p),
         "pipeline_interleave": req.interleave, "ds_zero": req.ds_zero.value,
+        **({"distributed_optimizer": True} if req.framework.distributed_optimizer else {}),
         "activation_recomputation": req.rc.value,
         "lora": None if lora is None else {"rank": lora.rank, "target_modules": list(lora.target_modules),
                                            "base_weight_bits": lora.base_weight_bits},

@@ -19,7 +19,7 @@ def act_bytes(a) -> float:
 
 def layout(a, batch_size: int, seq_len: int, moe: bool) -> ActivationLayout:
     p = a.parallelism_config
-    return layout_for(a.model_config, batch_size, seq_len, p.tp_size, p.sp_size > 1, moe)
+    return layout_for(a.model_config, batch_size, seq_len, p.tp_size, p.sp_size > 1, moe, p.cp_size)
 
 
 def inference_live_bytes(a, batch_size: int, seq_len: int, groups: Tuple[str, ...]) -> float:
@@ -75,10 +75,11 @@ def per_layer_train(a, batch_size: int, seq_len: int, rc: AR, layernorm_dtype_by
     if rc == AR.FULL:
         total = layer_input_bytes(layout(a, batch_size, seq_len, False), act_bytes(a))
         return total, {"attn": 0.0, "mlp": 0.0, "layernorm": 0.0, "layer_input": total}
-    attn = attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, True, rc)
+    dropout = a.model_config.hidden_dropout
+    attn = attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, dropout, rc)
     # like attention's output dropout mask: Korthikanti's 19sbh MLP term includes the
     # 1-byte mask of the dropout after the MLP
-    mlp = mlp_train(a, batch_size, seq_len, rc, *mlp_bits, mlp_recompute_gelu, None, True, None)
+    mlp = mlp_train(a, batch_size, seq_len, rc, *mlp_bits, mlp_recompute_gelu, None, dropout, None)
     norm = stored_norms(a.model_config.num_norms_per_layer, rc) * per_layernorm(a, batch_size, seq_len,
                                                                                  layernorm_dtype_bytes)
     return attn + mlp + norm, {"attn": attn, "mlp": mlp, "layernorm": norm}
@@ -92,17 +93,18 @@ def per_layer_inference(a, batch_size: int, seq_len: int) -> Tuple[float, Dict[s
 
 
 def input_embedding(a, batch_size: int, seq_len: int) -> float:
-    """The embedding output kept for backward (split by t with SP)."""
+    """The embedding output kept for backward (split by t with SP, by cp with CP)."""
     p = a.parallelism_config
-    return batch_size * seq_len * a.model_config.hidden_dim * act_bytes(a) / (p.tp_size if p.sp_size > 1 else 1)
+    return (batch_size * seq_len * a.model_config.hidden_dim * act_bytes(a)
+            / (p.tp_size if p.sp_size > 1 else 1) / p.cp_size)
 
 
 def output_embedding(a, batch_size: int, seq_len: int) -> float:
-    """The logits (vocab-parallel over TP), in the activation dtype."""
+    """The logits (vocab-parallel over TP, the rank's seq/cp positions), in the activation dtype."""
     if not a.model_config.lm_head:
         return 0.0
     vocab_gpu = -(-a.model_config.vocab_size // a.parallelism_config.tp_size)
-    return batch_size * seq_len * vocab_gpu * act_bytes(a)
+    return batch_size * seq_len * vocab_gpu * act_bytes(a) / a.parallelism_config.cp_size
 
 
 def mlp_quant_bits(activation_bits: Optional[int], first_linear_bits: Optional[int],

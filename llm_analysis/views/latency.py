@@ -93,6 +93,8 @@ def pipeline_handoff_s(a, batch_size: int, tokens_per_seq: int) -> float:
     if p.pp_size == 1:
         return 0.0
     elems = batch_size * tokens_per_seq * a.model_config.hidden_dim / (p.tp_size if p.sp_size > 1 else 1)
+    if tokens_per_seq > 1:  # a sequence split over context-parallel ranks: each sends its part
+        elems /= p.cp_size
     return (p.pp_size - 1) * a.cost_model.collective_s("p2p", elems * act_bytes(a), 2, "pp")
 
 

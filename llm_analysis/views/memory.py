@@ -12,8 +12,9 @@ from .phases import ONE_TOKEN, layer_mean
 
 
 def zero_shard(a, ds_zero: DSZeRO, stage: int) -> int:
-    """Data-parallel ranks a state is split over once ZeRO reaches `stage`."""
-    return a.parallelism_config.dp_size if ds_zero.value >= stage else 1
+    """Ranks a state is split over once ZeRO reaches `stage`: the data-parallel
+    shard group (dp_shard x cp; dp_size without HSDP or CP)."""
+    return a.parallelism_config.shard_group_size if ds_zero.value >= stage else 1
 
 
 def stage_weight_bytes(a, ds_zero=DSZeRO.NONE, groups: Optional[Tuple[str, ...]] = None) -> List[float]:
@@ -52,11 +53,12 @@ def last_layernorm(a, ds_zero=DSZeRO.NONE) -> float:
 def kv_cache_total(a, batch_size: int, seq_len: int, kv_cache_dtype_bytes: Optional[float] = None,
                    stage: Optional[int] = None) -> float:
     """KV-cache bytes per GPU of all layers (or one pipeline stage): per layer,
-    batch x cached tokens x cached elements per token x bytes per element."""
+    batch x cached tokens x cached elements per token x bytes per element;
+    with context parallelism each rank caches its seq_len / cp tokens."""
     d = a.describer_for(kv_cache_dtype_bytes)
     groups = d.layer_groups if stage is None else d.stage_groups[stage]
     return sum(n * batch_size * d.cached_len(k, seq_len) * d.kv_cache_elems_per_token_per_gpu(k) * d.kv_bytes
-               for k, n in groups.items())
+               for k, n in groups.items()) / a.parallelism_config.cp_size
 
 
 def kv_cache_per_gpu(a, batch_size: int, seq_len: int, kv_cache_dtype_bytes: Optional[float] = None) -> float:

@@ -7,7 +7,9 @@ other optimizers (Lion: 4). Gradients are kept in the training dtype, at least
 16 bits (the ZeRO paper's 2 + 2 + 12 bytes per parameter; Rajbhandari et al.
 2020, arXiv 1910.02054). ZeRO-1 shards optimizer states over data parallelism,
 ZeRO-2 also gradients; routed experts are replicated only over their own
-data-parallel group (dp / ep), so they shard over that.
+data-parallel group (dp / ep), so they shard over that. The shard group is
+dp_shard x cp ranks (HSDP shards inside dp_shard; context-parallel ranks hold the
+same weights, so Megatron and torchtitan shard over them too).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def optimizer_and_gradient_bytes(par: ParallelismConfig, params_dense: float, pa
                                  grad_bytes_per_param: float) -> Tuple[float, float]:
     """(optimizer-state bytes, gradient bytes) per GPU of dense and routed-expert parameters."""
     ds_zero = as_enum(DSZeRO, ds_zero, "ds_zero")
-    dp_dense, dp_expert = par.dp_size, par.rdp_size
+    dp_dense, dp_expert = par.shard_group_size, par.expert_shard_group_size  # dp_shard x cp ranks
     opt = optimizer_bytes_per_param(master_weights_dtype_bytes, other_op_bytes) * (
         params_dense / (dp_dense if ds_zero.value >= 1 else 1)
         + params_expert / (dp_expert if ds_zero.value >= 1 else 1))
@@ -86,5 +88,5 @@ def updated_params_per_gpu(a, ds_zero) -> float:
     p = a.parallelism_config
     dense, expert = heaviest_stage_params_per_gpu(a)
     if ds_zero.value >= 1:
-        dense, expert = dense / p.dp_size, expert / p.rdp_size
+        dense, expert = dense / p.shard_group_size, expert / p.expert_shard_group_size
     return dense + expert
