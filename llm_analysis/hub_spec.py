@@ -11,7 +11,8 @@ A row maps ModelConfig field names to either a constant (a fixed flag of the fam
 - `Same(field, times=1, plus=0)`: derived from a field read earlier in the row;
 - `Either(reader, reader)`: the first reader's value unless it is empty;
 - `When(flag, then, otherwise=None)`: a constant chosen by a boolean reader;
-- `Sum(*fields)`: the sum of earlier fields (None unless all are set).
+- `Sum(*fields)`: the sum of earlier fields (None unless all are set);
+- `Total(key)`: the sum of a list of integers the config must have.
 A tuple of field names maps to a reader returning a tuple (e.g. `Window`, which
 yields `sliding_window` and `layer_types` together). Fields are read in row order;
 reads that miss a required key are collected and reported together by the caller.
@@ -27,7 +28,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 from .hub_errors import UnmappableConfig
 from .hub_source import Fields, Src, activation, attention_layout, moe_layout
 
-__all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Window", "Refuse",
+__all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Total", "Window", "Refuse",
            "MoeRule", "Family", "read_family"]
 
 Step = Callable[[Src, Fields, str], None]
@@ -112,6 +113,23 @@ class Sum(Reader):
     def read(self, src, f, what):
         values = [f.get(k) for k in self.fields]
         return sum(values) if all(values) else None
+
+
+@dataclass(frozen=True)
+class Total(Reader):
+    """The sum of the integer list under `key` (TAPAS: one token-type table per entry)."""
+    key: str
+
+    def read(self, src, f, what):
+        values = src.get(self.key, default=None)
+        if values is None:
+            src.missing.append(self.key)
+            return None
+        if not isinstance(values, (list, tuple)) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise UnmappableConfig(f"{what}: {self.key}={values!r} must be a list of non-negative "
+                                   "integers")
+        return sum(values)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,16 @@ VARIANTS = [
     ("mpt", dict(no_bias=False, d_model=64, n_heads=4, n_layers=2)),
     ("electra", dict(embedding_size=32)),
     ("codegen", dict(n_embd=64, n_head=4, n_layer=2, rotary_dim=8, n_positions=128)),
+    # BERT-family encoders (hub_families_encoders.py)
+    ("big_bird", dict(attention_type="original_full", use_bias=False)),
+    ("big_bird", dict(attention_type="original_full", hidden_act="gelu")),
+    ("rembert", dict(input_embedding_size=32)),
+    ("tapas", dict(type_vocab_sizes=[3, 7, 11])),
+    ("gte", dict(type_vocab_size=2, hidden_act="silu")),
+    ("nomic_bert", dict(type_vocab_size=0)),
+    ("jina_embeddings_v3", dict(type_vocab_size=2)),
+    ("yoso", dict(type_vocab_size=2)),
+    ("bert-generation", dict()),
 ]
 
 
@@ -46,7 +56,8 @@ def _config(mt: str, update: dict) -> dict:
     return AutoConfig.for_model(mt, **keys, **update).to_dict()
 
 
-@pytest.mark.parametrize("mt,update", VARIANTS, ids=[f"{m}-{'-'.join(u)}" for m, u in VARIANTS])
+@pytest.mark.parametrize("mt,update", VARIANTS,
+                         ids=[f"{m}-{'-'.join(f'{k}={v}' for k, v in u.items())}" for m, u in VARIANTS])
 def test_variant_is_exact_against_the_meta_model(mt, update, tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_ANALYSIS_CACHE", str(tmp_path))
     verdict = verify_hf_config(_config(mt, update), model_id=f"small/{mt}", use_cache=False)
@@ -58,6 +69,11 @@ def test_variant_is_exact_against_the_meta_model(mt, update, tmp_path, monkeypat
     ("stablelm", dict(qk_layernorm=True), "qk_layernorm"),
     ("ernie", dict(use_task_id=True), "use_task_id"),
     ("mpt", dict(attn_config=dict(alibi=False)), "alibi"),
+    ("big_bird", dict(attention_type="block_sparse"), "block-sparse"),
+    ("rembert", dict(input_embedding_size=64), "input_embedding_size"),
+    ("yoso", dict(use_expectation=False), "use_expectation"),
+    ("yoso", dict(conv_window=3), "conv_window"),
+    ("bert-generation", dict(is_decoder=True, add_cross_attention=True), "add_cross_attention"),
 ])
 def test_variants_the_rows_do_not_describe_are_refused(mt, update, word):
     keys = dict(vocab_size=256) if mt == "mpt" else SMALL
