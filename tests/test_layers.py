@@ -16,7 +16,7 @@ LAYERS = [
     ("errors", "constant", "utils", "formats"),
     ("options", "cli_support"),
     ("schema", "context_limit", "catalogue", "hub_errors", "hub_source", "hub_spec", "hub_hooks", "hub_bases",
-     "hub_families_more", "hub_families", "hub_generic", "hub_download", "hub_mapping", "hf_import",
+     "hub_families_more", "hub_families_encoders", "hub_families", "hub_generic", "hub_download", "hub_mapping", "hf_import",
      "model_lookup", "config", "precision"),
     ("operators",),
     ("cost", "memory", "timing", "roofline"),
