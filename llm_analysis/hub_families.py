@@ -19,7 +19,9 @@ from .hub_hooks import (GptNeoWindow, RawWindowPattern, falcon_decoder_architect
 from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA,
                         GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, QWEN3,
                         QWEN_MOE_EXPERTS)
+from .hub_families_encoders import ENCODER_FAMILIES
 from .hub_families_more import MORE_FAMILIES
+from .hub_families_moe import MOE_FAMILIES
 from .hub_spec import (Act, Either, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Sum, When,
                        Window)
 
@@ -158,6 +160,8 @@ FAMILIES["deepseek_v3"] = FAMILIES["deepseek_v2"]
 # MiniCPM3 (MiniCPM3Attention): DeepSeek-V2's MLA without experts; scale_emb/scale_depth are scalars
 FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
 FAMILIES.update(MORE_FAMILIES)
+FAMILIES.update(ENCODER_FAMILIES)
+FAMILIES.update(MOE_FAMILIES)
 
 #: model types mapped family by family (others go through the generic mapping)
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES)) + ("gemma3",)

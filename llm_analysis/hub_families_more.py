@@ -14,7 +14,7 @@ from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_T
 from .hub_hooks import mpt_attention
 from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, When, Window
 
-__all__ = ["MORE_FAMILIES"]
+__all__ = ["MORE_FAMILIES", "COHERE", "ERNIE4_5"]
 
 _USE_BIAS = Flag("use_bias", default=False)
 # OLMo-2 (Olmo2DecoderLayer): norms after attention and after the MLP (still two),
@@ -22,9 +22,12 @@ _USE_BIAS = Flag("use_bias", default=False)
 _OLMO2 = {**LLAMA, "qk_norm": True, "qk_norm_per_head": True}
 # Cohere (CohereDecoderLayer): one bias-free LayerNorm feeding attention and MLP in
 # parallel, gated SiLU MLP, tied; optional per-head q/k LayerNorms (use_qk_norm)
-_COHERE = {**LLAMA, "norm_type": "layernorm", "norm_bias": False, "parallel_attn_mlp": True,
+COHERE = {**LLAMA, "norm_type": "layernorm", "norm_bias": False, "parallel_attn_mlp": True,
            "num_norms_per_layer": 1, "qk_norm": Flag("use_qk_norm", default=False),
            "qk_norm_per_head": True, "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}
+# ERNIE 4.5: every linear biased or not by use_bias, tied by default
+ERNIE4_5 = {**LLAMA, "qkv_bias": _USE_BIAS, "attn_out_bias": _USE_BIAS, "mlp_bias": _USE_BIAS,
+            "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}
 _GRANITE_EXPERTS = MoeRule(**FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"),
                            width=Same("ffn_embed_dim"), shared_width=Opt("shared_intermediate_size"))
 # StarCoder2 / Jais2 style: LayerNorm with bias, non-gated MLP, biases from one flag
@@ -63,8 +66,8 @@ MORE_FAMILIES: Dict[str, Family] = {
         experts=Req("num_experts"), top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
     "flex_olmo": Family(_OLMO2, steps=(MoeRule(
         experts=Req("num_experts"), top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
-    "cohere": Family(_COHERE),
-    "cohere2": Family(_COHERE),
+    "cohere": Family(COHERE),
+    "cohere2": Family(COHERE),
     # StableLM (StableLmDecoderLayer): LayerNorm with bias, gated SiLU MLP, q/k/v biases
     # from use_qkv_bias; use_parallel_residual drops the second norm
     "stablelm": Family(
@@ -104,10 +107,7 @@ MORE_FAMILIES: Dict[str, Family] = {
     "exaone4": Family(QWEN3),
     # Seed-OSS: q/k/v biases from attention_bias, o_proj's from attention_out_bias
     "seed_oss": Family({**LLAMA, "attn_out_bias": Flag("attention_out_bias", default=False)}),
-    # ERNIE 4.5: every linear biased or not by use_bias, tied by default
-    "ernie4_5": Family({**LLAMA, "qkv_bias": _USE_BIAS, "attn_out_bias": _USE_BIAS,
-                        "mlp_bias": _USE_BIAS,
-                        "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}),
+    "ernie4_5": Family(ERNIE4_5),
     # Arcee: Llama with a non-gated ReLU^2 MLP
     "arcee": Family({**LLAMA, "mlp_gated_linear_units": False,
                      "mlp_bias": Flag("mlp_bias", default=False)}),

@@ -11,7 +11,9 @@ A row maps ModelConfig field names to either a constant (a fixed flag of the fam
 - `Same(field, times=1, plus=0)`: derived from a field read earlier in the row;
 - `Either(reader, reader)`: the first reader's value unless it is empty;
 - `When(flag, then, otherwise=None)`: a constant chosen by a boolean reader;
-- `Sum(*fields)`: the sum of earlier fields (None unless all are set).
+- `Sum(*fields)`: the sum of earlier fields (None unless all are set);
+- `Total(key)`: the sum of a list of integers the config must have;
+- `Quotient(field, by)`: `f[field] // f[by]` (a head width the code derives by floor division).
 A tuple of field names maps to a reader returning a tuple (e.g. `Window`, which
 yields `sliding_window` and `layer_types` together). Fields are read in row order;
 reads that miss a required key are collected and reported together by the caller.
@@ -27,7 +29,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 from .hub_errors import UnmappableConfig
 from .hub_source import Fields, Src, activation, attention_layout, moe_layout
 
-__all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Window", "Refuse",
+__all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Total", "Quotient", "Window", "Refuse",
            "MoeRule", "Family", "read_family"]
 
 Step = Callable[[Src, Fields, str], None]
@@ -115,6 +117,33 @@ class Sum(Reader):
 
 
 @dataclass(frozen=True)
+class Quotient(Reader):
+    field: str
+    by: str
+
+    def read(self, src, f, what):
+        a, b = f.get(self.field), f.get(self.by)
+        return a // b if a and b else None
+
+
+@dataclass(frozen=True)
+class Total(Reader):
+    """The sum of the integer list under `key` (TAPAS: one token-type table per entry)."""
+    key: str
+
+    def read(self, src, f, what):
+        values = src.get(self.key, default=None)
+        if values is None:
+            src.missing.append(self.key)
+            return None
+        if not isinstance(values, (list, tuple)) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise UnmappableConfig(f"{what}: {self.key}={values!r} must be a list of non-negative "
+                                   "integers")
+        return sum(values)
+
+
+@dataclass(frozen=True)
 class Window(Reader):
     """(sliding_window, layer_types) from the config's per-layer kinds and window size.
 
@@ -166,9 +195,33 @@ def _dense_first_layers(src: Src, n: int) -> List[int]:
     return [i for i in range(n) if i >= first_k and i % freq == 0]
 
 
+def _listed_layers(src: Src, n: int) -> List[int]:
+    """`mlp_layer_types`: "sparse" or "dense" per layer (GLM-4-MoE-Lite, EXAONE-MoE,
+    HY-V3, Cohere2-MoE); configs without the list derive it from first_k_dense_replace."""
+    kinds = src.get("mlp_layer_types", default=None)
+    if kinds is None:
+        return _dense_first_layers(src, n)
+    odd = sorted({str(k) for k in kinds} - {"sparse", "dense"})
+    if odd or len(kinds) != n:
+        raise UnmappableConfig(f"mlp_layer_types = {list(kinds)!r}: one 'sparse' or 'dense' per "
+                               f"layer ({n} layers) is what ModelConfig describes")
+    return [i for i, k in enumerate(kinds) if k == "sparse"]
+
+
+def _interval_range_layers(src: Src, n: int) -> List[int]:
+    """ERNIE 4.5 MoE (Ernie4_5_MoeDecoderLayer): MoE iff (layer_idx + 1) %
+    moe_layer_interval == 0 and moe_layer_start_index <= layer_idx <= moe_layer_end_index."""
+    start = src.opt_int("moe_layer_start_index", default=0) or 0
+    end = src.opt_int("moe_layer_end_index", default=n - 1)
+    end = n - 1 if end is None or end < 0 else end
+    every = src.opt_int("moe_layer_interval", default=1) or 1
+    return [i for i in range(n) if (i + 1) % every == 0 and start <= i <= end]
+
+
 #: which layers hold routed experts, by rule name: (src, num_layers) -> layer indices
 MOE_LAYER_RULES: Mapping[str, Callable[[Src, int], List[int]]] = {
     "all": _every_layer, "sparse_step": _sparse_step_layers, "dense_first": _dense_first_layers,
+    "listed": _listed_layers, "interval_range": _interval_range_layers,
 }
 
 

@@ -135,6 +135,7 @@ class ModelConfig(_StrictModel):
     # --- MLP ---------------------------------------------------------------
     activation: str = "gelu"  # gelu | gelu_tanh | relu | silu | ... (elementwise)
     mlp_bias: bool = False  # bias on the MLP (and dense-expert) linear layers
+    mlp_down_bias: Optional[bool] = None  # the down projection's bias if not mlp_bias (GTE: down only)
 
     # --- mixture of experts ------------------------------------------------
     moe_ffn_embed_dim: Optional[int] = None  # per routed expert; default ffn_embed_dim

@@ -12,9 +12,11 @@ class MlpOps:
     """Mixin of `LayerDescriber`: dense MLP and mixture of experts."""
 
     def _ffn_ops(self, prefix: str, group: str, phase: Phase, tokens: float, ffn: int, bias: bool,
-                 shard: int, copies: int = 1, expert_role: Optional[str] = None) -> List[Operator]:
+                 shard: int, copies: int = 1, expert_role: Optional[str] = None,
+                 down_bias: Optional[bool] = None) -> List[Operator]:
         """A (gated) MLP of width `ffn` applied to `tokens` tokens, `copies` of it.
-        Its projections keep their unprefixed LoRA id (an expert's up_proj is an up_proj)."""
+        Its projections keep their unprefixed LoRA id (an expert's up_proj is an up_proj).
+        `down_bias`: the down projection's bias when it differs from the others'."""
         m = self.model
         h = m.hidden_dim
         ops = []
@@ -27,7 +29,8 @@ class MlpOps:
                             bytes_read_per_gpu=act_elems * len(ups) * self.a_bytes,
                             bytes_written_per_gpu=act_elems * self.a_bytes,
                             shapes=f"{m.activation}{'-glu' if len(ups) == 2 else ''} x {act_elems:.0f}"))
-        ops.append(self._matmul(f"{prefix}down_proj", group, phase, tokens, ffn, h, bias, shard=shard,
+        down_bias = bias if down_bias is None else down_bias
+        ops.append(self._matmul(f"{prefix}down_proj", group, phase, tokens, ffn, h, down_bias, shard=shard,
                                 shard_input=True, copies=copies, lora_target="down_proj"))
         for op in ops:
             op.expert_role = expert_role
@@ -36,7 +39,8 @@ class MlpOps:
     def mlp_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         m, t = self.model, phase.tokens
         if not kind.moe:
-            return self._ffn_ops("", "mlp", phase, t, m.ffn_embed_dim, m.mlp_bias, shard=self.tp)
+            return self._ffn_ops("", "mlp", phase, t, m.ffn_embed_dim, m.mlp_bias, shard=self.tp,
+                                 down_bias=m.mlp_down_bias)
         return self._moe_ops(phase)
 
     def expected_active_experts(self, tokens: int) -> float:
