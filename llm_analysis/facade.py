@@ -21,6 +21,7 @@ from . import facade_perf as _perf
 from .errors import ConfigError
 from .facade_conventions import ConventionsMixin
 from .facade_output import SummaryOutput
+from .facade_updates import ConfigUpdates
 from .operators import LayerDescriber, Operator
 from .precision import check_dtype_supported
 from .cost.roofline import check_achieved_rates
@@ -44,7 +45,7 @@ def _check_arguments(model_config, gpu_config, dtype_config, parallelism_config,
         logger.info("achieved_tflops given: it overrides flops_efficiency")
 
 
-class LLMAnalysis(ConventionsMixin, SummaryOutput):
+class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
     """Given a model, GPU, data types and parallel layout, estimate the
     parameters, FLOPs, memory and latency of training and inference."""
 
@@ -82,38 +83,6 @@ class LLMAnalysis(ConventionsMixin, SummaryOutput):
         self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
         check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
-
-    def update_model_config(self, model_config: ModelConfig) -> None:
-        self.model_config = model_config
-        self._reset()
-
-    def update_gpu_config(self, gpu_config: GPUConfig) -> None:
-        self.gpu_config = gpu_config
-        self._reset()
-
-    def update_dtype_config(self, dtype_config: DtypeConfig) -> None:
-        self.dtype_config = dtype_config
-        self._reset()
-
-    def update_parallelism_config(self, parallelism_config: ParallelismConfig) -> None:
-        self.parallelism_config = parallelism_config
-        self._reset()
-
-    def update_float_efficiency(self, flops_efficiency: float) -> None:
-        self.flops_efficiency = _efficiency(flops_efficiency, "flops_efficiency")
-        self._reset()
-
-    def update_hbm_memory_efficiency(self, hbm_memory_efficiency: float) -> None:
-        self.hbm_memory_efficiency = _efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
-        self._reset()
-
-    def update_intra_node_memory_efficiency(self, intra_node_memory_efficiency: float) -> None:
-        self.intra_node_memory_efficiency = _efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
-        self._reset()
-
-    def update_inter_node_memory_efficiency(self, inter_node_memory_efficiency: float) -> None:
-        self.inter_node_memory_efficiency = _efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
-        self._reset()
 
     # ---------------------------------------------------- collaborators
     describer_class = LayerDescriber  # subclasses swap in their own describer

@@ -24,7 +24,7 @@ LAYERS = [
     ("views",),
     ("inference", "training", "batch_sweep"),
     ("presentation", "report", "report_tables", "plots"),
-    ("facade", "facade_output", "facade_conventions", "facade_perf"),
+    ("facade", "facade_output", "facade_conventions", "facade_perf", "facade_updates"),
     ("planner", "exact", "capacity", "calibration"),
     ("cli", "__main__"),
     ("analysis", "__init__"),
