@@ -33,8 +33,8 @@ from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 PARAMETERS = {
     # NCCL latencies stay at their nccl-tests-anchored values (tests/test_nccl_model.py)
     "ampere": ("gemm_plateau_efficiency", "hbm_efficiency", "kernel_floor_graph_s", "kernel_floor_eager_s",
-               "attn_prefill_efficiency"),
-    "hopper": ("gemm_plateau_efficiency", "gemm_fp8_plateau_efficiency", "hbm_efficiency"),
+               "attn_prefill_efficiency", "weight_only_int8_stream_factor", "weight_only_int4_stream_factor"),
+    "hopper": ("gemm_plateau_efficiency", "gemm_fp8_plateau_efficiency", "hbm_efficiency", "attn_prefill_efficiency"),
     "ada": ("hbm_efficiency",),
 }
 

@@ -55,9 +55,12 @@ def test_roofline_at_efficiency_one_is_below_every_measured_time(rows):
 
 # report-half records with their published time (s): Megatron-LM (arXiv 2104.04473 Table 1 via
 # benchmarks/accuracy_records), Korthikanti et al. (arXiv 2205.05198 Table 4), gpt-fast README
-# (pytorch-labs/gpt-fast, A100 tokens/s), TensorRT-LLM docs (performance.md first-token latency)
+# (pytorch-labs/gpt-fast, A100 tokens/s, incl. int8/int4 weight-only decode on one GPU, which a 64-row
+# tile quantisation once put 49%/105% slow), TensorRT-LLM docs (performance.md first-token latency),
+# MosaicML llm-foundry fp8 on H100 at 32k tokens (attention stays bf16; once 45-66% fast)
 PUBLISHED = ("megatron2021-t1-76.1b", "megatron2021-t1-310.1b", "korthikanti2022-22b-fullrecompute",
-             "gptfast-llama-2-7b-bf16-tp1", "gptfast-llama-3-1-8b-bf16-tp8",
+             "gptfast-llama-2-7b-bf16-tp1", "gptfast-llama-3-1-8b-bf16-tp8", "gptfast-llama-3-1-70b-8-bit-1gpu",
+             "gptfast-llama-2-70b-4-bit-g-32-1gpu", "mpt-h100-80gb-fp8-1b-s32768-g8",
              "trtllm-v05-ttft-h100-sxm5-80gb-llama-70b-tp4-i2048")
 
 
@@ -76,7 +79,18 @@ def test_calibrated_prediction_of_published_records(rows, accuracy, rid):
 def test_report_half_error_targets(rows):
     errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report")
     assert errs[len(errs) // 2] <= 0.10  # median (10% target; measured 9%)
-    assert errs[int(0.9 * len(errs))] <= 0.30  # p90
+    assert errs[int(0.9 * len(errs))] <= 0.30  # p90 (measured 21%)
+
+
+# report-half families that meet issue 10's targets (median <= 10%, p90 <= 30%); measured
+# FasterTransformer 9%/19%, Megatron 8%/14%, MosaicML 8%/19%, TensorRT-LLM 7%/25%, gpt-fast 6%/14%.
+# Korthikanti (6 records, 20%/26%: 175B-1T iterations predicted slow) does not yet meet the median.
+@needs_records
+@pytest.mark.parametrize("fam", ("FasterTransformer", "Megatron", "MosaicML", "TensorRT-LLM", "gpt-fast"))
+def test_report_half_error_targets_per_family(rows, fam):
+    errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report" and r[0] == fam)
+    assert len(errs) >= 5
+    assert errs[len(errs) // 2] <= 0.10 and errs[int(0.9 * len(errs))] <= 0.30
 
 
 def test_calibrated_summary_keeps_the_keys_and_adds_lower_bounds():

@@ -56,6 +56,12 @@ def _is_fp8(dtype: DtypeConfig) -> bool:
             and dtype.weight_format == "float")
 
 
+def _weight_only_int_bits(dtype: DtypeConfig) -> int:
+    """4 or 8 for integer weights with wider float activations (weight-only quantisation), else 0."""
+    wo = dtype.weight_format == "int" and dtype.activation_format == "float" and dtype.weight_bits < dtype.activation_bits
+    return dtype.weight_bits if wo and dtype.weight_bits in (4, 8) else 0
+
+
 def _ranks_per_island(group_size: int, stride: int, island: int) -> int:
     """Ranks of a group spaced `stride` apart that share one NVLink island (a divisor of the group)."""
     r = max(1, min(group_size, island // stride)) if stride < island else 1
@@ -82,6 +88,12 @@ class CalibratedCostModel(CostModel):
         self._plateau = v.get("gemm_fp8_plateau_efficiency", v["gemm_plateau_efficiency"]) if self._fp8 \
             else v["gemm_plateau_efficiency"]
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
+        # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
+        wo_bits = _weight_only_int_bits(dtype)
+        self._matmul_hbm_eff = self._hbm_eff * (v[f"weight_only_int{wo_bits}_stream_factor"] if wo_bits else 1.0)
+        # fp8 training/serving keeps attention in 16 bits (TransformerEngine runs FP8 only in its
+        # Linear/GEMM layers; the flash-attention core stays bf16): attention at the 16-bit peak
+        self._attn_peak = gpu.peak_fp16_TFLOPS * 1e12 if self._fp8 else self._peak
         self._attn_eff, self._attn_half = v["attn_prefill_efficiency"], v["attn_prefill_half_seq"]
         self._decode_eff = v["attn_decode_hbm_efficiency"]
         self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
@@ -130,14 +142,14 @@ class CalibratedCostModel(CostModel):
         kind = op.kind
         if kind == "matmul":
             eff = self._matmul_eff(op.kernel_dims) if op.kernel_dims else self._plateau
-            return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._hbm_eff))
+            return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._matmul_hbm_eff))
         if kind == "attention":
             if kv_bytes > 0:  # decode over a KV cache: paged attention streams the cache
                 mem = self._stream_s(kv_bytes, self._decode_eff) + self._stream_s(nbytes - kv_bytes, self._hbm_eff)
-                return self._split(flops / (self._peak * self._attn_eff), mem)
+                return self._split(flops / (self._attn_peak * self._attn_eff), mem)
             q = op.kernel_dims[0] if op.kernel_dims else 1
             eff = self._attn_eff * q / (q + self._attn_half)
-            return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._hbm_eff))
+            return self._split(flops / (self._attn_peak * eff), self._stream_s(nbytes, self._hbm_eff))
         return self._split(0.0, self._stream_s(nbytes, self._hbm_eff))
 
     def kernel_split_s(self, flops: float, bytes_moved: float) -> Tuple[float, float]:

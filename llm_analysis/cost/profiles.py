@@ -49,6 +49,8 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
     "hbm_efficiency": ("fraction", "streaming bandwidth plateau / HBM spec"),
     "hbm_half_saturation_bytes": ("bytes", "bytes moved at half the streaming plateau"),
+    "weight_only_int8_stream_factor": ("fraction", "int8 weight-only GEMM streaming / 16-bit GEMM streaming"),
+    "weight_only_int4_stream_factor": ("fraction", "int4 weight-only GEMM streaming / 16-bit GEMM streaming"),
     "attn_prefill_efficiency": ("fraction", "flash-attention forward throughput / dense peak (long sequences)"),
     "attn_prefill_half_seq": ("count", "sequence length at half the flash-attention plateau"),
     "attn_decode_hbm_efficiency": ("fraction", "paged-attention KV streaming / HBM spec"),
