@@ -8,12 +8,12 @@ cache; `<tp|ep|pp|dp>_communication` for collectives) and under what bounds it
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .cost.affine import sum_affine, sum_max_affine
-from .cost.model import CostModel
+from .cost.model import CostModel, RooflineCostModel
 from .operators import Operator
-from .operators.phase_table import PhaseTable
+from .operators.phase_table import PhaseTable, phase_table
 
 
 def group_key(op: Operator) -> str:
@@ -96,6 +96,12 @@ class GroupTimes:
     @property
     def total_s(self) -> float:
         return sum(g["latency_s"] for g in self.groups.values())
+
+
+def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None) -> Optional[PhaseTable]:
+    """The describer's phase table (operators/phase_table.py) when `cost_model` times
+    kernels on the roofline (other cost models time operators by their shapes)."""
+    return phase_table(d, name, stage) if type(cost_model) is RooflineCostModel else None
 
 
 def table_keys(table: PhaseTable) -> List[str]:

@@ -8,14 +8,13 @@ breakdowns handed out are copies, so callers may change them."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from ..cost.affine import sum_affine, sum_max_affine
-from ..cost.model import RooflineCostModel
 from ..operators import Phase
-from ..operators.phase_table import FIELDS, PhaseTable, phase_table
+from ..operators.phase_table import FIELDS, PhaseTable
 from ..options import DSZeRO
-from ..timing import GroupTimes, table_splits, table_time_s
+from ..timing import GroupTimes, roofline_table, table_splits, table_time_s
 
 FLOPS = FIELDS.index("flops")
 
@@ -32,14 +31,8 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
     return total_s, copy_groups(groups), flops
 
 
-def roofline_table(analysis, d, name: str) -> Optional[PhaseTable]:
-    """The describer's phase table (operators/phase_table.py) when the analysis times
-    kernels on the roofline (other cost models time operators by their shapes)."""
-    return phase_table(d, name) if type(analysis.cost_model) is RooflineCostModel else None
-
-
 def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
-    table = roofline_table(analysis, d, "prefill")
+    table = roofline_table(analysis.cost_model, d, "prefill")
     if table is not None:
         splits = table_splits(analysis.cost_model, table, batch, seq_len)
         acc = GroupTimes().add_splits(splits)
@@ -77,7 +70,7 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
 
 
 def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
-    table = roofline_table(analysis, d, "decode")
+    table = roofline_table(analysis.cost_model, d, "decode")
     if table is not None:
         return _decode_time_table(analysis, table, batch, seq_len, num_steps)
     step = lambda c: d.weighted_ops(Phase("decode", batch, 1, c))  # noqa: E731

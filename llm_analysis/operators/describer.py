@@ -358,10 +358,6 @@ class LayerDescriber(AttentionOps, MlpOps):
         return self.phase_memo(("weighted", phase, stage), lambda: [
             (p.repeat, op) for p in self.model_parts(phase, stage) for op in p.ops])
 
-    def build_weighted_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Tuple[int, Operator]]:
-        """`weighted_ops` without the cache (fresh operators)."""
-        return [(p.repeat, op) for p in self.build_model_parts(phase, stage) for op in p.ops]
-
     def flat_ops(self, phase: Phase, stage: Optional[int] = None) -> List[Operator]:
         """All operators, each scaled by its repeat count (collectives are
         repeated, not merged: use weighted_ops to time them). Shared: do not mutate."""

@@ -42,8 +42,11 @@ def phase_of(name: str, batch: int, x: int) -> Phase:
     return Phase(name, batch, 1, x) if name == "decode" else Phase(name, batch, x, x)
 
 
-def _structure(op: Operator, kv_cache_read: bool) -> tuple:
-    return (op.name, op.kind, op.group, op.collective, op.comm_group, op.comm_group_size, kv_cache_read)
+def _structure(op: Operator) -> tuple:
+    """What a table takes from its probe operators as fixed: roles and weights."""
+    return (op.name, op.kind, op.group, op.collective, op.comm_group, op.comm_group_size,
+            op.kv_cache_bytes_read_per_gpu > 0, op.recompute_class, op.expert_role, op.params, op.params_per_gpu,
+            op.weight_bytes_per_gpu, op.overlap_flops_per_gpu == op.overlap_bytes_per_gpu == 0)
 
 
 def _figures(op: Operator) -> Tuple[float, ...]:
@@ -62,11 +65,15 @@ class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
-    __slots__ = ("repeats", "ops", "coefs", "memo")
+    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo")
 
-    def __init__(self, repeats: List[int], ops: List[Operator], coefs: List[List[Tuple[float, ...]]]):
+    def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
+                 coefs: List[List[Tuple[float, ...]]]):
         self.repeats = repeats
-        self.ops = ops  # the operators at a probe shape: roles only (kind, group, collective ...)
+        self.is_layer = is_layer  # a transformer layer's operator (not the embedding or head)
+        # the operators at a probe shape: roles and weights only (kind, group, collective,
+        # recompute class, parameters: the same at every shape, checked by the fit)
+        self.ops = ops
         self.coefs = coefs  # coefs[field][op] = (a0, a1, a2, b0, b1, b2)
         self.memo = {}  # what users derive from the roles once (e.g. group keys)
 
@@ -78,14 +85,14 @@ class PhaseTable:
 
 def _fit(d: LayerDescriber, name: str, stage: Optional[int]) -> Optional[PhaseTable]:
     def probe(b, x):
-        weighted = d.build_weighted_ops(phase_of(name, b, x), stage)
-        return weighted, [_structure(o, o.kv_cache_bytes_read_per_gpu > 0) for _, o in weighted]
+        parts = d.build_model_parts(phase_of(name, b, x), stage)
+        weighted = [(p.repeat, op) for p in parts for op in p.ops]
+        layers = [p.is_layer for p in parts for _ in p.ops]
+        return weighted, [(n, layer, _structure(o)) for (n, o), layer in zip(weighted, layers)]
 
     probes = {(b, x): probe(b, x) for b in _PROBE_BATCHES for x in _PROBE_XS}
     weighted, shape = probes[(1, _PROBE_XS[0])]
-    if any(s != shape or [n for n, _ in w] != [n for n, _ in weighted] for w, s in probes.values()):
-        return None
-    if any(o.overlap_flops_per_gpu or o.overlap_bytes_per_gpu for _, o in weighted):
+    if any(s != shape for _, s in probes.values()) or not all(s[-1] for _, _, s in shape):
         return None
     coefs: List[List[Tuple[float, ...]]] = [[] for _ in FIELDS]
     for i in range(len(weighted)):
@@ -96,7 +103,7 @@ def _fit(d: LayerDescriber, name: str, stage: Optional[int]) -> Optional[PhaseTa
             a = [2 * u - v for u, v in zip(*per_b)]
             b_ = [v - u for u, v in zip(*per_b)]
             coefs[f].append(tuple(float(c) for c in a + b_))
-    table = PhaseTable([n for n, _ in weighted], [o for _, o in weighted], coefs)
+    table = PhaseTable([n for n, _ in weighted], [layer for _, layer, _ in shape], [o for _, o in weighted], coefs)
     for b, x in _CHECKS:
         w, s = probe(b, x)
         if s != shape:
