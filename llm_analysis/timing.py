@@ -111,19 +111,22 @@ def table_keys(table: PhaseTable) -> List[str]:
     return keys
 
 
-def table_splits(cost_model: CostModel, table: PhaseTable, batch: int, x: int):
-    """(repeat, group key, compute_s, memory_s, communication_s, flops, bytes) of every
-    operator of a table at (batch, x), as `CostModel.op_split_s` gives them."""
-    flops, bytes_, comm = (table.evaluate(batch, x, f) for f in (0, 1, 3))
-    kernel, collective = cost_model.kernel_split_s, cost_model.collective_s
+def table_splits(cost_model: RooflineCostModel, table: PhaseTable, batch: int, x: int):
+    """(repeat, group key, is a collective, compute_s, memory_s, communication_s, flops,
+    bytes) of every operator of a table at (batch, x), as the roofline's `op_split_s`
+    gives them (its `kernel_split_s` inlined: this is the hot path of a sweep)."""
+    flops, bytes_ = table.evaluate(batch, x, 0), table.evaluate(batch, x, 1)
+    F, B = cost_model.roofline.flops_per_s, cost_model.roofline.hbm_bytes_per_s
+    collective, comm = cost_model.collective_s, None
     out = []
-    for n, key, op, f, b, cb in zip(table.repeats, table_keys(table), table.ops, flops, bytes_, comm):
+    for i, (n, key, op, f, b) in enumerate(zip(table.repeats, table_keys(table), table.ops, flops, bytes_)):
         if op.kind == "collective":
-            out.append((n, key, True, 0.0, 0.0, collective(op.collective, cb, op.comm_group_size, op.comm_group),
-                        f, b))
+            comm = comm or table.evaluate(batch, x, 3)
+            out.append((n, key, True, 0.0, 0.0, collective(op.collective, comm[i], op.comm_group_size,
+                                                           op.comm_group), f, b))
         else:
-            c, m = kernel(f, b)
-            out.append((n, key, False, c, m, 0.0, f, b))
+            c, m = f / F, b / B
+            out.append((n, key, False, c, 0.0, 0.0, f, b) if c >= m else (n, key, False, 0.0, m, 0.0, f, b))
     return out
 
 
