@@ -8,11 +8,12 @@ cache; `<tp|ep|pp|dp>_communication` for collectives) and under what bounds it
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from .cost.affine import sum_affine
-from .cost.model import CostModel
+from .cost.affine import sum_affine, sum_max_affine
+from .cost.model import CostModel, RooflineCostModel
 from .operators import Operator
+from .operators.phase_table import PhaseTable, phase_table
 
 
 def group_key(op: Operator) -> str:
@@ -52,6 +53,29 @@ class GroupTimes:
             add(group_key(op), t * c, t * m, t * k, t * op.flops_per_gpu, t * op.bytes_per_gpu)
         return self
 
+    def add_splits(self, splits, times: float = 1.0) -> "GroupTimes":
+        """`add_ops` of `table_splits`."""
+        add = self.add
+        for n, key, _, c, m, k, f, b in splits:
+            t = times * n
+            add(key, t * c, t * m, t * k, t * f, t * b)
+        return self
+
+    def add_steps_splits(self, roofline, first, last, n: int) -> "GroupTimes":
+        """`add_steps` of `table_splits` at the first and last step, for the roofline
+        (`RooflineCostModel.steps_split_s` on the figures)."""
+        span = max(n - 1, 1)
+        F, B = roofline.flops_per_s, roofline.hbm_bytes_per_s
+        for (r, key, coll, _, _, k, fa, ba), last_split in zip(first, last):
+            f0, f1 = fa, (last_split[6] - fa) / span
+            b0, b1 = ba, (last_split[7] - ba) / span
+            if coll:
+                c, m, k = 0.0, 0.0, n * k
+            else:
+                c, m = sum_max_affine(f0 / F, f1 / F, b0 / B, b1 / B, n)
+            self.add(key, r * c, r * m, r * k, r * sum_affine(f0, f1, 0, n), r * sum_affine(b0, b1, 0, n))
+        return self
+
     def add_steps(self, cost_model: CostModel, first: List[Tuple[int, Operator]],
                   last: List[Tuple[int, Operator]], n: int) -> "GroupTimes":
         """File n decode steps whose operators' work goes linearly from `first` to `last`."""
@@ -72,3 +96,40 @@ class GroupTimes:
     @property
     def total_s(self) -> float:
         return sum(g["latency_s"] for g in self.groups.values())
+
+
+def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None) -> Optional[PhaseTable]:
+    """The describer's phase table (operators/phase_table.py) when `cost_model` times
+    kernels on the roofline (other cost models time operators by their shapes)."""
+    return phase_table(d, name, stage) if type(cost_model) is RooflineCostModel else None
+
+
+def table_keys(table: PhaseTable) -> List[str]:
+    keys = table.memo.get("group_keys")
+    if keys is None:
+        keys = table.memo["group_keys"] = [group_key(op) for op in table.ops]
+    return keys
+
+
+def table_splits(cost_model: RooflineCostModel, table: PhaseTable, batch: int, x: int):
+    """(repeat, group key, is a collective, compute_s, memory_s, communication_s, flops,
+    bytes) of every operator of a table at (batch, x), as the roofline's `op_split_s`
+    gives them (its `kernel_split_s` inlined: this is the hot path of a sweep)."""
+    flops, bytes_ = table.evaluate(batch, x, 0), table.evaluate(batch, x, 1)
+    F, B = cost_model.roofline.flops_per_s, cost_model.roofline.hbm_bytes_per_s
+    collective, comm = cost_model.collective_s, None
+    out = []
+    for i, (n, key, op, f, b) in enumerate(zip(table.repeats, table_keys(table), table.ops, flops, bytes_)):
+        if op.kind == "collective":
+            comm = comm or table.evaluate(batch, x, 3)
+            out.append((n, key, True, 0.0, 0.0, collective(op.collective, comm[i], op.comm_group_size,
+                                                           op.comm_group), f, b))
+        else:
+            c, m = f / F, b / B
+            out.append((n, key, False, c, 0.0, 0.0, f, b) if c >= m else (n, key, False, 0.0, m, 0.0, f, b))
+    return out
+
+
+def table_time_s(splits) -> float:
+    """`weighted_time_s` of `table_splits`."""
+    return sum(n * (c + m + k) for n, _, _, c, m, k, _, _ in splits)

@@ -5,11 +5,14 @@ weights is linear in the batch, which gives the largest batch that fits."""
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict
 
 from ..constant import GB
 from ..errors import DoesNotFitError
-from ..operators import Operator, Phase
+from ..operators import Phase
+from ..operators.phase_table import FIELDS, phase_table
+
+ACTIVATION_BYTES = FIELDS.index("activation_bytes_per_gpu")
 
 
 def _live_activation_bytes(ops: List[Operator], residual_bytes: float) -> float:
@@ -26,19 +29,26 @@ def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv
                                                    kv_cache_dtype_bytes)))
 
 
+def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int) -> float:
+    """Largest activation set of one operator (one layer's, unscaled by the layer
+    count: buffers are reused across layers), from the phase table when there is one."""
+    table = phase_table(d, name)
+    if table is not None:
+        return max(table.evaluate(batch, x, ACTIVATION_BYTES), default=0.0)
+    ops = [o for _, _, ops in d.model_ops(Phase(name, batch, q_len, x)) for o in ops]
+    return max((o.activation_bytes_per_gpu for o in ops), default=0.0)
+
+
 def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
                   kv_cache_dtype_bytes) -> Dict[str, float]:
     a_bytes = analysis.dtype_config.activation_bytes_per_element
     h = analysis.model_config.hidden_dim
-    # one layer's operators, unscaled by the layer count: buffers are reused across layers
-    prefill_ops = [o for _, _, ops in d.model_ops(Phase("prefill", batch, seq_len, seq_len)) for o in ops]
-    decode_ops = [o for _, _, ops in d.model_ops(Phase("decode", batch, 1, context_len)) for o in ops]
     kv = analysis.get_memory_kv_cache_per_gpu(batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
     return {
         # the residual stream of the rank's seq_len / cp prompt tokens
-        "prefill_activation": _live_activation_bytes(prefill_ops, batch * seq_len * h * a_bytes
-                                                     / analysis.parallelism_config.cp_size),
-        "decode_activation": _live_activation_bytes(decode_ops, batch * h * a_bytes),
+        "prefill_activation": (_max_activation_bytes(d, "prefill", batch, seq_len, seq_len)
+                               + batch * seq_len * h * a_bytes / analysis.parallelism_config.cp_size),
+        "decode_activation": _max_activation_bytes(d, "decode", batch, context_len, 1) + batch * h * a_bytes,
         "kv_cache": kv,
     }
 

@@ -67,8 +67,7 @@ def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_
     """Prefill (time to first token) and the n - 1 decode steps, in seconds."""
     p = analysis.parallelism_config
     t: Dict[str, Any] = {}
-    t["prefill_s"], t["prefill_groups"], prefill_ops = prefill_time(analysis, d, b, s)
-    t["prefill_flops"] = d.phase_memo(("prefill_flops", b, s), lambda: sum(n_ * o.flops for n_, o in prefill_ops))
+    t["prefill_s"], t["prefill_groups"], t["prefill_flops"] = prefill_time(analysis, d, b, s)
     t["prefill_unpipelined_s"] = t["prefill_s"]
     if p.pp_size > 1 and b > 1:
         # a pipeline serves a batch of prompts in micro-batches, stages overlapping

@@ -11,30 +11,40 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..cost.affine import sum_affine, sum_max_affine
-from ..operators import Operator, Phase
+from ..operators import Phase
+from ..operators.phase_table import FIELDS, PhaseTable
 from ..options import DSZeRO
-from ..timing import GroupTimes
+from ..timing import GroupTimes, roofline_table, table_splits, table_time_s
+
+FLOPS = FIELDS.index("flops")
 
 
 def copy_groups(groups: Dict[str, Dict]) -> Dict[str, Dict]:
     return {k: dict(v) for k, v in groups.items()}
 
 
-def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, List[Tuple[int, Operator]]]:
-    """(seconds, group breakdown, weighted operators) of one prefill of `batch`
+def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
+    """(seconds, group breakdown, FLOPs of the whole model) of one prefill of `batch`
     prompts of `seq_len` tokens, through every pipeline stage in turn."""
-    total_s, groups, ops = d.cost_memo(analysis.cost_model, ("prefill_time", batch, seq_len),
-                                       lambda: _prefill_time(analysis, d, batch, seq_len))
-    return total_s, copy_groups(groups), ops
+    total_s, groups, flops = d.cost_memo(analysis.cost_model, ("prefill_time", batch, seq_len),
+                                         lambda: _prefill_time(analysis, d, batch, seq_len))
+    return total_s, copy_groups(groups), flops
 
 
-def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, List[Tuple[int, Operator]]]:
-    ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
-    acc = GroupTimes().add_ops(analysis.cost_model, ops)
+def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
+    table = roofline_table(analysis.cost_model, d, "prefill")
+    if table is not None:
+        splits = table_splits(analysis.cost_model, table, batch, seq_len)
+        acc = GroupTimes().add_splits(splits)
+        flops = sum(n * f for n, f in zip(table.repeats, table.evaluate(batch, seq_len, FLOPS)))
+    else:
+        ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
+        acc = GroupTimes().add_ops(analysis.cost_model, ops)
+        flops = sum(n * o.flops for n, o in ops)
     pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
     if pp_s:
         acc.add("pp_communication", 0, 0, pp_s, 0, 0)
-    return acc.total_s, acc.finish(), ops
+    return acc.total_s, acc.finish(), flops
 
 
 def _window_breaks(d, lo: int, hi: int) -> List[int]:
@@ -60,6 +70,9 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
 
 
 def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
+    table = roofline_table(analysis.cost_model, d, "decode")
+    if table is not None:
+        return _decode_time_table(analysis, table, batch, seq_len, num_steps)
     step = lambda c: d.weighted_ops(Phase("decode", batch, 1, c))  # noqa: E731
     handoff = analysis.pipeline_handoff_time_s(batch, 1)
     first = step(seq_len + 1)
@@ -76,6 +89,23 @@ def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple
         ops_a = first if c_a == lo else step(c_a)
         ops_b = ops_a if c_b == c_a else (last if c_b == hi else step(c_b))
         acc.add_steps(analysis.cost_model, ops_a, ops_b, c_b - c_a + 1)
+    if handoff:
+        acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
+    return acc.total_s, acc.finish(), first_s, last_s
+
+
+def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
+                       num_steps: int) -> Tuple[float, Dict, float, float]:
+    """`_decode_time` from the phase table (no sliding windows: one affine stretch)."""
+    cm = analysis.cost_model
+    handoff = analysis.pipeline_handoff_time_s(batch, 1)
+    first = table_splits(cm, table, batch, seq_len + 1)
+    first_s = table_time_s(first) + handoff
+    if num_steps <= 0:
+        return 0.0, {}, first_s, first_s
+    last = first if num_steps == 1 else table_splits(cm, table, batch, seq_len + num_steps)
+    last_s = table_time_s(last) + handoff
+    acc = GroupTimes().add_steps_splits(cm.roofline, first, last, num_steps)
     if handoff:
         acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
     return acc.total_s, acc.finish(), first_s, last_s

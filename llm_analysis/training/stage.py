@@ -9,11 +9,14 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..operators import Operator, Phase
+from ..operators.phase_table import FIELDS
 from ..options import ActivationRecomputation
+from ..timing import roofline_table, table_splits
 from .lora import LoRAConfig, lora_adapter_ops
 
 # the linear weights of a layer that LoRA freezes (and QLoRA stores as NF4)
 LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
+FLOPS = FIELDS.index("flops")
 
 
 @dataclass
@@ -120,26 +123,37 @@ def _hide_tp_comm(st: Stage) -> None:
     st.rc_comm *= scale
 
 
+def _rows(analysis, ph: Phase, s: int, lora: Optional[LoRAConfig]):
+    """(is a layer's, repeat count, operator, n x its time, n x its FLOPs) of the stage's
+    operators; from the phase table (operators/phase_table.py) without LoRA on the roofline."""
+    cost, d = analysis.cost_model, analysis.describer
+    table = roofline_table(cost, d, "train", s) if lora is None else None
+    if table is not None:
+        splits = table_splits(cost, table, ph.batch, ph.q_len)
+        flops = table.evaluate(ph.batch, ph.q_len, FLOPS)
+        return [(layer, n, op, n * (c + m + k), n * f)
+                for layer, op, (n, _, _, c, m, k, _, _), f in zip(table.is_layer, table.ops, splits, flops)]
+    # n separate operators (each collective pays its latency)
+    return [(is_layer, n, op, n * cost.op_time_s(op), n * op.flops)
+            for is_layer, n, ops in d.stage_parts(ph, s) for op in ops]
+
+
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
                 overlap_tp_comm: bool) -> Stage:
-    st = Stage(index=s)
-    cost = analysis.cost_model
-    for is_layer, n, ops in analysis.describer.stage_parts(ph, s):
-        st.num_layers += n if is_layer else 0
-        for op in ops:
-            t = n * cost.op_time_s(op)  # n separate operators (each collective pays its latency)
-            recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
-            if op.kind == "collective":
-                _add_collective(st, op, t, recomputed)
-                continue
-            st.add_compute(t, n * op.flops, _backward_factor(op, lora), recomputed)
-            if lora is None:
-                w = _add_full_training_weights(st, op, n, is_layer)
-            else:
-                w = _add_lora_weights(analysis, st, op, n, is_layer, lora, recomputed)
-            st.weight_bytes_gpu += n * w
-            if is_layer:
-                st.max_op_weight_bytes_gpu = max(st.max_op_weight_bytes_gpu, w)
+    st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
+    for is_layer, n, op, t, flops in _rows(analysis, ph, s, lora):
+        recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
+        if op.kind == "collective":
+            _add_collective(st, op, t, recomputed)
+            continue
+        st.add_compute(t, flops, _backward_factor(op, lora), recomputed)
+        if lora is None:
+            w = _add_full_training_weights(st, op, n, is_layer)
+        else:
+            w = _add_lora_weights(analysis, st, op, n, is_layer, lora, recomputed)
+        st.weight_bytes_gpu += n * w
+        if is_layer:
+            st.max_op_weight_bytes_gpu = max(st.max_op_weight_bytes_gpu, w)
     if overlap_tp_comm:
         _hide_tp_comm(st)
     return st

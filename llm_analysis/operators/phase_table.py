@@ -1,0 +1,125 @@
+"""The operators of a phase as polynomials of its shape: new shapes without
+building Operator objects (speed of sweeps, issue 12).
+
+For a model without routed experts, sliding windows or context parallelism,
+every figure the hot path reads from an operator (FLOPs, bytes moved, message
+size, live activation bytes) is, at a fixed layer layout,
+
+    A(x) + batch * B(x),   A and B quadratics in x,
+
+where x is the prompt length of a prefill or training pass (q_len = kv_len = x)
+and the context of a decode step (q_len = 1, kv_len = x): weights do not grow,
+matmuls, norms, embeddings and collectives grow with the tokens (batch * x), the
+attention scores with batch * x^2 (full or causal) and the KV-cache reads with
+batch * x. (Routed experts are not: the expected number of distinct experts hit
+is a power of the token count; sliding windows make it piecewise.)
+
+A `PhaseTable` holds the six coefficients of each figure of each operator,
+fitted once per describer and phase kind from the builders' own operators at six
+probe shapes and checked at two more (structure and figures); when a check fails
+(a subclass describing something else) there is no table and callers build
+operators as before. The Operator objects stay the description (reports,
+`operators()`, the calibrated cost model); the table is a compiled view of them.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import List, Optional, Tuple
+
+from .describer import LayerDescriber
+from .records import Operator, Phase
+
+# figures of an operator the hot path reads, in this order
+FIELDS = ("flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "activation_bytes_per_gpu")
+_PROBE_BATCHES = (1, 2)
+_PROBE_XS = (16, 17, 18)  # consecutive: exact finite differences
+_CHECKS = ((3, 1000), (7, 4099))  # (batch, x) away from the probes
+_REL_TOL = 1e-12
+
+
+def phase_of(name: str, batch: int, x: int) -> Phase:
+    return Phase(name, batch, 1, x) if name == "decode" else Phase(name, batch, x, x)
+
+
+def _structure(op: Operator) -> tuple:
+    """What a table takes from its probe operators as fixed: roles and weights."""
+    return (op.name, op.kind, op.group, op.collective, op.comm_group, op.comm_group_size,
+            op.kv_cache_bytes_read_per_gpu > 0, op.recompute_class, op.expert_role, op.params, op.params_per_gpu,
+            op.weight_bytes_per_gpu, op.overlap_flops_per_gpu == op.overlap_bytes_per_gpu == 0)
+
+
+def _figures(op: Operator) -> Tuple[float, ...]:
+    return tuple(getattr(op, f) for f in FIELDS)
+
+
+def _quadratic(ys: List[Fraction]) -> Tuple[Fraction, Fraction, Fraction]:
+    """(c0, c1, c2) of c0 + c1 x + c2 x^2 through (x_i, ys[i]) at _PROBE_XS."""
+    x0 = _PROBE_XS[0]
+    c2 = (ys[2] - 2 * ys[1] + ys[0]) / 2
+    c1 = (ys[1] - ys[0]) - c2 * (2 * x0 + 1)
+    return ys[0] - c1 * x0 - c2 * x0 * x0, c1, c2
+
+
+class PhaseTable:
+    """Repeat counts, roles and figure coefficients of every operator of one phase
+    kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
+
+    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo")
+
+    def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
+                 coefs: List[List[Tuple[float, ...]]]):
+        self.repeats = repeats
+        self.is_layer = is_layer  # a transformer layer's operator (not the embedding or head)
+        # the operators at a probe shape: roles and weights only (kind, group, collective,
+        # recompute class, parameters: the same at every shape, checked by the fit)
+        self.ops = ops
+        self.coefs = coefs  # coefs[field][op] = (a0, a1, a2, b0, b1, b2)
+        self.memo = {}  # what users derive from the roles once (e.g. group keys)
+
+    def evaluate(self, batch: int, x: int, field: int) -> List[float]:
+        """Figure FIELDS[field] of every operator at (batch, x)."""
+        return [(a0 + x * (a1 + x * a2)) + batch * (b0 + x * (b1 + x * b2))
+                for a0, a1, a2, b0, b1, b2 in self.coefs[field]]
+
+
+def _fit(d: LayerDescriber, name: str, stage: Optional[int]) -> Optional[PhaseTable]:
+    def probe(b, x):
+        parts = d.build_model_parts(phase_of(name, b, x), stage)
+        weighted = [(p.repeat, op) for p in parts for op in p.ops]
+        layers = [p.is_layer for p in parts for _ in p.ops]
+        return weighted, [(n, layer, _structure(o)) for (n, o), layer in zip(weighted, layers)]
+
+    probes = {(b, x): probe(b, x) for b in _PROBE_BATCHES for x in _PROBE_XS}
+    weighted, shape = probes[(1, _PROBE_XS[0])]
+    if any(s != shape for _, s in probes.values()) or not all(s[-1] for _, _, s in shape):
+        return None
+    coefs: List[List[Tuple[float, ...]]] = [[] for _ in FIELDS]
+    for i in range(len(weighted)):
+        for f in range(len(FIELDS)):
+            per_b = [_quadratic([Fraction(_figures(probes[(b, x)][0][i][1])[f]) for x in _PROBE_XS])
+                     for b in _PROBE_BATCHES]
+            # figure = A + b B, probed at b = 1 and 2
+            a = [2 * u - v for u, v in zip(*per_b)]
+            b_ = [v - u for u, v in zip(*per_b)]
+            coefs[f].append(tuple(float(c) for c in a + b_))
+    table = PhaseTable([n for n, _ in weighted], [layer for _, layer, _ in shape], [o for _, o in weighted], coefs)
+    for b, x in _CHECKS:
+        w, s = probe(b, x)
+        if s != shape:
+            return None
+        for f in range(len(FIELDS)):
+            for got, (_, o) in zip(table.evaluate(b, x, f), w):
+                want = _figures(o)[f]
+                if abs(got - want) > _REL_TOL * abs(want):
+                    return None
+    return table
+
+
+def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None) -> Optional[PhaseTable]:
+    """The describer's table for phase kind `name` ("prefill", "decode", "train"), or
+    None where the figures are not polynomials of the shape (see the module docstring)."""
+    m = d.model
+    if type(d) is not LayerDescriber or m.is_moe or m.sliding_window or d.par.cp_size > 1:
+        return None
+    return d.memoized(("phase_table", name, stage), lambda: _fit(d, name, stage))
