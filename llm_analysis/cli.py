@@ -91,10 +91,9 @@ def _present(analysis: LLMAnalysis, summary: dict, kind: str, output_format: str
         _write_stdout(report.render(analysis, summary, kind))
 
 
-def _stage_layers(first, last) -> dict:
-    """Uneven pipeline stages (operators/pipeline_layout.py), only when given."""
-    return {k: v for k, v in (("num_layers_in_first_pipeline_stage", first),
-                              ("num_layers_in_last_pipeline_stage", last)) if v is not None}
+def _parallelism(**fields) -> ParallelismConfig:
+    """The layout flags as a ParallelismConfig (one-line ConfigError when invalid)."""
+    return build_config(ParallelismConfig, fields)
 
 
 def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb", dtype_name: str = "w16a16e16",
@@ -186,10 +185,10 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
     analysis = LLMAnalysis(
         _load_model(model_name), get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
-        build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
-                                             sp_size=sp_size, cp_size=cp_size, cp_comm=cp_comm,
-                                             **_stage_layers(num_layers_in_first_pipeline_stage,
-                                                             num_layers_in_last_pipeline_stage))),
+        _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
+                     cp_size=cp_size, cp_comm=cp_comm,
+                     num_layers_in_first_pipeline_stage=num_layers_in_first_pipeline_stage,
+                     num_layers_in_last_pipeline_stage=num_layers_in_last_pipeline_stage),
         achieved_tflops=achieved_tflops, achieved_memory_bandwidth_GBs=achieved_memory_bandwidth_GBs,
         flops_efficiency=flops_efficiency, hbm_memory_efficiency=hbm_memory_efficiency,
         intra_node_memory_efficiency=intra_node_memory_efficiency,
@@ -341,11 +340,10 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     seq_len = seq_len if seq_len is not None else (model.max_seq_len or 2048)
     analysis = LLMAnalysis(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
-        build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
-                                             sp_size=sp_size, cp_size=cp_size, cp_comm=cp_comm, dp_shard=dp_shard,
-                                             dp_replicate=dp_replicate,
-                                             **_stage_layers(num_layers_in_first_pipeline_stage,
-                                                             num_layers_in_last_pipeline_stage))),
+        _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
+                     cp_size=cp_size, cp_comm=cp_comm, dp_shard=dp_shard, dp_replicate=dp_replicate,
+                     num_layers_in_first_pipeline_stage=num_layers_in_first_pipeline_stage,
+                     num_layers_in_last_pipeline_stage=num_layers_in_last_pipeline_stage),
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,
