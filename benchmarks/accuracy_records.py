@@ -237,6 +237,18 @@ def _global_batch(s: dict, dp: int, notes: list) -> int:
     raise Skip("no global batch")
 
 
+def _llama3_stage_layers(rid: str, num_layers: int, pp: int, notes: list) -> dict:
+    """Llama 3 405B (arXiv 2407.21783 §3.3.2): the first and the last pipeline stage
+    hold one layer fewer than the others, balancing the embedding and the head (and
+    the first stage's 1F1B micro-batches in flight): 126 layers over 16 stages are
+    7, 14 x 8, 7."""
+    if not rid.startswith("llama3-405b") or pp < 3 or (num_layers + 2) % pp:
+        return {}
+    per = (num_layers + 2) // pp
+    notes.append(f"pipeline stages {per - 1}, {pp - 2} x {per}, {per - 1} layers")
+    return dict(num_layers_in_first_pipeline_stage=per - 1, num_layers_in_last_pipeline_stage=per - 1)
+
+
 def _megatron_style_setup(rec: dict) -> TrainingSetup:
     import training_validation as tv
     s, notes = rec["setup"], []
@@ -263,7 +275,8 @@ def _megatron_style_setup(rec: dict) -> TrainingSetup:
     gbs = _global_batch(s, dp, notes)
     mb = s.get("micro_batch", 1) if (gbs // dp) % s.get("micro_batch", 1) == 0 else 1
     sp = rec["id"].startswith("mcore-") or bool(s.get("sequence_parallel")) or "llama3" in rec["id"]
-    par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, cp_size=cp, sp_size=tp if sp else 1)
+    par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, cp_size=cp, sp_size=tp if sp else 1,
+                            **_llama3_stage_layers(rec["id"], model.num_layers, pp, notes))
     kw = dict(batch_size_per_gpu=mb, global_batch_size=gbs - gbs % (dp * mb), seq_len=s.get("seq_len", 2048),
               activation_recomputation=tv._recompute(s, rec["id"]), ds_zero=DSZeRO(s.get("zero_stage", 0)),
               pipeline_interleave=s.get("interleaved_pipeline_stages", 1), layernorm_dtype_bytes=2)

@@ -91,6 +91,11 @@ def _present(analysis: LLMAnalysis, summary: dict, kind: str, output_format: str
         _write_stdout(report.render(analysis, summary, kind))
 
 
+def _parallelism(**fields) -> ParallelismConfig:
+    """The layout flags as a ParallelismConfig (one-line ConfigError when invalid)."""
+    return build_config(ParallelismConfig, fields)
+
+
 def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb", dtype_name: str = "w16a16e16",
           log_level: str = "INFO", batch_size_per_gpu: int = 1, ds_zero: int = 0, dp_size: int = 1,
           tp_size: int = 1, pp_size: int = 1, sp_size: Optional[int] = None, seq_len: int = 512,
@@ -105,7 +110,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           attention_flops: Optional[str] = None, logits: Optional[str] = None, quiet: bool = False,
           mla_attention: Optional[str] = None, serving: bool = False, kv_cache_dtype: Optional[str] = None,
           conventions: str = "serving", perf_model: str = "roofline", gpu_profile: Optional[str] = None,
-          cp_size: int = 1, cp_comm: str = "ring") -> dict:
+          cp_size: int = 1, cp_comm: str = "ring", num_layers_in_first_pipeline_stage: Optional[int] = None,
+          num_layers_in_last_pipeline_stage: Optional[int] = None) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -169,6 +175,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         cp_size: context-parallel size for prefill (each rank holds seq_len / cp prompt tokens); needs
             --num_tokens_to_generate 1 (decode under CP is not modelled) and 2 x cp_size dividing seq_len.
         cp_comm: ring (K/V blocks around the CP ring, overlapped with attention) or all_to_all (Ulysses).
+        num_layers_in_first_pipeline_stage: layers of the first pipeline stage (default: an even split, earlier
+            stages taking the remainder); the other stages split the rest.
+        num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -176,8 +185,10 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
     analysis = LLMAnalysis(
         _load_model(model_name), get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
-        build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
-                                             sp_size=sp_size, cp_size=cp_size, cp_comm=cp_comm)),
+        _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
+                     cp_size=cp_size, cp_comm=cp_comm,
+                     num_layers_in_first_pipeline_stage=num_layers_in_first_pipeline_stage,
+                     num_layers_in_last_pipeline_stage=num_layers_in_last_pipeline_stage),
         achieved_tflops=achieved_tflops, achieved_memory_bandwidth_GBs=achieved_memory_bandwidth_GBs,
         flops_efficiency=flops_efficiency, hbm_memory_efficiency=hbm_memory_efficiency,
         intra_node_memory_efficiency=intra_node_memory_efficiency,
@@ -246,7 +257,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           gpu_profile: Optional[str] = None, cp_size: int = 1, cp_comm: str = "ring",
           dp_shard: Optional[int] = None, dp_replicate: Optional[int] = None, distributed_optimizer: bool = False,
           grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0, cuda_context_bytes: float = 0,
-          memory_fragmentation: float = 0) -> dict:
+          memory_fragmentation: float = 0, num_layers_in_first_pipeline_stage: Optional[int] = None,
+          num_layers_in_last_pipeline_stage: Optional[int] = None) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -314,6 +326,9 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         grad_bucket_params: parameters of one gradient bucket held outside the gradients (0: none).
         cuda_context_bytes: CUDA context and library workspaces per GPU, bytes (0: not counted; ~1e9 typical).
         memory_fragmentation: allocator fragmentation as a fraction of allocated memory (0: none; 0.05-0.1).
+        num_layers_in_first_pipeline_stage: layers of the first pipeline stage (default: an even split, earlier
+            stages taking the remainder; Llama 3 405B: 7 of 126 over pp 16); the other stages split the rest.
+        num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
     Returns:
         The summary dict (base units).
     """
@@ -325,9 +340,10 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     seq_len = seq_len if seq_len is not None else (model.max_seq_len or 2048)
     analysis = LLMAnalysis(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
-        build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
-                                             sp_size=sp_size, cp_size=cp_size, cp_comm=cp_comm, dp_shard=dp_shard,
-                                             dp_replicate=dp_replicate)),
+        _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
+                     cp_size=cp_size, cp_comm=cp_comm, dp_shard=dp_shard, dp_replicate=dp_replicate,
+                     num_layers_in_first_pipeline_stage=num_layers_in_first_pipeline_stage,
+                     num_layers_in_last_pipeline_stage=num_layers_in_last_pipeline_stage),
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,

@@ -433,6 +433,8 @@ class ParallelismConfig(_StrictModel):
     cp_comm: Literal["ring", "all_to_all"] = "ring"
     dp_shard: Optional[int] = None
     dp_replicate: Optional[int] = None
+    num_layers_in_first_pipeline_stage: Optional[int] = None  # uneven stages: operators/pipeline_layout.py
+    num_layers_in_last_pipeline_stage: Optional[int] = None
 
     _hsdp = model_validator(mode="before")(classmethod(lambda cls, d: hsdp_sizes(d) if isinstance(d, dict) else d))
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from llm_analysis.errors import DoesNotFitError
+from llm_analysis.facade import LLMAnalysis
 
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATION = ROOT.parent / "shared" / "validation"
@@ -25,18 +26,14 @@ FILES = ("measured_dev.json", "published_measurements.json")
 pytestmark = pytest.mark.skipif(not all((VALIDATION / f).is_file() for f in FILES),
                                 reason="../shared/validation (the validation records) is absent")
 
-# Runs that ran but whose memory layout the package cannot express yet, with why:
-# Llama 3 405B at 8K (and 128K with cp=16: the same 8192 tokens per rank) holds 16
-# micro-batches of activations on the first pipeline stage; Meta removed one layer
-# from the first and the last stage and frees stage inputs/outputs early
-# (arXiv 2407.21783 §3.3.2) to train without activation checkpointing. Stages here
-# take layers contiguously (the first 14 of 16 get 8 of the 126 layers), so the
-# estimate is 81.0-81.4 GB with the overheads (77.2 GB without them).
-NOT_EXPRESSIBLE = {
-    "llama3-405b-t4-row1": "first/last pipeline stages one layer short (Llama 3 §3.3.2)",
-    "llama3-405b-t4-row2": "first/last pipeline stages one layer short (Llama 3 §3.3.2)",
-    "llama3-405b-t4-row3": "first/last pipeline stages one layer short (Llama 3 §3.3.2)",
-}
+# Runs that ran but whose memory layout the package cannot express yet, with why
+# (none at present). Llama 3 405B (arXiv 2407.21783 §3.3.2) fits only with Meta's
+# layout, one layer fewer on the first and the last pipeline stage (7, 14 x 8, 7 of
+# 126 over pp 16; accuracy_records._llama3_stage_layers): taking layers contiguously
+# (the first 14 of 16 stages get 8) put 8 layers x 16 micro-batches in flight on
+# stage 0, 81.0-81.4 GB with the overheads; with 7 the peak moves to stage 1
+# (8 layers x 15 in flight), 75.4-75.8 GB.
+NOT_EXPRESSIBLE: dict = {}
 
 
 def _records(kind: str):
@@ -96,6 +93,20 @@ def test_megatron_core_runs_need_the_distributed_optimizer():
         setup.analysis().training(**kw)
 
 
+def test_llama3_405b_fits_only_with_metas_stage_layout():
+    """126 layers over pp 16 as 7, 14 x 8, 7 (arXiv 2407.21783 §3.3.2); with the even
+    split (8 on each of the first 14 stages) the first stage holds 8 layers x 16
+    micro-batches of activations and does not fit."""
+    from llm_analysis.config import ParallelismConfig
+    setup = dict(SETUPS)["llama3-405b-t4-row1"]
+    assert [sum(g.values()) for g in setup.analysis().describer.stage_groups] == [7] + [8] * 14 + [7]
+    even = {**setup.par.model_dump(), "num_layers_in_first_pipeline_stage": None,
+            "num_layers_in_last_pipeline_stage": None}
+    analysis = LLMAnalysis(setup.model, setup.gpu, setup.dtype, ParallelismConfig(**even))
+    with pytest.raises(DoesNotFitError):
+        analysis.training(**setup.train_kw)
+
+
 def _ft_oom_rows():
     return [r for r in _records("inference") if r["id"].startswith("ft-") and r["measured"].get("oom")]
 
@@ -105,7 +116,6 @@ def test_fastertransformer_oom_rows_still_do_not_fit(record):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import accuracy_records as ar
     from llm_analysis.config import ParallelismConfig
-    from llm_analysis.facade import LLMAnalysis
     s = record["setup"]
     model = ar.model_of(s, [])
     a = LLMAnalysis(model, ar.gpu_of(s["gpu"]), ar.dtype_of(s),

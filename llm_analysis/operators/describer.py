@@ -12,6 +12,7 @@ from ..options import ActivationRecomputation
 from .attention import AttentionOps
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
 from .mlp import MlpOps
+from .pipeline_layout import stage_layer_counts
 from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
                       stage_layer_groups)
 
@@ -59,7 +60,7 @@ class LayerDescriber(AttentionOps, MlpOps):
         check_context_parallel(self)
         # layer layout never changes for a describer: compute it once (speed)
         self.layer_groups = layer_groups(model)
-        self.stage_groups = stage_layer_groups(model, par.pp_size)
+        self.stage_groups = stage_layer_groups(model, par.pp_size, stage_layer_counts(model, par))
         self._cache: Dict[object, object] = {}
         # per-phase results (operator lists, and what views derive from them): keyed by
         # everything they depend on besides this describer's fixed configuration, bounded

@@ -227,14 +227,17 @@ def layer_groups(model: ModelConfig) -> Dict[LayerKind, int]:
     return fast if fast is not None else _count(layer_kinds(model))
 
 
-def stage_layer_groups(model: ModelConfig, pp_size: int) -> List[Dict[LayerKind, int]]:
-    """Layers assigned to pipeline stages contiguously, earlier stages taking the
+def stage_layer_groups(model: ModelConfig, pp_size: int,
+                       layer_counts: Optional[List[int]] = None) -> List[Dict[LayerKind, int]]:
+    """Layers assigned to pipeline stages contiguously: `layer_counts[s]` to stage s
+    (operators/pipeline_layout.py), by default evenly with earlier stages taking the
     remainder (as Megatron does when layers do not divide evenly)."""
-    base, extra = divmod(model.num_layers, pp_size)
+    if layer_counts is None:
+        base, extra = divmod(model.num_layers, pp_size)
+        layer_counts = [base + (1 if s < extra else 0) for s in range(pp_size)]
     kinds = None
     stages, start = [], 0
-    for s in range(pp_size):
-        n = base + (1 if s < extra else 0)
+    for n in layer_counts:
         g = _groups_in_closed_form(model, start, start + n)
         if g is None:
             kinds = kinds if kinds is not None else layer_kinds(model)

@@ -4,6 +4,7 @@ hardware views)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import List, Tuple
 
 
@@ -53,12 +54,20 @@ def _dtype_line(analysis) -> str:
     return line
 
 
+def _runs(counts) -> str:
+    """7, 8, 8, 8, 7 as '7, 3 x 8, 7'."""
+    runs = [[c, len(list(g))] for c, g in itertools.groupby(counts)]
+    return ", ".join(str(c) if k == 1 else f"{k} x {c}" for c, k in runs)
+
+
 def _layout_line(analysis) -> str:
     p = analysis.parallelism_config
     per_replica = p.tp_size * p.cp_size * p.pp_size
     extra = f" · cp {p.cp_size} ({p.cp_comm})" if p.cp_size > 1 else ""
     if p.dp_replicate > 1:
         extra += f" · dp_shard {p.dp_shard} x dp_replicate {p.dp_replicate}"
+    if p.num_layers_in_first_pipeline_stage or p.num_layers_in_last_pipeline_stage:  # uneven stages
+        extra += " · layers per stage " + _runs([sum(g.values()) for g in analysis.describer.stage_groups])
     return (f"tp {p.tp_size} · pp {p.pp_size} · dp {p.dp_size} · ep {p.ep_size} · sp {p.sp_size}{extra}  "
             f"({per_replica} GPU{'s' if per_replica > 1 else ''} per model replica, "
             f"{per_replica * p.dp_size} in all)")

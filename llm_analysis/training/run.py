@@ -145,6 +145,10 @@ def _check_interleave(analysis, v: int) -> int:
     if v > 1 and m.num_layers < p.pp_size * v:
         raise ConfigError(f"pipeline_interleave = {v} with pp_size = {p.pp_size} needs at least "
                           f"{p.pp_size * v} layers; {m.name} has {m.num_layers}")
+    fewest = min(sum(g.values()) for g in analysis.describer.stage_groups)
+    if v > fewest:  # uneven stages (operators/pipeline_layout.py): each virtual stage needs a layer
+        raise ConfigError(f"pipeline_interleave = {v} needs at least {v} layers on every pipeline stage; the "
+                          f"smallest holds {fewest} (num_layers_in_first/last_pipeline_stage): valid 1..{fewest}")
     return v
 
 
