@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+from .context_limit import rope_scaling_from_hf
 from .errors import ConfigError
 from .hub_errors import EXACT_HINT, HubImportError, UnmappableConfig, UnsupportedArchitecture
 from .hub_families import FAMILIES
@@ -106,6 +107,8 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
                 f"language model's config says {bool(text_tie)}; whether the output projection "
                 f"is a separate weight depends on the model class. To count it, {EXACT_HINT}.")
         fields["tie_word_embeddings"] = bool(top_tie)
+    if fields.get("position_embedding_type") == "rotary":  # the scaling any rotary family declares
+        fields["rope_scaling"] = rope_scaling_from_hf(src.get("rope_parameters", "rope_scaling", default=None))
     fields = {k: v for k, v in fields.items() if v is not None}
     fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)
     if fields["model_type"] is None:

@@ -6,7 +6,8 @@ Every config rejects unknown fields and validates sizes; errors are
 a file) the file. Architecture families are *data* here (fields of ModelConfig),
 never branches on a model's name in the analysis.
 
-This module is a leaf of the data layer: it imports only `errors` and `formats` (and pydantic).
+This module is a leaf of the data layer: it imports only `errors`, `formats` and
+`context_limit` (and pydantic).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional
+from typing import Annotated, Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 
 from . import options as _lim
+from .context_limit import check_rope_scaling
 from .errors import ConfigError
 from .formats import FP4_FORMATS
 from .hsdp import hsdp_sizes
@@ -157,6 +159,9 @@ class ModelConfig(_StrictModel):
     # sinusoidal (XGLM, Whisper-style fixed tables) and alibi hold no parameters
     position_embedding_type: Literal["learned", "rotary", "alibi", "sinusoidal", "none"] = "learned"
     num_position_embeddings: Optional[int] = None  # rows of a learned table; default max_seq_len
+    # RoPE scaling the config declares (Hugging Face rope_scaling without rope_theta, e.g.
+    # {'rope_type': 'llama3', 'factor': 8.0, ...}); named when a prompt exceeds max_seq_len
+    rope_scaling: Annotated[Optional[Dict[str, Any]], AfterValidator(check_rope_scaling)] = None
     type_vocab_size: int = 0  # BERT token-type embeddings
     embedding_dim: Optional[int] = None  # word-embedding width if != hidden (OPT-350m: in/out projections)
     embedding_proj_bias: bool = False  # the embedding -> hidden projection has a bias (ELECTRA, ALBERT)

@@ -311,6 +311,58 @@ def test_rope_model_beyond_max_seq_len_warns_naming_scaling(caplog):
     assert "max_seq_len" in text and "rope_scaling" in text, text
 
 
+# Llama 3.1's published config.json (hf.co/meta-llama/Llama-3.1-8B): 'llama3' RoPE
+# scaling x8 from 8192 trained positions, max_position_embeddings 131072; shapes shrunk
+LLAMA31_SCALING = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"}
+# Qwen2.5's model card enables YaRN with the old key spelling 'type'
+QWEN_YARN = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+
+
+def _hf_rope_config(tmp_path, model_type, scaling):
+    hf = {"model_type": model_type, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 100, "max_position_embeddings": 131072,
+          "rope_theta": 500000.0, "tie_word_embeddings": False}
+    if scaling is not None:
+        hf["rope_scaling"] = scaling
+    return get_model_config_by_name(_write(tmp_path, "config.json", json.dumps(hf)))
+
+
+@pytest.mark.parametrize("model_type, scaling, expected, words", [
+    ("llama", LLAMA31_SCALING, LLAMA31_SCALING, ["llama3 x8", "from 8192 positions"]),
+    ("qwen2", QWEN_YARN, {"factor": 4.0, "original_max_position_embeddings": 32768, "rope_type": "yarn"},
+     ["yarn x4", "from 32768 positions"]),
+    ("llama", None, None, ["declares no rope_scaling"]),
+    ("llama", {"rope_type": "default"}, None, ["declares no rope_scaling"]),
+])
+def test_hub_import_keeps_rope_scaling_and_the_warning_names_it(tmp_path, caplog, model_type, scaling,
+                                                                  expected, words):
+    cfg = _hf_rope_config(tmp_path, model_type, scaling)
+    assert cfg.rope_scaling == expected
+    a = LLMAnalysis(cfg, get_gpu_config_by_name("b200-180gb"))
+    with caplog.at_level(logging.WARNING, logger="llm_analysis"):
+        a.inference(seq_len=200_000, num_tokens_to_generate=1)
+    text = " ".join(r.getMessage() for r in caplog.records)
+    assert "max_seq_len = 131072" in text, text
+    for w in words:
+        assert w in text, (w, text)
+
+
+def test_catalogue_rope_model_declares_no_scaling(caplog):
+    cfg = get_model_config_by_name("Qwen_Qwen3-0.6B")
+    assert cfg.rope_scaling is None  # catalogue JSONs do not carry it
+    with caplog.at_level(logging.WARNING, logger="llm_analysis"):
+        LLMAnalysis(cfg, get_gpu_config_by_name("b200-180gb")).inference(seq_len=100_000, num_tokens_to_generate=1)
+    assert "declares no rope_scaling" in " ".join(r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("bad", [{"factor": NAN}, {"factor": INF}, {"factor": object()}, {"a": {"b": {"c": 1}}}, "x8"])
+def test_invalid_rope_scaling_refused(bad):
+    d = _gpt2().model_dump()
+    d.update(position_embedding_type="rotary", num_position_embeddings=None, rope_scaling=bad)
+    _refused(lambda: ModelConfig(**d), "rope_scaling")
+
+
 # ------------------------------------------------------------------- CLI cases
 def run_cli(capsys, *argv):
     from llm_analysis import cli
