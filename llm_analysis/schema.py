@@ -6,8 +6,7 @@ Every config rejects unknown fields and validates sizes; errors are
 a file) the file. Architecture families are *data* here (fields of ModelConfig),
 never branches on a model's name in the analysis.
 
-This module is a leaf of the data layer: it imports only `errors`, `formats` and
-`context_limit` (and pydantic).
+This module is a leaf of the data layer: it imports only leaves and `context_limit` (and pydantic).
 """
 
 from __future__ import annotations
@@ -159,8 +158,7 @@ class ModelConfig(_StrictModel):
     # sinusoidal (XGLM, Whisper-style fixed tables) and alibi hold no parameters
     position_embedding_type: Literal["learned", "rotary", "alibi", "sinusoidal", "none"] = "learned"
     num_position_embeddings: Optional[int] = None  # rows of a learned table; default max_seq_len
-    # RoPE scaling the config declares (Hugging Face rope_scaling without rope_theta, e.g.
-    # {'rope_type': 'llama3', 'factor': 8.0, ...}); named when a prompt exceeds max_seq_len
+    # RoPE scaling the config declares (HF rope_scaling minus rope_theta), named past max_seq_len
     rope_scaling: Annotated[Optional[Dict[str, Any]], AfterValidator(check_rope_scaling)] = None
     type_vocab_size: int = 0  # BERT token-type embeddings
     embedding_dim: Optional[int] = None  # word-embedding width if != hidden (OPT-350m: in/out projections)
