@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Dict, Optional
+from typing import Annotated, Any, Dict, Optional
+
+from pydantic import AfterValidator
 
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["check_context", "check_rope_scaling", "describe_rope_scaling", "rope_scaling_from_hf"]
+__all__ = ["RopeScaling", "check_context", "check_rope_scaling", "describe_rope_scaling",
+           "rope_scaling_from_hf"]
 
 # keys of Hugging Face's rope dicts that are not scaling: the base frequency, the rotated
 # fraction of the head, and `type` (the old spelling of `rope_type`)
@@ -96,3 +99,7 @@ def check_rope_scaling(value: Optional[Dict[str, Any]]) -> Optional[Dict[str, An
             if isinstance(x, float) and not math.isfinite(x):
                 raise ValueError(f"field 'rope_scaling' entry {key!r} = {v!r} must be finite")
     return value
+
+
+# the type of ModelConfig.rope_scaling: None, or a dict `check_rope_scaling` accepts
+RopeScaling = Annotated[Optional[Dict[str, Any]], AfterValidator(check_rope_scaling)]

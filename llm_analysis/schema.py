@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Annotated, Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from . import options as _lim
-from .context_limit import check_rope_scaling
+from .context_limit import RopeScaling
 from .errors import ConfigError
 from .formats import FP4_FORMATS
 from .hsdp import hsdp_sizes
@@ -158,8 +158,7 @@ class ModelConfig(_StrictModel):
     # sinusoidal (XGLM, Whisper-style fixed tables) and alibi hold no parameters
     position_embedding_type: Literal["learned", "rotary", "alibi", "sinusoidal", "none"] = "learned"
     num_position_embeddings: Optional[int] = None  # rows of a learned table; default max_seq_len
-    # RoPE scaling the config declares (HF rope_scaling minus rope_theta), named past max_seq_len
-    rope_scaling: Annotated[Optional[Dict[str, Any]], AfterValidator(check_rope_scaling)] = None
+    rope_scaling: RopeScaling = None  # as HF declares it (minus rope_theta); named past max_seq_len
     type_vocab_size: int = 0  # BERT token-type embeddings
     embedding_dim: Optional[int] = None  # word-embedding width if != hidden (OPT-350m: in/out projections)
     embedding_proj_bias: bool = False  # the embedding -> hidden projection has a bias (ELECTRA, ALBERT)
