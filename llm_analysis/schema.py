@@ -1,12 +1,10 @@
 """The configuration schema: pydantic v2 models of a model, a GPU, data types and a
 parallelism layout, and building them from dicts and JSON files with readable errors.
 
-Every config rejects unknown fields and validates sizes; errors are
-`llm_analysis.errors.ConfigError` naming field, value, what is valid and (when loading
-a file) the file. Architecture families are *data* here (fields of ModelConfig),
-never branches on a model's name in the analysis.
-
-This module is a leaf of the data layer: it imports only leaves and `context_limit` (and pydantic).
+Every config rejects unknown fields and validates sizes; errors are `llm_analysis.errors.ConfigError`
+naming field, value, what is valid and (when loading a file) the file. Architecture families are
+*data* here (fields of ModelConfig), never branches on a model's name in the analysis. A leaf of the
+data layer: it imports only leaves and `context_limit` (and pydantic).
 """
 
 from __future__ import annotations
