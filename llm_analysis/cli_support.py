@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import sys
 import traceback
 from typing import List, Optional
@@ -67,18 +68,27 @@ def _unknown_flag(component, argv: List[str], prog: str) -> Optional[str]:
     return None
 
 
+# while run_fire captures stderr (fire's own usage text), our log handler writes here
+_LOG_STREAM = None
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analysis") -> int:
     """Run `component` through fire with `argv`; returns the exit code.
 
     - our errors (LLMAnalysisError: unknown names, impossible layouts, a model
       that does not fit, bad values) print `<prog>: error: <message>` on stderr
       and return 2; with --debug / log_level DEBUG the traceback is printed too;
-    - fire's own usage errors (unknown flag, unknown command) keep fire's message
-      and its exit code 2;
+    - fire's own usage errors (unknown command, a value fire cannot consume) are
+      reduced to one line naming the problem and the `--help` to read; exit 2;
     - --help prints fire's help on stdout (fire writes it to stderr) and returns 0.
+
+    Fire's stderr output is captured to do so; our log records bypass the capture
+    (configure_logging) and anything else written to stderr is passed on.
     """
     import fire
 
+    global _LOG_STREAM
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = _wants_debug(argv)
     argv = [a for a in argv if a != "--debug"]
@@ -89,23 +99,29 @@ def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analy
     if message:
         print(message, file=sys.stderr)
         return 2
-    help_buffer = io.StringIO() if _help_requested(argv) else None
-    real_stderr = sys.stderr
+    captured, real_stderr = io.StringIO(), sys.stderr
+    _LOG_STREAM, sys.stderr = real_stderr, captured
     try:
-        if help_buffer is not None:
-            sys.stderr = help_buffer
         fire.Fire(component, command=argv, name=prog)
     except LLMAnalysisError as err:
+        sys.stderr = real_stderr
         if debug:
             traceback.print_exc()
-        print(f"{prog}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {err}", file=real_stderr)
         return 2
     except fire.core.FireExit as exc:  # --help, or fire's own usage errors
-        code = int(exc.code or 0)
-        if help_buffer is not None:
-            text = "".join(line for line in help_buffer.getvalue().splitlines(keepends=True)
+        sys.stderr = real_stderr
+        code, text = int(exc.code or 0), _ANSI.sub("", captured.getvalue())
+        captured = io.StringIO()  # consumed here
+        if code == 2 and "ERROR:" in text:
+            real_stderr.write(text[:text.index("ERROR:")])  # what came before fire's error (warnings)
+            print(_usage_error(exc, component, argv, prog), file=real_stderr)
+        elif _help_requested(argv):
+            text = "".join(line for line in text.splitlines(keepends=True)
                            if not line.startswith("INFO: Showing help with the command"))
             (sys.stdout if code == 0 else real_stderr).write(text.lstrip("\n"))
+        else:
+            real_stderr.write(text)
         return code
     except KeyboardInterrupt:
         return 130
@@ -115,8 +131,43 @@ def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analy
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
         return 0
     finally:
-        sys.stderr = real_stderr
+        sys.stderr, _LOG_STREAM = real_stderr, None
+        real_stderr.write(captured.getvalue())  # warnings and the like, passed on
     return 0
+
+
+def _member(component, name: str):
+    return component.get(name) if isinstance(component, dict) else getattr(component, name, None)
+
+
+def _commands(component) -> List[str]:
+    if isinstance(component, dict):
+        return sorted(component)
+    return sorted(n for n in dir(component) if not n.startswith("_") and callable(getattr(component, n)))
+
+
+def _usage_error(exc, component, argv: List[str], prog: str) -> str:
+    """One line for a usage error fire found (its own text is several lines of usage)."""
+    try:
+        problem = exc.trace.elements[-1].ErrorAsStr()
+    except Exception:  # pragma: no cover - fire's trace API changed
+        problem = "invalid command line"
+    stray = problem[len("Could not consume arg: "):] if problem.startswith("Could not consume arg:") else None
+    name, _ = _command_function(component, argv)
+    if name is None:
+        words = []  # descend into groups of commands (`plan infer`)
+        while len(words) < len(argv) and isinstance(_member(component, argv[len(words)]), type):
+            component = _member(component, argv[len(words)])()
+            words.append(argv[len(words)])
+        where = " ".join([prog, *words])
+        if stray is not None and len(argv) > len(words) and stray == argv[len(words)]:
+            return (f"{where}: error: unknown command {stray!r}; the commands are "
+                    f"{', '.join(_commands(component))}. `{where} --help` describes them.")
+        return f"{where}: error: {' '.join(problem.split())}. `{where} --help` describes the commands."
+    if stray is not None:
+        return (f"{prog} {name}: error: unexpected argument {stray!r} (a stray value, a repeated flag, "
+                f"or a value starting with '-': write --flag=-1). `{prog} {name} --help` lists every flag.")
+    return f"{prog} {name}: error: {' '.join(problem.split())}. `{prog} {name} --help` lists every flag."
 
 
 def configure_logging(log_level: str = "INFO") -> None:
@@ -132,7 +183,7 @@ def configure_logging(log_level: str = "INFO") -> None:
     for h in list(logger.handlers):
         if getattr(h, "_llm_analysis_cli", False):
             logger.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_LOG_STREAM or sys.stderr)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     handler._llm_analysis_cli = True  # type: ignore[attr-defined]
     logger.addHandler(handler)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+from .context_limit import rope_scaling_from_hf
 from .errors import ConfigError
 from .hub_errors import EXACT_HINT, HubImportError, UnmappableConfig, UnsupportedArchitecture
 from .hub_families import FAMILIES
@@ -66,6 +67,20 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str) -> Fields:
     return fields
 
 
+def _remote_code_hint(d: Dict[str, Any], name: str) -> Optional[str]:
+    """What to do when a config that ships its own code (auto_map) could not be mapped
+    from its raw keys: its meaning is in that code, which is not run by default."""
+    auto_map = d.get("auto_map")
+    if not isinstance(auto_map, dict) or not auto_map:
+        return None
+    target = auto_map.get("AutoConfig") or next(iter(auto_map.values()))
+    return (f"It declares remote code (auto_map -> {target!r}) that llm-analysis does not run "
+            "by default: if you trust the repository, call "
+            f"llm_analysis.config.get_model_config_from_hf({name!r}, trust_remote_code=True) so its "
+            "configuration class fills in the attributes, or give a config.json with the standard "
+            "attribute names.")
+
+
 def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust_remote_code: bool,
                   revision: Optional[str]) -> ModelConfig:
     """The ModelConfig of config dict `d` of model `name` (`what` names it in messages)."""
@@ -74,7 +89,13 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
                               trust_remote_code=trust_remote_code, what=what)
     obj, raw, mt = _language_model(d, obj, name=name, what=what)
     src = Src(obj, raw)
-    fields = _read_fields(src, mt, model_type, what)
+    try:
+        fields = _read_fields(src, mt, model_type, what)
+    except HubImportError as exc:
+        hint = None if trust_remote_code or obj is not None else _remote_code_hint(d, name)
+        if hint is None:
+            raise
+        raise type(exc)(f"{str(exc).rstrip('.')}. {hint}") from None
     top_tie = d.get("tie_word_embeddings")
     if top_tie is not None and raw is not d:
         text_tie = raw.get("tie_word_embeddings")
@@ -86,6 +107,8 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
                 f"language model's config says {bool(text_tie)}; whether the output projection "
                 f"is a separate weight depends on the model class. To count it, {EXACT_HINT}.")
         fields["tie_word_embeddings"] = bool(top_tie)
+    if fields.get("position_embedding_type") == "rotary":  # the scaling any rotary family declares
+        fields["rope_scaling"] = rope_scaling_from_hf(src.get("rope_parameters", "rope_scaling", default=None))
     fields = {k: v for k, v in fields.items() if v is not None}
     fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)
     if fields["model_type"] is None:

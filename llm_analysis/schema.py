@@ -1,12 +1,10 @@
 """The configuration schema: pydantic v2 models of a model, a GPU, data types and a
 parallelism layout, and building them from dicts and JSON files with readable errors.
 
-Every config rejects unknown fields and validates sizes; errors are
-`llm_analysis.errors.ConfigError` naming field, value, what is valid and (when loading
-a file) the file. Architecture families are *data* here (fields of ModelConfig),
-never branches on a model's name in the analysis.
-
-This module is a leaf of the data layer: it imports only `errors` and `formats` (and pydantic).
+Every config rejects unknown fields and validates sizes; errors are `llm_analysis.errors.ConfigError`
+naming field, value, what is valid and (when loading a file) the file. Architecture families are
+*data* here (fields of ModelConfig), never branches on a model's name in the analysis. A leaf of the
+data layer: it imports only leaves and `context_limit` (and pydantic).
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from typing import Any, Dict, List, Literal, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from . import options as _lim
+from .context_limit import RopeScaling
 from .errors import ConfigError
 from .formats import FP4_FORMATS
 from .hsdp import hsdp_sizes
@@ -157,6 +156,7 @@ class ModelConfig(_StrictModel):
     # sinusoidal (XGLM, Whisper-style fixed tables) and alibi hold no parameters
     position_embedding_type: Literal["learned", "rotary", "alibi", "sinusoidal", "none"] = "learned"
     num_position_embeddings: Optional[int] = None  # rows of a learned table; default max_seq_len
+    rope_scaling: RopeScaling = None  # as HF declares it (minus rope_theta); named past max_seq_len
     type_vocab_size: int = 0  # BERT token-type embeddings
     embedding_dim: Optional[int] = None  # word-embedding width if != hidden (OPT-350m: in/out projections)
     embedding_proj_bias: bool = False  # the embedding -> hidden projection has a bias (ELECTRA, ALBERT)

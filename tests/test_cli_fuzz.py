@@ -110,7 +110,7 @@ def offline(monkeypatch):
 
 
 # issue 13 cases still open (removed as they are fixed)
-OPEN = {"seed-1", "hand-5"}  # fire's multi-line usage errors
+OPEN: set = set()
 PARAMS = [pytest.param(a, id=f"seed-{i}", marks=[pytest.mark.xfail(strict=True, reason="issue 13: CLI")]
                        if f"seed-{i}" in OPEN else []) for i, a in enumerate(CASES)] + \
          [pytest.param(a, id=f"hand-{i}", marks=[pytest.mark.xfail(strict=True, reason="issue 13: CLI")]
@@ -131,7 +131,6 @@ def test_cli_in_process(argv, capsys, offline):
 SUBPROCESS_CASES = [a for a in HAND[3:] + CASES[:6] if not any("\x00" in x for x in a)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: CLI tracebacks")
 def test_cli_subprocess_sample(tmp_path):
     """The same contract through real processes (~25 runs, several at a time)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
@@ -151,3 +150,21 @@ def test_cli_subprocess_sample(tmp_path):
         except AssertionError as exc:
             failures.append(str(exc)[:500])
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["serve"], ["unknown command 'serve'", "infer, plan, train", "llm-analysis --help"]),
+    (["plan", "nosuch"], ["unknown command 'nosuch'", "infer, train", "llm-analysis plan --help"]),
+    (["infer", "--model_name", "gpt2", "--layernorm_dtype_bytes", "-inf", "--layernorm_dtype_bytes", "2"],
+     ["unexpected argument '-inf'", "--flag=-1", "llm-analysis infer --help"]),
+])
+def test_fire_usage_errors_are_one_line_naming_help(argv, words, capsys, offline):
+    """fire prints several lines of usage for these; we print one naming the problem."""
+    from llm_analysis import cli
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    for w in words:
+        assert w in err, (w, err)
+    assert "Usage:" not in err and "ERROR:" not in err

@@ -3,6 +3,7 @@ conventions (see `llm_analysis.operators` for the conventions in full)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
@@ -183,9 +184,49 @@ NAMED_CONVENTIONS = {
 
 
 def layer_kinds(model: ModelConfig) -> List[LayerKind]:
-    """The kind of every layer, in order."""
-    return [LayerKind(model.is_moe_layer(i), model.layer_attention_type(i))
-            for i in range(model.num_layers)]
+    """The kind of every layer, in order (O(num_layers): for inspection and tests; the
+    analysis counts kinds with `layer_groups`, which does not walk every layer)."""
+    return [_kind(model, i) for i in range(model.num_layers)]
+
+
+def _kind(model: ModelConfig, i: int) -> LayerKind:
+    return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i))
+
+
+def _min_period(seq: List[str]) -> int:
+    """Smallest p with seq[i] == seq[i + p] for every i (len(seq) when none is shorter).
+    Each candidate is one C-level list comparison that stops at the first mismatch."""
+    n = len(seq)
+    return next((p for p in range(1, n) if seq[p:] == seq[:n - p]), max(n, 1))
+
+
+def _periods(model: ModelConfig) -> Tuple[int, int, int]:
+    """(start, period before start, period from start on) of the layer kind: layer
+    i >= start has the kind of layer i + period. Before `start` (the first-k-dense
+    layers of an MoE) the kind repeats with the attention pattern's period alone."""
+    att = 1 if model.layer_types is None else _min_period(list(model.layer_types))
+    if not model.is_moe:
+        return 0, att, att
+    return model.moe_first_dense_layers, att, math.lcm(att, model.moe_layer_freq)
+
+
+def _count_range(model: ModelConfig, a: int, b: int, period: int, into: Dict[LayerKind, int]) -> None:
+    """Add the kinds of layers a..b-1 (kind periodic with `period` there) to `into`,
+    walking at most one period: same counts and first-appearance order as a full walk."""
+    n = b - a
+    if n <= 0:
+        return
+    cycle: Dict[LayerKind, int] = {}
+    for i in range(a, a + min(n, period)):
+        k = _kind(model, i)
+        cycle[k] = cycle.get(k, 0) + 1
+    full, rest = divmod(n, period) if n > period else (1, 0)
+    tail: Dict[LayerKind, int] = {}
+    for i in range(a, a + rest):  # the remainder repeats the cycle's first layers
+        k = _kind(model, i)
+        tail[k] = tail.get(k, 0) + 1
+    for k, c in cycle.items():
+        into[k] = into.get(k, 0) + full * c + tail.get(k, 0)
 
 
 def _count(kinds: List[LayerKind]) -> Dict[LayerKind, int]:
@@ -195,36 +236,27 @@ def _count(kinds: List[LayerKind]) -> Dict[LayerKind, int]:
     return groups
 
 
-def _moe_layers_before(model: ModelConfig, end: int) -> int:
-    """How many of layers 0 .. end-1 have routed experts (`ModelConfig.is_moe_layer`:
-    after the first dense ones, every moe_layer_freq-th)."""
-    first = model.moe_first_dense_layers
-    if not model.is_moe or end <= first:
-        return 0
-    return ceil_div(end - first, model.moe_layer_freq)
+def _overridden(model: ModelConfig) -> bool:
+    cls = type(model)
+    return (cls.is_moe_layer is not ModelConfig.is_moe_layer
+            or cls.layer_attention_type is not ModelConfig.layer_attention_type)
 
 
-def _groups_in_closed_form(model: ModelConfig, start: int, end: int) -> Optional[Dict[LayerKind, int]]:
-    """Layers start .. end-1 grouped by kind in O(1) when every layer has the same
-    attention type (None when layer_types lists them one by one): the same counts,
-    in the same first-seen order, as counting `layer_kinds` one by one."""
-    if model.layer_types is not None or type(model).is_moe_layer is not ModelConfig.is_moe_layer:
-        return None
-    if end <= start:
-        return {}
-    attention = model.layer_attention_type(start)
-    moe = _moe_layers_before(model, end) - _moe_layers_before(model, start)
-    first = LayerKind(model.is_moe_layer(start), attention)
-    counts = {LayerKind(True, attention): moe, LayerKind(False, attention): end - start - moe}
-    other = LayerKind(not first.moe, attention)
-    return {k: counts[k] for k in (first, other) if counts[k]}
+def _range_groups(model: ModelConfig, a: int, b: int) -> Dict[LayerKind, int]:
+    """How many layers of each kind layers a..b-1 hold (insertion-ordered as listed),
+    in O(period) rather than O(b - a)."""
+    if _overridden(model):  # a subclass decides kinds its own way: ask it for every layer
+        return _count([_kind(model, i) for i in range(a, b)])
+    start, dense_period, period = _periods(model)
+    groups: Dict[LayerKind, int] = {}
+    _count_range(model, a, min(b, start), dense_period, groups)
+    _count_range(model, max(a, start), b, period, groups)
+    return groups
 
 
 def layer_groups(model: ModelConfig) -> Dict[LayerKind, int]:
-    """How many layers of each kind the model has (insertion-ordered: first seen
-    first). O(1) in the layer count unless `layer_types` lists every layer."""
-    fast = _groups_in_closed_form(model, 0, model.num_layers)
-    return fast if fast is not None else _count(layer_kinds(model))
+    """How many layers of each kind the model has (insertion-ordered)."""
+    return _range_groups(model, 0, model.num_layers)
 
 
 def stage_layer_groups(model: ModelConfig, pp_size: int,
@@ -235,14 +267,9 @@ def stage_layer_groups(model: ModelConfig, pp_size: int,
     if layer_counts is None:
         base, extra = divmod(model.num_layers, pp_size)
         layer_counts = [base + (1 if s < extra else 0) for s in range(pp_size)]
-    kinds = None
     stages, start = [], 0
     for n in layer_counts:
-        g = _groups_in_closed_form(model, start, start + n)
-        if g is None:
-            kinds = kinds if kinds is not None else layer_kinds(model)
-            g = _count(kinds[start:start + n])
-        stages.append(g)
+        stages.append(_range_groups(model, start, start + n))
         start += n
     return stages
 
