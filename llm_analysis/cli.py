@@ -58,6 +58,16 @@ def _load_model(model_name: str):
         raise
 
 
+def _model_and_class(model_name: str, exact: bool):
+    """(ModelConfig, analysis class): the table-driven mapping and LLMAnalysis, or with
+    --exact the description derived from the transformers module tree (llm_analysis.exact)."""
+    if not exact:
+        return _load_model(model_name), LLMAnalysis
+    from .exact import exact_analysis_class
+    cls, model = exact_analysis_class(model_name)
+    return model, cls
+
+
 def _write_stdout(text: str) -> None:
     """print(), but never failing on a terminal that cannot encode the report."""
     try:
@@ -103,7 +113,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           cost_per_gpu_hour: Optional[float] = None, output_dir: Optional[str] = None,
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
           attention_flops: str = "full", logits: str = "all", quiet: bool = False,
-          mla_attention: str = "expand", serving: bool = False) -> dict:
+          mla_attention: str = "expand", serving: bool = False, exact: bool = False) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -154,13 +164,16 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         serving: shorthand for the conventions of serving engines: attention_flops=causal,
             logits=last, mla_attention=absorb.
         quiet: print nothing (return the summary only).
+        exact: derive the model's operators from its transformers module tree (Hub id, local directory or
+            config.json; needs pip install llm-analysis[exact]): parameters and FLOPs verified exactly, or refused.
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
-    analysis = LLMAnalysis(
-        _load_model(model_name), get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
+    model, analysis_class = _model_and_class(model_name, exact)
+    analysis = analysis_class(
+        model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
                                              sp_size=sp_size)),
         achieved_tflops=achieved_tflops, achieved_memory_bandwidth_GBs=achieved_memory_bandwidth_GBs,
@@ -197,7 +210,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           inter_node_memory_efficiency: float = INTER_NODE_MEMORY_EFFICIENCY,
           num_gpus_per_node: int = NUM_GPUS_PER_NODE, output_dir: Optional[str] = None,
           output_file_suffix: str = "", cost_per_gpu_hour: Optional[float] = None, output_format: str = "text",
-          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1) -> dict:
+          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1, exact: bool = False) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -254,12 +267,13 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             (needs matplotlib: pip install llm-analysis[plot]).
         quiet: print nothing (return the summary only).
         pipeline_interleave: virtual pipeline stages per GPU (interleaved 1F1B schedule; shrinks the bubble).
+        exact: derive the model's operators from its transformers module tree (see infer --exact).
     Returns:
         The summary dict (base units).
     """
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
-    model = _load_model(model_name)
+    model, analysis_class = _model_and_class(model_name, exact)
     if dp_size is None:
         if total_num_gpus is not None:
             if total_num_gpus % (tp_size * pp_size):
@@ -273,7 +287,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
                           f"{dp_size * tp_size * pp_size}")
     if seq_len is None:
         seq_len = model.max_seq_len or 2048
-    analysis = LLMAnalysis(
+    analysis = analysis_class(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         build_config(ParallelismConfig, dict(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size,
                                              sp_size=sp_size)),

@@ -24,11 +24,9 @@ _GPU = "a100-sxm-80gb"  # any GPU: parameters and FLOPs do not depend on it
 def build_analysis(desc: Dict[str, Any], name: str, gpu_config: Any = None, **kwargs: Any) -> Any:
     """An LLMAnalysis whose describer is the description's."""
     from ..config import get_gpu_config_by_name
-    from ..facade import LLMAnalysis
-    from .tree_describer import ModuleTreeDescriber
+    from .entry import analysis_class
     from .tree_model import model_config_for
-    cls = type("ExactLLMAnalysis", (LLMAnalysis,), {"describer_class": ModuleTreeDescriber.for_description(desc)})
-    return cls(model_config_for(desc, name), gpu_config or get_gpu_config_by_name(_GPU), **kwargs)
+    return analysis_class(desc)(model_config_for(desc, name), gpu_config or get_gpu_config_by_name(_GPU), **kwargs)
 
 
 def _module_rows(desc: Dict[str, Any]):
