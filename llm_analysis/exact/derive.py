@@ -202,16 +202,34 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
 def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
     """Build, probe, read and verify: the description of `hf_config`, or
     UnsupportedArchitectureError (transformers cannot build or run it on meta tensors,
-    or the description does not match its parameters and FLOPs exactly)."""
+    or the description does not match its parameters and FLOPs exactly). Any other
+    failure of the model code or of the reading is a refusal too, never a number."""
     from .derive_check import verify_description
-    from .meta_model import build_meta_models
-    from .probe import run_probe
-    models = build_meta_models(hf_config, with_base=False)
-    probe, reason = run_probe(models.lm, PROBE_BATCH, PROBE_SEQ_LEN)
-    if probe is None:
+    try:
+        models, probe = _built_and_probed(hf_config, name)
+        desc = describe_tree(models, probe)
+    except UnsupportedArchitectureError:
+        raise
+    except Exception as exc:  # the model code or an unforeseen module layout
         raise UnsupportedArchitectureError(
-            f"{name}: {models.lm_class} cannot run a forward pass on meta tensors, so its FLOPs cannot be "
-            f"verified ({reason})")
-    desc = describe_tree(models, probe)
+            f"{name}: the module tree could not be read ({type(exc).__name__}: {str(exc).strip()[:300]})") from None
     verify_description(desc, name)
     return desc
+
+
+def _built_and_probed(hf_config: Any, name: str):
+    """The meta model and its probe. bf16 first (fused-expert kernels need it), float32
+    when the model's own code insists on it."""
+    from .meta_model import build_meta_models
+    from .probe import run_probe
+    reason = ""
+    for dtype in ("bfloat16", "float32"):
+        models = build_meta_models(hf_config, with_base=False, dtype=dtype)
+        probe, reason = run_probe(models.lm, PROBE_BATCH, PROBE_SEQ_LEN)
+        if probe is not None:
+            return models, probe
+        if "bfloat16" not in reason.lower():
+            break
+    raise UnsupportedArchitectureError(
+        f"{name}: {models.lm_class} cannot run a forward pass on meta tensors, so its FLOPs cannot be "
+        f"verified ({reason})")

@@ -24,7 +24,7 @@ _GPU = "a100-sxm-80gb"  # any GPU: parameters and FLOPs do not depend on it
 def build_analysis(desc: Dict[str, Any], name: str, gpu_config: Any = None, **kwargs: Any) -> Any:
     """An LLMAnalysis whose describer is the description's."""
     from ..config import get_gpu_config_by_name
-    from .entry import analysis_class
+    from .exact_analysis import analysis_class
     from .tree_model import model_config_for
     return analysis_class(desc)(model_config_for(desc, name), gpu_config or get_gpu_config_by_name(_GPU), **kwargs)
 

@@ -87,15 +87,10 @@ def analysis_from_hf(model: Any, gpu_config: Any, dtype_config: DtypeConfig = Dt
 def exact_analysis_class(model: Any, revision: Optional[str] = None, use_cache: bool = True) -> Tuple[type, Any]:
     """(LLMAnalysis subclass bound to the derived description, its ModelConfig): what
     the CLI's --exact flag uses in place of LLMAnalysis and the catalogue config."""
+    from .exact_analysis import analysis_class
     from .tree_model import model_config_for
     hf_config, model_id = load_hf_config(model, revision)
     desc = description_for(hf_config, model_id, revision, use_cache)
     name = model_id or (model if isinstance(model, str) else str(hf_config.get("model_type", "model")))
     return analysis_class(desc), model_config_for(desc, name)
 
-
-def analysis_class(desc: Dict[str, Any]) -> type:
-    """An LLMAnalysis subclass whose describer is bound to `desc`."""
-    from ..facade import LLMAnalysis
-    from .tree_describer import ModuleTreeDescriber
-    return type("ExactLLMAnalysis", (LLMAnalysis,), {"describer_class": ModuleTreeDescriber.for_description(desc)})
