@@ -96,7 +96,11 @@ def verify_description(desc: Dict[str, Any], name: str) -> None:
             f"{name}: the module tree could not be turned into an operator description "
             f"({type(exc).__name__}: {str(exc)[:300]})") from None
     diffs = module_differences(desc, analysis)
-    diffs += [x for x in total_differences(desc, analysis) if x not in diffs]
+    if not diffs:
+        try:
+            diffs = total_differences(desc, analysis)
+        except Exception as exc:  # the analysis cannot run on the description
+            diffs = [f"the analysis fails on the description ({type(exc).__name__}: {str(exc)[:300]})"]
     if diffs:
         shown = diffs[:12] + ([f"... and {len(diffs) - 12} more"] if len(diffs) > 12 else [])
         raise UnsupportedArchitectureError(

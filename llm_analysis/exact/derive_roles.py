@@ -26,14 +26,18 @@ from typing import Any, Dict, List, Optional
 _ATTN_PATH = re.compile(r"attn|attention", re.IGNORECASE)
 _EXPERT_LIST = re.compile(r"(^|\.)experts?\.(\d+)(\.|$)")
 _DOWN_NAME = re.compile(r"down|(^|_)w2|fc2|(^|_)wo($|_)|out", re.IGNORECASE)
-_TOPK_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", "moe_k",
-              "num_selected_experts", "experts_per_token", "router_top_k", "topk")
+_TOPK_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "moe_topk", "top_k", "moe_k",
+              "num_selected_experts", "experts_per_token", "router_top_k", "topk", "moe_router_topk",
+              "num_activated_experts", "n_activated_experts")
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts")
 
 
 def config_int(cfg: Any, keys, default: Optional[int] = None) -> Optional[int]:
     for k in keys:
-        v = getattr(cfg, k, None)
+        try:
+            v = getattr(cfg, k, None)
+        except Exception:  # noqa: BLE001 - per-layer attributes refuse global access (dots3)
+            v = None
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v
     return default
