@@ -144,8 +144,15 @@ def test_a_description_that_does_not_match_is_refused_naming_the_module():
 
 
 def test_a_model_that_cannot_run_on_meta_tensors_is_refused():
-    # BigBird's forward calls Tensor.item(): no FLOPs can be counted, so no number is printed
+    # Longformer's forward calls Tensor.item(): no FLOPs can be counted, so no number is printed
     with pytest.raises(UnsupportedArchitectureError, match="meta tensors"):
+        analysis_from_hf(_config("longformer"), GPU)
+
+
+def test_length_dependent_attention_is_refused():
+    # BigBird switches between full and block-sparse attention with the sequence length
+    # (and pads to its block size): no per-token description fits, so it is refused
+    with pytest.raises(UnsupportedArchitectureError, match="does not match"):
         analysis_from_hf(_config("big_bird"), GPU)
 
 

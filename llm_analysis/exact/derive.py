@@ -9,7 +9,8 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "embedding": [spec...], "head": [spec...],       # outside the layer stack
      "kinds": [[spec...], ...],                        # distinct layer descriptions
      "layers": [[kind index, owns its parameters], ...],  # every executed layer, in order
-     "probe": {"batch", "seq_len", "flops", "params"}}
+     "probe": {"batch", "seq_len", "flops", "params"},
+     "probe_long": {"batch", "seq_len", "flops"}}     # a 1024-token prefill, FLOPs only
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
 (heads, kv_heads, d_qk, d_v, window, cache_elems). A layer module that runs several
@@ -32,6 +33,7 @@ from .module_tree import breakdown, main_stack
 FORMAT_VERSION = 1
 PROBE_BATCH = 2  # two sequences, so that "one row per sequence" differs from "one per token"
 PROBE_SEQ_LEN = 16
+LONG_PROBE_SEQ_LEN = 1024  # meta tensors: a longer probe costs no arithmetic
 
 
 class _Walk:
@@ -213,8 +215,23 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
     except Exception as exc:  # the model code or an unforeseen module layout
         raise UnsupportedArchitectureError(
             f"{name}: the module tree could not be read ({type(exc).__name__}: {str(exc).strip()[:300]})") from None
+    desc["probe_long"] = _long_probe(models, desc, name)
     verify_description(desc, name)
     return desc
+
+
+def _long_probe(models: Any, desc: Dict[str, Any], name: str) -> Dict[str, int]:
+    """FLOPs of one longer prefill, so that verification also catches behaviour that
+    changes with the length (block-sparse attention past a threshold, padding to a
+    window): the description must match both."""
+    from .probe import run_probe
+    seq_len = min(LONG_PROBE_SEQ_LEN, desc.get("max_seq_len") or LONG_PROBE_SEQ_LEN)
+    probe, reason = run_probe(models.lm, 1, seq_len)
+    if probe is None:
+        raise UnsupportedArchitectureError(
+            f"{name}: {models.lm_class} runs 16 tokens but not {seq_len} on meta tensors, so its FLOPs "
+            f"cannot be verified at realistic lengths ({reason})")
+    return {"batch": 1, "seq_len": seq_len, "flops": probe.total_flops}
 
 
 def _built_and_probed(hf_config: Any, name: str):

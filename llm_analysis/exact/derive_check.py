@@ -78,10 +78,13 @@ def total_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
     params = int(analysis.get_num_params_total())
     if params != probe["params"]:
         out.append(f"parameters: description {params:,}, model {probe['params']:,}")
-    flops = engine_matmul_flops(analysis, probe["batch"], probe["seq_len"])
-    if flops != probe["flops"]:
-        out.append(f"prefill FLOPs (batch {probe['batch']}, {probe['seq_len']} tokens): description "
-                   f"{flops:,}, FlopCounterMode {probe['flops']:,}")
+    for p in (probe, desc.get("probe_long")):
+        if p is None:
+            continue
+        flops = engine_matmul_flops(analysis, p["batch"], p["seq_len"])
+        if flops != p["flops"]:
+            out.append(f"prefill FLOPs (batch {p['batch']}, {p['seq_len']} tokens): description "
+                       f"{flops:,}, FlopCounterMode {p['flops']:,}")
     return out
 
 

@@ -16,8 +16,9 @@ models whose forward needs values fail, and the failure is returned as a reason.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .flops import _custom_formulas, _reason
 
@@ -74,8 +75,29 @@ def _attempts(batch: int, seq_len: int) -> List[Dict[str, Any]]:
             dict(input_ids=ids, attention_mask=mask), dict(input_ids=ids)]
 
 
+@contextlib.contextmanager
+def _masks_built_without_reading_values() -> Iterator[None]:
+    """transformers skips building an attention mask when it sees that no token is
+    padded, which reads the mask's values (`.all()`), impossible on meta tensors. Tell
+    its mask code that tensors are being traced, as under torch.export: it then builds
+    the mask from shapes alone. Masks are element-wise work, no matmul FLOPs change."""
+    try:
+        from transformers import masking_utils
+    except ImportError:  # pragma: no cover - transformers without the module
+        yield
+        return
+    from unittest import mock
+    with mock.patch.object(masking_utils, "is_tracing", lambda *args, **kwargs: True, create=True):
+        yield
+
+
 def run_probe(model: Any, batch: int = 2, seq_len: int = 16) -> Tuple[Optional[Probe], Optional[str]]:
     """(Probe, None), or (None, the reason the model could not run on meta tensors)."""
+    with _masks_built_without_reading_values():
+        return _run_probe(model, batch, seq_len)
+
+
+def _run_probe(model: Any, batch: int, seq_len: int) -> Tuple[Optional[Probe], Optional[str]]:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     model.eval()
