@@ -89,10 +89,11 @@ def exact_outcomes(doc: Dict[str, Any], types: List[str] | None = None,
                 p = subprocess.run([sys.executable, str(Path(__file__)), "--worker"], input=json.dumps(chunk),
                                    capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout_s)
                 res = json.loads(p.stdout.split("@@RESULTS@@", 1)[1]) if "@@RESULTS@@" in p.stdout else {}
+                why = f"worker exited with {p.returncode}: {p.stderr.strip()[-300:]}"
             except subprocess.TimeoutExpired:
-                res = {}
+                res, why = {}, f"worker timed out after {timeout_s:.0f} s"
             for mt in chunk:
-                out[mt] = res.get(mt) or {"outcome": "crashed", "detail": "worker died or timed out"}
+                out[mt] = res.get(mt) or {"outcome": "crashed", "detail": why}
     return out
 
 
