@@ -120,8 +120,9 @@ def attention_spec(name: str, module: Any, cfg: Any, layer_idx: Optional[int], c
     groups = getattr(module, "num_key_value_groups", None)
     if not kv:
         kv = heads // groups if isinstance(groups, int) and groups > 0 and heads else heads
-    mla = config_int(cfg, ("kv_lora_rank",))
-    cache = 0 if encoder else (mla + config_int(cfg, ("qk_rope_head_dim",), 0) if mla else kv * (head_dim + d_v))
+    # what transformers' cache holds per token: keys and values of every KV head (for MLA
+    # too: its eager code caches the expanded per-head keys and values, not the latent)
+    cache = 0 if encoder else kv * (head_dim + d_v)
     return {"name": name, "op": "attention", "params": 0, "calls": int(calls), "group": "attention",
             "heads": int(heads or 0), "kv_heads": int(kv or 0), "d_qk": int(head_dim), "d_v": int(d_v),
             "window": _window(module, cfg, layer_idx), "cache_elems": int(cache), "causal": not encoder}
