@@ -58,6 +58,16 @@ def _load_model(model_name: str):
         raise
 
 
+def _model_and_class(model_name: str, exact: bool):
+    """(ModelConfig, analysis class): the table-driven mapping and LLMAnalysis, or with
+    --exact the description derived from the transformers module tree (llm_analysis.exact)."""
+    if not exact:
+        return _load_model(model_name), LLMAnalysis
+    from .exact import exact_analysis_class
+    cls, model = exact_analysis_class(model_name)
+    return model, cls
+
+
 def _write_stdout(text: str) -> None:
     """print(), but never failing on a terminal that cannot encode the report."""
     try:
@@ -111,7 +121,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           mla_attention: Optional[str] = None, serving: bool = False, kv_cache_dtype: Optional[str] = None,
           conventions: str = "serving", perf_model: str = "roofline", gpu_profile: Optional[str] = None,
           cp_size: int = 1, cp_comm: str = "ring", num_layers_in_first_pipeline_stage: Optional[int] = None,
-          num_layers_in_last_pipeline_stage: Optional[int] = None) -> dict:
+          num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -178,13 +188,16 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         num_layers_in_first_pipeline_stage: layers of the first pipeline stage (default: an even split, earlier
             stages taking the remainder); the other stages split the rest.
         num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
+        exact: derive the model's operators from its transformers module tree (Hub id, local directory or
+            config.json; needs pip install llm-analysis[exact]): parameters and FLOPs verified exactly, or refused.
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
-    analysis = LLMAnalysis(
-        _load_model(model_name), get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
+    model, analysis_class = _model_and_class(model_name, exact)
+    analysis = analysis_class(
+        model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
                      cp_size=cp_size, cp_comm=cp_comm,
                      num_layers_in_first_pipeline_stage=num_layers_in_first_pipeline_stage,
@@ -258,7 +271,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           dp_shard: Optional[int] = None, dp_replicate: Optional[int] = None, distributed_optimizer: bool = False,
           grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0, cuda_context_bytes: float = 0,
           memory_fragmentation: float = 0, num_layers_in_first_pipeline_stage: Optional[int] = None,
-          num_layers_in_last_pipeline_stage: Optional[int] = None) -> dict:
+          num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -329,16 +342,17 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         num_layers_in_first_pipeline_stage: layers of the first pipeline stage (default: an even split, earlier
             stages taking the remainder; Llama 3 405B: 7 of 126 over pp 16); the other stages split the rest.
         num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
+        exact: derive the model's operators from its transformers module tree (see infer --exact).
     Returns:
         The summary dict (base units).
     """
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
-    model = _load_model(model_name)
+    model, analysis_class = _model_and_class(model_name, exact)
     tp_size, pp_size, dp_size = _train_layout(tp_size, pp_size, dp_size, total_num_gpus, cp_size, dp_shard,
                                               dp_replicate)
     seq_len = seq_len if seq_len is not None else (model.max_seq_len or 2048)
-    analysis = LLMAnalysis(
+    analysis = analysis_class(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
         _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
                      cp_size=cp_size, cp_comm=cp_comm, dp_shard=dp_shard, dp_replicate=dp_replicate,

@@ -6,6 +6,9 @@ wrong ones the likely causes (from the per-module parameter breakdown).
     python scripts/architecture_coverage_report.py --update-test   # also rewrite
         the SILENTLY_WRONG list of tests/test_architecture_coverage.py
     python scripts/architecture_coverage_report.py --json out.json # every outcome
+    python scripts/architecture_coverage_report.py --exact         # also the exact path
+        (llm_analysis.exact, needs torch; several minutes): how many types it
+        derives exactly, refuses, or gets wrong
 """
 
 from __future__ import annotations
@@ -49,11 +52,25 @@ def by_cause(outcomes):
     return groups
 
 
+def report_exact(doc) -> None:
+    from exact_coverage import exact_outcomes
+    outcomes = exact_outcomes(doc)
+    print(f"exact path ([exact]): {len(outcomes)} buildable model types: {counts(outcomes)}")
+    for kind in ("silently wrong", "crashed", "refused"):
+        for mt, o in outcomes.items():
+            if o["outcome"] == kind:
+                print(f"  {kind} {mt}: {o['detail'][:300]}".replace("\n", " | "))
+    print()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--update-test", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--exact", action="store_true")
     args = ap.parse_args()
+    if args.exact:
+        report_exact(load_truth())
     doc = load_truth()
     outcomes = classify_all(doc)
     print(f"{len(outcomes)} model types (transformers {doc['transformers_version']}): "

@@ -8,8 +8,16 @@ engine's parameters and prefill FLOPs with it, and raises
 `UnsupportedArchitectureError` naming what differs. Verdicts are cached on disk
 (`LLM_ANALYSIS_CACHE`, default ~/.cache/llm_analysis). Nothing here imports torch
 or transformers at import time; only a verification that is not cached does.
+
+    from llm_analysis.exact import analysis_from_hf
+    analysis_from_hf("org/name", gpu_config)   # or a config.json dict / path / directory
+
+derives the operator description of any model transformers can build from its
+module tree (derive.py), verifies it exactly (derive_check.py), caches it, and
+returns an LLMAnalysis that runs torch-free from the cached description.
 """
 
+from .entry import analysis_from_hf, exact_analysis_class
 from .verify import verify_hf_config
 
-__all__ = ["verify_hf_config"]
+__all__ = ["analysis_from_hf", "exact_analysis_class", "verify_hf_config"]

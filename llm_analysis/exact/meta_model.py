@@ -89,7 +89,7 @@ def _candidates(cfg: Any, task: str) -> List[Tuple[str, Any]]:
     return out
 
 
-def _instantiate(class_name: str, cfg: Any) -> Any:
+def _instantiate(class_name: str, cfg: Any, dtype: str = "bfloat16") -> Any:
     import torch
     import transformers
     cls = getattr(transformers, class_name)
@@ -97,10 +97,10 @@ def _instantiate(class_name: str, cfg: Any) -> Any:
     with quiet_transformers(), torch.device("meta"):
         # eager attention: its matmuls are visible to FlopCounterMode and need no kernel;
         # bf16 because the grouped-matmul expert kernels accept only bf16 inputs
-        return cls._from_config(cfg, attn_implementation="eager", dtype=torch.bfloat16)
+        return cls._from_config(cfg, attn_implementation="eager", dtype=getattr(torch, dtype))
 
 
-def build_meta_models(hf_config: Any, with_base: bool = True) -> MetaModels:
+def build_meta_models(hf_config: Any, with_base: bool = True, dtype: str = "bfloat16") -> MetaModels:
     """The LM (and bare backbone) of `hf_config` on the meta device.
 
     Raises UnsupportedArchitectureError when transformers has no causal/masked LM
@@ -120,7 +120,7 @@ def build_meta_models(hf_config: Any, with_base: bool = True) -> MetaModels:
     errors = []
     for class_name, sub in _candidates(cfg, task):
         try:
-            lm = _instantiate(class_name, sub)
+            lm = _instantiate(class_name, sub, dtype)
         except Exception as exc:  # any failure of the model code: try the next candidate
             errors.append(f"{class_name}: {type(exc).__name__}: {_first_line(exc)}")
             continue

@@ -1,0 +1,252 @@
+"""Derive the operator description of any model transformers can build, from its module tree.
+
+`derive_description(hf_config)` builds the causal (or masked) LM on the meta
+device, runs one small prefill under FlopCounterMode with a hook on every module
+(`probe.py`), and reads the module tree into a JSON-able description:
+
+    {"format", "model_type", "lm_class", "task", "hidden_dim", "vocab_size",
+     "max_seq_len", "experts": {"count", "top_k"} | None,
+     "embedding": [spec...], "head": [spec...],       # outside the layer stack
+     "kinds": [[spec...], ...],                        # distinct layer descriptions
+     "layers": [[kind index, owns its parameters], ...],  # every executed layer, in order
+     "probe": {"batch", "seq_len", "flops", "params"},
+     "probe_long": {"batch", "seq_len", "flops"}}     # a 1024-token prefill, FLOPs only
+
+Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
+(heads, kv_heads, d_qk, d_v, window, cache_elems). A layer module that runs several
+times (ALBERT's shared layer) appears once owning its parameters and then as
+executions that own none. `verify_description` (derive_check.py) then checks the
+description against the model's parameters and FLOPs, module by module.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..errors import UnsupportedArchitectureError
+from .derive_roles import (assign_tp_roles, block_group, config_int, fold_expert_index, is_embedding,
+                           num_experts, token_source, top_k)
+from .derive_specs import attention_spec, module_specs, new_params
+from .module_tree import breakdown, main_stack
+
+FORMAT_VERSION = 1
+PROBE_BATCH = 2  # two sequences, so that "one row per sequence" differs from "one per token"
+PROBE_SEQ_LEN = 16
+LONG_PROBE_SEQ_LEN = 1024  # meta tensors: a longer probe costs no arithmetic
+
+
+class _Walk:
+    """State of one walk over the module tree."""
+
+    def __init__(self, lm: Any, cfg: Any, probe: Any, task: str):
+        self.lm, self.cfg, self.probe, self.task = lm, cfg, probe, task
+        self.hidden = config_int(cfg, ("hidden_size", "d_model", "n_embd", "dim", "embed_dim"))
+        self.vocab = config_int(cfg, ("vocab_size",))
+        self.experts = num_experts(cfg)
+        self.modules = list(lm.named_modules())
+        self.seen: set = set()
+
+    def own_flops(self, path: str, module: Any) -> int:
+        """FLOPs of `path` minus those of the modules it called (a container that is
+        never called itself, like a ModuleList, passes its children through)."""
+        return self.probe.flops.get(path, 0) - self._called_children_flops(path, module)
+
+    def _called_children_flops(self, path: str, module: Any) -> int:
+        total = 0
+        for name, child in module.named_children():
+            child_path = f"{path}.{name}" if path else name
+            if child_path in self.probe.flops:
+                total += self.probe.flops[child_path]
+            elif child_path not in self.probe.calls:
+                total += self._called_children_flops(child_path, child)
+        return total
+
+    def tokens(self, path: str, module: Any) -> str:
+        rows = self.probe.elems if is_embedding(module) else self.probe.tokens
+        return token_source(rows.get(path, []), self.probe.batch, self.probe.seq_len)
+
+    def module_specs(self, path: str, module: Any, rel: str, calls: int, group_of, layer_index: Optional[int]
+                     ) -> List[Dict[str, Any]]:
+        """Specs of one module: its parameters (projections, norms, ...) and, when it
+        computes FLOPs that no projection of its own explains, an attention core (or an
+        `unexplained` spec). `calls`: runs of the enclosing layer (1 outside layers)."""
+        own = self.own_flops(path, module) if path in self.probe.flops else 0
+        per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
+        fresh = new_params(module, self.seen)
+        ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
+        specs = module_specs(rel, module, fresh, self.tokens(path, module), per_exec, ctx) if fresh else []
+        if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
+            specs.insert(0, self._site_spec(rel, module, per_exec, layer_index))
+        for i, s in enumerate(specs):
+            # the module's measured FLOPs per layer execution, on its first spec (a fused
+            # experts module has one spec per weight: they are compared together)
+            s["module"] = rel
+            s["probe_flops"] = int(own // max(calls, 1)) if i == 0 else 0
+        return specs
+
+    def _site_spec(self, rel: str, module: Any, per_exec: int, layer_index: Optional[int]) -> Dict[str, Any]:
+        if "attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower():
+            return attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
+        return {"name": rel or type(module).__name__, "op": "unexplained", "params": 0, "calls": per_exec,
+                "group": "other", "class": type(module).__name__}
+
+
+_COMPUTING = ("linear", "experts", "conv")
+
+
+def _stack_layers(lm: Any) -> Tuple[str, List[str]]:
+    shapes = [(n, tuple(p.shape)) for n, p in lm.named_parameters()]
+    stack = main_stack(breakdown(shapes))
+    if stack is None:
+        raise UnsupportedArchitectureError(f"{type(lm).__name__} has no repeated layer stack")
+    container = lm.get_submodule(stack)
+    return stack, [f"{stack}.{n}" for n, _ in container.named_children()]
+
+
+def _layer_specs(w: _Walk, layer: str, index: int, calls: int) -> List[Dict[str, Any]]:
+    prefix = layer + "."
+    inside = [(p, m) for p, m in w.modules if p == layer or p.startswith(prefix)]
+    sites = [p[len(prefix):] for p, m in inside
+             if p in w.probe.flops and w.own_flops(p, m) > 0 and not any(True for _ in m.parameters(recurse=False))]
+    group_of = lambda name: block_group(name, sites)  # noqa: E731
+    specs: List[Dict[str, Any]] = []
+    folded: Dict[str, Dict[str, Any]] = {}
+    for path, module in inside:
+        for s in w.module_specs(path, module, path[len(prefix):], calls, group_of, index):
+            _add_folded(specs, folded, s)
+    heads = next((s for s in specs if s["op"] == "attention"), None)
+    assign_tp_roles(specs, w.hidden, heads)
+    return specs
+
+
+def _add_folded(specs: List[Dict[str, Any]], folded: Dict[str, Dict[str, Any]], s: Dict[str, Any]) -> None:
+    """Experts kept as a list of modules fold into one spec with `copies`."""
+    key = fold_expert_index(s["name"])
+    if key == s["name"]:
+        specs.append(s)
+        return
+    if key in folded:
+        folded[key]["copies"] += 1
+        folded[key]["params"] += s["params"]
+        return
+    s = dict(s, name=key)
+    folded[key] = s
+    specs.append(s)
+
+
+def _outside_specs(w: _Walk, stack: str) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """Specs of the modules outside the layer stack: before it (embedding part) and
+    after it (head part), in module order."""
+    before: List[Dict[str, Any]] = []
+    after: List[Dict[str, Any]] = []
+    past = False
+    for path, module in w.modules:
+        if path == stack or path.startswith(stack + "."):
+            past = True
+            continue
+        for s in w.module_specs(path, module, path, 1, lambda name: "other", None):
+            if s["op"] in ("attention", "unexplained"):  # compute outside the layers: not modelled
+                s["op"] = "unexplained"
+            (after if past else before).append(_outside_group(s, past, w.vocab))
+    return before, after
+
+
+def _outside_group(s: Dict[str, Any], head: bool, vocab: Optional[int]) -> Dict[str, Any]:
+    if s["op"] == "embedding":
+        return s
+    if s["op"] == "norm":
+        s["group"] = "norm" if head else "embedding"
+    else:
+        s["group"] = "lm_head" if head else "embedding"
+    if s["op"] == "linear" and head and s["out"] == vocab:
+        s["tp"], s["tokens"] = "vocab", "logits" if s["tokens"] == "all" else s["tokens"]
+    return s
+
+
+def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], List[List[Any]]]:
+    kinds: List[List[Dict[str, Any]]] = []
+    signatures: Dict[str, int] = {}
+    order: List[List[Any]] = []
+    for i, layer in enumerate(layers):
+        calls = w.probe.calls.get(layer, 0)
+        if calls < 1:
+            raise UnsupportedArchitectureError(f"layer {layer} never runs in a forward pass")
+        specs = _layer_specs(w, layer, i, calls)
+        sig = json.dumps(specs, sort_keys=True)
+        if sig not in signatures:
+            signatures[sig] = len(kinds)
+            kinds.append(specs)
+        order += [[signatures[sig], True]] + [[signatures[sig], False]] * (calls - 1)
+    return kinds, order
+
+
+def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
+    """The description (module docstring) of a built model and its probe."""
+    lm, cfg = models.lm, models.config
+    w = _Walk(lm, cfg, probe, models.task)
+    stack, layers = _stack_layers(lm)
+    kinds, order = _kinds(w, layers)
+    before, head = _outside_specs(w, stack)
+    routed = next((s for k in kinds for s in k if s.get("expert_role") == "routed"), None)
+    return {
+        "format": FORMAT_VERSION, "model_type": getattr(cfg, "model_type", None), "lm_class": models.lm_class,
+        "task": models.task, "hidden_dim": w.hidden, "vocab_size": w.vocab,
+        "max_seq_len": config_int(cfg, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")),
+        "experts": {"count": routed["copies"], "top_k": top_k(cfg)} if routed else None,
+        "embedding": before, "head": head, "kinds": kinds, "layers": order,
+        "probe": {"batch": probe.batch, "seq_len": probe.seq_len, "flops": probe.total_flops,
+                  "params": sum(int(p.numel()) for p in lm.parameters())},
+    }
+
+
+
+def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
+    """Build, probe, read and verify: the description of `hf_config`, or
+    UnsupportedArchitectureError (transformers cannot build or run it on meta tensors,
+    or the description does not match its parameters and FLOPs exactly). Any other
+    failure of the model code or of the reading is a refusal too, never a number."""
+    from .derive_check import verify_description
+    try:
+        models, probe = _built_and_probed(hf_config, name)
+        desc = describe_tree(models, probe)
+    except UnsupportedArchitectureError:
+        raise
+    except Exception as exc:  # the model code or an unforeseen module layout
+        raise UnsupportedArchitectureError(
+            f"{name}: the module tree could not be read ({type(exc).__name__}: {str(exc).strip()[:300]})") from None
+    desc["probe_long"] = _long_probe(models, desc, name)
+    verify_description(desc, name)
+    return desc
+
+
+def _long_probe(models: Any, desc: Dict[str, Any], name: str) -> Dict[str, int]:
+    """FLOPs of one longer prefill, so that verification also catches behaviour that
+    changes with the length (block-sparse attention past a threshold, padding to a
+    window): the description must match both."""
+    from .probe import run_probe
+    seq_len = min(LONG_PROBE_SEQ_LEN, desc.get("max_seq_len") or LONG_PROBE_SEQ_LEN)
+    probe, reason = run_probe(models.lm, 1, seq_len)
+    if probe is None:
+        raise UnsupportedArchitectureError(
+            f"{name}: {models.lm_class} runs 16 tokens but not {seq_len} on meta tensors, so its FLOPs "
+            f"cannot be verified at realistic lengths ({reason})")
+    return {"batch": 1, "seq_len": seq_len, "flops": probe.total_flops}
+
+
+def _built_and_probed(hf_config: Any, name: str):
+    """The meta model and its probe. bf16 first (fused-expert kernels need it), float32
+    when the model's own code insists on it."""
+    from .meta_model import build_meta_models
+    from .probe import run_probe
+    reason = ""
+    for dtype in ("bfloat16", "float32"):
+        models = build_meta_models(hf_config, with_base=False, dtype=dtype)
+        probe, reason = run_probe(models.lm, PROBE_BATCH, PROBE_SEQ_LEN)
+        if probe is not None:
+            return models, probe
+        if "bfloat16" not in reason.lower():
+            break
+    raise UnsupportedArchitectureError(
+        f"{name}: {models.lm_class} cannot run a forward pass on meta tensors, so its FLOPs cannot be "
+        f"verified ({reason})")

@@ -1,0 +1,111 @@
+"""Check a derived description against the model it was read from (torch-free).
+
+Two levels, both against independent figures recorded by the probe:
+* per module: the FLOPs the description predicts for the probe's prefill (through
+  `ModuleTreeDescriber`, the same code the analysis uses) against what
+  FlopCounterMode attributed to that module;
+* whole model: the analysis's parameter count against the model's numel (tied
+  weights once) and its prefill matmul FLOPs against FlopCounterMode's total.
+
+Any difference is listed by module; `verify_description` raises
+UnsupportedArchitectureError with the list.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..errors import UnsupportedArchitectureError
+from ..operators import Phase
+
+_GPU = "a100-sxm-80gb"  # any GPU: parameters and FLOPs do not depend on it
+
+
+def build_analysis(desc: Dict[str, Any], name: str, gpu_config: Any = None, **kwargs: Any) -> Any:
+    """An LLMAnalysis whose describer is the description's."""
+    from ..config import get_gpu_config_by_name
+    from .exact_analysis import analysis_class
+    from .tree_model import model_config_for
+    return analysis_class(desc)(model_config_for(desc, name), gpu_config or get_gpu_config_by_name(_GPU), **kwargs)
+
+
+def _module_rows(desc: Dict[str, Any]):
+    """(where, spec, owns) for every spec of the model, layers once per kind."""
+    for s in desc["embedding"]:
+        yield "", s, True
+    seen = set()
+    for k, owns in desc["layers"]:
+        if k not in seen:
+            seen.add(k)
+            for s in desc["kinds"][k]:
+                yield f"layer kind {k}: ", s, True
+    for s in desc["head"]:
+        yield "", s, True
+
+
+def module_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
+    """'where module: description F, FlopCounterMode G' for every module that differs."""
+    probe = desc["probe"]
+    phase = Phase("prefill", probe["batch"], probe["seq_len"], probe["seq_len"])
+    d = analysis.describer
+    predicted: Dict[str, float] = {}
+    measured: Dict[str, int] = {}
+    out: List[str] = []
+    for where, s, owns in _module_rows(desc):
+        key = where + s.get("module", s["name"])
+        if s["op"] == "unexplained":
+            out.append(f"{key}: computes {s.get('probe_flops', 0):,} FLOPs the module tree does not explain "
+                       f"({s.get('class', 'no projection')})")
+            continue
+        if s.get("tokens") == "unknown":
+            out.append(f"{key}: sees a number of rows per call that is neither every token nor one per sequence")
+        if s.get("expert_role") == "routed" and not (desc.get("experts") or {}).get("top_k"):
+            out.append(f"{key}: routed experts but no top-k in the config")
+            continue
+        ops = d._spec_op(phase, s, None, owns)
+        predicted[key] = predicted.get(key, 0.0) + sum(o.flops for o in ops)
+        measured[key] = measured.get(key, 0) + int(s.get("probe_flops", 0))
+    for key in predicted:
+        if int(round(predicted[key])) != measured[key]:
+            out.append(f"{key}: description {predicted[key]:,.0f} FLOPs, FlopCounterMode {measured[key]:,}")
+    return out
+
+
+def total_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
+    from .compare import engine_matmul_flops
+    probe = desc["probe"]
+    out = []
+    params = int(analysis.get_num_params_total())
+    if params != probe["params"]:
+        out.append(f"parameters: description {params:,}, model {probe['params']:,}")
+    for p in (probe, desc.get("probe_long")):
+        if p is None:
+            continue
+        flops = engine_matmul_flops(analysis, p["batch"], p["seq_len"])
+        if flops != p["flops"]:
+            out.append(f"prefill FLOPs (batch {p['batch']}, {p['seq_len']} tokens): description "
+                       f"{flops:,}, FlopCounterMode {p['flops']:,}")
+    return out
+
+
+def verify_description(desc: Dict[str, Any], name: str) -> None:
+    """Raise UnsupportedArchitectureError naming the modules where `desc` differs."""
+    try:
+        analysis = build_analysis(desc, name)
+    except UnsupportedArchitectureError:
+        raise
+    except Exception as exc:  # the engine cannot even hold the description
+        raise UnsupportedArchitectureError(
+            f"{name}: the module tree could not be turned into an operator description "
+            f"({type(exc).__name__}: {str(exc)[:300]})") from None
+    diffs = module_differences(desc, analysis)
+    if not diffs:
+        try:
+            diffs = total_differences(desc, analysis)
+        except Exception as exc:  # the analysis cannot run on the description
+            diffs = [f"the analysis fails on the description ({type(exc).__name__}: {str(exc)[:300]})"]
+    if diffs:
+        shown = diffs[:12] + ([f"... and {len(diffs) - 12} more"] if len(diffs) > 12 else [])
+        raise UnsupportedArchitectureError(
+            f"{name}: the description derived from the transformers module tree does not match the model "
+            "exactly; refusing rather than printing a wrong number:\n  " + "\n  ".join(shown))

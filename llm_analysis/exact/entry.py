@@ -1,0 +1,96 @@
+"""Public entry of the exact path: an `LLMAnalysis` of any model transformers can build.
+
+    from llm_analysis.exact import analysis_from_hf
+    a = analysis_from_hf("org/model", gpu_config)          # Hub id, local dir, config.json path
+    a = analysis_from_hf(config_dict, gpu_config)           # or a config.json dict
+
+The first call for a (model id, revision, config, transformers version, engine code)
+derives the operator description from the model's module tree on the meta device
+and verifies it against the model's parameters and FlopCounterMode (derive.py,
+derive_check.py); the description, or the refusal, is cached on disk (cache.py).
+Every later call reads that JSON file: it imports neither torch nor transformers, and
+the analysis itself never does. Repository code is never run (no trust_remote_code):
+only classes registered in the installed transformers are used.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Dict, Optional, Tuple
+
+from ..config import DtypeConfig, ParallelismConfig
+from ..errors import ConfigError, UnsupportedArchitectureError
+from . import cache
+
+_KIND = "module-tree description"
+
+
+def load_hf_config(model: Any, revision: Optional[str] = None) -> Tuple[Dict[str, Any], Optional[str]]:
+    """(config.json dict, model id or None) for a dict, a local directory or JSON file,
+    or a Hub id (fetched with huggingface_hub)."""
+    from ..hub_download import download_config_json, read_json_file
+    if isinstance(model, dict):
+        return copy.deepcopy(model), None
+    if not isinstance(model, str) or not model:
+        raise ConfigError(f"model = {model!r}: give a Hub id (org/name), a local model directory, a "
+                          "config.json path or a config dict")
+    if os.path.isdir(model):
+        return read_json_file(os.path.join(model, "config.json"), f"config of {model}"), None
+    if os.path.isfile(model):
+        return read_json_file(model, model), None
+    if "/" not in model:
+        raise ConfigError(f"model = {model!r} is not a Hub id (org/name), a local directory or a file; the "
+                          "exact path needs the model's transformers config (catalogue names have none)")
+    path, _endpoint = download_config_json(model, revision)
+    return read_json_file(path, model), model
+
+
+def description_for(hf_config: Dict[str, Any], model_id: Optional[str] = None, revision: Optional[str] = None,
+                    use_cache: bool = True) -> Dict[str, Any]:
+    """The verified description of `hf_config` (cached), or UnsupportedArchitectureError."""
+    name = model_id or str(hf_config.get("_name_or_path") or hf_config.get("model_type") or "model")
+    key = cache.cache_key(model_id, revision, hf_config, {"kind": _KIND})
+    record = cache.load(key) if use_cache else None
+    if record is None or record.get("kind") != _KIND:
+        record = _derive_record(hf_config, name)
+        cache.store(key, record)
+    if record["description"] is None:
+        raise UnsupportedArchitectureError(record["message"])
+    return record["description"]
+
+
+def _derive_record(hf_config: Dict[str, Any], name: str) -> Dict[str, Any]:
+    try:
+        from .derive import derive_description  # imports torch and transformers
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise UnsupportedArchitectureError(
+            f"the exact path needs torch and transformers (pip install \"llm-analysis[exact]\"): {exc}") from None
+    try:
+        return {"kind": _KIND, "description": derive_description(hf_config, name), "message": None}
+    except UnsupportedArchitectureError as exc:
+        return {"kind": _KIND, "description": None, "message": str(exc)}
+
+
+def analysis_from_hf(model: Any, gpu_config: Any, dtype_config: DtypeConfig = DtypeConfig(),
+                     parallelism_config: ParallelismConfig = ParallelismConfig(), revision: Optional[str] = None,
+                     use_cache: bool = True, **kwargs: Any) -> Any:
+    """An LLMAnalysis (subclass) of `model` (Hub id, local dir, config.json path or dict)
+    whose operators are derived from the transformers module tree: parameters and
+    matmul FLOPs exact by construction and verified. `kwargs` go to LLMAnalysis
+    (efficiencies, conventions). Raises UnsupportedArchitectureError when the model
+    cannot be derived exactly."""
+    cls, model_config = exact_analysis_class(model, revision, use_cache)
+    return cls(model_config, gpu_config, dtype_config, parallelism_config, **kwargs)
+
+
+def exact_analysis_class(model: Any, revision: Optional[str] = None, use_cache: bool = True) -> Tuple[type, Any]:
+    """(LLMAnalysis subclass bound to the derived description, its ModelConfig): what
+    the CLI's --exact flag uses in place of LLMAnalysis and the catalogue config."""
+    from .exact_analysis import analysis_class
+    from .tree_model import model_config_for
+    hf_config, model_id = load_hf_config(model, revision)
+    desc = description_for(hf_config, model_id, revision, use_cache)
+    name = model_id or (model if isinstance(model, str) else str(hf_config.get("model_type", "model")))
+    return analysis_class(desc), model_config_for(desc, name)
+

@@ -1,0 +1,121 @@
+"""Run a meta-device model once and record what each module does.
+
+One forward of `batch` sequences of `seq_len` tokens under
+`torch.utils.flop_counter.FlopCounterMode`, with a forward hook on every module.
+The record says, per module path (relative to the model):
+
+* `calls`: how many times the module ran (a shared ALBERT layer runs once per
+  layer; cross-attention of a decoder used alone never runs);
+* `tokens`: the rows of its first tensor input on each call (the tokens a
+  projection sees: batch x seq_len, or one per sequence for a pooler);
+* `flops`: the FLOPs FlopCounterMode attributes to it (its children included).
+
+Meta tensors carry shapes only, so the run costs neither memory nor arithmetic;
+models whose forward needs values fail, and the failure is returned as a reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from .flops import _custom_formulas, _reason
+
+
+@dataclass
+class Probe:
+    batch: int
+    seq_len: int
+    total_flops: int = 0
+    calls: Dict[str, int] = field(default_factory=dict)
+    tokens: Dict[str, List[int]] = field(default_factory=dict)
+    elems: Dict[str, List[int]] = field(default_factory=dict)  # elements of the first tensor input
+    flops: Dict[str, int] = field(default_factory=dict)  # inclusive of children
+
+
+def _first_tensor(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Any]:
+    import torch
+    for value in list(args) + list(kwargs.values()):
+        if isinstance(value, torch.Tensor) and value.dim() >= 1:
+            return value
+    return None
+
+
+def _hooks(model: Any, probe: Probe) -> List[Any]:
+    handles = []
+    for path, module in model.named_modules():
+        def hook(mod, args, kwargs, _path=path):
+            probe.calls[_path] = probe.calls.get(_path, 0) + 1
+            x = _first_tensor(args, kwargs)
+            if x is not None:  # rows: the tokens a projection sees; elements: an embedding's lookups
+                probe.tokens.setdefault(_path, []).append(int(x.numel() // max(int(x.shape[-1]), 1)))
+                probe.elems.setdefault(_path, []).append(int(x.numel()))
+        handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+    return handles
+
+
+def _module_flops(counts: Dict[str, Dict[Any, int]], root: str) -> Dict[str, int]:
+    """FlopCounterMode's per-module totals, keyed by path relative to the model."""
+    out = {}
+    for name, ops in counts.items():
+        if name == "Global":
+            continue
+        rel = "" if name == root else name[len(root) + 1:] if name.startswith(root + ".") else name
+        out[rel] = int(sum(ops.values()))
+    return out
+
+
+def _attempts(batch: int, seq_len: int) -> List[Dict[str, Any]]:
+    import torch
+    ids = torch.zeros(batch, seq_len, dtype=torch.long, device="meta")
+    # an all-ones mask keeps transformers from inspecting values (packed-sequence detection)
+    mask = torch.ones(batch, seq_len, dtype=torch.long, device="meta")
+    return [dict(input_ids=ids, attention_mask=mask, use_cache=False), dict(input_ids=ids, use_cache=False),
+            dict(input_ids=ids, attention_mask=mask), dict(input_ids=ids)]
+
+
+@contextlib.contextmanager
+def _masks_built_without_reading_values() -> Iterator[None]:
+    """transformers skips building an attention mask when it sees that no token is
+    padded, which reads the mask's values (`.all()`), impossible on meta tensors. Tell
+    its mask code that tensors are being traced, as under torch.export: it then builds
+    the mask from shapes alone. Masks are element-wise work, no matmul FLOPs change."""
+    try:
+        from transformers import masking_utils
+    except ImportError:  # pragma: no cover - transformers without the module
+        yield
+        return
+    from unittest import mock
+    with mock.patch.object(masking_utils, "is_tracing", lambda *args, **kwargs: True, create=True):
+        yield
+
+
+def run_probe(model: Any, batch: int = 2, seq_len: int = 16) -> Tuple[Optional[Probe], Optional[str]]:
+    """(Probe, None), or (None, the reason the model could not run on meta tensors)."""
+    with _masks_built_without_reading_values():
+        return _run_probe(model, batch, seq_len)
+
+
+def _run_probe(model: Any, batch: int, seq_len: int) -> Tuple[Optional[Probe], Optional[str]]:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    model.eval()
+    reasons = []
+    for kwargs in _attempts(batch, seq_len):
+        probe = Probe(batch, seq_len)
+        handles = _hooks(model, probe)
+        counter = FlopCounterMode(display=False, custom_mapping=_custom_formulas())
+        try:
+            with torch.no_grad(), counter:
+                model(**kwargs)
+        except Exception as exc:  # any failure of the model code on meta tensors
+            reasons.append(_reason(exc))
+            continue
+        finally:
+            for h in handles:
+                h.remove()
+        probe.total_flops = int(counter.get_total_flops())
+        probe.flops = _module_flops(counter.get_flop_counts(), type(model).__name__)
+        return probe, None
+    return None, reasons[0]

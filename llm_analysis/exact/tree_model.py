@@ -1,0 +1,65 @@
+"""The `ModelConfig` that accompanies a derived description (torch-free).
+
+Parameters, FLOPs, bytes and the KV cache come from the description itself
+(`ModuleTreeDescriber`); the ModelConfig carries what the rest of the engine reads
+from a model's fields: its name, layer count, hidden width, heads, vocabulary and
+length (reports, collectives, the Korthikanti activation-memory estimate of
+training), the MLP width and experts (activation memory, active parameters) and the
+sliding-window layout (where decode steps stop growing). These are read from the
+description's first layer of each kind, so they describe a typical layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from ..config import ModelConfig
+from ..errors import UnsupportedArchitectureError
+from .tree_layout import kind_window
+
+
+def _first(specs: List[Dict[str, Any]], **match) -> Optional[Dict[str, Any]]:
+    return next((s for s in specs if all(s.get(k) == v for k, v in match.items())), None)
+
+
+def _ffn(specs: List[Dict[str, Any]], role: Optional[str]) -> Dict[str, Any]:
+    """(width, gated) of the MLP (role None) or routed experts: the input width of the
+    row-parallel projection back to the hidden state; gated when two projections, or a
+    fused one twice as wide, feed it."""
+    group = "mlp" if role is None else "experts"
+    row = next((s for s in specs if s.get("group") == group and s.get("expert_role") == role
+                and s.get("tp") == "row"), None)
+    if row is None:
+        return {}
+    ups = [s for s in specs if s.get("group") == group and s.get("expert_role") == role and s.get("tp") == "column"]
+    gated = len(ups) >= 2 or any(s["out"] == 2 * row["in"] for s in ups)
+    return {"width": row["in"], "gated": gated}
+
+
+def model_config_for(desc: Dict[str, Any], name: str) -> ModelConfig:
+    kinds = [desc["kinds"][k] for k, _ in desc["layers"]]
+    attn = next((_first(k, op="attention") for k in kinds if _first(k, op="attention")), None)
+    if attn is None:
+        raise UnsupportedArchitectureError(f"{name}: no attention layer found in the module tree")
+    windows = [kind_window(k) for k in kinds]
+    window = max((w for w in windows if w), default=None)
+    mlp = next((f for f in (_ffn(k, None) for k in kinds) if f), {})
+    experts = desc.get("experts")
+    routed = next((f for f in (_ffn(k, "routed") for k in kinds) if f), {})
+    heads = attn["heads"]
+    kv = attn["kv_heads"] if attn["kv_heads"] and heads % attn["kv_heads"] == 0 else heads
+    fields: Dict[str, Any] = dict(
+        name=name, num_layers=len(kinds), n_head=heads, hidden_dim=desc["hidden_dim"],
+        vocab_size=desc["vocab_size"], max_seq_len=desc.get("max_seq_len"), num_key_value_heads=kv,
+        head_dim=attn["d_qk"], ffn_embed_dim=mlp.get("width") or routed.get("width"),
+        mlp_gated_linear_units=bool(mlp.get("gated", routed.get("gated", False))),
+        model_type=desc.get("model_type"), encoder_only=desc["task"] == "masked-lm",
+        position_embedding_type="none", tie_word_embeddings=False,
+        source=f"derived from the transformers module tree of {desc.get('lm_class')}")
+    if window:
+        fields.update(sliding_window=window,
+                      layer_types=["sliding_attention" if w else "full_attention" for w in windows])
+    if experts and experts.get("count") and experts.get("top_k"):
+        fields.update(moe_num_experts=experts["count"], moe_top_k=experts["top_k"],
+                      moe_ffn_embed_dim=routed.get("width"))
+    return ModelConfig(**fields)
