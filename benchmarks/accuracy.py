@@ -14,8 +14,8 @@ the roofline time at efficiency 1 is <= measured (a true lower bound must give
 100%), and median / p90 of |predicted/measured - 1| for the chosen predictor.
 Records are split deterministically by a hash of their id into a fit half and a
 report half, and both halves are printed; parameters may only be fitted on the
-fit half. The predictor is pluggable: `roofline` (efficiency 1) now;
-`calibrated` passes perf_model="calibrated" once LLMAnalysis accepts it.
+fit half. The predictor is pluggable: `roofline` (efficiency 1), or
+`calibrated` / a profile path, passed as LLMAnalysis(perf_model=...).
 """
 
 from __future__ import annotations
@@ -60,16 +60,10 @@ def split_of(rid: str) -> str:
 
 
 def predictor_kwargs(perf_model: str) -> dict:
-    """Keyword arguments of LLMAnalysis for the chosen predictor (detected with a try)."""
+    """Keyword arguments of LLMAnalysis for the chosen predictor (a bad name is refused by
+    LLMAnalysis itself, naming the valid ones)."""
     if perf_model == "roofline":
         return dict(flops_efficiency=1.0, hbm_memory_efficiency=1.0)
-    try:
-        from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
-        from llm_analysis.facade import LLMAnalysis
-        LLMAnalysis(get_model_config_by_name("gpt2"), get_gpu_config_by_name("a100-sxm-80gb"),
-                    perf_model=perf_model)
-    except TypeError:
-        raise SystemExit(f"perf_model={perf_model!r} is not available yet (LLMAnalysis has no perf_model argument)")
     return dict(perf_model=perf_model)
 
 

@@ -18,7 +18,7 @@ from .config import ParallelismConfig, build_config, get_dtype_config_by_name, g
     get_model_config_by_name
 from .constant import HBM_MEMORY_EFFICIENCY, INTER_NODE_MEMORY_EFFICIENCY, \
     INTRA_NODE_MEMORY_EFFICIENCY, NUM_GPUS_PER_NODE
-from .errors import ConfigError, HubImportError
+from .errors import ConfigError
 
 # (no `from __future__ import annotations` here: fire shows the real types in --help)
 
@@ -44,25 +44,11 @@ def _check_outputs(output_format: str, quiet: bool, plot: bool, output_dir: Opti
     return output_format
 
 
-def _load_model(model_name: str):
-    """get_model_config_by_name, with the closest catalogue names added when the
-    Hub cannot answer for a name that is not in the catalogue."""
-    try:
-        return get_model_config_by_name(model_name)
-    except HubImportError as err:
-        from .config import list_model_configs
-        from .errors import closest_names
-        near = list(dict.fromkeys(closest_names(str(model_name).replace("/", "_"), list_model_configs())))
-        if near and "Closest" not in str(err):
-            raise HubImportError(f"{err} Closest catalogue names: {', '.join(near)}.") from None
-        raise
-
-
 def _model_and_class(model_name: str, exact: bool):
     """(ModelConfig, analysis class): the table-driven mapping and LLMAnalysis, or with
     --exact the description derived from the transformers module tree (llm_analysis.exact)."""
     if not exact:
-        return _load_model(model_name), LLMAnalysis
+        return get_model_config_by_name(model_name), LLMAnalysis
     from .exact import exact_analysis_class
     cls, model = exact_analysis_class(model_name)
     return model, cls

@@ -30,7 +30,8 @@ Fields = Dict[str, Any]
 # ---------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
+    """transformers' own logging at ERROR level for the block (no-op without transformers)."""
     try:
         from transformers.utils import logging as tlog
     except Exception:  # pragma: no cover
@@ -49,14 +50,14 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
     """The transformers config object for `d`, or None (unknown type / transformers absent)."""
     model_type = d.get("model_type")
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     except Exception as exc:  # transformers missing or broken: map the raw JSON
         logger.info("transformers unavailable (%s); mapping the raw config.json of %s", exc, what)
         return None
     if isinstance(model_type, str) and model_type in CONFIG_MAPPING:
         try:
-            with _quiet_transformers():
+            with quiet_transformers():
                 return CONFIG_MAPPING[model_type].from_dict(copy.deepcopy(d))
         except Exception as exc:
             logger.warning("transformers could not build its %r config for %s (%s: %s); mapping the "
@@ -67,7 +68,7 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
     if trust_remote_code:
         if isinstance(auto_map, dict) and "AutoConfig" in auto_map:
             try:
-                with _quiet_transformers():
+                with quiet_transformers():
                     from transformers import AutoConfig
                     return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=True)
             except Exception as exc:

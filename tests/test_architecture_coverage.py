@@ -100,3 +100,7 @@ def test_summary(outcomes, capsys):
         print(f"\narchitecture coverage over {len(outcomes)} model types "
               f"(transformers {DOC['transformers_version']}): {c}")
     assert sum(c.values()) == len(DOC["types"])
+    # the coverage the README states (issue 14): a change that turns exact types into
+    # refusals, or lets any type through wrong or crashing, fails here
+    assert c.get("exact", 0) >= 96, c
+    assert c.get("silently wrong", 0) == c.get("crashed", 0) == 0, c

@@ -1,8 +1,9 @@
-"""The README's commands print exactly what they printed before the one-way-layers
-restructuring (issue 9): the files under tests/golden/ were written by the CLI at
-commit 92f204a, before any module moved. A refactoring that changes a printed
-figure fails here; a change that means to alter output must regenerate them with
-`python tests/golden/regenerate.py` and say why in its commit."""
+"""The README's commands print exactly what tests/golden/ pins. These files are the CLI's
+own output, kept so that a refactoring changes no printed figure (they were written before
+the one-way-layers restructuring of issue 9 and held through it). A change meant to alter the
+output regenerates them with `python tests/golden/regenerate.py` and says why in its commit
+(done when serving conventions became the default and when cross-node collectives moved to
+the NCCL tree latency)."""
 
 from __future__ import annotations
 

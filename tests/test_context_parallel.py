@@ -177,3 +177,16 @@ def test_cli_cp_flags_and_gpu_count_error():
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert '"cp_size": 4' in ok.stdout and '"total_num_gpus": 16' in ok.stdout
+
+
+def test_latency_views_follow_context_parallelism():
+    """The mirrored per-layer views under CP: a dense model has no expert all-to-all (0,
+    not the layer's CP exchange minus a TP estimate), and a CP rank all-reduces only its
+    own 1/cp of the sequence over TP (the same message as cp=1 with half the tokens)."""
+    from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
+    from llm_analysis.facade import LLMAnalysis
+    model, gpu = get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("a100-sxm-80gb")
+    cp2 = LLMAnalysis(model, gpu, parallelism_config=ParallelismConfig(tp_size=2, cp_size=2))
+    cp1 = LLMAnalysis(model, gpu, parallelism_config=ParallelismConfig(tp_size=2))
+    assert cp2.get_latency_fwd_per_layer_mlp_moe_alltoall(4, 1024) == 0.0
+    assert cp2.get_latency_fwd_per_tp_comm(4, 1024, 2) == cp1.get_latency_fwd_per_tp_comm(4, 512, 2)

@@ -203,3 +203,18 @@ def test_serving_capacity_and_disaggregation():
     assert d["pools"]["decode"]["time_per_output_token"] <= 0.02
     for pool in d["pools"].values():
         assert pool["replicas"] * pool["requests_per_s_per_replica"] >= 20
+
+
+def test_context_parallel_training_rows_reproduce():
+    """Rows with cp > 1 (searched for long sequences) carry cp_size in their reproduction,
+    so the layout fed back to LLMAnalysis is the planned one (tp*cp*pp*dp GPUs)."""
+    r = plan_training("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], tokens=1e10, max_gpus=8, global_batch_size=8,
+                      seq_len=32768, flops_efficiency=0.5)
+    cp_rows = [row for row in r.rows if row["layout"].get("cp", 1) > 1]
+    assert cp_rows
+    row = cp_rows[0]
+    par = row["reproduce"]["parallelism"]
+    assert par["cp_size"] == row["layout"]["cp"]
+    assert par["tp_size"] * par["cp_size"] * par["pp_size"] * par["dp_size"] == row["figures"]["num_gpus"]
+    s = _run_reproduction(row)
+    assert s["total_training_latency"] == row["figures"]["total_training_latency"]

@@ -26,14 +26,10 @@ FILES = ("measured_dev.json", "published_measurements.json")
 pytestmark = pytest.mark.skipif(not all((VALIDATION / f).is_file() for f in FILES),
                                 reason="../shared/validation (the validation records) is absent")
 
-# Runs that ran but whose memory layout the package cannot express yet, with why
-# (none at present). Llama 3 405B (arXiv 2407.21783 §3.3.2) fits only with Meta's
-# layout, one layer fewer on the first and the last pipeline stage (7, 14 x 8, 7 of
-# 126 over pp 16; accuracy_records._llama3_stage_layers): taking layers contiguously
-# (the first 14 of 16 stages get 8) put 8 layers x 16 micro-batches in flight on
-# stage 0, 81.0-81.4 GB with the overheads; with 7 the peak moves to stage 1
-# (8 layers x 15 in flight), 75.4-75.8 GB.
-NOT_EXPRESSIBLE: dict = {}
+# Llama 3 405B (arXiv 2407.21783 §3.3.2) fits only with Meta's layout, one layer fewer on
+# the first and the last pipeline stage (7, 14 x 8, 7 of 126 over pp 16;
+# accuracy_records._llama3_stage_layers): the even split puts 8 layers x 16 micro-batches in
+# flight on stage 0, 81.0-81.4 GB with the overheads; with 7 the peak moves to stage 1.
 
 
 def _records(kind: str):
@@ -71,10 +67,6 @@ def test_most_training_records_are_mapped():
 @pytest.mark.parametrize("rid,setup", SETUPS, ids=[rid for rid, _ in SETUPS])
 def test_run_that_ran_fits(rid, setup):
     analysis = setup.analysis()
-    if rid in NOT_EXPRESSIBLE:  # stays refused until the layout is expressible; then drop it from the list
-        with pytest.raises(DoesNotFitError):
-            analysis.training(**setup.train_kw)
-        pytest.xfail(NOT_EXPRESSIBLE[rid])
     s = analysis.training(**setup.train_kw)
     assert s["estimated_peak_memory_per_gpu"] <= setup.gpu.mem_per_GPU_in_GB * 1e9
     # the framework terms are really in the estimate

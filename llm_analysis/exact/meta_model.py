@@ -12,12 +12,12 @@ Repository code is never run: only classes registered in the installed
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UnsupportedArchitectureError
+from ..hub_source import quiet_transformers
 
 
 @dataclass
@@ -31,17 +31,6 @@ class MetaModels:
     lm_class: str
     base_class: Optional[str]
     task: str  # "causal-lm" | "masked-lm"
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    from transformers.utils import logging as tlog
-    old = tlog.get_verbosity()
-    tlog.set_verbosity_error()
-    try:
-        yield
-    finally:
-        tlog.set_verbosity(old)
 
 
 def lm_model_types() -> Dict[str, str]:

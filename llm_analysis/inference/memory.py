@@ -15,11 +15,6 @@ from ..operators.phase_table import FIELDS, phase_table
 ACTIVATION_BYTES = FIELDS.index("activation_bytes_per_gpu")
 
 
-def _live_activation_bytes(ops: List[Operator], residual_bytes: float) -> float:
-    """Largest input+output set of one operator, plus the residual stream."""
-    return max((o.activation_bytes_per_gpu for o in ops), default=0.0) + residual_bytes
-
-
 def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
                  kv_cache_dtype_bytes) -> Dict[str, float]:
     """Prefill and decode activations and the KV cache of `batch` sequences (a copy of

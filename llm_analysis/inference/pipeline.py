@@ -41,14 +41,10 @@ def stage_times_s(analysis, d, phase: Phase) -> List[float]:
             for i in range(p)]
 
 
-def _phase(name: str, batch: int, q_len: int, kv_len: int) -> Phase:
-    return Phase(name, batch, q_len, kv_len)
-
-
 def pipelined_prefill_s(analysis, d, batch: int, seq_len: int) -> float:
     """Shortest prefill of `batch` prompts over the micro-batch counts (module docstring)."""
     def time_s(m: int) -> float:
-        stages = stage_times_s(analysis, d, _phase("prefill", batch // m, seq_len, seq_len))
+        stages = stage_times_s(analysis, d, Phase("prefill", batch // m, seq_len, seq_len))
         return sum(stages) + (m - 1) * max(stages)
     return d.cost_memo(analysis.cost_model, ("pipelined_prefill_s", batch, seq_len),
                        lambda: min(time_s(m) for m in _micro_batch_counts(batch)))
@@ -58,7 +54,7 @@ def pipelined_decode_ratio(analysis, d, batch: int, context_len: int) -> float:
     """Time of one micro-batched decode step at `context_len` over the same step
     run stage after stage (<= 1; module docstring)."""
     def step_s(m: int) -> float:
-        stages = stage_times_s(analysis, d, _phase("decode", batch // m, 1, context_len))
+        stages = stage_times_s(analysis, d, Phase("decode", batch // m, 1, context_len))
         return max(m * max(stages), sum(stages))
 
     def ratio() -> float:

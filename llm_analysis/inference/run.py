@@ -71,7 +71,7 @@ def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_
     t["prefill_unpipelined_s"] = t["prefill_s"]
     if p.pp_size > 1 and b > 1:
         # a pipeline serves a batch of prompts in micro-batches, stages overlapping
-        t["prefill_s"] = min(t["prefill_s"], pipelined_prefill_s(analysis, d, b, s))
+        t["prefill_s"] = pipelined_prefill_s(analysis, d, b, s)  # m = 1 is the stage-after-stage pass
     steps = n - 1
     if use_kv_cache:
         t["decode_total_s"], t["decode_groups"], t["first_step_s"], t["last_step_s"] = decode_time(

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from ..config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                       get_model_config_by_name)
 from ..errors import ConfigError
+from ..options import choice, optional_positive_int, positive_int, positive_number  # noqa: F401 (the one set)
 
 OBJECTIVES_INFERENCE = ("cost", "tokens_per_gpu", "fewest_gpus")
 OBJECTIVES_TRAINING = ("time", "cost")
@@ -77,28 +78,6 @@ def dtype_configs(dtypes: Any) -> List[DtypeConfig]:
     if not isinstance(dtypes, (list, tuple)) or len(dtypes) == 0:
         raise ConfigError(f"dtypes = {dtypes!r} must be a non-empty list of dtype names (e.g. ['w16a16e16'])")
     return [d if isinstance(d, DtypeConfig) else get_dtype_config_by_name(str(d).strip()) for d in dtypes]
-
-
-def positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not _is_number(value) or value != int(value) or value < 1:
-        raise ConfigError(f"{name} = {value!r} must be a positive integer")
-    return int(value)
-
-
-def optional_positive_int(value: Any, name: str) -> Optional[int]:
-    return None if value is None else positive_int(value, name)
-
-
-def positive_number(value: Any, name: str) -> float:
-    if not (_is_number(value) and value > 0):
-        raise ConfigError(f"{name} = {value!r} must be a positive number")
-    return float(value)
-
-
-def choice(value: Any, name: str, valid: Sequence[str]) -> str:
-    if value not in valid:
-        raise ConfigError(f"{name} = {value!r} is not valid; use one of {', '.join(valid)}")
-    return value
 
 
 def kv_options(values: Any) -> List[Optional[float]]:

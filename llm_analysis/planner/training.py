@@ -198,7 +198,9 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
         if z.value > 0 and lay.dp == 1:  # nothing to shard over: the same candidate as no ZeRO
             st.invalid += per_zero
             continue
-        need = training_state_bytes_lower_bound(s.num_params, lay.dtype, lay.tp, lay.pp, lay.dp, lay.ep, z.value)
+        # ZeRO / the optimizer shard over dp x cp ranks, as the analysis does (training/run.py)
+        need = training_state_bytes_lower_bound(s.num_params, lay.dtype, lay.tp, lay.pp, lay.dp * lay.cp, lay.ep,
+                                                z.value)
         if need > mem:
             st.ruled_out_by_bound += per_zero
             ctx.miss.record("memory", need, mem, {**lay.describe(), "ds_zero": z.value})
@@ -253,7 +255,7 @@ def _row(search: TrainSearch, lay: TrainLayout, best: Dict[str, Any]) -> Dict[st
                        "micro_batch": b}, "figures": fig, "binding": binding or ["none"], "why": "",
             "reproduce": {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
                           "parallelism": {"tp_size": lay.tp, "pp_size": lay.pp, "dp_size": lay.dp,
-                                          "ep_size": lay.ep},
+                                          "ep_size": lay.ep, **({"cp_size": lay.cp} if lay.cp > 1 else {})},
                           "analysis_kwargs": dict(search.analysis_kwargs), "training_kwargs": kwargs}}
 
 

@@ -16,7 +16,6 @@ from ..operators import Operator
 NF4_BITS_PER_PARAM_DOUBLE_QUANT = 4 + 8 / 64 + 32 / (64 * 256)
 NF4_BITS_PER_PARAM = 4 + 32 / 64
 
-_LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Training analysis: will a layout fit, how long is an iteration, how long is
 the whole run, and what limits it.
 
-Everything comes from the operator description (`operators.py`) through the
+Everything comes from the operator description (`operators/`) through the
 `LLMAnalysis` views; this module only composes them into one iteration of
 pipeline-parallel, data-parallel training. The assumptions, in one place:
 
@@ -77,9 +77,6 @@ forward), embeddings nothing, attention core / norms / activations 2x, adapters
 projection's input and accumulate into its output); per GPU they are sharded
 like their base weight.
 """
-
-from __future__ import annotations
-
 
 from __future__ import annotations
 

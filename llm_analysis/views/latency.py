@@ -44,19 +44,19 @@ def prefill_layer_mean(a, batch_size: int, seq_len: int, groups: Optional[Tuple[
 
 
 def tp_comm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float:
-    """One ring all-reduce of the layer output over the TP group."""
+    """One ring all-reduce of the layer output over the TP group (a sequence split over
+    context-parallel ranks all-reduces only its own part, as the operator records do)."""
     p = a.parallelism_config
     if p.tp_size == 1:
         return 0.0
-    return a.cost_model.collective_s("all_reduce", batch_size * seq_len * a.model_config.hidden_dim * dtype_bytes,
-                                     p.tp_size, "tp")
+    tokens = batch_size * seq_len / (p.cp_size if seq_len > 1 else 1)
+    return a.cost_model.collective_s("all_reduce", tokens * a.model_config.hidden_dim * dtype_bytes, p.tp_size, "tp")
 
 
 def moe_alltoall_per_layer(a, batch_size: int, seq_len: int) -> float:
-    """Expert-parallel all-to-alls of one layer: the layer's collectives minus its TP ones."""
-    tp_per_layer = 1 if a.model_config.parallel_attn_mlp else 2
-    return (prefill_layer_mean(a, batch_size, seq_len, ("communication",))
-            - tp_comm(a, batch_size, seq_len, act_bytes(a)) * tp_per_layer)
+    """Expert-parallel all-to-alls of one layer: the collectives of the EP group."""
+    ph = make_phase("prefill", batch_size, seq_len)
+    return layer_mean(a, ph, lambda ops: ops_time_s(a, [o for o in ops if o.comm_group == "ep"]))
 
 
 def layernorm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float:
