@@ -50,8 +50,8 @@ class ConventionsMixin:
         cached shallow copy; None: this analysis). A model without cross-attention accepts
         only 0 (ConfigError otherwise)."""
         n = check_encoder_seq_len(self.model_config, encoder_seq_len)
-        if n is None or n == self.encoder_seq_len:
-            return self
+        if n is None or n == self.encoder_seq_len or not self.model_config.cross_attention:
+            return self  # (0 for a model without cross-attention changes nothing)
         cache = self.__dict__.setdefault("_by_encoder_seq_len", {})
         if n not in cache:
             other = copy.copy(self)

@@ -107,7 +107,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         """This describer with cross-attention over `encoder_seq_len` encoder positions
         (None: as is; operators/cross_attention.py); built once and kept."""
         n = check_encoder_seq_len(self.model, encoder_seq_len)
-        if n is None or n == self.encoder_seq_len:
+        if n is None or n == self.encoder_seq_len or not self.model.cross_attention:
             return self
         return self.memoized(("encoder_seq_len", n), lambda: type(self)(
             self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=self.kv_bytes, encoder_seq_len=n))
