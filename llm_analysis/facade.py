@@ -78,7 +78,7 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions"):
+        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions", "_by_encoder_seq_len"):
             self.__dict__.pop(attr, None)
         self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use

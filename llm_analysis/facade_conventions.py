@@ -39,7 +39,8 @@ class ConventionsMixin:
         cache = self.__dict__.setdefault("_by_conventions", {})
         if conventions not in cache:
             other = copy.copy(self)
-            other.__dict__ = {k: v for k, v in self.__dict__.items() if k != "_by_conventions"}
+            other.__dict__ = {k: v for k, v in self.__dict__.items()
+                              if k not in ("_by_conventions", "_by_encoder_seq_len")}
             other.conventions = conventions
             other._reset()
             cache[conventions] = other

@@ -206,3 +206,13 @@ def test_cli_flag(tmp_path):
               encoder_seq_len=20, quiet=True)
     # 2 layers x batch 1 x (8 + 2 tokens of self cache + 20 encoder positions) x k,v x 64 x 2 bytes
     assert s["kv_cache_memory_per_gpu"] == 2 * 1 * (8 + 2 + 20) * 2 * 64 * 2
+
+
+def test_encoder_view_keeps_the_callers_conventions():
+    """inference() counts under the serving conventions even after a view over the same
+    encoder length was made under the transformers ones (the views are cached apart)."""
+    a = LLMAnalysis(_ours("bart"), GPU)
+    eager = a.with_encoder_seq_len(ENC)
+    serving = a.with_conventions(a.inference_conventions).with_encoder_seq_len(ENC)
+    assert serving is not eager and serving.conventions == a.inference_conventions
+    assert eager.conventions == a.conventions
