@@ -129,6 +129,7 @@ def test_cross_kv_cache_bytes_by_hand():
     cross_kv = layers * b * n_enc * 2 * kv_width * nbytes
     a = LLMAnalysis(cfg, GPU).with_encoder_seq_len(n_enc)
     assert a.get_memory_kv_cache_per_gpu(b, s) == self_kv + cross_kv
+    assert a.get_memory_kv_cache_per_gpu(b, s, kv_cache_dtype_bytes=1) == (self_kv + cross_kv) / 2  # 1-byte cache
     tp2 = LLMAnalysis(cfg, GPU, parallelism_config=ParallelismConfig(tp_size=2)).with_encoder_seq_len(n_enc)
     assert tp2.get_memory_kv_cache_per_gpu(b, s) == (self_kv + cross_kv) / 2  # heads split over TP
     summary = a.inference(batch_size_per_gpu=b, seq_len=s - 2, num_tokens_to_generate=2, encoder_seq_len=n_enc)

@@ -99,9 +99,10 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         element (None: as is); built once and kept, with its caches, alongside this one."""
         if kv_cache_dtype_bytes is None or kv_cache_dtype_bytes == self.kv_bytes:
             return self
+        # the encoder length passed on only when set (subclasses predating it need not accept it)
+        extra = {} if self.encoder_seq_len is None else {"encoder_seq_len": self.encoder_seq_len}
         return self.memoized(("kv_cache_bytes", kv_cache_dtype_bytes), lambda: type(self)(
-            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=kv_cache_dtype_bytes,
-            encoder_seq_len=self.encoder_seq_len))
+            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=kv_cache_dtype_bytes, **extra))
 
     def with_encoder_seq_len(self, encoder_seq_len: Optional[int]) -> "LayerDescriber":
         """This describer with cross-attention over `encoder_seq_len` encoder positions
