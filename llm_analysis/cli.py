@@ -107,7 +107,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           mla_attention: Optional[str] = None, serving: bool = False, kv_cache_dtype: Optional[str] = None,
           conventions: str = "serving", perf_model: str = "roofline", gpu_profile: Optional[str] = None,
           cp_size: int = 1, cp_comm: str = "ring", num_layers_in_first_pipeline_stage: Optional[int] = None,
-          num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False) -> dict:
+          num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
+          encoder_seq_len: Optional[int] = None) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -176,6 +177,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
         exact: derive the model's operators from its transformers module tree (Hub id, local directory or
             config.json; needs pip install llm-analysis[exact]): parameters and FLOPs verified exactly, or refused.
+        encoder_seq_len: encoder positions the decoder of an encoder-decoder model (BART, Whisper, ...) attends
+            to; required for such models (0: the decoder alone, without encoder states).
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -195,6 +198,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         attention_flops=attention_flops, logits=logits, mla_attention=mla_attention,
         conventions="serving" if serving else conventions, perf_model=perf_model_arg(perf_model, gpu_profile))
     analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
+    analysis = analysis.with_encoder_seq_len(encoder_seq_len)  # cross-attention models (the report too)
     summary = analysis.inference(batch_size_per_gpu=batch_size_per_gpu, seq_len=seq_len,
                                  num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                                  ds_zero=_enum(DSZeRO, ds_zero, "ds_zero"),
@@ -257,7 +261,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           dp_shard: Optional[int] = None, dp_replicate: Optional[int] = None, distributed_optimizer: bool = False,
           grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0, cuda_context_bytes: float = 0,
           memory_fragmentation: float = 0, num_layers_in_first_pipeline_stage: Optional[int] = None,
-          num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False) -> dict:
+          num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
+          encoder_seq_len: Optional[int] = None) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -329,6 +334,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             stages taking the remainder; Llama 3 405B: 7 of 126 over pp 16); the other stages split the rest.
         num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
         exact: derive the model's operators from its transformers module tree (see infer --exact).
+        encoder_seq_len: encoder positions a cross-attention decoder attends to (see infer).
     Returns:
         The summary dict (base units).
     """
@@ -347,7 +353,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,
-        perf_model=perf_model_arg(perf_model, gpu_profile))
+        perf_model=perf_model_arg(perf_model, gpu_profile)).with_encoder_seq_len(encoder_seq_len)
     kwargs = {k: v for k, v in dict(distributed_optimizer=distributed_optimizer,
                                     grad_reduce_in_fp32=grad_reduce_in_fp32, grad_bucket_params=grad_bucket_params,
                                     cuda_context_bytes=cuda_context_bytes,

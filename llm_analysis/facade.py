@@ -78,7 +78,7 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions"):
+        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions", "_by_encoder_seq_len"):
             self.__dict__.pop(attr, None)
         self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
@@ -90,8 +90,9 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
 
     @cached_property
     def describer(self) -> LayerDescriber:
-        return self.describer_class(self.model_config, self.dtype_config, self.parallelism_config,
-                                    self.conventions)
+        d = self.describer_class(self.model_config, self.dtype_config, self.parallelism_config,
+                                 self.conventions)
+        return d.with_encoder_seq_len(self.encoder_seq_len)
 
     def describer_for(self, kv_cache_dtype_bytes: Optional[float]) -> LayerDescriber:
         """The describer, with the KV cache stored in `kv_cache_dtype_bytes` bytes
@@ -111,15 +112,18 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         return _perf.roofline_model(self, RooflineCostModel)
 
     def operators(self, phase: str = "prefill", batch_size: int = 1, seq_len: int = 512,
-                  context_len: Optional[int] = None, per_layer: bool = True) -> List[Dict[str, Any]]:
+                  context_len: Optional[int] = None, per_layer: bool = True,
+                  encoder_seq_len: Optional[int] = None) -> List[Dict[str, Any]]:
         """The operator records of a phase, as plain dicts (for reports and charts).
 
         phase: "prefill" (batch_size x seq_len new tokens), "decode" (one token
         per sequence at `context_len`, default seq_len + 1) or "train" (same
         shapes as prefill). With per_layer=True each layer kind is listed once
         with its repeat count; otherwise operators are scaled by their counts.
+        `encoder_seq_len`: see `with_encoder_seq_len` (cross-attention models).
         """
-        return _lat.operator_rows(self, make_phase(phase, batch_size, seq_len, context_len), per_layer)
+        a = self.with_encoder_seq_len(encoder_seq_len)
+        return _lat.operator_rows(a, make_phase(phase, batch_size, seq_len, context_len), per_layer)
 
     # ----------------------------------------------------- hardware views
     def get_TFLOPS_per_gpu(self) -> float:
@@ -435,7 +439,8 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
                   use_kv_cache: bool = True, ds_zero: DSZeRO = DSZeRO.NONE, layernorm_dtype_bytes: int = 2,
                   kv_cache_dtype_bytes: Optional[float] = None, cost_per_gpu_hour: Optional[float] = None,
                   output_dir: Optional[str] = None, output_file_suffix: str = "",
-                  kv_cache_dtype: Optional[str] = None, conventions: Optional[str] = None) -> dict:
+                  kv_cache_dtype: Optional[str] = None, conventions: Optional[str] = None,
+                  encoder_seq_len: Optional[int] = None) -> dict:
         """Inference analysis: prefill, per-step decode, memory, max batch,
         throughput and cost. See `inference/run.py`. `kv_cache_dtype` names the
         KV-cache element type (fp8, fp16, bf16, int8, ...; `formats.KV_CACHE_DTYPES`),
@@ -443,9 +448,12 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         `conventions`: "serving" (default: causal attention FLOPs, logits only at the
         sampled position, MLA absorbed) or "transformers" (the eager forward that
         FlopCounterMode measures); the constructor's explicit convention arguments win.
-        Under perf_model="calibrated" the summary adds `<key>_lower_bound` (facade_perf.py)."""
-        args = {k: v for k, v in locals().items() if k not in ("self", "conventions")}
-        return _perf.inference(self.with_conventions(self.conventions_named(conventions)), args)
+        Under perf_model="calibrated" the summary adds `<key>_lower_bound` (facade_perf.py).
+        `encoder_seq_len`: encoder positions a cross-attention decoder attends to (required
+        for such models; operators/cross_attention.py)."""
+        args = {k: v for k, v in locals().items() if k not in ("self", "conventions", "encoder_seq_len")}
+        a = self.with_conventions(self.conventions_named(conventions)).with_encoder_seq_len(encoder_seq_len)
+        return _perf.inference(a, args)
 
     def training(self, batch_size_per_gpu: Optional[int] = None, gradient_accumulation_steps: Optional[int] = None,
                  global_batch_size: Optional[int] = None, seq_len: Optional[int] = None,
@@ -457,11 +465,11 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
                  mlp_activation_quant_bits: Optional[int] = None, mlp_1linear_quant_bits: Optional[int] = None,
                  mlp_gelu_input_quant_bits: Optional[int] = None, mlp_2linear_quant_bits: Optional[int] = None,
                  mlp_recompute_gelu: bool = False, output_dir: Optional[str] = None,
-                 output_file_suffix: str = "", **kwargs) -> dict:
+                 output_file_suffix: str = "", encoder_seq_len: Optional[int] = None, **kwargs) -> dict:
         """Training analysis: memory per GPU, time per iteration, total time,
-        GPU-hours, cost, MFU. See `training.py`."""
-        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs")}
-        return _perf.training(self, {**args, **kwargs})
+        GPU-hours, cost, MFU. See `training.py`. `encoder_seq_len`: as in inference()."""
+        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "encoder_seq_len")}
+        return _perf.training(self.with_encoder_seq_len(encoder_seq_len), {**args, **kwargs})
 
     def config_batch_size_and_gradient_accumulation_steps(self, max_batch_size_per_gpu: int,
                                                           batch_size_per_gpu: Optional[int] = None,

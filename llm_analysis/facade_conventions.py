@@ -1,5 +1,6 @@
 """The facade's counting conventions: which forward the FLOPs, bytes and times
-describe (`operators.records.Conventions`: "transformers" or "serving")."""
+describe (`operators.records.Conventions`: "transformers" or "serving"), and the
+encoder length a cross-attention decoder attends to (`encoder_seq_len`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import copy
 from typing import Optional
 
 from .operators import Conventions
+from .operators.cross_attention import check_encoder_seq_len
 
 
 class ConventionsMixin:
@@ -14,6 +16,8 @@ class ConventionsMixin:
     ("transformers", what FlopCounterMode measures); `inference()` defaults to
     "serving". A `conventions` name given to the constructor sets both; its
     attention_flops / logits / mla_attention, when given, override parts of either."""
+
+    encoder_seq_len: Optional[int] = None  # None: cross-attention work is refused (operators/cross_attention.py)
 
     def _set_conventions(self, conventions: Optional[str], attention_flops: Optional[str],
                          logits: Optional[str], mla_attention: Optional[str]) -> None:
@@ -35,8 +39,26 @@ class ConventionsMixin:
         cache = self.__dict__.setdefault("_by_conventions", {})
         if conventions not in cache:
             other = copy.copy(self)
-            other.__dict__ = {k: v for k, v in self.__dict__.items() if k != "_by_conventions"}
+            other.__dict__ = {k: v for k, v in self.__dict__.items()
+                              if k not in ("_by_conventions", "_by_encoder_seq_len")}
             other.conventions = conventions
             other._reset()
             cache[conventions] = other
         return cache[conventions]
+
+    def with_encoder_seq_len(self, encoder_seq_len: Optional[int]):
+        """This analysis with cross-attention over `encoder_seq_len` encoder positions (a
+        cached shallow copy; None: this analysis). A model without cross-attention accepts
+        only 0 (ConfigError otherwise)."""
+        n = check_encoder_seq_len(self.model_config, encoder_seq_len)
+        if n is None or n == self.encoder_seq_len or not self.model_config.cross_attention:
+            return self  # (0 for a model without cross-attention changes nothing)
+        cache = self.__dict__.setdefault("_by_encoder_seq_len", {})
+        if n not in cache:
+            other = copy.copy(self)
+            other.__dict__ = {k: v for k, v in self.__dict__.items()
+                              if k not in ("_by_encoder_seq_len", "_by_conventions")}
+            other.encoder_seq_len = n
+            other._reset()
+            cache[n] = other
+        return cache[n]

@@ -22,6 +22,7 @@ from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_T
 from .hub_families_encoders import ENCODER_FAMILIES
 from .hub_families_more import MORE_FAMILIES
 from .hub_families_moe import MOE_FAMILIES
+from .hub_families_seq2seq import SEQ2SEQ_FAMILIES
 from .hub_spec import (Act, Either, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Sum, When,
                        Window)
 
@@ -162,6 +163,7 @@ FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
 FAMILIES.update(MORE_FAMILIES)
 FAMILIES.update(ENCODER_FAMILIES)
 FAMILIES.update(MOE_FAMILIES)
+FAMILIES.update(SEQ2SEQ_FAMILIES)
 
 #: model types mapped family by family (others go through the generic mapping)
 SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES)) + ("gemma3",)

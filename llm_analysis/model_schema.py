@@ -45,6 +45,7 @@ class ModelConfig(StrictModel):
     head_dim: Optional[int] = None  # default hidden_dim // n_head (Gemma, Qwen3 set it)
     qkv_bias: bool = False  # bias on the q/k/v projections (GPT-2, Qwen2, BLOOM, ...)
     attn_out_bias: bool = False  # bias on the attention output projection
+    k_proj_bias: Optional[bool] = None  # the key projection's bias if not qkv_bias (Whisper: none)
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Gemma 3): 2*head_dim params
     # q/k norm weights for every head ([heads x head_dim]: OLMo-2's norm over all heads,
     # Cohere's and StableLM's per-head norms) instead of one [head_dim] shared by all heads
@@ -103,6 +104,12 @@ class ModelConfig(StrictModel):
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
     hidden_dropout: bool = True  # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False)
     encoder_only: bool = False  # bidirectional attention, no generation / KV cache
+    # --- cross-attention (the decoder of an encoder-decoder model: BART, Whisper, ...) ----
+    # every layer also attends to the encoder's output: its own norm, q from the decoder
+    # tokens, k/v projected from the encoder output once per request (the cross KV cache),
+    # an output projection; biases as the self-attention's (operators/cross_attention.py)
+    cross_attention: bool = False
+    cross_attention_dim: Optional[int] = None  # width of the encoder output; default hidden_dim
     source: str = ""  # where the numbers come from (Hub id, paper)
 
     @model_validator(mode="after")
@@ -120,7 +127,8 @@ class ModelConfig(StrictModel):
                        "moe_top_k", "head_dim", "sliding_window", "q_lora_rank", "kv_lora_rank",
                        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
-                       "embedding_dim", "num_norms_per_layer", "num_key_value_groups")
+                       "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
+                       "cross_attention_dim")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", lo_open=False)
 
     def _fill_heads(self) -> None:
@@ -178,6 +186,12 @@ class ModelConfig(StrictModel):
                        if getattr(self, f) is None]
             if missing:
                 raise ValueError(f"multi-head latent attention (kv_lora_rank set) needs {missing}")
+        if self.cross_attention_dim is not None and not self.cross_attention:
+            raise ValueError(f"field 'cross_attention_dim' = {self.cross_attention_dim} is set but "
+                             "'cross_attention' is False; set cross_attention=True or drop the width")
+        if self.cross_attention and self.encoder_only:
+            raise ValueError("fields 'cross_attention' and 'encoder_only' are both True; cross-attention "
+                             "belongs to the decoder of an encoder-decoder model")
         if self.moe_first_dense_layers > self.num_layers:
             raise ValueError(f"field 'moe_first_dense_layers' = {self.moe_first_dense_layers} "
                              f"exceeds num_layers = {self.num_layers}")
@@ -209,6 +223,15 @@ class ModelConfig(StrictModel):
     @property
     def shared_expert_ffn_dim(self) -> int:
         return self.moe_shared_expert_ffn_dim or self.expert_ffn_dim
+
+    @property
+    def encoder_output_dim(self) -> int:
+        """Width of the encoder states the cross-attention K/V projections read."""
+        return self.cross_attention_dim or self.hidden_dim
+
+    @property
+    def key_bias(self) -> bool:
+        return self.qkv_bias if self.k_proj_bias is None else self.k_proj_bias
 
     @property
     def word_embedding_dim(self) -> int:

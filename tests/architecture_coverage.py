@@ -69,7 +69,8 @@ def classify(result: dict, truth: Dict[str, Any]) -> Dict[str, Any]:
                 "detail": f"{result['error']}: {result['message'][:300]}"}
     cfg = ModelConfig(**result["ok"])
     try:
-        analysis = LLMAnalysis(cfg, get_gpu_config_by_name(GPU))
+        # the truth is the causal-LM class run without encoder states: no cross-attention work
+        analysis = LLMAnalysis(cfg, get_gpu_config_by_name(GPU)).with_encoder_seq_len(0)
         verdict = compare(analysis, truth)
     except ConfigError as exc:  # the engine refuses the imported description
         return {"outcome": "refused", "detail": f"{type(exc).__name__}: {str(exc)[:300]}"}

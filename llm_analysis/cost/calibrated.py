@@ -139,6 +139,8 @@ class CalibratedCostModel(CostModel):
 
     def op_kernel_split_s(self, op, flops: float, nbytes: float, kv_bytes: float) -> Tuple[float, float]:
         """(compute_s, memory_s) of one operator's kernel with these FLOPs and bytes."""
+        if flops <= 0 and nbytes <= 0:  # holds weights, does no work (a skipped block): no kernel
+            return 0.0, 0.0
         kind = op.kind
         if kind == "matmul":
             eff = self._matmul_eff(op.kernel_dims) if op.kernel_dims else self._plateau

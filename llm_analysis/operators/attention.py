@@ -62,7 +62,7 @@ class AttentionOps:
             ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
                                     shard=self.tp))
             kv_shard = m.num_key_value_heads / self.kv_heads_per_gpu
-            ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.qkv_bias,
+            ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
                                     shard=kv_shard))
             ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_out, m.qkv_bias,
                                     shard=kv_shard))

@@ -10,6 +10,7 @@ from ..config import DtypeConfig, ModelConfig, ParallelismConfig
 from ..errors import ConfigError
 from ..options import ActivationRecomputation
 from .attention import AttentionOps
+from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
 from .mlp import MlpOps
 from .pipeline_layout import stage_layer_counts
@@ -33,7 +34,7 @@ class IdentityKey:
         return isinstance(other, IdentityKey) and other.obj is self.obj
 
 
-class LayerDescriber(AttentionOps, MlpOps):
+class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
     """Builds the operator records of a model under a dtype and parallel layout.
 
     Subclass and override `attention_ops`, `mlp_ops`, `norm_ops`,
@@ -47,8 +48,9 @@ class LayerDescriber(AttentionOps, MlpOps):
 
     def __init__(self, model: ModelConfig, dtype: DtypeConfig, par: ParallelismConfig,
                  conventions: Conventions = Conventions(),
-                 kv_cache_dtype_bytes: Optional[float] = None):
+                 kv_cache_dtype_bytes: Optional[float] = None, encoder_seq_len: Optional[int] = None):
         self.model = model
+        self.encoder_seq_len = check_encoder_seq_len(model, encoder_seq_len)
         self.dtype = dtype
         self.par = par
         self.conv = conventions
@@ -58,6 +60,7 @@ class LayerDescriber(AttentionOps, MlpOps):
         self.kv_bytes = kv_cache_dtype_bytes if kv_cache_dtype_bytes is not None else self.a_bytes
         self._check_layout()
         check_context_parallel(self)
+        self.check_cross_attention_layout()
         # layer layout never changes for a describer: compute it once (speed)
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size, stage_layer_counts(model, par))
@@ -96,8 +99,19 @@ class LayerDescriber(AttentionOps, MlpOps):
         element (None: as is); built once and kept, with its caches, alongside this one."""
         if kv_cache_dtype_bytes is None or kv_cache_dtype_bytes == self.kv_bytes:
             return self
+        # the encoder length passed on only when set (subclasses predating it need not accept it)
+        extra = {} if self.encoder_seq_len is None else {"encoder_seq_len": self.encoder_seq_len}
         return self.memoized(("kv_cache_bytes", kv_cache_dtype_bytes), lambda: type(self)(
-            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=kv_cache_dtype_bytes))
+            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=kv_cache_dtype_bytes, **extra))
+
+    def with_encoder_seq_len(self, encoder_seq_len: Optional[int]) -> "LayerDescriber":
+        """This describer with cross-attention over `encoder_seq_len` encoder positions
+        (None: as is; operators/cross_attention.py); built once and kept."""
+        n = check_encoder_seq_len(self.model, encoder_seq_len)
+        if n is None or n == self.encoder_seq_len or not self.model.cross_attention:
+            return self
+        return self.memoized(("encoder_seq_len", n), lambda: type(self)(
+            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=self.kv_bytes, encoder_seq_len=n))
 
     def cost_memo(self, cost_model, key: tuple, compute):
         """`phase_memo` of a result that also depends on the cost model (times)."""
@@ -239,7 +253,7 @@ class LayerDescriber(AttentionOps, MlpOps):
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """Every operator of one layer of this kind, in execution order (on one
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
-        ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind)
+        ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind) + self.cross_attention_ops(phase, kind)
                + self.mlp_ops(phase, kind) + self.tp_comm_ops(phase, kind))
         if self.cp_sharded(phase):
             return context_parallel_layer(self, phase, kind, ops)

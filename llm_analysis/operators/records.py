@@ -25,6 +25,10 @@ class Phase:
     batch: int
     q_len: int
     kv_len: int
+    # a phase asked only for shapes (parameter and weight views): operators whose work
+    # depends on an input the analysis was not given (the encoder length of
+    # cross-attention) describe their weights and no work instead of refusing
+    shapes_only: bool = False
 
     @property
     def tokens(self) -> int:

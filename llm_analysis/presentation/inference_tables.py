@@ -26,7 +26,9 @@ def _setup(rep: RichReport, analysis, get: Getter) -> None:
     rep.heading(f"llm-analysis · inference · {analysis.model_config.name} on {analysis.gpu_config.name}")
     rows = setup_rows(analysis)
     rows.append(("request", f"batch {b} per GPU, prompt {seq} tokens, {_plural(n, 'token')} generated, "
-                            f"KV cache {'on' if get('use_kv_cache', True) else 'off'}"))
+                            f"KV cache {'on' if get('use_kv_cache', True) else 'off'}"
+                            + (f", encoder {_plural(analysis.encoder_seq_len, 'position')} cross-attended"
+                               if analysis.model_config.cross_attention else "")))
     if get("perf_model") is not None:
         rows.append(("performance model", perf_model_line(get("perf_model"))))
     rep.key_values(rows)

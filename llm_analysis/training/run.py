@@ -163,7 +163,7 @@ def _check_seq_len(analysis, seq_len) -> int:
 def _check_lora(analysis, lora: Optional[LoRAConfig]) -> Optional[LoRAConfig]:
     if lora is None:
         return None
-    ops = analysis.describer.flat_ops(Phase("train", 1, 1, 1))
+    ops = analysis.describer.flat_ops(Phase("train", 1, 1, 1, shapes_only=True))
     if not any(lora.targets(o) for o in ops):
         names = sorted({o.lora_target for o in ops if o.kind == "matmul" and o.group in LAYER_WEIGHT_GROUPS})
         raise ConfigError(f"lora target_modules {list(lora.target_modules)} match no projection of "
@@ -303,7 +303,8 @@ def trainable_params_total(analysis, lora: Optional[LoRAConfig]) -> int:
     """All parameters, or with LoRA the adapters' only."""
     if lora is None:
         return analysis.get_num_params_total()
-    return sum(a.params for o in analysis.describer.flat_ops(Phase("train", 1, 1, 1)) if lora.targets(o)
+    ops = analysis.describer.flat_ops(Phase("train", 1, 1, 1, shapes_only=True))
+    return sum(a.params for o in ops if lora.targets(o)
                for a in lora_adapter_ops(o, lora.rank, lora.adapter_dtype_bytes, 2))
 
 

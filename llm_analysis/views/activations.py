@@ -10,6 +10,7 @@ from typing import Dict, Optional, Tuple
 from ..memory import (ActivationLayout, attention_activation_bytes, layer_input_bytes, layout_for,
                       mlp_activation_bytes, norm_activation_bytes)
 from ..options import ActivationRecomputation as AR, as_enum
+from .cross_activations import cross_attention_train_bytes
 from .phases import make_phase
 
 
@@ -77,6 +78,11 @@ def per_layer_train(a, batch_size: int, seq_len: int, rc: AR, layernorm_dtype_by
         return total, {"attn": 0.0, "mlp": 0.0, "layernorm": 0.0, "layer_input": total}
     dropout = a.model_config.hidden_dropout
     attn = attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, dropout, rc)
+    if a.model_config.cross_attention:  # the cross-attention block (views/cross_activations.py)
+        n_enc = a.describer.encoder_len(make_phase("train", batch_size, seq_len))
+        attn += cross_attention_train_bytes(layout(a, batch_size, seq_len, False), act_bytes(a),
+                                            per_layernorm(a, batch_size, seq_len, layernorm_dtype_bytes), n_enc,
+                                            flash_attn, softmax_dropout, dropout, rc)
     # like attention's output dropout mask: Korthikanti's 19sbh MLP term includes the
     # 1-byte mask of the dropout after the MLP
     mlp = mlp_train(a, batch_size, seq_len, rc, *mlp_bits, mlp_recompute_gelu, None, dropout, None)

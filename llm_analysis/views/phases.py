@@ -8,7 +8,7 @@ from ..errors import ConfigError
 from ..operators import Phase
 from ..options import positive_int
 
-ONE_TOKEN = Phase("prefill", 1, 1, 1)  # shapes do not matter for parameter and weight views
+ONE_TOKEN = Phase("prefill", 1, 1, 1, shapes_only=True)  # shapes do not matter for parameter and weight views
 
 
 def make_phase(phase: str, batch_size: int, seq_len: int, context_len: Optional[int] = None) -> Phase:
