@@ -85,7 +85,7 @@ class AttentionOps:
     def _attention_out_ops(self, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
         """Attention sinks (if any) and the output projection."""
         m = self.model
-        ops: List[Operator] = []
+        ops: List[Operator] = self.attention_extra_ops(phase, heads_gpu, d_v)
         if m.attn_sinks:
             ops.append(Operator(name="attn_sinks", group="attention", kind="elementwise",
                                 params=m.n_head, params_per_gpu=heads_gpu,
@@ -131,7 +131,7 @@ class AttentionOps:
             pairs = phase.q_len * phase.kv_len  # eager: whole matrix, masked afterwards
         else:
             pairs = phase.q_len * self.attended_len(kind, phase.kv_len)
-        flops = 2.0 * phase.batch * m.n_head * pairs * (d_qk + d_v)
+        flops = 2.0 * phase.batch * m.n_head * pairs * (d_qk + d_v) * self.attention_core_passes
         flops_gpu = flops * heads_gpu / m.n_head
         attended = self.attended_len(kind, phase.kv_len)
         # q in, output out; keys/values: read from the cache (decode) or produced now

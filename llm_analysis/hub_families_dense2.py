@@ -1,0 +1,99 @@
+"""Rows of the Hub family table (`hub_families.py` merges them into FAMILIES) for dense
+decoder variants whose layers hold something the common shapes do not: learned
+activation scalars (Apertus), sub-norms (BitNet), differential attention (DiffLlama),
+dynamic-mask attention (Doge), a bias on one layer only (GPT-NeoX-Japanese), a fused
+gated MLP and one extra embedding row (Moshi), sinusoidal positions with a biased head
+(CTRL). Each row follows the transformers 5.23 modelling code it names; the operators
+are in `operators/dense_variants.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict
+
+from .hub_bases import GPT2, LAYERNORM, LLAMA, NO_BIASES
+from .hub_errors import UnmappableConfig
+from .hub_source import Fields, Src, as_int
+from .hub_spec import Family, Flag, Opt, Reader, Refuse, Req, Same, Window
+
+__all__ = ["DENSE2_FAMILIES"]
+
+
+@dataclass(frozen=True)
+class ActivationParams(Reader):
+    """Learned scalars of the activation named by `key` (transformers' XIELUActivation
+    holds alpha_p and alpha_n; the other activations hold none)."""
+    key: str = "hidden_act"
+
+    def read(self, src: Src, f: Fields, what: str) -> int:
+        act = src.get(self.key, default="")
+        return 2 if isinstance(act, str) and act.lower() == "xielu" else 0
+
+
+@dataclass(frozen=True)
+class ScaledWidth(Reader):
+    """int(f[field] * config[key]) (GPTNeoXJapaneseMLP: hidden_size * intermediate_multiple_size)."""
+    field: str
+    key: str
+    default: float = 4
+
+    def read(self, src: Src, f: Fields, what: str) -> int:
+        ratio = src.get(self.key, default=self.default)
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or ratio <= 0:
+            raise UnmappableConfig(f"{what}: {self.key}={ratio!r} must be a positive number")
+        return int(f[self.field] * ratio) if f.get(self.field) else None
+
+
+@dataclass(frozen=True)
+class HalfOf(Reader):
+    """config[key] // 2: a fused gate+up projection of width `key` (MoshiGatingMLP: fc1 is
+    [hidden -> ffn_dim], fc2 [ffn_dim // 2 -> hidden]: a gated MLP of width ffn_dim // 2)."""
+    key: str
+
+    def read(self, src: Src, f: Fields, what: str) -> int:
+        v = src.get(self.key)
+        return None if v is None else as_int(v, self.key) // 2
+
+
+_NO_WINDOW = {("sliding_window", "layer_types"): Window(None)}
+
+DENSE2_FAMILIES: Dict[str, Family] = {
+    # Apertus (ApertusDecoderLayer): Llama with a non-gated MLP under xIELU (two learned
+    # scalars per layer), q/k RMSNorm(head_dim), bias-free MLP
+    "apertus": Family({**LLAMA, "mlp_gated_linear_units": False, "qk_norm": True,
+                       "mlp_act_params": ActivationParams()}),
+    # BitNet (BitNetAttention / BitNetMLP): Llama with attn_sub_norm before o_proj and
+    # ffn_sub_norm before down_proj; gated ReLU^2
+    "bitnet": Family({**LLAMA, "sub_norms": True}),
+    # DiffLlama (DiffLlamaAttention): Llama with differential attention (the group norm
+    # over 2*head_dim has no weight)
+    "diffllama": Family({**LLAMA, "differential_attention": True}),
+    # Doge (DogeDecoderLayer): q/k RMSNorm(head_dim), dynamic-mask dt_proj and A, two
+    # [hidden] residual weights per layer; the CDMoE MLP (is_moe) is not described
+    "doge": Family({**LLAMA, "qk_norm": True, "mlp_bias": Flag("mlp_bias", default=False),
+                    "attn_dynamic_mask": True, "residual_scale_vectors": 2, **_NO_WINDOW},
+                   checks=(Refuse("is_moe", (False,), default=False, as_bool=True,
+                                  reason="Doge's CDMoE mixture of product-key experts"),
+                           Refuse("sliding_window", (None,), default=None,
+                                  reason="a sliding window with Doge's dynamic mask"))),
+    # GPT-NeoX-Japanese: pre-LN with bias, fused bias-free qkv and dense, bias-free GELU
+    # MLP of hidden * intermediate_multiple_size, a dense_bias on the last layer only, rotary
+    "gpt_neox_japanese": Family(
+        {**LLAMA, **LAYERNORM, **NO_BIASES, "num_key_value_heads": None, "head_dim": None,
+         "mlp_gated_linear_units": False,
+         "ffn_embed_dim": ScaledWidth("hidden_dim", "intermediate_multiple_size"),
+         "last_layer_attn_out_bias": True, **_NO_WINDOW,
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}),
+    # Moshi's text decoder (MoshiForCausalLM; the depth decoder and audio codec belong to
+    # MoshiForConditionalGeneration): Llama layers with the fused gated MLP, vocab_size + 1
+    # input embeddings, full causal attention (create_causal_mask ignores sliding_window)
+    "moshi": Family({**LLAMA, "ffn_embed_dim": HalfOf("ffn_dim"), **NO_BIASES, **_NO_WINDOW,
+                     "embedding_vocab_size": Same("vocab_size", plus=1)}),
+    # CTRL (EncoderLayer): pre-LN with bias, biased q/k/v/dense and ReLU MLP of dff,
+    # sinusoidal positions (a buffer), final LayerNorm, tied head with a bias
+    "ctrl": Family({**GPT2, "hidden_dim": Req("n_embd"), "max_seq_len": Opt("n_positions"),
+                    "ffn_embed_dim": Req("dff"), "activation": "relu",
+                    "position_embedding_type": "sinusoidal", "num_position_embeddings": None,
+                    "lm_head_bias": True}),
+}

@@ -1,0 +1,81 @@
+"""Operators of dense decoder variants (issue 14), a mixin of `LayerDescriber`.
+
+Each is switched on by a ModelConfig field whose default adds nothing, so every other
+model's description is unchanged:
+- `sub_norms` (BitNet b1.58, arXiv 2402.17764): a norm over the attention output
+  before o_proj and one over the MLP hidden before down_proj;
+- `mlp_act_params`: learned scalars of the activation (xIELU in Apertus: alpha_p, alpha_n);
+- `differential_attention` (arXiv 2410.05258, transformers' DiffLlamaAttention): four
+  [head_dim] lambda vectors; the eager code runs the attention core twice, once per
+  half of the values (each repeated to all heads), so the core's FLOPs double;
+- `attn_dynamic_mask` (DogeAttention): dt_proj [kv_heads*head_dim -> kv_heads] over
+  the values of every attended position, and one learned A per KV head;
+- `residual_scale_vectors` (Doge): learned [hidden] residual weights per layer;
+- `last_layer_attn_out_bias` (GPT-NeoX-Japanese): only the last layer's attention
+  output projection has a bias, counted once with the head (same pipeline stage).
+Element-wise work (norms, scales, the activation's scalars) has no matmul FLOPs.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from .records import LayerKind, Operator, Phase
+
+
+class DenseVariantOps:
+    """Mixin of `LayerDescriber`: the extra operators of dense decoder variants."""
+
+    @property
+    def attention_core_passes(self) -> int:
+        """How many times the attention core runs per layer (2 for differential attention)."""
+        return 2 if self.model.differential_attention else 1
+
+    def _params_op(self, name: str, group: str, params: int) -> Operator:
+        """Learned parameters used element-wise (replicated on every TP rank)."""
+        return Operator(name=name, group=group, kind="elementwise", params=params,
+                        params_per_gpu=params, weight_bytes_per_gpu=params * self.w_bytes,
+                        bytes_read_per_gpu=params * self.w_bytes, shapes=f"[{params}]")
+
+    def attention_extra_ops(self, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
+        """Operators of the attention block that run before the output projection."""
+        m = self.model
+        ops: List[Operator] = []
+        if m.differential_attention:
+            ops.append(self._params_op("diff_attn_lambdas", "attention", 4 * m.head_dim))
+        if m.attn_dynamic_mask:
+            kv = m.num_key_value_heads
+            # eager transformers projects the values of every attended position (the
+            # cache included) at each forward, as it does for MLA's kv_b_proj
+            tokens = phase.batch * phase.kv_len
+            ops.append(self._matmul("dt_proj", "attention", phase, tokens, kv * m.head_dim, kv,
+                                    m.qkv_bias))
+            ops.append(self._params_op("dynamic_mask_A", "attention", kv))
+        if m.sub_norms:
+            ops.append(self._norm("attn_sub_norm", "attention", phase.tokens, m.n_head * d_v))
+        return ops
+
+    def dense_mlp_extras(self, ops: List[Operator], phase: Phase, tokens: int, ffn: int) -> List[Operator]:
+        """The dense MLP's operators with the activation's scalars and the sub-norm
+        (before down_proj) inserted."""
+        m = self.model
+        extra: List[Operator] = []
+        if m.mlp_act_params:
+            extra.append(self._params_op("act_params", "mlp", m.mlp_act_params))
+        if m.sub_norms:
+            extra.append(self._norm("ffn_sub_norm", "mlp", tokens, ffn))
+        if not extra:
+            return ops
+        return ops[:-1] + extra + ops[-1:]  # down_proj is the last operator
+
+    def layer_extra_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        m = self.model
+        if not m.residual_scale_vectors:
+            return []
+        return [self._params_op("residual_scales", "norm", m.residual_scale_vectors * m.hidden_dim)]
+
+    def head_extra_ops(self, phase: Phase) -> List[Operator]:
+        m = self.model
+        if not m.last_layer_attn_out_bias:
+            return []
+        return [self._params_op("last_layer_o_proj_bias", "attention", m.hidden_dim)]
