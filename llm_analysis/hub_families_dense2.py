@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
-from .hub_bases import GPT2, LAYERNORM, LLAMA, NO_BIASES
+from .hub_bases import GEMMA2, GPT2, LAYERNORM, LLAMA, NO_BIASES
 from .hub_errors import UnmappableConfig
 from .hub_source import Fields, Src, as_int
 from .hub_spec import Family, Flag, Opt, Reader, Refuse, Req, Same, Window
@@ -56,6 +56,64 @@ class HalfOf(Reader):
         return None if v is None else as_int(v, self.key) // 2
 
 
+# the per-layer overrides transformers 5.23 reads (Gemma4TextAttention: head_dim and
+# num_key_value_heads; Gemma4TextMLP reads the global intermediate_size)
+_PER_LAYER_KEYS = {"head_dim": "layer_head_dims"}
+
+
+def gemma4_per_layer_widths(src: Src, f: Fields, what: str) -> None:
+    """Gemma 4's `per_layer_config` ({"05": {"head_dim": 512}, ...}: overrides of the
+    text config for single layers, read by Gemma4TextAttention) as per-layer head widths;
+    per-layer KV head counts that differ, and overrides of anything else, are refused."""
+    n = f.get("num_layers")
+    if src.obj is not None:
+        try:
+            overrides = src.obj.to_dict().get("per_layer_config")
+        except Exception:  # a config object that cannot serialise: its raw keys only
+            overrides = src.raw.get("per_layer_config")
+    else:
+        overrides = src.raw.get("per_layer_config")
+    if src.obj is None and not src.raw.get("layer_types"):
+        # the class forces the last layer to full attention and derives the pattern
+        raise UnmappableConfig(f"{what}: no layer_types; transformers' Gemma 4 configuration "
+                               "class derives the attention pattern (not installed or failed)")
+    if overrides is None or not n:
+        # the config class derives it from global_head_dim; without the class, refuse
+        raise UnmappableConfig(f"{what}: no per_layer_config (per-layer attention widths) to read; "
+                               "transformers' Gemma 4 configuration class derives it")
+    if not isinstance(overrides, dict):
+        raise UnmappableConfig(f"{what}: per_layer_config={overrides!r} must map layer indices to overrides")
+    base = {"head_dim": f.get("head_dim"), "num_key_value_heads": f.get("num_key_value_heads")}
+    lists = {k: [base[k]] * n for k in _PER_LAYER_KEYS}
+    for key, override in overrides.items():
+        i = int(key) if str(key).isdigit() else -1
+        if not 0 <= i < n or not isinstance(override, dict):
+            raise UnmappableConfig(f"{what}: per_layer_config entry {key!r}: {override!r} is not an "
+                                   f"override of one of the {n} layers")
+        for k, v in override.items():
+            if k == "num_key_value_heads" and v in (None, base[k]):
+                continue
+            if k not in _PER_LAYER_KEYS:
+                raise UnmappableConfig(f"{what}: per_layer_config overrides {k}={v!r} of layer {i}; "
+                                       f"ModelConfig describes per-layer {', '.join(_PER_LAYER_KEYS)} only")
+            lists[k][i] = as_int(v, f"per_layer_config.{key}.{k}")
+    for k, field in _PER_LAYER_KEYS.items():
+        if len(set(lists[k])) > 1:
+            f[field] = lists[k]
+
+
+# Gemma 4 (Gemma4TextDecoderLayer): Gemma 3's layers (four norms, q/k RMSNorm, GELU-tanh
+# gated MLP) with per-layer head widths and per-layer embeddings (PLE); v_norm has no
+# weight, final_logit_softcapping no parameter
+_GEMMA4_CHECKS = (
+    Refuse("attention_k_eq_v", (False,), default=False, reason="keys reused as values, per-layer KV heads"),
+    Refuse("num_kv_shared_layers", (0,), default=0, reason="layers reusing another layer's keys and values"),
+    Refuse("enable_moe_block", (False,), default=False, reason="the MoE block beside the MLP"),
+    Refuse("use_bidirectional_attention", (None, "vision"), default=None, reason="bidirectional attention"))
+_GEMMA4 = {**GEMMA2, "qk_norm": True,
+           "per_layer_input_dim": Opt("hidden_size_per_layer_input", default=0),
+           "per_layer_input_vocab_size": Opt("vocab_size_per_layer_input")}
+
 _NO_WINDOW = {("sliding_window", "layer_types"): Window(None)}
 
 DENSE2_FAMILIES: Dict[str, Family] = {
@@ -96,4 +154,6 @@ DENSE2_FAMILIES: Dict[str, Family] = {
                     "ffn_embed_dim": Req("dff"), "activation": "relu",
                     "position_embedding_type": "sinusoidal", "num_position_embeddings": None,
                     "lm_head_bias": True}),
+    "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS, steps=(gemma4_per_layer_widths,)),
+    "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS, steps=(gemma4_per_layer_widths,)),
 }

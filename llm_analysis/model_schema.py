@@ -128,6 +128,15 @@ class ModelConfig(StrictModel):
     embedding_vocab_size: Optional[int] = None  # input-embedding rows if != vocab_size (Moshi)
     # only the last layer's attention output projection has a bias (GPT-NeoX-Japanese)
     last_layer_attn_out_bias: bool = False
+    # per-layer widths, one entry per layer (None: head_dim / ffn_embed_dim everywhere);
+    # layers of equal widths share one LayerKind (operators/records.py layer_groups)
+    layer_head_dims: Optional[List[int]] = None  # attention head width (Gemma 4 per_layer_config)
+    layer_ffn_dims: Optional[List[int]] = None  # dense MLP width (Gemma 3n intermediate_size list)
+    # per-layer embeddings (Gemma 4 / Gemma 3n "PLE"): a [per_layer_input_vocab_size x
+    # num_layers*per_layer_input_dim] table, a projection of the embeddings to it and a norm;
+    # in every layer a gate [hidden -> dim], a projection [dim -> hidden] and a norm
+    per_layer_input_dim: int = 0
+    per_layer_input_vocab_size: Optional[int] = None  # default vocab_size
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ModelConfig":
@@ -146,9 +155,9 @@ class ModelConfig(StrictModel):
                        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
-                       "cross_attention_dim", "embedding_vocab_size")
+                       "cross_attention_dim", "embedding_vocab_size", "per_layer_input_vocab_size")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size",
-                       "mlp_act_params", "residual_scale_vectors", lo_open=False)
+                       "mlp_act_params", "residual_scale_vectors", "per_layer_input_dim", lo_open=False)
 
     def _fill_heads(self) -> None:
         """Key/value heads (MHA by default, or from the group count) and head_dim."""
@@ -220,6 +229,19 @@ class ModelConfig(StrictModel):
         if self.is_moe and (self.sub_norms or self.mlp_act_params):
             raise ValueError("fields 'sub_norms' and 'mlp_act_params' describe a dense MLP; "
                              f"moe_num_experts = {self.moe_num_experts}: set them False / 0")
+        for f in ("layer_head_dims", "layer_ffn_dims"):
+            widths = getattr(self, f)
+            if widths is None:
+                continue
+            if len(widths) != self.num_layers or any(w <= 0 for w in widths):
+                raise ValueError(f"field '{f}' = {widths!r} must hold one positive width per layer "
+                                 f"(num_layers = {self.num_layers})")
+        if self.layer_head_dims is not None and self.is_mla:
+            raise ValueError("field 'layer_head_dims' describes multi-head attention, not MLA "
+                             "(kv_lora_rank is set)")
+        if self.layer_ffn_dims is not None and self.is_moe:
+            raise ValueError("field 'layer_ffn_dims' describes dense MLPs; "
+                             f"moe_num_experts = {self.moe_num_experts}")
         if (self.embedding_vocab_size not in (None, self.vocab_size) and self.tie_word_embeddings
                 and self.lm_head):
             raise ValueError(f"field 'embedding_vocab_size' = {self.embedding_vocab_size} differs from "

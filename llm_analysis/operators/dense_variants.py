@@ -42,13 +42,13 @@ class DenseVariantOps:
         m = self.model
         ops: List[Operator] = []
         if m.differential_attention:
-            ops.append(self._params_op("diff_attn_lambdas", "attention", 4 * m.head_dim))
+            ops.append(self._params_op("diff_attn_lambdas", "attention", 4 * d_v))
         if m.attn_dynamic_mask:
             kv = m.num_key_value_heads
             # eager transformers projects the values of every attended position (the
             # cache included) at each forward, as it does for MLA's kv_b_proj
             tokens = phase.batch * phase.kv_len
-            ops.append(self._matmul("dt_proj", "attention", phase, tokens, kv * m.head_dim, kv,
+            ops.append(self._matmul("dt_proj", "attention", phase, tokens, kv * d_v, kv,
                                     m.qkv_bias))
             ops.append(self._params_op("dynamic_mask_A", "attention", kv))
         if m.sub_norms:
@@ -69,10 +69,37 @@ class DenseVariantOps:
         return ops[:-1] + extra + ops[-1:]  # down_proj is the last operator
 
     def layer_extra_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
-        m = self.model
-        if not m.residual_scale_vectors:
+        m, t = self.model, phase.tokens
+        ops: List[Operator] = []
+        if m.residual_scale_vectors:
+            ops.append(self._params_op("residual_scales", "norm", m.residual_scale_vectors * m.hidden_dim))
+        if m.per_layer_input_dim:
+            # Gemma4TextDecoderLayer: gate the hidden state down to the layer's input width,
+            # multiply by the layer's input, project back, norm (replicated over TP)
+            d = m.per_layer_input_dim
+            ops.append(self._matmul("per_layer_input_gate", "mlp", phase, t, m.hidden_dim, d, False))
+            ops.append(self._matmul("per_layer_projection", "mlp", phase, t, d, m.hidden_dim, False))
+            ops.append(self._norm("post_per_layer_input_norm", "norm", t, m.hidden_dim))
+        return ops
+
+    def embedding_extra_ops(self, phase: Phase) -> List[Operator]:
+        """Per-layer embeddings (Gemma4TextModel, Gemma3nTextModel): one table of every
+        layer's inputs, the embeddings projected to the same width, and a norm over each
+        layer's slice (replicated over TP, as transformers' TP plan leaves them)."""
+        m, t = self.model, phase.tokens
+        if not m.per_layer_input_dim:
             return []
-        return [self._params_op("residual_scales", "norm", m.residual_scale_vectors * m.hidden_dim)]
+        width = m.num_layers * m.per_layer_input_dim
+        rows = m.per_layer_input_vocab_size or m.vocab_size
+        params = rows * width
+        table = Operator(name="per_layer_embedding", group="embedding", kind="embedding", params=params,
+                         params_per_gpu=params, weight_bytes_per_gpu=params * self.e_bytes,
+                         bytes_read_per_gpu=t * width * self.e_bytes,
+                         bytes_written_per_gpu=t * width * self.a_bytes,
+                         shapes=f"[{rows}x{width}] lookup x {t}")
+        return [table,
+                self._matmul("per_layer_model_projection", "embedding", phase, t, m.hidden_dim, width, False),
+                self._norm("per_layer_projection_norm", "embedding", t * m.num_layers, m.per_layer_input_dim)]
 
     def head_extra_ops(self, phase: Phase) -> List[Operator]:
         m = self.model

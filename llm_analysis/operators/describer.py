@@ -134,6 +134,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
             raise ConfigError(f"pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name}; "
                               f"valid pp_size: 1..{m.num_layers}")
         widths = {"ffn_embed_dim": m.ffn_embed_dim}
+        widths.update((f"layer_ffn_dims entry {w}", w) for w in sorted(set(m.layer_ffn_dims or ())))
         if m.is_moe:
             widths["moe_ffn_embed_dim"] = m.expert_ffn_dim
             if m.moe_num_shared_experts:
@@ -299,6 +300,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
                                     m.embedding_proj_bias))
         if m.embedding_norm:
             ops.append(self._norm("embedding_norm", "embedding", t, e))
+        ops += self.embedding_extra_ops(phase)
         if self.tp > 1:  # vocab-parallel embedding: partial lookups summed
             ops.append(self._collective("tp_all_reduce_embedding", "all_reduce", "tp", self.tp, t * m.hidden_dim))
         return ops

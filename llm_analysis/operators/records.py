@@ -145,10 +145,13 @@ class LayerKind:
 
     moe: bool
     attention: str  # "full_attention" | "sliding_attention"
+    head_dim: Optional[int] = None  # from ModelConfig.layer_head_dims (None: the model's head_dim)
+    ffn_dim: Optional[int] = None  # from ModelConfig.layer_ffn_dims (None: ffn_embed_dim)
 
     @property
     def label(self) -> str:
-        return f"{'moe' if self.moe else 'dense'}/{self.attention.split('_')[0]}"
+        widths = "".join(f"/{n}{v}" for n, v in (("d", self.head_dim), ("ffn", self.ffn_dim)) if v)
+        return f"{'moe' if self.moe else 'dense'}/{self.attention.split('_')[0]}{widths}"
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,9 @@ def layer_kinds(model: ModelConfig) -> List[LayerKind]:
 
 
 def _kind(model: ModelConfig, i: int) -> LayerKind:
-    return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i))
+    heads, ffns = model.layer_head_dims, model.layer_ffn_dims
+    return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i),
+                     heads[i] if heads is not None else None, ffns[i] if ffns is not None else None)
 
 
 def _min_period(seq: List[str]) -> int:
@@ -208,7 +213,10 @@ def _periods(model: ModelConfig) -> Tuple[int, int, int]:
     """(start, period before start, period from start on) of the layer kind: layer
     i >= start has the kind of layer i + period. Before `start` (the first-k-dense
     layers of an MoE) the kind repeats with the attention pattern's period alone."""
-    att = 1 if model.layer_types is None else _min_period(list(model.layer_types))
+    att = 1
+    for per_layer in (model.layer_types, model.layer_head_dims, model.layer_ffn_dims):
+        if per_layer is not None:  # the kind repeats with every per-layer list's period
+            att = math.lcm(att, _min_period(list(per_layer)))
     if not model.is_moe:
         return 0, att, att
     return model.moe_first_dense_layers, att, math.lcm(att, model.moe_layer_freq)
