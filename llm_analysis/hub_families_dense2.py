@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Dict
 
 from .hub_bases import GEMMA2, GPT2, LAYERNORM, LLAMA, NO_BIASES
-from .hub_errors import UnmappableConfig
+from .hub_errors import EXACT_HINT, UnmappableConfig, UnsupportedArchitecture
 from .hub_source import Fields, Src, as_int
 from .hub_spec import Family, Flag, Opt, Reader, Refuse, Req, Same, Window
 
-__all__ = ["DENSE2_FAMILIES"]
+__all__ = ["DENSE2_FAMILIES", "REFUSED_FAMILIES"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,28 @@ class HalfOf(Reader):
 
 # the per-layer overrides transformers 5.23 reads (Gemma4TextAttention: head_dim and
 # num_key_value_heads; Gemma4TextMLP reads the global intermediate_size)
+class RefuseFeature(Refuse):
+    """A check like `Refuse`, raising UnsupportedArchitecture (a well-formed config of an
+    architecture the row does not describe) with the [exact] hint."""
+
+    def __call__(self, src: Src, f: Fields, what: str) -> None:
+        try:
+            super().__call__(src, f, what)
+        except UnmappableConfig as exc:
+            raise UnsupportedArchitecture(f"{str(exc).rstrip('.')}. To count it, {EXACT_HINT}.") from None
+
+
+@dataclass(frozen=True)
+class Unmodelled:
+    """A check that refuses every config of the type, naming what ModelConfig lacks."""
+    features: str
+
+    def __call__(self, src: Src, f: Fields, what: str) -> None:
+        raise UnsupportedArchitecture(
+            f"{what}: model_type {src.raw.get('model_type')!r} has {self.features}, which ModelConfig "
+            f"does not describe. To count it, {EXACT_HINT}.")
+
+
 _PER_LAYER_KEYS = {"head_dim": "layer_head_dims"}
 
 
@@ -94,7 +116,7 @@ def gemma4_per_layer_widths(src: Src, f: Fields, what: str) -> None:
             if k == "num_key_value_heads" and v in (None, base[k]):
                 continue
             if k not in _PER_LAYER_KEYS:
-                raise UnmappableConfig(f"{what}: per_layer_config overrides {k}={v!r} of layer {i}; "
+                raise UnsupportedArchitecture(f"{what}: per_layer_config overrides {k}={v!r} of layer {i}; "
                                        f"ModelConfig describes per-layer {', '.join(_PER_LAYER_KEYS)} only")
             lists[k][i] = as_int(v, f"per_layer_config.{key}.{k}")
     for k, field in _PER_LAYER_KEYS.items():
@@ -106,10 +128,10 @@ def gemma4_per_layer_widths(src: Src, f: Fields, what: str) -> None:
 # gated MLP) with per-layer head widths and per-layer embeddings (PLE); v_norm has no
 # weight, final_logit_softcapping no parameter
 _GEMMA4_CHECKS = (
-    Refuse("attention_k_eq_v", (False,), default=False, reason="keys reused as values, per-layer KV heads"),
-    Refuse("num_kv_shared_layers", (0,), default=0, reason="layers reusing another layer's keys and values"),
-    Refuse("enable_moe_block", (False,), default=False, reason="the MoE block beside the MLP"),
-    Refuse("use_bidirectional_attention", (None, "vision"), default=None, reason="bidirectional attention"))
+    RefuseFeature("attention_k_eq_v", (False,), default=False, reason="keys reused as values, per-layer KV heads"),
+    RefuseFeature("num_kv_shared_layers", (0,), default=0, reason="layers reusing another layer's keys and values"),
+    RefuseFeature("enable_moe_block", (False,), default=False, reason="the MoE block beside the MLP"),
+    RefuseFeature("use_bidirectional_attention", (None, "vision"), default=None, reason="bidirectional attention"))
 _GEMMA4 = {**GEMMA2, "qk_norm": True,
            "per_layer_input_dim": Opt("hidden_size_per_layer_input", default=0),
            "per_layer_input_vocab_size": Opt("vocab_size_per_layer_input")}
@@ -131,9 +153,9 @@ DENSE2_FAMILIES: Dict[str, Family] = {
     # [hidden] residual weights per layer; the CDMoE MLP (is_moe) is not described
     "doge": Family({**LLAMA, "qk_norm": True, "mlp_bias": Flag("mlp_bias", default=False),
                     "attn_dynamic_mask": True, "residual_scale_vectors": 2, **_NO_WINDOW},
-                   checks=(Refuse("is_moe", (False,), default=False, as_bool=True,
+                   checks=(RefuseFeature("is_moe", (False,), default=False, as_bool=True,
                                   reason="Doge's CDMoE mixture of product-key experts"),
-                           Refuse("sliding_window", (None,), default=None,
+                           RefuseFeature("sliding_window", (None,), default=None,
                                   reason="a sliding window with Doge's dynamic mask"))),
     # GPT-NeoX-Japanese: pre-LN with bias, fused bias-free qkv and dense, bias-free GELU
     # MLP of hidden * intermediate_multiple_size, a dense_bias on the last layer only, rotary
@@ -156,4 +178,30 @@ DENSE2_FAMILIES: Dict[str, Family] = {
                     "lm_head_bias": True}),
     "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS, steps=(gemma4_per_layer_widths,)),
     "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS, steps=(gemma4_per_layer_widths,)),
+}
+
+#: types refused with what they hold beyond ModelConfig (transformers 5.23 modelling
+#: code): rows of FAMILIES, not listed as supported
+REFUSED_FAMILIES: Dict[str, Family] = {
+    "gemma3n_text": Family({}, checks=(Unmodelled(
+        "AltUp (alternating updates over 4 residual streams), LAuReL low-rank residuals, "
+        "KV-cache sharing across the last layers and activation sparsity"),)),
+    "hrm_text": Family({}, checks=(Unmodelled(
+        "two layer stacks run for H_cycles x L_cycles recurrent iterations per forward "
+        "(parameters shared across the iterations)"),)),
+    "cpmant": Family({}, checks=(Unmodelled(
+        "prompt tokens prepended to every input, segment embeddings and a bucketed "
+        "relative position bias"),)),
+    "git": Family({}, checks=(Unmodelled("a CLIP vision encoder and visual projection inside the "
+                                         "causal-LM class, with BERT-style post-LN text layers"),)),
+    "neomme": Family({}, checks=(Unmodelled(
+        "factorized embeddings with patch embeddings, gated output projections, exclusive "
+        "self-attention and per-layer residual lambdas"),)),
+    "blt": Family({}, checks=(Unmodelled(
+        "byte-level local encoder/decoder stacks with cross-attention to patches, hash "
+        "n-gram embeddings and an entropy patcher model"),)),
+    "phi4_multimodal": Family({}, checks=(Unmodelled(
+        "vision and audio encoders inside the causal-LM class (embed_tokens_extend)"),)),
+    "mllama_text_model": Family({}, checks=(Unmodelled(
+        "cross-attention layers (cross_attention_layers) attending to vision states"),)),
 }
