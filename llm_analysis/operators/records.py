@@ -4,7 +4,7 @@ conventions (see `llm_analysis.operators` for the conventions in full)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..config import ModelConfig
@@ -145,8 +145,9 @@ class LayerKind:
 
     moe: bool
     attention: str  # "full_attention" | "sliding_attention"
-    head_dim: Optional[int] = None  # from ModelConfig.layer_head_dims (None: the model's head_dim)
-    ffn_dim: Optional[int] = None  # from ModelConfig.layer_ffn_dims (None: ffn_embed_dim)
+    # keyword-only, so subclasses' positional fields keep their places (exact/tree_describer.py)
+    head_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_head_dims
+    ffn_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_ffn_dims
 
     @property
     def label(self) -> str:
@@ -199,7 +200,8 @@ def layer_kinds(model: ModelConfig) -> List[LayerKind]:
 def _kind(model: ModelConfig, i: int) -> LayerKind:
     heads, ffns = model.layer_head_dims, model.layer_ffn_dims
     return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i),
-                     heads[i] if heads is not None else None, ffns[i] if ffns is not None else None)
+                     head_dim=heads[i] if heads is not None else None,
+                     ffn_dim=ffns[i] if ffns is not None else None)
 
 
 def _min_period(seq: List[str]) -> int:
