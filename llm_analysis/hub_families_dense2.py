@@ -124,17 +124,55 @@ def gemma4_per_layer_widths(src: Src, f: Fields, what: str) -> None:
             f[field] = lists[k]
 
 
+def gemma4_double_wide(src: Src, f: Fields, what: str) -> None:
+    """Gemma4TextMLP: with use_double_wide_mlp, the KV-sharing layers (the last
+    num_kv_shared_layers) have MLPs of twice intermediate_size."""
+    n, shared, width = f.get("num_layers"), f.get("kv_shared_layers") or 0, f.get("ffn_embed_dim")
+    if shared and n and width and bool(src.get("use_double_wide_mlp", default=False)):
+        f["layer_ffn_dims"] = [width * (2 if i >= n - shared else 1) for i in range(n)]
+
+
 # Gemma 4 (Gemma4TextDecoderLayer): Gemma 3's layers (four norms, q/k RMSNorm, GELU-tanh
-# gated MLP) with per-layer head widths and per-layer embeddings (PLE); v_norm has no
-# weight, final_logit_softcapping no parameter
+# gated MLP) with per-layer head widths, per-layer embeddings (PLE) and KV sharing in the
+# last num_kv_shared_layers layers; v_norm has no weight, final_logit_softcapping no parameter
 _GEMMA4_CHECKS = (
     RefuseFeature("attention_k_eq_v", (False,), default=False, reason="keys reused as values, per-layer KV heads"),
-    RefuseFeature("num_kv_shared_layers", (0,), default=0, reason="layers reusing another layer's keys and values"),
     RefuseFeature("enable_moe_block", (False,), default=False, reason="the MoE block beside the MLP"),
     RefuseFeature("use_bidirectional_attention", (None, "vision"), default=None, reason="bidirectional attention"))
-_GEMMA4 = {**GEMMA2, "qk_norm": True,
+_GEMMA4 = {**GEMMA2, "qk_norm": True, "kv_shared_layers": Opt("num_kv_shared_layers", default=0),
            "per_layer_input_dim": Opt("hidden_size_per_layer_input", default=0),
            "per_layer_input_vocab_size": Opt("vocab_size_per_layer_input")}
+
+@dataclass(frozen=True)
+class PerLayerFfn(Reader):
+    """(ffn_embed_dim, layer_ffn_dims) from `key`, an int or one width per layer
+    (Gemma3nTextMLP: intermediate_size[layer_idx]); the list only when widths differ,
+    ffn_embed_dim then the widest (what activation-memory estimates read)."""
+    key: str = "intermediate_size"
+
+    def read(self, src: Src, f: Fields, what: str):
+        v, n = src.get(self.key), f.get("num_layers")
+        if v is None:
+            return None, None
+        if not isinstance(v, (list, tuple)):
+            return as_int(v, self.key), None
+        widths = [as_int(w, self.key) for w in v]
+        if n is not None and len(widths) != n:
+            raise UnmappableConfig(f"{what}: {self.key} lists {len(widths)} widths for {n} layers")
+        return max(widths), (widths if len(set(widths)) > 1 else None)
+
+
+# Gemma 3n (Gemma3nTextDecoderLayer): Gemma 3's four norms and q/k RMSNorm, per-layer MLP
+# widths, per-layer embeddings, AltUp streams, a LAuReL block and KV sharing in the last
+# num_kv_shared_layers layers (Gemma3nTextAttention: no k/v projections or k_norm there);
+# activation sparsity and logit soft-capping hold no parameter and no matmul
+_GEMMA3N = {**{k: v for k, v in GEMMA2.items() if k != "ffn_embed_dim"}, "qk_norm": True,
+            ("ffn_embed_dim", "layer_ffn_dims"): PerLayerFfn(),
+            "per_layer_input_dim": Opt("hidden_size_per_layer_input", default=0),
+            "per_layer_input_vocab_size": Opt("vocab_size_per_layer_input"),
+            "altup_num_inputs": Opt("altup_num_inputs", default=0),
+            "laurel_rank": Opt("laurel_rank", default=0),
+            "kv_shared_layers": Opt("num_kv_shared_layers", default=0)}
 
 _NO_WINDOW = {("sliding_window", "layer_types"): Window(None)}
 
@@ -176,16 +214,16 @@ DENSE2_FAMILIES: Dict[str, Family] = {
                     "ffn_embed_dim": Req("dff"), "activation": "relu",
                     "position_embedding_type": "sinusoidal", "num_position_embeddings": None,
                     "lm_head_bias": True}),
-    "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS, steps=(gemma4_per_layer_widths,)),
-    "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS, steps=(gemma4_per_layer_widths,)),
+    "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS, steps=(gemma4_per_layer_widths, gemma4_double_wide)),
+    "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS,
+                                  steps=(gemma4_per_layer_widths, gemma4_double_wide)),
+    "gemma3n_text": Family(_GEMMA3N, checks=(RefuseFeature(
+        "altup_num_inputs", tuple(range(2, 65)), default=4, reason="AltUp needs at least two streams"),)),
 }
 
 #: types refused with what they hold beyond ModelConfig (transformers 5.23 modelling
 #: code): rows of FAMILIES, not listed as supported
 REFUSED_FAMILIES: Dict[str, Family] = {
-    "gemma3n_text": Family({}, checks=(Unmodelled(
-        "AltUp (alternating updates over 4 residual streams), LAuReL low-rank residuals, "
-        "KV-cache sharing across the last layers and activation sparsity"),)),
     "hrm_text": Family({}, checks=(Unmodelled(
         "two layer stacks run for H_cycles x L_cycles recurrent iterations per forward "
         "(parameters shared across the iterations)"),)),

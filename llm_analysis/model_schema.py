@@ -137,6 +137,12 @@ class ModelConfig(StrictModel):
     # in every layer a gate [hidden -> dim], a projection [dim -> hidden] and a norm
     per_layer_input_dim: int = 0
     per_layer_input_vocab_size: Optional[int] = None  # default vocab_size
+    # Gemma 3n (Gemma3nTextDecoderLayer): AltUp over this many residual streams (arXiv
+    # 2301.13310; 0 = none), LAuReL low-rank residual of this rank (arXiv 2411.07501; 0 =
+    # none), and the last kv_shared_layers layers reuse an earlier layer's keys and values
+    altup_num_inputs: int = 0
+    laurel_rank: int = 0
+    kv_shared_layers: int = 0
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ModelConfig":
@@ -157,7 +163,8 @@ class ModelConfig(StrictModel):
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
                        "cross_attention_dim", "embedding_vocab_size", "per_layer_input_vocab_size")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size",
-                       "mlp_act_params", "residual_scale_vectors", "per_layer_input_dim", lo_open=False)
+                       "mlp_act_params", "residual_scale_vectors", "per_layer_input_dim",
+                       "altup_num_inputs", "laurel_rank", "kv_shared_layers", lo_open=False)
 
     def _fill_heads(self) -> None:
         """Key/value heads (MHA by default, or from the group count) and head_dim."""
@@ -236,6 +243,10 @@ class ModelConfig(StrictModel):
             if len(widths) != self.num_layers or any(w <= 0 for w in widths):
                 raise ValueError(f"field '{f}' = {widths!r} must hold one positive width per layer "
                                  f"(num_layers = {self.num_layers})")
+        if self.kv_shared_layers >= self.num_layers or (self.kv_shared_layers and self.is_mla):
+            raise ValueError(f"field 'kv_shared_layers' = {self.kv_shared_layers}: the layers reusing "
+                             "keys and values need an earlier multi-head attention layer "
+                             f"(num_layers = {self.num_layers})")
         if self.layer_head_dims is not None and self.is_mla:
             raise ValueError("field 'layer_head_dims' describes multi-head attention, not MLA "
                              "(kv_lora_rank is set)")

@@ -44,6 +44,17 @@ CONFIGS = {
                                num_key_value_heads=4, head_dim=16, sliding_window=8,
                                hidden_size_per_layer_input=0, global_head_dim=8,
                                layer_types=["sliding_attention", "full_attention"] * 2),
+    "gemma4_text-kv-shared": dict(_SMALL, model_type="gemma4_text", num_hidden_layers=6,
+                                  num_key_value_heads=2, head_dim=16, sliding_window=8,
+                                  hidden_size_per_layer_input=8, vocab_size_per_layer_input=100,
+                                  global_head_dim=32, num_kv_shared_layers=2, use_double_wide_mlp=True,
+                                  layer_types=["sliding_attention", "full_attention"] * 3),
+    "gemma3n_text": dict(_SMALL, model_type="gemma3n_text", num_hidden_layers=6, num_key_value_heads=2,
+                         head_dim=16, sliding_window=8, intermediate_size=[96, 96, 128, 128, 96, 64],
+                         num_kv_shared_layers=2, altup_num_inputs=3, laurel_rank=8,
+                         hidden_size_per_layer_input=8, vocab_size_per_layer_input=100,
+                         activation_sparsity_pattern=[0.95, 0.95, 0.0, 0.0, 0.0, 0.0],
+                         layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2),
     "gemma4_unified_text": dict(_SMALL, model_type="gemma4_unified_text", num_hidden_layers=6,
                                 num_key_value_heads=2, head_dim=16, sliding_window=8,
                                 global_head_dim=24),
@@ -151,6 +162,36 @@ def test_dense_variant_fields_by_hand():
             == _params(_cfg(num_key_value_heads=kv)) + L * (kv * hd * kv + kv))
 
 
+def test_altup_and_laurel_by_hand():
+    n, r, s = 3, 5, 10
+    base = _params(_cfg())
+    # model: 2 x (n-1) [H x H] stream projections; per layer: router norm H, router H*n,
+    # prediction coefs n*n^2, correction coefs n*n, output scale H; LAuReL H*r + r*H + norm H
+    per_layer = H + H * n + n ** 3 + n * n + H + 2 * H * r + H
+    cfg = _cfg(altup_num_inputs=n, laurel_rank=r)
+    assert _params(cfg) == base + 2 * (n - 1) * H * H + L * per_layer
+    # FLOPs: the projections 2*s*H*H each; per layer the router twice 2*(2s)*H*n, the
+    # coefficients 2*s*n*n^2 and 2*s*n*n, the mix 2*s*H*n*n, LAuReL 2*(2*s*H*r)
+    layer = 2 * 2 * s * H * n + 2 * s * n ** 3 + 2 * s * n * n + 2 * s * H * n * n + 2 * 2 * s * H * r
+    assert _prefill_flops(cfg, s) == _prefill_flops(_cfg(), s) + 2 * (n - 1) * 2 * s * H * H + L * layer
+
+
+def test_kv_shared_layers_have_no_kv_projections_and_no_cache():
+    kv, hd, shared, s = 2, H // HEADS, 3, 10
+    cfg, plain = _cfg(kv_shared_layers=shared, num_key_value_heads=kv), _cfg(num_key_value_heads=kv)
+    assert _params(cfg) == _params(plain) - shared * 2 * H * kv * hd
+    assert _prefill_flops(cfg, s) == _prefill_flops(plain, s) - shared * 2 * 2 * s * H * kv * hd
+    a, b = LLMAnalysis(cfg, GPU), LLMAnalysis(plain, GPU)
+    # the cache holds only the layers that make their own keys and values
+    assert a.get_memory_kv_cache_total(1, 100) * L == b.get_memory_kv_cache_total(1, 100) * (L - shared)
+    assert sum(n for k, n in a.describer.layer_groups.items() if k.kv_shared) == shared
+    # a decode step still reads the reused keys and values
+    step = Phase("decode", batch=1, q_len=1, kv_len=50)
+    kind = next(k for k in a.describer.layer_groups if k.kv_shared)
+    core = next(o for o in a.describer.layer_ops(step, kind) if o.kind == "attention")
+    assert core.kv_cache_bytes_read_per_gpu == 50 * 2 * kv * hd * a.describer.kv_bytes
+
+
 def test_differential_attention_runs_the_core_twice():
     s = 10
     core = 2 * HEADS * s * s * 2 * (H // HEADS)  # QK^T and AV of one pass, per layer
@@ -192,12 +233,11 @@ _G4 = CONFIGS["gemma4_text"]
 
 @pytest.mark.parametrize("raw, words", [
     (dict(_G4, attention_k_eq_v=True), "attention_k_eq_v"),
-    (dict(_G4, num_kv_shared_layers=2), "num_kv_shared_layers"),
     (dict(_G4, use_bidirectional_attention="all"), "bidirectional"),
     (dict(_G4, per_layer_config={"02": {"intermediate_size": 128}}), "intermediate_size"),
     (dict(_G4, per_layer_config={"02": {"num_key_value_heads": 1}}), "num_key_value_heads"),
     (dict(CONFIGS["doge"], is_moe=True), "CDMoE"),
-    (dict(_SMALL, model_type="gemma3n_text"), "AltUp"),
+    (dict(_SMALL, model_type="gemma3n_text", altup_num_inputs=1), "AltUp"),
     (dict(_SMALL, model_type="hrm_text"), "H_cycles"),
 ])
 def test_unmodelled_features_are_refused(raw, words):
@@ -208,4 +248,4 @@ def test_unmodelled_features_are_refused(raw, words):
 def test_refused_rows_are_not_listed_as_supported():
     from llm_analysis.hf_import import SUPPORTED_MODEL_TYPES
     assert "gemma4_text" in SUPPORTED_MODEL_TYPES and "apertus" in SUPPORTED_MODEL_TYPES
-    assert "gemma3n_text" not in SUPPORTED_MODEL_TYPES and "git" not in SUPPORTED_MODEL_TYPES
+    assert "hrm_text" not in SUPPORTED_MODEL_TYPES and "git" not in SUPPORTED_MODEL_TYPES

@@ -63,21 +63,22 @@ class AttentionOps:
             ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
                                     shard=self.tp))
             kv_shard = m.num_key_value_heads / self.kv_heads_per_gpu
-            ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
-                                    shard=kv_shard))
-            ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_out, m.qkv_bias,
-                                    shard=kv_shard))
+            if not kind.kv_shared:  # a KV-sharing layer reads an earlier layer's keys and values
+                ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
+                                        shard=kv_shard))
+                ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_out, m.qkv_bias,
+                                        shard=kv_shard))
             if m.qk_norm:
-                ops += self._qk_norm_ops(t, hd)
+                ops += self._qk_norm_ops(t, hd, with_k=not kind.kv_shared)
         ops.append(self._attention_core(phase, kind, d_qk, d_v, heads_gpu))
         return ops + self._attention_out_ops(phase, heads_gpu, d_v)
 
-    def _qk_norm_ops(self, tokens: int, head_dim: int) -> list:
+    def _qk_norm_ops(self, tokens: int, head_dim: int, with_k: bool = True) -> list:
         """Norms of q and k: one [head_dim] weight shared by the heads (Qwen3), or one per
         head (OLMo-2, Cohere, StableLM: the same elements, heads x head_dim weights)."""
         m = self.model
         ops = []
-        for name, heads in (("q_norm", m.n_head), ("k_norm", m.num_key_value_heads)):
+        for name, heads in (("q_norm", m.n_head), ("k_norm", m.num_key_value_heads))[:2 if with_k else 1]:
             copies = heads if m.qk_norm_per_head else 1
             ops.append(self._norm(name, "attention", tokens * heads // copies, head_dim,
                                   bias=m.qk_norm_bias, copies=copies))
@@ -102,7 +103,16 @@ class AttentionOps:
             return 0.0
         if m.is_mla:
             return float(m.kv_lora_rank + m.qk_rope_head_dim)  # replicated on every TP rank
+        if kind.kv_shared:  # it reads the cache of an earlier layer (kv_shared_layers)
+            return 0.0
         return 2.0 * self.kv_heads_per_gpu * self.head_dim_of(kind)
+
+    def kv_elems_read_per_token_per_gpu(self, kind: LayerKind) -> float:
+        """Key/value elements the attention core reads per attended token: its own cache's,
+        or for a KV-sharing layer those of the layer whose cache it reuses (same shapes)."""
+        if kind.kv_shared and not self.model.encoder_only:
+            return 2.0 * self.kv_heads_per_gpu * self.head_dim_of(kind)
+        return self.kv_cache_elems_per_token_per_gpu(kind)
 
     def head_dim_of(self, kind: LayerKind) -> int:
         """The attention head width of layers of this kind (ModelConfig.layer_head_dims)."""
@@ -144,11 +154,11 @@ class AttentionOps:
         out_elems = phase.tokens * heads_gpu * d_v
         kv_read_bytes = 0.0
         if phase.past_len > 0 and not m.encoder_only:
-            kv_read_bytes = (phase.batch * attended * self.kv_cache_elems_per_token_per_gpu(kind)
+            kv_read_bytes = (phase.batch * attended * self.kv_elems_read_per_token_per_gpu(kind)
                              * self.kv_bytes)
             kv_new_bytes = 0.0
         else:
-            kv_new_bytes = phase.tokens * self.kv_cache_elems_per_token_per_gpu(kind) * self.a_bytes
+            kv_new_bytes = phase.tokens * self.kv_elems_read_per_token_per_gpu(kind) * self.a_bytes
             if m.encoder_only:
                 kv_new_bytes = phase.tokens * 2 * self.kv_heads_per_gpu * d_qk * self.a_bytes
         return Operator(

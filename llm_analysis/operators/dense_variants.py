@@ -20,22 +20,17 @@ from __future__ import annotations
 
 from typing import List
 
+from .altup import AltUpOps
 from .records import LayerKind, Operator, Phase
 
 
-class DenseVariantOps:
+class DenseVariantOps(AltUpOps):
     """Mixin of `LayerDescriber`: the extra operators of dense decoder variants."""
 
     @property
     def attention_core_passes(self) -> int:
         """How many times the attention core runs per layer (2 for differential attention)."""
         return 2 if self.model.differential_attention else 1
-
-    def _params_op(self, name: str, group: str, params: int) -> Operator:
-        """Learned parameters used element-wise (replicated on every TP rank)."""
-        return Operator(name=name, group=group, kind="elementwise", params=params,
-                        params_per_gpu=params, weight_bytes_per_gpu=params * self.w_bytes,
-                        bytes_read_per_gpu=params * self.w_bytes, shapes=f"[{params}]")
 
     def attention_extra_ops(self, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
         """Operators of the attention block that run before the output projection."""
@@ -80,15 +75,16 @@ class DenseVariantOps:
             ops.append(self._matmul("per_layer_input_gate", "mlp", phase, t, m.hidden_dim, d, False))
             ops.append(self._matmul("per_layer_projection", "mlp", phase, t, d, m.hidden_dim, False))
             ops.append(self._norm("post_per_layer_input_norm", "norm", t, m.hidden_dim))
-        return ops
+        return ops + self.altup_layer_ops(phase)
 
     def embedding_extra_ops(self, phase: Phase) -> List[Operator]:
         """Per-layer embeddings (Gemma4TextModel, Gemma3nTextModel): one table of every
         layer's inputs, the embeddings projected to the same width, and a norm over each
         layer's slice (replicated over TP, as transformers' TP plan leaves them)."""
         m, t = self.model, phase.tokens
+        streams = self.altup_stream_ops(phase, "altup_projections")
         if not m.per_layer_input_dim:
-            return []
+            return streams
         width = m.num_layers * m.per_layer_input_dim
         rows = m.per_layer_input_vocab_size or m.vocab_size
         params = rows * width
@@ -99,10 +95,11 @@ class DenseVariantOps:
                          shapes=f"[{rows}x{width}] lookup x {t}")
         return [table,
                 self._matmul("per_layer_model_projection", "embedding", phase, t, m.hidden_dim, width, False),
-                self._norm("per_layer_projection_norm", "embedding", t * m.num_layers, m.per_layer_input_dim)]
+                self._norm("per_layer_projection_norm", "embedding", t * m.num_layers, m.per_layer_input_dim)
+                ] + streams
 
     def head_extra_ops(self, phase: Phase) -> List[Operator]:
-        m = self.model
-        if not m.last_layer_attn_out_bias:
-            return []
-        return [self._params_op("last_layer_o_proj_bias", "attention", m.hidden_dim)]
+        ops = self.altup_stream_ops(phase, "altup_unembed_projections")
+        if self.model.last_layer_attn_out_bias:
+            ops.append(self._params_op("last_layer_o_proj_bias", "attention", self.model.hidden_dim))
+        return ops

@@ -148,10 +148,12 @@ class LayerKind:
     # keyword-only, so subclasses' positional fields keep their places (exact/tree_describer.py)
     head_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_head_dims
     ffn_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_ffn_dims
+    kv_shared: bool = field(default=False, kw_only=True)  # reuses keys/values (kv_shared_layers)
 
     @property
     def label(self) -> str:
         widths = "".join(f"/{n}{v}" for n, v in (("d", self.head_dim), ("ffn", self.ffn_dim)) if v)
+        widths += "/kv-shared" if self.kv_shared else ""
         return f"{'moe' if self.moe else 'dense'}/{self.attention.split('_')[0]}{widths}"
 
 
@@ -201,7 +203,8 @@ def _kind(model: ModelConfig, i: int) -> LayerKind:
     heads, ffns = model.layer_head_dims, model.layer_ffn_dims
     return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i),
                      head_dim=heads[i] if heads is not None else None,
-                     ffn_dim=ffns[i] if ffns is not None else None)
+                     ffn_dim=ffns[i] if ffns is not None else None,
+                     kv_shared=0 < model.kv_shared_layers and i >= model.num_layers - model.kv_shared_layers)
 
 
 def _min_period(seq: List[str]) -> int:
@@ -261,6 +264,12 @@ def _range_groups(model: ModelConfig, a: int, b: int) -> Dict[LayerKind, int]:
     in O(period) rather than O(b - a)."""
     if _overridden(model):  # a subclass decides kinds its own way: ask it for every layer
         return _count([_kind(model, i) for i in range(a, b)])
+    shared_from = model.num_layers - model.kv_shared_layers
+    if model.kv_shared_layers and a < shared_from < b:  # periodic on each side of the boundary
+        groups = _range_groups(model, a, shared_from)
+        for k, n in _range_groups(model, shared_from, b).items():
+            groups[k] = groups.get(k, 0) + n
+        return groups
     start, dense_period, period = _periods(model)
     groups: Dict[LayerKind, int] = {}
     _count_range(model, a, min(b, start), dense_period, groups)
