@@ -83,6 +83,14 @@ class Unmodelled:
 _PER_LAYER_KEYS = {"head_dim": "layer_head_dims"}
 
 
+def needs_layer_types(src: Src, f: Fields, what: str) -> None:
+    """Without the transformers config class (raw config.json), the attention pattern must
+    be listed: Gemma 3n / 4's classes derive it (and force the last layer to full attention)."""
+    if src.obj is None and not src.raw.get("layer_types"):
+        raise UnmappableConfig(f"{what}: no layer_types; transformers' configuration class derives "
+                               "the attention pattern (not installed, or it failed on this config)")
+
+
 def gemma4_per_layer_widths(src: Src, f: Fields, what: str) -> None:
     """Gemma 4's `per_layer_config` ({"05": {"head_dim": 512}, ...}: overrides of the
     text config for single layers, read by Gemma4TextAttention) as per-layer head widths;
@@ -95,10 +103,6 @@ def gemma4_per_layer_widths(src: Src, f: Fields, what: str) -> None:
             overrides = src.raw.get("per_layer_config")
     else:
         overrides = src.raw.get("per_layer_config")
-    if src.obj is None and not src.raw.get("layer_types"):
-        # the class forces the last layer to full attention and derives the pattern
-        raise UnmappableConfig(f"{what}: no layer_types; transformers' Gemma 4 configuration "
-                               "class derives the attention pattern (not installed or failed)")
     if overrides is None or not n:
         # the config class derives it from global_head_dim; without the class, refuse
         raise UnmappableConfig(f"{what}: no per_layer_config (per-layer attention widths) to read; "
@@ -214,11 +218,13 @@ DENSE2_FAMILIES: Dict[str, Family] = {
                     "ffn_embed_dim": Req("dff"), "activation": "relu",
                     "position_embedding_type": "sinusoidal", "num_position_embeddings": None,
                     "lm_head_bias": True}),
-    "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS, steps=(gemma4_per_layer_widths, gemma4_double_wide)),
-    "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS,
+    "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS + (needs_layer_types,),
+                          steps=(gemma4_per_layer_widths, gemma4_double_wide)),
+    "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS + (needs_layer_types,),
                                   steps=(gemma4_per_layer_widths, gemma4_double_wide)),
     "gemma3n_text": Family(_GEMMA3N, checks=(RefuseFeature(
-        "altup_num_inputs", tuple(range(2, 65)), default=4, reason="AltUp needs at least two streams"),)),
+        "altup_num_inputs", tuple(range(2, 65)), default=4, reason="AltUp needs at least two streams"),
+        needs_layer_types)),
 }
 
 #: types refused with what they hold beyond ModelConfig (transformers 5.23 modelling

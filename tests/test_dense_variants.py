@@ -249,3 +249,14 @@ def test_refused_rows_are_not_listed_as_supported():
     from llm_analysis.hf_import import SUPPORTED_MODEL_TYPES
     assert "gemma4_text" in SUPPORTED_MODEL_TYPES and "apertus" in SUPPORTED_MODEL_TYPES
     assert "hrm_text" not in SUPPORTED_MODEL_TYPES and "git" not in SUPPORTED_MODEL_TYPES
+
+
+def test_raw_configs_without_the_attention_pattern_are_refused():
+    """Without transformers' config class the pattern the class derives is unknown."""
+    from llm_analysis.errors import HubImportError
+    from llm_analysis.hub_families import FAMILIES
+    from llm_analysis.hub_source import Src
+    from llm_analysis.hub_spec import read_family
+    raw = {k: v for k, v in CONFIGS["gemma3n_text"].items() if k != "layer_types"}
+    with pytest.raises(HubImportError, match="layer_types"):
+        read_family(FAMILIES["gemma3n_text"], Src(None, raw), "raw gemma3n")
