@@ -260,3 +260,23 @@ def test_raw_configs_without_the_attention_pattern_are_refused():
     raw = {k: v for k, v in CONFIGS["gemma3n_text"].items() if k != "layer_types"}
     with pytest.raises(HubImportError, match="layer_types"):
         read_family(FAMILIES["gemma3n_text"], Src(None, raw), "raw gemma3n")
+
+
+@pytest.mark.parametrize("pp", [2, 3, 4])
+def test_kv_sharing_and_altup_split_over_pipeline_stages(pp):
+    cfg = _cfg(kv_shared_layers=3, altup_num_inputs=3, laurel_rank=4, per_layer_input_dim=4,
+               layer_head_dims=[8, 16, 8, 16])
+    a = LLMAnalysis(cfg, GPU, parallelism_config=ParallelismConfig(pp_size=pp))
+    stages = a.describer.stage_groups
+    assert sum(sum(g.values()) for g in stages) == L
+    assert sum(n for g in stages for k, n in g.items() if k.kv_shared) == 3
+    assert int(a.get_num_params_total()) == _params(cfg)
+
+
+def test_kv_sharing_keeps_layer_counting_independent_of_depth():
+    n = 100_000
+    cfg = _cfg(num_layers=n, kv_shared_layers=n // 3, sliding_window=64,
+               layer_types=["sliding_attention", "full_attention"] * (n // 2))
+    groups = layer_groups(cfg)
+    assert sum(groups.values()) == n and len(groups) == 4
+    assert sum(c for k, c in groups.items() if k.kv_shared) == n // 3
