@@ -247,5 +247,7 @@ REFUSED_FAMILIES: Dict[str, Family] = {
     "phi4_multimodal": Family({}, checks=(Unmodelled(
         "vision and audio encoders inside the causal-LM class (embed_tokens_extend)"),)),
     "mllama_text_model": Family({}, checks=(Unmodelled(
-        "cross-attention layers (cross_attention_layers) attending to vision states"),)),
+        "cross-attention layers (cross_attention_layers) that replace self-attention in some "
+        "layers, with tanh gates, and skip their whole block (MLP included) without vision states "
+        "(ModelConfig.cross_attention adds a cross-attention block to every layer)"),)),
 }
