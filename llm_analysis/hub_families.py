@@ -19,6 +19,7 @@ from .hub_hooks import (GptNeoWindow, RawWindowPattern, falcon_decoder_architect
 from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA,
                         GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, QWEN3,
                         QWEN_MOE_EXPERTS)
+from .hub_families_dense2 import DENSE2_FAMILIES, REFUSED_FAMILIES
 from .hub_families_encoders import ENCODER_FAMILIES
 from .hub_families_more import MORE_FAMILIES
 from .hub_families_moe import MOE_FAMILIES
@@ -164,6 +165,8 @@ FAMILIES.update(MORE_FAMILIES)
 FAMILIES.update(ENCODER_FAMILIES)
 FAMILIES.update(MOE_FAMILIES)
 FAMILIES.update(SEQ2SEQ_FAMILIES)
+FAMILIES.update(DENSE2_FAMILIES)
+FAMILIES.update(REFUSED_FAMILIES)
 
 #: model types mapped family by family (others go through the generic mapping)
-SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES)) + ("gemma3",)
+SUPPORTED_MODEL_TYPES = tuple(sorted(set(FAMILIES) - set(REFUSED_FAMILIES))) + ("gemma3",)

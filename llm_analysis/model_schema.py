@@ -112,6 +112,38 @@ class ModelConfig(StrictModel):
     cross_attention_dim: Optional[int] = None  # width of the encoder output; default hidden_dim
     source: str = ""  # where the numbers come from (Hub id, paper)
 
+    # --- dense decoder variants (issue 14); the defaults leave every other model as it was
+    # learned scalars inside the MLP activation, per layer (xIELU, Apertus: alpha_p, alpha_n)
+    mlp_act_params: int = 0
+    # BitNet b1.58 sub-norms (arXiv 2402.17764; BitNetAttention/BitNetMLP): a norm over the
+    # attention output before o_proj and one over the MLP hidden before down_proj
+    sub_norms: bool = False
+    # Differential attention (arXiv 2410.05258, DiffLlama): four [head_dim] lambda vectors
+    # per layer; transformers runs the attention core twice (once per half of the values)
+    differential_attention: bool = False
+    # Doge's dynamic mask (DogeAttention): dt_proj [kv_heads*head_dim -> kv_heads] over the
+    # cached values and one learned A per KV head
+    attn_dynamic_mask: bool = False
+    residual_scale_vectors: int = 0  # learned [hidden] residual weights per layer (Doge: 2)
+    embedding_vocab_size: Optional[int] = None  # input-embedding rows if != vocab_size (Moshi)
+    # only the last layer's attention output projection has a bias (GPT-NeoX-Japanese)
+    last_layer_attn_out_bias: bool = False
+    # per-layer widths, one entry per layer (None: head_dim / ffn_embed_dim everywhere);
+    # layers of equal widths share one LayerKind (operators/records.py layer_groups)
+    layer_head_dims: Optional[List[int]] = None  # attention head width (Gemma 4 per_layer_config)
+    layer_ffn_dims: Optional[List[int]] = None  # dense MLP width (Gemma 3n intermediate_size list)
+    # per-layer embeddings (Gemma 4 / Gemma 3n "PLE"): a [per_layer_input_vocab_size x
+    # num_layers*per_layer_input_dim] table, a projection of the embeddings to it and a norm;
+    # in every layer a gate [hidden -> dim], a projection [dim -> hidden] and a norm
+    per_layer_input_dim: int = 0
+    per_layer_input_vocab_size: Optional[int] = None  # default vocab_size
+    # Gemma 3n (Gemma3nTextDecoderLayer): AltUp over this many residual streams (arXiv
+    # 2301.13310; 0 = none), LAuReL low-rank residual of this rank (arXiv 2411.07501; 0 =
+    # none), and the last kv_shared_layers layers reuse an earlier layer's keys and values
+    altup_num_inputs: int = 0
+    laurel_rank: int = 0
+    kv_shared_layers: int = 0
+
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ModelConfig":
         # the order of the checks decides which error a config with several faults gets
@@ -119,6 +151,7 @@ class ModelConfig(StrictModel):
         self._fill_heads()
         self._fill_widths()
         self._check_layout()
+        self._check_dense_variants()
         return self
 
     def _check_signs(self) -> None:
@@ -128,8 +161,10 @@ class ModelConfig(StrictModel):
                        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
-                       "cross_attention_dim")
-        self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", lo_open=False)
+                       "cross_attention_dim", "embedding_vocab_size", "per_layer_input_vocab_size")
+        self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size",
+                       "mlp_act_params", "residual_scale_vectors", "per_layer_input_dim",
+                       "altup_num_inputs", "laurel_rank", "kv_shared_layers", lo_open=False)
 
     def _fill_heads(self) -> None:
         """Key/value heads (MHA by default, or from the group count) and head_dim."""
@@ -195,6 +230,34 @@ class ModelConfig(StrictModel):
         if self.moe_first_dense_layers > self.num_layers:
             raise ValueError(f"field 'moe_first_dense_layers' = {self.moe_first_dense_layers} "
                              f"exceeds num_layers = {self.num_layers}")
+
+    def _check_dense_variants(self) -> None:
+        """The dense-variant fields describe what they can (operators/dense_variants.py)."""
+        if self.is_moe and (self.sub_norms or self.mlp_act_params):
+            raise ValueError("fields 'sub_norms' and 'mlp_act_params' describe a dense MLP; "
+                             f"moe_num_experts = {self.moe_num_experts}: set them False / 0")
+        for f in ("layer_head_dims", "layer_ffn_dims"):
+            widths = getattr(self, f)
+            if widths is None:
+                continue
+            if len(widths) != self.num_layers or any(w <= 0 for w in widths):
+                raise ValueError(f"field '{f}' = {widths!r} must hold one positive width per layer "
+                                 f"(num_layers = {self.num_layers})")
+        if self.kv_shared_layers >= self.num_layers or (self.kv_shared_layers and self.is_mla):
+            raise ValueError(f"field 'kv_shared_layers' = {self.kv_shared_layers}: the layers reusing "
+                             "keys and values need an earlier multi-head attention layer "
+                             f"(num_layers = {self.num_layers})")
+        if self.layer_head_dims is not None and self.is_mla:
+            raise ValueError("field 'layer_head_dims' describes multi-head attention, not MLA "
+                             "(kv_lora_rank is set)")
+        if self.layer_ffn_dims is not None and self.is_moe:
+            raise ValueError("field 'layer_ffn_dims' describes dense MLPs; "
+                             f"moe_num_experts = {self.moe_num_experts}")
+        if (self.embedding_vocab_size not in (None, self.vocab_size) and self.tie_word_embeddings
+                and self.lm_head):
+            raise ValueError(f"field 'embedding_vocab_size' = {self.embedding_vocab_size} differs from "
+                             f"vocab_size = {self.vocab_size} but the embeddings are tied (one matrix): "
+                             "set tie_word_embeddings=False or embedding_vocab_size=None")
 
     # --- derived views (no arithmetic beyond shapes) ------------------------
     @property

@@ -57,35 +57,37 @@ class AttentionOps:
             ops.append(self._matmul("kv_b_proj", "attention", phase, kv_tokens, m.kv_lora_rank,
                                     m.n_head * (m.qk_nope_head_dim + d_v), False, shard=self.tp))
         else:
-            d_qk = d_v = m.head_dim
-            q_out, kv_out = m.n_head * m.head_dim, m.num_key_value_heads * m.head_dim
+            hd = self.head_dim_of(kind)
+            d_qk = d_v = hd
+            q_out, kv_out = m.n_head * hd, m.num_key_value_heads * hd
             ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
                                     shard=self.tp))
             kv_shard = m.num_key_value_heads / self.kv_heads_per_gpu
-            ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
-                                    shard=kv_shard))
-            ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_out, m.qkv_bias,
-                                    shard=kv_shard))
+            if not kind.kv_shared:  # a KV-sharing layer reads an earlier layer's keys and values
+                ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
+                                        shard=kv_shard))
+                ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_out, m.qkv_bias,
+                                        shard=kv_shard))
             if m.qk_norm:
-                ops += self._qk_norm_ops(t)
+                ops += self._qk_norm_ops(t, hd, with_k=not kind.kv_shared)
         ops.append(self._attention_core(phase, kind, d_qk, d_v, heads_gpu))
         return ops + self._attention_out_ops(phase, heads_gpu, d_v)
 
-    def _qk_norm_ops(self, tokens: int) -> list:
+    def _qk_norm_ops(self, tokens: int, head_dim: int, with_k: bool = True) -> list:
         """Norms of q and k: one [head_dim] weight shared by the heads (Qwen3), or one per
         head (OLMo-2, Cohere, StableLM: the same elements, heads x head_dim weights)."""
         m = self.model
         ops = []
-        for name, heads in (("q_norm", m.n_head), ("k_norm", m.num_key_value_heads)):
+        for name, heads in (("q_norm", m.n_head), ("k_norm", m.num_key_value_heads))[:2 if with_k else 1]:
             copies = heads if m.qk_norm_per_head else 1
-            ops.append(self._norm(name, "attention", tokens * heads // copies, m.head_dim,
+            ops.append(self._norm(name, "attention", tokens * heads // copies, head_dim,
                                   bias=m.qk_norm_bias, copies=copies))
         return ops
 
     def _attention_out_ops(self, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
         """Attention sinks (if any) and the output projection."""
         m = self.model
-        ops: List[Operator] = []
+        ops: List[Operator] = self.attention_extra_ops(phase, heads_gpu, d_v)
         if m.attn_sinks:
             ops.append(Operator(name="attn_sinks", group="attention", kind="elementwise",
                                 params=m.n_head, params_per_gpu=heads_gpu,
@@ -101,7 +103,20 @@ class AttentionOps:
             return 0.0
         if m.is_mla:
             return float(m.kv_lora_rank + m.qk_rope_head_dim)  # replicated on every TP rank
-        return 2.0 * self.kv_heads_per_gpu * m.head_dim
+        if kind.kv_shared:  # it reads the cache of an earlier layer (kv_shared_layers)
+            return 0.0
+        return 2.0 * self.kv_heads_per_gpu * self.head_dim_of(kind)
+
+    def kv_elems_read_per_token_per_gpu(self, kind: LayerKind) -> float:
+        """Key/value elements the attention core reads per attended token: its own cache's,
+        or for a KV-sharing layer those of the layer whose cache it reuses (same shapes)."""
+        if kind.kv_shared and not self.model.encoder_only:
+            return 2.0 * self.kv_heads_per_gpu * self.head_dim_of(kind)
+        return self.kv_cache_elems_per_token_per_gpu(kind)
+
+    def head_dim_of(self, kind: LayerKind) -> int:
+        """The attention head width of layers of this kind (ModelConfig.layer_head_dims)."""
+        return kind.head_dim or self.model.head_dim
 
     def attended_len(self, kind: LayerKind, context_len: int) -> int:
         """Keys a query at context length c attends to (itself included)."""
@@ -131,7 +146,7 @@ class AttentionOps:
             pairs = phase.q_len * phase.kv_len  # eager: whole matrix, masked afterwards
         else:
             pairs = phase.q_len * self.attended_len(kind, phase.kv_len)
-        flops = 2.0 * phase.batch * m.n_head * pairs * (d_qk + d_v)
+        flops = 2.0 * phase.batch * m.n_head * pairs * (d_qk + d_v) * self.attention_core_passes
         flops_gpu = flops * heads_gpu / m.n_head
         attended = self.attended_len(kind, phase.kv_len)
         # q in, output out; keys/values: read from the cache (decode) or produced now
@@ -139,13 +154,13 @@ class AttentionOps:
         out_elems = phase.tokens * heads_gpu * d_v
         kv_read_bytes = 0.0
         if phase.past_len > 0 and not m.encoder_only:
-            kv_read_bytes = (phase.batch * attended * self.kv_cache_elems_per_token_per_gpu(kind)
+            kv_read_bytes = (phase.batch * attended * self.kv_elems_read_per_token_per_gpu(kind)
                              * self.kv_bytes)
             kv_new_bytes = 0.0
         else:
-            kv_new_bytes = phase.tokens * self.kv_cache_elems_per_token_per_gpu(kind) * self.a_bytes
+            kv_new_bytes = phase.tokens * self.kv_elems_read_per_token_per_gpu(kind) * self.a_bytes
             if m.encoder_only:
-                kv_new_bytes = phase.tokens * 2 * self.kv_heads_per_gpu * m.head_dim * self.a_bytes
+                kv_new_bytes = phase.tokens * 2 * self.kv_heads_per_gpu * d_qk * self.a_bytes
         return Operator(
             name="attention_core", group="attention", kind="attention", flops=flops,
             flops_per_gpu=flops_gpu,

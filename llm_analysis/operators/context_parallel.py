@@ -60,7 +60,7 @@ def kv_block_bytes(describer, phase: Phase, kind: LayerKind) -> float:
         heads = m.n_head // describer.tp
         width = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
     else:
-        width = 2 * describer.kv_heads_per_gpu * m.head_dim
+        width = 2 * describer.kv_heads_per_gpu * describer.head_dim_of(kind)
     return phase.tokens / cp * width * describer.a_bytes
 
 
@@ -89,15 +89,16 @@ def _all_to_all_ops(describer, phase: Phase, core_widths) -> List[Operator]:
     return out
 
 
-def _core_widths(describer):
+def _core_widths(describer, kind: LayerKind):
     """(name, per-GPU width per token) of the tensors Ulysses re-shards."""
     m = describer.model
     heads = m.n_head // describer.tp
     if m.is_mla:
         d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
         return (("q", heads * d_qk), ("k", heads * d_qk), ("v", heads * d_v), ("out", heads * d_v))
-    kv = describer.kv_heads_per_gpu * m.head_dim
-    return (("q", heads * m.head_dim), ("k", kv), ("v", kv), ("out", heads * m.head_dim))
+    hd = describer.head_dim_of(kind)
+    kv = describer.kv_heads_per_gpu * hd
+    return (("q", heads * hd), ("k", kv), ("v", kv), ("out", heads * hd))
 
 
 def context_parallel_layer(describer, phase: Phase, kind: LayerKind, ops: List[Operator]) -> List[Operator]:
@@ -113,7 +114,7 @@ def context_parallel_layer(describer, phase: Phase, kind: LayerKind, ops: List[O
                                 shapes=f"{local.shapes} (ring: {cp} K/V blocks)")
                 out.extend(_ring_ops(describer, phase, kind, local))
             else:
-                a2a = _all_to_all_ops(describer, phase, _core_widths(describer))
+                a2a = _all_to_all_ops(describer, phase, _core_widths(describer, kind))
                 out.extend(a2a[:3] + [local] + a2a[3:])  # q, k, v in; the output back
                 continue
         out.append(local)

@@ -11,6 +11,7 @@ from ..errors import ConfigError
 from ..options import ActivationRecomputation
 from .attention import AttentionOps
 from .cross_attention import CrossAttentionOps, check_encoder_seq_len
+from .dense_variants import DenseVariantOps
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
 from .mlp import MlpOps
 from .pipeline_layout import stage_layer_counts
@@ -34,7 +35,7 @@ class IdentityKey:
         return isinstance(other, IdentityKey) and other.obj is self.obj
 
 
-class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
+class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
     """Builds the operator records of a model under a dtype and parallel layout.
 
     Subclass and override `attention_ops`, `mlp_ops`, `norm_ops`,
@@ -133,6 +134,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
             raise ConfigError(f"pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name}; "
                               f"valid pp_size: 1..{m.num_layers}")
         widths = {"ffn_embed_dim": m.ffn_embed_dim}
+        widths.update((f"layer_ffn_dims entry {w}", w) for w in sorted(set(m.layer_ffn_dims or ())))
         if m.is_moe:
             widths["moe_ffn_embed_dim"] = m.expert_ffn_dim
             if m.moe_num_shared_experts:
@@ -254,7 +256,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         """Every operator of one layer of this kind, in execution order (on one
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
         ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind) + self.cross_attention_ops(phase, kind)
-               + self.mlp_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+               + self.mlp_ops(phase, kind) + self.layer_extra_ops(phase, kind) + self.tp_comm_ops(phase, kind))
         if self.cp_sharded(phase):
             return context_parallel_layer(self, phase, kind, ops)
         return ops
@@ -271,12 +273,13 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
     def embedding_ops(self, phase: Phase) -> List[Operator]:
         m, t = self.model, phase.tokens
         d = m.word_embedding_dim
-        vocab_gpu = ceil_div(m.vocab_size, self.tp)
+        rows = m.embedding_vocab_size or m.vocab_size
+        vocab_gpu = ceil_div(rows, self.tp)
         ops = [Operator(name="word_embedding", group="embedding", kind="embedding",
-                        params=m.vocab_size * d, params_per_gpu=vocab_gpu * d,
+                        params=rows * d, params_per_gpu=vocab_gpu * d,
                         weight_bytes_per_gpu=vocab_gpu * d * self.e_bytes,
                         bytes_read_per_gpu=t * d * self.e_bytes, bytes_written_per_gpu=t * d * self.a_bytes,
-                        shapes=f"[{m.vocab_size}x{d}] lookup x {t}")]
+                        shapes=f"[{rows}x{d}] lookup x {t}")]
         # factorized (ELECTRA, ALBERT): positions, token types and the norm at embedding_dim
         e = d if m.factorized_embeddings else m.hidden_dim
         if m.position_embedding_type == "learned" and m.num_position_embeddings:
@@ -297,6 +300,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
                                     m.embedding_proj_bias))
         if m.embedding_norm:
             ops.append(self._norm("embedding_norm", "embedding", t, e))
+        ops += self.embedding_extra_ops(phase)
         if self.tp > 1:  # vocab-parallel embedding: partial lookups summed
             ops.append(self._collective("tp_all_reduce_embedding", "all_reduce", "tp", self.tp, t * m.hidden_dim))
         return ops
@@ -311,7 +315,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         the same GPU holds the input embedding (False on the last of several
         pipeline stages, which then stores its own copy of a tied weight)."""
         m = self.model
-        ops: List[Operator] = []
+        ops: List[Operator] = self.head_extra_ops(phase)
         if m.final_norm:
             ops.append(self._norm("final_norm", "norm", phase.tokens, m.hidden_dim))
         if m.pooler:

@@ -39,8 +39,9 @@ class MlpOps:
     def mlp_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         m, t = self.model, phase.tokens
         if not kind.moe:
-            return self._ffn_ops("", "mlp", phase, t, m.ffn_embed_dim, m.mlp_bias, shard=self.tp,
-                                 down_bias=m.mlp_down_bias)
+            ffn = kind.ffn_dim or m.ffn_embed_dim
+            ops = self._ffn_ops("", "mlp", phase, t, ffn, m.mlp_bias, shard=self.tp, down_bias=m.mlp_down_bias)
+            return self.dense_mlp_extras(ops, phase, t, ffn)
         return self._moe_ops(phase)
 
     def expected_active_experts(self, tokens: int) -> float:

@@ -4,7 +4,7 @@ conventions (see `llm_analysis.operators` for the conventions in full)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..config import ModelConfig
@@ -145,10 +145,16 @@ class LayerKind:
 
     moe: bool
     attention: str  # "full_attention" | "sliding_attention"
+    # keyword-only, so subclasses' positional fields keep their places (exact/tree_describer.py)
+    head_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_head_dims
+    ffn_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_ffn_dims
+    kv_shared: bool = field(default=False, kw_only=True)  # reuses keys/values (kv_shared_layers)
 
     @property
     def label(self) -> str:
-        return f"{'moe' if self.moe else 'dense'}/{self.attention.split('_')[0]}"
+        widths = "".join(f"/{n}{v}" for n, v in (("d", self.head_dim), ("ffn", self.ffn_dim)) if v)
+        widths += "/kv-shared" if self.kv_shared else ""
+        return f"{'moe' if self.moe else 'dense'}/{self.attention.split('_')[0]}{widths}"
 
 
 @dataclass(frozen=True)
@@ -194,7 +200,11 @@ def layer_kinds(model: ModelConfig) -> List[LayerKind]:
 
 
 def _kind(model: ModelConfig, i: int) -> LayerKind:
-    return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i))
+    heads, ffns = model.layer_head_dims, model.layer_ffn_dims
+    return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i),
+                     head_dim=heads[i] if heads is not None else None,
+                     ffn_dim=ffns[i] if ffns is not None else None,
+                     kv_shared=0 < model.kv_shared_layers and i >= model.num_layers - model.kv_shared_layers)
 
 
 def _min_period(seq: List[str]) -> int:
@@ -208,7 +218,10 @@ def _periods(model: ModelConfig) -> Tuple[int, int, int]:
     """(start, period before start, period from start on) of the layer kind: layer
     i >= start has the kind of layer i + period. Before `start` (the first-k-dense
     layers of an MoE) the kind repeats with the attention pattern's period alone."""
-    att = 1 if model.layer_types is None else _min_period(list(model.layer_types))
+    att = 1
+    for per_layer in (model.layer_types, model.layer_head_dims, model.layer_ffn_dims):
+        if per_layer is not None:  # the kind repeats with every per-layer list's period
+            att = math.lcm(att, _min_period(list(per_layer)))
     if not model.is_moe:
         return 0, att, att
     return model.moe_first_dense_layers, att, math.lcm(att, model.moe_layer_freq)
@@ -251,6 +264,12 @@ def _range_groups(model: ModelConfig, a: int, b: int) -> Dict[LayerKind, int]:
     in O(period) rather than O(b - a)."""
     if _overridden(model):  # a subclass decides kinds its own way: ask it for every layer
         return _count([_kind(model, i) for i in range(a, b)])
+    shared_from = model.num_layers - model.kv_shared_layers
+    if model.kv_shared_layers and a < shared_from < b:  # periodic on each side of the boundary
+        groups = _range_groups(model, a, shared_from)
+        for k, n in _range_groups(model, shared_from, b).items():
+            groups[k] = groups.get(k, 0) + n
+        return groups
     start, dense_period, period = _periods(model)
     groups: Dict[LayerKind, int] = {}
     _count_range(model, a, min(b, start), dense_period, groups)
