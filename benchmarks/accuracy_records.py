@@ -93,6 +93,18 @@ def _int(setup: dict, key: str) -> int:
     return v
 
 
+def _launches_eagerly(rec: dict) -> bool:
+    """Engines of the records that launch every kernel from the host, without CUDA graphs:
+    FasterTransformer (C++, its docs/gpt_guide.md) and TensorRT-LLM before v0.7, whose
+    gptSessionBenchmark runs GptSession without CUDA graphs unless --enable_cuda_graph is
+    passed (github:NVIDIA/TensorRT-LLM benchmarks/cpp/gptSessionBenchmark.cpp, 2023; the
+    v0.5/v0.6 performance pages' commands do not pass it)."""
+    if rec["id"].startswith("ft-"):
+        return True
+    fw = str(rec["setup"].get("framework", ""))
+    return bool(re.match(r"TensorRT-LLM v0\.[56]\b", fw))
+
+
 def case_inference(rec: dict) -> Case:
     s, m, notes = rec["setup"], rec["measured"], []
     if m.get("oom"):
@@ -115,9 +127,10 @@ def case_inference(rec: dict) -> Case:
         raise Skip("no per-request time in the record (" + ", ".join(sorted(m)) + ")")
     par = ParallelismConfig(tp_size=tp, pp_size=pp)
 
+    eager = _launches_eagerly(rec)
+
     def run(kw: dict) -> float:
-        if kw.get("perf_model", "roofline") != "roofline" and rec["id"].startswith("ft-"):
-            # FasterTransformer launches every kernel from C++ without CUDA graphs (its docs/gpt_guide.md)
+        if kw.get("perf_model", "roofline") != "roofline" and eager:
             kw = {**kw, "kernel_launch": "eager"}
         res = LLMAnalysis(model, gpu, dtype, par, **kw).inference(batch_size_per_gpu=batch, seq_len=prompt,
                                                                   num_tokens_to_generate=out)
@@ -143,6 +156,22 @@ def case_mpt(rec: dict) -> Case:
             ds_zero=DSZeRO.STAGE_3, layernorm_dtype_bytes=2)
         return res["latency_per_iter"]
     return Case(measured, run, notes)
+
+
+# Korthikanti et al. 2022 (arXiv 2205.05198) Table 3: the interleaved schedule of each model's
+# layout, (layers, hidden, tp, pp) -> virtual stages per GPU
+_KORTHIKANTI_TABLE3_INTERLEAVE = {(96, 12288, 8, 8): 3, (105, 20480, 8, 35): 3}
+
+
+def _interleave(rec: dict, model, tp: int, pp: int, notes: list) -> int:
+    """The record's interleaving; a Korthikanti §6.3 run that states none (530B with 8-way data
+    parallelism: "the same configuration" scaled out) runs its model's Table 3 schedule."""
+    v = rec["setup"].get("interleaved_pipeline_stages")
+    if v is None and rec["id"].startswith("korthikanti2022-"):
+        v = _KORTHIKANTI_TABLE3_INTERLEAVE.get((model.num_layers, model.hidden_dim, tp, pp))
+        if v:
+            notes.append(f"interleaved schedule v={v} of the paper's Table 3 layout")
+    return v or 1
 
 
 def case_megatron(rec: dict) -> Case:
@@ -172,7 +201,7 @@ def case_megatron(rec: dict) -> Case:
     par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, sp_size=tp if s.get("sequence_parallel") else 1)
     kw_train = dict(batch_size_per_gpu=mb, global_batch_size=gbs - gbs % dp, seq_len=seq,
                     activation_recomputation=tv._recompute(s, rec["id"]), ds_zero=DSZeRO(s.get("zero_stage", 0)),
-                    pipeline_interleave=s.get("interleaved_pipeline_stages", 1), layernorm_dtype_bytes=2)
+                    pipeline_interleave=_interleave(rec, model, tp, pp, notes), layernorm_dtype_bytes=2)
 
     def run(kw: dict) -> float:
         return LLMAnalysis(model, gpu, parallelism_config=par, **kw).training(**kw_train)["latency_per_iter"]

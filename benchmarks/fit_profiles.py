@@ -32,8 +32,11 @@ from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 # what each generation's records can pin down (at least ~10 records per parameter)
 PARAMETERS = {
     # NCCL latencies stay at their nccl-tests-anchored values (tests/test_nccl_model.py)
-    "ampere": ("gemm_plateau_efficiency", "hbm_efficiency", "kernel_floor_graph_s", "kernel_floor_eager_s",
+    # gemm_k_half: the per-tile prologue/epilogue cost that separates a 1B model's GEMMs from a 1T one's
+    "ampere": ("gemm_plateau_efficiency", "gemm_k_half", "hbm_efficiency", "kernel_floor_graph_s", "kernel_floor_eager_s",
                "attn_prefill_efficiency", "weight_only_int8_stream_factor", "weight_only_int4_stream_factor"),
+    # (kernel_floor_eager_s stays assumed: fitted with the TensorRT-LLM v0.5/v0.6 records launching
+    # eagerly it goes to ~0 with HBM at 0.33 from any start; README "Caveats")
     "hopper": ("gemm_plateau_efficiency", "gemm_fp8_plateau_efficiency", "hbm_efficiency", "attn_prefill_efficiency"),
     "ada": ("hbm_efficiency",),
 }

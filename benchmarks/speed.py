@@ -193,7 +193,7 @@ def main(argv=None) -> None:
 
 def calibrated_per_call(calls: int = 200) -> None:
     """Ours only (the mirrored system has no calibrated model): perf_model="calibrated"
-    adds a roofline lower-bound pass to every call."""
+    also reports the roofline lower bound (from the same phase tables, kept per shape)."""
     from llm_analysis.analysis import LLMAnalysis
     from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
     for perf_model in ("roofline", "calibrated"):

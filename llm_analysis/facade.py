@@ -164,9 +164,10 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         """Time of (repeat count, operator) pairs: collectives pay their latency every time."""
         return _lat.weighted_time_s(self, weighted)
 
-    def pipeline_handoff_time_s(self, batch_size: int, tokens_per_seq: int) -> float:
-        """Point-to-point sends of the hidden states between pipeline stages."""
-        return _lat.pipeline_handoff_s(self, batch_size, tokens_per_seq)
+    def pipeline_handoff_time_s(self, batch_size: int, tokens_per_seq: int, scatter_gather: bool = False) -> float:
+        """Point-to-point sends of the hidden states between pipeline stages (scatter_gather:
+        Megatron's training hand-off, views/latency.py)."""
+        return _lat.pipeline_handoff_s(self, batch_size, tokens_per_seq, scatter_gather)
 
     # --------------------------------------------------------- parameters
     def get_num_params_embedding(self, shared_embedding: bool = True) -> int:

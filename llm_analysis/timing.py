@@ -76,6 +76,17 @@ class GroupTimes:
             self.add(key, r * c, r * m, r * k, r * sum_affine(f0, f1, 0, n), r * sum_affine(b0, b1, 0, n))
         return self
 
+    def add_simpson_splits(self, first, mid, last, n: int) -> "GroupTimes":
+        """n decode steps from `table_splits` at the first, middle and last context (a cost
+        model whose kernel times are not affine in the context: the calibrated one's
+        `steps_split_s`, Simpson's rule; collectives n x the first step's)."""
+        for a, b_, c_ in zip(first, mid, last):
+            r, key, coll = a[0], a[1], a[2]
+            comp, mem, comm = ((0.0, 0.0, n * a[5]) if coll else
+                               tuple(n * (x + 4 * y + z) / 6 for x, y, z in zip(a[3:5], b_[3:5], c_[3:5])) + (0.0,))
+            self.add(key, r * comp, r * mem, r * comm, r * n * (a[6] + c_[6]) / 2, r * n * (a[7] + c_[7]) / 2)
+        return self
+
     def add_steps(self, cost_model: CostModel, first: List[Tuple[int, Operator]],
                   last: List[Tuple[int, Operator]], n: int) -> "GroupTimes":
         """File n decode steps whose operators' work goes linearly from `first` to `last`."""
@@ -100,8 +111,13 @@ class GroupTimes:
 
 def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None) -> Optional[PhaseTable]:
     """The describer's phase table (operators/phase_table.py) when `cost_model` times
-    kernels on the roofline (other cost models time operators by their shapes)."""
-    return phase_table(d, name, stage) if type(cost_model) is RooflineCostModel else None
+    kernels on the roofline, or times them from a table it accepts (the calibrated
+    model: `accepts_table` / `table_splits`); else None (build operators)."""
+    if type(cost_model) is RooflineCostModel:
+        return phase_table(d, name, stage)
+    accepts = getattr(cost_model, "accepts_table", None)
+    table = phase_table(d, name, stage) if accepts is not None else None
+    return table if table is not None and accepts(table) else None
 
 
 def table_keys(table: PhaseTable) -> List[str]:
@@ -114,7 +130,10 @@ def table_keys(table: PhaseTable) -> List[str]:
 def table_splits(cost_model: RooflineCostModel, table: PhaseTable, batch: int, x: int):
     """(repeat, group key, is a collective, compute_s, memory_s, communication_s, flops,
     bytes) of every operator of a table at (batch, x), as the roofline's `op_split_s`
-    gives them (its `kernel_split_s` inlined: this is the hot path of a sweep)."""
+    gives them (its `kernel_split_s` inlined: this is the hot path of a sweep); a cost
+    model with its own `table_splits` (the calibrated one) gives them itself."""
+    if type(cost_model) is not RooflineCostModel:
+        return cost_model.table_splits(table, batch, x)
     flops, bytes_ = table.evaluate(batch, x, 0), table.evaluate(batch, x, 1)
     F, B = cost_model.roofline.flops_per_s, cost_model.roofline.hbm_bytes_per_s
     collective, comm = cost_model.collective_s, None

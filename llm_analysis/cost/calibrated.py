@@ -43,6 +43,7 @@ from typing import Dict, Optional, Tuple
 from ..config import DtypeConfig, GPUConfig, ParallelismConfig
 from ..constant import GB
 from ..errors import ConfigError
+from .calibrated_table import calibrated_table_splits, kernel_plan
 from .gemm import LAUNCH_MODES, gemm_efficiency
 from .model import CostModel
 from .links import group_stride
@@ -137,19 +138,22 @@ class CalibratedCostModel(CostModel):
         t = max(compute_s, memory_s, self._floor)
         return (t, 0.0) if compute_s >= memory_s else (0.0, t)
 
-    def op_kernel_split_s(self, op, flops: float, nbytes: float, kv_bytes: float) -> Tuple[float, float]:
-        """(compute_s, memory_s) of one operator's kernel with these FLOPs and bytes."""
+    def op_kernel_split_s(self, op, flops: float, nbytes: float, kv_bytes: float,
+                          dims: Optional[Tuple[int, ...]] = None) -> Tuple[float, float]:
+        """(compute_s, memory_s) of one operator's kernel with these FLOPs and bytes (and kernel
+        shape `dims`, default the operator's)."""
         if flops <= 0 and nbytes <= 0:  # holds weights, does no work (a skipped block): no kernel
             return 0.0, 0.0
         kind = op.kind
+        dims = op.kernel_dims if dims is None else dims
         if kind == "matmul":
-            eff = self._matmul_eff(op.kernel_dims) if op.kernel_dims else self._plateau
+            eff = self._matmul_eff(dims) if dims else self._plateau
             return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._matmul_hbm_eff))
         if kind == "attention":
             if kv_bytes > 0:  # decode over a KV cache: paged attention streams the cache
                 mem = self._stream_s(kv_bytes, self._decode_eff) + self._stream_s(nbytes - kv_bytes, self._hbm_eff)
                 return self._split(flops / (self._attn_peak * self._attn_eff), mem)
-            q = op.kernel_dims[0] if op.kernel_dims else 1
+            q = dims[0] if dims else 1
             eff = self._attn_eff * q / (q + self._attn_half)
             return self._split(flops / (self._attn_peak * eff), self._stream_s(nbytes, self._hbm_eff))
         return self._split(0.0, self._stream_s(nbytes, self._hbm_eff))
@@ -183,6 +187,14 @@ class CalibratedCostModel(CostModel):
             return 0.0, 0.0, self.collective_op_s(op)
         c, m = self.op_kernel_split_s(op, op.flops_per_gpu, op.bytes_per_gpu, op.kv_cache_bytes_read_per_gpu)
         return c, m, 0.0
+
+    def accepts_table(self, table) -> bool:
+        """Whether a phase table says every kernel's shape (cost/calibrated_table.py)."""
+        return kernel_plan(table) is not None
+
+    def table_splits(self, table, batch: int, x: float):
+        """`timing.table_splits` for this model (cost/calibrated_table.py)."""
+        return calibrated_table_splits(self, table, batch, x)
 
     # ------------------------------------------------------ collectives
     def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:

@@ -15,6 +15,7 @@ once and cached: the per-operator cost functions only read attributes.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 
@@ -56,6 +59,19 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "attn_decode_hbm_efficiency": ("fraction", "paged-attention KV streaming / HBM spec"),
     "kernel_floor_graph_s": ("seconds", "least time per kernel under CUDA graphs (serving)"),
     "kernel_floor_eager_s": ("seconds", "least time per kernel in eager mode (training)"),
+}
+# Parameters added after the first profiles were written, with the value an older profile (one
+# saved by `calibrate` or written by hand before the key existed) gets, and why. Each default
+# reproduces the model that profile was fitted under, or is the shipped assumption where the
+# new term was not fitted anywhere.
+DEFAULTS: dict[str, tuple[Any, str]] = {
+    "gemm_fp8_plateau_efficiency": (None, "the 16-bit GEMM plateau (fp8 GEMMs at the same efficiency)"),
+    "gemm_splitk_min_k": (256.0, "split-K slices of >= 256 (4 k-tiles of 64), the shipped assumption "
+                                 "(CUTLASS 'Split-K'; Osama et al. 2023, arXiv 2301.03598)"),
+    "weight_only_int8_stream_factor": (1.0, "int8 weight-only GEMMs stream at the 16-bit rate (the model "
+                                            "before this factor existed)"),
+    "weight_only_int4_stream_factor": (1.0, "int4 weight-only GEMMs stream at the 16-bit rate (the model "
+                                            "before this factor existed)"),
 }
 _TOP_KEYS = {"generation", "gpus", "parameters"}
 _GPU_KEYS = {"num_sms"}
@@ -147,10 +163,23 @@ def profile_from_dict(doc: Mapping, origin: str = "<dict>") -> Profile:
             raise ConfigError(f"{origin}: parameter {key!r} must be {{\"value\": ..., \"source\": \"...\"}}")
         values[key] = _check_value(key, entry["value"], origin)
         sources[key] = str(entry["source"])
-    missing = [k for k in PARAMETERS if k not in values and k != "gemm_fp8_plateau_efficiency"]
-    if missing:
-        raise ConfigError(f"{origin}: missing parameter(s) {', '.join(missing)}")
+    _fill_defaults(values, sources, origin)
     return Profile(gen, values, sources, {k: dict(v) for k, v in gpus.items()}, origin)
+
+
+def _fill_defaults(values: dict, sources: dict, origin: str) -> None:
+    """Keys newer than the profile get their DEFAULTS (one warning naming them); any other
+    missing key is refused, naming it."""
+    missing = [k for k in PARAMETERS if k not in values]
+    refused = [k for k in missing if k not in DEFAULTS]
+    if refused:
+        raise ConfigError(f"{origin}: missing parameter(s) {', '.join(refused)}")
+    filled = [k for k in missing if DEFAULTS[k][0] is not None]
+    for k in filled:
+        values[k], sources[k] = DEFAULTS[k][0], f"default (absent from {origin}): {DEFAULTS[k][1]}"
+    if filled:
+        logger.warning("profile %s predates parameter(s) %s: using the defaults %s", origin, ", ".join(filled),
+                       ", ".join(f"{k}={values[k]:g}" for k in filled))
 
 
 @lru_cache(maxsize=None)

@@ -105,7 +105,11 @@ def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
         return 0.0, {}, first_s, first_s
     last = first if num_steps == 1 else table_splits(cm, table, batch, seq_len + num_steps)
     last_s = table_time_s(last) + handoff
-    acc = GroupTimes().add_steps_splits(cm.roofline, first, last, num_steps)
+    if hasattr(cm, "roofline"):
+        acc = GroupTimes().add_steps_splits(cm.roofline, first, last, num_steps)
+    else:  # the calibrated model (cost/calibrated_table.py): Simpson's rule over the steps
+        mid = table_splits(cm, table, batch, seq_len + (1 + num_steps) / 2)
+        acc = GroupTimes().add_simpson_splits(first, mid, last, num_steps)
     if handoff:
         acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
     return acc.total_s, acc.finish(), first_s, last_s

@@ -31,7 +31,8 @@ from .describer import LayerDescriber
 from .records import Operator, Phase
 
 # figures of an operator the hot path reads, in this order
-FIELDS = ("flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "activation_bytes_per_gpu")
+FIELDS = ("flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "activation_bytes_per_gpu",
+          "kv_cache_bytes_read_per_gpu")  # the last for the calibrated model (cost/calibrated_table.py)
 _PROBE_BATCHES = (1, 2)
 _PROBE_XS = (16, 17, 18)  # consecutive: exact finite differences
 _CHECKS = ((3, 1000), (7, 4099))  # (batch, x) away from the probes
@@ -78,9 +79,20 @@ class PhaseTable:
         self.memo = {}  # what users derive from the roles once (e.g. group keys)
 
     def evaluate(self, batch: int, x: int, field: int) -> List[float]:
-        """Figure FIELDS[field] of every operator at (batch, x)."""
-        return [(a0 + x * (a1 + x * a2)) + batch * (b0 + x * (b1 + x * b2))
-                for a0, a1, a2, b0, b1, b2 in self.coefs[field]]
+        """Figure FIELDS[field] of every operator at (batch, x) (shared: do not mutate).
+        The last few shapes are kept: a calibrated call evaluates each shape twice, for its
+        prediction and for the roofline bound beside it."""
+        recent = self.memo.get("evaluated")
+        if recent is None:
+            recent = self.memo["evaluated"] = {}
+        key = (batch, x, field)
+        values = recent.get(key)
+        if values is None:
+            if len(recent) >= 32:
+                recent.clear()
+            values = recent[key] = [(a0 + x * (a1 + x * a2)) + batch * (b0 + x * (b1 + x * b2))
+                                    for a0, a1, a2, b0, b1, b2 in self.coefs[field]]
+        return values
 
 
 def _fit(d: LayerDescriber, name: str, stage: Optional[int]) -> Optional[PhaseTable]:

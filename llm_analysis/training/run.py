@@ -265,7 +265,7 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
     """Time of one iteration on the bottleneck stage, with its breakdown (seconds)."""
     p = analysis.parallelism_config
     v, ds_zero = req.interleave, req.framework.state_zero(req.ds_zero)  # distributed optimizer = ZeRO-1
-    hop = analysis.pipeline_handoff_time_s(b, req.seq_len) / (p.pp_size - 1) if p.pp_size > 1 else 0.0
+    hop = analysis.pipeline_handoff_time_s(b, req.seq_len, scatter_gather=True) / (p.pp_size - 1) if p.pp_size > 1 else 0.0
     pp_per_mb = 2 * hop * v if p.pp_size > 1 else 0.0
     bott = max(stages, key=lambda s_: s_.micro_batch_time)
     t_mb = bott.micro_batch_time + pp_per_mb

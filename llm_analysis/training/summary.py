@@ -87,7 +87,7 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
     flops = _flops(analysis, stages, m, it)
     tokens_per_iter = gbs * seq_len
     latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd + s_.cp_fwd for s_ in stages) \
-        + analysis.pipeline_handoff_time_s(b, seq_len)
+        + analysis.pipeline_handoff_time_s(b, seq_len, scatter_gather=True)
     return {
         "model_name": m_cfg.name, "gpu_name": analysis.gpu_config.name, "dtype_name": analysis.dtype_config.name,
         "batch_size_per_gpu": b, "gradient_accumulation_steps": m, "global_batch_size": gbs, "seq_len": seq_len,

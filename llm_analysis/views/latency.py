@@ -87,15 +87,29 @@ def output_embedding(a, batch_size: int, seq_len: int) -> float:
     return ops_time_s(a, [o for o in a.describer.head_ops(ph) if o.group == "lm_head"])
 
 
-def pipeline_handoff_s(a, batch_size: int, tokens_per_seq: int) -> float:
-    """Point-to-point sends of the hidden states between pipeline stages."""
+def pipeline_handoff_s(a, batch_size: int, tokens_per_seq: int, scatter_gather: bool = False) -> float:
+    """Point-to-point sends of the hidden states between pipeline stages.
+
+    `scatter_gather` (training): Megatron-LM's scatter/gather hand-off (Narayanan
+    et al. 2021, arXiv 2104.04473 §4.1; `scatter_gather_tensors_in_pipeline`, on by
+    default): without sequence parallelism every TP rank holds the same hidden
+    states, so each sends only its 1/tp slice to its peer of the next stage (over
+    its own NIC) and the receivers all-gather the slices over the TP group's
+    NVLink. Serving engines send the whole tensor from every rank (default)."""
     p = a.parallelism_config
     if p.pp_size == 1:
         return 0.0
     elems = batch_size * tokens_per_seq * a.model_config.hidden_dim / (p.tp_size if p.sp_size > 1 else 1)
     if tokens_per_seq > 1:  # a sequence split over context-parallel ranks: each sends its part
         elems /= p.cp_size
-    return (p.pp_size - 1) * a.cost_model.collective_s("p2p", elems * act_bytes(a), 2, "pp")
+    nbytes = elems * act_bytes(a)
+    if scatter_gather and p.tp_size > 1 and p.sp_size == 1:
+        cm = a.cost_model
+        hop_s = cm.collective_s("p2p", nbytes / p.tp_size, 2, "pp") + cm.collective_s(
+            "all_gather", nbytes, p.tp_size, "tp")
+        # never slower than sending the whole tensor (a small message gains nothing from the split)
+        return (p.pp_size - 1) * min(hop_s, cm.collective_s("p2p", nbytes, 2, "pp"))
+    return (p.pp_size - 1) * a.cost_model.collective_s("p2p", nbytes, 2, "pp")
 
 
 def forward(a, batch_size: int, seq_len: int, breakdown_prefix: str = "") -> Tuple[float, Dict[str, float]]:
