@@ -80,6 +80,21 @@ class ModelConfig(StrictModel):
     moe_router_bias: bool = False  # bias on the router linear (gpt-oss)
     moe_expert_bias: bool = False  # biases inside each expert's projections (gpt-oss)
 
+    # --- MoE / attention variants (issue 14: MLA and MoE decoders) -----------
+    # A gate on the attention output before o_proj (Gated Attention, arXiv 2505.06708):
+    # out *= act(Linear(hidden, n)), n = n_head * v-head width ("per_element": AFMoE,
+    # Beam, HY-V4) or n_head, broadcast over each head ("per_head": Laguna, dots3).
+    attn_output_gate: Literal["none", "per_element", "per_head"] = "none"
+    attn_output_gate_head_bias: bool = False  # one learned gate bias per head, no matmul (Beam)
+    moe_output_norm: bool = False  # a norm on the MoE block's output, MoE layers only (A.X-K1)
+    # DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2-Exp report, 2025): per
+    # layer wq_b [q_lora_rank x heads*dim], wk [hidden x dim] + LayerNorm(dim), weights_proj
+    # [hidden x heads]; it scores every cached token and attention reads index_topk of them.
+    # Set all three or none; needs MLA with q_lora_rank (the indexer reads q's latent).
+    index_n_heads: Optional[int] = None
+    index_head_dim: Optional[int] = None
+    index_topk: Optional[int] = None
+
     # --- norms, embeddings, block layout ------------------------------------
     norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
     norm_bias: bool = True  # LayerNorm has a bias; set False for RMSNorm / bias-free LN
@@ -128,7 +143,7 @@ class ModelConfig(StrictModel):
                        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
-                       "cross_attention_dim")
+                       "cross_attention_dim", "index_n_heads", "index_head_dim", "index_topk")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", lo_open=False)
 
     def _fill_heads(self) -> None:
@@ -192,9 +207,22 @@ class ModelConfig(StrictModel):
         if self.cross_attention and self.encoder_only:
             raise ValueError("fields 'cross_attention' and 'encoder_only' are both True; cross-attention "
                              "belongs to the decoder of an encoder-decoder model")
+        self._check_indexer()
         if self.moe_first_dense_layers > self.num_layers:
             raise ValueError(f"field 'moe_first_dense_layers' = {self.moe_first_dense_layers} "
                              f"exceeds num_layers = {self.num_layers}")
+
+    def _check_indexer(self) -> None:
+        """The sparse-attention indexer's three fields come together, on MLA with a q latent."""
+        index = {f: getattr(self, f) for f in ("index_n_heads", "index_head_dim", "index_topk")}
+        given = [f for f, v in index.items() if v is not None]
+        if given and len(given) != len(index):
+            raise ValueError(f"fields {sorted(index)} describe one indexer: set all of them or none "
+                             f"(got {index})")
+        if given and not (self.is_mla and self.q_lora_rank):
+            raise ValueError(f"field 'index_n_heads' = {self.index_n_heads}: the lightning indexer reads "
+                             "the query latent of multi-head latent attention; set kv_lora_rank and "
+                             "q_lora_rank too")
 
     # --- derived views (no arithmetic beyond shapes) ------------------------
     @property
@@ -215,6 +243,10 @@ class ModelConfig(StrictModel):
         if self.layer_types is not None:
             return self.layer_types[layer_idx]
         return "sliding_attention" if self.sliding_window is not None else "full_attention"
+
+    @property
+    def has_indexer(self) -> bool:
+        return self.index_topk is not None
 
     @property
     def expert_ffn_dim(self) -> int:

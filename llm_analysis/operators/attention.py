@@ -7,6 +7,7 @@ from typing import List
 
 from ..options import ActivationRecomputation
 from .records import LayerKind, Operator, Phase, causal_pairs
+from .variants import indexer_cache_elems, indexer_ops, output_gate_ops, sparse_key_limit
 
 
 class AttentionOps:
@@ -40,6 +41,7 @@ class AttentionOps:
             ops.append(self._matmul("kv_a_proj", "attention", phase, t, m.hidden_dim,
                                     m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias))
             ops.append(self._norm("kv_a_norm", "attention", t, m.kv_lora_rank))
+            ops += indexer_ops(self, phase, kind)
             if self.conv.mla == "absorb" and phase.past_len > 0:
                 # decode with kv_b_proj absorbed (DeepSeek-V2 paper §2.1.2; vLLM, SGLang):
                 # q_nope goes into the latent space per head, attention runs over the cached
@@ -90,6 +92,7 @@ class AttentionOps:
             ops.append(Operator(name="attn_sinks", group="attention", kind="elementwise",
                                 params=m.n_head, params_per_gpu=heads_gpu,
                                 weight_bytes_per_gpu=heads_gpu * self.w_bytes))
+        ops += output_gate_ops(self, phase, heads_gpu, d_v)
         ops.append(self._matmul("o_proj", "attention", phase, phase.tokens, m.n_head * d_v, m.hidden_dim,
                                 m.attn_out_bias, shard=self.tp, shard_input=True))
         return ops
@@ -99,15 +102,14 @@ class AttentionOps:
         m = self.model
         if m.encoder_only:
             return 0.0
-        if m.is_mla:
-            return float(m.kv_lora_rank + m.qk_rope_head_dim)  # replicated on every TP rank
+        if m.is_mla:  # replicated on every TP rank (and the indexer's keys, if any)
+            return float(m.kv_lora_rank + m.qk_rope_head_dim + indexer_cache_elems(m))
         return 2.0 * self.kv_heads_per_gpu * m.head_dim
 
     def attended_len(self, kind: LayerKind, context_len: int) -> int:
         """Keys a query at context length c attends to (itself included)."""
-        if kind.attention == "sliding_attention" and self.model.sliding_window:
-            return min(context_len, self.model.sliding_window)
-        return context_len
+        limit = sparse_key_limit(self.model, kind)
+        return context_len if limit is None else min(context_len, limit)
 
     def cached_len(self, kind: LayerKind, seq_len: int) -> int:
         """Tokens a layer keeps in its KV cache after `seq_len` tokens: all of them,
@@ -120,7 +122,7 @@ class AttentionOps:
     def _attention_core(self, phase: Phase, kind: LayerKind, d_qk: int, d_v: int,
                         heads_gpu: int) -> Operator:
         m = self.model
-        window = m.sliding_window if kind.attention == "sliding_attention" else None
+        window = sparse_key_limit(m, kind)
         if m.encoder_only:
             pairs = phase.q_len * phase.kv_len
         elif self.conv.attention_flops == "causal":

@@ -1,0 +1,95 @@
+"""Operators of attention and MoE variants (issue 14): the gate on the attention
+output, the lightning indexer of DeepSeek sparse attention, and the norm on a MoE
+block's output. Each builder takes the `LayerDescriber` and is called from a
+one-line hook in `attention.py` / `mlp.py`; with the ModelConfig defaults every
+builder returns nothing, so other models are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ..errors import ConfigError
+from .records import LayerKind, Operator, Phase, causal_pairs
+
+
+def output_gate_ops(d, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
+    """Gated attention (Qiu et al. 2025, arXiv 2505.06708): before o_proj the heads'
+    output is multiplied by act(x @ W_g), W_g [hidden x n_head*d_v] (one gate per
+    element) or [hidden x n_head] (one per head). Column-parallel over TP like q_proj.
+    The element-wise multiply (and Beam's per-head gate bias, its only parameters)
+    is memory-bound: bytes, no matmul FLOPs."""
+    m = d.model
+    if m.attn_output_gate == "none":
+        return []
+    width = m.n_head * d_v if m.attn_output_gate == "per_element" else m.n_head
+    gate = d.matmul_op("attn_gate_proj", "attention", phase, phase.tokens, m.hidden_dim, width, False,
+                       shard=d.tp)
+    elems = phase.tokens * heads_gpu * d_v
+    bias = m.n_head if m.attn_output_gate_head_bias else 0
+    bias_gpu = heads_gpu if bias else 0
+    mul = Operator(name="attn_gate", group="attention", kind="elementwise", params=bias,
+                   params_per_gpu=bias_gpu, weight_bytes_per_gpu=bias_gpu * d.w_bytes,
+                   bytes_read_per_gpu=(elems + phase.tokens * width / d.tp) * d.a_bytes,
+                   bytes_written_per_gpu=elems * d.a_bytes,
+                   shapes=f"{m.attn_output_gate} gate x {elems:.0f}")
+    return [gate, mul]
+
+
+def sparse_key_limit(model, kind: LayerKind) -> Optional[int]:
+    """Keys one query attends to at most: the sliding window, or the indexer's top-k
+    (DeepSeek sparse attention selects index_topk cached tokens per query)."""
+    if kind.attention == "sliding_attention" and model.sliding_window:
+        return model.sliding_window
+    return model.index_topk
+
+
+def indexer_cache_elems(model) -> int:
+    """Elements per token per layer of the indexer's key cache (one index_head_dim key,
+    shared by the indexer heads, as the MLA latent is: replicated over TP)."""
+    return model.index_head_dim if model.has_indexer and not model.encoder_only else 0
+
+
+def indexer_ops(d, phase: Phase, kind: LayerKind) -> List[Operator]:
+    """The lightning indexer of one layer (DeepSeek-V3.2; transformers DeepseekV32Indexer):
+    q = wq_b(q latent) [heads x dim], k = LayerNorm(wk(x)) [dim], w = weights_proj(x)
+    [heads]; score[s, t] = sum_h w[s, h] * relu(q[s, h] . k[t]) over every cached token.
+    The projections are replicated over TP (small; vLLM does so). The scores cost
+    2 * heads * (dim + 1) FLOPs per (query, key) pair, over the causal pairs (or the
+    whole matrix in eager prefill, as the reference code computes it)."""
+    m = d.model
+    if not m.has_indexer:
+        return []
+    t, nh, hd = phase.tokens, m.index_n_heads, m.index_head_dim
+    ops = [d.matmul_op("index_q_proj", "attention", phase, t, m.q_lora_rank, nh * hd, False),
+           d.matmul_op("index_k_proj", "attention", phase, t, m.hidden_dim, hd, False),
+           d.norm_op("index_k_norm", "attention", t, hd, bias=True),
+           d.matmul_op("index_weights_proj", "attention", phase, t, m.hidden_dim, nh, False)]
+    if d.conv.attention_flops == "causal" or phase.past_len > 0:
+        pairs = causal_pairs(phase.q_len, phase.past_len, None)
+    else:
+        pairs = phase.q_len * phase.kv_len
+    flops = 2.0 * phase.batch * pairs * nh * (hd + 1)
+    cached = phase.batch * phase.kv_len * hd * d.kv_bytes if phase.past_len > 0 else 0.0
+    ops.append(Operator(
+        name="index_scores", group="attention", kind="attention", flops=flops, flops_per_gpu=flops,
+        bytes_read_per_gpu=t * nh * (hd + 1) * d.a_bytes + cached,
+        bytes_written_per_gpu=t * m.index_topk * 4 + t * hd * d.kv_bytes,  # int32 top-k indices
+        kv_cache_bytes_read_per_gpu=cached, kernel_dims=(phase.q_len,),
+        shapes=f"{nh} heads x {phase.q_len} q x {phase.kv_len} keys, d={hd}, top-{m.index_topk}"))
+    return ops
+
+
+def moe_output_norm_ops(d, phase: Phase) -> List[Operator]:
+    """A.X-K1's post_mlp_layernorm: one hidden-wide norm on the MoE block's output."""
+    if not d.model.moe_output_norm:
+        return []
+    return [d.norm_op("moe_output_norm", "norm", phase.tokens, d.model.hidden_dim)]
+
+
+def check_variant_layout(d) -> None:
+    """Layouts the variants are not described under: context parallelism would have to
+    exchange the indexer's keys as well as the attention's (not modelled)."""
+    if d.model.has_indexer and d.par.cp_size > 1:
+        raise ConfigError(f"cp_size = {d.par.cp_size}: context parallelism of {d.model.name}'s sparse-"
+                          "attention indexer (index_topk set) is not modelled; use cp_size=1")
