@@ -58,6 +58,19 @@ class UniformList:
                                    f"from {self.scalar}={one!r}; ModelConfig has one head count")
 
 
+def _sparse_attention_indexer(src: Src, f: Fields, what: str) -> None:
+    """DeepSeek sparse attention (DeepseekV32Indexer): one indexer per layer. Every layer
+    must be "indexed_attention" and, where the config lists indexer_types (GLM-5),
+    "full": a "shared" layer reuses another layer's top-k and holds no indexer."""
+    f.update(index_n_heads=src.req_int("index_n_heads"), index_head_dim=src.req_int("index_head_dim"),
+             index_topk=src.req_int("index_topk"))
+    for key, only in (("layer_types", "indexed_attention"), ("indexer_types", "full")):
+        kinds = src.get(key, default=None)
+        if kinds is not None and any(k != only for k in kinds):
+            raise UnmappableConfig(f"{what}: {key} = {sorted(set(map(str, kinds)))}: only layers that "
+                                   f"all are {only!r} are described (one indexer on every layer)")
+
+
 def _laguna_gate(src: Src, f: Fields, what: str) -> None:
     """LagunaAttention: g_proj is always built; one gate per head when `gating` is True or
     "per-head", else one per element (n_head * head_dim)."""
@@ -74,6 +87,11 @@ MOE2_FAMILIES: Dict[str, Family] = {
     # A.X-K1 (AXK1MoE): DeepSeek-V3 with a post_mlp_layernorm on the MoE block's output;
     # experts per mlp_layer_types (derived from first_k_dense_replace / moe_layer_freq)
     "axk1": Family({**DEEPSEEK_MLA, "moe_output_norm": True}, steps=(_deepseek_experts("listed"),)),
+    # DeepSeek-V3.2 (DeepseekV32Attention): DeepSeek-V3 plus the lightning indexer on
+    # every layer; experts per mlp_layer_types (default: after first_k_dense_replace)
+    "deepseek_v32": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"), _sparse_attention_indexer)),
+    # GLM-5 (GlmMoeDsa): the same layers with GLM's interleaved rotary (no shape change)
+    "glm_moe_dsa": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"), _sparse_attention_indexer)),
     # AFMoE (AfmoeDecoderLayer): q/k RMSNorm(head_dim), a sigmoid gate Linear(hidden,
     # heads*head_dim) on the attention output, four norms per layer, sliding layers from
     # layer_types; experts from num_dense_layers on with shared experts of
@@ -94,6 +112,17 @@ MOE2_FAMILIES: Dict[str, Family] = {
          "num_norms_per_layer": 4, "attn_output_gate": "per_element", "attn_output_gate_head_bias": True},
         steps=(MoeRule(experts=Opt("num_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
                        layers="listed", width=Req("moe_intermediate_size")),)),
+    # MiniMax-M3 text (MiniMaxM3VLTextModel): bias-free GQA with q/k RMSNorm(head_dim),
+    # experts of intermediate_size plus one shared MLP of shared_intermediate_size, dense
+    # layers of dense_intermediate_size per mlp_layer_types; the clamped SwiGLU is
+    # element-wise. Its block-sparse indexer layers ("minimax_m3_sparse" in layer_types)
+    # are not described: the Window reader refuses that layer kind.
+    "minimax_m3_vl_text": Family(
+        {**QWEN3, "qkv_bias": False, "attn_out_bias": False,
+         "ffn_embed_dim": Req("dense_intermediate_size")},
+        steps=(MoeRule(experts=Opt("num_local_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
+                       layers="listed", width=Req("intermediate_size"),
+                       shared_width=Opt("shared_intermediate_size")),)),
     # Laguna (LagunaAttention): q/k RMSNorm(head_dim), a softplus gate g_proj on the
     # attention output; experts per mlp_layer_types with one shared expert of
     # shared_expert_intermediate_size and an e_score_correction_bias parameter
