@@ -17,7 +17,7 @@ from typing import Dict
 from .hub_bases import ATTENTION_BIAS, DEEPSEEK_MLA, QWEN3
 from .hub_errors import UnmappableConfig
 from .hub_source import Fields, Src
-from .hub_spec import Family, Flag, MoeRule, Opt, Refuse, Req, Same, Window
+from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Window
 
 __all__ = ["MOE2_FAMILIES"]
 
@@ -123,6 +123,22 @@ MOE2_FAMILIES: Dict[str, Family] = {
         steps=(MoeRule(experts=Opt("num_local_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
                        layers="listed", width=Req("intermediate_size"),
                        shared_width=Opt("shared_intermediate_size")),)),
+    # JetMoE (JetMoeAttention, JetMoeMoE): mixture of attention heads, num_local_experts
+    # q/o expert pairs of num_key_value_heads * kv_channels (the config derives
+    # num_attention_heads = kv_heads * top_k), one shared kv_proj, one output bias after
+    # the merge; gated experts of intermediate_size with one output bias; tied
+    "jetmoe": Family(
+        {"num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+         "hidden_dim": Req("hidden_size"), "num_key_value_heads": Req("num_key_value_heads"),
+         "head_dim": Req("kv_channels"), "vocab_size": Req("vocab_size"),
+         "max_seq_len": Opt("max_position_embeddings"), "ffn_embed_dim": Req("intermediate_size"),
+         "mlp_gated_linear_units": True, "activation": Act("activation_function", default="silu"),
+         "qkv_bias": False, "attn_out_bias": True, "mlp_bias": False, "norm_type": "rmsnorm",
+         "norm_bias": False, "position_embedding_type": "rotary",
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
+         "attn_experts": Req("num_local_experts"), "moe_output_bias": True},
+        steps=(MoeRule(experts=Req("num_local_experts"), top_k=Req("num_experts_per_tok"), layers="all",
+                       width=Same("ffn_embed_dim")),)),
     # Laguna (LagunaAttention): q/k RMSNorm(head_dim), a softplus gate g_proj on the
     # attention output; experts per mlp_layer_types with one shared expert of
     # shared_expert_intermediate_size and an e_score_correction_bias parameter

@@ -87,6 +87,12 @@ class ModelConfig(StrictModel):
     attn_output_gate: Literal["none", "per_element", "per_head"] = "none"
     attn_output_gate_head_bias: bool = False  # one learned gate bias per head, no matmul (Beam)
     moe_output_norm: bool = False  # a norm on the MoE block's output, MoE layers only (A.X-K1)
+    moe_output_bias: bool = False  # one hidden-wide bias on the MoE block's output (JetMoE)
+    # Mixture of attention heads (JetMoE, arXiv 2404.07413): q_proj and o_proj are
+    # `attn_experts` expert pairs of num_key_value_heads * head_dim each; a router
+    # [hidden x attn_experts] picks moe_top_k of them per token, so n_head must equal
+    # moe_top_k * num_key_value_heads. 0: ordinary attention.
+    attn_experts: int = 0
     # DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2-Exp report, 2025): per
     # layer wq_b [q_lora_rank x heads*dim], wk [hidden x dim] + LayerNorm(dim), weights_proj
     # [hidden x heads]; it scores every cached token and attention reads index_topk of them.
@@ -144,7 +150,8 @@ class ModelConfig(StrictModel):
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
                        "cross_attention_dim", "index_n_heads", "index_head_dim", "index_topk")
-        self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", lo_open=False)
+        self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", "attn_experts",
+                       lo_open=False)
 
     def _fill_heads(self) -> None:
         """Key/value heads (MHA by default, or from the group count) and head_dim."""
@@ -207,18 +214,24 @@ class ModelConfig(StrictModel):
         if self.cross_attention and self.encoder_only:
             raise ValueError("fields 'cross_attention' and 'encoder_only' are both True; cross-attention "
                              "belongs to the decoder of an encoder-decoder model")
-        self._check_indexer()
+        self._check_variants()
         if self.moe_first_dense_layers > self.num_layers:
             raise ValueError(f"field 'moe_first_dense_layers' = {self.moe_first_dense_layers} "
                              f"exceeds num_layers = {self.num_layers}")
 
-    def _check_indexer(self) -> None:
-        """The sparse-attention indexer's three fields come together, on MLA with a q latent."""
+    def _check_variants(self) -> None:
+        """The sparse-attention indexer's three fields come together, on MLA with a q latent;
+        attention experts fit the head counts."""
         index = {f: getattr(self, f) for f in ("index_n_heads", "index_head_dim", "index_topk")}
         given = [f for f, v in index.items() if v is not None]
         if given and len(given) != len(index):
             raise ValueError(f"fields {sorted(index)} describe one indexer: set all of them or none "
                              f"(got {index})")
+        if self.attn_experts and (self.is_mla or self.moe_top_k > self.attn_experts
+                                  or self.moe_top_k * self.num_key_value_heads != self.n_head):
+            raise ValueError(f"field 'attn_experts' = {self.attn_experts}: attention experts need "
+                             f"moe_top_k ({self.moe_top_k}) <= attn_experts and n_head ({self.n_head}) = "
+                             f"moe_top_k x num_key_value_heads ({self.num_key_value_heads}), without MLA")
         if given and not (self.is_mla and self.q_lora_rank):
             raise ValueError(f"field 'index_n_heads' = {self.index_n_heads}: the lightning indexer reads "
                              "the query latent of multi-head latent attention; set kv_lora_rank and "

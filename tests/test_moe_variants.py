@@ -77,17 +77,18 @@ def _hf_config(model_type: str, keys: dict):
     return transformers.AutoConfig.for_model(model_type, **copy.deepcopy(keys))
 
 
-def _real_figures(model_type: str, keys: dict):
-    """(parameters, prefill FLOPs) of the transformers causal LM of this config."""
+def _real_figures(model_type: str, keys: dict, device: str = "meta"):
+    """(parameters, prefill FLOPs) of the transformers causal LM of this config, on
+    meta tensors or (routing that needs values: JetMoE) small real ones on the CPU."""
     cfg = _hf_config(model_type, keys)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager",
-                                                              dtype=torch.bfloat16)
+    dtype = torch.bfloat16 if device == "meta" else torch.float32
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", dtype=dtype)
     params = sum(p.numel() for _, p in model.named_parameters())
     mapping = {getattr(torch.ops.aten, n): _grouped_mm_flops for n in ("_grouped_mm",)
                if hasattr(torch.ops.aten, n)}
     counter = FlopCounterMode(display=False, custom_mapping=mapping)
-    ids = torch.zeros(BATCH, SEQ, dtype=torch.long, device="meta")
+    ids = torch.arange(BATCH * SEQ, device=device).reshape(BATCH, SEQ) % cfg.vocab_size
     model.eval()
     with torch.no_grad(), counter:
         model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
@@ -113,6 +114,33 @@ def test_params_and_prefill_flops_equal_transformers(case):
     real_params, real_flops = _real_figures(model_type, keys)
     params, flops, _ = _engine_figures(_ours(model_type, keys))
     assert (params, flops) == (real_params, real_flops)
+
+
+# JetMoE routes with data-dependent shapes (meta tensors cannot run it): a small real copy
+JETMOE = dict(hidden_size=64, num_key_value_heads=2, kv_channels=16, intermediate_size=40, vocab_size=96,
+              num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=2, max_position_embeddings=64)
+
+
+@pytest.mark.parametrize("update", [{}, {"num_experts_per_tok": 1}, {"tie_word_embeddings": False}])
+def test_jetmoe_attention_experts_equal_transformers(update):
+    torch.manual_seed(0)
+    keys = {**JETMOE, **update}
+    real_params, real_flops = _real_figures("jetmoe", keys, device="cpu")
+    params, flops, _ = _engine_figures(_ours("jetmoe", keys))
+    assert (params, flops) == (real_params, real_flops)
+
+
+def test_attention_experts_by_hand():
+    """E attention experts, top-k: q and o hold E * h * (kv_heads*d) weights each (plus
+    o's bias of h), a router h*E; the FLOPs are those of q/o with n_head = k*kv_heads
+    heads, plus 2*t*h*E for the router."""
+    base = dict(name="a", num_layers=1, n_head=4, num_key_value_heads=2, head_dim=16, hidden_dim=64,
+                vocab_size=96, ffn_embed_dim=80, moe_num_experts=4, moe_top_k=2, attn_out_bias=True)
+    plain = _engine_figures(ModelConfig(**base))
+    moa = _engine_figures(ModelConfig(**base, attn_experts=4))
+    h, e, kvd, t = 64, 4, 2 * 16, SEQ
+    assert moa[0] - plain[0] == 2 * (e * h * kvd) - 2 * (h * 4 * 16) + h * e
+    assert moa[1] - plain[1] == 2 * t * h * e
 
 
 def _op(rows, name):
@@ -178,6 +206,8 @@ def test_moe_output_norm_only_on_moe_layers():
     (dict(index_n_heads=3), "set all of them or none"),
     (dict(index_n_heads=3, index_head_dim=16, index_topk=8, q_lora_rank=None), "q_lora_rank"),
     (dict(index_n_heads=0, index_head_dim=16, index_topk=8), "index_n_heads"),
+    (dict(kv_lora_rank=None, attn_experts=4, num_key_value_heads=4, moe_num_experts=4, moe_top_k=2),
+     "attn_experts"),
 ])
 def test_indexer_fields_are_validated(update, fragment):
     base = dict(name="i", num_layers=1, n_head=4, hidden_dim=64, vocab_size=96, q_lora_rank=32,

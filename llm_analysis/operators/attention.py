@@ -7,7 +7,8 @@ from typing import List
 
 from ..options import ActivationRecomputation
 from .records import LayerKind, Operator, Phase, causal_pairs
-from .variants import indexer_cache_elems, indexer_ops, output_gate_ops, sparse_key_limit
+from .variants import (attention_router_ops, expert_projection_op, indexer_cache_elems, indexer_ops,
+                       output_gate_ops, sparse_key_limit)
 
 
 class AttentionOps:
@@ -61,8 +62,12 @@ class AttentionOps:
         else:
             d_qk = d_v = m.head_dim
             q_out, kv_out = m.n_head * m.head_dim, m.num_key_value_heads * m.head_dim
-            ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
-                                    shard=self.tp))
+            if m.attn_experts:  # JetMoE: q from moe_top_k of attn_experts experts
+                ops += attention_router_ops(self, phase)
+                ops.append(expert_projection_op(self, "q_proj", phase, m.hidden_dim, kv_out, m.qkv_bias, False))
+            else:
+                ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
+                                        shard=self.tp))
             kv_shard = m.num_key_value_heads / self.kv_heads_per_gpu
             ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
                                     shard=kv_shard))
@@ -93,6 +98,10 @@ class AttentionOps:
                                 params=m.n_head, params_per_gpu=heads_gpu,
                                 weight_bytes_per_gpu=heads_gpu * self.w_bytes))
         ops += output_gate_ops(self, phase, heads_gpu, d_v)
+        if m.attn_experts:
+            ops.append(expert_projection_op(self, "o_proj", phase, m.num_key_value_heads * d_v, m.hidden_dim,
+                                            m.attn_out_bias, True))
+            return ops
         ops.append(self._matmul("o_proj", "attention", phase, phase.tokens, m.n_head * d_v, m.hidden_dim,
                                 m.attn_out_bias, shard=self.tp, shard_input=True))
         return ops

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from .records import LayerKind, Operator, Phase
-from .variants import moe_output_norm_ops
+from .variants import moe_output_ops
 
 
 class MlpOps:
@@ -42,7 +42,7 @@ class MlpOps:
         if not kind.moe:
             return self._ffn_ops("", "mlp", phase, t, m.ffn_embed_dim, m.mlp_bias, shard=self.tp,
                                  down_bias=m.mlp_down_bias)
-        return self._moe_ops(phase) + moe_output_norm_ops(self, phase)
+        return self._moe_ops(phase) + moe_output_ops(self, phase)
 
     def expected_active_experts(self, tokens: int) -> float:
         """Expected number of distinct experts that `tokens` tokens are routed to,

@@ -80,16 +80,59 @@ def indexer_ops(d, phase: Phase, kind: LayerKind) -> List[Operator]:
     return ops
 
 
-def moe_output_norm_ops(d, phase: Phase) -> List[Operator]:
-    """A.X-K1's post_mlp_layernorm: one hidden-wide norm on the MoE block's output."""
-    if not d.model.moe_output_norm:
-        return []
-    return [d.norm_op("moe_output_norm", "norm", phase.tokens, d.model.hidden_dim)]
+def moe_output_ops(d, phase: Phase) -> List[Operator]:
+    """On the MoE block's output: A.X-K1's post_mlp_layernorm (a hidden-wide norm) and
+    JetMoE's bias (one hidden-wide vector after the experts' outputs are merged)."""
+    m, ops = d.model, []
+    if m.moe_output_bias:
+        h = m.hidden_dim
+        ops.append(Operator(name="moe_output_bias", group="experts", kind="elementwise", params=h,
+                            params_per_gpu=h, weight_bytes_per_gpu=h * d.w_bytes,
+                            bytes_read_per_gpu=(phase.tokens * h) * d.a_bytes + h * d.w_bytes,
+                            bytes_written_per_gpu=phase.tokens * h * d.a_bytes, shapes=f"[{h}] bias"))
+    if m.moe_output_norm:
+        ops.append(d.norm_op("moe_output_norm", "norm", phase.tokens, m.hidden_dim))
+    return ops
 
 
 def check_variant_layout(d) -> None:
-    """Layouts the variants are not described under: context parallelism would have to
-    exchange the indexer's keys as well as the attention's (not modelled)."""
+    """Layouts the variants are not described under: attention experts split over TP
+    by whole heads; context parallelism would have to exchange the indexer's keys as
+    well as the attention's (not modelled)."""
+    m, tp = d.model, d.par.tp_size
+    if m.attn_experts and m.num_key_value_heads % tp:
+        raise ConfigError(f"tp_size = {tp} must divide num_key_value_heads = {m.num_key_value_heads} of "
+                          f"{m.name}: each attention expert's q/o projection holds that many heads; valid "
+                          f"tp_size: {[x for x in range(1, m.num_key_value_heads + 1) if m.num_key_value_heads % x == 0]}")
     if d.model.has_indexer and d.par.cp_size > 1:
         raise ConfigError(f"cp_size = {d.par.cp_size}: context parallelism of {d.model.name}'s sparse-"
                           "attention indexer (index_topk set) is not modelled; use cp_size=1")
+
+
+def expert_projection_op(d, name: str, phase: Phase, d_in: int, d_out: int, bias: bool,
+                         row_parallel: bool) -> Operator:
+    """q_proj (hidden -> kv_heads*head_dim) or o_proj (back) of JetMoE's attention
+    experts (JetMoeMoA): every token runs through moe_top_k of attn_experts experts, so
+    the FLOPs are those of one projection of top_k * kv_heads heads (= n_head) while all
+    experts' weights exist; the bias (o_proj's, added after the merge) is one vector."""
+    m = d.model
+    e, k, t = m.attn_experts, m.moe_top_k, phase.tokens
+    op = d.matmul_op(name, "attention", phase, t * k, d_in, d_out, False, shard=d.tp,
+                     shard_input=row_parallel)
+    one = d.matmul_op(name, "attention", phase, 0, d_in, d_out, False, shard=d.tp, shard_input=row_parallel)
+    active = min(e, e * (1.0 - (1.0 - k / e) ** t))  # distinct experts the tokens reach (uniform routing)
+    bias_params = d_out if bias else 0
+    op.params = one.params * e + bias_params
+    op.params_per_gpu = one.params_per_gpu * e + bias_params
+    op.weight_bytes_per_gpu = op.params_per_gpu * d.w_bytes
+    op.bytes_read_per_gpu += (one.params_per_gpu * (active - 1) + bias_params) * d.w_bytes
+    op.shapes = f"{op.shapes}, {e} attention experts top-{k}"
+    return op
+
+
+def attention_router_ops(d, phase: Phase) -> List[Operator]:
+    """The router of JetMoE's attention experts: [hidden x attn_experts], replicated."""
+    m = d.model
+    if not m.attn_experts:
+        return []
+    return [d.matmul_op("attn_router", "router", phase, phase.tokens, m.hidden_dim, m.attn_experts, False)]
