@@ -71,6 +71,21 @@ def _sparse_attention_indexer(src: Src, f: Fields, what: str) -> None:
                                    f"all are {only!r} are described (one indexer on every layer)")
 
 
+def _longcat_qk_head_dim(src: Src, f: Fields, what: str) -> None:
+    """LongcatFlashMLA sizes q_b_proj by config.qk_head_dim: it must be nope + rope."""
+    qk = src.get("qk_head_dim", default=None)
+    parts = (src.get("qk_nope_head_dim", default=0) or 0) + (src.get("qk_rope_head_dim", default=0) or 0)
+    if qk is not None and qk != parts:
+        raise UnmappableConfig(f"{what}: qk_head_dim={qk!r} differs from qk_nope_head_dim + "
+                               f"qk_rope_head_dim = {parts}; ModelConfig has no separate query width")
+
+
+def _every_other_layer(src: Src, f: Fields, what: str) -> None:
+    """LongCat's MoE sits in the first (even) half of every described layer pair."""
+    if f.get("moe_num_experts", 1) > 1:
+        f.update(moe_first_dense_layers=0, moe_layer_freq=2)
+
+
 def _laguna_gate(src: Src, f: Fields, what: str) -> None:
     """LagunaAttention: g_proj is always built; one gate per head when `gating` is True or
     "per-head", else one per element (n_head * head_dim)."""
@@ -92,6 +107,20 @@ MOE2_FAMILIES: Dict[str, Family] = {
     "deepseek_v32": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"), _sparse_attention_indexer)),
     # GLM-5 (GlmMoeDsa): the same layers with GLM's interleaved rotary (no shape change)
     "glm_moe_dsa": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"), _sparse_attention_indexer)),
+    # LongCat-Flash (LongcatFlashDecoderLayer): each of num_layers layers holds two MLA
+    # sublayers, each followed by a dense MLP of ffn_hidden_size, and one MoE whose
+    # input is the first sublayer's MLP input and whose output joins the layer's end
+    # (the "shortcut"). Described as num_hidden_layers = 2 * num_layers layers: even
+    # ones with the MoE beside the first MLP (a shared expert of the same input), odd
+    # ones dense. Experts of expert_ffn_hidden_size, top moe_topk of n_routed_experts +
+    # zero_expert_num, the zero experts' unused gate/up weights allocated
+    "longcat_flash": Family(
+        {**DEEPSEEK_MLA, "moe_zero_experts": Opt("zero_expert_num", default=0),
+         "moe_zero_experts_hold_weights": True, "moe_router_bias": Flag("router_bias", default=False)},
+        checks=(_longcat_qk_head_dim,),
+        steps=(MoeRule(experts=Opt("n_routed_experts"), top_k=Req("moe_topk"), top_k_first=False,
+                       layers="all", width=Req("expert_ffn_hidden_size"), shared_width=Same("ffn_embed_dim")),
+               _every_other_layer)),
     # AFMoE (AfmoeDecoderLayer): q/k RMSNorm(head_dim), a sigmoid gate Linear(hidden,
     # heads*head_dim) on the attention output, four norms per layer, sliding layers from
     # layer_types; experts from num_dense_layers on with shared experts of

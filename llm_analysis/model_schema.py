@@ -88,6 +88,14 @@ class ModelConfig(StrictModel):
     attn_output_gate_head_bias: bool = False  # one learned gate bias per head, no matmul (Beam)
     moe_output_norm: bool = False  # a norm on the MoE block's output, MoE layers only (A.X-K1)
     moe_output_bias: bool = False  # one hidden-wide bias on the MoE block's output (JetMoE)
+    # Zero-computation (identity) experts the router can pick besides the moe_num_experts
+    # FFN experts (LongCat-Flash, arXiv 2509.01322): the router scores E + Z experts and a
+    # token's top-k picks spend FFN FLOPs only on FFN experts, k * E / (E + Z) of them on
+    # average under uniform routing (the count is data-dependent; this is its expectation).
+    moe_zero_experts: int = 0
+    # transformers' LongcatFlashExperts allocates gate/up weights for the zero experts too
+    # (never used): parameters and weight memory, never read
+    moe_zero_experts_hold_weights: bool = False
     # Mixture of attention heads (JetMoE, arXiv 2404.07413): q_proj and o_proj are
     # `attn_experts` expert pairs of num_key_value_heads * head_dim each; a router
     # [hidden x attn_experts] picks moe_top_k of them per token, so n_head must equal
@@ -151,6 +159,7 @@ class ModelConfig(StrictModel):
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
                        "cross_attention_dim", "index_n_heads", "index_head_dim", "index_topk")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", "attn_experts",
+                       "moe_zero_experts",
                        lo_open=False)
 
     def _fill_heads(self) -> None:

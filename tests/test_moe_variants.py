@@ -130,6 +130,39 @@ def test_jetmoe_attention_experts_equal_transformers(update):
     assert (params, flops) == (real_params, real_flops)
 
 
+# LongCat-Flash: two MLA sublayers and a shortcut MoE per layer. Its expert loop needs
+# real values; with zero_expert_num = 0 every pick is an FFN expert (deterministic FLOPs)
+LONGCAT = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16,
+               qk_nope_head_dim=8, qk_rope_head_dim=8, qk_head_dim=16, v_head_dim=12, head_dim=8,
+               vocab_size=96, ffn_hidden_size=80, expert_ffn_hidden_size=24, n_routed_experts=6, moe_topk=2,
+               num_layers=2, max_position_embeddings=64)
+
+
+@pytest.mark.parametrize("zero_experts", [0, 3])
+def test_longcat_equals_transformers(zero_experts):
+    torch.manual_seed(0)
+    keys = {**LONGCAT, "zero_expert_num": zero_experts}
+    real_params, real_flops = _real_figures("longcat_flash", keys, device="cpu")
+    params, flops, _ = _engine_figures(_ours("longcat_flash", keys))
+    assert params == real_params
+    if zero_experts == 0:
+        assert flops == real_flops
+
+
+def test_zero_compute_experts_by_hand():
+    """Z identity experts beside E FFN experts: the router gains h*Z weights and 2*t*h*Z
+    FLOPs; the routed FFN FLOPs scale by E/(E+Z) (uniform routing: k*E/(E+Z) of a
+    token's k picks are FFN experts); the unused gate/up weights are Z*2*h*f."""
+    base = dict(name="z", num_layers=1, n_head=4, hidden_dim=64, vocab_size=96, ffn_embed_dim=80,
+                moe_num_experts=6, moe_top_k=2, moe_ffn_embed_dim=24, mlp_gated_linear_units=True)
+    plain = _engine_figures(ModelConfig(**base))
+    zero = _engine_figures(ModelConfig(**base, moe_zero_experts=3, moe_zero_experts_hold_weights=True))
+    h, f, e, z, k, t = 64, 24, 6, 3, 2, SEQ
+    assert zero[0] - plain[0] == h * z + z * 2 * h * f
+    routed = 2 * t * k * 3 * h * f  # gate, up and down of k experts per token
+    assert zero[1] - plain[1] == pytest.approx(2 * t * h * z + routed * (e / (e + z) - 1))
+
+
 def test_attention_experts_by_hand():
     """E attention experts, top-k: q and o hold E * h * (kv_heads*d) weights each (plus
     o's bias of h), a router h*E; the FLOPs are those of q/o with n_head = k*kv_heads

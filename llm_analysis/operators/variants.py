@@ -136,3 +136,18 @@ def attention_router_ops(d, phase: Phase) -> List[Operator]:
     if not m.attn_experts:
         return []
     return [d.matmul_op("attn_router", "router", phase, phase.tokens, m.hidden_dim, m.attn_experts, False)]
+
+
+def zero_expert_weight_ops(d, one_expert: List[Operator], ep_size: int) -> List[Operator]:
+    """The gate/up weights transformers allocates for LongCat's zero-computation experts
+    (LongcatFlashExperts.gate_up_proj has E + Z rows, down_proj E): held like the
+    routed experts' (split over EP and TP), never read or computed."""
+    m = d.model
+    if not (m.moe_zero_experts and m.moe_zero_experts_hold_weights):
+        return []
+    ups = [op for op in one_expert if op.kind == "matmul"][:-1]  # gate/up; _ffn_ops ends with down_proj
+    params = m.moe_zero_experts * sum(op.params for op in ups)
+    params_gpu = m.moe_zero_experts * sum(op.params_per_gpu for op in ups) / ep_size
+    return [Operator(name="zero_expert_weights", group="experts", kind="elementwise", params=params,
+                     params_per_gpu=params_gpu, weight_bytes_per_gpu=params_gpu * d.w_bytes,
+                     expert_role="routed", shapes=f"{m.moe_zero_experts} unused gate/up weights")]
