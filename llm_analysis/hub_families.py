@@ -23,7 +23,7 @@ from .hub_families_encoders import ENCODER_FAMILIES
 from .hub_families_more import MORE_FAMILIES
 from .hub_families_moe import MOE_FAMILIES
 from .hub_families_seq2seq import SEQ2SEQ_FAMILIES
-from .hub_families_moe2 import MOE2_FAMILIES
+from .hub_families_moe2 import MOE2_FAMILIES, NOT_MODELLED_FAMILIES
 from .hub_spec import (Act, Either, Family, Flag, MoeRule, Opt, Refuse, Req, Same, When,
                        Window)
 
@@ -152,6 +152,7 @@ FAMILIES.update(ENCODER_FAMILIES)
 FAMILIES.update(MOE_FAMILIES)
 FAMILIES.update(SEQ2SEQ_FAMILIES)
 FAMILIES.update(MOE2_FAMILIES)
+FAMILIES.update(NOT_MODELLED_FAMILIES)  # rows that refuse, naming what is not modelled
 
 #: model types mapped family by family (others go through the generic mapping)
-SUPPORTED_MODEL_TYPES = tuple(sorted(FAMILIES)) + ("gemma3",)
+SUPPORTED_MODEL_TYPES = tuple(sorted(set(FAMILIES) - set(NOT_MODELLED_FAMILIES))) + ("gemma3",)

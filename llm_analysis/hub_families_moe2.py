@@ -15,11 +15,25 @@ from dataclasses import dataclass
 from typing import Dict
 
 from .hub_bases import ATTENTION_BIAS, DEEPSEEK_MLA, QWEN3
-from .hub_errors import UnmappableConfig
+from .hub_errors import EXACT_HINT, UnsupportedArchitecture
 from .hub_source import Fields, Src
 from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Window
 
-__all__ = ["MOE2_FAMILIES"]
+__all__ = ["MOE2_FAMILIES", "NOT_MODELLED_FAMILIES"]
+
+
+def _refuse(what: str, detail: str) -> UnsupportedArchitecture:
+    return UnsupportedArchitecture(f"{what}: {detail}. To count it, {EXACT_HINT}.")
+
+
+@dataclass(frozen=True)
+class NotModelled:
+    """A check that refuses every config of a family, naming what the engine does not
+    model (a row, so the refusal says why rather than listing unknown keys)."""
+    reason: str
+
+    def __call__(self, src: Src, f: Fields, what: str) -> None:
+        raise _refuse(what, f"{self.reason}; ModelConfig does not describe this")
 
 
 def _deepseek_experts(layers: str, **extra) -> MoeRule:
@@ -54,8 +68,8 @@ class UniformList:
         values = src.get(self.key, default=None)
         one = src.get(self.scalar, default=None)
         if values is not None and any(v != one for v in values):
-            raise UnmappableConfig(f"{what}: {self.key}={list(values)!r} (per-layer head counts) differ "
-                                   f"from {self.scalar}={one!r}; ModelConfig has one head count")
+            raise _refuse(what, f"{self.key}={list(values)!r} (per-layer head counts) differ from "
+                                f"{self.scalar}={one!r}; ModelConfig has one head count")
 
 
 def _sparse_attention_indexer(src: Src, f: Fields, what: str) -> None:
@@ -67,8 +81,8 @@ def _sparse_attention_indexer(src: Src, f: Fields, what: str) -> None:
     for key, only in (("layer_types", "indexed_attention"), ("indexer_types", "full")):
         kinds = src.get(key, default=None)
         if kinds is not None and any(k != only for k in kinds):
-            raise UnmappableConfig(f"{what}: {key} = {sorted(set(map(str, kinds)))}: only layers that "
-                                   f"all are {only!r} are described (one indexer on every layer)")
+            raise _refuse(what, f"{key} = {sorted(set(map(str, kinds)))}: only layers that all are "
+                                f"{only!r} are described (one indexer on every layer)")
 
 
 def _longcat_qk_head_dim(src: Src, f: Fields, what: str) -> None:
@@ -76,8 +90,8 @@ def _longcat_qk_head_dim(src: Src, f: Fields, what: str) -> None:
     qk = src.get("qk_head_dim", default=None)
     parts = (src.get("qk_nope_head_dim", default=0) or 0) + (src.get("qk_rope_head_dim", default=0) or 0)
     if qk is not None and qk != parts:
-        raise UnmappableConfig(f"{what}: qk_head_dim={qk!r} differs from qk_nope_head_dim + "
-                               f"qk_rope_head_dim = {parts}; ModelConfig has no separate query width")
+        raise _refuse(what, f"qk_head_dim={qk!r} differs from qk_nope_head_dim + qk_rope_head_dim = "
+                            f"{parts}; ModelConfig has no separate query width")
 
 
 def _every_other_layer(src: Src, f: Fields, what: str) -> None:
@@ -180,4 +194,37 @@ MOE2_FAMILIES: Dict[str, Family] = {
             experts=Opt("num_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
             layers="listed", width=Req("moe_intermediate_size"),
             shared_width=Opt("shared_expert_intermediate_size")))),
+}
+
+#: Types refused with the reason (each named feature is absent from ModelConfig): rows so
+#: the refusal names the feature rather than listing config keys; not "supported" types
+NOT_MODELLED_FAMILIES: Dict[str, Family] = {
+    "llama4_text": Family({}, checks=(NotModelled(
+        "Llama 4 as transformers implements it runs every token through every routed expert "
+        "(Llama4TextMoe scales the inputs by the router scores; its FLOPs are not top-k's), and "
+        "its chunked attention (attention_chunk_size) and interleaved MoE/dense widths "
+        "(intermediate_size_mlp) are not modelled"),)),
+    "deepseek_v4": Family({}, checks=(NotModelled(
+        "DeepSeek-V4's hyper-connections (hc_mult streams mixed per sublayer), compressed "
+        "attention (compress_rates, the compressor projections) and output low-rank projections "
+        "(o_a_proj/o_b_proj) are not modelled"),)),
+    "hy_v4": Family({}, checks=(NotModelled(
+        "HY-V4's hyper-connections (hc_mult streams mixed per sublayer) and its indexer on only "
+        "some layers are not modelled"),)),
+    "dots3_note_text": Family({}, checks=(NotModelled(
+        "dots3's per-layer attention shapes (per_layer_config: heads, kv_lora_rank per layer kind) "
+        "and its indexer on only the indexed_attention layers are not modelled"),)),
+    "mimo_v2_flash": Family({}, checks=(NotModelled(
+        "MiMo-V2-Flash's per-layer-kind key/value head counts and attention sinks (full vs "
+        "sliding layers differ) and its value width (v_head_dim) differing from head_dim are "
+        "not modelled"),)),
+    "axk2": Family({}, checks=(NotModelled(
+        "A.X-K2's gated RMSNorms (a low-rank gate MLP of gated_norm_rank inside the norms) and its "
+        "fused query/gate projection from the concatenated q latent are not modelled"),)),
+    "inkling_text": Family({}, checks=(NotModelled(
+        "Inkling's short convolutions around attention and MLP (attn_sconv, mlp_sconv), relative "
+        "position logits (d_rel) and local layers are not modelled"),)),
+    "inkling2_text": Family({}, checks=(NotModelled(
+        "Inkling-2's key/value convolutions, relative position logits (d_rel), sink projections "
+        "and post-sublayer convolutions are not modelled"),)),
 }

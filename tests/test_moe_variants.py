@@ -269,3 +269,17 @@ def test_indexer_under_context_parallelism_is_refused():
 def test_undescribed_variants_are_refused(model_type, keys, fragment):
     with pytest.raises(HubImportError, match=fragment):
         _ours(model_type, keys)
+
+
+@pytest.mark.parametrize("model_type, feature", [
+    ("llama4_text", "every routed expert"), ("deepseek_v4", "hyper-connections"),
+    ("hy_v4", "hyper-connections"), ("dots3_note_text", "per_layer_config"),
+    ("mimo_v2_flash", "key/value head counts"), ("axk2", "gated RMSNorms"),
+    ("inkling_text", "convolutions"), ("inkling2_text", "convolutions"),
+])
+def test_unmodelled_types_refuse_naming_the_feature(model_type, feature):
+    from llm_analysis.errors import UnsupportedArchitectureError
+    from llm_analysis.hub_families import SUPPORTED_MODEL_TYPES
+    with pytest.raises(UnsupportedArchitectureError, match=feature):
+        _ours(model_type, {})
+    assert model_type not in SUPPORTED_MODEL_TYPES
