@@ -75,7 +75,7 @@ QWEN_MOE_EXPERTS = dict(top_k=Opt("num_experts_per_tok"), layers="sparse_step",
                          width=Req("moe_intermediate_size"))
 FULL_WIDTH_EXPERTS = dict(experts=Req("num_local_experts", "num_experts"), layers="all")
 
-# DeepSeek-V2/V3 attention and dense MLP (DeepseekV3Attention, DeepseekV3MLP): multi-head
+# DeepSeek-V3 attention and dense MLP (DeepseekV3Attention, DeepseekV3MLP): multi-head
 # latent attention (arXiv 2405.04434), RMSNorm, gated SiLU MLP, untied; the MoE rule is per row
 DEEPSEEK_MLA = {
     "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
@@ -85,7 +85,7 @@ DEEPSEEK_MLA = {
     "ffn_embed_dim": Req("intermediate_size"), "mlp_gated_linear_units": True,
     "activation": Act("hidden_act", default="silu"),
     "qkv_bias": ATTENTION_BIAS, "attn_out_bias": ATTENTION_BIAS,
-    "mlp_bias": Flag("mlp_bias", default=False),
+    "mlp_bias": False,  # DeepseekV3MLP: bias-free (DeepSeek-V2's and MiniCPM3's read mlp_bias)
     "norm_type": "rmsnorm", "norm_bias": False, "position_embedding_type": "rotary",
     "q_lora_rank": Opt("q_lora_rank"), "kv_lora_rank": Req("kv_lora_rank"),
     "qk_nope_head_dim": Req("qk_nope_head_dim"), "qk_rope_head_dim": Req("qk_rope_head_dim"),

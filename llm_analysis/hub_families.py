@@ -130,7 +130,7 @@ FAMILIES: Dict[str, Family] = {
     # DeepSeek-V2/V3: multi-head latent attention (arXiv 2405.04434), the first
     # first_k_dense_replace layers dense, n_shared_experts of moe_intermediate_size
     # (HF builds one MLP of n_shared * moe_intermediate_size: the same shapes)
-    "deepseek_v2": Family(DEEPSEEK_MLA,
+    "deepseek_v2": Family({**DEEPSEEK_MLA, "mlp_bias": Flag("mlp_bias", default=False)},
         steps=(MoeRule(experts=Opt("n_routed_experts"), top_k=Req("num_experts_per_tok"),
                        top_k_first=False, layers="dense_first", width=Req("moe_intermediate_size"),
                        shared_count=Opt("n_shared_experts", default=0),
@@ -144,7 +144,7 @@ FAMILIES: Dict[str, Family] = {
         steps=(RawWindowPattern(period=2, default_window=128), MoeRule(
             **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok", "experts_per_token")))),
 }
-FAMILIES["deepseek_v3"] = FAMILIES["deepseek_v2"]
+FAMILIES["deepseek_v3"] = Family(DEEPSEEK_MLA, steps=FAMILIES["deepseek_v2"].steps)  # bias-free MLPs
 # MiniCPM3 (MiniCPM3Attention): DeepSeek-V2's MLA without experts; scale_emb/scale_depth are scalars
 FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
 FAMILIES.update(MORE_FAMILIES)

@@ -44,10 +44,15 @@ _INDEXER = dict(index_n_heads=3, index_head_dim=16, index_topk=8)
 CASES = {
     "glm4_moe_lite": ("glm4_moe_lite", {**_MLA, "num_hidden_layers": 4, "n_shared_experts": 2,
                                         "mlp_layer_types": ["dense", "dense", "sparse", "sparse"]}),
-    "glm4_moe_lite_no_q_lora": ("glm4_moe_lite", {**_MLA, "num_hidden_layers": 3, "q_lora_rank": None}),
+    # q_proj without a q latent is bias-free whatever attention_bias says (DeepseekV3Attention)
+    "glm4_moe_lite_no_q_lora": ("glm4_moe_lite", {**_MLA, "num_hidden_layers": 3, "q_lora_rank": None,
+                                                  "attention_bias": True}),
+    "deepseek_v3_no_q_lora": ("deepseek_v3", {**_MLA, "num_hidden_layers": 2, "q_lora_rank": None,
+                                              "attention_bias": True, "first_k_dense_replace": 1}),
+    # mlp_bias is not read by YoutuMLP (Qwen3MLP): bias-free
     "youtu": ("youtu", {k: v for k, v in _MLA.items() if k not in (
         "moe_intermediate_size", "n_routed_experts", "num_experts_per_tok", "n_group", "topk_group")}
-        | {"num_hidden_layers": 2}),
+        | {"num_hidden_layers": 2, "mlp_bias": True}),
     "axk1": ("axk1", {**_MLA, "num_hidden_layers": 5, "n_shared_experts": 1, "first_k_dense_replace": 1,
                       "moe_layer_freq": 2}),
     "deepseek_v32": ("deepseek_v32", {**_MLA, **_INDEXER, "num_hidden_layers": 3, "n_shared_experts": 1,

@@ -37,8 +37,9 @@ class AttentionOps:
                 ops.append(self._matmul("q_b_proj", "attention", phase, t, m.q_lora_rank, m.n_head * d_qk,
                                         False, shard=self.tp))
             else:
+                # bias-free whatever attention_bias says (DeepseekV2/V3Attention.q_proj)
                 ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, m.n_head * d_qk,
-                                        m.qkv_bias, shard=self.tp))
+                                        False, shard=self.tp))
             ops.append(self._matmul("kv_a_proj", "attention", phase, t, m.hidden_dim,
                                     m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias))
             ops.append(self._norm("kv_a_norm", "attention", t, m.kv_lora_rank))
