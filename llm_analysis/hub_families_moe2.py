@@ -100,6 +100,15 @@ def _every_other_layer(src: Src, f: Fields, what: str) -> None:
         f.update(moe_first_dense_layers=0, moe_layer_freq=2)
 
 
+def _several_experts(src: Src, f: Fields, what: str) -> None:
+    """JetMoE builds its router, bias and expert modules even for one expert; ModelConfig
+    describes experts only from two on."""
+    n = src.get("num_local_experts", default=None)
+    if isinstance(n, int) and n < 2:
+        raise _refuse(what, f"num_local_experts={n}: a mixture of one expert (router and output "
+                            "bias around a single MLP) is not modelled")
+
+
 def _laguna_gate(src: Src, f: Fields, what: str) -> None:
     """LagunaAttention: g_proj is always built; one gate per head when `gating` is True or
     "per-head", else one per element (n_head * head_dim)."""
@@ -180,6 +189,7 @@ MOE2_FAMILIES: Dict[str, Family] = {
          "norm_bias": False, "position_embedding_type": "rotary",
          "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
          "attn_experts": Req("num_local_experts"), "moe_output_bias": True},
+        checks=(_several_experts,),
         steps=(MoeRule(experts=Req("num_local_experts"), top_k=Req("num_experts_per_tok"), layers="all",
                        width=Same("ffn_embed_dim")),)),
     # Laguna (LagunaAttention): q/k RMSNorm(head_dim), a softplus gate g_proj on the

@@ -268,6 +268,7 @@ def test_indexer_under_context_parallelism_is_refused():
      "indexer_types"),
     ("laguna", {**_GQA, "num_hidden_layers": 2, "num_attention_heads_per_layer": [4, 2]},
      "num_attention_heads_per_layer"),
+    ("jetmoe", {**JETMOE, "num_local_experts": 1, "num_experts_per_tok": 1}, "num_local_experts=1"),
     ("minimax_m3_vl_text", {**_GQA, "num_hidden_layers": 2, "num_local_experts": 8,
                             "layer_types": ["full_attention", "minimax_m3_sparse"]}, "minimax_m3_sparse"),
 ])
