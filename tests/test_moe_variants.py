@@ -229,6 +229,10 @@ def test_indexer_top_k_bounds_decode_attention_and_caches_its_keys():
     assert ops["attention_core"].flops == 2 * 4 * 8 * (16 + 12)
     assert ops["index_scores"].flops == 2 * 100 * 3 * (16 + 1)
     assert a.describer.kv_cache_elems_per_token_per_gpu(kind) == 16 + 8 + 16
+    # cache reads: the core its 8 latents (16 + 8 wide), the indexer all 100 keys (16 wide)
+    kv_bytes = a.describer.kv_bytes
+    assert ops["attention_core"].kv_cache_bytes_read_per_gpu == 8 * (16 + 8) * kv_bytes
+    assert ops["index_scores"].kv_cache_bytes_read_per_gpu == 100 * 16 * kv_bytes
 
 
 def test_moe_output_norm_only_on_moe_layers():

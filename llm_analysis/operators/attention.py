@@ -150,12 +150,13 @@ class AttentionOps:
         q_elems = phase.tokens * heads_gpu * d_qk
         out_elems = phase.tokens * heads_gpu * d_v
         kv_read_bytes = 0.0
+        # the core reads its own keys/values; the indexer's keys are read by index_scores
+        core_elems = self.kv_cache_elems_per_token_per_gpu(kind) - indexer_cache_elems(m)
         if phase.past_len > 0 and not m.encoder_only:
-            kv_read_bytes = (phase.batch * attended * self.kv_cache_elems_per_token_per_gpu(kind)
-                             * self.kv_bytes)
+            kv_read_bytes = phase.batch * attended * core_elems * self.kv_bytes
             kv_new_bytes = 0.0
         else:
-            kv_new_bytes = phase.tokens * self.kv_cache_elems_per_token_per_gpu(kind) * self.a_bytes
+            kv_new_bytes = phase.tokens * core_elems * self.a_bytes
             if m.encoder_only:
                 kv_new_bytes = phase.tokens * 2 * self.kv_heads_per_gpu * m.head_dim * self.a_bytes
         return Operator(

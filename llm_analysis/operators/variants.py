@@ -74,7 +74,8 @@ def indexer_ops(d, phase: Phase, kind: LayerKind) -> List[Operator]:
     ops.append(Operator(
         name="index_scores", group="attention", kind="attention", flops=flops, flops_per_gpu=flops,
         bytes_read_per_gpu=t * nh * (hd + 1) * d.a_bytes + cached,
-        bytes_written_per_gpu=t * m.index_topk * 4 + t * hd * d.kv_bytes,  # int32 top-k indices
+        # int32 top-k indices (the new keys' cache writes are the attention core's)
+        bytes_written_per_gpu=t * m.index_topk * 4,
         kv_cache_bytes_read_per_gpu=cached, kernel_dims=(phase.q_len,),
         shapes=f"{nh} heads x {phase.q_len} q x {phase.kv_len} keys, d={hd}, top-{m.index_topk}"))
     return ops
