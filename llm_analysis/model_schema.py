@@ -229,13 +229,20 @@ class ModelConfig(StrictModel):
                              f"exceeds num_layers = {self.num_layers}")
 
     def _check_variants(self) -> None:
-        """The sparse-attention indexer's three fields come together, on MLA with a q latent;
-        attention experts fit the head counts."""
+        """The variant fields agree: the indexer's three fields come together, on MLA with a
+        q latent; a gate bias needs a gate, zero experts routed ones; attention experts fit
+        the head counts."""
         index = {f: getattr(self, f) for f in ("index_n_heads", "index_head_dim", "index_topk")}
         given = [f for f, v in index.items() if v is not None]
         if given and len(given) != len(index):
             raise ValueError(f"fields {sorted(index)} describe one indexer: set all of them or none "
                              f"(got {index})")
+        if self.attn_output_gate_head_bias and self.attn_output_gate == "none":
+            raise ValueError("field 'attn_output_gate_head_bias' = True needs an attention output gate: "
+                             "set attn_output_gate to 'per_element' or 'per_head'")
+        if self.moe_zero_experts and not self.is_moe:
+            raise ValueError(f"field 'moe_zero_experts' = {self.moe_zero_experts} needs routed experts "
+                             "(moe_num_experts > 1)")
         if self.attn_experts and (self.is_mla or self.moe_top_k > self.attn_experts
                                   or self.moe_top_k * self.num_key_value_heads != self.n_head):
             raise ValueError(f"field 'attn_experts' = {self.attn_experts}: attention experts need "

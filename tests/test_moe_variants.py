@@ -248,6 +248,8 @@ def test_moe_output_norm_only_on_moe_layers():
     (dict(index_n_heads=3), "set all of them or none"),
     (dict(index_n_heads=3, index_head_dim=16, index_topk=8, q_lora_rank=None), "q_lora_rank"),
     (dict(index_n_heads=0, index_head_dim=16, index_topk=8), "index_n_heads"),
+    (dict(attn_output_gate_head_bias=True), "attn_output_gate"),
+    (dict(moe_zero_experts=2), "moe_zero_experts"),
     (dict(kv_lora_rank=None, attn_experts=4, num_key_value_heads=4, moe_num_experts=4, moe_top_k=2),
      "attn_experts"),
 ])
