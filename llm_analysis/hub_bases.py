@@ -4,11 +4,11 @@ following the transformers modelling code it names."""
 
 from __future__ import annotations
 
-from .hub_spec import Act, Either, Flag, Opt, Req, Same, Window
+from .hub_spec import Act, Either, Flag, Opt, Req, Same, Sum, Window
 
 __all__ = ["GELU_TANH", "BIASES", "NO_BIASES", "LAYERNORM", "ATTENTION_BIAS", "GPT2", "LLAMA",
            "LLAMA_NO_BIAS_NO_TYPES", "QWEN3", "GEMMA", "GEMMA2", "BERT", "QWEN_MOE_EXPERTS",
-           "FULL_WIDTH_EXPERTS"]
+           "FULL_WIDTH_EXPERTS", "DEEPSEEK_MLA"]
 
 GELU_TANH = "gelu_pytorch_tanh"
 BIASES = dict(qkv_bias=True, attn_out_bias=True, mlp_bias=True)
@@ -74,3 +74,22 @@ BERT = {
 QWEN_MOE_EXPERTS = dict(top_k=Opt("num_experts_per_tok"), layers="sparse_step",
                          width=Req("moe_intermediate_size"))
 FULL_WIDTH_EXPERTS = dict(experts=Req("num_local_experts", "num_experts"), layers="all")
+
+# DeepSeek-V3 attention and dense MLP (DeepseekV3Attention, DeepseekV3MLP): multi-head
+# latent attention (arXiv 2405.04434), RMSNorm, gated SiLU MLP, untied; the MoE rule is per row
+DEEPSEEK_MLA = {
+    "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+    "hidden_dim": Req("hidden_size"),
+    "num_key_value_heads": Same("n_head"),  # MLA: every head has its own (decompressed) K and V
+    "vocab_size": Req("vocab_size"), "max_seq_len": Opt("max_position_embeddings"),
+    "ffn_embed_dim": Req("intermediate_size"), "mlp_gated_linear_units": True,
+    "activation": Act("hidden_act", default="silu"),
+    "qkv_bias": ATTENTION_BIAS, "attn_out_bias": ATTENTION_BIAS,
+    "mlp_bias": False,  # DeepseekV3MLP: bias-free (DeepSeek-V2's and MiniCPM3's read mlp_bias)
+    "norm_type": "rmsnorm", "norm_bias": False, "position_embedding_type": "rotary",
+    "q_lora_rank": Opt("q_lora_rank"), "kv_lora_rank": Req("kv_lora_rank"),
+    "qk_nope_head_dim": Req("qk_nope_head_dim"), "qk_rope_head_dim": Req("qk_rope_head_dim"),
+    "v_head_dim": Req("v_head_dim"),
+    "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
+    "head_dim": Sum("qk_nope_head_dim", "qk_rope_head_dim"),
+}

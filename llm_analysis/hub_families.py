@@ -16,15 +16,16 @@ from typing import Dict
 
 from .hub_hooks import (GptNeoWindow, RawWindowPattern, falcon_decoder_architecture,
                         opt_projection_and_final_norm, qwen_window)
-from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA,
-                        GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, QWEN3,
+from .hub_bases import (BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA,
+                        DEEPSEEK_MLA, GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, QWEN3,
                         QWEN_MOE_EXPERTS)
 from .hub_families_dense2 import DENSE2_FAMILIES, REFUSED_FAMILIES
 from .hub_families_encoders import ENCODER_FAMILIES
 from .hub_families_more import MORE_FAMILIES
 from .hub_families_moe import MOE_FAMILIES
 from .hub_families_seq2seq import SEQ2SEQ_FAMILIES
-from .hub_spec import (Act, Either, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Sum, When,
+from .hub_families_moe2 import MOE2_FAMILIES, NOT_MODELLED_FAMILIES
+from .hub_spec import (Act, Either, Family, Flag, MoeRule, Opt, Refuse, Req, Same, When,
                        Window)
 
 __all__ = ["FAMILIES", "SUPPORTED_MODEL_TYPES", "GPT2", "LLAMA"]
@@ -130,21 +131,7 @@ FAMILIES: Dict[str, Family] = {
     # DeepSeek-V2/V3: multi-head latent attention (arXiv 2405.04434), the first
     # first_k_dense_replace layers dense, n_shared_experts of moe_intermediate_size
     # (HF builds one MLP of n_shared * moe_intermediate_size: the same shapes)
-    "deepseek_v2": Family({
-        "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
-        "hidden_dim": Req("hidden_size"),
-        "num_key_value_heads": Same("n_head"),  # MLA: every head has its own (decompressed) K and V
-        "vocab_size": Req("vocab_size"), "max_seq_len": Opt("max_position_embeddings"),
-        "ffn_embed_dim": Req("intermediate_size"), "mlp_gated_linear_units": True,
-        "activation": Act("hidden_act", default="silu"),
-        "qkv_bias": ATTENTION_BIAS, "attn_out_bias": ATTENTION_BIAS,
-        "mlp_bias": Flag("mlp_bias", default=False),
-        "norm_type": "rmsnorm", "norm_bias": False, "position_embedding_type": "rotary",
-        "q_lora_rank": Opt("q_lora_rank"), "kv_lora_rank": Req("kv_lora_rank"),
-        "qk_nope_head_dim": Req("qk_nope_head_dim"), "qk_rope_head_dim": Req("qk_rope_head_dim"),
-        "v_head_dim": Req("v_head_dim"),
-        "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
-        "head_dim": Sum("qk_nope_head_dim", "qk_rope_head_dim")},
+    "deepseek_v2": Family({**DEEPSEEK_MLA, "mlp_bias": Flag("mlp_bias", default=False)},
         steps=(MoeRule(experts=Opt("n_routed_experts"), top_k=Req("num_experts_per_tok"),
                        top_k_first=False, layers="dense_first", width=Req("moe_intermediate_size"),
                        shared_count=Opt("n_shared_experts", default=0),
@@ -158,7 +145,7 @@ FAMILIES: Dict[str, Family] = {
         steps=(RawWindowPattern(period=2, default_window=128), MoeRule(
             **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok", "experts_per_token")))),
 }
-FAMILIES["deepseek_v3"] = FAMILIES["deepseek_v2"]
+FAMILIES["deepseek_v3"] = Family(DEEPSEEK_MLA, steps=FAMILIES["deepseek_v2"].steps)  # bias-free MLPs
 # MiniCPM3 (MiniCPM3Attention): DeepSeek-V2's MLA without experts; scale_emb/scale_depth are scalars
 FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
 FAMILIES.update(MORE_FAMILIES)
@@ -166,7 +153,10 @@ FAMILIES.update(ENCODER_FAMILIES)
 FAMILIES.update(MOE_FAMILIES)
 FAMILIES.update(SEQ2SEQ_FAMILIES)
 FAMILIES.update(DENSE2_FAMILIES)
+FAMILIES.update(MOE2_FAMILIES)
+# rows that refuse, naming what is not modelled
 FAMILIES.update(REFUSED_FAMILIES)
+FAMILIES.update(NOT_MODELLED_FAMILIES)
 
 #: model types mapped family by family (others go through the generic mapping)
-SUPPORTED_MODEL_TYPES = tuple(sorted(set(FAMILIES) - set(REFUSED_FAMILIES))) + ("gemma3",)
+SUPPORTED_MODEL_TYPES = tuple(sorted(set(FAMILIES) - set(REFUSED_FAMILIES) - set(NOT_MODELLED_FAMILIES))) + ("gemma3",)

@@ -80,6 +80,35 @@ class ModelConfig(StrictModel):
     moe_router_bias: bool = False  # bias on the router linear (gpt-oss)
     moe_expert_bias: bool = False  # biases inside each expert's projections (gpt-oss)
 
+    # --- MoE / attention variants (issue 14: MLA and MoE decoders) -----------
+    # A gate on the attention output before o_proj (Gated Attention, arXiv 2505.06708):
+    # out *= act(Linear(hidden, n)), n = n_head * v-head width ("per_element": AFMoE,
+    # Beam, HY-V4) or n_head, broadcast over each head ("per_head": Laguna, dots3).
+    attn_output_gate: Literal["none", "per_element", "per_head"] = "none"
+    attn_output_gate_head_bias: bool = False  # one learned gate bias per head, no matmul (Beam)
+    moe_output_norm: bool = False  # a norm on the MoE block's output, MoE layers only (A.X-K1)
+    moe_output_bias: bool = False  # one hidden-wide bias on the MoE block's output (JetMoE)
+    # Zero-computation (identity) experts the router can pick besides the moe_num_experts
+    # FFN experts (LongCat-Flash, arXiv 2509.01322): the router scores E + Z experts and a
+    # token's top-k picks spend FFN FLOPs only on FFN experts, k * E / (E + Z) of them on
+    # average under uniform routing (the count is data-dependent; this is its expectation).
+    moe_zero_experts: int = 0
+    # transformers' LongcatFlashExperts allocates gate/up weights for the zero experts too
+    # (never used): parameters and weight memory, never read
+    moe_zero_experts_hold_weights: bool = False
+    # Mixture of attention heads (JetMoE, arXiv 2404.07413): q_proj and o_proj are
+    # `attn_experts` expert pairs of num_key_value_heads * head_dim each; a router
+    # [hidden x attn_experts] picks moe_top_k of them per token, so n_head must equal
+    # moe_top_k * num_key_value_heads. 0: ordinary attention.
+    attn_experts: int = 0
+    # DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2-Exp report, 2025): per
+    # layer wq_b [q_lora_rank x heads*dim], wk [hidden x dim] + LayerNorm(dim), weights_proj
+    # [hidden x heads]; it scores every cached token and attention reads index_topk of them.
+    # Set all three or none; needs MLA with q_lora_rank (the indexer reads q's latent).
+    index_n_heads: Optional[int] = None
+    index_head_dim: Optional[int] = None
+    index_topk: Optional[int] = None
+
     # --- norms, embeddings, block layout ------------------------------------
     norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
     norm_bias: bool = True  # LayerNorm has a bias; set False for RMSNorm / bias-free LN
@@ -161,10 +190,12 @@ class ModelConfig(StrictModel):
                        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
-                       "cross_attention_dim", "embedding_vocab_size", "per_layer_input_vocab_size")
+                       "cross_attention_dim", "embedding_vocab_size", "per_layer_input_vocab_size",
+                       "index_n_heads", "index_head_dim", "index_topk")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size",
                        "mlp_act_params", "residual_scale_vectors", "per_layer_input_dim",
-                       "altup_num_inputs", "laurel_rank", "kv_shared_layers", lo_open=False)
+                       "altup_num_inputs", "laurel_rank", "kv_shared_layers", "attn_experts",
+                       "moe_zero_experts", lo_open=False)
 
     def _fill_heads(self) -> None:
         """Key/value heads (MHA by default, or from the group count) and head_dim."""
@@ -227,6 +258,7 @@ class ModelConfig(StrictModel):
         if self.cross_attention and self.encoder_only:
             raise ValueError("fields 'cross_attention' and 'encoder_only' are both True; cross-attention "
                              "belongs to the decoder of an encoder-decoder model")
+        self._check_variants()
         if self.moe_first_dense_layers > self.num_layers:
             raise ValueError(f"field 'moe_first_dense_layers' = {self.moe_first_dense_layers} "
                              f"exceeds num_layers = {self.num_layers}")
@@ -259,6 +291,31 @@ class ModelConfig(StrictModel):
                              f"vocab_size = {self.vocab_size} but the embeddings are tied (one matrix): "
                              "set tie_word_embeddings=False or embedding_vocab_size=None")
 
+    def _check_variants(self) -> None:
+        """The variant fields agree: the indexer's three fields come together, on MLA with a
+        q latent; a gate bias needs a gate, zero experts routed ones; attention experts fit
+        the head counts."""
+        index = {f: getattr(self, f) for f in ("index_n_heads", "index_head_dim", "index_topk")}
+        given = [f for f, v in index.items() if v is not None]
+        if given and len(given) != len(index):
+            raise ValueError(f"fields {sorted(index)} describe one indexer: set all of them or none "
+                             f"(got {index})")
+        if self.attn_output_gate_head_bias and self.attn_output_gate == "none":
+            raise ValueError("field 'attn_output_gate_head_bias' = True needs an attention output gate: "
+                             "set attn_output_gate to 'per_element' or 'per_head'")
+        if self.moe_zero_experts and not self.is_moe:
+            raise ValueError(f"field 'moe_zero_experts' = {self.moe_zero_experts} needs routed experts "
+                             "(moe_num_experts > 1)")
+        if self.attn_experts and (self.is_mla or self.moe_top_k > self.attn_experts
+                                  or self.moe_top_k * self.num_key_value_heads != self.n_head):
+            raise ValueError(f"field 'attn_experts' = {self.attn_experts}: attention experts need "
+                             f"moe_top_k ({self.moe_top_k}) <= attn_experts and n_head ({self.n_head}) = "
+                             f"moe_top_k x num_key_value_heads ({self.num_key_value_heads}), without MLA")
+        if given and not (self.is_mla and self.q_lora_rank):
+            raise ValueError(f"field 'index_n_heads' = {self.index_n_heads}: the lightning indexer reads "
+                             "the query latent of multi-head latent attention; set kv_lora_rank and "
+                             "q_lora_rank too")
+
     # --- derived views (no arithmetic beyond shapes) ------------------------
     @property
     def is_mla(self) -> bool:
@@ -278,6 +335,10 @@ class ModelConfig(StrictModel):
         if self.layer_types is not None:
             return self.layer_types[layer_idx]
         return "sliding_attention" if self.sliding_window is not None else "full_attention"
+
+    @property
+    def has_indexer(self) -> bool:
+        return self.index_topk is not None
 
     @property
     def expert_ffn_dim(self) -> int:

@@ -7,6 +7,8 @@ from typing import List
 
 from ..options import ActivationRecomputation
 from .records import LayerKind, Operator, Phase, causal_pairs
+from .variants import (attention_router_ops, expert_projection_op, indexer_cache_elems, indexer_ops,
+                       output_gate_ops, sparse_key_limit)
 
 
 class AttentionOps:
@@ -35,11 +37,13 @@ class AttentionOps:
                 ops.append(self._matmul("q_b_proj", "attention", phase, t, m.q_lora_rank, m.n_head * d_qk,
                                         False, shard=self.tp))
             else:
+                # bias-free whatever attention_bias says (DeepseekV2/V3Attention.q_proj)
                 ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, m.n_head * d_qk,
-                                        m.qkv_bias, shard=self.tp))
+                                        False, shard=self.tp))
             ops.append(self._matmul("kv_a_proj", "attention", phase, t, m.hidden_dim,
                                     m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias))
             ops.append(self._norm("kv_a_norm", "attention", t, m.kv_lora_rank))
+            ops += indexer_ops(self, phase, kind)
             if self.conv.mla == "absorb" and phase.past_len > 0:
                 # decode with kv_b_proj absorbed (DeepSeek-V2 paper §2.1.2; vLLM, SGLang):
                 # q_nope goes into the latent space per head, attention runs over the cached
@@ -60,8 +64,12 @@ class AttentionOps:
             hd = self.head_dim_of(kind)
             d_qk = d_v = hd
             q_out, kv_out = m.n_head * hd, m.num_key_value_heads * hd
-            ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
-                                    shard=self.tp))
+            if m.attn_experts:  # JetMoE: q from moe_top_k of attn_experts experts
+                ops += attention_router_ops(self, phase)
+                ops.append(expert_projection_op(self, "q_proj", phase, m.hidden_dim, kv_out, m.qkv_bias, False))
+            else:
+                ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
+                                        shard=self.tp))
             kv_shard = m.num_key_value_heads / self.kv_heads_per_gpu
             if not kind.kv_shared:  # a KV-sharing layer reads an earlier layer's keys and values
                 ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
@@ -92,6 +100,11 @@ class AttentionOps:
             ops.append(Operator(name="attn_sinks", group="attention", kind="elementwise",
                                 params=m.n_head, params_per_gpu=heads_gpu,
                                 weight_bytes_per_gpu=heads_gpu * self.w_bytes))
+        ops += output_gate_ops(self, phase, heads_gpu, d_v)
+        if m.attn_experts:
+            ops.append(expert_projection_op(self, "o_proj", phase, m.num_key_value_heads * d_v, m.hidden_dim,
+                                            m.attn_out_bias, True))
+            return ops
         ops.append(self._matmul("o_proj", "attention", phase, phase.tokens, m.n_head * d_v, m.hidden_dim,
                                 m.attn_out_bias, shard=self.tp, shard_input=True))
         return ops
@@ -101,8 +114,8 @@ class AttentionOps:
         m = self.model
         if m.encoder_only:
             return 0.0
-        if m.is_mla:
-            return float(m.kv_lora_rank + m.qk_rope_head_dim)  # replicated on every TP rank
+        if m.is_mla:  # replicated on every TP rank (and the indexer's keys, if any)
+            return float(m.kv_lora_rank + m.qk_rope_head_dim + indexer_cache_elems(m))
         if kind.kv_shared:  # it reads the cache of an earlier layer (kv_shared_layers)
             return 0.0
         return 2.0 * self.kv_heads_per_gpu * self.head_dim_of(kind)
@@ -120,9 +133,8 @@ class AttentionOps:
 
     def attended_len(self, kind: LayerKind, context_len: int) -> int:
         """Keys a query at context length c attends to (itself included)."""
-        if kind.attention == "sliding_attention" and self.model.sliding_window:
-            return min(context_len, self.model.sliding_window)
-        return context_len
+        limit = sparse_key_limit(self.model, kind)
+        return context_len if limit is None else min(context_len, limit)
 
     def cached_len(self, kind: LayerKind, seq_len: int) -> int:
         """Tokens a layer keeps in its KV cache after `seq_len` tokens: all of them,
@@ -135,7 +147,7 @@ class AttentionOps:
     def _attention_core(self, phase: Phase, kind: LayerKind, d_qk: int, d_v: int,
                         heads_gpu: int) -> Operator:
         m = self.model
-        window = m.sliding_window if kind.attention == "sliding_attention" else None
+        window = sparse_key_limit(m, kind)
         if m.encoder_only:
             pairs = phase.q_len * phase.kv_len
         elif self.conv.attention_flops == "causal":
@@ -153,12 +165,13 @@ class AttentionOps:
         q_elems = phase.tokens * heads_gpu * d_qk
         out_elems = phase.tokens * heads_gpu * d_v
         kv_read_bytes = 0.0
+        # the core reads its own keys/values; the indexer's keys are read by index_scores
+        core_elems = self.kv_elems_read_per_token_per_gpu(kind) - indexer_cache_elems(m)
         if phase.past_len > 0 and not m.encoder_only:
-            kv_read_bytes = (phase.batch * attended * self.kv_elems_read_per_token_per_gpu(kind)
-                             * self.kv_bytes)
+            kv_read_bytes = phase.batch * attended * core_elems * self.kv_bytes
             kv_new_bytes = 0.0
         else:
-            kv_new_bytes = phase.tokens * self.kv_elems_read_per_token_per_gpu(kind) * self.a_bytes
+            kv_new_bytes = phase.tokens * core_elems * self.a_bytes
             if m.encoder_only:
                 kv_new_bytes = phase.tokens * 2 * self.kv_heads_per_gpu * d_qk * self.a_bytes
         return Operator(

@@ -15,6 +15,7 @@ from .dense_variants import DenseVariantOps
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
 from .mlp import MlpOps
 from .pipeline_layout import stage_layer_counts
+from .variants import check_variant_layout
 from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
                       stage_layer_groups)
 
@@ -62,6 +63,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
         self._check_layout()
         check_context_parallel(self)
         self.check_cross_attention_layout()
+        check_variant_layout(self)
         # layer layout never changes for a describer: compute it once (speed)
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size, stage_layer_counts(model, par))

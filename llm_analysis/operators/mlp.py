@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from .records import LayerKind, Operator, Phase
+from .variants import moe_output_ops, zero_expert_weight_ops
 
 
 class MlpOps:
@@ -42,26 +43,27 @@ class MlpOps:
             ffn = kind.ffn_dim or m.ffn_embed_dim
             ops = self._ffn_ops("", "mlp", phase, t, ffn, m.mlp_bias, shard=self.tp, down_bias=m.mlp_down_bias)
             return self.dense_mlp_extras(ops, phase, t, ffn)
-        return self._moe_ops(phase)
+        return self._moe_ops(phase) + moe_output_ops(self, phase)
 
     def expected_active_experts(self, tokens: int) -> float:
-        """Expected number of distinct experts that `tokens` tokens are routed to,
-        with uniform routing: E * (1 - (1 - k/E)^tokens)."""
+        """Expected number of distinct FFN experts that `tokens` tokens are routed to,
+        with uniform routing over the E FFN and Z zero experts: E * (1 - (1 - k/(E+Z))^tokens)."""
         e, k = self.model.moe_num_experts, self.model.moe_top_k
-        return e * (1.0 - (1.0 - k / e) ** tokens)
+        return e * (1.0 - (1.0 - k / (e + self.model.moe_zero_experts)) ** tokens)
 
     def _moe_ops(self, phase: Phase) -> List[Operator]:
         m, t, ep = self.model, phase.tokens, self.par.ep_size
         e, k, f = m.moe_num_experts, m.moe_top_k, m.expert_ffn_dim
         h = m.hidden_dim
-        ops = [self._matmul("router", "router", phase, t, h, e, m.moe_router_bias)]
+        z = m.moe_zero_experts  # identity experts: scored by the router, no FFN work
+        ops = [self._matmul("router", "router", phase, t, h, e + z, m.moe_router_bias)]
         # routed experts: each token runs through k experts, each expert split over
         # tp like a dense MLP. Experts live on ep ranks that are data-parallel for
         # the rest of the model, each with its own batch: with balanced routing every
         # rank still runs t*k token-expert pairs (from all ep ranks' tokens) on its
         # e/ep local experts.
-        routed = self._ffn_ops("expert_", "experts", phase, t * k, f, m.moe_expert_bias, shard=self.tp,
-                               expert_role="routed")
+        routed = self._ffn_ops("expert_", "experts", phase, t * k * e / (e + z), f, m.moe_expert_bias,
+                               shard=self.tp, expert_role="routed")
         # parameters: all e experts exist, the FLOPs use only k per token
         one_expert = self._ffn_ops("expert_", "experts", phase, 0, f, m.moe_expert_bias, shard=self.tp)
         experts_gpu = e / ep
@@ -79,6 +81,7 @@ class MlpOps:
             op.params, op.params_per_gpu, op.weight_bytes_per_gpu = one.params * e, w_gpu, w_gpu * self.w_bytes
             op.shapes = f"{op.shapes}, {e} experts top-{k}"
             ops.append(op)
+        ops += zero_expert_weight_ops(self, one_expert, ep)
         if m.moe_num_shared_experts:
             ops += self._ffn_ops("shared_expert_", "experts", phase, t, m.shared_expert_ffn_dim,
                                  m.mlp_bias, shard=self.tp, copies=m.moe_num_shared_experts, expert_role="shared")
