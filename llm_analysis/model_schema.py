@@ -12,9 +12,12 @@ from pydantic import model_validator
 from .context_limit import RopeScaling
 from .schema_base import StrictModel
 
-__all__ = ["ModelConfig", "AttentionLayerType"]
+__all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
-AttentionLayerType = Literal["full_attention", "sliding_attention"]
+# a layer's sequence mixer: attention (full or sliding), or a mixer with a constant-size
+# state instead of a KV cache (the "mixers" fields below; operators/mixers.py)
+AttentionLayerType = Literal["full_attention", "sliding_attention", "mamba", "mamba2", "short_conv"]
+MIXER_LAYER_TYPES = ("mamba", "mamba2", "short_conv")
 
 
 class ModelConfig(StrictModel):
@@ -80,6 +83,22 @@ class ModelConfig(StrictModel):
     moe_router_bias: bool = False  # bias on the router linear (gpt-oss)
     moe_expert_bias: bool = False  # biases inside each expert's projections (gpt-oss)
 
+    # --- mixers: layers whose `layer_types` entry is "mamba" (Mamba-1 selective SSM,
+    # arXiv 2312.00752), "mamba2" (SSD, arXiv 2405.21060) or "short_conv" (LFM2's gated
+    # depthwise convolution) run that mixer instead of attention (operators/mixers.py) ----
+    ssm_inner_dim: Optional[int] = None  # Mamba's d_inner (expand x hidden); default 2 x hidden_dim
+    ssm_state_size: Optional[int] = None  # N: state per channel (Mamba-1) or per head channel (Mamba-2)
+    ssm_dt_rank: Optional[int] = None  # Mamba-1 dt projection rank; default ceil(hidden_dim / 16)
+    ssm_num_heads: Optional[int] = None  # Mamba-2 heads (ssm_inner_dim = heads x head width)
+    ssm_num_groups: int = 1  # Mamba-2 groups sharing B and C
+    ssm_chunk_size: int = 256  # Mamba-2 SSD chunk length (the eager scan pads to a multiple)
+    ssm_dt_bc_norms: bool = False  # Mamba-1 with RMSNorms on dt, B and C (Jamba)
+    ssm_gated_norm: bool = True  # Mamba-2's gated RMSNorm (ssm_inner_dim weights) before out_proj
+    mixer_conv_kernel: int = 4  # width of the causal depthwise convolution (d_conv, LFM2 L_cache)
+    mixer_conv_bias: bool = True  # bias of that convolution
+    mixer_proj_bias: bool = False  # bias of the mixer's in_proj and out_proj
+    layer_mlp: bool = True  # False: a layer is norm + mixer only, no MLP (Mamba, Mamba-2)
+
     # --- norms, embeddings, block layout ------------------------------------
     norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
     norm_bias: bool = True  # LayerNorm has a bias; set False for RMSNorm / bias-free LN
@@ -119,6 +138,7 @@ class ModelConfig(StrictModel):
         self._fill_heads()
         self._fill_widths()
         self._check_layout()
+        self._check_mixers()
         return self
 
     def _check_signs(self) -> None:
@@ -128,7 +148,9 @@ class ModelConfig(StrictModel):
                        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
-                       "cross_attention_dim")
+                       "cross_attention_dim",
+                       "ssm_inner_dim", "ssm_state_size", "ssm_dt_rank", "ssm_num_heads", "ssm_num_groups",
+                       "ssm_chunk_size", "mixer_conv_kernel")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", lo_open=False)
 
     def _fill_heads(self) -> None:
@@ -196,7 +218,41 @@ class ModelConfig(StrictModel):
             raise ValueError(f"field 'moe_first_dense_layers' = {self.moe_first_dense_layers} "
                              f"exceeds num_layers = {self.num_layers}")
 
+    def _check_mixers(self) -> None:
+        """Mixer shapes: what each mixer kind in `layer_types` needs, filled or refused."""
+        kinds = self.mixer_kinds
+        if not self.layer_mlp and self.is_moe:
+            raise ValueError("field 'layer_mlp' = False (layers without an MLP) contradicts "
+                             f"moe_num_experts = {self.moe_num_experts}")
+        if not kinds:
+            return
+        if {"mamba", "mamba2"} & kinds:
+            if self.ssm_state_size is None:
+                raise ValueError(f"layer_types names {sorted(kinds)} layers: field 'ssm_state_size' "
+                                 "(the SSM state size N) is required")
+            if self.ssm_inner_dim is None:
+                self.ssm_inner_dim = 2 * self.hidden_dim
+        if "mamba" in kinds and self.ssm_dt_rank is None:
+            self.ssm_dt_rank = -(-self.hidden_dim // 16)
+        if "mamba2" in kinds:
+            heads, groups = self.ssm_num_heads, self.ssm_num_groups
+            if heads is None or self.ssm_inner_dim % heads:
+                raise ValueError(f"field 'ssm_num_heads' = {heads!r} must be set and divide ssm_inner_dim = "
+                                 f"{self.ssm_inner_dim} (Mamba-2 heads share the inner width)")
+            if heads % groups:
+                raise ValueError(f"field 'ssm_num_groups' = {groups} must divide ssm_num_heads = {heads}")
+
     # --- derived views (no arithmetic beyond shapes) ------------------------
+    @property
+    def mixer_kinds(self) -> set:
+        """The mixer kinds (MIXER_LAYER_TYPES) some layer uses; empty for pure attention."""
+        return set(self.layer_types or ()) & set(MIXER_LAYER_TYPES)
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether some layer attends (False for pure state-space models)."""
+        return self.layer_types is None or any(t not in MIXER_LAYER_TYPES for t in self.layer_types)
+
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None

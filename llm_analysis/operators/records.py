@@ -9,6 +9,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..config import ModelConfig
 from ..errors import ConfigError
+from ..model_schema import MIXER_LAYER_TYPES
 from ..options import ActivationRecomputation
 
 
@@ -141,14 +142,20 @@ class ModelPart(NamedTuple):
 
 @dataclass(frozen=True)
 class LayerKind:
-    """Layers that share one description: dense or MoE MLP, full or sliding attention."""
+    """Layers that share one description: dense or MoE MLP, full or sliding attention
+    or a mixer (operators/mixers.py)."""
 
     moe: bool
-    attention: str  # "full_attention" | "sliding_attention"
+    attention: str  # "full_attention" | "sliding_attention" | a mixer: "mamba" | "mamba2" | "short_conv"
+
+    @property
+    def is_mixer(self) -> bool:
+        return self.attention in MIXER_LAYER_TYPES
 
     @property
     def label(self) -> str:
-        return f"{'moe' if self.moe else 'dense'}/{self.attention.split('_')[0]}"
+        mixer = self.attention if self.is_mixer else self.attention.split('_')[0]
+        return f"{'moe' if self.moe else 'dense'}/{mixer}"
 
 
 @dataclass(frozen=True)
