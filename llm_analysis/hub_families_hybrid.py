@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from .hub_bases import ATTENTION_BIAS, LLAMA, QWEN3
+from .hub_bases import ATTENTION_BIAS, LLAMA, QWEN3, QWEN_MOE_EXPERTS
 from .hub_errors import UnmappableConfig
 from .hub_source import Fields, Src, moe_layout
 from .hub_spec import Family, Flag, MoeRule, Opt, Req, Same
@@ -136,6 +136,16 @@ _MAMBA2_KEYS = {"ssm_state_size": Req("mamba_d_state"), "ssm_num_heads": Req("ma
 _MAMBA2_KEY_STEPS = (_inner_dim("mamba_expand"), _heads_fit("mamba_n_heads", "mamba_d_head"),
                      MixerLayers("mamba2"))
 
+# Qwen3-Next / Qwen3.5 (Qwen3NextDecoderLayer): gated DeltaNet mixers (no conv bias) or
+# gated attention (q_proj doubled for the output gate, q/k RMSNorm(head_dim)), per layer_types
+_QWEN3_NEXT = {**QWEN3, **_NO_WINDOW, "attn_output_gate": True,
+               "gdn_num_key_heads": Req("linear_num_key_heads"), "gdn_num_value_heads": Req("linear_num_value_heads"),
+               "gdn_key_head_dim": Req("linear_key_head_dim"), "gdn_value_head_dim": Req("linear_value_head_dim"),
+               "mixer_conv_kernel": Req("linear_conv_kernel_dim"), "mixer_conv_bias": False}
+# Qwen-MoE experts on decoder_sparse_step layers, a shared expert behind a sigmoid gate
+_QWEN_NEXT_EXPERTS = MoeRule(experts=Opt("num_experts"), **QWEN_MOE_EXPERTS,
+                             shared_width=Opt("shared_expert_intermediate_size"), shared_gate=True)
+
 HYBRID_FAMILIES: Dict[str, Family] = {
     "mamba": _MAMBA,
     "falcon_mamba": _MAMBA,
@@ -170,4 +180,10 @@ HYBRID_FAMILIES: Dict[str, Family] = {
         steps=_MAMBA2_KEY_STEPS + (MoeRule(
             experts=Req("num_local_experts"), top_k=Req("num_experts_per_tok"), layers="all",
             width=Same("ffn_embed_dim"), shared_width=Opt("shared_intermediate_size")),)),
+    "qwen3_next": Family(_QWEN3_NEXT, steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
+    # Qwen3.5 (Qwen3_5GatedDeltaNet): the same mixer with in_proj_qkv / in_proj_z / in_proj_a /
+    # in_proj_b as separate matmuls (the same parameters and FLOPs as the merged two)
+    "qwen3_5_text": Family(_QWEN3_NEXT, steps=(MixerLayers("gated_delta_net"),)),
+    # Qwen3.5-MoE: experts (and the gated shared expert) on every layer, no dense width
+    "qwen3_5_moe_text": Family({**_QWEN3_NEXT, "ffn_embed_dim": Req("moe_intermediate_size")}, steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
 }

@@ -16,8 +16,9 @@ __all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
 # a layer's sequence mixer: attention (full or sliding), or a mixer with a constant-size
 # state instead of a KV cache (the "mixers" fields below; operators/mixers.py)
-AttentionLayerType = Literal["full_attention", "sliding_attention", "mamba", "mamba2", "short_conv"]
-MIXER_LAYER_TYPES = ("mamba", "mamba2", "short_conv")
+AttentionLayerType = Literal["full_attention", "sliding_attention", "mamba", "mamba2", "short_conv",
+                             "gated_delta_net"]
+MIXER_LAYER_TYPES = ("mamba", "mamba2", "short_conv", "gated_delta_net")
 
 
 class ModelConfig(StrictModel):
@@ -84,8 +85,9 @@ class ModelConfig(StrictModel):
     moe_expert_bias: bool = False  # biases inside each expert's projections (gpt-oss)
 
     # --- mixers: layers whose `layer_types` entry is "mamba" (Mamba-1 selective SSM,
-    # arXiv 2312.00752), "mamba2" (SSD, arXiv 2405.21060) or "short_conv" (LFM2's gated
-    # depthwise convolution) run that mixer instead of attention (operators/mixers.py) ----
+    # arXiv 2312.00752), "mamba2" (SSD, arXiv 2405.21060), "short_conv" (LFM2's gated
+    # depthwise convolution) or "gated_delta_net" (Gated DeltaNet, arXiv 2412.06464; Qwen3-Next)
+    # run that mixer instead of attention (operators/mixers.py) ----
     ssm_inner_dim: Optional[int] = None  # Mamba's d_inner (expand x hidden); default 2 x hidden_dim
     ssm_state_size: Optional[int] = None  # N: state per channel (Mamba-1) or per head channel (Mamba-2)
     ssm_dt_rank: Optional[int] = None  # Mamba-1 dt projection rank; default ceil(hidden_dim / 16)
@@ -97,7 +99,14 @@ class ModelConfig(StrictModel):
     mixer_conv_kernel: int = 4  # width of the causal depthwise convolution (d_conv, LFM2 L_cache)
     mixer_conv_bias: bool = True  # bias of that convolution
     mixer_proj_bias: bool = False  # bias of the mixer's in_proj and out_proj
+    gdn_num_key_heads: Optional[int] = None  # gated delta net: query/key heads
+    gdn_num_value_heads: Optional[int] = None  # value heads (a multiple of the key heads)
+    gdn_key_head_dim: Optional[int] = None
+    gdn_value_head_dim: Optional[int] = None
+    gdn_chunk_size: int = 64  # chunk of the chunked delta rule (the eager form pads to a multiple)
     layer_mlp: bool = True  # False: a layer is norm + mixer only, no MLP (Mamba, Mamba-2)
+    # q_proj also yields a sigmoid gate of the attention output, per head channel (Qwen3-Next)
+    attn_output_gate: bool = False
 
     # --- norms, embeddings, block layout ------------------------------------
     norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
@@ -150,7 +159,8 @@ class ModelConfig(StrictModel):
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
                        "cross_attention_dim",
                        "ssm_inner_dim", "ssm_state_size", "ssm_dt_rank", "ssm_num_heads", "ssm_num_groups",
-                       "ssm_chunk_size", "mixer_conv_kernel")
+                       "ssm_chunk_size", "mixer_conv_kernel", "gdn_num_key_heads", "gdn_num_value_heads",
+                       "gdn_key_head_dim", "gdn_value_head_dim", "gdn_chunk_size")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", lo_open=False)
 
     def _fill_heads(self) -> None:
@@ -241,6 +251,17 @@ class ModelConfig(StrictModel):
                                  f"{self.ssm_inner_dim} (Mamba-2 heads share the inner width)")
             if heads % groups:
                 raise ValueError(f"field 'ssm_num_groups' = {groups} must divide ssm_num_heads = {heads}")
+        if "gated_delta_net" in kinds:
+            self._check_gated_delta_net()
+
+    def _check_gated_delta_net(self) -> None:
+        fields = ("gdn_num_key_heads", "gdn_num_value_heads", "gdn_key_head_dim", "gdn_value_head_dim")
+        missing = [f for f in fields if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"layer_types names gated_delta_net layers: fields {missing} are required")
+        if self.gdn_num_value_heads % self.gdn_num_key_heads:
+            raise ValueError(f"field 'gdn_num_value_heads' = {self.gdn_num_value_heads} must be a multiple of "
+                             f"gdn_num_key_heads = {self.gdn_num_key_heads} (each key head serves whole value heads)")
 
     # --- derived views (no arithmetic beyond shapes) ------------------------
     @property

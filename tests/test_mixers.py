@@ -41,6 +41,12 @@ CASES = {
                   expert_layer_offset=1, num_experts=4, num_experts_per_tok=2, mamba_d_state=8, mamba_dt_rank=8),
     "lfm2": dict(SMALL, num_hidden_layers=3, layer_types=["conv", "full_attention", "conv"], conv_L_cache=3,
                  conv_bias=True, intermediate_size=192),
+    # gated DeltaNet and gated attention, experts with a gated shared expert; 70 tokens: two chunks of 64
+    "qwen3_next": dict(SMALL, num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                       linear_key_head_dim=8, linear_value_head_dim=16, num_experts=4, num_experts_per_tok=2,
+                       moe_intermediate_size=32, shared_expert_intermediate_size=48),
+    "qwen3_5_text": dict(SMALL, num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=2,
+                         linear_key_head_dim=16, linear_value_head_dim=8),
     "granitemoehybrid": dict(SMALL, **_MAMBA2_MIXER, layer_types=["mamba", "attention"], mamba_n_groups=1,
                              num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=96),
 }
@@ -69,7 +75,7 @@ def _ours(cfg, name: str) -> LLMAnalysis:
 
 
 @pytest.mark.parametrize("model_type", sorted(CASES))
-@pytest.mark.parametrize("seq_len", [13, 16])
+@pytest.mark.parametrize("seq_len", [13, 16, 70])
 def test_params_and_prefill_flops_equal_transformers(model_type, seq_len):
     cfg, real = _real_model(model_type, CASES[model_type])
     ours = _ours(cfg, f"test/{model_type}")
@@ -80,7 +86,7 @@ def test_params_and_prefill_flops_equal_transformers(model_type, seq_len):
     assert ours.get_num_flops_fwd_total(1, seq_len) == counter.get_total_flops()
 
 
-@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "lfm2", "bamba"])
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "lfm2", "bamba", "qwen3_next"])
 def test_state_bytes_equal_the_cache_objects(model_type):
     """Conv and SSM states transformers' cache holds after a prompt, element for element
     (float32 model: 4 bytes each), against our per-sequence state (plus the attention

@@ -59,6 +59,8 @@ class AttentionOps:
         else:
             d_qk = d_v = m.head_dim
             q_out, kv_out = m.n_head * m.head_dim, m.num_key_value_heads * m.head_dim
+            if m.attn_output_gate:  # q_proj also yields the output gate (Qwen3-Next)
+                q_out *= 2
             ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
                                     shard=self.tp))
             kv_shard = m.num_key_value_heads / self.kv_heads_per_gpu

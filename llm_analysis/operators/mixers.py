@@ -10,6 +10,10 @@ Kinds (`ModelConfig.layer_types` entries, fields under "mixers" in model_schema.
   share B and C), a gated RMSNorm, out_proj.
 - "short_conv": LFM2's gated short convolution (transformers' Lfm2ShortConv): in_proj to
   (B, C, x), B*x, a causal depthwise conv1d, C*conv, out_proj.
+- "gated_delta_net": Gated DeltaNet (Yang et al., arXiv 2412.06464; transformers'
+  Qwen3NextGatedDeltaNet): in_proj to (q, k, v, z) and (beta, a), the conv1d on (q, k, v),
+  the chunked gated delta rule (state per value head: key width x value width), a gated
+  RMSNorm of one value-head width shared by all heads, out_proj.
 
 FLOPs follow the package convention (operators/__init__.py): 2 per multiply-accumulate
 of what `torch.utils.flop_counter.FlopCounterMode` counts (matmuls, einsum/bmm, the
@@ -19,7 +23,9 @@ Under the "transformers" conventions (attention_flops="full") the eager forward 
 counted: the convolution computes L + k - 1 outputs (padding k - 1 on both sides,
 then sliced), Mamba-1's scan reads out C h at every token (2 d_inner N per token),
 Mamba-2's SSD pads the prompt to a multiple of the chunk and runs five einsums per
-chunk. Under "serving" (attention_flops="causal") the kernels' work: L conv outputs,
+chunk, the gated delta rule pads to its chunk too and runs six matmuls per chunk (its
+triangular solves and its token-by-token decode are not counted by FlopCounterMode:
+0 FLOPs). Under "serving" (attention_flops="causal") the kernels' work: L conv outputs,
 SSD chunks not padded past the prompt.
 
 State per sequence and layer (what replaces the KV cache; constant in the context):
@@ -67,6 +73,8 @@ def check_mixer_layout(d) -> None:
                               "(B/C groups are split, or each rank keeps the group of its heads)")
     if "short_conv" in kinds:
         widths["hidden_dim"] = m.hidden_dim
+    if "gated_delta_net" in kinds:
+        widths["gdn_num_key_heads"] = m.gdn_num_key_heads
     for field, width in widths.items():
         if width % tp:
             valid = [t for t in range(1, width + 1) if width % t == 0 and t <= 64]
@@ -78,7 +86,8 @@ class MixerOps:
     """Mixin of `LayerDescriber`: Mamba, Mamba-2 and short-convolution mixers."""
 
     def mixer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
-        build = {"mamba": self._mamba_ops, "mamba2": self._mamba2_ops, "short_conv": self._short_conv_ops}
+        build = {"mamba": self._mamba_ops, "mamba2": self._mamba2_ops, "short_conv": self._short_conv_ops,
+                 "gated_delta_net": self._gated_delta_net_ops}
         ops = build[kind.attention](phase)
         for op in ops:  # recomputed with the block they replace (attention)
             op.recompute_class = (ActivationRecomputation.ATTN_COMPUTE if op.kind == "scan"
@@ -99,6 +108,9 @@ class MixerOps:
             return float(conv_dim * k + heads * (m.ssm_inner_dim // m.ssm_num_heads) * m.ssm_state_size)
         if kind.attention == "short_conv":
             return float(m.hidden_dim // self.tp * k)
+        if kind.attention == "gated_delta_net":
+            heads = m.gdn_num_value_heads // self.tp
+            return float(self._gdn_conv_dim() // self.tp * k + heads * m.gdn_key_head_dim * m.gdn_value_head_dim)
         return 0.0
 
     def mixer_state_bytes_per_seq_per_gpu(self, groups: Dict[LayerKind, int]) -> float:
@@ -117,11 +129,12 @@ class MixerOps:
         return (per if phase.past_len > 0 else 0.0), (per if phase.name != "train" else 0.0)
 
     def _mixer_op(self, name: str, kind: str, phase: Phase, params: int, flops: float, channels_gpu: float,
-                  read_elems: float, state_elems: float = 0.0, shapes: str = "") -> Operator:
-        """An operator of the mixer with `params` weights (split over TP), `flops`
-        (whole model, split over TP), reading `read_elems` activations per token and
-        writing `channels_gpu` per token on one GPU, with `state_elems` per sequence."""
-        params_gpu = params / self.tp
+                  read_elems: float, state_elems: float = 0.0, shapes: str = "", replicated: bool = False) -> Operator:
+        """An operator of the mixer with `params` weights (split over TP unless
+        `replicated`), `flops` (whole model, split over TP), reading `read_elems`
+        activations per token and writing `channels_gpu` per token on one GPU, with
+        `state_elems` per sequence."""
+        params_gpu = params if replicated else params / self.tp
         state_read, state_written = self._state_bytes(phase, state_elems)
         return Operator(
             name=name, group=_GROUP, kind=kind, params=params, params_per_gpu=params_gpu,
@@ -222,3 +235,49 @@ class MixerOps:
                 self._conv_op(phase, h, h_gpu),
                 self._gate_op("gate_out", phase, h_gpu),
                 self._matmul("out_proj", _GROUP, phase, t, h, h, m.mixer_proj_bias, shard=tp, shard_input=True)]
+
+    # ------------------------------------------------------- gated delta net
+    def _gdn_conv_dim(self) -> int:
+        m = self.model
+        return 2 * m.gdn_num_key_heads * m.gdn_key_head_dim + m.gdn_num_value_heads * m.gdn_value_head_dim
+
+    def gated_delta_flops(self, batch: int, q_len: int, past_len: int) -> float:
+        """FlopCounterMode FLOPs of the gated delta rule for `batch` sequences of `q_len`
+        new tokens, all value heads H (keys repeated to them), key width K, value width V.
+        Eager (transformers' torch_chunk_gated_delta_rule, c chunks of C after padding),
+        per chunk and head: k_beta k^T and q k^T (C^2 K each), the intra-chunk attention
+        times the new values (C^2 V), the decayed keys and the queries against the state
+        and the state update (C K V each), 2 per MAC; its decode step is element-wise (0).
+        Serving: the same terms over the unpadded chunks; a decode step reads the state
+        for k and q and updates it (3 K V per head)."""
+        m = self.model
+        heads, k, v, q = m.gdn_num_value_heads, m.gdn_key_head_dim, m.gdn_value_head_dim, m.gdn_chunk_size
+        serving = self.conv.attention_flops == "causal"
+        if q_len == 1 and past_len > 0:
+            return 2.0 * batch * heads * 3 * k * v if serving else 0.0
+        if serving:
+            full, rest = divmod(q_len, q)
+            squares = full * q * q + rest * rest
+            return 2.0 * batch * heads * (squares * (2 * k + v) + 3 * q_len * k * v)
+        c = ceil_div(q_len, q)
+        return 2.0 * batch * heads * c * (q * q * (2 * k + v) + 3 * q * k * v)
+
+    def _gated_delta_net_ops(self, phase: Phase) -> List[Operator]:
+        m, t, tp = self.model, phase.tokens, self.tp
+        h, heads, v = m.hidden_dim, m.gdn_num_value_heads, m.gdn_value_head_dim
+        value_dim, conv_dim = heads * v, self._gdn_conv_dim()
+        heads_gpu, value_gpu, conv_gpu = heads // tp, value_dim // tp, conv_dim // tp
+        return [
+            self._matmul("in_proj_qkvz", _GROUP, phase, t, h, conv_dim + value_dim, False, shard=tp),
+            self._matmul("in_proj_ba", _GROUP, phase, t, h, 2 * heads, False, shard=tp),
+            self._conv_op(phase, conv_dim, conv_gpu),
+            # A_log and dt_bias per value head, split with the heads
+            self._mixer_op("gated_delta_rule", "scan", phase, 2 * heads,
+                           self.gated_delta_flops(phase.batch, phase.q_len, phase.past_len), value_gpu,
+                           conv_gpu + 2 * heads_gpu, state_elems=heads_gpu * m.gdn_key_head_dim * v,
+                           shapes=f"{heads} heads x K={m.gdn_key_head_dim} x V={v}, chunk {m.gdn_chunk_size}"),
+            # RMSNorm(o) * silu(z) per head, one weight of the value width shared by the heads
+            self._mixer_op("gated_norm", "norm", phase, v, 0.0, value_gpu, 2 * value_gpu,
+                           shapes=f"[{v}] x {t * heads}", replicated=True),
+            self._matmul("out_proj", _GROUP, phase, t, value_dim, h, False, shard=tp, shard_input=True),
+        ]
