@@ -26,10 +26,10 @@ _MIXER_NAMES = ("linear_attention", "mamba", "conv")
 
 class MixerLayers:
     """A step: `layer_types` from the config's per-layer kinds (every layer the mixer
-    when the config lists none), each mixer layer of kind `mixer`."""
+    when the config lists none), each layer named in `names` of kind `mixer`."""
 
-    def __init__(self, mixer: str, key: str = "layer_types"):
-        self.mixer, self.key = mixer, key
+    def __init__(self, mixer: str, key: str = "layer_types", names: tuple = _MIXER_NAMES):
+        self.mixer, self.key, self.names = mixer, key, names
 
     def __call__(self, src: Src, f: Fields, what: str) -> None:
         n = f.get("num_layers")
@@ -40,7 +40,7 @@ class MixerLayers:
             f["layer_types"] = [self.mixer] * n
             return
         kinds = [str(k) for k in kinds]
-        odd = sorted(set(kinds) - set(_ATTENTION_KINDS) - set(_MIXER_NAMES))
+        odd = sorted(set(kinds) - set(_ATTENTION_KINDS) - set(self.names))
         if odd or len(kinds) != n:
             raise UnmappableConfig(f"{what}: {self.key} = {kinds[:8]}{'...' if len(kinds) > 8 else ''} "
                                    f"({len(kinds)} entries for {n} layers, kinds {odd or 'known'}): one "
@@ -49,11 +49,13 @@ class MixerLayers:
 
 
 def _inner_dim(expand_key: str, inner_key: Optional[str] = None):
-    """A step: ssm_inner_dim = int(expand * hidden_size) (Mamba2Mixer, BambaMixer), or the
-    config's own inner width when the mixer reads one (MambaMixer: intermediate_size)."""
+    """A step: ssm_inner_dim = the config's own inner width when the mixer reads one
+    (MambaMixer: intermediate_size, FalconH1Mixer: mamba_d_ssm) and it is set, else
+    int(expand * hidden_size) (Mamba2Mixer, BambaMixer)."""
     def step(src: Src, f: Fields, what: str) -> None:
-        if inner_key is not None:
-            f["ssm_inner_dim"] = src.req_int(inner_key)
+        inner = src.opt_int(inner_key) if inner_key is not None else None
+        if inner:
+            f["ssm_inner_dim"] = inner
             return
         expand = src.get(expand_key)
         if expand is not None and f.get("hidden_dim"):
@@ -98,6 +100,15 @@ def _jamba_experts(src: Src, f: Fields, what: str) -> None:
     first, freq = moe_layout([i for i in range(n) if i % period == offset], n, what)
     f.update(moe_num_experts=experts, moe_top_k=src.req_int("num_experts_per_tok"), moe_first_dense_layers=first,
              moe_layer_freq=freq, moe_ffn_embed_dim=f.get("ffn_embed_dim"))
+
+
+def _falcon_h1_biases(src: Src, f: Fields, what: str) -> None:
+    """FalconH1Mixer: in_proj's bias is mamba_proj_bias, out_proj's projectors_bias."""
+    a, b = bool(src.get("mamba_proj_bias", default=False)), bool(src.get("projectors_bias", default=False))
+    if a != b:
+        raise UnmappableConfig(f"{what}: mamba_proj_bias={a} but projectors_bias={b} (different biases on the "
+                               "mixer's in_proj and out_proj) is not described by ModelConfig")
+    f["mixer_proj_bias"] = a
 
 
 def _granite_hybrid_experts(src: Src, f: Fields, what: str) -> None:
@@ -180,6 +191,14 @@ HYBRID_FAMILIES: Dict[str, Family] = {
         steps=_MAMBA2_KEY_STEPS + (MoeRule(
             experts=Req("num_local_experts"), top_k=Req("num_experts_per_tok"), layers="all",
             width=Same("ffn_embed_dim"), shared_width=Opt("shared_intermediate_size")),)),
+    # Falcon-H1 (FalconH1DecoderLayer): attention and a Mamba-2 mixer (inner width mamba_d_ssm,
+    # else expand x hidden; gated RMSNorm when mamba_rms_norm) side by side on input_layernorm's
+    # output, then pre_ff_layernorm and a gated MLP; the muP multipliers are constants
+    "falcon_h1": Family(
+        {**LLAMA, **_NO_WINDOW, "mlp_bias": Flag("mlp_bias", default=False), **_MAMBA2_KEYS,
+         "ssm_gated_norm": Flag("mamba_rms_norm", default=False), "mixer_parallel_attention": True},
+        steps=(_inner_dim("mamba_expand", "mamba_d_ssm"), _heads_fit("mamba_n_heads", "mamba_d_head"),
+               _falcon_h1_biases, MixerLayers("mamba2", names=("hybrid",)))),
     "qwen3_next": Family(_QWEN3_NEXT, steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
     # Qwen3.5 (Qwen3_5GatedDeltaNet): the same mixer with in_proj_qkv / in_proj_z / in_proj_a /
     # in_proj_b as separate matmuls (the same parameters and FLOPs as the merged two)

@@ -105,6 +105,8 @@ class ModelConfig(StrictModel):
     gdn_value_head_dim: Optional[int] = None
     gdn_chunk_size: int = 64  # chunk of the chunked delta rule (the eager form pads to a multiple)
     layer_mlp: bool = True  # False: a layer is norm + mixer only, no MLP (Mamba, Mamba-2)
+    # every mixer layer also runs attention on the same normed input, the outputs summed (Falcon-H1)
+    mixer_parallel_attention: bool = False
     # q_proj also yields a sigmoid gate of the attention output, per head channel (Qwen3-Next)
     attn_output_gate: bool = False
 
@@ -272,7 +274,8 @@ class ModelConfig(StrictModel):
     @property
     def has_attention(self) -> bool:
         """Whether some layer attends (False for pure state-space models)."""
-        return self.layer_types is None or any(t not in MIXER_LAYER_TYPES for t in self.layer_types)
+        return (self.layer_types is None or self.mixer_parallel_attention
+                or any(t not in MIXER_LAYER_TYPES for t in self.layer_types))
 
     @property
     def is_mla(self) -> bool:

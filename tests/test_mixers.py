@@ -47,6 +47,9 @@ CASES = {
                        moe_intermediate_size=32, shared_expert_intermediate_size=48),
     "qwen3_5_text": dict(SMALL, num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=2,
                          linear_key_head_dim=16, linear_value_head_dim=8),
+    # attention and Mamba-2 side by side in every layer, inner width mamba_d_ssm, gated norm
+    "falcon_h1": dict(SMALL, mamba_n_heads=8, mamba_d_head=8, mamba_d_ssm=64, mamba_n_groups=2, mamba_d_state=16,
+                      mamba_chunk_size=8, mamba_rms_norm=True),
     "granitemoehybrid": dict(SMALL, **_MAMBA2_MIXER, layer_types=["mamba", "attention"], mamba_n_groups=1,
                              num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=96),
 }
@@ -86,7 +89,7 @@ def test_params_and_prefill_flops_equal_transformers(model_type, seq_len):
     assert ours.get_num_flops_fwd_total(1, seq_len) == counter.get_total_flops()
 
 
-@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "lfm2", "bamba", "qwen3_next"])
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "lfm2", "bamba", "qwen3_next", "falcon_h1"])
 def test_state_bytes_equal_the_cache_objects(model_type):
     """Conv and SSM states transformers' cache holds after a prompt, element for element
     (float32 model: 4 bytes each), against our per-sequence state (plus the attention

@@ -264,7 +264,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps):
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """Every operator of one layer of this kind, in execution order (on one
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
-        mixer = self.mixer_ops(phase, kind) if kind.is_mixer else self.attention_ops(phase, kind)
+        mixer = self.sequence_mixer_ops(phase, kind)
         mlp = self.mlp_ops(phase, kind) if self.model.layer_mlp else []
         ops = (self.norm_ops(phase, kind) + mixer + self.cross_attention_ops(phase, kind) + mlp
                + self.tp_comm_ops(phase, kind))

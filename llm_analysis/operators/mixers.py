@@ -85,6 +85,16 @@ def check_mixer_layout(d) -> None:
 class MixerOps:
     """Mixin of `LayerDescriber`: Mamba, Mamba-2 and short-convolution mixers."""
 
+    def sequence_mixer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        """The layer's sequence mixing: attention, a mixer, or (mixer_parallel_attention,
+        Falcon-H1) full attention and the mixer side by side on the same input."""
+        if not kind.is_mixer:
+            return self.attention_ops(phase, kind)
+        ops = self.mixer_ops(phase, kind)
+        if self.model.mixer_parallel_attention:
+            ops = self.attention_ops(phase, LayerKind(kind.moe, "full_attention")) + ops
+        return ops
+
     def mixer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         build = {"mamba": self._mamba_ops, "mamba2": self._mamba2_ops, "short_conv": self._short_conv_ops,
                  "gated_delta_net": self._gated_delta_net_ops}
