@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from .hub_bases import ATTENTION_BIAS, LLAMA, QWEN3, QWEN_MOE_EXPERTS
-from .hub_errors import UnmappableConfig
+from .hub_errors import UnmappableConfig, UnsupportedArchitecture
 from .hub_source import Fields, Src, moe_layout
-from .hub_spec import Family, Flag, MoeRule, Opt, Req, Same
+from .hub_spec import Act, Family, Flag, MoeRule, Opt, Req, Same
 
 __all__ = ["HYBRID_FAMILIES"]
 
@@ -42,7 +42,7 @@ class MixerLayers:
         kinds = [str(k) for k in kinds]
         odd = sorted(set(kinds) - set(_ATTENTION_KINDS) - set(self.names))
         if odd or len(kinds) != n:
-            raise UnmappableConfig(f"{what}: {self.key} = {kinds[:8]}{'...' if len(kinds) > 8 else ''} "
+            raise UnsupportedArchitecture(f"{what}: {self.key} = {kinds[:8]}{'...' if len(kinds) > 8 else ''} "
                                    f"({len(kinds)} entries for {n} layers, kinds {odd or 'known'}): one "
                                    f"attention or {self.mixer} layer per layer is what ModelConfig describes")
         f["layer_types"] = [_ATTENTION_KINDS.get(k, self.mixer) for k in kinds]
@@ -102,11 +102,50 @@ def _jamba_experts(src: Src, f: Fields, what: str) -> None:
              moe_layer_freq=freq, moe_ffn_embed_dim=f.get("ffn_embed_dim"))
 
 
+def _nemotron_h_layers(src: Src, f: Fields, what: str) -> None:
+    """NemotronHBlock: each layer is one block after one RMSNorm, by layers_block_type:
+    a Mamba-2 mixer ("linear_attention"), attention ("full_attention"), a ReLU^2 MLP
+    ("mlp") or experts ("moe"). MoE layers must be those of a "first k dense, then every
+    n-th" layout on the layers that hold an MLP (the others do not care)."""
+    kinds = [str(k) for k in (src.get("layers_block_type", "layer_types", default=None) or [])]
+    names = {"linear_attention": "mamba2", "full_attention": "full_attention", "mlp": "mlp", "moe": "mlp"}
+    odd = sorted(set(kinds) - set(names))
+    if odd or not kinds:
+        raise UnsupportedArchitecture(f"{what}: layers_block_type {kinds[:8]} has kinds {odd or 'none'}; Mamba-2, "
+                               "attention, MLP and MoE blocks are what ModelConfig describes")
+    f.update(num_layers=len(kinds), layer_types=[names[k] for k in kinds])
+    moe = [i for i, k in enumerate(kinds) if k == "moe"]
+    if not moe:
+        return
+    dense = {i for i, k in enumerate(kinds) if k == "mlp"}
+    for freq in range(1, len(kinds) + 1):
+        hit = set(range(moe[0], len(kinds), freq))
+        if hit >= set(moe) and not hit & dense:
+            break
+    else:
+        raise UnsupportedArchitecture(f"{what}: MoE layers {moe} between dense ones {sorted(dense)} are not a "
+                               "'first k dense, then every n-th' layout")
+    if src.get("moe_latent_size", default=None) is not None:
+        raise UnsupportedArchitecture(f"{what}: moe_latent_size (experts in a projected latent space) is not described "
+                               "by ModelConfig")
+    f.update(moe_num_experts=src.req_int("n_routed_experts"), moe_top_k=src.req_int("num_experts_per_tok"),
+             moe_first_dense_layers=moe[0], moe_layer_freq=freq,
+             moe_ffn_embed_dim=src.req_int("moe_intermediate_size"), moe_num_shared_experts=1,
+             moe_shared_expert_ffn_dim=src.req_int("moe_shared_expert_intermediate_size"))
+
+
+def _nemotron_h_inner(src: Src, f: Fields, what: str) -> None:
+    """NemotronHMamba2Mixer: the inner width is mamba_num_heads x mamba_head_dim."""
+    heads, width = src.req_int("mamba_num_heads"), src.req_int("mamba_head_dim")
+    if heads and width:
+        f["ssm_inner_dim"] = heads * width
+
+
 def _falcon_h1_biases(src: Src, f: Fields, what: str) -> None:
     """FalconH1Mixer: in_proj's bias is mamba_proj_bias, out_proj's projectors_bias."""
     a, b = bool(src.get("mamba_proj_bias", default=False)), bool(src.get("projectors_bias", default=False))
     if a != b:
-        raise UnmappableConfig(f"{what}: mamba_proj_bias={a} but projectors_bias={b} (different biases on the "
+        raise UnsupportedArchitecture(f"{what}: mamba_proj_bias={a} but projectors_bias={b} (different biases on the "
                                "mixer's in_proj and out_proj) is not described by ModelConfig")
     f["mixer_proj_bias"] = a
 
@@ -114,7 +153,7 @@ def _falcon_h1_biases(src: Src, f: Fields, what: str) -> None:
 def _granite_hybrid_experts(src: Src, f: Fields, what: str) -> None:
     """GraniteMoeHybridDecoderLayer: without experts the layer's MLP is shared_mlp alone."""
     if not src.opt_int("num_local_experts", default=0):
-        raise UnmappableConfig(f"{what}: num_local_experts=0 (a shared MLP of shared_intermediate_size in "
+        raise UnsupportedArchitecture(f"{what}: num_local_experts=0 (a shared MLP of shared_intermediate_size in "
                                "place of the experts) is not mapped")
 
 
@@ -199,6 +238,18 @@ HYBRID_FAMILIES: Dict[str, Family] = {
          "ssm_gated_norm": Flag("mamba_rms_norm", default=False), "mixer_parallel_attention": True},
         steps=(_inner_dim("mamba_expand", "mamba_d_ssm"), _heads_fit("mamba_n_heads", "mamba_d_head"),
                _falcon_h1_biases, MixerLayers("mamba2", names=("hybrid",)))),
+    # Nemotron-H (NemotronHBlock): one block per layer (_nemotron_h_layers); Mamba-2 mixers of
+    # mamba_num_heads x mamba_head_dim with a gated RMSNorm; bias-free attention; non-gated
+    # ReLU^2 MLPs (mlp_bias) and bias-free experts, one shared MLP of moe_shared_expert_intermediate_size
+    "nemotron_h": Family(
+        {**LLAMA, **_NO_WINDOW, "qkv_bias": False, "attn_out_bias": False, "mlp_gated_linear_units": False,
+         "activation": Act("mlp_hidden_act", default="relu2"), "mlp_bias": Flag("mlp_bias", default=False),
+         "num_layers": Opt("num_hidden_layers"), "layer_mlp": False, "num_norms_per_layer": 1,
+         "position_embedding_type": "none", "ssm_state_size": Req("ssm_state_size"),
+         "ssm_num_heads": Req("mamba_num_heads"), "ssm_num_groups": Req("n_groups"), "ssm_chunk_size": Req("chunk_size"),
+         "mixer_conv_kernel": Req("conv_kernel"), "mixer_conv_bias": Flag("use_conv_bias", default=True),
+         "mixer_proj_bias": Flag("use_bias", default=False)},
+        steps=(_nemotron_h_layers, _nemotron_h_inner)),
     "qwen3_next": Family(_QWEN3_NEXT, steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
     # Qwen3.5 (Qwen3_5GatedDeltaNet): the same mixer with in_proj_qkv / in_proj_z / in_proj_a /
     # in_proj_b as separate matmuls (the same parameters and FLOPs as the merged two)

@@ -14,10 +14,11 @@ from .schema_base import StrictModel
 
 __all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
-# a layer's sequence mixer: attention (full or sliding), or a mixer with a constant-size
-# state instead of a KV cache (the "mixers" fields below; operators/mixers.py)
+# a layer's sequence mixer: attention (full or sliding), a mixer with a constant-size
+# state instead of a KV cache (the "mixers" fields below; operators/mixers.py), or "mlp":
+# none, the layer is its MLP alone (Nemotron-H)
 AttentionLayerType = Literal["full_attention", "sliding_attention", "mamba", "mamba2", "short_conv",
-                             "gated_delta_net"]
+                             "gated_delta_net", "mlp"]
 MIXER_LAYER_TYPES = ("mamba", "mamba2", "short_conv", "gated_delta_net")
 
 
@@ -104,7 +105,9 @@ class ModelConfig(StrictModel):
     gdn_key_head_dim: Optional[int] = None
     gdn_value_head_dim: Optional[int] = None
     gdn_chunk_size: int = 64  # chunk of the chunked delta rule (the eager form pads to a multiple)
-    layer_mlp: bool = True  # False: a layer is norm + mixer only, no MLP (Mamba, Mamba-2)
+    # False: a layer is norm + sequence mixer only, no MLP (Mamba, Mamba-2); layer_types
+    # "mlp" layers still hold theirs (Nemotron-H: each layer is one block)
+    layer_mlp: bool = True
     # every mixer layer also runs attention on the same normed input, the outputs summed (Falcon-H1)
     mixer_parallel_attention: bool = False
     # q_proj also yields a sigmoid gate of the attention output, per head channel (Qwen3-Next)
@@ -233,9 +236,9 @@ class ModelConfig(StrictModel):
     def _check_mixers(self) -> None:
         """Mixer shapes: what each mixer kind in `layer_types` needs, filled or refused."""
         kinds = self.mixer_kinds
-        if not self.layer_mlp and self.is_moe:
-            raise ValueError("field 'layer_mlp' = False (layers without an MLP) contradicts "
-                             f"moe_num_experts = {self.moe_num_experts}")
+        if not self.has_mlp_layers and self.is_moe:
+            raise ValueError("field 'layer_mlp' = False (layers without an MLP) and no 'mlp' layer in "
+                             f"layer_types contradicts moe_num_experts = {self.moe_num_experts}")
         if not kinds:
             return
         if {"mamba", "mamba2"} & kinds:
@@ -275,7 +278,15 @@ class ModelConfig(StrictModel):
     def has_attention(self) -> bool:
         """Whether some layer attends (False for pure state-space models)."""
         return (self.layer_types is None or self.mixer_parallel_attention
-                or any(t not in MIXER_LAYER_TYPES for t in self.layer_types))
+                or any(t not in MIXER_LAYER_TYPES + ("mlp",) for t in self.layer_types))
+
+    @property
+    def has_mlp_layers(self) -> bool:
+        """Whether some layer holds an MLP (dense or experts)."""
+        return self.layer_mlp or "mlp" in (self.layer_types or ())
+
+    def layer_has_mlp(self, layer_idx: int) -> bool:
+        return self.layer_mlp or self.layer_attention_type(layer_idx) == "mlp"
 
     @property
     def is_mla(self) -> bool:
@@ -286,8 +297,8 @@ class ModelConfig(StrictModel):
         return self.moe_num_experts > 1
 
     def is_moe_layer(self, layer_idx: int) -> bool:
-        """Whether layer `layer_idx` (0-based) has routed experts."""
-        if not self.is_moe or layer_idx < self.moe_first_dense_layers:
+        """Whether layer `layer_idx` (0-based) has routed experts (a layer without an MLP never)."""
+        if not self.is_moe or layer_idx < self.moe_first_dense_layers or not self.layer_has_mlp(layer_idx):
             return False
         return (layer_idx - self.moe_first_dense_layers) % self.moe_layer_freq == 0
 

@@ -15,7 +15,7 @@ import pytest
 
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import ModelConfig, ParallelismConfig, get_gpu_config_by_name
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -27,6 +27,10 @@ GPU = get_gpu_config_by_name("a100-sxm-80gb")
 SMALL = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
              intermediate_size=128, vocab_size=256, max_position_embeddings=128)
 _MAMBA2_MIXER = dict(mamba_n_heads=8, mamba_d_head=16, mamba_d_state=16, mamba_chunk_size=8)
+
+_NEMOTRON_H = dict(SMALL, head_dim=16, mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=16, n_groups=2,
+                   chunk_size=8, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                   moe_shared_expert_intermediate_size=48)
 
 CASES = {
     "mamba": dict(hidden_size=64, num_hidden_layers=2, vocab_size=256, state_size=8, intermediate_size=128,
@@ -50,6 +54,12 @@ CASES = {
     # attention and Mamba-2 side by side in every layer, inner width mamba_d_ssm, gated norm
     "falcon_h1": dict(SMALL, mamba_n_heads=8, mamba_d_head=8, mamba_d_ssm=64, mamba_n_groups=2, mamba_d_state=16,
                       mamba_chunk_size=8, mamba_rms_norm=True),
+    # one block per layer: Mamba-2, experts, attention, a dense ReLU^2 MLP (biased)
+    "nemotron_h": dict(_NEMOTRON_H, layers_block_type=["linear_attention", "moe", "full_attention", "mlp",
+                                                       "linear_attention", "moe"], mlp_bias=True),
+    # MoE layers at irregular places among blocks without an MLP (Nemotron-3-Nano-like)
+    "nemotron_h/nano": dict(_NEMOTRON_H, layers_block_type=["linear_attention", "moe", "linear_attention", "moe",
+                                                            "full_attention", "moe", "linear_attention"]),
     "granitemoehybrid": dict(SMALL, **_MAMBA2_MIXER, layer_types=["mamba", "attention"], mamba_n_groups=1,
                              num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=96),
 }
@@ -66,8 +76,8 @@ def _flop_counter() -> FlopCounterMode:
     return FlopCounterMode(display=False, custom_mapping={op: _grouped_mm_flops for op in ops})
 
 
-def _real_model(model_type: str, kwargs: dict):
-    cfg = transformers.CONFIG_MAPPING[model_type](**kwargs)
+def _real_model(case: str, kwargs: dict):
+    cfg = transformers.CONFIG_MAPPING[case.split("/")[0]](**kwargs)
     torch.manual_seed(0)
     return cfg, transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
 
@@ -167,3 +177,12 @@ def test_bad_parallel_layouts_are_refused():
     grouped = _mamba2_2_7b().model_copy(update={"ssm_num_groups": 5})
     with pytest.raises(ConfigError, match="ssm_num_groups = 5"):
         LLMAnalysis(grouped, GPU, parallelism_config=ParallelismConfig(tp_size=2))
+
+
+def test_nemotron_h_moe_layout_it_cannot_describe_is_refused():
+    """Experts on layers 1 and 2 with a dense MLP on layer 3: no 'first k dense, then every
+    n-th' layout hits 1 and 2 but not 3."""
+    cfg = transformers.CONFIG_MAPPING["nemotron_h"](**dict(
+        _NEMOTRON_H, layers_block_type=["linear_attention", "moe", "moe", "mlp"]))
+    with pytest.raises(UnsupportedArchitectureError, match="MoE layers"):
+        hf_import.model_config_from_hf_dict(cfg.to_dict(), name="test/nemotron_h")

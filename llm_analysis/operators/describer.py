@@ -143,7 +143,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps):
         if p.pp_size > m.num_layers:
             raise ConfigError(f"pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name}; "
                               f"valid pp_size: 1..{m.num_layers}")
-        widths = {"ffn_embed_dim": m.ffn_embed_dim} if m.layer_mlp else {}
+        widths = {"ffn_embed_dim": m.ffn_embed_dim} if m.has_mlp_layers else {}
         if m.is_moe:
             widths["moe_ffn_embed_dim"] = m.expert_ffn_dim
             if m.moe_num_shared_experts:
@@ -248,7 +248,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps):
             return []
         m = self.model
         elems = phase.tokens * m.hidden_dim
-        n = 1 if m.parallel_attn_mlp or not m.layer_mlp else 2
+        n = 1 if m.parallel_attn_mlp or sum(self.layer_blocks(kind)) == 1 else 2
         ops = []
         for i in range(n):
             where = "layer" if n == 1 else ("attention" if i == 0 else "mlp")
@@ -264,8 +264,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps):
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """Every operator of one layer of this kind, in execution order (on one
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
-        mixer = self.sequence_mixer_ops(phase, kind)
-        mlp = self.mlp_ops(phase, kind) if self.model.layer_mlp else []
+        has_mixer, has_mlp = self.layer_blocks(kind)
+        mixer = self.sequence_mixer_ops(phase, kind) if has_mixer else []
+        mlp = self.mlp_ops(phase, kind) if has_mlp else []
         ops = (self.norm_ops(phase, kind) + mixer + self.cross_attention_ops(phase, kind) + mlp
                + self.tp_comm_ops(phase, kind))
         if self.cp_sharded(phase):

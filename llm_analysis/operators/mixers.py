@@ -44,7 +44,7 @@ so every breakdown keeps summing; their names and kinds ("conv", "scan") tell th
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from ..errors import ConfigError
 from ..options import ActivationRecomputation
@@ -84,6 +84,11 @@ def check_mixer_layout(d) -> None:
 
 class MixerOps:
     """Mixin of `LayerDescriber`: Mamba, Mamba-2 and short-convolution mixers."""
+
+    def layer_blocks(self, kind: LayerKind) -> Tuple[bool, bool]:
+        """(has a sequence mixer, has an MLP) for layers of this kind: an "mlp" layer has
+        no mixer; with layer_mlp False only "mlp" layers hold an MLP."""
+        return kind.attention != "mlp", self.model.layer_mlp or kind.attention == "mlp"
 
     def sequence_mixer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """The layer's sequence mixing: attention, a mixer, or (mixer_parallel_attention,

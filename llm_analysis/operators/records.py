@@ -153,6 +153,11 @@ class LayerKind:
         return self.attention in MIXER_LAYER_TYPES
 
     @property
+    def attends(self) -> bool:
+        """Whether the layer's sequence mixer is attention (full or sliding)."""
+        return self.attention in ("full_attention", "sliding_attention")
+
+    @property
     def label(self) -> str:
         mixer = self.attention if self.is_mixer else self.attention.split('_')[0]
         return f"{'moe' if self.moe else 'dense'}/{mixer}"
