@@ -188,10 +188,10 @@ _MAMBA2_KEY_STEPS = (_inner_dim("mamba_expand"), _heads_fit("mamba_n_heads", "ma
 
 # Qwen3-Next / Qwen3.5 (Qwen3NextDecoderLayer): gated DeltaNet mixers (no conv bias) or
 # gated attention (q_proj doubled for the output gate, q/k RMSNorm(head_dim)), per layer_types
-_QWEN3_NEXT = {**QWEN3, **_NO_WINDOW, "attn_output_gate": True,
-               "gdn_num_key_heads": Req("linear_num_key_heads"), "gdn_num_value_heads": Req("linear_num_value_heads"),
-               "gdn_key_head_dim": Req("linear_key_head_dim"), "gdn_value_head_dim": Req("linear_value_head_dim"),
-               "mixer_conv_kernel": Req("linear_conv_kernel_dim"), "mixer_conv_bias": False}
+_GDN_KEYS = {"gdn_num_key_heads": Req("linear_num_key_heads"), "gdn_num_value_heads": Req("linear_num_value_heads"),
+             "gdn_key_head_dim": Req("linear_key_head_dim"), "gdn_value_head_dim": Req("linear_value_head_dim"),
+             "mixer_conv_kernel": Req("linear_conv_kernel_dim"), "mixer_conv_bias": False}
+_QWEN3_NEXT = {**QWEN3, **_NO_WINDOW, "attn_output_gate": True, **_GDN_KEYS}
 # Qwen-MoE experts on decoder_sparse_step layers, a shared expert behind a sigmoid gate
 _QWEN_NEXT_EXPERTS = MoeRule(experts=Opt("num_experts"), **QWEN_MOE_EXPERTS,
                              shared_width=Opt("shared_expert_intermediate_size"), shared_gate=True)
@@ -250,6 +250,13 @@ HYBRID_FAMILIES: Dict[str, Family] = {
          "mixer_conv_kernel": Req("conv_kernel"), "mixer_conv_bias": Flag("use_conv_bias", default=True),
          "mixer_proj_bias": Flag("use_bias", default=False)},
         steps=(_nemotron_h_layers, _nemotron_h_inner)),
+    # OLMo hybrid (OlmoHybridDecoderLayer): gated DeltaNet layers (q/k/v/g/a/b as separate
+    # bias-free projections, the same shapes as the merged ones; conv without bias) and
+    # OLMo-2-style attention (q/k RMSNorm over all heads, norms after attention and MLP)
+    "olmo_hybrid": Family(
+        {**LLAMA, **_NO_WINDOW, "qk_norm": True, "qk_norm_per_head": True,
+         **_GDN_KEYS},
+        steps=(MixerLayers("gated_delta_net"),)),
     "qwen3_next": Family(_QWEN3_NEXT, steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
     # Qwen3.5 (Qwen3_5GatedDeltaNet): the same mixer with in_proj_qkv / in_proj_z / in_proj_a /
     # in_proj_b as separate matmuls (the same parameters and FLOPs as the merged two)

@@ -60,6 +60,8 @@ CASES = {
     # MoE layers at irregular places among blocks without an MLP (Nemotron-3-Nano-like)
     "nemotron_h/nano": dict(_NEMOTRON_H, layers_block_type=["linear_attention", "moe", "linear_attention", "moe",
                                                             "full_attention", "moe", "linear_attention"]),
+    "olmo_hybrid": dict(SMALL, num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4,
+                        linear_key_head_dim=8, linear_value_head_dim=16, pad_token_id=0),
     "granitemoehybrid": dict(SMALL, **_MAMBA2_MIXER, layer_types=["mamba", "attention"], mamba_n_groups=1,
                              num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=96),
 }
