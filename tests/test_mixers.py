@@ -188,3 +188,14 @@ def test_nemotron_h_moe_layout_it_cannot_describe_is_refused():
         _NEMOTRON_H, layers_block_type=["linear_attention", "moe", "moe", "mlp"]))
     with pytest.raises(UnsupportedArchitectureError, match="MoE layers"):
         hf_import.model_config_from_hf_dict(cfg.to_dict(), name="test/nemotron_h")
+
+
+def test_decode_state_traffic_is_timed_as_cache_reads():
+    """A pure SSM's decode reads no KV cache, but its mixers read their state each step:
+    `kv_cache_latency` reports that time (group mixer_state), and it does not grow with
+    the context."""
+    a = LLMAnalysis(_mamba2_2_7b(), GPU)
+    short = a.inference(batch_size_per_gpu=8, seq_len=128, num_tokens_to_generate=16)
+    long = a.inference(batch_size_per_gpu=8, seq_len=16_000, num_tokens_to_generate=16)
+    assert short["kv_cache_latency"] > 0
+    assert short["kv_cache_latency"] == pytest.approx(long["kv_cache_latency"], rel=1e-9)
