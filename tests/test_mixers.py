@@ -199,3 +199,20 @@ def test_decode_state_traffic_is_timed_as_cache_reads():
     long = a.inference(batch_size_per_gpu=8, seq_len=16_000, num_tokens_to_generate=16)
     assert short["kv_cache_latency"] > 0
     assert short["kv_cache_latency"] == pytest.approx(long["kv_cache_latency"], rel=1e-9)
+
+
+def test_training_activations_of_a_pure_ssm_by_hand():
+    """Mamba-1 layer, no recomputation, micro-batch b x s tokens, 16-bit: the inputs its
+    operators keep for backward, per token: in_proj x (h), conv1d x (d), x_proj x (d),
+    dt_proj dt (r), the scan x, dt, z (3d) and B, C (2N), out_proj y (d), i.e.
+    h + 6d + r + 2N elements; no MLP. With ATTN recomputation only the block input (h)."""
+    h, d, n, r, layers, b, s = 768, 1536, 16, 48, 4, 2, 512
+    model = ModelConfig(name="mamba-small", num_layers=layers, n_head=1, hidden_dim=h, vocab_size=1024,
+                        layer_types=["mamba"] * layers, ssm_inner_dim=d, ssm_state_size=n, ssm_dt_rank=r,
+                        layer_mlp=False, num_norms_per_layer=1, norm_type="rmsnorm", norm_bias=False,
+                        position_embedding_type="none")
+    a = LLMAnalysis(model, GPU)
+    mixer = a.get_activation_memory_per_layer_attn(b, s, is_inference=False)
+    assert mixer == b * s * (h + 6 * d + r + 2 * n) * 2
+    assert a.get_activation_memory_per_layer_mlp(b, s, is_inference=False) == 0
+    assert a.get_activation_memory_per_layer_attn(b, s, is_inference=False, activation_recomputation=2) == b * s * h * 2

@@ -136,6 +136,21 @@ class MixerOps:
     def _ssm_groups_per_gpu(self) -> int:
         return max(self.model.ssm_num_groups // self.tp, 1)
 
+    def mixer_train_activation_bytes(self, batch: int, seq_len: int, kind: LayerKind, rc: ActivationRecomputation,
+                                     beside_attention: bool = False) -> float:
+        """Bytes one mixer layer keeps for backward on one GPU: every mixer operator's
+        input (as Korthikanti et al. count the inputs of attention's matmuls); under
+        ATTN / NORM_ATTN_NORM only the block input (none when attention beside it already
+        keeps it), under FULL nothing."""
+        if rc == ActivationRecomputation.FULL:
+            return 0.0
+        if rc in (ActivationRecomputation.ATTN, ActivationRecomputation.NORM_ATTN_NORM):
+            split = self.tp if self.par.sp_size > 1 else 1
+            return 0.0 if beside_attention else batch * seq_len * self.model.hidden_dim * self.a_bytes / split
+        ops = self.mixer_ops(Phase("train", batch, seq_len, seq_len), kind)
+        return sum(o.bytes_read_per_gpu - o.weight_bytes_per_gpu - o.kv_cache_bytes_read_per_gpu
+                   for o in ops if o.kind != "collective")
+
     # ---------------------------------------------------------------- builders
     def _state_bytes(self, phase: Phase, elems_per_seq: float) -> tuple:
         """(read, written) state bytes: read when continuing a context, written after
