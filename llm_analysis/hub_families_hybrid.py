@@ -14,7 +14,7 @@ from typing import Dict, Optional
 from .hub_bases import ATTENTION_BIAS, LLAMA, QWEN3, QWEN_MOE_EXPERTS
 from .hub_errors import UnmappableConfig, UnsupportedArchitecture
 from .hub_source import Fields, Src, moe_layout
-from .hub_spec import Act, Family, Flag, MoeRule, Opt, Req, Same
+from .hub_spec import Act, Family, Flag, MoeRule, Opt, Req, Same, Sum
 
 __all__ = ["HYBRID_FAMILIES"]
 
@@ -257,6 +257,22 @@ HYBRID_FAMILIES: Dict[str, Family] = {
         {**LLAMA, **_NO_WINDOW, "qk_norm": True, "qk_norm_per_head": True,
          **_GDN_KEYS},
         steps=(MixerLayers("gated_delta_net"),)),
+    # Kimi Linear (KimiLinearDecoderLayer): KDA mixers of linear_num_heads x linear_head_dim (gate
+    # rank linear_head_dim, no conv bias) or DeepSeek's MLA; DeepSeek-style experts per
+    # mlp_layer_types with num_shared_experts x moe_intermediate_size shared
+    "kimi_linear": Family(
+        {**LLAMA, **_NO_WINDOW, "num_key_value_heads": Same("n_head"), "q_lora_rank": Opt("q_lora_rank"),
+         "kv_lora_rank": Req("kv_lora_rank"), "qk_nope_head_dim": Req("qk_nope_head_dim"),
+         "qk_rope_head_dim": Req("qk_rope_head_dim"), "v_head_dim": Req("v_head_dim"),
+         "head_dim": Sum("qk_nope_head_dim", "qk_rope_head_dim"),
+         "gdn_num_key_heads": Req("linear_num_heads"), "gdn_num_value_heads": Req("linear_num_heads"),
+         "gdn_key_head_dim": Req("linear_head_dim"), "gdn_value_head_dim": Req("linear_head_dim"),
+         "kda_gate_rank": Req("linear_head_dim"), "mixer_conv_kernel": Req("linear_conv_kernel_dim"),
+         "mixer_conv_bias": False},
+        steps=(MixerLayers("kda"), MoeRule(
+            experts=Opt("num_experts"), top_k=Req("num_experts_per_token", "num_experts_per_tok"), top_k_first=False,
+            layers="listed", width=Req("moe_intermediate_size"), shared_count=Opt("num_shared_experts", default=0),
+            shared_width=Same("moe_ffn_embed_dim")))),
     "qwen3_next": Family(_QWEN3_NEXT, steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
     # Qwen3.5 (Qwen3_5GatedDeltaNet): the same mixer with in_proj_qkv / in_proj_z / in_proj_a /
     # in_proj_b as separate matmuls (the same parameters and FLOPs as the merged two)

@@ -18,8 +18,8 @@ __all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 # state instead of a KV cache (the "mixers" fields below; operators/mixers.py), or "mlp":
 # none, the layer is its MLP alone (Nemotron-H)
 AttentionLayerType = Literal["full_attention", "sliding_attention", "mamba", "mamba2", "short_conv",
-                             "gated_delta_net", "mlp"]
-MIXER_LAYER_TYPES = ("mamba", "mamba2", "short_conv", "gated_delta_net")
+                             "gated_delta_net", "kda", "mlp"]
+MIXER_LAYER_TYPES = ("mamba", "mamba2", "short_conv", "gated_delta_net", "kda")
 
 
 class ModelConfig(StrictModel):
@@ -87,8 +87,9 @@ class ModelConfig(StrictModel):
 
     # --- mixers: layers whose `layer_types` entry is "mamba" (Mamba-1 selective SSM,
     # arXiv 2312.00752), "mamba2" (SSD, arXiv 2405.21060), "short_conv" (LFM2's gated
-    # depthwise convolution) or "gated_delta_net" (Gated DeltaNet, arXiv 2412.06464; Qwen3-Next)
-    # run that mixer instead of attention (operators/mixers.py) ----
+    # depthwise convolution), "gated_delta_net" (Gated DeltaNet, arXiv 2412.06464; Qwen3-Next) or
+    # "kda" (Kimi Delta Attention, arXiv 2510.26692) run that mixer instead of attention
+    # (operators/mixers.py) ----
     ssm_inner_dim: Optional[int] = None  # Mamba's d_inner (expand x hidden); default 2 x hidden_dim
     ssm_state_size: Optional[int] = None  # N: state per channel (Mamba-1) or per head channel (Mamba-2)
     ssm_dt_rank: Optional[int] = None  # Mamba-1 dt projection rank; default ceil(hidden_dim / 16)
@@ -105,6 +106,7 @@ class ModelConfig(StrictModel):
     gdn_key_head_dim: Optional[int] = None
     gdn_value_head_dim: Optional[int] = None
     gdn_chunk_size: int = 64  # chunk of the chunked delta rule (the eager form pads to a multiple)
+    kda_gate_rank: Optional[int] = None  # KDA: rank of the low-rank forget-gate and output-gate projections
     # False: a layer is norm + sequence mixer only, no MLP (Mamba, Mamba-2); layer_types
     # "mlp" layers still hold theirs (Nemotron-H: each layer is one block)
     layer_mlp: bool = True
@@ -165,7 +167,7 @@ class ModelConfig(StrictModel):
                        "cross_attention_dim",
                        "ssm_inner_dim", "ssm_state_size", "ssm_dt_rank", "ssm_num_heads", "ssm_num_groups",
                        "ssm_chunk_size", "mixer_conv_kernel", "gdn_num_key_heads", "gdn_num_value_heads",
-                       "gdn_key_head_dim", "gdn_value_head_dim", "gdn_chunk_size")
+                       "gdn_key_head_dim", "gdn_value_head_dim", "gdn_chunk_size", "kda_gate_rank")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size", lo_open=False)
 
     def _fill_heads(self) -> None:
@@ -256,14 +258,19 @@ class ModelConfig(StrictModel):
                                  f"{self.ssm_inner_dim} (Mamba-2 heads share the inner width)")
             if heads % groups:
                 raise ValueError(f"field 'ssm_num_groups' = {groups} must divide ssm_num_heads = {heads}")
-        if "gated_delta_net" in kinds:
+        if {"gated_delta_net", "kda"} & kinds:
             self._check_gated_delta_net()
+        if "kda" in kinds and (self.kda_gate_rank is None or self.gdn_num_key_heads != self.gdn_num_value_heads):
+            raise ValueError(f"kda layers need field 'kda_gate_rank' (got {self.kda_gate_rank!r}) and as many key "
+                             f"as value heads (gdn_num_key_heads = {self.gdn_num_key_heads}, gdn_num_value_heads = "
+                             f"{self.gdn_num_value_heads})")
 
     def _check_gated_delta_net(self) -> None:
         fields = ("gdn_num_key_heads", "gdn_num_value_heads", "gdn_key_head_dim", "gdn_value_head_dim")
         missing = [f for f in fields if getattr(self, f) is None]
         if missing:
-            raise ValueError(f"layer_types names gated_delta_net layers: fields {missing} are required")
+            raise ValueError(f"layer_types names delta-rule (gated_delta_net / kda) layers: fields {missing} "
+                             "are required")
         if self.gdn_num_value_heads % self.gdn_num_key_heads:
             raise ValueError(f"field 'gdn_num_value_heads' = {self.gdn_num_value_heads} must be a multiple of "
                              f"gdn_num_key_heads = {self.gdn_num_key_heads} (each key head serves whole value heads)")

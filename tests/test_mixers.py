@@ -62,6 +62,12 @@ CASES = {
                                                             "full_attention", "moe", "linear_attention"]),
     "olmo_hybrid": dict(SMALL, num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4,
                         linear_key_head_dim=8, linear_value_head_dim=16, pad_token_id=0),
+    # KDA mixers and MLA attention, a dense first layer then experts with a shared one
+    "kimi_linear": dict(SMALL, num_hidden_layers=4, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=None,
+                        qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=8, linear_num_heads=4, linear_head_dim=16,
+                        num_experts=4, num_experts_per_token=2, moe_intermediate_size=32, num_shared_experts=1,
+                        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                        layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"]),
     "granitemoehybrid": dict(SMALL, **_MAMBA2_MIXER, layer_types=["mamba", "attention"], mamba_n_groups=1,
                              num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=96),
 }

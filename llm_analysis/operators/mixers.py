@@ -14,6 +14,10 @@ Kinds (`ModelConfig.layer_types` entries, fields under "mixers" in model_schema.
   Qwen3NextGatedDeltaNet): in_proj to (q, k, v, z) and (beta, a), the conv1d on (q, k, v),
   the chunked gated delta rule (state per value head: key width x value width), a gated
   RMSNorm of one value-head width shared by all heads, out_proj.
+- "kda": Kimi Delta Attention (arXiv 2510.26692; transformers' KimiLinearDeltaAttention):
+  the gated delta rule with a per-channel decay from a low-rank forget gate (f_a, f_b,
+  dt_bias per key channel, A_log per head), q/k/v and beta projections, a low-rank output
+  gate (g_a, g_b) instead of z, the same conv1d, shared-weight gated norm and out_proj.
 
 FLOPs follow the package convention (operators/__init__.py): 2 per multiply-accumulate
 of what `torch.utils.flop_counter.FlopCounterMode` counts (matmuls, einsum/bmm, the
@@ -73,7 +77,7 @@ def check_mixer_layout(d) -> None:
                               "(B/C groups are split, or each rank keeps the group of its heads)")
     if "short_conv" in kinds:
         widths["hidden_dim"] = m.hidden_dim
-    if "gated_delta_net" in kinds:
+    if {"gated_delta_net", "kda"} & kinds:
         widths["gdn_num_key_heads"] = m.gdn_num_key_heads
     for field, width in widths.items():
         if width % tp:
@@ -102,7 +106,7 @@ class MixerOps:
 
     def mixer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         build = {"mamba": self._mamba_ops, "mamba2": self._mamba2_ops, "short_conv": self._short_conv_ops,
-                 "gated_delta_net": self._gated_delta_net_ops}
+                 "gated_delta_net": self._gated_delta_net_ops, "kda": self._kda_ops}
         ops = build[kind.attention](phase)
         for op in ops:  # recomputed with the block they replace (attention)
             op.recompute_class = (ActivationRecomputation.ATTN_COMPUTE if op.kind == "scan"
@@ -123,7 +127,7 @@ class MixerOps:
             return float(conv_dim * k + heads * (m.ssm_inner_dim // m.ssm_num_heads) * m.ssm_state_size)
         if kind.attention == "short_conv":
             return float(m.hidden_dim // self.tp * k)
-        if kind.attention == "gated_delta_net":
+        if kind.attention in ("gated_delta_net", "kda"):
             heads = m.gdn_num_value_heads // self.tp
             return float(self._gdn_conv_dim() // self.tp * k + heads * m.gdn_key_head_dim * m.gdn_value_head_dim)
         return 0.0
@@ -271,39 +275,62 @@ class MixerOps:
         m = self.model
         return 2 * m.gdn_num_key_heads * m.gdn_key_head_dim + m.gdn_num_value_heads * m.gdn_value_head_dim
 
-    def gated_delta_flops(self, batch: int, q_len: int, past_len: int) -> float:
+    def gated_delta_flops(self, batch: int, q_len: int, past_len: int, kda: bool = False) -> float:
         """FlopCounterMode FLOPs of the gated delta rule for `batch` sequences of `q_len`
         new tokens, all value heads H (keys repeated to them), key width K, value width V.
         Eager (transformers' torch_chunk_gated_delta_rule, c chunks of C after padding),
         per chunk and head: k_beta k^T and q k^T (C^2 K each), the intra-chunk attention
         times the new values (C^2 V), the decayed keys and the queries against the state
         and the state update (C K V each), 2 per MAC; its decode step is element-wise (0).
+        KDA (transformers' chunk_kimi_delta_attention) forms its intra-chunk scores
+        element-wise and multiplies them with the values twice and the keys once instead
+        (C^2 (K + 2V)).
         Serving: the same terms over the unpadded chunks; a decode step reads the state
         for k and q and updates it (3 K V per head)."""
         m = self.model
         heads, k, v, q = m.gdn_num_value_heads, m.gdn_key_head_dim, m.gdn_value_head_dim, m.gdn_chunk_size
         serving = self.conv.attention_flops == "causal"
+        square = (k + 2 * v) if kda else (2 * k + v)
         if q_len == 1 and past_len > 0:
             return 2.0 * batch * heads * 3 * k * v if serving else 0.0
         if serving:
             full, rest = divmod(q_len, q)
             squares = full * q * q + rest * rest
-            return 2.0 * batch * heads * (squares * (2 * k + v) + 3 * q_len * k * v)
+            return 2.0 * batch * heads * (squares * square + 3 * q_len * k * v)
         c = ceil_div(q_len, q)
-        return 2.0 * batch * heads * c * (q * q * (2 * k + v) + 3 * q * k * v)
+        return 2.0 * batch * heads * c * (q * q * square + 3 * q * k * v)
 
-    def _gated_delta_net_ops(self, phase: Phase) -> List[Operator]:
+    def _kda_projections(self, phase: Phase) -> List[Operator]:
+        """KDA's q/k/v, beta, and the low-rank forget and output gates (the rank-r down
+        projections replicated over TP, as MLA's are)."""
+        m, t, tp = self.model, phase.tokens, self.tp
+        h, heads, r = m.hidden_dim, m.gdn_num_value_heads, m.kda_gate_rank
+        key_dim, value_dim = heads * m.gdn_key_head_dim, heads * m.gdn_value_head_dim
+        return [self._matmul("qkv_proj", _GROUP, phase, t, h, 2 * key_dim + value_dim, False, shard=tp),
+                self._matmul("b_proj", _GROUP, phase, t, h, heads, False, shard=tp),
+                self._matmul("f_a_proj", _GROUP, phase, t, h, r, False),
+                self._matmul("f_b_proj", _GROUP, phase, t, r, key_dim, False, shard=tp),
+                self._matmul("g_a_proj", _GROUP, phase, t, h, r, False),
+                self._matmul("g_b_proj", _GROUP, phase, t, r, value_dim, False, shard=tp)]
+
+    def _kda_ops(self, phase: Phase) -> List[Operator]:
+        return self._gated_delta_net_ops(phase, kda=True)
+
+    def _gated_delta_net_ops(self, phase: Phase, kda: bool = False) -> List[Operator]:
         m, t, tp = self.model, phase.tokens, self.tp
         h, heads, v = m.hidden_dim, m.gdn_num_value_heads, m.gdn_value_head_dim
         value_dim, conv_dim = heads * v, self._gdn_conv_dim()
         heads_gpu, value_gpu, conv_gpu = heads // tp, value_dim // tp, conv_dim // tp
-        return [
-            self._matmul("in_proj_qkvz", _GROUP, phase, t, h, conv_dim + value_dim, False, shard=tp),
-            self._matmul("in_proj_ba", _GROUP, phase, t, h, 2 * heads, False, shard=tp),
+        if kda:  # A_log per head and dt_bias per key channel
+            inputs, rule_params = self._kda_projections(phase), heads + heads * m.gdn_key_head_dim
+        else:  # A_log and dt_bias per value head
+            inputs = [self._matmul("in_proj_qkvz", _GROUP, phase, t, h, conv_dim + value_dim, False, shard=tp),
+                      self._matmul("in_proj_ba", _GROUP, phase, t, h, 2 * heads, False, shard=tp)]
+            rule_params = 2 * heads
+        return inputs + [
             self._conv_op(phase, conv_dim, conv_gpu),
-            # A_log and dt_bias per value head, split with the heads
-            self._mixer_op("gated_delta_rule", "scan", phase, 2 * heads,
-                           self.gated_delta_flops(phase.batch, phase.q_len, phase.past_len), value_gpu,
+            self._mixer_op("gated_delta_rule", "scan", phase, rule_params,
+                           self.gated_delta_flops(phase.batch, phase.q_len, phase.past_len, kda), value_gpu,
                            conv_gpu + 2 * heads_gpu, state_elems=heads_gpu * m.gdn_key_head_dim * v,
                            shapes=f"{heads} heads x K={m.gdn_key_head_dim} x V={v}, chunk {m.gdn_chunk_size}"),
             # RMSNorm(o) * silu(z) per head, one weight of the value width shared by the heads
