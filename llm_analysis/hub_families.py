@@ -21,6 +21,7 @@ from .hub_bases import (BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA,
                         QWEN_MOE_EXPERTS)
 from .hub_families_dense2 import DENSE2_FAMILIES, REFUSED_FAMILIES
 from .hub_families_encoders import ENCODER_FAMILIES
+from .hub_families_hybrid import HYBRID_FAMILIES
 from .hub_families_more import MORE_FAMILIES
 from .hub_families_moe import MOE_FAMILIES
 from .hub_families_seq2seq import SEQ2SEQ_FAMILIES
@@ -154,6 +155,7 @@ FAMILIES.update(MOE_FAMILIES)
 FAMILIES.update(SEQ2SEQ_FAMILIES)
 FAMILIES.update(DENSE2_FAMILIES)
 FAMILIES.update(MOE2_FAMILIES)
+FAMILIES.update(HYBRID_FAMILIES)
 # rows that refuse, naming what is not modelled
 FAMILIES.update(REFUSED_FAMILIES)
 FAMILIES.update(NOT_MODELLED_FAMILIES)

@@ -116,6 +116,11 @@ _FEATURE_HINTS: Dict[str, str] = {
     "num_hidden_groups": "layers shared across the depth (ALBERT)",
     "n_shared_experts": "shared experts", "num_shared_experts": "shared experts",
     "kv_lora_rank": "multi-head latent attention",
+    # mixers operators/mixers.py does not describe (named so a refusal says which)
+    "conv_L_cache": "short-convolution mixer layers", "block_types": "recurrent (RG-LRU) mixer layers",
+    "rescale_every": "RWKV time-mix / channel-mix layers", "chunkwise_kernel": "xLSTM (mLSTM) mixer layers",
+    "linear_attn_alpha_factor": "lightning (linear) attention layers",
+    "cca_time0": "convolutional compressed attention", "adapter_rank": "shared attention blocks with adapters",
 }
 
 

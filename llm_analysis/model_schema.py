@@ -12,9 +12,14 @@ from pydantic import model_validator
 from .context_limit import RopeScaling
 from .schema_base import StrictModel
 
-__all__ = ["ModelConfig", "AttentionLayerType"]
+__all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
-AttentionLayerType = Literal["full_attention", "sliding_attention"]
+# a layer's sequence mixer: attention (full or sliding), a mixer with a constant-size
+# state instead of a KV cache (the "mixers" fields below; operators/mixers.py), or "mlp":
+# none, the layer is its MLP alone (Nemotron-H)
+AttentionLayerType = Literal["full_attention", "sliding_attention", "mamba", "mamba2", "short_conv",
+                             "gated_delta_net", "kda", "mlp"]
+MIXER_LAYER_TYPES = ("mamba", "mamba2", "short_conv", "gated_delta_net", "kda")
 
 
 class ModelConfig(StrictModel):
@@ -108,6 +113,33 @@ class ModelConfig(StrictModel):
     index_n_heads: Optional[int] = None
     index_head_dim: Optional[int] = None
     index_topk: Optional[int] = None
+    # --- mixers: layers whose `layer_types` entry is "mamba" (Mamba-1 selective SSM,
+    # arXiv 2312.00752), "mamba2" (SSD, arXiv 2405.21060), "short_conv" (LFM2's gated
+    # depthwise convolution), "gated_delta_net" (Gated DeltaNet, arXiv 2412.06464; Qwen3-Next) or
+    # "kda" (Kimi Delta Attention, arXiv 2510.26692) run that mixer instead of attention
+    # (operators/mixers.py) ----
+    ssm_inner_dim: Optional[int] = None  # Mamba's d_inner (expand x hidden); default 2 x hidden_dim
+    ssm_state_size: Optional[int] = None  # N: state per channel (Mamba-1) or per head channel (Mamba-2)
+    ssm_dt_rank: Optional[int] = None  # Mamba-1 dt projection rank; default ceil(hidden_dim / 16)
+    ssm_num_heads: Optional[int] = None  # Mamba-2 heads (ssm_inner_dim = heads x head width)
+    ssm_num_groups: int = 1  # Mamba-2 groups sharing B and C
+    ssm_chunk_size: int = 256  # Mamba-2 SSD chunk length (the eager scan pads to a multiple)
+    ssm_dt_bc_norms: bool = False  # Mamba-1 with RMSNorms on dt, B and C (Jamba)
+    ssm_gated_norm: bool = True  # Mamba-2's gated RMSNorm (ssm_inner_dim weights) before out_proj
+    mixer_conv_kernel: int = 4  # width of the causal depthwise convolution (d_conv, LFM2 L_cache)
+    mixer_conv_bias: bool = True  # bias of that convolution
+    mixer_proj_bias: bool = False  # bias of the mixer's in_proj and out_proj
+    gdn_num_key_heads: Optional[int] = None  # gated delta net: query/key heads
+    gdn_num_value_heads: Optional[int] = None  # value heads (a multiple of the key heads)
+    gdn_key_head_dim: Optional[int] = None
+    gdn_value_head_dim: Optional[int] = None
+    gdn_chunk_size: int = 64  # chunk of the chunked delta rule (the eager form pads to a multiple)
+    kda_gate_rank: Optional[int] = None  # KDA: rank of the low-rank forget-gate and output-gate projections
+    # False: a layer is norm + sequence mixer only, no MLP (Mamba, Mamba-2); layer_types
+    # "mlp" layers still hold theirs (Nemotron-H: each layer is one block)
+    layer_mlp: bool = True
+    # every mixer layer also runs attention on the same normed input, the outputs summed (Falcon-H1)
+    mixer_parallel_attention: bool = False
 
     # --- norms, embeddings, block layout ------------------------------------
     norm_type: Literal["layernorm", "rmsnorm"] = "layernorm"
@@ -181,6 +213,7 @@ class ModelConfig(StrictModel):
         self._fill_widths()
         self._check_layout()
         self._check_dense_variants()
+        self._check_mixers()
         return self
 
     def _check_signs(self) -> None:
@@ -191,7 +224,10 @@ class ModelConfig(StrictModel):
                        "moe_shared_expert_ffn_dim", "moe_layer_freq", "num_position_embeddings",
                        "embedding_dim", "num_norms_per_layer", "num_key_value_groups",
                        "cross_attention_dim", "embedding_vocab_size", "per_layer_input_vocab_size",
-                       "index_n_heads", "index_head_dim", "index_topk")
+                       "index_n_heads", "index_head_dim", "index_topk",
+                       "ssm_inner_dim", "ssm_state_size", "ssm_dt_rank", "ssm_num_heads", "ssm_num_groups",
+                       "ssm_chunk_size", "mixer_conv_kernel", "gdn_num_key_heads", "gdn_num_value_heads",
+                       "gdn_key_head_dim", "gdn_value_head_dim", "gdn_chunk_size", "kda_gate_rank")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size",
                        "mlp_act_params", "residual_scale_vectors", "per_layer_input_dim",
                        "altup_num_inputs", "laurel_rank", "kv_shared_layers", "attn_experts",
@@ -316,7 +352,66 @@ class ModelConfig(StrictModel):
                              "the query latent of multi-head latent attention; set kv_lora_rank and "
                              "q_lora_rank too")
 
+    def _check_mixers(self) -> None:
+        """Mixer shapes: what each mixer kind in `layer_types` needs, filled or refused."""
+        kinds = self.mixer_kinds
+        if not self.has_mlp_layers and self.is_moe:
+            raise ValueError("field 'layer_mlp' = False (layers without an MLP) and no 'mlp' layer in "
+                             f"layer_types contradicts moe_num_experts = {self.moe_num_experts}")
+        if not kinds:
+            return
+        if {"mamba", "mamba2"} & kinds:
+            if self.ssm_state_size is None:
+                raise ValueError(f"layer_types names {sorted(kinds)} layers: field 'ssm_state_size' "
+                                 "(the SSM state size N) is required")
+            if self.ssm_inner_dim is None:
+                self.ssm_inner_dim = 2 * self.hidden_dim
+        if "mamba" in kinds and self.ssm_dt_rank is None:
+            self.ssm_dt_rank = -(-self.hidden_dim // 16)
+        if "mamba2" in kinds:
+            heads, groups = self.ssm_num_heads, self.ssm_num_groups
+            if heads is None or self.ssm_inner_dim % heads:
+                raise ValueError(f"field 'ssm_num_heads' = {heads!r} must be set and divide ssm_inner_dim = "
+                                 f"{self.ssm_inner_dim} (Mamba-2 heads share the inner width)")
+            if heads % groups:
+                raise ValueError(f"field 'ssm_num_groups' = {groups} must divide ssm_num_heads = {heads}")
+        if {"gated_delta_net", "kda"} & kinds:
+            self._check_gated_delta_net()
+        if "kda" in kinds and (self.kda_gate_rank is None or self.gdn_num_key_heads != self.gdn_num_value_heads):
+            raise ValueError(f"kda layers need field 'kda_gate_rank' (got {self.kda_gate_rank!r}) and as many key "
+                             f"as value heads (gdn_num_key_heads = {self.gdn_num_key_heads}, gdn_num_value_heads = "
+                             f"{self.gdn_num_value_heads})")
+
+    def _check_gated_delta_net(self) -> None:
+        fields = ("gdn_num_key_heads", "gdn_num_value_heads", "gdn_key_head_dim", "gdn_value_head_dim")
+        missing = [f for f in fields if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"layer_types names delta-rule (gated_delta_net / kda) layers: fields {missing} "
+                             "are required")
+        if self.gdn_num_value_heads % self.gdn_num_key_heads:
+            raise ValueError(f"field 'gdn_num_value_heads' = {self.gdn_num_value_heads} must be a multiple of "
+                             f"gdn_num_key_heads = {self.gdn_num_key_heads} (each key head serves whole value heads)")
+
     # --- derived views (no arithmetic beyond shapes) ------------------------
+    @property
+    def mixer_kinds(self) -> set:
+        """The mixer kinds (MIXER_LAYER_TYPES) some layer uses; empty for pure attention."""
+        return set(self.layer_types or ()) & set(MIXER_LAYER_TYPES)
+
+    @property
+    def has_attention(self) -> bool:
+        """Whether some layer attends (False for pure state-space models)."""
+        return (self.layer_types is None or self.mixer_parallel_attention
+                or any(t not in MIXER_LAYER_TYPES + ("mlp",) for t in self.layer_types))
+
+    @property
+    def has_mlp_layers(self) -> bool:
+        """Whether some layer holds an MLP (dense or experts)."""
+        return self.layer_mlp or "mlp" in (self.layer_types or ())
+
+    def layer_has_mlp(self, layer_idx: int) -> bool:
+        return self.layer_mlp or self.layer_attention_type(layer_idx) == "mlp"
+
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
@@ -326,8 +421,8 @@ class ModelConfig(StrictModel):
         return self.moe_num_experts > 1
 
     def is_moe_layer(self, layer_idx: int) -> bool:
-        """Whether layer `layer_idx` (0-based) has routed experts."""
-        if not self.is_moe or layer_idx < self.moe_first_dense_layers:
+        """Whether layer `layer_idx` (0-based) has routed experts (a layer without an MLP never)."""
+        if not self.is_moe or layer_idx < self.moe_first_dense_layers or not self.layer_has_mlp(layer_idx):
             return False
         return (layer_idx - self.moe_first_dense_layers) % self.moe_layer_freq == 0
 

@@ -2,7 +2,8 @@
 
 Each operator's time (from the cost model) is filed under its group (attention, mlp, experts,
 norm, embedding, lm_head; `attention_kv_cache` for attention that reads a KV
-cache; `<tp|ep|pp|dp>_communication` for collectives) and under what bounds it
+cache, `mixer_state` for mixer operators that read their state; `<tp|ep|pp|dp>_communication`
+for collectives) and under what bounds it
 (compute, memory or communication).
 """
 
@@ -21,6 +22,8 @@ def group_key(op: Operator) -> str:
         return f"{op.comm_group}_communication"
     if op.kind == "attention" and op.kv_cache_bytes_read_per_gpu:
         return "attention_kv_cache"
+    if op.kind in ("conv", "scan") and op.kv_cache_bytes_read_per_gpu:  # a mixer reading its state (mixers.py)
+        return "mixer_state"
     return op.group
 
 

@@ -162,8 +162,9 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "achieved_memory_bandwidth_GBs": analysis.get_gpu_hbm_bandwidth(),
         "ridge_point_flops_per_byte": analysis.get_ridge_point(),
         "use_kv_cache": use_kv_cache,
-        "kv_cache_latency": (t["decode_groups"].get("attention_kv_cache", {}).get("latency_s", 0.0) / steps
-                             if steps else 0.0),
+        # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
+        "kv_cache_latency": (sum(t["decode_groups"].get(g, {}).get("latency_s", 0.0)
+                                 for g in ("attention_kv_cache", "mixer_state")) / steps if steps else 0.0),
         "kv_cache_memory_per_gpu": mem["kv_cache"],
         "weight_memory_per_gpu": mem["weights"],
         "weight_memory_embedding_per_gpu": mem["weights_embedding"],

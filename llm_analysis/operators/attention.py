@@ -112,7 +112,8 @@ class AttentionOps:
     def kv_cache_elems_per_token_per_gpu(self, kind: LayerKind) -> float:
         """Elements cached per token per layer on one GPU (0 for encoders)."""
         m = self.model
-        if m.encoder_only:
+        # mixer layers keep a state instead (mixers.py), unless attention runs beside them
+        if m.encoder_only or not (kind.attends or (kind.is_mixer and m.mixer_parallel_attention)):
             return 0.0
         if m.is_mla:  # replicated on every TP rank (and the indexer's keys, if any)
             return float(m.kv_lora_rank + m.qk_rope_head_dim + indexer_cache_elems(m))

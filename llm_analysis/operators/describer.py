@@ -13,6 +13,7 @@ from .attention import AttentionOps
 from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .dense_variants import DenseVariantOps
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
+from .mixers import MixerOps, check_mixer_layout
 from .mlp import MlpOps
 from .pipeline_layout import stage_layer_counts
 from .variants import check_variant_layout
@@ -36,7 +37,7 @@ class IdentityKey:
         return isinstance(other, IdentityKey) and other.obj is self.obj
 
 
-class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
+class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVariantOps):
     """Builds the operator records of a model under a dtype and parallel layout.
 
     Subclass and override `attention_ops`, `mlp_ops`, `norm_ops`,
@@ -64,6 +65,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
         check_context_parallel(self)
         self.check_cross_attention_layout()
         check_variant_layout(self)
+        check_mixer_layout(self)
         # layer layout never changes for a describer: compute it once (speed)
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size, stage_layer_counts(model, par))
@@ -122,6 +124,12 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
 
     # ------------------------------------------------------------------ layout
     def _check_layout(self) -> None:
+        m = self.model
+        if m.has_attention:
+            self._check_attention_layout()
+        self._check_widths()
+
+    def _check_attention_layout(self) -> None:
         m, p = self.model, self.par
         if m.n_head % p.tp_size:
             raise ConfigError(
@@ -132,10 +140,13 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
             raise ConfigError(
                 f"tp_size = {p.tp_size} and num_key_value_heads = {kv} of {m.name}: one must divide "
                 "the other (KV heads are split, or replicated when fewer than tp_size)")
+
+    def _check_widths(self) -> None:
+        m, p = self.model, self.par
         if p.pp_size > m.num_layers:
             raise ConfigError(f"pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name}; "
                               f"valid pp_size: 1..{m.num_layers}")
-        widths = {"ffn_embed_dim": m.ffn_embed_dim}
+        widths = {"ffn_embed_dim": m.ffn_embed_dim} if m.has_mlp_layers else {}
         widths.update((f"layer_ffn_dims entry {w}", w) for w in sorted(set(m.layer_ffn_dims or ())))
         if m.is_moe:
             widths["moe_ffn_embed_dim"] = m.expert_ffn_dim
@@ -241,7 +252,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
             return []
         m = self.model
         elems = phase.tokens * m.hidden_dim
-        n = 1 if m.parallel_attn_mlp else 2
+        n = 1 if m.parallel_attn_mlp or sum(self.layer_blocks(kind)) == 1 else 2
         ops = []
         for i in range(n):
             where = "layer" if n == 1 else ("attention" if i == 0 else "mlp")
@@ -257,8 +268,11 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps, DenseVariantOps):
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """Every operator of one layer of this kind, in execution order (on one
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
-        ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind) + self.cross_attention_ops(phase, kind)
-               + self.mlp_ops(phase, kind) + self.layer_extra_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+        has_mixer, has_mlp = self.layer_blocks(kind)
+        mixer = self.sequence_mixer_ops(phase, kind) if has_mixer else []
+        mlp = self.mlp_ops(phase, kind) if has_mlp else []
+        ops = (self.norm_ops(phase, kind) + mixer + self.cross_attention_ops(phase, kind) + mlp
+               + self.layer_extra_ops(phase, kind) + self.tp_comm_ops(phase, kind))
         if self.cp_sharded(phase):
             return context_parallel_layer(self, phase, kind, ops)
         return ops

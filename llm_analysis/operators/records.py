@@ -9,6 +9,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..config import ModelConfig
 from ..errors import ConfigError
+from ..model_schema import MIXER_LAYER_TYPES
 from ..options import ActivationRecomputation
 
 
@@ -141,20 +142,31 @@ class ModelPart(NamedTuple):
 
 @dataclass(frozen=True)
 class LayerKind:
-    """Layers that share one description: dense or MoE MLP, full or sliding attention."""
+    """Layers that share one description: dense or MoE MLP, full or sliding attention
+    or a mixer (operators/mixers.py)."""
 
     moe: bool
-    attention: str  # "full_attention" | "sliding_attention"
+    attention: str  # "full_attention" | "sliding_attention" | a mixer (MIXER_LAYER_TYPES) | "mlp"
     # keyword-only, so subclasses' positional fields keep their places (exact/tree_describer.py)
     head_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_head_dims
     ffn_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_ffn_dims
     kv_shared: bool = field(default=False, kw_only=True)  # reuses keys/values (kv_shared_layers)
 
     @property
+    def is_mixer(self) -> bool:
+        return self.attention in MIXER_LAYER_TYPES
+
+    @property
+    def attends(self) -> bool:
+        """Whether the layer's sequence mixer is attention (full or sliding)."""
+        return self.attention in ("full_attention", "sliding_attention")
+
+    @property
     def label(self) -> str:
+        mixer = self.attention if self.is_mixer else self.attention.split('_')[0]
         widths = "".join(f"/{n}{v}" for n, v in (("d", self.head_dim), ("ffn", self.ffn_dim)) if v)
         widths += "/kv-shared" if self.kv_shared else ""
-        return f"{'moe' if self.moe else 'dense'}/{self.attention.split('_')[0]}{widths}"
+        return f"{'moe' if self.moe else 'dense'}/{mixer}{widths}"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ PART_LABELS = {
     "embedding": "embeddings",
     "attention": "attention",
     "attention_kv_cache": "attention over KV cache",
+    "mixer_state": "mixers over their state",
     "attention_core": "attention core (QK^T, AV)",
     "mlp": "MLP",
     "experts": "MoE experts",

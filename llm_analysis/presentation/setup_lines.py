@@ -16,7 +16,10 @@ def _model_line(m) -> str:
              f"{m.n_head} heads ({attn}, {kv} KV heads, head dim {head_dim})"]
     if getattr(m, "kv_lora_rank", None):
         parts[-1] = f"{m.n_head} heads (MLA, KV latent {m.kv_lora_rank})"
-    ffn = getattr(m, "ffn_embed_dim", None)
+    if not getattr(m, "has_attention", True):
+        parts.pop()  # a pure state-space model: its one nominal head is never used
+    parts += _mixer_parts(m)
+    ffn = getattr(m, "ffn_embed_dim", None) if getattr(m, "has_mlp_layers", True) else None
     if ffn:
         parts.append(f"FFN {ffn}{' gated' if m.mlp_gated_linear_units else ''}")
     if getattr(m, "moe_num_experts", 1) > 1:
@@ -30,6 +33,13 @@ def _model_line(m) -> str:
     if m.max_seq_len:
         parts.append(f"max context {m.max_seq_len}")
     return f"{m.name}: " + ", ".join(parts)
+
+
+def _mixer_parts(m) -> List[str]:
+    """How many layers of each mixer kind (operators/mixers.py) the model has."""
+    types = [t for t in (getattr(m, "layer_types", None) or []) if t in getattr(m, "mixer_kinds", ())]
+    counts = {t: types.count(t) for t in dict.fromkeys(types)}
+    return [f"{n} {t.replace('_', ' ')} layers" for t, n in counts.items()]
 
 
 def _gpu_line(analysis) -> str:

@@ -37,8 +37,21 @@ def per_layernorm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float
 
 def attention_train(a, batch_size: int, seq_len: int, flash_attn: bool, softmax_dropout: bool,
                     attn_dropout: bool, rc: AR) -> float:
-    return attention_activation_bytes(layout(a, batch_size, seq_len, False), act_bytes(a), flash_attn,
+    """Mean over the layers of what their sequence mixing keeps: Korthikanti's attention
+    terms, a mixer's operator inputs (operators/mixers.py), nothing for MLP-only layers."""
+    attn = attention_activation_bytes(layout(a, batch_size, seq_len, False), act_bytes(a), flash_attn,
                                       softmax_dropout, attn_dropout, rc)
+    m, d = a.model_config, a.describer
+    if not m.mixer_kinds and "mlp" not in (m.layer_types or ()):
+        return attn
+    total, count = 0.0, 0
+    for kind, n in d.layer_groups.items():
+        has_mixer = d.layer_blocks(kind)[0]
+        attends = has_mixer and (kind.attends or m.mixer_parallel_attention)
+        mixer = d.mixer_train_activation_bytes(batch_size, seq_len, kind, rc, attends) if kind.is_mixer else 0.0
+        total += n * ((attn if attends else 0.0) + mixer)
+        count += n
+    return total / count
 
 
 def mlp_train(a, batch_size: int, seq_len: int, rc: AR, first_linear_bits: Optional[int],
@@ -49,6 +62,9 @@ def mlp_train(a, batch_size: int, seq_len: int, rc: AR, first_linear_bits: Optio
     total, count = 0.0, 0
     for kind, n in a.describer.layer_groups.items():
         if moe is not None and kind.moe != moe:
+            continue
+        if not a.describer.layer_blocks(kind)[1]:  # a layer without an MLP (Mamba, Nemotron-H)
+            count += n
             continue
         L = layout(a, batch_size, seq_len, kind.moe)
         if gated_linear_units is not None:
