@@ -20,6 +20,7 @@ from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_T
                         GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, QWEN3,
                         QWEN_MOE_EXPERTS)
 from .hub_families_encoders import ENCODER_FAMILIES
+from .hub_families_encoders2 import ENCODER_FAMILIES_2
 from .hub_families_more import MORE_FAMILIES
 from .hub_families_moe import MOE_FAMILIES
 from .hub_families_seq2seq import SEQ2SEQ_FAMILIES
@@ -162,6 +163,7 @@ FAMILIES["deepseek_v3"] = FAMILIES["deepseek_v2"]
 FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
 FAMILIES.update(MORE_FAMILIES)
 FAMILIES.update(ENCODER_FAMILIES)
+FAMILIES.update(ENCODER_FAMILIES_2)
 FAMILIES.update(MOE_FAMILIES)
 FAMILIES.update(SEQ2SEQ_FAMILIES)
 

@@ -5,12 +5,13 @@ model's name in the analysis."""
 
 from __future__ import annotations
 
-from typing import List, Literal, Optional
+from typing import List, Literal, Optional, Tuple
 
 from pydantic import model_validator
 
 from .context_limit import RopeScaling
 from .schema_base import StrictModel
+from .schema_encoders import check_encoder_fields
 
 __all__ = ["ModelConfig", "AttentionLayerType"]
 
@@ -86,6 +87,7 @@ class ModelConfig(StrictModel):
     norm_affine: bool = True  # False: the block norms hold no weights at all (OLMo's LayerNorm)
     num_norms_per_layer: Optional[int] = None  # default 2 (1 when parallel_attn_mlp)
     final_norm: bool = True  # a norm after the last layer
+    final_norm_bias: Optional[bool] = None  # the final norm's bias if not norm_bias (ESM C: none)
     embedding_norm: bool = False  # a norm right after the embeddings (BLOOM, BERT)
     # sinusoidal (XGLM, Whisper-style fixed tables) and alibi hold no parameters
     position_embedding_type: Literal["learned", "rotary", "alibi", "sinusoidal", "none"] = "learned"
@@ -97,6 +99,10 @@ class ModelConfig(StrictModel):
     # position and token-type embeddings and the embedding norm are embedding_dim wide,
     # projected to hidden after the norm (ELECTRA, ALBERT), not hidden wide (OPT-350m)
     factorized_embeddings: bool = False
+    # more lookup tables, (rows, width) each, whose weights are parameters: LayoutLM's 2-D
+    # box positions, MPNet's relative-position buckets [buckets x heads], RoFormer's stored
+    # sinusoid table [positions x head_dim], XLM's language table (schema_encoders.py)
+    extra_embedding_tables: List[Tuple[int, int]] = []
     tie_word_embeddings: bool = True  # the mirrored system always assumed tied
     lm_head: bool = True  # False for encoder-only bases (no output projection)
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias
@@ -104,6 +110,9 @@ class ModelConfig(StrictModel):
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
     hidden_dropout: bool = True  # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False)
     encoder_only: bool = False  # bidirectional attention, no generation / KV cache
+    # layers holding their own weights when the stack reuses them (ALBERT): num_layers layer
+    # executions run over this many distinct layers; None: every layer has its own
+    num_unique_layers: Optional[int] = None
     # --- cross-attention (the decoder of an encoder-decoder model: BART, Whisper, ...) ----
     # every layer also attends to the encoder's output: its own norm, q from the decoder
     # tokens, k/v projected from the encoder output once per request (the cross KV cache),
@@ -119,6 +128,7 @@ class ModelConfig(StrictModel):
         self._fill_heads()
         self._fill_widths()
         self._check_layout()
+        check_encoder_fields(self)
         return self
 
     def _check_signs(self) -> None:

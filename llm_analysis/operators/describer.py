@@ -12,6 +12,7 @@ from ..options import ActivationRecomputation
 from .attention import AttentionOps
 from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
+from .encoder_parts import extra_table_ops, shared_layer_groups, without_params
 from .mlp import MlpOps
 from .pipeline_layout import stage_layer_counts
 from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
@@ -64,6 +65,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         # layer layout never changes for a describer: compute it once (speed)
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size, stage_layer_counts(model, par))
+        if model.num_unique_layers is not None:  # shared layers (ALBERT): encoder_parts.py
+            self.layer_groups = shared_layer_groups(model)[0]
+            self.stage_groups = shared_layer_groups(model, stage_layer_counts(model, par))
         self._cache: Dict[object, object] = {}
         # per-phase results (operator lists, and what views derive from them): keyed by
         # everything they depend on besides this describer's fixed configuration, bounded
@@ -255,6 +259,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
         ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind) + self.cross_attention_ops(phase, kind)
                + self.mlp_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+        if not getattr(kind, "owns_params", True):  # a shared layer run again
+            ops = without_params(ops)
         if self.cp_sharded(phase):
             return context_parallel_layer(self, phase, kind, ops)
         return ops
@@ -295,6 +301,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         if d != m.hidden_dim:
             ops.append(self._matmul("project_in", "embedding", phase, t, d, m.hidden_dim,
                                     m.embedding_proj_bias))
+        ops += extra_table_ops(self, phase)
         if m.embedding_norm:
             ops.append(self._norm("embedding_norm", "embedding", t, e))
         if self.tp > 1:  # vocab-parallel embedding: partial lookups summed
@@ -313,7 +320,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         m = self.model
         ops: List[Operator] = []
         if m.final_norm:
-            ops.append(self._norm("final_norm", "norm", phase.tokens, m.hidden_dim))
+            ops.append(self._norm("final_norm", "norm", phase.tokens, m.hidden_dim, bias=m.final_norm_bias))
         if m.pooler:
             ops.append(self._matmul("pooler", "lm_head", phase, phase.batch, m.hidden_dim, m.hidden_dim, True))
         if not m.lm_head:

@@ -1,0 +1,129 @@
+"""More rows of the Hub family table for encoders (`hub_families.py` merges them into
+FAMILIES): BERT variants with extra lookup tables (LayoutLM, MPNet, RoFormer), the
+XLM / FlauBERT encoders, ALBERT's shared layers, and the Llama-shaped bidirectional
+encoders (UltraBERT, ESM C). Each row describes the bare encoder (the `*Model` class:
+no LM head), following the transformers modelling code it names; what a row cannot
+describe exactly is refused by a check naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from .hub_bases import BERT, BIASES, LAYERNORM, LLAMA
+from .hub_errors import UnmappableConfig
+from .hub_source import Fields, Src
+from .hub_spec import Family, Flag, Opt, Refuse, Req, Same, When
+
+__all__ = ["ENCODER_FAMILIES_2"]
+
+_ABSOLUTE = Refuse("position_embedding_type", ("absolute", None), default="absolute",
+                   reason="relative position embeddings")
+_NO_CROSS = Refuse("add_cross_attention", (False,), default=False, as_bool=True,
+                   reason="cross-attention to an encoder")
+
+
+def _tables(*specs):
+    """A step setting `extra_embedding_tables` from (rows, width) specs: a spec is a
+    config key, a field already read, or a callable (src, fields) -> int."""
+    def step(src: Src, f: Fields, what: str) -> None:
+        def value(spec):
+            if callable(spec):
+                return spec(src, f)
+            return f[spec] if spec in f else src.req_int(spec)
+        tables = [(value(r), value(w)) for r, w in specs]
+        f["extra_embedding_tables"] = [t for t in tables if None not in t]
+    return step
+
+
+def _head_dim(src: Src, f: Fields) -> int:
+    return f["hidden_dim"] // f["n_head"]
+
+
+def _layoutlm_boxes(src: Src, f: Fields, what: str) -> None:
+    """LayoutLMEmbeddings: x, y, h and w tables of max_2d_position_embeddings rows, hidden
+    wide, added to the word, position and token-type embeddings."""
+    _tables(*[("max_2d_position_embeddings", "hidden_dim")] * 4)(src, f, what)
+
+
+def _xlm_languages(src: Src, f: Fields, what: str) -> None:
+    """XLMModel / FlaubertModel: a language table only when n_langs > 1 and use_lang_emb."""
+    langs = src.opt_int("n_langs", default=1) or 1
+    if langs > 1 and bool(src.get("use_lang_emb", default=True)):
+        f["extra_embedding_tables"] = [(langs, f["hidden_dim"])]
+
+
+def _albert_layers(src: Src, f: Fields, what: str) -> None:
+    """AlbertTransformer: hidden layer i runs group int(i / (num_hidden_layers /
+    num_hidden_groups)), each group one AlbertLayer here (inner_group_num = 1);
+    embedding_hidden_mapping_in always exists, so embedding_size must differ from hidden."""
+    inner = src.opt_int("inner_group_num", default=1)
+    groups = src.opt_int("num_hidden_groups", default=1)
+    n = f.get("num_layers")
+    if inner != 1:
+        raise UnmappableConfig(f"{what}: inner_group_num = {inner} (several layers per ALBERT group) "
+                               "cannot be described by ModelConfig; only inner_group_num = 1")
+    if n is None or groups is None or groups < 1 or n % groups:
+        raise UnmappableConfig(f"{what}: num_hidden_groups = {groups} must divide num_hidden_layers = {n} "
+                               "(uneven ALBERT groups cannot be described by ModelConfig)")
+    if f.get("embedding_dim") == f.get("hidden_dim"):
+        raise UnmappableConfig(f"{what}: embedding_size = hidden_size = {f.get('hidden_dim')}: ALBERT still "
+                               "projects embedding -> hidden, which the description omits")
+    f["num_unique_layers"] = groups
+
+
+def _esmc_shapes(src: Src, f: Fields, what: str) -> None:
+    """EsmcAttention normalises q and k over hidden_size: it builds only when all
+    heads have keys and values and n_head * head_dim == hidden_size."""
+    heads, kv = f.get("n_head"), f.get("num_key_value_heads") or f.get("n_head")
+    width = (f.get("head_dim") or f["hidden_dim"] // heads) * heads
+    if kv != heads or width != f["hidden_dim"]:
+        raise UnmappableConfig(f"{what}: ESM C with num_key_value_heads = {kv} or heads x head_dim = {width} "
+                               f"!= hidden_size = {f['hidden_dim']} (its q/k LayerNorms span hidden_size) "
+                               "cannot be described by ModelConfig")
+
+
+# XLMModel / FlaubertModel: post-LN BERT-like blocks of emb_dim, FFN 4 x emb_dim,
+# learned positions (the sinusoidal option fills the same table), no token types or pooler
+_XLM = {
+    "hidden_dim": Req("emb_dim", "hidden_size"), "num_layers": Req("n_layers", "num_hidden_layers"),
+    "n_head": Req("n_heads", "num_attention_heads"), "vocab_size": Req("vocab_size", "n_words"),
+    "max_seq_len": Req("max_position_embeddings"), "ffn_embed_dim": Same("hidden_dim", times=4),
+    "activation": When(Flag("gelu_activation", default=True), "gelu", "relu"),
+    **BIASES, **LAYERNORM, "embedding_norm": True, "position_embedding_type": "learned",
+    "num_position_embeddings": Same("max_seq_len"), "type_vocab_size": 0,
+    "encoder_only": True, "pooler": False, "lm_head": False, "final_norm": False,
+}
+_XLM_CHECKS = (Refuse("is_encoder", (True,), default=True, as_bool=True, reason="an XLM decoder"),
+               Refuse("causal", (False,), default=False, as_bool=True,
+                      reason="causal attention: an XLM language model generating with a cache"))
+# Llama-shaped bidirectional encoders: the bare model ends with its final norm
+_LLAMA_ENCODER = {**LLAMA, "mlp_bias": Flag("mlp_bias", default=False), "encoder_only": True,
+                  "lm_head": False}
+
+ENCODER_FAMILIES_2: Dict[str, Family] = {
+    "layoutlm": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS), steps=(_layoutlm_boxes,)),
+    # MPNetModel: no token types; one relative-position bias table [buckets x heads]
+    # in the encoder, shared by all layers (its bias add is not a matmul)
+    "mpnet": Family({**BERT, "type_vocab_size": 0},
+                    steps=(_tables(("relative_attention_num_buckets", "n_head")),)),
+    # RoFormerModel: factorised word/token-type embeddings and norm at embedding_size,
+    # projected (with a bias) when it differs from hidden; rotary positions read from a
+    # stored sinusoid table [max_position_embeddings x head_dim]; no pooler
+    "roformer": Family({**BERT, "position_embedding_type": "rotary", "num_position_embeddings": None,
+                        "embedding_dim": Opt("embedding_size"), "factorized_embeddings": True,
+                        "embedding_proj_bias": True, "pooler": False},
+                       checks=(_NO_CROSS,), steps=(_tables(("max_seq_len", _head_dim)),)),
+    "xlm": Family(_XLM, checks=_XLM_CHECKS, steps=(_xlm_languages,)),
+    "flaubert": Family(_XLM, checks=_XLM_CHECKS, steps=(_xlm_languages,)),
+    # AlbertModel (arXiv 1909.11942): factorised embeddings projected with a bias, one
+    # set of layer weights per group reused across the depth, a pooler
+    "albert": Family({**BERT, "embedding_dim": Req("embedding_size"), "factorized_embeddings": True,
+                      "embedding_proj_bias": True}, checks=(_ABSOLUTE,), steps=(_albert_layers,)),
+    # UltrabertModel: Llama layers with bidirectional (sliding-window) attention
+    "ultrabert": Family(_LLAMA_ENCODER),
+    # EsmcModel: LayerNorms with biases in the blocks, a bias-free final LayerNorm,
+    # bias-free LayerNorms on q and k over all heads
+    "esmc": Family({**_LLAMA_ENCODER, **LAYERNORM, "final_norm_bias": False, "qk_norm": True,
+                    "qk_norm_per_head": True, "qk_norm_bias": False}, steps=(_esmc_shapes,)),
+}

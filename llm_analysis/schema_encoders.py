@@ -1,0 +1,30 @@
+"""Checks of the ModelConfig fields that describe encoder variants: extra lookup tables
+(`extra_embedding_tables`) and layers shared across the depth (`num_unique_layers`).
+
+Kept out of `model_schema.py` so that module stays about shapes; raises ValueError,
+which `StrictModel` turns into the package's ConfigError naming field and value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import options as _lim
+
+__all__ = ["check_encoder_fields"]
+
+
+def check_encoder_fields(m: Any) -> None:
+    """Validate `extra_embedding_tables` and `num_unique_layers` of ModelConfig `m`."""
+    for i, table in enumerate(m.extra_embedding_tables):
+        rows, width = table
+        for what, v in (("rows", rows), ("width", width)):
+            if not 1 <= v <= _lim.MAX_DIM:
+                raise ValueError(f"field 'extra_embedding_tables'[{i}] = {list(table)!r}: {what} = {v} must be "
+                                 f"a whole number in 1..{_lim.MAX_DIM} (each table is [rows, width])")
+    n = m.num_unique_layers
+    if n is not None:
+        if not 1 <= n <= m.num_layers or m.num_layers % n:
+            raise ValueError(f"field 'num_unique_layers' = {n!r} must divide num_layers = {m.num_layers} "
+                             "(num_layers layer executions run over num_unique_layers distinct layers, "
+                             "each repeated num_layers / num_unique_layers times)")
