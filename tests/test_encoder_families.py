@@ -1,0 +1,179 @@
+"""Encoder families mapped by table (hub_families_encoders2.py) checked against the real
+transformers model: small configs of each family are imported through the family
+table, the bare `*Model` is built from the same config with real (tiny) CPU tensors,
+and our parameter count and prefill FLOPs must equal the model's parameters (tied
+weights once) and what `torch.utils.flop_counter.FlopCounterMode` counts for one
+forward. Hand derivations pin the new operator kinds (extra lookup tables, shared
+layers); configs the description cannot follow must be refused by name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_analysis.analysis import LLMAnalysis
+from llm_analysis.config import ModelConfig, ParallelismConfig, get_gpu_config_by_name
+from llm_analysis.errors import ConfigError
+from llm_analysis.hub_errors import HubImportError
+from llm_analysis.hub_mapping import map_hf_config
+
+GPU = get_gpu_config_by_name("a100-sxm-80gb")
+BATCH, SEQ = 2, 8
+
+_BERT_SMALL = dict(vocab_size=97, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                   intermediate_size=48, max_position_embeddings=40, type_vocab_size=3)
+_LLAMA_SMALL = dict(vocab_size=97, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                    num_key_value_heads=4, intermediate_size=48, max_position_embeddings=64)
+
+CASES = {
+    "layoutlm": dict(model_type="layoutlm", **_BERT_SMALL, max_2d_position_embeddings=24),
+    "mpnet": dict(model_type="mpnet", **{k: v for k, v in _BERT_SMALL.items() if k != "type_vocab_size"},
+                  relative_attention_num_buckets=32),
+    "roformer-factorised": dict(model_type="roformer", **_BERT_SMALL, embedding_size=16),
+    "roformer": dict(model_type="roformer", **_BERT_SMALL, embedding_size=32),
+    "xlm": dict(model_type="xlm", vocab_size=97, emb_dim=32, n_layers=2, n_heads=4, n_langs=3,
+                max_position_embeddings=40),
+    "xlm-one-language": dict(model_type="xlm", vocab_size=97, emb_dim=32, n_layers=2, n_heads=4,
+                             n_langs=1, max_position_embeddings=40, gelu_activation=False),
+    "flaubert": dict(model_type="flaubert", vocab_size=97, emb_dim=32, n_layers=2, n_heads=4,
+                     n_langs=2, max_position_embeddings=40, layerdrop=0.1),
+    "albert": dict(model_type="albert", **_BERT_SMALL, embedding_size=16),
+    "albert-groups": dict(model_type="albert", **{**_BERT_SMALL, "num_hidden_layers": 4},
+                          embedding_size=16, num_hidden_groups=2),
+    "ultrabert": dict(model_type="ultrabert", **_LLAMA_SMALL, head_dim=8, sliding_window=4,
+                      layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+    "esmc": dict(model_type="esmc", **_LLAMA_SMALL, head_dim=8),
+}
+
+
+def _import(raw: dict) -> ModelConfig:
+    return map_hf_config(dict(raw), name=f"test/{raw['model_type']}", source="test", what="test config",
+                         trust_remote_code=False, revision=None)
+
+
+def _real_model(raw: dict):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.AutoConfig.for_model(**raw)
+    torch.manual_seed(0)
+    try:
+        return transformers.AutoModel.from_config(cfg, attn_implementation="eager").eval()
+    except (ValueError, TypeError):  # models without an eager switch
+        return transformers.AutoModel.from_config(cfg).eval()
+
+
+def _real_params(model) -> int:
+    return sum(p.numel() for p in model.parameters())  # parameters() yields a tied weight once
+
+
+def _real_flops(model) -> int:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    ids = torch.randint(4, 90, (BATCH, SEQ))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        try:
+            model(input_ids=ids, use_cache=False)  # one forward: no cache to build
+        except TypeError:  # forwards without use_cache
+            model(input_ids=ids)
+    return counter.get_total_flops()
+
+
+def _engine_flops(a: LLMAnalysis) -> int:
+    rows = a.operators("prefill", BATCH, SEQ, per_layer=False)
+    return int(sum(r["flops"] for r in rows if r["kind"] in ("matmul", "attention")))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_params_and_flops_equal_transformers(case):
+    raw = CASES[case]
+    cfg = _import(raw)
+    model = _real_model(raw)
+    a = LLMAnalysis(cfg, GPU)
+    assert a.get_num_params_total() == _real_params(model), case
+    assert _engine_flops(a) == _real_flops(model), case
+
+
+# --------------------------------------------------------------- hand derivations
+
+def _bert_layer_params(h: int, ffn: int) -> int:
+    """q, k, v, out (weights and biases), two LayerNorms, up and down with biases."""
+    return 4 * (h * h + h) + 2 * 2 * h + (h * ffn + ffn) + (ffn * h + h)
+
+
+def test_albert_shared_layers_by_hand():
+    """ALBERT (arXiv 1909.11942 §3.1), 4 hidden layers in 2 groups: 2 distinct layers
+    hold weights, 4 executions run. h=32, ffn=48, embedding 16, vocab 97, 40 positions,
+    3 token types."""
+    cfg = _import(CASES["albert-groups"])
+    h, ffn, e = 32, 48, 16
+    embeddings = (97 + 40 + 3) * e + 2 * e + (e * h + h)  # tables, LayerNorm, mapping_in
+    pooler = h * h + h
+    a = LLMAnalysis(cfg, GPU)
+    assert a.get_num_params_total() == embeddings + 2 * _bert_layer_params(h, ffn) + pooler
+    t = BATCH * SEQ
+    per_layer = 2 * t * (4 * h * h + 2 * h * ffn) + 2 * BATCH * 4 * SEQ * SEQ * (h // 4) * 2
+    flops = 4 * per_layer + 2 * t * e * h + 2 * BATCH * h * h
+    assert _engine_flops(a) == flops
+
+
+def test_shared_layers_on_pipeline_stages():
+    """pp=2 over 4 executions of 2 groups: each stage runs 2 executions of its own group
+    and holds that group's weights once; weights per GPU follow, FLOPs do not change."""
+    cfg = _import(CASES["albert-groups"])
+    one, two = LLMAnalysis(cfg, GPU), LLMAnalysis(cfg, GPU, parallelism_config=ParallelismConfig(pp_size=2))
+    stages = two.describer.stage_groups
+    assert [sorted(g.values()) for g in stages] == [[1, 1], [1, 1]]
+    assert [sum(n for k, n in g.items() if k.owns_params) for g in stages] == [1, 1]
+    assert _engine_flops(one) == _engine_flops(two)
+    assert two.get_num_params_total() == one.get_num_params_total()
+
+
+def test_shared_execution_reads_weights_it_does_not_hold():
+    cfg = _import(CASES["albert"])  # 3 executions of one layer
+    d = LLMAnalysis(cfg, GPU).describer
+    owner, repeat = sorted(d.layer_groups, key=lambda k: not k.owns_params)
+    assert (d.layer_groups[owner], d.layer_groups[repeat]) == (1, 2)
+    from llm_analysis.operators import Phase
+    ph = Phase("prefill", 1, 4, 4)
+    held = {o.name: o for o in d.layer_ops(ph, owner)}
+    for o in d.layer_ops(ph, repeat):
+        assert o.params == 0 and o.weight_bytes_per_gpu == 0
+        assert o.flops == held[o.name].flops
+        assert o.shared_weight_bytes_read_per_gpu == held[o.name].weight_bytes_per_gpu
+        assert o.activation_bytes_per_gpu == held[o.name].activation_bytes_per_gpu
+
+
+def test_extra_tables_by_hand():
+    """LayoutLM: four [max_2d x hidden] box tables on top of BERT's embeddings."""
+    cfg = _import(CASES["layoutlm"])
+    assert cfg.extra_embedding_tables == [(24, 32)] * 4
+    bert = cfg.model_copy(update={"extra_embedding_tables": []})
+    diff = LLMAnalysis(cfg, GPU).get_num_params_total() - LLMAnalysis(bert, GPU).get_num_params_total()
+    assert diff == 4 * 24 * 32
+
+
+# --------------------------------------------------------------------- refusals
+
+@pytest.mark.parametrize("raw, words", [
+    (dict(CASES["albert"], inner_group_num=2), "inner_group_num"),
+    (dict(CASES["albert"], num_hidden_groups=2), "num_hidden_groups"),
+    (dict(CASES["albert"], embedding_size=32), "embedding_size"),
+    (dict(CASES["xlm"], causal=True), "causal"),
+    (dict(CASES["esmc"], num_key_value_heads=2), "num_key_value_heads"),
+    (dict(CASES["layoutlm"], position_embedding_type="relative_key"), "position_embedding_type"),
+    (dict(CASES["roformer"], is_decoder=True, add_cross_attention=True), "add_cross_attention"),
+])
+def test_refused_by_name(raw, words):
+    with pytest.raises(HubImportError, match=words):
+        _import(raw)
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(num_unique_layers=5), "num_unique_layers"),
+    (dict(num_unique_layers=0), "num_unique_layers"),
+    (dict(extra_embedding_tables=[(0, 8)]), "extra_embedding_tables"),
+])
+def test_bad_fields_named(fields, words):
+    with pytest.raises(ConfigError, match=words):
+        ModelConfig(name="m", num_layers=6, n_head=4, hidden_dim=32, vocab_size=100, **fields)
