@@ -13,7 +13,7 @@ from typing import Dict
 from .hub_bases import BERT, BIASES, LAYERNORM, LLAMA
 from .hub_errors import UnmappableConfig
 from .hub_source import Fields, Src
-from .hub_spec import Family, Flag, Opt, Refuse, Req, Same, When
+from .hub_spec import Act, Family, Flag, Opt, Refuse, Req, Same, When, Window
 
 __all__ = ["ENCODER_FAMILIES_2"]
 
@@ -83,6 +83,36 @@ def _esmc_shapes(src: Src, f: Fields, what: str) -> None:
                                "cannot be described by ModelConfig")
 
 
+def _roc_bert_inputs(src: Src, f: Fields, what: str) -> None:
+    """RoCBertEmbeddings: pronunciation and shape tables always exist; with concat_input
+    the word embedding is concatenated with the enabled ones and projected back to
+    hidden (map_inputs_layer, with a bias), before positions and token types are added."""
+    _tables(("pronunciation_vocab_size", "pronunciation_embed_dim"),
+            ("shape_vocab_size", "shape_embed_dim"))(src, f, what)
+    if not bool(src.get("concat_input", default=True)):
+        return
+    width = f["hidden_dim"]
+    for flag, key in (("enable_pronunciation", "pronunciation_embed_dim"), ("enable_shape", "shape_embed_dim")):
+        if bool(src.get(flag, default=True)):
+            width += src.req_int(key) or 0
+    if width == f["hidden_dim"]:
+        raise UnmappableConfig(f"{what}: concat_input with neither shape nor pronunciation enabled still "
+                               "projects hidden -> hidden (map_inputs_layer), which the description omits")
+    f.update(embedding_proj_in_dim=width, embedding_proj_bias=True)
+
+
+def _xmod_adapters(src: Src, f: Fields, what: str) -> None:
+    """XmodOutput: one XmodAdapter (hidden -> hidden // adapter_reduction_factor ->
+    hidden, biased) per language; adapter_layer_norm adds a LayerNorm per layer."""
+    languages = src.get("languages", default=None)
+    if not isinstance(languages, (list, tuple)) or not languages:
+        raise UnmappableConfig(f"{what}: languages = {languages!r} must list the adapters' languages")
+    f.update(adapter_dim=f["hidden_dim"] // (src.req_int("adapter_reduction_factor") or 1),
+             num_adapters=len(languages))
+    if bool(src.get("adapter_layer_norm", default=False)):
+        f["num_norms_per_layer"] = 3
+
+
 # XLMModel / FlaubertModel: post-LN BERT-like blocks of emb_dim, FFN 4 x emb_dim,
 # learned positions (the sinusoidal option fills the same table), no token types or pooler
 _XLM = {
@@ -101,7 +131,29 @@ _XLM_CHECKS = (Refuse("is_encoder", (True,), default=True, as_bool=True, reason=
 _LLAMA_ENCODER = {**LLAMA, "mlp_bias": Flag("mlp_bias", default=False), "encoder_only": True,
                   "lm_head": False}
 
+# ModernBertModel (arXiv 2412.13663): pre-LN, embedding norm, bias-free fused q/k/v and
+# GeGLU MLP by default, rotary, alternating global / local layers (local_attention is
+# the whole window), a final norm; layer 0 has no norm before attention
+_MODERNBERT = {
+    "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+    "hidden_dim": Req("hidden_size"), "vocab_size": Req("vocab_size"),
+    ("sliding_window", "layer_types"): Window(window_key="local_attention"),
+    "max_seq_len": Opt("max_position_embeddings"), "ffn_embed_dim": Req("intermediate_size"),
+    "mlp_gated_linear_units": True, "activation": Act("hidden_activation", default="gelu"),
+    "qkv_bias": Flag("attention_bias", default=False), "attn_out_bias": Flag("attention_bias", default=False),
+    "mlp_bias": Flag("mlp_bias", default=False), "norm_type": "layernorm",
+    "norm_bias": Flag("norm_bias", default=False), "embedding_norm": True,
+    "position_embedding_type": "rotary", "first_layer_attn_norm": False,
+    "encoder_only": True, "lm_head": False,
+}
+
 ENCODER_FAMILIES_2: Dict[str, Family] = {
+    "roc_bert": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS), steps=(_roc_bert_inputs,)),
+    # XmodModel (post-LN; pre_norm adds norms elsewhere): BERT with language adapters
+    "xmod": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS, Refuse(
+        "pre_norm", (False,), default=False, as_bool=True, reason="pre-norm X-MOD layers")),
+        steps=(_xmod_adapters,)),
+    "modernbert": Family(_MODERNBERT),
     "layoutlm": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS), steps=(_layoutlm_boxes,)),
     # MPNetModel: no token types; one relative-position bias table [buckets x heads]
     # in the encoder, shared by all layers (its bias add is not a matmul)

@@ -70,6 +70,10 @@ class ModelConfig(StrictModel):
     activation: str = "gelu"  # gelu | gelu_tanh | relu | silu | ... (elementwise)
     mlp_bias: bool = False  # bias on the MLP (and dense-expert) linear layers
     mlp_down_bias: Optional[bool] = None  # the down projection's bias if not mlp_bias (GTE: down only)
+    # bottleneck adapters after the MLP (X-MOD, arXiv 2205.06266): num_adapters of them per
+    # layer (one per language), hidden -> adapter_dim -> hidden with biases; a token runs one
+    adapter_dim: Optional[int] = None
+    num_adapters: int = 1
 
     # --- mixture of experts ------------------------------------------------
     moe_ffn_embed_dim: Optional[int] = None  # per routed expert; default ffn_embed_dim
@@ -103,6 +107,9 @@ class ModelConfig(StrictModel):
     # box positions, MPNet's relative-position buckets [buckets x heads], RoFormer's stored
     # sinusoid table [positions x head_dim], XLM's language table (schema_encoders.py)
     extra_embedding_tables: List[Tuple[int, int]] = []
+    # input width of the embedding -> hidden projection when it reads the word embedding
+    # concatenated with other lookups (RoC-BERT's map_inputs_layer); None: the word width
+    embedding_proj_in_dim: Optional[int] = None
     tie_word_embeddings: bool = True  # the mirrored system always assumed tied
     lm_head: bool = True  # False for encoder-only bases (no output projection)
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias
@@ -113,6 +120,7 @@ class ModelConfig(StrictModel):
     # layers holding their own weights when the stack reuses them (ALBERT): num_layers layer
     # executions run over this many distinct layers; None: every layer has its own
     num_unique_layers: Optional[int] = None
+    first_layer_attn_norm: bool = True  # False: layer 0 has no norm before attention (ModernBERT)
     # --- cross-attention (the decoder of an encoder-decoder model: BART, Whisper, ...) ----
     # every layer also attends to the encoder's output: its own norm, q from the decoder
     # tokens, k/v projected from the encoder output once per request (the cross KV cache),

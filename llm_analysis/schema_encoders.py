@@ -1,5 +1,6 @@
 """Checks of the ModelConfig fields that describe encoder variants: extra lookup tables
-(`extra_embedding_tables`) and layers shared across the depth (`num_unique_layers`).
+(`extra_embedding_tables`), the embedding projection's input width, bottleneck adapters
+and layers shared across the depth (`num_unique_layers`).
 
 Kept out of `model_schema.py` so that module stays about shapes; raises ValueError,
 which `StrictModel` turns into the package's ConfigError naming field and value.
@@ -15,13 +16,17 @@ __all__ = ["check_encoder_fields"]
 
 
 def check_encoder_fields(m: Any) -> None:
-    """Validate `extra_embedding_tables` and `num_unique_layers` of ModelConfig `m`."""
+    """Validate the encoder-variant fields of ModelConfig `m`."""
     for i, table in enumerate(m.extra_embedding_tables):
         rows, width = table
         for what, v in (("rows", rows), ("width", width)):
             if not 1 <= v <= _lim.MAX_DIM:
                 raise ValueError(f"field 'extra_embedding_tables'[{i}] = {list(table)!r}: {what} = {v} must be "
                                  f"a whole number in 1..{_lim.MAX_DIM} (each table is [rows, width])")
+    for f in ("embedding_proj_in_dim", "adapter_dim", "num_adapters"):
+        v = getattr(m, f)
+        if v is not None and not 1 <= v <= _lim.MAX_DIM:
+            raise ValueError(f"field {f!r} = {v!r} must be a whole number in 1..{_lim.MAX_DIM}")
     n = m.num_unique_layers
     if n is not None:
         if not 1 <= n <= m.num_layers or m.num_layers % n:

@@ -27,6 +27,18 @@ _LLAMA_SMALL = dict(vocab_size=97, hidden_size=32, num_hidden_layers=3, num_atte
 
 CASES = {
     "layoutlm": dict(model_type="layoutlm", **_BERT_SMALL, max_2d_position_embeddings=24),
+    "roc_bert": dict(model_type="roc_bert", **_BERT_SMALL, pronunciation_vocab_size=30,
+                     pronunciation_embed_dim=16, shape_vocab_size=50, shape_embed_dim=8),
+    "roc_bert-no-shape": dict(model_type="roc_bert", **_BERT_SMALL, pronunciation_vocab_size=30,
+                              pronunciation_embed_dim=16, shape_vocab_size=50, shape_embed_dim=8,
+                              enable_shape=False),
+    "roc_bert-summed": dict(model_type="roc_bert", **_BERT_SMALL, pronunciation_vocab_size=30,
+                            pronunciation_embed_dim=32, shape_vocab_size=50, shape_embed_dim=32,
+                            concat_input=False),
+    "xmod": dict(model_type="xmod", **_BERT_SMALL, languages=["en_XX", "de_DE", "fr_XX"],
+                 default_language="de_DE", adapter_reduction_factor=4),
+    "xmod-adapter-norm": dict(model_type="xmod", **_BERT_SMALL, languages=["en_XX"], default_language="en_XX",
+                              adapter_layer_norm=True, adapter_reuse_layer_norm=False),
     "mpnet": dict(model_type="mpnet", **{k: v for k, v in _BERT_SMALL.items() if k != "type_vocab_size"},
                   relative_attention_num_buckets=32),
     "roformer-factorised": dict(model_type="roformer", **_BERT_SMALL, embedding_size=16),
@@ -42,6 +54,12 @@ CASES = {
                           embedding_size=16, num_hidden_groups=2),
     "ultrabert": dict(model_type="ultrabert", **_LLAMA_SMALL, head_dim=8, sliding_window=4,
                       layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+    "modernbert": dict(model_type="modernbert", **{k: v for k, v in _LLAMA_SMALL.items()
+                                                   if k != "num_key_value_heads"},
+                       local_attention=4, global_attn_every_n_layers=2, pad_token_id=0),
+    "modernbert-biased": dict(model_type="modernbert", **{k: v for k, v in _LLAMA_SMALL.items()
+                                                          if k != "num_key_value_heads"},
+                              attention_bias=True, mlp_bias=True, norm_bias=True, pad_token_id=0),
     "esmc": dict(model_type="esmc", **_LLAMA_SMALL, head_dim=8),
 }
 
@@ -177,3 +195,15 @@ def test_refused_by_name(raw, words):
 def test_bad_fields_named(fields, words):
     with pytest.raises(ConfigError, match=words):
         ModelConfig(name="m", num_layers=6, n_head=4, hidden_dim=32, vocab_size=100, **fields)
+
+
+def test_language_adapters_by_hand():
+    """X-MOD, 3 languages, h=32, reduction 4 (a=8), 3 layers: every layer holds 3 adapters
+    of h*a + a + a*h + h parameters; a token runs one: 2 * 2*h*a FLOPs per token per layer."""
+    cfg = _import(CASES["xmod"])
+    assert (cfg.adapter_dim, cfg.num_adapters) == (8, 3)
+    plain = cfg.model_copy(update={"adapter_dim": None, "num_adapters": 1})
+    with_adapters, without = LLMAnalysis(cfg, GPU), LLMAnalysis(plain, GPU)
+    h, a, layers, t = 32, 8, 3, BATCH * SEQ
+    assert with_adapters.get_num_params_total() - without.get_num_params_total() == layers * 3 * (2 * h * a + a + h)
+    assert _engine_flops(with_adapters) - _engine_flops(without) == layers * 2 * t * 2 * h * a

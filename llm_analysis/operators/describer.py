@@ -12,7 +12,7 @@ from ..options import ActivationRecomputation
 from .attention import AttentionOps
 from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
-from .encoder_parts import extra_table_ops, shared_layer_groups, without_params
+from .encoder_parts import adapter_ops, extra_table_ops, has_variant_layers, variant_layer_groups, without_params
 from .mlp import MlpOps
 from .pipeline_layout import stage_layer_counts
 from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
@@ -65,9 +65,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         # layer layout never changes for a describer: compute it once (speed)
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size, stage_layer_counts(model, par))
-        if model.num_unique_layers is not None:  # shared layers (ALBERT): encoder_parts.py
-            self.layer_groups = shared_layer_groups(model)[0]
-            self.stage_groups = shared_layer_groups(model, stage_layer_counts(model, par))
+        if has_variant_layers(model):  # shared layers (ALBERT), a first layer apart: encoder_parts.py
+            self.layer_groups = variant_layer_groups(model)[0]
+            self.stage_groups = variant_layer_groups(model, stage_layer_counts(model, par))
         self._cache: Dict[object, object] = {}
         # per-phase results (operator lists, and what views derive from them): keyed by
         # everything they depend on besides this describer's fixed configuration, bounded
@@ -229,9 +229,10 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         # the first norm feeds attention (recomputed with it from ATTN on), the second
         # the MLP (recomputed from NORM_ATTN_NORM on); sandwich norms only under FULL
         classes = (ActivationRecomputation.ATTN, ActivationRecomputation.NORM_ATTN_NORM)
+        first = 1 if getattr(kind, "first", False) else 0  # no norm before attention (ModernBERT's layer 0)
         return [self._norm(f"norm_{i + 1}", "norm", phase.tokens, m.hidden_dim,
                            recompute_class=classes[i] if i < len(classes) else ActivationRecomputation.FULL)
-                for i in range(m.num_norms_per_layer)]
+                for i in range(first, m.num_norms_per_layer)]
 
     def tp_comm_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """Megatron TP: an all-reduce after attention and after the MLP (one when
@@ -258,7 +259,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         """Every operator of one layer of this kind, in execution order (on one
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
         ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind) + self.cross_attention_ops(phase, kind)
-               + self.mlp_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+               + self.mlp_ops(phase, kind) + adapter_ops(self, phase) + self.tp_comm_ops(phase, kind))
         if not getattr(kind, "owns_params", True):  # a shared layer run again
             ops = without_params(ops)
         if self.cp_sharded(phase):
@@ -298,8 +299,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
                                 params=n * e, params_per_gpu=n * e, weight_bytes_per_gpu=n * e * self.e_bytes,
                                 bytes_read_per_gpu=t * e * self.e_bytes,
                                 bytes_written_per_gpu=t * e * self.a_bytes))
-        if d != m.hidden_dim:
-            ops.append(self._matmul("project_in", "embedding", phase, t, d, m.hidden_dim,
+        d_in = m.embedding_proj_in_dim or d  # RoC-BERT projects word + shape + pronunciation
+        if d_in != m.hidden_dim:
+            ops.append(self._matmul("project_in", "embedding", phase, t, d_in, m.hidden_dim,
                                     m.embedding_proj_bias))
         ops += extra_table_ops(self, phase)
         if m.embedding_norm:

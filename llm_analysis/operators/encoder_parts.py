@@ -9,7 +9,12 @@
   weights (bytes), but only the first execution of each distinct layer holds them
   (parameters, weight memory). Execution e runs distinct layer e // r with
   r = num_layers / num_unique_layers (ALBERT's groups of consecutive layers), so
-  executions e % r == 0 own the weights.
+  executions e % r == 0 own the weights;
+* bottleneck adapters after the MLP (`ModelConfig.adapter_dim`, X-MOD, arXiv
+  2205.06266): `num_adapters` per layer hold weights, each token runs one of them;
+* a first layer without the norm before attention (`ModelConfig.first_layer_attn_norm`
+  False: ModernBERT's layer 0 reads the embedding norm's output directly).
+Both make layers differ from their neighbours: such models get `VariantLayerKind`s.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Dict, List, Optional
 from ..config import ModelConfig
 from .records import LayerKind, Operator, Phase
 
-__all__ = ["SharedLayerKind", "extra_table_ops", "shared_layer_groups", "without_params"]
+__all__ = ["VariantLayerKind", "adapter_ops", "extra_table_ops", "has_variant_layers", "variant_layer_groups", "without_params"]
 
 
 def extra_table_ops(d, phase: Phase) -> List[Operator]:
@@ -35,30 +40,56 @@ def extra_table_ops(d, phase: Phase) -> List[Operator]:
     return ops
 
 
+def adapter_ops(d, phase: Phase) -> List[Operator]:
+    """Down and up projections of the adapters of one layer (replicated over TP): FLOPs
+    of the one each token runs; parameters and weight reads of all (a batch may mix
+    every language)."""
+    m = d.model
+    if m.adapter_dim is None:
+        return []
+    ops = [d.matmul_op("adapter_down", "mlp", phase, phase.tokens, m.hidden_dim, m.adapter_dim, True),
+           d.matmul_op("adapter_up", "mlp", phase, phase.tokens, m.adapter_dim, m.hidden_dim, True)]
+    for op in ops:
+        op.params *= m.num_adapters
+        op.params_per_gpu *= m.num_adapters
+        extra_bytes = op.weight_bytes_per_gpu * (m.num_adapters - 1)
+        op.weight_bytes_per_gpu += extra_bytes
+        op.bytes_read_per_gpu += extra_bytes
+    return ops
+
+
 @dataclass(frozen=True)
-class SharedLayerKind(LayerKind):
-    """A layer kind of a model with shared layers: `owns_params` False for an execution
-    of a layer whose weights an earlier execution holds."""
+class VariantLayerKind(LayerKind):
+    """A layer kind of a model whose layers differ beyond MoE / attention kind:
+    `owns_params` False for an execution of a layer whose weights an earlier execution
+    holds; `first` for layer 0 when it lacks the norm before attention."""
 
     owns_params: bool = True
+    first: bool = False
 
     @property
     def label(self) -> str:
-        return super().label + ("" if self.owns_params else " (shared)")
+        return super().label + ("" if self.owns_params else " (shared)") + (" (first)" if self.first else "")
+
+
+def has_variant_layers(model: ModelConfig) -> bool:
+    return model.num_unique_layers is not None or not model.first_layer_attn_norm
 
 
 def _owns(model: ModelConfig, i: int) -> bool:
-    return i % (model.num_layers // model.num_unique_layers) == 0
+    return model.num_unique_layers is None or i % (model.num_layers // model.num_unique_layers) == 0
 
 
-def shared_layer_groups(model: ModelConfig, counts: Optional[List[int]] = None) -> List[Dict[LayerKind, int]]:
+def variant_layer_groups(model: ModelConfig, counts: Optional[List[int]] = None) -> List[Dict[LayerKind, int]]:
     """Layer groups of each pipeline stage (`counts[s]` consecutive layers; one stage of
-    all layers when None), kinds split into owning and repeated executions."""
+    all layers when None), kinds split into owning and repeated executions and layer 0
+    apart when it lacks the norm before attention (O(num_layers): such stacks are shallow)."""
     stages, start = [], 0
     for n in counts or [model.num_layers]:
         groups: Dict[LayerKind, int] = {}
         for i in range(start, start + n):
-            k = SharedLayerKind(model.is_moe_layer(i), model.layer_attention_type(i), _owns(model, i))
+            k = VariantLayerKind(model.is_moe_layer(i), model.layer_attention_type(i), _owns(model, i),
+                                 i == 0 and not model.first_layer_attn_norm)
             groups[k] = groups.get(k, 0) + 1
         stages.append(groups)
         start += n
