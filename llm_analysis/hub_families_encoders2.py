@@ -113,6 +113,54 @@ def _xmod_adapters(src: Src, f: Fields, what: str) -> None:
         f["num_norms_per_layer"] = 3
 
 
+def _deberta_embeddings(src: Src, f: Fields, what: str) -> None:
+    """DebertaEmbeddings / DebertaV2Embeddings: word, position (position_biased_input)
+    and token-type tables of embedding_size, projected to hidden without a bias, then
+    the LayerNorm at hidden; no conv layer (DeBERTa-v2 conv_kernel_size)."""
+    width = src.opt_int("embedding_size")
+    if width is not None and width != f["hidden_dim"]:
+        raise UnmappableConfig(f"{what}: embedding_size = {width} != hidden_size: DeBERTa normalises after the "
+                               "projection, which ModelConfig cannot describe")
+    head = src.opt_int("attention_head_size")
+    if head is not None and head * f["n_head"] != f["hidden_dim"]:
+        raise UnmappableConfig(f"{what}: attention_head_size = {head} x {f['n_head']} heads != hidden_size: the "
+                               "attention output projection reads hidden_size features (the model cannot run)")
+    if (src.opt_int("conv_kernel_size", default=0) or 0) > 0:
+        raise UnmappableConfig(f"{what}: conv_kernel_size > 0 (DeBERTa-v2's convolution beside the first layer) "
+                               "cannot be described by ModelConfig")
+    if not bool(src.get("position_biased_input", default=True)):
+        f.update(position_embedding_type="none", num_position_embeddings=None)
+
+
+def _pos_att_types(src: Src, what: str) -> list:
+    kinds = src.get("pos_att_type", default=None) or []
+    if isinstance(kinds, str):
+        kinds = [k.strip() for k in kinds.lower().split("|") if k.strip()]
+    odd = sorted(set(map(str, kinds)) - {"c2p", "p2c"})
+    if odd:
+        raise UnmappableConfig(f"{what}: pos_att_type {odd} cannot be described by ModelConfig (c2p, p2c can)")
+    return list(kinds)
+
+
+def _deberta_v2_relative(src: Src, f: Fields, what: str) -> None:
+    """DisentangledSelfAttention of DeBERTa-v2 (span: position_buckets, else
+    max_relative_positions, else max_position_embeddings)."""
+    _deberta_embeddings(src, f, what)
+    if not bool(src.get("relative_attention", default=False)):
+        return
+    span = src.opt_int("position_buckets", default=-1) or -1
+    if span <= 0:
+        span = src.opt_int("max_relative_positions", default=-1) or -1
+    if span < 1:
+        span = f["max_seq_len"]
+    kinds = _pos_att_types(src, what)
+    norm = str(src.get("norm_rel_ebd", default="none") or "none").lower()
+    f["relative_attention"] = dict(
+        span=span, c2p="c2p" in kinds, p2c="p2c" in kinds,
+        shared_projections=bool(src.get("share_att_key", default=False)),
+        table_norm="layer_norm" in [x.strip() for x in norm.split("|")])
+
+
 # XLMModel / FlaubertModel: post-LN BERT-like blocks of emb_dim, FFN 4 x emb_dim,
 # learned positions (the sinusoidal option fills the same table), no token types or pooler
 _XLM = {
@@ -147,7 +195,20 @@ _MODERNBERT = {
     "encoder_only": True, "lm_head": False,
 }
 
+# DebertaModel / DebertaV2Model: BERT blocks without a pooler, token types only when
+# type_vocab_size > 0; DeBERTa v1 fuses q/k/v in one bias-free in_proj with separate
+# q and v biases (no key bias)
+_DEBERTA = {**BERT, "type_vocab_size": Opt("type_vocab_size", default=0), "pooler": False}
+
 ENCODER_FAMILIES_2: Dict[str, Family] = {
+    "deberta-v2": Family(_DEBERTA, steps=(_deberta_v2_relative,)),
+    # v1's relative span is min(sequence length, max_relative_positions): not described
+    "deberta": Family({**_DEBERTA, "k_proj_bias": False},
+                      checks=(Refuse("relative_attention", (False,), default=False, as_bool=True,
+                                     reason="DeBERTa v1 relative attention, its span follows the sequence length"),
+                              Refuse("talking_head", (False,), default=False, as_bool=True,
+                                     reason="talking-head attention")),
+                      steps=(_deberta_embeddings,)),
     "roc_bert": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS), steps=(_roc_bert_inputs,)),
     # XmodModel (post-LN; pre_norm adds norms elsewhere): BERT with language adapters
     "xmod": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS, Refuse(

@@ -11,7 +11,7 @@ from pydantic import model_validator
 
 from .context_limit import RopeScaling
 from .schema_base import StrictModel
-from .schema_encoders import check_encoder_fields
+from .schema_encoders import RelativeAttention, check_encoder_fields
 
 __all__ = ["ModelConfig", "AttentionLayerType"]
 
@@ -46,13 +46,14 @@ class ModelConfig(StrictModel):
     head_dim: Optional[int] = None  # default hidden_dim // n_head (Gemma, Qwen3 set it)
     qkv_bias: bool = False  # bias on the q/k/v projections (GPT-2, Qwen2, BLOOM, ...)
     attn_out_bias: bool = False  # bias on the attention output projection
-    k_proj_bias: Optional[bool] = None  # the key projection's bias if not qkv_bias (Whisper: none)
+    k_proj_bias: Optional[bool] = None  # the key projection's bias if not qkv_bias (Whisper, DeBERTa: none)
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Gemma 3): 2*head_dim params
     # q/k norm weights for every head ([heads x head_dim]: OLMo-2's norm over all heads,
     # Cohere's and StableLM's per-head norms) instead of one [head_dim] shared by all heads
     qk_norm_per_head: bool = False
     qk_norm_bias: bool = False  # the q/k norms are LayerNorms with a bias (Persimmon, Phi)
     attn_sinks: bool = False  # one learned sink logit per head (gpt-oss)
+    relative_attention: Optional[RelativeAttention] = None  # DeBERTa-v2 disentangled attention
     # Sliding-window attention: the window, and which layers use it. When
     # `sliding_window` is set and `layer_types` is None, every layer slides
     # (Mistral 7B v0.1); `layer_types` lists each layer explicitly otherwise.

@@ -10,9 +10,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import options as _lim
+from pydantic import model_validator
 
-__all__ = ["check_encoder_fields"]
+from . import options as _lim
+from .schema_base import StrictModel
+
+__all__ = ["check_encoder_fields", "RelativeAttention"]
+
+
+class RelativeAttention(StrictModel):
+    """DeBERTa-v2's disentangled attention (arXiv 2006.03654 §3.1; transformers'
+    DisentangledSelfAttention): besides content-to-content scores, queries meet projected
+    relative-position embeddings (c2p) and keys meet them (p2c). A table of 2 x `span`
+    position embeddings (hidden wide, optionally LayerNorm-ed) lives in the encoder;
+    every layer projects all of its rows through its key (c2p) / query (p2c)
+    projections, its own (`shared_projections` False) or the content ones (both then
+    run), and multiplies them with every query / key: 2 x span scores per token and head."""
+
+    span: int  # position_buckets, else max_relative_positions
+    c2p: bool = True
+    p2c: bool = True
+    shared_projections: bool = False  # share_att_key
+    table_norm: bool = False  # norm_rel_ebd contains "layer_norm"
+
+    @model_validator(mode="after")
+    def _check(self) -> "RelativeAttention":
+        if not 1 <= self.span <= _lim.MAX_SEQ_LEN:
+            raise ValueError(f"field 'relative_attention.span' = {self.span!r} must be a whole number in "
+                             f"1..{_lim.MAX_SEQ_LEN}")
+        return self
 
 
 def check_encoder_fields(m: Any) -> None:

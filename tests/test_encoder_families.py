@@ -39,6 +39,16 @@ CASES = {
                  default_language="de_DE", adapter_reduction_factor=4),
     "xmod-adapter-norm": dict(model_type="xmod", **_BERT_SMALL, languages=["en_XX"], default_language="en_XX",
                               adapter_layer_norm=True, adapter_reuse_layer_norm=False),
+    "deberta-v2": dict(model_type="deberta-v2", **_BERT_SMALL),
+    "deberta-v3-style": dict(model_type="deberta-v2", **{**_BERT_SMALL, "type_vocab_size": 0},
+                             relative_attention=True, position_buckets=8, max_relative_positions=40,
+                             pos_att_type="p2c|c2p", share_att_key=True, norm_rel_ebd="layer_norm",
+                             position_biased_input=False),
+    "deberta-v2-own-projections": dict(model_type="deberta-v2", **_BERT_SMALL, relative_attention=True,
+                                       max_relative_positions=6, pos_att_type=["c2p"]),
+    "deberta-v2-both-own": dict(model_type="deberta-v2", **_BERT_SMALL, relative_attention=True,
+                                pos_att_type=["c2p", "p2c"]),
+    "deberta": dict(model_type="deberta", **_BERT_SMALL),
     "mpnet": dict(model_type="mpnet", **{k: v for k, v in _BERT_SMALL.items() if k != "type_vocab_size"},
                   relative_attention_num_buckets=32),
     "roformer-factorised": dict(model_type="roformer", **_BERT_SMALL, embedding_size=16),
@@ -89,6 +99,8 @@ def _real_flops(model) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     ids = torch.randint(4, 90, (BATCH, SEQ))
+    for p in model.parameters():  # FlopCounterMode's module hooks trip over slices of leaf weights
+        p.requires_grad_(False)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         try:
             model(input_ids=ids, use_cache=False)  # one forward: no cache to build
@@ -178,6 +190,11 @@ def test_extra_tables_by_hand():
     (dict(CASES["albert"], num_hidden_groups=2), "num_hidden_groups"),
     (dict(CASES["albert"], embedding_size=32), "embedding_size"),
     (dict(CASES["xlm"], causal=True), "causal"),
+    (dict(CASES["deberta-v2"], attention_head_size=4), "attention_head_size"),
+    (dict(CASES["deberta-v2"], embedding_size=16), "embedding_size"),
+    (dict(CASES["deberta-v2"], conv_kernel_size=3), "conv_kernel_size"),
+    (dict(CASES["deberta-v3-style"], pos_att_type=["c2p", "p2p"]), "pos_att_type"),
+    (dict(CASES["deberta"], relative_attention=True), "relative_attention"),
     (dict(CASES["esmc"], num_key_value_heads=2), "num_key_value_heads"),
     (dict(CASES["layoutlm"], position_embedding_type="relative_key"), "position_embedding_type"),
     (dict(CASES["roformer"], is_decoder=True, add_cross_attention=True), "add_cross_attention"),
@@ -207,3 +224,31 @@ def test_language_adapters_by_hand():
     h, a, layers, t = 32, 8, 3, BATCH * SEQ
     assert with_adapters.get_num_params_total() - without.get_num_params_total() == layers * 3 * (2 * h * a + a + h)
     assert _engine_flops(with_adapters) - _engine_flops(without) == layers * 2 * t * 2 * h * a
+
+
+def test_multimodal_wrapper_of_a_headless_encoder():
+    """ModernVBERT's text model is a ModernBERT encoder without an LM head: the wrapper's
+    tie_word_embeddings (which governs its own head) cannot change the encoder's count."""
+    text = dict(CASES["modernbert"], tie_word_embeddings=True)
+    wrapped = _import(dict(model_type="modernvbert", tie_word_embeddings=False, text_config=text))
+    assert (LLMAnalysis(wrapped, GPU).get_num_params_total()
+            == _real_params(_real_model(CASES["modernbert"])))
+
+
+def test_disentangled_attention_by_hand():
+    """DeBERTa-v2 (arXiv 2006.03654 §3.1) with 8 position buckets: a table of R = 16 rows
+    x h = 32 and its LayerNorm; per layer (3) the R rows go through the content query
+    and key projections (shared: no new weights, 2 x 2*R*h*h FLOPs) and every query and
+    every key meets them per head (H = 4, d = 8): c2p and p2c, 2 x 2*B*H*S*R*d FLOPs."""
+    cfg = _import(CASES["deberta-v3-style"])
+    plain = cfg.model_copy(update={"relative_attention": None})
+    rel, base = LLMAnalysis(cfg, GPU), LLMAnalysis(plain, GPU)
+    R, h, H, d, layers = 16, 32, 4, 8, 3
+    assert rel.get_num_params_total() - base.get_num_params_total() == R * h + 2 * h
+    per_layer = 2 * 2 * R * h * h + 2 * 2 * BATCH * H * SEQ * R * d
+    assert _engine_flops(rel) - _engine_flops(base) == layers * per_layer
+    own = cfg.model_copy(update={"relative_attention": cfg.relative_attention.model_copy(
+        update={"shared_projections": False, "p2c": False})})
+    # own projections: only pos_key_proj (c2p), h*h + h new weights per layer
+    assert LLMAnalysis(own, GPU).get_num_params_total() - base.get_num_params_total() == (
+        R * h + 2 * h + layers * (h * h + h))

@@ -14,6 +14,7 @@ from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
 from .encoder_parts import adapter_ops, extra_table_ops, has_variant_layers, variant_layer_groups, without_params
 from .mlp import MlpOps
+from .relative_attention import relative_attention_ops, relative_table_ops
 from .pipeline_layout import stage_layer_counts
 from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
                       stage_layer_groups)
@@ -258,7 +259,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """Every operator of one layer of this kind, in execution order (on one
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
-        ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind) + self.cross_attention_ops(phase, kind)
+        ops = (self.norm_ops(phase, kind) + self.attention_ops(phase, kind) + relative_attention_ops(self, phase)
+               + self.cross_attention_ops(phase, kind)
                + self.mlp_ops(phase, kind) + adapter_ops(self, phase) + self.tp_comm_ops(phase, kind))
         if not getattr(kind, "owns_params", True):  # a shared layer run again
             ops = without_params(ops)
@@ -303,7 +305,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         if d_in != m.hidden_dim:
             ops.append(self._matmul("project_in", "embedding", phase, t, d_in, m.hidden_dim,
                                     m.embedding_proj_bias))
-        ops += extra_table_ops(self, phase)
+        ops += extra_table_ops(self, phase) + relative_table_ops(self, phase)
         if m.embedding_norm:
             ops.append(self._norm("embedding_norm", "embedding", t, e))
         if self.tp > 1:  # vocab-parallel embedding: partial lookups summed

@@ -1,0 +1,71 @@
+"""DeBERTa-v2's disentangled attention (`ModelConfig.relative_attention`, arXiv
+2006.03654 §3.1), as transformers' DisentangledSelfAttention computes it:
+
+* the encoder holds a table of R = 2 x span relative-position embeddings, hidden wide
+  (its rows are read whole every forward, not looked up per token), and optionally a
+  LayerNorm over it;
+* every layer projects all R rows (no batch dimension) through the key projection for
+  content-to-position scores (c2p) and through the query projection for
+  position-to-content scores (p2c): its own `pos_key_proj` / `pos_query_proj` (with
+  biases) for the kinds it uses, or the content projections when shared (then both run);
+* c2p multiplies every query with the R projected rows, p2c every key: for each, per
+  sequence and head, a [seq x head_dim] @ [head_dim x R] product (2 * seq * R *
+  head_dim FLOPs), gathered afterwards (no FLOPs).
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from ..options import ActivationRecomputation
+from .records import Operator, Phase
+
+__all__ = ["relative_table_ops", "relative_attention_ops"]
+
+
+def _rows(d) -> int:
+    return 2 * d.model.relative_attention.span
+
+
+def relative_table_ops(d, phase: Phase) -> List[Operator]:
+    """The encoder's relative-position table (and its norm): read whole once per forward."""
+    rel = d.model.relative_attention
+    if rel is None:
+        return []
+    rows, h = _rows(d), d.model.hidden_dim
+    n = rows * h
+    ops = [Operator(name="relative_position_table", group="embedding", kind="embedding", params=n,
+                    params_per_gpu=n, weight_bytes_per_gpu=n * d.e_bytes, bytes_read_per_gpu=n * d.e_bytes,
+                    bytes_written_per_gpu=n * d.a_bytes, shapes=f"[{rows}x{h}] read whole")]
+    if rel.table_norm:
+        ops.append(d.norm_op("relative_position_norm", "embedding", rows, h, bias=True))
+    return ops
+
+
+def relative_attention_ops(d, phase: Phase) -> List[Operator]:
+    """One layer's position projections and c2p / p2c score products (sharded by heads)."""
+    m, rel = d.model, d.model.relative_attention
+    if rel is None:
+        return []
+    rows, heads_gpu, width = _rows(d), m.n_head // d.tp, m.n_head * m.head_dim
+    ops: List[Operator] = []
+    kinds = [k for k, used in (("c2p", rel.c2p), ("p2c", rel.p2c)) if used]
+    for kind in (("c2p", "p2c") if rel.shared_projections else kinds):
+        name = "pos_key_proj" if kind == "c2p" else "pos_query_proj"
+        proj = d.matmul_op(name, "attention", phase, rows, m.hidden_dim, width, True, shard=d.tp)
+        if rel.shared_projections:  # the content q/k weights, counted there
+            proj.shared_weight_bytes_read_per_gpu = proj.weight_bytes_per_gpu
+            proj.params, proj.params_per_gpu, proj.weight_bytes_per_gpu = 0, 0.0, 0.0
+        ops.append(proj)
+    for kind in kinds:
+        length = phase.q_len if kind == "c2p" else phase.kv_len  # queries, or keys
+        flops = 2.0 * phase.batch * m.n_head * length * rows * m.head_dim
+        ops.append(Operator(
+            name=f"{kind}_scores", group="attention", kind="matmul", flops=flops,
+            flops_per_gpu=flops * heads_gpu / m.n_head,
+            bytes_read_per_gpu=(phase.tokens + rows) * heads_gpu * m.head_dim * d.a_bytes,
+            bytes_written_per_gpu=phase.tokens * heads_gpu * rows * d.a_bytes,
+            shapes=f"{heads_gpu} heads x {length} x [{m.head_dim}x{rows}]"))
+    for op in ops:
+        op.recompute_class = ActivationRecomputation.ATTN
+    return ops
