@@ -142,6 +142,22 @@ def _pos_att_types(src: Src, what: str) -> list:
     return list(kinds)
 
 
+def _span(src: Src, f: Fields) -> int:
+    """max_relative_positions, else max_position_embeddings (both versions)."""
+    span = src.opt_int("max_relative_positions", default=-1) or -1
+    return span if span >= 1 else f["max_seq_len"]
+
+
+def _deberta_v1_relative(src: Src, f: Fields, what: str) -> None:
+    """DeBERTa v1's DisentangledSelfAttention: own pos_proj (c2p, no bias) and pos_q_proj
+    (p2c) over the 2 x min(length, max_relative_positions) central table rows."""
+    _deberta_embeddings(src, f, what)
+    if bool(src.get("relative_attention", default=False)):
+        kinds = _pos_att_types(src, what)
+        f["relative_attention"] = dict(span=_span(src, f), c2p="c2p" in kinds, p2c="p2c" in kinds,
+                                       span_follows_length=True, c2p_bias=False)
+
+
 def _deberta_v2_relative(src: Src, f: Fields, what: str) -> None:
     """DisentangledSelfAttention of DeBERTa-v2 (span: position_buckets, else
     max_relative_positions, else max_position_embeddings)."""
@@ -149,10 +165,7 @@ def _deberta_v2_relative(src: Src, f: Fields, what: str) -> None:
     if not bool(src.get("relative_attention", default=False)):
         return
     span = src.opt_int("position_buckets", default=-1) or -1
-    if span <= 0:
-        span = src.opt_int("max_relative_positions", default=-1) or -1
-    if span < 1:
-        span = f["max_seq_len"]
+    span = span if span > 0 else _span(src, f)
     kinds = _pos_att_types(src, what)
     norm = str(src.get("norm_rel_ebd", default="none") or "none").lower()
     f["relative_attention"] = dict(
@@ -202,13 +215,10 @@ _DEBERTA = {**BERT, "type_vocab_size": Opt("type_vocab_size", default=0), "poole
 
 ENCODER_FAMILIES_2: Dict[str, Family] = {
     "deberta-v2": Family(_DEBERTA, steps=(_deberta_v2_relative,)),
-    # v1's relative span is min(sequence length, max_relative_positions): not described
     "deberta": Family({**_DEBERTA, "k_proj_bias": False},
-                      checks=(Refuse("relative_attention", (False,), default=False, as_bool=True,
-                                     reason="DeBERTa v1 relative attention, its span follows the sequence length"),
-                              Refuse("talking_head", (False,), default=False, as_bool=True,
-                                     reason="talking-head attention")),
-                      steps=(_deberta_embeddings,)),
+                      checks=(Refuse("talking_head", (False,), default=False, as_bool=True,
+                                     reason="talking-head attention"),),
+                      steps=(_deberta_v1_relative,)),
     "roc_bert": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS), steps=(_roc_bert_inputs,)),
     # XmodModel (post-LN; pre_norm adds norms elsewhere): BERT with language adapters
     "xmod": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS, Refuse(

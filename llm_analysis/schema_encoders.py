@@ -25,13 +25,17 @@ class RelativeAttention(StrictModel):
     position embeddings (hidden wide, optionally LayerNorm-ed) lives in the encoder;
     every layer projects all of its rows through its key (c2p) / query (p2c)
     projections, its own (`shared_projections` False) or the content ones (both then
-    run), and multiplies them with every query / key: 2 x span scores per token and head."""
+    run), and multiplies them with every query / key: 2 x span scores per token and head.
+    DeBERTa v1 projects only the 2 x min(sequence length, span) central rows
+    (`span_follows_length`) and its c2p projection has no bias (`c2p_bias`)."""
 
     span: int  # position_buckets, else max_relative_positions
     c2p: bool = True
     p2c: bool = True
     shared_projections: bool = False  # share_att_key
     table_norm: bool = False  # norm_rel_ebd contains "layer_norm"
+    span_follows_length: bool = False  # DeBERTa v1: min(max(q_len, kv_len), span) rows each side
+    c2p_bias: bool = True  # DeBERTa v1's pos_proj has none
 
     @model_validator(mode="after")
     def _check(self) -> "RelativeAttention":

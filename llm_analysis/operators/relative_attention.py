@@ -10,7 +10,9 @@
   biases) for the kinds it uses, or the content projections when shared (then both run);
 * c2p multiplies every query with the R projected rows, p2c every key: for each, per
   sequence and head, a [seq x head_dim] @ [head_dim x R] product (2 * seq * R *
-  head_dim FLOPs), gathered afterwards (no FLOPs).
+  head_dim FLOPs), gathered afterwards (no FLOPs);
+* DeBERTa v1 (`span_follows_length`) projects only the 2 x min(longest length, span)
+  central rows of its table, through its own projections (c2p's without a bias).
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ __all__ = ["relative_table_ops", "relative_attention_ops"]
 
 def _rows(d) -> int:
     return 2 * d.model.relative_attention.span
+
+
+def _used_rows(d, phase: Phase) -> int:
+    """Rows projected and multiplied in one layer for this phase."""
+    rel = d.model.relative_attention
+    if rel.span_follows_length:
+        return 2 * min(max(phase.q_len, phase.kv_len), rel.span)
+    return _rows(d)
 
 
 def relative_table_ops(d, phase: Phase) -> List[Operator]:
@@ -47,12 +57,13 @@ def relative_attention_ops(d, phase: Phase) -> List[Operator]:
     m, rel = d.model, d.model.relative_attention
     if rel is None:
         return []
-    rows, heads_gpu, width = _rows(d), m.n_head // d.tp, m.n_head * m.head_dim
+    rows, heads_gpu, width = _used_rows(d, phase), m.n_head // d.tp, m.n_head * m.head_dim
     ops: List[Operator] = []
     kinds = [k for k, used in (("c2p", rel.c2p), ("p2c", rel.p2c)) if used]
     for kind in (("c2p", "p2c") if rel.shared_projections else kinds):
         name = "pos_key_proj" if kind == "c2p" else "pos_query_proj"
-        proj = d.matmul_op(name, "attention", phase, rows, m.hidden_dim, width, True, shard=d.tp)
+        bias = rel.c2p_bias if kind == "c2p" else True
+        proj = d.matmul_op(name, "attention", phase, rows, m.hidden_dim, width, bias, shard=d.tp)
         if rel.shared_projections:  # the content q/k weights, counted there
             proj.shared_weight_bytes_read_per_gpu = proj.weight_bytes_per_gpu
             proj.params, proj.params_per_gpu, proj.weight_bytes_per_gpu = 0, 0.0, 0.0
