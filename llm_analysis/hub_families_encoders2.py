@@ -56,7 +56,7 @@ def _xlm_languages(src: Src, f: Fields, what: str) -> None:
 def _albert_layers(src: Src, f: Fields, what: str) -> None:
     """AlbertTransformer: hidden layer i runs group int(i / (num_hidden_layers /
     num_hidden_groups)), each group one AlbertLayer here (inner_group_num = 1);
-    embedding_hidden_mapping_in always exists, so embedding_size must differ from hidden."""
+    embedding_hidden_mapping_in exists whatever the widths."""
     inner = src.opt_int("inner_group_num", default=1)
     groups = src.opt_int("num_hidden_groups", default=1)
     n = f.get("num_layers")
@@ -66,10 +66,7 @@ def _albert_layers(src: Src, f: Fields, what: str) -> None:
     if n is None or groups is None or groups < 1 or n % groups:
         raise UnmappableConfig(f"{what}: num_hidden_groups = {groups} must divide num_hidden_layers = {n} "
                                "(uneven ALBERT groups cannot be described by ModelConfig)")
-    if f.get("embedding_dim") == f.get("hidden_dim"):
-        raise UnmappableConfig(f"{what}: embedding_size = hidden_size = {f.get('hidden_dim')}: ALBERT still "
-                               "projects embedding -> hidden, which the description omits")
-    f["num_unique_layers"] = groups
+    f.update(num_unique_layers=groups, embedding_proj_in_dim=f.get("embedding_dim"))
 
 
 def _esmc_shapes(src: Src, f: Fields, what: str) -> None:

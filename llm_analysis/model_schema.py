@@ -108,8 +108,9 @@ class ModelConfig(StrictModel):
     # box positions, MPNet's relative-position buckets [buckets x heads], RoFormer's stored
     # sinusoid table [positions x head_dim], XLM's language table (schema_encoders.py)
     extra_embedding_tables: List[Tuple[int, int]] = []
-    # input width of the embedding -> hidden projection when it reads the word embedding
-    # concatenated with other lookups (RoC-BERT's map_inputs_layer); None: the word width
+    # input width of an embedding -> hidden projection that exists whatever the widths: the
+    # word embedding's (ALBERT, RemBERT), or its concatenation with other lookups (RoC-BERT's
+    # map_inputs_layer); None: a projection only when embedding_dim differs from hidden
     embedding_proj_in_dim: Optional[int] = None
     tie_word_embeddings: bool = True  # the mirrored system always assumed tied
     lm_head: bool = True  # False for encoder-only bases (no output projection)

@@ -64,6 +64,7 @@ CASES = {
     "flaubert": dict(model_type="flaubert", vocab_size=97, emb_dim=32, n_layers=2, n_heads=4,
                      n_langs=2, max_position_embeddings=40, layerdrop=0.1),
     "albert": dict(model_type="albert", **_BERT_SMALL, embedding_size=16),
+    "albert-equal-widths": dict(model_type="albert", **_BERT_SMALL, embedding_size=32),  # still projected
     "albert-groups": dict(model_type="albert", **{**_BERT_SMALL, "num_hidden_layers": 4},
                           embedding_size=16, num_hidden_groups=2),
     "ultrabert": dict(model_type="ultrabert", **_LLAMA_SMALL, head_dim=8, sliding_window=4,
@@ -192,7 +193,6 @@ def test_extra_tables_by_hand():
 @pytest.mark.parametrize("raw, words", [
     (dict(CASES["albert"], inner_group_num=2), "inner_group_num"),
     (dict(CASES["albert"], num_hidden_groups=2), "num_hidden_groups"),
-    (dict(CASES["albert"], embedding_size=32), "embedding_size"),
     (dict(CASES["xlm"], causal=True), "causal"),
     (dict(CASES["deberta-v2"], attention_head_size=4), "attention_head_size"),
     (dict(CASES["deberta-v2"], embedding_size=16), "embedding_size"),

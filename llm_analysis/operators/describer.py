@@ -301,8 +301,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
                                 params=n * e, params_per_gpu=n * e, weight_bytes_per_gpu=n * e * self.e_bytes,
                                 bytes_read_per_gpu=t * e * self.e_bytes,
                                 bytes_written_per_gpu=t * e * self.a_bytes))
-        d_in = m.embedding_proj_in_dim or d  # RoC-BERT projects word + shape + pronunciation
-        if d_in != m.hidden_dim:
+        # set: the projection exists even at equal widths (ALBERT); RoC-BERT's reads word + shape + pronunciation
+        d_in = m.embedding_proj_in_dim or d
+        if d_in != m.hidden_dim or m.embedding_proj_in_dim is not None:
             ops.append(self._matmul("project_in", "embedding", phase, t, d_in, m.hidden_dim,
                                     m.embedding_proj_bias))
         ops += extra_table_ops(self, phase) + relative_table_ops(self, phase)
