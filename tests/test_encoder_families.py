@@ -256,3 +256,50 @@ def test_disentangled_attention_by_hand():
     # own projections: only pos_key_proj (c2p), h*h + h new weights per layer
     assert LLMAnalysis(own, GPU).get_num_params_total() - base.get_num_params_total() == (
         R * h + 2 * h + layers * (h * h + h))
+
+
+# ------------------------------------------------------- published checkpoints
+# config.json of published checkpoints (the architecture keys; the rest take the
+# transformers defaults), built at full size on the meta device for the parameter count
+PUBLISHED = {
+    "albert/albert-base-v2": dict(model_type="albert", embedding_size=128, hidden_size=768,
+                                  num_attention_heads=12, intermediate_size=3072, num_hidden_layers=12,
+                                  vocab_size=30000, max_position_embeddings=512, hidden_act="gelu_new"),
+    "microsoft/deberta-v3-base": dict(model_type="deberta-v2", hidden_size=768, num_attention_heads=12,
+                                      num_hidden_layers=12, intermediate_size=3072, vocab_size=128100,
+                                      max_position_embeddings=512, relative_attention=True,
+                                      position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
+                                      pos_att_type="p2c|c2p", max_relative_positions=-1,
+                                      position_biased_input=False, type_vocab_size=0),
+    "microsoft/deberta-base": dict(model_type="deberta", hidden_size=768, num_attention_heads=12,
+                                   num_hidden_layers=12, intermediate_size=3072, vocab_size=50265,
+                                   max_position_embeddings=512, relative_attention=True,
+                                   pos_att_type="c2p|p2c", max_relative_positions=-1, type_vocab_size=0),
+    "answerdotai/ModernBERT-base": dict(model_type="modernbert", hidden_size=768, num_attention_heads=12,
+                                        num_hidden_layers=22, intermediate_size=1152, vocab_size=50368,
+                                        global_attn_every_n_layers=3, local_attention=128),
+    "microsoft/mpnet-base": dict(model_type="mpnet", hidden_size=768, num_attention_heads=12,
+                                 num_hidden_layers=12, intermediate_size=3072, vocab_size=30527,
+                                 max_position_embeddings=514, relative_attention_num_buckets=32),
+}
+
+
+@pytest.mark.parametrize("repo", sorted(PUBLISHED))
+def test_published_configs_count_like_the_meta_model(repo):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    raw = PUBLISHED[repo]
+    cfg = transformers.AutoConfig.for_model(**raw)
+    with torch.device("meta"):
+        model = transformers.AutoModel.from_config(cfg)
+    assert LLMAnalysis(_import(raw), GPU).get_num_params_total() == _real_params(model), repo
+
+
+def test_published_sizes():
+    """ALBERT-base: 12M parameters (arXiv 1909.11942 Table 1); DeBERTa-v3-base: 86M
+    backbone parameters plus 98M in the embedding of its 128K vocabulary (its model
+    card): 184M in all."""
+    albert = LLMAnalysis(_import(PUBLISHED["albert/albert-base-v2"]), GPU)
+    assert round(albert.get_num_params_total() / 1e6) == 12
+    deberta = LLMAnalysis(_import(PUBLISHED["microsoft/deberta-v3-base"]), GPU)
+    assert round(deberta.get_num_params_total() / 1e6) == 86 + 98
