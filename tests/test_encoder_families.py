@@ -61,6 +61,8 @@ CASES = {
                 max_position_embeddings=40),
     "xlm-one-language": dict(model_type="xlm", vocab_size=97, emb_dim=32, n_layers=2, n_heads=4,
                              n_langs=1, max_position_embeddings=40, gelu_activation=False),
+    "xlm-no-language-table": dict(model_type="xlm", vocab_size=97, emb_dim=32, n_layers=2, n_heads=4,
+                                  n_langs=4, use_lang_emb=False, max_position_embeddings=40),
     "flaubert": dict(model_type="flaubert", vocab_size=97, emb_dim=32, n_layers=2, n_heads=4,
                      n_langs=2, max_position_embeddings=40, layerdrop=0.1),
     "albert": dict(model_type="albert", **_BERT_SMALL, embedding_size=16),
@@ -76,6 +78,9 @@ CASES = {
                                                           if k != "num_key_value_heads"},
                               attention_bias=True, mlp_bias=True, norm_bias=True, pad_token_id=0),
     "esmc": dict(model_type="esmc", **_LLAMA_SMALL, head_dim=8),
+    "esmc-biased": dict(model_type="esmc", **_LLAMA_SMALL, head_dim=8, attention_bias=True, mlp_bias=True),
+    "ultrabert-gqa": dict(model_type="ultrabert", **{**_LLAMA_SMALL, "num_key_value_heads": 2},
+                          attention_bias=True, mlp_bias=True),
 }
 
 
