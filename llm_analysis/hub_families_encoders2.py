@@ -222,6 +222,14 @@ ENCODER_FAMILIES_2: Dict[str, Family] = {
         "pre_norm", (False,), default=False, as_bool=True, reason="pre-norm X-MOD layers")),
         steps=(_xmod_adapters,)),
     "modernbert": Family(_MODERNBERT),
+    # ModernBertDecoderForCausalLM: the same blocks with causal attention (separate
+    # q/k/v), sliding_window keys in local layers, and lm_head = dense + activation +
+    # norm before the tied decoder (biased by decoder_bias)
+    "modernbert-decoder": Family({
+        **_MODERNBERT, ("sliding_window", "layer_types"): Window(), "encoder_only": False, "lm_head": True,
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
+        "lm_head_bias": Flag("decoder_bias", default=True),
+        "lm_head_transform": When(Flag("classifier_bias", default=False), "dense_bias", "dense")}),
     "layoutlm": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS), steps=(_layoutlm_boxes,)),
     # MPNetModel: no token types; one relative-position bias table [buckets x heads]
     # in the encoder, shared by all layers (its bias add is not a matmul)

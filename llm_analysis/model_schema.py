@@ -115,6 +115,9 @@ class ModelConfig(StrictModel):
     tie_word_embeddings: bool = True  # the mirrored system always assumed tied
     lm_head: bool = True  # False for encoder-only bases (no output projection)
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias
+    # a transform before the LM head: Linear(hidden, hidden) (with a bias: "dense_bias"),
+    # activation, norm (BERT's MLM head, ModernBERT-decoder's lm_head)
+    lm_head_transform: Literal["none", "dense", "dense_bias"] = "none"
     pooler: bool = False  # BERT pooler: Linear(hidden, hidden) with bias
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
     hidden_dropout: bool = True  # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False)

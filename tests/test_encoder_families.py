@@ -77,6 +77,13 @@ CASES = {
     "modernbert-biased": dict(model_type="modernbert", **{k: v for k, v in _LLAMA_SMALL.items()
                                                           if k != "num_key_value_heads"},
                               attention_bias=True, mlp_bias=True, norm_bias=True, pad_token_id=0),
+    "modernbert-decoder": dict(model_type="modernbert-decoder", **{k: v for k, v in _LLAMA_SMALL.items()
+                                                                   if k != "num_key_value_heads"},
+                               local_attention=6, global_attn_every_n_layers=2, pad_token_id=0),
+    "modernbert-decoder-biased": dict(model_type="modernbert-decoder",
+                                      **{k: v for k, v in _LLAMA_SMALL.items() if k != "num_key_value_heads"},
+                                      attention_bias=True, mlp_bias=True, norm_bias=True, classifier_bias=True,
+                                      decoder_bias=False, pad_token_id=0, tie_word_embeddings=False),
     "esmc": dict(model_type="esmc", **_LLAMA_SMALL, head_dim=8),
     "esmc-biased": dict(model_type="esmc", **_LLAMA_SMALL, head_dim=8, attention_bias=True, mlp_bias=True),
     "ultrabert-gqa": dict(model_type="ultrabert", **{**_LLAMA_SMALL, "num_key_value_heads": 2},
@@ -89,16 +96,17 @@ def _import(raw: dict) -> ModelConfig:
                          trust_remote_code=False, revision=None)
 
 
-def _real_model(raw: dict):
+def _real_model(raw: dict, lm: bool = False):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     cfg = transformers.AutoConfig.for_model(**raw)
     torch.manual_seed(0)
+    auto = transformers.AutoModelForCausalLM if lm else transformers.AutoModel
     try:
-        return transformers.AutoModel.from_config(cfg, attn_implementation="eager").eval()
+        return auto.from_config(cfg, attn_implementation="eager").eval()
     except (ValueError, TypeError):  # models without an eager switch
-        return transformers.AutoModel.from_config(cfg).eval()
+        return auto.from_config(cfg).eval()
 
 
 def _real_params(model) -> int:
@@ -128,7 +136,7 @@ def _engine_flops(a: LLMAnalysis) -> int:
 def test_params_and_flops_equal_transformers(case):
     raw = CASES[case]
     cfg = _import(raw)
-    model = _real_model(raw)
+    model = _real_model(raw, lm=cfg.lm_head)  # decoders: the causal LM, encoders: the bare model
     a = LLMAnalysis(cfg, GPU)
     assert a.get_num_params_total() == _real_params(model), case
     assert _engine_flops(a) == _real_flops(model), case

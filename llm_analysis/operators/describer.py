@@ -12,7 +12,7 @@ from ..options import ActivationRecomputation
 from .attention import AttentionOps
 from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
-from .encoder_parts import adapter_ops, extra_table_ops, has_variant_layers, variant_layer_groups, without_params
+from .encoder_parts import adapter_ops, extra_table_ops, head_transform_ops, has_variant_layers, variant_layer_groups, without_params
 from .mlp import MlpOps
 from .relative_attention import relative_attention_ops, relative_table_ops
 from .pipeline_layout import stage_layer_counts
@@ -331,6 +331,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MlpOps):
         if not m.lm_head:
             return ops
         t = self.logits_tokens(phase)
+        ops += head_transform_ops(self, phase, t)
         d = m.word_embedding_dim
         if d != m.hidden_dim:
             ops.append(self._matmul("project_out", "lm_head", phase, t, m.hidden_dim, d, False))

@@ -12,6 +12,8 @@
   executions e % r == 0 own the weights;
 * bottleneck adapters after the MLP (`ModelConfig.adapter_dim`, X-MOD, arXiv
   2205.06266): `num_adapters` per layer hold weights, each token runs one of them;
+* a transform before the LM head (`ModelConfig.lm_head_transform`): a hidden x hidden
+  projection, activation and norm at every logits position;
 * a first layer without the norm before attention (`ModelConfig.first_layer_attn_norm`
   False: ModernBERT's layer 0 reads the embedding norm's output directly).
 Both make layers differ from their neighbours: such models get `VariantLayerKind`s.
@@ -25,7 +27,7 @@ from typing import Dict, List, Optional
 from ..config import ModelConfig
 from .records import LayerKind, Operator, Phase
 
-__all__ = ["VariantLayerKind", "adapter_ops", "extra_table_ops", "has_variant_layers", "variant_layer_groups", "without_params"]
+__all__ = ["VariantLayerKind", "adapter_ops", "head_transform_ops", "extra_table_ops", "has_variant_layers", "variant_layer_groups", "without_params"]
 
 
 def extra_table_ops(d, phase: Phase) -> List[Operator]:
@@ -56,6 +58,16 @@ def adapter_ops(d, phase: Phase) -> List[Operator]:
         op.weight_bytes_per_gpu += extra_bytes
         op.bytes_read_per_gpu += extra_bytes
     return ops
+
+
+def head_transform_ops(d, phase: Phase, tokens: int) -> List[Operator]:
+    """The dense + norm before the LM head (replicated over TP), on the logits tokens."""
+    m = d.model
+    if m.lm_head_transform == "none":
+        return []
+    return [d.matmul_op("lm_head_transform", "lm_head", phase, tokens, m.hidden_dim, m.hidden_dim,
+                        m.lm_head_transform == "dense_bias"),
+            d.norm_op("lm_head_transform_norm", "lm_head", tokens, m.hidden_dim)]
 
 
 @dataclass(frozen=True)
