@@ -316,3 +316,17 @@ def test_published_sizes():
     assert round(albert.get_num_params_total() / 1e6) == 12
     deberta = LLMAnalysis(_import(PUBLISHED["microsoft/deberta-v3-base"]), GPU)
     assert round(deberta.get_num_params_total() / 1e6) == 86 + 98
+
+
+def test_head_transform_and_first_layer_norm_by_hand():
+    """ModernBERT-decoder (h = 32, 3 layers, bias-free norms): the head transform adds a
+    bias-free h x h projection and a norm of h weights, 2*t*h*h FLOPs at every position;
+    layer 0 holding no norm before attention removes h weights."""
+    cfg = _import(CASES["modernbert-decoder"])
+    h, t = 32, BATCH * SEQ
+    plain = LLMAnalysis(cfg.model_copy(update={"lm_head_transform": "none"}), GPU)
+    a = LLMAnalysis(cfg, GPU)
+    assert a.get_num_params_total() - plain.get_num_params_total() == h * h + h
+    assert _engine_flops(a) - _engine_flops(plain) == 2 * t * h * h
+    every_norm = LLMAnalysis(cfg.model_copy(update={"first_layer_attn_norm": True}), GPU)
+    assert every_norm.get_num_params_total() - a.get_num_params_total() == h
