@@ -12,10 +12,11 @@ from ..options import ActivationRecomputation
 from .attention import AttentionOps
 from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
-from .encoder_parts import adapter_ops, extra_table_ops, head_transform_ops, has_variant_layers, variant_layer_groups, without_params
+from .encoder_parts import (adapter_ops, extra_table_ops, has_variant_layers, head_transform_ops,
+                            variant_layer_groups, without_params)
 from .mlp import MlpOps
-from .relative_attention import relative_attention_ops, relative_table_ops
 from .pipeline_layout import stage_layer_counts
+from .relative_attention import relative_attention_ops, relative_table_ops
 from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
                       stage_layer_groups)
 
