@@ -27,7 +27,8 @@ from typing import Dict, List, Optional
 from ..config import ModelConfig
 from .records import LayerKind, Operator, Phase
 
-__all__ = ["VariantLayerKind", "adapter_ops", "head_transform_ops", "extra_table_ops", "has_variant_layers", "variant_layer_groups", "without_params"]
+__all__ = ["VariantLayerKind", "adapter_ops", "extra_table_ops", "has_variant_layers", "head_transform_ops",
+           "variant_layer_groups", "without_params"]
 
 
 def extra_table_ops(d, phase: Phase) -> List[Operator]:
