@@ -16,7 +16,8 @@
   projection, activation and norm at every logits position;
 * a first layer without the norm before attention (`ModelConfig.first_layer_attn_norm`
   False: ModernBERT's layer 0 reads the embedding norm's output directly).
-Both make layers differ from their neighbours: such models get `VariantLayerKind`s.
+Shared layers and a first layer apart make layers differ beyond MoE / attention kind: such
+models get `VariantLayerKind`s.
 """
 
 from __future__ import annotations
