@@ -8,18 +8,35 @@ describe exactly is refused by a check naming it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict
 
 from .hub_bases import BERT, BIASES, LAYERNORM, LLAMA
-from .hub_errors import UnmappableConfig
+from .hub_errors import EXACT_HINT, UnmappableConfig, UnsupportedArchitecture
 from .hub_source import Fields, Src
 from .hub_spec import Act, Family, Flag, Opt, Refuse, Req, Same, When, Window
 
 __all__ = ["ENCODER_FAMILIES_2"]
 
-_ABSOLUTE = Refuse("position_embedding_type", ("absolute", None), default="absolute",
+def _unsupported(message: str) -> UnsupportedArchitecture:
+    """The refusal of a feature these rows do not model, pointing at the exact path."""
+    return UnsupportedArchitecture(f"{message}. To count it, {EXACT_HINT}.")
+
+
+@dataclass(frozen=True)
+class _Refuse(Refuse):
+    """`Refuse`, raising UnsupportedArchitecture (a feature not modelled) with the hint."""
+
+    def __call__(self, src: Src, f: Fields, what: str) -> None:
+        try:
+            super().__call__(src, f, what)
+        except UnmappableConfig as exc:
+            raise _unsupported(str(exc)) from None
+
+
+_ABSOLUTE = _Refuse("position_embedding_type", ("absolute", None), default="absolute",
                    reason="relative position embeddings")
-_NO_CROSS = Refuse("add_cross_attention", (False,), default=False, as_bool=True,
+_NO_CROSS = _Refuse("add_cross_attention", (False,), default=False, as_bool=True,
                    reason="cross-attention to an encoder")
 
 
@@ -61,10 +78,10 @@ def _albert_layers(src: Src, f: Fields, what: str) -> None:
     groups = src.opt_int("num_hidden_groups", default=1)
     n = f.get("num_layers")
     if inner != 1:
-        raise UnmappableConfig(f"{what}: inner_group_num = {inner} (several layers per ALBERT group) "
+        raise _unsupported(f"{what}: inner_group_num = {inner} (several layers per ALBERT group) "
                                "cannot be described by ModelConfig; only inner_group_num = 1")
     if n is None or groups is None or groups < 1 or n % groups:
-        raise UnmappableConfig(f"{what}: num_hidden_groups = {groups} must divide num_hidden_layers = {n} "
+        raise _unsupported(f"{what}: num_hidden_groups = {groups} must divide num_hidden_layers = {n} "
                                "(uneven ALBERT groups cannot be described by ModelConfig)")
     f.update(num_unique_layers=groups, embedding_proj_in_dim=f.get("embedding_dim"))
 
@@ -75,7 +92,7 @@ def _esmc_shapes(src: Src, f: Fields, what: str) -> None:
     heads, kv = f.get("n_head"), f.get("num_key_value_heads") or f.get("n_head")
     width = (f.get("head_dim") or f["hidden_dim"] // heads) * heads
     if kv != heads or width != f["hidden_dim"]:
-        raise UnmappableConfig(f"{what}: ESM C with num_key_value_heads = {kv} or heads x head_dim = {width} "
+        raise _unsupported(f"{what}: ESM C with num_key_value_heads = {kv} or heads x head_dim = {width} "
                                f"!= hidden_size = {f['hidden_dim']} (its q/k LayerNorms span hidden_size) "
                                "cannot be described by ModelConfig")
 
@@ -93,7 +110,7 @@ def _roc_bert_inputs(src: Src, f: Fields, what: str) -> None:
         if bool(src.get(flag, default=True)):
             width += src.req_int(key) or 0
     if width == f["hidden_dim"]:
-        raise UnmappableConfig(f"{what}: concat_input with neither shape nor pronunciation enabled still "
+        raise _unsupported(f"{what}: concat_input with neither shape nor pronunciation enabled still "
                                "projects hidden -> hidden (map_inputs_layer), which the description omits")
     f.update(embedding_proj_in_dim=width, embedding_proj_bias=True)
 
@@ -116,14 +133,14 @@ def _deberta_embeddings(src: Src, f: Fields, what: str) -> None:
     the LayerNorm at hidden; no conv layer (DeBERTa-v2 conv_kernel_size)."""
     width = src.opt_int("embedding_size")
     if width is not None and width != f["hidden_dim"]:
-        raise UnmappableConfig(f"{what}: embedding_size = {width} != hidden_size: DeBERTa normalises after the "
+        raise _unsupported(f"{what}: embedding_size = {width} != hidden_size: DeBERTa normalises after the "
                                "projection, which ModelConfig cannot describe")
     head = src.opt_int("attention_head_size")
     if head is not None and head * f["n_head"] != f["hidden_dim"]:
-        raise UnmappableConfig(f"{what}: attention_head_size = {head} x {f['n_head']} heads != hidden_size: the "
+        raise _unsupported(f"{what}: attention_head_size = {head} x {f['n_head']} heads != hidden_size: the "
                                "attention output projection reads hidden_size features (the model cannot run)")
     if (src.opt_int("conv_kernel_size", default=0) or 0) > 0:
-        raise UnmappableConfig(f"{what}: conv_kernel_size > 0 (DeBERTa-v2's convolution beside the first layer) "
+        raise _unsupported(f"{what}: conv_kernel_size > 0 (DeBERTa-v2's convolution beside the first layer) "
                                "cannot be described by ModelConfig")
     if not bool(src.get("position_biased_input", default=True)):
         f.update(position_embedding_type="none", num_position_embeddings=None)
@@ -135,7 +152,7 @@ def _pos_att_types(src: Src, what: str) -> list:
         kinds = [k.strip() for k in kinds.lower().split("|") if k.strip()]
     odd = sorted(set(map(str, kinds)) - {"c2p", "p2c"})
     if odd:
-        raise UnmappableConfig(f"{what}: pos_att_type {odd} cannot be described by ModelConfig (c2p, p2c can)")
+        raise _unsupported(f"{what}: pos_att_type {odd} cannot be described by ModelConfig (c2p, p2c can)")
     return list(kinds)
 
 
@@ -182,8 +199,8 @@ _XLM = {
     "num_position_embeddings": Same("max_seq_len"), "type_vocab_size": 0,
     "encoder_only": True, "pooler": False, "lm_head": False, "final_norm": False,
 }
-_XLM_CHECKS = (Refuse("is_encoder", (True,), default=True, as_bool=True, reason="an XLM decoder"),
-               Refuse("causal", (False,), default=False, as_bool=True,
+_XLM_CHECKS = (_Refuse("is_encoder", (True,), default=True, as_bool=True, reason="an XLM decoder"),
+               _Refuse("causal", (False,), default=False, as_bool=True,
                       reason="causal attention: an XLM language model generating with a cache"))
 # Llama-shaped bidirectional encoders: the bare model ends with its final norm
 _LLAMA_ENCODER = {**LLAMA, "mlp_bias": Flag("mlp_bias", default=False), "encoder_only": True,
@@ -213,12 +230,12 @@ _DEBERTA = {**BERT, "type_vocab_size": Opt("type_vocab_size", default=0), "poole
 ENCODER_FAMILIES_2: Dict[str, Family] = {
     "deberta-v2": Family(_DEBERTA, steps=(_deberta_v2_relative,)),
     "deberta": Family({**_DEBERTA, "k_proj_bias": False},
-                      checks=(Refuse("talking_head", (False,), default=False, as_bool=True,
+                      checks=(_Refuse("talking_head", (False,), default=False, as_bool=True,
                                      reason="talking-head attention"),),
                       steps=(_deberta_v1_relative,)),
     "roc_bert": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS), steps=(_roc_bert_inputs,)),
     # XmodModel (post-LN; pre_norm adds norms elsewhere): BERT with language adapters
-    "xmod": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS, Refuse(
+    "xmod": Family(BERT, checks=(_ABSOLUTE, _NO_CROSS, _Refuse(
         "pre_norm", (False,), default=False, as_bool=True, reason="pre-norm X-MOD layers")),
         steps=(_xmod_adapters,)),
     "modernbert": Family(_MODERNBERT),

@@ -13,8 +13,7 @@ import pytest
 
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import ModelConfig, ParallelismConfig, get_gpu_config_by_name
-from llm_analysis.errors import ConfigError
-from llm_analysis.hub_errors import HubImportError
+from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
 from llm_analysis.hub_mapping import map_hf_config
 
 GPU = get_gpu_config_by_name("a100-sxm-80gb")
@@ -217,8 +216,9 @@ def test_extra_tables_by_hand():
     (dict(CASES["roformer"], is_decoder=True, add_cross_attention=True), "add_cross_attention"),
 ])
 def test_refused_by_name(raw, words):
-    with pytest.raises(HubImportError, match=words):
+    with pytest.raises(UnsupportedArchitectureError, match=words) as refusal:
         _import(raw)
+    assert "llm-analysis[exact]" in str(refusal.value)
 
 
 @pytest.mark.parametrize("fields, words", [
