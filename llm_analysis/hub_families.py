@@ -21,6 +21,7 @@ from .hub_bases import (BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA,
                         QWEN_MOE_EXPERTS)
 from .hub_families_dense2 import DENSE2_FAMILIES, REFUSED_FAMILIES
 from .hub_families_encoders import ENCODER_FAMILIES
+from .hub_families_encoders2 import ENCODER_FAMILIES_2
 from .hub_families_hybrid import HYBRID_FAMILIES
 from .hub_families_more import MORE_FAMILIES
 from .hub_families_moe import MOE_FAMILIES
@@ -151,6 +152,7 @@ FAMILIES["deepseek_v3"] = Family(DEEPSEEK_MLA, steps=FAMILIES["deepseek_v2"].ste
 FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
 FAMILIES.update(MORE_FAMILIES)
 FAMILIES.update(ENCODER_FAMILIES)
+FAMILIES.update(ENCODER_FAMILIES_2)
 FAMILIES.update(MOE_FAMILIES)
 FAMILIES.update(SEQ2SEQ_FAMILIES)
 FAMILIES.update(DENSE2_FAMILIES)

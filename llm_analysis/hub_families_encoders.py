@@ -30,11 +30,8 @@ _ROTARY_BERT = {**BERT, "position_embedding_type": "rotary", "num_position_embed
 
 def _rembert_mapping(src: Src, f: Fields, what: str) -> None:
     """RemBertEncoder always holds `embedding_hidden_mapping_in`, even when the input
-    embeddings are as wide as hidden; the description projects only when they differ."""
-    width, hidden = src.opt_int("input_embedding_size"), src.opt_int("hidden_size")
-    if width is not None and width == hidden:
-        raise UnmappableConfig(f"{what}: input_embedding_size = hidden_size = {hidden}: RemBERT "
-                               "still projects embedding -> hidden, which the description omits")
+    embeddings are as wide as hidden."""
+    f["embedding_proj_in_dim"] = f.get("embedding_dim")
 
 
 def _yoso_attention(src: Src, f: Fields, what: str) -> None:
@@ -55,7 +52,7 @@ ENCODER_FAMILIES: Dict[str, Family] = {
     # LM head's only
     "rembert": Family({**BERT, "embedding_dim": Req("input_embedding_size"),
                        "factorized_embeddings": True, "embedding_proj_bias": True},
-                      checks=_BERT_CHECKS + (_rembert_mapping,)),
+                      checks=_BERT_CHECKS, steps=(_rembert_mapping,)),
     # TAPAS (TapasEmbeddings): one token-type table per entry of type_vocab_sizes, all
     # hidden wide and summed: their rows add up
     "tapas": Family({**BERT, "type_vocab_size": Total("type_vocab_sizes")}, checks=_BERT_CHECKS),

@@ -97,7 +97,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
             raise
         raise type(exc)(f"{str(exc).rstrip('.')}. {hint}") from None
     top_tie = d.get("tie_word_embeddings")
-    if top_tie is not None and raw is not d:
+    if top_tie is not None and raw is not d and fields.get("lm_head", True):  # no head: no tie to decide
         text_tie = raw.get("tie_word_embeddings")
         if text_tie is not None and bool(text_tie) != bool(top_tie):
             # the wrapper's flag governs its own LM class, the text model's the text-only

@@ -5,12 +5,13 @@ model's name in the analysis."""
 
 from __future__ import annotations
 
-from typing import List, Literal, Optional
+from typing import List, Literal, Optional, Tuple
 
 from pydantic import model_validator
 
 from .context_limit import RopeScaling
 from .schema_base import StrictModel
+from .schema_encoders import RelativeAttention, check_encoder_fields
 
 __all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
@@ -50,13 +51,14 @@ class ModelConfig(StrictModel):
     head_dim: Optional[int] = None  # default hidden_dim // n_head (Gemma, Qwen3 set it)
     qkv_bias: bool = False  # bias on the q/k/v projections (GPT-2, Qwen2, BLOOM, ...)
     attn_out_bias: bool = False  # bias on the attention output projection
-    k_proj_bias: Optional[bool] = None  # the key projection's bias if not qkv_bias (Whisper: none)
+    k_proj_bias: Optional[bool] = None  # the key projection's bias if not qkv_bias (Whisper, DeBERTa: none)
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3, Gemma 3): 2*head_dim params
     # q/k norm weights for every head ([heads x head_dim]: OLMo-2's norm over all heads,
     # Cohere's and StableLM's per-head norms) instead of one [head_dim] shared by all heads
     qk_norm_per_head: bool = False
     qk_norm_bias: bool = False  # the q/k norms are LayerNorms with a bias (Persimmon, Phi)
     attn_sinks: bool = False  # one learned sink logit per head (gpt-oss)
+    relative_attention: Optional[RelativeAttention] = None  # DeBERTa-v2 disentangled attention
     # Sliding-window attention: the window, and which layers use it. When
     # `sliding_window` is set and `layer_types` is None, every layer slides
     # (Mistral 7B v0.1); `layer_types` lists each layer explicitly otherwise.
@@ -74,6 +76,10 @@ class ModelConfig(StrictModel):
     activation: str = "gelu"  # gelu | gelu_tanh | relu | silu | ... (elementwise)
     mlp_bias: bool = False  # bias on the MLP (and dense-expert) linear layers
     mlp_down_bias: Optional[bool] = None  # the down projection's bias if not mlp_bias (GTE: down only)
+    # bottleneck adapters after the MLP (X-MOD, arXiv 2205.06266): num_adapters of them per
+    # layer (one per language), hidden -> adapter_dim -> hidden with biases; a token runs one
+    adapter_dim: Optional[int] = None
+    num_adapters: int = 1
 
     # --- mixture of experts ------------------------------------------------
     moe_ffn_embed_dim: Optional[int] = None  # per routed expert; default ffn_embed_dim
@@ -147,6 +153,7 @@ class ModelConfig(StrictModel):
     norm_affine: bool = True  # False: the block norms hold no weights at all (OLMo's LayerNorm)
     num_norms_per_layer: Optional[int] = None  # default 2 (1 when parallel_attn_mlp)
     final_norm: bool = True  # a norm after the last layer
+    final_norm_bias: Optional[bool] = None  # the final norm's bias if not norm_bias (ESM C: none)
     embedding_norm: bool = False  # a norm right after the embeddings (BLOOM, BERT)
     # sinusoidal (XGLM, Whisper-style fixed tables) and alibi hold no parameters
     position_embedding_type: Literal["learned", "rotary", "alibi", "sinusoidal", "none"] = "learned"
@@ -158,13 +165,28 @@ class ModelConfig(StrictModel):
     # position and token-type embeddings and the embedding norm are embedding_dim wide,
     # projected to hidden after the norm (ELECTRA, ALBERT), not hidden wide (OPT-350m)
     factorized_embeddings: bool = False
+    # more lookup tables, (rows, width) each, whose weights are parameters: LayoutLM's 2-D
+    # box positions, MPNet's relative-position buckets [buckets x heads], RoFormer's stored
+    # sinusoid table [positions x head_dim], XLM's language table (schema_encoders.py)
+    extra_embedding_tables: List[Tuple[int, int]] = []
+    # input width of an embedding -> hidden projection that exists whatever the widths: the
+    # word embedding's (ALBERT, RemBERT), or its concatenation with other lookups (RoC-BERT's
+    # map_inputs_layer); None: a projection only when embedding_dim differs from hidden
+    embedding_proj_in_dim: Optional[int] = None
     tie_word_embeddings: bool = True  # the mirrored system always assumed tied
     lm_head: bool = True  # False for encoder-only bases (no output projection)
     lm_head_bias: bool = False  # GPT-J's lm_head has a bias
+    # a transform before the LM head: Linear(hidden, hidden) (with a bias: "dense_bias"),
+    # activation, norm (BERT's MLM head, ModernBERT-decoder's lm_head)
+    lm_head_transform: Literal["none", "dense", "dense_bias"] = "none"
     pooler: bool = False  # BERT pooler: Linear(hidden, hidden) with bias
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
     hidden_dropout: bool = True  # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False)
     encoder_only: bool = False  # bidirectional attention, no generation / KV cache
+    # layers holding their own weights when the stack reuses them (ALBERT): num_layers layer
+    # executions run over this many distinct layers; None: every layer has its own
+    num_unique_layers: Optional[int] = None
+    first_layer_attn_norm: bool = True  # False: layer 0 has no norm before attention (ModernBERT)
     # --- cross-attention (the decoder of an encoder-decoder model: BART, Whisper, ...) ----
     # every layer also attends to the encoder's output: its own norm, q from the decoder
     # tokens, k/v projected from the encoder output once per request (the cross KV cache),
@@ -214,6 +236,7 @@ class ModelConfig(StrictModel):
         self._check_layout()
         self._check_dense_variants()
         self._check_mixers()
+        check_encoder_fields(self)
         return self
 
     def _check_signs(self) -> None:

@@ -13,9 +13,12 @@ from .attention import AttentionOps
 from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .dense_variants import DenseVariantOps
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
+from .encoder_parts import (adapter_ops, extra_table_ops, has_variant_layers, head_transform_ops,
+                            variant_layer_groups, without_params)
 from .mixers import MixerOps, check_mixer_layout
 from .mlp import MlpOps
 from .pipeline_layout import stage_layer_counts
+from .relative_attention import relative_attention_ops, relative_table_ops
 from .variants import check_variant_layout
 from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
                       stage_layer_groups)
@@ -69,6 +72,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         # layer layout never changes for a describer: compute it once (speed)
         self.layer_groups = layer_groups(model)
         self.stage_groups = stage_layer_groups(model, par.pp_size, stage_layer_counts(model, par))
+        if has_variant_layers(model):  # shared layers (ALBERT), a first layer apart: encoder_parts.py
+            self.layer_groups = variant_layer_groups(model)[0]
+            self.stage_groups = variant_layer_groups(model, stage_layer_counts(model, par))
         self._cache: Dict[object, object] = {}
         # per-phase results (operator lists, and what views derive from them): keyed by
         # everything they depend on besides this describer's fixed configuration, bounded
@@ -240,9 +246,10 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         # the first norm feeds attention (recomputed with it from ATTN on), the second
         # the MLP (recomputed from NORM_ATTN_NORM on); sandwich norms only under FULL
         classes = (ActivationRecomputation.ATTN, ActivationRecomputation.NORM_ATTN_NORM)
+        first = 1 if getattr(kind, "first", False) else 0  # no norm before attention (ModernBERT's layer 0)
         return [self._norm(f"norm_{i + 1}", "norm", phase.tokens, m.hidden_dim,
                            recompute_class=classes[i] if i < len(classes) else ActivationRecomputation.FULL)
-                for i in range(m.num_norms_per_layer)]
+                for i in range(first, m.num_norms_per_layer)]
 
     def tp_comm_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """Megatron TP: an all-reduce after attention and after the MLP (one when
@@ -269,10 +276,12 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         """Every operator of one layer of this kind, in execution order (on one
         context-parallel rank's tokens when cp_size > 1: operators/context_parallel.py)."""
         has_mixer, has_mlp = self.layer_blocks(kind)
-        mixer = self.sequence_mixer_ops(phase, kind) if has_mixer else []
+        mixer = (self.sequence_mixer_ops(phase, kind) + relative_attention_ops(self, phase)) if has_mixer else []
         mlp = self.mlp_ops(phase, kind) if has_mlp else []
         ops = (self.norm_ops(phase, kind) + mixer + self.cross_attention_ops(phase, kind) + mlp
-               + self.layer_extra_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+               + adapter_ops(self, phase) + self.layer_extra_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+        if not getattr(kind, "owns_params", True):  # a shared layer run again
+            ops = without_params(ops)
         if self.cp_sharded(phase):
             return context_parallel_layer(self, phase, kind, ops)
         return ops
@@ -311,9 +320,12 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
                                 params=n * e, params_per_gpu=n * e, weight_bytes_per_gpu=n * e * self.e_bytes,
                                 bytes_read_per_gpu=t * e * self.e_bytes,
                                 bytes_written_per_gpu=t * e * self.a_bytes))
-        if d != m.hidden_dim:
-            ops.append(self._matmul("project_in", "embedding", phase, t, d, m.hidden_dim,
+        # set: the projection exists even at equal widths (ALBERT); RoC-BERT's reads word + shape + pronunciation
+        d_in = m.embedding_proj_in_dim or d
+        if d_in != m.hidden_dim or m.embedding_proj_in_dim is not None:
+            ops.append(self._matmul("project_in", "embedding", phase, t, d_in, m.hidden_dim,
                                     m.embedding_proj_bias))
+        ops += extra_table_ops(self, phase) + relative_table_ops(self, phase)
         if m.embedding_norm:
             ops.append(self._norm("embedding_norm", "embedding", t, e))
         ops += self.embedding_extra_ops(phase)
@@ -333,12 +345,13 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         m = self.model
         ops: List[Operator] = self.head_extra_ops(phase)
         if m.final_norm:
-            ops.append(self._norm("final_norm", "norm", phase.tokens, m.hidden_dim))
+            ops.append(self._norm("final_norm", "norm", phase.tokens, m.hidden_dim, bias=m.final_norm_bias))
         if m.pooler:
             ops.append(self._matmul("pooler", "lm_head", phase, phase.batch, m.hidden_dim, m.hidden_dim, True))
         if not m.lm_head:
             return ops
         t = self.logits_tokens(phase)
+        ops += head_transform_ops(self, phase, t)
         d = m.word_embedding_dim
         if d != m.hidden_dim:
             ops.append(self._matmul("project_out", "lm_head", phase, t, m.hidden_dim, d, False))
