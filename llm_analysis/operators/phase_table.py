@@ -29,6 +29,7 @@ from typing import List, Optional, Tuple
 
 from .describer import LayerDescriber
 from .records import Operator, Phase
+from .table_code import list_function
 
 # figures of an operator the hot path reads, in this order
 FIELDS = ("flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "activation_bytes_per_gpu")
@@ -65,7 +66,7 @@ class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
-    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo")
+    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo", "_field_fns")
 
     def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
                  coefs: List[List[Tuple[float, ...]]]):
@@ -76,9 +77,17 @@ class PhaseTable:
         self.ops = ops
         self.coefs = coefs  # coefs[field][op] = (a0, a1, a2, b0, b1, b2)
         self.memo = {}  # what users derive from the roles once (e.g. group keys)
+        self._field_fns = [None] * len(FIELDS)
 
     def evaluate(self, batch: int, x: int, field: int) -> List[float]:
         """Figure FIELDS[field] of every operator at (batch, x)."""
+        fn = self._field_fns[field]
+        if fn is None:  # compiled at first use (table_code.py): the same floats as `evaluate_loop`
+            fn = self._field_fns[field] = list_function(f"table_{FIELDS[field]}", self.coefs[field])
+        return fn(batch, x)
+
+    def evaluate_loop(self, batch: int, x: int, field: int) -> List[float]:
+        """`evaluate` by a loop over the coefficients (the reference the compiled form is tested against)."""
         return [(a0 + x * (a1 + x * a2)) + batch * (b0 + x * (b1 + x * b2))
                 for a0, a1, a2, b0, b1, b2 in self.coefs[field]]
 
