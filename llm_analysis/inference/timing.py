@@ -12,11 +12,10 @@ from typing import Dict, List, Tuple
 
 from ..cost.affine import sum_affine, sum_max_affine
 from ..operators import Phase
-from ..operators.phase_table import FIELDS, PhaseTable
+from ..operators.phase_table import PhaseTable
 from ..options import DSZeRO
-from ..timing import GroupTimes, roofline_table, table_splits, table_time_s
-
-FLOPS = FIELDS.index("flops")
+from ..phase_programs import phase_program
+from ..timing import GroupTimes, roofline_table
 
 
 def copy_groups(groups: Dict[str, Dict]) -> Dict[str, Dict]:
@@ -33,10 +32,9 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
 
 def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
     table = roofline_table(analysis.cost_model, d, "prefill")
-    if table is not None:
-        splits = table_splits(analysis.cost_model, table, batch, seq_len)
-        acc = GroupTimes().add_splits(splits)
-        flops = sum(n * f for n, f in zip(table.repeats, table.evaluate(batch, seq_len, FLOPS)))
+    if table is not None:  # the table's generated program (phase_programs.py)
+        acc = GroupTimes()
+        acc.groups, flops = phase_program(analysis.cost_model, table, "prefill")(batch, seq_len)
     else:
         ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
         acc = GroupTimes().add_ops(analysis.cost_model, ops)
@@ -97,15 +95,14 @@ def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple
 def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
                        num_steps: int) -> Tuple[float, Dict, float, float]:
     """`_decode_time` from the phase table (no sliding windows: one affine stretch)."""
-    cm = analysis.cost_model
     handoff = analysis.pipeline_handoff_time_s(batch, 1)
-    first = table_splits(cm, table, batch, seq_len + 1)
-    first_s = table_time_s(first) + handoff
+    acc = GroupTimes()
+    acc.groups, first_s, last_s = phase_program(analysis.cost_model, table, "decode")(
+        batch, seq_len + 1, seq_len + max(num_steps, 1), max(num_steps, 1))
+    first_s += handoff
     if num_steps <= 0:
         return 0.0, {}, first_s, first_s
-    last = first if num_steps == 1 else table_splits(cm, table, batch, seq_len + num_steps)
-    last_s = table_time_s(last) + handoff
-    acc = GroupTimes().add_steps_splits(cm.roofline, first, last, num_steps)
+    last_s += handoff
     if handoff:
         acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
     return acc.total_s, acc.finish(), first_s, last_s

@@ -9,14 +9,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..operators import Operator, Phase
-from ..operators.phase_table import FIELDS
 from ..options import ActivationRecomputation
-from ..timing import roofline_table, table_splits
+from ..phase_programs import phase_program
+from ..timing import roofline_table
 from .lora import LoRAConfig, lora_adapter_ops
 
 # the linear weights of a layer that LoRA freezes (and QLoRA stores as NF4)
 LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
-FLOPS = FIELDS.index("flops")
 
 
 @dataclass
@@ -129,10 +128,8 @@ def _rows(analysis, ph: Phase, s: int, lora: Optional[LoRAConfig]):
     cost, d = analysis.cost_model, analysis.describer
     table = roofline_table(cost, d, "train", s) if lora is None else None
     if table is not None:
-        splits = table_splits(cost, table, ph.batch, ph.q_len)
-        flops = table.evaluate(ph.batch, ph.q_len, FLOPS)
-        return [(layer, n, op, n * (c + m + k), n * f)
-                for layer, op, (n, _, _, c, m, k, _, _), f in zip(table.is_layer, table.ops, splits, flops)]
+        rows = phase_program(cost, table, "train")(ph.batch, ph.q_len)  # (n x time, n x FLOPs) per operator
+        return [(layer, n, op, t, f) for layer, n, op, (t, f) in zip(table.is_layer, table.repeats, table.ops, rows)]
     # n separate operators (each collective pays its latency)
     return [(is_layer, n, op, n * cost.op_time_s(op), n * op.flops)
             for is_layer, n, ops in d.stage_parts(ph, s) for op in ops]

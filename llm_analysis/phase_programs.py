@@ -1,0 +1,172 @@
+"""Roofline timing of a phase table as one generated function per phase kind
+(speed of new shapes, issue 12).
+
+`timing.table_splits` + `GroupTimes` walk a phase table operator by operator:
+evaluate each figure, time it on the roofline, file it under its group. Here the
+same steps are written out once per (table, roofline cost model) as straight-line
+code (operators/table_code.py): coefficients, roofline rates, link constants and
+group slots are constants of the generated body, so a new shape costs only its
+arithmetic. The operations and their order are those of the loop (each group's
+sums accumulate in operator order; a kernel's time is filed whole under its bound;
+a collective is the ring time of `cost/links.py`), so the results are the same
+floats; tests/test_phase_programs.py checks them against the loop.
+
+Programs:
+- `prefill(b, x)` -> (group sums as `GroupTimes.groups`, model FLOPs): one pass.
+- `decode(b, x0, x1, n)` -> (group sums of n steps from context x0 to x1, time of
+  the first step, time of the last): the closed-form sum of `add_steps_splits`.
+- `train(b, x)` -> [(repeat x time, repeat x FLOPs) per operator] (`training/stage.py`).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from .cost.affine import sum_affine, sum_max_affine
+from .cost.links import ring_terms
+from .cost.model import RooflineCostModel
+from .operators.describer import IdentityKey
+from .operators.phase_table import FIELDS, PhaseTable
+from .operators.table_code import compile_function, figure_expr
+from .timing import table_keys
+
+FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES = (FIELDS.index(f) for f in (
+    "flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu"))
+# GroupTimes' sums, with the variable prefix each group's sum has in the generated code
+SUMS = (("latency_s", "lat"), ("compute_s", "cmp"), ("memory_s", "mem"), ("communication_s", "cmm"),
+        ("flops_per_gpu", "flo"), ("bytes_per_gpu", "byt"))
+
+
+def _collective_expr(cm: RooflineCostModel, op, comm: str, ns: Dict) -> str:
+    """`cm.collective_s` of the operator's message `comm`: a ring over one link written
+    out with its constants (`links.ring_terms`), otherwise a call."""
+    n = op.comm_group_size
+    terms = ring_terms(op.collective, n, cm.link(op.comm_group, n))
+    if terms is None:
+        name = f"coll_{len(ns)}"
+        ns[name] = lambda v, kind=op.collective, size=n, group=op.comm_group: cm.collective_s(kind, v, size, group)
+        return f"{name}({comm})"
+    factor, bytes_per_s, hop_s, floor_s = terms
+    return f"(max({factor!r} * {comm} / {bytes_per_s!r} + {hop_s!r}, {floor_s!r}) if {comm} > 0 else 0.0)"
+
+
+def _time_lines(cm: RooflineCostModel, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> List[str]:
+    """Lines setting f{tag}, b{tag} (FLOPs and bytes per GPU of operator i at (b, x)), t{tag}
+    (its roofline time) and, for a kernel, cb{tag} (True when compute-bound)."""
+    coefs = table.coefs
+    lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU][i], x=x)}",
+             f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU][i], x=x)}"]
+    if table.ops[i].kind == "collective":
+        lines += [f"k{tag} = {figure_expr(coefs[COMM_BYTES][i], x=x)}",
+                  f"t{tag} = {_collective_expr(cm, table.ops[i], f'k{tag}', ns)}"]
+    else:
+        roof = cm.roofline
+        lines += [f"c{tag} = f{tag} / {roof.flops_per_s!r}", f"m{tag} = b{tag} / {roof.hbm_bytes_per_s!r}",
+                  f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = c{tag} if cb{tag} else m{tag}"]
+    return lines
+
+
+def _slots(table: PhaseTable) -> Tuple[List[str], List[int]]:
+    """Group keys in order of first appearance, and each operator's slot."""
+    keys = table_keys(table)
+    order = list(dict.fromkeys(keys))
+    return order, [order.index(k) for k in keys]
+
+
+def _group_return(order: List[str]) -> str:
+    """The group sums as `GroupTimes.groups` builds them (keys in first-appearance order)."""
+    return "{" + ", ".join(f"{k!r}: {{" + ", ".join(f"{s!r}: {v}{g}" for s, v in SUMS) + "}"
+                           for g, k in enumerate(order)) + "}"
+
+
+def _init(order: List[str]) -> str:
+    return " = ".join(f"{v}{g}" for g in range(len(order)) for _, v in SUMS) + " = 0.0"
+
+
+def _file_lines(op, g: int, n: int, i: int) -> List[str]:
+    """`GroupTimes.add` of operator i's time (filed whole under what bounds it), FLOPs and bytes."""
+    bound = ([f"cmm{g} += {n} * t{i}"] if op.kind == "collective" else
+             [f"if cb{i}:", f"    cmp{g} += {n} * t{i}", "else:", f"    mem{g} += {n} * t{i}"])
+    return [f"lat{g} += {n} * t{i}"] + bound + [f"flo{g} += {n} * f{i}", f"byt{g} += {n} * b{i}"]
+
+
+def _prefill_program(cm: RooflineCostModel, table: PhaseTable):
+    ns: Dict = {}
+    order, slot = _slots(table)
+    body = [_init(order), "flops = 0"]
+    for i, (n, op) in enumerate(zip(table.repeats, table.ops)):
+        body += _time_lines(cm, table, i, "x", str(i), ns) + _file_lines(op, slot[i], n, i)
+        body.append(f"flops += {n} * {figure_expr(table.coefs[FLOPS][i])}")
+    body.append(f"return {_group_return(order)}, flops")
+    return compile_function("prefill_program", "b, x", body, ns)
+
+
+def _x_free(table: PhaseTable, i: int) -> bool:
+    """Operator i's FLOPs, bytes and message do not depend on x (in decode: on the context)."""
+    return all(c[1] == c[2] == c[4] == c[5] == 0 for f in (FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES)
+               for c in (table.coefs[f][i],))
+
+
+def _steps_lines(op, g: int, n: int, i: int) -> List[str]:
+    """`GroupTimes.add_steps_splits` of operator i from step a to step z over `n` steps."""
+    lines = [f"f1 = (f{i}z - f{i}a) / span", f"b1 = (b{i}z - b{i}a) / span"]
+    if op.kind == "collective":
+        lines += [f"k = n * t{i}a", f"lat{g} += {n} * k", f"cmm{g} += {n} * k"]
+    else:
+        lines += [f"c, m = sum_max_affine(f{i}a / F, f1 / F, b{i}a / B, b1 / B, n)",
+                  f"lat{g} += {n} * c + {n} * m", f"cmp{g} += {n} * c", f"mem{g} += {n} * m"]
+    return lines + [f"flo{g} += {n} * sum_affine(f{i}a, f1, 0, n)", f"byt{g} += {n} * sum_affine(b{i}a, b1, 0, n)"]
+
+
+def _constant_steps_lines(op, g: int, n: int, i: int) -> List[str]:
+    """`_steps_lines` where every step equals step a (f1 = b1 = 0.0 exactly): the sums of
+    `sum_max_affine` / `sum_affine` reduce to n times step a, under step a's bound."""
+    if op.kind == "collective":
+        bound = [f"k = n * t{i}a", f"lat{g} += {n} * k", f"cmm{g} += {n} * k"]
+    else:
+        bound = [f"if cb{i}a:", f"    c = c{i}a * n", f"    lat{g} += {n} * c", f"    cmp{g} += {n} * c", "else:",
+                 f"    m = m{i}a * n", f"    lat{g} += {n} * m", f"    mem{g} += {n} * m"]
+    return bound + [f"flo{g} += {n} * (f{i}a * n)", f"byt{g} += {n} * (b{i}a * n)"]
+
+
+def _decode_program(cm: RooflineCostModel, table: PhaseTable):
+    roof = cm.roofline
+    ns: Dict = {"sum_affine": sum_affine, "sum_max_affine": sum_max_affine, "F": roof.flops_per_s,
+                "B": roof.hbm_bytes_per_s}
+    order, slot = _slots(table)
+    body = [_init(order), "first_s = last_s = 0", "span = max(n - 1, 1)"]
+    for i, (n, op) in enumerate(zip(table.repeats, table.ops)):
+        body += _time_lines(cm, table, i, "x0", f"{i}a", ns)
+        if _x_free(table, i):  # the same at every context: no second evaluation, no closed-form sum
+            body += [f"first_s += {n} * t{i}a", f"last_s += {n} * t{i}a"] + _constant_steps_lines(op, slot[i], n, i)
+            continue
+        body += _time_lines(cm, table, i, "x1", f"{i}z", ns)
+        body += [f"first_s += {n} * t{i}a", f"last_s += {n} * t{i}z"] + _steps_lines(op, slot[i], n, i)
+    body.append(f"return {_group_return(order)}, first_s, last_s")
+    return compile_function("decode_program", "b, x0, x1, n", body, ns)
+
+
+def _train_program(cm: RooflineCostModel, table: PhaseTable):
+    ns: Dict = {}
+    body, rows = [], []
+    for i, n in enumerate(table.repeats):
+        body += _time_lines(cm, table, i, "x", str(i), ns)
+        rows.append(f"({n} * t{i}, {n} * {figure_expr(table.coefs[FLOPS][i])})")
+    body.append(f"return [{', '.join(rows)}]")
+    return compile_function("train_program", "b, x", body, ns)
+
+
+_BUILDERS = {"prefill": _prefill_program, "decode": _decode_program, "train": _train_program}
+
+
+def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str):
+    """The generated `kind` program of `table` under roofline cost model `cm`, built once
+    per (table, the rates and links it reads) and kept on the cost model."""
+    roof = cm.roofline
+    key = (IdentityKey(table), kind, roof.flops_per_s, roof.hbm_bytes_per_s, id(cm.gpu), id(cm.parallelism),
+           cm.intra_node_memory_efficiency, cm.inter_node_memory_efficiency, cm.num_gpus_per_node)
+    programs = cm.__dict__.setdefault("_phase_programs", {})
+    program = programs.get(key)
+    if program is None:
+        program = programs[key] = _BUILDERS[kind](cm, table)
+    return program
