@@ -20,7 +20,9 @@ from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
 from .cost.gemm import LAUNCH_MODES
 from .errors import ConfigError
+from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
+from .training import run_training
 
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
                         "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
@@ -66,8 +68,6 @@ def _label(a) -> str:
 
 
 def inference(a, args: Dict[str, Any]) -> dict:
-    from .inference import run_inference
-    from .inference.run import inference_times
     if a.profile is None:
         return run_inference(a, **args)
     output_dir = args.pop("output_dir")
@@ -92,7 +92,6 @@ def inference(a, args: Dict[str, Any]) -> dict:
 def training(a, args: Dict[str, Any]) -> dict:
     """Training under the eager kernel floor; the lower bound from the same call on the roofline
     (batch and accumulation steps depend on memory only, so both runs choose the same)."""
-    from .training import run_training
     if a.profile is None:
         return run_training(a, **args)
     output_dir = args.pop("output_dir")

@@ -29,7 +29,7 @@ def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int) -> float
     count: buffers are reused across layers), from the phase table when there is one."""
     table = phase_table(d, name)
     if table is not None:
-        return max(table.evaluate(batch, x, ACTIVATION_BYTES), default=0.0)
+        return table.largest(batch, x, ACTIVATION_BYTES)
     ops = [o for _, _, ops in d.model_ops(Phase(name, batch, q_len, x)) for o in ops]
     return max((o.activation_bytes_per_gpu for o in ops), default=0.0)
 

@@ -29,7 +29,7 @@ from typing import List, Optional, Tuple
 
 from .describer import LayerDescriber
 from .records import Operator, Phase
-from .table_code import list_function
+from .table_code import largest_function, list_function, total_function
 
 # figures of an operator the hot path reads, in this order
 FIELDS = ("flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "activation_bytes_per_gpu")
@@ -66,7 +66,7 @@ class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
-    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo", "_field_fns")
+    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo", "_field_fns", "_total_fns", "_max_fns")
 
     def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
                  coefs: List[List[Tuple[float, ...]]]):
@@ -78,12 +78,29 @@ class PhaseTable:
         self.coefs = coefs  # coefs[field][op] = (a0, a1, a2, b0, b1, b2)
         self.memo = {}  # what users derive from the roles once (e.g. group keys)
         self._field_fns = [None] * len(FIELDS)
+        self._total_fns = [None] * len(FIELDS)
+        self._max_fns = [None] * len(FIELDS)
 
     def evaluate(self, batch: int, x: int, field: int) -> List[float]:
         """Figure FIELDS[field] of every operator at (batch, x)."""
         fn = self._field_fns[field]
         if fn is None:  # compiled at first use (table_code.py): the same floats as `evaluate_loop`
             fn = self._field_fns[field] = list_function(f"table_{FIELDS[field]}", self.coefs[field])
+        return fn(batch, x)
+
+    def total(self, batch: int, x: int, field: int) -> float:
+        """Figure FIELDS[field] summed over the phase (each operator times its repeat count)."""
+        fn = self._total_fns[field]
+        if fn is None:  # the same floats as sum(n * f for n, f in zip(repeats, evaluate(...)))
+            fn = self._total_fns[field] = total_function(f"table_total_{FIELDS[field]}", self.repeats,
+                                                         self.coefs[field])
+        return fn(batch, x)
+
+    def largest(self, batch: int, x: int, field: int) -> float:
+        """The largest figure FIELDS[field] of one operator (0.0 for none)."""
+        fn = self._max_fns[field]
+        if fn is None:  # the same float as max(evaluate(...), default=0.0)
+            fn = self._max_fns[field] = largest_function(f"table_max_{FIELDS[field]}", self.coefs[field])
         return fn(batch, x)
 
     def evaluate_loop(self, batch: int, x: int, field: int) -> List[float]:
@@ -128,7 +145,9 @@ def _fit(d: LayerDescriber, name: str, stage: Optional[int]) -> Optional[PhaseTa
 def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None) -> Optional[PhaseTable]:
     """The describer's table for phase kind `name` ("prefill", "decode", "train"), or
     None where the figures are not polynomials of the shape (see the module docstring)."""
+    return d.memoized(("phase_table", name, stage), lambda: _fit(d, name, stage) if _has_table(d) else None)
+
+
+def _has_table(d: LayerDescriber) -> bool:
     m = d.model
-    if type(d) is not LayerDescriber or m.is_moe or m.sliding_window or d.par.cp_size > 1:
-        return None
-    return d.memoized(("phase_table", name, stage), lambda: _fit(d, name, stage))
+    return type(d) is LayerDescriber and not (m.is_moe or m.sliding_window or d.par.cp_size > 1)

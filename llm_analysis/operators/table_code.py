@@ -58,3 +58,17 @@ def list_function(name: str, rows: Sequence[Sequence[float]]):
     """f(b, x) -> [figure of each row at (b, x)], rows of six coefficients."""
     items = ", ".join(figure_expr(r) for r in rows)
     return compile_function(name, "b, x", [f"return [{items}]"])
+
+
+def total_function(name: str, repeats: Sequence[int], rows: Sequence[Sequence[float]]):
+    """f(b, x) -> sum of repeat x figure over the rows, added in row order from 0 as sum() does."""
+    terms = "".join(f" + {n} * {figure_expr(r)}" for n, r in zip(repeats, rows))
+    return compile_function(name, "b, x", [f"return 0{terms}"])
+
+
+def largest_function(name: str, rows: Sequence[Sequence[float]]):
+    """f(b, x) -> max of the rows' figures (0.0 for none), as max(list, default=0.0) gives it;
+    repeated constant zeros are kept once (they cannot change a maximum)."""
+    exprs = [figure_expr(r) for r in rows]
+    kept = [e for i, e in enumerate(exprs) if e != "0.0" or "0.0" not in exprs[:i]]
+    return compile_function(name, "b, x", [f"return max(({', '.join(kept)},), default=0.0)"])

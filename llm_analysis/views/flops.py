@@ -18,7 +18,7 @@ def model_flops(a, batch_size: int, seq_len: int, groups: Optional[Tuple[str, ..
     d = a.describer
     table = phase_table(d, ph.name) if groups is None else None
     if table is not None:  # no operators built (operators/phase_table.py)
-        return sum(n * f for n, f in zip(table.repeats, table.evaluate(ph.batch, ph.kv_len, FLOPS)))
+        return table.total(ph.batch, ph.kv_len, FLOPS)
     return d.phase_memo(("model_flops", ph, groups), lambda: sum(
         n * o.flops for n, o in d.weighted_ops(ph) if groups is None or o.group in groups))
 
