@@ -15,7 +15,9 @@ Programs:
 - `prefill(b, x)` -> (group sums as `GroupTimes.groups`, model FLOPs): one pass.
 - `decode(b, x0, x1, n)` -> (group sums of n steps from context x0 to x1, time of
   the first step, time of the last): the closed-form sum of `add_steps_splits`.
-- `train(b, x)` -> [(repeat x time, repeat x FLOPs) per operator] (`training/stage.py`).
+- `train(b, x)` -> [(repeat x time, repeat x FLOPs) per operator].
+- `train_stage(b, x)` (per recomputation mode) -> the time and FLOPs sums of a training
+  micro-batch on one pipeline stage (`training/stage.py`).
 """
 
 from __future__ import annotations
@@ -156,17 +158,46 @@ def _train_program(cm: RooflineCostModel, table: PhaseTable):
     return compile_function("train_program", "b, x", body, ns)
 
 
-_BUILDERS = {"prefill": _prefill_program, "decode": _decode_program, "train": _train_program}
+# the per-micro-batch sums of training/stage.py's `Stage`, in the order train_stage returns them
+STAGE_SUMS = ("fwd_compute", "bwd_compute", "rc_compute", "rc_comm", "tp_fwd", "ep_fwd", "cp_fwd", "flops_fwd",
+              "flops_bwd", "flops_rc")
+_COMM_SUM = {"tp": "tp_fwd", "ep": "ep_fwd", "cp": "cp_fwd"}
 
 
-def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str):
-    """The generated `kind` program of `table` under roofline cost model `cm`, built once
-    per (table, the rates and links it reads) and kept on the cost model."""
+def _train_stage_program(cm: RooflineCostModel, table: PhaseTable, rc):
+    """train_stage(b, x) -> STAGE_SUMS of a micro-batch under recomputation `rc`, accumulated
+    operator by operator as `training.stage.build_stage` does without LoRA (backward 2x)."""
+    ns: Dict = {}
+    body = [" = ".join(STAGE_SUMS) + " = 0.0"]
+    for i, (n, op, layer) in enumerate(zip(table.repeats, table.ops, table.is_layer)):
+        recomputed = layer and op.recomputed_under(rc)  # embedding and head are never recomputed
+        body += _time_lines(cm, table, i, "x", str(i), ns) + [f"t = {n} * t{i}"]
+        if op.kind == "collective":
+            if op.comm_group in _COMM_SUM:
+                body.append(f"{_COMM_SUM[op.comm_group]} += t")
+            body += ["rc_comm += t"] if recomputed else []
+            continue
+        body += [f"f = {n} * {figure_expr(table.coefs[FLOPS][i])}", "fwd_compute += t",
+                 "bwd_compute += 2.0 * t", "flops_fwd += f", "flops_bwd += 2.0 * f"]
+        body += ["rc_compute += t", "flops_rc += f"] if recomputed else []
+    body.append(f"return {', '.join(STAGE_SUMS)}")
+    return compile_function("train_stage_program", "b, x", body, ns)
+
+
+_BUILDERS = {"prefill": _prefill_program, "decode": _decode_program, "train": _train_program,
+             "train_stage": _train_stage_program}
+
+
+def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str, *option):
+    """The generated `kind` program of `table` under roofline cost model `cm` (and the
+    option of its kind: train_stage's recomputation), built once per (table, option, the
+    rates and links it reads) and kept on the cost model."""
     roof = cm.roofline
-    key = (IdentityKey(table), kind, roof.flops_per_s, roof.hbm_bytes_per_s, id(cm.gpu), id(cm.parallelism),
-           cm.intra_node_memory_efficiency, cm.inter_node_memory_efficiency, cm.num_gpus_per_node)
+    key = (IdentityKey(table), kind, option, roof.flops_per_s, roof.hbm_bytes_per_s, id(cm.gpu),
+           id(cm.parallelism), cm.intra_node_memory_efficiency, cm.inter_node_memory_efficiency,
+           cm.num_gpus_per_node)
     programs = cm.__dict__.setdefault("_phase_programs", {})
     program = programs.get(key)
     if program is None:
-        program = programs[key] = _BUILDERS[kind](cm, table)
+        program = programs[key] = _BUILDERS[kind](cm, table, *option)
     return program
