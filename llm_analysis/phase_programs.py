@@ -12,9 +12,10 @@ a collective is the ring time of `cost/links.py`), so the results are the same
 floats; tests/test_phase_programs.py checks them against the loop.
 
 Programs:
-- `prefill(b, x)` -> (group sums as `GroupTimes.groups`, model FLOPs): one pass.
-- `decode(b, x0, x1, n)` -> (group sums of n steps from context x0 to x1, time of
-  the first step, time of the last): the closed-form sum of `add_steps_splits`.
+- `prefill(b, x)` -> (groups as `GroupTimes.finish()` gives them, model FLOPs, total
+  seconds): one pass.
+- `decode(b, x0, x1, n)` -> (groups of n steps from context x0 to x1, time of the first
+  step, time of the last, total seconds): the closed-form sum of `add_steps_splits`.
 - `train(b, x)` -> [(repeat x time, repeat x FLOPs) per operator].
 - `train_stage(b, x)` (per recomputation mode) -> the time and FLOPs sums of a training
   micro-batch on one pipeline stage (`training/stage.py`).
@@ -27,7 +28,6 @@ from typing import Dict, List, Tuple
 from .cost.affine import sum_affine, sum_max_affine
 from .cost.links import ring_terms
 from .cost.model import RooflineCostModel
-from .operators.describer import IdentityKey
 from .operators.phase_table import FIELDS, PhaseTable
 from .operators.table_code import compile_function, figure_expr
 from .timing import table_keys
@@ -75,10 +75,19 @@ def _slots(table: PhaseTable) -> Tuple[List[str], List[int]]:
     return order, [order.index(k) for k in keys]
 
 
-def _group_return(order: List[str]) -> str:
-    """The group sums as `GroupTimes.groups` builds them (keys in first-appearance order)."""
-    return "{" + ", ".join(f"{k!r}: {{" + ", ".join(f"{s!r}: {v}{g}" for s, v in SUMS) + "}"
-                           for g, k in enumerate(order)) + "}"
+def _group_return(order: List[str]) -> List[str]:
+    """Lines returning the group sums as `GroupTimes.finish()` leaves them (keys in
+    first-appearance order, each group's bound and arithmetic intensity), then their
+    total latency as `GroupTimes.total_s` adds it up."""
+    lines = []
+    for g in range(len(order)):
+        lines += [f"bound{g}, top = ('memory', mem{g}) if mem{g} > cmp{g} else ('compute', cmp{g})",
+                  f"if cmm{g} > top: bound{g} = 'communication'"]
+    groups = ", ".join(f"{k!r}: {{" + ", ".join(f"{s!r}: {v}{g}" for s, v in SUMS)
+                       + f", 'bound': bound{g}, 'arithmetic_intensity': flo{g} / byt{g} if byt{g} else 0.0}}"
+                       for g, k in enumerate(order))
+    total = "".join(f" + lat{g}" for g in range(len(order)))
+    return lines + [f"groups = {{{groups}}}", f"total_s = 0{total}"]
 
 
 def _init(order: List[str]) -> str:
@@ -99,7 +108,7 @@ def _prefill_program(cm: RooflineCostModel, table: PhaseTable):
     for i, (n, op) in enumerate(zip(table.repeats, table.ops)):
         body += _time_lines(cm, table, i, "x", str(i), ns) + _file_lines(op, slot[i], n, i)
         body.append(f"flops += {n} * {figure_expr(table.coefs[FLOPS][i])}")
-    body.append(f"return {_group_return(order)}, flops")
+    body += _group_return(order) + ["return groups, flops, total_s"]
     return compile_function("prefill_program", "b, x", body, ns)
 
 
@@ -144,7 +153,7 @@ def _decode_program(cm: RooflineCostModel, table: PhaseTable):
             continue
         body += _time_lines(cm, table, i, "x1", f"{i}z", ns)
         body += [f"first_s += {n} * t{i}a", f"last_s += {n} * t{i}z"] + _steps_lines(op, slot[i], n, i)
-    body.append(f"return {_group_return(order)}, first_s, last_s")
+    body += _group_return(order) + ["return groups, first_s, last_s, total_s"]
     return compile_function("decode_program", "b, x0, x1, n", body, ns)
 
 
@@ -190,14 +199,12 @@ _BUILDERS = {"prefill": _prefill_program, "decode": _decode_program, "train": _t
 
 def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str, *option):
     """The generated `kind` program of `table` under roofline cost model `cm` (and the
-    option of its kind: train_stage's recomputation), built once per (table, option, the
-    rates and links it reads) and kept on the cost model."""
-    roof = cm.roofline
-    key = (IdentityKey(table), kind, option, roof.flops_per_s, roof.hbm_bytes_per_s, id(cm.gpu),
-           id(cm.parallelism), cm.intra_node_memory_efficiency, cm.inter_node_memory_efficiency,
-           cm.num_gpus_per_node)
+    option of its kind: train_stage's recomputation), built once per (table, option) and
+    kept on the cost model."""
+    # cost models are immutable once built (cost/model.py; phase times are cached by their identity too)
+    key = (id(table), kind, option)
     programs = cm.__dict__.setdefault("_phase_programs", {})
-    program = programs.get(key)
-    if program is None:
-        program = programs[key] = _BUILDERS[kind](cm, table, *option)
-    return program
+    entry = programs.get(key)
+    if entry is None or entry[0] is not table:  # the table is kept with its program: its id stays its own
+        entry = programs[key] = (table, _BUILDERS[kind](cm, table, *option))
+    return entry[1]

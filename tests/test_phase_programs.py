@@ -111,8 +111,10 @@ def test_programs_equal_operator_loops(setup):
     cm = a.cost_model
     for b, x in [(1, 2), (3, 1000), (64, 8191), (7, 100_003)]:  # decode reads a KV cache from context 2 on
         table, ops = _table_and_ops(a, "prefill", b, x)
-        groups, flops = phase_program(cm, table, "prefill")(b, x)
-        _close(groups, GroupTimes().add_ops(cm, ops).groups)
+        groups, flops, total_s = phase_program(cm, table, "prefill")(b, x)
+        acc = GroupTimes().add_ops(cm, ops)
+        _close(float(total_s), acc.total_s)
+        _close(groups, acc.finish())
         _close(float(flops), float(sum(n * o.flops for n, o in ops)))
         table, ops = _table_and_ops(a, "train", b, x, stage=0)
         rows = phase_program(cm, table, "train")(b, x)
@@ -120,8 +122,10 @@ def test_programs_equal_operator_loops(setup):
         for steps in (1, 2, 500):
             table, first = _table_and_ops(a, "decode", b, x)
             _, last = _table_and_ops(a, "decode", b, x + steps - 1)
-            groups, first_s, last_s = phase_program(cm, table, "decode")(b, x, x + steps - 1, steps)
-            _close(groups, GroupTimes().add_steps(cm, first, last, steps).groups)
+            groups, first_s, last_s, total_s = phase_program(cm, table, "decode")(b, x, x + steps - 1, steps)
+            acc = GroupTimes().add_steps(cm, first, last, steps)
+            _close(float(total_s), acc.total_s)
+            _close(groups, acc.finish())
             _close(float(first_s), a.weighted_time_s(first))
             _close(float(last_s), a.weighted_time_s(last))
 

@@ -32,14 +32,17 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
 
 def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
     table = roofline_table(analysis.cost_model, d, "prefill")
-    if table is not None:  # the table's generated program (phase_programs.py)
+    pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
+    if table is not None:  # the table's generated program (phase_programs.py): groups finished
+        groups, flops, total_s = phase_program(analysis.cost_model, table, "prefill")(batch, seq_len)
+        if not pp_s:
+            return total_s, groups, flops
         acc = GroupTimes()
-        acc.groups, flops = phase_program(analysis.cost_model, table, "prefill")(batch, seq_len)
+        acc.groups = groups
     else:
         ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
         acc = GroupTimes().add_ops(analysis.cost_model, ops)
         flops = sum(n * o.flops for n, o in ops)
-    pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
     if pp_s:
         acc.add("pp_communication", 0, 0, pp_s, 0, 0)
     return acc.total_s, acc.finish(), flops
@@ -96,15 +99,17 @@ def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
                        num_steps: int) -> Tuple[float, Dict, float, float]:
     """`_decode_time` from the phase table (no sliding windows: one affine stretch)."""
     handoff = analysis.pipeline_handoff_time_s(batch, 1)
-    acc = GroupTimes()
-    acc.groups, first_s, last_s = phase_program(analysis.cost_model, table, "decode")(
+    groups, first_s, last_s, total_s = phase_program(analysis.cost_model, table, "decode")(
         batch, seq_len + 1, seq_len + max(num_steps, 1), max(num_steps, 1))
     first_s += handoff
     if num_steps <= 0:
         return 0.0, {}, first_s, first_s
     last_s += handoff
-    if handoff:
-        acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
+    if not handoff:  # the program's groups are finished
+        return total_s, groups, first_s, last_s
+    acc = GroupTimes()
+    acc.groups = groups
+    acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
     return acc.total_s, acc.finish(), first_s, last_s
 
 
