@@ -80,8 +80,10 @@ def inference_memory(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, kv
     terms = {k: v * b for k, v in one.items()}
     prefill_max_b = max_batch(mem - weights, one["prefill_activation"] + one["kv_cache"])
     decode_max_b = max_batch(mem - weights, one["decode_activation"] + one["kv_cache"])
-    # decoder tokens only: a cross-attention model's cross cache is per request, not per token
-    kv_per_token = analysis.with_encoder_seq_len(0).get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes)
+    # decoder tokens only: a cross-attention model's cross cache is per request, not per token;
+    # the same for every request
+    kv_per_token = d.memoized(("kv_cache_per_token", kv_cache_dtype_bytes), lambda: analysis.with_encoder_seq_len(
+        0).get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes))
     max_total_tokens = max_batch(mem - weights - terms["decode_activation"], kv_per_token) if use_kv_cache else 0
     peak_activation = max(terms["prefill_activation"], terms["decode_activation"])
     needed = weights + terms["kv_cache"] + peak_activation
