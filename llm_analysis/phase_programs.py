@@ -200,11 +200,14 @@ _BUILDERS = {"prefill": _prefill_program, "decode": _decode_program, "train": _t
 def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str, *option):
     """The generated `kind` program of `table` under roofline cost model `cm` (and the
     option of its kind: train_stage's recomputation), built once per (table, option) and
-    kept on the cost model."""
+    kept on the cost model; None while the table is not yet worth compiling
+    (`PhaseTable.hot`: the caller then walks the table with `timing.table_splits`)."""
     # cost models are immutable once built (cost/model.py; phase times are cached by their identity too)
     key = (id(table), kind, option)
     programs = cm.__dict__.setdefault("_phase_programs", {})
     entry = programs.get(key)
     if entry is None or entry[0] is not table:  # the table is kept with its program: its id stays its own
+        if not table.hot():  # not worth compiling yet: the caller evaluates by loop
+            return None
         entry = programs[key] = (table, _BUILDERS[kind](cm, table, *option))
     return entry[1]

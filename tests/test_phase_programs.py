@@ -19,6 +19,7 @@ from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, ge
                                  get_model_config_by_name)
 from llm_analysis.cost import RooflineCostModel
 from llm_analysis.cost.links import collective_time_s, ring_terms
+from llm_analysis.operators import phase_table as phase_table_module
 from llm_analysis.operators.phase_table import FIELDS, phase_of, phase_table
 from llm_analysis.phase_programs import phase_program
 from llm_analysis.timing import GroupTimes, roofline_table
@@ -85,8 +86,16 @@ def _call(fn, kw):
         return type(e).__name__, str(e)
 
 
+@pytest.fixture
+def compile_at_once(monkeypatch):
+    """Tables compiled from their first use (normally after COMPILE_AFTER uses)."""
+    monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 0)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "table-loops"])
 @pytest.mark.parametrize("setup", SETUPS, ids=lambda s: f"{s[0]}-{s[2]}")
-def test_fast_path_equals_per_operator_path(setup):
+def test_fast_path_equals_per_operator_path(setup, compiled, monkeypatch):
+    monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 0 if compiled else 10**9)
     fast, ref = _pair(*setup)
     assert roofline_table(fast.cost_model, fast.describer, "prefill") is not None  # the fast path is taken
     assert roofline_table(ref.cost_model, ref.describer, "prefill") is None  # the reference is not
@@ -105,7 +114,7 @@ def _table_and_ops(a, phase, b, x, stage=None):
 
 
 @pytest.mark.parametrize("setup", SETUPS[:4], ids=lambda s: f"{s[0]}-{s[2]}")
-def test_programs_equal_operator_loops(setup):
+def test_programs_equal_operator_loops(setup, compile_at_once):
     """Each program against GroupTimes over the built operators, at shapes far from the probes."""
     a, _ = _pair(*setup)
     cm = a.cost_model
@@ -131,7 +140,7 @@ def test_programs_equal_operator_loops(setup):
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode", "train"])
-def test_generated_figures_are_the_loop_bit_for_bit(phase):
+def test_generated_figures_are_the_loop_bit_for_bit(phase, compile_at_once):
     table = phase_table(_pair(*SETUPS[2])[0].describer, phase)
     for b, x in [(1, 1), (5, 333), (13, 100_001)]:
         for f in range(len(FIELDS)):
@@ -155,3 +164,14 @@ def test_ring_terms_are_collective_time(kind, n):
     factor, bytes_per_s, hop_s, floor_s = terms
     for nbytes in (1.0, 3e3, 7.5e6, 2e9):
         assert max(factor * nbytes / bytes_per_s + hop_s, floor_s) == collective_time_s(kind, nbytes, n, link)
+
+
+def test_tables_compile_only_once_used_enough():
+    """A table is walked by loop until it has served COMPILE_AFTER figures, then compiled."""
+    a, _ = _pair(*SETUPS[0])
+    view = a.with_conventions(a.conventions_named(None))  # what inference() analyses (serving conventions)
+    table = phase_table(view.describer, "prefill")
+    assert phase_program(view.cost_model, table, "prefill") is None
+    for k in range(phase_table_module.COMPILE_AFTER + 1):
+        a.inference(batch_size_per_gpu=1 + k % 7, seq_len=100 + k, num_tokens_to_generate=4)
+    assert phase_program(view.cost_model, table, "prefill") is not None

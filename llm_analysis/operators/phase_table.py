@@ -62,11 +62,17 @@ def _quadratic(ys: List[Fraction]) -> Tuple[Fraction, Fraction, Fraction]:
     return ys[0] - c1 * x0 - c2 * x0 * x0, c1, c2
 
 
+# Compiling a table's functions costs about as much as a hundred evaluations by loop, so
+# a table is evaluated by loop until it has served this many figures (a planner probing a
+# layout a few times never pays for compiling; a sweep over shapes soon does).
+COMPILE_AFTER = 64
+
+
 class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
-    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo", "_field_fns", "_total_fns", "_max_fns")
+    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo", "uses", "_field_fns", "_total_fns", "_max_fns")
 
     def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
                  coefs: List[List[Tuple[float, ...]]]):
@@ -77,21 +83,31 @@ class PhaseTable:
         self.ops = ops
         self.coefs = coefs  # coefs[field][op] = (a0, a1, a2, b0, b1, b2)
         self.memo = {}  # what users derive from the roles once (e.g. group keys)
+        self.uses = 0  # figures served so far (COMPILE_AFTER)
         self._field_fns = [None] * len(FIELDS)
         self._total_fns = [None] * len(FIELDS)
         self._max_fns = [None] * len(FIELDS)
 
+    def hot(self) -> bool:
+        """Count one use; True once the table is worth compiling (COMPILE_AFTER)."""
+        self.uses += 1
+        return self.uses > COMPILE_AFTER
+
     def evaluate(self, batch: int, x: int, field: int) -> List[float]:
         """Figure FIELDS[field] of every operator at (batch, x)."""
         fn = self._field_fns[field]
-        if fn is None:  # compiled at first use (table_code.py): the same floats as `evaluate_loop`
+        if fn is None:  # compiled once hot (table_code.py): the same floats as `evaluate_loop`
+            if not self.hot():
+                return self.evaluate_loop(batch, x, field)
             fn = self._field_fns[field] = list_function(f"table_{FIELDS[field]}", self.coefs[field])
         return fn(batch, x)
 
     def total(self, batch: int, x: int, field: int) -> float:
         """Figure FIELDS[field] summed over the phase (each operator times its repeat count)."""
         fn = self._total_fns[field]
-        if fn is None:  # the same floats as sum(n * f for n, f in zip(repeats, evaluate(...)))
+        if fn is None:  # the same floats as the sum of the loop
+            if not self.hot():
+                return sum(n * f for n, f in zip(self.repeats, self.evaluate_loop(batch, x, field)))
             fn = self._total_fns[field] = total_function(f"table_total_{FIELDS[field]}", self.repeats,
                                                          self.coefs[field])
         return fn(batch, x)
@@ -99,7 +115,9 @@ class PhaseTable:
     def largest(self, batch: int, x: int, field: int) -> float:
         """The largest figure FIELDS[field] of one operator (0.0 for none)."""
         fn = self._max_fns[field]
-        if fn is None:  # the same float as max(evaluate(...), default=0.0)
+        if fn is None:  # the same float as the maximum of the loop
+            if not self.hot():
+                return max(self.evaluate_loop(batch, x, field), default=0.0)
             fn = self._max_fns[field] = largest_function(f"table_max_{FIELDS[field]}", self.coefs[field])
         return fn(batch, x)
 
@@ -135,7 +153,7 @@ def _fit(d: LayerDescriber, name: str, stage: Optional[int]) -> Optional[PhaseTa
         if s != shape:
             return None
         for f in range(len(FIELDS)):
-            for got, (_, o) in zip(table.evaluate(b, x, f), w):
+            for got, (_, o) in zip(table.evaluate_loop(b, x, f), w):
                 want = _figures(o)[f]
                 if abs(got - want) > _REL_TOL * abs(want):
                     return None

@@ -11,12 +11,14 @@ from typing import Optional
 
 from ..operators import Operator, Phase
 from ..options import ActivationRecomputation
+from ..operators.phase_table import FIELDS
 from ..phase_programs import STAGE_SUMS, phase_program
-from ..timing import roofline_table
+from ..timing import roofline_table, table_splits
 from .lora import LoRAConfig, lora_adapter_ops
 
 # the linear weights of a layer that LoRA freezes (and QLoRA stores as NF4)
 LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
+FLOPS = FIELDS.index("flops")
 
 
 @dataclass
@@ -154,10 +156,24 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
                 _add_weights(st, analysis, op, n, is_layer, None, False)
         weights = table.memo[("stage_weights", s)] = st
     st = copy.copy(weights)
-    for name, value in zip(STAGE_SUMS, phase_program(analysis.cost_model, table, "train_stage", rc)(ph.batch,
-                                                                                                    ph.q_len)):
+    program = phase_program(analysis.cost_model, table, "train_stage", rc)
+    if program is None:  # not compiled yet: the same sums by loop
+        splits = table_splits(analysis.cost_model, table, ph.batch, ph.q_len)
+        flops = table.evaluate(ph.batch, ph.q_len, FLOPS)
+        for layer, op, (n, _, _, c, m, k, _, _), f in zip(table.is_layer, table.ops, splits, flops):
+            _add_time(st, op, n * (c + m + k), n * f, layer and op.recomputed_under(rc), None)
+        return st
+    for name, value in zip(STAGE_SUMS, program(ph.batch, ph.q_len)):
         setattr(st, name, value)
     return st
+
+
+def _add_time(st: Stage, op: Operator, t: float, flops: float, recomputed: bool, lora: Optional[LoRAConfig]) -> None:
+    """One operator's n x time and n x FLOPs into the stage's sums."""
+    if op.kind == "collective":
+        _add_collective(st, op, t, recomputed)
+    else:
+        st.add_compute(t, flops, _backward_factor(op, lora), recomputed)
 
 
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
@@ -169,11 +185,9 @@ def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: 
         st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
         for is_layer, n, op, t, flops in _rows(analysis, ph, s, lora):
             recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
-            if op.kind == "collective":
-                _add_collective(st, op, t, recomputed)
-                continue
-            st.add_compute(t, flops, _backward_factor(op, lora), recomputed)
-            _add_weights(st, analysis, op, n, is_layer, lora, recomputed)
+            _add_time(st, op, t, flops, recomputed, lora)
+            if op.kind != "collective":
+                _add_weights(st, analysis, op, n, is_layer, lora, recomputed)
     if overlap_tp_comm:
         _hide_tp_comm(st)
     return st
