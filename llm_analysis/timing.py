@@ -101,10 +101,11 @@ class GroupTimes:
         return sum(g["latency_s"] for g in self.groups.values())
 
 
-def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None) -> Optional[PhaseTable]:
-    """The describer's phase table (operators/phase_table.py) when `cost_model` times
-    kernels on the roofline (other cost models time operators by their shapes)."""
-    return phase_table(d, name, stage) if type(cost_model) is RooflineCostModel else None
+def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None,
+                   x: Optional[int] = None) -> Optional[PhaseTable]:
+    """The describer's phase table (operators/phase_table.py) at length x when `cost_model`
+    times kernels on the roofline (other cost models time operators by their shapes)."""
+    return phase_table(d, name, stage, x) if type(cost_model) is RooflineCostModel else None
 
 
 def table_keys(table: PhaseTable) -> List[str]:

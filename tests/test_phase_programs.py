@@ -46,7 +46,14 @@ SETUPS = [  # model, gpu, parallelism, LLMAnalysis options
     ("Qwen_Qwen3-8B", "h100-sxm-80gb", dict(tp_size=2), dict(conventions="transformers")),
     ("bert-base-uncased", "a100-sxm-40gb", {}, {}),
     ("tiiuae_falcon-7b", "h100-sxm-80gb", {}, {}),
+    # sliding windows (4096): tables below and above the window, operators at its edge
+    ("google_gemma-2-2b", "h100-sxm-80gb", dict(tp_size=2), {}),  # sliding and full layers interleaved
+    ("mistralai_Mistral-7B-v0.1", "a100-sxm-80gb", dict(tp_size=2, pp_size=2), {}),  # every layer sliding
 ]
+AROUND_WINDOW = [dict(batch_size_per_gpu=2, seq_len=4000, num_tokens_to_generate=300),  # decode crosses it
+                 dict(batch_size_per_gpu=1, seq_len=5000, num_tokens_to_generate=20),
+                 dict(batch_size_per_gpu=1, seq_len=4094, num_tokens_to_generate=5),
+                 dict(batch_size_per_gpu=3, seq_len=4090, num_tokens_to_generate=2)]
 INFERENCE = [dict(batch_size_per_gpu=4, seq_len=512, num_tokens_to_generate=128),
              dict(batch_size_per_gpu=1, seq_len=777, num_tokens_to_generate=1),
              dict(batch_size_per_gpu=3, seq_len=100, num_tokens_to_generate=2),
@@ -97,12 +104,14 @@ def compile_at_once(monkeypatch):
 def test_fast_path_equals_per_operator_path(setup, compiled, monkeypatch):
     monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 0 if compiled else 10**9)
     fast, ref = _pair(*setup)
-    assert roofline_table(fast.cost_model, fast.describer, "prefill") is not None  # the fast path is taken
-    assert roofline_table(ref.cost_model, ref.describer, "prefill") is None  # the reference is not
-    for kw in INFERENCE:
+    assert roofline_table(fast.cost_model, fast.describer, "prefill", x=512) is not None  # the fast path is taken
+    assert roofline_table(ref.cost_model, ref.describer, "prefill", x=512) is None  # the reference is not
+    sliding = bool(fast.model_config.sliding_window)
+    for kw in INFERENCE + (AROUND_WINDOW if sliding else []):
         _close(_call(fast.inference, kw), _call(ref.inference, kw), f"inference {kw}")
     if not fast.model_config.encoder_only:
-        for kw in TRAINING:
+        around = [dict(kw, seq_len=s) for kw in TRAINING[:1] for s in (4094, 4100, 6000)] if sliding else []
+        for kw in TRAINING + around:
             _close(_call(fast.training, kw), _call(ref.training, kw), f"training {kw}")
 
 

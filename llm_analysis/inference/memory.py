@@ -27,7 +27,7 @@ def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv
 def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int) -> float:
     """Largest activation set of one operator (one layer's, unscaled by the layer
     count: buffers are reused across layers), from the phase table when there is one."""
-    table = phase_table(d, name)
+    table = phase_table(d, name, x=x)
     if table is not None:
         return table.largest(batch, x, ACTIVATION_BYTES)
     ops = [o for _, _, ops in d.model_ops(Phase(name, batch, q_len, x)) for o in ops]

@@ -33,7 +33,7 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
 
 
 def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
-    table = roofline_table(analysis.cost_model, d, "prefill")
+    table = roofline_table(analysis.cost_model, d, "prefill", x=seq_len)
     pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
     program = None if table is None else phase_program(analysis.cost_model, table, "prefill")
     if program is not None:  # the table's generated program (phase_programs.py): groups finished
@@ -77,8 +77,9 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
 
 
 def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
-    table = roofline_table(analysis.cost_model, d, "decode")
-    if table is not None:
+    table = roofline_table(analysis.cost_model, d, "decode", x=seq_len + 1)
+    # one table for every step (a sliding window's edge in between: the stretches below)
+    if table is not None and table is roofline_table(analysis.cost_model, d, "decode", x=seq_len + max(num_steps, 1)):
         return _decode_time_table(analysis, table, batch, seq_len, num_steps)
     step = lambda c: d.weighted_ops(Phase("decode", batch, 1, c))  # noqa: E731
     handoff = analysis.pipeline_handoff_time_s(batch, 1)

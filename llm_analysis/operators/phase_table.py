@@ -54,9 +54,8 @@ def _figures(op: Operator) -> Tuple[float, ...]:
     return tuple(getattr(op, f) for f in FIELDS)
 
 
-def _quadratic(ys: List[Fraction]) -> Tuple[Fraction, Fraction, Fraction]:
-    """(c0, c1, c2) of c0 + c1 x + c2 x^2 through (x_i, ys[i]) at _PROBE_XS."""
-    x0 = _PROBE_XS[0]
+def _quadratic(ys: List[Fraction], x0: int) -> Tuple[Fraction, Fraction, Fraction]:
+    """(c0, c1, c2) of c0 + c1 x + c2 x^2 through (x0 + i, ys[i]), i = 0, 1, 2."""
     c2 = (ys[2] - 2 * ys[1] + ys[0]) / 2
     c1 = (ys[1] - ys[0]) - c2 * (2 * x0 + 1)
     return ys[0] - c1 * x0 - c2 * x0 * x0, c1, c2
@@ -127,28 +126,30 @@ class PhaseTable:
                 for a0, a1, a2, b0, b1, b2 in self.coefs[field]]
 
 
-def _fit(d: LayerDescriber, name: str, stage: Optional[int]) -> Optional[PhaseTable]:
+def _fit(d: LayerDescriber, name: str, stage: Optional[int], xs: Tuple[int, ...] = _PROBE_XS,
+         checks: Tuple[Tuple[int, int], ...] = _CHECKS) -> Optional[PhaseTable]:
+    """The table through probes at lengths `xs` (three consecutive), checked at `checks`."""
     def probe(b, x):
         parts = d.build_model_parts(phase_of(name, b, x), stage)
         weighted = [(p.repeat, op) for p in parts for op in p.ops]
         layers = [p.is_layer for p in parts for _ in p.ops]
         return weighted, [(n, layer, _structure(o)) for (n, o), layer in zip(weighted, layers)]
 
-    probes = {(b, x): probe(b, x) for b in _PROBE_BATCHES for x in _PROBE_XS}
-    weighted, shape = probes[(1, _PROBE_XS[0])]
+    probes = {(b, x): probe(b, x) for b in _PROBE_BATCHES for x in xs}
+    weighted, shape = probes[(1, xs[0])]
     if any(s != shape for _, s in probes.values()) or not all(s[-1] for _, _, s in shape):
         return None
     coefs: List[List[Tuple[float, ...]]] = [[] for _ in FIELDS]
     for i in range(len(weighted)):
         for f in range(len(FIELDS)):
-            per_b = [_quadratic([Fraction(_figures(probes[(b, x)][0][i][1])[f]) for x in _PROBE_XS])
+            per_b = [_quadratic([Fraction(_figures(probes[(b, x)][0][i][1])[f]) for x in xs], xs[0])
                      for b in _PROBE_BATCHES]
             # figure = A + b B, probed at b = 1 and 2
             a = [2 * u - v for u, v in zip(*per_b)]
             b_ = [v - u for u, v in zip(*per_b)]
             coefs[f].append(tuple(float(c) for c in a + b_))
     table = PhaseTable([n for n, _ in weighted], [layer for _, layer, _ in shape], [o for _, o in weighted], coefs)
-    for b, x in _CHECKS:
+    for b, x in checks:
         w, s = probe(b, x)
         if s != shape:
             return None
@@ -160,12 +161,44 @@ def _fit(d: LayerDescriber, name: str, stage: Optional[int]) -> Optional[PhaseTa
     return table
 
 
-def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None) -> Optional[PhaseTable]:
-    """The describer's table for phase kind `name` ("prefill", "decode", "train"), or
+# Lengths this close to a sliding window are built operator by operator: there the
+# attended and cached lengths (min(x, window), min(x, window - 1)) switch pieces.
+_WINDOW_BAND = 4
+
+
+def _pieces(d: LayerDescriber, name: str, stage: Optional[int]) -> List[Tuple[int, int, Optional[PhaseTable]]]:
+    """(first length, last length, table) of each stretch of lengths where the figures are
+    one polynomial: all lengths, or with a sliding window those below and above it."""
+    w = d.model.sliding_window
+    if not w:
+        return [(1, MAX_LENGTH, _fit(d, name, stage))]
+    pieces = []
+    low_hi = w - _WINDOW_BAND
+    if low_hi >= _PROBE_XS[-1] + 2:  # below the window every layer attends to all x keys
+        pieces.append((1, low_hi, _fit(d, name, stage, checks=((3, min(1000, low_hi)), (7, low_hi)))))
+    high_lo = w + _WINDOW_BAND  # above it, sliding layers attend to a window that no longer grows
+    pieces.append((high_lo, MAX_LENGTH, _fit(d, name, stage, xs=(high_lo, high_lo + 1, high_lo + 2),
+                                             checks=((3, high_lo + 1000), (7, high_lo + 4099)))))
+    return pieces
+
+
+MAX_LENGTH = 2**62  # beyond any accepted length
+
+
+def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
+                x: Optional[int] = None) -> Optional[PhaseTable]:
+    """The describer's table for phase kind `name` ("prefill", "decode", "train") that holds
+    at length x (prompt length, or decode context; None: a table for every length), or
     None where the figures are not polynomials of the shape (see the module docstring)."""
-    return d.memoized(("phase_table", name, stage), lambda: _fit(d, name, stage) if _has_table(d) else None)
+    pieces = d.memoized(("phase_tables", name, stage), lambda: _pieces(d, name, stage) if _has_table(d) else [])
+    if x is None:
+        return pieces[0][2] if len(pieces) == 1 else None
+    for lo, hi, table in pieces:
+        if lo <= x <= hi:
+            return table
+    return None
 
 
 def _has_table(d: LayerDescriber) -> bool:
     m = d.model
-    return type(d) is LayerDescriber and not (m.is_moe or m.sliding_window or d.par.cp_size > 1)
+    return type(d) is LayerDescriber and not (m.is_moe or d.par.cp_size > 1)

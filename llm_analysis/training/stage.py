@@ -178,7 +178,7 @@ def _add_time(st: Stage, op: Operator, t: float, flops: float, recomputed: bool,
 
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
                 overlap_tp_comm: bool) -> Stage:
-    table = roofline_table(analysis.cost_model, analysis.describer, "train", s) if lora is None else None
+    table = roofline_table(analysis.cost_model, analysis.describer, "train", s, x=ph.q_len) if lora is None else None
     if table is not None:
         st = _table_stage(analysis, table, ph, s, rc)
     else:
