@@ -1,9 +1,9 @@
 """The operators of a phase as polynomials of its shape: new shapes without
 building Operator objects (speed of sweeps, issue 12).
 
-For a model without routed experts, sliding windows or context parallelism,
-every figure the hot path reads from an operator (FLOPs, bytes moved, message
-size, live activation bytes) is, at a fixed layer layout,
+For a model without routed experts or context parallelism, every figure the hot
+path reads from an operator (FLOPs, bytes moved, message size, live activation
+bytes) is, at a fixed layer layout and on a stretch of lengths,
 
     A(x) + batch * B(x),   A and B quadratics in x,
 
@@ -12,7 +12,9 @@ and the context of a decode step (q_len = 1, kv_len = x): weights do not grow,
 matmuls, norms, embeddings and collectives grow with the tokens (batch * x), the
 attention scores with batch * x^2 (full or causal) and the KV-cache reads with
 batch * x. (Routed experts are not: the expected number of distinct experts hit
-is a power of the token count; sliding windows make it piecewise.)
+is a power of the token count.) A sliding window makes the figures piecewise:
+one table holds below the window and another above it (`phase_table(..., x)`
+picks the one for a length; lengths at the window's edge get none).
 
 A `PhaseTable` holds the six coefficients of each figure of each operator,
 fitted once per describer and phase kind from the builders' own operators at six
