@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 from .cost.affine import sum_affine, sum_max_affine
 from .cost.model import CostModel, RooflineCostModel
 from .operators import Operator
-from .operators.phase_table import PhaseTable, phase_table
+from .operators.phase_table import PhaseTable, used_phase_table
 
 
 def group_key(op: Operator) -> str:
@@ -104,8 +104,9 @@ class GroupTimes:
 def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None,
                    x: Optional[int] = None) -> Optional[PhaseTable]:
     """The describer's phase table (operators/phase_table.py) at length x when `cost_model`
-    times kernels on the roofline (other cost models time operators by their shapes)."""
-    return phase_table(d, name, stage, x) if type(cost_model) is RooflineCostModel else None
+    times kernels on the roofline (other cost models time operators by their shapes), once
+    the phase kind has been used enough to be worth fitting (`used_phase_table`)."""
+    return used_phase_table(d, name, stage, x) if type(cost_model) is RooflineCostModel else None
 
 
 def table_keys(table: PhaseTable) -> List[str]:

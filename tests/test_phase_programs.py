@@ -20,7 +20,7 @@ from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, ge
 from llm_analysis.cost import RooflineCostModel
 from llm_analysis.cost.links import collective_time_s, ring_terms
 from llm_analysis.operators import phase_table as phase_table_module
-from llm_analysis.operators.phase_table import FIELDS, phase_of, phase_table
+from llm_analysis.operators.phase_table import FIELDS, phase_of, phase_table, used_phase_table
 from llm_analysis.phase_programs import phase_program
 from llm_analysis.timing import GroupTimes, roofline_table
 
@@ -95,13 +95,15 @@ def _call(fn, kw):
 
 @pytest.fixture
 def compile_at_once(monkeypatch):
-    """Tables compiled from their first use (normally after COMPILE_AFTER uses)."""
+    """Tables fitted and compiled from their first use (normally after FIT_AFTER / COMPILE_AFTER uses)."""
+    monkeypatch.setattr(phase_table_module, "FIT_AFTER", 0)
     monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 0)
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "table-loops"])
 @pytest.mark.parametrize("setup", SETUPS, ids=lambda s: f"{s[0]}-{s[2]}")
 def test_fast_path_equals_per_operator_path(setup, compiled, monkeypatch):
+    monkeypatch.setattr(phase_table_module, "FIT_AFTER", 0)
     monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 0 if compiled else 10**9)
     fast, ref = _pair(*setup)
     assert roofline_table(fast.cost_model, fast.describer, "prefill", x=512) is not None  # the fast path is taken
@@ -175,8 +177,9 @@ def test_ring_terms_are_collective_time(kind, n):
         assert max(factor * nbytes / bytes_per_s + hop_s, floor_s) == collective_time_s(kind, nbytes, n, link)
 
 
-def test_tables_compile_only_once_used_enough():
+def test_tables_compile_only_once_used_enough(monkeypatch):
     """A table is walked by loop until it has served COMPILE_AFTER figures, then compiled."""
+    monkeypatch.setattr(phase_table_module, "FIT_AFTER", 0)
     a, _ = _pair(*SETUPS[0])
     view = a.with_conventions(a.conventions_named(None))  # what inference() analyses (serving conventions)
     table = phase_table(view.describer, "prefill")
@@ -184,3 +187,12 @@ def test_tables_compile_only_once_used_enough():
     for k in range(phase_table_module.COMPILE_AFTER + 1):
         a.inference(batch_size_per_gpu=1 + k % 7, seq_len=100 + k, num_tokens_to_generate=4)
     assert phase_program(view.cost_model, table, "prefill") is not None
+
+
+def test_tables_fitted_only_once_asked_for_enough(monkeypatch):
+    """The analysis builds operators per call until a phase kind was asked for FIT_AFTER times."""
+    monkeypatch.setattr(phase_table_module, "FIT_AFTER", 8)
+    a, _ = _pair(*SETUPS[0])
+    d = a.describer
+    assert [used_phase_table(d, "train", 0, x=100) is None for _ in range(8)] == [True] * 8
+    assert used_phase_table(d, "train", 0, x=100) is phase_table(d, "train", 0)

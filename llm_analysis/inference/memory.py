@@ -10,7 +10,7 @@ from typing import Dict
 from ..constant import GB
 from ..errors import DoesNotFitError
 from ..operators import Phase
-from ..operators.phase_table import FIELDS, phase_table
+from ..operators.phase_table import FIELDS, used_phase_table
 
 ACTIVATION_BYTES = FIELDS.index("activation_bytes_per_gpu")
 
@@ -27,7 +27,7 @@ def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv
 def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int) -> float:
     """Largest activation set of one operator (one layer's, unscaled by the layer
     count: buffers are reused across layers), from the phase table when there is one."""
-    table = phase_table(d, name, x=x)
+    table = used_phase_table(d, name, x=x)
     if table is not None:
         return table.largest(batch, x, ACTIVATION_BYTES)
     ops = [o for _, _, ops in d.model_ops(Phase(name, batch, q_len, x)) for o in ops]

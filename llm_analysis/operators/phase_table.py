@@ -204,3 +204,18 @@ def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
 def _has_table(d: LayerDescriber) -> bool:
     m = d.model
     return type(d) is LayerDescriber and not (m.is_moe or d.par.cp_size > 1)
+
+
+# Fitting a table builds its operators at eight probe shapes (~10 ms): the analysis path
+# asks for tables through `used_phase_table`, which builds operators per call until a
+# phase kind has been asked for this often (a planner or sweep probing an analysis a
+# few times never pays for fitting; a long sweep over shapes soon does).
+FIT_AFTER = 64
+
+
+def used_phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
+                     x: Optional[int] = None) -> Optional[PhaseTable]:
+    """`phase_table`, once the phase kind has been asked for FIT_AFTER times (None before)."""
+    uses = d.memoized(("phase_table_uses",), dict)
+    n = uses[(name, stage)] = uses.get((name, stage), 0) + 1
+    return phase_table(d, name, stage, x) if n > FIT_AFTER else None
