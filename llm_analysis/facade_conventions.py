@@ -35,11 +35,13 @@ class ConventionsMixin:
         """This analysis counted under other conventions (a cached shallow copy; every
         view of the copy, FLOPs included, follows them)."""
         cache = self.__dict__.setdefault("_by_conventions", {})
-        last = cache.get("last")  # (conventions, view) of the previous call: by identity, without hashing
-        if last is not None and last[0] is conventions:
-            return last[1]
+        # (conventions, asked by, view) of the previous call, found by identity without hashing; the
+        # asker is part of it because shallow copies of an analysis share this cache
+        last = cache.get("last")
+        if last is not None and last[0] is conventions and last[1] is self:
+            return last[2]
         if conventions == self.conventions:
-            cache["last"] = (conventions, self)
+            cache["last"] = (conventions, self, self)
             return self
         if conventions not in cache:
             other = copy.copy(self)
@@ -48,7 +50,7 @@ class ConventionsMixin:
             other.conventions = conventions
             other._reset()
             cache[conventions] = other
-        cache["last"] = (conventions, cache[conventions])
+        cache["last"] = (conventions, self, cache[conventions])
         return cache[conventions]
 
     def with_encoder_seq_len(self, encoder_seq_len: Optional[int]):
