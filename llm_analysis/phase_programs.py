@@ -16,7 +16,6 @@ Programs:
   seconds): one pass.
 - `decode(b, x0, x1, n)` -> (groups of n steps from context x0 to x1, time of the first
   step, time of the last, total seconds): the closed-form sum of `add_steps_splits`.
-- `train(b, x)` -> [(repeat x time, repeat x FLOPs) per operator].
 - `train_stage(b, x)` (per recomputation mode) -> the time and FLOPs sums of a training
   micro-batch on one pipeline stage (`training/stage.py`).
 """
@@ -157,16 +156,6 @@ def _decode_program(cm: RooflineCostModel, table: PhaseTable):
     return compile_function("decode_program", "b, x0, x1, n", body, ns)
 
 
-def _train_program(cm: RooflineCostModel, table: PhaseTable):
-    ns: Dict = {}
-    body, rows = [], []
-    for i, n in enumerate(table.repeats):
-        body += _time_lines(cm, table, i, "x", str(i), ns)
-        rows.append(f"({n} * t{i}, {n} * {figure_expr(table.coefs[FLOPS][i])})")
-    body.append(f"return [{', '.join(rows)}]")
-    return compile_function("train_program", "b, x", body, ns)
-
-
 # the per-micro-batch sums of training/stage.py's `Stage`, in the order train_stage returns them
 STAGE_SUMS = ("fwd_compute", "bwd_compute", "rc_compute", "rc_comm", "tp_fwd", "ep_fwd", "cp_fwd", "flops_fwd",
               "flops_bwd", "flops_rc")
@@ -193,8 +182,7 @@ def _train_stage_program(cm: RooflineCostModel, table: PhaseTable, rc):
     return compile_function("train_stage_program", "b, x", body, ns)
 
 
-_BUILDERS = {"prefill": _prefill_program, "decode": _decode_program, "train": _train_program,
-             "train_stage": _train_stage_program}
+_BUILDERS = {"prefill": _prefill_program, "decode": _decode_program, "train_stage": _train_stage_program}
 
 
 def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str, *option):
