@@ -21,7 +21,10 @@ Two figures per call:
   results per (cost model, shape), so this is the cost of a call whose phases
   were analysed before; the mirrored system recomputes everything each time.
 - "new shapes": every call has a batch and length not seen before (a sweep), so
-  nothing is reused between calls.
+  nothing is reused between calls. An analysis builds operators per call until a
+  phase kind was asked for 64 times, then fits its phase table and, after 64 more
+  uses, compiles it (operators/phase_table.py FIT_AFTER / COMPILE_AFTER): the best
+  block is the steady state of a sweep; a planner's few calls per layout never fit.
 """
 
 from __future__ import annotations

@@ -34,9 +34,15 @@ class ConventionsMixin:
     def with_conventions(self, conventions: Conventions):
         """This analysis counted under other conventions (a cached shallow copy; every
         view of the copy, FLOPs included, follows them)."""
-        if conventions == self.conventions:
-            return self
         cache = self.__dict__.setdefault("_by_conventions", {})
+        # (conventions, asked by, view) of the previous call, found by identity without hashing; the
+        # asker is part of it because shallow copies of an analysis share this cache
+        last = cache.get("last")
+        if last is not None and last[0] is conventions and last[1] is self:
+            return last[2]
+        if conventions == self.conventions:
+            cache["last"] = (conventions, self, self)
+            return self
         if conventions not in cache:
             other = copy.copy(self)
             other.__dict__ = {k: v for k, v in self.__dict__.items()
@@ -44,6 +50,7 @@ class ConventionsMixin:
             other.conventions = conventions
             other._reset()
             cache[conventions] = other
+        cache["last"] = (conventions, self, cache[conventions])
         return cache[conventions]
 
     def with_encoder_seq_len(self, encoder_seq_len: Optional[int]):

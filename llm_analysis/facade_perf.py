@@ -21,7 +21,9 @@ from .cost.calibrated import CalibratedCostModel
 from .cost.gemm import LAUNCH_MODES
 from .cost.roofline_bound import inference_lower_bounds
 from .errors import ConfigError
+from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
+from .training import run_training
 
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
                         "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
@@ -67,7 +69,6 @@ def _label(a) -> str:
 
 
 def inference(a, args: Dict[str, Any]) -> dict:
-    from .inference import run_inference
     if a.profile is None:
         return run_inference(a, **args)
     output_dir = args.pop("output_dir")
@@ -91,7 +92,6 @@ def inference(a, args: Dict[str, Any]) -> dict:
 def _inference_bounds(bound, d, shape) -> Dict[str, float]:
     """The roofline's times of the call: from the phase tables the calibrated pass just
     evaluated where the case is plain (cost/roofline_bound.py), else its full timing pass."""
-    from .inference.run import inference_times
     t = inference_lower_bounds(bound, d, *shape)
     if t is None:
         t = inference_times(bound, d, *shape)
@@ -109,7 +109,6 @@ def _training_bounds(a, args: Dict[str, Any]) -> Dict[str, float]:
 def training(a, args: Dict[str, Any]) -> dict:
     """Training under the eager kernel floor; the lower bound from the same call on the roofline
     (batch and accumulation steps depend on memory only, so both runs choose the same)."""
-    from .training import run_training
     if a.profile is None:
         return run_training(a, **args)
     output_dir = args.pop("output_dir")

@@ -72,6 +72,14 @@ MAX_SECONDS = 3600.0  # a message latency or hop time
 MAX_COST_PER_GPU_HOUR = 10**6  # dollars
 MAX_DTYPE_BYTES = 8  # a KV-cache / norm / master-weight element (fp64 at most)
 
+def _plain_number(value) -> bool:
+    """A float, or an int a float holds exactly: checked without formatting any message."""
+    return type(value) is float or (type(value) is int and -_EXACT_INT < value < _EXACT_INT)
+
+
+_EXACT_INT = 2**53
+
+
 def _as_float(value, field: str, what: str) -> float:
     """`value` as a float: ints, floats and numeric strings ('8', '1e3', '0x10');
     never bools, None, containers or NaN."""
@@ -96,6 +104,8 @@ def integer(value, field: str, lo: int = 1, hi: int = MAX_BATCH_SIZE) -> int:
     """An integer in [lo, hi]; an integral float or numeric string ('8', 2048.0,
     '1e3') is accepted. Refuses bools, NaN, infinities, fractions and values out
     of range with a ConfigError naming field, value and the valid range."""
+    if type(value) is int and lo <= value <= hi:  # the common case, before any message is formatted
+        return value
     what = f"an integer in [{lo}, {hi}]"
     if isinstance(value, int) and not isinstance(value, bool):
         v = value
@@ -117,6 +127,10 @@ def optional_integer(value, field: str, lo: int = 1, hi: int = MAX_BATCH_SIZE) -
 def number(value, field: str, lo: float = 0.0, hi: float = math.inf, *, lo_open: bool = True,
            what: Optional[str] = None) -> float:
     """A finite float in (lo, hi] (or [lo, hi] with lo_open=False)."""
+    if _plain_number(value):  # the common case, before any message is formatted
+        v = float(value)
+        if (lo < v <= hi or (v == lo and not lo_open)) and math.isfinite(v):
+            return v
     left = "(" if lo_open else "["
     what = what or (f"a finite number in {left}{lo:g}, {hi:g}]" if hi < math.inf
                     else f"a finite number {'>' if lo_open else '>='} {lo:g}")
@@ -189,17 +203,23 @@ def efficiency(value, field: str, default: float = 1.0) -> float:
 
 def positive_number(value, field: str, what: str = "a positive number", hi: float = math.inf) -> float:
     """A finite number > 0 (and <= hi)."""
+    if _plain_number(value) and 0 < value <= hi and math.isfinite(value):  # before any message is formatted
+        return float(value)
     return number(value, field, 0.0, hi, what=f"{what} (finite, > 0{', <= %g' % hi if hi < math.inf else ''})")
 
 
 def non_negative_number(value, field: str, hi: float = math.inf) -> float:
     """A finite number >= 0 (and <= hi)."""
+    if _plain_number(value) and 0 <= value <= hi and math.isfinite(value):  # before any message is formatted
+        return float(value)
     return number(value, field, 0.0, hi, lo_open=False,
                   what=f"a finite non-negative number{' <= %g' % hi if hi < math.inf else ''}")
 
 
 def dtype_bytes(value, field: str) -> float:
     """Bytes of one stored element: (0, MAX_DTYPE_BYTES]."""
+    if _plain_number(value) and 0 < value <= MAX_DTYPE_BYTES:  # before the message is formatted
+        return float(value)
     return number(value, field, 0.0, MAX_DTYPE_BYTES, what=f"a number of bytes in (0, {MAX_DTYPE_BYTES}]")
 
 

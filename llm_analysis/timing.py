@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 from .cost.affine import sum_affine, sum_max_affine
 from .cost.model import CostModel, RooflineCostModel
 from .operators import Operator
-from .operators.phase_table import PhaseTable, phase_table
+from .operators.phase_table import PhaseTable, used_phase_table
 
 
 def group_key(op: Operator) -> str:
@@ -103,7 +103,10 @@ class GroupTimes:
 
     def finish(self) -> Dict[str, Dict[str, float]]:
         for g in self.groups.values():
-            g["bound"] = max(("compute", "memory", "communication"), key=lambda b: g[f"{b}_s"])
+            # the largest of the three, the first on ties (as max() picks it), written out: a hot path
+            c, m, k = g["compute_s"], g["memory_s"], g["communication_s"]
+            bound, top = ("memory", m) if m > c else ("compute", c)
+            g["bound"] = "communication" if k > top else bound
             g["arithmetic_intensity"] = g["flops_per_gpu"] / g["bytes_per_gpu"] if g["bytes_per_gpu"] else 0.0
         return self.groups
 
@@ -112,14 +115,16 @@ class GroupTimes:
         return sum(g["latency_s"] for g in self.groups.values())
 
 
-def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None) -> Optional[PhaseTable]:
-    """The describer's phase table (operators/phase_table.py) when `cost_model` times
-    kernels on the roofline, or times them from a table it accepts (the calibrated
+def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None,
+                   x: Optional[int] = None) -> Optional[PhaseTable]:
+    """The describer's phase table (operators/phase_table.py) at length x, once the phase
+    kind has been used enough to be worth fitting (`used_phase_table`), when `cost_model`
+    times kernels on the roofline, or times them from a table it accepts (the calibrated
     model: `accepts_table` / `table_splits`); else None (build operators)."""
     if type(cost_model) is RooflineCostModel:
-        return phase_table(d, name, stage)
+        return used_phase_table(d, name, stage, x)
     accepts = getattr(cost_model, "accepts_table", None)
-    table = phase_table(d, name, stage) if accepts is not None else None
+    table = used_phase_table(d, name, stage, x) if accepts is not None else None
     return table if table is not None and accepts(table) else None
 
 

@@ -59,8 +59,10 @@ def test_lower_bound_is_the_roofline_call(setup):
 def test_a_new_shape_builds_no_operator(monkeypatch):
     """After the tables are fitted, a calibrated call with an unseen shape times every operator
     from them, as the roofline does (building operators is the slow path of a sweep)."""
+    from llm_analysis.operators.phase_table import FIT_AFTER
     a = _analysis("NousResearch_Llama-2-7b-hf", "a100-sxm-80gb", 4, 1, perf_model="calibrated")
-    a.inference(batch_size_per_gpu=2, seq_len=300, num_tokens_to_generate=20)
+    for i in range(FIT_AFTER + 1):  # tables are fitted once a phase kind has been used FIT_AFTER times
+        a.inference(batch_size_per_gpu=2, seq_len=300 + i, num_tokens_to_generate=20)
 
     def refuse(self, phase, stage=None):
         raise AssertionError(f"operators built for {phase}")

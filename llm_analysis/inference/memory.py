@@ -10,7 +10,7 @@ from typing import Dict
 from ..constant import GB
 from ..errors import DoesNotFitError
 from ..operators import Phase
-from ..operators.phase_table import FIELDS, phase_table
+from ..operators.phase_table import FIELDS, used_phase_table
 
 ACTIVATION_BYTES = FIELDS.index("activation_bytes_per_gpu")
 
@@ -27,9 +27,9 @@ def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv
 def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int) -> float:
     """Largest activation set of one operator (one layer's, unscaled by the layer
     count: buffers are reused across layers), from the phase table when there is one."""
-    table = phase_table(d, name)
+    table = used_phase_table(d, name, x=x)
     if table is not None:
-        return max(table.evaluate(batch, x, ACTIVATION_BYTES), default=0.0)
+        return table.largest(batch, x, ACTIVATION_BYTES)
     ops = [o for _, _, ops in d.model_ops(Phase(name, batch, q_len, x)) for o in ops]
     return max((o.activation_bytes_per_gpu for o in ops), default=0.0)
 
@@ -81,10 +81,13 @@ def inference_memory(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, kv
     prefill_max_b = max_batch(mem - weights, one["prefill_activation"] + one["kv_cache"])
     decode_max_b = max_batch(mem - weights, one["decode_activation"] + one["kv_cache"])
     # the cache's growth per decoder token: a cross-attention model's cross cache is per
-    # request, a mixer layer's state per sequence (neither grows with the tokens)
-    decoder = analysis.with_encoder_seq_len(0)
-    kv_per_token = (decoder.get_memory_kv_cache_per_gpu(1, 2, kv_cache_dtype_bytes)
-                    - decoder.get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes))
+    # request, a mixer layer's state per sequence (neither grows with the tokens); the same
+    # for every request, so kept per describer
+    def per_token():
+        decoder = analysis.with_encoder_seq_len(0)
+        return (decoder.get_memory_kv_cache_per_gpu(1, 2, kv_cache_dtype_bytes)
+                - decoder.get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes))
+    kv_per_token = d.memoized(("kv_cache_per_token", kv_cache_dtype_bytes), per_token)
     max_total_tokens = max_batch(mem - weights - terms["decode_activation"], kv_per_token) if use_kv_cache else 0
     peak_activation = max(terms["prefill_activation"], terms["decode_activation"])
     needed = weights + terms["kv_cache"] + peak_activation

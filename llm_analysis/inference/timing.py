@@ -14,6 +14,7 @@ from ..cost.affine import sum_affine, sum_max_affine
 from ..operators import Phase
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..options import DSZeRO
+from ..phase_programs import phase_program
 from ..timing import GroupTimes, roofline_table, table_splits, table_time_s
 
 FLOPS = FIELDS.index("flops")
@@ -32,16 +33,22 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
 
 
 def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
-    table = roofline_table(analysis.cost_model, d, "prefill")
-    if table is not None:
-        splits = table_splits(analysis.cost_model, table, batch, seq_len)
-        acc = GroupTimes().add_splits(splits)
-        flops = sum(n * f for n, f in zip(table.repeats, table.evaluate(batch, seq_len, FLOPS)))
+    table = roofline_table(analysis.cost_model, d, "prefill", x=seq_len)
+    pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
+    program = None if table is None else phase_program(analysis.cost_model, table, "prefill")
+    if program is not None:  # the table's generated program (phase_programs.py): groups finished
+        groups, flops, total_s = program(batch, seq_len)
+        if not pp_s:
+            return total_s, groups, flops
+        acc = GroupTimes()
+        acc.groups = groups
+    elif table is not None:  # the same table walked by loop
+        acc = GroupTimes().add_splits(table_splits(analysis.cost_model, table, batch, seq_len))
+        flops = table.total(batch, seq_len, FLOPS)
     else:
         ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
         acc = GroupTimes().add_ops(analysis.cost_model, ops)
         flops = sum(n * o.flops for n, o in ops)
-    pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
     if pp_s:
         acc.add("pp_communication", 0, 0, pp_s, 0, 0)
     return acc.total_s, acc.finish(), flops
@@ -70,8 +77,9 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
 
 
 def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
-    table = roofline_table(analysis.cost_model, d, "decode")
-    if table is not None:
+    table = roofline_table(analysis.cost_model, d, "decode", x=seq_len + 1)
+    # one table for every step (a sliding window's edge in between: the stretches below)
+    if table is not None and table is roofline_table(analysis.cost_model, d, "decode", x=seq_len + max(num_steps, 1)):
         return _decode_time_table(analysis, table, batch, seq_len, num_steps)
     step = lambda c: d.weighted_ops(Phase("decode", batch, 1, c))  # noqa: E731
     handoff = analysis.pipeline_handoff_time_s(batch, 1)
@@ -97,8 +105,27 @@ def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple
 def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
                        num_steps: int) -> Tuple[float, Dict, float, float]:
     """`_decode_time` from the phase table (no sliding windows: one affine stretch)."""
-    cm = analysis.cost_model
     handoff = analysis.pipeline_handoff_time_s(batch, 1)
+    program = phase_program(analysis.cost_model, table, "decode")
+    if program is None:
+        return _decode_time_splits(analysis, table, batch, seq_len, num_steps, handoff)
+    groups, first_s, last_s, total_s = program(batch, seq_len + 1, seq_len + max(num_steps, 1), max(num_steps, 1))
+    first_s += handoff
+    if num_steps <= 0:
+        return 0.0, {}, first_s, first_s
+    last_s += handoff
+    if not handoff:  # the program's groups are finished
+        return total_s, groups, first_s, last_s
+    acc = GroupTimes()
+    acc.groups = groups
+    acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
+    return acc.total_s, acc.finish(), first_s, last_s
+
+
+def _decode_time_splits(analysis, table: PhaseTable, batch: int, seq_len: int, num_steps: int,
+                        handoff: float) -> Tuple[float, Dict, float, float]:
+    """`_decode_time_table` walking the table by loop (before it is worth compiling)."""
+    cm = analysis.cost_model
     first = table_splits(cm, table, batch, seq_len + 1)
     first_s = table_time_s(first) + handoff
     if num_steps <= 0:

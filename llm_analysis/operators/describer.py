@@ -24,6 +24,9 @@ from .records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_d
                       stage_layer_groups)
 
 
+_MISSING = object()
+
+
 class IdentityKey:
     """A cache-key part that compares by identity (a cost model, an analysis) and
     keeps its object alive, so its id cannot be reused while the entry exists."""
@@ -94,11 +97,11 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         options); results are shared between callers, who must not mutate them."""
         cache = self._phase_cache
         try:
-            return cache[key]
-        except KeyError:
-            pass
+            value = cache.get(key, _MISSING)  # no KeyError raised on a miss: new shapes are the common case
         except TypeError:  # an unhashable argument (validation then reports it): no caching
             return compute()
+        if value is not _MISSING:
+            return value
         value = compute()
         if len(cache) >= self.PHASE_CACHE_SIZE:
             cache.popitem(last=False)  # the oldest entry (first in, first out), O(1)

@@ -52,8 +52,8 @@ def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optiona
     micro-batches per iteration (None: assume the pipeline is full)."""
     p = analysis.parallelism_config
     per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
-    per_layer_none = analysis.get_activation_memory_per_layer(b, seq_len, False, ActivationRecomputation.NONE,
-                                                              **act_kwargs)
+    per_layer_none = per_layer if rc == ActivationRecomputation.NONE else analysis.get_activation_memory_per_layer(
+        b, seq_len, False, ActivationRecomputation.NONE, **act_kwargs)
     emb_act = analysis.get_activation_memory_input_embedding(b, seq_len)
     logits_act = analysis.get_activation_memory_output_embedding(b, seq_len)
     grad_bytes = trained_gradient_bytes_per_param(analysis, lora, fw)

@@ -125,6 +125,33 @@ class TrainingRequest:
     framework: FrameworkMemory = FrameworkMemory()
     act_kwargs: Dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def memo_key(self) -> "HashedKey":
+        """Everything of the request the cached memory depends on besides the micro-batch,
+        hashed once per call (the phase cache is probed several times a call)."""
+        key = self.__dict__.get("_memo_key")
+        if key is None:
+            key = self.__dict__["_memo_key"] = HashedKey((
+                self.seq_len, self.interleave, self.ds_zero, self.rc, tuple(self.act_kwargs.items()),
+                self.master_bytes, self.other_op_bytes, self.lora, self.framework))
+        return key
+
+
+class HashedKey:
+    """A tuple cache-key part whose hash is computed once."""
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, HashedKey) and self.parts == other.parts)
+
 
 def _number_or_none(value, check, *args):
     """`value` checked by `check`; kept as given when it is already a number (summaries echo it)."""
@@ -212,7 +239,7 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
     the request's); built once per (cost model, shape, options) and shared (read only)."""
     s = req.seq_len if seq_len is None else seq_len
     ph = Phase("train", b, s, s)
-    key = ("train_stages", ph, req.rc, req.lora, req.overlap_tp_comm)
+    key = ("train_stages", b, s, req.rc, req.lora, req.overlap_tp_comm)
     return analysis.describer.cost_memo(analysis.cost_model, key, lambda: [
         build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
         for s in range(analysis.parallelism_config.pp_size)])
@@ -220,8 +247,8 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
 
 def _memory(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: Optional[int], zero=None, rc=None):
     zero, rc = zero or req.ds_zero, rc or req.rc
-    key = ("train_memory", IdentityKey(stages), b, req.seq_len, m, req.interleave, zero, rc,
-           tuple(req.act_kwargs.items()), req.master_bytes, req.other_op_bytes, req.lora, req.framework)
+    key = ("train_memory", IdentityKey(stages), b, m, req.memo_key,
+           None if (zero is req.ds_zero and rc is req.rc) else (zero, rc))
     return analysis.describer.phase_memo(key, lambda: stage_memory(
         analysis, stages, b, req.seq_len, m, req.interleave, zero, rc, req.act_kwargs, req.master_bytes,
         req.other_op_bytes, req.lora, req.framework))

@@ -5,12 +5,14 @@ mode repeats is each operator's `recompute_class`."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Optional
 
 from ..operators import Operator, Phase
-from ..operators.phase_table import FIELDS
 from ..options import ActivationRecomputation
+from ..operators.phase_table import FIELDS
+from ..phase_programs import STAGE_SUMS, phase_program
 from ..timing import roofline_table, table_splits
 from .lora import LoRAConfig, lora_adapter_ops
 
@@ -125,35 +127,67 @@ def _hide_tp_comm(st: Stage) -> None:
 
 def _rows(analysis, ph: Phase, s: int, lora: Optional[LoRAConfig]):
     """(is a layer's, repeat count, operator, n x its time, n x its FLOPs) of the stage's
-    operators; from the phase table (operators/phase_table.py) without LoRA on the roofline."""
+    operators (n separate operators: each collective pays its latency)."""
     cost, d = analysis.cost_model, analysis.describer
-    table = roofline_table(cost, d, "train", s) if lora is None else None
-    if table is not None:
-        splits = table_splits(cost, table, ph.batch, ph.q_len)
-        flops = table.evaluate(ph.batch, ph.q_len, FLOPS)
-        return [(layer, n, op, n * (c + m + k), n * f)
-                for layer, op, (n, _, _, c, m, k, _, _), f in zip(table.is_layer, table.ops, splits, flops)]
-    # n separate operators (each collective pays its latency)
     return [(is_layer, n, op, n * cost.op_time_s(op), n * op.flops)
             for is_layer, n, ops in d.stage_parts(ph, s) for op in ops]
 
 
+def _add_weights(st: Stage, analysis, op: Operator, n: int, is_layer: bool, lora: Optional[LoRAConfig],
+                 recomputed: bool) -> None:
+    if lora is None:
+        w = _add_full_training_weights(st, op, n, is_layer)
+    else:
+        w = _add_lora_weights(analysis, st, op, n, is_layer, lora, recomputed)
+    st.weight_bytes_gpu += n * w
+    if is_layer:
+        st.max_op_weight_bytes_gpu = max(st.max_op_weight_bytes_gpu, w)
+
+
+def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation) -> Stage:
+    """`build_stage` from the phase table without LoRA: the weight and parameter fields
+    (shape-free) once per table and stage, the time and FLOPs sums from the table's
+    generated program (phase_programs.py), in the same operator order."""
+    weights = table.memo.get(("stage_weights", s))
+    if weights is None:
+        st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
+        for is_layer, n, op in zip(table.is_layer, table.repeats, table.ops):
+            if op.kind != "collective":
+                _add_weights(st, analysis, op, n, is_layer, None, False)
+        weights = table.memo[("stage_weights", s)] = st
+    st = copy.copy(weights)
+    program = phase_program(analysis.cost_model, table, "train_stage", rc)
+    if program is None:  # not compiled yet: the same sums by loop
+        splits = table_splits(analysis.cost_model, table, ph.batch, ph.q_len)
+        flops = table.evaluate(ph.batch, ph.q_len, FLOPS)
+        for layer, op, (n, _, _, c, m, k, _, _), f in zip(table.is_layer, table.ops, splits, flops):
+            _add_time(st, op, n * (c + m + k), n * f, layer and op.recomputed_under(rc), None)
+        return st
+    for name, value in zip(STAGE_SUMS, program(ph.batch, ph.q_len)):
+        setattr(st, name, value)
+    return st
+
+
+def _add_time(st: Stage, op: Operator, t: float, flops: float, recomputed: bool, lora: Optional[LoRAConfig]) -> None:
+    """One operator's n x time and n x FLOPs into the stage's sums."""
+    if op.kind == "collective":
+        _add_collective(st, op, t, recomputed)
+    else:
+        st.add_compute(t, flops, _backward_factor(op, lora), recomputed)
+
+
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
                 overlap_tp_comm: bool) -> Stage:
-    st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
-    for is_layer, n, op, t, flops in _rows(analysis, ph, s, lora):
-        recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
-        if op.kind == "collective":
-            _add_collective(st, op, t, recomputed)
-            continue
-        st.add_compute(t, flops, _backward_factor(op, lora), recomputed)
-        if lora is None:
-            w = _add_full_training_weights(st, op, n, is_layer)
-        else:
-            w = _add_lora_weights(analysis, st, op, n, is_layer, lora, recomputed)
-        st.weight_bytes_gpu += n * w
-        if is_layer:
-            st.max_op_weight_bytes_gpu = max(st.max_op_weight_bytes_gpu, w)
+    table = roofline_table(analysis.cost_model, analysis.describer, "train", s, x=ph.q_len) if lora is None else None
+    if table is not None:
+        st = _table_stage(analysis, table, ph, s, rc)
+    else:
+        st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
+        for is_layer, n, op, t, flops in _rows(analysis, ph, s, lora):
+            recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
+            _add_time(st, op, t, flops, recomputed, lora)
+            if op.kind != "collective":
+                _add_weights(st, analysis, op, n, is_layer, lora, recomputed)
     if overlap_tp_comm:
         _hide_tp_comm(st)
     return st

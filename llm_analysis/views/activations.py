@@ -20,7 +20,9 @@ def act_bytes(a) -> float:
 
 def layout(a, batch_size: int, seq_len: int, moe: bool) -> ActivationLayout:
     p = a.parallelism_config
-    return layout_for(a.model_config, batch_size, seq_len, p.tp_size, p.sp_size > 1, moe, p.cp_size)
+    # one layout serves the several formulas of a call (and the rc / no-rc pair of training memory)
+    return a.describer.phase_memo(("activation_layout", batch_size, seq_len, moe), lambda: layout_for(
+        a.model_config, batch_size, seq_len, p.tp_size, p.sp_size > 1, moe, p.cp_size))
 
 
 def inference_live_bytes(a, batch_size: int, seq_len: int, groups: Tuple[str, ...]) -> float:
