@@ -354,14 +354,10 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,
         perf_model=perf_model_arg(perf_model, gpu_profile)).with_encoder_seq_len(encoder_seq_len)
-    kwargs = {k: v for k, v in dict(distributed_optimizer=distributed_optimizer,
-                                    grad_reduce_in_fp32=grad_reduce_in_fp32, grad_bucket_params=grad_bucket_params,
-                                    cuda_context_bytes=cuda_context_bytes,
-                                    memory_fragmentation=memory_fragmentation).items() if v}
-    if cost_per_gpu_hour is not None:
-        kwargs["cost_per_gpu_hour"] = cost_per_gpu_hour
-    if pipeline_interleave != 1:
-        kwargs["pipeline_interleave"] = pipeline_interleave
+    kwargs = _set_options(distributed_optimizer=distributed_optimizer, grad_reduce_in_fp32=grad_reduce_in_fp32,
+                          grad_bucket_params=grad_bucket_params, cuda_context_bytes=cuda_context_bytes,
+                          memory_fragmentation=memory_fragmentation, cost_per_gpu_hour=cost_per_gpu_hour,
+                          pipeline_interleave=pipeline_interleave)
     if isinstance(total_num_tokens, float) and total_num_tokens.is_integer():
         total_num_tokens = int(total_num_tokens)  # 300e9 on the command line is a float
     summary = analysis.training(
@@ -375,6 +371,17 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         mlp_2linear_quant_bits=mlp_2linear_quant_bits, mlp_recompute_gelu=mlp_recompute_gelu, **kwargs)
     _present(analysis, summary, "training", output_format, plot, output_dir, output_file_suffix)
     return summary
+
+
+def _set_options(cost_per_gpu_hour: Optional[float], pipeline_interleave: int, **switches) -> dict:
+    """The training() options the command line set: switches that are on (not 0/False),
+    a cost when given, interleaving when not 1 (so training()'s own defaults apply)."""
+    kwargs = {k: v for k, v in switches.items() if v}
+    if cost_per_gpu_hour is not None:
+        kwargs["cost_per_gpu_hour"] = cost_per_gpu_hour
+    if pipeline_interleave != 1:
+        kwargs["pipeline_interleave"] = pipeline_interleave
+    return kwargs
 
 
 def _plain_annotation(annotation):

@@ -11,7 +11,7 @@ and by how much.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from .module_tree import main_stack, numel
 
