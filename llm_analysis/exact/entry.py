@@ -50,7 +50,7 @@ def description_for(hf_config: Dict[str, Any], model_id: Optional[str] = None, r
                     use_cache: bool = True) -> Dict[str, Any]:
     """The verified description of `hf_config` (cached), or UnsupportedArchitectureError."""
     name = model_id or str(hf_config.get("_name_or_path") or hf_config.get("model_type") or "model")
-    key = cache.cache_key(model_id, revision, hf_config, {"kind": _KIND})
+    key = cache.cache_key(model_id, revision, hf_config, {"kind": _KIND}, cache.DERIVED_SOURCES)
     record = cache.load(key) if use_cache else None
     if record is None or record.get("kind") != _KIND:
         record = _derive_record(hf_config, name)
