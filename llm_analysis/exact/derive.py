@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UnsupportedArchitectureError
 from .derive_roles import (assign_tp_roles, block_group, config_int, fold_expert_index, is_embedding,
                            num_experts, token_source, top_k)
-from .derive_specs import attention_spec, module_specs, new_params
+from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .module_tree import breakdown, main_stack
 
 FORMAT_VERSION = 1
@@ -77,7 +77,10 @@ class _Walk:
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
         specs = module_specs(rel, module, fresh, self.tokens(path, module), per_exec, ctx) if fresh else []
         if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
-            specs.insert(0, self._site_spec(rel, module, per_exec, layer_index))
+            site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index)
+            if site["op"] == "row_flops":
+                site["group"] = group_of(rel) if rel else "mlp"
+            specs.insert(0, site)
         for i, s in enumerate(specs):
             # the module's measured FLOPs per layer execution, on its first spec (a fused
             # experts module has one spec per weight: they are compared together)
@@ -85,14 +88,18 @@ class _Walk:
             s["probe_flops"] = int(own // max(calls, 1)) if i == 0 else 0
         return specs
 
-    def _site_spec(self, rel: str, module: Any, per_exec: int, layer_index: Optional[int]) -> Dict[str, Any]:
+    def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
+                   layer_index: Optional[int]) -> Dict[str, Any]:
         if "attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower():
             return attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
-        return {"name": rel or type(module).__name__, "op": "unexplained", "params": 0, "calls": per_exec,
-                "group": "other", "class": type(module).__name__}
+        # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
+        # head multiplying by a concatenated weight): FLOPs per row of the module's input,
+        # when that is a whole number; the long probe checks that they scale with the tokens
+        return row_flops_spec(rel or type(module).__name__, type(module).__name__, self.probe.tokens.get(path, []),
+                              per_exec, own_per_exec, self.probe.batch, self.probe.seq_len)
 
 
-_COMPUTING = ("linear", "experts", "conv")
+_COMPUTING = ("linear", "experts", "conv", "row_flops")
 
 
 def _stack_layers(lm: Any) -> Tuple[str, List[str]]:

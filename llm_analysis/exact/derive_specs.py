@@ -145,3 +145,19 @@ def _window(module: Any, cfg: Any, layer_idx: Optional[int]) -> Optional[int]:
             and types[layer_idx] == "sliding_attention":
         return config_int(cfg, ("sliding_window",))
     return None
+
+
+def row_flops_spec(name: str, cls: str, rows: List[int], calls: int, flops_per_exec: int, batch: int,
+                   seq_len: int) -> Dict[str, Any]:
+    """Matmul FLOPs a module computes without owning the weight (`row_flops`: FLOPs per
+    token, or per sequence for a module that sees one row per sequence), or `unexplained`
+    when the rows it saw are neither or the FLOPs do not divide evenly (no per-token
+    description fits). The input may hold several rows per token (AltUp's streams)."""
+    tokens = batch * seq_len
+    source = ("all" if rows and all(r % tokens == 0 for r in rows)
+              else "batch" if rows and all(r == batch for r in rows) else None)
+    units = {"all": tokens, "batch": batch}.get(source, 0) * max(calls, 1)
+    s = {"name": name, "op": "unexplained", "params": 0, "calls": int(calls), "group": "other", "class": cls}
+    if units and flops_per_exec % units == 0:
+        s.update({"op": "row_flops", "tokens": source, "flops_per_row": flops_per_exec // units, "tp": "unknown"})
+    return s
