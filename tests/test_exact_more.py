@@ -1,0 +1,55 @@
+"""Architectures the exact path derives beyond plain projections and attention cores
+(llm_analysis/exact): matmuls on activations measured per token (`row_flops`: Gemma 3n's
+AltUp, MobileBERT's LM head).
+
+Small configs keep CI time low. Expected values come from the transformers model of the
+same config built here on the meta device: its parameters (named_parameters, tied weights
+once) and FlopCounterMode's count of one prefill (batch 1, 16 tokens), a phase the
+derivation does not probe (it probes batch 2).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name  # noqa: E402
+from llm_analysis.errors import ConfigError  # noqa: E402
+from llm_analysis.exact import analysis_from_hf  # noqa: E402
+from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
+from llm_analysis.exact.truth import architecture_truth  # noqa: E402
+
+GPU = get_gpu_config_by_name("h100-sxm-80gb")
+
+GEMMA3N = {"model_type": "gemma3n_text", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": [512] * 4, "vocab_size": 1024,
+           "vocab_size_per_layer_input": 1024, "hidden_size_per_layer_input": 32, "laurel_rank": 16,
+           "layer_types": ["sliding_attention", "full_attention"] * 2, "num_kv_shared_layers": 2,
+           "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0], "sliding_window": 64,
+           "max_position_embeddings": 2048}
+MOBILEBERT = {"model_type": "mobilebert", "num_hidden_layers": 2, "vocab_size": 2048}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ANALYSIS_CACHE", str(tmp_path / "exact-cache"))
+
+
+def _exact_and_truth(cfg):
+    truth = architecture_truth(cfg)
+    a = analysis_from_hf(cfg, GPU)
+    phase = truth["phase"]
+    return (a.get_num_params_total(), engine_matmul_flops(a, phase["batch_size"], phase["seq_len"])), \
+        (truth["params"]["total"], truth["flops"]["total"]), a
+
+
+@pytest.mark.parametrize("cfg", [GEMMA3N, MOBILEBERT], ids=["gemma3n_text", "mobilebert"])
+def test_matmuls_on_activations_are_counted_per_token(cfg):
+    derived, truth, a = _exact_and_truth(cfg)
+    assert derived == truth
+    kinds = [s for k in a.describer.description["kinds"] for s in k] + a.describer.description["head"]
+    assert any(s["op"] == "row_flops" for s in kinds)  # the new spec is what made it exact
+    with pytest.raises(ConfigError, match="cannot tell how to shard"):
+        analysis_from_hf(cfg, GPU, parallelism_config=ParallelismConfig(tp_size=2))
