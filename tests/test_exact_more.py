@@ -53,3 +53,21 @@ def test_matmuls_on_activations_are_counted_per_token(cfg):
     assert any(s["op"] == "row_flops" for s in kinds)  # the new spec is what made it exact
     with pytest.raises(ConfigError, match="cannot tell how to shard"):
         analysis_from_hf(cfg, GPU, parallelism_config=ParallelismConfig(tp_size=2))
+
+
+DSA = {"model_type": "deepseek_v32", "hidden_size": 256, "num_hidden_layers": 2, "first_k_dense_replace": 1,
+       "intermediate_size": 512, "moe_intermediate_size": 64, "n_routed_experts": 8, "num_experts_per_tok": 2,
+       "n_group": 2, "topk_group": 1, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 64,
+       "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "qk_head_dim": 48, "head_dim": 16,
+       "v_head_dim": 32, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 8, "vocab_size": 1024,
+       "max_position_embeddings": 256}
+
+
+def test_sparse_attention_indexer_is_an_attention_core_with_one_key_and_weighted_heads():
+    # index_topk (8) below the probe lengths: the indexer selects a subset of the keys,
+    # while the eager attention still computes every pair and masks the rest
+    derived, truth, a = _exact_and_truth(DSA)
+    assert derived == truth
+    cores = [s for s in a.describer.description["kinds"][0] if s["op"] == "attention"]
+    indexer = next(s for s in cores if "indexer" in s["name"])
+    assert (indexer["heads"], indexer["d_qk"], indexer["d_v"], indexer["cache_elems"]) == (4, 32, 1, 32)

@@ -107,8 +107,21 @@ def _stack_layers(lm: Any) -> Tuple[str, List[str]]:
     stack = main_stack(breakdown(shapes))
     if stack is None:
         raise UnsupportedArchitectureError(f"{type(lm).__name__} has no repeated layer stack")
-    container = lm.get_submodule(stack)
-    return stack, [f"{stack}.{n}" for n, _ in container.named_children()]
+    return stack, _layer_paths(stack, lm.get_submodule(stack))
+
+
+def _layer_paths(path: str, container: Any) -> List[str]:
+    """The layers in a stack container, in order: a child that is itself a list of layers
+    (Funnel's blocks of layers) is never called, its layers are."""
+    import torch
+    out: List[str] = []
+    for name, child in container.named_children():
+        if isinstance(child, (torch.nn.ModuleList, torch.nn.Sequential)) and len(child):
+            out += _layer_paths(f"{path}.{name}", child) if isinstance(child, torch.nn.ModuleList) else \
+                [f"{path}.{name}"]
+        else:
+            out.append(f"{path}.{name}")
+    return out
 
 
 def _layer_specs(w: _Walk, layer: str, index: int, calls: int) -> List[Dict[str, Any]]:

@@ -123,6 +123,12 @@ def attention_spec(name: str, module: Any, cfg: Any, layer_idx: Optional[int], c
     # what transformers' cache holds per token: keys and values of every KV head (for MLA
     # too: its eager code caches the expanded per-head keys and values, not the latent)
     cache = 0 if encoder else kv * (head_dim + d_v)
+    if isinstance(getattr(module, "index_topk", None), int):
+        # a sparse-attention indexer (DeepSeek-V3.2 DSA, arXiv 2512.02556): per head, q . k
+        # against one shared key per token, then the heads' scores summed with per-token
+        # weights (one multiply-add per head and pair: a "value" width of 1); it caches
+        # that key. Which keys it selects changes a kernel, not what eager computes.
+        kv, d_v, cache = 1, 1, 0 if encoder else head_dim
     return {"name": name, "op": "attention", "params": 0, "calls": int(calls), "group": "attention",
             "heads": int(heads or 0), "kv_heads": int(kv or 0), "d_qk": int(head_dim), "d_v": int(d_v),
             "window": _window(module, cfg, layer_idx), "cache_elems": int(cache), "causal": not encoder}
