@@ -25,8 +25,8 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UnsupportedArchitectureError
-from .derive_roles import (assign_tp_roles, block_group, config_int, fold_expert_index, is_embedding,
-                           num_experts, token_source, top_k)
+from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
+                           is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .module_tree import breakdown, main_stack
 
@@ -62,9 +62,17 @@ class _Walk:
                 total += self._called_children_flops(child_path, child)
         return total
 
-    def tokens(self, path: str, module: Any) -> str:
-        rows = self.probe.elems if is_embedding(module) else self.probe.tokens
-        return token_source(rows.get(path, []), self.probe.batch, self.probe.seq_len)
+    def tokens(self, path: str, module: Any) -> Tuple[str, int]:
+        """(token source, rows per token): rows per token > 1 for a module outside the
+        experts that sees the same whole number of rows for every token (hyper-connection
+        streams, grouped output projections)."""
+        rows = (self.probe.elems if is_embedding(module) else self.probe.tokens).get(path, [])
+        source = token_source(rows, self.probe.batch, self.probe.seq_len)
+        if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
+            per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
+            if per_token > 1:
+                return "all", per_token
+        return source, 1
 
     def module_specs(self, path: str, module: Any, rel: str, calls: int, group_of, layer_index: Optional[int]
                      ) -> List[Dict[str, Any]]:
@@ -75,7 +83,13 @@ class _Walk:
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
-        specs = module_specs(rel, module, fresh, self.tokens(path, module), per_exec, ctx) if fresh else []
+        source, per_token = self.tokens(path, module)
+        specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
+        if per_token > 1:
+            # several rows per token: the weight is not applied once per row (a grouped
+            # projection, streams flattened first); its FLOPs are measured per token below
+            for s in specs:
+                s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
         if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
             site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index)
             if site["op"] == "row_flops":
@@ -90,7 +104,8 @@ class _Walk:
 
     def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
                    layer_index: Optional[int]) -> Dict[str, Any]:
-        if "attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower():
+        streams = self.tokens(path, module)[1] > 1  # several rows per token: not an attention core
+        if not streams and ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
             return attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
         # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
         # head multiplying by a concatenated weight): FLOPs per row of the module's input,
