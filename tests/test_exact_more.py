@@ -71,3 +71,21 @@ def test_sparse_attention_indexer_is_an_attention_core_with_one_key_and_weighted
     cores = [s for s in a.describer.description["kinds"][0] if s["op"] == "attention"]
     indexer = next(s for s in cores if "indexer" in s["name"])
     assert (indexer["heads"], indexer["d_qk"], indexer["d_v"], indexer["cache_elems"]) == (4, 32, 1, 32)
+
+
+HYPER = {"model_type": "hy_v4", "hidden_size": 128, "num_hidden_layers": 3, "hc_mult": 4,
+         "layer_types": ["indexed_attention"] * 3, "indexer_types": ["full", "full", "shared"],
+         "mlp_layer_types": ["dense", "sparse", "sparse"], "intermediate_size": 256, "moe_intermediate_size": 32,
+         "n_routed_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+         "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "qk_head_dim": 48,
+         "head_dim": 16, "v_head_dim": 32, "index_n_heads": 4, "index_head_dim": 32, "index_topk": 8,
+         "vocab_size": 1024, "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+
+
+def test_hyper_connection_streams_are_counted_per_token():
+    # each hyper-connection module sees hc_mult rows per token (the residual streams) and
+    # multiplies the flattened streams by its own matrix: FLOPs measured per token
+    derived, truth, a = _exact_and_truth(HYPER)
+    assert derived == truth
+    hc = [s for s in a.describer.description["kinds"][0] if s.get("module") == "attn_hc"]
+    assert [s["op"] for s in hc] == ["row_flops", "param"]  # fn, base, scale: parameters only
