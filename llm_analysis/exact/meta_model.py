@@ -114,8 +114,6 @@ def build_meta_models(hf_config: Any, with_base: bool = True, dtype: str = "bflo
             errors.append(f"{class_name}: {type(exc).__name__}: {_first_line(exc)}")
             continue
         base, base_class = _base_model(sub) if with_base else (None, None)
-        for model in (lm, base):
-            _set_default_language(model, sub)
         return MetaModels(lm, base, sub, class_name, base_class, task)
     raise UnsupportedArchitectureError(
         f"transformers could not build model_type {cfg.model_type!r} on the meta device: "
@@ -131,16 +129,6 @@ def _base_model(cfg: Any) -> Tuple[Any, Optional[str]]:
         return _instantiate(name, cfg), name
     except Exception:  # the backbone is optional: the LM is the reference
         return None, None
-
-
-def _set_default_language(model: Any, cfg: Any) -> None:
-    """Models with per-language adapters (X-MOD) refuse to run until told which language
-    the input is; the first configured one is as good as any (one adapter runs per token,
-    all are parameters)."""
-    languages = getattr(cfg, "languages", None)
-    setter = getattr(model, "set_default_language", None)
-    if callable(setter) and isinstance(languages, (list, tuple)) and languages:
-        setter(languages[0])
 
 
 def _first_line(exc: BaseException) -> str:
