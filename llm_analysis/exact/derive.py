@@ -104,7 +104,10 @@ class _Walk:
 
     def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
                    layer_index: Optional[int]) -> Dict[str, Any]:
-        streams = self.tokens(path, module)[1] > 1  # several rows per token: not an attention core
+        # a module mixing several rows per token with a matrix of its own (hyper-connection
+        # streams) is no attention core; one without parameters may be (its first input
+        # can be per-head queries)
+        streams = self.tokens(path, module)[1] > 1 and any(p.dim() >= 2 for p in module.parameters(recurse=False))
         if not streams and ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
             return attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
         # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
