@@ -104,17 +104,25 @@ class _Walk:
 
     def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
                    layer_index: Optional[int]) -> Dict[str, Any]:
+        """An attention core, or matmuls measured per token, or `unexplained`."""
+        # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
+        # head multiplying by a concatenated weight, a short convolution run as a function):
+        # FLOPs per row of the module's input, when that is a whole number; the long probe
+        # checks that they scale with the tokens
+        rows = row_flops_spec(rel or type(module).__name__, type(module).__name__, self.probe.tokens.get(path, []),
+                              per_exec, own_per_exec, self.probe.batch, self.probe.seq_len)
         # a module mixing several rows per token with a matrix of its own (hyper-connection
         # streams) is no attention core; one without parameters may be (its first input
         # can be per-head queries)
         streams = self.tokens(path, module)[1] > 1 and any(p.dim() >= 2 for p in module.parameters(recurse=False))
-        if not streams and ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
-            return attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
-        # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
-        # head multiplying by a concatenated weight): FLOPs per row of the module's input,
-        # when that is a whole number; the long probe checks that they scale with the tokens
-        return row_flops_spec(rel or type(module).__name__, type(module).__name__, self.probe.tokens.get(path, []),
-                              per_exec, own_per_exec, self.probe.batch, self.probe.seq_len)
+        if streams or not ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
+            return rows
+        core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
+        # inside an attention module but not its core (a short convolution on the keys):
+        # the core's eager FLOPs (every query-key pair) do not match what it computed
+        b, t = self.probe.batch, self.probe.seq_len
+        eager = 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
+        return rows if eager != own_per_exec and rows["op"] == "row_flops" else core
 
 
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
