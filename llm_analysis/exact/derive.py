@@ -28,6 +28,7 @@ from ..errors import UnsupportedArchitectureError
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
+from .diagnose import MIXER_PARAMS as _MIXER
 from .module_tree import breakdown, main_stack
 
 FORMAT_VERSION = 1
@@ -111,6 +112,10 @@ class _Walk:
         # checks that they scale with the tokens
         rows = row_flops_spec(rel or type(module).__name__, type(module).__name__, self.probe.tokens.get(path, []),
                               per_exec, own_per_exec, self.probe.batch, self.probe.seq_len)
+        if _MIXER.search("\n".join(n for n, _ in module.named_parameters())):
+            # a recurrent / SSM / convolution mixer: a decode step runs its state update, not
+            # the prefill's per-token work, and only the prefill is probed (issue 14 item 4)
+            rows = dict(rows, op="unexplained", **{"class": f"{type(module).__name__}, a sequence mixer"})
         # a module mixing several rows per token with a matrix of its own (hyper-connection
         # streams) is no attention core; one without parameters may be (its first input
         # can be per-head queries)
