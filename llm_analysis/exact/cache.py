@@ -54,7 +54,7 @@ def _version(dist: str) -> str:
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # paths relative to the package; a directory stands for its *.py files, recursively
 DERIVED_SOURCES = ("exact", "operators", "views/params.py", "views/flops.py", "views/phases.py",
-                   "facade.py", "model_schema.py", "schema_base.py", "options.py")
+                   "facade.py", "facade_conventions.py", "model_schema.py", "schema_base.py", "options.py")
 MAPPED_SOURCES = DERIVED_SOURCES + ("hf_import.py", "hub_*.py", "schema.py", "config.py")
 _fingerprints: Dict[Tuple[str, ...], str] = {}
 
