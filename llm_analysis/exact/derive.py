@@ -123,11 +123,13 @@ class _Walk:
         if streams or not ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
             return rows
         core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
-        # inside an attention module but not its core (a short convolution on the keys):
-        # the core's eager FLOPs (every query-key pair) do not match what it computed
+        # a module inside an attention module but not named as one itself (a short
+        # convolution on the keys) whose FLOPs are not the eager core's (every query-key pair)
         b, t = self.probe.batch, self.probe.seq_len
         eager = 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
-        return rows if eager != own_per_exec and rows["op"] == "row_flops" else core
+        last = rel.rsplit(".", 1)[-1]
+        inside = not ("attn" in last.lower() or "attention" in (last + type(module).__name__).lower())
+        return rows if inside and eager != own_per_exec and rows["op"] == "row_flops" else core
 
 
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
