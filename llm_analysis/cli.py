@@ -175,8 +175,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         num_layers_in_first_pipeline_stage: layers of the first pipeline stage (default: an even split, earlier
             stages taking the remainder); the other stages split the rest.
         num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
-        exact: derive the model's operators from its transformers module tree (Hub id, local directory or
-            config.json; needs pip install llm-analysis[exact]): parameters and FLOPs verified exactly, or refused.
+        exact: derive the model's operators from its transformers module tree (catalogue name, Hub id, local
+            directory or config.json; needs pip install llm-analysis[exact]): parameters and FLOPs verified
+            exactly, or refused.
         encoder_seq_len: encoder positions the decoder of an encoder-decoder model (BART, Whisper, ...) attends
             to; required for such models (0: the decoder alone, without encoder states).
     Returns:

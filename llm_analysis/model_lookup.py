@@ -8,8 +8,9 @@ shipped model never imports them (nor huggingface_hub/transformers).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional, Tuple
 
 from .catalogue import MODEL_CONFIGS_DIR, dump_config, find_model_config, model_configs
 from .errors import ConfigError, unknown_name_error
@@ -72,6 +73,45 @@ def get_model_config_from_hf(name: str, revision: Optional[str] = None,
     from . import hf_import
     return hf_import.get_model_config_from_hf(name, revision=revision,
                                               trust_remote_code=trust_remote_code)
+
+
+# catalogue entries imported from the Hub say so in `source` (see model_configs/*.json)
+_HUB_SOURCE = re.compile(r"^Hugging Face Hub config\.json of ([\w.-]+/[\w.-]+)")
+
+
+def catalogue_hub_id(cfg: ModelConfig) -> Optional[str]:
+    """The Hub repo a catalogue entry was imported from, or None (a paper's figures)."""
+    match = _HUB_SOURCE.match(cfg.source or "")
+    return match.group(1) if match else None
+
+
+def hf_config_by_name(name_or_path: str, revision: Optional[str] = None) -> Tuple[Dict[str, Any], Optional[str]]:
+    """(transformers config.json dict, Hub id or None) of a model named as
+    `get_model_config_by_name` accepts it: a catalogue name (its config.json is fetched
+    from the Hub repo the entry was imported from), a config.json path, a local model
+    directory or a Hub id. For the paths that need the model's own transformers config
+    (`--exact`); a catalogue entry written from a paper has none: ConfigError."""
+    if not isinstance(name_or_path, str) or not name_or_path:
+        raise ConfigError(f"model name must be a non-empty string, got {name_or_path!r}")
+    from .hub_download import download_config_json, read_json_file
+    cfg = find_model_config(name_or_path)
+    if cfg is not None:
+        hub_id = catalogue_hub_id(cfg)
+        if hub_id is None:
+            raise ConfigError(f"model {name_or_path!r} is a catalogue entry written from published figures "
+                              f"({cfg.source[:80]}...), not from a transformers config: the exact path needs "
+                              "one; give a Hub id, a local model directory or a config.json")
+        name_or_path = hub_id
+    elif name_or_path.endswith(".json") or Path(name_or_path).exists():
+        path = Path(name_or_path) / "config.json" if Path(name_or_path).is_dir() else Path(name_or_path)
+        if not path.is_file():
+            raise ConfigError(f"model config file {str(path)!r} does not exist")
+        return read_json_file(str(path), f"config of {name_or_path}"), None
+    elif "/" not in name_or_path:
+        err = unknown_name_error("model", name_or_path, model_configs.names())
+        raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
+    path, _endpoint = download_config_json(name_or_path, revision)
+    return read_json_file(path, name_or_path), name_or_path
 
 
 def dump_model_config_by_name(name: str, model_configs_dir: Optional[str] = None) -> str:

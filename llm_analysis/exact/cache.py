@@ -4,11 +4,22 @@ Where: `$LLM_ANALYSIS_CACHE/exact/` when that variable is set, else
 `$XDG_CACHE_HOME/llm_analysis/exact/` (default `~/.cache/llm_analysis/exact/`).
 
 The key hashes everything the verdict depends on: the model id and revision, the
-config dict, the ModelConfig when the caller gives one, the engine's code (the
-bytes of the package's modules, which decide how a config is mapped and counted)
-and the version of transformers (read from package metadata). Computing a key
-imports neither torch nor transformers. A cache hit is therefore valid as it is; a
-changed config, engine or library is a different key.
+config dict, the ModelConfig when the caller gives one, the version of transformers
+(read from package metadata) and the source of the engine modules the verdict is
+computed by, and only those (so an edit to the CLI, the timing model or the tables
+does not throw the cache away):
+
+* `DERIVED_SOURCES` (the module-tree path, `entry.description_for`): the `exact/`
+  package (build, probe, walk, verification), `operators/` (the records whose
+  parameters and FLOPs are compared), the parameter and FLOP views and the facade
+  that sum them, and the ModelConfig schema the description is validated into;
+* `MAPPED_SOURCES` (`verify.verify_hf_config`, the table path): those plus the Hub
+  import that maps a config.json to a ModelConfig (`hf_import`, `hub_*`).
+
+A module added to the engine that changes a count must be added to these lists
+(tests/test_exact_cache.py checks that every listed path exists). Computing a key
+reads a few dozen small files and imports neither torch nor transformers. A cache
+hit is therefore valid as it is; a changed config, engine or library is a different key.
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ import os
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 CACHE_ENV = "LLM_ANALYSIS_CACHE"
 FORMAT_VERSION = 1
@@ -41,26 +52,41 @@ def _version(dist: str) -> str:
 
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
-_fingerprint: Optional[str] = None
+# paths relative to the package; a directory stands for its *.py files, recursively
+DERIVED_SOURCES = ("exact", "operators", "views/params.py", "views/flops.py", "views/phases.py",
+                   "facade.py", "facade_conventions.py", "model_schema.py", "schema_base.py", "options.py")
+MAPPED_SOURCES = DERIVED_SOURCES + ("hf_import.py", "hub_*.py", "schema.py", "config.py")
+_fingerprints: Dict[Tuple[str, ...], str] = {}
 
 
-def engine_fingerprint() -> str:
-    """sha256 of the package's Python sources (a few hundred kB; read once per process)."""
-    global _fingerprint
-    if _fingerprint is None:
+def source_files(sources: Tuple[str, ...], root: Optional[Path] = None) -> List[Path]:
+    """The Python files `sources` names under `root` (default: the package), sorted."""
+    root = root or _PACKAGE_DIR
+    files = set()
+    for pattern in sources:
+        for path in root.glob(pattern):
+            files.update(path.rglob("*.py") if path.is_dir() else [path])
+    return sorted(files)
+
+
+def engine_fingerprint(sources: Tuple[str, ...] = MAPPED_SOURCES, root: Optional[Path] = None) -> str:
+    """sha256 of the named engine sources (read once per process and list)."""
+    root = root or _PACKAGE_DIR
+    memo = (str(root),) + tuple(sources)
+    if memo not in _fingerprints:
         h = hashlib.sha256()
-        for path in sorted(_PACKAGE_DIR.rglob("*.py")):
-            h.update(path.relative_to(_PACKAGE_DIR).as_posix().encode())
+        for path in source_files(sources, root):
+            h.update(path.relative_to(root).as_posix().encode())
             h.update(path.read_bytes())
-        _fingerprint = h.hexdigest()
-    return _fingerprint
+        _fingerprints[memo] = h.hexdigest()
+    return _fingerprints[memo]
 
 
 def cache_key(model_id: Optional[str], revision: Optional[str], hf_config: Dict[str, Any],
-              engine_config: Optional[Dict[str, Any]]) -> str:
+              engine_config: Optional[Dict[str, Any]], sources: Tuple[str, ...] = MAPPED_SOURCES) -> str:
     payload = json.dumps({"format": FORMAT_VERSION, "model_id": model_id, "revision": revision,
                           "config": hf_config, "engine_config": engine_config,
-                          "engine": engine_fingerprint(),
+                          "engine": engine_fingerprint(sources),
                           "transformers": _version("transformers")},
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:32]

@@ -25,9 +25,10 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UnsupportedArchitectureError
-from .derive_roles import (assign_tp_roles, block_group, config_int, fold_expert_index, is_embedding,
-                           num_experts, token_source, top_k)
-from .derive_specs import attention_spec, module_specs, new_params
+from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
+                           is_embedding, num_experts, rows_per_token, token_source, top_k)
+from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
+from .diagnose import MIXER_PARAMS as _MIXER
 from .module_tree import breakdown, main_stack
 
 FORMAT_VERSION = 1
@@ -62,9 +63,17 @@ class _Walk:
                 total += self._called_children_flops(child_path, child)
         return total
 
-    def tokens(self, path: str, module: Any) -> str:
-        rows = self.probe.elems if is_embedding(module) else self.probe.tokens
-        return token_source(rows.get(path, []), self.probe.batch, self.probe.seq_len)
+    def tokens(self, path: str, module: Any) -> Tuple[str, int]:
+        """(token source, rows per token): rows per token > 1 for a module outside the
+        experts that sees the same whole number of rows for every token (hyper-connection
+        streams, grouped output projections)."""
+        rows = (self.probe.elems if is_embedding(module) else self.probe.tokens).get(path, [])
+        source = token_source(rows, self.probe.batch, self.probe.seq_len)
+        if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
+            per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
+            if per_token > 1:
+                return "all", per_token
+        return source, 1
 
     def module_specs(self, path: str, module: Any, rel: str, calls: int, group_of, layer_index: Optional[int]
                      ) -> List[Dict[str, Any]]:
@@ -75,9 +84,18 @@ class _Walk:
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
-        specs = module_specs(rel, module, fresh, self.tokens(path, module), per_exec, ctx) if fresh else []
+        source, per_token = self.tokens(path, module)
+        specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
+        if per_token > 1:
+            # several rows per token: the weight is not applied once per row (a grouped
+            # projection, streams flattened first); its FLOPs are measured per token below
+            for s in specs:
+                s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
         if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
-            specs.insert(0, self._site_spec(rel, module, per_exec, layer_index))
+            site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index)
+            if site["op"] == "row_flops":
+                site["group"] = group_of(rel) if rel else "mlp"
+            specs.insert(0, site)
         for i, s in enumerate(specs):
             # the module's measured FLOPs per layer execution, on its first spec (a fused
             # experts module has one spec per weight: they are compared together)
@@ -85,14 +103,36 @@ class _Walk:
             s["probe_flops"] = int(own // max(calls, 1)) if i == 0 else 0
         return specs
 
-    def _site_spec(self, rel: str, module: Any, per_exec: int, layer_index: Optional[int]) -> Dict[str, Any]:
-        if "attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower():
-            return attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
-        return {"name": rel or type(module).__name__, "op": "unexplained", "params": 0, "calls": per_exec,
-                "group": "other", "class": type(module).__name__}
+    def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
+                   layer_index: Optional[int]) -> Dict[str, Any]:
+        """An attention core, or matmuls measured per token, or `unexplained`."""
+        # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
+        # head multiplying by a concatenated weight, a short convolution run as a function):
+        # FLOPs per row of the module's input, when that is a whole number; the long probe
+        # checks that they scale with the tokens
+        rows = row_flops_spec(rel or type(module).__name__, type(module).__name__, self.probe.tokens.get(path, []),
+                              per_exec, own_per_exec, self.probe.batch, self.probe.seq_len)
+        if _MIXER.search("\n".join(n for n, _ in module.named_parameters())):
+            # a recurrent / SSM / convolution mixer: a decode step runs its state update, not
+            # the prefill's per-token work, and only the prefill is probed (issue 14 item 4)
+            rows = dict(rows, op="unexplained", **{"class": f"{type(module).__name__}, a sequence mixer"})
+        # a module mixing several rows per token with a matrix of its own (hyper-connection
+        # streams) is no attention core; one without parameters may be (its first input
+        # can be per-head queries)
+        streams = self.tokens(path, module)[1] > 1 and any(p.dim() >= 2 for p in module.parameters(recurse=False))
+        if streams or not ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
+            return rows
+        core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
+        # a module inside an attention module but not named as one itself (a short
+        # convolution on the keys) whose FLOPs are not the eager core's (every query-key pair)
+        b, t = self.probe.batch, self.probe.seq_len
+        eager = 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
+        last = rel.rsplit(".", 1)[-1]
+        inside = not ("attn" in last.lower() or "attention" in (last + type(module).__name__).lower())
+        return rows if inside and eager != own_per_exec and rows["op"] == "row_flops" else core
 
 
-_COMPUTING = ("linear", "experts", "conv")
+_COMPUTING = ("linear", "experts", "conv", "row_flops")
 
 
 def _stack_layers(lm: Any) -> Tuple[str, List[str]]:
@@ -100,8 +140,21 @@ def _stack_layers(lm: Any) -> Tuple[str, List[str]]:
     stack = main_stack(breakdown(shapes))
     if stack is None:
         raise UnsupportedArchitectureError(f"{type(lm).__name__} has no repeated layer stack")
-    container = lm.get_submodule(stack)
-    return stack, [f"{stack}.{n}" for n, _ in container.named_children()]
+    return stack, _layer_paths(stack, lm.get_submodule(stack))
+
+
+def _layer_paths(path: str, container: Any) -> List[str]:
+    """The layers in a stack container, in order: a child that is itself a list of layers
+    (Funnel's blocks of layers) is never called, its layers are."""
+    import torch
+    out: List[str] = []
+    for name, child in container.named_children():
+        if isinstance(child, (torch.nn.ModuleList, torch.nn.Sequential)) and len(child):
+            out += _layer_paths(f"{path}.{name}", child) if isinstance(child, torch.nn.ModuleList) else \
+                [f"{path}.{name}"]
+        else:
+            out.append(f"{path}.{name}")
+    return out
 
 
 def _layer_specs(w: _Walk, layer: str, index: int, calls: int) -> List[Dict[str, Any]]:

@@ -97,6 +97,12 @@ def token_source(rows: List[int], batch: int, seq_len: int) -> str:
     return "unknown"
 
 
+def rows_per_token(rows: List[int], tokens: int) -> int:
+    """m when every call saw m rows per token (m a whole number), else 0."""
+    multiples = {r // tokens if tokens and r % tokens == 0 else 0 for r in rows}
+    return multiples.pop() if len(multiples) == 1 else 0
+
+
 def block_group(path: str, attention_sites: List[str]) -> str:
     """attention | mlp for a projection inside a layer (experts/router/norm decided elsewhere)."""
     if any(path == s or path.startswith(s + ".") for s in attention_sites):

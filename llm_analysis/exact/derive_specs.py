@@ -123,6 +123,12 @@ def attention_spec(name: str, module: Any, cfg: Any, layer_idx: Optional[int], c
     # what transformers' cache holds per token: keys and values of every KV head (for MLA
     # too: its eager code caches the expanded per-head keys and values, not the latent)
     cache = 0 if encoder else kv * (head_dim + d_v)
+    if isinstance(getattr(module, "index_topk", None), int):
+        # a sparse-attention indexer (DeepSeek-V3.2 DSA, arXiv 2512.02556): per head, q . k
+        # against one shared key per token, then the heads' scores summed with per-token
+        # weights (one multiply-add per head and pair: a "value" width of 1); it caches
+        # that key. Which keys it selects changes a kernel, not what eager computes.
+        kv, d_v, cache = 1, 1, 0 if encoder else head_dim
     return {"name": name, "op": "attention", "params": 0, "calls": int(calls), "group": "attention",
             "heads": int(heads or 0), "kv_heads": int(kv or 0), "d_qk": int(head_dim), "d_v": int(d_v),
             "window": _window(module, cfg, layer_idx), "cache_elems": int(cache), "causal": not encoder}
@@ -145,3 +151,19 @@ def _window(module: Any, cfg: Any, layer_idx: Optional[int]) -> Optional[int]:
             and types[layer_idx] == "sliding_attention":
         return config_int(cfg, ("sliding_window",))
     return None
+
+
+def row_flops_spec(name: str, cls: str, rows: List[int], calls: int, flops_per_exec: int, batch: int,
+                   seq_len: int) -> Dict[str, Any]:
+    """Matmul FLOPs a module computes without owning the weight (`row_flops`: FLOPs per
+    token, or per sequence for a module that sees one row per sequence), or `unexplained`
+    when the rows it saw are neither or the FLOPs do not divide evenly (no per-token
+    description fits). The input may hold several rows per token (AltUp's streams)."""
+    tokens = batch * seq_len
+    source = ("all" if rows and all(r % tokens == 0 for r in rows)
+              else "batch" if rows and all(r == batch for r in rows) else None)
+    units = {"all": tokens, "batch": batch}.get(source, 0) * max(calls, 1)
+    s = {"name": name, "op": "unexplained", "params": 0, "calls": int(calls), "group": "other", "class": cls}
+    if units and flops_per_exec % units == 0:
+        s.update({"op": "row_flops", "tokens": source, "flops_per_row": flops_per_exec // units, "tp": "unknown"})
+    return s

@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 from .compare import layer_group, truth_parts
 from .module_tree import main_stack
 
-_MIXER = re.compile(r"A_log|conv1d|(^|\.)conv\.|short_conv|dt_proj|x_proj|linear_attn|mlstm|slstm|"
+MIXER_PARAMS = re.compile(r"A_log|conv1d|(^|\.)conv\.|short_conv|dt_proj|x_proj|linear_attn|mlstm|slstm|"
                     r"time_decay|time_mix|recurrent|rg_lru|(^|\.)mamba|ssm", re.IGNORECASE)
 _CROSS = re.compile(r"encoder_attn|crossattention|cross_attn|cross_attention", re.IGNORECASE)
 _MLA = re.compile(r"kv_a_proj|kv_b_proj|q_a_proj|q_b_proj|kv_a_layernorm")
@@ -64,7 +64,7 @@ def mismatched_features(cfg: Any, params: Dict[str, Any], engine: Dict[str, int]
     joined = "\n".join(names)
     real = truth_parts(params)
     causes = []
-    if _MIXER.search(joined):
+    if MIXER_PARAMS.search(joined):
         causes.append(CAUSES[0])
     if _CROSS.search(joined):
         causes.append(CAUSES[1])

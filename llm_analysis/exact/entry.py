@@ -16,7 +16,6 @@ only classes registered in the installed transformers are used.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any, Dict, Optional, Tuple
 
 from ..config import DtypeConfig, ParallelismConfig
@@ -27,30 +26,23 @@ _KIND = "module-tree description"
 
 
 def load_hf_config(model: Any, revision: Optional[str] = None) -> Tuple[Dict[str, Any], Optional[str]]:
-    """(config.json dict, model id or None) for a dict, a local directory or JSON file,
-    or a Hub id (fetched with huggingface_hub)."""
-    from ..hub_download import download_config_json, read_json_file
+    """(config.json dict, model id or None) for a dict, or a name resolved as every other
+    command resolves it (`model_lookup.hf_config_by_name`: catalogue name, config.json
+    path, local directory or Hub id)."""
+    from ..model_lookup import hf_config_by_name
     if isinstance(model, dict):
         return copy.deepcopy(model), None
     if not isinstance(model, str) or not model:
-        raise ConfigError(f"model = {model!r}: give a Hub id (org/name), a local model directory, a "
-                          "config.json path or a config dict")
-    if os.path.isdir(model):
-        return read_json_file(os.path.join(model, "config.json"), f"config of {model}"), None
-    if os.path.isfile(model):
-        return read_json_file(model, model), None
-    if "/" not in model:
-        raise ConfigError(f"model = {model!r} is not a Hub id (org/name), a local directory or a file; the "
-                          "exact path needs the model's transformers config (catalogue names have none)")
-    path, _endpoint = download_config_json(model, revision)
-    return read_json_file(path, model), model
+        raise ConfigError(f"model = {model!r}: give a catalogue name, a Hub id (org/name), a local model "
+                          "directory, a config.json path or a config dict")
+    return hf_config_by_name(model, revision)
 
 
 def description_for(hf_config: Dict[str, Any], model_id: Optional[str] = None, revision: Optional[str] = None,
                     use_cache: bool = True) -> Dict[str, Any]:
     """The verified description of `hf_config` (cached), or UnsupportedArchitectureError."""
     name = model_id or str(hf_config.get("_name_or_path") or hf_config.get("model_type") or "model")
-    key = cache.cache_key(model_id, revision, hf_config, {"kind": _KIND})
+    key = cache.cache_key(model_id, revision, hf_config, {"kind": _KIND}, cache.DERIVED_SOURCES)
     record = cache.load(key) if use_cache else None
     if record is None or record.get("kind") != _KIND:
         record = _derive_record(hf_config, name)

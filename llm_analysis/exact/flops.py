@@ -13,9 +13,10 @@ routing: the token-expert pairs are the rows of the first operand.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 _LAYER_INDEX = re.compile(r"\.(\d+)(?=\.|$)")
 
@@ -36,11 +37,26 @@ def _custom_formulas() -> Dict[Any, Any]:
     return ops
 
 
+@contextlib.contextmanager
+def forward_only() -> Iterator[None]:
+    """FlopCounterMode's module tracker registers backward hooks on module inputs and
+    outputs that require gradients, which fails on a custom autograd function's output
+    made under no_grad (MRA, Perceiver). Nothing here runs backward: register none."""
+    from unittest import mock
+
+    from torch.utils import module_tracker
+    class _NoHook:
+        def remove(self) -> None:
+            pass
+    with mock.patch.object(module_tracker, "register_multi_grad_hook", lambda *args, **kwargs: _NoHook()):
+        yield
+
+
 def _run(model: Any, kwargs: Dict[str, Any]):
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     counter = FlopCounterMode(display=False, custom_mapping=_custom_formulas())
-    with torch.no_grad(), counter:
+    with torch.no_grad(), forward_only(), counter:
         model(**kwargs)
     return counter
 

@@ -20,7 +20,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .flops import _custom_formulas, _reason
+from .flops import _custom_formulas, _reason, forward_only
 
 
 @dataclass
@@ -107,7 +107,7 @@ def _run_probe(model: Any, batch: int, seq_len: int) -> Tuple[Optional[Probe], O
         handles = _hooks(model, probe)
         counter = FlopCounterMode(display=False, custom_mapping=_custom_formulas())
         try:
-            with torch.no_grad(), counter:
+            with torch.no_grad(), forward_only(), counter:
                 model(**kwargs)
         except Exception as exc:  # any failure of the model code on meta tensors
             reasons.append(_reason(exc))

@@ -90,6 +90,8 @@ class ModuleTreeDescriber(LayerDescriber):
             out = self._embedding_op(phase, s)
         elif op == "conv":
             out = self._conv_op(phase, s)
+        elif op == "row_flops":
+            out = self._row_flops_op(phase, s)
         elif op == "param":
             out = Operator(name=s["name"], group=s["group"], kind="elementwise", params=s["params"],
                            params_per_gpu=s["params"], weight_bytes_per_gpu=s["params"] * self.w_bytes,
@@ -120,6 +122,15 @@ class ModuleTreeDescriber(LayerDescriber):
                        bytes_read_per_gpu=one.bytes_read_per_gpu - one.weight_bytes_per_gpu
                        + one.params_per_gpu * active_gpu * self.w_bytes,
                        shapes=f"{one.shapes}, {e} experts top-{k}", expert_role="routed")
+
+    def _row_flops_op(self, phase: Phase, s: Dict[str, Any]) -> Operator:
+        """Matmuls on activations measured per input row (derive_specs.row_flops_spec); the
+        rows' activations are read and written once (hidden width)."""
+        t = self._tokens(phase, s["tokens"]) * s["calls"]
+        flops = float(s["flops_per_row"]) * t
+        act = t * self.description["hidden_dim"] * self.a_bytes
+        return Operator(name=s["name"], group=s["group"], kind="matmul", flops=flops, flops_per_gpu=flops,
+                        bytes_read_per_gpu=act, bytes_written_per_gpu=act, shapes=f"{s['flops_per_row']} FLOPs x {t} rows")
 
     def _embedding_op(self, phase: Phase, s: Dict[str, Any]) -> Operator:
         rows, d = s["in"], s["out"]

@@ -1,0 +1,70 @@
+"""The exact cache key: which engine sources it hashes (llm_analysis/exact/cache.py).
+
+Torch-free and fast: the fingerprints are computed on a copy of the package's
+sources, edited one file at a time.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from llm_analysis.exact import cache
+
+PACKAGE = Path(cache.__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("sources", [cache.DERIVED_SOURCES, cache.MAPPED_SOURCES])
+def test_every_listed_source_exists(sources):
+    # a renamed module would silently drop out of the key: every entry must match files
+    for pattern in sources:
+        assert cache.source_files((pattern,)), f"{pattern!r} matches no file of the package"
+
+
+@pytest.fixture
+def package_copy(tmp_path):
+    root = tmp_path / "llm_analysis"
+    shutil.copytree(PACKAGE, root, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    yield root
+    cache._fingerprints.clear()
+
+
+def _fingerprints(root):
+    cache._fingerprints.clear()
+    return (cache.engine_fingerprint(cache.DERIVED_SOURCES, root),
+            cache.engine_fingerprint(cache.MAPPED_SOURCES, root))
+
+
+def _touch(root, rel):
+    path = root / rel
+    path.write_text(path.read_text() + "\n# edited\n")
+
+
+def test_key_follows_the_modules_the_verdict_depends_on(package_copy):
+    derived, mapped = _fingerprints(package_copy)
+    assert derived != mapped
+
+    _touch(package_copy, "cli.py")  # the CLI does not count anything
+    _touch(package_copy, "presentation/tables.py")
+    assert _fingerprints(package_copy) == (derived, mapped)
+
+    _touch(package_copy, "hub_generic.py")  # the table path's mapping: only its verdicts
+    derived2, mapped2 = _fingerprints(package_copy)
+    assert derived2 == derived and mapped2 != mapped
+
+    _touch(package_copy, "exact/probe.py")  # the module-tree path itself
+    derived3, mapped3 = _fingerprints(package_copy)
+    assert derived3 != derived and mapped3 != mapped2
+
+    _touch(package_copy, "operators/records.py")  # the records that are counted
+    assert _fingerprints(package_copy)[0] != derived3
+
+
+def test_cache_key_depends_on_the_sources_given():
+    cfg = {"model_type": "llama"}
+    assert cache.cache_key(None, None, cfg, None, cache.DERIVED_SOURCES) != \
+        cache.cache_key(None, None, cfg, None, cache.MAPPED_SOURCES)
+    assert cache.cache_key(None, None, cfg, None, cache.DERIVED_SOURCES) == \
+        cache.cache_key(None, None, cfg, None, cache.DERIVED_SOURCES)
