@@ -63,7 +63,7 @@ def exact_outcome(truth: Dict[str, Any]) -> Dict[str, Any]:
         if flops != truth["flops"]["total"]:
             diffs.append(f"prefill FLOPs {flops:,} vs {truth['flops']['total']:,}")
     return {"outcome": "silently wrong" if diffs else "exact", "detail": "; ".join(diffs),
-            "params": params, "flops": flops, "kinds": len(a.describer.description["kinds"])}
+            "params": params, "flops": flops, "kinds": len(getattr(a.describer, "description", {}).get("kinds", ())) or None}
 
 
 def _worker(types: List[str]) -> Dict[str, Dict[str, Any]]:

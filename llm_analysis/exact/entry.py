@@ -8,6 +8,8 @@ The first call for a (model id, revision, config, transformers version, engine c
 derives the operator description from the model's module tree on the meta device
 and verifies it against the model's parameters and FlopCounterMode (derive.py,
 derive_check.py); the description, or the refusal, is cached on disk (cache.py).
+When the module tree cannot be derived, the family table's description is used if
+it verifies exactly against the same model (verify.py), else the call refuses.
 Every later call reads that JSON file: it imports neither torch nor transformers, and
 the analysis itself never does. Repository code is never run (no trust_remote_code):
 only classes registered in the installed transformers are used.
@@ -82,7 +84,30 @@ def exact_analysis_class(model: Any, revision: Optional[str] = None, use_cache: 
     from .exact_analysis import analysis_class
     from .tree_model import model_config_for
     hf_config, model_id = load_hf_config(model, revision)
-    desc = description_for(hf_config, model_id, revision, use_cache)
     name = model_id or (model if isinstance(model, str) else str(hf_config.get("model_type", "model")))
+    try:
+        desc = description_for(hf_config, model_id, revision, use_cache)
+    except UnsupportedArchitectureError as derive_refusal:
+        return _verified_table(hf_config, model_id, revision, use_cache, name, derive_refusal)
     return analysis_class(desc), model_config_for(desc, name)
+
+
+def _verified_table(hf_config: Dict[str, Any], model_id: Optional[str], revision: Optional[str], use_cache: bool,
+                    name: str, derive_refusal: UnsupportedArchitectureError) -> Tuple[type, Any]:
+    """(LLMAnalysis, the family table's ModelConfig) when the module tree cannot be
+    derived (e.g. state-space mixers, which the derivation does not describe) but the
+    Hub import's description verifies against the same model: parameters part by part
+    and the prefill FLOPs under FlopCounterMode (verify.py; cached like the derivation).
+    Otherwise the derivation's refusal, with the table's reason appended."""
+    from ..facade import LLMAnalysis
+    from ..hf_import import model_config_from_hf_dict
+    from .verify import verify_hf_config
+    try:
+        model_config = model_config_from_hf_dict(hf_config, name=name)
+        verify_hf_config(hf_config, model_id, revision, model_config=model_config, use_cache=use_cache)
+    except ConfigError as table_refusal:  # HubImportError / UnsupportedArchitectureError included
+        raise UnsupportedArchitectureError(
+            f"{derive_refusal}\nThe family table does not describe it exactly either: "
+            f"{str(table_refusal).splitlines()[0]}") from None
+    return LLMAnalysis, model_config
 
