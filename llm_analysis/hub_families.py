@@ -22,6 +22,7 @@ from .hub_bases import (BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_TANH, GEMMA,
 from .hub_families_dense2 import DENSE2_FAMILIES, REFUSED_FAMILIES
 from .hub_families_encoders import ENCODER_FAMILIES
 from .hub_families_encoders2 import ENCODER_FAMILIES_2
+from .hub_families_entities import ENTITY_FAMILIES
 from .hub_families_hybrid import HYBRID_FAMILIES
 from .hub_families_more import MORE_FAMILIES
 from .hub_families_moe import MOE_FAMILIES
@@ -153,6 +154,7 @@ FAMILIES["minicpm3"] = FAMILIES["deepseek_v2"]
 FAMILIES.update(MORE_FAMILIES)
 FAMILIES.update(ENCODER_FAMILIES)
 FAMILIES.update(ENCODER_FAMILIES_2)
+FAMILIES.update(ENTITY_FAMILIES)
 FAMILIES.update(MOE_FAMILIES)
 FAMILIES.update(SEQ2SEQ_FAMILIES)
 FAMILIES.update(DENSE2_FAMILIES)

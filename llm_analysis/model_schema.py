@@ -11,7 +11,7 @@ from pydantic import model_validator
 
 from .context_limit import RopeScaling
 from .schema_base import StrictModel
-from .schema_encoders import RelativeAttention, check_encoder_fields
+from .schema_encoders import EntityInputs, RelativeAttention, check_encoder_fields
 
 __all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
@@ -169,6 +169,9 @@ class ModelConfig(StrictModel):
     # box positions, MPNet's relative-position buckets [buckets x heads], RoFormer's stored
     # sinusoid table [positions x head_dim], XLM's language table (schema_encoders.py)
     extra_embedding_tables: List[Tuple[int, int]] = []
+    # LUKE's entity tables and entity-aware query projections: parameters the analysed
+    # word-token phases never run (schema_encoders.EntityInputs)
+    entity_inputs: Optional[EntityInputs] = None
     # input width of an embedding -> hidden projection that exists whatever the widths: the
     # word embedding's (ALBERT, RemBERT), or its concatenation with other lookups (RoC-BERT's
     # map_inputs_layer); None: a projection only when embedding_dim differs from hidden

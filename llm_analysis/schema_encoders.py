@@ -15,7 +15,7 @@ from pydantic import model_validator
 from . import options as _lim
 from .schema_base import StrictModel
 
-__all__ = ["check_encoder_fields", "RelativeAttention"]
+__all__ = ["check_encoder_fields", "EntityInputs", "RelativeAttention"]
 
 
 class RelativeAttention(StrictModel):
@@ -42,6 +42,33 @@ class RelativeAttention(StrictModel):
         if not 1 <= self.span <= _lim.MAX_SEQ_LEN:
             raise ValueError(f"field 'relative_attention.span' = {self.span!r} must be a whole number in "
                              f"1..{_lim.MAX_SEQ_LEN}")
+        return self
+
+
+class EntityInputs(StrictModel):
+    """LUKE's entity inputs (arXiv 2010.01057 §3; transformers' LukeEntityEmbeddings and
+    LukeSelfAttention): an entity table of `vocab_size` rows and `emb_dim` columns,
+    projected to hidden without a bias when `emb_dim` differs from it, entity position
+    (`position_rows`) and token-type (`type_rows`) tables and a LayerNorm, all hidden
+    wide; with `aware_attention`, three more hidden x hidden query projections per layer
+    (word-to-entity, entity-to-word, entity-to-entity, biased as the q projection).
+    They are parameters only: the phases analysed run word tokens, and without entity
+    tokens LUKE runs none of them (LukeModel skips the entity embeddings, its attention
+    the extra queries)."""
+
+    vocab_size: int
+    emb_dim: int
+    position_rows: int
+    type_rows: int
+    aware_attention: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> "EntityInputs":
+        for f, lo in (("vocab_size", 1), ("emb_dim", 1), ("position_rows", 0), ("type_rows", 0)):
+            v = getattr(self, f)
+            if not lo <= v <= _lim.MAX_DIM:
+                raise ValueError(f"field 'entity_inputs.{f}' = {v!r} must be a whole number in "
+                                 f"{lo}..{_lim.MAX_DIM}")
         return self
 
 

@@ -13,6 +13,7 @@ from .attention import AttentionOps
 from .cross_attention import CrossAttentionOps, check_encoder_seq_len
 from .dense_variants import DenseVariantOps
 from .context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
+from .entity_inputs import entity_attention_ops, entity_embedding_ops
 from .encoder_parts import (adapter_ops, extra_table_ops, has_variant_layers, head_transform_ops,
                             variant_layer_groups, without_params)
 from .mixers import MixerOps, check_mixer_layout
@@ -282,7 +283,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         mixer = (self.sequence_mixer_ops(phase, kind) + relative_attention_ops(self, phase)) if has_mixer else []
         mlp = self.mlp_ops(phase, kind) if has_mlp else []
         ops = (self.norm_ops(phase, kind) + mixer + self.cross_attention_ops(phase, kind) + mlp
-               + adapter_ops(self, phase) + self.layer_extra_ops(phase, kind) + self.tp_comm_ops(phase, kind))
+               + adapter_ops(self, phase) + entity_attention_ops(self) + self.layer_extra_ops(phase, kind)
+               + self.tp_comm_ops(phase, kind))
         if not getattr(kind, "owns_params", True):  # a shared layer run again
             ops = without_params(ops)
         if self.cp_sharded(phase):
@@ -328,7 +330,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         if d_in != m.hidden_dim or m.embedding_proj_in_dim is not None:
             ops.append(self._matmul("project_in", "embedding", phase, t, d_in, m.hidden_dim,
                                     m.embedding_proj_bias))
-        ops += extra_table_ops(self, phase) + relative_table_ops(self, phase)
+        ops += extra_table_ops(self, phase) + relative_table_ops(self, phase) + entity_embedding_ops(self)
         if m.embedding_norm:
             ops.append(self._norm("embedding_norm", "embedding", t, e))
         ops += self.embedding_extra_ops(phase)
