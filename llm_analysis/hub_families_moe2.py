@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
-from .hub_bases import ATTENTION_BIAS, DEEPSEEK_MLA, QWEN3
+from .hub_bases import ATTENTION_BIAS, DEEPSEEK_MLA, LLAMA, QWEN3
 from .hub_errors import EXACT_HINT, UnsupportedArchitecture
 from .hub_source import Fields, Src
 from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Window
@@ -107,6 +107,14 @@ def _several_experts(src: Src, f: Fields, what: str) -> None:
     if isinstance(n, int) and n < 2:
         raise _refuse(what, f"num_local_experts={n}: a mixture of one expert (router and output "
                             "bias around a single MLP) is not modelled")
+
+
+def _mimo_layer_attention(src: Src, f: Fields, what: str) -> None:
+    """MiMoV2FlashAttention: sliding layers have 2 * num_key_value_heads key/value heads and
+    one sink logit per head; full layers num_key_value_heads and no sinks."""
+    kv = f.get("num_key_value_heads") or f["n_head"]
+    sliding = [t == "sliding_attention" for t in (f.get("layer_types") or ["full_attention"] * f["num_layers"])]
+    f.update(layer_kv_heads=[2 * kv if s else kv for s in sliding], layer_attn_sinks=sliding)
 
 
 def _laguna_gate(src: Src, f: Fields, what: str) -> None:
@@ -204,6 +212,16 @@ MOE2_FAMILIES: Dict[str, Family] = {
             experts=Opt("num_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
             layers="listed", width=Req("moe_intermediate_size"),
             shared_width=Opt("shared_expert_intermediate_size")))),
+    # MiMo-V2-Flash (MiMoV2FlashAttention, transformers 5.23): GQA with queries/keys of
+    # head_dim and values of v_head_dim, o_proj bias-free; per layer_types, sliding layers
+    # double the KV heads and hold sinks (_mimo_layer_attention); values scaled by
+    # attention_value_scale (element-wise); DeepSeek-V3 experts without shared experts per
+    # mlp_layer_types, the correction bias a buffer; dense layers of intermediate_size
+    "mimo_v2_flash": Family(
+        {**LLAMA, "attn_out_bias": False, "v_head_dim": Opt("v_head_dim")},
+        steps=(_mimo_layer_attention,
+               MoeRule(experts=Opt("n_routed_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
+                       layers="listed", width=Req("moe_intermediate_size")))),
 }
 
 #: Types refused with the reason (each named feature is absent from ModelConfig): rows so
@@ -224,10 +242,6 @@ NOT_MODELLED_FAMILIES: Dict[str, Family] = {
     "dots3_note_text": Family({}, checks=(NotModelled(
         "dots3's per-layer attention shapes (per_layer_config: heads, kv_lora_rank per layer kind) "
         "and its indexer on only the indexed_attention layers are not modelled"),)),
-    "mimo_v2_flash": Family({}, checks=(NotModelled(
-        "MiMo-V2-Flash's per-layer-kind key/value head counts and attention sinks (full vs "
-        "sliding layers differ) and its value width (v_head_dim) differing from head_dim are "
-        "not modelled"),)),
     "axk2": Family({}, checks=(NotModelled(
         "A.X-K2's gated RMSNorms (a low-rank gate MLP of gated_norm_rank inside the norms) and its "
         "fused query/gate projection from the concatenated q latent are not modelled"),)),

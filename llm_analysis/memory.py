@@ -56,7 +56,8 @@ def layout_for(model: ModelConfig, batch: int, seq_len: int, tp: int, sp: bool, 
         kv_w, v_w = q_w, model.n_head * model.v_head_dim  # K/V are expanded per head before attention
     else:
         q_w = model.n_head * model.head_dim
-        kv_w = v_w = model.num_key_value_heads * model.head_dim
+        kv_w = model.num_key_value_heads * model.head_dim
+        v_w = model.num_key_value_heads * (model.v_head_dim or model.head_dim)  # MiMo: v narrower
     if moe:
         ffn = model.moe_top_k * model.expert_ffn_dim + model.moe_num_shared_experts * model.shared_expert_ffn_dim
     else:

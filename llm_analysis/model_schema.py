@@ -12,6 +12,7 @@ from pydantic import model_validator
 from .context_limit import RopeScaling
 from .schema_base import StrictModel
 from .schema_encoders import EntityInputs, RelativeAttention, check_encoder_fields
+from .schema_layer_attention import check_layer_attention_fields
 
 __all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
@@ -70,6 +71,8 @@ class ModelConfig(StrictModel):
     kv_lora_rank: Optional[int] = None  # set => MLA; the KV cache holds this latent
     qk_nope_head_dim: Optional[int] = None
     qk_rope_head_dim: Optional[int] = None
+    # value head width: required by MLA; on multi-head attention None means head_dim
+    # (MiMo-V2-Flash: values 128 wide, queries/keys 192)
     v_head_dim: Optional[int] = None
 
     # --- MLP ---------------------------------------------------------------
@@ -229,6 +232,10 @@ class ModelConfig(StrictModel):
     altup_num_inputs: int = 0
     laurel_rank: int = 0
     kv_shared_layers: int = 0
+    # per-layer key/value heads and attention sinks (MiMo-V2-Flash: sliding layers have twice
+    # the KV heads and a sink logit per head); None: num_key_value_heads / attn_sinks everywhere
+    layer_kv_heads: Optional[List[int]] = None
+    layer_attn_sinks: Optional[List[bool]] = None
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ModelConfig":
@@ -240,6 +247,7 @@ class ModelConfig(StrictModel):
         self._check_dense_variants()
         self._check_mixers()
         check_encoder_fields(self)
+        check_layer_attention_fields(self)
         return self
 
     def _check_signs(self) -> None:

@@ -38,6 +38,9 @@ _MLA = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=4, q_lora
 _GQA = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=96,
             intermediate_size=80, moe_intermediate_size=24, num_experts=8, num_experts_per_tok=2,
             max_position_embeddings=64)
+_MIMO = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=1, head_dim=16, v_head_dim=8,
+             vocab_size=96, intermediate_size=80, moe_intermediate_size=24, n_routed_experts=8,
+             num_experts_per_tok=2, sliding_window=8, max_position_embeddings=64)
 _INDEXER = dict(index_n_heads=3, index_head_dim=16, index_topk=8)
 
 # (model_type, config keys): small copies that exercise each row's patterns
@@ -71,6 +74,13 @@ CASES = {
         **{k: v for k, v in _GQA.items() if k not in ("num_experts", "moe_intermediate_size")},
         "num_local_experts": 8, "dense_intermediate_size": 56, "shared_intermediate_size": 40,
         "num_hidden_layers": 3, "mlp_layer_types": ["dense", "sparse", "sparse"]}),
+    # MiMo-V2-Flash: sliding layers double the KV heads and hold sinks; values narrower
+    # than queries/keys (v_head_dim 8 vs head_dim 16)
+    "mimo_v2_flash": ("mimo_v2_flash", {**_MIMO, "num_hidden_layers": 4}),
+    "mimo_v2_flash_bias_types": ("mimo_v2_flash", {
+        **_MIMO, "num_hidden_layers": 3, "attention_bias": True, "num_key_value_heads": 2,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+        "mlp_layer_types": ["sparse", "dense", "sparse"]}),
 }
 
 
@@ -286,7 +296,7 @@ def test_undescribed_variants_are_refused(model_type, keys, fragment):
 @pytest.mark.parametrize("model_type, feature", [
     ("llama4_text", "every routed expert"), ("deepseek_v4", "hyper-connections"),
     ("hy_v4", "hyper-connections"), ("dots3_note_text", "per_layer_config"),
-    ("mimo_v2_flash", "key/value head counts"), ("axk2", "gated RMSNorms"),
+    ("axk2", "gated RMSNorms"),
     ("inkling_text", "convolutions"), ("inkling2_text", "convolutions"),
 ])
 def test_unmodelled_types_refuse_naming_the_feature(model_type, feature):

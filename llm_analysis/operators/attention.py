@@ -3,7 +3,7 @@ attention core over the KV cache, sinks and the output projection."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 from ..options import ActivationRecomputation
 from .records import LayerKind, Operator, Phase, causal_pairs
@@ -61,42 +61,43 @@ class AttentionOps:
             ops.append(self._matmul("kv_b_proj", "attention", phase, kv_tokens, m.kv_lora_rank,
                                     m.n_head * (m.qk_nope_head_dim + d_v), False, shard=self.tp))
         else:
-            hd = self.head_dim_of(kind)
-            d_qk = d_v = hd
-            q_out, kv_out = m.n_head * hd, m.num_key_value_heads * hd
+            hd, d_v, kv_heads = self.head_dim_of(kind), self.v_head_dim_of(kind), self.kv_heads_of(kind)
+            d_qk = hd
+            q_out, kv_out = m.n_head * hd, kv_heads * hd
             if m.attn_experts:  # JetMoE: q from moe_top_k of attn_experts experts
                 ops += attention_router_ops(self, phase)
                 ops.append(expert_projection_op(self, "q_proj", phase, m.hidden_dim, kv_out, m.qkv_bias, False))
             else:
                 ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
                                         shard=self.tp))
-            kv_shard = m.num_key_value_heads / self.kv_heads_per_gpu
+            kv_shard = kv_heads / self.kv_heads_per_gpu_of(kind)
             if not kind.kv_shared:  # a KV-sharing layer reads an earlier layer's keys and values
                 ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
                                         shard=kv_shard))
-                ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_out, m.qkv_bias,
-                                        shard=kv_shard))
+                ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_heads * d_v,
+                                        m.qkv_bias, shard=kv_shard))
             if m.qk_norm:
-                ops += self._qk_norm_ops(t, hd, with_k=not kind.kv_shared)
+                ops += self._qk_norm_ops(t, hd, with_k=not kind.kv_shared, kv_heads=kv_heads)
         ops.append(self._attention_core(phase, kind, d_qk, d_v, heads_gpu))
-        return ops + self._attention_out_ops(phase, heads_gpu, d_v)
+        return ops + self._attention_out_ops(phase, heads_gpu, d_v, kind)
 
-    def _qk_norm_ops(self, tokens: int, head_dim: int, with_k: bool = True) -> list:
+    def _qk_norm_ops(self, tokens: int, head_dim: int, with_k: bool = True, kv_heads: int = 0) -> list:
         """Norms of q and k: one [head_dim] weight shared by the heads (Qwen3), or one per
         head (OLMo-2, Cohere, StableLM: the same elements, heads x head_dim weights)."""
         m = self.model
         ops = []
-        for name, heads in (("q_norm", m.n_head), ("k_norm", m.num_key_value_heads))[:2 if with_k else 1]:
+        for name, heads in (("q_norm", m.n_head), ("k_norm", kv_heads or m.num_key_value_heads))[:2 if with_k else 1]:
             copies = heads if m.qk_norm_per_head else 1
             ops.append(self._norm(name, "attention", tokens * heads // copies, head_dim,
                                   bias=m.qk_norm_bias, copies=copies))
         return ops
 
-    def _attention_out_ops(self, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
-        """Attention sinks (if any) and the output projection."""
+    def _attention_out_ops(self, phase: Phase, heads_gpu: int, d_v: int,
+                           kind: Optional[LayerKind] = None) -> List[Operator]:
+        """Attention sinks (if any: every layer, or this kind's) and the output projection."""
         m = self.model
         ops: List[Operator] = self.attention_extra_ops(phase, heads_gpu, d_v)
-        if m.attn_sinks:
+        if m.attn_sinks or (kind is not None and kind.sinks):
             ops.append(Operator(name="attn_sinks", group="attention", kind="elementwise",
                                 params=m.n_head, params_per_gpu=heads_gpu,
                                 weight_bytes_per_gpu=heads_gpu * self.w_bytes))
@@ -119,18 +120,32 @@ class AttentionOps:
             return float(m.kv_lora_rank + m.qk_rope_head_dim + indexer_cache_elems(m))
         if kind.kv_shared:  # it reads the cache of an earlier layer (kv_shared_layers)
             return 0.0
-        return 2.0 * self.kv_heads_per_gpu * self.head_dim_of(kind)
+        return self.kv_heads_per_gpu_of(kind) * (self.head_dim_of(kind) + self.v_head_dim_of(kind))
 
     def kv_elems_read_per_token_per_gpu(self, kind: LayerKind) -> float:
         """Key/value elements the attention core reads per attended token: its own cache's,
         or for a KV-sharing layer those of the layer whose cache it reuses (same shapes)."""
         if kind.kv_shared and not self.model.encoder_only:
-            return 2.0 * self.kv_heads_per_gpu * self.head_dim_of(kind)
+            return float(self.kv_heads_per_gpu_of(kind) * (self.head_dim_of(kind) + self.v_head_dim_of(kind)))
         return self.kv_cache_elems_per_token_per_gpu(kind)
 
     def head_dim_of(self, kind: LayerKind) -> int:
         """The attention head width of layers of this kind (ModelConfig.layer_head_dims)."""
         return kind.head_dim or self.model.head_dim
+
+    def v_head_dim_of(self, kind: LayerKind) -> int:
+        """The value head width of multi-head attention: v_head_dim when set (MiMo-V2-Flash),
+        else the query/key width."""
+        m = self.model
+        return m.v_head_dim if m.v_head_dim and not m.is_mla else self.head_dim_of(kind)
+
+    def kv_heads_of(self, kind: LayerKind) -> int:
+        """Key/value heads of layers of this kind (ModelConfig.layer_kv_heads)."""
+        return kind.kv_heads or self.model.num_key_value_heads
+
+    def kv_heads_per_gpu_of(self, kind: LayerKind) -> int:
+        """This kind's KV heads on one GPU: split over TP, one replicated when fewer."""
+        return max(self.kv_heads_of(kind) // self.tp, 1)
 
     def attended_len(self, kind: LayerKind, context_len: int) -> int:
         """Keys a query at context length c attends to (itself included)."""
@@ -174,7 +189,7 @@ class AttentionOps:
         else:
             kv_new_bytes = phase.tokens * core_elems * self.a_bytes
             if m.encoder_only:
-                kv_new_bytes = phase.tokens * 2 * self.kv_heads_per_gpu * d_qk * self.a_bytes
+                kv_new_bytes = phase.tokens * self.kv_heads_per_gpu_of(kind) * (d_qk + d_v) * self.a_bytes
         return Operator(
             name="attention_core", group="attention", kind="attention", flops=flops,
             flops_per_gpu=flops_gpu,

@@ -60,7 +60,7 @@ def kv_block_bytes(describer, phase: Phase, kind: LayerKind) -> float:
         heads = m.n_head // describer.tp
         width = heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
     else:
-        width = 2 * describer.kv_heads_per_gpu * describer.head_dim_of(kind)
+        width = describer.kv_heads_per_gpu_of(kind) * (describer.head_dim_of(kind) + describer.v_head_dim_of(kind))
     return phase.tokens / cp * width * describer.a_bytes
 
 
@@ -96,9 +96,8 @@ def _core_widths(describer, kind: LayerKind):
     if m.is_mla:
         d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
         return (("q", heads * d_qk), ("k", heads * d_qk), ("v", heads * d_v), ("out", heads * d_v))
-    hd = describer.head_dim_of(kind)
-    kv = describer.kv_heads_per_gpu * hd
-    return (("q", heads * hd), ("k", kv), ("v", kv), ("out", heads * hd))
+    hd, d_v, kv = describer.head_dim_of(kind), describer.v_head_dim_of(kind), describer.kv_heads_per_gpu_of(kind)
+    return (("q", heads * hd), ("k", kv * hd), ("v", kv * d_v), ("out", heads * d_v))
 
 
 def context_parallel_layer(describer, phase: Phase, kind: LayerKind, ops: List[Operator]) -> List[Operator]:

@@ -145,11 +145,11 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
             raise ConfigError(
                 f"tp_size = {p.tp_size} must divide n_head = {m.n_head} of {m.name}; valid tp_size: "
                 f"{[d for d in range(1, m.n_head + 1) if m.n_head % d == 0]}")
-        kv = m.num_key_value_heads
-        if kv % p.tp_size and p.tp_size % kv:
-            raise ConfigError(
-                f"tp_size = {p.tp_size} and num_key_value_heads = {kv} of {m.name}: one must divide "
-                "the other (KV heads are split, or replicated when fewer than tp_size)")
+        for kv in sorted({m.num_key_value_heads, *(m.layer_kv_heads or ())}):  # layer_kv_heads: per layer
+            if kv % p.tp_size and p.tp_size % kv:
+                raise ConfigError(
+                    f"tp_size = {p.tp_size} and num_key_value_heads = {kv} of {m.name}: one must divide "
+                    "the other (KV heads are split, or replicated when fewer than tp_size)")
 
     def _check_widths(self) -> None:
         m, p = self.model, self.par

@@ -151,6 +151,8 @@ class LayerKind:
     head_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_head_dims
     ffn_dim: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_ffn_dims
     kv_shared: bool = field(default=False, kw_only=True)  # reuses keys/values (kv_shared_layers)
+    kv_heads: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_kv_heads
+    sinks: bool = field(default=False, kw_only=True)  # ModelConfig.layer_attn_sinks
 
     @property
     def is_mixer(self) -> bool:
@@ -166,6 +168,8 @@ class LayerKind:
         mixer = self.attention if self.is_mixer else self.attention.split('_')[0]
         widths = "".join(f"/{n}{v}" for n, v in (("d", self.head_dim), ("ffn", self.ffn_dim)) if v)
         widths += "/kv-shared" if self.kv_shared else ""
+        widths += f"/kv{self.kv_heads}" if self.kv_heads else ""
+        widths += "/sinks" if self.sinks else ""
         return f"{'moe' if self.moe else 'dense'}/{mixer}{widths}"
 
 
@@ -212,11 +216,13 @@ def layer_kinds(model: ModelConfig) -> List[LayerKind]:
 
 
 def _kind(model: ModelConfig, i: int) -> LayerKind:
-    heads, ffns = model.layer_head_dims, model.layer_ffn_dims
+    heads, ffns, kvs, sinks = model.layer_head_dims, model.layer_ffn_dims, model.layer_kv_heads, model.layer_attn_sinks
     return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i),
                      head_dim=heads[i] if heads is not None else None,
                      ffn_dim=ffns[i] if ffns is not None else None,
-                     kv_shared=0 < model.kv_shared_layers and i >= model.num_layers - model.kv_shared_layers)
+                     kv_shared=0 < model.kv_shared_layers and i >= model.num_layers - model.kv_shared_layers,
+                     kv_heads=kvs[i] if kvs is not None else None,
+                     sinks=bool(sinks[i]) if sinks is not None else False)
 
 
 def _min_period(seq: List[str]) -> int:
@@ -231,7 +237,8 @@ def _periods(model: ModelConfig) -> Tuple[int, int, int]:
     i >= start has the kind of layer i + period. Before `start` (the first-k-dense
     layers of an MoE) the kind repeats with the attention pattern's period alone."""
     att = 1
-    for per_layer in (model.layer_types, model.layer_head_dims, model.layer_ffn_dims):
+    for per_layer in (model.layer_types, model.layer_head_dims, model.layer_ffn_dims, model.layer_kv_heads,
+                      model.layer_attn_sinks):
         if per_layer is not None:  # the kind repeats with every per-layer list's period
             att = math.lcm(att, _min_period(list(per_layer)))
     if not model.is_moe:

@@ -1,0 +1,42 @@
+"""Checks of the per-layer attention shape fields of ModelConfig: per-layer key/value
+head counts, per-layer attention sinks, and a value head width different from the
+query/key head width on multi-head attention (MiMo-V2-Flash, transformers 5.23
+MiMoV2FlashAttention: sliding layers have twice the key/value heads and a learned
+sink logit per head; values are v_head_dim wide, queries/keys head_dim).
+
+Kept apart from model_schema.py so that module stays small; it raises ValueError,
+which pydantic turns into the ConfigError naming the field.
+"""
+
+from __future__ import annotations
+
+__all__ = ["check_layer_attention_fields"]
+
+
+def check_layer_attention_fields(m) -> None:
+    """`layer_kv_heads` / `layer_attn_sinks` hold one entry per layer; each KV-head count
+    divides n_head; neither they nor an MHA `v_head_dim` combine with MLA, attention
+    experts or per-layer head widths (those describe their own shapes)."""
+    kv = m.layer_kv_heads
+    if kv is not None:
+        if len(kv) != m.num_layers or any(h <= 0 or m.n_head % h for h in kv):
+            raise ValueError(f"field 'layer_kv_heads' = {kv!r} must hold one key/value head count per layer "
+                             f"(num_layers = {m.num_layers}), each dividing n_head = {m.n_head}")
+    sinks = m.layer_attn_sinks
+    if sinks is not None:
+        if len(sinks) != m.num_layers:
+            raise ValueError(f"field 'layer_attn_sinks' has {len(sinks)} entries; it must have one per layer "
+                             f"(num_layers = {m.num_layers})")
+        if m.attn_sinks:
+            raise ValueError("fields 'attn_sinks' (every layer) and 'layer_attn_sinks' (per layer) are both "
+                             "set; give one of them")
+    split_v = not m.is_mla and m.v_head_dim is not None
+    if split_v and m.v_head_dim <= 0:
+        raise ValueError(f"field 'v_head_dim' = {m.v_head_dim} must be positive")
+    given = [f for f, on in (("layer_kv_heads", kv is not None), ("layer_attn_sinks", sinks is not None),
+                             ("v_head_dim", split_v)) if on]
+    if given and (m.is_mla or m.attn_experts or m.layer_head_dims is not None or m.cross_attention
+                  or m.kv_shared_layers):
+        raise ValueError(f"fields {given} describe plain multi-head attention; they do not combine with "
+                         "MLA (kv_lora_rank), attn_experts, layer_head_dims, cross_attention or "
+                         "kv_shared_layers")
