@@ -201,7 +201,11 @@ def case_megatron(rec: dict) -> Case:
     par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, sp_size=tp if s.get("sequence_parallel") else 1)
     kw_train = dict(batch_size_per_gpu=mb, global_batch_size=gbs - gbs % dp, seq_len=seq,
                     activation_recomputation=tv._recompute(s, rec["id"]), ds_zero=DSZeRO(s.get("zero_stage", 0)),
-                    pipeline_interleave=_interleave(rec, model, tp, pp, notes), layernorm_dtype_bytes=2)
+                    pipeline_interleave=_interleave(rec, model, tp, pp, notes), layernorm_dtype_bytes=2,
+                    # Megatron-LM of these papers (DDP_impl 'local', the default) all-reduces the gradients
+                    # after forward_backward_func returns, in train_step: in series with the backward
+                    # (overlap_grad_reduce came with Megatron-Core's DDP, 2023)
+                    overlap_dp_comm=False)
 
     def run(kw: dict) -> float:
         return LLMAnalysis(model, gpu, parallelism_config=par, **kw).training(**kw_train)["latency_per_iter"]

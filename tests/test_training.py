@@ -202,14 +202,25 @@ def test_time_breakdown_adds_up_and_backward_is_twice_forward():
 
 
 @pytest.mark.parametrize("v", [1, 2])
-def test_pipeline_bubble_is_p_minus_1_over_vm_of_the_ideal_time(v):
-    """1F1B: bubble = (p-1)/m of the ideal m micro-batches; interleaved: /v
-    (Narayanan et al. 2021 §2.2)."""
+def test_pipeline_bubble_is_fill_and_drain_through_the_other_stages(v, monkeypatch):
+    """1F1B (Narayanan et al. 2021 §2.2): the bottleneck stage runs its m micro-batches back to
+    back and waits, once, for the first forward and the last backward to pass every other stage:
+    bubble = (sum of the stage times - the largest) / v. With equal stages that is (p-1)/(v m) of
+    the ideal time; here the last stage also holds the output head, so the bubble is smaller."""
+    import llm_analysis.training.run as run_mod
+    seen = []
+    real = run_mod.iteration_time
+    monkeypatch.setattr(run_mod, "iteration_time", lambda a, req, st, b, m: (seen.append(st), real(a, req, st, b, m))[1])
     p, m = 4, 8
     r = analysis(gpt(8, H_, A_, V_, S_), pp=p).training(batch_size_per_gpu=1, gradient_accumulation_steps=m,
                                                          seq_len=S_, pipeline_interleave=v)
+    pp_per_mb = r["latency_per_iter_pp_comm"] / m
+    times = [st.micro_batch_time + pp_per_mb for st in seen[-1]]
+    assert len(times) == p and max(times) == times[-1] > times[1]  # the head's stage is the bottleneck
     ideal = m * r["latency_per_micro_batch"]
-    assert r["latency_per_iter_pipeline_bubble"] == pytest.approx((p - 1) / (v * m) * ideal, rel=1e-12)
+    assert ideal == pytest.approx(m * times[-1], rel=1e-12)
+    assert r["latency_per_iter_pipeline_bubble"] == pytest.approx((sum(times) - max(times)) / v, rel=1e-12)
+    assert r["latency_per_iter_pipeline_bubble"] < (p - 1) / (v * m) * ideal
     steady = sum(r[k] for k in ("latency_per_iter_fwd_compute", "latency_per_iter_bwd_compute",
                                 "latency_per_iter_recompute", "latency_per_iter_tp_comm",
                                 "latency_per_iter_ep_comm", "latency_per_iter_pp_comm"))

@@ -39,9 +39,12 @@ Time of one iteration (seconds), on the bottleneck pipeline stage:
   norm. Embedding and head are never recomputed.
 - pipeline: each micro-batch sends its activations forward and its gradients
   backward once per stage boundary (2 point-to-point transfers per micro-batch per
-  stage, v times with interleaving), not overlapped. Bubble of 1F1B =
-  (p - 1)/m of the ideal time, (p - 1)/(v m) with v interleaved stages (Narayanan
-  et al. 2021, arXiv 2104.04473 §2.2).
+  stage, v times with interleaving), not overlapped (Megatron-LM's blocking
+  send/recv pairs in 1F1B). Bubble of 1F1B = fill and drain through every stage
+  but the bottleneck: (sum of stage times - the largest)/v, which is (p - 1)/m of
+  the ideal time, (p - 1)/(v m) with v interleaved stages, when stages are equal
+  (Narayanan et al. 2021, arXiv 2104.04473 §2.2); the head's heavier last stage
+  slows the steady state, not every other stage's pass.
 - data parallel, over the link `cost.links.link_for_group` picks for the DP
   group (ranks tp*pp apart; inside a node or across nodes by num_gpus_per_node):
   no ZeRO: one gradient all-reduce per iteration; ZeRO-1: reduce-scatter of
@@ -288,6 +291,16 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     return {"b": b, "m": m, "gbs": gbs, "max_b": fit_b, "need": need, "peak_stage": peak_stage}
 
 
+def _bubble_s(stages: List[Stage], pp_per_mb: float, v: int) -> float:
+    """Fill and drain of the 1F1B schedule: the bottleneck stage runs its m micro-batches back to
+    back, and waits for the first forward to reach it and the last backward to leave the other
+    stages, once through each of them: sum of the other stages' micro-batch times (Narayanan et al.
+    2021, arXiv 2104.04473 §2.2: (p - 1)(t_f + t_b) with equal stages), /v with v interleaved chunks.
+    A last stage heavier by the output head does not make every other stage's pass as slow."""
+    times = [s_.micro_batch_time + pp_per_mb for s_ in stages]
+    return (sum(times) - max(times)) / v
+
+
 def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: int) -> Dict[str, Any]:
     """Time of one iteration on the bottleneck stage, with its breakdown (seconds)."""
     p = analysis.parallelism_config
@@ -315,7 +328,7 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
         "latency_per_iter_tp_comm": m * 2 * bott.tp_fwd,
         "latency_per_iter_ep_comm": m * 2 * bott.ep_fwd,
         "latency_per_iter_pp_comm": m * pp_per_mb,
-        "latency_per_iter_pipeline_bubble": (p.pp_size - 1) / v * t_mb if p.pp_size > 1 else 0.0,
+        "latency_per_iter_pipeline_bubble": _bubble_s(stages, pp_per_mb, v) if p.pp_size > 1 else 0.0,
         "latency_per_iter_dp_comm": dp_exposed,
         "latency_per_iter_optimizer_step": analysis.get_latency_weight_update(
             ds_zero, req.master_bytes, req.other_op_bytes, trainable_params_per_gpu=trainable_gpu),
