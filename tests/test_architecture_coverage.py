@@ -102,5 +102,7 @@ def test_summary(outcomes, capsys):
     assert sum(c.values()) == len(DOC["types"])
     # the coverage the README states (issue 14): a change that turns exact types into
     # refusals, or lets any type through wrong or crashing, fails here
-    assert c.get("exact", 0) >= 96, c
+    assert c.get("exact", 0) >= 165, c
+    buildable = len(DOC["types"]) - c.get("no truth", 0)
+    assert c["exact"] >= 0.8 * buildable, c  # issue 14: >= 80% exact without the [exact] extra
     assert c.get("silently wrong", 0) == c.get("crashed", 0) == 0, c
