@@ -4,7 +4,7 @@ ZeRO buffers; the largest micro-batch that fits; the does-not-fit message."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..constant import GB
 from ..options import ActivationRecomputation
@@ -45,21 +45,15 @@ def _with_overheads(d: Dict[str, float], b: int, fw: FrameworkMemory, bucket_byt
     return d
 
 
-def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, ds_zero, rc,
-                 act_kwargs: Dict[str, Any], master_bytes: float, other_op_bytes: Optional[float],
-                 lora: Optional[LoRAConfig], fw: FrameworkMemory = FrameworkMemory()) -> List[Dict[str, float]]:
-    """Memory breakdown (bytes per GPU) of every stage for micro-batch b with m
-    micro-batches per iteration (None: assume the pipeline is full)."""
+def static_bytes(analysis, stages: List[Stage], ds_zero, master_bytes: float, other_op_bytes: Optional[float],
+                 lora: Optional[LoRAConfig], fw: FrameworkMemory = FrameworkMemory()) -> List[Tuple[float, ...]]:
+    """Per stage (weights, gradients, optimizer states, ZeRO buffers, gradient bucket) in
+    bytes per GPU: the part of the memory no micro-batch, length or recomputation changes
+    (callers cache it across calls)."""
     p = analysis.parallelism_config
-    per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
-    per_layer_none = per_layer if rc == ActivationRecomputation.NONE else analysis.get_activation_memory_per_layer(
-        b, seq_len, False, ActivationRecomputation.NONE, **act_kwargs)
-    emb_act = analysis.get_activation_memory_input_embedding(b, seq_len)
-    logits_act = analysis.get_activation_memory_output_embedding(b, seq_len)
     grad_bytes = trained_gradient_bytes_per_param(analysis, lora, fw)
     state_zero = fw.state_zero(ds_zero)
     out = []
-    mm = m if m is not None else p.pp_size
     for st in stages:
         if ds_zero.value >= 3:  # dense weights shard over dp, experts over their own replicas (dp / ep)
             w = (st.weight_bytes_gpu - st.dp_expert_weight_bytes_gpu) / p.shard_group_size \
@@ -68,6 +62,29 @@ def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optiona
             w = st.weight_bytes_gpu
         opt, grad = optimizer_and_gradient_bytes(p, st.dense_params_gpu, st.expert_params_gpu, master_bytes,
                                                  other_op_bytes, state_zero, grad_bytes)
+        zero_buf = 0.0
+        if ds_zero.value >= 3:
+            zero_buf += 2 * st.max_op_weight_bytes_gpu
+        if ds_zero.value >= 2:
+            zero_buf += grad_bytes * st.max_op_trainable_params_gpu
+        bucket = grad_bytes * min(fw.grad_bucket_params, st.dense_params_gpu + st.expert_params_gpu)
+        out.append((w, grad, opt, zero_buf, bucket))
+    return out
+
+
+def activation_bytes(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, rc,
+                     act_kwargs: Dict[str, Any]) -> List[Tuple[float, float]]:
+    """Per stage (activations in flight, recomputation buffer) in bytes per GPU for
+    micro-batch b with m micro-batches per iteration (None: the pipeline is full)."""
+    p = analysis.parallelism_config
+    per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
+    per_layer_none = per_layer if rc == ActivationRecomputation.NONE else analysis.get_activation_memory_per_layer(
+        b, seq_len, False, ActivationRecomputation.NONE, **act_kwargs)
+    emb_act = analysis.get_activation_memory_input_embedding(b, seq_len)
+    logits_act = analysis.get_activation_memory_output_embedding(b, seq_len)
+    mm = m if m is not None else p.pp_size
+    out = []
+    for st in stages:
         k = _in_flight(st.index, p.pp_size, mm, v)
         act = per_layer * st.num_layers * k
         if st.index == 0:
@@ -75,16 +92,41 @@ def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optiona
         if st.index == p.pp_size - 1:
             act += logits_act
         rc_buffer = (per_layer_none - per_layer) if (st.num_layers and rc != ActivationRecomputation.NONE) else 0.0
-        zero_buf = 0.0
-        if ds_zero.value >= 3:
-            zero_buf += 2 * st.max_op_weight_bytes_gpu
-        if ds_zero.value >= 2:
-            zero_buf += grad_bytes * st.max_op_trainable_params_gpu
-        bucket = grad_bytes * min(fw.grad_bucket_params, st.dense_params_gpu + st.expert_params_gpu)
+        out.append((act, rc_buffer))
+    return out
+
+
+def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, ds_zero, rc,
+                 act_kwargs: Dict[str, Any], master_bytes: float, other_op_bytes: Optional[float],
+                 lora: Optional[LoRAConfig], fw: FrameworkMemory = FrameworkMemory(),
+                 static: Optional[List[Tuple[float, ...]]] = None) -> List[Dict[str, float]]:
+    """Memory breakdown (bytes per GPU) of every stage for micro-batch b with m
+    micro-batches per iteration (None: assume the pipeline is full); `static`: the
+    stages' `static_bytes` when the caller has them."""
+    if static is None:
+        static = static_bytes(analysis, stages, ds_zero, master_bytes, other_op_bytes, lora, fw)
+    out = []
+    for (w, grad, opt, zero_buf, bucket), (act, rc_buffer) in zip(
+            static, activation_bytes(analysis, stages, b, seq_len, m, v, rc, act_kwargs)):
         d = {"weights": w, "gradients": grad, "optimizer_states": opt, "activations": act,
              "recompute_buffer": rc_buffer, "zero_buffers": zero_buf}
         out.append(_with_overheads(d, b, fw, bucket))
     return out
+
+
+def max_batch_from_parts(mem: float, static: List[Tuple[float, ...]], acts: List[Tuple[float, float]],
+                         fw: FrameworkMemory) -> int:
+    """`max_batch` of the micro-batch-1 breakdown, from its parts without building it
+    (the same arithmetic as _with_overheads with b = 1, so the same result)."""
+    frag, best = fw.memory_fragmentation, None
+    for (w, grad, opt, zero_buf, bucket), (act, rc_buffer) in zip(static, acts):
+        free = mem - ((w + opt + grad + zero_buf + bucket) * (1 + frag) + fw.cuda_context_bytes)
+        if free <= 0:
+            return 0
+        per = (act + rc_buffer) * (1 + frag) / 1
+        n = int(free // per) if per > 0 else 10**9
+        best = n if best is None else min(best, n)
+    return max(best or 0, 0)
 
 
 def max_batch(mem: float, breakdown: List[Dict[str, float]]) -> int:

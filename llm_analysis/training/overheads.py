@@ -52,6 +52,10 @@ class FrameworkMemory:
 
     @classmethod
     def from_kwargs(cls, kw: Dict[str, Any]) -> "FrameworkMemory":
+        if (kw["distributed_optimizer"] is False and kw["grad_reduce_in_fp32"] is False
+                and all(type(kw[k]) is int and kw[k] == 0
+                        for k in ("grad_bucket_params", "cuda_context_bytes", "memory_fragmentation"))):
+            return _NO_OVERHEADS  # every term off (the default): nothing to validate or build
         for flag in ("distributed_optimizer", "grad_reduce_in_fp32"):
             if not isinstance(kw[flag], bool):
                 raise ConfigError(f"{flag} = {kw[flag]!r} must be True or False")
@@ -71,5 +75,7 @@ class FrameworkMemory:
     def grad_bytes_per_param(self, default_bytes: float) -> float:
         return 4.0 if self.grad_reduce_in_fp32 else default_bytes
 
+
+_NO_OVERHEADS = FrameworkMemory()
 
 OVERHEAD_TERMS = ("gradient_bucket", "cuda_context", "fragmentation")

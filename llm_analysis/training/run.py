@@ -99,7 +99,7 @@ from ..operators.context_parallel import check_cp_seq_len
 from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
 from .lora import LoRAConfig, lora_adapter_ops
-from .memory import fit_message, max_batch, stage_memory
+from .memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
 from .overheads import FrameworkMemory
 from .stage import LAYER_WEIGHT_GROUPS, Stage, build_stage
 from .summary import training_summary
@@ -248,13 +248,31 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
         for s in range(analysis.parallelism_config.pp_size)])
 
 
+def _static(analysis, req: TrainingRequest, stages: List[Stage], zero):
+    """The stages' memory that no micro-batch, length or recomputation changes, cached
+    across calls (a sweep over shapes shares it)."""
+    key = ("train_static", IdentityKey(stages), zero, req.master_bytes, req.other_op_bytes, req.lora, req.framework)
+    return analysis.describer.phase_memo(key, lambda: static_bytes(
+        analysis, stages, zero, req.master_bytes, req.other_op_bytes, req.lora, req.framework))
+
+
 def _memory(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: Optional[int], zero=None, rc=None):
     zero, rc = zero or req.ds_zero, rc or req.rc
     key = ("train_memory", IdentityKey(stages), b, m, req.memo_key,
            None if (zero is req.ds_zero and rc is req.rc) else (zero, rc))
     return analysis.describer.phase_memo(key, lambda: stage_memory(
         analysis, stages, b, req.seq_len, m, req.interleave, zero, rc, req.act_kwargs, req.master_bytes,
-        req.other_op_bytes, req.lora, req.framework))
+        req.other_op_bytes, req.lora, req.framework, static=_static(analysis, req, stages, zero)))
+
+
+def _fit_batch(analysis, req: TrainingRequest, stages: List[Stage], m: Optional[int], mem: float) -> int:
+    """The largest micro-batch that fits (max_batch of the micro-batch-1 memory), from
+    the cached static part and the batch-1 activations only."""
+    key = ("train_fit_batch", IdentityKey(stages), m, req.memo_key, mem)
+    return analysis.describer.phase_memo(key, lambda: max_batch_from_parts(
+        mem, _static(analysis, req, stages, req.ds_zero),
+        activation_bytes(analysis, stages, 1, req.seq_len, m, req.interleave, req.rc, req.act_kwargs),
+        req.framework))
 
 
 def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
@@ -269,7 +287,7 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     m_known = gas
     if m_known is None and bs is not None and gbs_in is not None and gbs_in % (bs * p.dp_size) == 0:
         m_known = gbs_in // (bs * p.dp_size)
-    max_b = max_batch(mem, _memory(analysis, req, stages1, 1, m_known))
+    max_b = _fit_batch(analysis, req, stages1, m_known, mem)
     if bs is None and max_b < 1:  # not even one sequence fits: report it with the numbers at batch 1
         b, m, gbs = 1, gas or p.pp_size, None
     else:
@@ -277,7 +295,7 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     mem_stages = _memory(analysis, req, stages1, b, m)
     peak_stage = max(range(p.pp_size), key=lambda i: mem_stages[i]["peak"])
     need = mem_stages[peak_stage]
-    fit_b = max_batch(mem, _memory(analysis, req, stages1, 1, m))
+    fit_b = _fit_batch(analysis, req, stages1, m, mem)
     if need["peak"] > mem:
         alt = {}
         if req.ds_zero.value < 3:

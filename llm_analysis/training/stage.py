@@ -5,7 +5,6 @@ mode repeats is each operator's `recompute_class`."""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Optional
 
@@ -155,7 +154,8 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
             if op.kind != "collective":
                 _add_weights(st, analysis, op, n, is_layer, None, False)
         weights = table.memo[("stage_weights", s)] = st
-    st = copy.copy(weights)
+    st = object.__new__(Stage)  # a shallow copy, without the copy module's generic protocol (hot path)
+    st.__dict__.update(weights.__dict__)
     program = phase_program(analysis.cost_model, table, "train_stage", rc)
     if program is None:  # not compiled yet: the same sums by loop
         splits = table_splits(analysis.cost_model, table, ph.batch, ph.q_len)

@@ -18,11 +18,25 @@ def act_bytes(a) -> float:
     return a.dtype_config.activation_bits / 8
 
 
+LAYOUT_CACHE_SIZE = 64  # layouts kept per describer; a sweep over shapes clears and refills it
+
+
 def layout(a, batch_size: int, seq_len: int, moe: bool) -> ActivationLayout:
-    p = a.parallelism_config
-    # one layout serves the several formulas of a call (and the rc / no-rc pair of training memory)
-    return a.describer.phase_memo(("activation_layout", batch_size, seq_len, moe), lambda: layout_for(
-        a.model_config, batch_size, seq_len, p.tp_size, p.sp_size > 1, moe, p.cp_size))
+    # one layout serves the several formulas of a call (and the rc / no-rc pair of training
+    # memory); kept in a small dict of the describer's rather than its phase cache: building
+    # one costs less than a phase-cache probe, and they would push out costlier entries there
+    d = a.describer
+    cache = d.__dict__.get("_activation_layouts")
+    if cache is None:
+        cache = d.__dict__["_activation_layouts"] = {}
+    key = (batch_size, seq_len, moe)
+    L = cache.get(key)
+    if L is None:
+        if len(cache) >= LAYOUT_CACHE_SIZE:
+            cache.clear()
+        p = a.parallelism_config
+        L = cache[key] = layout_for(a.model_config, batch_size, seq_len, p.tp_size, p.sp_size > 1, moe, p.cp_size)
+    return L
 
 
 def inference_live_bytes(a, batch_size: int, seq_len: int, groups: Tuple[str, ...]) -> float:
@@ -44,7 +58,7 @@ def attention_train(a, batch_size: int, seq_len: int, flash_attn: bool, softmax_
     attn = attention_activation_bytes(layout(a, batch_size, seq_len, False), act_bytes(a), flash_attn,
                                       softmax_dropout, attn_dropout, rc)
     m, d = a.model_config, a.describer
-    if not m.mixer_kinds and "mlp" not in (m.layer_types or ()):
+    if d.memoized("attention_only_layers", lambda: not m.mixer_kinds and "mlp" not in (m.layer_types or ())):
         return attn
     total, count = 0.0, 0
     for kind, n in d.layer_groups.items():
