@@ -116,26 +116,15 @@ def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optiona
 
 def max_batch_from_parts(mem: float, static: List[Tuple[float, ...]], acts: List[Tuple[float, float]],
                          fw: FrameworkMemory) -> int:
-    """`max_batch` of the micro-batch-1 breakdown, from its parts without building it
-    (the same arithmetic as _with_overheads with b = 1, so the same result)."""
+    """The largest micro-batch that fits, from the parts of the micro-batch-1 breakdown
+    without building it (the same arithmetic as _with_overheads with b = 1): per stage,
+    the memory left after the static bytes over the bytes each sample adds; the smallest."""
     frag, best = fw.memory_fragmentation, None
     for (w, grad, opt, zero_buf, bucket), (act, rc_buffer) in zip(static, acts):
         free = mem - ((w + opt + grad + zero_buf + bucket) * (1 + frag) + fw.cuda_context_bytes)
         if free <= 0:
             return 0
         per = (act + rc_buffer) * (1 + frag) / 1
-        n = int(free // per) if per > 0 else 10**9
-        best = n if best is None else min(best, n)
-    return max(best or 0, 0)
-
-
-def max_batch(mem: float, breakdown: List[Dict[str, float]]) -> int:
-    best = None
-    for d in breakdown:
-        free = mem - d["static"]
-        if free <= 0:
-            return 0
-        per = d["activations_per_sample"]
         n = int(free // per) if per > 0 else 10**9
         best = n if best is None else min(best, n)
     return max(best or 0, 0)
