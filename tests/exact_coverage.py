@@ -47,21 +47,26 @@ def exact_outcome(truth: Dict[str, Any]) -> Dict[str, Any]:
     from llm_analysis.config import get_gpu_config_by_name
     from llm_analysis.errors import UnsupportedArchitectureError
     from llm_analysis.exact import analysis_from_hf
-    from llm_analysis.exact.compare import engine_matmul_flops
+    from llm_analysis.exact.compare import describes_backbone, engine_matmul_flops
     try:
         a = analysis_from_hf(_decode(truth["config"]), get_gpu_config_by_name("a100-sxm-80gb"))
     except UnsupportedArchitectureError as exc:
         return {"outcome": "refused", "detail": str(exc)[:1500]}
     except Exception as exc:  # noqa: BLE001 - reported, never hidden
         return {"outcome": "crashed", "detail": f"{type(exc).__name__}: {str(exc)[:600]}"}
+    # the LM class, or its backbone when the analysis has no LM head (a BERT-style family
+    # row, which the exact path uses when it verifies: entry.py) - the table path's rule
+    backbone = describes_backbone(a, truth)
+    model_params = truth["base_params" if backbone else "params"]["total"]
+    model_flops = truth.get("base_flops" if backbone else "flops")
     params, flops = int(a.get_num_params_total()), None
     diffs = []
-    if params != truth["params"]["total"]:
-        diffs.append(f"params {params:,} vs {truth['params']['total']:,}")
-    if truth.get("flops"):
+    if params != model_params:
+        diffs.append(f"params {params:,} vs {model_params:,}")
+    if model_flops:
         flops = engine_matmul_flops(a, truth["phase"]["batch_size"], truth["phase"]["seq_len"])
-        if flops != truth["flops"]["total"]:
-            diffs.append(f"prefill FLOPs {flops:,} vs {truth['flops']['total']:,}")
+        if flops != model_flops["total"]:
+            diffs.append(f"prefill FLOPs {flops:,} vs {model_flops['total']:,}")
     return {"outcome": "silently wrong" if diffs else "exact", "detail": "; ".join(diffs),
             "params": params, "flops": flops, "kinds": len(getattr(a.describer, "description", {}).get("kinds", ())) or None}
 
