@@ -44,12 +44,7 @@ class ConventionsMixin:
             cache["last"] = (conventions, self, self)
             return self
         if conventions not in cache:
-            other = copy.copy(self)
-            other.__dict__ = {k: v for k, v in self.__dict__.items()
-                              if k not in ("_by_conventions", "_by_encoder_seq_len")}
-            other.conventions = conventions
-            other._reset()
-            cache[conventions] = other
+            cache[conventions] = self._variant(conventions=conventions)
         cache["last"] = (conventions, self, cache[conventions])
         return cache[conventions]
 
@@ -62,10 +57,15 @@ class ConventionsMixin:
             return self  # (0 for a model without cross-attention changes nothing)
         cache = self.__dict__.setdefault("_by_encoder_seq_len", {})
         if n not in cache:
-            other = copy.copy(self)
-            other.__dict__ = {k: v for k, v in self.__dict__.items()
-                              if k not in ("_by_encoder_seq_len", "_by_conventions")}
-            other.encoder_seq_len = n
-            other._reset()
-            cache[n] = other
+            cache[n] = self._variant(encoder_seq_len=n)
         return cache[n]
+
+    def _variant(self, **fields):
+        """A shallow copy with `fields` replaced and its derived state rebuilt; the view
+        caches stay with the original (a variant builds its own)."""
+        other = copy.copy(self)
+        other.__dict__ = {k: v for k, v in self.__dict__.items()
+                          if k not in ("_by_conventions", "_by_encoder_seq_len")}
+        other.__dict__.update(fields)
+        other._reset()
+        return other
