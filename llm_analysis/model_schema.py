@@ -9,6 +9,7 @@ from typing import List, Literal, Optional, Tuple
 
 from pydantic import model_validator
 
+from . import options as _lim
 from .context_limit import RopeScaling
 from .schema_base import StrictModel
 from .schema_encoders import EntityInputs, RelativeAttention, check_encoder_fields
@@ -261,7 +262,8 @@ class ModelConfig(StrictModel):
                        "index_n_heads", "index_head_dim", "index_topk",
                        "ssm_inner_dim", "ssm_state_size", "ssm_dt_rank", "ssm_num_heads", "ssm_num_groups",
                        "ssm_chunk_size", "mixer_conv_kernel", "gdn_num_key_heads", "gdn_num_value_heads",
-                       "gdn_key_head_dim", "gdn_value_head_dim", "gdn_chunk_size", "kda_gate_rank")
+                       "gdn_key_head_dim", "gdn_value_head_dim", "gdn_chunk_size", "kda_gate_rank",
+                       "embedding_proj_in_dim", "adapter_dim", "num_adapters")
         self._positive("moe_num_shared_experts", "moe_first_dense_layers", "type_vocab_size",
                        "mlp_act_params", "residual_scale_vectors", "per_layer_input_dim",
                        "altup_num_inputs", "laurel_rank", "kv_shared_layers", "attn_experts",
@@ -342,8 +344,8 @@ class ModelConfig(StrictModel):
             widths = getattr(self, f)
             if widths is None:
                 continue
-            if len(widths) != self.num_layers or any(w <= 0 for w in widths):
-                raise ValueError(f"field '{f}' = {widths!r} must hold one positive width per layer "
+            if len(widths) != self.num_layers or any(not 0 < w <= _lim.MAX_DIM for w in widths):
+                raise ValueError(f"field '{f}' = {widths!r} must hold one width in 1..{_lim.MAX_DIM} per layer "
                                  f"(num_layers = {self.num_layers})")
         if self.kv_shared_layers >= self.num_layers or (self.kv_shared_layers and self.is_mla):
             raise ValueError(f"field 'kv_shared_layers' = {self.kv_shared_layers}: the layers reusing "

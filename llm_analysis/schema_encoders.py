@@ -80,10 +80,6 @@ def check_encoder_fields(m: Any) -> None:
             if not 1 <= v <= _lim.MAX_DIM:
                 raise ValueError(f"field 'extra_embedding_tables'[{i}] = {list(table)!r}: {what} = {v} must be "
                                  f"a whole number in 1..{_lim.MAX_DIM} (each table is [rows, width])")
-    for f in ("embedding_proj_in_dim", "adapter_dim", "num_adapters"):
-        v = getattr(m, f)
-        if v is not None and not 1 <= v <= _lim.MAX_DIM:
-            raise ValueError(f"field {f!r} = {v!r} must be a whole number in 1..{_lim.MAX_DIM}")
     n = m.num_unique_layers
     if n is not None:
         if not 1 <= n <= m.num_layers or m.num_layers % n:

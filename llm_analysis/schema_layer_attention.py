@@ -31,8 +31,6 @@ def check_layer_attention_fields(m) -> None:
             raise ValueError("fields 'attn_sinks' (every layer) and 'layer_attn_sinks' (per layer) are both "
                              "set; give one of them")
     split_v = not m.is_mla and m.v_head_dim is not None
-    if split_v and m.v_head_dim <= 0:
-        raise ValueError(f"field 'v_head_dim' = {m.v_head_dim} must be positive")
     given = [f for f, on in (("layer_kv_heads", kv is not None), ("layer_attn_sinks", sinks is not None),
                              ("v_head_dim", split_v)) if on]
     if given and (m.is_mla or m.attn_experts or m.layer_head_dims is not None or m.cross_attention

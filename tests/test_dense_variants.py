@@ -280,3 +280,15 @@ def test_kv_sharing_keeps_layer_counting_independent_of_depth():
     groups = layer_groups(cfg)
     assert sum(groups.values()) == n and len(groups) == 4
     assert sum(c for k, c in groups.items() if k.kv_shared) == n // 3
+
+
+def test_per_layer_widths_have_the_sanity_limit_of_their_model_wide_fields():
+    """layer_ffn_dims / layer_head_dims are capped like ffn_embed_dim / head_dim
+    (options.MAX_DIM, README 'Input limits'), not only checked for sign."""
+    from llm_analysis.config import ModelConfig
+    from llm_analysis.errors import ConfigError
+    from llm_analysis.options import MAX_DIM
+    for field in ("layer_ffn_dims", "layer_head_dims"):
+        with pytest.raises(ConfigError, match=field):
+            ModelConfig(name="x", num_layers=2, n_head=4, hidden_dim=64, vocab_size=100,
+                        **{field: [MAX_DIM + 1, 16]})
