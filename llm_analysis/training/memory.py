@@ -34,15 +34,29 @@ def trained_gradient_bytes_per_param(analysis, lora: Optional[LoRAConfig],
 
 def _with_overheads(d: Dict[str, float], b: int, fw: FrameworkMemory, bucket_bytes: float) -> Dict[str, float]:
     """Add the framework terms (training/overheads.py) to a stage's breakdown."""
-    static = d["weights"] + d["optimizer_states"] + d["gradients"] + d["zero_buffers"] + bucket_bytes
+    static = _static_sum(d["weights"], d["gradients"], d["optimizer_states"], d["zero_buffers"], bucket_bytes)
     act = d["activations"] + d["recompute_buffer"]
     frag = fw.memory_fragmentation
     d.update(gradient_bucket=bucket_bytes, cuda_context=fw.cuda_context_bytes,
              fragmentation=frag * (static + act))
     d["peak"] = static + act + d["fragmentation"] + fw.cuda_context_bytes
-    d["static"] = static * (1 + frag) + fw.cuda_context_bytes
-    d["activations_per_sample"] = act * (1 + frag) / b
+    d["static"] = _static_total(static, fw)
+    d["activations_per_sample"] = _per_sample(act, b, fw)
     return d
+
+
+def _static_sum(weights: float, grads: float, opt: float, zero_buf: float, bucket: float) -> float:
+    return weights + opt + grads + zero_buf + bucket
+
+
+def _static_total(static: float, fw: FrameworkMemory) -> float:
+    """Memory that does not grow with the micro-batch, with fragmentation and CUDA context."""
+    return static * (1 + fw.memory_fragmentation) + fw.cuda_context_bytes
+
+
+def _per_sample(act: float, b: int, fw: FrameworkMemory) -> float:
+    """Activation memory one sample of a micro-batch of b adds, with fragmentation."""
+    return act * (1 + fw.memory_fragmentation) / b
 
 
 def static_bytes(analysis, stages: List[Stage], ds_zero, master_bytes: float, other_op_bytes: Optional[float],
@@ -119,12 +133,12 @@ def max_batch_from_parts(mem: float, static: List[Tuple[float, ...]], acts: List
     """The largest micro-batch that fits, from the parts of the micro-batch-1 breakdown
     without building it (the same arithmetic as _with_overheads with b = 1): per stage,
     the memory left after the static bytes over the bytes each sample adds; the smallest."""
-    frag, best = fw.memory_fragmentation, None
+    best = None
     for (w, grad, opt, zero_buf, bucket), (act, rc_buffer) in zip(static, acts):
-        free = mem - ((w + opt + grad + zero_buf + bucket) * (1 + frag) + fw.cuda_context_bytes)
+        free = mem - _static_total(_static_sum(w, grad, opt, zero_buf, bucket), fw)
         if free <= 0:
             return 0
-        per = (act + rc_buffer) * (1 + frag) / 1
+        per = _per_sample(act + rc_buffer, 1, fw)
         n = int(free // per) if per > 0 else 10**9
         best = n if best is None else min(best, n)
     return max(best or 0, 0)

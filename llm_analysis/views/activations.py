@@ -26,9 +26,7 @@ def layout(a, batch_size: int, seq_len: int, moe: bool) -> ActivationLayout:
     # memory); kept in a small dict of the describer's rather than its phase cache: building
     # one costs less than a phase-cache probe, and they would push out costlier entries there
     d = a.describer
-    cache = d.__dict__.get("_activation_layouts")
-    if cache is None:
-        cache = d.__dict__["_activation_layouts"] = {}
+    cache = d.memoized(("activation_layouts",), dict)
     key = (batch_size, seq_len, moe)
     L = cache.get(key)
     if L is None:
