@@ -19,7 +19,7 @@ from typing import Any, Dict
 from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
 from .cost.gemm import LAUNCH_MODES
-from .cost.roofline_bound import inference_lower_bounds
+from .inference.lower_bound import inference_lower_bounds
 from .errors import ConfigError
 from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
@@ -91,7 +91,7 @@ def inference(a, args: Dict[str, Any]) -> dict:
 
 def _inference_bounds(bound, d, shape) -> Dict[str, float]:
     """The roofline's times of the call: from the phase tables the calibrated pass just
-    evaluated where the case is plain (cost/roofline_bound.py), else its full timing pass."""
+    evaluated where the case is plain (inference/lower_bound.py), else its full timing pass."""
     t = inference_lower_bounds(bound, d, *shape)
     if t is None:
         t = inference_times(bound, d, *shape)

@@ -1,6 +1,6 @@
 """perf_model="calibrated" at the roofline's speed (issue 10): a new shape is timed from the
 phase tables (cost/calibrated_table.py) and its lower bound from the same tables
-(cost/roofline_bound.py). Both shortcuts must give exactly what the slow paths give: the
+(inference/lower_bound.py). Both shortcuts must give exactly what the slow paths give: the
 operators built and timed one by one, and a separate roofline call."""
 
 from __future__ import annotations
