@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..cost.affine import sum_affine, sum_max_affine
+from ..cost.model import RooflineCostModel
 from ..operators import Phase
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..options import DSZeRO
@@ -132,7 +133,7 @@ def _decode_time_splits(analysis, table: PhaseTable, batch: int, seq_len: int, n
         return 0.0, {}, first_s, first_s
     last = first if num_steps == 1 else table_splits(cm, table, batch, seq_len + num_steps)
     last_s = table_time_s(last) + handoff
-    if hasattr(cm, "roofline"):
+    if type(cm) is RooflineCostModel:  # the rule table_splits uses to pick the model's figures
         acc = GroupTimes().add_steps_splits(cm.roofline, first, last, num_steps)
     else:  # the calibrated model (cost/calibrated_table.py): Simpson's rule over the steps
         mid = table_splits(cm, table, batch, seq_len + (1 + num_steps) / 2)

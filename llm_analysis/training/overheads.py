@@ -53,7 +53,7 @@ class FrameworkMemory:
     @classmethod
     def from_kwargs(cls, kw: Dict[str, Any]) -> "FrameworkMemory":
         if (kw["distributed_optimizer"] is False and kw["grad_reduce_in_fp32"] is False
-                and all(type(kw[k]) is int and kw[k] == 0
+                and all(type(kw[k]) in (int, float) and kw[k] == 0
                         for k in ("grad_bucket_params", "cuda_context_bytes", "memory_fragmentation"))):
             return _NO_OVERHEADS  # every term off (the default): nothing to validate or build
         for flag in ("distributed_optimizer", "grad_reduce_in_fp32"):
