@@ -8,7 +8,7 @@ from typing import Optional
 
 from .errors import HubImportError, UnsupportedArchitectureError
 
-__all__ = ["HubImportError", "RepoNotFound", "GatedRepo", "RevisionNotFound", "HubOffline",
+__all__ = ["HubImportError", "not_modelled", "RepoNotFound", "GatedRepo", "RevisionNotFound", "HubOffline",
            "HubUnreachable", "UnmappableConfig", "UnsupportedArchitecture", "describe_model"]
 
 
@@ -49,3 +49,8 @@ EXACT_HINT = ('pip install "llm-analysis[exact]" and check it with '
 def describe_model(name: str, revision: Optional[str]) -> str:
     """How messages name a Hub model: `model 'org/name' (revision 'main')`."""
     return f"model {name!r} (revision {revision or 'main'!r})"
+
+
+def not_modelled(message: str) -> "UnsupportedArchitecture":
+    """The refusal of a feature the table does not model, pointing at the exact path."""
+    return UnsupportedArchitecture(f"{message.rstrip('.')}. To count it, {EXACT_HINT}.")

@@ -10,12 +10,13 @@ are in `operators/dense_variants.py`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict
 
 from .hub_bases import GEMMA2, GPT2, LAYERNORM, LLAMA, NO_BIASES
-from .hub_errors import EXACT_HINT, UnmappableConfig, UnsupportedArchitecture
+from .hub_errors import UnmappableConfig, UnsupportedArchitecture
 from .hub_source import Fields, Src, as_int
-from .hub_spec import Family, Flag, Opt, Reader, Refuse, Req, Same, Window
+from .hub_spec import Family, Flag, NotModelled, Opt, Reader, Refuse, Req, Same, Window
 
 __all__ = ["DENSE2_FAMILIES", "REFUSED_FAMILIES"]
 
@@ -58,26 +59,13 @@ class HalfOf(Reader):
 
 # the per-layer overrides transformers 5.23 reads (Gemma4TextAttention: head_dim and
 # num_key_value_heads; Gemma4TextMLP reads the global intermediate_size)
-class RefuseFeature(Refuse):
-    """A check like `Refuse`, raising UnsupportedArchitecture (a well-formed config of an
-    architecture the row does not describe) with the [exact] hint."""
-
-    def __call__(self, src: Src, f: Fields, what: str) -> None:
-        try:
-            super().__call__(src, f, what)
-        except UnmappableConfig as exc:
-            raise UnsupportedArchitecture(f"{str(exc).rstrip('.')}. To count it, {EXACT_HINT}.") from None
+# a check like `Refuse` whose refusal names a feature of a well-formed config (UnsupportedArchitecture)
+RefuseFeature = partial(Refuse, unsupported=True)
 
 
-@dataclass(frozen=True)
-class Unmodelled:
-    """A check that refuses every config of the type, naming what ModelConfig lacks."""
-    features: str
-
-    def __call__(self, src: Src, f: Fields, what: str) -> None:
-        raise UnsupportedArchitecture(
-            f"{what}: model_type {src.raw.get('model_type')!r} has {self.features}, which ModelConfig "
-            f"does not describe. To count it, {EXACT_HINT}.")
+def _has(features: str) -> NotModelled:
+    """A check that refuses every config of the type, naming what it holds beyond ModelConfig."""
+    return NotModelled(f"it has {features}, which ModelConfig does not describe")
 
 
 _PER_LAYER_KEYS = {"head_dim": "layer_head_dims"}
@@ -230,23 +218,23 @@ DENSE2_FAMILIES: Dict[str, Family] = {
 #: types refused with what they hold beyond ModelConfig (transformers 5.23 modelling
 #: code): rows of FAMILIES, not listed as supported
 REFUSED_FAMILIES: Dict[str, Family] = {
-    "hrm_text": Family({}, checks=(Unmodelled(
+    "hrm_text": Family({}, checks=(_has(
         "two layer stacks run for H_cycles x L_cycles recurrent iterations per forward "
         "(parameters shared across the iterations)"),)),
-    "cpmant": Family({}, checks=(Unmodelled(
+    "cpmant": Family({}, checks=(_has(
         "prompt tokens prepended to every input, segment embeddings and a bucketed "
         "relative position bias"),)),
-    "git": Family({}, checks=(Unmodelled("a CLIP vision encoder and visual projection inside the "
+    "git": Family({}, checks=(_has("a CLIP vision encoder and visual projection inside the "
                                          "causal-LM class, with BERT-style post-LN text layers"),)),
-    "neomme": Family({}, checks=(Unmodelled(
+    "neomme": Family({}, checks=(_has(
         "factorized embeddings with patch embeddings, gated output projections, exclusive "
         "self-attention and per-layer residual lambdas"),)),
-    "blt": Family({}, checks=(Unmodelled(
+    "blt": Family({}, checks=(_has(
         "byte-level local encoder/decoder stacks with cross-attention to patches, hash "
         "n-gram embeddings and an entropy patcher model"),)),
-    "phi4_multimodal": Family({}, checks=(Unmodelled(
+    "phi4_multimodal": Family({}, checks=(_has(
         "vision and audio encoders inside the causal-LM class (embed_tokens_extend)"),)),
-    "mllama_text_model": Family({}, checks=(Unmodelled(
+    "mllama_text_model": Family({}, checks=(_has(
         "cross-attention layers (cross_attention_layers) that replace self-attention in some "
         "layers, with tanh gates, and skip their whole block (MLP included) without vision states "
         "(ModelConfig.cross_attention adds a cross-attention block to every layer)"),)),

@@ -8,30 +8,18 @@ describe exactly is refused by a check naming it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import partial
 from typing import Dict
 
 from .hub_bases import BERT, BIASES, LAYERNORM, LLAMA
-from .hub_errors import EXACT_HINT, UnmappableConfig, UnsupportedArchitecture
+from .hub_errors import UnmappableConfig, not_modelled
 from .hub_source import Fields, Src
 from .hub_spec import Act, Family, Flag, Opt, Refuse, Req, Same, When, Window
 
 __all__ = ["ENCODER_FAMILIES_2"]
 
-def _unsupported(message: str) -> UnsupportedArchitecture:
-    """The refusal of a feature these rows do not model, pointing at the exact path."""
-    return UnsupportedArchitecture(f"{message}. To count it, {EXACT_HINT}.")
-
-
-@dataclass(frozen=True)
-class _Refuse(Refuse):
-    """`Refuse`, raising UnsupportedArchitecture (a feature not modelled) with the hint."""
-
-    def __call__(self, src: Src, f: Fields, what: str) -> None:
-        try:
-            super().__call__(src, f, what)
-        except UnmappableConfig as exc:
-            raise _unsupported(str(exc)) from None
+_unsupported = not_modelled  # a feature these rows do not model, pointing at the exact path
+_Refuse = partial(Refuse, unsupported=True)
 
 
 _ABSOLUTE = _Refuse("position_embedding_type", ("absolute", None), default="absolute",

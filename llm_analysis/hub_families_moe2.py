@@ -15,25 +15,15 @@ from dataclasses import dataclass
 from typing import Dict
 
 from .hub_bases import ATTENTION_BIAS, DEEPSEEK_MLA, LLAMA, QWEN3
-from .hub_errors import EXACT_HINT, UnsupportedArchitecture
+from .hub_errors import UnsupportedArchitecture, not_modelled
 from .hub_source import Fields, Src
-from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Window
+from .hub_spec import Act, Family, Flag, MoeRule, NotModelled, Opt, Refuse, Req, Same, Window
 
 __all__ = ["MOE2_FAMILIES", "NOT_MODELLED_FAMILIES"]
 
 
 def _refuse(what: str, detail: str) -> UnsupportedArchitecture:
-    return UnsupportedArchitecture(f"{what}: {detail}. To count it, {EXACT_HINT}.")
-
-
-@dataclass(frozen=True)
-class NotModelled:
-    """A check that refuses every config of a family, naming what the engine does not
-    model (a row, so the refusal says why rather than listing unknown keys)."""
-    reason: str
-
-    def __call__(self, src: Src, f: Fields, what: str) -> None:
-        raise _refuse(what, f"{self.reason}; ModelConfig does not describe this")
+    return not_modelled(f"{what}: {detail}")
 
 
 def _deepseek_experts(layers: str, **extra) -> MoeRule:

@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
-from .hub_errors import UnmappableConfig
+from .hub_errors import UnmappableConfig, not_modelled
 from .hub_source import Fields, Src, activation, attention_layout, moe_layout
 
-__all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Total", "Quotient", "Window", "Refuse",
+__all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Total", "Quotient", "Window", "Refuse", "NotModelled",
            "MoeRule", "Family", "read_family"]
 
 Step = Callable[[Src, Fields, str], None]
@@ -161,19 +161,33 @@ class Window(Reader):
 
 @dataclass(frozen=True)
 class Refuse:
-    """A check: refuse a config whose `key` (default `default`) is not in `allowed`."""
+    """A check: refuse a config whose `key` (default `default`) is not in `allowed`.
+    `unsupported`: the value names a feature of a well-formed config that ModelConfig does
+    not describe (UnsupportedArchitecture, with the [exact] hint) rather than a config the
+    row cannot read (UnmappableConfig)."""
     key: str
     allowed: Tuple[Any, ...]
     default: Any
     reason: str
     as_bool: bool = False
+    unsupported: bool = False
 
     def __call__(self, src: Src, f: Fields, what: str) -> None:
         v = src.get(self.key, default=self.default)
         v = bool(v) if self.as_bool else v
         if v not in self.allowed:
-            raise UnmappableConfig(f"{what}: {self.key}={v!r} ({self.reason}) cannot be described "
-                                   "by ModelConfig")
+            message = f"{what}: {self.key}={v!r} ({self.reason}) cannot be described by ModelConfig"
+            raise not_modelled(message) if self.unsupported else UnmappableConfig(message)
+
+
+@dataclass(frozen=True)
+class NotModelled:
+    """A check that refuses every config of a family, naming what ModelConfig lacks (a
+    row, so the refusal says why rather than listing unknown keys)."""
+    reason: str
+
+    def __call__(self, src: Src, f: Fields, what: str) -> None:
+        raise not_modelled(f"{what}: {self.reason}")
 
 
 def _every_layer(src: Src, n: int) -> List[int]:
