@@ -97,6 +97,8 @@ def hf_config_by_name(name_or_path: str, revision: Optional[str] = None) -> Tupl
     cfg = find_model_config(name_or_path)
     if cfg is not None:
         hub_id = catalogue_hub_id(cfg)
+        if hub_id is None and "/" in name_or_path:
+            hub_id = name_or_path  # a Hub id that also names a paper's entry: ask the Hub
         if hub_id is None:
             raise ConfigError(f"model {name_or_path!r} is a catalogue entry written from published figures "
                               f"({cfg.source[:80]}...), not from a transformers config: the exact path needs "

@@ -65,6 +65,13 @@ def test_entries_without_a_transformers_config_and_typos_are_config_errors(fake_
     assert fake_hub == []
 
 
+def test_a_hub_id_naming_a_papers_entry_still_asks_the_hub(fake_hub):
+    # facebook/opt-175b matches the catalogue entry written from the OPT paper, but as a Hub id
+    # it names a repo: its config.json is what --exact needs
+    assert hf_config_by_name("facebook/opt-175b")[1] == "facebook/opt-175b"
+    assert fake_hub == [("facebook/opt-175b", None)]
+
+
 def test_cli_default_model_runs_exact(fake_hub):
     # the derivation reads each distinct layer once: 24 identical layers cost CI time and
     # test nothing more than 2 (the routing of the default name is the point here)
