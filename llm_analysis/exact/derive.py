@@ -92,7 +92,7 @@ class _Walk:
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
         if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
-            site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index)
+            site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token)
             if site["op"] == "row_flops":
                 site["group"] = group_of(rel) if rel else "mlp"
             specs.insert(0, site)
@@ -104,7 +104,7 @@ class _Walk:
         return specs
 
     def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
-                   layer_index: Optional[int]) -> Dict[str, Any]:
+                   layer_index: Optional[int], per_token: float) -> Dict[str, Any]:
         """An attention core, or matmuls measured per token, or `unexplained`."""
         # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
         # head multiplying by a concatenated weight, a short convolution run as a function):
@@ -119,7 +119,7 @@ class _Walk:
         # a module mixing several rows per token with a matrix of its own (hyper-connection
         # streams) is no attention core; one without parameters may be (its first input
         # can be per-head queries)
-        streams = self.tokens(path, module)[1] > 1 and any(p.dim() >= 2 for p in module.parameters(recurse=False))
+        streams = per_token > 1 and any(p.dim() >= 2 for p in module.parameters(recurse=False))
         if streams or not ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
             return rows
         core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
@@ -149,9 +149,8 @@ def _layer_paths(path: str, container: Any) -> List[str]:
     import torch
     out: List[str] = []
     for name, child in container.named_children():
-        if isinstance(child, (torch.nn.ModuleList, torch.nn.Sequential)) and len(child):
-            out += _layer_paths(f"{path}.{name}", child) if isinstance(child, torch.nn.ModuleList) else \
-                [f"{path}.{name}"]
+        if isinstance(child, torch.nn.ModuleList) and len(child):
+            out += _layer_paths(f"{path}.{name}", child)
         else:
             out.append(f"{path}.{name}")
     return out
