@@ -17,7 +17,8 @@ does not throw the cache away):
   import that maps a config.json to a ModelConfig (`hf_import`, `hub_*`).
 
 A module added to the engine that changes a count must be added to these lists
-(tests/test_exact_cache.py checks that every listed path exists). Computing a key
+(tests/test_exact_cache.py checks that every listed path exists, and that every
+package module the listed ones import is listed or named as not affecting counts). Computing a key
 reads a few dozen small files and imports neither torch nor transformers. A cache
 hit is therefore valid as it is; a changed config, engine or library is a different key.
 """
@@ -54,7 +55,7 @@ def _version(dist: str) -> str:
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # paths relative to the package; a directory stands for its *.py files, recursively
 DERIVED_SOURCES = ("exact", "operators", "views/params.py", "views/flops.py", "views/phases.py",
-                   "facade.py", "facade_conventions.py", "model_schema.py", "schema_base.py", "options.py")
+                   "facade.py", "facade_conventions.py", "model_schema.py", "schema_*.py", "options.py")
 MAPPED_SOURCES = DERIVED_SOURCES + ("hf_import.py", "hub_*.py", "schema.py", "config.py")
 _fingerprints: Dict[Tuple[str, ...], str] = {}
 
