@@ -166,6 +166,7 @@ def _fit(d: LayerDescriber, name: str, stage: Optional[int], xs: Tuple[int, ...]
 
 # Lengths this close to a sliding window are built operator by operator: there the
 # attended and cached lengths (min(x, window), min(x, window - 1)) switch pieces.
+MAX_LENGTH = 2**62  # beyond any accepted length
 _WINDOW_BAND = 4
 
 
@@ -185,7 +186,6 @@ def _pieces(d: LayerDescriber, name: str, stage: Optional[int]) -> List[Tuple[in
     return pieces
 
 
-MAX_LENGTH = 2**62  # beyond any accepted length
 
 
 def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
