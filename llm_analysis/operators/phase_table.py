@@ -164,9 +164,10 @@ def _fit(d: LayerDescriber, name: str, stage: Optional[int], xs: Tuple[int, ...]
     return table
 
 
+MAX_LENGTH = 2**62  # beyond any accepted length
+
 # Lengths this close to a sliding window are built operator by operator: there the
 # attended and cached lengths (min(x, window), min(x, window - 1)) switch pieces.
-MAX_LENGTH = 2**62  # beyond any accepted length
 _WINDOW_BAND = 4
 
 
