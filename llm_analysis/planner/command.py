@@ -12,6 +12,7 @@ import math
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..cli_support import perf_model_arg
 from ..errors import LLMAnalysisError
 from .result import PlanResult
 
@@ -80,8 +81,10 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                        kv_cache_dtype_bytes: Any = None, gpu_prices: Any = None, max_gpus: Optional[int] = None,
                        max_batch_size: int = 1024, disaggregate: bool = False,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
-                       output_format: str = "table", plot: Any = False, top: int = 10) -> Tuple[int, str]:
-    """`plan infer`: the best serving setups as a table (top rows) or JSON (all rows)."""
+                       output_format: str = "table", plot: Any = False, top: int = 10,
+                       perf_model: str = "roofline", gpu_profile: Optional[str] = None) -> Tuple[int, str]:
+    """`plan infer`: the best serving setups as a table (top rows) or JSON (all rows).
+    --perf_model roofline|calibrated (--gpu_profile FILE implies calibrated) times the candidates."""
     from .inference import plan_inference
 
     def go():
@@ -95,7 +98,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                               dtypes=_names(dtype_names, "dtype_names"), kv_cache_dtype_bytes=kv,
                               gpu_prices=_prices(gpu_prices), max_gpus=max_gpus, max_batch_size=max_batch_size,
                               disaggregate=disaggregate, flops_efficiency=flops_efficiency,
-                              hbm_memory_efficiency=hbm_memory_efficiency)
+                              hbm_memory_efficiency=hbm_memory_efficiency,
+                              perf_model=perf_model_arg(perf_model, gpu_profile))
     return _run(go, output_format, plot, top)
 
 
@@ -104,8 +108,10 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                        dtype_names: Any = "w16a16e16", gpu_prices: Any = None, min_gpus: int = 1,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        achieved_tflops: Optional[float] = None, output_format: str = "table", plot: Any = False,
-                       top: int = 10) -> Tuple[int, str]:
-    """`plan train`: the fastest (or cheapest) training setups."""
+                       top: int = 10, perf_model: str = "roofline", gpu_profile: Optional[str] = None
+                       ) -> Tuple[int, str]:
+    """`plan train`: the fastest (or cheapest) training setups.
+    --perf_model roofline|calibrated (--gpu_profile FILE implies calibrated) times the candidates."""
     from .training import plan_training
 
     def go():
@@ -113,5 +119,6 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                              max_gpus=max_gpus, global_batch_size=global_batch_size, seq_len=seq_len,
                              dtypes=_names(dtype_names, "dtype_names"), objective=objective,
                              gpu_prices=_prices(gpu_prices), min_gpus=min_gpus, flops_efficiency=flops_efficiency,
-                             hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops)
+                             hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
+                             perf_model=perf_model_arg(perf_model, gpu_profile))
     return _run(go, output_format, plot, top)

@@ -32,7 +32,7 @@ INFERENCE_COLUMNS = [
 
 def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price: bool, gpu_prices,
                 max_gpus, max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency,
-                conventions) -> Search:
+                conventions, perf_model="roofline") -> Search:
     """Checks the shared arguments of the serving planners and builds the search."""
     m = inputs.model_config(model)
     gpu_list = inputs.gpu_configs(gpus)
@@ -46,21 +46,29 @@ def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price
                     max_ep=inputs.optional_positive_int(max_ep, "max_ep"),
                     max_batch=inputs.positive_int(max_batch_size, "max_batch_size"),
                     analysis_kwargs={"flops_efficiency": flops_efficiency,
-                                     "hbm_memory_efficiency": hbm_memory_efficiency, **conv})
-    # resolves the efficiencies (None -> the package default) and checks them once
+                                     "hbm_memory_efficiency": hbm_memory_efficiency, **conv,
+                                     "perf_model": inputs.perf_model(perf_model)})
+    # resolves the efficiencies (None -> the package default) and checks them once; the
+    # perf model is checked against every GPU here, so a profile for another GPU is
+    # refused by name instead of silently dropping that GPU's layouts
     probe = LLMAnalysis(m, gpu_list[0], search.dtypes[0], **search.analysis_kwargs)
+    for gpu in gpu_list[1:]:
+        LLMAnalysis(m, gpu, search.dtypes[0], **search.analysis_kwargs)
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
     return search
 
 
+_ROOFLINE_SERVING = ("llm_analysis roofline (LLMAnalysis.inference): operator time = max(FLOPs / (peak x "
+                     "flops_efficiency), bytes / (HBM bandwidth x hbm_memory_efficiency)); TP/EP/PP collectives "
+                     "over the GPU's links; README 'Assumptions'")
+
+
 def serving_assumptions(search: Search) -> Dict[str, Any]:
     kw = search.analysis_kwargs
     return {
-        "perf_model": "llm_analysis roofline (LLMAnalysis.inference): operator time = max(FLOPs / (peak x "
-                      "flops_efficiency), bytes / (HBM bandwidth x hbm_memory_efficiency)); TP/EP/PP collectives "
-                      "over the GPU's links; README 'Assumptions'",
+        "perf_model": inputs.perf_model_assumption(kw["perf_model"], _ROOFLINE_SERVING),
         "flops_efficiency": kw["flops_efficiency"], "hbm_memory_efficiency": kw["hbm_memory_efficiency"],
         "conventions": {k: kw[k] for k in ("attention_flops", "logits", "mla_attention")},
         "batching": "static: a replica runs batch_size_per_gpu x ep requests together from prefill to the last "
@@ -90,7 +98,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                    max_tp: Optional[int] = None, max_pp: int = 8, max_ep: Optional[int] = None,
                    max_batch_size: int = 1024, disaggregate: bool = False,
                    flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
-                   conventions: Optional[Mapping[str, str]] = None) -> PlanResult:
+                   conventions: Optional[Mapping[str, str]] = None, perf_model: Any = "roofline") -> PlanResult:
     """Best serving setups, ranked by `objective` ("cost": $ per million
     generated tokens, needs `gpu_prices` {gpu name: $/GPU-hour}; "tokens_per_gpu";
     "fewest_gpus"). Searches GPU type, tp (powers of two, <= GPUs per node or
@@ -98,8 +106,11 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     `dtypes`, each KV byte width of `kv_cache_dtype_bytes` (None = the dtype's)
     and the batch 1..max_batch_size; dp replicas follow from the load targets.
     With `disaggregate=True` also sizes separate prefill and decode pools
-    (result.extra["disaggregated"]). Raises NoFeasiblePlanError naming the
-    closest missed target, ConfigError on bad arguments."""
+    (result.extra["disaggregated"]). `perf_model` times every candidate as
+    LLMAnalysis does ("roofline", "calibrated", a profile path or Profile): with
+    "calibrated" the targets are checked against expected times, not lower
+    bounds. Raises NoFeasiblePlanError naming the closest missed target,
+    ConfigError on bad arguments."""
     t0 = time.perf_counter()
     slo = inputs.SLO.from_any(slo)
     objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_INFERENCE)
@@ -107,7 +118,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     n = inputs.positive_int(num_tokens_to_generate, "num_tokens_to_generate")
     _check_targets(slo, n, bool(disaggregate))
     search = make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective == "cost", gpu_prices, max_gpus,
-                         max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency, conventions)
+                         max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency, conventions,
+                         perf_model)
     stats, miss = SearchStats(), ClosestMiss()
     rows, points = _collect(search, slo, s, n, stats, miss)
     extra: Dict[str, Any] = {"columns": INFERENCE_COLUMNS}

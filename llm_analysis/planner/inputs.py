@@ -104,3 +104,25 @@ def prices(gpu_prices: Optional[Mapping[str, float]], gpus: List[GPUConfig], req
             raise ConfigError(f"gpu_prices has no $/GPU-hour for {', '.join(missing)}; the cost objective needs "
                               f"one per GPU (e.g. gpu_prices={{{missing[0]!r}: 2.5}})")
     return gpu_prices
+
+
+def perf_model(value: Any) -> Any:
+    """The planner's `perf_model`, as LLMAnalysis takes it: "roofline", "calibrated",
+    a profile .json path or a Profile (checked against each GPU when the search is built)."""
+    from ..cost.profiles import Profile
+    if isinstance(value, Profile) or value in ("roofline", "calibrated") or \
+            (isinstance(value, str) and value.endswith(".json")):
+        return value
+    raise ConfigError(f"perf_model = {value!r}; valid: 'roofline', 'calibrated', the path of a profile .json file "
+                      "or a Profile")
+
+
+def perf_model_assumption(value: Any, roofline_text: str) -> str:
+    """What times the candidates, for a plan's stated assumptions."""
+    if value == "roofline":
+        return roofline_text
+    source = ("the shipped profile of each GPU's generation (llm_analysis/cost/profiles)" if value == "calibrated"
+              else f"the profile {getattr(value, 'origin', None) or value}")
+    return ("calibrated (README 'Performance models'): expected times of a well-tuned framework from " + source +
+            "; every target is checked against the expected times, and pruning bounds use the roofline at "
+            "efficiency 1, which is never above them")

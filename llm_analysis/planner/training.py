@@ -282,7 +282,10 @@ def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtyp
                          inputs.positive_int(max_pp if max_pp is not None else m.num_layers, "max_pp"),
                          inputs.positive_int(max_interleave, "max_interleave"), zs, rcs,
                          inputs.prices(gpu_prices, gpu_list, objective == "cost"), objective, dict(analysis_kwargs))
+    search.analysis_kwargs["perf_model"] = inputs.perf_model(search.analysis_kwargs.get("perf_model", "roofline"))
     probe = LLMAnalysis(m, gpu_list[0], search.dtypes[0], **search.analysis_kwargs)
+    for gpu in gpu_list[1:]:  # a profile for another GPU is refused by name, not skipped
+        LLMAnalysis(m, gpu, search.dtypes[0], **search.analysis_kwargs)
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
@@ -297,7 +300,7 @@ def plan_training(model: Union[str, ModelConfig], gpus: Sequence, tokens: float,
                   max_tp: Optional[int] = None, max_pp: Optional[int] = None, max_interleave: int = 8,
                   zero_stages: Sequence = (0, 1, 2, 3), recomputation: Sequence = DEFAULT_RECOMPUTATION,
                   flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
-                  achieved_tflops: Optional[float] = None) -> PlanResult:
+                  achieved_tflops: Optional[float] = None, perf_model: Any = "roofline") -> PlanResult:
     """Best training setups for `tokens` tokens on min_gpus..max_gpus GPUs with
     `global_batch_size` sequences of `seq_len` per iteration, ranked by
     `objective` ("time": total training time; "cost": dollars, needs
@@ -305,17 +308,18 @@ def plan_training(model: Union[str, ModelConfig], gpus: Sequence, tokens: float,
     (divisors of the layer count <= max_pp), dp (divisors of the global
     batch), ep (MoE), interleaving (v with layers / pp divisible by v, <=
     max_interleave), ZeRO stage, recomputation mode and micro-batch. One row
-    per layout (its best ZeRO/recomputation/micro-batch)."""
+    per layout (its best ZeRO/recomputation/micro-batch). `perf_model` times
+    every candidate as LLMAnalysis does ("roofline", "calibrated", a profile
+    path or Profile)."""
     t0 = time.perf_counter()
     search = _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtypes, objective,
                           gpu_prices, min_gpus, max_tp, max_pp, max_interleave, zero_stages, recomputation,
                           {"flops_efficiency": flops_efficiency, "hbm_memory_efficiency": hbm_memory_efficiency,
-                           "achieved_tflops": achieved_tflops})
+                           "achieved_tflops": achieved_tflops, "perf_model": perf_model})
     ctx = _Ctx(search)
     for gpu in search.gpus:
         for dtype in search.dtypes:
-            ctx.flops_per_gpu_s[(gpu.name, dtype.name)] = LLMAnalysis(
-                search.model, gpu, dtype, **search.analysis_kwargs).get_TFLOPS_per_gpu() * 1e12
+            ctx.flops_per_gpu_s[(gpu.name, dtype.name)] = _bound_flops_per_gpu_s(search, gpu, dtype)
     layouts = search.layouts()
     layouts.sort(key=lambda lay: search.score(_bound_s(search, lay, 1, ctx.flops_per_gpu_s[
         (lay.gpu.name, lay.dtype.name)]), lay))  # best bound first: a strong incumbent early prunes the rest
@@ -337,12 +341,25 @@ def plan_training(model: Union[str, ModelConfig], gpus: Sequence, tokens: float,
                       {"columns": TRAINING_COLUMNS, "max_bound_ratio": ctx.max_bound_ratio})
 
 
+def _bound_flops_per_gpu_s(search: TrainSearch, gpu, dtype) -> float:
+    """FLOP/s of the pruning bound: the analysis' own rate under the roofline; under a
+    calibrated model the dtype's peak (the roofline at efficiency 1, default
+    arguments), which no calibrated time beats, whatever efficiencies were given."""
+    kwargs = search.analysis_kwargs
+    if kwargs.get("perf_model", "roofline") != "roofline":
+        kwargs = {}
+    return LLMAnalysis(search.model, gpu, dtype, **kwargs).get_TFLOPS_per_gpu() * 1e12
+
+
+_ROOFLINE_TRAINING = ("llm_analysis training model (LLMAnalysis.training): roofline operator times, backward = 2x "
+                      "forward, recomputation adds the recomputed forward, 1F1B bubble (p-1)/(v m), DP traffic "
+                      "overlapped with the last backward; README 'Assumptions' (Training)")
+
+
 def _training_assumptions(search: TrainSearch) -> Dict[str, Any]:
     return {
-        "perf_model": "llm_analysis training model (LLMAnalysis.training): roofline operator times, backward = 2x "
-                      "forward, recomputation adds the recomputed forward, 1F1B bubble (p-1)/(v m), DP traffic "
-                      "overlapped with the last backward; README 'Assumptions' (Training)",
         **{k: v for k, v in search.analysis_kwargs.items()},
+        "perf_model": inputs.perf_model_assumption(search.analysis_kwargs["perf_model"], _ROOFLINE_TRAINING),
         "optimizer": "Adam, fp32 master weights + 2 fp32 moments (12 B/param), 16-bit gradients",
         "memory": "GPU memory = mem_per_GPU_in_GB x 1e9 bytes, nothing reserved",
         "targets": {"tokens": search.tokens, "global_batch_size": search.gbs, "seq_len": search.seq_len,
