@@ -38,7 +38,7 @@ from accuracy_records import Skip, case_of, family  # noqa: E402
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-PUBLISHED_FAMILIES = ("gpt-fast", "Megatron", "Korthikanti")
+PUBLISHED_FAMILIES = ("gpt-fast", "Megatron", "Korthikanti", "DeepSpeed ZeRO-3")
 
 
 def validation_dir() -> Path:

@@ -27,8 +27,9 @@ class Case:
     notes: list = field(default_factory=list)
 
 
+# the ZeRO-3 rows of Narayanan et al. 2021 Table 2 ran DeepSpeed, not Megatron-LM: their own family
 FAMILIES = (("ft-", "FasterTransformer"), ("trtllm-", "TensorRT-LLM"), ("mpt-", "MosaicML"),
-            ("megatron2021-", "Megatron"), ("korthikanti2022-", "Korthikanti"), ("gptfast-", "gpt-fast"))
+            ("megatron2021-t2-zero3-", "DeepSpeed ZeRO-3"), ("megatron2021-", "Megatron"), ("korthikanti2022-", "Korthikanti"), ("gptfast-", "gpt-fast"))
 
 _GPUS = (("gb200", None), ("b200", "b200-180gb"), ("h200", "h200-sxm-141gb"), ("h100", "h100-sxm-80gb"),
          ("a100_40gb", "a100-sxm-40gb"), ("a100", "a100-sxm-80gb"), ("l40s", "l40s-48gb"))
@@ -195,6 +196,9 @@ def case_megatron(rec: dict) -> Case:
         flops = 96 * B * seq * L * h * h * (1 + seq / (6 * h) + V / (16 * L * h))  # paper eq. 3
         measured = flops / (tp * pp * dp * m["achieved_tflops_per_gpu"] * 1e12)
         notes.append("time implied by eq. 3 and the measured TFLOP/s")
+    elif "training_days_300b_tokens" in m:  # Narayanan et al. 2021 Table 2: days for 300 B tokens
+        measured = m["training_days_300b_tokens"] * 86400 * gbs * seq / 300e9
+        notes.append("iteration time implied by the reported days for 300 B tokens")
     else:
         raise Skip("reports no iteration time (" + ", ".join(sorted(m)) + ")")
     mb = s.get("micro_batch", 1) if (gbs // dp) % s.get("micro_batch", 1) == 0 else 1
