@@ -21,7 +21,7 @@ calibrated model (expected times). Each comparison is run twice: over every
 ZeRO stage, and over the stages the published framework offers (Megatron-LM /
 NeMo: no ZeRO-3, the distributed optimizer is ZeRO-1). The second is the fair
 one: the ZeRO-3 rows of Narayanan et al. 2021 Table 2 (DeepSpeed, 384-1536
-GPUs) measured 1.4-4.3x slower than our models predict (benchmarks/accuracy.py,
+GPUs) measured 1.3-3.2x slower than the calibrated model predicts (benchmarks/accuracy.py,
 family "DeepSpeed ZeRO-3"), so a plan that wins through ZeRO-3 across hundreds
 of ranks is not one to trust.
 """
