@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Union
 
 from ..errors import ConfigError
+from ..options import boolean
 
 TP_OVERLAP_BACKWARD = "backward"
 # forward collectives whose backward conjugate runs under a weight-gradient GEMM
@@ -48,10 +49,10 @@ def tp_overlap_mode(value) -> Union[bool, str]:
     """False, True or "backward" (command-line spellings of the booleans accepted)."""
     if isinstance(value, str) and value.strip().lower() == TP_OVERLAP_BACKWARD:
         return TP_OVERLAP_BACKWARD
-    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
+    try:
+        return boolean(value, "overlap_tp_comm")
+    except ConfigError:
+        pass
     raise ConfigError(f"overlap_tp_comm = {value!r}; valid: False (every TP collective exposed), "
                       f"'{TP_OVERLAP_BACKWARD}' (backward input-gradient reductions under the weight-gradient "
                       "GEMMs, Megatron-LM's async TP all-reduce) or True (all TP communication overlapped)")
