@@ -175,6 +175,13 @@ def _interleave(rec: dict, model, tp: int, pp: int, notes: list) -> int:
     return v or 1
 
 
+def _tp_overlap(rec: dict):
+    """The TP overlap of the Megatron-LM code a record ran (training/overheads_tp.py): the
+    async backward reductions exist from github:NVIDIA/Megatron-LM 16c90445e7 (2021-09-02) on,
+    after Narayanan et al. (arXiv 2104.04473, 2021-04) and before Korthikanti et al. (2022-05)."""
+    return "backward" if rec["id"].startswith("korthikanti2022-") else False
+
+
 def case_megatron(rec: dict) -> Case:
     """Megatron (arXiv 2104.04473) and Korthikanti (arXiv 2205.05198) training records, rebuilt with the
     shapes/layout rules of benchmarks/training_validation.py. Time: the reported iteration time, or the
@@ -209,7 +216,12 @@ def case_megatron(rec: dict) -> Case:
                     # Megatron-LM of these papers (DDP_impl 'local', the default) all-reduces the gradients
                     # after forward_backward_func returns, in train_step: in series with the backward
                     # (overlap_grad_reduce came with Megatron-Core's DDP, 2023)
-                    overlap_dp_comm=False)
+                    overlap_dp_comm=False,
+                    # Korthikanti et al. 2022 ran Megatron-LM with the async TP all-reduce (from 2021-09,
+                    # on by default) and, with sequence parallelism, the async reduce-scatter: backward
+                    # input-gradient reductions under the weight-gradient GEMMs (training/overheads_tp.py);
+                    # Narayanan et al. 2021 ran before it (every TP collective exposed)
+                    overlap_tp_comm=_tp_overlap(rec))
 
     def run(kw: dict) -> float:
         return LLMAnalysis(model, gpu, parallelism_config=par, **kw).training(**kw_train)["latency_per_iter"]

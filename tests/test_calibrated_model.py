@@ -83,25 +83,16 @@ def test_report_half_error_targets(rows):
 
 
 # report-half families that meet issue 10's targets (median <= 10%, p90 <= 30%); measured
-# FasterTransformer 9%/19%, Megatron 8%/12%, MosaicML 8%/18%, TensorRT-LLM 7%/24%, gpt-fast 5%/14%.
-# Korthikanti (6 records, 11%/17%: 175B-1T iterations predicted 10-17% slow) does not yet meet the median:
-# test_korthikanti_report_half below holds it where it is.
+# FasterTransformer 9%/19%, Korthikanti 8%/14% (11%/16% before its runs' asynchronous backward TP
+# reductions were modelled: training/overheads_tp.py), Megatron 7%/16%, MosaicML 8%/18%,
+# TensorRT-LLM 7%/24%, gpt-fast 5%/14%.
 @needs_records
-@pytest.mark.parametrize("fam", ("FasterTransformer", "Megatron", "MosaicML", "TensorRT-LLM", "gpt-fast"))
+@pytest.mark.parametrize("fam", ("FasterTransformer", "Korthikanti", "Megatron", "MosaicML", "TensorRT-LLM",
+                                 "gpt-fast"))
 def test_report_half_error_targets_per_family(rows, fam):
     errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report" and r[0] == fam)
     assert len(errs) >= 5
     assert errs[len(errs) // 2] <= 0.10 and errs[int(0.9 * len(errs))] <= 0.30
-
-
-@needs_records
-def test_korthikanti_report_half(rows):
-    """Korthikanti et al. 2022 (arXiv 2205.05198 Table 5, §6.3) iterations of 22B-1T GPT on Selene: the
-    GEMM prologue/epilogue term, Megatron's scatter/gather hand-off and Table 3's interleaving brought
-    them from 20%/26% to 11%/17% (median/p90); the issue's median target of 10% is not met yet."""
-    errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report" and r[0] == "Korthikanti")
-    assert len(errs) == 6
-    assert errs[len(errs) // 2] <= 0.12 and errs[int(0.9 * len(errs))] <= 0.30
 
 
 def test_calibrated_summary_keeps_the_keys_and_adds_lower_bounds():

@@ -28,7 +28,9 @@ the DP gradient reduce-scatter/all-reduce runs under the last micro-batch's
 backward (PyTorch DDP / Megatron bucketed overlap), ZeRO-3 / FSDP gathers are
 prefetched under the previous layer's compute (per micro-batch, only the
 excess is exposed), TP collectives are exposed (Megatron-LM runs them on the
-critical path unless `overlap_tp_comm=True`), pipeline hand-offs are exposed.
+critical path unless `overlap_tp_comm=True`; with "backward" its asynchronous
+input-gradient reductions run under the weight-gradient GEMMs:
+training/overheads_tp.py), pipeline hand-offs are exposed.
 
 Per-call cost: every profile value is read once here into plain attributes;
 GEMM efficiencies are memoised by shape, so an inference() call costs no more

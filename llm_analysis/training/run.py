@@ -60,7 +60,10 @@ Time of one iteration (seconds), on the bottleneck pipeline stage:
 - optimizer step: memory-bound pass over the (ZeRO-sharded) optimizer states,
   master weights, gradients and weights (`get_latency_weight_update`).
 - TP collectives are exposed (`overlap_tp_comm=False`, as in Megatron-LM 2021);
-  with True only what exceeds the micro-batch's compute is.
+  with "backward" the backward's input-gradient reductions run under the
+  weight-gradient GEMMs (Megatron-LM's async TP all-reduce, from 2021-09:
+  training/overheads_tp.py); with True only what exceeds the micro-batch's
+  compute is.
 - `latency_per_iter_using_flops` = FLOPs of the iteration on one GPU (forward +
   backward + recomputation) over the achieved FLOP/s (`achieved_tflops`, else
   peak x flops_efficiency), as the mirrored system computes it: it folds every
@@ -101,6 +104,7 @@ from .dp import dp_times
 from .lora import LoRAConfig, lora_adapter_ops
 from .memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
 from .overheads import FrameworkMemory
+from .overheads_tp import tp_overlap_mode
 from .stage import LAYER_WEIGHT_GROUPS, Stage, build_stage
 from .summary import training_summary
 
@@ -124,7 +128,7 @@ class TrainingRequest:
     master_bytes: float
     other_op_bytes: Optional[float]
     overlap_dp_comm: bool
-    overlap_tp_comm: bool
+    overlap_tp_comm: Union[bool, str]  # False, True or "backward" (overheads_tp.py)
     framework: FrameworkMemory = FrameworkMemory()
     act_kwargs: Dict[str, Any] = field(default_factory=dict)
 
@@ -205,8 +209,9 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
     """Validate training()'s arguments (ConfigError naming the field and value)."""
     for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
         dtype_bytes(kw[name], name)
-    for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu", "overlap_dp_comm", "overlap_tp_comm"):
+    for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu", "overlap_dp_comm"):
         kw[name] = boolean(kw[name], name)
+    kw["overlap_tp_comm"] = tp_overlap_mode(kw["overlap_tp_comm"])
     for name in ("mlp_activation_quant_bits", "mlp_1linear_quant_bits", "mlp_gelu_input_quant_bits",
                  "mlp_2linear_quant_bits"):
         kw[name] = quant_bits(kw[name], name)
@@ -343,7 +348,7 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
         "latency_per_iter_fwd_compute": m * bott.fwd_compute,
         "latency_per_iter_bwd_compute": m * bott.bwd_compute,
         "latency_per_iter_recompute": m * (bott.rc_compute + bott.rc_comm),
-        "latency_per_iter_tp_comm": m * 2 * bott.tp_fwd,
+        "latency_per_iter_tp_comm": m * (2 * bott.tp_fwd - bott.tp_bwd_hidden),
         "latency_per_iter_ep_comm": m * 2 * bott.ep_fwd,
         "latency_per_iter_pp_comm": m * pp_per_mb,
         "latency_per_iter_pipeline_bubble": _bubble_s(stages, pp_per_mb, v) if p.pp_size > 1 else 0.0,
@@ -376,7 +381,7 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
                  mlp_gelu_input_quant_bits: Optional[int] = None, mlp_2linear_quant_bits: Optional[int] = None,
                  mlp_recompute_gelu: bool = False, output_dir: Optional[str] = None, output_file_suffix: str = "",
                  pipeline_interleave: int = 1, lora: Union[None, dict, LoRAConfig] = None,
-                 overlap_dp_comm: bool = True, overlap_tp_comm: bool = False,
+                 overlap_dp_comm: bool = True, overlap_tp_comm: Union[bool, str] = False,
                  cost_per_gpu_hour: Optional[float] = None, distributed_optimizer: bool = False,
                  grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0,
                  cuda_context_bytes: float = 0, memory_fragmentation: float = 0) -> Dict[str, Any]:

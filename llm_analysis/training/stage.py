@@ -14,6 +14,7 @@ from ..operators.phase_table import FIELDS
 from ..phase_programs import STAGE_SUMS, phase_program
 from ..timing import roofline_table, table_splits
 from .lora import LoRAConfig, lora_adapter_ops
+from .overheads_tp import TP_OVERLAP_BACKWARD, backward_hidden_tp_s
 
 # the linear weights of a layer that LoRA freezes (and QLoRA stores as NF4)
 LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
@@ -33,6 +34,7 @@ class Stage:
     tp_fwd: float = 0.0
     ep_fwd: float = 0.0
     cp_fwd: float = 0.0  # exposed context-parallel K/V exchange (operators/context_parallel.py)
+    tp_bwd_hidden: float = 0.0  # backward TP collectives under weight-gradient GEMMs (overheads_tp.py)
     flops_fwd: float = 0.0  # whole-model (unsharded) FLOPs of this stage's ops
     flops_bwd: float = 0.0
     flops_rc: float = 0.0
@@ -47,7 +49,7 @@ class Stage:
     @property
     def micro_batch_time(self) -> float:
         return (self.fwd_compute + self.bwd_compute + self.rc_compute + self.rc_comm
-                + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd))
+                + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden)
 
     def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool) -> None:
         """A kernel of forward time t and `flops` FLOPs, its backward `bwd` times the forward."""
@@ -177,7 +179,7 @@ def _add_time(st: Stage, op: Operator, t: float, flops: float, recomputed: bool,
 
 
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
-                overlap_tp_comm: bool) -> Stage:
+                overlap_tp_comm) -> Stage:
     table = roofline_table(analysis.cost_model, analysis.describer, "train", s, x=ph.q_len) if lora is None else None
     if table is not None:
         st = _table_stage(analysis, table, ph, s, rc)
@@ -188,6 +190,8 @@ def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: 
             _add_time(st, op, t, flops, recomputed, lora)
             if op.kind != "collective":
                 _add_weights(st, analysis, op, n, is_layer, lora, recomputed)
-    if overlap_tp_comm:
+    if overlap_tp_comm == TP_OVERLAP_BACKWARD:
+        st.tp_bwd_hidden = backward_hidden_tp_s(analysis, ph, s, lora)
+    elif overlap_tp_comm:
         _hide_tp_comm(st)
     return st
