@@ -43,8 +43,9 @@ from typing import Dict, Optional, Tuple
 from ..config import DtypeConfig, GPUConfig, ParallelismConfig
 from ..constant import GB
 from ..errors import ConfigError
+from . import calibrated_programs
 from .calibrated_table import calibrated_table_splits, kernel_plan
-from .gemm import LAUNCH_MODES, gemm_efficiency
+from .gemm import LAUNCH_MODES, GemmShape
 from .model import CostModel
 from .links import group_stride
 from .nccl import collective_time_s as nccl_time_s
@@ -99,15 +100,18 @@ class CalibratedCostModel(CostModel):
         self._decode_eff = v["attn_decode_hbm_efficiency"]
         self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
-        self._gemm_eff: Dict[Tuple[int, int, int], float] = {}
+        self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K), memoised by M
         self._coll: Dict[tuple, float] = {}
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training)."""
         if launch == self.launch:
             return self
-        return CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
+        view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
                                    self.num_gpus_per_node)
+        # GEMM efficiencies and collective times do not depend on the floor: one memo for both
+        view._gemms, view._coll = self._gemms, self._coll
+        return view
 
     # ------------------------------------------------------------ rates
     @property
@@ -125,12 +129,17 @@ class CalibratedCostModel(CostModel):
             return 0.0
         return (nbytes + self._hbm_half) / (self._hbm * eff)
 
+    def gemm_shape(self, n, k) -> GemmShape:
+        """The GEMM efficiency of weight shape (N, K) as a function of M (`gemm.GemmShape`, memoised)."""
+        key = (max(1, int(n)), max(1, int(k)))
+        g = self._gemms.get(key)
+        if g is None:
+            g = self._gemms[key] = GemmShape(*key, self.profile, self._num_sms, fp8=self._fp8)
+        return g
+
     def _matmul_eff(self, dims: Tuple[int, ...]) -> float:
-        e = self._gemm_eff.get(dims)
-        if e is None:
-            m, n, k = (max(1, int(x)) for x in dims[:3])
-            e = self._gemm_eff[dims] = gemm_efficiency(m, n, k, self.profile, self._num_sms, fp8=self._fp8)
-        return e
+        m, n, k = dims[:3]
+        return self.gemm_shape(n, k)(max(1, int(m)))
 
     # ---------------------------------------------------------- kernels
     def _split(self, compute_s: float, memory_s: float) -> Tuple[float, float]:
@@ -195,6 +204,13 @@ class CalibratedCostModel(CostModel):
     def table_splits(self, table, batch: int, x: float):
         """`timing.table_splits` for this model (cost/calibrated_table.py)."""
         return calibrated_table_splits(self, table, batch, x)
+
+    # the phase tables' generated programs (phase_programs.phase_program, cost/calibrated_programs.py)
+    program_builders = calibrated_programs.program_builders()
+
+    def time_lines(self, table, i: int, x: str, tag: str, ns: dict):
+        """An operator's figures and time as lines of a program (cost/calibrated_programs.py)."""
+        return calibrated_programs.time_lines(self, table, i, x, tag, ns)
 
     # ------------------------------------------------------ collectives
     def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
