@@ -48,7 +48,7 @@ from .calibrated_table import calibrated_table_splits, kernel_plan
 from .gemm import LAUNCH_MODES, GemmShape
 from .model import CostModel
 from .links import group_stride
-from .nccl import collective_time_s as nccl_time_s
+from .nccl import collective_timer as nccl_timer
 from .nccl import fabric_from_gpu_config
 from .profiles import Profile, check_profile_matches_gpu
 
@@ -102,6 +102,7 @@ class CalibratedCostModel(CostModel):
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K), memoised by M
         self._coll: Dict[tuple, float] = {}
+        self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training)."""
@@ -110,7 +111,7 @@ class CalibratedCostModel(CostModel):
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
                                    self.num_gpus_per_node)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
-        view._gemms, view._coll = self._gemms, self._coll
+        view._gemms, view._coll, view._timers = self._gemms, self._coll, self._timers
         return view
 
     # ------------------------------------------------------------ rates
@@ -218,13 +219,21 @@ class CalibratedCostModel(CostModel):
         key = (kind, bytes_per_gpu, group_size, comm_group)
         t = self._coll.get(key)
         if t is None:
+            t = self._coll[key] = self.collective_timer(kind, group_size, comm_group)(bytes_per_gpu)
+        return t
+
+    def collective_timer(self, kind: str, group_size: int, comm_group: str):
+        """`collective_s` of this collective and group as a function of the bytes per GPU
+        (`nccl.collective_timer`: the group's placement and links worked out once)."""
+        key = (kind, group_size, comm_group)
+        timer = self._timers.get(key)
+        if timer is None:
             stride = group_stride(self.parallelism, comm_group)
             r = _ranks_per_island(group_size, stride, self._fabric.island_gpus)
             if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
                 r = 1 if stride >= self._fabric.island_gpus else 2
-            t = self._coll[key] = nccl_time_s(kind, bytes_per_gpu, group_size, self._fabric, self.profile,
-                                              ranks_per_island=r)
-        return t
+            timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
+        return timer
 
 
 

@@ -80,9 +80,8 @@ def time_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> Lis
     lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU][i], x=x)}",
              f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU][i], x=x)}"]
     if op.kind == "collective":  # (a table holds no overlapped collective: phase_table checks it)
-        name = f"coll_{len(ns)}"
-        ns[name] = lambda v, kind=op.collective, size=op.comm_group_size, group=op.comm_group: \
-            cm.collective_s(kind, v, size, group)
+        name = f"coll_{len(ns)}"  # `cm.collective_s` without its memo (the same pure function of the bytes)
+        ns[name] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
         return lines + [f"t{tag} = {name}({figure_expr(coefs[COMM_BYTES][i], x=x)})"]
     body = _kernel_lines(cm, op, kernel_plan(table)[i], figure_expr(coefs[KV_BYTES][i], x=x), x, tag, ns)
     # a kernel that does no work (a skipped block holding weights) has no time

@@ -63,26 +63,27 @@ class GemmShape:
                 raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {self.n}, {self.k}) must be >= 1")
             if len(self.memo) >= _MEMO_LIMIT:  # a long sweep over M: keep the memo bounded
                 self.memo.clear()
-            shape = max(rel * _tile_efficiency(m, self.n, tm, n_pad, tiles_n, cap, self.num_sms)
-                        for tm, n_pad, tiles_n, cap, rel in self.tiles)
-            e = self.memo[m] = self.plateau * shape * self.k / self.k_total
+            e = self.memo[m] = self.plateau * self._best_tile(m) * self.k / self.k_total
         return e
+
+    def _best_tile(self, m: int) -> float:
+        """The best candidate tile's relative efficiency x tile fill x wave fill at this M."""
+        sms, mn, best = self.num_sms, m * self.n, None
+        for tm, n_pad, tiles_n, splitk_cap, rel in self.tiles:
+            tiles_m = -(-m // tm)
+            tiles = tiles_m * tiles_n
+            # split-K (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at
+            # least gemm_splitk_min_k (splitk_cap = K // that) so idle SMs share the tiles' main loops
+            splits = max(1, min(sms // tiles, splitk_cap)) if tiles < sms else 1
+            work = tiles * splits
+            # tile quantisation (a partly covered tile costs a whole one) x wave quantisation
+            fill = rel * (mn / (tiles_m * tm * n_pad) * (work / (-(-work // sms) * sms)))
+            if best is None or fill > best:
+                best = fill
+        return best
 
 
 _MEMO_LIMIT = 1 << 16
-
-
-def _tile_efficiency(m: int, n: int, tm: int, n_pad: int, tiles_n: int, splitk_cap: int, num_sms: int) -> float:
-    tiles_m = _ceil_div(m, tm)
-    tiles = tiles_m * tiles_n
-    # split-K (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at
-    # least gemm_splitk_min_k (splitk_cap = K // that) so idle SMs share the tiles' main loops
-    splits = max(1, min(num_sms // tiles, splitk_cap)) if tiles < num_sms else 1
-    work = tiles * splits
-    waves = _ceil_div(work, num_sms)
-    tile_fill = (m * n) / (tiles_m * tm * n_pad)
-    wave_fill = work / (waves * num_sms)
-    return tile_fill * wave_fill
 
 
 def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False) -> float:
