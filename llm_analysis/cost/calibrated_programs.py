@@ -21,7 +21,7 @@ of the roofline's closed form): `decode_program`.
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
@@ -32,9 +32,16 @@ FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
     "flops_per_gpu", "bytes_per_gpu", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
 
 
-def _stream_expr(nbytes: str, half: float, rate: float) -> str:
+def _positive(coefs) -> bool:
+    """A figure with no negative coefficient and some positive one: > 0 at every shape (batch
+    and length are >= 1), so the generated code can leave out its `<= 0` tests."""
+    return min(coefs) >= 0 and max(coefs) > 0
+
+
+def _stream_expr(nbytes: str, half: float, rate: float, positive: bool = False) -> str:
     """`CalibratedCostModel._stream_s(nbytes, eff)` with rate = HBM spec x eff."""
-    return f"(({nbytes} + {half!r}) / {rate!r} if {nbytes} > 0 else 0.0)"
+    stream = f"({nbytes} + {half!r}) / {rate!r}"
+    return stream if positive else f"({stream} if {nbytes} > 0 else 0.0)"
 
 
 def _gemm_lines(cm, how, tag: str, ns: Dict) -> List[str]:
@@ -48,46 +55,93 @@ def _gemm_lines(cm, how, tag: str, ns: Dict) -> List[str]:
             f"if e{tag} is None: e{tag} = {name}(mm{tag})"]
 
 
-def _kernel_lines(cm, op, how, kv: str, x: str, tag: str, ns: Dict) -> List[str]:
-    """c{tag} / m{tag}: compute and memory seconds of `op_kernel_split_s` for a kernel whose
-    plan (`calibrated_table.kernel_plan`) is `how` and KV-cache read is the expression `kv`."""
-    hbm, half = cm._hbm, cm._hbm_half
+def _attention_lines(cm, coefs, how, x: str, tag: str) -> List[str]:
+    """c{tag} / m{tag} of the attention core: a decode step over a KV cache (paged attention
+    streams the cache) or a prefill / training pass (flash attention at its query length)."""
+    hbm, half, kv = cm._hbm, cm._hbm_half, coefs[KV_BYTES]
+    q = "1" if how is None or how[1] else x  # a decode step's single query, else the phase's length
+    decode = [f"m{tag} = {_stream_expr(f'kv{tag}', half, hbm * cm._decode_eff)} + "
+              f"{_stream_expr(f'(b{tag} - kv{tag})', half, hbm * cm._hbm_eff)}",
+              f"c{tag} = f{tag} / ({cm._attn_peak!r} * {cm._attn_eff!r})"]
+    prefill = [f"c{tag} = f{tag} / ({cm._attn_peak!r} * ({cm._attn_eff!r} * {q} / ({q} + {cm._attn_half!r})))",
+               f"m{tag} = {_stream_expr(f'b{tag}', half, hbm * cm._hbm_eff, _positive(coefs[BYTES_PER_GPU]))}"]
+    if not any(kv):  # reads no cache
+        return prefill
+    lines = [f"kv{tag} = {figure_expr(kv, x=x)}"]
+    if _positive(kv):
+        return lines + decode
+    return lines + [f"if kv{tag} > 0:"] + [f"    {line}" for line in decode] + \
+        ["else:"] + [f"    {line}" for line in prefill]
+
+
+def _kernel_lines(cm, op, how, coefs, x: str, tag: str, ns: Dict) -> List[str]:
+    """c{tag} / m{tag} (compute and memory seconds) and t{tag} / cb{tag} of `op_kernel_split_s`
+    for a kernel whose plan (`calibrated_table.kernel_plan`) is `how`."""
+    hbm, half, floor = cm._hbm, cm._hbm_half, repr(cm._floor)
+    bytes_positive = _positive(coefs[BYTES_PER_GPU])
     if op.kind == "matmul":
         if how is not None:
             eff_lines, eff = _gemm_lines(cm, how, tag, ns), f"e{tag}"
         else:  # the probe operator's fixed shape, or none: the plateau
             eff_lines, eff = [], repr(cm._matmul_eff(op.kernel_dims) if op.kernel_dims else cm._plateau)
-        return eff_lines + [f"c{tag} = f{tag} / ({cm._peak!r} * {eff})",
-                            f"m{tag} = {_stream_expr(f'b{tag}', half, hbm * cm._matmul_hbm_eff)}"]
-    if op.kind == "attention":
-        q = "1" if how is None or how[1] else x  # a decode step's single query, else the phase's length
-        return [f"kv{tag} = {kv}",
-                f"if kv{tag} > 0:",  # decode over a KV cache: paged attention streams the cache
-                f"    m{tag} = {_stream_expr(f'kv{tag}', half, hbm * cm._decode_eff)} + "
-                f"{_stream_expr(f'(b{tag} - kv{tag})', half, hbm * cm._hbm_eff)}",
-                f"    c{tag} = f{tag} / ({cm._attn_peak!r} * {cm._attn_eff!r})",
-                "else:",
-                f"    c{tag} = f{tag} / ({cm._attn_peak!r} * ({cm._attn_eff!r} * {q} / ({q} + {cm._attn_half!r})))",
-                f"    m{tag} = {_stream_expr(f'b{tag}', half, hbm * cm._hbm_eff)}"]
-    return [f"c{tag} = 0.0", f"m{tag} = {_stream_expr(f'b{tag}', half, hbm * cm._hbm_eff)}"]
+        lines = eff_lines + [f"c{tag} = f{tag} / ({cm._peak!r} * {eff})",
+                             f"m{tag} = {_stream_expr(f'b{tag}', half, hbm * cm._matmul_hbm_eff, bytes_positive)}"]
+    elif op.kind == "attention":
+        lines = _attention_lines(cm, coefs, how, x, tag)
+    else:  # streaming only: no compute time
+        m = _stream_expr(f"b{tag}", half, hbm * cm._hbm_eff, bytes_positive)
+        if bytes_positive:  # max(0.0, m, floor) is max(m, floor) for m > 0, filed under memory
+            ns.setdefault("_memory_bound", set()).add(tag)
+            return [f"m{tag} = {m}", f"cb{tag} = False", f"t{tag} = max(m{tag}, {floor})"]
+        lines = [f"c{tag} = 0.0", f"m{tag} = {m}"]
+    return lines + [f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = max(c{tag}, m{tag}, {floor})"]
+
+
+def _op_key(table: PhaseTable, i: int, x: str) -> tuple:
+    """What operator i's time at x depends on: operators with the same key (the q, k and v
+    projections, say) get the same floats, so a later one reuses an earlier one's."""
+    op = table.ops[i]
+    figures = tuple(table.coefs[f][i] for f in (FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES))
+    if op.kind == "collective":
+        return (x, op.kind, op.collective, op.comm_group_size, op.comm_group) + figures
+    return (x, op.kind, kernel_plan(table)[i], tuple(op.kernel_dims)) + figures
+
+
+def _own_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> List[str]:
+    coefs, op = [c[i] for c in table.coefs], table.ops[i]
+    lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU], x=x)}", f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU], x=x)}"]
+    if op.kind == "collective":  # (a table holds no overlapped collective: phase_table checks it)
+        name = f"coll_{len(ns)}"  # `cm.collective_s` without its memo (the same pure function of the bytes)
+        ns[name] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
+        return lines + [f"t{tag} = {name}({figure_expr(coefs[COMM_BYTES], x=x)})"]
+    body = _kernel_lines(cm, op, kernel_plan(table)[i], coefs, x, tag, ns)
+    if _positive(coefs[FLOPS_PER_GPU]) or _positive(coefs[BYTES_PER_GPU]):
+        return lines + body
+    # a kernel that does no work (a skipped block holding weights) has no time
+    return lines + [f"if f{tag} <= 0 and b{tag} <= 0:", f"    t{tag} = 0.0", f"    cb{tag} = True", "else:"] + \
+        [f"    {line}" for line in body]
+
+
+def operator_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> Tuple[List[str], str]:
+    """(lines, the tag holding operator i's f, b, t (and cb) at x): its own tag, or that of an
+    earlier operator with the same figures (then no lines)."""
+    seen = ns.setdefault("_calibrated_tags", {})
+    key = _op_key(table, i, x)
+    if key in seen:
+        return [], seen[key]
+    seen[key] = tag
+    return _own_lines(cm, table, i, x, tag, ns), tag
 
 
 def time_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> List[str]:
     """Lines setting f{tag}, b{tag} (FLOPs and bytes per GPU of operator i at (b, x)),
     t{tag} (its calibrated time) and, for a kernel, cb{tag} (True when filed under compute),
     as `calibrated_table_splits` + `op_kernel_split_s` compute them."""
-    coefs, op = table.coefs, table.ops[i]
-    lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU][i], x=x)}",
-             f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU][i], x=x)}"]
-    if op.kind == "collective":  # (a table holds no overlapped collective: phase_table checks it)
-        name = f"coll_{len(ns)}"  # `cm.collective_s` without its memo (the same pure function of the bytes)
-        ns[name] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
-        return lines + [f"t{tag} = {name}({figure_expr(coefs[COMM_BYTES][i], x=x)})"]
-    body = _kernel_lines(cm, op, kernel_plan(table)[i], figure_expr(coefs[KV_BYTES][i], x=x), x, tag, ns)
-    # a kernel that does no work (a skipped block holding weights) has no time
-    return lines + [f"if f{tag} <= 0 and b{tag} <= 0:", f"    t{tag} = 0.0", f"    cb{tag} = True", "else:"] + \
-        [f"    {line}" for line in body] + \
-        [f"    cb{tag} = c{tag} >= m{tag}", f"    t{tag} = max(c{tag}, m{tag}, {cm._floor!r})"]
+    lines, own = operator_lines(cm, table, i, x, tag, ns)
+    if own == tag:
+        return lines
+    names = ("f", "b", "t") + (() if table.ops[i].kind == "collective" else ("cb",))
+    return [f"{v}{tag} = {v}{own}" for v in names]
 
 
 def _x_free(table: PhaseTable, i: int) -> bool:
@@ -96,23 +150,24 @@ def _x_free(table: PhaseTable, i: int) -> bool:
                for c in (table.coefs[f][i],))
 
 
-def _simpson_lines(op, g: int, r: int, i: int) -> List[str]:
-    """`GroupTimes.add_simpson_splits` of operator i (repeat r, group slot g) from its times at
-    the first (a), middle (h) and last (z) step of n."""
+def _times(n: int, expr: str) -> str:
+    """`n * expr`; n = 1 left out (1 * v is v for every number)."""
+    return expr if n == 1 else f"{n} * {expr}"
+
+
+def _simpson_lines(op, g: int, r: int, a: str, h: str, z: str, memory_bound: bool) -> List[str]:
+    """`GroupTimes.add_simpson_splits` of an operator (repeat r, group slot g) from its
+    figures and times at the first, middle and last of n steps (variables of tags a, h, z)."""
     if op.kind == "collective":
-        lines = [f"k = n * t{i}a", f"lat{g} += {r} * k", f"cmm{g} += {r} * k"]
+        lines = ["k = n * t" + a, f"lat{g} += {_times(r, 'k')}", f"cmm{g} += {_times(r, 'k')}"]
+    elif memory_bound:  # filed under memory at every step: the compute part is n * 0.0 / 6 = 0.0
+        lines = [f"m = n * (t{a} + 4 * t{h} + t{z}) / 6", f"lat{g} += {_times(r, 'm')}", f"mem{g} += {_times(r, 'm')}"]
     else:
-        parts = {s: (f"(t{i}{s} if cb{i}{s} else 0.0)", f"(0.0 if cb{i}{s} else t{i}{s})") for s in "ahz"}
-        lines = [f"c = n * ({parts['a'][0]} + 4 * {parts['h'][0]} + {parts['z'][0]}) / 6",
-                 f"m = n * ({parts['a'][1]} + 4 * {parts['h'][1]} + {parts['z'][1]}) / 6",
-                 f"lat{g} += {r} * c + {r} * m", f"cmp{g} += {r} * c", f"mem{g} += {r} * m"]
-    return lines + [f"flo{g} += {r} * n * (f{i}a + f{i}z) / 2", f"byt{g} += {r} * n * (b{i}a + b{i}z) / 2"]
-
-
-def _alias_lines(i: int, kernel: bool, tags: str) -> List[str]:
-    """The figures and time of step a under the tags of the other steps (an x-free operator)."""
-    names = ("f", "b", "t") + (("cb",) if kernel else ())
-    return [f"{v}{i}{s} = {v}{i}a" for s in tags for v in names]
+        c, m = ({s: f"(t{s} if cb{s} else 0.0)" for s in (a, h, z)}, {s: f"(0.0 if cb{s} else t{s})" for s in (a, h, z)})
+        lines = [f"c = n * ({c[a]} + 4 * {c[h]} + {c[z]}) / 6", f"m = n * ({m[a]} + 4 * {m[h]} + {m[z]}) / 6",
+                 f"lat{g} += {_times(r, 'c')} + {_times(r, 'm')}", f"cmp{g} += {_times(r, 'c')}",
+                 f"mem{g} += {_times(r, 'm')}"]
+    return lines + [f"flo{g} += {r} * n * (f{a} + f{z}) / 2", f"byt{g} += {r} * n * (b{a} + b{z}) / 2"]
 
 
 def decode_program(cm, table: PhaseTable):
@@ -123,16 +178,20 @@ def decode_program(cm, table: PhaseTable):
     order, slot = _slots(table)
     body = [_init(order), "first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"]
     for i, (r, op) in enumerate(zip(table.repeats, table.ops)):
-        kernel = op.kind != "collective"
-        body += time_lines(cm, table, i, "x0", f"{i}a", ns)
-        if _x_free(table, i):
-            body += _alias_lines(i, kernel, "hz" if kernel else "z")
-        else:
-            body += time_lines(cm, table, i, "x1", f"{i}z", ns)
-            body += time_lines(cm, table, i, "xh", f"{i}h", ns) if kernel else []
-        body += [f"first_s += {r} * t{i}a", f"last_s += {r} * t{i}z"] + _simpson_lines(op, slot[i], r, i)
+        lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
+        h = z = a
+        if not _x_free(table, i):  # (an x-free operator takes the same time at every step)
+            more, z = operator_lines(cm, table, i, "x1", f"{i}z", ns)
+            lines += more
+            if op.kind != "collective":  # (a collective is charged n x its first step)
+                more, h = operator_lines(cm, table, i, "xh", f"{i}h", ns)
+                lines += more
+        memory_bound = {a, h, z} <= ns.get("_memory_bound", set())
+        body += lines + [f"first_s += {_times(r, 't' + a)}", f"last_s += {_times(r, 't' + z)}"]
+        body += _simpson_lines(op, slot[i], r, a, h, z, memory_bound)
     body += _group_return(order) + ["return groups, first_s, last_s, total_s"]
-    return compile_function("calibrated_decode_program", "b, x0, x1, n", body, ns)
+    return compile_function("calibrated_decode_program", "b, x0, x1, n", body,
+                            {k: v for k, v in ns.items() if not k.startswith("_")})
 
 
 def program_builders() -> Dict:
