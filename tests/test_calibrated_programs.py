@@ -132,3 +132,28 @@ def test_gemm_shape_is_the_tile_model():
                 want = p.gemm_plateau_efficiency * best * k / (k + p.gemm_k_half)
                 assert shape(m) == pytest.approx(want, rel=1e-14)
                 assert shape(m) == gemm.gemm_efficiency(m, n, k, p, sms)  # memoised: the same float
+
+
+@pytest.mark.parametrize("setup", [("facebook_opt-1.3b", "a100-sxm-40gb", dict(tp_size=2), {}),
+                                   ("NousResearch_Llama-2-7b-hf", "h100-sxm-80gb", dict(tp_size=4), {}),
+                                   ("meta-llama_Llama-3.1-70B", "a100-sxm-80gb", dict(tp_size=8),
+                                    dict(num_gpus_per_node=4))],  # TP across nodes: a called collective
+                         ids=lambda s: s[0])
+def test_bound_functions_are_the_loops_bit_for_bit(setup, monkeypatch):
+    """cost/calibrated_bound.py's generated totals against `table_splits` + `GroupTimes`."""
+    from llm_analysis.cost.calibrated_bound import roofline_decode_s, roofline_phase_s
+    name, gpu, par, opts = setup
+    a = LLMAnalysis(get_model_config_by_name(name), get_gpu_config_by_name(gpu), parallelism_config=ParallelismConfig(**par),
+                    flops_efficiency=0.7, **opts)
+    roof, d = a.lower_bound_cost_model, a.describer
+    prefill, decode = phase_table(d, "prefill"), phase_table(d, "decode")
+    got, want = [], []
+    for compile_after, out in ((0, got), (10**9, want)):
+        monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", compile_after)
+        roof.__dict__.pop("_bound_functions", None)
+        for b, x in [(1, 2), (3, 1000), (64, 8191), (7, 100_003)]:
+            out.append(roofline_phase_s(roof, prefill, b, x))
+            out += [roofline_decode_s(roof, decode, b, x, steps) for steps in (1, 2, 500)]
+        if compile_after == 0:  # the generated path was taken
+            assert len(roof.__dict__["_bound_functions"]) == 2
+    assert got == want
