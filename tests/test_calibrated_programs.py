@@ -143,8 +143,8 @@ def test_bound_functions_are_the_loops_bit_for_bit(setup, monkeypatch):
     """cost/calibrated_bound.py's generated totals against `table_splits` + `GroupTimes`."""
     from llm_analysis.cost.calibrated_bound import roofline_decode_s, roofline_phase_s
     name, gpu, par, opts = setup
-    a = LLMAnalysis(get_model_config_by_name(name), get_gpu_config_by_name(gpu), parallelism_config=ParallelismConfig(**par),
-                    flops_efficiency=0.7, **opts)
+    a = LLMAnalysis(get_model_config_by_name(name), get_gpu_config_by_name(gpu),
+                    parallelism_config=ParallelismConfig(**par), flops_efficiency=0.7, **opts)
     roof, d = a.lower_bound_cost_model, a.describer
     prefill, decode = phase_table(d, "prefill"), phase_table(d, "decode")
     got, want = [], []

@@ -101,6 +101,7 @@ class CalibratedCostModel(CostModel):
         self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K), memoised by M
+        self._gemm_eff: Dict[Tuple[int, ...], float] = {}
         self._coll: Dict[tuple, float] = {}
         self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer
 
@@ -111,7 +112,7 @@ class CalibratedCostModel(CostModel):
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
                                    self.num_gpus_per_node)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
-        view._gemms, view._coll, view._timers = self._gemms, self._coll, self._timers
+        view._gemms, view._gemm_eff, view._coll, view._timers = self._gemms, self._gemm_eff, self._coll, self._timers
         return view
 
     # ------------------------------------------------------------ rates
@@ -139,8 +140,11 @@ class CalibratedCostModel(CostModel):
         return g
 
     def _matmul_eff(self, dims: Tuple[int, ...]) -> float:
-        m, n, k = dims[:3]
-        return self.gemm_shape(n, k)(max(1, int(m)))
+        e = self._gemm_eff.get(dims)  # (an operator's shape seen before: one lookup)
+        if e is None:
+            m, n, k = dims[:3]
+            e = self._gemm_eff[dims] = self.gemm_shape(n, k)(max(1, int(m)))
+        return e
 
     # ---------------------------------------------------------- kernels
     def _split(self, compute_s: float, memory_s: float) -> Tuple[float, float]:

@@ -163,7 +163,8 @@ def _simpson_lines(op, g: int, r: int, a: str, h: str, z: str, memory_bound: boo
     elif memory_bound:  # filed under memory at every step: the compute part is n * 0.0 / 6 = 0.0
         lines = [f"m = n * (t{a} + 4 * t{h} + t{z}) / 6", f"lat{g} += {_times(r, 'm')}", f"mem{g} += {_times(r, 'm')}"]
     else:
-        c, m = ({s: f"(t{s} if cb{s} else 0.0)" for s in (a, h, z)}, {s: f"(0.0 if cb{s} else t{s})" for s in (a, h, z)})
+        c = {s: f"(t{s} if cb{s} else 0.0)" for s in (a, h, z)}
+        m = {s: f"(0.0 if cb{s} else t{s})" for s in (a, h, z)}
         lines = [f"c = n * ({c[a]} + 4 * {c[h]} + {c[z]}) / 6", f"m = n * ({m[a]} + 4 * {m[h]} + {m[z]}) / 6",
                  f"lat{g} += {_times(r, 'c')} + {_times(r, 'm')}", f"cmp{g} += {_times(r, 'c')}",
                  f"mem{g} += {_times(r, 'm')}"]
