@@ -30,9 +30,12 @@ prefetched under the previous layer's compute (per micro-batch, only the
 excess is exposed), TP collectives are exposed (Megatron-LM runs them on the
 critical path unless `overlap_tp_comm=True`), pipeline hand-offs are exposed.
 
-Per-call cost: every profile value is read once here into plain attributes;
-GEMM efficiencies are memoised by shape, so an inference() call costs no more
-than under the roofline.
+Per-call cost: every profile value is read once here into plain attributes; what
+does not depend on a call's shape is worked out once per weight shape (`gemm.GemmShape`,
+memoised by M) and per collective group (`nccl.collective_timer`); a phase table in
+steady use runs as generated code (cost/calibrated_programs.py), its lower bound too
+(cost/calibrated_bound.py). A new-shape inference() still costs ~1.7x the roofline's
+(README, benchmarks/speed.py).
 """
 
 from __future__ import annotations
