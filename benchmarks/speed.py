@@ -194,24 +194,48 @@ def main(argv=None) -> None:
     print(f"CLI start-up (infer on a shipped model, median of 5): {cli_startup_s():.3f} s")
 
 
-def calibrated_per_call(calls: int = 200) -> None:
-    """Ours only (the mirrored system has no calibrated model): perf_model="calibrated"
-    also reports the roofline lower bound (from the same phase tables, kept per shape)."""
+def calibrated_per_call(calls: int = 300, rounds: int = 3) -> None:
+    """Ours only (the mirrored system has no calibrated model): inference() and training()
+    per call under perf_model="roofline" and "calibrated" (which also reports the roofline
+    lower bound, `<key>_lower_bound`), on the SETUPS. CPU time, best of `rounds` rounds
+    alternating the two models, after a warm-up past the tables' FIT_AFTER / COMPILE_AFTER
+    tiers (a sweep's steady state); "new shapes": every call a (batch, length) not seen
+    before; "repeated": the same call over and over."""
     from llm_analysis.analysis import LLMAnalysis
     from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
-    for perf_model in ("roofline", "calibrated"):
-        a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-40gb"),
-                        parallelism_config=ParallelismConfig(tp_size=2), perf_model=perf_model)
-        figures = []
-        for vary in (0, 1):
-            t = time.process_time()
-            for i in range(calls):
-                a.inference(batch_size_per_gpu=4, seq_len=512 + vary * (i + 1), num_tokens_to_generate=128)
-                a.training(batch_size_per_gpu=4, seq_len=512 + vary * (i + 1), total_num_tokens=1e9,
-                           gradient_accumulation_steps=1)
-            figures.append((time.process_time() - t) / calls * 1e3)
-        print(f"perf_model={perf_model:10s} opt-1.3b tp2, inference() + training() CPU per pair: "
-              f"repeated {figures[0]:.3f} ms, new shapes {figures[1]:.3f} ms")
+    for s in SETUPS:
+        inf, tr = s["inference"], s["training"]
+        counter = itertools.count()
+
+        def new_shape(kw):  # (batch, length) pairs repeat only after 7 x 1700 calls
+            k = next(counter)
+            return dict(kw, batch_size_per_gpu=1 + k % 7, seq_len=128 + k % 1700)
+        calls_of = {  # what -> call(analysis)
+            "inference new shapes": lambda a: a.inference(**new_shape(inf)),
+            "inference repeated": lambda a: a.inference(**inf),
+            "training new shapes": lambda a: a.training(**new_shape(tr)),
+            "training repeated": lambda a: a.training(**tr)}
+        analyses = {pm: LLMAnalysis(get_model_config_by_name(s["model"]), get_gpu_config_by_name(s["gpu"]),
+                                    parallelism_config=ParallelismConfig(tp_size=s["tp"]), perf_model=pm)
+                    for pm in ("roofline", "calibrated")}
+        best = {}
+        for a in analyses.values():  # warm-up: tables fitted and compiled
+            for call in calls_of.values():
+                for _ in range(200):
+                    call(a)
+        for _ in range(rounds):
+            for pm, a in analyses.items():
+                for what, call in calls_of.items():
+                    t = time.process_time()
+                    for _ in range(calls):
+                        call(a)
+                    per_call_ms = (time.process_time() - t) / calls * 1e3
+                    best[pm, what] = min(best.get((pm, what), per_call_ms), per_call_ms)
+        for pm in analyses:
+            print(f"perf_model={pm:10s} {s['label']:26s} CPU per call (ms): "
+                  + ", ".join(f"{what} {best[pm, what]:.3f}" for what in calls_of))
+        print("  calibrated / roofline: " + ", ".join(
+            f"{what} {best['calibrated', what] / best['roofline', what]:.2f}" for what in calls_of))
 
 
 def layer_count_scaling() -> None:

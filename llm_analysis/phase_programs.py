@@ -54,6 +54,8 @@ def _collective_expr(cm: RooflineCostModel, op, comm: str, ns: Dict) -> str:
 def _time_lines(cm: RooflineCostModel, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> List[str]:
     """Lines setting f{tag}, b{tag} (FLOPs and bytes per GPU of operator i at (b, x)), t{tag}
     (its roofline time) and, for a kernel, cb{tag} (True when compute-bound)."""
+    if type(cm) is not RooflineCostModel:  # a model that writes its own (cost/calibrated_programs.py)
+        return cm.time_lines(table, i, x, tag, ns)
     coefs = table.coefs
     lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU][i], x=x)}",
              f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU][i], x=x)}"]
@@ -191,7 +193,9 @@ def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str, *option):
     option of its kind: train_stage's recomputation), built once per (table, option) and
     kept on the cost model; None while the table is not yet worth compiling
     (`PhaseTable.hot`: the caller then walks the table with `timing.table_splits`)."""
-    if type(cm) is not RooflineCostModel:  # the calibrated model walks the table (cost/calibrated_table.py)
+    # the roofline's builders, or a model's own (the calibrated one: cost/calibrated_programs.py)
+    builders = _BUILDERS if type(cm) is RooflineCostModel else getattr(cm, "program_builders", None)
+    if builders is None:
         return None
     # cost models are immutable once built (cost/model.py; phase times are cached by their identity too)
     key = (id(table), kind, option)
@@ -200,5 +204,5 @@ def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str, *option):
     if entry is None or entry[0] is not table:  # the table is kept with its program: its id stays its own
         if not table.hot():  # not worth compiling yet: the caller evaluates by loop
             return None
-        entry = programs[key] = (table, _BUILDERS[kind](cm, table, *option))
+        entry = programs[key] = (table, builders[kind](cm, table, *option))
     return entry[1]

@@ -32,9 +32,12 @@ critical path unless `overlap_tp_comm=True`; with "backward" its asynchronous
 input-gradient reductions run under the weight-gradient GEMMs:
 training/overheads_tp.py), pipeline hand-offs are exposed.
 
-Per-call cost: every profile value is read once here into plain attributes;
-GEMM efficiencies are memoised by shape, so an inference() call costs no more
-than under the roofline.
+Per-call cost: every profile value is read once here into plain attributes; what
+does not depend on a call's shape is worked out once per weight shape (`gemm.GemmShape`,
+memoised by M) and per collective group (`nccl.collective_timer`); a phase table in
+steady use runs as generated code (cost/calibrated_programs.py), its lower bound too
+(cost/calibrated_bound.py). A new-shape inference() still costs ~1.7x the roofline's
+(README, benchmarks/speed.py).
 """
 
 from __future__ import annotations
@@ -45,11 +48,12 @@ from typing import Dict, Optional, Tuple
 from ..config import DtypeConfig, GPUConfig, ParallelismConfig
 from ..constant import GB
 from ..errors import ConfigError
+from . import calibrated_programs
 from .calibrated_table import calibrated_table_splits, kernel_plan
-from .gemm import LAUNCH_MODES, gemm_efficiency
+from .gemm import LAUNCH_MODES, GemmShape
 from .model import CostModel
 from .links import group_stride
-from .nccl import collective_time_s as nccl_time_s
+from .nccl import collective_timer as nccl_timer
 from .nccl import fabric_from_gpu_config
 from .profiles import Profile, check_profile_matches_gpu
 
@@ -101,15 +105,20 @@ class CalibratedCostModel(CostModel):
         self._decode_eff = v["attn_decode_hbm_efficiency"]
         self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
-        self._gemm_eff: Dict[Tuple[int, int, int], float] = {}
+        self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K), memoised by M
+        self._gemm_eff: Dict[Tuple[int, ...], float] = {}
         self._coll: Dict[tuple, float] = {}
+        self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training)."""
         if launch == self.launch:
             return self
-        return CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
+        view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
                                    self.num_gpus_per_node)
+        # GEMM efficiencies and collective times do not depend on the floor: one memo for both
+        view._gemms, view._gemm_eff, view._coll, view._timers = self._gemms, self._gemm_eff, self._coll, self._timers
+        return view
 
     # ------------------------------------------------------------ rates
     @property
@@ -127,11 +136,19 @@ class CalibratedCostModel(CostModel):
             return 0.0
         return (nbytes + self._hbm_half) / (self._hbm * eff)
 
+    def gemm_shape(self, n, k) -> GemmShape:
+        """The GEMM efficiency of weight shape (N, K) as a function of M (`gemm.GemmShape`, memoised)."""
+        key = (max(1, int(n)), max(1, int(k)))
+        g = self._gemms.get(key)
+        if g is None:
+            g = self._gemms[key] = GemmShape(*key, self.profile, self._num_sms, fp8=self._fp8)
+        return g
+
     def _matmul_eff(self, dims: Tuple[int, ...]) -> float:
-        e = self._gemm_eff.get(dims)
+        e = self._gemm_eff.get(dims)  # (an operator's shape seen before: one lookup)
         if e is None:
-            m, n, k = (max(1, int(x)) for x in dims[:3])
-            e = self._gemm_eff[dims] = gemm_efficiency(m, n, k, self.profile, self._num_sms, fp8=self._fp8)
+            m, n, k = dims[:3]
+            e = self._gemm_eff[dims] = self.gemm_shape(n, k)(max(1, int(m)))
         return e
 
     # ---------------------------------------------------------- kernels
@@ -198,19 +215,34 @@ class CalibratedCostModel(CostModel):
         """`timing.table_splits` for this model (cost/calibrated_table.py)."""
         return calibrated_table_splits(self, table, batch, x)
 
+    # the phase tables' generated programs (phase_programs.phase_program, cost/calibrated_programs.py)
+    program_builders = calibrated_programs.program_builders()
+
+    def time_lines(self, table, i: int, x: str, tag: str, ns: dict):
+        """An operator's figures and time as lines of a program (cost/calibrated_programs.py)."""
+        return calibrated_programs.time_lines(self, table, i, x, tag, ns)
+
     # ------------------------------------------------------ collectives
     def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
         """One NCCL collective over the group (memoised by its arguments)."""
         key = (kind, bytes_per_gpu, group_size, comm_group)
         t = self._coll.get(key)
         if t is None:
+            t = self._coll[key] = self.collective_timer(kind, group_size, comm_group)(bytes_per_gpu)
+        return t
+
+    def collective_timer(self, kind: str, group_size: int, comm_group: str):
+        """`collective_s` of this collective and group as a function of the bytes per GPU
+        (`nccl.collective_timer`: the group's placement and links worked out once)."""
+        key = (kind, group_size, comm_group)
+        timer = self._timers.get(key)
+        if timer is None:
             stride = group_stride(self.parallelism, comm_group)
             r = _ranks_per_island(group_size, stride, self._fabric.island_gpus)
             if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
                 r = 1 if stride >= self._fabric.island_gpus else 2
-            t = self._coll[key] = nccl_time_s(kind, bytes_per_gpu, group_size, self._fabric, self.profile,
-                                              ranks_per_island=r)
-        return t
+            timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
+        return timer
 
 
 

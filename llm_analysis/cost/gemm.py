@@ -32,28 +32,65 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _tile_efficiency(m: int, n: int, k: int, tm: int, tn: int, num_sms: int, splitk_min_k: float) -> float:
-    tiles_m, tiles_n = _ceil_div(m, tm), _ceil_div(n, tn)
-    tiles = tiles_m * tiles_n
-    # split-K (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at
-    # least splitk_min_k so idle SMs share the tiles' main loops
-    splits = max(1, min(num_sms // tiles, int(k // splitk_min_k))) if tiles < num_sms else 1
-    work = tiles * splits
-    waves = _ceil_div(work, num_sms)
-    tile_fill = (m * n) / (tiles_m * tm * tiles_n * tn)
-    wave_fill = work / (waves * num_sms)
-    return tile_fill * wave_fill
+class GemmShape:
+    """The efficiency of GEMMs with one weight shape (N, K), as a function of M.
+
+    Everything that does not depend on M (each tile's column count, split-K cap, the
+    plateau and the short-K factor's denominator) is worked out once here; `__call__`
+    is the per-M part, memoised. `gemm_efficiency` is this for one shape.
+    """
+
+    __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo")
+
+    def __init__(self, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False):
+        if min(n, k) < 1 or num_sms < 1:
+            raise ConfigError(f"GEMM shape (N, K) = ({n}, {k}) and num_sms = {num_sms} must be >= 1")
+        self.n, self.k, self.num_sms = n, k, num_sms
+        self.plateau = profile.values.get("gemm_fp8_plateau_efficiency", profile.gemm_plateau_efficiency) if fp8 \
+            else profile.gemm_plateau_efficiency
+        self.k_total = k + profile.gemm_k_half
+        splitk = profile.gemm_splitk_min_k
+        # per tile: (tm, padded N = tiles_n * tn, tiles_n, split-K cap, relative efficiency)
+        self.tiles = tuple((tm, _ceil_div(n, tn) * tn, _ceil_div(n, tn), int(k // splitk), rel)
+                           for tm, tn, rel in profile.gemm_tile_shapes)
+        self.memo = {}
+
+    def __call__(self, m: int) -> float:
+        """Fraction of the dense tensor peak a GEMM of (m, N, K) reaches (0 < e < 1)."""
+        e = self.memo.get(m)
+        if e is None:
+            if m < 1:
+                raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {self.n}, {self.k}) must be >= 1")
+            if len(self.memo) >= _MEMO_LIMIT:  # a long sweep over M: keep the memo bounded
+                self.memo.clear()
+            e = self.memo[m] = self.plateau * self._best_tile(m) * self.k / self.k_total
+        return e
+
+    def _best_tile(self, m: int) -> float:
+        """The best candidate tile's relative efficiency x tile fill x wave fill at this M."""
+        sms, mn, best = self.num_sms, m * self.n, None
+        for tm, n_pad, tiles_n, splitk_cap, rel in self.tiles:
+            tiles_m = -(-m // tm)
+            tiles = tiles_m * tiles_n
+            # split-K (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at
+            # least gemm_splitk_min_k (splitk_cap = K // that) so idle SMs share the tiles' main loops
+            splits = max(1, min(sms // tiles, splitk_cap)) if tiles < sms else 1
+            work = tiles * splits
+            # tile quantisation (a partly covered tile costs a whole one) x wave quantisation
+            fill = rel * (mn / (tiles_m * tm * n_pad) * (work / (-(-work // sms) * sms)))
+            if best is None or fill > best:
+                best = fill
+        return best
+
+
+_MEMO_LIMIT = 1 << 16
 
 
 def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False) -> float:
     """Fraction of the dense tensor peak a GEMM of this shape reaches (0 < e < 1)."""
     if min(m, n, k) < 1 or num_sms < 1:
         raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {n}, {k}) and num_sms = {num_sms} must be >= 1")
-    plateau = profile.values.get("gemm_fp8_plateau_efficiency", profile.gemm_plateau_efficiency) if fp8 \
-        else profile.gemm_plateau_efficiency
-    splitk = profile.gemm_splitk_min_k
-    shape = max(rel * _tile_efficiency(m, n, k, tm, tn, num_sms, splitk) for tm, tn, rel in profile.gemm_tile_shapes)
-    return plateau * shape * k / (k + profile.gemm_k_half)
+    return GemmShape(n, k, profile, num_sms, fp8=fp8)(m)
 
 
 def hbm_efficiency(num_bytes: float, profile: Profile) -> float:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from ..constant import GB
 from ..errors import ConfigError
@@ -193,22 +194,41 @@ def collective_time_s(kind: str, size_bytes: float, group_size: int, fabric: Fab
     """
     if kind not in KINDS:
         raise ConfigError(f"unknown collective {kind!r}; valid: {', '.join(KINDS)}")
-    n = group_size
-    if n <= 1 or size_bytes <= 0:
+    if group_size <= 1 or size_bytes <= 0:
         return 0.0
+    return collective_timer(kind, group_size, fabric, profile, ranks_per_island=ranks_per_island)(size_bytes)
+
+
+def collective_timer(kind: str, group_size: int, fabric: Fabric, profile: Profile, *,
+                     ranks_per_island: int | None = None) -> Callable[[float], float]:
+    """`collective_time_s` of this collective and group as a function of the message size: the
+    group's links and NCCL's candidate algorithms worked out once (a cost model times the
+    same group's collectives at many sizes)."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown collective {kind!r}; valid: {', '.join(KINDS)}")
+    n, p = group_size, profile
+    if n <= 1:
+        return lambda size: 0.0
     if kind == "p2p":
-        return _p2p_time_s(size_bytes, ranks_per_island == 1, fabric, profile)
-    lv = _level(n, fabric, profile, ranks_per_island)
+        cross = ranks_per_island == 1
+        return lambda size: _p2p_time_s(size, cross, fabric, p) if size > 0 else 0.0
+    lv = _level(n, fabric, p, ranks_per_island)
     if kind == "all_to_all":
-        return _all_to_all_time_s(size_bytes, n, lv, fabric, profile)
-    t = _ring_time_s(kind, size_bytes, n, lv, fabric, profile)
-    if kind == "all_reduce":
-        if lv.islands > 1:
-            t = min(t, _tree_time_s(size_bytes, n, lv, fabric, profile))
-        elif fabric.nvlink_switched and profile.nvls_busbw_factor > 0 and lv.ranks_per_island <= \
-                fabric.nvlink_domain_gpus:
-            t = min(t, _nvls_time_s(size_bytes, n, fabric, profile))
-    return t
+        return lambda size: _all_to_all_time_s(size, n, lv, fabric, p) if size > 0 else 0.0
+    tree = kind == "all_reduce" and lv.islands > 1
+    nvls = (kind == "all_reduce" and not tree and fabric.nvlink_switched and p.nvls_busbw_factor > 0
+            and lv.ranks_per_island <= fabric.nvlink_domain_gpus)
+
+    def time_s(size: float) -> float:
+        if size <= 0:
+            return 0.0
+        t = _ring_time_s(kind, size, n, lv, fabric, p)
+        if tree:
+            t = min(t, _tree_time_s(size, n, lv, fabric, p))
+        elif nvls:
+            t = min(t, _nvls_time_s(size, n, fabric, p))
+        return t
+    return time_s
 
 
 def bus_bandwidth_bytes_per_s(kind: str, size_bytes: float, group_size: int, fabric: Fabric, profile: Profile,

@@ -109,6 +109,13 @@ class Profile:
     gpus: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     origin: str = ""
 
+    def __post_init__(self):
+        # every parameter also as a plain attribute (p.hbm_efficiency): the cost functions read them
+        # per collective and kernel, and a found attribute skips the `__getattr__` fallback below
+        for key, value in self.values.items():
+            if not hasattr(type(self), key):
+                object.__setattr__(self, key, value)
+
     def __getattr__(self, key: str) -> Any:  # p.hbm_efficiency
         values = object.__getattribute__(self, "values")
         if key in values:

@@ -7,7 +7,8 @@ The bound is the roofline's `inference/run.py: inference_times`, totals only
 one (no micro-batched pipeline), a KV cache, no ZeRO-3 gather, a decoder with a
 phase table. Every other case returns None and the caller runs the full
 roofline pass. The figures come from the same helpers the roofline's table path
-uses (`timing.table_splits`, `GroupTimes.add_steps_splits`), so the bound is that
+uses (`timing.table_splits`, `GroupTimes.add_steps_splits`, or their generated form:
+cost/calibrated_bound.py), so the bound is that
 path's result, without its per-group breakdown and memory.
 """
 
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
+from ..cost.calibrated_bound import roofline_decode_s, roofline_phase_s
 from ..cost.model import RooflineCostModel
 from ..operators.phase_table import phase_table
-from ..timing import GroupTimes, table_splits, table_time_s
 
 
 def inference_lower_bounds(bound_analysis, d, batch: int, seq_len: int, n: int, use_kv_cache: bool,
@@ -31,14 +32,13 @@ def inference_lower_bounds(bound_analysis, d, batch: int, seq_len: int, n: int, 
     if prefill is None or decode is None:
         return None
     handoff = bound_analysis.pipeline_handoff_time_s
-    prefill_s = table_time_s(table_splits(roof, prefill, batch, seq_len)) + handoff(batch, seq_len)
+    # (generated code once the tables are hot: cost/calibrated_bound.py)
+    prefill_s = roofline_phase_s(roof, prefill, batch, seq_len) + handoff(batch, seq_len)
     steps = n - 1
-    first = table_splits(roof, decode, batch, seq_len + 1)
+    first_s, steps_s = roofline_decode_s(roof, decode, batch, seq_len + 1, max(steps, 1))
     if steps:
-        last = first if steps == 1 else table_splits(roof, decode, batch, seq_len + steps)
-        total = (GroupTimes().add_steps_splits(roof.roofline, first, last, steps).total_s
-                 + handoff(batch, 1) * steps)
+        total = steps_s + handoff(batch, 1) * steps
         step_s = total / steps
     else:
-        total, step_s = 0.0, table_time_s(first) + handoff(batch, 1)
+        total, step_s = 0.0, first_s + handoff(batch, 1)
     return {"prefill_s": prefill_s, "decode_step_s": step_s, "decode_total_s": total, "total_s": prefill_s + total}

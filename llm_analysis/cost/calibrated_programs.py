@@ -1,0 +1,201 @@
+"""The calibrated cost model on a phase table as generated straight-line code
+(speed of new shapes under perf_model="calibrated", issue 10).
+
+`calibrated_table.calibrated_table_splits` walks a table operator by operator and
+calls `CalibratedCostModel.op_kernel_split_s` for each. Here the same arithmetic is
+written out once per (table, cost model), as `phase_programs.py` does for the
+roofline: per operator, its figures (coefficients as constants), its kernel shape
+(M from the FLOPs, N and K constants), the GEMM efficiency of that shape (a
+`gemm.GemmShape` per weight shape, memoised by M: decode steps and training
+passes at the same tokens find it there), the streaming and attention rates as
+constants. The operations and their order are those of `op_kernel_split_s` and of
+the loops that file the splits (`GroupTimes.add_splits`, `add_simpson_splits`,
+training/stage.py), so the programs return the same floats as the loops;
+tests/test_calibrated_programs.py checks them against the operators.
+
+`time_lines` gives an operator's lines (the hook `phase_programs._time_lines` calls
+for a cost model that is not the roofline), so the roofline's prefill and training
+programs serve this model too; decode differs (Simpson's rule over the steps instead
+of the roofline's closed form): `decode_program`.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ..operators.phase_table import FIELDS, PhaseTable
+from ..operators.table_code import compile_function, figure_expr
+from ..phase_programs import _group_return, _init, _prefill_program, _slots, _train_stage_program
+from .calibrated_table import kernel_plan
+
+FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
+    "flops_per_gpu", "bytes_per_gpu", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
+
+
+def _positive(coefs) -> bool:
+    """A figure with no negative coefficient and some positive one: > 0 at every shape (batch
+    and length are >= 1), so the generated code can leave out its `<= 0` tests."""
+    return min(coefs) >= 0 and max(coefs) > 0
+
+
+def _stream_expr(nbytes: str, half: float, rate: float, positive: bool = False) -> str:
+    """`CalibratedCostModel._stream_s(nbytes, eff)` with rate = HBM spec x eff."""
+    stream = f"({nbytes} + {half!r}) / {rate!r}"
+    return stream if positive else f"({stream} if {nbytes} > 0 else 0.0)"
+
+
+def _gemm_lines(cm, how, tag: str, ns: Dict) -> List[str]:
+    """e{tag}: the GEMM efficiency of a matmul whose plan is ("m", N, K, FLOPs per M)."""
+    gemm = cm.gemm_shape(how[1], how[2])
+    name = f"gemm_{len(ns)}"
+    ns[name], ns[name + "_memo"] = gemm, gemm.memo
+    return [f"mm{tag} = round(f{tag} / {how[3]!r})",
+            f"if mm{tag} < 1: mm{tag} = 1",
+            f"e{tag} = {name}_memo.get(mm{tag})",
+            f"if e{tag} is None: e{tag} = {name}(mm{tag})"]
+
+
+def _attention_lines(cm, coefs, how, x: str, tag: str) -> List[str]:
+    """c{tag} / m{tag} of the attention core: a decode step over a KV cache (paged attention
+    streams the cache) or a prefill / training pass (flash attention at its query length)."""
+    hbm, half, kv = cm._hbm, cm._hbm_half, coefs[KV_BYTES]
+    q = "1" if how is None or how[1] else x  # a decode step's single query, else the phase's length
+    decode = [f"m{tag} = {_stream_expr(f'kv{tag}', half, hbm * cm._decode_eff)} + "
+              f"{_stream_expr(f'(b{tag} - kv{tag})', half, hbm * cm._hbm_eff)}",
+              f"c{tag} = f{tag} / ({cm._attn_peak!r} * {cm._attn_eff!r})"]
+    prefill = [f"c{tag} = f{tag} / ({cm._attn_peak!r} * ({cm._attn_eff!r} * {q} / ({q} + {cm._attn_half!r})))",
+               f"m{tag} = {_stream_expr(f'b{tag}', half, hbm * cm._hbm_eff, _positive(coefs[BYTES_PER_GPU]))}"]
+    if not any(kv):  # reads no cache
+        return prefill
+    lines = [f"kv{tag} = {figure_expr(kv, x=x)}"]
+    if _positive(kv):
+        return lines + decode
+    return lines + [f"if kv{tag} > 0:"] + [f"    {line}" for line in decode] + \
+        ["else:"] + [f"    {line}" for line in prefill]
+
+
+def _kernel_lines(cm, op, how, coefs, x: str, tag: str, ns: Dict) -> List[str]:
+    """c{tag} / m{tag} (compute and memory seconds) and t{tag} / cb{tag} of `op_kernel_split_s`
+    for a kernel whose plan (`calibrated_table.kernel_plan`) is `how`."""
+    hbm, half, floor = cm._hbm, cm._hbm_half, repr(cm._floor)
+    bytes_positive = _positive(coefs[BYTES_PER_GPU])
+    if op.kind == "matmul":
+        if how is not None:
+            eff_lines, eff = _gemm_lines(cm, how, tag, ns), f"e{tag}"
+        else:  # the probe operator's fixed shape, or none: the plateau
+            eff_lines, eff = [], repr(cm._matmul_eff(op.kernel_dims) if op.kernel_dims else cm._plateau)
+        lines = eff_lines + [f"c{tag} = f{tag} / ({cm._peak!r} * {eff})",
+                             f"m{tag} = {_stream_expr(f'b{tag}', half, hbm * cm._matmul_hbm_eff, bytes_positive)}"]
+    elif op.kind == "attention":
+        lines = _attention_lines(cm, coefs, how, x, tag)
+    else:  # streaming only: no compute time
+        m = _stream_expr(f"b{tag}", half, hbm * cm._hbm_eff, bytes_positive)
+        if bytes_positive:  # max(0.0, m, floor) is max(m, floor) for m > 0, filed under memory
+            ns.setdefault("_memory_bound", set()).add(tag)
+            return [f"m{tag} = {m}", f"cb{tag} = False", f"t{tag} = max(m{tag}, {floor})"]
+        lines = [f"c{tag} = 0.0", f"m{tag} = {m}"]
+    return lines + [f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = max(c{tag}, m{tag}, {floor})"]
+
+
+def _op_key(table: PhaseTable, i: int, x: str) -> tuple:
+    """What operator i's time at x depends on: operators with the same key (the q, k and v
+    projections, say) get the same floats, so a later one reuses an earlier one's."""
+    op = table.ops[i]
+    figures = tuple(table.coefs[f][i] for f in (FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES))
+    if op.kind == "collective":
+        return (x, op.kind, op.collective, op.comm_group_size, op.comm_group) + figures
+    return (x, op.kind, kernel_plan(table)[i], tuple(op.kernel_dims)) + figures
+
+
+def _own_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> List[str]:
+    coefs, op = [c[i] for c in table.coefs], table.ops[i]
+    lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU], x=x)}", f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU], x=x)}"]
+    if op.kind == "collective":  # (a table holds no overlapped collective: phase_table checks it)
+        name = f"coll_{len(ns)}"  # `cm.collective_s` without its memo (the same pure function of the bytes)
+        ns[name] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
+        return lines + [f"t{tag} = {name}({figure_expr(coefs[COMM_BYTES], x=x)})"]
+    body = _kernel_lines(cm, op, kernel_plan(table)[i], coefs, x, tag, ns)
+    if _positive(coefs[FLOPS_PER_GPU]) or _positive(coefs[BYTES_PER_GPU]):
+        return lines + body
+    # a kernel that does no work (a skipped block holding weights) has no time
+    return lines + [f"if f{tag} <= 0 and b{tag} <= 0:", f"    t{tag} = 0.0", f"    cb{tag} = True", "else:"] + \
+        [f"    {line}" for line in body]
+
+
+def operator_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> Tuple[List[str], str]:
+    """(lines, the tag holding operator i's f, b, t (and cb) at x): its own tag, or that of an
+    earlier operator with the same figures (then no lines)."""
+    seen = ns.setdefault("_calibrated_tags", {})
+    key = _op_key(table, i, x)
+    if key in seen:
+        return [], seen[key]
+    seen[key] = tag
+    return _own_lines(cm, table, i, x, tag, ns), tag
+
+
+def time_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> List[str]:
+    """Lines setting f{tag}, b{tag} (FLOPs and bytes per GPU of operator i at (b, x)),
+    t{tag} (its calibrated time) and, for a kernel, cb{tag} (True when filed under compute),
+    as `calibrated_table_splits` + `op_kernel_split_s` compute them."""
+    lines, own = operator_lines(cm, table, i, x, tag, ns)
+    if own == tag:
+        return lines
+    names = ("f", "b", "t") + (() if table.ops[i].kind == "collective" else ("cb",))
+    return [f"{v}{tag} = {v}{own}" for v in names]
+
+
+def _x_free(table: PhaseTable, i: int) -> bool:
+    """Operator i's figures do not depend on x (in decode: the context), so neither does its time."""
+    return all(c[1] == c[2] == c[4] == c[5] == 0 for f in (FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES)
+               for c in (table.coefs[f][i],))
+
+
+def _times(n: int, expr: str) -> str:
+    """`n * expr`; n = 1 left out (1 * v is v for every number)."""
+    return expr if n == 1 else f"{n} * {expr}"
+
+
+def _simpson_lines(op, g: int, r: int, a: str, h: str, z: str, memory_bound: bool) -> List[str]:
+    """`GroupTimes.add_simpson_splits` of an operator (repeat r, group slot g) from its
+    figures and times at the first, middle and last of n steps (variables of tags a, h, z)."""
+    if op.kind == "collective":
+        lines = ["k = n * t" + a, f"lat{g} += {_times(r, 'k')}", f"cmm{g} += {_times(r, 'k')}"]
+    elif memory_bound:  # filed under memory at every step: the compute part is n * 0.0 / 6 = 0.0
+        lines = [f"m = n * (t{a} + 4 * t{h} + t{z}) / 6", f"lat{g} += {_times(r, 'm')}", f"mem{g} += {_times(r, 'm')}"]
+    else:
+        c = {s: f"(t{s} if cb{s} else 0.0)" for s in (a, h, z)}
+        m = {s: f"(0.0 if cb{s} else t{s})" for s in (a, h, z)}
+        lines = [f"c = n * ({c[a]} + 4 * {c[h]} + {c[z]}) / 6", f"m = n * ({m[a]} + 4 * {m[h]} + {m[z]}) / 6",
+                 f"lat{g} += {_times(r, 'c')} + {_times(r, 'm')}", f"cmp{g} += {_times(r, 'c')}",
+                 f"mem{g} += {_times(r, 'm')}"]
+    return lines + [f"flo{g} += {r} * n * (f{a} + f{z}) / 2", f"byt{g} += {r} * n * (b{a} + b{z}) / 2"]
+
+
+def decode_program(cm, table: PhaseTable):
+    """decode(b, x0, x1, n) -> (groups of n steps from context x0 to x1, time of the first step,
+    time of the last, total seconds), as `inference/timing.py` walks the table for this model:
+    `table_splits` at the first, middle and last context, `add_simpson_splits`."""
+    ns: Dict = {}
+    order, slot = _slots(table)
+    body = [_init(order), "first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"]
+    for i, (r, op) in enumerate(zip(table.repeats, table.ops)):
+        lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
+        h = z = a
+        if not _x_free(table, i):  # (an x-free operator takes the same time at every step)
+            more, z = operator_lines(cm, table, i, "x1", f"{i}z", ns)
+            lines += more
+            if op.kind != "collective":  # (a collective is charged n x its first step)
+                more, h = operator_lines(cm, table, i, "xh", f"{i}h", ns)
+                lines += more
+        memory_bound = {a, h, z} <= ns.get("_memory_bound", set())
+        body += lines + [f"first_s += {_times(r, 't' + a)}", f"last_s += {_times(r, 't' + z)}"]
+        body += _simpson_lines(op, slot[i], r, a, h, z, memory_bound)
+    body += _group_return(order) + ["return groups, first_s, last_s, total_s"]
+    return compile_function("calibrated_decode_program", "b, x0, x1, n", body,
+                            {k: v for k, v in ns.items() if not k.startswith("_")})
+
+
+def program_builders() -> Dict:
+    """`phase_programs.phase_program`'s builders for this model: the roofline's prefill and
+    training programs (written with `time_lines`) and the Simpson decode program."""
+    return {"prefill": _prefill_program, "decode": decode_program, "train_stage": _train_stage_program}
