@@ -39,6 +39,7 @@ from ..context_limit import check_context
 from ..options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
                        non_negative_number, positive_int)
 from ..precision import kv_cache_bytes_per_element
+from ..summary_static import static_entries
 from .memory import inference_memory
 from .pipeline import pipelined_decode_ratio, pipelined_prefill_s
 from .timing import (decode_time, decode_time_without_cache, expose_zero3_gather,
@@ -149,20 +150,14 @@ def _kv_bytes(analysis, name: Optional[str], given_bytes: Optional[float]) -> Op
 
 
 def _static_entries(analysis) -> tuple:
-    """The summary's entries no request changes (names, layout, parameter counts, achieved
-    rates), computed once per describer and cost model (checked by identity: views of an
-    analysis on another cost model or config compute their own)."""
-    m, p, cm = analysis.model_config, analysis.parallelism_config, analysis.cost_model
-    ids = (cm, m, analysis.gpu_config, analysis.dtype_config, p)
-    cached = analysis.describer.memoized(("inference_static_entries",), lambda: [None])
-    entry = cached[0]
-    if entry is not None and all(x is y for x, y in zip(entry[0], ids)):
-        return entry[1]
-    values = (m.name, analysis.gpu_config.name, analysis.dtype_config.name, p.tp_size, p.ep_size, p.pp_size, p.dp_size,
-              analysis.get_num_params_total(), analysis.get_num_active_params_total(), analysis.get_TFLOPS_per_gpu(),
-              analysis.get_gpu_hbm_bandwidth(), analysis.get_ridge_point(), p.tp_size * p.pp_size)
-    cached[0] = (ids, values)
-    return values
+    """The summary's entries no request changes (summary_static.py)."""
+    def compute() -> tuple:
+        m, p = analysis.model_config, analysis.parallelism_config
+        return (m.name, analysis.gpu_config.name, analysis.dtype_config.name, p.tp_size, p.ep_size, p.pp_size,
+                p.dp_size, analysis.get_num_params_total(), analysis.get_num_active_params_total(),
+                analysis.get_TFLOPS_per_gpu(), analysis.get_gpu_hbm_bandwidth(), analysis.get_ridge_point(),
+                p.tp_size * p.pp_size)
+    return static_entries(analysis, "inference_static_entries", compute)
 
 
 def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t: Dict) -> Dict[str, Any]:
