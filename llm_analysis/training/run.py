@@ -246,12 +246,14 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
 def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = None) -> List[Stage]:
     """Every pipeline stage of a micro-batch of b sequences of `seq_len` tokens (default:
     the request's); built once per (cost model, shape, options) and shared (read only)."""
-    s = req.seq_len if seq_len is None else seq_len
-    ph = Phase("train", b, s, s)
-    key = ("train_stages", b, s, req.rc, req.lora, req.overlap_tp_comm)
-    return analysis.describer.cost_memo(analysis.cost_model, key, lambda: [
-        build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
-        for s in range(analysis.parallelism_config.pp_size)])
+    x = req.seq_len if seq_len is None else seq_len
+    key = ("train_stages", b, x, req.rc, req.lora, req.overlap_tp_comm)
+
+    def build() -> List[Stage]:  # the phase record made only on a miss (a cache hit is the common case)
+        ph = Phase("train", b, x, x)
+        return [build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
+                for s in range(analysis.parallelism_config.pp_size)]
+    return analysis.describer.cost_memo(analysis.cost_model, key, build)
 
 
 def _static(analysis, req: TrainingRequest, stages: List[Stage], zero):
