@@ -211,11 +211,13 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
     for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
         dtype_bytes(kw[name], name)
     for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu", "overlap_dp_comm"):
-        kw[name] = boolean(kw[name], name)
+        if type(kw[name]) is not bool:  # a bool is valid as is (the common case, no call)
+            kw[name] = boolean(kw[name], name)
     kw["overlap_tp_comm"] = tp_overlap_mode(kw["overlap_tp_comm"])
     for name in ("mlp_activation_quant_bits", "mlp_1linear_quant_bits", "mlp_gelu_input_quant_bits",
                  "mlp_2linear_quant_bits"):
-        kw[name] = quant_bits(kw[name], name)
+        if kw[name] is not None:  # None: not quantised
+            kw[name] = quant_bits(kw[name], name)
     interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
     lora = LoRAConfig.from_any(kw["lora"])
     seq_len = _check_seq_len(analysis, kw["seq_len"])
