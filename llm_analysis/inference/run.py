@@ -38,6 +38,7 @@ from ..operators.context_parallel import check_cp_seq_len
 from ..context_limit import check_context
 from ..options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
                        non_negative_number, positive_int)
+from ..operators.phase_table import FIELDS, fitted_phase_table
 from ..precision import kv_cache_bytes_per_element
 from ..summary_static import static_entries
 from .memory import inference_memory
@@ -46,6 +47,7 @@ from .timing import (decode_time, decode_time_without_cache, expose_zero3_gather
                      prefill_time, uncached_step_times)
 
 logger = logging.getLogger(__name__)
+FLOPS = FIELDS.index("flops")
 
 
 def _check_request(analysis, b: int, s: int, n) -> int:
@@ -160,6 +162,15 @@ def _static_entries(analysis) -> tuple:
     return static_entries(analysis, "inference_static_entries", compute)
 
 
+def _decode_step_flops(analysis, b: int, context_len: int) -> float:
+    """`get_num_flops_decode_step(b, context_len)`: the decode table's FLOPs total, as
+    views/flops.py takes it once the table is fitted, without the view's phase record."""
+    table = fitted_phase_table(analysis.describer, "decode", x=context_len)
+    if table is None:
+        return analysis.get_num_flops_decode_step(b, context_len)
+    return table.total(b, context_len, FLOPS)
+
+
 def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t: Dict) -> Dict[str, Any]:
     """The summary dict, keys in DESIGN.md's order (one literal: the hot path of a sweep)."""
     model, gpu, dtype, tp, ep, pp, dp, params, active, tflops, bandwidth, ridge, gpus = _static_entries(analysis)
@@ -187,7 +198,7 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "prefill_num_flops_fwd_total": t["prefill_flops"],
         "decode_activation_memory_per_gpu": mem["decode_activation"],
         "decode_max_batch_size_per_gpu": mem["decode_max_b"],
-        "decode_num_flops_fwd_total": analysis.get_num_flops_decode_step(b, s + 1),
+        "decode_num_flops_fwd_total": _decode_step_flops(analysis, b, s + 1),
         "max_batch_total_tokens": mem["max_total_tokens"],
         "memory_used_per_gpu": mem["needed"],
         "memory_left_per_gpu": free,

@@ -237,3 +237,11 @@ def used_phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
         return None
     pieces = uses[key] = _fitted_pieces(d, name, stage)
     return _table_at(pieces, x)
+
+
+def fitted_phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
+                       x: Optional[int] = None) -> Optional[PhaseTable]:
+    """What `used_phase_table` returns once the phase kind is past FIT_AFTER, else None,
+    without counting a use (for a caller that falls back on a view that counts it)."""
+    state = d.memoized(("phase_table_uses",), dict).get((name, stage))
+    return _table_at(state, x) if type(state) is list else None
