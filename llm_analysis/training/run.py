@@ -429,7 +429,8 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
     batch = choose_batch(analysis, req, mem)
     stages = stages_for(analysis, req, batch["b"])
     times = iteration_time(analysis, req, stages, batch["b"], batch["m"])
-    summary = training_summary(analysis, req, batch, stages, times, mem, trainable_params_total(analysis, req.lora))
+    trainable = None if req.lora is None else trainable_params_total(analysis, req.lora)  # None: all parameters
+    summary = training_summary(analysis, req, batch, stages, times, mem, trainable)
     summary["notes"] = _training_notes(analysis, summary, req.batch_size is None)
     if req.cost_per_gpu_hour is not None:
         c = req.cost_per_gpu_hour

@@ -3,7 +3,7 @@ configuration, as a flat dict in base units (keys in DESIGN.md §2)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from ..summary_static import static_entries
 from .overheads import OVERHEAD_TERMS
@@ -77,6 +77,9 @@ def _whole_run(total_num_tokens, tokens_per_iter: int, latency_per_iter: float, 
             "gpu_hours": total_latency * n_gpus / 3600, "gpu_hours_using_flops": total_latency_flops * n_gpus / 3600}
 
 
+_OVERHEAD_KEYS = tuple((k, f"{k}_memory_per_gpu") for k in OVERHEAD_TERMS)
+
+
 def _memory_entries(need: Dict[str, float], mem: float) -> Dict[str, Any]:
     """Memory in bytes per GPU, on the stage with the highest peak."""
     return {
@@ -87,7 +90,7 @@ def _memory_entries(need: Dict[str, float], mem: float) -> Dict[str, Any]:
         "activation_memory_recompute_buffer_per_gpu": need["recompute_buffer"],
         "zero_buffer_memory_per_gpu": need["zero_buffers"],
         # framework terms (training/overheads.py), present when switched on
-        **{f"{k}_memory_per_gpu": need[k] for k in OVERHEAD_TERMS if need.get(k)},
+        **{key: need[k] for k, key in _OVERHEAD_KEYS if need.get(k)},
         "estimated_peak_memory_per_gpu": need["peak"],
         "gpu_memory_per_gpu": mem,
         "memory_left_per_gpu": mem - need["peak"],
@@ -106,7 +109,8 @@ def _layout_extras(p) -> Dict[str, Any]:
 
 
 def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], times: Dict[str, Any], mem: float,
-                     trainable_total: int) -> Dict[str, Any]:
+                     trainable_total: Optional[int]) -> Dict[str, Any]:
+    """The summary; `trainable_total` None: every parameter is trained."""
     lora = req.lora
     st = _static(analysis)
     b, m, gbs, seq_len = batch["b"], batch["m"], batch["gbs"], req.seq_len
@@ -114,8 +118,9 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
     it = times["latency_per_iter"]
     flops = _flops(stages, m, it, st)
     tokens_per_iter = gbs * seq_len
-    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd + s_.cp_fwd for s_ in stages) \
-        + analysis.pipeline_handoff_time_s(b, seq_len, scatter_gather=True)
+    # the hand-off is 0.0 without pipeline stages (views/latency.py): no call for it
+    handoff_s = 0.0 if st.pp == 1 else analysis.pipeline_handoff_time_s(b, seq_len, scatter_gather=True)
+    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd + s_.cp_fwd for s_ in stages) + handoff_s
     return {
         "model_name": st.model, "gpu_name": st.gpu, "dtype_name": st.dtype,
         "batch_size_per_gpu": b, "gradient_accumulation_steps": m, "global_batch_size": gbs, "seq_len": seq_len,
@@ -129,13 +134,16 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
                                            "base_weight_bits": lora.base_weight_bits},
         "num_params_total": st.params,
         "num_active_params_total": st.active_params,
-        "num_trainable_params_total": trainable_total,
+        "num_trainable_params_total": st.params if trainable_total is None else trainable_total,
         **_memory_entries(batch["need"], mem),
         "peak_memory_pipeline_stage": batch["peak_stage"],
         "max_batch_size_per_gpu": batch["max_b"],
-        **{k: flops[k] for k in ("num_flops_fwd_per_micro_batch", "num_flops_bwd_per_micro_batch",
-                                 "num_flops_recompute_per_micro_batch", "num_flops_total_per_micro_batch",
-                                 "num_model_flops_per_iter", "num_hardware_flops_per_iter")},
+        "num_flops_fwd_per_micro_batch": flops["num_flops_fwd_per_micro_batch"],
+        "num_flops_bwd_per_micro_batch": flops["num_flops_bwd_per_micro_batch"],
+        "num_flops_recompute_per_micro_batch": flops["num_flops_recompute_per_micro_batch"],
+        "num_flops_total_per_micro_batch": flops["num_flops_total_per_micro_batch"],
+        "num_model_flops_per_iter": flops["num_model_flops_per_iter"],
+        "num_hardware_flops_per_iter": flops["num_hardware_flops_per_iter"],
         "latency_fwd": latency_fwd,
         "latency_per_micro_batch": times["t_mb"],
         **times["breakdown"],
@@ -150,6 +158,6 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
         "achieved_flops": flops["achieved_flops"],
         "flops_efficiency": analysis.flops_efficiency,
         "hbm_memory_efficiency": analysis.hbm_memory_efficiency,
-        **{k: flops[k] for k in ("mfu", "hfu", "compute_bound_latency_per_iter")},
+        "mfu": flops["mfu"], "hfu": flops["hfu"], "compute_bound_latency_per_iter": flops["compute_bound_latency_per_iter"],
         "bottleneck_pipeline_stage": times["bottleneck"].index,
     }
