@@ -83,7 +83,9 @@ def _time_lines(cm: RooflineCostModel, table: PhaseTable, i: int, x: str, tag: s
                   f"t{tag} = {_collective_expr(cm, table.ops[i], f'k{tag}', ns)}"]
     else:
         roof = cm.roofline
-        lines += [f"c{tag} = f{tag} / {roof.flops_per_s!r}", f"m{tag} = b{tag} / {roof.hbm_bytes_per_s!r}",
+        # no FLOPs (norms, embeddings): 0.0 / F is 0.0 for the positive finite rate F
+        compute = "0.0" if not any(coefs[FLOPS_PER_GPU][i]) else f"f{tag} / {roof.flops_per_s!r}"
+        lines += [f"c{tag} = {compute}", f"m{tag} = b{tag} / {roof.hbm_bytes_per_s!r}",
                   f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = c{tag} if cb{tag} else m{tag}"]
     return lines
 
@@ -144,10 +146,12 @@ def _file_lines(table: PhaseTable, g: int, i: int, t: str) -> List[str]:
 def _prefill_program(cm: RooflineCostModel, table: PhaseTable):
     ns: Dict = {}
     order, slot = _slots(table)
-    body = [_init(order), "flops = 0"]
+    # a float as soon as one operator adds its FLOPs (0.0 ones included, before they were left out)
+    body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"]
     for i, n in enumerate(table.repeats):
         body += _time_lines(cm, table, i, "x", str(i), ns) + _file_lines(table, slot[i], i, tag_of(ns, str(i)))
-        body.append(f"flops += {times(n, figure_expr(table.coefs[FLOPS][i]))}")
+        if not _zero(table, FLOPS, i):
+            body.append(f"flops += {times(n, figure_expr(table.coefs[FLOPS][i]))}")
     body += _group_return(order) + ["return groups, flops, total_s"]
     return compile_function("prefill_program", "b, x", body, _clean(ns))
 
@@ -229,6 +233,9 @@ def _train_stage_program(cm: RooflineCostModel, table: PhaseTable, rc):
             if op.comm_group in _COMM_SUM:
                 body.append(f"{_COMM_SUM[op.comm_group]} += t")
             body += ["rc_comm += t"] if recomputed else []
+            continue
+        if _zero(table, FLOPS, i):  # adding n x 0.0 FLOPs leaves the sums as they are (_zero)
+            body += ["fwd_compute += t", "bwd_compute += 2.0 * t"] + (["rc_compute += t"] if recomputed else [])
             continue
         body += [f"f = {times(n, figure_expr(table.coefs[FLOPS][i]))}", "fwd_compute += t",
                  "bwd_compute += 2.0 * t", "flops_fwd += f", "flops_bwd += 2.0 * f"]
