@@ -56,9 +56,20 @@ def stage_times_s(analysis, d, phase: Phase) -> List[float]:
     (stages with the same operators timed once: the same floats)."""
     p = analysis.parallelism_config.pp_size
     handoff = analysis.pipeline_handoff_time_s(phase.batch, phase.q_len) / (p - 1)
-    own: List[float] = []
+    op_time_s, seen = analysis.cost_model.op_time_s, {}
+    lists, own = [], []  # the operator lists stay referenced, so no id below is reused during the call
+
+    def time_s(op) -> float:  # a layer kind's operators are shared by the stages holding it: timed once
+        t = seen.get(id(op))
+        if t is None:
+            t = seen[id(op)] = op_time_s(op)
+        return t
     for i, rep in enumerate(_stage_representatives(d, p)):
-        own.append(own[rep] if rep < i else analysis.weighted_time_s(d.weighted_ops(phase, stage=i)))
+        if rep < i:
+            own.append(own[rep])
+            continue
+        lists.append(d.weighted_ops(phase, stage=i))
+        own.append(sum(n * time_s(op) for n, op in lists[-1]))  # as views/latency.weighted_time_s adds them
     return [t + (handoff if i < p - 1 else 0.0) for i, t in enumerate(own)]
 
 
