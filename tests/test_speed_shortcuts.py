@@ -68,7 +68,7 @@ def test_pipeline_stages_timed_once_per_kind_are_each_stage_timed(par):
     d, p = a.describer, a.parallelism_config.pp_size
     for phase in (Phase("prefill", 3, 700, 700), Phase("decode", 5, 1, 901)):
         handoff = a.pipeline_handoff_time_s(phase.batch, phase.q_len) / (p - 1)
-        # every stage's operators built afresh (no cache) and timed on their own
+        # every stage timed on its own operators
         want = [a.weighted_time_s([(part.repeat, op) for part in d.build_model_parts(phase, i) for op in part.ops])
                 + (handoff if i < p - 1 else 0.0) for i in range(p)]
         assert stage_times_s(a, d, phase) == want
