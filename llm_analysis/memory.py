@@ -62,8 +62,12 @@ def layout_for(model: ModelConfig, batch: int, seq_len: int, tp: int, sp: bool, 
         ffn = model.moe_top_k * model.expert_ffn_dim + model.moe_num_shared_experts * model.shared_expert_ffn_dim
     else:
         ffn = model.ffn_embed_dim
-    return ActivationLayout(seq_len, batch, model.hidden_dim, q_w, kv_w, v_w, model.n_head, ffn,
-                            model.mlp_gated_linear_units, tp, sp, cp)
+    # the frozen dataclass' fields set at once: its generated __init__ sets each through
+    # object.__setattr__, which is most of the cost of a new shape's layout (a hot path)
+    L = object.__new__(ActivationLayout)
+    L.__dict__.update(seq_len=seq_len, batch=batch, hidden=model.hidden_dim, q_width=q_w, kv_width=kv_w, v_width=v_w,
+                      n_head=model.n_head, ffn=ffn, gated=model.mlp_gated_linear_units, tp=tp, sp=sp, cp=cp)
+    return L
 
 
 def attention_activation_bytes(L: ActivationLayout, act_bytes: float, flash_attn: bool,

@@ -51,11 +51,30 @@ def _collective_expr(cm: RooflineCostModel, op, comm: str, ns: Dict) -> str:
     return f"(max({factor!r} * {comm} / {bytes_per_s!r} + {hop_s!r}, {floor_s!r}) if {comm} > 0 else 0.0)"
 
 
+def _time_key(cm: RooflineCostModel, table: PhaseTable, i: int, x: str) -> tuple:
+    """What operator i's lines of `_time_lines` at x depend on: two operators with the same
+    key get the same floats, so the later one reuses the earlier one's variables."""
+    op, coefs = table.ops[i], table.coefs
+    figures = (coefs[FLOPS_PER_GPU][i], coefs[BYTES_PER_GPU][i])
+    if op.kind == "collective":
+        return (x, "collective", op.collective, op.comm_group_size, op.comm_group, coefs[COMM_BYTES][i]) + figures
+    return (x, "kernel") + figures
+
+
 def _time_lines(cm: RooflineCostModel, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> List[str]:
     """Lines setting f{tag}, b{tag} (FLOPs and bytes per GPU of operator i at (b, x)), t{tag}
-    (its roofline time) and, for a kernel, cb{tag} (True when compute-bound)."""
+    (its roofline time) and, for a kernel, c{tag}, m{tag} and cb{tag} (True when compute-bound).
+    An operator with the same figures as an earlier one (`_time_key`: q, k and v projections,
+    say) gets no lines: `ns["_tags"]` maps it to the earlier tag, which `tag_of` returns (roofline
+    only: another model's time may depend on more than the figures)."""
     if type(cm) is not RooflineCostModel:  # a model that writes its own (cost/calibrated_programs.py)
         return cm.time_lines(table, i, x, tag, ns)
+    seen = ns.setdefault("_tags", {})
+    key = _time_key(cm, table, i, x)
+    if key in seen:
+        ns.setdefault("_alias", {})[tag] = seen[key]
+        return []
+    seen[key] = tag
     coefs = table.coefs
     lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU][i], x=x)}",
              f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU][i], x=x)}"]
@@ -64,9 +83,21 @@ def _time_lines(cm: RooflineCostModel, table: PhaseTable, i: int, x: str, tag: s
                   f"t{tag} = {_collective_expr(cm, table.ops[i], f'k{tag}', ns)}"]
     else:
         roof = cm.roofline
-        lines += [f"c{tag} = f{tag} / {roof.flops_per_s!r}", f"m{tag} = b{tag} / {roof.hbm_bytes_per_s!r}",
+        # no FLOPs (norms, embeddings): 0.0 / F is 0.0 for the positive finite rate F
+        compute = "0.0" if not any(coefs[FLOPS_PER_GPU][i]) else f"f{tag} / {roof.flops_per_s!r}"
+        lines += [f"c{tag} = {compute}", f"m{tag} = b{tag} / {roof.hbm_bytes_per_s!r}",
                   f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = c{tag} if cb{tag} else m{tag}"]
     return lines
+
+
+def tag_of(ns: Dict, tag: str) -> str:
+    """The tag whose variables hold operator `tag`'s figures (its own, or an earlier twin's)."""
+    return ns.get("_alias", {}).get(tag, tag)
+
+
+def times(n: int, expr: str) -> str:
+    """`n * expr` as the loop computes it; n = 1 left out (1 * v is v for every number)."""
+    return expr if n == 1 else f"{n} * {expr}"
 
 
 def _slots(table: PhaseTable) -> Tuple[List[str], List[int]]:
@@ -95,22 +126,39 @@ def _init(order: List[str]) -> str:
     return " = ".join(f"{v}{g}" for g in range(len(order)) for _, v in SUMS) + " = 0.0"
 
 
-def _file_lines(op, g: int, n: int, i: int) -> List[str]:
-    """`GroupTimes.add` of operator i's time (filed whole under what bounds it), FLOPs and bytes."""
-    bound = ([f"cmm{g} += {n} * t{i}"] if op.kind == "collective" else
-             [f"if cb{i}:", f"    cmp{g} += {n} * t{i}", "else:", f"    mem{g} += {n} * t{i}"])
-    return [f"lat{g} += {n} * t{i}"] + bound + [f"flo{g} += {n} * f{i}", f"byt{g} += {n} * b{i}"]
+def _zero(table: PhaseTable, field: int, i: int) -> bool:
+    """Operator i's figure is 0.0 at every shape: adding its n x 0.0 leaves a sum as it is
+    (the sums start at +0.0 and never turn -0.0), so the line is left out."""
+    return not any(table.coefs[field][i])
+
+
+def _file_lines(table: PhaseTable, g: int, i: int, t: str) -> List[str]:
+    """`GroupTimes.add` of operator i's time (filed whole under what bounds it), FLOPs and bytes
+    (variables of tag t)."""
+    n, op = table.repeats[i], table.ops[i]
+    bound = ([f"cmm{g} += {times(n, f't{t}')}"] if op.kind == "collective" else
+             [f"if cb{t}:", f"    cmp{g} += {times(n, f't{t}')}", "else:", f"    mem{g} += {times(n, f't{t}')}"])
+    return ([f"lat{g} += {times(n, f't{t}')}"] + bound
+            + ([] if _zero(table, FLOPS_PER_GPU, i) else [f"flo{g} += {times(n, f'f{t}')}"])
+            + ([] if _zero(table, BYTES_PER_GPU, i) else [f"byt{g} += {times(n, f'b{t}')}"]))
 
 
 def _prefill_program(cm: RooflineCostModel, table: PhaseTable):
     ns: Dict = {}
     order, slot = _slots(table)
-    body = [_init(order), "flops = 0"]
-    for i, (n, op) in enumerate(zip(table.repeats, table.ops)):
-        body += _time_lines(cm, table, i, "x", str(i), ns) + _file_lines(op, slot[i], n, i)
-        body.append(f"flops += {n} * {figure_expr(table.coefs[FLOPS][i])}")
+    # a float as soon as one operator adds its FLOPs (0.0 ones included, before they were left out)
+    body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"]
+    for i, n in enumerate(table.repeats):
+        body += _time_lines(cm, table, i, "x", str(i), ns) + _file_lines(table, slot[i], i, tag_of(ns, str(i)))
+        if not _zero(table, FLOPS, i):
+            body.append(f"flops += {times(n, figure_expr(table.coefs[FLOPS][i]))}")
     body += _group_return(order) + ["return groups, flops, total_s"]
-    return compile_function("prefill_program", "b, x", body, ns)
+    return compile_function("prefill_program", "b, x", body, _clean(ns))
+
+
+def _clean(ns: Dict) -> Dict:
+    """The namespace of a generated program without the generators' bookkeeping."""
+    return {k: v for k, v in ns.items() if not k.startswith("_")}
 
 
 def _x_free(table: PhaseTable, i: int) -> bool:
@@ -119,26 +167,31 @@ def _x_free(table: PhaseTable, i: int) -> bool:
                for c in (table.coefs[f][i],))
 
 
-def _steps_lines(op, g: int, n: int, i: int) -> List[str]:
-    """`GroupTimes.add_steps_splits` of operator i from step a to step z over `n` steps."""
-    lines = [f"f1 = (f{i}z - f{i}a) / span", f"b1 = (b{i}z - b{i}a) / span"]
+def _steps_lines(op, g: int, n: int, a: str, z: str) -> List[str]:
+    """`GroupTimes.add_steps_splits` of an operator from step a to step z (variables of tags
+    a and z) over `n` steps."""
+    lines = [f"f1 = (f{z} - f{a}) / span", f"b1 = (b{z} - b{a}) / span"]
     if op.kind == "collective":
-        lines += [f"k = n * t{i}a", f"lat{g} += {n} * k", f"cmm{g} += {n} * k"]
+        lines += [f"k = n * t{a}", f"lat{g} += {times(n, 'k')}", f"cmm{g} += {times(n, 'k')}"]
     else:
-        lines += [f"c, m = sum_max_affine(f{i}a / F, f1 / F, b{i}a / B, b1 / B, n)",
-                  f"lat{g} += {n} * c + {n} * m", f"cmp{g} += {n} * c", f"mem{g} += {n} * m"]
-    return lines + [f"flo{g} += {n} * sum_affine(f{i}a, f1, 0, n)", f"byt{g} += {n} * sum_affine(b{i}a, b1, 0, n)"]
+        lines += [f"c, m = sum_max_affine(f{a} / F, f1 / F, b{a} / B, b1 / B, n)",
+                  f"lat{g} += {times(n, 'c')} + {times(n, 'm')}", f"cmp{g} += {times(n, 'c')}",
+                  f"mem{g} += {times(n, 'm')}"]
+    return lines + [f"flo{g} += {times(n, f'sum_affine(f{a}, f1, 0, n)')}",
+                    f"byt{g} += {times(n, f'sum_affine(b{a}, b1, 0, n)')}"]
 
 
-def _constant_steps_lines(op, g: int, n: int, i: int) -> List[str]:
+def _constant_steps_lines(table: PhaseTable, g: int, i: int, a: str) -> List[str]:
     """`_steps_lines` where every step equals step a (f1 = b1 = 0.0 exactly): the sums of
     `sum_max_affine` / `sum_affine` reduce to n times step a, under step a's bound."""
+    n, op = table.repeats[i], table.ops[i]
     if op.kind == "collective":
-        bound = [f"k = n * t{i}a", f"lat{g} += {n} * k", f"cmm{g} += {n} * k"]
+        bound = [f"k = n * t{a}", f"lat{g} += {times(n, 'k')}", f"cmm{g} += {times(n, 'k')}"]
     else:
-        bound = [f"if cb{i}a:", f"    c = c{i}a * n", f"    lat{g} += {n} * c", f"    cmp{g} += {n} * c", "else:",
-                 f"    m = m{i}a * n", f"    lat{g} += {n} * m", f"    mem{g} += {n} * m"]
-    return bound + [f"flo{g} += {n} * (f{i}a * n)", f"byt{g} += {n} * (b{i}a * n)"]
+        bound = [f"if cb{a}:", f"    c = c{a} * n", f"    lat{g} += {times(n, 'c')}", f"    cmp{g} += {times(n, 'c')}",
+                 "else:", f"    m = m{a} * n", f"    lat{g} += {times(n, 'm')}", f"    mem{g} += {times(n, 'm')}"]
+    return (bound + ([] if _zero(table, FLOPS_PER_GPU, i) else [f"flo{g} += {times(n, f'(f{a} * n)')}"])
+            + ([] if _zero(table, BYTES_PER_GPU, i) else [f"byt{g} += {times(n, f'(b{a} * n)')}"]))
 
 
 def _decode_program(cm: RooflineCostModel, table: PhaseTable):
@@ -149,13 +202,17 @@ def _decode_program(cm: RooflineCostModel, table: PhaseTable):
     body = [_init(order), "first_s = last_s = 0", "span = max(n - 1, 1)"]
     for i, (n, op) in enumerate(zip(table.repeats, table.ops)):
         body += _time_lines(cm, table, i, "x0", f"{i}a", ns)
+        a = tag_of(ns, f"{i}a")
         if _x_free(table, i):  # the same at every context: no second evaluation, no closed-form sum
-            body += [f"first_s += {n} * t{i}a", f"last_s += {n} * t{i}a"] + _constant_steps_lines(op, slot[i], n, i)
+            body += [f"first_s += {times(n, f't{a}')}", f"last_s += {times(n, f't{a}')}"]
+            body += _constant_steps_lines(table, slot[i], i, a)
             continue
         body += _time_lines(cm, table, i, "x1", f"{i}z", ns)
-        body += [f"first_s += {n} * t{i}a", f"last_s += {n} * t{i}z"] + _steps_lines(op, slot[i], n, i)
+        z = tag_of(ns, f"{i}z")
+        body += [f"first_s += {times(n, f't{a}')}", f"last_s += {times(n, f't{z}')}"]
+        body += _steps_lines(op, slot[i], n, a, z)
     body += _group_return(order) + ["return groups, first_s, last_s, total_s"]
-    return compile_function("decode_program", "b, x0, x1, n", body, ns)
+    return compile_function("decode_program", "b, x0, x1, n", body, _clean(ns))
 
 
 # the per-micro-batch sums of training/stage.py's `Stage`, in the order train_stage returns them
@@ -171,17 +228,20 @@ def _train_stage_program(cm: RooflineCostModel, table: PhaseTable, rc):
     body = [" = ".join(STAGE_SUMS) + " = 0.0"]
     for i, (n, op, layer) in enumerate(zip(table.repeats, table.ops, table.is_layer)):
         recomputed = layer and op.recomputed_under(rc)  # embedding and head are never recomputed
-        body += _time_lines(cm, table, i, "x", str(i), ns) + [f"t = {n} * t{i}"]
+        body += _time_lines(cm, table, i, "x", str(i), ns) + [f"t = {times(n, 't' + tag_of(ns, str(i)))}"]
         if op.kind == "collective":
             if op.comm_group in _COMM_SUM:
                 body.append(f"{_COMM_SUM[op.comm_group]} += t")
             body += ["rc_comm += t"] if recomputed else []
             continue
-        body += [f"f = {n} * {figure_expr(table.coefs[FLOPS][i])}", "fwd_compute += t",
+        if _zero(table, FLOPS, i):  # adding n x 0.0 FLOPs leaves the sums as they are (_zero)
+            body += ["fwd_compute += t", "bwd_compute += 2.0 * t"] + (["rc_compute += t"] if recomputed else [])
+            continue
+        body += [f"f = {times(n, figure_expr(table.coefs[FLOPS][i]))}", "fwd_compute += t",
                  "bwd_compute += 2.0 * t", "flops_fwd += f", "flops_bwd += 2.0 * f"]
         body += ["rc_compute += t", "flops_rc += f"] if recomputed else []
     body.append(f"return {', '.join(STAGE_SUMS)}")
-    return compile_function("train_stage_program", "b, x", body, ns)
+    return compile_function("train_stage_program", "b, x", body, _clean(ns))
 
 
 _BUILDERS = {"prefill": _prefill_program, "decode": _decode_program, "train_stage": _train_stage_program}

@@ -22,7 +22,7 @@ LAYERS = [
      "hub_download", "hub_mapping", "hf_import",
      "model_lookup", "config", "precision"),
     ("operators",),
-    ("cost", "memory", "timing", "roofline", "phase_programs"),
+    ("cost", "memory", "timing", "roofline", "phase_programs", "summary_static"),
     ("views",),
     ("inference", "training", "batch_sweep"),
     ("presentation", "report", "report_tables", "plots"),

@@ -10,6 +10,7 @@ from typing import Dict
 from ..constant import GB
 from ..errors import DoesNotFitError
 from ..operators import Phase
+from ..operators.describer import LayerDescriber
 from ..operators.phase_table import FIELDS, used_phase_table
 
 ACTIVATION_BYTES = FIELDS.index("activation_bytes_per_gpu")
@@ -19,9 +20,15 @@ def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv
                  kv_cache_dtype_bytes) -> Dict[str, float]:
     """Prefill and decode activations and the KV cache of `batch` sequences (a copy of
     the describer's cached figures)."""
-    return dict(d.phase_memo(("memory_terms", batch, seq_len, context_len, use_kv_cache, kv_cache_dtype_bytes),
-                             lambda: _memory_terms(analysis, d, batch, seq_len, context_len, use_kv_cache,
-                                                   kv_cache_dtype_bytes)))
+    return dict(_cached_terms(analysis, d, batch, seq_len, context_len, use_kv_cache, kv_cache_dtype_bytes))
+
+
+def _cached_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
+                  kv_cache_dtype_bytes) -> Dict[str, float]:
+    """`memory_terms` shared with the cache (read only)."""
+    return d.phase_memo(("memory_terms", batch, seq_len, context_len, use_kv_cache, kv_cache_dtype_bytes),
+                        lambda: _memory_terms(analysis, d, batch, seq_len, context_len, use_kv_cache,
+                                              kv_cache_dtype_bytes))
 
 
 def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int) -> float:
@@ -38,7 +45,7 @@ def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_k
                   kv_cache_dtype_bytes) -> Dict[str, float]:
     a_bytes = analysis.dtype_config.activation_bytes_per_element
     h = analysis.model_config.hidden_dim
-    kv = analysis.get_memory_kv_cache_per_gpu(batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
+    kv = _kv_cache_bytes(analysis, d, batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
     return {
         # the residual stream of the rank's seq_len / cp prompt tokens
         "prefill_activation": (_max_activation_bytes(d, "prefill", batch, seq_len, seq_len)
@@ -46,6 +53,35 @@ def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_k
         "decode_activation": _max_activation_bytes(d, "decode", batch, context_len, 1) + batch * h * a_bytes,
         "kv_cache": kv,
     }
+
+
+def _kv_plan(d):
+    """Per pipeline stage, what `views.memory.kv_cache_total` reads from the describer that no
+    length or batch changes: (per layer kind: repeat count, the sliding window's cached-token
+    cap or None, cached elements per token), the CP size, and the cross-attention cache and
+    mixer state of one request. None when a describer subclass decides the cached length."""
+    if type(d).cached_len is not LayerDescriber.cached_len:
+        return None
+    m = d.model
+    stages = []
+    for groups in d.stage_groups:
+        kinds = [(n, m.sliding_window - 1 if (k.attention == "sliding_attention" and m.sliding_window) else None,
+                  d.kv_cache_elems_per_token_per_gpu(k)) for k, n in groups.items()]
+        stages.append((kinds, d.par.cp_size, d.cross_kv_cache_bytes_per_gpu(1, sum(groups.values())),
+                       d.mixer_state_bytes_per_seq_per_gpu(groups)))
+    return stages
+
+
+def _kv_cache_bytes(analysis, d, batch: int, context_len: int, kv_cache_dtype_bytes) -> float:
+    """`get_memory_kv_cache_per_gpu(batch, context_len)` of one request (batch 1) from the
+    describer's KV plan: the same products in the same order (cached_len is min(length,
+    window - 1) on sliding layers), so the same float; other batches ask the view."""
+    plan = d.memoized(("inference_kv_plan",), lambda: _kv_plan(d)) if batch == 1 else None
+    if plan is None:
+        return analysis.get_memory_kv_cache_per_gpu(batch, context_len, kv_cache_dtype_bytes)
+    kv_bytes, L = d.kv_bytes, context_len
+    return max(sum(n * 1 * (L if cap is None else min(L, cap)) * elems * kv_bytes for n, cap, elems in kinds) / cp
+               + cross + 1 * mixer for kinds, cp, cross, mixer in plan)
 
 
 def max_batch(available_bytes: float, per_seq_bytes: float) -> int:
@@ -70,24 +106,34 @@ def _fit_suggestions(analysis, weights: float, mem: float) -> str:
     return "; ".join(tips)
 
 
+def _static_bytes(analysis, d, kv_cache_dtype_bytes, ds_zero):
+    """(GPU memory, weight bytes, embedding bytes, KV-cache bytes per decoder token) per GPU:
+    the same for every request, kept per describer with the GPU config they were read from."""
+    def compute():
+        # the cache's growth per decoder token: a cross-attention model's cross cache is per
+        # request, a mixer layer's state per sequence (neither grows with the tokens)
+        decoder = analysis.with_encoder_seq_len(0)
+        per_token = (decoder.get_memory_kv_cache_per_gpu(1, 2, kv_cache_dtype_bytes)
+                     - decoder.get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes))
+        return (analysis.gpu_config, analysis.gpu_config.mem_per_GPU_in_GB * GB,
+                analysis.get_weight_memory_per_gpu(ds_zero), analysis.get_memory_embedding(ds_zero), per_token)
+    key = ("inference_static_bytes", kv_cache_dtype_bytes, ds_zero)
+    static = d.memoized(key, compute)
+    if static[0] is not analysis.gpu_config:  # a view of the analysis on another GPU: not shared
+        return compute()[1:]
+    return static[1:]
+
+
 def inference_memory(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, kv_cache_dtype_bytes,
                      ds_zero) -> Dict[str, float]:
     """Memory per GPU and the largest batches; raises DoesNotFitError with the numbers."""
     context = s + n
-    mem = analysis.gpu_config.mem_per_GPU_in_GB * GB
-    weights = analysis.get_weight_memory_per_gpu(ds_zero)
-    one = memory_terms(analysis, d, 1, s, context, use_kv_cache, kv_cache_dtype_bytes)
-    terms = {k: v * b for k, v in one.items()}
+    mem, weights, weights_embedding, kv_per_token = _static_bytes(analysis, d, kv_cache_dtype_bytes, ds_zero)
+    one = _cached_terms(analysis, d, 1, s, context, use_kv_cache, kv_cache_dtype_bytes)  # read only
+    terms = {"prefill_activation": one["prefill_activation"] * b, "decode_activation": one["decode_activation"] * b,
+             "kv_cache": one["kv_cache"] * b}
     prefill_max_b = max_batch(mem - weights, one["prefill_activation"] + one["kv_cache"])
     decode_max_b = max_batch(mem - weights, one["decode_activation"] + one["kv_cache"])
-    # the cache's growth per decoder token: a cross-attention model's cross cache is per
-    # request, a mixer layer's state per sequence (neither grows with the tokens); the same
-    # for every request, so kept per describer
-    def per_token():
-        decoder = analysis.with_encoder_seq_len(0)
-        return (decoder.get_memory_kv_cache_per_gpu(1, 2, kv_cache_dtype_bytes)
-                - decoder.get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes))
-    kv_per_token = d.memoized(("kv_cache_per_token", kv_cache_dtype_bytes), per_token)
     max_total_tokens = max_batch(mem - weights - terms["decode_activation"], kv_per_token) if use_kv_cache else 0
     peak_activation = max(terms["prefill_activation"], terms["decode_activation"])
     needed = weights + terms["kv_cache"] + peak_activation
@@ -102,6 +148,6 @@ def inference_memory(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, kv
             f"To fit: {_fit_suggestions(analysis, weights, mem)}.",
             needed_bytes=needed, available_bytes=mem, max_batch_size=fit_b,
             breakdown={"weights": weights, **terms})
-    return {"mem": mem, "weights": weights, "weights_embedding": analysis.get_memory_embedding(ds_zero),
+    return {"mem": mem, "weights": weights, "weights_embedding": weights_embedding,
             **terms, "prefill_max_b": prefill_max_b, "decode_max_b": decode_max_b,
             "max_total_tokens": max_total_tokens, "peak_activation": peak_activation, "needed": needed}

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import List
 
 from ..operators import Phase
+from ..operators.describer import LayerDescriber
 
 
 def _micro_batch_counts(batch: int) -> List[int]:
@@ -33,12 +34,43 @@ def _micro_batch_counts(batch: int) -> List[int]:
     return counts
 
 
+def _stage_representatives(d, p: int) -> List[int]:
+    """For each stage, the first stage with the same operators: a stage's operators depend
+    only on its layer kinds and counts and on whether it holds the embedding (first) or the
+    head (last) (`LayerDescriber.build_model_parts`), so the middle stages of an even
+    pipeline are one computation (kept per describer)."""
+    def build() -> List[int]:
+        if any(getattr(type(d), name) is not getattr(LayerDescriber, name)
+               for name in ("build_model_parts", "model_parts", "weighted_ops")):
+            return list(range(p))  # a subclass placing operators per stage: each stage its own
+        first_of, reps = {}, []
+        for i, groups in enumerate(d.stage_groups):
+            sig = (i == 0, i == p - 1, tuple(groups.items()))
+            reps.append(first_of.setdefault(sig, i))
+        return reps
+    return d.memoized(("pipeline_stage_representatives", p), build)
+
+
 def stage_times_s(analysis, d, phase: Phase) -> List[float]:
-    """Seconds of each pipeline stage for one pass of `phase`, hand-off included."""
+    """Seconds of each pipeline stage for one pass of `phase`, hand-off included
+    (stages with the same operators timed once: the same floats)."""
     p = analysis.parallelism_config.pp_size
     handoff = analysis.pipeline_handoff_time_s(phase.batch, phase.q_len) / (p - 1)
-    return [analysis.weighted_time_s(d.weighted_ops(phase, stage=i)) + (handoff if i < p - 1 else 0.0)
-            for i in range(p)]
+    op_time_s, seen = analysis.cost_model.op_time_s, {}
+    lists, own = [], []  # the operator lists stay referenced, so no id below is reused during the call
+
+    def time_s(op) -> float:  # a layer kind's operators are shared by the stages holding it: timed once
+        t = seen.get(id(op))
+        if t is None:
+            t = seen[id(op)] = op_time_s(op)
+        return t
+    for i, rep in enumerate(_stage_representatives(d, p)):
+        if rep < i:
+            own.append(own[rep])
+            continue
+        lists.append(d.weighted_ops(phase, stage=i))
+        own.append(sum(n * time_s(op) for n, op in lists[-1]))  # as views/latency.weighted_time_s adds them
+    return [t + (handoff if i < p - 1 else 0.0) for i, t in enumerate(own)]
 
 
 def pipelined_prefill_s(analysis, d, batch: int, seq_len: int) -> float:

@@ -38,13 +38,16 @@ from ..operators.context_parallel import check_cp_seq_len
 from ..context_limit import check_context
 from ..options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
                        non_negative_number, positive_int)
+from ..operators.phase_table import FIELDS, fitted_phase_table
 from ..precision import kv_cache_bytes_per_element
+from ..summary_static import static_entries
 from .memory import inference_memory
 from .pipeline import pipelined_decode_ratio, pipelined_prefill_s
 from .timing import (decode_time, decode_time_without_cache, expose_zero3_gather,
                      prefill_time, uncached_step_times)
 
 logger = logging.getLogger(__name__)
+FLOPS = FIELDS.index("flops")
 
 
 def _check_request(analysis, b: int, s: int, n) -> int:
@@ -148,23 +151,45 @@ def _kv_bytes(analysis, name: Optional[str], given_bytes: Optional[float]) -> Op
     return named if named is not None else given_bytes
 
 
+def _static_entries(analysis) -> tuple:
+    """The summary's entries no request changes (summary_static.py)."""
+    def compute() -> tuple:
+        m, p = analysis.model_config, analysis.parallelism_config
+        return (m.name, analysis.gpu_config.name, analysis.dtype_config.name, p.tp_size, p.ep_size, p.pp_size,
+                p.dp_size, analysis.get_num_params_total(), analysis.get_num_active_params_total(),
+                analysis.get_TFLOPS_per_gpu(), analysis.get_gpu_hbm_bandwidth(), analysis.get_ridge_point(),
+                p.tp_size * p.pp_size)
+    return static_entries(analysis, "inference_static_entries", compute)
+
+
+def _decode_step_flops(analysis, b: int, context_len: int) -> float:
+    """`get_num_flops_decode_step(b, context_len)`: the decode table's FLOPs total, as
+    views/flops.py takes it once the table is fitted, without the view's phase record."""
+    table = fitted_phase_table(analysis.describer, "decode", x=context_len)
+    if table is None:
+        return analysis.get_num_flops_decode_step(b, context_len)
+    return table.total(b, context_len, FLOPS)
+
+
 def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t: Dict) -> Dict[str, Any]:
-    m, p = analysis.model_config, analysis.parallelism_config
+    """The summary dict, keys in DESIGN.md's order (one literal: the hot path of a sweep)."""
+    model, gpu, dtype, tp, ep, pp, dp, params, active, tflops, bandwidth, ridge, gpus = _static_entries(analysis)
     steps = n - 1
+    groups = t["decode_groups"]
+    kv_s = 0.0
+    if steps:  # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
+        kv_s = sum(groups.get(g, {}).get("latency_s", 0.0) for g in ("attention_kv_cache", "mixer_state")) / steps
+    prefill_s, step_s, total_s = t["prefill_s"], t["decode_step_s"], t["total_s"]
+    free = mem["mem"] - mem["needed"]
     return {
-        "model_name": m.name, "gpu_name": analysis.gpu_config.name, "dtype_name": analysis.dtype_config.name,
-        "batch_size_per_gpu": b, "seq_len": s, "tp_size": p.tp_size, "ep_size": p.ep_size, "pp_size": p.pp_size,
-        "dp_size": p.dp_size, "num_tokens_to_generate": n,
-        "num_params_total": analysis.get_num_params_total(),
-        "num_active_params_total": analysis.get_num_active_params_total(),
+        "model_name": model, "gpu_name": gpu, "dtype_name": dtype,
+        "batch_size_per_gpu": b, "seq_len": s, "tp_size": tp, "ep_size": ep, "pp_size": pp,
+        "dp_size": dp, "num_tokens_to_generate": n,
+        "num_params_total": params, "num_active_params_total": active,
         "flops_efficiency": analysis.flops_efficiency, "hbm_memory_efficiency": analysis.hbm_memory_efficiency,
-        "achieved_tflops": analysis.get_TFLOPS_per_gpu(),
-        "achieved_memory_bandwidth_GBs": analysis.get_gpu_hbm_bandwidth(),
-        "ridge_point_flops_per_byte": analysis.get_ridge_point(),
+        "achieved_tflops": tflops, "achieved_memory_bandwidth_GBs": bandwidth, "ridge_point_flops_per_byte": ridge,
         "use_kv_cache": use_kv_cache,
-        # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
-        "kv_cache_latency": (sum(t["decode_groups"].get(g, {}).get("latency_s", 0.0)
-                                 for g in ("attention_kv_cache", "mixer_state")) / steps if steps else 0.0),
+        "kv_cache_latency": kv_s,
         "kv_cache_memory_per_gpu": mem["kv_cache"],
         "weight_memory_per_gpu": mem["weights"],
         "weight_memory_embedding_per_gpu": mem["weights_embedding"],
@@ -173,22 +198,11 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "prefill_num_flops_fwd_total": t["prefill_flops"],
         "decode_activation_memory_per_gpu": mem["decode_activation"],
         "decode_max_batch_size_per_gpu": mem["decode_max_b"],
-        "decode_num_flops_fwd_total": analysis.get_num_flops_decode_step(b, s + 1),
+        "decode_num_flops_fwd_total": _decode_step_flops(analysis, b, s + 1),
         "max_batch_total_tokens": mem["max_total_tokens"],
         "memory_used_per_gpu": mem["needed"],
-        "memory_left_per_gpu": mem["mem"] - mem["needed"],
+        "memory_left_per_gpu": free,
         "gpu_memory_per_gpu": mem["mem"],
-        **_time_entries(analysis, b, s, n, t),
-        "memory_breakdown_per_gpu": {"weights": mem["weights"], "kv_cache": mem["kv_cache"],
-                                     "activations": mem["peak_activation"], "free": mem["mem"] - mem["needed"]},
-    }
-
-
-def _time_entries(analysis, b: int, s: int, n: int, t: Dict) -> Dict[str, Any]:
-    p = analysis.parallelism_config
-    gpus = p.tp_size * p.pp_size
-    prefill_s, step_s, total_s = t["prefill_s"], t["decode_step_s"], t["total_s"]
-    return {
         "prefill_latency": prefill_s,
         "prefill_latency_unpipelined": t["prefill_unpipelined_s"],
         "time_to_first_token": prefill_s,
@@ -207,7 +221,9 @@ def _time_entries(analysis, b: int, s: int, n: int, t: Dict) -> Dict[str, Any]:
         "decode_tokens_per_sec_per_gpu": (b / step_s / gpus) if step_s else 0.0,
         "total_tokens_per_sec_per_gpu": b * n / total_s / gpus,
         "prefill_latency_breakdown": t["prefill_groups"],
-        "decode_latency_breakdown": t["decode_groups"],
+        "decode_latency_breakdown": groups,
+        "memory_breakdown_per_gpu": {"weights": mem["weights"], "kv_cache": mem["kv_cache"],
+                                     "activations": mem["peak_activation"], "free": free},
     }
 
 

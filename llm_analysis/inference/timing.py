@@ -33,9 +33,16 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
     return total_s, copy_groups(groups), flops
 
 
+def _handoff_s(analysis, batch: int, tokens_per_seq: int) -> float:
+    """`pipeline_handoff_time_s`, which is 0.0 without pipeline stages (views/latency.py)."""
+    if analysis.parallelism_config.pp_size == 1:
+        return 0.0
+    return analysis.pipeline_handoff_time_s(batch, tokens_per_seq)
+
+
 def _prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
     table = roofline_table(analysis.cost_model, d, "prefill", x=seq_len)
-    pp_s = analysis.pipeline_handoff_time_s(batch, seq_len)
+    pp_s = _handoff_s(analysis, batch, seq_len)
     program = None if table is None else phase_program(analysis.cost_model, table, "prefill")
     if program is not None:  # the table's generated program (phase_programs.py): groups finished
         groups, flops, total_s = program(batch, seq_len)
@@ -106,7 +113,7 @@ def _decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple
 def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
                        num_steps: int) -> Tuple[float, Dict, float, float]:
     """`_decode_time` from the phase table (no sliding windows: one affine stretch)."""
-    handoff = analysis.pipeline_handoff_time_s(batch, 1)
+    handoff = _handoff_s(analysis, batch, 1)
     program = phase_program(analysis.cost_model, table, "decode")
     if program is None:
         return _decode_time_splits(analysis, table, batch, seq_len, num_steps, handoff)

@@ -392,8 +392,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         out = []
         if first:
             out.append(ModelPart("embedding", False, 1, self._cp_local(phase, self.embedding_ops(phase))))
-        for kind, n in groups.items():
-            out.append(ModelPart(kind.label, True, n, self.layer_ops(phase, kind)))
+        for kind, n in groups.items():  # a layer kind's operators shared by the stages holding it
+            ops = self.phase_memo(("layer_ops", phase, kind), lambda kind=kind: self.layer_ops(phase, kind))
+            out.append(ModelPart(kind.label, True, n, ops))
         if last:
             out.append(ModelPart("head", False, 1, self._cp_local(phase, self.head_ops(phase, with_embedding=first))))
         return out

@@ -194,7 +194,14 @@ def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
     """The describer's table for phase kind `name` ("prefill", "decode", "train") that holds
     at length x (prompt length, or decode context; None: a table for every length), or
     None where the figures are not polynomials of the shape (see the module docstring)."""
-    pieces = d.memoized(("phase_tables", name, stage), lambda: _pieces(d, name, stage) if _has_table(d) else [])
+    return _table_at(_fitted_pieces(d, name, stage), x)
+
+
+def _fitted_pieces(d: LayerDescriber, name: str, stage: Optional[int]) -> List[Tuple[int, int, Optional[PhaseTable]]]:
+    return d.memoized(("phase_tables", name, stage), lambda: _pieces(d, name, stage) if _has_table(d) else [])
+
+
+def _table_at(pieces: List[Tuple[int, int, Optional[PhaseTable]]], x: Optional[int]) -> Optional[PhaseTable]:
     if x is None:
         return pieces[0][2] if len(pieces) == 1 else None
     for lo, hi, table in pieces:
@@ -218,6 +225,23 @@ FIT_AFTER = 64
 def used_phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
                      x: Optional[int] = None) -> Optional[PhaseTable]:
     """`phase_table`, once the phase kind has been asked for FIT_AFTER times (None before)."""
+    # per (name, stage): the number of uses so far, or once past FIT_AFTER the fitted pieces
+    # (the hot path of every new shape: one dict probe, no count kept after that)
     uses = d.memoized(("phase_table_uses",), dict)
-    n = uses[(name, stage)] = uses.get((name, stage), 0) + 1
-    return phase_table(d, name, stage, x) if n > FIT_AFTER else None
+    key = (name, stage)
+    state = uses.get(key, 0)
+    if type(state) is list:
+        return _table_at(state, x)
+    if state + 1 <= FIT_AFTER:
+        uses[key] = state + 1
+        return None
+    pieces = uses[key] = _fitted_pieces(d, name, stage)
+    return _table_at(pieces, x)
+
+
+def fitted_phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
+                       x: Optional[int] = None) -> Optional[PhaseTable]:
+    """What `used_phase_table` returns once the phase kind is past FIT_AFTER, else None,
+    without counting a use (for a caller that falls back on a view that counts it)."""
+    state = d.memoized(("phase_table_uses",), dict).get((name, stage))
+    return _table_at(state, x) if type(state) is list else None

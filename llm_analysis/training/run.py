@@ -176,7 +176,8 @@ def _check_interleave(analysis, v: int) -> int:
     if v > 1 and m.num_layers < p.pp_size * v:
         raise ConfigError(f"pipeline_interleave = {v} with pp_size = {p.pp_size} needs at least "
                           f"{p.pp_size * v} layers; {m.name} has {m.num_layers}")
-    fewest = min(sum(g.values()) for g in analysis.describer.stage_groups)
+    d = analysis.describer
+    fewest = d.memoized(("fewest_stage_layers",), lambda: min(sum(g.values()) for g in d.stage_groups))
     if v > fewest:  # uneven stages (operators/pipeline_layout.py): each virtual stage needs a layer
         raise ConfigError(f"pipeline_interleave = {v} needs at least {v} layers on every pipeline stage; the "
                           f"smallest holds {fewest} (num_layers_in_first/last_pipeline_stage): valid 1..{fewest}")
@@ -210,11 +211,13 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
     for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
         dtype_bytes(kw[name], name)
     for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu", "overlap_dp_comm"):
-        kw[name] = boolean(kw[name], name)
+        if type(kw[name]) is not bool:  # a bool is valid as is (the common case, no call)
+            kw[name] = boolean(kw[name], name)
     kw["overlap_tp_comm"] = tp_overlap_mode(kw["overlap_tp_comm"])
     for name in ("mlp_activation_quant_bits", "mlp_1linear_quant_bits", "mlp_gelu_input_quant_bits",
                  "mlp_2linear_quant_bits"):
-        kw[name] = quant_bits(kw[name], name)
+        if kw[name] is not None:  # None: not quantised
+            kw[name] = quant_bits(kw[name], name)
     interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
     lora = LoRAConfig.from_any(kw["lora"])
     seq_len = _check_seq_len(analysis, kw["seq_len"])
@@ -245,12 +248,14 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
 def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = None) -> List[Stage]:
     """Every pipeline stage of a micro-batch of b sequences of `seq_len` tokens (default:
     the request's); built once per (cost model, shape, options) and shared (read only)."""
-    s = req.seq_len if seq_len is None else seq_len
-    ph = Phase("train", b, s, s)
-    key = ("train_stages", b, s, req.rc, req.lora, req.overlap_tp_comm)
-    return analysis.describer.cost_memo(analysis.cost_model, key, lambda: [
-        build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
-        for s in range(analysis.parallelism_config.pp_size)])
+    x = req.seq_len if seq_len is None else seq_len
+    key = ("train_stages", b, x, req.rc, req.lora, req.overlap_tp_comm)
+
+    def build() -> List[Stage]:  # the phase record made only on a miss (a cache hit is the common case)
+        ph = Phase("train", b, x, x)
+        return [build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
+                for s in range(analysis.parallelism_config.pp_size)]
+    return analysis.describer.cost_memo(analysis.cost_model, key, build)
 
 
 def _static(analysis, req: TrainingRequest, stages: List[Stage], zero):
@@ -324,6 +329,27 @@ def _bubble_s(stages: List[Stage], pp_per_mb: float, v: int) -> float:
     return (sum(times) - max(times)) / v
 
 
+def _shape_free(analysis, key: tuple, compute):
+    """`compute()` kept per describer and cost model (the cost model by identity): for
+    figures no micro-batch or length changes, which the bounded phase cache would drop
+    during a sweep over shapes."""
+    return analysis.describer.memoized((IdentityKey(analysis.cost_model),) + key, compute)
+
+
+def _dp_times(analysis, heavy: Stage, ds_zero, req: TrainingRequest):
+    """`dp_times` of the heaviest stage: its parameter and weight sums do not depend on the shape."""
+    key = ("train_dp_times", ds_zero, req.lora, req.framework.grad_reduce_in_fp32, heavy.dense_params_gpu,
+           heavy.expert_params_gpu, heavy.dp_weight_bytes_gpu, heavy.dp_expert_weight_bytes_gpu)
+    return _shape_free(analysis, key, lambda: dp_times(analysis, heavy, ds_zero, req.lora,
+                                                       req.framework.grad_reduce_in_fp32))
+
+
+def _weight_update_s(analysis, ds_zero, req: TrainingRequest, trainable_gpu) -> float:
+    key = ("train_weight_update_s", ds_zero, req.master_bytes, req.other_op_bytes, trainable_gpu)
+    return _shape_free(analysis, key, lambda: analysis.get_latency_weight_update(
+        ds_zero, req.master_bytes, req.other_op_bytes, trainable_params_per_gpu=trainable_gpu))
+
+
 def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: int) -> Dict[str, Any]:
     """Time of one iteration on the bottleneck stage, with its breakdown (seconds)."""
     p = analysis.parallelism_config
@@ -333,8 +359,7 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
     bott = max(stages, key=lambda s_: s_.micro_batch_time)
     t_mb = bott.micro_batch_time + pp_per_mb
     heavy = max(stages, key=lambda s_: (s_.dense_params_gpu + s_.expert_params_gpu, s_.weight_bytes_gpu))
-    grad_iter, gather_iter, fwd_mb, bwd_mb = dp_times(analysis, heavy, ds_zero, req.lora,
-                                                      req.framework.grad_reduce_in_fp32)
+    grad_iter, gather_iter, fwd_mb, bwd_mb = _dp_times(analysis, heavy, ds_zero, req)
     bwd_window = bott.bwd_compute + bott.rc_compute
     dp_total = grad_iter + gather_iter + m * (fwd_mb + bwd_mb)
     dp_exposed = dp_total
@@ -353,8 +378,7 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
         "latency_per_iter_pp_comm": m * pp_per_mb,
         "latency_per_iter_pipeline_bubble": _bubble_s(stages, pp_per_mb, v) if p.pp_size > 1 else 0.0,
         "latency_per_iter_dp_comm": dp_exposed,
-        "latency_per_iter_optimizer_step": analysis.get_latency_weight_update(
-            ds_zero, req.master_bytes, req.other_op_bytes, trainable_params_per_gpu=trainable_gpu),
+        "latency_per_iter_optimizer_step": _weight_update_s(analysis, ds_zero, req, trainable_gpu),
     }
     if p.cp_size > 1:  # the exposed K/V exchange (a key only when CP is used)
         breakdown["latency_per_iter_cp_comm"] = m * 2 * bott.cp_fwd
@@ -405,7 +429,8 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
     batch = choose_batch(analysis, req, mem)
     stages = stages_for(analysis, req, batch["b"])
     times = iteration_time(analysis, req, stages, batch["b"], batch["m"])
-    summary = training_summary(analysis, req, batch, stages, times, mem, trainable_params_total(analysis, req.lora))
+    trainable = None if req.lora is None else trainable_params_total(analysis, req.lora)  # None: all parameters
+    summary = training_summary(analysis, req, batch, stages, times, mem, trainable)
     summary["notes"] = _training_notes(analysis, summary, req.batch_size is None)
     if req.cost_per_gpu_hour is not None:
         c = req.cost_per_gpu_hour

@@ -165,8 +165,7 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
         for layer, op, (n, _, _, c, m, k, _, _), f in zip(table.is_layer, table.ops, splits, flops):
             _add_time(st, op, n * (c + m + k), n * f, layer and op.recomputed_under(rc), None)
         return st
-    for name, value in zip(STAGE_SUMS, program(ph.batch, ph.q_len)):
-        setattr(st, name, value)
+    st.__dict__.update(zip(STAGE_SUMS, program(ph.batch, ph.q_len)))  # plain dataclass fields, set at once
     return st
 
 

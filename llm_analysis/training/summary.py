@@ -3,24 +3,21 @@ configuration, as a flat dict in base units (keys in DESIGN.md §2)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, NamedTuple, Optional
 
+from ..summary_static import static_entries
 from .overheads import OVERHEAD_TERMS
 from .stage import Stage
 
 
-def _flops(analysis, stages: List[Stage], m: int, latency_per_iter: float) -> Dict[str, Any]:
-    p = analysis.parallelism_config
+def _flops(stages: List[Stage], m: int, latency_per_iter: float, st: "_Static") -> Dict[str, Any]:
+    tflops, peak_flops, gpus_per_replica, n_gpus, dp = st.tflops, st.peak_flops, st.gpus_per_replica, st.n_gpus, st.dp
     flops_fwd = sum(s_.flops_fwd for s_ in stages)
     flops_bwd = sum(s_.flops_bwd for s_ in stages)
     flops_rc = sum(s_.flops_rc for s_ in stages)
     flops_mb = flops_fwd + flops_bwd + flops_rc
-    gpus_per_replica = p.tp_size * p.cp_size * p.pp_size
-    n_gpus = p.num_gpus
-    tflops = analysis.get_TFLOPS_per_gpu()
-    peak_flops = analysis.cost_model.peak_flops_per_s
-    model_flops_iter = (flops_fwd + flops_bwd) * m * p.dp_size
-    hw_flops_iter = flops_mb * m * p.dp_size
+    model_flops_iter = (flops_fwd + flops_bwd) * m * dp
+    hw_flops_iter = flops_mb * m * dp
     return {
         "num_flops_fwd_per_micro_batch": flops_fwd,
         "num_flops_bwd_per_micro_batch": flops_bwd,
@@ -37,6 +34,36 @@ def _flops(analysis, stages: List[Stage], m: int, latency_per_iter: float) -> Di
     }
 
 
+class _Static(NamedTuple):
+    model: str
+    gpu: str
+    dtype: str
+    n_gpus: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    sp: int
+    layout_extras: Dict[str, Any]
+    params: int
+    active_params: int
+    tflops: float
+    peak_flops: float
+    gpus_per_replica: int
+
+
+def _static(analysis) -> _Static:
+    """The summary's entries no request changes (summary_static.py), with the rates `_flops` reads."""
+    def compute() -> _Static:
+        p = analysis.parallelism_config
+        return _Static(analysis.model_config.name, analysis.gpu_config.name, analysis.dtype_config.name, p.num_gpus,
+                p.tp_size, p.pp_size, p.dp_size, p.ep_size, p.sp_size, _layout_extras(p),
+                analysis.get_num_params_total(), analysis.get_num_active_params_total(),
+                analysis.get_TFLOPS_per_gpu(), analysis.cost_model.peak_flops_per_s,
+                p.tp_size * p.cp_size * p.pp_size)
+    return static_entries(analysis, "training_static_entries", compute)
+
+
 def _whole_run(total_num_tokens, tokens_per_iter: int, latency_per_iter: float, latency_flops: float,
                n_gpus: int) -> Dict[str, Any]:
     if total_num_tokens is None:
@@ -50,6 +77,9 @@ def _whole_run(total_num_tokens, tokens_per_iter: int, latency_per_iter: float, 
             "gpu_hours": total_latency * n_gpus / 3600, "gpu_hours_using_flops": total_latency_flops * n_gpus / 3600}
 
 
+_OVERHEAD_KEYS = tuple((k, f"{k}_memory_per_gpu") for k in OVERHEAD_TERMS)
+
+
 def _memory_entries(need: Dict[str, float], mem: float) -> Dict[str, Any]:
     """Memory in bytes per GPU, on the stage with the highest peak."""
     return {
@@ -60,7 +90,7 @@ def _memory_entries(need: Dict[str, float], mem: float) -> Dict[str, Any]:
         "activation_memory_recompute_buffer_per_gpu": need["recompute_buffer"],
         "zero_buffer_memory_per_gpu": need["zero_buffers"],
         # framework terms (training/overheads.py), present when switched on
-        **{f"{k}_memory_per_gpu": need[k] for k in OVERHEAD_TERMS if need.get(k)},
+        **{key: need[k] for k, key in _OVERHEAD_KEYS if need.get(k)},
         "estimated_peak_memory_per_gpu": need["peak"],
         "gpu_memory_per_gpu": mem,
         "memory_left_per_gpu": mem - need["peak"],
@@ -79,35 +109,41 @@ def _layout_extras(p) -> Dict[str, Any]:
 
 
 def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], times: Dict[str, Any], mem: float,
-                     trainable_total: int) -> Dict[str, Any]:
-    p, m_cfg, lora = analysis.parallelism_config, analysis.model_config, req.lora
+                     trainable_total: Optional[int]) -> Dict[str, Any]:
+    """The summary; `trainable_total` None: every parameter is trained."""
+    lora = req.lora
+    st = _static(analysis)
     b, m, gbs, seq_len = batch["b"], batch["m"], batch["gbs"], req.seq_len
-    n_gpus = p.num_gpus
+    n_gpus = st.n_gpus
     it = times["latency_per_iter"]
-    flops = _flops(analysis, stages, m, it)
+    flops = _flops(stages, m, it, st)
     tokens_per_iter = gbs * seq_len
-    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd + s_.cp_fwd for s_ in stages) \
-        + analysis.pipeline_handoff_time_s(b, seq_len, scatter_gather=True)
+    # the hand-off is 0.0 without pipeline stages (views/latency.py): no call for it
+    handoff_s = 0.0 if st.pp == 1 else analysis.pipeline_handoff_time_s(b, seq_len, scatter_gather=True)
+    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd + s_.cp_fwd for s_ in stages) + handoff_s
     return {
-        "model_name": m_cfg.name, "gpu_name": analysis.gpu_config.name, "dtype_name": analysis.dtype_config.name,
+        "model_name": st.model, "gpu_name": st.gpu, "dtype_name": st.dtype,
         "batch_size_per_gpu": b, "gradient_accumulation_steps": m, "global_batch_size": gbs, "seq_len": seq_len,
         "total_num_tokens": req.total_num_tokens, "total_num_gpus": n_gpus,
-        "tp_size": p.tp_size, "pp_size": p.pp_size, "dp_size": p.dp_size, "ep_size": p.ep_size, "sp_size": p.sp_size,
-        **_layout_extras(p),
+        "tp_size": st.tp, "pp_size": st.pp, "dp_size": st.dp, "ep_size": st.ep, "sp_size": st.sp,
+        **st.layout_extras,
         "pipeline_interleave": req.interleave, "ds_zero": req.ds_zero.value,
         **({"distributed_optimizer": True} if req.framework.distributed_optimizer else {}),
         "activation_recomputation": req.rc.value,
         "lora": None if lora is None else {"rank": lora.rank, "target_modules": list(lora.target_modules),
                                            "base_weight_bits": lora.base_weight_bits},
-        "num_params_total": analysis.get_num_params_total(),
-        "num_active_params_total": analysis.get_num_active_params_total(),
-        "num_trainable_params_total": trainable_total,
+        "num_params_total": st.params,
+        "num_active_params_total": st.active_params,
+        "num_trainable_params_total": st.params if trainable_total is None else trainable_total,
         **_memory_entries(batch["need"], mem),
         "peak_memory_pipeline_stage": batch["peak_stage"],
         "max_batch_size_per_gpu": batch["max_b"],
-        **{k: flops[k] for k in ("num_flops_fwd_per_micro_batch", "num_flops_bwd_per_micro_batch",
-                                 "num_flops_recompute_per_micro_batch", "num_flops_total_per_micro_batch",
-                                 "num_model_flops_per_iter", "num_hardware_flops_per_iter")},
+        "num_flops_fwd_per_micro_batch": flops["num_flops_fwd_per_micro_batch"],
+        "num_flops_bwd_per_micro_batch": flops["num_flops_bwd_per_micro_batch"],
+        "num_flops_recompute_per_micro_batch": flops["num_flops_recompute_per_micro_batch"],
+        "num_flops_total_per_micro_batch": flops["num_flops_total_per_micro_batch"],
+        "num_model_flops_per_iter": flops["num_model_flops_per_iter"],
+        "num_hardware_flops_per_iter": flops["num_hardware_flops_per_iter"],
         "latency_fwd": latency_fwd,
         "latency_per_micro_batch": times["t_mb"],
         **times["breakdown"],
@@ -122,6 +158,6 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
         "achieved_flops": flops["achieved_flops"],
         "flops_efficiency": analysis.flops_efficiency,
         "hbm_memory_efficiency": analysis.hbm_memory_efficiency,
-        **{k: flops[k] for k in ("mfu", "hfu", "compute_bound_latency_per_iter")},
+        "mfu": flops["mfu"], "hfu": flops["hfu"], "compute_bound_latency_per_iter": flops["compute_bound_latency_per_iter"],
         "bottleneck_pipeline_stage": times["bottleneck"].index,
     }
