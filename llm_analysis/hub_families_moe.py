@@ -26,6 +26,14 @@ _DEEPSEEK_STYLE = dict(top_k=Req("num_experts_per_tok"), top_k_first=False,
                        width=Req("moe_intermediate_size"), shared_width=Same("moe_ffn_embed_dim"))
 
 
+def _aria_shared_as_one_mlp(src: Src, f: Fields, what: str) -> None:
+    """AriaSharedExpertsMLP is ONE Llama MLP of intermediate_size * moe_num_shared_experts:
+    the same weights as that many experts, but one set of biases when mlp_bias is set."""
+    count = f.get("moe_num_shared_experts")
+    if count and count > 1:
+        f.update(moe_num_shared_experts=1, moe_shared_expert_ffn_dim=count * f["moe_shared_expert_ffn_dim"])
+
+
 def _cohere2_moe_dense_width(src: Src, f: Fields, what: str) -> None:
     """Cohere2MoeDecoderLayer: "dense" layers are an MLP of prefix_dense_intermediate_size,
     experts are intermediate_size wide; ModelConfig has one dense width."""
@@ -85,7 +93,7 @@ MOE_FAMILIES: Dict[str, Family] = {
         steps=(MoeRule(experts=Req("moe_num_experts"), top_k=Req("moe_topk"), layers="all",
                        width=Same("ffn_embed_dim"),
                        shared_count=Opt("moe_num_shared_experts", default=0),
-                       shared_width=Same("ffn_embed_dim")),)),
+                       shared_width=Same("ffn_embed_dim")), _aria_shared_as_one_mlp)),
     # Flint: Qwen3-style attention with one learned sink per head, Qwen-MoE layer
     # pattern (decoder_sparse_step, mlp_only_layers), an ungated shared expert
     "flint": Family(

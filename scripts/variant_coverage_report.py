@@ -63,6 +63,9 @@ def report_table_path(doc: dict, out_json: str) -> None:
 
 
 def report_exact_path(doc: dict, types: list) -> None:
+    import os
+    import tempfile
+    os.environ["LLM_ANALYSIS_CACHE"] = tempfile.mkdtemp(prefix="variant-exact-")  # a fresh cache
     from exact_coverage import exact_outcome
     rows = [(mt, name, truth) for mt, name, truth in buildable(doc) if mt in types]
     tally: Counter = Counter()
