@@ -268,7 +268,9 @@ HYBRID_FAMILIES: Dict[str, Family] = {
          "gdn_num_key_heads": Req("linear_num_heads"), "gdn_num_value_heads": Req("linear_num_heads"),
          "gdn_key_head_dim": Req("linear_head_dim"), "gdn_value_head_dim": Req("linear_head_dim"),
          "kda_gate_rank": Req("linear_head_dim"), "mixer_conv_kernel": Req("linear_conv_kernel_dim"),
-         "mixer_conv_bias": False},
+         "mixer_conv_bias": False,
+         # KimiLinearForCausalLM declares no tied weights: tie_word_embeddings is ignored
+         "tie_word_embeddings": False},
         steps=(MixerLayers("kda"), MoeRule(
             experts=Opt("num_experts"), top_k=Req("num_experts_per_token", "num_experts_per_tok"), top_k_first=False,
             layers="listed", width=Req("moe_intermediate_size"), shared_count=Opt("num_shared_experts", default=0),

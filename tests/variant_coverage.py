@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
+import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 from architecture_coverage import classify
 
@@ -52,10 +54,26 @@ def classify_variant(mt: str, name: str, truth: Dict[str, Any]) -> Dict[str, Any
     return out
 
 
-def classify_variants(doc: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
-    """{"type/variant": outcome} for every buildable variant."""
+def _classify_types(args: Tuple[Dict[str, Any], List[str]]) -> Dict[str, Dict[str, Any]]:
     logging.disable(logging.WARNING)
-    return {f"{mt}/{name}": classify_variant(mt, name, truth) for mt, name, truth in buildable(doc)}
+    doc, types = args
+    sub = {"types": {mt: doc["types"][mt] for mt in types}}
+    return {f"{mt}/{name}": classify_variant(mt, name, truth) for mt, name, truth in buildable(sub)}
+
+
+def classify_variants(doc: Dict[str, Any], processes: int = 0) -> Dict[str, Dict[str, Any]]:
+    """{"type/variant": outcome} for every buildable variant, in `processes` forked
+    workers (default: one per CPU, at most 4; the check is CPU-bound)."""
+    import llm_analysis.hf_import  # noqa: F401 - imported once, before forking
+    import transformers  # noqa: F401
+    types = sorted(doc["types"])
+    n = processes or min(4, os.cpu_count() or 1)
+    if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return _classify_types((doc, types))
+    chunks = [(doc, types[i::n]) for i in range(n)]
+    with multiprocessing.get_context("fork").Pool(n) as pool:
+        parts = pool.map(_classify_types, chunks)
+    return dict(sorted(kv for part in parts for kv in part.items()))
 
 
 def counts(outcomes: Dict[str, Dict[str, Any]]) -> Dict[str, int]:
