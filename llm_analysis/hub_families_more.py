@@ -130,7 +130,8 @@ MORE_FAMILIES: Dict[str, Family] = {
          "ffn_embed_dim": Same("hidden_dim", times=4), "activation": "gelu",
          **NO_BIASES, "norm_type": "layernorm", "norm_bias": False,
          "position_embedding_type": "alibi",
-         "tie_word_embeddings": True},
+         # MptForCausalLM ties lm_head to wte only when the config says so
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
         checks=(Refuse("expansion_ratio", (4, 4.0), default=4, reason="MLP width"),
                 mpt_attention)),
     # CodeGen (CodeGenBlock): GPT-J layout (parallel, one LayerNorm), bias-free attention,
