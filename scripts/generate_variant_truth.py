@@ -1,4 +1,4 @@
-"""Regenerate tests/data/variant_truth.json: the reference figures of VARIED configs.
+"""Regenerate tests/data/variant_truth.json.gz: the reference figures of VARIED configs.
 
 For every model type whose default config the table path (no [exact] extra) imports
 exactly (tests/architecture_coverage.py over tests/data/architecture_truth.json), the
@@ -22,6 +22,7 @@ path and requires it to be exact or refused (never silently wrong).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import threading
@@ -31,7 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(ROOT / "tests")]
-DEFAULT_OUT = ROOT / "tests" / "data" / "variant_truth.json"
+DEFAULT_OUT = ROOT / "tests" / "data" / "variant_truth.json.gz"
 
 
 def _truth_of_config(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -42,11 +43,22 @@ def _truth_of_config(config: Dict[str, Any]) -> Dict[str, Any]:
         out = architecture_truth(cfg)
     except Exception as exc:  # recorded: transformers cannot build this variant
         return {"status": "unbuildable", "error": f"{type(exc).__name__}: {exc}"[:400]}
-    for key in ("flops", "base_flops"):
-        if out.get(key):
-            out[key].pop("by_module", None)  # bulky; the totals are what the check compares
+    slim(out)
     out["status"] = "ok"
     return out
+
+
+def slim(truth: Dict[str, Any]) -> Dict[str, Any]:
+    """Drop what the check does not read (per-layer and per-child lists, FLOPs per
+    module): the comparison uses totals, layer kinds and the outside parameters."""
+    for key in ("flops", "base_flops"):
+        if truth.get(key):
+            truth[key].pop("by_module", None)
+    for key in ("params", "base_params"):
+        for stack in ((truth.get(key) or {}).get("stacks") or {}).values():
+            stack.pop("per_child", None)
+            stack.pop("per_index", None)
+    return truth
 
 
 def worker_main() -> int:
@@ -143,6 +155,19 @@ def _dedupe(per_type: Dict[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
+def read_doc(path: Path) -> Dict[str, Any]:
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)
+
+
+def write_doc(path: Path, doc: Dict[str, Any]) -> None:
+    """gzip-compressed JSON (the per-variant records repeat a lot: ~20x smaller);
+    mtime 0 so the same truth gives the same bytes."""
+    raw = (json.dumps(doc, separators=(",", ":"), default=str) + "\n").encode()
+    with open(path, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0) as gz:
+        gz.write(raw)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(DEFAULT_OUT))
@@ -160,14 +185,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     jobs = derive(types)
     print(f"{len(jobs)} variants of {len(types)} model types", flush=True)
     out = Path(args.out)
-    partial = out.with_suffix(".partial.jsonl")
+    partial = out.with_name(out.name.split(".")[0] + ".partial.jsonl")
     results = run_jobs(jobs, args.timeout, args.jobs, partial)
-    doc = json.loads(out.read_text()) if args.types and out.exists() else {"types": {}}
+    doc = read_doc(out) if args.types and out.exists() else {"types": {}}
     doc["types"].update({mt: _dedupe(r) for mt, r in results.items()})
     doc.update(transformers_version=transformers.__version__, torch_version=torch.__version__,
                generator="scripts/generate_variant_truth.py", phase={"batch_size": 1, "seq_len": 16})
     doc["types"] = dict(sorted(doc["types"].items()))
-    out.write_text(json.dumps(doc, separators=(",", ":"), default=str) + "\n")
+    write_doc(out, doc)
     n = sum(len(v) for v in doc["types"].values())
     ok = sum(1 for v in doc["types"].values() for r in v.values() if r["status"] == "ok")
     partial.unlink()

@@ -1,4 +1,4 @@
-"""Import every varied config of tests/data/variant_truth.json through the table path
+"""Import every varied config of tests/data/variant_truth.json.gz through the table path
 and report how many are exact / refused / silently wrong, which varied keys cause the
 silent errors, and why variants are refused.
 
@@ -23,10 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from variant_coverage import (VARIANT_TRUTH_PATH, buildable, classify_variants,  # noqa: E402
-                              counts)
+                              counts, load_variant_truth)
 
 
 def read_truth(path: Path) -> dict:
+    if path.suffix == ".gz":
+        return load_variant_truth(path)
     if path.suffix != ".jsonl":
         return json.loads(path.read_text())
     doc: dict = {"types": {}}

@@ -2,7 +2,7 @@
 
 Issue 14: "the same check is also run ... on other configurations of these model
 types". tests/test_architecture_coverage.py checks each type's DEFAULT config; here
-every variant recorded in tests/data/variant_truth.json (derived from the default by
+every variant recorded in tests/data/variant_truth.json.gz (derived from the default by
 scripts/architecture_variants.py: fewer layers, GQA/MHA, tied embeddings and biases
 flipped, other widths / head_dim / expert counts / top-k / shared experts, rope
 scaling, sliding window on/off, another per-layer pattern, ...) is imported through
@@ -28,7 +28,7 @@ from variant_coverage import (VARIANT_TRUTH_PATH, classify_variants, counts,  # 
                               load_variant_truth)
 
 if not VARIANT_TRUTH_PATH.exists():  # pragma: no cover
-    pytest.skip("tests/data/variant_truth.json missing: run scripts/generate_variant_truth.py",
+    pytest.skip("tests/data/variant_truth.json.gz missing: run scripts/generate_variant_truth.py",
                 allow_module_level=True)
 
 DOC = load_variant_truth()

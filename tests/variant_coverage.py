@@ -1,5 +1,5 @@
 """Shared by tests/test_variant_coverage.py and scripts/variant_coverage_report.py:
-import every varied config of tests/data/variant_truth.json through the table path
+import every varied config of tests/data/variant_truth.json.gz through the table path
 (`llm_analysis.hf_import.model_config_from_hf_dict`, the mapping the Hub import runs
 after download) and classify it against the real model's figures recorded there,
 with the same rule as the default-config check (tests/architecture_coverage.py):
@@ -8,6 +8,7 @@ exact / refused / silently wrong / crashed.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import multiprocessing
@@ -18,11 +19,13 @@ from typing import Any, Dict, Iterator, List, Tuple
 from architecture_coverage import classify
 
 TESTS = Path(__file__).resolve().parent
-VARIANT_TRUTH_PATH = TESTS / "data" / "variant_truth.json"
+VARIANT_TRUTH_PATH = TESTS / "data" / "variant_truth.json.gz"
 
 
-def load_variant_truth() -> Dict[str, Any]:
-    return json.loads(VARIANT_TRUTH_PATH.read_text())
+def load_variant_truth(path: Path = VARIANT_TRUTH_PATH) -> Dict[str, Any]:
+    """The truth file (gzip-compressed JSON, written by scripts/generate_variant_truth.py)."""
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)
 
 
 def buildable(doc: Dict[str, Any]) -> Iterator[Tuple[str, str, Dict[str, Any]]]:
