@@ -168,7 +168,21 @@ _GEMMA3N = {**{k: v for k, v in GEMMA2.items() if k != "ffn_embed_dim"}, "qk_nor
 
 _NO_WINDOW = {("sliding_window", "layer_types"): Window(None)}
 
+
+def _helium_o_proj(src: Src, f: Fields, what: str) -> None:
+    """HeliumAttention: o_proj = nn.Linear(hidden_size, hidden_size) reads the attention
+    output of heads x head_dim: only a config where the two agree is a working model."""
+    width = (f.get("head_dim") or f["hidden_dim"] // f["n_head"]) * f["n_head"]
+    if width != f["hidden_dim"]:
+        raise UnsupportedArchitecture(
+            f"{what}: num_attention_heads x head_dim = {width} != hidden_size = {f['hidden_dim']} "
+            "(Helium's o_proj is hidden_size x hidden_size) cannot be described by ModelConfig")
+
 DENSE2_FAMILIES: Dict[str, Family] = {
+    # Helium (HeliumAttention / HeliumMLP): Llama with a bias-free o_proj whatever
+    # attention_bias says, mlp_bias on the MLP
+    "helium": Family({**LLAMA, "attn_out_bias": False, "mlp_bias": Flag("mlp_bias", default=False)},
+                     steps=(_helium_o_proj,)),
     # Apertus (ApertusDecoderLayer): Llama with a non-gated MLP under xIELU (two learned
     # scalars per layer), q/k RMSNorm(head_dim), bias-free MLP
     "apertus": Family({**LLAMA, "mlp_gated_linear_units": False, "qk_norm": True,

@@ -14,7 +14,7 @@ from typing import Dict, Optional
 from .hub_bases import ATTENTION_BIAS, LLAMA, QWEN3, QWEN_MOE_EXPERTS
 from .hub_errors import UnmappableConfig, UnsupportedArchitecture
 from .hub_source import Fields, Src, moe_layout
-from .hub_spec import Act, Family, Flag, MoeRule, Opt, Req, Same, Sum
+from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, Sum
 
 __all__ = ["HYBRID_FAMILIES"]
 
@@ -192,6 +192,10 @@ _GDN_KEYS = {"gdn_num_key_heads": Req("linear_num_key_heads"), "gdn_num_value_he
              "gdn_key_head_dim": Req("linear_key_head_dim"), "gdn_value_head_dim": Req("linear_value_head_dim"),
              "mixer_conv_kernel": Req("linear_conv_kernel_dim"), "mixer_conv_bias": False}
 _QWEN3_NEXT = {**QWEN3, **_NO_WINDOW, "attn_output_gate": "per_element", **_GDN_KEYS}
+# Qwen3NextAttention: with attention_bias, q_proj (queries and the output gate) and o_proj
+# carry biases the engine's gated attention does not describe
+_NO_GATED_ATTN_BIAS = Refuse("attention_bias", (False,), default=False, as_bool=True, unsupported=True,
+                             reason="biased projections of the output-gated attention")
 # Qwen-MoE experts on decoder_sparse_step layers, a shared expert behind a sigmoid gate
 _QWEN_NEXT_EXPERTS = MoeRule(experts=Opt("num_experts"), **QWEN_MOE_EXPERTS,
                              shared_width=Opt("shared_expert_intermediate_size"), shared_gate=True)
@@ -268,15 +272,17 @@ HYBRID_FAMILIES: Dict[str, Family] = {
          "gdn_num_key_heads": Req("linear_num_heads"), "gdn_num_value_heads": Req("linear_num_heads"),
          "gdn_key_head_dim": Req("linear_head_dim"), "gdn_value_head_dim": Req("linear_head_dim"),
          "kda_gate_rank": Req("linear_head_dim"), "mixer_conv_kernel": Req("linear_conv_kernel_dim"),
-         "mixer_conv_bias": False},
+         "mixer_conv_bias": False,
+         # KimiLinearForCausalLM declares no tied weights: tie_word_embeddings is ignored
+         "tie_word_embeddings": False},
         steps=(MixerLayers("kda"), MoeRule(
             experts=Opt("num_experts"), top_k=Req("num_experts_per_token", "num_experts_per_tok"), top_k_first=False,
             layers="listed", width=Req("moe_intermediate_size"), shared_count=Opt("num_shared_experts", default=0),
             shared_width=Same("moe_ffn_embed_dim")))),
-    "qwen3_next": Family(_QWEN3_NEXT, steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
+    "qwen3_next": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
     # Qwen3.5 (Qwen3_5GatedDeltaNet): the same mixer with in_proj_qkv / in_proj_z / in_proj_a /
     # in_proj_b as separate matmuls (the same parameters and FLOPs as the merged two)
-    "qwen3_5_text": Family(_QWEN3_NEXT, steps=(MixerLayers("gated_delta_net"),)),
+    "qwen3_5_text": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"),)),
     # Qwen3.5-MoE: experts (and the gated shared expert) on every layer, no dense width
-    "qwen3_5_moe_text": Family({**_QWEN3_NEXT, "ffn_embed_dim": Req("moe_intermediate_size")}, steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
+    "qwen3_5_moe_text": Family({**_QWEN3_NEXT, "ffn_embed_dim": Req("moe_intermediate_size")}, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
 }

@@ -26,6 +26,15 @@ _DEEPSEEK_STYLE = dict(top_k=Req("num_experts_per_tok"), top_k_first=False,
                        width=Req("moe_intermediate_size"), shared_width=Same("moe_ffn_embed_dim"))
 
 
+def _shared_experts_one_mlp(src: Src, f: Fields, what: str) -> None:
+    """AriaSharedExpertsMLP (intermediate_size * moe_num_shared_experts) and ERNIE 4.5's
+    shared_experts (moe_intermediate_size * moe_num_shared_experts) are ONE MLP: the same
+    weights as that many experts, but one set of biases when the MLP has biases."""
+    count = f.get("moe_num_shared_experts")
+    if count and count > 1:
+        f.update(moe_num_shared_experts=1, moe_shared_expert_ffn_dim=count * f["moe_shared_expert_ffn_dim"])
+
+
 def _cohere2_moe_dense_width(src: Src, f: Fields, what: str) -> None:
     """Cohere2MoeDecoderLayer: "dense" layers are an MLP of prefix_dense_intermediate_size,
     experts are intermediate_size wide; ModelConfig has one dense width."""
@@ -73,19 +82,20 @@ MOE_FAMILIES: Dict[str, Family] = {
     # ERNIE 4.5 MoE: experts on (layer+1) % interval == 0 within [start, end], shared
     # experts of moe_intermediate_size, a per-expert e_score_correction_bias parameter
     "ernie4_5_moe": Family(
-        {**ERNIE4_5, "moe_router_bias": True},
+        # Ernie4_5_MoeForCausalLM: lm_head = nn.Linear(..., bias=config.use_bias)
+        {**ERNIE4_5, "moe_router_bias": True, "lm_head_bias": Flag("use_bias", default=False)},
         steps=(MoeRule(experts=Opt("moe_num_experts", "num_experts"), top_k=Req("moe_k"),
                        top_k_first=False, layers="interval_range",
                        width=Req("moe_intermediate_size"),
                        shared_count=Opt("moe_num_shared_experts", default=0),
-                       shared_width=Same("moe_ffn_embed_dim")),)),
+                       shared_width=Same("moe_ffn_embed_dim")), _shared_experts_one_mlp)),
     # Aria (AriaTextMoELayer): experts and shared experts of intermediate_size on every layer
     "aria_text": Family(
         {**LLAMA, "mlp_bias": _MLP_BIAS},
         steps=(MoeRule(experts=Req("moe_num_experts"), top_k=Req("moe_topk"), layers="all",
                        width=Same("ffn_embed_dim"),
                        shared_count=Opt("moe_num_shared_experts", default=0),
-                       shared_width=Same("ffn_embed_dim")),)),
+                       shared_width=Same("ffn_embed_dim")), _shared_experts_one_mlp)),
     # Flint: Qwen3-style attention with one learned sink per head, Qwen-MoE layer
     # pattern (decoder_sparse_step, mlp_only_layers), an ungated shared expert
     "flint": Family(

@@ -13,6 +13,7 @@ from .hub_bases import (ATTENTION_BIAS, BERT, BIASES, FULL_WIDTH_EXPERTS, GELU_T
                         LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, NO_BIASES, QWEN3)
 from .hub_hooks import mpt_attention
 from .hub_spec import Act, Family, Flag, MoeRule, Opt, Refuse, Req, Same, When, Window
+from .hub_source import Fields, Src
 
 __all__ = ["MORE_FAMILIES", "COHERE", "ERNIE4_5"]
 
@@ -38,6 +39,13 @@ _ABSOLUTE_POSITIONS = Refuse("position_embedding_type", ("absolute", None), defa
 # pre-LN BERTs (MegatronBertLayer, XLMRobertaXLLayer): a norm before attention and
 # before the MLP, a final encoder norm, none after the embeddings
 _PRE_LN_BERT = {**BERT, "embedding_norm": False, "final_norm": True}
+
+def _phimoe_two_experts(src: Src, f: Fields, what: str) -> None:
+    """PhimoeTopKRouter's sparsemixer picks exactly two experts per token (the best, then
+    the best of the rest), whatever num_experts_per_tok says."""
+    if f.get("moe_num_experts"):
+        f["moe_top_k"] = 2
+
 
 MORE_FAMILIES: Dict[str, Family] = {
     "megatron-bert": Family(_PRE_LN_BERT, checks=(_ABSOLUTE_POSITIONS,)),
@@ -93,7 +101,7 @@ MORE_FAMILIES: Dict[str, Family] = {
         {**LLAMA_NO_BIAS_NO_TYPES, **LAYERNORM, "qkv_bias": ATTENTION_BIAS,
          "attn_out_bias": ATTENTION_BIAS, "lm_head_bias": Flag("lm_head_bias", default=True)},
         steps=(MoeRule(**FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"),
-                       width=Same("ffn_embed_dim")),)),
+                       width=Same("ffn_embed_dim")), _phimoe_two_experts)),
     # Granite: Llama with scalar multipliers (no parameters); GraniteMoe(Shared): full-width
     # experts (ParallelExperts), an optional shared MLP of shared_intermediate_size
     "granite": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
@@ -106,7 +114,9 @@ MORE_FAMILIES: Dict[str, Family] = {
     # EXAONE 4: q/k RMSNorm(head_dim), norms after attention and MLP (two)
     "exaone4": Family(QWEN3),
     # Seed-OSS: q/k/v biases from attention_bias, o_proj's from attention_out_bias
-    "seed_oss": Family({**LLAMA, "attn_out_bias": Flag("attention_out_bias", default=False)}),
+    # SeedOssMLP: gate/up/down_proj biased when mlp_bias is set
+    "seed_oss": Family({**LLAMA, "attn_out_bias": Flag("attention_out_bias", default=False),
+                        "mlp_bias": Flag("mlp_bias", default=False)}),
     "ernie4_5": Family(ERNIE4_5),
     # Arcee: Llama with a non-gated ReLU^2 MLP
     "arcee": Family({**LLAMA, "mlp_gated_linear_units": False,
@@ -130,7 +140,8 @@ MORE_FAMILIES: Dict[str, Family] = {
          "ffn_embed_dim": Same("hidden_dim", times=4), "activation": "gelu",
          **NO_BIASES, "norm_type": "layernorm", "norm_bias": False,
          "position_embedding_type": "alibi",
-         "tie_word_embeddings": True},
+         # MptForCausalLM ties lm_head to wte only when the config says so
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
         checks=(Refuse("expansion_ratio", (4, 4.0), default=4, reason="MLP width"),
                 mpt_attention)),
     # CodeGen (CodeGenBlock): GPT-J layout (parallel, one LayerNorm), bias-free attention,

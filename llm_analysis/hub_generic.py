@@ -62,6 +62,11 @@ HARMLESS_IF: Dict[str, Tuple[Any, ...]] = {
     "use_sliding_window": (False, None), "use_bidirectional_attention": (False, None),
 }
 
+# keys the mapping reads whose non-default values were seen to mean more than in Llama:
+# EuroBERT's mlp_bias also gives its lm_head a bias (EuroBertForMaskedLM); the generic
+# shape is verified only where these keys take these values
+VERIFIED_ONLY_AT: Dict[str, Tuple[Any, ...]] = {"mlp_bias": (False, None)}
+
 #: transformers 5.23 text model types whose keys look like Llama's but whose modelling
 #: code differs (what differs, from the meta model's per-module parameter breakdown).
 #: Empty for transformers 5.23: every such type has its own row. When the architecture
@@ -92,11 +97,11 @@ def unmodelled_keys(src: Src) -> List[str]:
     with their values for keys harmless only at some values."""
     out = []
     for k in _config_keys(src):
-        if k in _READ_KEYS or k in HARMLESS_KEYS:
+        if (k in _READ_KEYS and k not in VERIFIED_ONLY_AT) or k in HARMLESS_KEYS:
             continue
-        if k in HARMLESS_IF:
+        if k in HARMLESS_IF or k in VERIFIED_ONLY_AT:
             v = src.get(k, default=None)
-            if v in HARMLESS_IF[k]:
+            if v in HARMLESS_IF.get(k, VERIFIED_ONLY_AT.get(k)):
                 continue
             out.append(f"{k}={v!r}")
             continue

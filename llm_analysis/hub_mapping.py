@@ -16,6 +16,7 @@ from .errors import ConfigError
 from .hub_errors import EXACT_HINT, HubImportError, UnmappableConfig, UnsupportedArchitecture
 from .hub_families import FAMILIES
 from .hub_generic import map_generic
+from .hub_guards import check_unread_shape_keys
 from .hub_source import Fields, Src, logger, transformers_config
 from .hub_spec import read_family
 from .schema import ModelConfig, build_config
@@ -54,6 +55,8 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str) -> Fields:
     family = FAMILIES.get(mt) if isinstance(mt, str) else None
     try:
         fields = read_family(family, src, what) if family else map_generic(src, what)
+        if family:
+            check_unread_shape_keys(src, fields, what)
     except HubImportError:
         raise
     except (TypeError, ValueError, KeyError, IndexError) as exc:  # malformed attribute values

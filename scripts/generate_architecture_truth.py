@@ -73,16 +73,20 @@ def worker_main() -> int:
 # ---------------------------------------------------------------------------
 
 class Worker:
-    def __init__(self) -> None:
+    """A worker process of `script --worker` (this script's by default): one request line
+    in, one JSON answer line out."""
+
+    def __init__(self, script: str = __file__) -> None:
         env = dict(os.environ, PYTHONWARNINGS="ignore", TOKENIZERS_PARALLELISM="false")
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, script, "--worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                      cwd=str(ROOT), env=env)
 
-    def ask(self, model_type: str, timeout_s: float) -> Optional[Dict[str, Any]]:
-        """The worker's answer, or None when it did not answer in time (then it is killed)."""
+    def ask(self, request: str, timeout_s: float) -> Optional[Dict[str, Any]]:
+        """The worker's answer to one request line (a model type here), or None when it
+        did not answer in time (then it is killed)."""
         assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(model_type + "\n")
+        self.proc.stdin.write(request + "\n")
         self.proc.stdin.flush()
         box: List[str] = []
         reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)

@@ -18,7 +18,7 @@ LAYERS = [
     ("schema_base", "schema_encoders", "schema_layer_attention", "model_schema", "schema", "context_limit", "catalogue", "hub_errors", "hub_source", "hub_spec", "hub_hooks", "hub_bases",
      "hub_families_more", "hub_families_encoders", "hub_families_encoders2", "hub_families_moe", "hub_families_seq2seq",
      "hub_families_dense2", "hub_families_moe2", "hub_families_hybrid", "hub_families_entities", "hub_families",
-     "hub_generic",
+     "hub_generic", "hub_guards",
      "hub_download", "hub_mapping", "hf_import",
      "model_lookup", "config", "precision"),
     ("operators",),
