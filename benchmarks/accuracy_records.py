@@ -30,7 +30,8 @@ class Case:
 FAMILIES = (("ft-", "FasterTransformer"), ("trtllm-", "TensorRT-LLM"), ("mpt-", "MosaicML"),
             ("megatron2021-", "Megatron"), ("korthikanti2022-", "Korthikanti"), ("gptfast-", "gpt-fast"))
 
-_GPUS = (("gb200", None), ("b200", "b200-180gb"), ("h200", "h200-sxm-141gb"), ("h100", "h100-sxm-80gb"),
+# GB200 NVL72: TensorRT-LLM perf-overview prints "GB200 192GB"; the catalogue entry is per GPU of the rack
+_GPUS = (("gb200", "gb200-nvl72-186gb"), ("b200", "b200-180gb"), ("h200", "h200-sxm-141gb"), ("h100", "h100-sxm-80gb"),
          ("a100_40gb", "a100-sxm-40gb"), ("a100", "a100-sxm-80gb"), ("l40s", "l40s-48gb"))
 _DTYPES = {"fp16": "w16a16e16", "bf16": "w16a16e16", "amp_bf16": "w16a16e16", "fp8": "fp8", "amp_fp8": "fp8",
            # gpt-fast int4 uses group 32; the catalogue's nearest is group 128 (scales 1/32 vs 1/128 B/param)
