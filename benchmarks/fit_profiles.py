@@ -35,11 +35,10 @@ PARAMETERS = {
     # gemm_k_half: the per-tile prologue/epilogue cost that separates a 1B model's GEMMs from a 1T one's
     "ampere": ("gemm_plateau_efficiency", "gemm_k_half", "hbm_efficiency", "kernel_floor_graph_s", "kernel_floor_eager_s",
                "attn_prefill_efficiency", "weight_only_int8_stream_factor", "weight_only_int4_stream_factor"),
-    # kernel_floor_eager_s: TensorRT-LLM v0.5/v0.6 (gptSessionBenchmark without CUDA graphs) and
-    # MosaicML training launch eagerly; with HBM held in its band the floor is pinned by the batch-1
-    # first-token records (Ampere's FasterTransformer records pin it at 19 us)
+    # kernel_floor_eager_s is not fitted here: one fit-half record (a batch-1 first token) would pin it;
+    # Hopper takes Ampere's fitted host launch floor (hopper.json states it)
     "hopper": ("gemm_plateau_efficiency", "gemm_fp8_plateau_efficiency", "hbm_efficiency", "attn_prefill_efficiency",
-               "kernel_floor_eager_s", "attn_decode_hbm_efficiency"),
+               "attn_decode_hbm_efficiency"),
     "ada": ("hbm_efficiency",),
 }
 
@@ -51,11 +50,9 @@ _HOPPER_ATTN = (0.30, 0.75)  # FlashAttention-3 (Shah et al. 2024, arXiv 2407.08
 # reaches ~35% of the H100 dense peak, FlashAttention-3 up to 75% (740 TFLOP/s fp16)
 _HOPPER_DECODE = (0.5, 0.92)  # a KV-cache read streams at most as fast as a copy (above); vLLM's paged
 # kernel is 20-26% slower than FasterTransformer's contiguous one (Kwon et al. 2023, arXiv 2309.06180 Sec. 7)
-_EAGER_FLOOR_S = (1e-6, 3e-5)  # host launch cost of one kernel: a few us (CUDA launch) to tens of us
-# (eager framework dispatch; H. He, "Making Deep Learning Go Brrrr From First Principles", 2022)
 BOUNDS = {
     "hopper": {"hbm_efficiency": _HOPPER_HBM, "attn_prefill_efficiency": _HOPPER_ATTN,
-               "attn_decode_hbm_efficiency": _HOPPER_DECODE, "kernel_floor_eager_s": _EAGER_FLOOR_S},
+               "attn_decode_hbm_efficiency": _HOPPER_DECODE},
 }
 
 
