@@ -135,6 +135,9 @@ def case_inference(rec: dict) -> Case:
         key, measured, out = "prefill_latency", m["first_token_latency_ms"] / 1e3, 1
     elif "output_tokens_per_s_per_gpu" in m and "output_len" in s:
         key, measured = "total_latency", batch * out / (m["output_tokens_per_s_per_gpu"] * s["num_gpus"])
+    elif "output_tokens_per_s" in m and "output_len" in s and s.get("num_gpus") == 1 and tp * pp == 1:
+        # one GPU: the run's output throughput is its per-GPU throughput (either column reading agrees)
+        key, measured = "total_latency", batch * out / m["output_tokens_per_s"]
     elif "decode_tokens_per_s" in m:  # gpt-fast: tokens/s per user at batch 1
         key, measured, out = "total_decode_latency", 200 / m["decode_tokens_per_s"], 200
         notes.append("200 decoded tokens assumed (gpt-fast default max_new_tokens)")

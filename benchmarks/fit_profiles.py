@@ -73,6 +73,17 @@ def fit_cases(generation: str) -> dict:
     return out
 
 
+def _edge_note(value: float, band) -> str:
+    """'; at the lower/upper edge of its band ...' when the fit stopped on a BOUNDS edge, else ''."""
+    if band is None:
+        return ""
+    for edge, word in ((band[0], "lower"), (band[1], "upper")):
+        if abs(value / edge - 1) < 1e-6:
+            return (f"; stopped at the {word} edge of its plausible band [{band[0]}, {band[1]}] "
+                    "(benchmarks/fit_profiles.py BOUNDS): the records want more, from effects the model does not describe")
+    return ""
+
+
 def fit(generation: str, write: bool) -> None:
     cases = fit_cases(generation)
     names = PARAMETERS[generation]
@@ -89,7 +100,10 @@ def fit(generation: str, write: bool) -> None:
     rms_note = fitted.sources[names[0]].split("rms log error")[-1].strip()
     source = (f"fitted on {len(cases)} records of measured_dev.json + published_measurements.json fit half "
               f"(ids hashed: first byte of sha256(id) even; benchmarks/fit_profiles.py), rms log error {rms_note}")
-    fitted = base.with_values({n: fitted.values[n] for n in names}, source)
+    values, out = {n: fitted.values[n] for n in names}, base
+    for n in names:  # a value at a band edge says so in its source
+        out = out.with_values({n: values[n]}, source + _edge_note(values[n], BOUNDS.get(generation, {}).get(n)))
+    fitted = out
     for n in names:
         print(f"  {generation}.{n}: {base.values[n]:.4g} -> {fitted.values[n]:.4g}")
     print(f"{generation}: {len(cases)} records, {rms_note} ({time.perf_counter() - t0:.0f} s)")
