@@ -80,7 +80,7 @@ def _edge_note(value: float, band) -> str:
     for edge, word in ((band[0], "lower"), (band[1], "upper")):
         if abs(value / edge - 1) < 1e-6:
             return (f"; stopped at the {word} edge of its plausible band [{band[0]}, {band[1]}] "
-                    "(benchmarks/fit_profiles.py BOUNDS): the records want more, from effects the model does not describe")
+                    "(benchmarks/fit_profiles.py BOUNDS): the records pull beyond it, from effects the model does not describe")
     return ""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -82,8 +83,10 @@ def test_report_half_error_targets(rows):
     assert errs[int(0.9 * len(errs))] <= 0.30  # p90 (measured 19%)
 
 
-# report-half families that meet issue 10's targets (median <= 10%, p90 <= 30%); measured
-# FasterTransformer 9%/19%, Megatron 8%/12%, MosaicML 8%/18%, TensorRT-LLM 7%/24%, gpt-fast 5%/14%.
+# report-half families that meet issue 10's targets (median <= 10%, p90 <= 30%, the median as
+# benchmarks/accuracy.py prints it: statistics.median, the mean of the middle two of an even count); measured
+# FasterTransformer 9%/19%, Megatron 7%/16%, MosaicML 8%/17%, TensorRT-LLM 9%/22% (10 records since the
+# pre-XQA GQA decodes are skipped; Hopper's HBM no longer absorbs batch-1 first-token overheads), gpt-fast 5%/14%.
 # Korthikanti (6 records, 11%/17%: 175B-1T iterations predicted 10-17% slow) does not yet meet the median:
 # test_korthikanti_report_half below holds it where it is.
 @needs_records
@@ -91,7 +94,7 @@ def test_report_half_error_targets(rows):
 def test_report_half_error_targets_per_family(rows, fam):
     errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report" and r[0] == fam)
     assert len(errs) >= 5
-    assert errs[len(errs) // 2] <= 0.10 and errs[int(0.9 * len(errs))] <= 0.30
+    assert statistics.median(errs) <= 0.10 and errs[int(0.9 * len(errs))] <= 0.30
 
 
 @needs_records
