@@ -1,6 +1,6 @@
 """Predicted vs measured times on the shared validation records, per family.
 
-    python benchmarks/accuracy.py [--perf_model roofline|calibrated] [--max_records N]
+    python benchmarks/accuracy.py [--perf_model roofline|calibrated] [--max_records N] [--per_record REGEX]
 
 Reads ../shared/validation/measured_dev.json (every record) and the
 inference/training records of ../shared/validation/published_measurements.json
@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -123,10 +124,21 @@ def print_skips(skipped: list[tuple]) -> None:
         print(f"  {fam}: {why} x{len(ids)} (e.g. {ids[0]})")
 
 
+def print_records(rows: list[tuple], pattern: str) -> None:
+    """One line per used record whose id matches `pattern` (a regular expression)."""
+    rx = re.compile(pattern)
+    print(f"\nper record (id ~ {pattern!r}): split, measured s, roofline s, predicted s, predicted/measured")
+    for fam, half, rid, meas, roof, pred in rows:
+        if rx.search(rid):
+            print(f"  {rid:<70} {half:<6} {meas:10.4g} {roof:10.4g} {pred:10.4g} {pred / meas:6.2f}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--perf_model", default="roofline")
     ap.add_argument("--max_records", type=int, default=None)
+    ap.add_argument("--per_record", default=None, metavar="REGEX",
+                    help="also print every used record whose id matches REGEX (measured, roofline, predicted)")
     args = ap.parse_args(argv)
     folder = validation_dir()
     if not (folder / "measured_dev.json").exists():
@@ -140,6 +152,8 @@ def main(argv=None) -> int:
           "errors are |predicted/measured - 1|; roof<=m is the share with roofline(eff=1) <= measured\n")
     print_table(rows, skipped)
     print_skips(skipped)
+    if args.per_record:
+        print_records(rows, args.per_record)
     print(f"({time.perf_counter() - t0:.1f} s)")
     return 0
 

@@ -58,3 +58,20 @@ def test_refuses_unknown_unit_and_parameter():
         calibrate(recs, predict, BASE)
     with pytest.raises(CalibrationError, match="gemm_tile_shapes"):
         calibrate(synthetic(), predict, BASE, parameters=("gemm_tile_shapes",))
+
+
+def test_bounds_hold_a_parameter_inside_its_band():
+    # data generated at HBM 0.33; a band [0.75, 0.92] stops the fit at 0.75 (its edge), the other
+    # parameter still free; without the band the same data gives back 0.33
+    data = synthetic(eff_hbm=0.33)
+    assert calibrate(data, predict, BASE).hbm_efficiency == pytest.approx(0.33, rel=1e-3)
+    held = calibrate(data, predict, BASE, bounds={"hbm_efficiency": (0.75, 0.92)})
+    assert held.hbm_efficiency == pytest.approx(0.75, rel=1e-9)
+    assert 0 < held.gemm_plateau_efficiency < 2
+
+
+def test_refuses_bad_bounds():
+    with pytest.raises(CalibrationError, match="bounds name 'net_efficiency'"):
+        calibrate(synthetic(), predict, BASE, bounds={"net_efficiency": (0.5, 0.9)})
+    with pytest.raises(CalibrationError, match=r"bounds\['hbm_efficiency'\].*0 < low <= high"):
+        calibrate(synthetic(), predict, BASE, bounds={"hbm_efficiency": (0.9, 0.5)})

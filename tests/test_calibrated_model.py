@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -82,17 +83,19 @@ def test_report_half_error_targets(rows):
     assert errs[int(0.9 * len(errs))] <= 0.30  # p90 (measured 19%)
 
 
-# report-half families that meet issue 10's targets (median <= 10%, p90 <= 30%); measured
+# report-half families that meet issue 10's targets (median <= 10%, p90 <= 30%, the median as
+# benchmarks/accuracy.py prints it: statistics.median, the mean of the middle two of an even count); measured
 # FasterTransformer 9%/19%, Korthikanti 8%/14% (11%/16% before its runs' asynchronous backward TP
-# reductions were modelled: training/overheads_tp.py), Megatron 7%/16%, MosaicML 8%/18%,
-# TensorRT-LLM 7%/24%, gpt-fast 5%/14%.
+# reductions were modelled: training/overheads_tp.py), Megatron 6%/16%, MosaicML 8%/17%, TensorRT-LLM 9%/22%
+# (10 records since the pre-XQA GQA decodes are skipped), gpt-fast 5%/14%. The DeepSpeed ZeRO-3 family
+# (Narayanan et al. 2021 Table 2) does not meet them: README "Planning".
 @needs_records
 @pytest.mark.parametrize("fam", ("FasterTransformer", "Korthikanti", "Megatron", "MosaicML", "TensorRT-LLM",
                                  "gpt-fast"))
 def test_report_half_error_targets_per_family(rows, fam):
     errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report" and r[0] == fam)
     assert len(errs) >= 5
-    assert errs[len(errs) // 2] <= 0.10 and errs[int(0.9 * len(errs))] <= 0.30
+    assert statistics.median(errs) <= 0.10 and errs[int(0.9 * len(errs))] <= 0.30
 
 
 def test_calibrated_summary_keeps_the_keys_and_adds_lower_bounds():

@@ -137,16 +137,32 @@ def _lm_fit(x0: np.ndarray, fun: Callable[[np.ndarray], np.ndarray], lo: np.ndar
     return x
 
 
+def _box(names: Sequence[str], bounds: Mapping[str, tuple] | None) -> tuple[np.ndarray, np.ndarray]:
+    """log-space (lower, upper) per parameter: its kind's range, narrowed by `bounds`
+    (name -> (low, high), e.g. a physically plausible band with its source)."""
+    upper = {"fraction": 2.0, "fraction0": 2.0, "seconds": 1.0, "bytes": 1e12, "count": 1e9}
+    lo, hi = [1e-9] * len(names), [upper[PARAMETERS[n][0]] for n in names]
+    for name, band in (bounds or {}).items():
+        if name not in names:
+            raise CalibrationError(f"bounds name {name!r}, which is not fitted; fitted: {', '.join(names)}")
+        low, high = band
+        if not 0 < low <= high:
+            raise CalibrationError(f"bounds[{name!r}] = {band!r}: need 0 < low <= high")
+        i = names.index(name)
+        lo[i], hi[i] = max(lo[i], low), min(hi[i], high)
+    return np.log(lo), np.log(hi)
+
+
 def calibrate(measurements: Iterable, predict: Callable[[Mapping, Profile], float], profile: Profile,
-              parameters: Sequence[str] = ("gemm_plateau_efficiency", "hbm_efficiency")) -> Profile:
-    """Least-squares fit of `parameters` to `measurements`; returns the fitted Profile."""
+              parameters: Sequence[str] = ("gemm_plateau_efficiency", "hbm_efficiency"),
+              bounds: Mapping[str, tuple] | None = None) -> Profile:
+    """Least-squares fit of `parameters` to `measurements`; returns the fitted Profile.
+    `bounds` (optional, name -> (low, high)) keeps a parameter inside a plausible band."""
     recs = check_measurements(measurements, parameters)
     names = list(parameters)
     targets = np.log([measured_seconds(r) for r in recs])
-    upper = {"fraction": 2.0, "fraction0": 2.0, "seconds": 1.0, "bytes": 1e12, "count": 1e9}
-    lo = np.log(np.full(len(names), 1e-9))
-    hi = np.log([upper[PARAMETERS[n][0]] for n in names])
-    x0 = np.log([max(profile.values[n], 1e-9) for n in names])
+    lo, hi = _box(names, bounds)
+    x0 = np.clip(np.log([max(profile.values[n], 1e-9) for n in names]), lo, hi)
     x = _lm_fit(x0, lambda v: _residuals(v, names, recs, targets, predict, profile), lo, hi)
     fitted = dict(zip(names, np.exp(x).tolist()))
     rms = float(np.sqrt(np.mean(_residuals(x, names, recs, targets, predict, profile) ** 2)))
