@@ -67,13 +67,20 @@ class _Walk:
         """(token source, rows per token): rows per token > 1 for a module outside the
         experts that sees the same whole number of rows for every token (hyper-connection
         streams, grouped output projections)."""
-        rows = (self.probe.elems if is_embedding(module) else self.probe.tokens).get(path, [])
+        rows = self.rows(path, module)
         source = token_source(rows, self.probe.batch, self.probe.seq_len)
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
             per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
             if per_token > 1:
                 return "all", per_token
         return source, 1
+
+    def rows(self, path: str, module: Any) -> List[int]:
+        """Rows of the module's first input on each call: one per looked-up id for an
+        embedding and for the model itself (its first input is the token ids [batch,
+        seq]: matmuls at the top level, NeoMME's `hidden @ unembedding.weight`, run per
+        token, not per sequence)."""
+        return (self.probe.elems if is_embedding(module) or path == "" else self.probe.tokens).get(path, [])
 
     def module_specs(self, path: str, module: Any, rel: str, calls: int, group_of, layer_index: Optional[int]
                      ) -> List[Dict[str, Any]]:
@@ -110,7 +117,7 @@ class _Walk:
         # head multiplying by a concatenated weight, a short convolution run as a function):
         # FLOPs per row of the module's input, when that is a whole number; the long probe
         # checks that they scale with the tokens
-        rows = row_flops_spec(rel or type(module).__name__, type(module).__name__, self.probe.tokens.get(path, []),
+        rows = row_flops_spec(rel or type(module).__name__, type(module).__name__, self.rows(path, module),
                               per_exec, own_per_exec, self.probe.batch, self.probe.seq_len)
         if _MIXER.search("\n".join(n for n, _ in module.named_parameters())):
             # a recurrent / SSM / convolution mixer: a decode step runs its state update, not

@@ -1,0 +1,63 @@
+"""Decoder (and encoder) types the exact path derives after issue 14's decoder round
+(llm_analysis/exact): matmuls the model runs at its top level (NeoMME's factorised
+unembedding), ...
+
+Small configs keep CI time low. Expected values come from the transformers model of
+the same config built here on the meta device: its parameters (named_parameters, tied
+weights once) and FlopCounterMode's count of a prefill (batch 1, 16 tokens, a phase the
+derivation does not probe, and a longer one where the per-token / per-sequence
+readings differ).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
+from llm_analysis.exact import analysis_from_hf  # noqa: E402
+from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
+from llm_analysis.exact.flops import prefill_flops  # noqa: E402
+from llm_analysis.exact.meta_model import build_meta_models, config_object  # noqa: E402
+from llm_analysis.exact.truth import architecture_truth  # noqa: E402
+
+GPU = get_gpu_config_by_name("h100-sxm-80gb")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ANALYSIS_CACHE", str(tmp_path / "exact-cache"))
+
+
+def _exact_and_truth(cfg):
+    truth = architecture_truth(cfg)
+    a = analysis_from_hf(cfg, GPU)
+    phase = truth["phase"]
+    return (a.get_num_params_total(), engine_matmul_flops(a, phase["batch_size"], phase["seq_len"])), \
+        (truth["params"]["total"], truth["flops"]["total"]), a
+
+
+def _flops_at(cfg, batch, seq_len):
+    flops, error = prefill_flops(build_meta_models(config_object(cfg), with_base=False).lm, batch, seq_len)
+    assert error is None
+    return flops["total"]
+
+
+NEOMME = {"model_type": "neomme", "hidden_size": 128, "num_hidden_layers": 3, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 256, "vocab_size": 1024,
+          "embedding_rank": 64, "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+          "per_layer_config": {"00": {"sliding_window": 32}, "01": {"sliding_window": 32},
+                               "02": {"sliding_window": None}},
+          "max_position_embeddings": 512}
+
+
+def test_top_level_matmul_is_counted_per_token():
+    # NeoMMEForMaskedLM.forward multiplies the hidden states by a tied [h x rank] weight
+    # itself (no module): 2 * tokens * 128 * 64 FLOPs, per token, not per sequence
+    derived, truth, a = _exact_and_truth(NEOMME)
+    assert derived == truth
+    top = [s for s in a.describer.description["embedding"] if s["op"] == "row_flops"]
+    assert [(s["tokens"], s["flops_per_row"]) for s in top] == [("all", 2 * 128 * 64)]
+    assert engine_matmul_flops(a, 1, 200) == _flops_at(NEOMME, 1, 200)
