@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
+from llm_analysis.errors import UnsupportedArchitectureError  # noqa: E402
 from llm_analysis.exact import analysis_from_hf  # noqa: E402
 from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
 from llm_analysis.exact.flops import prefill_flops  # noqa: E402
@@ -61,3 +62,56 @@ def test_top_level_matmul_is_counted_per_token():
     top = [s for s in a.describer.description["embedding"] if s["op"] == "row_flops"]
     assert [(s["tokens"], s["flops_per_row"]) for s in top] == [("all", 2 * 128 * 64)]
     assert engine_matmul_flops(a, 1, 200) == _flops_at(NEOMME, 1, 200)
+
+
+def _decode_step_flops(small, batch, prompt):
+    """FlopCounterMode's count of one decode step of a small real model after a
+    `prompt`-token prefill into its cache."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoConfig, AutoModelForCausalLM
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**small), attn_implementation="eager").eval()
+    ids = torch.randint(0, small["vocab_size"], (batch, prompt))
+    with torch.no_grad():
+        cache = model(input_ids=ids, use_cache=True).past_key_values
+        counter = FlopCounterMode(display=False)
+        with counter:
+            model(input_ids=ids[:, :1], past_key_values=cache, use_cache=True)
+    return counter.get_total_flops()
+
+
+HRM = {"model_type": "hrm_text", "hidden_size": 128, "num_attention_heads": 4, "head_dim": 32,
+       "intermediate_size": 256, "vocab_size": 1024, "num_layers_per_stack": 2, "H_cycles": 2, "L_cycles": 3,
+       "L_bp_cycles": [3, 3], "max_position_embeddings": 512}
+
+
+def test_recurrent_stacks_count_every_execution():
+    # HRM-Text: a low-level stack run L_cycles times per high-level cycle, then the
+    # high-level stack, H_cycles times: 2 * 2 * 3 + 2 * 2 = 16 layer executions of 4 layers
+    derived, truth, a = _exact_and_truth(HRM)
+    assert derived == truth
+    desc = a.describer.description
+    assert (len(desc["layers"]), sum(owns for _, owns in desc["layers"])) == (16, 4)
+    assert engine_matmul_flops(a, 1, 200) == _flops_at(HRM, 1, 200)
+    # one decode step: every execution attends to its own cached keys (one cache slot each)
+    batch, prompt = 2, 8
+    rows = a.operators("decode", batch, prompt, context_len=prompt + 1, per_layer=False)
+    assert sum(r["flops"] for r in rows if r["kind"] in ("matmul", "attention")) == _decode_step_flops(HRM, batch, prompt)
+    # every execution trains (L_bp_cycles covers all three low-level cycles)
+    assert "refused_phases" not in desc
+    assert a.operators("train", 1, 16)
+
+
+def test_executions_without_gradients_refuse_training_only():
+    # L_bp_cycles [1, 1]: one of the three low-level cycles per high-level cycle runs with
+    # gradients, the other two under torch.no_grad: 2 * 2 of the 8 low-level stack runs,
+    # 2 layers each
+    cfg = dict(HRM, L_bp_cycles=[1, 1])
+    a = analysis_from_hf(cfg, GPU)
+    assert a.get_num_params_total() == architecture_truth(cfg, with_flops=False)["params"]["total"]
+    assert a.describer.description["refused_phases"]["train"].startswith("HrmTextForCausalLM runs 8 of its 16")
+    a.operators("prefill", 1, 16)
+    with pytest.raises(UnsupportedArchitectureError, match="train phase cannot be described.*without gradients"):
+        a.operators("train", 1, 16)
+    with pytest.raises(UnsupportedArchitectureError, match="without gradients"):
+        a.training(batch_size_per_gpu=1, seq_len=16)

@@ -29,7 +29,7 @@ from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
-from .module_tree import breakdown, main_stack
+from .derive_stacks import inside_any, layer_stacks, refused_phases
 
 FORMAT_VERSION = 1
 PROBE_BATCH = 2  # two sequences, so that "one row per sequence" differs from "one per token"
@@ -142,12 +142,12 @@ class _Walk:
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
 
 
-def _stack_layers(lm: Any) -> Tuple[str, List[str]]:
-    shapes = [(n, tuple(p.shape)) for n, p in lm.named_parameters()]
-    stack = main_stack(breakdown(shapes))
-    if stack is None:
+def _stack_layers(lm: Any) -> Tuple[List[str], List[str]]:
+    """The layer stacks (derive_stacks.layer_stacks) and their layers, in order."""
+    stacks = layer_stacks(lm)
+    if not stacks:
         raise UnsupportedArchitectureError(f"{type(lm).__name__} has no repeated layer stack")
-    return stack, _layer_paths(stack, lm.get_submodule(stack))
+    return stacks, [p for stack in stacks for p in _layer_paths(stack, lm.get_submodule(stack))]
 
 
 def _layer_paths(path: str, container: Any) -> List[str]:
@@ -194,14 +194,14 @@ def _add_folded(specs: List[Dict[str, Any]], folded: Dict[str, Dict[str, Any]], 
     specs.append(s)
 
 
-def _outside_specs(w: _Walk, stack: str) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+def _outside_specs(w: _Walk, stacks: List[str]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """Specs of the modules outside the layer stack: before it (embedding part) and
     after it (head part), in module order."""
     before: List[Dict[str, Any]] = []
     after: List[Dict[str, Any]] = []
     past = False
     for path, module in w.modules:
-        if path == stack or path.startswith(stack + "."):
+        if inside_any(path, stacks):
             past = True
             continue
         for s in w.module_specs(path, module, path, 1, lambda name: "other", None):
@@ -244,11 +244,12 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     """The description (module docstring) of a built model and its probe."""
     lm, cfg = models.lm, models.config
     w = _Walk(lm, cfg, probe, models.task)
-    stack, layers = _stack_layers(lm)
+    stacks, layers = _stack_layers(lm)
     kinds, order = _kinds(w, layers)
-    before, head = _outside_specs(w, stack)
+    before, head = _outside_specs(w, stacks)
     routed = next((s for k in kinds for s in k if s.get("expert_role") == "routed"), None)
-    return {
+    refused = refused_phases(lm, layers, order)
+    return {**({"refused_phases": refused} if refused else {}),
         "format": FORMAT_VERSION, "model_type": getattr(cfg, "model_type", None), "lm_class": models.lm_class,
         "task": models.task, "hidden_dim": w.hidden, "vocab_size": w.vocab,
         "max_seq_len": config_int(cfg, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")),

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnsupportedArchitectureError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
 from .tree_layout import check_layout, kind_window, stage_kinds
@@ -190,6 +190,9 @@ class ModuleTreeDescriber(LayerDescriber):
 
     # ---------------------------------------------------------------- layers
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        refusal = self.description.get("refused_phases", {}).get(phase.name)
+        if refusal and not phase.shapes_only:  # derive_stacks.refused_phases
+            raise UnsupportedArchitectureError(f"{self.model.name}: the {phase.name} phase cannot be described: {refusal}")
         ops: List[Operator] = []
         for s in self._specs(kind):
             for op in self._spec_op(phase, s, kind, kind.owns_params):
