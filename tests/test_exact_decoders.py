@@ -1,6 +1,7 @@
 """Decoder (and encoder) types the exact path derives after issue 14's decoder round
 (llm_analysis/exact): matmuls the model runs at its top level (NeoMME's factorised
-unembedding), ...
+unembedding), recurrent-depth layer stacks (HRM-Text), tokens the model prepends to
+every sequence (CPM-Ant's prompt).
 
 Small configs keep CI time low. Expected values come from the transformers model of
 the same config built here on the meta device: its parameters (named_parameters, tied
@@ -64,9 +65,10 @@ def test_top_level_matmul_is_counted_per_token():
     assert engine_matmul_flops(a, 1, 200) == _flops_at(NEOMME, 1, 200)
 
 
-def _decode_step_flops(small, batch, prompt):
+def _decode_step_flops(small, batch, prompt, full_ids=False):
     """FlopCounterMode's count of one decode step of a small real model after a
-    `prompt`-token prefill into its cache."""
+    `prompt`-token prefill into its cache (`full_ids`: the model takes the whole
+    sequence and drops what its cache holds itself, as CPM-Ant)."""
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import AutoConfig, AutoModelForCausalLM
     torch.manual_seed(0)
@@ -76,7 +78,8 @@ def _decode_step_flops(small, batch, prompt):
         cache = model(input_ids=ids, use_cache=True).past_key_values
         counter = FlopCounterMode(display=False)
         with counter:
-            model(input_ids=ids[:, :1], past_key_values=cache, use_cache=True)
+            step = torch.cat([ids, ids[:, :1]], dim=1) if full_ids else ids[:, :1]
+            model(input_ids=step, past_key_values=cache, use_cache=True)
     return counter.get_total_flops()
 
 
@@ -115,3 +118,25 @@ def test_executions_without_gradients_refuse_training_only():
         a.operators("train", 1, 16)
     with pytest.raises(UnsupportedArchitectureError, match="without gradients"):
         a.training(batch_size_per_gpu=1, seq_len=16)
+
+
+CPMANT = {"model_type": "cpmant", "hidden_size": 128, "num_attention_heads": 4, "dim_head": 32, "dim_ff": 256,
+          "num_hidden_layers": 2, "vocab_size": 1024, "prompt_length": 8, "prompt_types": 4, "segment_types": 4}
+
+
+def test_prepended_prompt_tokens_run_through_the_layers():
+    # CPM-Ant runs its 8 prompt ids before every sequence: a prefill of s tokens is
+    # 2 layers x (s + 8) rows of projections and (s + 8)^2 attention pairs per head;
+    # the LM head sees the s real tokens
+    derived, truth, a = _exact_and_truth(CPMANT)
+    assert derived == truth
+    assert a.describer.description["prefix_tokens"] == 8
+    assert engine_matmul_flops(a, 1, 200) == _flops_at(CPMANT, 1, 200)
+    h, ff, v, t = 128, 256, 1024, 16
+    per_layer = 2 * (t + 8) * (4 * h * h + 3 * h * ff) + 2 * 4 * (t + 8) ** 2 * (32 + 32)
+    assert derived[1] == 2 * per_layer + 2 * t * h * v
+    # a decode step: the new token attends to the prompt's cached keys too
+    batch, prompt = 2, 8
+    rows = a.operators("decode", batch, prompt, context_len=prompt + 1, per_layer=False)
+    engine = sum(r["flops"] for r in rows if r["kind"] in ("matmul", "attention"))
+    assert engine == _decode_step_flops(CPMANT, batch, prompt, full_ids=True)

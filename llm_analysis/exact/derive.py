@@ -29,6 +29,7 @@ from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
+from .derive_prefix import is_prefixed, prefix_rows
 from .derive_stacks import inside_any, layer_stacks, refused_phases
 
 FORMAT_VERSION = 1
@@ -47,6 +48,7 @@ class _Walk:
         self.experts = num_experts(cfg)
         self.modules = list(lm.named_modules())
         self.seen: set = set()
+        self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
@@ -63,12 +65,14 @@ class _Walk:
                 total += self._called_children_flops(child_path, child)
         return total
 
-    def tokens(self, path: str, module: Any) -> Tuple[str, int]:
+    def tokens(self, path: str, module: Any, in_layer: bool) -> Tuple[str, int]:
         """(token source, rows per token): rows per token > 1 for a module outside the
         experts that sees the same whole number of rows for every token (hyper-connection
         streams, grouped output projections)."""
         rows = self.rows(path, module)
         source = token_source(rows, self.probe.batch, self.probe.seq_len)
+        if source == "unknown" and in_layer and is_prefixed(rows, self.probe.batch, self.probe.seq_len, self.prefix):
+            return "all", 1  # every token of the phase the layers run (derive_prefix.prefixed_phase)
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
             per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
             if per_token > 1:
@@ -91,7 +95,7 @@ class _Walk:
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
-        source, per_token = self.tokens(path, module)
+        source, per_token = self.tokens(path, module, layer_index is not None)
         specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
         if per_token > 1:
             # several rows per token: the weight is not applied once per row (a grouped
@@ -240,16 +244,31 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
     return kinds, order
 
 
+def _prefix_tokens(lm: Any, probe: Any, first_layer: str) -> int:
+    """Tokens the model prepends to every sequence (derive_prefix.py), when the first
+    layer sees a constant P more rows per sequence than the probe has tokens, at the
+    probe's length and at 8 tokens more (several rows per token, hyper-connection
+    streams, grow with the length instead)."""
+    from .probe import run_probe
+    prefix = prefix_rows(probe.tokens.get(first_layer, []), probe.batch, probe.seq_len)
+    if not prefix:
+        return 0
+    other, _ = run_probe(lm, probe.batch, probe.seq_len + 8)
+    rows = other.tokens.get(first_layer, []) if other is not None else []
+    return prefix if prefix_rows(rows, probe.batch, probe.seq_len + 8) == prefix else 0
+
+
 def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     """The description (module docstring) of a built model and its probe."""
     lm, cfg = models.lm, models.config
     w = _Walk(lm, cfg, probe, models.task)
     stacks, layers = _stack_layers(lm)
+    w.prefix = _prefix_tokens(lm, probe, layers[0])
     kinds, order = _kinds(w, layers)
     before, head = _outside_specs(w, stacks)
     routed = next((s for k in kinds for s in k if s.get("expert_role") == "routed"), None)
     refused = refused_phases(lm, layers, order)
-    return {**({"refused_phases": refused} if refused else {}),
+    return {**({"refused_phases": refused} if refused else {}), **({"prefix_tokens": w.prefix} if w.prefix else {}),
         "format": FORMAT_VERSION, "model_type": getattr(cfg, "model_type", None), "lm_class": models.lm_class,
         "task": models.task, "hidden_dim": w.hidden, "vocab_size": w.vocab,
         "max_seq_len": config_int(cfg, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")),

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import ConfigError, UnsupportedArchitectureError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
+from .derive_prefix import prefix_of, prefixed_phase
 from .tree_layout import check_layout, kind_window, stage_kinds
 
 
@@ -193,6 +194,7 @@ class ModuleTreeDescriber(LayerDescriber):
         refusal = self.description.get("refused_phases", {}).get(phase.name)
         if refusal and not phase.shapes_only:  # derive_stacks.refused_phases
             raise UnsupportedArchitectureError(f"{self.model.name}: the {phase.name} phase cannot be described: {refusal}")
+        phase = prefixed_phase(phase, prefix_of(self.description))
         ops: List[Operator] = []
         for s in self._specs(kind):
             for op in self._spec_op(phase, s, kind, kind.owns_params):
@@ -229,10 +231,12 @@ class ModuleTreeDescriber(LayerDescriber):
         return float(sum(self._cache_elems_gpu(s) for s in self._specs(kind) if s["op"] == "attention"))
 
     def attended_len(self, kind: LayerKind, context_len: int) -> int:
+        context_len += prefix_of(self.description)
         w = kind_window(self._specs(kind))
         return min(context_len, w) if w else context_len
 
     def cached_len(self, kind: LayerKind, seq_len: int) -> int:
+        seq_len += prefix_of(self.description)
         w = kind_window(self._specs(kind))
         return min(seq_len, w - 1) if w else seq_len
 
