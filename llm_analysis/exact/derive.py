@@ -30,7 +30,7 @@ from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
-from .derive_stacks import inside_any, layer_stacks, refused_phases
+from .derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 
 FORMAT_VERSION = 1
 PROBE_BATCH = 2  # two sequences, so that "one row per sequence" differs from "one per token"
@@ -49,6 +49,7 @@ class _Walk:
         self.modules = list(lm.named_modules())
         self.seen: set = set()
         self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
+        self.idle = idle_roots(lm, probe.calls)
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
@@ -91,6 +92,9 @@ class _Walk:
         """Specs of one module: its parameters (projections, norms, ...) and, when it
         computes FLOPs that no projection of its own explains, an attention core (or an
         `unexplained` spec). `calls`: runs of the enclosing layer (1 outside layers)."""
+        idle = next((r for r in self.idle if path == r or path.startswith(r + ".")), None)
+        if idle is not None:  # a module a text-only forward never runs (derive_stacks.idle_roots)
+            return [dict(idle_spec(rel, module, self.seen), module=rel, probe_flops=0)] if idle == path else []
         own = self.own_flops(path, module) if path in self.probe.flops else 0
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)
@@ -146,9 +150,9 @@ class _Walk:
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
 
 
-def _stack_layers(lm: Any) -> Tuple[List[str], List[str]]:
+def _stack_layers(lm: Any, calls: Dict[str, int]) -> Tuple[List[str], List[str]]:
     """The layer stacks (derive_stacks.layer_stacks) and their layers, in order."""
-    stacks = layer_stacks(lm)
+    stacks = layer_stacks(lm, calls)
     if not stacks:
         raise UnsupportedArchitectureError(f"{type(lm).__name__} has no repeated layer stack")
     return stacks, [p for stack in stacks for p in _layer_paths(stack, lm.get_submodule(stack))]
@@ -233,9 +237,11 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
     order: List[List[Any]] = []
     for i, layer in enumerate(layers):
         calls = w.probe.calls.get(layer, 0)
-        if calls < 1:
-            raise UnsupportedArchitectureError(f"layer {layer} never runs in a forward pass")
-        specs = _layer_specs(w, layer, i, calls)
+        # a layer that never runs (Mllama's cross-attention layers without image
+        # features) is idle: its parameters, one execution doing nothing
+        specs = _layer_specs(w, layer, i, calls) if calls else [
+            dict(idle_spec("", w.lm.get_submodule(layer), w.seen), module="", probe_flops=0)]
+        calls = max(calls, 1)
         sig = json.dumps(specs, sort_keys=True)
         if sig not in signatures:
             signatures[sig] = len(kinds)
@@ -262,7 +268,7 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     """The description (module docstring) of a built model and its probe."""
     lm, cfg = models.lm, models.config
     w = _Walk(lm, cfg, probe, models.task)
-    stacks, layers = _stack_layers(lm)
+    stacks, layers = _stack_layers(lm, probe.calls)
     w.prefix = _prefix_tokens(lm, probe, layers[0])
     kinds, order = _kinds(w, layers)
     before, head = _outside_specs(w, stacks)

@@ -23,11 +23,14 @@ from typing import Any, Dict, List, Tuple
 from .module_tree import breakdown, main_stack
 
 
-def layer_stacks(lm: Any) -> List[str]:
-    """The layer stacks' paths, in module order: the largest stack and every stack
-    with the same layer kinds under the same grandparent (HRM's L_module / H_module)."""
+def layer_stacks(lm: Any, calls: Dict[str, int]) -> List[str]:
+    """The layer stacks' paths, in module order: the largest stack that runs (GIT's
+    larger image encoder does not, in a text-only forward) and every stack with the
+    same layer kinds under the same grandparent (HRM's L_module / H_module)."""
     shapes = [(n, tuple(p.shape)) for n, p in lm.named_parameters()]
     bd = breakdown(shapes)
+    ran = {p: st for p, st in bd["stacks"].items() if any(c.startswith(p + ".") for c in calls)}
+    bd = dict(bd, stacks=ran or bd["stacks"])
     main = main_stack(bd)
     if main is None:
         return []
@@ -83,3 +86,38 @@ def refused_phases(lm: Any, layers: List[str], order: List[List[Any]]) -> Dict[s
     return {"train": f"{type(lm).__name__} runs {frozen} of its {runs} layer executions without gradients "
                      "(torch.no_grad inside its forward), so a training step's backward pass covers only "
                      "some of them; the exact path describes no forward-only layer execution"}
+
+
+# ------------------------------------------------------------------ idle modules
+# A multimodal model's causal-LM class may hold encoders that a text-only forward
+# never runs (GIT's image encoder, Phi-4-multimodal's image and audio embedders) and
+# layers that run only with image features (Mllama's cross-attention layers skip
+# their whole block without them). The analysis feeds text tokens, so such a module
+# is described by what it is in that forward: parameters (weight memory), no FLOPs
+# and no bytes moved. Only whole modules with children count as idle: a leaf
+# projection that is never called may have its weight used by its parent (a head
+# multiplying by `self.lm_head.weight`), and keeps its usual reading.
+
+
+def idle_roots(lm: Any, calls: Dict[str, int]) -> List[str]:
+    """Paths of the topmost modules that never ran in the probe and have children
+    (the model itself excluded)."""
+    roots: List[str] = []
+    for path, module in lm.named_modules():
+        if not path or path in calls or any(path.startswith(r + ".") for r in roots):
+            continue
+        if any(True for _ in module.children()) and not any(p.startswith(path + ".") for p in calls):
+            roots.append(path)
+    return roots
+
+
+def idle_spec(name: str, module: Any, seen: set) -> Dict[str, Any]:
+    """One `param` spec holding the new parameters of `module`'s whole subtree, marked
+    idle (no bytes read: tree_describer)."""
+    params = 0
+    for p in module.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            params += int(p.numel())
+    return {"name": name, "op": "param", "params": params, "tokens": "none", "calls": 0, "group": "other",
+            "in": 0, "out": 0, "bias": False, "copies": 1, "expert_role": None, "tp": "replicated", "idle": True}

@@ -94,9 +94,10 @@ class ModuleTreeDescriber(LayerDescriber):
         elif op == "row_flops":
             out = self._row_flops_op(phase, s)
         elif op == "param":
+            # an idle module (derive_stacks.idle_spec) holds its weights and reads none
             out = Operator(name=s["name"], group=s["group"], kind="elementwise", params=s["params"],
                            params_per_gpu=s["params"], weight_bytes_per_gpu=s["params"] * self.w_bytes,
-                           bytes_read_per_gpu=s["params"] * self.w_bytes)
+                           bytes_read_per_gpu=0.0 if s.get("idle") else s["params"] * self.w_bytes)
         else:  # "unexplained": verification refuses such descriptions
             return []
         return [_own_params(out, s["params"] if owns else 0)]
