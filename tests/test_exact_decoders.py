@@ -140,3 +140,36 @@ def test_prepended_prompt_tokens_run_through_the_layers():
     rows = a.operators("decode", batch, prompt, context_len=prompt + 1, per_layer=False)
     engine = sum(r["flops"] for r in rows if r["kind"] in ("matmul", "attention"))
     assert engine == _decode_step_flops(CPMANT, batch, prompt, full_ids=True)
+
+
+GIT = {"model_type": "git", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+       "intermediate_size": 256, "vocab_size": 1024, "max_position_embeddings": 256,
+       "vision_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+                         "num_attention_heads": 2, "image_size": 32, "patch_size": 16}}
+MLLAMA = {"model_type": "mllama",
+          "text_config": {"hidden_size": 128, "num_hidden_layers": 4, "cross_attention_layers": [1, 3],
+                          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256,
+                          "vocab_size": 1024, "pad_token_id": 0, "max_position_embeddings": 256},
+          "vision_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                            "num_global_layers": 1, "attention_heads": 2, "image_size": 32, "patch_size": 16,
+                            "vision_output_dim": 128}}
+PHI4MM = {"model_type": "phi4_multimodal", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "intermediate_size": 256, "vocab_size": 1024, "pad_token_id": 0,
+          "max_position_embeddings": 256, "original_max_position_embeddings": 256}
+
+
+IDLE = [(GIT, ["git.image_encoder", "git.visual_projection"]), (MLLAMA, ["model.layers.1", "model.layers.3"]),
+        (PHI4MM, ["model.embed_tokens_extend.image_embed", "model.embed_tokens_extend.audio_embed"])]
+
+
+@pytest.mark.parametrize("cfg,idle_modules", IDLE, ids=["git", "mllama", "phi4_multimodal"])
+def test_parts_a_text_only_forward_never_runs_hold_parameters_only(cfg, idle_modules):
+    # GIT's image encoder, Mllama's cross-attention layers (skipped without image
+    # features) and Phi-4-multimodal's image/audio embedders do not run on text tokens:
+    # counted as parameters, no FLOPs, named in the ModelConfig's source
+    derived, truth, a = _exact_and_truth(cfg)
+    assert derived == truth
+    assert engine_matmul_flops(a, 1, 100) == _flops_at(cfg, 1, 100)
+    lm = build_meta_models(config_object(cfg), with_base=False).lm
+    idle = sum(p.numel() for m in idle_modules for p in lm.get_submodule(m).parameters())
+    assert f"; {idle:,} parameters in modules a text-only forward never runs" in a.model_config.source

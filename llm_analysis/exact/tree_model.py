@@ -39,7 +39,7 @@ def _ffn(specs: List[Dict[str, Any]], role: Optional[str]) -> Dict[str, Any]:
 def _idle_note(desc: Dict[str, Any]) -> str:
     """Says how many parameters sit in modules a text-only forward never runs
     (derive_stacks.idle_spec): counted, with no FLOPs."""
-    specs = desc["embedding"] + desc["head"] + [s for k in desc["kinds"] for s in k]
+    specs = desc["embedding"] + desc["head"] + [s for k, owns in desc["layers"] if owns for s in desc["kinds"][k]]
     idle = sum(s["params"] for s in specs if s.get("idle"))
     return f"; {idle:,} parameters in modules a text-only forward never runs (image/audio parts: " \
            "counted, no FLOPs)" if idle else ""
