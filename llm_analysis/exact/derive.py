@@ -30,6 +30,7 @@ from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
+from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
 from .derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 
 FORMAT_VERSION = 1
@@ -50,6 +51,7 @@ class _Walk:
         self.seen: set = set()
         self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
         self.idle = idle_roots(lm, probe.calls)
+        self.dense: List[str] = []  # experts every token runs through (derive_refusals.py)
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
@@ -74,6 +76,10 @@ class _Walk:
         source = token_source(rows, self.probe.batch, self.probe.seq_len)
         if source == "unknown" and in_layer and is_prefixed(rows, self.probe.batch, self.probe.seq_len, self.prefix):
             return "all", 1  # every token of the phase the layers run (derive_prefix.prefixed_phase)
+        if source == "unknown" and expert_role(path) is not None:
+            dense = dense_experts(module, rows, self.probe.batch * self.probe.seq_len)
+            if dense:  # refused in describe_tree (derive_refusals.py)
+                self.dense.append(dense_experts_reason(path, type(module).__name__, dense, top_k(self.cfg)))
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
             per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
             if per_token > 1:
@@ -271,6 +277,8 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     stacks, layers = _stack_layers(lm, probe.calls)
     w.prefix = _prefix_tokens(lm, probe, layers[0])
     kinds, order = _kinds(w, layers)
+    if w.dense:
+        raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {w.dense[0]}")
     before, head = _outside_specs(w, stacks)
     routed = next((s for k in kinds for s in k if s.get("expert_role") == "routed"), None)
     refused = refused_phases(lm, layers, order)
@@ -332,6 +340,7 @@ def _built_and_probed(hf_config: Any, name: str):
             return models, probe
         if "bfloat16" not in reason.lower():
             break
+    why = missing_top_k(models.config)
     raise UnsupportedArchitectureError(
         f"{name}: {models.lm_class} cannot run a forward pass on meta tensors, so its FLOPs cannot be "
-        f"verified ({reason})")
+        f"verified ({reason})" + (f": {why}" if why else ""))
