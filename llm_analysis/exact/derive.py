@@ -10,12 +10,17 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "kinds": [[spec...], ...],                        # distinct layer descriptions
      "layers": [[kind index, owns its parameters], ...],  # every executed layer, in order
      "probe": {"batch", "seq_len", "flops", "params"},
-     "probe_long": {"batch", "seq_len", "flops"}}     # a 1024-token prefill, FLOPs only
+     "probe_long": {"batch", "seq_len", "flops"},     # a 1024-token prefill, FLOPs only
+     "prefix_tokens": P,            # only when the model prepends P tokens itself (derive_prefix.py)
+     "refused_phases": {phase: why}}  # only when a phase cannot be described (derive_stacks.py)
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
 (heads, kv_heads, d_qk, d_v, window, cache_elems). A layer module that runs several
 times (ALBERT's shared layer) appears once owning its parameters and then as
-executions that own none. `verify_description` (derive_check.py) then checks the
+executions that own none; several stacks of one layer shape (HRM-Text) are read in
+module order. A module a text-only forward never runs (an image encoder, a
+cross-attention layer without image features) is one `param` spec marked `idle`
+(derive_stacks.py). `verify_description` (derive_check.py) then checks the
 description against the model's parameters and FLOPs, module by module.
 """
 
@@ -100,7 +105,8 @@ class _Walk:
         `unexplained` spec). `calls`: runs of the enclosing layer (1 outside layers)."""
         idle = next((r for r in self.idle if path == r or path.startswith(r + ".")), None)
         if idle is not None:  # a module a text-only forward never runs (derive_stacks.idle_roots)
-            return [dict(idle_spec(rel, module, self.seen), module=rel, probe_flops=0)] if idle == path else []
+            spec = idle_spec(rel, module, self.seen) if idle == path else None
+            return [dict(spec, module=rel, probe_flops=0)] if spec and spec["params"] else []
         own = self.own_flops(path, module) if path in self.probe.flops else 0
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)

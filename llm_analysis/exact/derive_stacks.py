@@ -80,7 +80,11 @@ def refused_phases(lm: Any, layers: List[str], order: List[List[Any]]) -> Dict[s
     per layer, and no model runs its only one without gradients)."""
     if all(owns for _, owns in order):
         return {}
-    frozen, runs = forward_only_layers(lm, layers)
+    try:
+        frozen, runs = forward_only_layers(lm, layers)
+    except Exception as exc:  # noqa: BLE001 - the model code on meta tensors with gradients
+        return {"train": f"{type(lm).__name__} runs some layers several times and could not be run with "
+                         f"gradients on meta tensors to check which executions train ({type(exc).__name__})"}
     if not frozen:
         return {}
     return {"train": f"{type(lm).__name__} runs {frozen} of its {runs} layer executions without gradients "
