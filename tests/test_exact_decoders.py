@@ -140,6 +140,8 @@ def test_prepended_prompt_tokens_run_through_the_layers():
     rows = a.operators("decode", batch, prompt, context_len=prompt + 1, per_layer=False)
     engine = sum(r["flops"] for r in rows if r["kind"] in ("matmul", "attention"))
     assert engine == _decode_step_flops(CPMANT, batch, prompt, full_ids=True)
+    # its cache holds the prompt's 8 positions too
+    assert a.describer.cached_len(a.describer.kinds_in_order[0], 100) == 108
 
 
 GIT = {"model_type": "git", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
