@@ -10,12 +10,17 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "kinds": [[spec...], ...],                        # distinct layer descriptions
      "layers": [[kind index, owns its parameters], ...],  # every executed layer, in order
      "probe": {"batch", "seq_len", "flops", "params"},
-     "probe_long": {"batch", "seq_len", "flops"}}     # a 1024-token prefill, FLOPs only
+     "probe_long": {"batch", "seq_len", "flops"},     # a 1024-token prefill, FLOPs only
+     "prefix_tokens": P,            # only when the model prepends P tokens itself (derive_prefix.py)
+     "refused_phases": {phase: why}}  # only when a phase cannot be described (derive_stacks.py)
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
 (heads, kv_heads, d_qk, d_v, window, cache_elems). A layer module that runs several
 times (ALBERT's shared layer) appears once owning its parameters and then as
-executions that own none. `verify_description` (derive_check.py) then checks the
+executions that own none; several stacks of one layer shape (HRM-Text) are read in
+module order. A module a text-only forward never runs (an image encoder, a
+cross-attention layer without image features) is one `param` spec marked `idle`
+(derive_stacks.py). `verify_description` (derive_check.py) then checks the
 description against the model's parameters and FLOPs, module by module.
 """
 
@@ -29,7 +34,9 @@ from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
-from .module_tree import breakdown, main_stack
+from .derive_prefix import is_prefixed, prefix_rows
+from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
+from .derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 
 FORMAT_VERSION = 1
 PROBE_BATCH = 2  # two sequences, so that "one row per sequence" differs from "one per token"
@@ -47,6 +54,9 @@ class _Walk:
         self.experts = num_experts(cfg)
         self.modules = list(lm.named_modules())
         self.seen: set = set()
+        self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
+        self.idle = idle_roots(lm, probe.calls)
+        self.dense: List[str] = []  # experts every token runs through (derive_refusals.py)
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
@@ -63,28 +73,45 @@ class _Walk:
                 total += self._called_children_flops(child_path, child)
         return total
 
-    def tokens(self, path: str, module: Any) -> Tuple[str, int]:
+    def tokens(self, path: str, module: Any, in_layer: bool) -> Tuple[str, int]:
         """(token source, rows per token): rows per token > 1 for a module outside the
         experts that sees the same whole number of rows for every token (hyper-connection
         streams, grouped output projections)."""
-        rows = (self.probe.elems if is_embedding(module) else self.probe.tokens).get(path, [])
+        rows = self.rows(path, module)
         source = token_source(rows, self.probe.batch, self.probe.seq_len)
+        if source == "unknown" and in_layer and is_prefixed(rows, self.probe.batch, self.probe.seq_len, self.prefix):
+            return "all", 1  # every token of the phase the layers run (derive_prefix.prefixed_phase)
+        if source == "unknown" and expert_role(path) is not None:
+            dense = dense_experts(module, rows, self.probe.batch * self.probe.seq_len)
+            if dense:  # refused in describe_tree (derive_refusals.py)
+                self.dense.append(dense_experts_reason(path, type(module).__name__, dense, top_k(self.cfg)))
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
             per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
             if per_token > 1:
                 return "all", per_token
         return source, 1
 
+    def rows(self, path: str, module: Any) -> List[int]:
+        """Rows of the module's first input on each call: one per looked-up id for an
+        embedding and for the model itself (its first input is the token ids [batch,
+        seq]: matmuls at the top level, NeoMME's `hidden @ unembedding.weight`, run per
+        token, not per sequence)."""
+        return (self.probe.elems if is_embedding(module) or path == "" else self.probe.tokens).get(path, [])
+
     def module_specs(self, path: str, module: Any, rel: str, calls: int, group_of, layer_index: Optional[int]
                      ) -> List[Dict[str, Any]]:
         """Specs of one module: its parameters (projections, norms, ...) and, when it
         computes FLOPs that no projection of its own explains, an attention core (or an
         `unexplained` spec). `calls`: runs of the enclosing layer (1 outside layers)."""
+        idle = next((r for r in self.idle if path == r or path.startswith(r + ".")), None)
+        if idle is not None:  # a module a text-only forward never runs (derive_stacks.idle_roots)
+            spec = idle_spec(rel, module, self.seen) if idle == path else None
+            return [dict(spec, module=rel, probe_flops=0)] if spec and spec["params"] else []
         own = self.own_flops(path, module) if path in self.probe.flops else 0
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
-        source, per_token = self.tokens(path, module)
+        source, per_token = self.tokens(path, module, layer_index is not None)
         specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
         if per_token > 1:
             # several rows per token: the weight is not applied once per row (a grouped
@@ -110,7 +137,7 @@ class _Walk:
         # head multiplying by a concatenated weight, a short convolution run as a function):
         # FLOPs per row of the module's input, when that is a whole number; the long probe
         # checks that they scale with the tokens
-        rows = row_flops_spec(rel or type(module).__name__, type(module).__name__, self.probe.tokens.get(path, []),
+        rows = row_flops_spec(rel or type(module).__name__, type(module).__name__, self.rows(path, module),
                               per_exec, own_per_exec, self.probe.batch, self.probe.seq_len)
         if _MIXER.search("\n".join(n for n, _ in module.named_parameters())):
             # a recurrent / SSM / convolution mixer: a decode step runs its state update, not
@@ -135,12 +162,12 @@ class _Walk:
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
 
 
-def _stack_layers(lm: Any) -> Tuple[str, List[str]]:
-    shapes = [(n, tuple(p.shape)) for n, p in lm.named_parameters()]
-    stack = main_stack(breakdown(shapes))
-    if stack is None:
+def _stack_layers(lm: Any, calls: Dict[str, int]) -> Tuple[List[str], List[str]]:
+    """The layer stacks (derive_stacks.layer_stacks) and their layers, in order."""
+    stacks = layer_stacks(lm, calls)
+    if not stacks:
         raise UnsupportedArchitectureError(f"{type(lm).__name__} has no repeated layer stack")
-    return stack, _layer_paths(stack, lm.get_submodule(stack))
+    return stacks, [p for stack in stacks for p in _layer_paths(stack, lm.get_submodule(stack))]
 
 
 def _layer_paths(path: str, container: Any) -> List[str]:
@@ -187,14 +214,14 @@ def _add_folded(specs: List[Dict[str, Any]], folded: Dict[str, Dict[str, Any]], 
     specs.append(s)
 
 
-def _outside_specs(w: _Walk, stack: str) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+def _outside_specs(w: _Walk, stacks: List[str]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """Specs of the modules outside the layer stack: before it (embedding part) and
     after it (head part), in module order."""
     before: List[Dict[str, Any]] = []
     after: List[Dict[str, Any]] = []
     past = False
     for path, module in w.modules:
-        if path == stack or path.startswith(stack + "."):
+        if inside_any(path, stacks):
             past = True
             continue
         for s in w.module_specs(path, module, path, 1, lambda name: "other", None):
@@ -222,9 +249,11 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
     order: List[List[Any]] = []
     for i, layer in enumerate(layers):
         calls = w.probe.calls.get(layer, 0)
-        if calls < 1:
-            raise UnsupportedArchitectureError(f"layer {layer} never runs in a forward pass")
-        specs = _layer_specs(w, layer, i, calls)
+        # a layer that never runs (Mllama's cross-attention layers without image
+        # features) is idle: its parameters, one execution doing nothing
+        specs = _layer_specs(w, layer, i, calls) if calls else [
+            dict(idle_spec("", w.lm.get_submodule(layer), w.seen), module="", probe_flops=0)]
+        calls = max(calls, 1)
         sig = json.dumps(specs, sort_keys=True)
         if sig not in signatures:
             signatures[sig] = len(kinds)
@@ -233,15 +262,33 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
     return kinds, order
 
 
+def _prefix_tokens(lm: Any, probe: Any, first_layer: str) -> int:
+    """Tokens the model prepends to every sequence (derive_prefix.py), when the first
+    layer sees a constant P more rows per sequence than the probe has tokens, at the
+    probe's length and at 8 tokens more (several rows per token, hyper-connection
+    streams, grow with the length instead)."""
+    from .probe import run_probe
+    prefix = prefix_rows(probe.tokens.get(first_layer, []), probe.batch, probe.seq_len)
+    if not prefix:
+        return 0
+    other, _ = run_probe(lm, probe.batch, probe.seq_len + 8)
+    rows = other.tokens.get(first_layer, []) if other is not None else []
+    return prefix if prefix_rows(rows, probe.batch, probe.seq_len + 8) == prefix else 0
+
+
 def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     """The description (module docstring) of a built model and its probe."""
     lm, cfg = models.lm, models.config
     w = _Walk(lm, cfg, probe, models.task)
-    stack, layers = _stack_layers(lm)
+    stacks, layers = _stack_layers(lm, probe.calls)
+    w.prefix = _prefix_tokens(lm, probe, layers[0])
     kinds, order = _kinds(w, layers)
-    before, head = _outside_specs(w, stack)
+    if w.dense:
+        raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {w.dense[0]}")
+    before, head = _outside_specs(w, stacks)
     routed = next((s for k in kinds for s in k if s.get("expert_role") == "routed"), None)
-    return {
+    refused = refused_phases(lm, layers, order)
+    return {**({"refused_phases": refused} if refused else {}), **({"prefix_tokens": w.prefix} if w.prefix else {}),
         "format": FORMAT_VERSION, "model_type": getattr(cfg, "model_type", None), "lm_class": models.lm_class,
         "task": models.task, "hidden_dim": w.hidden, "vocab_size": w.vocab,
         "max_seq_len": config_int(cfg, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")),
@@ -299,6 +346,7 @@ def _built_and_probed(hf_config: Any, name: str):
             return models, probe
         if "bfloat16" not in reason.lower():
             break
+    why = missing_top_k(models.config)
     raise UnsupportedArchitectureError(
         f"{name}: {models.lm_class} cannot run a forward pass on meta tensors, so its FLOPs cannot be "
-        f"verified ({reason})")
+        f"verified ({reason})" + (f": {why}" if why else ""))

@@ -17,6 +17,7 @@ from typing import Any, Dict, List
 
 from ..errors import UnsupportedArchitectureError
 from ..operators import Phase
+from .derive_prefix import prefix_of, prefixed_phase
 
 _GPU = "a100-sxm-80gb"  # any GPU: parameters and FLOPs do not depend on it
 
@@ -62,7 +63,8 @@ def module_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
         if s.get("expert_role") == "routed" and not (desc.get("experts") or {}).get("top_k"):
             out.append(f"{key}: routed experts but no top-k in the config")
             continue
-        ops = d._spec_op(phase, s, None, owns)
+        # layers run the prefixed phase (derive_prefix.py; the phase itself without a prefix)
+        ops = d._spec_op(prefixed_phase(phase, prefix_of(desc)) if where else phase, s, None, owns)
         predicted[key] = predicted.get(key, 0.0) + sum(o.flops for o in ops)
         measured[key] = measured.get(key, 0) + int(s.get("probe_flops", 0))
     for key in predicted:

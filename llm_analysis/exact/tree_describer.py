@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnsupportedArchitectureError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
+from .derive_prefix import prefix_of, prefixed_phase
 from .tree_layout import check_layout, kind_window, stage_kinds
 
 
@@ -93,9 +94,10 @@ class ModuleTreeDescriber(LayerDescriber):
         elif op == "row_flops":
             out = self._row_flops_op(phase, s)
         elif op == "param":
+            # an idle module (derive_stacks.idle_spec) holds its weights and reads none
             out = Operator(name=s["name"], group=s["group"], kind="elementwise", params=s["params"],
                            params_per_gpu=s["params"], weight_bytes_per_gpu=s["params"] * self.w_bytes,
-                           bytes_read_per_gpu=s["params"] * self.w_bytes)
+                           bytes_read_per_gpu=0.0 if s.get("idle") else s["params"] * self.w_bytes)
         else:  # "unexplained": verification refuses such descriptions
             return []
         return [_own_params(out, s["params"] if owns else 0)]
@@ -190,6 +192,10 @@ class ModuleTreeDescriber(LayerDescriber):
 
     # ---------------------------------------------------------------- layers
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        refusal = self.description.get("refused_phases", {}).get(phase.name)
+        if refusal and not phase.shapes_only:  # derive_stacks.refused_phases
+            raise UnsupportedArchitectureError(f"{self.model.name}: the {phase.name} phase cannot be described: {refusal}")
+        phase = prefixed_phase(phase, prefix_of(self.description))
         ops: List[Operator] = []
         for s in self._specs(kind):
             for op in self._spec_op(phase, s, kind, kind.owns_params):
@@ -226,10 +232,12 @@ class ModuleTreeDescriber(LayerDescriber):
         return float(sum(self._cache_elems_gpu(s) for s in self._specs(kind) if s["op"] == "attention"))
 
     def attended_len(self, kind: LayerKind, context_len: int) -> int:
+        context_len += prefix_of(self.description)
         w = kind_window(self._specs(kind))
         return min(context_len, w) if w else context_len
 
     def cached_len(self, kind: LayerKind, seq_len: int) -> int:
+        seq_len += prefix_of(self.description)
         w = kind_window(self._specs(kind))
         return min(seq_len, w - 1) if w else seq_len
 

@@ -36,6 +36,15 @@ def _ffn(specs: List[Dict[str, Any]], role: Optional[str]) -> Dict[str, Any]:
     return {"width": row["in"], "gated": gated}
 
 
+def _idle_note(desc: Dict[str, Any]) -> str:
+    """Says how many parameters sit in modules a text-only forward never runs
+    (derive_stacks.idle_spec): counted, with no FLOPs."""
+    specs = desc["embedding"] + desc["head"] + [s for k, owns in desc["layers"] if owns for s in desc["kinds"][k]]
+    idle = sum(s["params"] for s in specs if s.get("idle"))
+    return f"; {idle:,} parameters in modules a text-only forward never runs (image/audio parts: " \
+           "counted, no FLOPs)" if idle else ""
+
+
 def model_config_for(desc: Dict[str, Any], name: str) -> ModelConfig:
     kinds = [desc["kinds"][k] for k, _ in desc["layers"]]
     attn = next((_first(k, op="attention") for k in kinds if _first(k, op="attention")), None)
@@ -55,7 +64,7 @@ def model_config_for(desc: Dict[str, Any], name: str) -> ModelConfig:
         mlp_gated_linear_units=bool(mlp.get("gated", routed.get("gated", False))),
         model_type=desc.get("model_type"), encoder_only=desc["task"] == "masked-lm",
         position_embedding_type="none", tie_word_embeddings=False,
-        source=f"derived from the transformers module tree of {desc.get('lm_class')}")
+        source=f"derived from the transformers module tree of {desc.get('lm_class')}{_idle_note(desc)}")
     if window:
         fields.update(sliding_window=window,
                       layer_types=["sliding_attention" if w else "full_attention" for w in windows])
