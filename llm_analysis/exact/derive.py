@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UnsupportedArchitectureError
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
+from .derive_mixers import mixer_specs
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .module_tree import breakdown, main_stack
@@ -63,6 +64,9 @@ class _Walk:
                 total += self._called_children_flops(child_path, child)
         return total
 
+    def parent(self, path: str) -> Any:
+        return self.lm.get_submodule(path.rsplit(".", 1)[0]) if "." in path else self.lm
+
     def tokens(self, path: str, module: Any) -> Tuple[str, int]:
         """(token source, rows per token): rows per token > 1 for a module outside the
         experts that sees the same whole number of rows for every token (hyper-connection
@@ -85,7 +89,11 @@ class _Walk:
         fresh = new_params(module, self.seen)
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
         source, per_token = self.tokens(path, module)
-        specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
+        specs = mixer_specs(rel, module, fresh, per_exec, self.parent(path))  # a known recurrent mixer
+        if specs is not None:
+            per_token = 1
+        else:
+            specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
         if per_token > 1:
             # several rows per token: the weight is not applied once per row (a grouped
             # projection, streams flattened first); its FLOPs are measured per token below

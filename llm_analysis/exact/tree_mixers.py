@@ -1,0 +1,56 @@
+"""Operators of the recurrent-mixer specs of a derived description (torch-free).
+
+See derive_mixers.py for the specs. Conventions, as operators/mixers.py:
+* a `state` spec is the recurrence itself: element-wise, so no FLOPs (what
+  FlopCounterMode counts); it reads its state when the phase continues a context and
+  writes it after every inference pass (training keeps none), filed as a "scan"
+  operator whose state read plays the KV cache's part (timing group `mixer_state`);
+* state bytes per sequence: each part at the KV-cache dtype, except the parts the
+  reference implementation keeps in float32 (4 bytes whatever the cache dtype);
+* a padded causal convolution computes L + pad_outputs outputs per sequence in a
+  prefill (eager) or L (serving kernels); a decode step computes `decode_outputs`
+  (eager: 0 when transformers multiplies and sums element-wise) or 1 (serving).
+A spec with a `decode_refusal` refuses every phase that continues a context.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..errors import UnsupportedArchitectureError
+from ..operators import Operator, Phase
+
+FLOAT32_BYTES = 4.0
+
+
+def state_bytes_per_seq(specs: List[Dict[str, Any]], kv_bytes: float) -> float:
+    """Bytes of state one sequence keeps in one layer of this kind (whole layer, one GPU:
+    the exact path refuses tp_size > 1 for state-keeping layers)."""
+    return sum(elems * (FLOAT32_BYTES if fp32 else kv_bytes)
+               for s in specs if s["op"] == "state" for _name, elems, fp32 in s["parts"])
+
+
+def check_decode(phase: Phase, s: Dict[str, Any]) -> None:
+    if phase.past_len > 0 and s.get("decode_refusal"):
+        raise UnsupportedArchitectureError(f"{s['name']}: a decode step is not modelled ({s['decode_refusal']})")
+
+
+def state_op(phase: Phase, s: Dict[str, Any], kv_bytes: float) -> Operator:
+    check_decode(phase, s)
+    per_seq = state_bytes_per_seq([s], kv_bytes) * s["calls"]
+    read = phase.batch * per_seq if phase.past_len > 0 else 0.0
+    written = phase.batch * per_seq if phase.name != "train" else 0.0
+    parts = ", ".join(f"{n} {e}{' fp32' if f else ''}" for n, e, f in s["parts"])
+    return Operator(name=s["name"], group=s["group"], kind="scan", bytes_read_per_gpu=read,
+                    bytes_written_per_gpu=written, kv_cache_bytes_read_per_gpu=read,
+                    shapes=f"recurrence ({s.get('paper', '')}); state per sequence: {parts}")
+
+
+def conv_outputs(phase: Phase, s: Dict[str, Any], serving: bool, rows: int) -> int:
+    """Outputs per channel of a convolution spec over the whole phase (all sequences);
+    `rows` (one output per row it sees) for a convolution no mixer pads."""
+    if "pad_outputs" not in s:
+        return rows
+    if phase.past_len > 0 and phase.q_len == 1:  # a decode step
+        return phase.batch * (1 if serving else s["decode_outputs"])
+    return phase.tokens if serving else phase.batch * (phase.q_len + s["pad_outputs"])

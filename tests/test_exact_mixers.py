@@ -1,0 +1,112 @@
+"""Recurrent sequence mixers on the exact path (llm_analysis/exact/derive_mixers.py,
+tree_mixers.py): RWKV (arXiv 2305.13048) and RecurrentGemma / Griffin (arXiv 2402.19427).
+
+Expected values come from the transformers model of the same (small) config built here
+on the meta device: its parameters and FlopCounterMode's count of one prefill (batch 1,
+16 tokens, a phase the derivation does not probe), and the decode state its own cache
+code allocates (RWKV's `state` output, RecurrentGemma's `conv1d_state` and
+`recurrent_states`), in bytes per sequence.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from llm_analysis.config import DtypeConfig, ParallelismConfig, get_gpu_config_by_name  # noqa: E402
+from llm_analysis.errors import ConfigError  # noqa: E402
+from llm_analysis.exact import analysis_from_hf  # noqa: E402
+from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
+from llm_analysis.exact.truth import architecture_truth  # noqa: E402
+
+GPU = get_gpu_config_by_name("h100-sxm-80gb")
+RWKV = {"model_type": "rwkv", "hidden_size": 64, "num_hidden_layers": 3, "vocab_size": 128, "context_length": 64,
+        "attention_hidden_size": 96, "intermediate_size": 160}
+GRIFFIN = {"model_type": "recurrent_gemma", "hidden_size": 64, "num_hidden_layers": 5, "vocab_size": 128,
+           "lru_width": 64, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16,
+           "intermediate_size": 96, "attention_window_size": 32, "conv1d_width": 4}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ANALYSIS_CACHE", str(tmp_path / "exact-cache"))
+
+
+def _exact_and_truth(cfg):
+    truth = architecture_truth(cfg)
+    a = analysis_from_hf(cfg, GPU)
+    phase = truth["phase"]
+    return (a.get_num_params_total(), engine_matmul_flops(a, phase["batch_size"], phase["seq_len"])), \
+        (truth["params"]["total"], truth["flops"]["total"]), a
+
+
+def _meta_lm(cfg):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    config = AutoConfig.for_model(**cfg)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+
+
+def _state_bytes(a, batch):
+    """Mixer state bytes of `batch` sequences at a bf16 KV cache (context-independent)."""
+    d = a.describer_for(2)
+    return batch * d.mixer_state_bytes_per_seq_per_gpu(d.layer_groups)
+
+
+@pytest.mark.parametrize("cfg", [RWKV, GRIFFIN], ids=["rwkv", "recurrent_gemma"])
+def test_recurrent_mixers_are_derived_exactly(cfg):
+    derived, truth, a = _exact_and_truth(cfg)
+    assert derived == truth
+    specs = [s for k in a.describer.description["kinds"] for s in k]
+    assert any(s["op"] == "state" for s in specs)  # the new spec is what made it exact
+    with pytest.raises(ConfigError, match="recurrent state"):
+        analysis_from_hf(cfg, GPU, parallelism_config=ParallelismConfig(tp_size=2))
+
+
+def test_rwkv_decode_state_is_the_state_transformers_returns():
+    # transformers allocates the state with hidden_size channels (its decode runs only
+    # when the attention width equals it); the description keeps the recurrence's width
+    cfg = dict(RWKV, attention_hidden_size=64)
+    lm = _meta_lm(cfg)
+    batch = 3
+    out = lm(input_ids=torch.zeros(batch, 5, dtype=torch.long, device="meta"), use_cache=True)
+    # five tensors [batch, hidden or attention width, layers]: two token shifts (model dtype),
+    # the WKV numerator, denominator and running maximum (float32)
+    expected = sum(t.numel() * t.element_size() for t in out.state)
+    a = analysis_from_hf(cfg, GPU, dtype_config=DtypeConfig(weight_bits=16, activation_bits=16, embedding_bits=16))
+    assert _state_bytes(a, batch) == expected
+    # hand derivation: per layer 2 x 64 shift elements at 2 bytes + 3 x 64 float32
+    assert expected == batch * 3 * (2 * 64 * 2 + 3 * 64 * 4)
+    # the state replaces a KV cache: constant in the context
+    assert a.get_memory_kv_cache_total(batch, 16) == a.get_memory_kv_cache_total(batch, 4096)
+
+
+def test_rwkv_decode_reads_and_writes_the_state_and_counts_only_projections():
+    a = analysis_from_hf(RWKV, GPU)
+    d = a.describer_for(2)
+    from llm_analysis.operators import Phase
+    step = Phase("decode", 2, 1, 40)
+    ops = [o for k in d.layer_groups for o in d.layer_ops(step, k) if o.kind == "scan"]
+    assert ops and all(o.flops == 0 for o in ops)  # the WKV recurrence is element-wise
+    assert sum(o.kv_cache_bytes_read_per_gpu for o in ops) * len(d.kinds_in_order) / len(d.layer_groups) \
+        == pytest.approx(_state_bytes(a, 2))
+    # a decode step's FLOPs: every projection once per sequence (2 x in x out), LM head included
+    h, att, ffn, vocab = 64, 96, 160, 128
+    per_layer = 2 * (3 * h * att + att * h) + 2 * (h * ffn + h * h + ffn * h)
+    assert a.get_num_flops_decode_step(2, 40) == 2 * (3 * per_layer + 2 * h * vocab)
+
+
+def test_recurrent_gemma_state_is_the_cache_it_allocates():
+    lm = _meta_lm(GRIFFIN)
+    batch = 2
+    lm(input_ids=torch.zeros(batch, 5, dtype=torch.long, device="meta"), use_cache=True)
+    blocks = [layer.temporal_block for layer in lm.model.layers if hasattr(layer.temporal_block, "rg_lru")]
+    expected = sum(b.conv1d_state.numel() * b.conv1d_state.element_size()
+                   + b.rg_lru.recurrent_states.numel() * b.rg_lru.recurrent_states.element_size() for b in blocks)
+    a = analysis_from_hf(GRIFFIN, GPU)
+    assert _state_bytes(a, batch) == expected
+    # hand derivation: per recurrent layer 64 channels x (4 - 1) conv columns at 2 bytes
+    # and 64 float32 LRU channels; layers alternate recurrent, recurrent, attention
+    assert expected == batch * len(blocks) * (64 * 3 * 2 + 64 * 4) and len(blocks) == 4
