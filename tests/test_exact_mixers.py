@@ -110,3 +110,28 @@ def test_recurrent_gemma_state_is_the_cache_it_allocates():
     # hand derivation: per recurrent layer 64 channels x (4 - 1) conv columns at 2 bytes
     # and 64 float32 LRU channels; layers alternate recurrent, recurrent, attention
     assert expected == batch * len(blocks) * (64 * 3 * 2 + 64 * 4) and len(blocks) == 4
+
+
+MINIMAX = {"model_type": "minimax", "hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 128,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96,
+           "num_local_experts": 4, "num_experts_per_tok": 2, "block_size": 8, "max_position_embeddings": 256}
+
+
+def test_lightning_attention_counts_its_blocks_and_keeps_a_state_per_head():
+    # block_size 8 below the 16-token truth prefill: two blocks with a carried state
+    derived, truth, a = _exact_and_truth(MINIMAX)
+    assert derived == truth
+    lm = _meta_lm(MINIMAX)
+    batch = 2
+    out = lm(input_ids=torch.zeros(batch, 5, dtype=torch.long, device="meta"), use_cache=True)
+    linear = [t for t in out.past_key_values.linear_cache if isinstance(t, torch.Tensor)]
+    expected = sum(t.numel() * t.element_size() for t in linear)
+    # hand derivation: 4 heads x 16 x 16 at 2 bytes per lightning layer
+    assert expected == batch * len(linear) * 4 * 16 * 16 * 2 and linear
+    assert _state_bytes(a, batch) == expected
+    # a decode step, per lightning layer and sequence: k^T v and q times the state per head
+    from llm_analysis.operators import Phase
+    d = a.describer
+    step = Phase("decode", 1, 1, 100)
+    scans = [o for k, n in d.layer_groups.items() for o in d.layer_ops(step, k) for _ in range(n) if o.kind == "scan"]
+    assert sum(o.flops for o in scans) == len(linear) * 4 * 2 * (2 * 16 * 16)

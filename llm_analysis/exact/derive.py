@@ -99,7 +99,7 @@ class _Walk:
             # projection, streams flattened first); its FLOPs are measured per token below
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
-        if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
+        if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") for s in specs):
             site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token)
             if site["op"] == "row_flops":
                 site["group"] = group_of(rel) if rel else "mlp"

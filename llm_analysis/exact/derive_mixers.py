@@ -24,6 +24,9 @@ Recurrences (element-wise in the eager forward, 0 FLOPs under FlopCounterMode):
   denominator per channel, plus the running maximum transformers keeps for numerical
   stability (all float32), and the previous token of each token-shift (time mix and
   channel mix);
+* MiniMax lightning attention (MiniMax-01, arXiv 2501.08313, §2.2; a linear attention
+  computed block by block): its matmuls are counted (`recurrence` in the state spec,
+  FLOPs in tree_mixers.py); the state is the decayed sum of k^T v per head (d x d);
 * Griffin / RecurrentGemma (De et al., arXiv 2402.19427, §2.4): the RG-LRU hidden
   state h_t = a_t * h_{t-1} + sqrt(1 - a_t^2) * (i_t * x_t) per LRU channel (float32)
   and the last k - 1 inputs of the temporal convolution (transformers keeps them
@@ -108,12 +111,24 @@ def _griffin_conv(rel: str, module: Any, fresh: Dict[str, int], calls: int, pare
     return _padded_conv(rel, module, fresh, calls, decode_outputs=0)
 
 
+_MINIMAX = "MiniMax-01 arXiv 2501.08313"
+
+
+def _lightning(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent: Any) -> List[Dict[str, Any]]:
+    """MiniMax's lightning attention: per head a d x d key-value state (model dtype)."""
+    heads, d = int(module.num_attention_heads), int(module.head_dim)
+    state = _state(rel, calls, [["kv_state", heads * d * d, False]], _MINIMAX)
+    state["recurrence"] = {"kind": "lightning", "heads": heads, "head_dim": d, "block": int(module.block_size)}
+    return _elementwise(rel, fresh, calls) + [state]
+
+
 _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "RwkvSelfAttention": _rwkv_time_mix,
     "RwkvFeedForward": _rwkv_channel_mix,
     "RecurrentGemmaRglru": _rg_lru,
     "RecurrentGemmaRecurrentBlock": _griffin_block,
     "Conv1d": _griffin_conv,
+    "MiniMaxLightningAttention": _lightning,
 }
 
 

@@ -2,7 +2,7 @@
 
 See derive_mixers.py for the specs. Conventions, as operators/mixers.py:
 * a `state` spec is the recurrence itself: element-wise, so no FLOPs (what
-  FlopCounterMode counts); it reads its state when the phase continues a context and
+  FlopCounterMode counts), unless it describes its matmuls (`recurrence_flops`); it reads its state when the phase continues a context and
   writes it after every inference pass (training keeps none), filed as a "scan"
   operator whose state read plays the KV cache's part (timing group `mixer_state`);
 * state bytes per sequence: each part at the KV-cache dtype, except the parts the
@@ -35,13 +35,36 @@ def check_decode(phase: Phase, s: Dict[str, Any]) -> None:
         raise UnsupportedArchitectureError(f"{s['name']}: a decode step is not modelled ({s['decode_refusal']})")
 
 
+def recurrence_flops(phase: Phase, s: Dict[str, Any]) -> float:
+    """FLOPs of the recurrence's own matmuls (2 per multiply-accumulate) for `phase`.
+
+    Lightning attention (MiniMax-01, arXiv 2501.08313; transformers'
+    MiniMaxLightningAttention), per sequence and head of width d: a prompt is cut in
+    blocks of B tokens (the last one shorter); each block of c tokens computes q k^T and
+    its product with v (c^2 d MACs each), q against the carried state and the block's
+    k^T v (c d^2 each). Continuing a context it runs token by token: k^T v and q times
+    the state (2 d^2 MACs per token). Element-wise recurrences (RWKV, RG-LRU) count 0."""
+    r = s.get("recurrence")
+    if not r:
+        return 0.0
+    heads, d, block = r["heads"], r["head_dim"], r["block"]
+    if phase.past_len > 0:
+        macs = 2 * d * d * phase.q_len
+    else:
+        full, rest = divmod(phase.q_len, block)
+        macs = 2 * d * (full * block * block + rest * rest) + 2 * d * d * phase.q_len
+    return 2.0 * phase.batch * heads * macs * s["calls"]
+
+
 def state_op(phase: Phase, s: Dict[str, Any], kv_bytes: float) -> Operator:
     check_decode(phase, s)
+    flops = recurrence_flops(phase, s)
     per_seq = state_bytes_per_seq([s], kv_bytes) * s["calls"]
     read = phase.batch * per_seq if phase.past_len > 0 else 0.0
     written = phase.batch * per_seq if phase.name != "train" else 0.0
     parts = ", ".join(f"{n} {e}{' fp32' if f else ''}" for n, e, f in s["parts"])
-    return Operator(name=s["name"], group=s["group"], kind="scan", bytes_read_per_gpu=read,
+    return Operator(name=s["name"], group=s["group"], kind="scan", flops=flops, flops_per_gpu=flops,
+                    bytes_read_per_gpu=read,
                     bytes_written_per_gpu=written, kv_cache_bytes_read_per_gpu=read,
                     shapes=f"recurrence ({s.get('paper', '')}); state per sequence: {parts}")
 
