@@ -135,3 +135,29 @@ def test_lightning_attention_counts_its_blocks_and_keeps_a_state_per_head():
     step = Phase("decode", 1, 1, 100)
     scans = [o for k, n in d.layer_groups.items() for o in d.layer_ops(step, k) for _ in range(n) if o.kind == "scan"]
     assert sum(o.flops for o in scans) == len(linear) * 4 * 2 * (2 * 16 * 16)
+
+
+ZAMBA = {"model_type": "zamba", "hidden_size": 64, "num_hidden_layers": 7, "vocab_size": 128,
+         "num_attention_heads": 4, "num_key_value_heads": 4, "attention_head_dim": 32, "attention_hidden_size": 128,
+         "intermediate_size": 96, "n_mamba_heads": 2, "mamba_d_state": 8, "mamba_dt_rank": 8,
+         "attn_layer_period": 3, "attn_layer_offset": 1, "max_position_embeddings": 256}
+
+
+def test_zamba_mamba_layers_and_shared_attention_with_their_cache():
+    derived, truth, a = _exact_and_truth(ZAMBA)
+    assert derived == truth
+    lm = _meta_lm(ZAMBA)
+    batch, context = 2, 5
+    cache = lm(input_ids=torch.zeros(batch, context, dtype=torch.long, device="meta"), use_cache=True).past_key_values
+    nbytes = lambda t: t.numel() * t.element_size()  # noqa: E731
+    states = sum(nbytes(t) for layer in cache.layers for d in (layer.conv_states, layer.recurrent_states)
+                 for t in d.values())
+    kv = sum(nbytes(layer.keys) + nbytes(layer.values) for layer in cache.layers if getattr(layer, "keys", None)
+             is not None)
+    # hand derivation: 7 Mamba mixers, each a conv state of 2 x 64 channels x 4 columns
+    # (bf16) and an SSM state of 128 channels x 8 (float32); 2 shared-attention layers
+    # caching 4 heads x 32 keys and values per token (bf16)
+    assert states == batch * 7 * (128 * 4 * 2 + 128 * 8 * 4)
+    assert kv == batch * context * 2 * (2 * 4 * 32 * 2)
+    assert _state_bytes(a, batch) == states
+    assert a.get_memory_kv_cache_total(batch, context, kv_cache_dtype_bytes=2) == states + kv

@@ -122,6 +122,24 @@ def _lightning(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent:
     return _elementwise(rel, fresh, calls) + [state]
 
 
+_ZAMBA = "Mamba arXiv 2312.00752 (per-head variant of Zamba arXiv 2405.16712)"
+
+
+def _zamba_mamba(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent: Any) -> List[Dict[str, Any]]:
+    """Zamba's multi-head Mamba: per-head x_proj and dt_proj applied per token (batched
+    matmuls), a causal depthwise conv run as a function on the conv1d module's weight,
+    and the selective scan whose read-out C h is a matmul per token."""
+    d, n, r = int(module.intermediate_size), int(module.ssm_state_size), int(module.time_step_rank)
+    k = int(module.conv_kernel_size)
+    proj = _spec(f"{rel}.x_dt_proj", "row_flops", 0, calls, flops_per_row=2 * d * (r + 2 * n) + 2 * d * r,
+                 **{"class": type(module).__name__})
+    # transformers' cache: the conv's last k inputs (model dtype), the SSM state (float32:
+    # the scan multiplies by exp(dt A) in float32)
+    state = _state(rel, calls, [["conv_state", d * k, False], ["ssm_state", d * n, True]], _ZAMBA)
+    state["recurrence"] = {"kind": "mamba", "channels": d, "state_size": n, "kernel": k}
+    return [proj] + _elementwise(rel, fresh, calls) + [state]
+
+
 _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "RwkvSelfAttention": _rwkv_time_mix,
     "RwkvFeedForward": _rwkv_channel_mix,
@@ -129,6 +147,7 @@ _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "RecurrentGemmaRecurrentBlock": _griffin_block,
     "Conv1d": _griffin_conv,
     "MiniMaxLightningAttention": _lightning,
+    "ZambaMambaMixer": _zamba_mamba,
 }
 
 

@@ -94,7 +94,7 @@ class ModuleTreeDescriber(LayerDescriber):
         elif op == "row_flops":
             out = self._row_flops_op(phase, s)
         elif op == "state":  # a recurrent mixer's state (tree_mixers.py)
-            return [state_op(phase, s, self.kv_bytes)]
+            return [state_op(phase, s, self.kv_bytes, self.conv.attention_flops == "causal")]
         elif op == "param":
             out = Operator(name=s["name"], group=s["group"], kind="elementwise", params=s["params"],
                            params_per_gpu=s["params"], weight_bytes_per_gpu=s["params"] * self.w_bytes,

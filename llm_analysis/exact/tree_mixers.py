@@ -35,7 +35,22 @@ def check_decode(phase: Phase, s: Dict[str, Any]) -> None:
         raise UnsupportedArchitectureError(f"{s['name']}: a decode step is not modelled ({s['decode_refusal']})")
 
 
-def recurrence_flops(phase: Phase, s: Dict[str, Any]) -> float:
+def _mamba_macs(phase: Phase, r: Dict[str, Any], serving: bool) -> int:
+    """Per sequence: the causal depthwise conv (eager: L + k - 1 outputs from padding k - 1
+    on both sides; a decode step convolves the k cached columns and the new one, 2
+    outputs; kernels 1 per token) and the read-out C h (d N per token)."""
+    d, n, k = r["channels"], r["state_size"], r["kernel"]
+    if phase.past_len > 0 and phase.q_len != 1:
+        raise UnsupportedArchitectureError("a Mamba mixer continuing a context with several new tokens per "
+                                           "sequence (chunked prefill) is not modelled")
+    if serving:
+        outputs = phase.q_len
+    else:
+        outputs = 2 if phase.past_len > 0 else phase.q_len + k - 1
+    return d * k * outputs + d * n * phase.q_len
+
+
+def recurrence_flops(phase: Phase, s: Dict[str, Any], serving: bool = False) -> float:
     """FLOPs of the recurrence's own matmuls (2 per multiply-accumulate) for `phase`.
 
     Lightning attention (MiniMax-01, arXiv 2501.08313; transformers'
@@ -43,10 +58,13 @@ def recurrence_flops(phase: Phase, s: Dict[str, Any]) -> float:
     blocks of B tokens (the last one shorter); each block of c tokens computes q k^T and
     its product with v (c^2 d MACs each), q against the carried state and the block's
     k^T v (c d^2 each). Continuing a context it runs token by token: k^T v and q times
-    the state (2 d^2 MACs per token). Element-wise recurrences (RWKV, RG-LRU) count 0."""
+    the state (2 d^2 MACs per token). Mamba: `_mamba_macs`. Element-wise recurrences
+    (RWKV, RG-LRU) count 0."""
     r = s.get("recurrence")
     if not r:
         return 0.0
+    if r["kind"] == "mamba":
+        return 2.0 * phase.batch * _mamba_macs(phase, r, serving) * s["calls"]
     heads, d, block = r["heads"], r["head_dim"], r["block"]
     if phase.past_len > 0:
         macs = 2 * d * d * phase.q_len
@@ -56,9 +74,9 @@ def recurrence_flops(phase: Phase, s: Dict[str, Any]) -> float:
     return 2.0 * phase.batch * heads * macs * s["calls"]
 
 
-def state_op(phase: Phase, s: Dict[str, Any], kv_bytes: float) -> Operator:
+def state_op(phase: Phase, s: Dict[str, Any], kv_bytes: float, serving: bool = False) -> Operator:
     check_decode(phase, s)
-    flops = recurrence_flops(phase, s)
+    flops = recurrence_flops(phase, s, serving)
     per_seq = state_bytes_per_seq([s], kv_bytes) * s["calls"]
     read = phase.batch * per_seq if phase.past_len > 0 else 0.0
     written = phase.batch * per_seq if phase.name != "train" else 0.0
