@@ -161,3 +161,25 @@ def test_zamba_mamba_layers_and_shared_attention_with_their_cache():
     assert kv == batch * context * 2 * (2 * 4 * 32 * 2)
     assert _state_bytes(a, batch) == states
     assert a.get_memory_kv_cache_total(batch, context, kv_cache_dtype_bytes=2) == states + kv
+
+
+ZAMBA2 = {"model_type": "zamba2", "hidden_size": 64, "num_hidden_layers": 6, "vocab_size": 128,
+          "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 96, "n_mamba_heads": 4,
+          "mamba_headdim": 32, "mamba_d_state": 8, "chunk_size": 6, "max_position_embeddings": 256,
+          "layer_types": ["linear_attention", "linear_attention", "hybrid"] * 2, "hybrid_layer_ids": [2, 5]}
+
+
+def test_zamba2_mamba2_chunks_are_padded_and_its_state_is_the_cache():
+    # chunk_size 6 does not divide the 16-token prefill: the eager SSD pads to 18
+    derived, truth, a = _exact_and_truth(ZAMBA2)
+    assert derived == truth
+    lm = _meta_lm(ZAMBA2)
+    batch = 2
+    cache = lm(input_ids=torch.zeros(batch, 5, dtype=torch.long, device="meta"), use_cache=True).past_key_values
+    states = sum(t.numel() * t.element_size() for layer in cache.layers
+                 for d in (layer.conv_states, layer.recurrent_states) for t in d.values())
+    # hand derivation: 6 Mamba-2 mixers (the hybrid layers hold one too), each a conv state
+    # of (128 + 2 x 8) channels x 4 columns (bf16) and an SSM state of 4 heads x 32 x 8
+    # (float32: the eager SSD computes the states in float32)
+    assert states == batch * 6 * (144 * 4 * 2 + 4 * 32 * 8 * 4)
+    assert _state_bytes(a, batch) == states

@@ -140,6 +140,22 @@ def _zamba_mamba(rel: str, module: Any, fresh: Dict[str, int], calls: int, paren
     return [proj] + _elementwise(rel, fresh, calls) + [state]
 
 
+_MAMBA2 = "Mamba-2 SSD arXiv 2405.21060 (in Zamba2)"
+
+
+def _mamba2(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent: Any) -> List[Dict[str, Any]]:
+    """Mamba-2: the conv on (x, B, C) run as a function on the conv1d module's weight and
+    the chunked SSD scan (its einsums), per head a P x N state."""
+    heads, p, n = int(module.num_heads), int(module.head_dim), int(module.ssm_state_size)
+    conv_dim, k = int(module.conv_dim), int(module.conv_kernel_size)
+    # transformers' cache: conv state in the model dtype, SSM state in float32 (the eager
+    # SSD computes its chunk states in float32)
+    state = _state(rel, calls, [["conv_state", conv_dim * k, False], ["ssm_state", heads * p * n, True]], _MAMBA2)
+    state["recurrence"] = {"kind": "mamba2", "channels": conv_dim, "kernel": k, "heads": heads, "head_dim": p,
+                           "state_size": n, "chunk": int(module.chunk_size)}
+    return _elementwise(rel, fresh, calls) + [state]
+
+
 _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "RwkvSelfAttention": _rwkv_time_mix,
     "RwkvFeedForward": _rwkv_channel_mix,
@@ -148,6 +164,7 @@ _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "Conv1d": _griffin_conv,
     "MiniMaxLightningAttention": _lightning,
     "ZambaMambaMixer": _zamba_mamba,
+    "Zamba2MambaMixer": _mamba2,
 }
 
 

@@ -19,6 +19,7 @@ from typing import Any, Dict, List
 
 from ..errors import UnsupportedArchitectureError
 from ..operators import Operator, Phase
+from ..operators.mixers import ssd_flops
 
 FLOAT32_BYTES = 4.0
 
@@ -35,19 +36,28 @@ def check_decode(phase: Phase, s: Dict[str, Any]) -> None:
         raise UnsupportedArchitectureError(f"{s['name']}: a decode step is not modelled ({s['decode_refusal']})")
 
 
-def _mamba_macs(phase: Phase, r: Dict[str, Any], serving: bool) -> int:
-    """Per sequence: the causal depthwise conv (eager: L + k - 1 outputs from padding k - 1
-    on both sides; a decode step convolves the k cached columns and the new one, 2
-    outputs; kernels 1 per token) and the read-out C h (d N per token)."""
-    d, n, k = r["channels"], r["state_size"], r["kernel"]
+def _conv_macs(phase: Phase, r: Dict[str, Any], serving: bool) -> int:
+    """Per sequence, the causal depthwise conv: eager, L + k - 1 outputs (padding k - 1
+    on both sides); a decode step convolves the k cached columns and the new one (2
+    outputs); kernels 1 per token."""
     if phase.past_len > 0 and phase.q_len != 1:
         raise UnsupportedArchitectureError("a Mamba mixer continuing a context with several new tokens per "
                                            "sequence (chunked prefill) is not modelled")
     if serving:
         outputs = phase.q_len
     else:
-        outputs = 2 if phase.past_len > 0 else phase.q_len + k - 1
-    return d * k * outputs + d * n * phase.q_len
+        outputs = 2 if phase.past_len > 0 else phase.q_len + r["kernel"] - 1
+    return r["channels"] * r["kernel"] * outputs
+
+
+def _mamba_flops(phase: Phase, r: Dict[str, Any], serving: bool) -> float:
+    """Mamba-1: the conv and the read-out C h (d N per token). Mamba-2: the conv on
+    (x, B, C) and the SSD scan (operators/mixers.py `ssd_flops`, the table path's)."""
+    conv = 2.0 * phase.batch * _conv_macs(phase, r, serving)
+    if r["kind"] == "mamba":
+        return conv + 2.0 * phase.batch * r["channels"] * r["state_size"] * phase.q_len
+    return conv + ssd_flops(phase.batch, phase.q_len, phase.past_len, r["heads"], r["head_dim"], r["state_size"],
+                            r["chunk"], serving)
 
 
 def recurrence_flops(phase: Phase, s: Dict[str, Any], serving: bool = False) -> float:
@@ -58,13 +68,13 @@ def recurrence_flops(phase: Phase, s: Dict[str, Any], serving: bool = False) -> 
     blocks of B tokens (the last one shorter); each block of c tokens computes q k^T and
     its product with v (c^2 d MACs each), q against the carried state and the block's
     k^T v (c d^2 each). Continuing a context it runs token by token: k^T v and q times
-    the state (2 d^2 MACs per token). Mamba: `_mamba_macs`. Element-wise recurrences
+    the state (2 d^2 MACs per token). Mamba: `_mamba_flops`. Element-wise recurrences
     (RWKV, RG-LRU) count 0."""
     r = s.get("recurrence")
     if not r:
         return 0.0
-    if r["kind"] == "mamba":
-        return 2.0 * phase.batch * _mamba_macs(phase, r, serving) * s["calls"]
+    if r["kind"] in ("mamba", "mamba2"):
+        return _mamba_flops(phase, r, serving) * s["calls"]
     heads, d, block = r["heads"], r["head_dim"], r["block"]
     if phase.past_len > 0:
         macs = 2 * d * d * phase.q_len
