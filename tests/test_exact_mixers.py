@@ -183,3 +183,28 @@ def test_zamba2_mamba2_chunks_are_padded_and_its_state_is_the_cache():
     # (float32: the eager SSD computes the states in float32)
     assert states == batch * 6 * (144 * 4 * 2 + 4 * 32 * 8 * 4)
     assert _state_bytes(a, batch) == states
+
+
+LFM3 = {"model_type": "lfm3", "hidden_size": 64, "num_hidden_layers": 5, "vocab_size": 128, "pad_token_id": 0,
+        "bos_token_id": 1, "eos_token_id": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "intermediate_size": 96, "sliding_window": 8, "max_position_embeddings": 256,
+        "layer_types": ["conv", "full_attention", "conv", "sliding_attention", "conv"]}
+
+
+def test_lfm3_short_convolution_and_its_conv_state():
+    derived, truth, a = _exact_and_truth(LFM3)
+    assert derived == truth
+    lm = _meta_lm(LFM3)
+    batch = 2
+    cache = lm(input_ids=torch.zeros(batch, 5, dtype=torch.long, device="meta"), use_cache=True).past_key_values
+    states = sum(t.numel() * t.element_size() for layer in cache.layers
+                 for t in getattr(layer, "conv_states", {}).values())
+    # hand derivation: 3 conv layers, each 64 channels x conv_L_cache (7) columns in bf16
+    assert states == batch * 3 * 64 * 7 * 2
+    assert _state_bytes(a, batch) == states
+    # a decode step's conv, eager: the 7 cached columns and the new one convolved (2 outputs)
+    from llm_analysis.operators import Phase
+    d = a.describer
+    step = Phase("decode", 1, 1, 100)
+    scans = [o for k, n in d.layer_groups.items() for o in d.layer_ops(step, k) for _ in range(n) if o.kind == "scan"]
+    assert sum(o.flops for o in scans) == 3 * 2 * 64 * 7 * 2

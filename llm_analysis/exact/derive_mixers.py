@@ -156,6 +156,15 @@ def _mamba2(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent: An
     return _elementwise(rel, fresh, calls) + [state]
 
 
+def _short_conv(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent: Any) -> List[Dict[str, Any]]:
+    """LFM's gated short convolution (B * x, a causal depthwise conv run as a function on
+    the conv module's weight, C * conv): the conv's last k inputs per channel as state."""
+    channels, k = int(module.conv.in_channels), int(module.conv_kernel_size)
+    state = _state(rel, calls, [["conv_state", channels * k, False]], "LFM2 short convolution (transformers)")
+    state["recurrence"] = {"kind": "conv", "channels": channels, "kernel": k}
+    return _elementwise(rel, fresh, calls) + [state]
+
+
 _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "RwkvSelfAttention": _rwkv_time_mix,
     "RwkvFeedForward": _rwkv_channel_mix,
@@ -165,6 +174,7 @@ _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "MiniMaxLightningAttention": _lightning,
     "ZambaMambaMixer": _zamba_mamba,
     "Zamba2MambaMixer": _mamba2,
+    "Lfm3ShortConv": _short_conv,
 }
 
 

@@ -73,6 +73,8 @@ def recurrence_flops(phase: Phase, s: Dict[str, Any], serving: bool = False) -> 
     r = s.get("recurrence")
     if not r:
         return 0.0
+    if r["kind"] == "conv":  # a gated short convolution (LFM)
+        return 2.0 * phase.batch * _conv_macs(phase, r, serving) * s["calls"]
     if r["kind"] in ("mamba", "mamba2"):
         return _mamba_flops(phase, r, serving) * s["calls"]
     heads, d, block = r["heads"], r["head_dim"], r["block"]
