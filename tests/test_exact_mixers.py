@@ -208,3 +208,30 @@ def test_lfm3_short_convolution_and_its_conv_state():
     step = Phase("decode", 1, 1, 100)
     scans = [o for k, n in d.layer_groups.items() for o in d.layer_ops(step, k) for _ in range(n) if o.kind == "scan"]
     assert sum(o.flops for o in scans) == 3 * 2 * 64 * 7 * 2
+
+
+BAILING = {"model_type": "bailing_hybrid", "hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 128,
+           "pad_token_id": 0, "eos_token_id": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
+           "intermediate_size": 96, "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_token": 2,
+           "num_shared_experts": 1, "num_expert_group": 2, "topk_group": 1, "first_k_dense_replace": 1,
+           "kv_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32, "head_dim": 16,
+           "qk_head_dim": 48, "linear_head_dim": 16, "linear_num_heads": 4, "layer_group_size": 2,
+           "max_position_embeddings": 256, "num_nextn_predict_layers": 0}
+
+
+def test_bailing_hybrid_kimi_delta_attention_and_its_state():
+    # the chunked delta rule pads the 16-token prefill to one chunk of 64
+    derived, truth, a = _exact_and_truth(BAILING)
+    assert derived == truth
+    lm = _meta_lm(BAILING)
+    batch = 2
+    cache = lm(input_ids=torch.zeros(batch, 5, dtype=torch.long, device="meta"), use_cache=True).past_key_values
+    states = sum(t.numel() * t.element_size() for layer in cache.layers
+                 for d in (getattr(layer, "conv_states", {}), getattr(layer, "recurrent_states", {}))
+                 for t in d.values())
+    kda_layers = sum(1 for k, _ in a.describer.description["layers"]
+                     if any(s["op"] == "state" for s in a.describer.description["kinds"][k]))
+    # hand derivation: per KDA layer a conv state of 3 x 4 heads x 16 channels x 4 columns
+    # (bf16) and a 4 x 16 x 16 delta-rule state (float32)
+    assert kda_layers == 2 and states == batch * kda_layers * (192 * 4 * 2 + 4 * 16 * 16 * 4)
+    assert _state_bytes(a, batch) == states

@@ -165,6 +165,19 @@ def _short_conv(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent
     return _elementwise(rel, fresh, calls) + [state]
 
 
+def _kda(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent: Any) -> List[Dict[str, Any]]:
+    """Kimi Delta Attention (arXiv 2510.26692) as Bailing's hybrid runs it: the conv on
+    (q, k, v) and the chunked gated delta rule (chunk 64, transformers' default), per
+    head a K x V state (float32 in transformers' cache)."""
+    heads, d, k = int(module.num_heads), int(module.head_dim), int(module.conv_kernel_size)
+    conv_dim = int(module.conv_dim)
+    state = _state(rel, calls, [["conv_state", conv_dim * k, False], ["recurrent_state", heads * d * d, True]],
+                   "Kimi Delta Attention arXiv 2510.26692")
+    state["recurrence"] = {"kind": "kda", "channels": conv_dim, "kernel": k, "heads": heads, "head_dim": d,
+                           "chunk": 64}
+    return _elementwise(rel, fresh, calls) + [state]
+
+
 _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "RwkvSelfAttention": _rwkv_time_mix,
     "RwkvFeedForward": _rwkv_channel_mix,
@@ -175,6 +188,7 @@ _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "ZambaMambaMixer": _zamba_mamba,
     "Zamba2MambaMixer": _mamba2,
     "Lfm3ShortConv": _short_conv,
+    "BailingHybridDeltaAttention": _kda,
 }
 
 

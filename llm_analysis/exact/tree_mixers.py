@@ -60,6 +60,21 @@ def _mamba_flops(phase: Phase, r: Dict[str, Any], serving: bool) -> float:
                             r["chunk"], serving)
 
 
+def _kda_flops(phase: Phase, r: Dict[str, Any], serving: bool) -> float:
+    """The chunked Kimi delta rule, as operators/mixers.py `gated_delta_flops` (kda):
+    per chunk of C and head (key and value width d), C^2 (K + 2V) + 3 C K V MACs, the
+    eager forward padding to whole chunks; its decode step is element-wise (0), a
+    kernel's reads the state for k and q and updates it (3 K V per head)."""
+    heads, d, q = r["heads"], r["head_dim"], r["chunk"]
+    if phase.past_len > 0 and phase.q_len == 1:
+        return 2.0 * phase.batch * heads * 3 * d * d if serving else 0.0
+    if serving:
+        full, rest = divmod(phase.q_len, q)
+        return 2.0 * phase.batch * heads * ((full * q * q + rest * rest) * 3 * d + 3 * phase.q_len * d * d)
+    c = -(-phase.q_len // q)
+    return 2.0 * phase.batch * heads * c * (q * q * 3 * d + 3 * q * d * d)
+
+
 def recurrence_flops(phase: Phase, s: Dict[str, Any], serving: bool = False) -> float:
     """FLOPs of the recurrence's own matmuls (2 per multiply-accumulate) for `phase`.
 
@@ -75,6 +90,8 @@ def recurrence_flops(phase: Phase, s: Dict[str, Any], serving: bool = False) -> 
         return 0.0
     if r["kind"] == "conv":  # a gated short convolution (LFM)
         return 2.0 * phase.batch * _conv_macs(phase, r, serving) * s["calls"]
+    if r["kind"] == "kda":
+        return (2.0 * phase.batch * _conv_macs(phase, r, serving) + _kda_flops(phase, r, serving)) * s["calls"]
     if r["kind"] in ("mamba", "mamba2"):
         return _mamba_flops(phase, r, serving) * s["calls"]
     heads, d, block = r["heads"], r["head_dim"], r["block"]
