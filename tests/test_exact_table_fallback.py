@@ -51,8 +51,8 @@ def test_mixer_model_gets_the_verified_table_description():
 
 
 def test_refused_by_both_paths_names_both_reasons():
-    # RWKV: neither the module tree (a recurrent mixer) nor a family row describes it
-    cfg = {"model_type": "rwkv", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 256,
-           "attention_hidden_size": 64, "intermediate_size": 256, "context_length": 128}
+    # xLSTM: neither the module tree (an mLSTM mixer it does not know) nor a family row describes it
+    cfg = {"model_type": "xlstm", "hidden_size": 64, "embedding_dim": 64, "num_hidden_layers": 2, "num_blocks": 2,
+           "num_heads": 2, "vocab_size": 256}
     with pytest.raises(UnsupportedArchitectureError, match="family table does not describe it exactly either"):
         analysis_from_hf(cfg, GPU)

@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UnsupportedArchitectureError
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
+from .derive_mixers import mixer_specs
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
@@ -73,6 +74,9 @@ class _Walk:
                 total += self._called_children_flops(child_path, child)
         return total
 
+    def parent(self, path: str) -> Any:
+        return self.lm.get_submodule(path.rsplit(".", 1)[0]) if "." in path else self.lm
+
     def tokens(self, path: str, module: Any, in_layer: bool) -> Tuple[str, int]:
         """(token source, rows per token): rows per token > 1 for a module outside the
         experts that sees the same whole number of rows for every token (hyper-connection
@@ -112,13 +116,17 @@ class _Walk:
         fresh = new_params(module, self.seen)
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
         source, per_token = self.tokens(path, module, layer_index is not None)
-        specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
+        specs = mixer_specs(rel, module, fresh, per_exec, self.parent(path))  # a known recurrent mixer
+        if specs is not None:
+            per_token = 1
+        else:
+            specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
         if per_token > 1:
             # several rows per token: the weight is not applied once per row (a grouped
             # projection, streams flattened first); its FLOPs are measured per token below
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
-        if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
+        if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") for s in specs):
             site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token)
             if site["op"] == "row_flops":
                 site["group"] = group_of(rel) if rel else "mlp"

@@ -24,6 +24,7 @@ from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
 from .derive_prefix import prefix_of, prefixed_phase
 from .tree_layout import check_layout, kind_window, stage_kinds
+from .tree_mixers import conv_outputs, state_bytes_per_seq, state_op
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,8 @@ class ModuleTreeDescriber(LayerDescriber):
             out = self._conv_op(phase, s)
         elif op == "row_flops":
             out = self._row_flops_op(phase, s)
+        elif op == "state":  # a recurrent mixer's state (tree_mixers.py)
+            return [state_op(phase, s, self.kv_bytes, self.conv.attention_flops == "causal")]
         elif op == "param":
             # an idle module (derive_stacks.idle_spec) holds its weights and reads none
             out = Operator(name=s["name"], group=s["group"], kind="elementwise", params=s["params"],
@@ -146,7 +149,7 @@ class ModuleTreeDescriber(LayerDescriber):
     def _conv_op(self, phase: Phase, s: Dict[str, Any]) -> Operator:
         """A 1-D convolution over the sequence: each output position is a dot product of
         in/groups x kernel inputs per output channel (the FLOPs FlopCounterMode counts)."""
-        t = self._tokens(phase, s["tokens"]) * s["calls"]
+        t = conv_outputs(phase, s, self.conv.attention_flops == "causal", self._tokens(phase, s["tokens"])) * s["calls"]
         per_out = s["in"] // s["conv_groups"] * s["kernel"]
         params = s["out"] * per_out + (s["out"] if s["bias"] else 0)
         flops = 2.0 * t * s["out"] * per_out
@@ -227,6 +230,10 @@ class ModuleTreeDescriber(LayerDescriber):
             ops.append(self._collective("ep_all_to_all_dispatch", "all_to_all", "ep", self.par.ep_size, moved))
             ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", self.par.ep_size, moved))
         return ops
+
+    def mixer_state_bytes_per_seq_per_gpu(self, groups: Dict[LayerKind, int]) -> float:
+        """State bytes of one sequence over the recurrent mixers of `groups` (tree_mixers.py)."""
+        return sum(n * state_bytes_per_seq(self._specs(k), self.kv_bytes) for k, n in groups.items())
 
     def kv_cache_elems_per_token_per_gpu(self, kind: LayerKind) -> float:
         return float(sum(self._cache_elems_gpu(s) for s in self._specs(kind) if s["op"] == "attention"))

@@ -44,6 +44,10 @@ def _check_tp(desc: Dict[str, Any], name: str, tp: int) -> None:
                     raise ConfigError(
                         f"tp_size = {tp} does not split the attention of {name} ({s['name']}: {h} heads, "
                         f"{kv} KV heads); valid tp_size: {[d for d in _divisors(h) if kv % d == 0 or d % kv == 0]}")
+            if s["op"] == "state":
+                raise ConfigError(
+                    f"tp_size = {tp}: how {s['name']} of {name} splits its recurrent state over ranks is not "
+                    "modelled; the exact path supports tp_size = 1 for it")
             if s["op"] == "row_flops":
                 raise ConfigError(
                     f"tp_size = {tp}: cannot tell how to shard {s['name']} of {name} (matmuls on activations, "

@@ -48,6 +48,10 @@ def _idle_note(desc: Dict[str, Any]) -> str:
 def model_config_for(desc: Dict[str, Any], name: str) -> ModelConfig:
     kinds = [desc["kinds"][k] for k, _ in desc["layers"]]
     attn = next((_first(k, op="attention") for k in kinds if _first(k, op="attention")), None)
+    if attn is None and any(_first(k, op="state") for k in kinds):
+        # a recurrent model (derive_mixers.py): no heads; one "head" of the hidden width
+        # stands in for the fields reports and the activation-memory estimate read
+        attn = {"heads": 1, "kv_heads": 1, "d_qk": desc["hidden_dim"]}
     if attn is None:
         raise UnsupportedArchitectureError(f"{name}: no attention layer found in the module tree")
     windows = [kind_window(k) for k in kinds]

@@ -222,23 +222,10 @@ class MixerOps:
         return ops
 
     def ssd_flops(self, batch: int, q_len: int, past_len: int) -> float:
-        """FlopCounterMode FLOPs of Mamba-2's scan for `batch` sequences of `q_len` new
-        tokens, all heads. Decode: the read-out C h (2 H P N per token). Prefill, eager
-        (transformers' mamba2_chunk_scan, c chunks of Q after padding): the einsums
-        C B^T (c Q^2 H N), its product with x (c Q^2 H P), the chunk states (c Q H P N),
-        the inter-chunk pass ((c+1)^2 H P N) and C times the states (c Q H P N), 2 per MAC.
-        Serving: the same terms over the unpadded chunks and a c-step state pass."""
+        """FlopCounterMode FLOPs of Mamba-2's scan (`ssd_flops` below) for this model."""
         m = self.model
-        heads, n, q = m.ssm_num_heads, m.ssm_state_size, m.ssm_chunk_size
-        p = m.ssm_inner_dim // heads
-        if q_len == 1 and past_len > 0:
-            return 2.0 * batch * heads * p * n
-        c = ceil_div(q_len, q)
-        if self.conv.attention_flops == "causal":
-            full, rest = divmod(q_len, q)
-            squares = full * q * q + rest * rest
-            return 2.0 * batch * heads * (squares * (n + p) + 2 * q_len * p * n + c * p * n)
-        return 2.0 * batch * heads * (c * q * q * (n + p) + 2 * c * q * p * n + (c + 1) ** 2 * p * n)
+        return ssd_flops(batch, q_len, past_len, m.ssm_num_heads, m.ssm_inner_dim // m.ssm_num_heads,
+                         m.ssm_state_size, m.ssm_chunk_size, self.conv.attention_flops == "causal")
 
     def _mamba2_ops(self, phase: Phase) -> List[Operator]:
         m, t, tp = self.model, phase.tokens, self.tp
@@ -338,3 +325,21 @@ class MixerOps:
                            shapes=f"[{v}] x {t * heads}", replicated=True),
             self._matmul("out_proj", _GROUP, phase, t, value_dim, h, False, shard=tp, shard_input=True),
         ]
+
+
+def ssd_flops(batch: int, q_len: int, past_len: int, heads: int, p: int, n: int, q: int, serving: bool) -> float:
+    """FlopCounterMode FLOPs of Mamba-2's scan for `batch` sequences of `q_len` new
+    tokens, `heads` heads of width `p`, state size `n`, chunk `q`. Decode: the read-out
+    C h (2 H P N per token). Prefill, eager (transformers' mamba2_chunk_scan, c chunks of
+    Q after padding): the einsums C B^T (c Q^2 H N), its product with x (c Q^2 H P), the
+    chunk states (c Q H P N), the inter-chunk pass ((c+1)^2 H P N) and C times the states
+    (c Q H P N), 2 per MAC. Serving: the same terms over the unpadded chunks and a
+    c-step state pass."""
+    if q_len == 1 and past_len > 0:
+        return 2.0 * batch * heads * p * n
+    c = ceil_div(q_len, q)
+    if serving:
+        full, rest = divmod(q_len, q)
+        squares = full * q * q + rest * rest
+        return 2.0 * batch * heads * (squares * (n + p) + 2 * q_len * p * n + c * p * n)
+    return 2.0 * batch * heads * (c * q * q * (n + p) + 2 * c * q * p * n + (c + 1) ** 2 * p * n)
