@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UnsupportedArchitectureError
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
+from .derive_sites import attention_sites
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .module_tree import breakdown, main_stack
@@ -92,10 +93,11 @@ class _Walk:
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
         if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
-            site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token)
-            if site["op"] == "row_flops":
-                site["group"] = group_of(rel) if rel else "mlp"
-            specs.insert(0, site)
+            sites = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token)
+            for site in sites if isinstance(sites, list) else [sites]:
+                if site["op"] == "row_flops" and site.get("group") != "attention":
+                    site["group"] = group_of(rel) if rel else "mlp"
+            specs[:0] = sites if isinstance(sites, list) else [sites]
         for i, s in enumerate(specs):
             # the module's measured FLOPs per layer execution, on its first spec (a fused
             # experts module has one spec per weight: they are compared together)
@@ -129,7 +131,11 @@ class _Walk:
         eager = 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
         last = rel.rsplit(".", 1)[-1]
         inside = not ("attn" in last.lower() or "attention" in (last + type(module).__name__).lower())
-        return rows if inside and eager != own_per_exec and rows["op"] == "row_flops" else core
+        if inside and eager != own_per_exec and rows["op"] == "row_flops":
+            return rows
+        remainder = lambda flops: row_flops_spec(  # noqa: E731
+            rel, type(module).__name__, self.probe.tokens.get(path, []), per_exec, flops, b, t)
+        return attention_sites(core, own_per_exec, eager, remainder)
 
 
 _COMPUTING = ("linear", "experts", "conv", "row_flops")

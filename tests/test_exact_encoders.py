@@ -1,0 +1,71 @@
+"""Masked-LM encoders the exact path derives beyond plain attention (llm_analysis/exact,
+issue 14): ConvBERT's span-based dynamic convolution, ...
+
+Small configs keep CI time low. Expected values come from the transformers model of the
+same config built here on the meta device: its parameters (named_parameters, tied weights
+once) and FlopCounterMode's count of one prefill at batch 1 and two lengths the derivation
+does not probe (it probes batch 2 x 16 tokens and 1 x min(1024, max positions)).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
+from llm_analysis.exact import analysis_from_hf  # noqa: E402
+from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
+from llm_analysis.exact.meta_model import build_meta_models  # noqa: E402
+from llm_analysis.exact.probe import run_probe  # noqa: E402
+
+GPU = get_gpu_config_by_name("h100-sxm-80gb")
+LENGTHS = (16, 40)
+
+CONVBERT = {"model_type": "convbert", "hidden_size": 128, "embedding_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 1024, "conv_kernel_size": 5,
+            "head_ratio": 2, "num_groups": 2}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ANALYSIS_CACHE", str(tmp_path / "exact-cache"))
+
+
+def _model_figures(cfg, lengths=LENGTHS):
+    """(parameters, {seq_len: prefill FLOPs}) of the transformers masked LM itself."""
+    lm = build_meta_models(cfg, with_base=False).lm
+    params = sum(int(p.numel()) for p in lm.parameters())
+    flops = {}
+    for n in lengths:
+        counted, why = run_probe(lm, 1, n)  # FlopCounterMode over one forward
+        assert counted is not None, why
+        flops[n] = counted.total_flops
+    return params, flops
+
+
+def _derived_figures(cfg, lengths=LENGTHS):
+    a = analysis_from_hf(cfg, GPU)
+    return (int(a.get_num_params_total()), {n: engine_matmul_flops(a, 1, n) for n in lengths}), a
+
+
+def _specs(a):
+    d = a.describer.description
+    return [s for k in d["kinds"] for s in k] + d["embedding"] + d["head"]
+
+
+def test_convbert_dynamic_convolution_is_counted_per_token():
+    derived, a = _derived_figures(CONVBERT)
+    assert derived == _model_figures(CONVBERT)
+    # by hand: the span-based dynamic convolution multiplies, per token and head, the
+    # unfolded span (head_dim x kernel) by its kernel (kernel x 1): 2 x (heads/head_ratio)
+    # x head_dim x kernel FLOPs per token, next to the attention core
+    extra = next(s for s in _specs(a) if s["op"] == "row_flops" and s["group"] == "attention")
+    assert extra["flops_per_row"] == 2 * (4 // 2) * (128 // 4) * 5
+    # num_groups 2: the FFN's grouped linear layers are kernel-1 convolutions with 2 groups
+    grouped = [s for s in _specs(a) if s["op"] == "conv" and s["conv_groups"] == 2]
+    assert {s["module"] for s in grouped} == {"intermediate.dense", "output.dense"}
+    # an encoder trains with forward + 2x backward of the same matmuls
+    t = a.training(batch_size_per_gpu=1, seq_len=16, total_num_tokens=16, gradient_accumulation_steps=1)
+    assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * derived[1][16], rel=0.02)
