@@ -69,3 +69,24 @@ def test_convbert_dynamic_convolution_is_counted_per_token():
     # an encoder trains with forward + 2x backward of the same matmuls
     t = a.training(batch_size_per_gpu=1, seq_len=16, total_num_tokens=16, gradient_accumulation_steps=1)
     assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * derived[1][16], rel=0.02)
+
+
+SQUEEZEBERT = {"model_type": "squeezebert", "hidden_size": 128, "embedding_size": 128, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 1024, "q_groups": 4,
+               "k_groups": 2, "v_groups": 4, "post_attention_groups": 1, "intermediate_groups": 4,
+               "output_groups": 2}
+
+
+def test_squeezebert_grouped_convolutions_and_matmul_wrappers():
+    derived, a = _derived_figures(SQUEEZEBERT)
+    assert derived == _model_figures(SQUEEZEBERT)
+    kind = a.describer.description["kinds"][0]
+    # by hand: a kernel-1 convolution with G groups is G blocks of [C/G x C/G]
+    groups = {s["module"]: s["conv_groups"] for s in kind if s["op"] == "conv"}
+    assert groups == {"attention.query": 4, "attention.key": 2, "attention.value": 4, "post_attention.conv1d": 1,
+                      "intermediate.conv1d": 4, "output.conv1d": 2}
+    q = next(s for s in kind if s["module"] == "attention.query")
+    assert q["params"] == 128 * 128 // 4 + 128
+    # q.k^T and scores.v run in two parameter-free wrapper modules: one core on the attention
+    core = [s for s in kind if s["op"] == "attention"]
+    assert [(s["module"], s["heads"], s["d_qk"], s["d_v"]) for s in core] == [("attention", 4, 32, 32)]

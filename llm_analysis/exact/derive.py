@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UnsupportedArchitectureError
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
-from .derive_sites import attention_sites
+from .derive_sites import attention_sites, core_helper_children, layer_calls, same_length_conv_rows
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .module_tree import breakdown, main_stack
@@ -48,16 +48,21 @@ class _Walk:
         self.experts = num_experts(cfg)
         self.modules = list(lm.named_modules())
         self.seen: set = set()
+        self.absorbed: Dict[str, int] = {}  # core helper children: their FLOPs are the parent's
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
         never called itself, like a ModuleList, passes its children through)."""
+        if path in self.absorbed:
+            return 0
         return self.probe.flops.get(path, 0) - self._called_children_flops(path, module)
 
     def _called_children_flops(self, path: str, module: Any) -> int:
         total = 0
         for name, child in module.named_children():
             child_path = f"{path}.{name}" if path else name
+            if child_path in self.absorbed:
+                continue
             if child_path in self.probe.flops:
                 total += self.probe.flops[child_path]
             elif child_path not in self.probe.calls:
@@ -69,6 +74,7 @@ class _Walk:
         experts that sees the same whole number of rows for every token (hyper-connection
         streams, grouped output projections)."""
         rows = (self.probe.elems if is_embedding(module) else self.probe.tokens).get(path, [])
+        rows = same_length_conv_rows(module, self.probe.elems.get(path, [])) or rows
         source = token_source(rows, self.probe.batch, self.probe.seq_len)
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
             per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
@@ -82,6 +88,11 @@ class _Walk:
         computes FLOPs that no projection of its own explains, an attention core (or an
         `unexplained` spec). `calls`: runs of the enclosing layer (1 outside layers)."""
         own = self.own_flops(path, module) if path in self.probe.flops else 0
+        if own == 0 and "attention" in (rel + type(module).__name__).lower() and path not in self.absorbed:
+            helpers = core_helper_children(path, module, self.probe.flops, lambda: self._eager_core_flops(
+                rel, module, layer_index, self.probe.calls.get(path, 0) // max(calls, 1)) * max(calls, 1))
+            self.absorbed.update(helpers)
+            own = sum(helpers.values())
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
@@ -128,7 +139,7 @@ class _Walk:
         # a module inside an attention module but not named as one itself (a short
         # convolution on the keys) whose FLOPs are not the eager core's (every query-key pair)
         b, t = self.probe.batch, self.probe.seq_len
-        eager = 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
+        eager = self._eager_core_flops(rel, module, layer_index, per_exec)
         last = rel.rsplit(".", 1)[-1]
         inside = not ("attn" in last.lower() or "attention" in (last + type(module).__name__).lower())
         if inside and eager != own_per_exec and rows["op"] == "row_flops":
@@ -136,6 +147,13 @@ class _Walk:
         remainder = lambda flops: row_flops_spec(  # noqa: E731
             rel, type(module).__name__, self.probe.tokens.get(path, []), per_exec, flops, b, t)
         return attention_sites(core, own_per_exec, eager, remainder)
+
+
+    def _eager_core_flops(self, rel: str, module: Any, layer_index: Optional[int], per_exec: int) -> int:
+        """FLOPs of the eager attention core of `module` at the probe (every query-key pair)."""
+        core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
+        b, t = self.probe.batch, self.probe.seq_len
+        return 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
 
 
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
@@ -227,7 +245,7 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
     signatures: Dict[str, int] = {}
     order: List[List[Any]] = []
     for i, layer in enumerate(layers):
-        calls = w.probe.calls.get(layer, 0)
+        calls = layer_calls(layer, w.lm.get_submodule(layer), w.probe.calls)
         if calls < 1:
             raise UnsupportedArchitectureError(f"layer {layer} never runs in a forward pass")
         specs = _layer_specs(w, layer, i, calls)
