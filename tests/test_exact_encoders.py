@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
+from llm_analysis.errors import UnsupportedArchitectureError  # noqa: E402
 from llm_analysis.exact import analysis_from_hf  # noqa: E402
 from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
 from llm_analysis.exact.meta_model import build_meta_models  # noqa: E402
@@ -35,7 +36,7 @@ def _cache(tmp_path, monkeypatch):
 
 def _model_figures(cfg, lengths=LENGTHS):
     """(parameters, {seq_len: prefill FLOPs}) of the transformers masked LM itself."""
-    lm = build_meta_models(cfg, with_base=False).lm
+    lm = build_meta_models(cfg, with_base=False, dtype="float32").lm
     params = sum(int(p.numel()) for p in lm.parameters())
     flops = {}
     for n in lengths:
@@ -90,3 +91,26 @@ def test_squeezebert_grouped_convolutions_and_matmul_wrappers():
     # q.k^T and scores.v run in two parameter-free wrapper modules: one core on the attention
     core = [s for s in kind if s["op"] == "attention"]
     assert [(s["module"], s["heads"], s["d_qk"], s["d_v"]) for s in core] == [("attention", 4, 32, 32)]
+
+
+FNET = {"model_type": "fnet", "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
+        "vocab_size": 1024}
+
+
+def test_fnet_fourier_mixing_counts_what_flop_counter_counts():
+    # the token mixing is torch.fft.fftn, which FlopCounterMode counts as 0 FLOPs: the
+    # description has projections and norms only, and the model's own figures agree
+    derived, a = _derived_figures(FNET)
+    assert derived == _model_figures(FNET)
+    assert not any(s["op"] == "attention" for s in _specs(a))
+    t = a.training(batch_size_per_gpu=1, seq_len=16, total_num_tokens=16, gradient_accumulation_steps=1)
+    assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * derived[1][16], rel=0.02)
+
+
+def test_mra_attention_in_missing_kernels_is_refused():
+    # MRA's attention runs in CUDA kernels; without them transformers returns zeros, so
+    # FlopCounterMode sees projections but no attention core: refused, not counted as 0
+    cfg = {"model_type": "mra", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 256, "vocab_size": 1024}
+    with pytest.raises(UnsupportedArchitectureError, match="no attention core"):
+        analysis_from_hf(cfg, GPU)
