@@ -114,3 +114,22 @@ def test_mra_attention_in_missing_kernels_is_refused():
            "intermediate_size": 256, "vocab_size": 1024}
     with pytest.raises(UnsupportedArchitectureError, match="no attention core"):
         analysis_from_hf(cfg, GPU)
+
+
+BIGBIRD = {"model_type": "big_bird", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 256, "vocab_size": 1024, "max_position_embeddings": 512, "block_size": 16,
+           "num_random_blocks": 2, "attention_type": "block_sparse"}
+
+
+def test_big_bird_is_described_where_transformers_runs_full_attention_and_refused_above():
+    # by hand: transformers runs block-sparse attention only above
+    # (5 + 2 x num_random_blocks) x block_size = (5 + 4) x 16 = 144 tokens
+    limit = 144
+    derived, a = _derived_figures(BIGBIRD, (16, 40, limit))
+    assert derived == _model_figures(BIGBIRD, (16, 40, limit))  # the model switches to full attention itself
+    assert a.describer.description["max_input_len"] == limit
+    a.inference(batch_size_per_gpu=1, seq_len=limit, num_tokens_to_generate=8)
+    with pytest.raises(UnsupportedArchitectureError, match="block-sparse"):
+        a.inference(batch_size_per_gpu=1, seq_len=limit + 1, num_tokens_to_generate=8)
+    with pytest.raises(UnsupportedArchitectureError, match="block-sparse"):
+        a.training(batch_size_per_gpu=1, seq_len=256, total_num_tokens=256, gradient_accumulation_steps=1)

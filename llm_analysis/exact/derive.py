@@ -10,7 +10,8 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "kinds": [[spec...], ...],                        # distinct layer descriptions
      "layers": [[kind index, owns its parameters], ...],  # every executed layer, in order
      "probe": {"batch", "seq_len", "flops", "params"},
-     "probe_long": {"batch", "seq_len", "flops"}}     # a 1024-token prefill, FLOPs only
+     "probe_long": {"batch", "seq_len", "flops"},     # a 1024-token prefill, FLOPs only
+     "max_input_len": longest input of the described code path, or None (derive_lengths.py)}
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
 (heads, kv_heads, d_qk, d_v, window, cache_elems). A layer module that runs several
@@ -25,6 +26,7 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UnsupportedArchitectureError
+from .derive_lengths import full_attention_path
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_sites import attention_sites, core_helper_children, layer_calls, same_length_conv_rows
@@ -283,9 +285,11 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
     or the description does not match its parameters and FLOPs exactly). Any other
     failure of the model code or of the reading is a refusal too, never a number."""
     from .derive_check import verify_description
+    hf_config, max_input_len = full_attention_path(hf_config)
     try:
         models, probe = _built_and_probed(hf_config, name)
         desc = describe_tree(models, probe)
+        desc["max_input_len"] = max_input_len
     except UnsupportedArchitectureError:
         raise
     except Exception as exc:  # the model code or an unforeseen module layout
@@ -301,7 +305,8 @@ def _long_probe(models: Any, desc: Dict[str, Any], name: str) -> Dict[str, int]:
     changes with the length (block-sparse attention past a threshold, padding to a
     window): the description must match both."""
     from .probe import run_probe
-    seq_len = min(LONG_PROBE_SEQ_LEN, desc.get("max_seq_len") or LONG_PROBE_SEQ_LEN)
+    seq_len = min(LONG_PROBE_SEQ_LEN, desc.get("max_seq_len") or LONG_PROBE_SEQ_LEN,
+                  desc.get("max_input_len") or LONG_PROBE_SEQ_LEN)
     probe, reason = run_probe(models.lm, 1, seq_len)
     if probe is None:
         raise UnsupportedArchitectureError(

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import ConfigError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
+from .derive_lengths import check_input_len
 from .tree_layout import check_layout, kind_window, stage_kinds
 
 
@@ -190,6 +191,7 @@ class ModuleTreeDescriber(LayerDescriber):
 
     # ---------------------------------------------------------------- layers
     def layer_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        check_input_len(self.description, phase.q_len)
         ops: List[Operator] = []
         for s in self._specs(kind):
             for op in self._spec_op(phase, s, kind, kind.owns_params):
