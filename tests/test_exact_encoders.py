@@ -133,3 +133,23 @@ def test_big_bird_is_described_where_transformers_runs_full_attention_and_refuse
         a.inference(batch_size_per_gpu=1, seq_len=limit + 1, num_tokens_to_generate=8)
     with pytest.raises(UnsupportedArchitectureError, match="block-sparse"):
         a.training(batch_size_per_gpu=1, seq_len=256, total_num_tokens=256, gradient_accumulation_steps=1)
+
+
+XLNET = {"model_type": "xlnet", "d_model": 128, "n_layer": 2, "n_head": 4, "d_inner": 256, "vocab_size": 1024}
+
+
+def test_xlnet_relative_attention_prefill_and_training_exact_decode_refused():
+    derived, a = _derived_figures(XLNET)
+    assert derived == _model_figures(XLNET)
+    core = next(s for s in _specs(a) if s["op"] == "attention")
+    # by hand (arXiv 1906.08237 / transformers' rel_attn_core): q.k^T over T keys plus
+    # q.r^T over klen + qlen = 2T relative positions: a score width of 32 + 2 x 32 per pair
+    assert (core["d_qk"], core["score_width"], core["d_v"]) == (32, 96, 32)
+    # per token: q, k, v, o (4 x 128 x 128) plus the relative positions' key projection,
+    # two rows per token: 2 x (4 + 2) x 128 x 128 FLOPs
+    extra = next(s for s in _specs(a) if s["op"] == "row_flops" and s["group"] == "attention")
+    assert extra["flops_per_row"] == 2 * 6 * 128 * 128
+    t = a.training(batch_size_per_gpu=1, seq_len=16, total_num_tokens=16, gradient_accumulation_steps=1)
+    assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * derived[1][16], rel=0.02)
+    with pytest.raises(UnsupportedArchitectureError, match="decode step"):
+        a.inference(batch_size_per_gpu=1, seq_len=16, num_tokens_to_generate=4)

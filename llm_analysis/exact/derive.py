@@ -29,7 +29,7 @@ from ..errors import UnsupportedArchitectureError
 from .derive_lengths import full_attention_path
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
-from .derive_sites import attention_sites, core_helper_children, layer_calls, same_length_conv_rows
+from .derive_sites import FIT_SEQ_LEN, attention_sites, core_helper_children, layer_calls, same_length_conv_rows
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .module_tree import breakdown, main_stack
@@ -51,25 +51,39 @@ class _Walk:
         self.modules = list(lm.named_modules())
         self.seen: set = set()
         self.absorbed: Dict[str, int] = {}  # core helper children: their FLOPs are the parent's
+        self.fit_probe: Any = None
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
         never called itself, like a ModuleList, passes its children through)."""
         if path in self.absorbed:
             return 0
-        return self.probe.flops.get(path, 0) - self._called_children_flops(path, module)
+        return self.probe.flops.get(path, 0) - self._called_children_flops(path, module, self.probe)
 
-    def _called_children_flops(self, path: str, module: Any) -> int:
+    def _called_children_flops(self, path: str, module: Any, probe: Any) -> int:
         total = 0
         for name, child in module.named_children():
             child_path = f"{path}.{name}" if path else name
             if child_path in self.absorbed:
                 continue
-            if child_path in self.probe.flops:
-                total += self.probe.flops[child_path]
-            elif child_path not in self.probe.calls:
-                total += self._called_children_flops(child_path, child)
+            if child_path in probe.flops:
+                total += probe.flops[child_path]
+            elif child_path not in probe.calls:
+                total += self._called_children_flops(child_path, child, probe)
         return total
+
+    def fit_point(self, path: str, module: Any, calls: int) -> Tuple[int, int, int]:
+        """(batch, seq_len, own FLOPs per layer execution) of `path` in a third prefill
+        (derive_sites.FIT_SEQ_LEN tokens), run once when an attention module does more than
+        its eager core: with the probe, it separates work per query-key pair from work per
+        token; the long probe then checks the split at another length."""
+        if self.fit_probe is None:
+            from .probe import run_probe
+            self.fit_probe, _ = run_probe(self.lm, 1, FIT_SEQ_LEN)
+        if self.fit_probe is None:
+            return 1, FIT_SEQ_LEN, -1
+        own = self.fit_probe.flops.get(path, 0) - self._called_children_flops(path, module, self.fit_probe)
+        return 1, FIT_SEQ_LEN, own // max(calls, 1)
 
     def tokens(self, path: str, module: Any) -> Tuple[str, int]:
         """(token source, rows per token): rows per token > 1 for a module outside the
@@ -97,7 +111,8 @@ class _Walk:
             own = sum(helpers.values())
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)
-        ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
+        ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of,
+               "top_k": top_k(self.cfg)}
         source, per_token = self.tokens(path, module)
         specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
         if per_token > 1:
@@ -106,7 +121,8 @@ class _Walk:
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
         if own > 0 and not any(s["op"] in _COMPUTING for s in specs):
-            sites = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token)
+            sites = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token,
+                                    calls)
             for site in sites if isinstance(sites, list) else [sites]:
                 if site["op"] == "row_flops" and site.get("group") != "attention":
                     site["group"] = group_of(rel) if rel else "mlp"
@@ -119,7 +135,7 @@ class _Walk:
         return specs
 
     def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
-                   layer_index: Optional[int], per_token: float) -> Dict[str, Any]:
+                   layer_index: Optional[int], per_token: float, calls: int = 1) -> Any:
         """An attention core, or matmuls measured per token, or `unexplained`."""
         # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
         # head multiplying by a concatenated weight, a short convolution run as a function):
@@ -148,7 +164,8 @@ class _Walk:
             return rows
         remainder = lambda flops: row_flops_spec(  # noqa: E731
             rel, type(module).__name__, self.probe.tokens.get(path, []), per_exec, flops, b, t)
-        return attention_sites(core, own_per_exec, eager, remainder)
+        fit = self.fit_point(path, module, calls) if own_per_exec != eager else None
+        return attention_sites(core, own_per_exec, eager, remainder, (b, t), fit)
 
 
     def _eager_core_flops(self, rel: str, module: Any, layer_index: Optional[int], per_exec: int) -> int:

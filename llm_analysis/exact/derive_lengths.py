@@ -52,3 +52,15 @@ def check_input_len(desc: Dict[str, Any], new_tokens: int) -> None:
             f"transformers (inputs above {limit} tokens = (5 + 2 x num_random_blocks) x block_size, padded to "
             f"whole blocks, with random blocks), which is not described; the description covers inputs of at "
             f"most {limit} tokens (full attention) and decode steps. Use seq_len <= {limit}.")
+
+
+def check_score_width(core: Dict[str, Any], phase: Any) -> None:
+    """UnsupportedArchitectureError for a forward with cached context (a decode step)
+    through an attention core whose scores have extra terms (`score_width`, XLNet's
+    relative positions: derive_sites.attention_sites): verified for a forward without
+    cache only (prefill, training), where the relative positions are 2 x the tokens."""
+    if core.get("score_width") is not None and phase.past_len > 0:
+        raise UnsupportedArchitectureError(
+            f"{core['name']}: its attention scores include relative-position terms (score width "
+            f"{core['score_width']} per query-key pair instead of {core['d_qk']}), verified for a forward "
+            "without cache (prefill, training) only; a decode step with cached context is not described")

@@ -15,17 +15,51 @@ Used by `derive.py` during a derivation (torch imported inside functions only).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from fractions import Fraction
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+
+FIT_SEQ_LEN = 48  # the third prefill's length (batch 1): neither the probe's nor the long probe's
+
+
+def _fit(probe_point: Tuple[int, int, int], fit_point: Tuple[int, int, int]) -> Optional[Tuple[Fraction, Fraction]]:
+    """(FLOPs per sequence per query-key pair, per token) of FLOPs y = batch x (a x T^2 + b x T)
+    through two (batch, T, y) points, or None."""
+    (b1, t1, y1), (b2, t2, y2) = probe_point, fit_point
+    if y2 < 0 or t1 == t2:
+        return None
+    per_seq1, per_seq2 = Fraction(y1, b1 * t1), Fraction(y2, b2 * t2)
+    a = (per_seq2 - per_seq1) / (t2 - t1)
+    return a, per_seq1 - a * t1
 
 
 def attention_sites(core: Dict[str, Any], own_per_exec: int, eager_per_exec: int,
-                    remainder_rows: Callable[[int], Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """[core] when the module's own FLOPs are the eager core's, [core, per-token
-    remainder] when they exceed it by a whole number of FLOPs per row, else [core]
-    (the per-module check then refuses with both figures). `remainder_rows(flops)`:
-    the row_flops spec of `flops` FLOPs per layer execution."""
-    extra = own_per_exec - eager_per_exec
-    if extra <= 0:
+                    remainder_rows: Callable[[int], Dict[str, Any]], probe_shape: Tuple[int, int],
+                    fit_point: Optional[Tuple[int, int, int]] = None) -> List[Dict[str, Any]]:
+    """[core] when the module's own FLOPs are the eager core's; else the core and a
+    per-token remainder (`row_flops`), with the pairwise work fitted through the probe and
+    `fit_point` (batch, seq_len, own FLOPs at a third length): ConvBERT's remainder is per
+    token, XLNet's relative-position scores (Dai et al. 2019, arXiv 1901.02860; Yang et
+    al. 2019, arXiv 1906.08237) add q x r^T against the klen + qlen = 2T relative
+    positions, i.e. a score width of d_qk + 2 d_qk per query-key pair. A score width other
+    than d_qk is recorded as `score_width` (prefill and training only: a decode step's
+    relative positions are not described, describer refuses it). [core] when nothing fits
+    (the per-module check then refuses with both figures). `remainder_rows(flops)`: the
+    row_flops spec of `flops` FLOPs per layer execution."""
+    if own_per_exec == eager_per_exec:
+        return [core]
+    batch, seq = probe_shape
+    fitted = _fit((batch, seq, own_per_exec), fit_point) if fit_point else None
+    calls = max(core["calls"], 1)
+    per_pair = 2 * core["heads"] * calls
+    if fitted is None or fitted[0] % per_pair or fitted[1] < 0:
+        return [core]
+    width = int(fitted[0] // per_pair) - core["d_v"]
+    if width < 1:
+        return [core]
+    core = dict(core, score_width=width) if width != core["d_qk"] else core
+    extra = own_per_exec - batch * seq * seq * per_pair * (width + core["d_v"])
+    if extra == 0:
         return [core]
     rows = remainder_rows(extra)
     if rows["op"] != "row_flops":

@@ -59,7 +59,8 @@ def module_specs(name: str, module: Any, fresh: Dict[str, int], tokens: str, cal
                                   bool(ctx["experts"]) or expert_role(name) is not None, ctx["group_of"](name))
     if grouped is not None:
         return [grouped]
-    if any(p.dim() == 3 for p in params.values()):
+    if any(p.dim() == 3 for p in params.values()) and (ctx["experts"] or ctx.get("top_k")
+                                                       or expert_role(name) is not None):
         return _fused_expert_specs(name, params, fresh, tokens, calls, ctx)
     shape = linear_shape(module, weight) if "weight" in params else None
     if shape is None:

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import ConfigError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
-from .derive_lengths import check_input_len
+from .derive_lengths import check_input_len, check_score_width
 from .tree_layout import check_layout, kind_window, stage_kinds
 
 
@@ -165,7 +165,8 @@ class ModuleTreeDescriber(LayerDescriber):
             pairs = causal_pairs(phase.q_len, phase.past_len, window)
         else:
             pairs = phase.q_len * attended
-        flops = 2.0 * phase.batch * heads * pairs * (d_qk + d_v) * s["calls"]
+        check_score_width(s, phase)
+        flops = 2.0 * phase.batch * heads * pairs * (s.get("score_width", d_qk) + d_v) * s["calls"]
         heads_gpu = heads / self.tp
         cache_gpu = self._cache_elems_gpu(s)
         kv_read = phase.batch * attended * cache_gpu * self.kv_bytes if phase.past_len > 0 else 0.0
