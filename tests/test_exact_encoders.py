@@ -9,6 +9,10 @@ does not probe (it probes batch 2 x 16 tokens and 1 x min(1024, max positions)).
 
 from __future__ import annotations
 
+import copy
+import json
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -153,3 +157,11 @@ def test_xlnet_relative_attention_prefill_and_training_exact_decode_refused():
     assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * derived[1][16], rel=0.02)
     with pytest.raises(UnsupportedArchitectureError, match="decode step"):
         a.inference(batch_size_per_gpu=1, seq_len=16, num_tokens_to_generate=4)
+
+
+@pytest.mark.parametrize("mt,why", [("longformer", "sliding-chunk attention"), ("funnel", "pooling between blocks"),
+                                    ("perceiver", "fixed-size latent array")])
+def test_length_dependent_structures_are_refused_with_the_reason(mt, why):
+    truth = json.loads((Path(__file__).resolve().parent / "data" / "architecture_truth.json").read_text())
+    with pytest.raises(UnsupportedArchitectureError, match=why):
+        analysis_from_hf(copy.deepcopy(truth["types"][mt]["config"]), GPU)
