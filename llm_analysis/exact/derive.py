@@ -11,6 +11,7 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "layers": [[kind index, owns its parameters], ...],  # every executed layer, in order
      "probe": {"batch", "seq_len", "flops", "params"},
      "probe_long": {"batch", "seq_len", "flops"},     # a 1024-token prefill, FLOPs only
+     "max_input_len": longest input of the described code path, or None (derive_lengths.py),
      "prefix_tokens": P,            # only when the model prepends P tokens itself (derive_prefix.py)
      "refused_phases": {phase: why}}  # only when a phase cannot be described (derive_stacks.py)
 
@@ -30,9 +31,11 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UnsupportedArchitectureError
+from .derive_lengths import full_attention_path
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_mixers import mixer_specs
+from .derive_sites import FIT_SEQ_LEN, attention_sites, core_helper_children, layer_calls, same_length_conv_rows
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
@@ -58,30 +61,49 @@ class _Walk:
         self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
         self.idle = idle_roots(lm, probe.calls)
         self.dense: List[str] = []  # experts every token runs through (derive_refusals.py)
+        self.absorbed: Dict[str, int] = {}  # core helper children: their FLOPs are the parent's
+        self.fit_probe: Any = None
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
         never called itself, like a ModuleList, passes its children through)."""
-        return self.probe.flops.get(path, 0) - self._called_children_flops(path, module)
+        if path in self.absorbed:
+            return 0
+        return self.probe.flops.get(path, 0) - self._called_children_flops(path, module, self.probe)
 
-    def _called_children_flops(self, path: str, module: Any) -> int:
+    def _called_children_flops(self, path: str, module: Any, probe: Any) -> int:
         total = 0
         for name, child in module.named_children():
             child_path = f"{path}.{name}" if path else name
-            if child_path in self.probe.flops:
-                total += self.probe.flops[child_path]
-            elif child_path not in self.probe.calls:
-                total += self._called_children_flops(child_path, child)
+            if child_path in self.absorbed:
+                continue
+            if child_path in probe.flops:
+                total += probe.flops[child_path]
+            elif child_path not in probe.calls:
+                total += self._called_children_flops(child_path, child, probe)
         return total
 
     def parent(self, path: str) -> Any:
         return self.lm.get_submodule(path.rsplit(".", 1)[0]) if "." in path else self.lm
 
+    def fit_point(self, path: str, module: Any, calls: int) -> Tuple[int, int, int]:
+        """(batch, seq_len, own FLOPs per layer execution) of `path` in a third prefill
+        (derive_sites.FIT_SEQ_LEN tokens), run once when an attention module does more than
+        its eager core: with the probe, it separates work per query-key pair from work per
+        token; the long probe then checks the split at another length."""
+        if self.fit_probe is None:
+            from .probe import run_probe
+            self.fit_probe, _ = run_probe(self.lm, 1, FIT_SEQ_LEN)
+        if self.fit_probe is None:
+            return 1, FIT_SEQ_LEN, -1
+        own = self.fit_probe.flops.get(path, 0) - self._called_children_flops(path, module, self.fit_probe)
+        return 1, FIT_SEQ_LEN, own // max(calls, 1)
+
     def tokens(self, path: str, module: Any, in_layer: bool) -> Tuple[str, int]:
         """(token source, rows per token): rows per token > 1 for a module outside the
         experts that sees the same whole number of rows for every token (hyper-connection
         streams, grouped output projections)."""
-        rows = self.rows(path, module)
+        rows = same_length_conv_rows(module, self.probe.elems.get(path, [])) or self.rows(path, module)
         source = token_source(rows, self.probe.batch, self.probe.seq_len)
         if source == "unknown" and in_layer and is_prefixed(rows, self.probe.batch, self.probe.seq_len, self.prefix):
             return "all", 1  # every token of the phase the layers run (derive_prefix.prefixed_phase)
@@ -112,9 +134,15 @@ class _Walk:
             spec = idle_spec(rel, module, self.seen) if idle == path else None
             return [dict(spec, module=rel, probe_flops=0)] if spec and spec["params"] else []
         own = self.own_flops(path, module) if path in self.probe.flops else 0
+        if own == 0 and "attention" in (rel + type(module).__name__).lower() and path not in self.absorbed:
+            helpers = core_helper_children(path, module, self.probe.flops, lambda: self._eager_core_flops(
+                rel, module, layer_index, self.probe.calls.get(path, 0) // max(calls, 1)) * max(calls, 1))
+            self.absorbed.update(helpers)
+            own = sum(helpers.values())
         per_exec = self.probe.calls.get(path, 0) // max(calls, 1)
         fresh = new_params(module, self.seen)
-        ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of}
+        ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of,
+               "top_k": top_k(self.cfg)}
         source, per_token = self.tokens(path, module, layer_index is not None)
         specs = mixer_specs(rel, module, fresh, per_exec, self.parent(path))  # a known recurrent mixer
         if specs is not None:
@@ -127,10 +155,12 @@ class _Walk:
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
         if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") for s in specs):
-            site = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token)
-            if site["op"] == "row_flops":
-                site["group"] = group_of(rel) if rel else "mlp"
-            specs.insert(0, site)
+            sites = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token,
+                                    calls)
+            for site in sites if isinstance(sites, list) else [sites]:
+                if site["op"] == "row_flops" and site.get("group") != "attention":
+                    site["group"] = group_of(rel) if rel else "mlp"
+            specs[:0] = sites if isinstance(sites, list) else [sites]
         for i, s in enumerate(specs):
             # the module's measured FLOPs per layer execution, on its first spec (a fused
             # experts module has one spec per weight: they are compared together)
@@ -139,7 +169,7 @@ class _Walk:
         return specs
 
     def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
-                   layer_index: Optional[int], per_token: float) -> Dict[str, Any]:
+                   layer_index: Optional[int], per_token: float, calls: int = 1) -> Any:
         """An attention core, or matmuls measured per token, or `unexplained`."""
         # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
         # head multiplying by a concatenated weight, a short convolution run as a function):
@@ -161,10 +191,22 @@ class _Walk:
         # a module inside an attention module but not named as one itself (a short
         # convolution on the keys) whose FLOPs are not the eager core's (every query-key pair)
         b, t = self.probe.batch, self.probe.seq_len
-        eager = 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
+        eager = self._eager_core_flops(rel, module, layer_index, per_exec)
         last = rel.rsplit(".", 1)[-1]
         inside = not ("attn" in last.lower() or "attention" in (last + type(module).__name__).lower())
-        return rows if inside and eager != own_per_exec and rows["op"] == "row_flops" else core
+        if inside and eager != own_per_exec and rows["op"] == "row_flops":
+            return rows
+        remainder = lambda flops: row_flops_spec(  # noqa: E731
+            rel, type(module).__name__, self.probe.tokens.get(path, []), per_exec, flops, b, t)
+        fit = self.fit_point(path, module, calls) if own_per_exec != eager else None
+        return attention_sites(core, own_per_exec, eager, remainder, (b, t), fit)
+
+
+    def _eager_core_flops(self, rel: str, module: Any, layer_index: Optional[int], per_exec: int) -> int:
+        """FLOPs of the eager attention core of `module` at the probe (every query-key pair)."""
+        core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
+        b, t = self.probe.batch, self.probe.seq_len
+        return 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
 
 
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
@@ -256,7 +298,7 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
     signatures: Dict[str, int] = {}
     order: List[List[Any]] = []
     for i, layer in enumerate(layers):
-        calls = w.probe.calls.get(layer, 0)
+        calls = layer_calls(layer, w.lm.get_submodule(layer), w.probe.calls)
         # a layer that never runs (Mllama's cross-attention layers without image
         # features) is idle: its parameters, one execution doing nothing
         specs = _layer_specs(w, layer, i, calls) if calls else [
@@ -314,9 +356,11 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
     or the description does not match its parameters and FLOPs exactly). Any other
     failure of the model code or of the reading is a refusal too, never a number."""
     from .derive_check import verify_description
+    hf_config, max_input_len = full_attention_path(hf_config)
     try:
         models, probe = _built_and_probed(hf_config, name)
         desc = describe_tree(models, probe)
+        desc["max_input_len"] = max_input_len
     except UnsupportedArchitectureError:
         raise
     except Exception as exc:  # the model code or an unforeseen module layout
@@ -332,7 +376,8 @@ def _long_probe(models: Any, desc: Dict[str, Any], name: str) -> Dict[str, int]:
     changes with the length (block-sparse attention past a threshold, padding to a
     window): the description must match both."""
     from .probe import run_probe
-    seq_len = min(LONG_PROBE_SEQ_LEN, desc.get("max_seq_len") or LONG_PROBE_SEQ_LEN)
+    seq_len = min(LONG_PROBE_SEQ_LEN, desc.get("max_seq_len") or LONG_PROBE_SEQ_LEN,
+                  desc.get("max_input_len") or LONG_PROBE_SEQ_LEN)
     probe, reason = run_probe(models.lm, 1, seq_len)
     if probe is None:
         raise UnsupportedArchitectureError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set
 
+from .derive_sites import grouped_linear_spec
 from .derive_roles import (config_int, expert_role, expert_shape, is_conv1d, is_embedding, is_norm,
                            linear_shape, numel)
 
@@ -54,7 +55,12 @@ def module_specs(name: str, module: Any, fresh: Dict[str, int], tokens: str, cal
                   "kernel": int(module.kernel_size[0]), "conv_groups": int(module.groups),
                   "padding": int(module.padding[0]) if isinstance(module.padding, tuple) else 0})
         return [s]
-    if any(p.dim() == 3 for p in params.values()):
+    grouped = grouped_linear_spec(name, params, total, tokens, calls,
+                                  bool(ctx["experts"]) or expert_role(name) is not None, ctx["group_of"](name))
+    if grouped is not None:
+        return [grouped]
+    if any(p.dim() == 3 for p in params.values()) and (ctx["experts"] or ctx.get("top_k")
+                                                       or expert_role(name) is not None):
         return _fused_expert_specs(name, params, fresh, tokens, calls, ctx)
     shape = linear_shape(module, weight) if "weight" in params else None
     if shape is None:

@@ -23,6 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 from ..config import DtypeConfig, ParallelismConfig
 from ..errors import ConfigError, UnsupportedArchitectureError
 from . import cache
+from .known_limits import explained
 
 _KIND = "module-tree description"
 
@@ -63,7 +64,7 @@ def _derive_record(hf_config: Dict[str, Any], name: str) -> Dict[str, Any]:
     try:
         return {"kind": _KIND, "description": derive_description(hf_config, name), "message": None}
     except UnsupportedArchitectureError as exc:
-        return {"kind": _KIND, "description": None, "message": str(exc)}
+        return {"kind": _KIND, "description": None, "message": explained(str(exc), hf_config)}
 
 
 def analysis_from_hf(model: Any, gpu_config: Any, dtype_config: DtypeConfig = DtypeConfig(),

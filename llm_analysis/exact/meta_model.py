@@ -86,7 +86,12 @@ def _instantiate(class_name: str, cfg: Any, dtype: str = "bfloat16") -> Any:
     with quiet_transformers(), torch.device("meta"):
         # eager attention: its matmuls are visible to FlopCounterMode and need no kernel;
         # bf16 because the grouped-matmul expert kernels accept only bf16 inputs
-        return cls._from_config(cfg, attn_implementation="eager", dtype=getattr(torch, dtype))
+        model = cls._from_config(cfg, attn_implementation="eager", dtype=getattr(torch, dtype))
+    if any(p.device.type != "meta" for p in model.parameters()):
+        # a legacy constructor (XLNet's torch.FloatTensor) ignores the device context and
+        # makes real float32 tensors: moved to meta, in the model's dtype
+        model = model.to(device="meta", dtype=getattr(torch, dtype))
+    return model
 
 
 def build_meta_models(hf_config: Any, with_base: bool = True, dtype: str = "bfloat16") -> MetaModels:

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import ConfigError, UnsupportedArchitectureError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
+from .derive_lengths import check_input_len, check_score_width
 from .derive_prefix import prefix_of, prefixed_phase
 from .tree_layout import check_layout, kind_window, stage_kinds
 from .tree_mixers import conv_outputs, state_bytes_per_seq, state_op
@@ -169,7 +170,8 @@ class ModuleTreeDescriber(LayerDescriber):
             pairs = causal_pairs(phase.q_len, phase.past_len, window)
         else:
             pairs = phase.q_len * attended
-        flops = 2.0 * phase.batch * heads * pairs * (d_qk + d_v) * s["calls"]
+        check_score_width(s, phase)
+        flops = 2.0 * phase.batch * heads * pairs * (s.get("score_width", d_qk) + d_v) * s["calls"]
         heads_gpu = heads / self.tp
         cache_gpu = self._cache_elems_gpu(s)
         kv_read = phase.batch * attended * cache_gpu * self.kv_bytes if phase.past_len > 0 else 0.0
@@ -198,6 +200,7 @@ class ModuleTreeDescriber(LayerDescriber):
         refusal = self.description.get("refused_phases", {}).get(phase.name)
         if refusal and not phase.shapes_only:  # derive_stacks.refused_phases
             raise UnsupportedArchitectureError(f"{self.model.name}: the {phase.name} phase cannot be described: {refusal}")
+        check_input_len(self.description, phase.q_len)
         phase = prefixed_phase(phase, prefix_of(self.description))
         ops: List[Operator] = []
         for s in self._specs(kind):

@@ -45,6 +45,24 @@ def _idle_note(desc: Dict[str, Any]) -> str:
            "counted, no FLOPs)" if idle else ""
 
 
+def _attention_free_encoder(desc: Dict[str, Any], kinds: List[List[Dict[str, Any]]], name: str
+                            ) -> Dict[str, Any]:
+    """The attention stand-in of an encoder that mixes tokens without attention (FNet's
+    Fourier transform, Lee-Thorp et al. 2021, arXiv 2105.03824, whose FLOPs FlopCounterMode
+    does not count): no decode phase, no KV cache; one head as wide as the hidden state
+    stands for the mixer in the activation-memory estimate. A model with attention
+    projections but no attention core counted (MRA: its attention runs in CUDA kernels,
+    and without them transformers returns zeros) is refused: the core is real work that
+    nothing here measured."""
+    projections = sorted({s["name"] for k in kinds for s in k if s.get("group") == "attention"})
+    if desc["task"] != "masked-lm" or projections:
+        why = (f": it has attention projections ({', '.join(projections[:3])}) but FlopCounterMode counted no "
+               "attention core (computed by a kernel it does not see, or skipped on this installation)"
+               if projections else "")
+        raise UnsupportedArchitectureError(f"{name}: no attention layer found in the module tree{why}")
+    return {"heads": 1, "kv_heads": 1, "d_qk": desc["hidden_dim"]}
+
+
 def model_config_for(desc: Dict[str, Any], name: str) -> ModelConfig:
     kinds = [desc["kinds"][k] for k, _ in desc["layers"]]
     attn = next((_first(k, op="attention") for k in kinds if _first(k, op="attention")), None)
@@ -53,7 +71,7 @@ def model_config_for(desc: Dict[str, Any], name: str) -> ModelConfig:
         # stands in for the fields reports and the activation-memory estimate read
         attn = {"heads": 1, "kv_heads": 1, "d_qk": desc["hidden_dim"]}
     if attn is None:
-        raise UnsupportedArchitectureError(f"{name}: no attention layer found in the module tree")
+        attn = _attention_free_encoder(desc, kinds, name)
     windows = [kind_window(k) for k in kinds]
     window = max((w for w in windows if w), default=None)
     mlp = next((f for f in (_ffn(k, None) for k in kinds) if f), {})

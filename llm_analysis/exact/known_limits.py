@@ -1,0 +1,49 @@
+"""Why some architectures cannot be derived: the structures whose FLOPs depend on the
+input length in a way no per-token, per-pair or per-sequence operator carries.
+
+When a derivation refuses (derive.py / derive_check.py), the refusal names the modules
+that did not match; for the structures below, whose config keys identify them, it also
+says what in the architecture makes the description impossible, so the user learns the
+real limit rather than a symptom. The table only explains refusals: it never makes a
+model refused that derives and verifies.
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+# (config keys that must all be present, explanation)
+_LIMITS: Tuple[Tuple[Tuple[str, ...], str], ...] = (
+    (("attention_window",),
+     "sliding-chunk attention (Longformer, Beltagy et al. 2020, arXiv 2004.05150): transformers pads every "
+     "input to a multiple of attention_window, so every projection runs on the padded tokens, and computes "
+     "overlapping chunks of 2 x window/2 keys plus global tokens chosen by the input's values; the FLOPs are a "
+     "step function of the length (and the global-token check reads values, impossible on meta tensors)"),
+    (("block_sizes", "pooling_type"),
+     "pooling between blocks (Funnel-Transformer, Dai et al. 2020, arXiv 2006.03236): each block after the first "
+     "runs on a sequence pooled to about half the previous length (parity-dependent with separate_cls and "
+     "truncate_seq), the relative-position projections run once per forward independent of the batch, and the "
+     "decoder upsamples back to the full length; no per-token description carries that"),
+    (("num_latents", "d_latents"),
+     "a fixed-size latent array (Perceiver IO, Jaegle et al. 2021, arXiv 2107.14795): the latent self-attention "
+     "layers run on num_latents rows per sequence whatever the input length, the encoder cross-attends "
+     "num_latents queries to the input tokens and the decoder max_position_embeddings queries to the latents; "
+     "the operator description has no per-sequence row count"),
+)
+
+
+def known_limit(hf_config: Dict[str, Any]) -> Optional[str]:
+    """The explanation of the first structure whose keys `hf_config` has, or None."""
+    cfg = hf_config if isinstance(hf_config, dict) else {}
+    for keys, why in _LIMITS:
+        if all(cfg.get(k) is not None for k in keys):
+            return why
+    return None
+
+
+def explained(message: str, hf_config: Dict[str, Any]) -> str:
+    """`message` with the known structural limit of `hf_config` appended, if any."""
+    why = known_limit(hf_config)
+    return f"{message}\nWhy: {why}." if why else message
