@@ -10,14 +10,18 @@ refuse it, naming the key and the value, rather than count without it.
 
 from __future__ import annotations
 
+from typing import Tuple
+
 from .hub_errors import not_modelled
 from .hub_source import Fields, Src
 
 __all__ = ["check_unread_shape_keys"]
 
 
-def check_unread_shape_keys(src: Src, f: Fields, what: str) -> None:
-    """Refuse a config whose shape-changing keys the row's fields do not describe."""
-    if bool(src.get("add_cross_attention", default=False)) and not f.get("cross_attention"):
+def check_unread_shape_keys(src: Src, f: Fields, what: str, ignored: Tuple[str, ...] = ()) -> None:
+    """Refuse a config whose shape-changing keys the row's fields do not describe (keys in
+    `ignored` are ones the family's own code never reads: Family.ignores)."""
+    if "add_cross_attention" not in ignored and bool(src.get("add_cross_attention", default=False)) \
+            and not f.get("cross_attention"):
         raise not_modelled(f"{what}: add_cross_attention=True (a cross-attention block in every "
                            "layer of this decoder) is not read by this family's mapping")

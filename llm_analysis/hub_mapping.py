@@ -56,7 +56,7 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str) -> Fields:
     try:
         fields = read_family(family, src, what) if family else map_generic(src, what)
         if family:
-            check_unread_shape_keys(src, fields, what)
+            check_unread_shape_keys(src, fields, what, family.ignores)
     except HubImportError:
         raise
     except (TypeError, ValueError, KeyError, IndexError) as exc:  # malformed attribute values
