@@ -129,9 +129,8 @@ class _Walk:
         """Specs of one module: its parameters (projections, norms, ...) and, when it
         computes FLOPs that no projection of its own explains, an attention core (or an
         `unexplained` spec). `calls`: runs of the enclosing layer (1 outside layers)."""
-        idle = next((r for r in self.idle if path == r or path.startswith(r + ".")), None)
-        if idle is not None:  # a module a text-only forward never runs (derive_stacks.idle_roots)
-            spec = idle_spec(rel, module, self.seen) if idle == path else None
+        if inside_any(path, self.idle):  # a module a text-only forward never runs (derive_stacks.idle_roots)
+            spec = idle_spec(rel, module, self.seen) if path in self.idle else None
             return [dict(spec, module=rel, probe_flops=0)] if spec and spec["params"] else []
         own = self.own_flops(path, module) if path in self.probe.flops else 0
         if own == 0 and "attention" in (rel + type(module).__name__).lower() and path not in self.absorbed:
@@ -157,10 +156,10 @@ class _Walk:
         if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") for s in specs):
             sites = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token,
                                     calls)
-            for site in sites if isinstance(sites, list) else [sites]:
+            for site in sites:
                 if site["op"] == "row_flops" and site.get("group") != "attention":
                     site["group"] = group_of(rel) if rel else "mlp"
-            specs[:0] = sites if isinstance(sites, list) else [sites]
+            specs[:0] = sites
         for i, s in enumerate(specs):
             # the module's measured FLOPs per layer execution, on its first spec (a fused
             # experts module has one spec per weight: they are compared together)
@@ -169,8 +168,9 @@ class _Walk:
         return specs
 
     def _site_spec(self, path: str, rel: str, module: Any, own_per_exec: int, per_exec: int,
-                   layer_index: Optional[int], per_token: float, calls: int = 1) -> Any:
-        """An attention core, or matmuls measured per token, or `unexplained`."""
+                   layer_index: Optional[int], per_token: float, calls: int = 1) -> List[Dict[str, Any]]:
+        """[an attention core (and its per-token remainder)], or [matmuls measured per token],
+        or [`unexplained`]."""
         # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
         # head multiplying by a concatenated weight, a short convolution run as a function):
         # FLOPs per row of the module's input, when that is a whole number; the long probe
@@ -186,7 +186,7 @@ class _Walk:
         # can be per-head queries)
         streams = per_token > 1 and any(p.dim() >= 2 for p in module.parameters(recurse=False))
         if streams or not ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
-            return rows
+            return [rows]
         core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
         # a module inside an attention module but not named as one itself (a short
         # convolution on the keys) whose FLOPs are not the eager core's (every query-key pair)
@@ -195,9 +195,9 @@ class _Walk:
         last = rel.rsplit(".", 1)[-1]
         inside = not ("attn" in last.lower() or "attention" in (last + type(module).__name__).lower())
         if inside and eager != own_per_exec and rows["op"] == "row_flops":
-            return rows
+            return [rows]
         remainder = lambda flops: row_flops_spec(  # noqa: E731
-            rel, type(module).__name__, self.probe.tokens.get(path, []), per_exec, flops, b, t)
+            rel, type(module).__name__, self.rows(path, module), per_exec, flops, b, t)
         fit = self.fit_point(path, module, calls) if own_per_exec != eager else None
         return attention_sites(core, own_per_exec, eager, remainder, (b, t), fit)
 
@@ -298,11 +298,16 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
     signatures: Dict[str, int] = {}
     order: List[List[Any]] = []
     for i, layer in enumerate(layers):
-        calls = layer_calls(layer, w.lm.get_submodule(layer), w.probe.calls)
+        module = w.lm.get_submodule(layer)
+        calls = layer_calls(layer, module, w.probe.calls)
+        if not calls and (w.probe.calls.get(layer, 0) or any(inside_any(p, [layer]) for p in w.probe.calls)):
+            raise UnsupportedArchitectureError(f"layer {layer}: cannot tell how often it runs (its modules ran "
+                                               "unequal numbers of times)")
         # a layer that never runs (Mllama's cross-attention layers without image
         # features) is idle: its parameters, one execution doing nothing
-        specs = _layer_specs(w, layer, i, calls) if calls else [
-            dict(idle_spec("", w.lm.get_submodule(layer), w.seen), module="", probe_flops=0)]
+        idle = idle_spec("", module, w.seen) if not calls else None
+        specs = _layer_specs(w, layer, i, calls) if calls else (
+            [dict(idle, module="", probe_flops=0)] if idle["params"] else [])
         calls = max(calls, 1)
         sig = json.dumps(specs, sort_keys=True)
         if sig not in signatures:
