@@ -79,7 +79,7 @@ def test_calibrated_prediction_of_published_records(rows, accuracy, rid):
 @needs_records
 def test_report_half_error_targets(rows):
     errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report")
-    assert errs[len(errs) // 2] <= 0.10  # median (10% target; measured 8%)
+    assert statistics.median(errs) <= 0.10  # median as accuracy.py prints it (10% target; measured 9%)
     assert errs[int(0.9 * len(errs))] <= 0.30  # p90 (measured 19%)
 
 

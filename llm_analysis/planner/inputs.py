@@ -4,6 +4,7 @@ name the argument, its value and what is valid."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -111,7 +112,7 @@ def perf_model(value: Any) -> Any:
     a profile .json path or a Profile (checked against each GPU when the search is built)."""
     from ..cost.profiles import Profile
     if isinstance(value, Profile) or value in ("roofline", "calibrated") or \
-            (isinstance(value, str) and value.endswith(".json")):
+            (isinstance(value, (str, os.PathLike)) and str(value).endswith(".json")):
         return value
     raise ConfigError(f"perf_model = {value!r}; valid: 'roofline', 'calibrated', the path of a profile .json file "
                       "or a Profile")

@@ -71,7 +71,7 @@ def backward_hidden_tp_s(analysis, ph, stage_index: int, lora=None) -> float:
         for op in ops:
             if op.kind == "collective" and op.comm_group == "tp" and op.collective in _HIDDEN_IN_BACKWARD:
                 comm_s += n * cost.op_time_s(op)
-            elif op.kind == "matmul":
+            elif op.kind == "matmul" and op.params_per_gpu:  # a weight, so a weight-gradient GEMM
                 wgrad_s += n * cost.op_time_s(op)
     return min(comm_s, wgrad_s)
 
