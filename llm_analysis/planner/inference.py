@@ -9,7 +9,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..config import ModelConfig
 from ..errors import ConfigError
-from ..facade import LLMAnalysis
 from . import inputs
 from .batch_search import ServeTargets
 from .errors import ClosestMiss
@@ -48,12 +47,8 @@ def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price
                     analysis_kwargs={"flops_efficiency": flops_efficiency,
                                      "hbm_memory_efficiency": hbm_memory_efficiency, **conv,
                                      "perf_model": inputs.perf_model(perf_model)})
-    # resolves the efficiencies (None -> the package default) and checks them once; the
-    # perf model is checked against every GPU here, so a profile for another GPU is
-    # refused by name instead of silently dropping that GPU's layouts
-    probe = LLMAnalysis(m, gpu_list[0], search.dtypes[0], **search.analysis_kwargs)
-    for gpu in gpu_list[1:]:
-        LLMAnalysis(m, gpu, search.dtypes[0], **search.analysis_kwargs)
+    # resolves the efficiencies (None -> the package default) and checks them once
+    probe = inputs.probe_analysis(m, gpu_list, search.dtypes[0], search.analysis_kwargs)
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()

@@ -127,3 +127,11 @@ def perf_model_assumption(value: Any, roofline_text: str) -> str:
     return ("calibrated (README 'Performance models'): expected times of a well-tuned framework from " + source +
             "; every target is checked against the expected times, and pruning bounds use the roofline at "
             "efficiency 1, which is never above them")
+
+
+def probe_analysis(model: ModelConfig, gpus: List[GPUConfig], dtype: DtypeConfig, kwargs: Dict[str, Any]):
+    """The analysis of the first GPU (its resolved efficiencies and parameter count seed the
+    search), after building one per GPU: a perf model that does not fit a GPU (a profile for
+    another GPU, a GPU without a shipped profile) is refused by name, not skipped later."""
+    from ..facade import LLMAnalysis
+    return [LLMAnalysis(model, gpu, dtype, **kwargs) for gpu in gpus][0]

@@ -283,9 +283,7 @@ def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtyp
                          inputs.positive_int(max_interleave, "max_interleave"), zs, rcs,
                          inputs.prices(gpu_prices, gpu_list, objective == "cost"), objective, dict(analysis_kwargs))
     search.analysis_kwargs["perf_model"] = inputs.perf_model(search.analysis_kwargs.get("perf_model", "roofline"))
-    probe = LLMAnalysis(m, gpu_list[0], search.dtypes[0], **search.analysis_kwargs)
-    for gpu in gpu_list[1:]:  # a profile for another GPU is refused by name, not skipped
-        LLMAnalysis(m, gpu, search.dtypes[0], **search.analysis_kwargs)
+    probe = inputs.probe_analysis(m, gpu_list, search.dtypes[0], search.analysis_kwargs)
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
