@@ -24,6 +24,7 @@ from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
 from llm_analysis.exact.flops import prefill_flops  # noqa: E402
 from llm_analysis.exact.meta_model import build_meta_models, config_object  # noqa: E402
 from llm_analysis.exact.truth import architecture_truth  # noqa: E402
+from exact_pairs import exact_and_truth  # noqa: E402
 
 GPU = get_gpu_config_by_name("h100-sxm-80gb")
 
@@ -34,11 +35,7 @@ def _cache(tmp_path, monkeypatch):
 
 
 def _exact_and_truth(cfg):
-    truth = architecture_truth(cfg)
-    a = analysis_from_hf(cfg, GPU)
-    phase = truth["phase"]
-    return (a.get_num_params_total(), engine_matmul_flops(a, phase["batch_size"], phase["seq_len"])), \
-        (truth["params"]["total"], truth["flops"]["total"]), a
+    return exact_and_truth(cfg, GPU)
 
 
 def _flops_at(cfg, batch, seq_len):

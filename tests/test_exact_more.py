@@ -18,8 +18,7 @@ pytest.importorskip("transformers")
 from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name  # noqa: E402
 from llm_analysis.errors import ConfigError  # noqa: E402
 from llm_analysis.exact import analysis_from_hf  # noqa: E402
-from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
-from llm_analysis.exact.truth import architecture_truth  # noqa: E402
+from exact_pairs import exact_and_truth  # noqa: E402
 
 GPU = get_gpu_config_by_name("h100-sxm-80gb")
 
@@ -38,11 +37,7 @@ def _cache(tmp_path, monkeypatch):
 
 
 def _exact_and_truth(cfg):
-    truth = architecture_truth(cfg)
-    a = analysis_from_hf(cfg, GPU)
-    phase = truth["phase"]
-    return (a.get_num_params_total(), engine_matmul_flops(a, phase["batch_size"], phase["seq_len"])), \
-        (truth["params"]["total"], truth["flops"]["total"]), a
+    return exact_and_truth(cfg, GPU)
 
 
 @pytest.mark.parametrize("cfg", [GEMMA3N, MOBILEBERT], ids=["gemma3n_text", "mobilebert"])
