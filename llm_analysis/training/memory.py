@@ -86,16 +86,25 @@ def static_bytes(analysis, stages: List[Stage], ds_zero, master_bytes: float, ot
     return out
 
 
+def _activation_parts(analysis, b: int, seq_len: int, rc, act_kwargs: Dict[str, Any]) -> Tuple[float, ...]:
+    """(per layer under rc, per layer without recomputation, input embedding, logits) bytes."""
+    per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
+    per_layer_none = per_layer if rc == ActivationRecomputation.NONE else analysis.get_activation_memory_per_layer(
+        b, seq_len, False, ActivationRecomputation.NONE, **act_kwargs)
+    return (per_layer, per_layer_none, analysis.get_activation_memory_input_embedding(b, seq_len),
+            analysis.get_activation_memory_output_embedding(b, seq_len))
+
+
 def activation_bytes(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, rc,
                      act_kwargs: Dict[str, Any]) -> List[Tuple[float, float]]:
     """Per stage (activations in flight, recomputation buffer) in bytes per GPU for
     micro-batch b with m micro-batches per iteration (None: the pipeline is full)."""
     p = analysis.parallelism_config
-    per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
-    per_layer_none = per_layer if rc == ActivationRecomputation.NONE else analysis.get_activation_memory_per_layer(
-        b, seq_len, False, ActivationRecomputation.NONE, **act_kwargs)
-    emb_act = analysis.get_activation_memory_input_embedding(b, seq_len)
-    logits_act = analysis.get_activation_memory_output_embedding(b, seq_len)
+    # the per-layer and embedding figures depend on neither the stages nor m: kept per
+    # (b, seq_len, rc, options), so the fit-batch probes of one call share them
+    per_layer, per_layer_none, emb_act, logits_act = analysis.describer.phase_memo(
+        ("train_activation_parts", b, seq_len, rc, tuple(act_kwargs.items())),
+        lambda: _activation_parts(analysis, b, seq_len, rc, act_kwargs))
     mm = m if m is not None else p.pp_size
     out = []
     for st in stages:
