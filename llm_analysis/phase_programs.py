@@ -161,10 +161,13 @@ def _clean(ns: Dict) -> Dict:
     return {k: v for k, v in ns.items() if not k.startswith("_")}
 
 
-def _x_free(table: PhaseTable, i: int) -> bool:
-    """Operator i's FLOPs, bytes and message do not depend on x (in decode: on the context)."""
-    return all(c[1] == c[2] == c[4] == c[5] == 0 for f in (FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES)
-               for c in (table.coefs[f][i],))
+X_FREE_FIELDS = (FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES)
+
+
+def x_free(table: PhaseTable, i: int, fields=X_FREE_FIELDS) -> bool:
+    """Operator i's `fields` (default: FLOPs, bytes and message) do not depend on x (in
+    decode: on the context), so neither does a time computed from them."""
+    return all(c[1] == c[2] == c[4] == c[5] == 0 for f in fields for c in (table.coefs[f][i],))
 
 
 def _steps_lines(op, g: int, n: int, a: str, z: str) -> List[str]:
@@ -203,7 +206,7 @@ def _decode_program(cm: RooflineCostModel, table: PhaseTable):
     for i, (n, op) in enumerate(zip(table.repeats, table.ops)):
         body += _time_lines(cm, table, i, "x0", f"{i}a", ns)
         a = tag_of(ns, f"{i}a")
-        if _x_free(table, i):  # the same at every context: no second evaluation, no closed-form sum
+        if x_free(table, i):  # the same at every context: no second evaluation, no closed-form sum
             body += [f"first_s += {times(n, f't{a}')}", f"last_s += {times(n, f't{a}')}"]
             body += _constant_steps_lines(table, slot[i], i, a)
             continue

@@ -13,6 +13,7 @@ from llm_analysis.planner import NoFeasiblePlanError, plan_inference, plan_train
 from llm_analysis.planner.capacity import plan_serving_capacity
 from llm_analysis.planner.command import plan_infer_command, plan_train_command
 from llm_analysis.planner.space import weight_bytes_lower_bound
+from plan_support import run_reproduction
 
 # Llama-3.1-70B (meta-llama/Llama-3.1-70B config.json): hidden 8192, 80 layers, 64 query heads,
 # 8 KV heads of 128, gated MLP 28672, vocabulary 128256, untied embeddings.
@@ -49,14 +50,7 @@ def test_latency_target_only_tp8_meets():
     assert r.best["binding"] in (["tpot"], ["memory"], ["max_batch_size"])
 
 
-def _run_reproduction(row):
-    rep = row["reproduce"]
-    a = LLMAnalysis(get_model_config_by_name(rep["model_name"]), get_gpu_config_by_name(rep["gpu_name"]),
-                    get_dtype_config_by_name(rep["dtype_name"]), ParallelismConfig(**rep["parallelism"]),
-                    **rep["analysis_kwargs"])
-    if "inference_kwargs" in rep:
-        return a.inference(**rep["inference_kwargs"])
-    return a.training(**rep["training_kwargs"])
+_run_reproduction = run_reproduction
 
 
 def test_top_inference_row_reproduces_through_the_public_api():

@@ -7,23 +7,17 @@ import json
 
 import pytest
 
-from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name, \
+from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, \
     get_model_config_by_name
 from llm_analysis.cost.profiles import load_profile, PROFILE_DIR
 from llm_analysis.errors import ConfigError
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.planner import plan_inference, plan_training
 from llm_analysis.planner.command import plan_infer_command, plan_train_command
+from plan_support import run_reproduction
 
 
-def _reproduce(row):
-    rep = row["reproduce"]
-    a = LLMAnalysis(get_model_config_by_name(rep["model_name"]), get_gpu_config_by_name(rep["gpu_name"]),
-                    get_dtype_config_by_name(rep["dtype_name"]), ParallelismConfig(**rep["parallelism"]),
-                    **rep["analysis_kwargs"])
-    if "inference_kwargs" in rep:
-        return a.inference(**rep["inference_kwargs"])
-    return a.training(**rep["training_kwargs"])
+_reproduce = run_reproduction
 
 
 @pytest.mark.parametrize("model,gpu,tp", [("facebook_opt-1.3b", "a100-sxm-80gb", 1),

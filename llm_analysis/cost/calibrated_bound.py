@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
-from ..phase_programs import _collective_expr, _slots
+from ..phase_programs import _collective_expr, _slots, x_free
 from ..timing import GroupTimes, table_splits, table_time_s
 from .affine import sum_max_affine
 
@@ -62,11 +62,6 @@ def _total_function(roof, table: PhaseTable):
     return _compile("roofline_total", "b, x", body, ns)
 
 
-def _x_free(table: PhaseTable, i: int) -> bool:
-    return all(c[1] == c[2] == c[4] == c[5] == 0 for f in (FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES)
-               for c in (table.coefs[f][i],))
-
-
 def _decode_function(roof, table: PhaseTable):
     """steps(b, x0, x1, n) -> (first step's time, n steps' total from context x0 to x1)."""
     ns: Dict = {"sum_max_affine": sum_max_affine}
@@ -79,7 +74,7 @@ def _decode_function(roof, table: PhaseTable):
         g = slot[i]
         if op.kind == "collective":
             body.append(f"lat{g} += {r} * (n * t{a})")
-        elif _x_free(table, i):
+        elif x_free(table, i):
             body.append(f"lat{g} += {r} * (c{a} * n) if c{a} >= m{a} else {r} * (m{a} * n)")
         else:
             lines, z = _lines(roof, table, i, "x1", f"{i}z", ns)

@@ -25,7 +25,8 @@ from typing import Dict, List, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
-from ..phase_programs import _group_return, _init, _prefill_program, _slots, _train_stage_program
+from ..phase_programs import (X_FREE_FIELDS, _group_return, _init, _prefill_program, _slots,
+                              _train_stage_program, x_free)
 from .calibrated_table import kernel_plan
 
 FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
@@ -144,12 +145,6 @@ def time_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> Lis
     return [f"{v}{tag} = {v}{own}" for v in names]
 
 
-def _x_free(table: PhaseTable, i: int) -> bool:
-    """Operator i's figures do not depend on x (in decode: the context), so neither does its time."""
-    return all(c[1] == c[2] == c[4] == c[5] == 0 for f in (FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES)
-               for c in (table.coefs[f][i],))
-
-
 def _times(n: int, expr: str) -> str:
     """`n * expr`; n = 1 left out (1 * v is v for every number)."""
     return expr if n == 1 else f"{n} * {expr}"
@@ -181,7 +176,7 @@ def decode_program(cm, table: PhaseTable):
     for i, (r, op) in enumerate(zip(table.repeats, table.ops)):
         lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
         h = z = a
-        if not _x_free(table, i):  # (an x-free operator takes the same time at every step)
+        if not x_free(table, i, X_FREE_FIELDS + (KV_BYTES,)):  # (an x-free operator takes the same time at every step)
             more, z = operator_lines(cm, table, i, "x1", f"{i}z", ns)
             lines += more
             if op.kind != "collective":  # (a collective is charged n x its first step)
