@@ -119,7 +119,25 @@ def snapshot(path: str, ncalls: int = 150) -> None:
         json.dump(out, f)
 
 
-def compare(path_a: str, path_b: str) -> int:
+def _close(x, y, rel: float) -> bool:
+    """Two snapshot rows equal, numbers within `rel` relative (0: bit-identical)."""
+    if x == y:
+        return True
+    if rel == 0 or not (isinstance(x, dict) and isinstance(y, dict)) or set(x) != set(y):
+        return False
+    for k in x:
+        if x[k] == y[k]:
+            continue
+        try:
+            u, v = float(x[k]), float(y[k])
+        except (TypeError, ValueError):
+            return False
+        if abs(u - v) > rel * max(abs(u), abs(v)):
+            return False
+    return True
+
+
+def compare(path_a: str, path_b: str, rel: float = 0.0) -> int:
     with open(path_a) as f:
         a = json.load(f)
     with open(path_b) as f:
@@ -128,17 +146,17 @@ def compare(path_a: str, path_b: str) -> int:
     for label in a:
         for what in ("inference", "training"):
             for i, (x, y) in enumerate(zip(a[label][what], b[label][what])):
-                if x != y:
+                if not _close(x, y, rel):
                     bad += 1
                     if bad < 6:
                         diff = {k: (x.get(k), y.get(k)) for k in set(x) | set(y) if x.get(k) != y.get(k)}
                         print(label, what, i, list(diff.items())[:4])
     calls = sum(len(v["inference"]) + len(v["training"]) for v in a.values())
-    print("setups", len(a), "calls", calls, "mismatches", bad)
+    print("setups", len(a), "calls", calls, "mismatches", bad, f"(relative tolerance {rel:g})")
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--compare":
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
+        sys.exit(compare(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 0.0))
     snapshot(sys.argv[1])

@@ -95,16 +95,26 @@ def _activation_parts(analysis, b: int, seq_len: int, rc, act_kwargs: Dict[str, 
             analysis.get_activation_memory_output_embedding(b, seq_len))
 
 
+def _parts(analysis, b: int, seq_len: int, rc, act_kwargs: Dict[str, Any]) -> Tuple[float, ...]:
+    """`_activation_parts`, kept per (seq_len, rc, options) for one sequence and scaled by b:
+    every stored tensor of Korthikanti et al. 2022 (arXiv 2205.05198, Table 2) and of the
+    mixers' operator inputs carries the micro-batch as a factor, so a micro-batch of b keeps
+    b times what one sequence keeps (equal up to float rounding, ~1e-16 relative; checked
+    for every shipped model in tests/test_activation_linearity.py). The fit-batch probe needs
+    the one-sequence figures anyway, so a call with a new micro-batch computes nothing more."""
+    one = analysis.describer.phase_memo(
+        ("train_activation_parts", seq_len, rc, tuple(act_kwargs.items())),
+        lambda: _activation_parts(analysis, 1, seq_len, rc, act_kwargs))
+    return one if b == 1 else (one[0] * b, one[1] * b, one[2] * b, one[3] * b)
+
+
 def activation_bytes(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, rc,
                      act_kwargs: Dict[str, Any]) -> List[Tuple[float, float]]:
     """Per stage (activations in flight, recomputation buffer) in bytes per GPU for
     micro-batch b with m micro-batches per iteration (None: the pipeline is full)."""
     p = analysis.parallelism_config
-    # the per-layer and embedding figures depend on neither the stages nor m: kept per
-    # (b, seq_len, rc, options), so the fit-batch probes of one call share them
-    per_layer, per_layer_none, emb_act, logits_act = analysis.describer.phase_memo(
-        ("train_activation_parts", b, seq_len, rc, tuple(act_kwargs.items())),
-        lambda: _activation_parts(analysis, b, seq_len, rc, act_kwargs))
+    # the per-layer and embedding figures depend on neither the stages nor m (_parts)
+    per_layer, per_layer_none, emb_act, logits_act = _parts(analysis, b, seq_len, rc, act_kwargs)
     mm = m if m is not None else p.pp_size
     out = []
     for st in stages:
