@@ -58,3 +58,30 @@ def test_plan_train_table_lists_layouts_using_at_most_max_gpus():
         # the global batch is micro-batch x accumulation steps x dp
         assert lay["micro_batch"] * row["figures"]["gradient_accumulation_steps"] * lay["dp"] == 64
     assert get_model_config_by_name("gpt2").num_layers == 12
+
+
+def test_plan_train_zero_stages_flag_limits_the_stages_tried():
+    base = ("train", "--model_name", "gpt2", "--gpu_names", "a100-sxm-80gb", "--total_num_tokens", "1e9",
+            "--max_gpus", "8", "--global_batch_size", "64", "--seq_len", "1024", "--output_format", "json")
+    for flag, allowed in (("0,1,2", {0, 1, 2}), ("3", {3})):
+        r = _run(*base, "--zero_stages", flag)
+        assert r.returncode == 0, r.stderr
+        rows = json.loads(r.stdout)["rows"]
+        assert rows and {row["layout"]["ds_zero"] for row in rows} <= allowed
+    bad = _run(*base, "--zero_stages", "5")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "zero_stages = 5" in bad.stderr
+
+
+def test_plan_train_flags_zero3_beyond_the_ranks_it_was_checked_on():
+    # gpt2 on exactly 1024 GPUs with a global batch of 1024: dp = 1024 / (tp x pp); rows whose
+    # ZeRO-3 shards over more than 512 ranks carry a caution, the others none
+    from llm_analysis.planner.training import ZERO3_TRUSTED_RANKS, plan_training
+    plan = plan_training("gpt2", ["a100-sxm-80gb"], tokens=1e10, max_gpus=1024, min_gpus=1024,
+                         global_batch_size=1024, seq_len=1024, zero_stages=(3,))
+    assert plan.rows
+    flagged = [r for r in plan.rows if r["layout"]["dp"] > ZERO3_TRUSTED_RANKS]
+    assert flagged, "expected at least one layout with dp > 512"
+    for r in plan.rows:
+        assert ("caution" in r) == (r["layout"]["dp"] > ZERO3_TRUSTED_RANKS)
+    assert "caution: ZeRO-3 over" in plan.table(top=len(plan.rows))

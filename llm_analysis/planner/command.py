@@ -30,6 +30,18 @@ def _names(value: Any, flag: str) -> List[str]:
     raise LLMAnalysisError(f"--{flag} = {value!r} must be comma-separated names")
 
 
+def _ints(value: Any, flag: str) -> Optional[List[Any]]:
+    """None, one integer, or a comma-separated list of them (fire turns 0,1,2 into a tuple);
+    each value is validated by the planner, which names the flag."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [value]
+
+
 def _prices(value: Any) -> Optional[Dict[str, float]]:
     """--gpu_prices h100-sxm-80gb=2.5,a100-sxm-80gb=1.4 (dollars per GPU-hour) or a dict."""
     if value is None or isinstance(value, dict):
@@ -108,10 +120,11 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                        dtype_names: Any = "w16a16e16", gpu_prices: Any = None, min_gpus: int = 1,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        achieved_tflops: Optional[float] = None, output_format: str = "table", plot: Any = False,
-                       top: int = 10, perf_model: str = "roofline", gpu_profile: Optional[str] = None
-                       ) -> Tuple[int, str]:
+                       top: int = 10, perf_model: str = "roofline", gpu_profile: Optional[str] = None,
+                       zero_stages: Any = None) -> Tuple[int, str]:
     """`plan train`: the fastest (or cheapest) training setups.
-    --perf_model roofline|calibrated (--gpu_profile FILE implies calibrated) times the candidates."""
+    --perf_model roofline|calibrated (--gpu_profile FILE implies calibrated) times the candidates;
+    --zero_stages 0,1,2 limits the ZeRO stages tried (default: 0,1,2,3)."""
     from .training import plan_training
 
     def go():
@@ -120,5 +133,6 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                              dtypes=_names(dtype_names, "dtype_names"), objective=objective,
                              gpu_prices=_prices(gpu_prices), min_gpus=min_gpus, flops_efficiency=flops_efficiency,
                              hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
-                             perf_model=perf_model_arg(perf_model, gpu_profile))
+                             perf_model=perf_model_arg(perf_model, gpu_profile),
+                             **({} if zero_stages is None else {"zero_stages": _ints(zero_stages, "zero_stages")}))
     return _run(go, output_format, plot, top)

@@ -60,7 +60,8 @@ class PlanResult:
     Each row: `layout` (what to run), `figures` (what it achieves, base units),
     `binding` (which constraint stops a larger batch or a cheaper layout),
     `why` (one line), and `reproduce` (the LLMAnalysis arguments and the
-    inference()/training() keyword arguments that give the same figures).
+    inference()/training() keyword arguments that give the same figures); `caution`
+    where the row relies on a part of the model checked less than the rest.
     """
 
     kind: str
@@ -83,11 +84,13 @@ class PlanResult:
         """The top rows as aligned plain text."""
         cols = self.extra.get("columns", [])
         header = ["#"] + [c[0] for c in cols] + ["binding", "why"]
-        body = [[str(i + 1)] + [fmt(r) for _, fmt in cols] + [",".join(r["binding"]), r["why"]]
+        body = [[str(i + 1)] + [fmt(r) for _, fmt in cols]
+                + [",".join(r["binding"]), r["why"] + ("; caution: see below" if "caution" in r else "")]
                 for i, r in enumerate(self.rows[:top])]
         widths = [max(len(x) for x in col) for col in zip(header, *body)]
         lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header] + body]
-        return "\n".join(lines + ["", self.stats.line()])
+        cautions = sorted({f"caution: {r['caution']}" for r in self.rows[:top] if "caution" in r})
+        return "\n".join(lines + cautions + ["", self.stats.line()])
 
 
 def rank(rows: List[Dict[str, Any]], key: Callable[[Dict[str, Any]], Tuple], label: str,
