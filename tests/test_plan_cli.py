@@ -85,3 +85,15 @@ def test_plan_train_flags_zero3_beyond_the_ranks_it_was_checked_on():
     for r in plan.rows:
         assert ("caution" in r) == (r["layout"]["dp"] > ZERO3_TRUSTED_RANKS)
     assert "caution: ZeRO-3 over" in plan.table(top=len(plan.rows))
+
+
+def test_plan_errors_name_the_flag_the_user_typed():
+    # the planner's parameters are gpus / slo.max_ttft_s / tokens; the command's flags differ
+    cases = [(("infer", "--model_name", "gpt2", "--gpu_names", ""), "--gpu_names = []"),
+             (("infer", "--model_name", "gpt2", "--gpu_names", "h100-sxm-80gb", "--max_ttft", "-1"), "--max_ttft = -1"),
+             (("train", "--model_name", "gpt2", "--gpu_names", "a100-sxm-80gb", "--total_num_tokens", "0",
+               "--max_gpus", "8", "--global_batch_size", "64"), "--total_num_tokens = 0")]
+    for args, expected in cases:
+        r = _run(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr

@@ -7,6 +7,7 @@ much), as the other commands do."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -79,11 +80,29 @@ def _jsonable(x: Any) -> Any:
     return x if isinstance(x, (str, int, float, bool, type(None))) else str(x)
 
 
-def _run(fn, output_format: str, plot: Any, top: int) -> Tuple[int, str]:
+# the planner's parameter names that differ from the command's flags: an error about one
+# names the flag the user typed
+_FLAG_OF = {"model": "model_name", "gpus": "gpu_names", "dtypes": "dtype_names", "tokens": "total_num_tokens",
+            "slo.max_ttft_s": "max_ttft", "slo.max_tpot_s": "max_tpot", "slo.request_rate_per_s": "request_rate",
+            "slo.min_tokens_per_s": "min_tokens_per_s"}
+
+
+def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
+    """`message` with a leading planner parameter name (`gpus = []`) written as the flag
+    (`--gpu_names = []`)."""
+    head = message.split(" ", 1)[0].split("[", 1)[0]
+    flag = _FLAG_OF.get(head, head)
+    if flag in flags:
+        return f"--{flag}{message[len(head):]}"
+    return message
+
+
+def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = ()) -> Tuple[int, str]:
     try:
         return 0, _render(fn(), output_format, plot, top)
     except LLMAnalysisError as e:
-        return 2, f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        line = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return 2, f"error: {_in_flag_terms(line, flags)}"
 
 
 def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num_tokens_to_generate: int = 256,
@@ -112,7 +131,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                               disaggregate=disaggregate, flops_efficiency=flops_efficiency,
                               hbm_memory_efficiency=hbm_memory_efficiency,
                               perf_model=perf_model_arg(perf_model, gpu_profile))
-    return _run(go, output_format, plot, top)
+    return _run(go, output_format, plot, top, tuple(inspect.signature(plan_infer_command).parameters))
 
 
 def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float, max_gpus: int,
@@ -135,4 +154,4 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                              hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
                              perf_model=perf_model_arg(perf_model, gpu_profile),
                              **({} if zero_stages is None else {"zero_stages": _ints(zero_stages, "zero_stages")}))
-    return _run(go, output_format, plot, top)
+    return _run(go, output_format, plot, top, tuple(inspect.signature(plan_train_command).parameters))
