@@ -40,6 +40,7 @@ from .derive_specs import attention_spec, module_specs, new_params, row_flops_sp
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
 from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
+from .derive_dense_experts import mark_dense
 from .derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 
 FORMAT_VERSION = 1
@@ -60,7 +61,8 @@ class _Walk:
         self.seen: set = set()
         self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
         self.idle = idle_roots(lm, probe.calls)
-        self.dense: List[str] = []  # experts every token runs through (derive_refusals.py)
+        self.dense: List[str] = []  # experts every token runs through, no top-k (derive_refusals.py)
+        self.dense_eager: Dict[str, int] = {}  # ... with a top-k: described routed (derive_dense_experts.py)
         self.absorbed: Dict[str, int] = {}  # core helper children: their FLOPs are the parent's
         self.fit_probe: Any = None
 
@@ -109,6 +111,9 @@ class _Walk:
             return "all", 1  # every token of the phase the layers run (derive_prefix.prefixed_phase)
         if source == "unknown" and expert_role(path) is not None:
             dense = dense_experts(module, rows, self.probe.batch * self.probe.seq_len)
+            if dense and top_k(self.cfg):  # described as routed, reconciled (derive_dense_experts.py)
+                self.dense_eager[path] = dense
+                return "all", 1
             if dense:  # refused in describe_tree (derive_refusals.py)
                 self.dense.append(dense_experts_reason(path, type(module).__name__, dense, top_k(self.cfg)))
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
@@ -148,6 +153,7 @@ class _Walk:
             per_token = 1
         else:
             specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
+            mark_dense(specs, self.dense_eager.get(path))
         if per_token > 1:
             # several rows per token: the weight is not applied once per row (a grouped
             # projection, streams flattened first); its FLOPs are measured per token below

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
+from .derive_zaya import zaya_specs
+
 _GROUP = "attention"  # the layer's sequence-mixing block, as operators/mixers.py files it
 
 
@@ -197,6 +199,9 @@ def mixer_specs(rel: str, module: Any, fresh: Dict[str, int], calls: int, parent
     """Specs of `module` (path `rel` in its layer, `fresh` its new parameters, `calls`
     runs per layer execution, `parent` the module holding it) when it is a known
     recurrent mixer or a part of one, else None (the generic walk reads it)."""
+    zaya = zaya_specs(rel, module, fresh, calls, parent)  # ZAYA's CCA projection (derive_zaya.py)
+    if zaya is not None:
+        return zaya
     handler = _HANDLERS.get(type(module).__name__)
     if handler is None:
         return None

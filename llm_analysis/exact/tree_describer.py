@@ -24,6 +24,7 @@ from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
 from .derive_lengths import check_input_len, check_score_width
 from .derive_prefix import prefix_of, prefixed_phase
+from .derive_zaya import BATCH_FRESH
 from .tree_layout import check_layout, kind_window, stage_kinds
 from .tree_mixers import conv_outputs, state_bytes_per_seq, state_op
 
@@ -77,6 +78,8 @@ class ModuleTreeDescriber(LayerDescriber):
             return phase.batch
         if source == "logits":
             return self.logits_tokens(phase)
+        if source == BATCH_FRESH:  # one row per sequence, only without cached context (derive_zaya.py)
+            return phase.batch if phase.past_len == 0 else 0
         return 0  # "none": the module does not run in this forward
 
     # ------------------------------------------------------------- operators
