@@ -87,3 +87,27 @@ def test_the_coverage_outcome_is_exact_only_through_the_reconciliation():
     off_by_one = dict(truth, flops=dict(truth["flops"], total=truth["flops"]["total"] - 1))
     assert exact_outcome(off_by_one)["outcome"] == "silently wrong"
 
+
+
+# chunked attention in layers 0-2 (layer 3 is a NoPE full-attention layer), chunks of 8
+CHUNKED = dict(LLAMA4, attention_chunk_size=8)
+
+
+def test_chunked_layers_decode_like_transformers_cache():
+    # transformers keeps the last C - 1 tokens of a chunked layer: a decode step at
+    # context 21 multiplies against 8 keys there, 21 in the full layer
+    a = analysis_from_hf(CHUNKED, GPU)
+    measured, cache = decode_step(CHUNKED, 2, 20)
+    assert matmul_flops(a, "decode", 2, 20, context_len=21) == measured - _dense_extra(CHUNKED, 2)
+    lm = build_meta_models(config_object(CHUNKED), with_base=False).lm
+    longer, _ = prefill_flops(lm, 1, 40)  # eager: the whole masked score matrix
+    assert matmul_flops(a, "prefill", 1, 40) == longer["total"] - _dense_extra(CHUNKED, 40)
+
+
+def test_chunked_pairs_under_the_causal_convention_by_hand():
+    # a kernel computes p mod 8 + 1 keys per query in a chunked layer, p + 1 in the full
+    # one: 20 tokens = chunks of 8, 8, 4 -> 36 + 36 + 10 = 82 pairs; full: 210
+    a = analysis_from_hf(CHUNKED, GPU, attention_flops="causal")
+    rows = [r for r in a.operators("prefill", 1, 20, per_layer=False) if r["kind"] == "attention"]
+    per_pair = 2 * 4 * (32 + 32)  # heads x (d_qk + d_v), 2 FLOPs per multiply-add
+    assert sum(r["flops"] for r in rows) == per_pair * (3 * 82 + 210)

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import ConfigError, UnsupportedArchitectureError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
+from .chunked_attention import chunked_pairs
 from .derive_lengths import check_input_len, check_score_width
 from .derive_prefix import prefix_of, prefixed_phase
 from .derive_zaya import BATCH_FRESH
@@ -170,7 +171,8 @@ class ModuleTreeDescriber(LayerDescriber):
         if not s["causal"] or (phase.past_len == 0 and self.conv.attention_flops == "full"):
             pairs = phase.q_len * phase.kv_len  # eager: the whole score matrix, masked afterwards
         elif self.conv.attention_flops == "causal":
-            pairs = causal_pairs(phase.q_len, phase.past_len, window)
+            pairs = (chunked_pairs(phase.q_len, phase.past_len, window) if s.get("chunked")
+                     else causal_pairs(phase.q_len, phase.past_len, window))
         else:
             pairs = phase.q_len * attended
         check_score_width(s, phase)
