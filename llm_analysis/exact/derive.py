@@ -40,6 +40,7 @@ from .derive_specs import attention_spec, module_specs, new_params, row_flops_sp
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
 from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
+from .derive_compressed import compressed_attention
 from .derive_dense_experts import mark_dense
 from .derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 
@@ -340,6 +341,9 @@ def _prefix_tokens(lm: Any, probe: Any, first_layer: str) -> int:
 def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     """The description (module docstring) of a built model and its probe."""
     lm, cfg = models.lm, models.config
+    compressed = compressed_attention(lm)  # DeepSeek-V4's CSA/HCA (derive_compressed.py)
+    if compressed:
+        raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {compressed}")
     w = _Walk(lm, cfg, probe, models.task)
     stacks, layers = _stack_layers(lm, probe.calls)
     w.prefix = _prefix_tokens(lm, probe, layers[0])
