@@ -40,7 +40,7 @@ from .derive_specs import attention_spec, module_specs, new_params, row_flops_sp
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
 from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
-from .derive_compressed import compressed_attention
+from .derive_compressed import compressed_attention, eager_keys
 from .derive_dense_experts import mark_dense
 from .derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 
@@ -160,7 +160,7 @@ class _Walk:
             # projection, streams flattened first); its FLOPs are measured per token below
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
-        if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") for s in specs):
+        if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") or s.get("compressed") for s in specs):
             sites = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token,
                                     calls)
             for site in sites:
@@ -213,7 +213,8 @@ class _Walk:
         """FLOPs of the eager attention core of `module` at the probe (every query-key pair)."""
         core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
         b, t = self.probe.batch, self.probe.seq_len
-        return 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
+        keys = eager_keys(core, t)  # t, plus compressed entries (derive_compressed.py)
+        return 2 * b * core["heads"] * t * keys * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
 
 
 _COMPUTING = ("linear", "experts", "conv", "row_flops")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set
 
 from .chunked_attention import chunk_size
+from .derive_compressed import core_fields
 from .derive_sites import grouped_linear_spec
 from .derive_roles import (config_int, expert_role, expert_shape, is_conv1d, is_embedding, is_norm,
                            linear_shape, numel)
@@ -139,7 +140,8 @@ def attention_spec(name: str, module: Any, cfg: Any, layer_idx: Optional[int], c
     return {"name": name, "op": "attention", "params": 0, "calls": int(calls), "group": "attention",
             "heads": int(heads or 0), "kv_heads": int(kv or 0), "d_qk": int(head_dim), "d_v": int(d_v),
             "window": _window(module, cfg, layer_idx), "cache_elems": int(cache), "causal": not encoder,
-            **({"chunked": True} if chunk_size(cfg, layer_idx) else {})}  # chunked_attention.py
+            **({"chunked": True} if chunk_size(cfg, layer_idx) else {}),  # chunked_attention.py
+            **(core_fields(module) or {})}  # DeepSeek-V4's compressed keys (derive_compressed.py)
 
 
 def _first_int(module: Any, attrs, cfg: Any, keys) -> Optional[int]:
