@@ -16,7 +16,9 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "refused_phases": {phase: why}}  # only when a phase cannot be described (derive_stacks.py)
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
-(heads, kv_heads, d_qk, d_v, window, cache_elems). A layer module that runs several
+(heads, kv_heads, d_qk, d_v, window, cache_elems; `chunked`: chunked_attention.py;
+`compressed`: derive_compressed.py). Routed experts transformers runs densely carry
+`eager_experts` (derive_dense_experts.py); token source `batch_fresh`: derive_zaya.py. A layer module that runs several
 times (ALBERT's shared layer) appears once owning its parameters and then as
 executions that own none; several stacks of one layer shape (HRM-Text) are read in
 module order. A module a text-only forward never runs (an image encoder, a
