@@ -16,7 +16,9 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "refused_phases": {phase: why}}  # only when a phase cannot be described (derive_stacks.py)
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
-(heads, kv_heads, d_qk, d_v, window, cache_elems). A layer module that runs several
+(heads, kv_heads, d_qk, d_v, window, cache_elems; `chunked`: chunked_attention.py;
+`compressed`: derive_compressed.py). Routed experts transformers runs densely carry
+`eager_experts` (derive_dense_experts.py); token source `batch_fresh`: derive_zaya.py. A layer module that runs several
 times (ALBERT's shared layer) appears once owning its parameters and then as
 executions that own none; several stacks of one layer shape (HRM-Text) are read in
 module order. A module a text-only forward never runs (an image encoder, a
@@ -40,6 +42,8 @@ from .derive_specs import attention_spec, module_specs, new_params, row_flops_sp
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
 from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
+from .derive_compressed import compressed_attention, eager_keys
+from .derive_dense_experts import mark_dense
 from .derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 
 FORMAT_VERSION = 1
@@ -60,7 +64,8 @@ class _Walk:
         self.seen: set = set()
         self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
         self.idle = idle_roots(lm, probe.calls)
-        self.dense: List[str] = []  # experts every token runs through (derive_refusals.py)
+        self.dense: List[str] = []  # experts every token runs through, no top-k (derive_refusals.py)
+        self.dense_eager: Dict[str, int] = {}  # ... with a top-k: described routed (derive_dense_experts.py)
         self.absorbed: Dict[str, int] = {}  # core helper children: their FLOPs are the parent's
         self.fit_probe: Any = None
 
@@ -109,6 +114,9 @@ class _Walk:
             return "all", 1  # every token of the phase the layers run (derive_prefix.prefixed_phase)
         if source == "unknown" and expert_role(path) is not None:
             dense = dense_experts(module, rows, self.probe.batch * self.probe.seq_len)
+            if dense and top_k(self.cfg):  # described as routed, reconciled (derive_dense_experts.py)
+                self.dense_eager[path] = dense
+                return "all", 1
             if dense:  # refused in describe_tree (derive_refusals.py)
                 self.dense.append(dense_experts_reason(path, type(module).__name__, dense, top_k(self.cfg)))
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
@@ -148,12 +156,13 @@ class _Walk:
             per_token = 1
         else:
             specs = module_specs(rel, module, fresh, source, per_exec, ctx) if fresh else []
+            mark_dense(specs, self.dense_eager.get(path))
         if per_token > 1:
             # several rows per token: the weight is not applied once per row (a grouped
             # projection, streams flattened first); its FLOPs are measured per token below
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
-        if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") for s in specs):
+        if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") or s.get("compressed") for s in specs):
             sites = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token,
                                     calls)
             for site in sites:
@@ -206,7 +215,8 @@ class _Walk:
         """FLOPs of the eager attention core of `module` at the probe (every query-key pair)."""
         core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
         b, t = self.probe.batch, self.probe.seq_len
-        return 2 * b * core["heads"] * t * t * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
+        keys = eager_keys(core, t)  # t, plus compressed entries (derive_compressed.py)
+        return 2 * b * core["heads"] * t * keys * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
 
 
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
@@ -334,6 +344,9 @@ def _prefix_tokens(lm: Any, probe: Any, first_layer: str) -> int:
 def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     """The description (module docstring) of a built model and its probe."""
     lm, cfg = models.lm, models.config
+    compressed = compressed_attention(lm)  # DeepSeek-V4's CSA/HCA (derive_compressed.py)
+    if compressed:
+        raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {compressed}")
     w = _Walk(lm, cfg, probe, models.task)
     stacks, layers = _stack_layers(lm, probe.calls)
     w.prefix = _prefix_tokens(lm, probe, layers[0])

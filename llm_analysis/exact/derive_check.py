@@ -17,6 +17,7 @@ from typing import Any, Dict, List
 
 from ..errors import UnsupportedArchitectureError
 from ..operators import Phase
+from .derive_dense_experts import eager_extra_flops, spec_extra_flops
 from .derive_prefix import prefix_of, prefixed_phase
 
 _GPU = "a100-sxm-80gb"  # any GPU: parameters and FLOPs do not depend on it
@@ -64,8 +65,11 @@ def module_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
             out.append(f"{key}: routed experts but no top-k in the config")
             continue
         # layers run the prefixed phase (derive_prefix.py; the phase itself without a prefix)
-        ops = d._spec_op(prefixed_phase(phase, prefix_of(desc)) if where else phase, s, None, owns)
-        predicted[key] = predicted.get(key, 0.0) + sum(o.flops for o in ops)
+        run = prefixed_phase(phase, prefix_of(desc)) if where else phase
+        ops = d._spec_op(run, s, None, owns)
+        # experts transformers runs densely: + (E/k - 1) x routed FLOPs (derive_dense_experts.py)
+        extra = spec_extra_flops(s, run.tokens, (desc.get("experts") or {}).get("top_k") or 0)
+        predicted[key] = predicted.get(key, 0.0) + sum(o.flops for o in ops) + extra
         measured[key] = measured.get(key, 0) + int(s.get("probe_flops", 0))
     for key in predicted:
         if int(round(predicted[key])) != measured[key]:
@@ -84,9 +88,11 @@ def total_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
         if p is None:
             continue
         flops = engine_matmul_flops(analysis, p["batch"], p["seq_len"])
-        if flops != p["flops"]:
+        extra = eager_extra_flops(desc, p["batch"], p["seq_len"])  # derive_dense_experts.py; 0 for most
+        if flops + extra != p["flops"]:
+            also = f" + {extra:,} run densely by transformers" if extra else ""
             out.append(f"prefill FLOPs (batch {p['batch']}, {p['seq_len']} tokens): description "
-                       f"{flops:,}, FlopCounterMode {p['flops']:,}")
+                       f"{flops:,}{also}, FlopCounterMode {p['flops']:,}")
     return out
 
 

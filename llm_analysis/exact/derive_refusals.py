@@ -5,10 +5,10 @@ modules and config, imports nothing heavy).
   `num_experts_per_tok = None`): transformers itself cannot run it; the refusal says
   which key to set.
 * Experts run densely (Llama 4's `Llama4TextMoe`: every token goes through all E
-  experts, each output scaled by its router score, zero outside the top-k): the
-  model's output depends on top-k routing while transformers computes E/k times the
-  expert FLOPs. The description would have to state one of the two as "what the
-  model computes"; the exact path refuses instead, naming both.
+  experts, each output scaled by its router score, zero outside the top-k) with no
+  routing top-k in the config: nothing says which routed computation the model stands
+  for. With a top-k, the description states the routed FLOPs and the verification
+  reconciles them with transformers' dense count (derive_dense_experts.py).
 """
 
 from __future__ import annotations
@@ -39,10 +39,9 @@ def dense_experts(module: Any, rows: List[int], tokens: int) -> Optional[int]:
 
 
 def dense_experts_reason(path: str, cls: str, experts: int, k: Optional[int]) -> str:
-    routed = f"top-{k}" if k else "top-k"
-    ratio = f" = {experts / k:g}" if k else ""
+    """Why a densely run experts module without a routing top-k is refused (with one it
+    is described as routed: derive_dense_experts.py)."""
     return (f"{path} ({cls}) runs every token through all {experts} experts, each output scaled by its "
-            f"router score (zero outside the {routed}): the output depends on {routed} routing, but "
-            f"transformers computes E/k{ratio} times those expert FLOPs (what FlopCounterMode counts). "
-            "The exact path would have to describe one of the two as what the model computes; it refuses "
-            "rather than choose")
+            "router score, but the config sets no routing top-k: the routed computation the model stands "
+            f"for is undefined (transformers computes all {experts} experts per token); set the number of "
+            "experts each token uses (num_experts_per_tok)")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set
 
+from .chunked_attention import chunk_size
+from .derive_compressed import core_fields
 from .derive_sites import grouped_linear_spec
 from .derive_roles import (config_int, expert_role, expert_shape, is_conv1d, is_embedding, is_norm,
                            linear_shape, numel)
@@ -137,7 +139,9 @@ def attention_spec(name: str, module: Any, cfg: Any, layer_idx: Optional[int], c
         kv, d_v, cache = 1, 1, 0 if encoder else head_dim
     return {"name": name, "op": "attention", "params": 0, "calls": int(calls), "group": "attention",
             "heads": int(heads or 0), "kv_heads": int(kv or 0), "d_qk": int(head_dim), "d_v": int(d_v),
-            "window": _window(module, cfg, layer_idx), "cache_elems": int(cache), "causal": not encoder}
+            "window": _window(module, cfg, layer_idx), "cache_elems": int(cache), "causal": not encoder,
+            **({"chunked": True} if chunk_size(cfg, layer_idx) else {}),  # chunked_attention.py
+            **(core_fields(module) or {})}  # DeepSeek-V4's compressed keys (derive_compressed.py)
 
 
 def _first_int(module: Any, attrs, cfg: Any, keys) -> Optional[int]:
@@ -149,6 +153,8 @@ def _first_int(module: Any, attrs, cfg: Any, keys) -> Optional[int]:
 
 
 def _window(module: Any, cfg: Any, layer_idx: Optional[int]) -> Optional[int]:
+    if chunk_size(cfg, layer_idx):  # Llama 4's chunked layers: transformers caches C - 1 tokens
+        return chunk_size(cfg, layer_idx)
     w = getattr(module, "sliding_window", None)
     if isinstance(w, int) and not isinstance(w, bool) and w > 0:
         return w

@@ -22,8 +22,11 @@ from typing import Any, Dict, List, Optional
 from ..errors import ConfigError, UnsupportedArchitectureError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
+from .chunked_attention import chunked_pairs
 from .derive_lengths import check_input_len, check_score_width
 from .derive_prefix import prefix_of, prefixed_phase
+from .derive_zaya import BATCH_FRESH
+from .tree_compressed import cache_elems as compressed_cache_elems, with_compressed
 from .tree_layout import check_layout, kind_window, stage_kinds
 from .tree_mixers import conv_outputs, state_bytes_per_seq, state_op
 
@@ -77,6 +80,8 @@ class ModuleTreeDescriber(LayerDescriber):
             return phase.batch
         if source == "logits":
             return self.logits_tokens(phase)
+        if source == BATCH_FRESH:  # one row per sequence, only without cached context (derive_zaya.py)
+            return phase.batch if phase.past_len == 0 else 0
         return 0  # "none": the module does not run in this forward
 
     # ------------------------------------------------------------- operators
@@ -167,14 +172,20 @@ class ModuleTreeDescriber(LayerDescriber):
         if not s["causal"] or (phase.past_len == 0 and self.conv.attention_flops == "full"):
             pairs = phase.q_len * phase.kv_len  # eager: the whole score matrix, masked afterwards
         elif self.conv.attention_flops == "causal":
-            pairs = causal_pairs(phase.q_len, phase.past_len, window)
+            pairs = (chunked_pairs(phase.q_len, phase.past_len, window) if s.get("chunked")
+                     else causal_pairs(phase.q_len, phase.past_len, window))
         else:
             pairs = phase.q_len * attended
         check_score_width(s, phase)
+        comp = s.get("compressed")  # DeepSeek-V4's compressed entries (tree_compressed.py)
+        pairs, entries_read = with_compressed(comp, pairs, phase.q_len, phase.past_len,
+                                              s["causal"] and self.conv.attention_flops == "causal")
         flops = 2.0 * phase.batch * heads * pairs * (s.get("score_width", d_qk) + d_v) * s["calls"]
         heads_gpu = heads / self.tp
         cache_gpu = self._cache_elems_gpu(s)
-        kv_read = phase.batch * attended * cache_gpu * self.kv_bytes if phase.past_len > 0 else 0.0
+        kv_read = phase.batch * attended * cache_gpu * self.kv_bytes if phase.past_len > 0 and not (
+            comp and comp["only"]) else 0.0
+        kv_read += phase.batch * entries_read * (comp or {}).get("entry_elems", 0) * self.kv_bytes
         new = phase.tokens * (cache_gpu or heads_gpu * (d_qk + d_v))
         return Operator(
             name=f"{s['name']}.core", group="attention", kind="attention", flops=flops,
@@ -246,10 +257,17 @@ class ModuleTreeDescriber(LayerDescriber):
         w = kind_window(self._specs(kind))
         return min(context_len, w) if w else context_len
 
-    def cached_len(self, kind: LayerKind, seq_len: int) -> int:
+    def cached_len(self, kind: LayerKind, seq_len: int) -> float:
+        """Tokens a layer of this kind caches per sequence; with compressed entries
+        (tree_compressed.cache_elems: entries, pooling buffers, overlap state) their elements
+        are added in units of one cached token's elements, so that the memory view's
+        cached_len x elements per token is the cache's exact size."""
         seq_len += prefix_of(self.description)
-        w = kind_window(self._specs(kind))
-        return min(seq_len, w - 1) if w else seq_len
+        specs = self._specs(kind)
+        w = kind_window(specs)
+        tokens = min(seq_len, w - 1) if w else seq_len
+        extra = sum(compressed_cache_elems(s["compressed"], seq_len) for s in specs if s.get("compressed"))
+        return tokens + extra / self.kv_cache_elems_per_token_per_gpu(kind) if extra else tokens
 
     def expected_active_experts(self, tokens: int) -> float:
         e, k = self.description["experts"]["count"], self.description["experts"]["top_k"]

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from ..config import ModelConfig
 from ..errors import UnsupportedArchitectureError
+from .derive_dense_experts import dense_note
 from .tree_layout import kind_window
 
 
@@ -86,7 +87,8 @@ def model_config_for(desc: Dict[str, Any], name: str) -> ModelConfig:
         mlp_gated_linear_units=bool(mlp.get("gated", routed.get("gated", False))),
         model_type=desc.get("model_type"), encoder_only=desc["task"] == "masked-lm",
         position_embedding_type="none", tie_word_embeddings=False,
-        source=f"derived from the transformers module tree of {desc.get('lm_class')}{_idle_note(desc)}")
+        source=f"derived from the transformers module tree of {desc.get('lm_class')}{_idle_note(desc)}"
+               f"{dense_note(desc)}")
     if window:
         fields.update(sliding_window=window,
                       layer_types=["sliding_attention" if w else "full_attention" for w in windows])

@@ -1,0 +1,87 @@
+"""Experts that transformers' eager code runs densely, described as the routed model.
+
+Llama 4 (Meta's model card, https://github.com/meta-llama/llama-models/blob/main/models/llama4/MODEL_CARD.md:
+Scout has 17B active of 109B total parameters with 16 experts, Maverick 17B active of
+400B with 128; each token uses one routed expert plus a shared expert) routes every
+token to its top-k experts. transformers 5.23 implements the layer (`Llama4TextMoe`,
+`Llama4TextExperts` in models/llama4/modeling_llama4.py) densely: it repeats every
+token once per expert, multiplies each copy by its router score (the sigmoid of the
+top-k logits scattered into a row of -inf, so exactly 0 outside the top-k) and runs all
+E copies through two batched matmuls. The output is that of top-k routing; the work is
+E/k times the routed expert matmuls (16x for Scout's top-1 of 16).
+
+What the description states (and so what every phase of the analysis reports): the
+routed FLOPs, tokens x k per expert weight, what a serving engine (and Meta's reference
+code) computes and what the model card's active-parameter count implies. Parameters
+are all E experts, as always.
+
+How it is verified, exactly and explicitly (never a tolerance): the extra work of the
+eager code is derived from the expert module's weight shapes, not fitted,
+
+    FlopCounterMode(module) = described routed FLOPs + (E/k - 1) x routed FLOPs
+                            = described routed FLOPs + 2 x tokens x (E - k) x in x out (per weight),
+
+with E the leading dimension of the module's [E, a, b] weights (the copies of its
+spec), in x out one expert's projection and k the config's routing top-k. The
+derivation checks it per module at the probe (derive_check.module_differences) and as
+a total at the probe and the long probe (derive_check.total_differences); the coverage
+reports (tests/exact_coverage.py) compare the analysis's prefill FLOPs plus the same
+`eager_extra_flops` with the cached FlopCounterMode count. A model without such specs
+has an extra of 0: the general comparison is unchanged.
+
+Torch-free (the walk marks the specs through `mark_dense`; it detects the dense
+module as one whose [E, ...] weights see E rows per token: derive_refusals.dense_experts).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from .derive_prefix import prefix_of
+
+EAGER_EXPERTS = "eager_experts"  # spec field: E, the experts transformers runs every token through
+
+
+def mark_dense(specs: List[Dict[str, Any]], experts: Optional[int]) -> None:
+    """Record on the routed-expert specs of a densely run module that transformers runs
+    every token through all `experts` copies (the specs themselves stay routed)."""
+    if not experts:
+        return
+    for s in specs:
+        if s["op"] == "experts" and s.get("tokens") == "routed":
+            s[EAGER_EXPERTS] = int(experts)
+
+
+def spec_extra_flops(s: Dict[str, Any], tokens: int, top_k: int) -> int:
+    """FLOPs transformers' eager forward computes for spec `s` beyond the described routed
+    ones, for `tokens` tokens: 2 x tokens x (E - k) x in x out per run (0 for a spec
+    that is not marked)."""
+    e = s.get(EAGER_EXPERTS)
+    if not e:
+        return 0
+    return 2 * tokens * (int(e) - int(top_k)) * int(s["in"]) * int(s["out"]) * int(s.get("calls", 1))
+
+
+def has_dense_experts(desc: Optional[Dict[str, Any]]) -> bool:
+    return bool(desc) and any(s.get(EAGER_EXPERTS) for kind in desc.get("kinds", ()) for s in kind)
+
+
+def eager_extra_flops(desc: Optional[Dict[str, Any]], batch: int, seq_len: int) -> int:
+    """(E/k - 1) x the routed expert FLOPs of one prefill of `batch` x `seq_len` tokens,
+    over every layer execution: what FlopCounterMode counts for the transformers model
+    beyond the description's prefill FLOPs (0 for a description without dense experts)."""
+    if not has_dense_experts(desc):
+        return 0
+    k = int((desc.get("experts") or {}).get("top_k") or 0)
+    tokens = batch * (seq_len + prefix_of(desc))
+    return sum(spec_extra_flops(s, tokens, k) for index, _owns in desc["layers"] for s in desc["kinds"][index])
+
+
+def dense_note(desc: Optional[Dict[str, Any]]) -> str:
+    """The sentence the derived ModelConfig's `source` carries for such a model."""
+    if not has_dense_experts(desc):
+        return ""
+    e = next(s[EAGER_EXPERTS] for kind in desc["kinds"] for s in kind if s.get(EAGER_EXPERTS))
+    k = desc["experts"]["top_k"]
+    return (f"; routed experts counted as top-{k} of {e} (transformers' eager code runs every token through "
+            f"all {e}, {e / k:g}x those FLOPs: see llm_analysis/exact/derive_dense_experts.py)")
