@@ -38,26 +38,12 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional
 
 from .derive_compressed import scorer_specs
+from .derive_mixer_parts import elementwise_specs as _elementwise
+from .derive_mixer_parts import mixer_spec as _spec
+from .derive_mixer_parts import state_spec as _state
+from .derive_mlstm import HANDLERS as _MLSTM_HANDLERS
+from .derive_sconv_sites import HANDLERS as _SCONV_HANDLERS
 from .derive_zaya import zaya_specs
-
-_GROUP = "attention"  # the layer's sequence-mixing block, as operators/mixers.py files it
-
-
-def _spec(name: str, op: str, params: int, calls: int, **extra: Any) -> Dict[str, Any]:
-    s = {"name": name, "op": op, "params": int(params), "tokens": "all", "calls": int(calls), "group": _GROUP,
-         "in": 0, "out": 0, "bias": False, "copies": 1, "expert_role": None, "tp": "unknown"}
-    s.update(extra)
-    return s
-
-
-def _elementwise(rel: str, fresh: Dict[str, int], calls: int, group: str = _GROUP) -> List[Dict[str, Any]]:
-    return [_spec(f"{rel}.{n}", "param", v, calls, group=group) for n, v in fresh.items()]
-
-
-def _state(rel: str, calls: int, parts: List[List[Any]], paper: str, group: str = _GROUP) -> Dict[str, Any]:
-    return _spec(f"{rel}.state", "state", 0, calls, group=group, parts=parts,
-                 state_elems=int(sum(p[1] for p in parts)), decode_refusal=None, paper=paper)
-
 
 _RWKV = "RWKV arXiv 2305.13048"
 
@@ -192,6 +178,8 @@ _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "Zamba2MambaMixer": _mamba2,
     "Lfm3ShortConv": _short_conv,
     "BailingHybridDeltaAttention": _kda,
+    **_SCONV_HANDLERS,  # short convolutions at any site of a layer (Inkling)
+    **_MLSTM_HANDLERS,  # xLSTM's mLSTM cell
 }
 
 

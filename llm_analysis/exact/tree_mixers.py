@@ -20,6 +20,7 @@ from typing import Any, Dict, List
 from ..errors import UnsupportedArchitectureError
 from ..operators import Operator, Phase
 from ..operators.mixers import ssd_flops
+from .mlstm_flops import mlstm_flops
 
 FLOAT32_BYTES = 4.0
 
@@ -94,6 +95,8 @@ def recurrence_flops(phase: Phase, s: Dict[str, Any], serving: bool = False) -> 
         return (2.0 * phase.batch * _conv_macs(phase, r, serving) + _kda_flops(phase, r, serving)) * s["calls"]
     if r["kind"] in ("mamba", "mamba2"):
         return _mamba_flops(phase, r, serving) * s["calls"]
+    if r["kind"] == "mlstm":  # xLSTM's matrix memory (mlstm_flops.py)
+        return mlstm_flops(phase, r, serving) * s["calls"]
     heads, d, block = r["heads"], r["head_dim"], r["block"]
     if phase.past_len > 0:
         macs = 2 * d * d * phase.q_len
