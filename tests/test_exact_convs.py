@@ -1,5 +1,7 @@
-"""Short convolutions at other sites than a layer's mixer (Inkling, derive_sconv_sites.py)
-and xLSTM's mLSTM cell (derive_mlstm.py, mlstm_flops.py) on the exact path.
+"""Short convolutions at other sites than a layer's mixer (Inkling, Inkling2:
+derive_sconv_sites.py), block attention residuals over depth (Inkling2:
+derive_block_residuals.py) and xLSTM's mLSTM cell (derive_mlstm.py, mlstm_flops.py) on
+the exact path.
 
 Expected values come from the transformers models of small configs built here:
 parameters, FlopCounterMode counts (prefill at lengths the derivation does not probe,
@@ -53,9 +55,12 @@ def _lm(cfg, device="meta", dtype=torch.float32):
 def _counted(lm, **kwargs):
     from torch.utils.flop_counter import FlopCounterMode
     from llm_analysis.exact.flops import _custom_formulas
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     counter = FlopCounterMode(display=False, custom_mapping=_custom_formulas())
-    # xLSTM's split of a long prompt allocates its cache on the default device
-    with torch.no_grad(), torch.device(next(lm.parameters()).device), counter:
+    # xLSTM's split of a long prompt allocates its cache on the default device; on CPU,
+    # scaled_dot_product_attention's fused kernel has no FLOP formula, its math form does
+    # (the form meta tensors take)
+    with torch.no_grad(), torch.device(next(lm.parameters()).device), sdpa_kernel(SDPBackend.MATH), counter:
         out = lm(**kwargs)
     return counter.get_total_flops(), out
 
@@ -163,3 +168,54 @@ def test_inkling_site_states_are_filed_under_their_block():
     states = {s["name"]: s["group"] for k in a.describer.description["kinds"] for s in k if s["op"] == "state"}
     assert states == {"self_attn.k_sconv.state": "attention", "self_attn.v_sconv.state": "attention",
                       "attn_sconv.state": "attention", "mlp_sconv.state": "mlp"}
+
+
+INKLING2 = {"model_type": "inkling2_text", "hidden_size": 64, "num_hidden_layers": 5, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 16, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2,
+            "swa_head_dim": 16, "sliding_window_size": 8, "d_rel": 4, "rel_extent": 32, "vocab_size": 128,
+            "unpadded_vocab_size": 120, "moe_intermediate_size": 32, "n_routed_experts": 4, "num_experts_per_tok": 2,
+            "n_layers_per_attn_res_block": 2, "log_scaling_n_floor": 16, "max_position_embeddings": 256,
+            "layer_types": ["hybrid_sliding", "hybrid", "hybrid_sliding", "hybrid", "hybrid_sliding"]}
+
+
+def test_inkling2_depth_attention_dynamic_convs_prefill_decode_and_state():
+    a = analysis_from_hf(INKLING2, GPU)
+    lm, config = _lm(INKLING2, device="cpu", dtype=torch.float32)
+    assert a.get_num_params_total() == sum(p.numel() for p in lm.parameters())
+    batch, prompt = 2, 20
+    ids = torch.randint(0, 120, (batch, prompt))
+    flops, _ = _counted(lm, input_ids=ids, use_cache=False)
+    assert engine_matmul_flops(a, batch, prompt) == flops
+    from transformers import DynamicCache
+    _, out = _counted(lm, input_ids=ids, past_key_values=DynamicCache(config=config), use_cache=True)
+    flops, out = _counted(lm, input_ids=ids[:, :1], past_key_values=out.past_key_values, use_cache=True)
+    assert a.get_num_flops_decode_step(batch, prompt + 1) == flops
+    cache = out.past_key_values
+    conv = sum(t.numel() * t.element_size() for layer in cache.layers for t in layer.conv_states.values())
+    # per layer: k and v convs (static or per-token taps: 32 channels), post-attention and
+    # post-MLP convs (64), 4 float32 inputs per channel each
+    assert conv == batch * 5 * (2 * 32 + 2 * 64) * 4 * 4
+    assert _state_bytes(a, batch) == conv
+    kv = sum(layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
+             for layer in cache.layers)
+    assert a.get_memory_kv_cache_total(batch, prompt + 1, kv_cache_dtype_bytes=4) == conv + kv
+
+
+def test_inkling2_depth_attention_by_hand():
+    # blocks of 2 layers: boundaries at layers 0, 2, 4. Per token, q (n_q x 64) against
+    # n_b block states: 2 x 2 n_q n_b 64 FLOPs. Layer 3 (full attention, not a boundary):
+    # ceil(3/2) = 2 states + the partial sum, 3 queries before attention, 1 before the MLP;
+    # layer 4 (a boundary) adds its input before the MLP; the final input sees ceil(5/2) + 1
+    a = analysis_from_hf(INKLING2, GPU)
+    desc = a.describer.description
+    per_row = {}
+    for i, (k, _) in enumerate(desc["layers"]):
+        for s in desc["kinds"][k]:
+            if s["name"].endswith("depth_attention"):
+                per_row[(i, s["name"])] = s["flops_per_row"]
+    assert per_row[(3, "attention_input.depth_attention")] == 4 * 3 * 3 * 64
+    assert per_row[(3, "mlp_input.depth_attention")] == 4 * 1 * 3 * 64
+    assert per_row[(4, "mlp_input.depth_attention")] == 4 * 1 * (2 + 1 + 1) * 64
+    assert (0, "attention_input.depth_attention") not in per_row  # layer 0 has none
+    final = next(s for s in desc["head"] if s["name"].endswith("depth_attention"))
+    assert final["flops_per_row"] == 4 * 1 * (3 + 1) * 64

@@ -41,6 +41,7 @@ from .derive_compressed import scorer_specs
 from .derive_mixer_parts import elementwise_specs as _elementwise
 from .derive_mixer_parts import mixer_spec as _spec
 from .derive_mixer_parts import state_spec as _state
+from .derive_block_residuals import HANDLERS as _DEPTH_HANDLERS
 from .derive_mlstm import HANDLERS as _MLSTM_HANDLERS
 from .derive_sconv_sites import HANDLERS as _SCONV_HANDLERS
 from .derive_zaya import zaya_specs
@@ -180,6 +181,7 @@ _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "BailingHybridDeltaAttention": _kda,
     **_SCONV_HANDLERS,  # short convolutions at any site of a layer (Inkling)
     **_MLSTM_HANDLERS,  # xLSTM's mLSTM cell
+    **_DEPTH_HANDLERS,  # block attention residuals over depth (Inkling2)
 }
 
 
