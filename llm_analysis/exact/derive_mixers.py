@@ -31,6 +31,11 @@ Recurrences (element-wise in the eager forward, 0 FLOPs under FlopCounterMode):
   state h_t = a_t * h_{t-1} + sqrt(1 - a_t^2) * (i_t * x_t) per LRU channel (float32)
   and the last k - 1 inputs of the temporal convolution (transformers keeps them
   for `hidden_size` channels).
+
+Handlers kept in their own modules and registered here: short convolutions at any
+site of a layer (derive_sconv_sites.py: Inkling, Inkling2), block attention residuals
+over depth (derive_block_residuals.py: Inkling2) and xLSTM's mLSTM cell
+(derive_mlstm.py; its FLOPs in mlstm_flops.py).
 """
 
 from __future__ import annotations
