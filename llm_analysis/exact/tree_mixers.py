@@ -42,8 +42,8 @@ def _conv_macs(phase: Phase, r: Dict[str, Any], serving: bool) -> int:
     on both sides); a decode step convolves the k cached columns and the new one (2
     outputs); kernels 1 per token."""
     if phase.past_len > 0 and phase.q_len != 1:
-        raise UnsupportedArchitectureError("a Mamba mixer continuing a context with several new tokens per "
-                                           "sequence (chunked prefill) is not modelled")
+        raise UnsupportedArchitectureError("a causal convolution (Mamba, short convolution) continuing a context "
+                                           "with several new tokens per sequence (chunked prefill) is not modelled")
     if serving:
         outputs = phase.q_len
     else:
