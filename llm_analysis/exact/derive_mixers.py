@@ -31,6 +31,11 @@ Recurrences (element-wise in the eager forward, 0 FLOPs under FlopCounterMode):
   state h_t = a_t * h_{t-1} + sqrt(1 - a_t^2) * (i_t * x_t) per LRU channel (float32)
   and the last k - 1 inputs of the temporal convolution (transformers keeps them
   for `hidden_size` channels).
+
+Handlers kept in their own modules and registered here: short convolutions at any
+site of a layer (derive_sconv_sites.py: Inkling, Inkling2), block attention residuals
+over depth (derive_block_residuals.py: Inkling2) and xLSTM's mLSTM cell
+(derive_mlstm.py; its FLOPs in mlstm_flops.py).
 """
 
 from __future__ import annotations
@@ -38,26 +43,13 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional
 
 from .derive_compressed import scorer_specs
+from .derive_mixer_parts import elementwise_specs as _elementwise
+from .derive_mixer_parts import mixer_spec as _spec
+from .derive_mixer_parts import state_spec as _state
+from .derive_block_residuals import HANDLERS as _DEPTH_HANDLERS
+from .derive_mlstm import HANDLERS as _MLSTM_HANDLERS
+from .derive_sconv_sites import HANDLERS as _SCONV_HANDLERS
 from .derive_zaya import zaya_specs
-
-_GROUP = "attention"  # the layer's sequence-mixing block, as operators/mixers.py files it
-
-
-def _spec(name: str, op: str, params: int, calls: int, **extra: Any) -> Dict[str, Any]:
-    s = {"name": name, "op": op, "params": int(params), "tokens": "all", "calls": int(calls), "group": _GROUP,
-         "in": 0, "out": 0, "bias": False, "copies": 1, "expert_role": None, "tp": "unknown"}
-    s.update(extra)
-    return s
-
-
-def _elementwise(rel: str, fresh: Dict[str, int], calls: int, group: str = _GROUP) -> List[Dict[str, Any]]:
-    return [_spec(f"{rel}.{n}", "param", v, calls, group=group) for n, v in fresh.items()]
-
-
-def _state(rel: str, calls: int, parts: List[List[Any]], paper: str, group: str = _GROUP) -> Dict[str, Any]:
-    return _spec(f"{rel}.state", "state", 0, calls, group=group, parts=parts,
-                 state_elems=int(sum(p[1] for p in parts)), decode_refusal=None, paper=paper)
-
 
 _RWKV = "RWKV arXiv 2305.13048"
 
@@ -192,6 +184,9 @@ _HANDLERS: Dict[str, Callable[..., Optional[List[Dict[str, Any]]]]] = {
     "Zamba2MambaMixer": _mamba2,
     "Lfm3ShortConv": _short_conv,
     "BailingHybridDeltaAttention": _kda,
+    **_SCONV_HANDLERS,  # short convolutions at any site of a layer (Inkling)
+    **_MLSTM_HANDLERS,  # xLSTM's mLSTM cell
+    **_DEPTH_HANDLERS,  # block attention residuals over depth (Inkling2)
 }
 
 

@@ -103,9 +103,12 @@ def _fused_expert_specs(name: str, params: Dict[str, Any], fresh: Dict[str, int]
         bias = next((b for b in (f"{wname}_bias", f"{wname}.bias") if b in params and params[b].dim() == 2), None)
         total = fresh[wname] + (fresh[bias] if bias else 0)
         used.update({wname, bias})
-        s = _base(f"{name}.{wname}", "experts", total, "routed" if tokens == "all" else tokens, calls, "experts")
-        s.update({"in": d_in, "out": d_out, "bias": bias is not None, "copies": int(p.shape[0]),
-                  "expert_role": "shared" if "shared" in name.lower() else "routed"})
+        role = "shared" if "shared" in name.lower() else "routed"
+        # shared experts stacked in one tensor (Inkling's [n_shared, ...] bmm): every token
+        # runs through every copy, as through one wider MLP
+        s = _base(f"{name}.{wname}", "experts", total, "routed" if tokens == "all" and role == "routed" else tokens,
+                  calls, "experts")
+        s.update({"in": d_in, "out": d_out, "bias": bias is not None, "copies": int(p.shape[0]), "expert_role": role})
         specs.append(s)
     for pname, n in fresh.items():
         if pname not in used:

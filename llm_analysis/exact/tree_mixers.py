@@ -20,6 +20,7 @@ from typing import Any, Dict, List
 from ..errors import UnsupportedArchitectureError
 from ..operators import Operator, Phase
 from ..operators.mixers import ssd_flops
+from .mlstm_flops import mlstm_flops
 
 FLOAT32_BYTES = 4.0
 
@@ -41,8 +42,8 @@ def _conv_macs(phase: Phase, r: Dict[str, Any], serving: bool) -> int:
     on both sides); a decode step convolves the k cached columns and the new one (2
     outputs); kernels 1 per token."""
     if phase.past_len > 0 and phase.q_len != 1:
-        raise UnsupportedArchitectureError("a Mamba mixer continuing a context with several new tokens per "
-                                           "sequence (chunked prefill) is not modelled")
+        raise UnsupportedArchitectureError("a causal convolution (Mamba, short convolution) continuing a context "
+                                           "with several new tokens per sequence (chunked prefill) is not modelled")
     if serving:
         outputs = phase.q_len
     else:
@@ -94,6 +95,8 @@ def recurrence_flops(phase: Phase, s: Dict[str, Any], serving: bool = False) -> 
         return (2.0 * phase.batch * _conv_macs(phase, r, serving) + _kda_flops(phase, r, serving)) * s["calls"]
     if r["kind"] in ("mamba", "mamba2"):
         return _mamba_flops(phase, r, serving) * s["calls"]
+    if r["kind"] == "mlstm":  # xLSTM's matrix memory (mlstm_flops.py)
+        return mlstm_flops(phase, r, serving) * s["calls"]
     heads, d, block = r["heads"], r["head_dim"], r["block"]
     if phase.past_len > 0:
         macs = 2 * d * d * phase.q_len
