@@ -14,14 +14,16 @@ default 1: a true lower bound), plus `perf_model` naming the profile.
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
+from .cost.calibrated_bound import fused_bound_totals
 from .cost.gemm import LAUNCH_MODES
 from .inference.lower_bound import inference_lower_bounds
 from .errors import ConfigError
 from .inference import inference_times, run_inference
+from .operators.phase_table import phase_table
 from .options import DSZeRO, as_enum
 from .training import run_training
 
@@ -50,7 +52,7 @@ def check_launch(kernel_launch):
 def cost_model(a):
     if a.profile is not None:
         return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile,
-                                   a.kernel_launch or "graph", a.num_gpus_per_node)
+                                   a.kernel_launch or "graph", a.num_gpus_per_node, a.lower_bound_cost_model)
     if a.cost_model_class is RooflineCostModel:
         return a.lower_bound_cost_model
     return roofline_model(a, a.cost_model_class)
@@ -72,15 +74,15 @@ def inference(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_inference(a, **args)
     output_dir = args.pop("output_dir")
+    # a.cost_model is the calibrated model: the call runs on the analysis itself (no view)
+    summary = run_inference(a, **args, output_dir=None)
     # both passes share the describer, whose phase cache builds each phase's operators once
     d = a.describer_for(args["kv_cache_dtype_bytes"])
-    calibrated = with_cost_model(a, a.cost_model)
-    summary = run_inference(calibrated, **args, output_dir=None)
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
              summary["use_kv_cache"], as_enum(DSZeRO, args["ds_zero"], "ds_zero"))
     # the roofline's times only (no memory or summary), kept per shape like the phases it reads
     bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                         lambda: _inference_bounds(with_cost_model(calibrated, a.lower_bound_cost_model), d, shape))
+                         lambda: _inference_bounds(a, d, shape))
     summary.update(bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:
@@ -89,14 +91,36 @@ def inference(a, args: Dict[str, Any]) -> dict:
     return summary
 
 
-def _inference_bounds(bound, d, shape) -> Dict[str, float]:
-    """The roofline's times of the call: from the phase tables the calibrated pass just
-    evaluated where the case is plain (inference/lower_bound.py), else its full timing pass."""
-    t = inference_lower_bounds(bound, d, *shape)
+def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
+    """`inference_lower_bounds` from the totals the calibrated programs of this call computed
+    beside their own times (cost/calibrated_bound.py `fused_bound_totals`), in the plain case
+    without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
+    batch, seq_len, n, use_kv_cache, ds_zero = shape
+    p, cm = a.parallelism_config, a.cost_model
+    if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
+            or p.pp_size > 1 or (ds_zero.value == 3 and p.dp_size > 1)):
+        return None
+    prefill, decode = phase_table(d, "prefill"), phase_table(d, "decode")
+    got = None if prefill is None or decode is None else fused_bound_totals(cm, prefill, decode, batch, seq_len,
+                                                                            n - 1)
+    if got is None:
+        return None
+    prefill_s, first_s, steps_s = got
+    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
+    return {"prefill_s": prefill_s, "decode_step_s": step_s, "decode_total_s": total, "total_s": prefill_s + total}
+
+
+def _inference_bounds(a, d, shape) -> Dict[str, float]:
+    """The roofline's times of the call: from this call's calibrated programs, or the phase
+    tables (inference/lower_bound.py) where the case is plain, else its full timing pass."""
+    t = _fused_bounds(a, d, shape)
     if t is None:
-        t = inference_times(bound, d, *shape)
-        if bound.model_config.encoder_only:
-            t["decode_step_s"] = 0.0
+        bound = with_cost_model(a, a.lower_bound_cost_model)
+        t = inference_lower_bounds(bound, d, *shape)
+        if t is None:
+            t = inference_times(bound, d, *shape)
+            if bound.model_config.encoder_only:
+                t["decode_step_s"] = 0.0
     return {f"{k}_lower_bound": t[v] for k, v in INFERENCE_BOUND_KEYS.items()}
 
 

@@ -15,7 +15,7 @@ compiling (`PhaseTable.hot`) the loops run.
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
@@ -111,3 +111,26 @@ def roofline_decode_s(roof, table: PhaseTable, batch: int, x0: int, steps: int):
     first = table_splits(roof, table, batch, x0)
     last = first if steps == 1 else table_splits(roof, table, batch, x0 + steps - 1)
     return table_time_s(first), GroupTimes().add_steps_splits(roof.roofline, first, last, steps).total_s
+
+
+def _bound_out(cm, table: PhaseTable, kind: str):
+    """What `cm`'s generated `kind` program of `table` last left in its `bound_out` (None: no
+    such program yet, or one without a bound)."""
+    entry = cm.__dict__.get("_phase_programs", {}).get((id(table), kind, ()))
+    if entry is None or entry[0] is not table:
+        return None
+    out = getattr(entry[1], "bound_out", None)
+    return None if out is None else out[0]
+
+
+def fused_bound_totals(cm, prefill: PhaseTable, decode: PhaseTable, batch: int, seq_len: int,
+                       steps: int) -> Optional[Tuple[float, float, float]]:
+    """(prefill, first decode step, sum over max(steps, 1) steps) of the lower bound, as this
+    call's calibrated programs computed them beside their own times (cost/calibrated_programs.py:
+    the same floats as `roofline_phase_s` / `roofline_decode_s`), or None when those programs
+    did not just run for this shape (not compiled yet, or the phase came from a cache)."""
+    p, q = _bound_out(cm, prefill, "prefill"), _bound_out(cm, decode, "decode")
+    n = max(steps, 1)
+    if p is None or q is None or p[0] != batch or p[1] != seq_len or q[:4] != (batch, seq_len + 1, seq_len + n, n):
+        return None
+    return p[2], q[4], q[5]

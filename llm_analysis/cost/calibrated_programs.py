@@ -25,12 +25,13 @@ from typing import Dict, List, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
-from ..phase_programs import (X_FREE_FIELDS, _group_return, _init, _prefill_program, _slots,
-                              _train_stage_program, x_free)
+from ..phase_programs import (X_FREE_FIELDS, _collective_expr, _file_lines, _group_return, _init, _slots,
+                              _train_stage_program, _zero, x_free)
+from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
 
-FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
-    "flops_per_gpu", "bytes_per_gpu", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
+FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
+    "flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
 
 
 def _positive(coefs) -> bool:
@@ -114,7 +115,7 @@ def _own_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> Lis
     if op.kind == "collective":  # (a table holds no overlapped collective: phase_table checks it)
         name = f"coll_{len(ns)}"  # `cm.collective_s` without its memo (the same pure function of the bytes)
         ns[name] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
-        return lines + [f"t{tag} = {name}({figure_expr(coefs[COMM_BYTES], x=x)})"]
+        return lines + [f"k{tag} = {figure_expr(coefs[COMM_BYTES], x=x)}", f"t{tag} = {name}(k{tag})"]
     body = _kernel_lines(cm, op, kernel_plan(table)[i], coefs, x, tag, ns)
     if _positive(coefs[FLOPS_PER_GPU]) or _positive(coefs[BYTES_PER_GPU]):
         return lines + body
@@ -150,29 +151,127 @@ def _times(n: int, expr: str) -> str:
     return expr if n == 1 else f"{n} * {expr}"
 
 
-def _simpson_lines(op, g: int, r: int, a: str, h: str, z: str, memory_bound: bool) -> List[str]:
-    """`GroupTimes.add_simpson_splits` of an operator (repeat r, group slot g) from its
-    figures and times at the first, middle and last of n steps (variables of tags a, h, z)."""
+def _once(ns: Dict, lines: List[str], name: str, expr: str) -> str:
+    """`name`, set to `expr` by a line added to `lines` the first time it is asked for (an
+    expression several operators share: the same float, computed once)."""
+    done = ns.setdefault("_once", set())
+    if name not in done:
+        done.add(name)
+        lines.append(f"{name} = {expr}")
+    return name
+
+
+def _flops_lines(table: PhaseTable, g: int, i: int, a: str, z: str, ns: Dict) -> List[str]:
+    """`flo{g}` / `byt{g}` of `add_simpson_splits` (r x n x the mean of the first and last step's
+    figures); a figure that is 0.0 at every shape adds +0.0 and is left out (`_zero`)."""
+    r, lines, out = table.repeats[i], [], []
+    for field, sum_, v in ((FLOPS_PER_GPU, "flo", "f"), (BYTES_PER_GPU, "byt", "b")):
+        if not _zero(table, field, i):
+            name = _once(ns, lines, f"{v}s{r}_{a}_{z}", f"{r} * n * ({v}{a} + {v}{z}) / 2")
+            out.append(f"{sum_}{g} += {name}")
+    return lines + out
+
+
+def _simpson_lines(table: PhaseTable, i: int, g: int, tags: Tuple[str, str, str], memory_bound: bool,
+                   ns: Dict) -> List[str]:
+    """`GroupTimes.add_simpson_splits` of operator i (repeat r, group slot g) from its figures and
+    times at the first, middle and last of n steps (variables of tags a, h, z). An operator
+    that takes the same time at every step (a = h = z) is filed whole under its bound: the
+    other part is n x 0.0 / 6 = +0.0, which leaves every sum as it is."""
+    op, r, (a, h, z) = table.ops[i], table.repeats[i], tags
+    lines: List[str] = []
     if op.kind == "collective":
-        lines = ["k = n * t" + a, f"lat{g} += {_times(r, 'k')}", f"cmm{g} += {_times(r, 'k')}"]
-    elif memory_bound:  # filed under memory at every step: the compute part is n * 0.0 / 6 = 0.0
-        lines = [f"m = n * (t{a} + 4 * t{h} + t{z}) / 6", f"lat{g} += {_times(r, 'm')}", f"mem{g} += {_times(r, 'm')}"]
+        lines += ["k = n * t" + a, f"lat{g} += {_times(r, 'k')}", f"cmm{g} += {_times(r, 'k')}"]
+    elif memory_bound or a == h == z:
+        s = _once(ns, lines, f"s{a}{h}{z}", f"n * (t{a} + 4 * t{h} + t{z}) / 6")
+        w = _times(r, s)
+        mem = [f"lat{g} += {w}", f"mem{g} += {w}"]
+        lines += mem if memory_bound else [f"if cb{a}:", f"    lat{g} += {w}", f"    cmp{g} += {w}", "else:"] + \
+            [f"    {line}" for line in mem]
     else:
         c = {s: f"(t{s} if cb{s} else 0.0)" for s in (a, h, z)}
         m = {s: f"(0.0 if cb{s} else t{s})" for s in (a, h, z)}
-        lines = [f"c = n * ({c[a]} + 4 * {c[h]} + {c[z]}) / 6", f"m = n * ({m[a]} + 4 * {m[h]} + {m[z]}) / 6",
-                 f"lat{g} += {_times(r, 'c')} + {_times(r, 'm')}", f"cmp{g} += {_times(r, 'c')}",
-                 f"mem{g} += {_times(r, 'm')}"]
-    return lines + [f"flo{g} += {r} * n * (f{a} + f{z}) / 2", f"byt{g} += {r} * n * (b{a} + b{z}) / 2"]
+        lines += [f"c = n * ({c[a]} + 4 * {c[h]} + {c[z]}) / 6", f"m = n * ({m[a]} + 4 * {m[h]} + {m[z]}) / 6",
+                  f"lat{g} += {_times(r, 'c')} + {_times(r, 'm')}", f"cmp{g} += {_times(r, 'c')}",
+                  f"mem{g} += {_times(r, 'm')}"]
+    return lines + _flops_lines(table, g, i, a, z, ns)
+
+
+def _bound_lines(cm, table: PhaseTable, i: int, own: str, ns: Dict) -> List[str]:
+    """rt{own}: operator i's time under the lower bound's roofline (`cm.bound_model`), as
+    cost/calibrated_bound.py's `_lines` computes it (a kernel: rc / rm, FLOPs / F and bytes / B,
+    the larger; a collective: its ring time), once per tag."""
+    done = ns.setdefault("_bound_tags", set())
+    if own in done:
+        return []
+    done.add(own)
+    roof, op = cm.bound_model, table.ops[i]
+    if op.kind == "collective":
+        return [f"rt{own} = {_collective_expr(roof, op, f'k{own}', ns)}"]
+    F, B = roof.roofline.flops_per_s, roof.roofline.hbm_bytes_per_s
+    rc = f"f{own} / {F!r}" if any(table.coefs[FLOPS_PER_GPU][i]) else "0.0"  # (0.0 / F is 0.0)
+    return [f"rc{own} = {rc}", f"rm{own} = b{own} / {B!r}", f"rt{own} = rc{own} if rc{own} >= rm{own} else rm{own}"]
+
+
+def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, ns: Dict) -> List[str]:
+    """The lower bound's first step and steps' sum (`calibrated_bound._decode_function`) of
+    operator i, from the figures of the calibrated lines (tags a and z)."""
+    op, r = table.ops[i], table.repeats[i]
+    lines = _bound_lines(cm, table, i, a, ns) + [f"first_r += {r} * rt{a}"]
+    if op.kind == "collective":
+        return lines + [f"rl{g} += {r} * (n * rt{a})"]
+    if x_free(table, i):
+        s = _once(ns, lines, f"rs{a}", f"(rc{a} * n) if rc{a} >= rm{a} else (rm{a} * n)")
+        return lines + [f"rl{g} += {r} * {s}"]
+    F, B = cm.bound_model.roofline.flops_per_s, cm.bound_model.roofline.hbm_bytes_per_s
+    return lines + [f"uc, um = sum_max_affine(f{a} / {F!r}, (f{z} - f{a}) / span / {F!r}, b{a} / {B!r}, "
+                    f"(b{z} - b{a}) / span / {B!r}, n)", f"rl{g} += {r} * uc + {r} * um"]
+
+
+def _compile(name: str, args: str, body: List[str], ns: Dict, bound_out):
+    fn = compile_function(name, args, body, {k: v for k, v in ns.items() if not k.startswith("_")})
+    fn.bound_out = bound_out  # [the last call's arguments and lower-bound totals] (None: no bound)
+    return fn
+
+
+def prefill_program(cm, table: PhaseTable):
+    """prefill(b, x) -> (groups, model FLOPs, total seconds), as `phase_programs._prefill_program`
+    (each operator filed from the tag holding its figures: an earlier twin's), and, under a
+    `bound_model`, the lower bound's `roofline_total` (its operators' times added in operator
+    order from 0) left in `bound_out[0]` as (b, x, total)."""
+    ns: Dict = {}
+    order, slot = _slots(table)
+    bound = cm.bound_model is not None
+    body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"] + (["rtot = 0"] if bound else [])
+    for i, n in enumerate(table.repeats):
+        lines, own = operator_lines(cm, table, i, "x", str(i), ns)
+        body += lines + _file_lines(table, slot[i], i, own)
+        if not _zero(table, FLOPS, i):
+            more: List[str] = []
+            names = ns.setdefault("_flops_names", {})  # per (repeat, model FLOPs coefficients)
+            name = names.setdefault((n, tuple(table.coefs[FLOPS][i])), f"fl{i}")
+            name = _once(ns, more, name, _times(n, figure_expr(table.coefs[FLOPS][i])))
+            body += more + [f"flops += {name}"]
+        if bound:
+            body += _bound_lines(cm, table, i, own, ns) + [f"rtot += {n} * rt{own}"]
+    body += _group_return(order) + (["bound_out[0] = (b, x, rtot)"] if bound else [])
+    ns["bound_out"] = [None] if bound else None
+    return _compile("calibrated_prefill_program", "b, x", body + ["return groups, flops, total_s"], ns,
+                    ns["bound_out"])
 
 
 def decode_program(cm, table: PhaseTable):
     """decode(b, x0, x1, n) -> (groups of n steps from context x0 to x1, time of the first step,
     time of the last, total seconds), as `inference/timing.py` walks the table for this model:
-    `table_splits` at the first, middle and last context, `add_simpson_splits`."""
-    ns: Dict = {}
+    `table_splits` at the first, middle and last context, `add_simpson_splits`; under a
+    `bound_model`, the lower bound's `roofline_steps` (first step, steps' total) left in
+    `bound_out[0]` as (b, x0, x1, n, first, total)."""
+    ns: Dict = {"sum_max_affine": sum_max_affine}
     order, slot = _slots(table)
+    bound = cm.bound_model is not None
     body = [_init(order), "first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"]
+    if bound:
+        body += [" = ".join(f"rl{g}" for g in range(len(order))) + " = 0.0", "first_r = 0", "span = max(n - 1, 1)"]
     for i, (r, op) in enumerate(zip(table.repeats, table.ops)):
         lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
         h = z = a
@@ -184,13 +283,18 @@ def decode_program(cm, table: PhaseTable):
                 lines += more
         memory_bound = {a, h, z} <= ns.get("_memory_bound", set())
         body += lines + [f"first_s += {_times(r, 't' + a)}", f"last_s += {_times(r, 't' + z)}"]
-        body += _simpson_lines(op, slot[i], r, a, h, z, memory_bound)
-    body += _group_return(order) + ["return groups, first_s, last_s, total_s"]
-    return compile_function("calibrated_decode_program", "b, x0, x1, n", body,
-                            {k: v for k, v in ns.items() if not k.startswith("_")})
+        body += _simpson_lines(table, i, slot[i], (a, h, z), memory_bound, ns)
+        if bound:
+            body += _decode_bound_lines(cm, table, i, slot[i], a, z, ns)
+    body += _group_return(order)
+    if bound:
+        body.append("bound_out[0] = (b, x0, x1, n, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ")")
+    ns["bound_out"] = [None] if bound else None
+    return _compile("calibrated_decode_program", "b, x0, x1, n", body + ["return groups, first_s, last_s, total_s"],
+                    ns, ns["bound_out"])
 
 
 def program_builders() -> Dict:
     """`phase_programs.phase_program`'s builders for this model: the roofline's prefill and
     training programs (written with `time_lines`) and the Simpson decode program."""
-    return {"prefill": _prefill_program, "decode": decode_program, "train_stage": _train_stage_program}
+    return {"prefill": prefill_program, "decode": decode_program, "train_stage": _train_stage_program}
