@@ -54,7 +54,7 @@ from .gemm import LAUNCH_MODES, GemmShape
 from .model import CostModel
 from .links import group_stride
 from .nccl import collective_timer as nccl_timer
-from .nccl import fabric_from_gpu_config
+from .nccl import fabric_from_gpu_config, ring_code
 from .profiles import Profile, check_profile_matches_gpu
 
 
@@ -240,12 +240,21 @@ class CalibratedCostModel(CostModel):
         key = (kind, group_size, comm_group)
         timer = self._timers.get(key)
         if timer is None:
-            stride = group_stride(self.parallelism, comm_group)
-            r = _ranks_per_island(group_size, stride, self._fabric.island_gpus)
-            if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
-                r = 1 if stride >= self._fabric.island_gpus else 2
+            r = self._group_ranks_per_island(kind, group_size, comm_group)
             timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
         return timer
+
+    def collective_code(self, kind: str, group_size: int, comm_group: str, size: str) -> Optional[str]:
+        """`collective_timer(...)(size)` as an expression of the variable `size` where NCCL runs
+        a ring inside one island (`nccl.ring_code`: generated programs inline it), else None."""
+        r = self._group_ranks_per_island(kind, group_size, comm_group)
+        return ring_code(kind, group_size, self._fabric, self.profile, size, ranks_per_island=r)
+
+    def _group_ranks_per_island(self, kind: str, group_size: int, comm_group: str) -> int:
+        stride = group_stride(self.parallelism, comm_group)
+        if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
+            return 1 if stride >= self._fabric.island_gpus else 2
+        return _ranks_per_island(group_size, stride, self._fabric.island_gpus)
 
 
 

@@ -94,9 +94,11 @@ def _kernel_lines(cm, op, how, coefs, x: str, tag: str, ns: Dict) -> List[str]:
         m = _stream_expr(f"b{tag}", half, hbm * cm._hbm_eff, bytes_positive)
         if bytes_positive:  # max(0.0, m, floor) is max(m, floor) for m > 0, filed under memory
             ns.setdefault("_memory_bound", set()).add(tag)
-            return [f"m{tag} = {m}", f"cb{tag} = False", f"t{tag} = max(m{tag}, {floor})"]
+            return [f"m{tag} = {m}", f"cb{tag} = False", f"t{tag} = m{tag} if m{tag} >= {floor} else {floor}"]
         lines = [f"c{tag} = 0.0", f"m{tag} = {m}"]
-    return lines + [f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = max(c{tag}, m{tag}, {floor})"]
+    # max(c, m, floor) as conditionals (no call; the same float: none of them is negative or NaN)
+    return lines + [f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = c{tag} if cb{tag} else m{tag}",
+                    f"if t{tag} < {floor}: t{tag} = {floor}"]
 
 
 def _op_key(table: PhaseTable, i: int, x: str) -> tuple:
@@ -113,9 +115,11 @@ def _own_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> Lis
     coefs, op = [c[i] for c in table.coefs], table.ops[i]
     lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU], x=x)}", f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU], x=x)}"]
     if op.kind == "collective":  # (a table holds no overlapped collective: phase_table checks it)
-        name = f"coll_{len(ns)}"  # `cm.collective_s` without its memo (the same pure function of the bytes)
-        ns[name] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
-        return lines + [f"k{tag} = {figure_expr(coefs[COMM_BYTES], x=x)}", f"t{tag} = {name}(k{tag})"]
+        code = cm.collective_code(op.collective, op.comm_group_size, op.comm_group, f"k{tag}")
+        if code is None:  # `cm.collective_s` without its memo (the same pure function of the bytes)
+            code = f"coll_{len(ns)}(k{tag})"
+            ns[f"coll_{len(ns)}"] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
+        return lines + [f"k{tag} = {figure_expr(coefs[COMM_BYTES], x=x)}", f"t{tag} = {code}"]
     body = _kernel_lines(cm, op, kernel_plan(table)[i], coefs, x, tag, ns)
     if _positive(coefs[FLOPS_PER_GPU]) or _positive(coefs[BYTES_PER_GPU]):
         return lines + body
