@@ -23,7 +23,6 @@ from .cost.gemm import LAUNCH_MODES
 from .inference.lower_bound import inference_lower_bounds
 from .errors import ConfigError
 from .inference import inference_times, run_inference
-from .operators.phase_table import phase_table
 from .options import DSZeRO, as_enum
 from .training import run_training
 
@@ -100,9 +99,7 @@ def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
     if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
             or p.pp_size > 1 or (ds_zero.value == 3 and p.dp_size > 1)):
         return None
-    prefill, decode = phase_table(d, "prefill"), phase_table(d, "decode")
-    got = None if prefill is None or decode is None else fused_bound_totals(cm, prefill, decode, batch, seq_len,
-                                                                            n - 1)
+    got = fused_bound_totals(cm, d, batch, seq_len, n - 1)
     if got is None:
         return None
     prefill_s, first_s, steps_s = got
