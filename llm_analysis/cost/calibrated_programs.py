@@ -21,11 +21,12 @@ of the roofline's closed form): `decode_program`.
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
-from ..phase_programs import (X_FREE_FIELDS, _collective_expr, _file_lines, _group_return, _init, _slots,
+from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _file_lines, _group_return, _init, _slots,
                               _train_stage_program, _zero, x_free)
 from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
@@ -165,40 +166,39 @@ def _once(ns: Dict, lines: List[str], name: str, expr: str) -> str:
     return name
 
 
-def _flops_lines(table: PhaseTable, g: int, i: int, a: str, z: str, ns: Dict) -> List[str]:
+def _flops_lines(table: PhaseTable, g: int, i: int, a: str, z: str, ns: Dict, values: List[str]) -> List[str]:
     """`flo{g}` / `byt{g}` of `add_simpson_splits` (r x n x the mean of the first and last step's
-    figures); a figure that is 0.0 at every shape adds +0.0 and is left out (`_zero`)."""
-    r, lines, out = table.repeats[i], [], []
+    figures); a figure that is 0.0 at every shape adds +0.0 and is left out (`_zero`). The
+    shared terms' lines go to `values`."""
+    r, out = table.repeats[i], []
     for field, sum_, v in ((FLOPS_PER_GPU, "flo", "f"), (BYTES_PER_GPU, "byt", "b")):
         if not _zero(table, field, i):
-            name = _once(ns, lines, f"{v}s{r}_{a}_{z}", f"{r} * n * ({v}{a} + {v}{z}) / 2")
-            out.append(f"{sum_}{g} += {name}")
-    return lines + out
+            out.append(f"{sum_}{g} += {_once(ns, values, f'{v}s{r}_{a}_{z}', f'{r} * n * ({v}{a} + {v}{z}) / 2')}")
+    return out
 
 
 def _simpson_lines(table: PhaseTable, i: int, g: int, tags: Tuple[str, str, str], memory_bound: bool,
-                   ns: Dict) -> List[str]:
+                   ns: Dict, values: List[str]) -> List[str]:
     """`GroupTimes.add_simpson_splits` of operator i (repeat r, group slot g) from its figures and
-    times at the first, middle and last of n steps (variables of tags a, h, z). An operator
-    that takes the same time at every step (a = h = z) is filed whole under its bound: the
-    other part is n x 0.0 / 6 = +0.0, which leaves every sum as it is."""
+    times at the first, middle and last of n steps (variables of tags a, h, z); the lines of
+    terms shared with other operators go to `values`. An operator that takes the same time at
+    every step (a = h = z) is filed whole under its bound: the other part is n x 0.0 / 6 = +0.0,
+    which leaves every sum as it is."""
     op, r, (a, h, z) = table.ops[i], table.repeats[i], tags
-    lines: List[str] = []
     if op.kind == "collective":
-        lines += ["k = n * t" + a, f"lat{g} += {_times(r, 'k')}", f"cmm{g} += {_times(r, 'k')}"]
+        lines = ["k = n * t" + a, f"lat{g} += {_times(r, 'k')}", f"cmm{g} += {_times(r, 'k')}"]
     elif memory_bound or a == h == z:
-        s = _once(ns, lines, f"s{a}{h}{z}", f"n * (t{a} + 4 * t{h} + t{z}) / 6")
-        w = _times(r, s)
+        w = _times(r, _once(ns, values, f"s{a}{h}{z}", f"n * (t{a} + 4 * t{h} + t{z}) / 6"))
         mem = [f"lat{g} += {w}", f"mem{g} += {w}"]
-        lines += mem if memory_bound else [f"if cb{a}:", f"    lat{g} += {w}", f"    cmp{g} += {w}", "else:"] + \
+        lines = mem if memory_bound else [f"if cb{a}:", f"    lat{g} += {w}", f"    cmp{g} += {w}", "else:"] + \
             [f"    {line}" for line in mem]
     else:
         c = {s: f"(t{s} if cb{s} else 0.0)" for s in (a, h, z)}
         m = {s: f"(0.0 if cb{s} else t{s})" for s in (a, h, z)}
-        lines += [f"c = n * ({c[a]} + 4 * {c[h]} + {c[z]}) / 6", f"m = n * ({m[a]} + 4 * {m[h]} + {m[z]}) / 6",
-                  f"lat{g} += {_times(r, 'c')} + {_times(r, 'm')}", f"cmp{g} += {_times(r, 'c')}",
-                  f"mem{g} += {_times(r, 'm')}"]
-    return lines + _flops_lines(table, g, i, a, z, ns)
+        lines = [f"c = n * ({c[a]} + 4 * {c[h]} + {c[z]}) / 6", f"m = n * ({m[a]} + 4 * {m[h]} + {m[z]}) / 6",
+                 f"lat{g} += {_times(r, 'c')} + {_times(r, 'm')}", f"cmp{g} += {_times(r, 'c')}",
+                 f"mem{g} += {_times(r, 'm')}"]
+    return lines + _flops_lines(table, g, i, a, z, ns, values)
 
 
 def _bound_lines(cm, table: PhaseTable, i: int, own: str, ns: Dict) -> List[str]:
@@ -217,19 +217,19 @@ def _bound_lines(cm, table: PhaseTable, i: int, own: str, ns: Dict) -> List[str]
     return [f"rc{own} = {rc}", f"rm{own} = b{own} / {B!r}", f"rt{own} = rc{own} if rc{own} >= rm{own} else rm{own}"]
 
 
-def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, ns: Dict) -> List[str]:
-    """The lower bound's first step and steps' sum (`calibrated_bound._decode_function`) of
-    operator i, from the figures of the calibrated lines (tags a and z)."""
+def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, ns: Dict,
+                        values: List[str]) -> List[str]:
+    """The lower bound's steps' sum (`calibrated_bound._decode_function`) of operator i, from the
+    figures of the calibrated lines (tags a and z); its times' lines go to `values`."""
     op, r = table.ops[i], table.repeats[i]
-    lines = _bound_lines(cm, table, i, a, ns) + [f"first_r += {r} * rt{a}"]
+    values += _bound_lines(cm, table, i, a, ns)
     if op.kind == "collective":
-        return lines + [f"rl{g} += {r} * (n * rt{a})"]
+        return [f"rl{g} += {r} * (n * rt{a})"]
     if x_free(table, i):
-        s = _once(ns, lines, f"rs{a}", f"(rc{a} * n) if rc{a} >= rm{a} else (rm{a} * n)")
-        return lines + [f"rl{g} += {r} * {s}"]
+        return [f"rl{g} += {r} * {_once(ns, values, f'rs{a}', f'(rc{a} * n) if rc{a} >= rm{a} else (rm{a} * n)')}"]
     F, B = cm.bound_model.roofline.flops_per_s, cm.bound_model.roofline.hbm_bytes_per_s
-    return lines + [f"uc, um = sum_max_affine(f{a} / {F!r}, (f{z} - f{a}) / span / {F!r}, b{a} / {B!r}, "
-                    f"(b{z} - b{a}) / span / {B!r}, n)", f"rl{g} += {r} * uc + {r} * um"]
+    return [f"uc, um = sum_max_affine(f{a} / {F!r}, (f{z} - f{a}) / span / {F!r}, b{a} / {B!r}, "
+            f"(b{z} - b{a}) / span / {B!r}, n)", f"rl{g} += {r} * uc + {r} * um"]
 
 
 def _compile(name: str, args: str, body: List[str], ns: Dict, bound_out):
@@ -264,38 +264,93 @@ def prefill_program(cm, table: PhaseTable):
                     ns["bound_out"])
 
 
+# (b, n) -> the steady part of a decode program (`_steady_call`); cleared when this full
+STEADY_MEMO_LIMIT = 4096
+_ASSIGNED = re.compile(r"(\w+)\s*\+?=(?!=)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _steady_op(cm, table: PhaseTable, i: int, g: int, in_pre: bool, pre: List[str], main: List[str],
+               ns: Dict) -> None:
+    """Operator i, which takes the same time at every step: its figures, times and shared terms
+    into `pre` (they depend on b and n only), its group sums too if its whole group is steady
+    (`in_pre`), else into `main`; its first- and last-step terms into `main` (they are added in
+    operator order with the growing operators')."""
+    r, bound = table.repeats[i], cm.bound_model is not None
+    lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
+    pre += lines
+    sums = _simpson_lines(table, i, g, (a, a, a), a in ns.get("_memory_bound", set()), ns, pre)
+    w = _once(ns, pre, f"w{r}_{a}", _times(r, "t" + a))
+    main += [f"first_s += {w}", f"last_s += {w}"]
+    if bound:
+        sums += _decode_bound_lines(cm, table, i, g, a, a, ns, pre)
+        main.append(f"first_r += {_once(ns, pre, f'wr{r}_{a}', f'{r} * rt{a}')}")
+    (pre if in_pre else main).extend(sums)
+
+
+def _growing_op(cm, table: PhaseTable, i: int, g: int, ns: Dict) -> List[str]:
+    """Lines of operator i, whose figures grow with the context: at the first, middle and last step."""
+    r, op = table.repeats[i], table.ops[i]
+    lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
+    more, z = operator_lines(cm, table, i, "x1", f"{i}z", ns)
+    lines += more
+    h = a
+    if op.kind != "collective":  # (a collective is charged n x its first step)
+        more, h = operator_lines(cm, table, i, "xh", f"{i}h", ns)
+        lines += more
+    memory_bound = {a, h, z} <= ns.get("_memory_bound", set())
+    lines += [f"first_s += {_times(r, 't' + a)}", f"last_s += {_times(r, 't' + z)}"]
+    lines += _simpson_lines(table, i, g, (a, h, z), memory_bound, ns, lines)
+    if cm.bound_model is not None:
+        values: List[str] = []
+        sums = _decode_bound_lines(cm, table, i, g, a, z, ns, values)
+        lines += values + [f"first_r += {r} * rt{a}"] + sums
+    return lines
+
+
+def _steady_call(pre: List[str], main: List[str], ns: Dict) -> List[str]:
+    """`pre` as its own function of (b, x0, n) (x0 appears only times 0.0), its results kept per
+    (b, n): lines that fetch them and unpack what `main` reads."""
+    assigned = {m for line in pre for m in _ASSIGNED.findall(line)}
+    names = sorted(assigned & {m for line in main for m in _NAME.findall(line)})
+    if not names:
+        return []
+    ns["steady_fn"] = compile_function("calibrated_decode_steady", "b, x0, n", pre + [f"return ({', '.join(names)},)"],
+                                       {k: v for k, v in ns.items() if not k.startswith("_")})
+    ns["steady_memo"] = {}
+    return ["st = steady_memo.get((b, n))", "if st is None:",
+            f"    if len(steady_memo) >= {STEADY_MEMO_LIMIT}: steady_memo.clear()",
+            "    st = steady_memo[b, n] = steady_fn(b, x0, n)", f"{', '.join(names)}, = st"]
+
+
 def decode_program(cm, table: PhaseTable):
     """decode(b, x0, x1, n) -> (groups of n steps from context x0 to x1, time of the first step,
     time of the last, total seconds), as `inference/timing.py` walks the table for this model:
     `table_splits` at the first, middle and last context, `add_simpson_splits`; under a
     `bound_model`, the lower bound's `roofline_steps` (first step, steps' total) left in
-    `bound_out[0]` as (b, x0, x1, n, first, total)."""
+    `bound_out[0]` as (b, x0, x1, n, first, total). What depends on b and n only (operators
+    whose figures do not grow with the context, and the sums of groups made of them) is
+    computed once per (b, n) (`_steady_call`); each sum still adds its terms in operator order."""
     ns: Dict = {"sum_max_affine": sum_max_affine}
     order, slot = _slots(table)
     bound = cm.bound_model is not None
-    body = [_init(order), "first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"]
+    steady = [x_free(table, i, X_FREE_FIELDS + (KV_BYTES,)) for i in range(len(table.ops))]
+    steady_groups = [g for g in range(len(order)) if all(steady[i] for i in range(len(slot)) if slot[i] == g)]
+    names = [f"{v}{g}" for g in steady_groups for _, v in SUMS] + ([f"rl{g}" for g in steady_groups] if bound else [])
+    pre = [" = ".join(names) + " = 0.0"] if names else []
+    main = ["first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"] + (["first_r = 0", "span = max(n - 1, 1)"] if bound else [])
+    for i in range(len(table.ops)):
+        if steady[i]:
+            _steady_op(cm, table, i, slot[i], slot[i] in steady_groups, pre, main, ns)
+        else:
+            main += _growing_op(cm, table, i, slot[i], ns)
+    main += _group_return(order)
     if bound:
-        body += [" = ".join(f"rl{g}" for g in range(len(order))) + " = 0.0", "first_r = 0", "span = max(n - 1, 1)"]
-    for i, (r, op) in enumerate(zip(table.repeats, table.ops)):
-        lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
-        h = z = a
-        if not x_free(table, i, X_FREE_FIELDS + (KV_BYTES,)):  # (an x-free operator takes the same time at every step)
-            more, z = operator_lines(cm, table, i, "x1", f"{i}z", ns)
-            lines += more
-            if op.kind != "collective":  # (a collective is charged n x its first step)
-                more, h = operator_lines(cm, table, i, "xh", f"{i}h", ns)
-                lines += more
-        memory_bound = {a, h, z} <= ns.get("_memory_bound", set())
-        body += lines + [f"first_s += {_times(r, 't' + a)}", f"last_s += {_times(r, 't' + z)}"]
-        body += _simpson_lines(table, i, slot[i], (a, h, z), memory_bound, ns)
-        if bound:
-            body += _decode_bound_lines(cm, table, i, slot[i], a, z, ns)
-    body += _group_return(order)
-    if bound:
-        body.append("bound_out[0] = (b, x0, x1, n, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ")")
+        main.append("bound_out[0] = (b, x0, x1, n, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ")")
+    head = [_init(order)] + ([" = ".join(f"rl{g}" for g in range(len(order))) + " = 0.0"] if bound else [])
     ns["bound_out"] = [None] if bound else None
-    return _compile("calibrated_decode_program", "b, x0, x1, n", body + ["return groups, first_s, last_s, total_s"],
-                    ns, ns["bound_out"])
+    body = head + _steady_call(pre, main, ns) + main + ["return groups, first_s, last_s, total_s"]
+    return _compile("calibrated_decode_program", "b, x0, x1, n", body, ns, ns["bound_out"])
 
 
 def program_builders() -> Dict:
