@@ -77,11 +77,12 @@ def inference(a, args: Dict[str, Any]) -> dict:
     summary = run_inference(a, **args, output_dir=None)
     # both passes share the describer, whose phase cache builds each phase's operators once
     d = a.describer_for(args["kv_cache_dtype_bytes"])
+    # (ds_zero as given, which run_inference has checked: the bound converts it)
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-             summary["use_kv_cache"], as_enum(DSZeRO, args["ds_zero"], "ds_zero"))
+             summary["use_kv_cache"], args["ds_zero"])
     # the roofline's times only (no memory or summary), kept per shape like the phases it reads
     bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                         lambda: _inference_bounds(a, d, shape))
+                         lambda: _inference_bounds(a, d, shape[:4] + (as_enum(DSZeRO, shape[4], "ds_zero"),)))
     summary.update(bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:
@@ -91,9 +92,10 @@ def inference(a, args: Dict[str, Any]) -> dict:
 
 
 def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
-    """`inference_lower_bounds` from the totals the calibrated programs of this call computed
-    beside their own times (cost/calibrated_bound.py `fused_bound_totals`), in the plain case
-    without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
+    """The `<key>_lower_bound` entries of `inference_lower_bounds` from the totals the calibrated
+    programs of this call computed beside their own times (cost/calibrated_bound.py
+    `fused_bound_totals`), in the plain case without pipeline stages (whose hand-offs are 0.0:
+    x + 0.0 is x); None otherwise."""
     batch, seq_len, n, use_kv_cache, ds_zero = shape
     p, cm = a.parallelism_config, a.cost_model
     if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
@@ -104,20 +106,24 @@ def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
         return None
     prefill_s, first_s, steps_s = got
     total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
-    return {"prefill_s": prefill_s, "decode_step_s": step_s, "decode_total_s": total, "total_s": prefill_s + total}
+    # the summary entries, in INFERENCE_BOUND_KEYS' order
+    return {"prefill_latency_lower_bound": prefill_s, "time_to_first_token_lower_bound": prefill_s,
+            "decode_latency_lower_bound": step_s, "time_per_output_token_lower_bound": step_s,
+            "total_decode_latency_lower_bound": total, "total_latency_lower_bound": prefill_s + total}
 
 
 def _inference_bounds(a, d, shape) -> Dict[str, float]:
     """The roofline's times of the call: from this call's calibrated programs, or the phase
     tables (inference/lower_bound.py) where the case is plain, else its full timing pass."""
-    t = _fused_bounds(a, d, shape)
+    fused = _fused_bounds(a, d, shape)
+    if fused is not None:
+        return fused
+    bound = with_cost_model(a, a.lower_bound_cost_model)
+    t = inference_lower_bounds(bound, d, *shape)
     if t is None:
-        bound = with_cost_model(a, a.lower_bound_cost_model)
-        t = inference_lower_bounds(bound, d, *shape)
-        if t is None:
-            t = inference_times(bound, d, *shape)
-            if bound.model_config.encoder_only:
-                t["decode_step_s"] = 0.0
+        t = inference_times(bound, d, *shape)
+        if bound.model_config.encoder_only:
+            t["decode_step_s"] = 0.0
     return {f"{k}_lower_bound": t[v] for k, v in INFERENCE_BOUND_KEYS.items()}
 
 

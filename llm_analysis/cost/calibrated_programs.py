@@ -26,7 +26,7 @@ from typing import Dict, List, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
-from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _file_lines, _group_return, _init, _slots,
+from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_return, _init, _slots,
                               _train_stage_program, _zero, x_free)
 from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
@@ -238,6 +238,25 @@ def _compile(name: str, args: str, body: List[str], ns: Dict, bound_out):
     return fn
 
 
+def _prefill_file_lines(table: PhaseTable, g: int, i: int, own: str, ns: Dict, values: List[str]) -> List[str]:
+    """`phase_programs._file_lines` of operator i from the variables of tag `own`, the repeat's
+    products computed once per (repeat, tag) (lines into `values`); a kernel always filed
+    under memory (`_memory_bound`) without its test."""
+    n, op = table.repeats[i], table.ops[i]
+    w = _once(ns, values, f"w{n}_{own}", _times(n, f"t{own}"))
+    lines = [f"lat{g} += {w}"]
+    if op.kind == "collective":
+        lines.append(f"cmm{g} += {w}")
+    elif own in ns.get("_memory_bound", ()):
+        lines.append(f"mem{g} += {w}")
+    else:
+        lines += [f"if cb{own}:", f"    cmp{g} += {w}", "else:", f"    mem{g} += {w}"]
+    for field, sum_, v in ((FLOPS_PER_GPU, "flo", "f"), (BYTES_PER_GPU, "byt", "b")):
+        if not _zero(table, field, i):
+            lines.append(f"{sum_}{g} += {_once(ns, values, f'w{v}{n}_{own}', _times(n, f'{v}{own}'))}")
+    return lines
+
+
 def prefill_program(cm, table: PhaseTable):
     """prefill(b, x) -> (groups, model FLOPs, total seconds), as `phase_programs._prefill_program`
     (each operator filed from the tag holding its figures: an earlier twin's), and, under a
@@ -249,15 +268,15 @@ def prefill_program(cm, table: PhaseTable):
     body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"] + (["rtot = 0"] if bound else [])
     for i, n in enumerate(table.repeats):
         lines, own = operator_lines(cm, table, i, "x", str(i), ns)
-        body += lines + _file_lines(table, slot[i], i, own)
+        body += lines
+        body += _prefill_file_lines(table, slot[i], i, own, ns, body)
         if not _zero(table, FLOPS, i):
-            more: List[str] = []
             names = ns.setdefault("_flops_names", {})  # per (repeat, model FLOPs coefficients)
             name = names.setdefault((n, tuple(table.coefs[FLOPS][i])), f"fl{i}")
-            name = _once(ns, more, name, _times(n, figure_expr(table.coefs[FLOPS][i])))
-            body += more + [f"flops += {name}"]
+            body.append(f"flops += {_once(ns, body, name, _times(n, figure_expr(table.coefs[FLOPS][i])))}")
         if bound:
-            body += _bound_lines(cm, table, i, own, ns) + [f"rtot += {n} * rt{own}"]
+            body += _bound_lines(cm, table, i, own, ns)
+            body.append(f"rtot += {_once(ns, body, f'wr{n}_{own}', f'{n} * rt{own}')}")
     body += _group_return(order) + (["bound_out[0] = (b, x, rtot)"] if bound else [])
     ns["bound_out"] = [None] if bound else None
     return _compile("calibrated_prefill_program", "b, x", body + ["return groups, flops, total_s"], ns,
