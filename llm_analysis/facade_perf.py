@@ -14,6 +14,8 @@ default 1: a true lower bound), plus `perf_model` naming the profile.
 from __future__ import annotations
 
 import copy
+import inspect
+from functools import lru_cache
 from typing import Any, Dict, Optional
 
 from .cost import RooflineCostModel
@@ -25,6 +27,7 @@ from .errors import ConfigError
 from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
 from .training import run_training
+from .training.run import check_request, iteration_time, stages_for
 
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
                         "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
@@ -127,10 +130,30 @@ def _inference_bounds(a, d, shape) -> Dict[str, float]:
     return {f"{k}_lower_bound": t[v] for k, v in INFERENCE_BOUND_KEYS.items()}
 
 
-def _training_bounds(a, args: Dict[str, Any]) -> Dict[str, float]:
-    from .training import run_training
-    bound = run_training(with_cost_model(a, a.lower_bound_cost_model), **args, output_dir=None)
-    return {f"{k}_lower_bound": bound[k] for k in TRAINING_BOUND_KEYS}
+@lru_cache(maxsize=1)
+def _run_training_defaults() -> Dict[str, Any]:
+    return {k: p.default for k, p in inspect.signature(run_training).parameters.items() if k != "analysis"}
+
+
+def _training_bounds(a, args: Dict[str, Any], summary: Dict[str, Any]) -> Dict[str, float]:
+    """The roofline's times of the call the calibrated run just analysed: its stages and iteration
+    time at the micro-batch and accumulation steps that run chose (they depend on memory only,
+    which no cost model changes), as `run_training` / `training_summary` compute them, without
+    the memory, batch choice and summary a full second run would redo."""
+    bound = with_cost_model(a, a.lower_bound_cost_model)
+    req = check_request(bound, dict(_run_training_defaults(), **args, output_dir=None))
+    b, m = summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"]
+    stages = stages_for(bound, req, b)
+    times = iteration_time(bound, req, stages, b, m)
+    it = times["latency_per_iter"]
+    # training_summary's latency_fwd (the hand-off is 0.0 without pipeline stages) and _whole_run's total
+    handoff_s = 0.0 if bound.parallelism_config.pp_size == 1 else \
+        bound.pipeline_handoff_time_s(b, req.seq_len, scatter_gather=True)
+    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd + s_.cp_fwd for s_ in stages) + handoff_s
+    total = None if req.total_num_tokens is None else \
+        it * (req.total_num_tokens / (summary["global_batch_size"] * req.seq_len))
+    return {"latency_fwd_lower_bound": latency_fwd, "latency_per_micro_batch_lower_bound": times["t_mb"],
+            "latency_per_iter_lower_bound": it, "total_training_latency_lower_bound": total}
 
 
 def training(a, args: Dict[str, Any]) -> dict:
@@ -147,7 +170,7 @@ def training(a, args: Dict[str, Any]) -> dict:
     summary = run_training(with_cost_model(a, eager), **args, output_dir=None)
     # the same call on the roofline, kept per argument set (a repeated call costs a lookup)
     key = ("training_lower_bound",) + tuple(sorted(args.items()))
-    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, args))
+    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, args, summary))
     summary.update(bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:
