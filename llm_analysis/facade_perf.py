@@ -83,9 +83,12 @@ def inference(a, args: Dict[str, Any]) -> dict:
     # (ds_zero as given, which run_inference has checked: the bound converts it)
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
              summary["use_kv_cache"], args["ds_zero"])
-    # the roofline's times only (no memory or summary), kept per shape like the phases it reads
-    bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                         lambda: _inference_bounds(a, d, shape[:4] + (as_enum(DSZeRO, shape[4], "ds_zero"),)))
+    # the roofline's times only (no memory or summary): from this call's calibrated programs, or
+    # (a phase whose times came from the cache, or not the plain case) kept per shape
+    bounds = _fused_bounds(a, d, shape)
+    if bounds is None:
+        bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
+                             lambda: _inference_bounds(a, d, shape[:4] + (as_enum(DSZeRO, shape[4], "ds_zero"),)))
     summary.update(bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:
@@ -102,7 +105,7 @@ def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
     batch, seq_len, n, use_kv_cache, ds_zero = shape
     p, cm = a.parallelism_config, a.cost_model
     if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
-            or p.pp_size > 1 or (ds_zero.value == 3 and p.dp_size > 1)):
+            or p.pp_size > 1 or (p.dp_size > 1 and as_enum(DSZeRO, ds_zero, "ds_zero").value == 3)):
         return None
     got = fused_bound_totals(cm, d, batch, seq_len, n - 1)
     if got is None:
@@ -116,11 +119,8 @@ def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
 
 
 def _inference_bounds(a, d, shape) -> Dict[str, float]:
-    """The roofline's times of the call: from this call's calibrated programs, or the phase
-    tables (inference/lower_bound.py) where the case is plain, else its full timing pass."""
-    fused = _fused_bounds(a, d, shape)
-    if fused is not None:
-        return fused
+    """The roofline's times of the call where `_fused_bounds` has none: from the phase tables
+    (inference/lower_bound.py) where the case is plain, else its full timing pass."""
     bound = with_cost_model(a, a.lower_bound_cost_model)
     t = inference_lower_bounds(bound, d, *shape)
     if t is None:
