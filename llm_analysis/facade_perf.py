@@ -26,6 +26,7 @@ from .inference.lower_bound import inference_lower_bounds
 from .errors import ConfigError
 from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
+from .precision import kv_cache_bytes_per_element
 from .training import run_training
 from .training.run import check_request, iteration_time, stages_for
 
@@ -78,8 +79,10 @@ def inference(a, args: Dict[str, Any]) -> dict:
     output_dir = args.pop("output_dir")
     # a.cost_model is the calibrated model: the call runs on the analysis itself (no view)
     summary = run_inference(a, **args, output_dir=None)
-    # both passes share the describer, whose phase cache builds each phase's operators once
-    d = a.describer_for(args["kv_cache_dtype_bytes"])
+    # the describer run_inference used (the KV-cache element named by kv_cache_dtype, else its
+    # bytes; run_inference has refused a contradiction): its phase cache serves both passes
+    named = kv_cache_bytes_per_element(args["kv_cache_dtype"], a.gpu_config)
+    d = a.describer_for(args["kv_cache_dtype_bytes"] if named is None else named)
     # (ds_zero as given, which run_inference has checked: the bound converts it)
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
              summary["use_kv_cache"], args["ds_zero"])

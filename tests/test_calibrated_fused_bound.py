@@ -79,3 +79,17 @@ def test_training_bounds_are_the_roofline_call(setup):
     r = cal.training(batch_size_per_gpu=1, seq_len=512, gradient_accumulation_steps=2)  # no token total
     assert r["total_training_latency_lower_bound"] is None and r["latency_per_iter_lower_bound"] > 0
     logging.disable(logging.NOTSET)
+
+
+def test_bound_reads_the_kv_cache_dtype():
+    """kv_cache_dtype names the cache's element size: the bound times the same cache as the
+    calibrated pass (it once read the activation-size cache: a 'lower bound' above the prediction)."""
+    logging.disable(logging.WARNING)
+    setup = ("meta-llama_Llama-3.1-8B", "h100-sxm-80gb", {}, {})
+    cal, roof = _analysis(*setup, "calibrated"), _analysis(*setup, "roofline")
+    kw = dict(batch_size_per_gpu=32, seq_len=4000, num_tokens_to_generate=200, kv_cache_dtype="fp8")
+    c, r = cal.inference(**kw), roof.inference(**kw)
+    logging.disable(logging.NOTSET)
+    for k in INFER_KEYS:
+        assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), k
+        assert c[k] >= c[k + "_lower_bound"], k
