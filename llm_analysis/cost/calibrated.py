@@ -34,10 +34,11 @@ training/overheads_tp.py), pipeline hand-offs are exposed.
 
 Per-call cost: every profile value is read once here into plain attributes; what
 does not depend on a call's shape is worked out once per weight shape (`gemm.GemmShape`,
-memoised by M) and per collective group (`nccl.collective_timer`); a phase table in
-steady use runs as generated code (cost/calibrated_programs.py), its lower bound too
-(cost/calibrated_bound.py). A new-shape inference() still costs ~1.7x the roofline's
-(README, benchmarks/speed.py).
+memoised by M) and per collective group (`nccl.collective_timer`, or inlined as NCCL's
+ring expression: `nccl.ring_code`); a phase table in steady use runs as generated code
+(cost/calibrated_programs.py) that also computes the roofline lower bound of the call
+(`bound_model`), decode steps' context-free part kept per (batch, steps). A new-shape
+inference() costs ~1.2x the roofline's, a repeated one ~1.1x (benchmarks/speed.py).
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ class CalibratedCostModel(CostModel):
 
     def accepts_table(self, table) -> bool:
         """Whether a phase table says every kernel's shape (cost/calibrated_table.py)."""
-        return kernel_plan(table) is not None
+        plan = table.memo.get("calibrated_plan", False)  # (kernel_plan's memo: asked three times a call)
+        return (kernel_plan(table) if plan is False else plan) is not None
 
     def table_splits(self, table, batch: int, x: float):
         """`timing.table_splits` for this model (cost/calibrated_table.py)."""

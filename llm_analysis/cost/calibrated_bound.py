@@ -11,6 +11,11 @@ grow with the context is n x its first step under its first step's bound; a coll
 n x its first step; each group's latency summed in operator order, the groups in order of
 first appearance), so they return the floats the loops return. Until a table is worth
 compiling (`PhaseTable.hot`) the loops run.
+
+Once the calibrated programs are compiled they compute these totals themselves, from the
+FLOPs and bytes they evaluate anyway (cost/calibrated_programs.py, `bound_out`), and
+`fused_bound_totals` reads them; the functions here serve the other calls (a phase whose
+calibrated times came from the cache, tables not yet compiled).
 """
 
 from __future__ import annotations

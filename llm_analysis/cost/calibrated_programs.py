@@ -14,9 +14,15 @@ training/stage.py), so the programs return the same floats as the loops;
 tests/test_calibrated_programs.py checks them against the operators.
 
 `time_lines` gives an operator's lines (the hook `phase_programs._time_lines` calls
-for a cost model that is not the roofline), so the roofline's prefill and training
-programs serve this model too; decode differs (Simpson's rule over the steps instead
-of the roofline's closed form): `decode_program`.
+for a cost model that is not the roofline), so the roofline's training program serves
+this model too. Prefill and decode have their own (`prefill_program`, `decode_program`:
+Simpson's rule over the steps instead of the roofline's closed form), which, for a model
+with a `bound_model` (the analysis' roofline), also compute the call's lower bound from
+the figures at hand, as cost/calibrated_bound.py's functions do, into `bound_out`
+(facade_perf reads it: no second timing pass). Collectives inside one NVLink island are
+written out as NCCL's ring (`nccl.ring_code`). A decode program keeps what depends on
+the batch and step count only (operators whose figures do not grow with the context, and
+the sums of groups made only of them) per (b, n): `_steady_call`.
 """
 
 from __future__ import annotations
