@@ -244,12 +244,21 @@ def _compile(name: str, args: str, body: List[str], ns: Dict, bound_out):
     return fn
 
 
-def _prefill_file_lines(table: PhaseTable, g: int, i: int, own: str, ns: Dict, values: List[str]) -> List[str]:
-    """`phase_programs._file_lines` of operator i from the variables of tag `own`, the repeat's
-    products computed once per (repeat, tag) (lines into `values`); a kernel always filed
-    under memory (`_memory_bound`) without its test."""
+def _product(ns: Dict, values: List[str], n: int, var: str, shared: bool) -> str:
+    """n x `var`: the variable itself for n = 1 (1 * v is v), a variable set once (line into
+    `values`) for a product several operators use, else the product inline."""
+    if n == 1:
+        return var
+    return _once(ns, values, f"p{n}_{var}", f"{n} * {var}") if shared else f"{n} * {var}"
+
+
+def _prefill_file_lines(table: PhaseTable, g: int, i: int, own: str, ns: Dict, values: List[str],
+                        shared: bool) -> List[str]:
+    """`phase_programs._file_lines` of operator i from the variables of tag `own` (`shared`:
+    other operators file the same products); a kernel always filed under memory
+    (`_memory_bound`) without its test."""
     n, op = table.repeats[i], table.ops[i]
-    w = _once(ns, values, f"w{n}_{own}", _times(n, f"t{own}"))
+    w = _product(ns, values, n, f"t{own}", True)  # (the time's product is used twice here)
     lines = [f"lat{g} += {w}"]
     if op.kind == "collective":
         lines.append(f"cmm{g} += {w}")
@@ -259,7 +268,7 @@ def _prefill_file_lines(table: PhaseTable, g: int, i: int, own: str, ns: Dict, v
         lines += [f"if cb{own}:", f"    cmp{g} += {w}", "else:", f"    mem{g} += {w}"]
     for field, sum_, v in ((FLOPS_PER_GPU, "flo", "f"), (BYTES_PER_GPU, "byt", "b")):
         if not _zero(table, field, i):
-            lines.append(f"{sum_}{g} += {_once(ns, values, f'w{v}{n}_{own}', _times(n, f'{v}{own}'))}")
+            lines.append(f"{sum_}{g} += {_product(ns, values, n, f'{v}{own}', shared)}")
     return lines
 
 
@@ -272,17 +281,21 @@ def prefill_program(cm, table: PhaseTable):
     order, slot = _slots(table)
     bound = cm.bound_model is not None
     body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"] + (["rtot = 0"] if bound else [])
+    keys = [(n, _op_key(table, i, "x")) for i, n in enumerate(table.repeats)]
+    flops_keys = [(n, tuple(table.coefs[FLOPS][i])) for i, n in enumerate(table.repeats)]
     for i, n in enumerate(table.repeats):
         lines, own = operator_lines(cm, table, i, "x", str(i), ns)
+        shared = keys.count(keys[i]) > 1  # (twins: their products are computed once)
         body += lines
-        body += _prefill_file_lines(table, slot[i], i, own, ns, body)
+        body += _prefill_file_lines(table, slot[i], i, own, ns, body, shared)
         if not _zero(table, FLOPS, i):
-            names = ns.setdefault("_flops_names", {})  # per (repeat, model FLOPs coefficients)
-            name = names.setdefault((n, tuple(table.coefs[FLOPS][i])), f"fl{i}")
-            body.append(f"flops += {_once(ns, body, name, _times(n, figure_expr(table.coefs[FLOPS][i])))}")
+            expr = _times(n, figure_expr(table.coefs[FLOPS][i]))
+            if flops_keys.count(flops_keys[i]) > 1:  # per (repeat, model FLOPs coefficients)
+                expr = _once(ns, body, ns.setdefault("_flops_names", {}).setdefault(flops_keys[i], f"fl{i}"), expr)
+            body.append(f"flops += {expr}")
         if bound:
             body += _bound_lines(cm, table, i, own, ns)
-            body.append(f"rtot += {_once(ns, body, f'wr{n}_{own}', f'{n} * rt{own}')}")
+            body.append(f"rtot += {_product(ns, body, n, f'rt{own}', shared)}")
     body += _group_return(order) + (["bound_out[0] = (b, x, rtot)"] if bound else [])
     ns["bound_out"] = [None] if bound else None
     return _compile("calibrated_prefill_program", "b, x", body + ["return groups, flops, total_s"], ns,
