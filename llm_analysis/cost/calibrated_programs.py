@@ -303,7 +303,7 @@ def prefill_program(cm, table: PhaseTable):
 
 
 # (b, n) -> the steady part of a decode program (`_steady_call`); cleared when this full
-STEADY_MEMO_LIMIT = 4096
+STEADY_MEMO_LIMIT = 1024  # (an entry holds ~2 kB: a few tens of floats)
 _ASSIGNED = re.compile(r"(\w+)\s*\+?=(?!=)")
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
