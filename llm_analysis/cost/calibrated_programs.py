@@ -53,15 +53,26 @@ def _stream_expr(nbytes: str, half: float, rate: float, positive: bool = False) 
     return stream if positive else f"({stream} if {nbytes} > 0 else 0.0)"
 
 
-def _gemm_lines(cm, how, tag: str, ns: Dict) -> List[str]:
+def _m_lines(how, flops_coefs, x: str, tag: str) -> List[str]:
+    """mm{tag}: the matmul's M, round(FLOPs / FLOPs per M), at least 1. FLOPs of the form
+    b x C (or b C) with C the FLOPs per M give M = b x (or b) as they are: f = fl(M C), and
+    fl(f / C) is within 2 ulps of the integer M, which round() gives back (M < 2**50)."""
+    a0, a1, a2, b0, b1, b2 = flops_coefs
+    if a0 == a1 == a2 == b2 == 0 and how[3] == (b1 if b0 == 0 else b0) and 0 in (b0, b1):
+        if b0 == 0 and x in ("x", "x0", "x1"):  # (an integer length: xh, a decode step's mean, is not)
+            return [f"mm{tag} = b*{x}"]
+        if b1 == 0:
+            return [f"mm{tag} = b"]
+    return [f"mm{tag} = round(f{tag} / {how[3]!r})", f"if mm{tag} < 1: mm{tag} = 1"]
+
+
+def _gemm_lines(cm, how, tag: str, ns: Dict, flops_coefs, x: str) -> List[str]:
     """e{tag}: the GEMM efficiency of a matmul whose plan is ("m", N, K, FLOPs per M)."""
     gemm = cm.gemm_shape(how[1], how[2])
     name = f"gemm_{len(ns)}"
     ns[name], ns[name + "_memo"] = gemm, gemm.memo
-    return [f"mm{tag} = round(f{tag} / {how[3]!r})",
-            f"if mm{tag} < 1: mm{tag} = 1",
-            f"e{tag} = {name}_memo.get(mm{tag})",
-            f"if e{tag} is None: e{tag} = {name}(mm{tag})"]
+    return _m_lines(how, flops_coefs, x, tag) + [f"e{tag} = {name}_memo.get(mm{tag})",
+                                                  f"if e{tag} is None: e{tag} = {name}(mm{tag})"]
 
 
 def _attention_lines(cm, coefs, how, x: str, tag: str) -> List[str]:
@@ -90,7 +101,7 @@ def _kernel_lines(cm, op, how, coefs, x: str, tag: str, ns: Dict) -> List[str]:
     bytes_positive = _positive(coefs[BYTES_PER_GPU])
     if op.kind == "matmul":
         if how is not None:
-            eff_lines, eff = _gemm_lines(cm, how, tag, ns), f"e{tag}"
+            eff_lines, eff = _gemm_lines(cm, how, tag, ns, coefs[FLOPS_PER_GPU], x), f"e{tag}"
         else:  # the probe operator's fixed shape, or none: the plateau
             eff_lines, eff = [], repr(cm._matmul_eff(op.kernel_dims) if op.kernel_dims else cm._plateau)
         lines = eff_lines + [f"c{tag} = f{tag} / ({cm._peak!r} * {eff})",
