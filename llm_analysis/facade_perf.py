@@ -61,10 +61,24 @@ def cost_model(a):
     return roofline_model(a, a.cost_model_class)
 
 
+@lru_cache(maxsize=None)
+def _plain_copy(cls) -> bool:
+    """Whether copy.copy of a `cls` instance is a new instance with its __dict__'s items (the
+    default protocol: no __copy__, __reduce__, __getstate__, __new__ or __slots__ of its own)."""
+    return (getattr(cls, "__copy__", None) is None and cls.__reduce_ex__ is object.__reduce_ex__
+            and cls.__reduce__ is object.__reduce__ and cls.__getstate__ is object.__getstate__
+            and cls.__new__ is object.__new__ and not any("__slots__" in vars(k) for k in cls.__mro__))
+
+
 def with_cost_model(a, model):
     """A shallow view of the analysis whose operators are timed by `model` (configs
     and the describer are shared, so nothing is rebuilt)."""
-    view = copy.copy(a)
+    cls = type(a)
+    if _plain_copy(cls):  # copy.copy's result without its generic protocol (~3x faster)
+        view = object.__new__(cls)
+        view.__dict__.update(a.__dict__)
+    else:
+        view = copy.copy(a)
     view.__dict__["cost_model"] = model
     return view
 
