@@ -14,16 +14,21 @@ default 1: a true lower bound), plus `perf_model` naming the profile.
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict
+import inspect
+from functools import lru_cache
+from typing import Any, Dict, Optional
 
 from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
+from .cost.calibrated_bound import fused_bound_totals
 from .cost.gemm import LAUNCH_MODES
 from .inference.lower_bound import inference_lower_bounds
 from .errors import ConfigError
 from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
+from .precision import kv_cache_bytes_per_element
 from .training import run_training
+from .training.run import check_request, iteration_time, stages_for
 
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
                         "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
@@ -50,16 +55,30 @@ def check_launch(kernel_launch):
 def cost_model(a):
     if a.profile is not None:
         return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile,
-                                   a.kernel_launch or "graph", a.num_gpus_per_node)
+                                   a.kernel_launch or "graph", a.num_gpus_per_node, a.lower_bound_cost_model)
     if a.cost_model_class is RooflineCostModel:
         return a.lower_bound_cost_model
     return roofline_model(a, a.cost_model_class)
 
 
+@lru_cache(maxsize=None)
+def _plain_copy(cls) -> bool:
+    """Whether copy.copy of a `cls` instance is a new instance with its __dict__'s items (the
+    default protocol: no __copy__, __reduce__, __getstate__, __new__ or __slots__ of its own)."""
+    return (getattr(cls, "__copy__", None) is None and cls.__reduce_ex__ is object.__reduce_ex__
+            and cls.__reduce__ is object.__reduce__ and cls.__getstate__ is object.__getstate__
+            and cls.__new__ is object.__new__ and not any("__slots__" in vars(k) for k in cls.__mro__))
+
+
 def with_cost_model(a, model):
     """A shallow view of the analysis whose operators are timed by `model` (configs
     and the describer are shared, so nothing is rebuilt)."""
-    view = copy.copy(a)
+    cls = type(a)
+    if _plain_copy(cls):  # copy.copy's result without its generic protocol (~3x faster)
+        view = object.__new__(cls)
+        view.__dict__.update(a.__dict__)
+    else:
+        view = copy.copy(a)
     view.__dict__["cost_model"] = model
     return view
 
@@ -72,15 +91,21 @@ def inference(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_inference(a, **args)
     output_dir = args.pop("output_dir")
-    # both passes share the describer, whose phase cache builds each phase's operators once
-    d = a.describer_for(args["kv_cache_dtype_bytes"])
-    calibrated = with_cost_model(a, a.cost_model)
-    summary = run_inference(calibrated, **args, output_dir=None)
+    # a.cost_model is the calibrated model: the call runs on the analysis itself (no view)
+    summary = run_inference(a, **args, output_dir=None)
+    # the describer run_inference used (the KV-cache element named by kv_cache_dtype, else its
+    # bytes; run_inference has refused a contradiction): its phase cache serves both passes
+    named = kv_cache_bytes_per_element(args["kv_cache_dtype"], a.gpu_config)
+    d = a.describer_for(args["kv_cache_dtype_bytes"] if named is None else named)
+    # (ds_zero as given, which run_inference has checked: the bound converts it)
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-             summary["use_kv_cache"], as_enum(DSZeRO, args["ds_zero"], "ds_zero"))
-    # the roofline's times only (no memory or summary), kept per shape like the phases it reads
-    bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                         lambda: _inference_bounds(with_cost_model(calibrated, a.lower_bound_cost_model), d, shape))
+             summary["use_kv_cache"], args["ds_zero"])
+    # the roofline's times only (no memory or summary): from this call's calibrated programs, or
+    # (a phase whose times came from the cache, or not the plain case) kept per shape
+    bounds = _fused_bounds(a, d, shape)
+    if bounds is None:
+        bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
+                             lambda: _inference_bounds(a, d, shape[:4] + (as_enum(DSZeRO, shape[4], "ds_zero"),)))
     summary.update(bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:
@@ -89,9 +114,31 @@ def inference(a, args: Dict[str, Any]) -> dict:
     return summary
 
 
-def _inference_bounds(bound, d, shape) -> Dict[str, float]:
-    """The roofline's times of the call: from the phase tables the calibrated pass just
-    evaluated where the case is plain (inference/lower_bound.py), else its full timing pass."""
+def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
+    """The `<key>_lower_bound` entries of `inference_lower_bounds` from the totals the calibrated
+    programs of this call computed beside their own times (cost/calibrated_bound.py
+    `fused_bound_totals`), in the plain case without pipeline stages (whose hand-offs are 0.0:
+    x + 0.0 is x); None otherwise."""
+    batch, seq_len, n, use_kv_cache, ds_zero = shape
+    p, cm = a.parallelism_config, a.cost_model
+    if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
+            or p.pp_size > 1 or (p.dp_size > 1 and as_enum(DSZeRO, ds_zero, "ds_zero").value == 3)):
+        return None
+    got = fused_bound_totals(cm, d, batch, seq_len, n - 1)
+    if got is None:
+        return None
+    prefill_s, first_s, steps_s = got
+    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
+    # the summary entries, in INFERENCE_BOUND_KEYS' order
+    return {"prefill_latency_lower_bound": prefill_s, "time_to_first_token_lower_bound": prefill_s,
+            "decode_latency_lower_bound": step_s, "time_per_output_token_lower_bound": step_s,
+            "total_decode_latency_lower_bound": total, "total_latency_lower_bound": prefill_s + total}
+
+
+def _inference_bounds(a, d, shape) -> Dict[str, float]:
+    """The roofline's times of the call where `_fused_bounds` has none: from the phase tables
+    (inference/lower_bound.py) where the case is plain, else its full timing pass."""
+    bound = with_cost_model(a, a.lower_bound_cost_model)
     t = inference_lower_bounds(bound, d, *shape)
     if t is None:
         t = inference_times(bound, d, *shape)
@@ -100,10 +147,30 @@ def _inference_bounds(bound, d, shape) -> Dict[str, float]:
     return {f"{k}_lower_bound": t[v] for k, v in INFERENCE_BOUND_KEYS.items()}
 
 
-def _training_bounds(a, args: Dict[str, Any]) -> Dict[str, float]:
-    from .training import run_training
-    bound = run_training(with_cost_model(a, a.lower_bound_cost_model), **args, output_dir=None)
-    return {f"{k}_lower_bound": bound[k] for k in TRAINING_BOUND_KEYS}
+@lru_cache(maxsize=1)
+def _run_training_defaults() -> Dict[str, Any]:
+    return {k: p.default for k, p in inspect.signature(run_training).parameters.items() if k != "analysis"}
+
+
+def _training_bounds(a, args: Dict[str, Any], summary: Dict[str, Any]) -> Dict[str, float]:
+    """The roofline's times of the call the calibrated run just analysed: its stages and iteration
+    time at the micro-batch and accumulation steps that run chose (they depend on memory only,
+    which no cost model changes), as `run_training` / `training_summary` compute them, without
+    the memory, batch choice and summary a full second run would redo."""
+    bound = with_cost_model(a, a.lower_bound_cost_model)
+    req = check_request(bound, dict(_run_training_defaults(), **args, output_dir=None))
+    b, m = summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"]
+    stages = stages_for(bound, req, b)
+    times = iteration_time(bound, req, stages, b, m)
+    it = times["latency_per_iter"]
+    # training_summary's latency_fwd (the hand-off is 0.0 without pipeline stages) and _whole_run's total
+    handoff_s = 0.0 if bound.parallelism_config.pp_size == 1 else \
+        bound.pipeline_handoff_time_s(b, req.seq_len, scatter_gather=True)
+    latency_fwd = sum(s_.fwd_compute + s_.tp_fwd + s_.ep_fwd + s_.cp_fwd for s_ in stages) + handoff_s
+    total = None if req.total_num_tokens is None else \
+        it * (req.total_num_tokens / (summary["global_batch_size"] * req.seq_len))
+    return {"latency_fwd_lower_bound": latency_fwd, "latency_per_micro_batch_lower_bound": times["t_mb"],
+            "latency_per_iter_lower_bound": it, "total_training_latency_lower_bound": total}
 
 
 def training(a, args: Dict[str, Any]) -> dict:
@@ -119,8 +186,9 @@ def training(a, args: Dict[str, Any]) -> dict:
         eager = cm.__dict__["_training_view"] = cm.with_launch(launch)
     summary = run_training(with_cost_model(a, eager), **args, output_dir=None)
     # the same call on the roofline, kept per argument set (a repeated call costs a lookup)
-    key = ("training_lower_bound",) + tuple(sorted(args.items()))
-    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, args))
+    # (the arguments in their given order: another order is another key, a miss, never a wrong hit)
+    key = ("training_lower_bound",) + tuple(args.items())
+    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, args, summary))
     summary.update(bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:

@@ -34,10 +34,11 @@ training/overheads_tp.py), pipeline hand-offs are exposed.
 
 Per-call cost: every profile value is read once here into plain attributes; what
 does not depend on a call's shape is worked out once per weight shape (`gemm.GemmShape`,
-memoised by M) and per collective group (`nccl.collective_timer`); a phase table in
-steady use runs as generated code (cost/calibrated_programs.py), its lower bound too
-(cost/calibrated_bound.py). A new-shape inference() still costs ~1.7x the roofline's
-(README, benchmarks/speed.py).
+memoised by M) and per collective group (`nccl.collective_timer`, or inlined as NCCL's
+ring expression: `nccl.ring_code`); a phase table in steady use runs as generated code
+(cost/calibrated_programs.py) that also computes the roofline lower bound of the call
+(`bound_model`), decode steps' context-free part kept per (batch, steps). A new-shape
+inference() costs ~1.2x the roofline's, a repeated one ~1.1x (benchmarks/speed.py).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from .gemm import LAUNCH_MODES, GemmShape
 from .model import CostModel
 from .links import group_stride
 from .nccl import collective_timer as nccl_timer
-from .nccl import fabric_from_gpu_config
+from .nccl import fabric_from_gpu_config, ring_code
 from .profiles import Profile, check_profile_matches_gpu
 
 
@@ -81,8 +82,11 @@ class CalibratedCostModel(CostModel):
     """Operator -> seconds as frameworks measure it, from a calibration `Profile`."""
 
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
-                 launch: str = "graph", num_gpus_per_node: Optional[int] = None):
+                 launch: str = "graph", num_gpus_per_node: Optional[int] = None, bound_model: Optional[CostModel] = None):
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
+        # the roofline whose times are reported beside this model's (`<key>_lower_bound`): the
+        # generated programs compute them in the same pass (cost/calibrated_programs.py)
+        self.bound_model = bound_model
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
         check_profile_matches_gpu(profile, gpu.name)
@@ -115,7 +119,7 @@ class CalibratedCostModel(CostModel):
         if launch == self.launch:
             return self
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
-                                   self.num_gpus_per_node)
+                                   self.num_gpus_per_node, self.bound_model)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
         view._gemms, view._gemm_eff, view._coll, view._timers = self._gemms, self._gemm_eff, self._coll, self._timers
         return view
@@ -209,7 +213,8 @@ class CalibratedCostModel(CostModel):
 
     def accepts_table(self, table) -> bool:
         """Whether a phase table says every kernel's shape (cost/calibrated_table.py)."""
-        return kernel_plan(table) is not None
+        plan = table.memo.get("calibrated_plan", False)  # (kernel_plan's memo: asked three times a call)
+        return (kernel_plan(table) if plan is False else plan) is not None
 
     def table_splits(self, table, batch: int, x: float):
         """`timing.table_splits` for this model (cost/calibrated_table.py)."""
@@ -237,12 +242,21 @@ class CalibratedCostModel(CostModel):
         key = (kind, group_size, comm_group)
         timer = self._timers.get(key)
         if timer is None:
-            stride = group_stride(self.parallelism, comm_group)
-            r = _ranks_per_island(group_size, stride, self._fabric.island_gpus)
-            if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
-                r = 1 if stride >= self._fabric.island_gpus else 2
+            r = self._group_ranks_per_island(kind, group_size, comm_group)
             timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
         return timer
+
+    def collective_code(self, kind: str, group_size: int, comm_group: str, size: str) -> Optional[str]:
+        """`collective_timer(...)(size)` as an expression of the variable `size` where NCCL runs
+        a ring inside one island (`nccl.ring_code`: generated programs inline it), else None."""
+        r = self._group_ranks_per_island(kind, group_size, comm_group)
+        return ring_code(kind, group_size, self._fabric, self.profile, size, ranks_per_island=r)
+
+    def _group_ranks_per_island(self, kind: str, group_size: int, comm_group: str) -> int:
+        stride = group_stride(self.parallelism, comm_group)
+        if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
+            return 1 if stride >= self._fabric.island_gpus else 2
+        return _ranks_per_island(group_size, stride, self._fabric.island_gpus)
 
 
 

@@ -14,23 +14,31 @@ training/stage.py), so the programs return the same floats as the loops;
 tests/test_calibrated_programs.py checks them against the operators.
 
 `time_lines` gives an operator's lines (the hook `phase_programs._time_lines` calls
-for a cost model that is not the roofline), so the roofline's prefill and training
-programs serve this model too; decode differs (Simpson's rule over the steps instead
-of the roofline's closed form): `decode_program`.
+for a cost model that is not the roofline), so the roofline's training program serves
+this model too. Prefill and decode have their own (`prefill_program`, `decode_program`:
+Simpson's rule over the steps instead of the roofline's closed form), which, for a model
+with a `bound_model` (the analysis' roofline), also compute the call's lower bound from
+the figures at hand, as cost/calibrated_bound.py's functions do, into `bound_out`
+(facade_perf reads it: no second timing pass). Collectives inside one NVLink island are
+written out as NCCL's ring (`nccl.ring_code`). A decode program keeps what depends on
+the batch and step count only (operators whose figures do not grow with the context, and
+the sums of groups made only of them) per (b, n): `_steady_call`.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
-from ..phase_programs import (X_FREE_FIELDS, _group_return, _init, _prefill_program, _slots,
-                              _train_stage_program, x_free)
+from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_return, _init, _slots,
+                              _train_stage_program, _zero, x_free)
+from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
 
-FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
-    "flops_per_gpu", "bytes_per_gpu", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
+FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
+    "flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
 
 
 def _positive(coefs) -> bool:
@@ -45,15 +53,26 @@ def _stream_expr(nbytes: str, half: float, rate: float, positive: bool = False) 
     return stream if positive else f"({stream} if {nbytes} > 0 else 0.0)"
 
 
-def _gemm_lines(cm, how, tag: str, ns: Dict) -> List[str]:
+def _m_lines(how, flops_coefs, x: str, tag: str) -> List[str]:
+    """mm{tag}: the matmul's M, round(FLOPs / FLOPs per M), at least 1. FLOPs of the form
+    b x C (or b C) with C the FLOPs per M give M = b x (or b) as they are: f = fl(M C), and
+    fl(f / C) is within 2 ulps of the integer M, which round() gives back (M < 2**50)."""
+    a0, a1, a2, b0, b1, b2 = flops_coefs
+    if a0 == a1 == a2 == b2 == 0 and how[3] == (b1 if b0 == 0 else b0) and 0 in (b0, b1):
+        if b0 == 0 and x in ("x", "x0", "x1"):  # (an integer length: xh, a decode step's mean, is not)
+            return [f"mm{tag} = b*{x}"]
+        if b1 == 0:
+            return [f"mm{tag} = b"]
+    return [f"mm{tag} = round(f{tag} / {how[3]!r})", f"if mm{tag} < 1: mm{tag} = 1"]
+
+
+def _gemm_lines(cm, how, tag: str, ns: Dict, flops_coefs, x: str) -> List[str]:
     """e{tag}: the GEMM efficiency of a matmul whose plan is ("m", N, K, FLOPs per M)."""
     gemm = cm.gemm_shape(how[1], how[2])
     name = f"gemm_{len(ns)}"
     ns[name], ns[name + "_memo"] = gemm, gemm.memo
-    return [f"mm{tag} = round(f{tag} / {how[3]!r})",
-            f"if mm{tag} < 1: mm{tag} = 1",
-            f"e{tag} = {name}_memo.get(mm{tag})",
-            f"if e{tag} is None: e{tag} = {name}(mm{tag})"]
+    return _m_lines(how, flops_coefs, x, tag) + [f"e{tag} = {name}_memo.get(mm{tag})",
+                                                  f"if e{tag} is None: e{tag} = {name}(mm{tag})"]
 
 
 def _attention_lines(cm, coefs, how, x: str, tag: str) -> List[str]:
@@ -82,7 +101,7 @@ def _kernel_lines(cm, op, how, coefs, x: str, tag: str, ns: Dict) -> List[str]:
     bytes_positive = _positive(coefs[BYTES_PER_GPU])
     if op.kind == "matmul":
         if how is not None:
-            eff_lines, eff = _gemm_lines(cm, how, tag, ns), f"e{tag}"
+            eff_lines, eff = _gemm_lines(cm, how, tag, ns, coefs[FLOPS_PER_GPU], x), f"e{tag}"
         else:  # the probe operator's fixed shape, or none: the plateau
             eff_lines, eff = [], repr(cm._matmul_eff(op.kernel_dims) if op.kernel_dims else cm._plateau)
         lines = eff_lines + [f"c{tag} = f{tag} / ({cm._peak!r} * {eff})",
@@ -93,9 +112,11 @@ def _kernel_lines(cm, op, how, coefs, x: str, tag: str, ns: Dict) -> List[str]:
         m = _stream_expr(f"b{tag}", half, hbm * cm._hbm_eff, bytes_positive)
         if bytes_positive:  # max(0.0, m, floor) is max(m, floor) for m > 0, filed under memory
             ns.setdefault("_memory_bound", set()).add(tag)
-            return [f"m{tag} = {m}", f"cb{tag} = False", f"t{tag} = max(m{tag}, {floor})"]
+            return [f"m{tag} = {m}", f"cb{tag} = False", f"t{tag} = m{tag} if m{tag} >= {floor} else {floor}"]
         lines = [f"c{tag} = 0.0", f"m{tag} = {m}"]
-    return lines + [f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = max(c{tag}, m{tag}, {floor})"]
+    # max(c, m, floor) as conditionals (no call; the same float: none of them is negative or NaN)
+    return lines + [f"cb{tag} = c{tag} >= m{tag}", f"t{tag} = c{tag} if cb{tag} else m{tag}",
+                    f"if t{tag} < {floor}: t{tag} = {floor}"]
 
 
 def _op_key(table: PhaseTable, i: int, x: str) -> tuple:
@@ -112,9 +133,11 @@ def _own_lines(cm, table: PhaseTable, i: int, x: str, tag: str, ns: Dict) -> Lis
     coefs, op = [c[i] for c in table.coefs], table.ops[i]
     lines = [f"f{tag} = {figure_expr(coefs[FLOPS_PER_GPU], x=x)}", f"b{tag} = {figure_expr(coefs[BYTES_PER_GPU], x=x)}"]
     if op.kind == "collective":  # (a table holds no overlapped collective: phase_table checks it)
-        name = f"coll_{len(ns)}"  # `cm.collective_s` without its memo (the same pure function of the bytes)
-        ns[name] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
-        return lines + [f"t{tag} = {name}({figure_expr(coefs[COMM_BYTES], x=x)})"]
+        code = cm.collective_code(op.collective, op.comm_group_size, op.comm_group, f"k{tag}")
+        if code is None:  # `cm.collective_s` without its memo (the same pure function of the bytes)
+            code = f"coll_{len(ns)}(k{tag})"
+            ns[f"coll_{len(ns)}"] = cm.collective_timer(op.collective, op.comm_group_size, op.comm_group)
+        return lines + [f"k{tag} = {figure_expr(coefs[COMM_BYTES], x=x)}", f"t{tag} = {code}"]
     body = _kernel_lines(cm, op, kernel_plan(table)[i], coefs, x, tag, ns)
     if _positive(coefs[FLOPS_PER_GPU]) or _positive(coefs[BYTES_PER_GPU]):
         return lines + body
@@ -150,47 +173,236 @@ def _times(n: int, expr: str) -> str:
     return expr if n == 1 else f"{n} * {expr}"
 
 
-def _simpson_lines(op, g: int, r: int, a: str, h: str, z: str, memory_bound: bool) -> List[str]:
-    """`GroupTimes.add_simpson_splits` of an operator (repeat r, group slot g) from its
-    figures and times at the first, middle and last of n steps (variables of tags a, h, z)."""
+def _once(ns: Dict, lines: List[str], name: str, expr: str) -> str:
+    """`name`, set to `expr` by a line added to `lines` the first time it is asked for (an
+    expression several operators share: the same float, computed once)."""
+    done = ns.setdefault("_once", set())
+    if name not in done:
+        done.add(name)
+        lines.append(f"{name} = {expr}")
+    return name
+
+
+def _flops_lines(table: PhaseTable, g: int, i: int, a: str, z: str, ns: Dict, values: List[str]) -> List[str]:
+    """`flo{g}` / `byt{g}` of `add_simpson_splits` (r x n x the mean of the first and last step's
+    figures); a figure that is 0.0 at every shape adds +0.0 and is left out (`_zero`). The
+    shared terms' lines go to `values`."""
+    r, out = table.repeats[i], []
+    for field, sum_, v in ((FLOPS_PER_GPU, "flo", "f"), (BYTES_PER_GPU, "byt", "b")):
+        if not _zero(table, field, i):
+            out.append(f"{sum_}{g} += {_once(ns, values, f'{v}s{r}_{a}_{z}', f'{r} * n * ({v}{a} + {v}{z}) / 2')}")
+    return out
+
+
+def _simpson_lines(table: PhaseTable, i: int, g: int, tags: Tuple[str, str, str], memory_bound: bool,
+                   ns: Dict, values: List[str]) -> List[str]:
+    """`GroupTimes.add_simpson_splits` of operator i (repeat r, group slot g) from its figures and
+    times at the first, middle and last of n steps (variables of tags a, h, z); the lines of
+    terms shared with other operators go to `values`. An operator that takes the same time at
+    every step (a = h = z) is filed whole under its bound: the other part is n x 0.0 / 6 = +0.0,
+    which leaves every sum as it is."""
+    op, r, (a, h, z) = table.ops[i], table.repeats[i], tags
     if op.kind == "collective":
         lines = ["k = n * t" + a, f"lat{g} += {_times(r, 'k')}", f"cmm{g} += {_times(r, 'k')}"]
-    elif memory_bound:  # filed under memory at every step: the compute part is n * 0.0 / 6 = 0.0
-        lines = [f"m = n * (t{a} + 4 * t{h} + t{z}) / 6", f"lat{g} += {_times(r, 'm')}", f"mem{g} += {_times(r, 'm')}"]
+    elif memory_bound or a == h == z:
+        w = _times(r, _once(ns, values, f"s{a}{h}{z}", f"n * (t{a} + 4 * t{h} + t{z}) / 6"))
+        mem = [f"lat{g} += {w}", f"mem{g} += {w}"]
+        lines = mem if memory_bound else [f"if cb{a}:", f"    lat{g} += {w}", f"    cmp{g} += {w}", "else:"] + \
+            [f"    {line}" for line in mem]
     else:
         c = {s: f"(t{s} if cb{s} else 0.0)" for s in (a, h, z)}
         m = {s: f"(0.0 if cb{s} else t{s})" for s in (a, h, z)}
         lines = [f"c = n * ({c[a]} + 4 * {c[h]} + {c[z]}) / 6", f"m = n * ({m[a]} + 4 * {m[h]} + {m[z]}) / 6",
                  f"lat{g} += {_times(r, 'c')} + {_times(r, 'm')}", f"cmp{g} += {_times(r, 'c')}",
                  f"mem{g} += {_times(r, 'm')}"]
-    return lines + [f"flo{g} += {r} * n * (f{a} + f{z}) / 2", f"byt{g} += {r} * n * (b{a} + b{z}) / 2"]
+    return lines + _flops_lines(table, g, i, a, z, ns, values)
+
+
+def _bound_lines(cm, table: PhaseTable, i: int, own: str, ns: Dict) -> List[str]:
+    """rt{own}: operator i's time under the lower bound's roofline (`cm.bound_model`), as
+    cost/calibrated_bound.py's `_lines` computes it (a kernel: rc / rm, FLOPs / F and bytes / B,
+    the larger; a collective: its ring time), once per tag."""
+    done = ns.setdefault("_bound_tags", set())
+    if own in done:
+        return []
+    done.add(own)
+    roof, op = cm.bound_model, table.ops[i]
+    if op.kind == "collective":
+        return [f"rt{own} = {_collective_expr(roof, op, f'k{own}', ns)}"]
+    F, B = roof.roofline.flops_per_s, roof.roofline.hbm_bytes_per_s
+    rc = f"f{own} / {F!r}" if any(table.coefs[FLOPS_PER_GPU][i]) else "0.0"  # (0.0 / F is 0.0)
+    return [f"rc{own} = {rc}", f"rm{own} = b{own} / {B!r}", f"rt{own} = rc{own} if rc{own} >= rm{own} else rm{own}"]
+
+
+def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, ns: Dict,
+                        values: List[str]) -> List[str]:
+    """The lower bound's steps' sum (`calibrated_bound._decode_function`) of operator i, from the
+    figures of the calibrated lines (tags a and z); its times' lines go to `values`."""
+    op, r = table.ops[i], table.repeats[i]
+    values += _bound_lines(cm, table, i, a, ns)
+    if op.kind == "collective":
+        return [f"rl{g} += {r} * (n * rt{a})"]
+    if x_free(table, i):
+        return [f"rl{g} += {r} * {_once(ns, values, f'rs{a}', f'(rc{a} * n) if rc{a} >= rm{a} else (rm{a} * n)')}"]
+    F, B = cm.bound_model.roofline.flops_per_s, cm.bound_model.roofline.hbm_bytes_per_s
+    return [f"uc, um = sum_max_affine(f{a} / {F!r}, (f{z} - f{a}) / span / {F!r}, b{a} / {B!r}, "
+            f"(b{z} - b{a}) / span / {B!r}, n)", f"rl{g} += {r} * uc + {r} * um"]
+
+
+def _compile(name: str, args: str, body: List[str], ns: Dict, bound_out):
+    fn = compile_function(name, args, body, {k: v for k, v in ns.items() if not k.startswith("_")})
+    fn.bound_out = bound_out  # [the last call's arguments and lower-bound totals] (None: no bound)
+    return fn
+
+
+def _product(ns: Dict, values: List[str], n: int, var: str, shared: bool) -> str:
+    """n x `var`: the variable itself for n = 1 (1 * v is v), a variable set once (line into
+    `values`) for a product several operators use, else the product inline."""
+    if n == 1:
+        return var
+    return _once(ns, values, f"p{n}_{var}", f"{n} * {var}") if shared else f"{n} * {var}"
+
+
+def _prefill_file_lines(table: PhaseTable, g: int, i: int, own: str, ns: Dict, values: List[str],
+                        shared: bool) -> List[str]:
+    """`phase_programs._file_lines` of operator i from the variables of tag `own` (`shared`:
+    other operators file the same products); a kernel always filed under memory
+    (`_memory_bound`) without its test."""
+    n, op = table.repeats[i], table.ops[i]
+    w = _product(ns, values, n, f"t{own}", True)  # (the time's product is used twice here)
+    lines = [f"lat{g} += {w}"]
+    if op.kind == "collective":
+        lines.append(f"cmm{g} += {w}")
+    elif own in ns.get("_memory_bound", ()):
+        lines.append(f"mem{g} += {w}")
+    else:
+        lines += [f"if cb{own}:", f"    cmp{g} += {w}", "else:", f"    mem{g} += {w}"]
+    for field, sum_, v in ((FLOPS_PER_GPU, "flo", "f"), (BYTES_PER_GPU, "byt", "b")):
+        if not _zero(table, field, i):
+            lines.append(f"{sum_}{g} += {_product(ns, values, n, f'{v}{own}', shared)}")
+    return lines
+
+
+def prefill_program(cm, table: PhaseTable):
+    """prefill(b, x) -> (groups, model FLOPs, total seconds), as `phase_programs._prefill_program`
+    (each operator filed from the tag holding its figures: an earlier twin's), and, under a
+    `bound_model`, the lower bound's `roofline_total` (its operators' times added in operator
+    order from 0) left in `bound_out[0]` as (b, x, total)."""
+    ns: Dict = {}
+    order, slot = _slots(table)
+    bound = cm.bound_model is not None
+    body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"] + (["rtot = 0"] if bound else [])
+    keys = [(n, _op_key(table, i, "x")) for i, n in enumerate(table.repeats)]
+    flops_keys = [(n, tuple(table.coefs[FLOPS][i])) for i, n in enumerate(table.repeats)]
+    for i, n in enumerate(table.repeats):
+        lines, own = operator_lines(cm, table, i, "x", str(i), ns)
+        shared = keys.count(keys[i]) > 1  # (twins: their products are computed once)
+        body += lines
+        body += _prefill_file_lines(table, slot[i], i, own, ns, body, shared)
+        if not _zero(table, FLOPS, i):
+            expr = _times(n, figure_expr(table.coefs[FLOPS][i]))
+            if flops_keys.count(flops_keys[i]) > 1:  # per (repeat, model FLOPs coefficients)
+                expr = _once(ns, body, ns.setdefault("_flops_names", {}).setdefault(flops_keys[i], f"fl{i}"), expr)
+            body.append(f"flops += {expr}")
+        if bound:
+            body += _bound_lines(cm, table, i, own, ns)
+            body.append(f"rtot += {_product(ns, body, n, f'rt{own}', shared)}")
+    body += _group_return(order) + (["bound_out[0] = (b, x, rtot)"] if bound else [])
+    ns["bound_out"] = [None] if bound else None
+    return _compile("calibrated_prefill_program", "b, x", body + ["return groups, flops, total_s"], ns,
+                    ns["bound_out"])
+
+
+# (b, n) -> the steady part of a decode program (`_steady_call`); cleared when this full
+STEADY_MEMO_LIMIT = 1024  # (an entry holds ~2 kB: a few tens of floats)
+_ASSIGNED = re.compile(r"(\w+)\s*\+?=(?!=)")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _steady_op(cm, table: PhaseTable, i: int, g: int, in_pre: bool, pre: List[str], main: List[str],
+               ns: Dict) -> None:
+    """Operator i, which takes the same time at every step: its figures, times and shared terms
+    into `pre` (they depend on b and n only), its group sums too if its whole group is steady
+    (`in_pre`), else into `main`; its first- and last-step terms into `main` (they are added in
+    operator order with the growing operators')."""
+    r, bound = table.repeats[i], cm.bound_model is not None
+    lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
+    pre += lines
+    sums = _simpson_lines(table, i, g, (a, a, a), a in ns.get("_memory_bound", set()), ns, pre)
+    w = _once(ns, pre, f"w{r}_{a}", _times(r, "t" + a))
+    main += [f"first_s += {w}", f"last_s += {w}"]
+    if bound:
+        sums += _decode_bound_lines(cm, table, i, g, a, a, ns, pre)
+        main.append(f"first_r += {_once(ns, pre, f'wr{r}_{a}', f'{r} * rt{a}')}")
+    (pre if in_pre else main).extend(sums)
+
+
+def _growing_op(cm, table: PhaseTable, i: int, g: int, ns: Dict) -> List[str]:
+    """Lines of operator i, whose figures grow with the context: at the first, middle and last step."""
+    r, op = table.repeats[i], table.ops[i]
+    lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
+    more, z = operator_lines(cm, table, i, "x1", f"{i}z", ns)
+    lines += more
+    h = a
+    if op.kind != "collective":  # (a collective is charged n x its first step)
+        more, h = operator_lines(cm, table, i, "xh", f"{i}h", ns)
+        lines += more
+    memory_bound = {a, h, z} <= ns.get("_memory_bound", set())
+    lines += [f"first_s += {_times(r, 't' + a)}", f"last_s += {_times(r, 't' + z)}"]
+    lines += _simpson_lines(table, i, g, (a, h, z), memory_bound, ns, lines)
+    if cm.bound_model is not None:
+        values: List[str] = []
+        sums = _decode_bound_lines(cm, table, i, g, a, z, ns, values)
+        lines += values + [f"first_r += {r} * rt{a}"] + sums
+    return lines
+
+
+def _steady_call(pre: List[str], main: List[str], ns: Dict) -> List[str]:
+    """`pre` as its own function of (b, x0, n) (x0 appears only times 0.0), its results kept per
+    (b, n): lines that fetch them and unpack what `main` reads."""
+    assigned = {m for line in pre for m in _ASSIGNED.findall(line)}
+    names = sorted(assigned & {m for line in main for m in _NAME.findall(line)})
+    if not names:
+        return []
+    ns["steady_fn"] = compile_function("calibrated_decode_steady", "b, x0, n", pre + [f"return ({', '.join(names)},)"],
+                                       {k: v for k, v in ns.items() if not k.startswith("_")})
+    ns["steady_memo"] = {}
+    return ["st = steady_memo.get((b, n))", "if st is None:",
+            f"    if len(steady_memo) >= {STEADY_MEMO_LIMIT}: steady_memo.clear()",
+            "    st = steady_memo[b, n] = steady_fn(b, x0, n)", f"{', '.join(names)}, = st"]
 
 
 def decode_program(cm, table: PhaseTable):
     """decode(b, x0, x1, n) -> (groups of n steps from context x0 to x1, time of the first step,
     time of the last, total seconds), as `inference/timing.py` walks the table for this model:
-    `table_splits` at the first, middle and last context, `add_simpson_splits`."""
-    ns: Dict = {}
+    `table_splits` at the first, middle and last context, `add_simpson_splits`; under a
+    `bound_model`, the lower bound's `roofline_steps` (first step, steps' total) left in
+    `bound_out[0]` as (b, x0, x1, n, first, total). What depends on b and n only (operators
+    whose figures do not grow with the context, and the sums of groups made of them) is
+    computed once per (b, n) (`_steady_call`); each sum still adds its terms in operator order."""
+    ns: Dict = {"sum_max_affine": sum_max_affine}
     order, slot = _slots(table)
-    body = [_init(order), "first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"]
-    for i, (r, op) in enumerate(zip(table.repeats, table.ops)):
-        lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
-        h = z = a
-        if not x_free(table, i, X_FREE_FIELDS + (KV_BYTES,)):  # (an x-free operator takes the same time at every step)
-            more, z = operator_lines(cm, table, i, "x1", f"{i}z", ns)
-            lines += more
-            if op.kind != "collective":  # (a collective is charged n x its first step)
-                more, h = operator_lines(cm, table, i, "xh", f"{i}h", ns)
-                lines += more
-        memory_bound = {a, h, z} <= ns.get("_memory_bound", set())
-        body += lines + [f"first_s += {_times(r, 't' + a)}", f"last_s += {_times(r, 't' + z)}"]
-        body += _simpson_lines(op, slot[i], r, a, h, z, memory_bound)
-    body += _group_return(order) + ["return groups, first_s, last_s, total_s"]
-    return compile_function("calibrated_decode_program", "b, x0, x1, n", body,
-                            {k: v for k, v in ns.items() if not k.startswith("_")})
+    bound = cm.bound_model is not None
+    steady = [x_free(table, i, X_FREE_FIELDS + (KV_BYTES,)) for i in range(len(table.ops))]
+    steady_groups = [g for g in range(len(order)) if all(steady[i] for i in range(len(slot)) if slot[i] == g)]
+    names = [f"{v}{g}" for g in steady_groups for _, v in SUMS] + ([f"rl{g}" for g in steady_groups] if bound else [])
+    pre = [" = ".join(names) + " = 0.0"] if names else []
+    main = ["first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"] + (["first_r = 0", "span = max(n - 1, 1)"] if bound else [])
+    for i in range(len(table.ops)):
+        if steady[i]:
+            _steady_op(cm, table, i, slot[i], slot[i] in steady_groups, pre, main, ns)
+        else:
+            main += _growing_op(cm, table, i, slot[i], ns)
+    main += _group_return(order)
+    if bound:
+        main.append("bound_out[0] = (b, x0, x1, n, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ")")
+    head = [_init(order)] + ([" = ".join(f"rl{g}" for g in range(len(order))) + " = 0.0"] if bound else [])
+    ns["bound_out"] = [None] if bound else None
+    body = head + _steady_call(pre, main, ns) + main + ["return groups, first_s, last_s, total_s"]
+    return _compile("calibrated_decode_program", "b, x0, x1, n", body, ns, ns["bound_out"])
 
 
 def program_builders() -> Dict:
     """`phase_programs.phase_program`'s builders for this model: the roofline's prefill and
     training programs (written with `time_lines`) and the Simpson decode program."""
-    return {"prefill": _prefill_program, "decode": decode_program, "train_stage": _train_stage_program}
+    return {"prefill": prefill_program, "decode": decode_program, "train_stage": _train_stage_program}

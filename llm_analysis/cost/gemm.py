@@ -50,9 +50,11 @@ class GemmShape:
             else profile.gemm_plateau_efficiency
         self.k_total = k + profile.gemm_k_half
         splitk = profile.gemm_splitk_min_k
-        # per tile: (tm, padded N = tiles_n * tn, tiles_n, split-K cap, relative efficiency)
-        self.tiles = tuple((tm, _ceil_div(n, tn) * tn, _ceil_div(n, tn), int(k // splitk), rel)
-                           for tm, tn, rel in profile.gemm_tile_shapes)
+        # per tile: (tm, padded N = tiles_n * tn, tiles_n, split-K cap, relative efficiency), the
+        # most efficient first: a tile's fill never exceeds its relative efficiency (every other
+        # factor is <= 1, also once rounded), so the search stops at a tile that cannot win
+        self.tiles = tuple(sorted(((tm, _ceil_div(n, tn) * tn, _ceil_div(n, tn), int(k // splitk), rel)
+                                   for tm, tn, rel in profile.gemm_tile_shapes), key=lambda t: -t[4]))
         self.memo = {}
 
     def __call__(self, m: int) -> float:
@@ -68,17 +70,24 @@ class GemmShape:
 
     def _best_tile(self, m: int) -> float:
         """The best candidate tile's relative efficiency x tile fill x wave fill at this M."""
-        sms, mn, best = self.num_sms, m * self.n, None
+        sms, mn, best = self.num_sms, m * self.n, -1.0
         for tm, n_pad, tiles_n, splitk_cap, rel in self.tiles:
+            if best >= rel:  # (the max is the same float whichever order the tiles are tried in)
+                break
             tiles_m = -(-m // tm)
             tiles = tiles_m * tiles_n
             # split-K (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at
             # least gemm_splitk_min_k (splitk_cap = K // that) so idle SMs share the tiles' main loops
-            splits = max(1, min(sms // tiles, splitk_cap)) if tiles < sms else 1
-            work = tiles * splits
+            work = tiles
+            if tiles < sms:  # max(1, min(sms // tiles, splitk_cap)) splits, without the calls
+                splits = sms // tiles
+                if splits > splitk_cap:
+                    splits = splitk_cap
+                if splits > 1:
+                    work = tiles * splits
             # tile quantisation (a partly covered tile costs a whole one) x wave quantisation
             fill = rel * (mn / (tiles_m * tm * n_pad) * (work / (-(-work // sms) * sms)))
-            if best is None or fill > best:
+            if fill > best:
                 best = fill
         return best
 

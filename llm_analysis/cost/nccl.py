@@ -134,17 +134,19 @@ def _bus_factor(kind: str, n: int) -> float:
     return 2 * (n - 1) / n if kind == "all_reduce" else (n - 1) / n
 
 
-def _ring_time_s(kind: str, size: float, n: int, lv: _Level, fabric: Fabric, p: Profile) -> float:
+def _ring_latency_s(kind: str, n: int, lv: _Level, p: Profile) -> float:
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+    inter_steps = (2 * (lv.islands - 1) if kind == "all_reduce" else lv.islands - 1) if lv.islands > 1 else 0
+    return p.base_latency_s + (steps - inter_steps) * lv.local_hop_s + inter_steps * p.net_hop_latency_s
+
+
+def _ring_time_s(kind: str, size: float, n: int, lv: _Level, fabric: Fabric, p: Profile) -> float:
     bus_bytes = _bus_factor(kind, n) * size
     bw = lv.local_bw * _saturation(size, lv.local_half)
-    inter_steps = 0
     if lv.islands > 1:  # one ring per NIC: the island's NICs carry every crossing in parallel
         net_bw = lv.ranks_per_island * fabric.nic_share_bytes_per_s * p.net_efficiency
         bw = min(bw, net_bw * _saturation(size, p.net_half_saturation_bytes))
-        inter_steps = 2 * (lv.islands - 1) if kind == "all_reduce" else lv.islands - 1
-    latency = p.base_latency_s + (steps - inter_steps) * lv.local_hop_s + inter_steps * p.net_hop_latency_s
-    return latency + bus_bytes / bw
+    return _ring_latency_s(kind, n, lv, p) + bus_bytes / bw
 
 
 def _tree_time_s(size: float, n: int, lv: _Level, fabric: Fabric, p: Profile) -> float:
@@ -216,8 +218,7 @@ def collective_timer(kind: str, group_size: int, fabric: Fabric, profile: Profil
     if kind == "all_to_all":
         return lambda size: _all_to_all_time_s(size, n, lv, fabric, p) if size > 0 else 0.0
     tree = kind == "all_reduce" and lv.islands > 1
-    nvls = (kind == "all_reduce" and not tree and fabric.nvlink_switched and p.nvls_busbw_factor > 0
-            and lv.ranks_per_island <= fabric.nvlink_domain_gpus)
+    nvls = _nvls_candidate(kind, lv, fabric, p)
 
     def time_s(size: float) -> float:
         if size <= 0:
@@ -229,6 +230,27 @@ def collective_timer(kind: str, group_size: int, fabric: Fabric, profile: Profil
             t = min(t, _nvls_time_s(size, n, fabric, p))
         return t
     return time_s
+
+
+def _nvls_candidate(kind: str, lv: _Level, fabric: Fabric, p: Profile) -> bool:
+    """NVLink SHARP all-reduce is a candidate: one island on an NVSwitch fabric that has it."""
+    return (kind == "all_reduce" and lv.islands == 1 and fabric.nvlink_switched and p.nvls_busbw_factor > 0
+            and lv.ranks_per_island <= fabric.nvlink_domain_gpus)
+
+
+def ring_code(kind: str, group_size: int, fabric: Fabric, profile: Profile, size: str, *,
+              ranks_per_island: int | None = None) -> str | None:
+    """`collective_timer(...)(size)` as a Python expression of the variable `size` (the same
+    floats: `_ring_time_s`'s operations, its constants worked out here) where NCCL's only
+    candidate is a ring inside one island; None otherwise (a caller then calls the timer)."""
+    if kind not in ("all_reduce", "all_gather", "reduce_scatter") or group_size <= 1:
+        return None
+    lv = _level(group_size, fabric, profile, ranks_per_island)
+    if lv.islands > 1 or _nvls_candidate(kind, lv, fabric, profile):
+        return None
+    latency, factor = _ring_latency_s(kind, group_size, lv, profile), _bus_factor(kind, group_size)
+    return (f"({latency!r} + {factor!r} * {size} / ({lv.local_bw!r} * ({size} / ({size} + {lv.local_half!r})))"
+            f" if {size} > 0 else 0.0)")
 
 
 def bus_bandwidth_bytes_per_s(kind: str, size_bytes: float, group_size: int, fabric: Fabric, profile: Profile,

@@ -1,0 +1,95 @@
+"""The lower bound beside a calibrated prediction, once the phase tables are compiled, comes
+from the calibrated programs themselves (cost/calibrated_programs.py writes the roofline's
+totals into `bound_out`; facade_perf._fused_bounds reads them) and, for training, from the
+calibrated run's batch choice (facade_perf._training_bounds). Expected values: the same call
+on an analysis with perf_model="roofline" (a separate code path: the roofline's own programs,
+group sums and full training run), to 1e-12 (its sums are added in another order)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import pytest
+
+from llm_analysis import facade_perf
+from llm_analysis.analysis import LLMAnalysis
+from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                                 get_model_config_by_name)
+from llm_analysis.operators.phase_table import COMPILE_AFTER, FIT_AFTER
+
+INFER_KEYS = ("prefill_latency", "time_to_first_token", "decode_latency", "time_per_output_token",
+              "total_decode_latency", "total_latency")
+TRAIN_KEYS = ("latency_fwd", "latency_per_micro_batch", "latency_per_iter", "total_training_latency")
+SETUPS = [("facebook_opt-1.3b", "a100-sxm-40gb", dict(tp_size=2), {}),
+          ("meta-llama_Llama-3.1-8B", "h100-sxm-80gb", dict(tp_size=2, dp_size=2), dict(flops_efficiency=0.7)),
+          ("NousResearch_Llama-2-7b-hf", "a100-sxm-80gb", dict(tp_size=2, pp_size=2), {})]  # pp: not fused
+
+
+def _analysis(name, gpu, par, opts, perf_model):
+    return LLMAnalysis(get_model_config_by_name(name), get_gpu_config_by_name(gpu),
+                       get_dtype_config_by_name("w16a16e16"), ParallelismConfig(**par), perf_model=perf_model,
+                       **opts)
+
+
+def _warm(a):
+    """Past FIT_AFTER + COMPILE_AFTER uses of each phase kind: tables fitted, programs compiled
+    (prompts of 200 to 339 tokens: the shapes below are new)."""
+    for i in range(FIT_AFTER + COMPILE_AFTER + 10):
+        a.inference(batch_size_per_gpu=1 + i % 3, seq_len=200 + i, num_tokens_to_generate=9)
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_fused_bounds_are_the_roofline_call(setup, monkeypatch):
+    logging.disable(logging.WARNING)
+    cal, roof = _analysis(*setup, "calibrated"), _analysis(*setup, "roofline")
+    _warm(cal)
+    fallbacks = []
+    real = facade_perf.inference_lower_bounds
+    monkeypatch.setattr(facade_perf, "inference_lower_bounds", lambda *a: fallbacks.append(a) or real(*a))
+    # new shapes, the last shape again, and an earlier shape again after others: its phase times
+    # come from the cache, the programs do not run, so their bound is another shape's (fallback)
+    shapes = [(3, 517, 40), (1, 900, 1), (2, 1333, 2), (2, 1333, 2), (3, 517, 40), (4, 128, 300)]
+    used_fallback = []
+    for b, s, n in shapes:
+        kw = dict(batch_size_per_gpu=b, seq_len=s, num_tokens_to_generate=n)
+        before = len(fallbacks)
+        c, r = cal.inference(**kw), roof.inference(**kw)
+        used_fallback.append(len(fallbacks) > before)
+        for k in INFER_KEYS:
+            assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), (setup, kw, k)
+    logging.disable(logging.NOTSET)
+    pipelined = setup[2].get("pp_size", 1) > 1  # pipeline hand-offs: never fused
+    if pipelined:  # (a shape seen before finds its bound in the phase cache)
+        assert used_fallback[:3] == [True] * 3
+    else:
+        assert used_fallback == [False, False, False, False, True, False]
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_training_bounds_are_the_roofline_call(setup):
+    logging.disable(logging.WARNING)
+    cal, roof = _analysis(*setup, "calibrated"), _analysis(*setup, "roofline")
+    for b, s, m, rc, zero in itertools.islice(itertools.product((1, 2), (256, 1000), (1, 4), (0, 2), (0, 1)), 12):
+        kw = dict(batch_size_per_gpu=b, seq_len=s, gradient_accumulation_steps=m, activation_recomputation=rc,
+                  ds_zero=zero, total_num_tokens=1e9)
+        c, r = cal.training(**kw), roof.training(**kw)
+        for k in TRAIN_KEYS:
+            assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), (setup, kw, k)
+    r = cal.training(batch_size_per_gpu=1, seq_len=512, gradient_accumulation_steps=2)  # no token total
+    assert r["total_training_latency_lower_bound"] is None and r["latency_per_iter_lower_bound"] > 0
+    logging.disable(logging.NOTSET)
+
+
+def test_bound_reads_the_kv_cache_dtype():
+    """kv_cache_dtype names the cache's element size: the bound times the same cache as the
+    calibrated pass (it once read the activation-size cache: a 'lower bound' above the prediction)."""
+    logging.disable(logging.WARNING)
+    setup = ("meta-llama_Llama-3.1-8B", "h100-sxm-80gb", {}, {})
+    cal, roof = _analysis(*setup, "calibrated"), _analysis(*setup, "roofline")
+    kw = dict(batch_size_per_gpu=32, seq_len=4000, num_tokens_to_generate=200, kv_cache_dtype="fp8")
+    c, r = cal.inference(**kw), roof.inference(**kw)
+    logging.disable(logging.NOTSET)
+    for k in INFER_KEYS:
+        assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), k
+        assert c[k] >= c[k + "_lower_bound"], k
