@@ -41,6 +41,7 @@ from .derive_sites import FIT_SEQ_LEN, attention_sites, core_helper_children, la
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
+from .derive_pooling import pooled_kinds, pooled_model
 from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
 from .derive_compressed import compressed_attention, eager_keys
 from .derive_dense_experts import mark_dense
@@ -349,14 +350,18 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
         raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {compressed}")
     w = _Walk(lm, cfg, probe, models.task)
     stacks, layers = _stack_layers(lm, probe.calls)
+    pooled = pooled_model(lm, cfg)  # Funnel's pooled blocks (derive_pooling.py), else None
+    if pooled:
+        stacks, layers = pooled.stacks, [layer.path for layer in pooled.layers]
     w.prefix = _prefix_tokens(lm, probe, layers[0])
-    kinds, order = _kinds(w, layers)
+    kinds, order = pooled_kinds(w, pooled) if pooled else _kinds(w, layers)
     if w.dense:
         raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {w.dense[0]}")
     before, head = _outside_specs(w, stacks)
     routed = next((s for k in kinds for s in k if s.get("expert_role") == "routed"), None)
     refused = refused_phases(lm, layers, order)
     return {**({"refused_phases": refused} if refused else {}), **({"prefix_tokens": w.prefix} if w.prefix else {}),
+        **({"pooling": pooled.options} if pooled else {}),
         "format": FORMAT_VERSION, "model_type": getattr(cfg, "model_type", None), "lm_class": models.lm_class,
         "task": models.task, "hidden_dim": w.hidden, "vocab_size": w.vocab,
         "max_seq_len": config_int(cfg, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")),
