@@ -93,3 +93,15 @@ def test_perceiver_default_config_trains_and_counts_at_an_unprobed_length():
     assert int(analysis.get_num_params_total()) == 269_319_430
     t = analysis.training(batch_size_per_gpu=1, seq_len=100, total_num_tokens=100, gradient_accumulation_steps=1)
     assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * counted.total_flops, rel=0.02)
+
+
+def test_perceiver_inference_is_one_forward():
+    """Encoder-only: inference is the prefill; no decode step is built (the latent
+    description has none) and generating tokens is refused as for every encoder."""
+    from llm_analysis.errors import ConfigError
+    analysis = build_analysis(derive_description(_config(), "perceiver"), "perceiver", conventions="transformers")
+    s = analysis.inference(batch_size_per_gpu=3, seq_len=40, num_tokens_to_generate=1)
+    assert s["prefill_num_flops_fwd_total"] == engine_matmul_flops(analysis, 3, 40)
+    assert s["decode_num_flops_fwd_total"] == s["decode_latency"] == s["kv_cache_memory_per_gpu"] == 0
+    with pytest.raises(ConfigError, match="encoder-only"):
+        analysis.inference(batch_size_per_gpu=1, seq_len=40, num_tokens_to_generate=2)

@@ -103,3 +103,18 @@ def test_funnel_default_config_rows_and_attention_by_hand():
 def test_funnel_options_not_described_are_refused(option, why):
     with pytest.raises(UnsupportedArchitectureError, match=why):
         derive_description(_config(**option), "funnel")
+
+
+def test_funnel_inference_is_one_forward_and_training_three():
+    """Encoder-only: inference is the prefill (no decode step is built: the pooled
+    description has none), training counts forward + 2 x backward of the same matmuls."""
+    from llm_analysis.config import get_gpu_config_by_name
+    # "transformers" conventions: logits at every position, as FlopCounterMode counts them
+    analysis = build_analysis(derive_description(_config(), "funnel"), "funnel",
+                              gpu_config=get_gpu_config_by_name("h100-sxm-80gb"), conventions="transformers")
+    s = analysis.inference(batch_size_per_gpu=2, seq_len=33, num_tokens_to_generate=1)
+    assert s["prefill_num_flops_fwd_total"] == engine_matmul_flops(analysis, 2, 33)
+    assert s["decode_num_flops_fwd_total"] == s["decode_latency"] == s["kv_cache_memory_per_gpu"] == 0
+    assert s["total_latency"] == s["prefill_latency"] > 0
+    t = analysis.training(batch_size_per_gpu=2, seq_len=33, total_num_tokens=66, gradient_accumulation_steps=1)
+    assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * engine_matmul_flops(analysis, 2, 33), rel=0.02)

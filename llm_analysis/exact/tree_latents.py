@@ -64,3 +64,15 @@ def latent_core_op(describer: Any, phase: Any, s: Dict[str, Any]) -> Any:
                     bytes_written_per_gpu=b * lq * heads_gpu * s["d_v"] * a, recompute_class=AR.ATTN_COMPUTE,
                     shapes=f"{heads_gpu:g} heads x {lq} q x {lk} kv ({s['q_tokens']} -> {s['kv_tokens']}), "
                            f"d={s['d_qk']}/{s['d_v']}")
+
+
+def rows_note(desc: Dict[str, Any]) -> str:
+    """Says that training's activation-memory estimate (Korthikanti et al. 2022, per layer
+    at the input length) does not follow layers whose rows are not the tokens (Funnel's
+    pooled stages, Perceiver's latents and output queries); parameters, FLOPs, bytes
+    moved and inference memory do (they come from the operators)."""
+    sources = {str(s.get(k, "")) for kind in desc["kinds"] for s in kind for k in ("tokens", "q_tokens")}
+    if not any(x.startswith(("pool:", "rows:")) for x in sources):
+        return ""
+    return ("; some layers see fewer or more rows than the input has tokens (pooled stages or a latent array): "
+            "training's activation-memory estimate assumes every layer sees the input length")
