@@ -42,7 +42,9 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_ANALYSIS_CACHE", str(tmp_path / "exact-cache"))
 
 
+# num_latents 16 equals the probe's length, 1 is one row per sequence: still latents
 @pytest.mark.parametrize("extra", [{}, {"num_blocks": 3}, {"cross_attention_shape_for_attention": "q"},
+                                   {"num_latents": 16}, {"num_latents": 1},
                                    {"use_query_residual": False, "self_attention_widening_factor": 2,
                                     "cross_attention_widening_factor": 3}])
 def test_perceiver_params_and_flops_match_flopcountermode(extra):

@@ -56,12 +56,11 @@ def _per_sequence(rows: List[int], batch: int) -> Optional[int]:
 
 
 def fixed_rows(probe: Any, other: Any) -> Dict[str, int]:
-    """{path: N} of the modules that saw N rows per sequence at both lengths, N neither
-    the tokens nor one per sequence."""
+    """{path: N} of the modules that saw the same N rows per sequence at both lengths."""
     out = {}
     for path, rows in probe.tokens.items():
         n = _per_sequence(rows, probe.batch)
-        if not path or n is None or n in (probe.seq_len, 1):
+        if not path or n is None:
             continue
         if _per_sequence(other.tokens.get(path, []), other.batch) == n:
             out[path] = n

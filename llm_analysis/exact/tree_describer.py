@@ -29,7 +29,7 @@ from .derive_zaya import BATCH_FRESH
 from .tree_compressed import cache_elems as compressed_cache_elems, with_compressed
 from .tree_layout import check_layout, kind_window, stage_kinds
 from .tree_mixers import conv_outputs, state_bytes_per_seq, state_op
-from .tree_latents import fixed_tokens, latent_core_op
+from .tree_latents import fixed_tokens, latent_core_op, warn_train_rows
 from .tree_pooling import pooled_core_op, pooled_tokens
 
 
@@ -220,6 +220,7 @@ class ModuleTreeDescriber(LayerDescriber):
         if refusal and not phase.shapes_only:  # derive_stacks.refused_phases
             raise UnsupportedArchitectureError(f"{self.model.name}: the {phase.name} phase cannot be described: {refusal}")
         check_input_len(self.description, phase.q_len)
+        warn_train_rows(self, phase)  # pooled / latent rows: the activation estimate does not follow them
         phase = prefixed_phase(phase, prefix_of(self.description))
         ops: List[Operator] = []
         for s in self._specs(kind):

@@ -14,9 +14,12 @@ so is an input longer than the learned input position table (`max_seq_len`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict
 
 from ..errors import UnsupportedArchitectureError
+
+logger = logging.getLogger(__name__)
 
 
 def _check(phase: Any) -> None:
@@ -76,3 +79,17 @@ def rows_note(desc: Dict[str, Any]) -> str:
         return ""
     return ("; some layers see fewer or more rows than the input has tokens (pooled stages or a latent array): "
             "training's activation-memory estimate assumes every layer sees the input length")
+
+
+def warn_train_rows(describer: Any, phase: Any) -> None:
+    """Log `rows_note` (when it applies) once per describer, at its first training phase."""
+    if phase.name != "train":
+        return
+    checked = describer.memoized(("rows_note_checked",), lambda: [False])
+    if checked[0]:
+        return
+    checked[0] = True
+    note = rows_note(describer.description)
+    if note:
+        logger.warning("%s: FLOPs and bytes follow each layer's rows%s", describer.description.get("model_type"),
+                       note)
