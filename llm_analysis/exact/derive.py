@@ -13,7 +13,12 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "probe_long": {"batch", "seq_len", "flops"},     # a 1024-token prefill, FLOPs only
      "max_input_len": longest input of the described code path, or None (derive_lengths.py),
      "prefix_tokens": P,            # only when the model prepends P tokens itself (derive_prefix.py)
-     "refused_phases": {phase: why}}  # only when a phase cannot be described (derive_stacks.py)
+     "refused_phases": {phase: why},  # only when a phase cannot be described (derive_stacks.py)
+     "pooling": {options}}            # only for Funnel's pooled blocks (derive_pooling.py)
+
+Token sources beyond all | batch | logits | routed | none: `pool:k` (rows of pooling
+stage k, tree_pooling.py) and `rows:N` (N rows per sequence, Perceiver's latents,
+tree_latents.py; its attention cores carry `q_tokens` / `kv_tokens`).
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
 (heads, kv_heads, d_qk, d_v, window, cache_elems; `chunked`: chunked_attention.py;
