@@ -5,8 +5,8 @@ derive_pooling.py, tree_pooling.py; issue 14).
 Expected values come from transformers' FunnelForMaskedLM of the same (small) config on
 the meta device: its parameters and FlopCounterMode's count of one forward, at lengths
 and batch sizes the derivation never probed (it probes 2 x 16 and 1 x 1024 tokens), for
-every combination of separate_cls, truncate_seq and pool_q_only; and hand-derived row
-counts written out below.
+every combination of separate_cls, truncate_seq and pool_q_only (and factorized attention);
+and hand-derived row counts and attention FLOPs written out below.
 """
 
 from __future__ import annotations
@@ -44,9 +44,14 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_ANALYSIS_CACHE", str(tmp_path / "exact-cache"))
 
 
-@pytest.mark.parametrize("separate_cls,truncate_seq,pool_q_only", list(itertools.product([True, False], repeat=3)))
-def test_funnel_params_and_flops_match_flopcountermode(separate_cls, truncate_seq, pool_q_only):
-    cfg = _config(separate_cls=separate_cls, truncate_seq=truncate_seq, pool_q_only=pool_q_only)
+# every combination of the pooling options with relative-shift attention; factorized
+# attention (appendix A.2.2) with the default options and with all of them off
+@pytest.mark.parametrize("separate_cls,truncate_seq,pool_q_only,attention_type",
+                         [(*opts, "relative_shift") for opts in itertools.product([True, False], repeat=3)]
+                         + [(True, True, True, "factorized"), (False, False, False, "factorized")])
+def test_funnel_params_and_flops_match_flopcountermode(separate_cls, truncate_seq, pool_q_only, attention_type):
+    cfg = _config(separate_cls=separate_cls, truncate_seq=truncate_seq, pool_q_only=pool_q_only,
+                  attention_type=attention_type)
     desc = derive_description(cfg, "funnel")  # verified at 2 x 16 tokens and at the long probe itself
     analysis = build_analysis(desc, "funnel")
     lm = build_meta_models(cfg, with_base=False, dtype="float32").lm
@@ -98,11 +103,21 @@ def test_funnel_default_config_rows_and_attention_by_hand():
     assert core["probe_flops"] == by_hand  # FlopCounterMode's count of the attention module itself
 
 
-@pytest.mark.parametrize("option,why", [({"attention_type": "factorized"}, "factorized"),
-                                        ({"block_repeats": [1, 2, 1]}, "block_repeats")])
-def test_funnel_options_not_described_are_refused(option, why):
-    with pytest.raises(UnsupportedArchitectureError, match=why):
-        derive_description(_config(**option), "funnel")
+def test_funnel_block_repeats_are_refused():
+    # a repeated first layer of a pooled block runs pooled once, then unpooled
+    with pytest.raises(UnsupportedArchitectureError, match="block_repeats"):
+        derive_description(_config(block_repeats=[1, 2, 1]), "funnel")
+
+
+def test_funnel_factorized_attention_by_hand():
+    """Factorized relative attention at 2 x 16 tokens, first layer of block 1 (8 queries,
+    16 keys; d_model 64, 4 heads of 16): queries projected into the 64 sinusoid channels,
+    scored against the keys' two sinusoid tables, besides content, values, token types."""
+    desc = derive_description(_config(attention_type="factorized"), "funnel")
+    core = next(s for s in desc["kinds"][desc["layers"][1][0]] if s["op"] == "attention")
+    b, h, d, lq, lk, d_model = 2, 4, 16, 8, 16, 64
+    assert core["probe_flops"] == (2 * b * h * lq * lk * 2 * d + 2 * b * h * lq * 2 * d
+                                   + 2 * b * lq * h * d * d_model + 2 * 2 * b * h * lq * lk * d_model)
 
 
 def test_funnel_inference_is_one_forward_and_training_three():

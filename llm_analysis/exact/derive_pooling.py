@@ -15,9 +15,8 @@ attention FLOPs the analysis uses):
 * the attention module's own FLOPs are one pooled relative attention core, its
   relative-position kernel and biases are parameters (`param`).
 
-Options the description does not carry are refused: `attention_type` "factorized"
-(appendix A.2.2: other position terms) and `block_repeats` other than 1 (a repeated
-layer would run pooled once, then unpooled). Everything is then verified like any
+Options the description does not carry are refused: `block_repeats` other than 1 (a
+repeated layer would run pooled once, then unpooled). Everything is then verified like any
 derived description (per module at the probe, in total at the long probe).
 """
 
@@ -77,16 +76,18 @@ def pooled_model(lm: Any, cfg: Any) -> Optional[PooledModel]:
     if not layers or not all(isinstance(getattr(cfg, k, None), bool) for k in _OPTIONS):
         return None
     name = getattr(cfg, "model_type", None)
-    if getattr(cfg, "attention_type", None) != "relative_shift":
+    if getattr(cfg, "attention_type", None) not in ("relative_shift", "factorized"):
         raise UnsupportedArchitectureError(
-            f"{name}: attention_type={getattr(cfg, 'attention_type', None)!r} (factorized relative attention, "
-            "arXiv 2006.03236 appendix A.2.2) is not described; only 'relative_shift' is")
+            f"{name}: attention_type={getattr(cfg, 'attention_type', None)!r} is not described; 'relative_shift' "
+            "and 'factorized' (arXiv 2006.03236 appendix A.2) are")
     repeats = list(getattr(cfg, "block_repeats", None) or [])
     if any(r != 1 for r in repeats):
         raise UnsupportedArchitectureError(
             f"{name}: block_repeats={repeats} is not described (a repeated first layer of a block runs pooled "
             "once, then unpooled); only block_repeats of 1 are")
     opts = {k: bool(getattr(cfg, k)) for k in _OPTIONS}
+    if cfg.attention_type == "factorized":
+        opts["factorized"] = True
     out: List[PooledLayer] = []
     for path, module in layers:
         b = int(_funnel_attention(module).block_index)

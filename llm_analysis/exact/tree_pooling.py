@@ -19,7 +19,10 @@ to full length. A description (derive_pooling.py) records the options under
   embeddings are projected per head (2 R d_model H d_head FLOPs, once per call for the
   whole batch), every query is scored against all R of them (2 B H Lq R d_head), and
   against the `segments` token-type embeddings (2 B H Lq segments d_head); R follows
-  from the position lists transformers builds (`relative_rows`). Two cases follow
+  from the position lists transformers builds (`relative_rows`). With `attention_type`
+  "factorized" (appendix A.2.2; `factorized` in the options) the position terms are
+  instead the queries projected into d_model sinusoid channels and scored against two
+  sinusoid tables of the keys (`_factorized_flops`). Two cases follow
   what transformers computes: over a single key (a stage of one row), scores x values
   is an element-wise product in torch's einsum (no matmul FLOPs); an input too short
   for the relative shift (fewer than keys + shift positions: with separate_cls and
@@ -121,6 +124,13 @@ def pooled_core_flops(desc: Dict[str, Any], phase: Any, s: Dict[str, Any]) -> Tu
     p, opts = s["pooling"], desc["pooling"]
     lq = stage_rows(phase.q_len, p["q_stage"], opts)
     lk = stage_rows(phase.q_len, p["kv_stage"], opts)
+    b, h, d = phase.batch, s["heads"], s["d_qk"]
+    # scores x values over a single key: torch's einsum multiplies element-wise (no matmul)
+    d_v = s["d_v"] if lk > 1 else 0
+    common = (2 * b * h * lq * lk * (d + d_v)  # content scores and scores x values
+              + 2 * b * h * lq * p["segments"] * d)  # queries against the token-type embeddings
+    if opts.get("factorized"):
+        return float((common + _factorized_flops(b, h, d, lq, lk, p["d_model"])) * s["calls"]), lq, lk
     shift = 2 if lq != lk else 1
     r = relative_rows(phase.q_len, p["block"], shift, opts)
     if r - shift < lk:
@@ -128,14 +138,16 @@ def pooled_core_flops(desc: Dict[str, Any], phase: Any, s: Dict[str, Any]) -> Tu
             f"{desc.get('model_type')}: an input of {phase.q_len} tokens leaves block {p['block']} with {r} relative "
             f"positions for {lk} keys; transformers' Funnel attention cannot run it (its relative shift needs at "
             f"least keys + {shift}). Use a longer input.")
-    b, h, d = phase.batch, s["heads"], s["d_qk"]
-    # scores x values over a single key: torch's einsum multiplies element-wise (no matmul)
-    d_v = s["d_v"] if lk > 1 else 0
-    flops = (2 * b * h * lq * lk * (d + d_v)  # content scores and scores x values
-             + 2 * r * p["d_model"] * h * d  # relative-position embeddings projected per head
-             + 2 * b * h * lq * r * d  # queries against every relative position
-             + 2 * b * h * lq * p["segments"] * d)  # queries against the token-type embeddings
+    flops = (common + 2 * r * p["d_model"] * h * d  # relative-position embeddings projected per head
+             + 2 * b * h * lq * r * d)  # queries against every relative position
     return float(flops * s["calls"]), lq, lk
+
+
+def _factorized_flops(b: int, h: int, d: int, lq: int, lk: int, d_model: int) -> int:
+    """The factorized relative attention (appendix A.2.2): every query projected by the
+    relative kernel into d_model sinusoid channels (2 B Lq H d_head d_model), then scored
+    against the keys' two sinusoid tables psi and omega (2 x 2 B H Lq Lk d_model)."""
+    return 2 * b * lq * h * d * d_model + 2 * 2 * b * h * lq * lk * d_model
 
 
 def pooled_core_op(describer: Any, phase: Any, s: Dict[str, Any]) -> Any:
