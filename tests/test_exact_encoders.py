@@ -159,8 +159,9 @@ def test_xlnet_relative_attention_prefill_and_training_exact_decode_refused():
         a.inference(batch_size_per_gpu=1, seq_len=16, num_tokens_to_generate=4)
 
 
-@pytest.mark.parametrize("mt,why", [("longformer", "sliding-chunk attention"), ("funnel", "pooling between blocks"),
-                                    ("perceiver", "fixed-size latent array")])
+# Funnel's pooling and Perceiver's latent array are derived now (tests/test_exact_pooling.py,
+# tests/test_exact_latents.py)
+@pytest.mark.parametrize("mt,why", [("longformer", "sliding-chunk attention")])
 def test_length_dependent_structures_are_refused_with_the_reason(mt, why):
     truth = json.loads((Path(__file__).resolve().parent / "data" / "architecture_truth.json").read_text())
     with pytest.raises(UnsupportedArchitectureError, match=why):

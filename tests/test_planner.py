@@ -176,7 +176,7 @@ def test_commands_exit_codes_and_json():
     assert code == 2 and text.startswith("error:") and "\n" not in text
     code, text = plan_train_command("meta-llama/Llama-3.1-8B", "", total_num_tokens=1e9, max_gpus=8,
                                     global_batch_size=8)
-    assert code == 2 and "gpus" in text
+    assert code == 2 and "--gpu_names" in text
 
 
 def test_serving_capacity_and_disaggregation():

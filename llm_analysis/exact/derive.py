@@ -13,7 +13,12 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "probe_long": {"batch", "seq_len", "flops"},     # a 1024-token prefill, FLOPs only
      "max_input_len": longest input of the described code path, or None (derive_lengths.py),
      "prefix_tokens": P,            # only when the model prepends P tokens itself (derive_prefix.py)
-     "refused_phases": {phase: why}}  # only when a phase cannot be described (derive_stacks.py)
+     "refused_phases": {phase: why},  # only when a phase cannot be described (derive_stacks.py)
+     "pooling": {options}}            # only for Funnel's pooled blocks (derive_pooling.py)
+
+Token sources beyond all | batch | logits | routed | none: `pool:k` (rows of pooling
+stage k, tree_pooling.py) and `rows:N` (N rows per sequence, Perceiver's latents,
+tree_latents.py; its attention cores carry `q_tokens` / `kv_tokens`).
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
 (heads, kv_heads, d_qk, d_v, window, cache_elems; `chunked`: chunked_attention.py;
@@ -41,6 +46,8 @@ from .derive_sites import FIT_SEQ_LEN, attention_sites, core_helper_children, la
 from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
 from .diagnose import MIXER_PARAMS as _MIXER
 from .derive_prefix import is_prefixed, prefix_rows
+from .derive_pooling import pooled_kinds, pooled_model
+from .derive_latents import fixed_source, latent_model, latent_sites
 from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
 from .derive_compressed import compressed_attention, eager_keys
 from .derive_dense_experts import mark_dense
@@ -68,6 +75,7 @@ class _Walk:
         self.dense_eager: Dict[str, int] = {}  # ... with a top-k: described routed (derive_dense_experts.py)
         self.absorbed: Dict[str, int] = {}  # core helper children: their FLOPs are the parent's
         self.fit_probe: Any = None
+        self.latents: Any = None  # a latent-array model's fixed rows (derive_latents.py)
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
@@ -108,6 +116,9 @@ class _Walk:
         """(token source, rows per token): rows per token > 1 for a module outside the
         experts that sees the same whole number of rows for every token (hyper-connection
         streams, grouped output projections)."""
+        fixed = fixed_source(self.latents, path)
+        if fixed:  # N rows per sequence whatever its length (Perceiver's latents and output queries)
+            return fixed, 1
         rows = same_length_conv_rows(module, self.probe.elems.get(path, [])) or self.rows(path, module)
         source = token_source(rows, self.probe.batch, self.probe.seq_len)
         if source == "unknown" and in_layer and is_prefixed(rows, self.probe.batch, self.probe.seq_len, self.prefix):
@@ -180,6 +191,8 @@ class _Walk:
                    layer_index: Optional[int], per_token: float, calls: int = 1) -> List[Dict[str, Any]]:
         """[an attention core (and its per-token remainder)], or [matmuls measured per token],
         or [`unexplained`]."""
+        if fixed_source(self.latents, path):
+            return latent_sites(self.latents, path, rel, module, own_per_exec, per_exec, self.probe)
         # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
         # head multiplying by a concatenated weight, a short convolution run as a function):
         # FLOPs per row of the module's input, when that is a whole number; the long probe
@@ -349,14 +362,21 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
         raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {compressed}")
     w = _Walk(lm, cfg, probe, models.task)
     stacks, layers = _stack_layers(lm, probe.calls)
+    pooled = pooled_model(lm, cfg)  # Funnel's pooled blocks (derive_pooling.py), else None
+    if pooled:
+        stacks, layers = pooled.stacks, [layer.path for layer in pooled.layers]
+    w.latents = latent_model(lm, cfg, probe, stacks)  # Perceiver's latent array, else None
+    if w.latents:
+        stacks, layers = stacks + w.latents.extra_stacks, w.latents.layers
     w.prefix = _prefix_tokens(lm, probe, layers[0])
-    kinds, order = _kinds(w, layers)
+    kinds, order = pooled_kinds(w, pooled) if pooled else _kinds(w, layers)
     if w.dense:
         raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {w.dense[0]}")
     before, head = _outside_specs(w, stacks)
     routed = next((s for k in kinds for s in k if s.get("expert_role") == "routed"), None)
     refused = refused_phases(lm, layers, order)
     return {**({"refused_phases": refused} if refused else {}), **({"prefix_tokens": w.prefix} if w.prefix else {}),
+        **({"pooling": pooled.options} if pooled else {}),
         "format": FORMAT_VERSION, "model_type": getattr(cfg, "model_type", None), "lm_class": models.lm_class,
         "task": models.task, "hidden_dim": w.hidden, "vocab_size": w.vocab,
         "max_seq_len": config_int(cfg, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")),

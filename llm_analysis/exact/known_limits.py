@@ -21,16 +21,6 @@ _LIMITS: Tuple[Tuple[Tuple[str, ...], str], ...] = (
      "input to a multiple of attention_window, so every projection runs on the padded tokens, and computes "
      "overlapping chunks of 2 x window/2 keys plus global tokens chosen by the input's values; the FLOPs are a "
      "step function of the length (and the global-token check reads values, impossible on meta tensors)"),
-    (("block_sizes", "pooling_type"),
-     "pooling between blocks (Funnel-Transformer, Dai et al. 2020, arXiv 2006.03236): each block after the first "
-     "runs on a sequence pooled to about half the previous length (parity-dependent with separate_cls and "
-     "truncate_seq), the relative-position projections run once per forward independent of the batch, and the "
-     "decoder upsamples back to the full length; no per-token description carries that"),
-    (("num_latents", "d_latents"),
-     "a fixed-size latent array (Perceiver IO, Jaegle et al. 2021, arXiv 2107.14795): the latent self-attention "
-     "layers run on num_latents rows per sequence whatever the input length, the encoder cross-attends "
-     "num_latents queries to the input tokens and the decoder max_position_embeddings queries to the latents; "
-     "the operator description has no per-sequence row count"),
 )
 
 

@@ -29,6 +29,8 @@ from .derive_zaya import BATCH_FRESH
 from .tree_compressed import cache_elems as compressed_cache_elems, with_compressed
 from .tree_layout import check_layout, kind_window, stage_kinds
 from .tree_mixers import conv_outputs, state_bytes_per_seq, state_op
+from .tree_latents import fixed_tokens, latent_core_op, warn_train_rows
+from .tree_pooling import pooled_core_op, pooled_tokens
 
 
 @dataclass(frozen=True)
@@ -82,13 +84,19 @@ class ModuleTreeDescriber(LayerDescriber):
             return self.logits_tokens(phase)
         if source == BATCH_FRESH:  # one row per sequence, only without cached context (derive_zaya.py)
             return phase.batch if phase.past_len == 0 else 0
+        if source.startswith("pool:"):  # a pooling stage of Funnel's encoder (tree_pooling.py)
+            return pooled_tokens(self.description, phase, source)
+        if source.startswith("rows:"):  # N rows per sequence (Perceiver's latents: tree_latents.py)
+            return fixed_tokens(phase, source)
         return 0  # "none": the module does not run in this forward
 
     # ------------------------------------------------------------- operators
     def _spec_op(self, phase: Phase, s: Dict[str, Any], kind: Optional[LayerKind], owns: bool) -> List[Operator]:
         op = s["op"]
         if op == "attention":
-            return [self._core_op(phase, kind, s)]
+            if s.get("q_tokens"):
+                return [latent_core_op(self, phase, s)]
+            return [pooled_core_op(self, phase, s) if s.get("pooling") else self._core_op(phase, kind, s)]
         if op in ("linear", "experts"):
             out = self._projection_op(phase, s)
         elif op == "norm":
@@ -212,6 +220,7 @@ class ModuleTreeDescriber(LayerDescriber):
         if refusal and not phase.shapes_only:  # derive_stacks.refused_phases
             raise UnsupportedArchitectureError(f"{self.model.name}: the {phase.name} phase cannot be described: {refusal}")
         check_input_len(self.description, phase.q_len)
+        warn_train_rows(self, phase)  # pooled / latent rows: the activation estimate does not follow them
         phase = prefixed_phase(phase, prefix_of(self.description))
         ops: List[Operator] = []
         for s in self._specs(kind):

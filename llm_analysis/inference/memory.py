@@ -50,7 +50,9 @@ def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_k
         # the residual stream of the rank's seq_len / cp prompt tokens
         "prefill_activation": (_max_activation_bytes(d, "prefill", batch, seq_len, seq_len)
                                + batch * seq_len * h * a_bytes / analysis.parallelism_config.cp_size),
-        "decode_activation": _max_activation_bytes(d, "decode", batch, context_len, 1) + batch * h * a_bytes,
+        # an encoder-only model decodes nothing (one forward pass: inference/run.py)
+        "decode_activation": 0.0 if analysis.model_config.encoder_only else
+        _max_activation_bytes(d, "decode", batch, context_len, 1) + batch * h * a_bytes,
         "kv_cache": kv,
     }
 

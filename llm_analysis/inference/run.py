@@ -76,7 +76,11 @@ def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_
         # a pipeline serves a batch of prompts in micro-batches, stages overlapping
         t["prefill_s"] = pipelined_prefill_s(analysis, d, b, s)  # m = 1 is the stage-after-stage pass
     steps = n - 1
-    if use_kv_cache:
+    if analysis.model_config.encoder_only:
+        # one forward pass (n = 1), nothing is decoded or cached: no decode step is built
+        # (pooled or latent encoders describe none: exact/tree_pooling.py, tree_latents.py)
+        t["decode_total_s"], t["decode_groups"], t["first_step_s"], t["last_step_s"] = 0.0, {}, 0.0, 0.0
+    elif use_kv_cache:
         t["decode_total_s"], t["decode_groups"], t["first_step_s"], t["last_step_s"] = decode_time(
             analysis, d, b, s, steps)
     else:
@@ -87,8 +91,6 @@ def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_
     if ds_zero.value == 3 and p.dp_size > 1:
         expose_zero3_gather(analysis, t, steps)
     t["decode_step_s"] = t["decode_total_s"] / steps if steps else t["first_step_s"]
-    if analysis.model_config.encoder_only:  # one forward pass, nothing is decoded or cached
-        t["decode_step_s"] = t["first_step_s"] = t["last_step_s"] = 0.0
     t["total_s"] = t["prefill_s"] + t["decode_total_s"]
     return t
 
@@ -165,6 +167,8 @@ def _static_entries(analysis) -> tuple:
 def _decode_step_flops(analysis, b: int, context_len: int) -> float:
     """`get_num_flops_decode_step(b, context_len)`: the decode table's FLOPs total, as
     views/flops.py takes it once the table is fitted, without the view's phase record."""
+    if analysis.model_config.encoder_only:  # one forward pass: no decode step
+        return 0.0
     table = fitted_phase_table(analysis.describer, "decode", x=context_len)
     if table is None:
         return analysis.get_num_flops_decode_step(b, context_len)
