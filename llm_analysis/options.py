@@ -24,6 +24,11 @@ class DSZeRO(Enum):
     STAGE_2 = 2  # + gradients
     STAGE_3 = 3  # + weights
 
+    # members are singletons compared by identity: the identity hash (a C call) is
+    # consistent with that and avoids Enum's Python-level hash of the name, which cache
+    # keys built on every analysis call would otherwise pay several times
+    __hash__ = object.__hash__
+
 
 class ActivationRecomputation(Enum):
     """What the backward pass recomputes instead of storing."""
@@ -33,6 +38,8 @@ class ActivationRecomputation(Enum):
     ATTN = 2  # store only the attention block's input; recompute the block
     NORM_ATTN_NORM = 3  # store only the input of norm-attention-norm; recompute it
     FULL = 4  # store only each layer's input; recompute the whole layer
+
+    __hash__ = object.__hash__  # as DSZeRO's
 
 
 def as_enum(cls: Type[E], value, field: str) -> E:
