@@ -20,7 +20,9 @@ _LIMITS: Tuple[Tuple[Tuple[str, ...], str], ...] = (
      "sliding-chunk attention (Longformer, Beltagy et al. 2020, arXiv 2004.05150): transformers pads every "
      "input to a multiple of attention_window, so every projection runs on the padded tokens, and computes "
      "overlapping chunks of 2 x window/2 keys plus global tokens chosen by the input's values; the FLOPs are a "
-     "step function of the length (and the global-token check reads values, impossible on meta tensors)"),
+     "step function of the length, which the exact path describes (derive_chunks.py), but the global-token check "
+     "reads values, impossible on meta tensors, so only a model small enough to run on the CPU is verified "
+     "(cpu_verify.py)"),
     (("block_sizes", "pooling_type"),
      "pooling between blocks (Funnel-Transformer, Dai et al. 2020, arXiv 2006.03236): each block after the first "
      "runs on a sequence pooled to about half the previous length (parity-dependent with separate_cls and "

@@ -1,0 +1,117 @@
+"""Sliding-chunk attention over inputs padded to a window multiple (Longformer).
+
+Longformer (Beltagy et al. 2020, arXiv 2004.05150, sec. 3.1 and its "sliding chunks"
+implementation in transformers' `LongformerSelfAttention`) attends each token to a
+window of w keys on either side (w = `attention_window / 2`, the module's
+`one_sided_attn_window_size`). What transformers computes, and FlopCounterMode counts:
+
+* padding: `LongformerModel._pad_to_window_size` pads every input to a multiple of
+  m = max(attention_window) = 2 x the largest w, so the embedding and every layer (all
+  projections) run on L = ceil(T / m) x m tokens per sequence; the padding is cut off
+  before the LM head, which runs on the T tokens given;
+* scores: keys and queries are cut into L/w - 1 overlapping chunks of 2w tokens, and
+  each chunk computes a full 2w x 2w score block: 2 x heads x (L/w - 1) x (2w)^2 x d_qk
+  FLOPs per sequence (`_sliding_chunks_query_key_matmul`; the same call on the mask has
+  a contraction of width 1, an outer product FlopCounterMode does not count);
+* values: the probabilities, laid out as L/w chunks of w queries x 3w keys, multiply
+  the values: 2 x heads x (L/w) x w x 3w x d_v FLOPs per sequence
+  (`_sliding_chunks_matmul_attn_probs_value`).
+
+Global attention (tokens chosen by the caller's `global_attention_mask`) is not part
+of the description: a forward without that mask (the masked-LM call this describes)
+has none. Longformer is an encoder: no decode step with cached keys exists, and a
+phase with cached context is refused. Torch-free: the functions read attributes of
+live modules or a description.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Dict, List, Optional
+
+from ..errors import UnsupportedArchitectureError
+
+
+def chunk_window(module: Any) -> Optional[int]:
+    """w, the one-sided window of a sliding-chunk attention module, or None."""
+    w = getattr(module, "one_sided_attn_window_size", None)
+    return w if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
+
+
+def pad_multiple(lm: Any) -> int:
+    """m = 2 x the largest one-sided window over the model's modules (what transformers
+    pads every input to), or 0 when no module attends in sliding chunks."""
+    windows = [chunk_window(m) for _, m in lm.named_modules()]
+    return 2 * max((w for w in windows if w), default=0)
+
+
+def padded_len(seq_len: int, multiple: int) -> int:
+    return -(-seq_len // multiple) * multiple if multiple else seq_len
+
+
+def is_padded(rows: List[int], batch: int, seq_len: int, multiple: int) -> bool:
+    """True when every call saw the padded tokens of every sequence."""
+    return bool(multiple) and bool(rows) and all(r == batch * padded_len(seq_len, multiple) for r in rows)
+
+
+def pad_of(desc: Dict[str, Any]) -> int:
+    return int(desc.get("pad_to_multiple") or 0)
+
+
+def padded_phase(phase: Any, multiple: int) -> Any:
+    """The phase the embedding and the layers run: the new tokens padded to a multiple
+    of `multiple`. A phase with cached context (a decode step) does not exist for this
+    encoder and is refused."""
+    if not multiple or (phase.shapes_only and phase.past_len > 0):
+        return phase  # weights only: no work is asked of this phase
+    if phase.past_len > 0:
+        raise UnsupportedArchitectureError(
+            f"a {phase.name} step over cached context ({phase.past_len} tokens): this encoder pads every input to a "
+            f"multiple of {multiple} tokens and attends in sliding chunks (Longformer); it has no decode step with "
+            "a cache, so the phase is not described")
+    q = padded_len(phase.q_len, multiple)
+    return replace(phase, q_len=q, kv_len=q)
+
+
+def chunk_core_spec(core: Dict[str, Any], window: int) -> Dict[str, Any]:
+    """The attention-core spec of a sliding-chunk module: no KV cache (an encoder)."""
+    return dict(core, chunk_window=int(window), window=None, cache_elems=0, causal=False)
+
+
+def chunk_core_flops(spec: Dict[str, Any], phase: Any) -> float:
+    """FLOPs of one sliding-chunk attention core over the (padded) phase (module
+    docstring): scores of L/w - 1 chunks of 2w x 2w, values of L/w chunks of w x 3w."""
+    w, length = spec["chunk_window"], phase.q_len
+    if phase.shapes_only and (phase.past_len > 0 or length % (2 * w)):
+        return 0.0  # a phase asked for weights only
+    if phase.past_len > 0 or length % (2 * w):
+        raise UnsupportedArchitectureError(
+            f"{spec['name']}: sliding-chunk attention needs inputs padded to a multiple of {2 * w} tokens and no "
+            f"cached context; got {phase.q_len} new tokens over {phase.kv_len}")
+    chunks = length // w
+    scores = 2 * spec["heads"] * (chunks - 1) * (2 * w) ** 2 * spec["d_qk"]
+    values = 2 * spec["heads"] * chunks * w * 3 * w * spec["d_v"]
+    return float(phase.batch * (scores + values) * spec["calls"])
+
+
+def position_limit(lm: Any) -> Optional[int]:
+    """The longest input a RoBERTa-style position table takes: positions count from
+    padding_idx + 1 (`create_position_ids_from_input_ids`), so num_embeddings -
+    padding_idx - 1 tokens; None without such a table."""
+    for name, module in lm.named_modules():
+        rows, pad = getattr(module, "num_embeddings", None), getattr(module, "padding_idx", None)
+        if name.endswith("position_embeddings") and isinstance(rows, int) and isinstance(pad, int):
+            return rows - pad - 1
+    return None
+
+
+def chunked_input_limit(desc: Dict[str, Any], lm: Any) -> None:
+    """Record in `desc` the longest input of a padded sliding-chunk model (the position
+    table's), with the reason the analysis gives when a phase asks for more."""
+    limit = position_limit(lm) if pad_of(desc) else None
+    if limit is None or (desc.get("max_input_len") and desc["max_input_len"] <= limit):
+        return
+    desc["max_input_len"] = limit
+    desc["max_input_reason"] = (
+        f"its position table ({limit + 2} rows, positions counted from padding_idx + 1) holds at most {limit} tokens "
+        "per input; transformers cannot run a longer one")
