@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UnsupportedArchitectureError
 from .derive_chunks import chunk_core_spec, chunk_window, chunked_input_limit, is_padded, pad_multiple
 from .derive_lengths import full_attention_path
+from .derive_streams import ngram_stream_limits, stream_rows
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_mixers import mixer_specs
@@ -124,7 +125,8 @@ class _Walk:
             if dense:  # refused in describe_tree (derive_refusals.py)
                 self.dense.append(dense_experts_reason(path, type(module).__name__, dense, top_k(self.cfg)))
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
-            per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
+            per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len) or \
+                stream_rows(rows, self.probe.batch * self.probe.seq_len)  # derive_streams.py
             if per_token > 1:
                 return "all", per_token
         return source, 1
@@ -388,6 +390,7 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
         desc = describe_tree(models, probe)
         desc["max_input_len"] = max_input_len
         chunked_input_limit(desc, models.lm)  # a padded sliding-chunk model's position table (derive_chunks.py)
+        ngram_stream_limits(desc, models.lm)  # ProphetNet's buffered positions, its decode step (derive_streams.py)
     except UnsupportedArchitectureError:
         raise
     except Exception as exc:  # the model code or an unforeseen module layout
