@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import UnsupportedArchitectureError
 from .derive_chunks import chunk_core_spec, chunk_window, chunked_input_limit, is_padded, pad_multiple
 from .derive_lengths import full_attention_path
-from .derive_streams import ngram_stream_limits, stream_rows
+from .derive_streams import ngram_stream_limits, stream_decoder, stream_rows
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_mixers import mixer_specs
@@ -66,6 +66,7 @@ class _Walk:
         self.seen: set = set()
         self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
         self.pad = 0  # inputs padded to a multiple of this many tokens (derive_chunks.py)
+        self.streams = stream_decoder(lm) is not None  # ProphetNet's n-stream decoder (derive_streams.py)
         self.idle = idle_roots(lm, probe.calls)
         self.dense: List[str] = []  # experts every token runs through, no top-k (derive_refusals.py)
         self.dense_eager: Dict[str, int] = {}  # ... with a top-k: described routed (derive_dense_experts.py)
@@ -126,7 +127,7 @@ class _Walk:
                 self.dense.append(dense_experts_reason(path, type(module).__name__, dense, top_k(self.cfg)))
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
             per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len) or \
-                stream_rows(rows, self.probe.batch * self.probe.seq_len)  # derive_streams.py
+                stream_rows(rows, self.probe.batch * self.probe.seq_len, self.streams)  # derive_streams.py
             if per_token > 1:
                 return "all", per_token
         return source, 1

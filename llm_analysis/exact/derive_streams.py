@@ -22,19 +22,21 @@ Torch-free: reads attributes of live modules.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 
-def stream_rows(rows: List[int], tokens: int) -> int:
-    """The largest number of rows per token when every call saw a whole, but not always
-    the same, number of rows per token (a stream-separated module); else 0."""
-    if not tokens or not rows or any(r % tokens for r in rows):
+def stream_rows(rows: List[int], tokens: int, streams: bool) -> int:
+    """In an n-stream decoder (`streams`), the largest number of rows per token when every
+    call saw a whole, but not always the same, number of rows per token (a module run
+    once per stream type); else 0."""
+    if not streams or not tokens or not rows or any(r % tokens for r in rows):
         return 0
     multiples = {r // tokens for r in rows}
     return max(multiples) if len(multiples) > 1 and min(multiples) >= 1 else 0
 
 
-def _stream_decoder(lm: Any):
+def stream_decoder(lm: Any) -> Optional[Tuple[int, int]]:
+    """(max_target_positions, ngram) of the model's n-stream decoder module, or None."""
     for _, module in lm.named_modules():
         positions, ngram = getattr(module, "max_target_positions", None), getattr(module, "ngram", None)
         if isinstance(positions, int) and isinstance(ngram, int) and ngram > 0:
@@ -45,7 +47,7 @@ def _stream_decoder(lm: Any):
 def ngram_stream_limits(desc: Dict[str, Any], lm: Any) -> None:
     """Record in `desc` the longest input and the refused decode step of an n-stream
     decoder (module docstring); nothing for other models."""
-    found = _stream_decoder(lm)
+    found = stream_decoder(lm)
     if found is None:
         return
     positions, ngram = found
