@@ -15,11 +15,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
-from llm_analysis.errors import UnsupportedArchitectureError  # noqa: E402
+from llm_analysis.errors import ConfigError, UnsupportedArchitectureError  # noqa: E402
 from llm_analysis.exact import analysis_from_hf  # noqa: E402
 from llm_analysis.exact import cpu_verify  # noqa: E402
 from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
-from llm_analysis.exact.derive_chunks import padded_phase  # noqa: E402
 from llm_analysis.operators import Phase  # noqa: E402
 
 GPU = get_gpu_config_by_name("h100-sxm-80gb")
@@ -99,9 +98,16 @@ def test_training_is_three_forwards_of_the_padded_input(analysis):
     assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * engine_matmul_flops(analysis, 1, 40), rel=0.02)
 
 
-def test_a_step_over_cached_context_is_refused():
-    with pytest.raises(UnsupportedArchitectureError, match="no decode step"):
-        padded_phase(Phase("decode", 1, 1, 33), 16)
+def test_inference_is_one_forward_of_the_padded_input(analysis):
+    # an encoder generates nothing (inference/run.py): the prefill is the whole request
+    r = analysis.inference(batch_size_per_gpu=2, seq_len=40, num_tokens_to_generate=1)
+    assert r["decode_latency"] == 0 and r["prefill_latency"] > 0
+    # the prefill of a request computes the vocabulary logits of the last position only (the
+    # engine's convention): the full forward less 2 x 64 x 512 FLOPs for each of the other 78 rows
+    full = engine_matmul_flops(analysis, 2, 40)
+    assert r["prefill_num_flops_fwd_total"] == full - 2 * 64 * 512 * (2 * 40 - 2)
+    with pytest.raises(ConfigError, match="encoder-only"):
+        analysis.inference(batch_size_per_gpu=1, seq_len=40, num_tokens_to_generate=2)
 
 
 def test_a_model_over_the_cpu_bound_is_refused_with_the_bound(monkeypatch):

@@ -19,9 +19,12 @@ window of w keys on either side (w = `attention_window / 2`, the module's
 
 Global attention (tokens chosen by the caller's `global_attention_mask`) is not part
 of the description: a forward without that mask (the masked-LM call this describes)
-has none. Longformer is an encoder: no decode step with cached keys exists, and a
-phase with cached context is refused. Torch-free: the functions read attributes of
-live modules or a description.
+has none. Longformer is an encoder: it has no decode step, and the analysis treats it
+as it treats every encoder (inference/run.py: one forward pass, num_tokens_to_generate
+> 1 refused, no decode time); the placeholder step with cached context it still builds
+for the decode-activation bound is left unpadded and its core read as the encoders'
+eager one (one query against every key, more than the 2w + 1 a chunk holds).
+Torch-free: the functions read attributes of live modules or a description.
 """
 
 from __future__ import annotations
@@ -60,15 +63,9 @@ def pad_of(desc: Dict[str, Any]) -> int:
 
 def padded_phase(phase: Any, multiple: int) -> Any:
     """The phase the embedding and the layers run: the new tokens padded to a multiple
-    of `multiple`. A phase with cached context (a decode step) does not exist for this
-    encoder and is refused."""
-    if not multiple or (phase.shapes_only and phase.past_len > 0):
-        return phase  # weights only: no work is asked of this phase
-    if phase.past_len > 0:
-        raise UnsupportedArchitectureError(
-            f"a {phase.name} step over cached context ({phase.past_len} tokens): this encoder pads every input to a "
-            f"multiple of {multiple} tokens and attends in sliding chunks (Longformer); it has no decode step with "
-            "a cache, so the phase is not described")
+    of `multiple`; a phase with cached context unchanged (module docstring)."""
+    if not multiple or phase.past_len > 0:
+        return phase
     q = padded_len(phase.q_len, multiple)
     return replace(phase, q_len=q, kv_len=q)
 
@@ -78,16 +75,19 @@ def chunk_core_spec(core: Dict[str, Any], window: int) -> Dict[str, Any]:
     return dict(core, chunk_window=int(window), window=None, cache_elems=0, causal=False)
 
 
+def is_chunked(spec: Dict[str, Any], phase: Any) -> bool:
+    """True when `spec` is a sliding-chunk core and `phase` a forward without cache."""
+    return bool(spec.get("chunk_window")) and phase.past_len == 0
+
+
 def chunk_core_flops(spec: Dict[str, Any], phase: Any) -> float:
     """FLOPs of one sliding-chunk attention core over the (padded) phase (module
     docstring): scores of L/w - 1 chunks of 2w x 2w, values of L/w chunks of w x 3w."""
     w, length = spec["chunk_window"], phase.q_len
-    if phase.shapes_only and (phase.past_len > 0 or length % (2 * w)):
-        return 0.0  # a phase asked for weights only
-    if phase.past_len > 0 or length % (2 * w):
+    if length % (2 * w):
         raise UnsupportedArchitectureError(
-            f"{spec['name']}: sliding-chunk attention needs inputs padded to a multiple of {2 * w} tokens and no "
-            f"cached context; got {phase.q_len} new tokens over {phase.kv_len}")
+            f"{spec['name']}: sliding-chunk attention needs inputs padded to a multiple of {2 * w} tokens; got "
+            f"{phase.q_len}")
     chunks = length // w
     scores = 2 * spec["heads"] * (chunks - 1) * (2 * w) ** 2 * spec["d_qk"]
     values = 2 * spec["heads"] * chunks * w * 3 * w * spec["d_v"]

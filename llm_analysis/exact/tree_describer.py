@@ -23,7 +23,7 @@ from ..errors import ConfigError, UnsupportedArchitectureError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
 from .chunked_attention import chunked_pairs
-from .derive_chunks import chunk_core_flops, pad_of, padded_phase
+from .derive_chunks import chunk_core_flops, is_chunked, pad_of, padded_phase
 from .derive_lengths import check_input_len, check_score_width
 from .derive_prefix import prefix_of, prefixed_phase
 from .derive_zaya import BATCH_FRESH
@@ -181,7 +181,7 @@ class ModuleTreeDescriber(LayerDescriber):
         comp = s.get("compressed")  # DeepSeek-V4's compressed entries (tree_compressed.py)
         pairs, entries_read = with_compressed(comp, pairs, phase.q_len, phase.past_len,
                                               s["causal"] and self.conv.attention_flops == "causal")
-        flops = chunk_core_flops(s, phase) if s.get("chunk_window") else \
+        flops = chunk_core_flops(s, phase) if is_chunked(s, phase) else \
             2.0 * phase.batch * heads * pairs * (s.get("score_width", d_qk) + d_v) * s["calls"]
         heads_gpu = heads / self.tp
         cache_gpu = self._cache_elems_gpu(s)
