@@ -30,7 +30,7 @@ Torch-free: the functions read attributes of live modules or a description.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UnsupportedArchitectureError
 
@@ -94,24 +94,28 @@ def chunk_core_flops(spec: Dict[str, Any], phase: Any) -> float:
     return float(phase.batch * (scores + values) * spec["calls"])
 
 
-def position_limit(lm: Any) -> Optional[int]:
-    """The longest input a RoBERTa-style position table takes: positions count from
-    padding_idx + 1 (`create_position_ids_from_input_ids`), so num_embeddings -
-    padding_idx - 1 tokens; None without such a table."""
+def position_table(lm: Any) -> Optional[Tuple[int, int]]:
+    """(rows, padding_idx) of a RoBERTa-style position table, or None. Positions count
+    from padding_idx + 1 (`create_position_ids_from_input_ids`), so it takes inputs of at
+    most rows - padding_idx - 1 tokens (padded positions take padding_idx itself)."""
     for name, module in lm.named_modules():
         rows, pad = getattr(module, "num_embeddings", None), getattr(module, "padding_idx", None)
         if name.endswith("position_embeddings") and isinstance(rows, int) and isinstance(pad, int):
-            return rows - pad - 1
+            return rows, pad
     return None
 
 
 def chunked_input_limit(desc: Dict[str, Any], lm: Any) -> None:
     """Record in `desc` the longest input of a padded sliding-chunk model (the position
     table's), with the reason the analysis gives when a phase asks for more."""
-    limit = position_limit(lm) if pad_of(desc) else None
-    if limit is None or (desc.get("max_input_len") and desc["max_input_len"] <= limit):
+    table = position_table(lm) if pad_of(desc) else None
+    if table is None:
+        return
+    rows, pad = table
+    limit = rows - pad - 1
+    if desc.get("max_input_len") and desc["max_input_len"] <= limit:
         return
     desc["max_input_len"] = limit
     desc["max_input_reason"] = (
-        f"its position table ({limit + 2} rows, positions counted from padding_idx + 1) holds at most {limit} tokens "
-        "per input; transformers cannot run a longer one")
+        f"its position table ({rows} rows, positions counted from padding_idx + 1 = {pad + 1}) holds at most "
+        f"{limit} tokens per input; transformers cannot run a longer one")
