@@ -120,3 +120,11 @@ def test_only_failures_of_meta_tensors_fall_back_to_the_cpu():
     assert cpu_verify.needs_values("RuntimeError: Tensor.item() cannot be called on meta tensors")
     assert not cpu_verify.needs_values("TypeError: topk(): argument 'k' must be int, not NoneType")
     assert not cpu_verify.needs_values(None)
+
+
+def test_the_truth_of_a_model_that_needs_values_is_counted_on_the_cpu():
+    # scripts/generate_architecture_truth.py records Longformer's prefill FLOPs this way
+    from llm_analysis.exact.truth import architecture_truth
+    truth = architecture_truth(LONGFORMER)
+    assert truth["flops_error"] is None
+    assert truth["flops"]["total"] == _counted(_real_model(), 16)
