@@ -29,3 +29,14 @@ def test_blt_refusal_says_the_patches_depend_on_the_input_values():
 def test_types_without_those_keys_get_no_explanation():
     assert known_limit(TRUTH["bert"]["config"]) is None
     assert known_limit(TRUTH["deepseek_v2"]["config"]) is None
+
+
+def test_deepseek_v2_default_config_refusal_names_the_field_and_the_valid_values():
+    # DeepSeek-V2's default config has 64 routed experts and num_experts_per_tok = None:
+    # its parameters are defined, its FLOPs are not (transformers' topk(k=None) fails)
+    import pytest
+    transformers = pytest.importorskip("transformers")
+    from llm_analysis.exact.derive_refusals import missing_top_k
+    why = missing_top_k(transformers.DeepseekV2Config())
+    assert "num_experts_per_tok = None" in why and "from 1 to 64" in why
+    assert missing_top_k(transformers.DeepseekV2Config(num_experts_per_tok=6)) is None
