@@ -157,12 +157,3 @@ def test_xlnet_relative_attention_prefill_and_training_exact_decode_refused():
     assert t["num_flops_total_per_micro_batch"] == pytest.approx(3 * derived[1][16], rel=0.02)
     with pytest.raises(UnsupportedArchitectureError, match="decode step"):
         a.inference(batch_size_per_gpu=1, seq_len=16, num_tokens_to_generate=4)
-
-
-# Funnel's pooling and Perceiver's latent array are derived now (tests/test_exact_pooling.py,
-# tests/test_exact_latents.py)
-@pytest.mark.parametrize("mt,why", [("longformer", "sliding-chunk attention")])
-def test_length_dependent_structures_are_refused_with_the_reason(mt, why):
-    truth = json.loads((Path(__file__).resolve().parent / "data" / "architecture_truth.json").read_text())
-    with pytest.raises(UnsupportedArchitectureError, match=why):
-        analysis_from_hf(copy.deepcopy(truth["types"][mt]["config"]), GPU)

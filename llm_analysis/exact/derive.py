@@ -38,7 +38,9 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UnsupportedArchitectureError
+from .derive_chunks import chunk_core_spec, chunk_window, chunked_input_limit, is_padded, pad_multiple
 from .derive_lengths import full_attention_path
+from .derive_streams import ngram_stream_limits, stream_decoder, stream_rows
 from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
 from .derive_mixers import mixer_specs
@@ -70,6 +72,8 @@ class _Walk:
         self.modules = list(lm.named_modules())
         self.seen: set = set()
         self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
+        self.pad = 0  # inputs padded to a multiple of this many tokens (derive_chunks.py)
+        self.streams = stream_decoder(lm) is not None  # ProphetNet's n-stream decoder (derive_streams.py)
         self.idle = idle_roots(lm, probe.calls)
         self.dense: List[str] = []  # experts every token runs through, no top-k (derive_refusals.py)
         self.dense_eager: Dict[str, int] = {}  # ... with a top-k: described routed (derive_dense_experts.py)
@@ -121,6 +125,8 @@ class _Walk:
             return fixed, 1
         rows = same_length_conv_rows(module, self.probe.elems.get(path, [])) or self.rows(path, module)
         source = token_source(rows, self.probe.batch, self.probe.seq_len)
+        if source == "unknown" and is_padded(rows, self.probe.batch, self.probe.seq_len, self.pad):
+            return "all", 1  # every token of the padded phase (derive_chunks.padded_phase)
         if source == "unknown" and in_layer and is_prefixed(rows, self.probe.batch, self.probe.seq_len, self.prefix):
             return "all", 1  # every token of the phase the layers run (derive_prefix.prefixed_phase)
         if source == "unknown" and expert_role(path) is not None:
@@ -131,7 +137,8 @@ class _Walk:
             if dense:  # refused in describe_tree (derive_refusals.py)
                 self.dense.append(dense_experts_reason(path, type(module).__name__, dense, top_k(self.cfg)))
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
-            per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len)
+            per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len) or \
+                stream_rows(rows, self.probe.batch * self.probe.seq_len, self.streams)  # derive_streams.py
             if per_token > 1:
                 return "all", per_token
         return source, 1
@@ -210,6 +217,8 @@ class _Walk:
         if streams or not ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
             return [rows]
         core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
+        if chunk_window(module):  # Longformer's sliding chunks (derive_chunks.py)
+            return [chunk_core_spec(core, chunk_window(module))]
         # a module inside an attention module but not named as one itself (a short
         # convolution on the keys) whose FLOPs are not the eager core's (every query-key pair)
         b, t = self.probe.batch, self.probe.seq_len
@@ -369,6 +378,7 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     if w.latents:
         stacks, layers = stacks + w.latents.extra_stacks, w.latents.layers
     w.prefix = _prefix_tokens(lm, probe, layers[0])
+    w.pad = pad_multiple(lm)
     kinds, order = pooled_kinds(w, pooled) if pooled else _kinds(w, layers)
     if w.dense:
         raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {w.dense[0]}")
@@ -377,6 +387,7 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
     refused = refused_phases(lm, layers, order)
     return {**({"refused_phases": refused} if refused else {}), **({"prefix_tokens": w.prefix} if w.prefix else {}),
         **({"pooling": pooled.options} if pooled else {}),
+        **({"pad_to_multiple": w.pad} if w.pad else {}),
         "format": FORMAT_VERSION, "model_type": getattr(cfg, "model_type", None), "lm_class": models.lm_class,
         "task": models.task, "hidden_dim": w.hidden, "vocab_size": w.vocab,
         "max_seq_len": config_int(cfg, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")),
@@ -399,6 +410,8 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
         models, probe = _built_and_probed(hf_config, name)
         desc = describe_tree(models, probe)
         desc["max_input_len"] = max_input_len
+        chunked_input_limit(desc, models.lm)  # a padded sliding-chunk model's position table (derive_chunks.py)
+        ngram_stream_limits(desc, models.lm)  # ProphetNet's buffered positions, its decode step (derive_streams.py)
     except UnsupportedArchitectureError:
         raise
     except Exception as exc:  # the model code or an unforeseen module layout
@@ -413,13 +426,14 @@ def _long_probe(models: Any, desc: Dict[str, Any], name: str) -> Dict[str, int]:
     """FLOPs of one longer prefill, so that verification also catches behaviour that
     changes with the length (block-sparse attention past a threshold, padding to a
     window): the description must match both."""
+    from .flops import model_device
     from .probe import run_probe
     seq_len = min(LONG_PROBE_SEQ_LEN, desc.get("max_seq_len") or LONG_PROBE_SEQ_LEN,
                   desc.get("max_input_len") or LONG_PROBE_SEQ_LEN)
     probe, reason = run_probe(models.lm, 1, seq_len)
     if probe is None:
         raise UnsupportedArchitectureError(
-            f"{name}: {models.lm_class} runs 16 tokens but not {seq_len} on meta tensors, so its FLOPs "
+            f"{name}: {models.lm_class} runs 16 tokens but not {seq_len} on {model_device(models.lm)} tensors, so its FLOPs "
             f"cannot be verified at realistic lengths ({reason})")
     return {"batch": 1, "seq_len": seq_len, "flops": probe.total_flops}
 
@@ -437,7 +451,11 @@ def _built_and_probed(hf_config: Any, name: str):
             return models, probe
         if "bfloat16" not in reason.lower():
             break
-    why = missing_top_k(models.config)
+    from .cpu_verify import cpu_probe
+    probe, cpu, not_cpu = cpu_probe(models, reason, PROBE_BATCH, PROBE_SEQ_LEN)  # a small model runs for real
+    if probe is not None:
+        return cpu, probe
+    why = missing_top_k(models.config) or not_cpu
     raise UnsupportedArchitectureError(
         f"{name}: {models.lm_class} cannot run a forward pass on meta tensors, so its FLOPs cannot be "
         f"verified ({reason})" + (f": {why}" if why else ""))

@@ -17,6 +17,7 @@ from typing import Any, Dict, List
 
 from ..errors import UnsupportedArchitectureError
 from ..operators import Phase
+from .derive_chunks import pad_of, padded_phase
 from .derive_dense_experts import eager_extra_flops, spec_extra_flops
 from .derive_prefix import prefix_of, prefixed_phase
 
@@ -66,6 +67,7 @@ def module_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
             continue
         # layers run the prefixed phase (derive_prefix.py; the phase itself without a prefix)
         run = prefixed_phase(phase, prefix_of(desc)) if where else phase
+        run = padded_phase(run, pad_of(desc)) if where else run  # Longformer's padding (derive_chunks.py)
         ops = d._spec_op(run, s, None, owns)
         # experts transformers runs densely: + (E/k - 1) x routed FLOPs (derive_dense_experts.py)
         extra = spec_extra_flops(s, run.tokens, (desc.get("experts") or {}).get("top_k") or 0)

@@ -47,6 +47,10 @@ def check_input_len(desc: Dict[str, Any], new_tokens: int) -> None:
     sequence would take a code path the description does not carry."""
     limit = desc.get("max_input_len")
     if limit and new_tokens > limit:
+        if desc.get("max_input_reason"):  # a limit of another origin (derive_chunks.chunked_input_limit)
+            raise UnsupportedArchitectureError(
+                f"{desc.get('model_type')}: an input of {new_tokens} tokens is not described: "
+                f"{desc['max_input_reason']}. Use seq_len <= {limit}.")
         raise UnsupportedArchitectureError(
             f"{desc.get('model_type')}: an input of {new_tokens} tokens runs block-sparse attention in "
             f"transformers (inputs above {limit} tokens = (5 + 2 x num_random_blocks) x block_size, padded to "

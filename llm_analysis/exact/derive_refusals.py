@@ -27,7 +27,8 @@ def missing_top_k(cfg: Any) -> Optional[str]:
     if not unset:
         return None
     return (f"its config has {experts} routed experts but {unset[0]} = None, so no expert routing is defined "
-            f"and transformers itself cannot run it; set {unset[0]} (the experts each token uses)")
+            f"and transformers itself cannot run it; set {unset[0]} to the experts each token uses, a whole number "
+            f"from 1 to {experts}")
 
 
 def dense_experts(module: Any, rows: List[int], tokens: int) -> Optional[int]:

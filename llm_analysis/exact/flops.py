@@ -65,10 +65,11 @@ def prefill_flops(model: Any, batch_size: int = 1, seq_len: int = 16
                   ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """({"total", "by_op", "by_module"}, None) or (None, reason)."""
     import torch
-    ids = torch.zeros(batch_size, seq_len, dtype=torch.long, device="meta")
+    device = model_device(model)  # meta, or the CPU (cpu_verify.py)
+    ids = torch.zeros(batch_size, seq_len, dtype=torch.long, device=device)
     # an explicit all-ones mask keeps transformers from inspecting values to detect
     # packed sequences (a `.item()` that meta tensors cannot answer)
-    mask = torch.ones(batch_size, seq_len, dtype=torch.long, device="meta")
+    mask = torch.ones(batch_size, seq_len, dtype=torch.long, device=device)
     model.eval()
     # Some forwards accept only some of these arguments, and some inspect the mask's
     # values (which meta tensors cannot answer) unless it is absent: try in turn.
@@ -88,6 +89,12 @@ def prefill_flops(model: Any, batch_size: int = 1, seq_len: int = 16
                 "by_module": _first_layer_modules(counts)}, None
     # the first attempt's error is the informative one (the others mostly reject arguments)
     return None, reasons[0]
+
+
+def model_device(model: Any) -> str:
+    """The device type of the model's first parameter ("meta" for a parameter-free one)."""
+    first = next(iter(model.parameters()), None)
+    return first.device.type if first is not None else "meta"
 
 
 def _first_layer_modules(counts: Dict[str, Dict[Any, int]]) -> Dict[str, int]:

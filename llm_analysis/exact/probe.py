@@ -20,7 +20,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .flops import _custom_formulas, _reason, forward_only
+from .flops import _custom_formulas, _reason, forward_only, model_device
 
 
 @dataclass
@@ -66,11 +66,11 @@ def _module_flops(counts: Dict[str, Dict[Any, int]], root: str) -> Dict[str, int
     return out
 
 
-def _attempts(batch: int, seq_len: int) -> List[Dict[str, Any]]:
+def _attempts(batch: int, seq_len: int, device: str = "meta") -> List[Dict[str, Any]]:
     import torch
-    ids = torch.zeros(batch, seq_len, dtype=torch.long, device="meta")
+    ids = torch.zeros(batch, seq_len, dtype=torch.long, device=device)
     # an all-ones mask keeps transformers from inspecting values (packed-sequence detection)
-    mask = torch.ones(batch, seq_len, dtype=torch.long, device="meta")
+    mask = torch.ones(batch, seq_len, dtype=torch.long, device=device)
     return [dict(input_ids=ids, attention_mask=mask, use_cache=False), dict(input_ids=ids, use_cache=False),
             dict(input_ids=ids, attention_mask=mask), dict(input_ids=ids)]
 
@@ -102,7 +102,8 @@ def _run_probe(model: Any, batch: int, seq_len: int) -> Tuple[Optional[Probe], O
     from torch.utils.flop_counter import FlopCounterMode
     model.eval()
     reasons = []
-    for kwargs in _attempts(batch, seq_len):
+    # the model's device: meta, or the CPU for a small model whose forward reads values (cpu_verify.py)
+    for kwargs in _attempts(batch, seq_len, model_device(model)):
         probe = Probe(batch, seq_len)
         handles = _hooks(model, probe)
         counter = FlopCounterMode(display=False, custom_mapping=_custom_formulas())

@@ -23,6 +23,7 @@ from ..errors import ConfigError, UnsupportedArchitectureError
 from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
 from ..options import ActivationRecomputation as AR
 from .chunked_attention import chunked_pairs
+from .derive_chunks import chunk_core_flops, is_chunked, pad_of, padded_phase
 from .derive_lengths import check_input_len, check_score_width
 from .derive_prefix import prefix_of, prefixed_phase
 from .derive_zaya import BATCH_FRESH
@@ -188,7 +189,8 @@ class ModuleTreeDescriber(LayerDescriber):
         comp = s.get("compressed")  # DeepSeek-V4's compressed entries (tree_compressed.py)
         pairs, entries_read = with_compressed(comp, pairs, phase.q_len, phase.past_len,
                                               s["causal"] and self.conv.attention_flops == "causal")
-        flops = 2.0 * phase.batch * heads * pairs * (s.get("score_width", d_qk) + d_v) * s["calls"]
+        flops = chunk_core_flops(s, phase) if is_chunked(s, phase) else \
+            2.0 * phase.batch * heads * pairs * (s.get("score_width", d_qk) + d_v) * s["calls"]
         heads_gpu = heads / self.tp
         cache_gpu = self._cache_elems_gpu(s)
         kv_read = phase.batch * attended * cache_gpu * self.kv_bytes if phase.past_len > 0 and not (
@@ -221,7 +223,7 @@ class ModuleTreeDescriber(LayerDescriber):
             raise UnsupportedArchitectureError(f"{self.model.name}: the {phase.name} phase cannot be described: {refusal}")
         check_input_len(self.description, phase.q_len)
         warn_train_rows(self, phase)  # pooled / latent rows: the activation estimate does not follow them
-        phase = prefixed_phase(phase, prefix_of(self.description))
+        phase = padded_phase(prefixed_phase(phase, prefix_of(self.description)), pad_of(self.description))
         ops: List[Operator] = []
         for s in self._specs(kind):
             for op in self._spec_op(phase, s, kind, kind.owns_params):
@@ -284,6 +286,7 @@ class ModuleTreeDescriber(LayerDescriber):
 
     # ------------------------------------------------------- embedding / head
     def embedding_ops(self, phase: Phase) -> List[Operator]:
+        phase = padded_phase(phase, pad_of(self.description))  # padded before the lookup (derive_chunks.py)
         ops = [op for s in self.description["embedding"] for op in self._spec_op(phase, s, None, True)]
         if self.tp > 1 and any(s.get("tp") == "vocab" for s in self.description["embedding"]):
             ops.append(self._collective("tp_all_reduce_embedding", "all_reduce", "tp", self.tp,

@@ -39,9 +39,18 @@ def architecture_truth(hf_config: Any, with_flops: bool = True) -> Dict[str, Any
         "flops": None, "flops_error": None, "base_flops": None, "base_flops_error": None,
     }
     if with_flops:
-        out["flops"], out["flops_error"] = prefill_flops(models.lm, PREFILL_BATCH, PREFILL_SEQ_LEN)
+        out["flops"], out["flops_error"] = _flops(models.lm, models.lm_class, models.config)
         if models.base is not None and not models.lm_class.endswith("ForCausalLM"):
             # encoders are often described without their LM head: count the backbone too
-            out["base_flops"], out["base_flops_error"] = prefill_flops(
-                models.base, PREFILL_BATCH, PREFILL_SEQ_LEN)
+            out["base_flops"], out["base_flops_error"] = _flops(models.base, models.base_class, models.config)
     return out
+
+
+def _flops(model: Any, class_name: str, cfg: Any):
+    """FlopCounterMode's prefill count on meta tensors, or on a CPU twin of a small model
+    whose forward reads values (cpu_verify.py)."""
+    flops, error = prefill_flops(model, PREFILL_BATCH, PREFILL_SEQ_LEN)
+    if flops is None:
+        from .cpu_verify import cpu_prefill_flops
+        flops, error = cpu_prefill_flops(class_name, cfg, model, error, PREFILL_BATCH, PREFILL_SEQ_LEN)
+    return flops, error
