@@ -150,3 +150,20 @@ def test_300k_identical_layers_are_never_visited_one_by_one(monkeypatch):
     assert big.get_num_params_total() - small.get_num_params_total() == (n_layers - opt.num_layers) * 50_358_272
     assert big.inference(batch_size_per_gpu=1, seq_len=64, num_tokens_to_generate=4)["total_latency"] > 0
     assert big.training(batch_size_per_gpu=1, seq_len=64, gradient_accumulation_steps=4)["latency_per_iter"] > 0
+
+
+def test_cached_training_options_still_validate_each_call():
+    # training() keeps validated options per argument values and their types: a value equal to a
+    # cached valid one but of another type (True == 1) must still be checked on its own
+    from llm_analysis.errors import ConfigError
+    a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-80gb"),
+                    get_dtype_config_by_name("w16a16e16"), ParallelismConfig(tp_size=2, dp_size=2))
+    kw = dict(batch_size_per_gpu=1, seq_len=256, total_num_tokens=1e9, gradient_accumulation_steps=1)
+    assert a.training(ds_zero=1, **kw)["ds_zero"] == 1
+    with pytest.raises(ConfigError, match="ds_zero = True"):
+        a.training(ds_zero=True, **kw)
+    lora = {"rank": 8, "target_modules": ["q_proj", "v_proj"]}  # a dict: unhashable, validated every call
+    first = a.training(lora=lora, **kw)
+    assert a.training(lora=dict(lora), **kw) == first
+    with pytest.raises(ConfigError, match="target_modules"):
+        a.training(lora={"rank": 8, "target_modules": ["no_such_proj"]}, **kw)

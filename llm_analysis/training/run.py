@@ -206,8 +206,16 @@ def _check_lora(analysis, lora: Optional[LoRAConfig]) -> Optional[LoRAConfig]:
     return lora
 
 
-def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
-    """Validate training()'s arguments (ConfigError naming the field and value)."""
+# training()'s arguments that describe the run's shape; the others are options, validated
+# once per describer and argument values (a sweep over shapes repeats the same options)
+_SHAPE_ARGS = frozenset(("batch_size_per_gpu", "gradient_accumulation_steps", "global_batch_size", "seq_len",
+                         "total_num_tokens", "cost_per_gpu_hour", "output_dir", "output_file_suffix"))
+_ACT_ARGS = ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout", "mlp_activation_quant_bits",
+             "mlp_1linear_quant_bits", "mlp_gelu_input_quant_bits", "mlp_2linear_quant_bits", "mlp_recompute_gelu")
+
+
+def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
+    """The validated non-shape fields of a TrainingRequest (ConfigError naming the field)."""
     for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
         dtype_bytes(kw[name], name)
     for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu", "overlap_dp_comm"):
@@ -220,14 +228,46 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
             kw[name] = quant_bits(kw[name], name)
     interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
     lora = LoRAConfig.from_any(kw["lora"])
-    seq_len = _check_seq_len(analysis, kw["seq_len"])
-    check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)
-    return TrainingRequest(
-        seq_len=seq_len,
+    return dict(
         rc=as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation"),
         ds_zero=as_enum(DSZeRO, kw["ds_zero"], "ds_zero"),
         lora=_check_lora(analysis, lora) if lora is not None else None,
         interleave=_check_interleave(analysis, integer(interleave, "pipeline_interleave", 1, MAX_NUM_LAYERS)),
+        master_bytes=float(kw["master_weights_dtype_bytes"]),
+        other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes", MAX_DTYPE_BYTES),
+        overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
+        framework=FrameworkMemory.from_kwargs(kw),
+        act_kwargs={k: kw[k] for k in _ACT_ARGS})
+
+
+OPTIONS_CACHE_SIZE = 64  # validated option sets kept per describer
+
+
+def _options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
+    """`_check_options`, kept per describer and option values with their types (so 1 and
+    True, or 4 and 4.0, are not taken for each other); unhashable values (a LoRA dict) are
+    validated every call. Read only: the requests built from it share its act_kwargs."""
+    values = tuple(v for k, v in kw.items() if k not in _SHAPE_ARGS)
+    cache = analysis.describer.memoized(("training_options",), dict)
+    try:
+        key = (values, tuple(map(type, values)))
+        hit = cache.get(key)
+    except TypeError:
+        return _check_options(analysis, kw)
+    if hit is None:
+        if len(cache) >= OPTIONS_CACHE_SIZE:
+            cache.clear()
+        hit = cache[key] = _check_options(analysis, kw)
+    return hit
+
+
+def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
+    """Validate training()'s arguments (ConfigError naming the field and value)."""
+    opts = _options(analysis, kw)
+    seq_len = _check_seq_len(analysis, kw["seq_len"])
+    check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)
+    return TrainingRequest(
+        seq_len=seq_len,
         batch_size=optional_positive_int(kw["batch_size_per_gpu"], "batch_size_per_gpu"),
         accumulation_steps=optional_positive_int(kw["gradient_accumulation_steps"], "gradient_accumulation_steps"),
         global_batch_size=optional_positive_int(kw["global_batch_size"], "global_batch_size"),
@@ -235,14 +275,7 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
                                          "a positive number of tokens", MAX_TOTAL_TOKENS),
         cost_per_gpu_hour=_number_or_none(kw["cost_per_gpu_hour"], non_negative_number, "cost_per_gpu_hour",
                                           MAX_COST_PER_GPU_HOUR),
-        master_bytes=float(kw["master_weights_dtype_bytes"]),
-        other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes", MAX_DTYPE_BYTES),
-        overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
-        framework=FrameworkMemory.from_kwargs(kw),
-        act_kwargs={k: kw[k] for k in ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout",
-                                       "mlp_activation_quant_bits", "mlp_1linear_quant_bits",
-                                       "mlp_gelu_input_quant_bits", "mlp_2linear_quant_bits",
-                                       "mlp_recompute_gelu")})
+        **opts)
 
 
 def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = None) -> List[Stage]:
