@@ -87,195 +87,22 @@ like their base weight.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from ..constant import GB
-from ..errors import ConfigError, DoesNotFitError
+from ..errors import DoesNotFitError
 from ..operators import Phase
-from ..context_limit import check_context
 from ..operators.describer import IdentityKey
-from ..options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
-                       ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, non_negative_number,
-                       optional_positive_int, positive_int, positive_number, quant_bits)
-from ..operators.context_parallel import check_cp_seq_len
+from ..options import ActivationRecomputation, DSZeRO
 from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
 from .lora import LoRAConfig, lora_adapter_ops
 from .memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
-from .overheads import FrameworkMemory
-from .overheads_tp import tp_overlap_mode
-from .stage import LAYER_WEIGHT_GROUPS, Stage, build_stage
+from .request import TrainingRequest, check_request
+from .stage import Stage, build_stage
 from .summary import training_summary
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainingRequest:
-    """The validated arguments of one training() call."""
-
-    seq_len: int
-    rc: ActivationRecomputation
-    ds_zero: DSZeRO
-    lora: Optional[LoRAConfig]
-    interleave: int
-    batch_size: Optional[int]
-    accumulation_steps: Optional[int]
-    global_batch_size: Optional[int]
-    total_num_tokens: Optional[float]
-    cost_per_gpu_hour: Optional[float]
-    master_bytes: float
-    other_op_bytes: Optional[float]
-    overlap_dp_comm: bool
-    overlap_tp_comm: Union[bool, str]  # False, True or "backward" (overheads_tp.py)
-    framework: FrameworkMemory = FrameworkMemory()
-    act_kwargs: Dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def memo_key(self) -> "HashedKey":
-        """Everything of the request the cached memory depends on besides the micro-batch,
-        hashed once per call (the phase cache is probed several times a call)."""
-        key = self.__dict__.get("_memo_key")
-        if key is None:
-            key = self.__dict__["_memo_key"] = HashedKey((
-                self.seq_len, self.interleave, self.ds_zero, self.rc, tuple(self.act_kwargs.items()),
-                self.master_bytes, self.other_op_bytes, self.lora, self.framework))
-        return key
-
-
-class HashedKey:
-    """A tuple cache-key part whose hash is computed once."""
-
-    __slots__ = ("parts", "_hash")
-
-    def __init__(self, parts: tuple):
-        self.parts = parts
-        self._hash = hash(parts)
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        return self is other or (isinstance(other, HashedKey) and self.parts == other.parts)
-
-
-def _number_or_none(value, check, *args):
-    """`value` checked by `check`; kept as given when it is already a number (summaries echo it)."""
-    if value is None:
-        return None
-    v = check(value, *args)
-    return value if isinstance(value, (int, float)) else v
-
-
-def _check_interleave(analysis, v: int) -> int:
-    m, p = analysis.model_config, analysis.parallelism_config
-    if v > 1 and p.pp_size == 1:
-        raise ConfigError(f"pipeline_interleave = {v} needs pp_size > 1 (interleaving splits each GPU's "
-                          "pipeline stage into virtual stages)")
-    if v > 1 and m.num_layers < p.pp_size * v:
-        raise ConfigError(f"pipeline_interleave = {v} with pp_size = {p.pp_size} needs at least "
-                          f"{p.pp_size * v} layers; {m.name} has {m.num_layers}")
-    d = analysis.describer
-    fewest = d.memoized(("fewest_stage_layers",), lambda: min(sum(g.values()) for g in d.stage_groups))
-    if v > fewest:  # uneven stages (operators/pipeline_layout.py): each virtual stage needs a layer
-        raise ConfigError(f"pipeline_interleave = {v} needs at least {v} layers on every pipeline stage; the "
-                          f"smallest holds {fewest} (num_layers_in_first/last_pipeline_stage): valid 1..{fewest}")
-    return v
-
-
-def _check_seq_len(analysis, seq_len) -> int:
-    m = analysis.model_config
-    if seq_len is None:
-        seq_len = m.max_seq_len
-        if seq_len is None:
-            raise ConfigError(f"seq_len is not given and {m.name} has no max_seq_len; pass seq_len")
-    seq_len = positive_int(seq_len, "seq_len")
-    check_context(m, seq_len, "seq_len")
-    return seq_len
-
-
-def _check_lora(analysis, lora: Optional[LoRAConfig]) -> Optional[LoRAConfig]:
-    if lora is None:
-        return None
-    ops = analysis.describer.flat_ops(Phase("train", 1, 1, 1, shapes_only=True))
-    if not any(lora.targets(o) for o in ops):
-        names = sorted({o.lora_target for o in ops if o.kind == "matmul" and o.group in LAYER_WEIGHT_GROUPS})
-        raise ConfigError(f"lora target_modules {list(lora.target_modules)} match no projection of "
-                          f"{analysis.model_config.name}; its projections are {names}")
-    return lora
-
-
-# training()'s arguments that describe the run's shape; the others are options, validated
-# once per describer and argument values (a sweep over shapes repeats the same options)
-_SHAPE_ARGS = frozenset(("batch_size_per_gpu", "gradient_accumulation_steps", "global_batch_size", "seq_len",
-                         "total_num_tokens", "cost_per_gpu_hour", "output_dir", "output_file_suffix"))
-_ACT_ARGS = ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout", "mlp_activation_quant_bits",
-             "mlp_1linear_quant_bits", "mlp_gelu_input_quant_bits", "mlp_2linear_quant_bits", "mlp_recompute_gelu")
-
-
-def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
-    """The validated non-shape fields of a TrainingRequest (ConfigError naming the field)."""
-    for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
-        dtype_bytes(kw[name], name)
-    for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu", "overlap_dp_comm"):
-        if type(kw[name]) is not bool:  # a bool is valid as is (the common case, no call)
-            kw[name] = boolean(kw[name], name)
-    kw["overlap_tp_comm"] = tp_overlap_mode(kw["overlap_tp_comm"])
-    for name in ("mlp_activation_quant_bits", "mlp_1linear_quant_bits", "mlp_gelu_input_quant_bits",
-                 "mlp_2linear_quant_bits"):
-        if kw[name] is not None:  # None: not quantised
-            kw[name] = quant_bits(kw[name], name)
-    interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
-    lora = LoRAConfig.from_any(kw["lora"])
-    return dict(
-        rc=as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation"),
-        ds_zero=as_enum(DSZeRO, kw["ds_zero"], "ds_zero"),
-        lora=_check_lora(analysis, lora) if lora is not None else None,
-        interleave=_check_interleave(analysis, integer(interleave, "pipeline_interleave", 1, MAX_NUM_LAYERS)),
-        master_bytes=float(kw["master_weights_dtype_bytes"]),
-        other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes", MAX_DTYPE_BYTES),
-        overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
-        framework=FrameworkMemory.from_kwargs(kw),
-        act_kwargs={k: kw[k] for k in _ACT_ARGS})
-
-
-OPTIONS_CACHE_SIZE = 64  # validated option sets kept per describer
-
-
-def _options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
-    """`_check_options`, kept per describer and option values with their types (so 1 and
-    True, or 4 and 4.0, are not taken for each other); unhashable values (a LoRA dict) are
-    validated every call. Read only: the requests built from it share its act_kwargs."""
-    values = tuple(v for k, v in kw.items() if k not in _SHAPE_ARGS)
-    cache = analysis.describer.memoized(("training_options",), dict)
-    try:
-        key = (values, tuple(map(type, values)))
-        hit = cache.get(key)
-    except TypeError:
-        return _check_options(analysis, kw)
-    if hit is None:
-        if len(cache) >= OPTIONS_CACHE_SIZE:
-            cache.clear()
-        hit = cache[key] = _check_options(analysis, kw)
-    return hit
-
-
-def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
-    """Validate training()'s arguments (ConfigError naming the field and value)."""
-    opts = _options(analysis, kw)
-    seq_len = _check_seq_len(analysis, kw["seq_len"])
-    check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)
-    return TrainingRequest(
-        seq_len=seq_len,
-        batch_size=optional_positive_int(kw["batch_size_per_gpu"], "batch_size_per_gpu"),
-        accumulation_steps=optional_positive_int(kw["gradient_accumulation_steps"], "gradient_accumulation_steps"),
-        global_batch_size=optional_positive_int(kw["global_batch_size"], "global_batch_size"),
-        total_num_tokens=_number_or_none(kw["total_num_tokens"], positive_number, "total_num_tokens",
-                                         "a positive number of tokens", MAX_TOTAL_TOKENS),
-        cost_per_gpu_hour=_number_or_none(kw["cost_per_gpu_hour"], non_negative_number, "cost_per_gpu_hour",
-                                          MAX_COST_PER_GPU_HOUR),
-        **opts)
 
 
 def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = None) -> List[Stage]:
