@@ -260,6 +260,16 @@ class CalibratedCostModel(CostModel):
 
 
 
+def check_perf_model(perf_model):
+    """`perf_model` itself, when it is one LLMAnalysis takes: "roofline", "calibrated", the
+    path of a profile .json file or a Profile (ConfigError naming the value otherwise)."""
+    if isinstance(perf_model, Profile) or perf_model in ("roofline", "calibrated") or \
+            (isinstance(perf_model, (str, os.PathLike)) and str(perf_model).endswith(".json")):
+        return perf_model
+    raise ConfigError(f"perf_model = {perf_model!r}; valid: 'roofline', 'calibrated', the path of a profile "
+                      ".json file, or a Profile")
+
+
 def resolve_perf_model(perf_model, gpu: GPUConfig) -> Optional[Profile]:
     """`perf_model` of LLMAnalysis -> None (the roofline) or the calibration Profile.
 
@@ -268,17 +278,14 @@ def resolve_perf_model(perf_model, gpu: GPUConfig) -> Optional[Profile]:
     `Profile`. A profile for another GPU is refused, naming its field.
     """
     from .profiles import generation_of, load_profile, profile_for_gpu
-    if isinstance(perf_model, Profile):
+    if isinstance(check_perf_model(perf_model), Profile):
         profile = perf_model
     elif perf_model == "roofline":
         return None
     elif perf_model == "calibrated":
         return profile_for_gpu(gpu.name)
-    elif isinstance(perf_model, (str, os.PathLike)) and str(perf_model).endswith(".json"):
+    else:  # the path of a profile .json file
         profile = load_profile(str(perf_model))
-    else:
-        raise ConfigError(f"perf_model = {perf_model!r}; valid: 'roofline', 'calibrated', the path of a profile "
-                          ".json file, or a Profile")
     check_profile_matches_gpu(profile, gpu.name)
     try:
         shipped = generation_of(gpu.name)
@@ -290,4 +297,4 @@ def resolve_perf_model(perf_model, gpu: GPUConfig) -> Optional[Profile]:
     return profile
 
 
-__all__ = ["CalibratedCostModel", "resolve_perf_model"]
+__all__ = ["CalibratedCostModel", "check_perf_model", "resolve_perf_model"]

@@ -4,9 +4,8 @@ name the argument, its value and what is valid."""
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, fields
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                       get_model_config_by_name)
@@ -108,14 +107,10 @@ def prices(gpu_prices: Optional[Mapping[str, float]], gpus: List[GPUConfig], req
 
 
 def perf_model(value: Any) -> Any:
-    """The planner's `perf_model`, as LLMAnalysis takes it: "roofline", "calibrated",
-    a profile .json path or a Profile (checked against each GPU when the search is built)."""
-    from ..cost.profiles import Profile
-    if isinstance(value, Profile) or value in ("roofline", "calibrated") or \
-            (isinstance(value, (str, os.PathLike)) and str(value).endswith(".json")):
-        return value
-    raise ConfigError(f"perf_model = {value!r}; valid: 'roofline', 'calibrated', the path of a profile .json file "
-                      "or a Profile")
+    """The planner's `perf_model`, as LLMAnalysis takes it (cost/calibrated.py
+    `check_perf_model`); checked against each GPU when the search is built."""
+    from ..cost.calibrated import check_perf_model
+    return check_perf_model(value)
 
 
 def perf_model_assumption(value: Any, roofline_text: str) -> str:
