@@ -29,7 +29,8 @@ __all__ = ["ModelConfig", "GPUConfig", "DtypeConfig", "ParallelismConfig", "Atte
 class GPUConfig(StrictModel):
     """One GPU model and the links around it.
 
-    Units: `mem_per_GPU_in_GB` is decimal GB (10**9 bytes) as on the spec sheet;
+    Units: `mem_per_GPU_in_GB` is decimal GB (10**9 bytes): an HBM spec sheet's
+    "80 GB" is 80 GiB (85.9 here), a GDDR board's printed figure is kept (ECC);
     bandwidths are decimal GB/s *per direction per GPU*; peaks are dense TFLOP/s
     (never the 2:4-sparsity figures); `intra_node_min_message_latency` is seconds.
     """

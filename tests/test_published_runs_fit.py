@@ -5,8 +5,8 @@ allowance for every run, plus what each framework does (the distributed
 optimizer and fp32 main grads for Megatron-Core, fp32 gradient accumulation for
 Megatron-DeepSpeed bf16; benchmarks/accuracy_records.py `training_setup`, which
 maps each record's model, GPU, layout, batch, recomputation and ZeRO stage onto
-the public API). The FasterTransformer rows measured out of memory must still
-not fit (inference).
+the public API). The FasterTransformer rows measured out of memory must not
+fit or be flagged as too full for a serving framework (inference).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ FILES = ("measured_dev.json", "published_measurements.json")
 pytestmark = pytest.mark.skipif(not all((VALIDATION / f).is_file() for f in FILES),
                                 reason="../shared/validation (the validation records) is absent")
 
-# Llama 3 405B (arXiv 2407.21783 §3.3.2) fits only with Meta's layout, one layer fewer on
-# the first and the last pipeline stage (7, 14 x 8, 7 of 126 over pp 16;
-# accuracy_records._llama3_stage_layers): the even split puts 8 layers x 16 micro-batches in
-# flight on stage 0, 81.0-81.4 GB with the overheads; with 7 the peak moves to stage 1.
+# Llama 3 405B (arXiv 2407.21783 §3.3.2) runs Meta's layout, one layer fewer on the first and
+# the last pipeline stage (7, 14 x 8, 7 of 126 over pp 16; accuracy_records._llama3_stage_layers):
+# the even split puts 8 layers x 16 micro-batches in flight on stage 0 (81.0-81.4 GB with the
+# overheads, inside the H100's 80 GiB = 85.9 GB but above Meta's layout).
 
 
 def _records(kind: str):
@@ -85,18 +85,20 @@ def test_megatron_core_runs_need_the_distributed_optimizer():
         setup.analysis().training(**kw)
 
 
-def test_llama3_405b_fits_only_with_metas_stage_layout():
-    """126 layers over pp 16 as 7, 14 x 8, 7 (arXiv 2407.21783 §3.3.2); with the even
-    split (8 on each of the first 14 stages) the first stage holds 8 layers x 16
-    micro-batches of activations and does not fit."""
+def test_llama3_405b_metas_stage_layout_lowers_the_first_stage_peak():
+    """126 layers over pp 16 as 7, 14 x 8, 7 (arXiv 2407.21783 §3.3.2): one layer fewer on
+    the first stage, which holds the most micro-batches in flight (16 under 1F1B), takes
+    its activations of 16 micro-batches of one layer off the peak; with the even split (8 on
+    each of the first 14 stages) the peak is higher."""
     from llm_analysis.config import ParallelismConfig
     setup = dict(SETUPS)["llama3-405b-t4-row1"]
-    assert [sum(g.values()) for g in setup.analysis().describer.stage_groups] == [7] + [8] * 14 + [7]
+    metas = setup.analysis()
+    assert [sum(g.values()) for g in metas.describer.stage_groups] == [7] + [8] * 14 + [7]
     even = {**setup.par.model_dump(), "num_layers_in_first_pipeline_stage": None,
             "num_layers_in_last_pipeline_stage": None}
     analysis = LLMAnalysis(setup.model, setup.gpu, setup.dtype, ParallelismConfig(**even))
-    with pytest.raises(DoesNotFitError):
-        analysis.training(**setup.train_kw)
+    peak_even = analysis.training(**setup.train_kw)["estimated_peak_memory_per_gpu"]
+    assert metas.training(**setup.train_kw)["estimated_peak_memory_per_gpu"] < peak_even
 
 
 def _ft_oom_rows():
@@ -104,7 +106,10 @@ def _ft_oom_rows():
 
 
 @pytest.mark.parametrize("record", _ft_oom_rows(), ids=lambda r: r["id"])
-def test_fastertransformer_oom_rows_still_do_not_fit(record):
+def test_fastertransformer_oom_rows_do_not_fit_or_are_flagged(record):
+    """A row FasterTransformer ran out of memory on either does not fit our count or is
+    flagged as leaving less than a serving framework's reserve (inference/run.py
+    SERVING_MEMORY_SHARE)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import accuracy_records as ar
     from llm_analysis.config import ParallelismConfig
@@ -112,5 +117,10 @@ def test_fastertransformer_oom_rows_still_do_not_fit(record):
     model = ar.model_of(s, [])
     a = LLMAnalysis(model, ar.gpu_of(s["gpu"]), ar.dtype_of(s),
                     ParallelismConfig(tp_size=s.get("tp", 1), pp_size=s.get("pp", 1)))
-    with pytest.raises(DoesNotFitError):
-        a.inference(batch_size_per_gpu=s["batch"], seq_len=s["input_len"], num_tokens_to_generate=s["output_len"])
+    try:
+        summary = a.inference(batch_size_per_gpu=s["batch"], seq_len=s["input_len"],
+                              num_tokens_to_generate=s["output_len"])
+    except DoesNotFitError:
+        return
+    assert summary["memory_used_per_gpu"] > 0.9 * summary["gpu_memory_per_gpu"]
+    assert any("may not fit in practice" in n for n in summary["notes"]), summary["notes"]

@@ -231,6 +231,13 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
     }
 
 
+# The share of GPU memory vLLM lets its weights, KV cache and activations use by default
+# (EngineArgs gpu_memory_utilization = 0.9): above it a setup is flagged, not refused, since
+# what a framework reserves varies (FasterTransformer ran out of memory on a GPT-NeoX-20B batch
+# we count at 94% of an A100-80GB; TensorRT-LLM ran a Llama-7B batch we count at 96%).
+SERVING_MEMORY_SHARE = 0.9
+
+
 def _notes(analysis, summary: dict) -> List[str]:
     """Warnings where an assumption matters for the reader."""
     notes = []
@@ -241,6 +248,12 @@ def _notes(analysis, summary: dict) -> List[str]:
         notes.append(
             f"decode is memory-bound: the MLP runs at {mlp['arithmetic_intensity']:.0f} FLOPs/byte against a ridge "
             f"point of {ridge:.0f}; a larger batch costs almost no extra time per step")
+    used_share = summary["memory_used_per_gpu"] / summary["gpu_memory_per_gpu"]
+    if used_share > SERVING_MEMORY_SHARE:
+        notes.append(
+            f"uses {used_share:.0%} of the GPU's memory, nothing reserved: serving frameworks keep the rest for the "
+            f"CUDA context, GEMM workspaces and allocator slack (vLLM takes {SERVING_MEMORY_SHARE:.0%} by default), "
+            "so this batch may not fit in practice")
     if analysis.flops_efficiency == 1 and analysis.hbm_memory_efficiency == 1 and analysis.achieved_tflops is None \
             and analysis.achieved_memory_bandwidth_GBs is None:
         notes.append("efficiencies are 1: times are lower bounds (real kernels reach ~60-90% of HBM bandwidth "
