@@ -92,7 +92,7 @@ from typing import Any, Dict, List, Optional, Union
 from ..constant import GB
 from ..errors import DoesNotFitError
 from ..operators import Phase
-from ..operators.describer import IdentityKey
+from ..operators.describer import IdentityKey, identity_token
 from ..options import ActivationRecomputation, DSZeRO
 from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
@@ -193,7 +193,7 @@ def _shape_free(analysis, key: tuple, compute):
     """`compute()` kept per describer and cost model (the cost model by identity): for
     figures no micro-batch or length changes, which the bounded phase cache would drop
     during a sweep over shapes."""
-    return analysis.describer.memoized((IdentityKey(analysis.cost_model),) + key, compute)
+    return analysis.describer.memoized((identity_token(analysis.cost_model),) + key, compute)
 
 
 def _dp_times(analysis, heavy: Stage, ds_zero, req: TrainingRequest):
