@@ -190,6 +190,9 @@ def _decode_step_flops(analysis, b: int, context_len: int) -> float:
     return table.total(b, context_len, FLOPS)
 
 
+_NO_GROUP = {"latency_s": 0.0}  # a group the phase does not have (read only)
+
+
 def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t: Dict) -> Dict[str, Any]:
     """The summary dict, keys in DESIGN.md's order (one literal: the hot path of a sweep)."""
     model, gpu, dtype, tp, ep, pp, dp, params, active, tflops, bandwidth, ridge, gpus = _static_entries(analysis)
@@ -197,7 +200,8 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
     groups = t["decode_groups"]
     kv_s = 0.0
     if steps:  # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
-        kv_s = sum(groups.get(g, {}).get("latency_s", 0.0) for g in ("attention_kv_cache", "mixer_state")) / steps
+        kv_s = sum([groups.get("attention_kv_cache", _NO_GROUP)["latency_s"],
+                    groups.get("mixer_state", _NO_GROUP)["latency_s"]]) / steps
     prefill_s, step_s, total_s = t["prefill_s"], t["decode_step_s"], t["total_s"]
     free = mem["mem"] - mem["needed"]
     return {

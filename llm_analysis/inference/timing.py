@@ -23,7 +23,7 @@ FLOPS = FIELDS.index("flops")
 
 
 def copy_groups(groups: Dict[str, Dict]) -> Dict[str, Dict]:
-    return {k: dict(v) for k, v in groups.items()}
+    return {k: v.copy() for k, v in groups.items()}  # (dict.copy: a shade faster than dict(v))
 
 
 def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
