@@ -473,7 +473,9 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
                  output_file_suffix: str = "", encoder_seq_len: Optional[int] = None, **kwargs) -> dict:
         """Training analysis: memory per GPU, time per iteration, total time,
         GPU-hours, cost, MFU. See `training.py`. `encoder_seq_len`: as in inference()."""
-        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "encoder_seq_len")}
+        args = dict(locals())  # (a copy: the frame's own dict is not ours to change)
+        for name in ("self", "kwargs", "encoder_seq_len"):
+            del args[name]
         return _perf.training(self.with_encoder_seq_len(encoder_seq_len), {**args, **kwargs})
 
     def config_batch_size_and_gradient_accumulation_steps(self, max_batch_size_per_gpu: int,

@@ -269,3 +269,10 @@ def phase_program(cm: RooflineCostModel, table: PhaseTable, kind: str, *option):
             return None
         entry = programs[key] = (table, builders[kind](cm, table, *option))
     return entry[1]
+
+
+def compiled_program(cm, table: PhaseTable, kind: str, *option):
+    """What `phase_program` returns once it has compiled the program, else None, without
+    counting a use (for a caller that keeps compiled programs at hand: inference/plan.py)."""
+    entry = cm.__dict__.get("_phase_programs", {}).get((id(table), kind, option))
+    return entry[1] if entry is not None and entry[0] is table else None

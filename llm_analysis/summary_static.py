@@ -11,12 +11,14 @@ def static_entries(analysis, name: str, compute: Callable[[], Tuple]) -> Tuple:
     """`compute()` kept on the analysis' describer together with the cost model and configs
     it was computed from (compared by identity): a view of the analysis that shares the
     describer but times with another cost model, or reads other configs, computes its own."""
-    ids = (analysis.cost_model, analysis.model_config, analysis.gpu_config, analysis.dtype_config,
-           analysis.parallelism_config)
     cached = analysis.describer.memoized((name,), lambda: [None])
     entry = cached[0]
-    if entry is not None and all(x is y for x, y in zip(entry[0], ids)):
-        return entry[1]
+    if entry is not None:  # (the identities compared written out: a hot path)
+        cm, model, gpu, dtype, par = entry[0]
+        if (cm is analysis.cost_model and model is analysis.model_config and gpu is analysis.gpu_config
+                and dtype is analysis.dtype_config and par is analysis.parallelism_config):
+            return entry[1]
     values = compute()
-    cached[0] = (ids, values)
+    cached[0] = ((analysis.cost_model, analysis.model_config, analysis.gpu_config, analysis.dtype_config,
+                  analysis.parallelism_config), values)
     return values

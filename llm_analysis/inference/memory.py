@@ -12,8 +12,10 @@ from ..errors import DoesNotFitError
 from ..operators import Phase
 from ..operators.describer import LayerDescriber
 from ..operators.phase_table import FIELDS, used_phase_table
+from .plan import PhaseTables, phase_tables
 
 ACTIVATION_BYTES = FIELDS.index("activation_bytes_per_gpu")
+_NO_TABLES = PhaseTables(None, None)  # tables not fitted yet: each phase kind asks (and counts) its own
 
 
 def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
@@ -31,10 +33,12 @@ def _cached_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_k
                                               kv_cache_dtype_bytes))
 
 
-def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int) -> float:
+def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int, table=None) -> float:
     """Largest activation set of one operator (one layer's, unscaled by the layer
-    count: buffers are reused across layers), from the phase table when there is one."""
-    table = used_phase_table(d, name, x=x)
+    count: buffers are reused across layers), from the phase table when there is one
+    (`table`: the one the caller found in the describer's plan, inference/plan.py)."""
+    if table is None:
+        table = used_phase_table(d, name, x=x)
     if table is not None:
         return table.largest(batch, x, ACTIVATION_BYTES)
     ops = [o for _, _, ops in d.model_ops(Phase(name, batch, q_len, x)) for o in ops]
@@ -46,13 +50,14 @@ def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_k
     a_bytes = analysis.dtype_config.activation_bytes_per_element
     h = analysis.model_config.hidden_dim
     kv = _kv_cache_bytes(analysis, d, batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
+    tables = phase_tables(d) or _NO_TABLES
     return {
         # the residual stream of the rank's seq_len / cp prompt tokens
-        "prefill_activation": (_max_activation_bytes(d, "prefill", batch, seq_len, seq_len)
+        "prefill_activation": (_max_activation_bytes(d, "prefill", batch, seq_len, seq_len, tables.prefill)
                                + batch * seq_len * h * a_bytes / analysis.parallelism_config.cp_size),
         # an encoder-only model decodes nothing (one forward pass: inference/run.py)
         "decode_activation": 0.0 if analysis.model_config.encoder_only else
-        _max_activation_bytes(d, "decode", batch, context_len, 1) + batch * h * a_bytes,
+        _max_activation_bytes(d, "decode", batch, context_len, 1, tables.decode) + batch * h * a_bytes,
         "kv_cache": kv,
     }
 

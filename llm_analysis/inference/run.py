@@ -42,9 +42,10 @@ from ..operators.phase_table import FIELDS, fitted_phase_table
 from ..precision import kv_cache_bytes_per_element
 from ..summary_static import static_entries
 from .memory import inference_memory
+from .plan import phase_tables
 from .pipeline import pipelined_decode_ratio, pipelined_prefill_s
-from .timing import (decode_time, decode_time_without_cache, expose_zero3_gather,
-                     prefill_time, uncached_step_times)
+from .timing import (copy_groups, decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
+                     uncached_step_times)
 
 logger = logging.getLogger(__name__)
 FLOPS = FIELDS.index("flops")
@@ -67,10 +68,23 @@ def _check_request(analysis, b: int, s: int, n) -> int:
 
 
 def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
-    """Prefill (time to first token) and the n - 1 decode steps, in seconds."""
+    """Prefill (time to first token) and the n - 1 decode steps, in seconds (the caller's copy)."""
+    t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)
+    return dict(t, prefill_groups=copy_groups(t["prefill_groups"]), decode_groups=copy_groups(t["decode_groups"]))
+
+
+def _cached_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
+    """`inference_times` shared with the cache (read only). One entry per (cost model, call): its
+    phases are computed without entries of their own, so a new shape costs one cache miss, a
+    repeated call one hit."""
+    return d.cost_memo(analysis.cost_model, ("inference_times", b, s, n, use_kv_cache, ds_zero),
+                       lambda: _inference_times(analysis, d, b, s, n, use_kv_cache, ds_zero))
+
+
+def _inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
     p = analysis.parallelism_config
     t: Dict[str, Any] = {}
-    t["prefill_s"], t["prefill_groups"], t["prefill_flops"] = prefill_time(analysis, d, b, s)
+    t["prefill_s"], t["prefill_groups"], t["prefill_flops"] = prefill_phase(analysis, d, b, s)
     t["prefill_unpipelined_s"] = t["prefill_s"]
     if p.pp_size > 1 and b > 1:
         # a pipeline serves a batch of prompts in micro-batches, stages overlapping
@@ -81,7 +95,7 @@ def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_
         # (pooled or latent encoders describe none: exact/tree_pooling.py, tree_latents.py)
         t["decode_total_s"], t["decode_groups"], t["first_step_s"], t["last_step_s"] = 0.0, {}, 0.0, 0.0
     elif use_kv_cache:
-        t["decode_total_s"], t["decode_groups"], t["first_step_s"], t["last_step_s"] = decode_time(
+        t["decode_total_s"], t["decode_groups"], t["first_step_s"], t["last_step_s"] = decode_phase(
             analysis, d, b, s, steps)
     else:
         t["decode_total_s"], t["decode_groups"] = decode_time_without_cache(analysis, d, b, s, steps)
@@ -130,7 +144,7 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     mem = inference_memory(analysis, d, b, s, n, use_kv_cache, kv_cache_dtype_bytes, ds_zero)
     if analysis.model_config.encoder_only:
         mem["decode_max_b"], mem["max_total_tokens"] = mem["prefill_max_b"], 0
-    t = inference_times(analysis, d, b, s, n, use_kv_cache, ds_zero)
+    t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)  # read only: _summary copies the breakdowns
     summary = _summary(analysis, b, s, n, use_kv_cache, mem, t)
     if cost_per_gpu_hour is not None:
         dollars_per_s = cost_per_gpu_hour * summary["gpus_per_replica"] / 3600
@@ -169,10 +183,14 @@ def _decode_step_flops(analysis, b: int, context_len: int) -> float:
     views/flops.py takes it once the table is fitted, without the view's phase record."""
     if analysis.model_config.encoder_only:  # one forward pass: no decode step
         return 0.0
-    table = fitted_phase_table(analysis.describer, "decode", x=context_len)
+    tables = phase_tables(analysis.describer)  # (one table for every length: the one at context_len)
+    table = tables.decode if tables is not None else fitted_phase_table(analysis.describer, "decode", x=context_len)
     if table is None:
         return analysis.get_num_flops_decode_step(b, context_len)
     return table.total(b, context_len, FLOPS)
+
+
+_NO_GROUP = {"latency_s": 0.0}  # a group the phase does not have (read only)
 
 
 def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t: Dict) -> Dict[str, Any]:
@@ -182,7 +200,8 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
     groups = t["decode_groups"]
     kv_s = 0.0
     if steps:  # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
-        kv_s = sum(groups.get(g, {}).get("latency_s", 0.0) for g in ("attention_kv_cache", "mixer_state")) / steps
+        kv_s = sum([groups.get("attention_kv_cache", _NO_GROUP)["latency_s"],
+                    groups.get("mixer_state", _NO_GROUP)["latency_s"]]) / steps
     prefill_s, step_s, total_s = t["prefill_s"], t["decode_step_s"], t["total_s"]
     free = mem["mem"] - mem["needed"]
     return {
@@ -224,8 +243,8 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "prefill_tokens_per_sec_per_gpu": b * s / prefill_s / gpus,
         "decode_tokens_per_sec_per_gpu": (b / step_s / gpus) if step_s else 0.0,
         "total_tokens_per_sec_per_gpu": b * n / total_s / gpus,
-        "prefill_latency_breakdown": t["prefill_groups"],
-        "decode_latency_breakdown": groups,
+        "prefill_latency_breakdown": copy_groups(t["prefill_groups"]),
+        "decode_latency_breakdown": copy_groups(groups),
         "memory_breakdown_per_gpu": {"weights": mem["weights"], "kv_cache": mem["kv_cache"],
                                      "activations": mem["peak_activation"], "free": free},
     }

@@ -44,6 +44,29 @@ class IdentityKey:
         return isinstance(other, IdentityKey) and other.obj is self.obj
 
 
+class _Token:
+    """A cache-key part hashed and compared by its own identity (in C, no Python call): one
+    per object (`identity_token`), keeping the object alive as IdentityKey does."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def identity_token(obj):
+    """A cache-key part standing for `obj` by identity, made once and kept in its __dict__ (a
+    hot path hashes it at every probe); a copy of the object, which copies that entry, gets its
+    own. Objects without a __dict__ get an IdentityKey."""
+    attrs = getattr(obj, "__dict__", None)
+    if attrs is None:
+        return IdentityKey(obj)
+    token = attrs.get("_identity_token")
+    if token is None or token.obj is not obj:
+        token = attrs["_identity_token"] = _Token(obj)
+    return token
+
+
 class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVariantOps):
     """Builds the operator records of a model under a dtype and parallel layout.
 
@@ -90,6 +113,16 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
             self._cache[key] = compute()
         return self._cache[key]
 
+    def kept(self, key):
+        """The value `keep` stored under `key`, else None (for values their producer decides
+        when to keep: once they exist, say)."""
+        return self._cache.get(key)
+
+    def keep(self, key, value):
+        """Keep `value` under `key` for this describer's lifetime (its configuration never changes)."""
+        self._cache[key] = value
+        return value
+
     PHASE_CACHE_SIZE = 256  # entries; a sweep over shapes keeps memory bounded
 
     def phase_memo(self, key, compute):
@@ -130,7 +163,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
 
     def cost_memo(self, cost_model, key: tuple, compute):
         """`phase_memo` of a result that also depends on the cost model (times)."""
-        return self.phase_memo((IdentityKey(cost_model),) + key, compute)
+        return self.phase_memo((identity_token(cost_model),) + key, compute)
 
     # ------------------------------------------------------------------ layout
     def _check_layout(self) -> None:

@@ -243,5 +243,13 @@ def fitted_phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None
                        x: Optional[int] = None) -> Optional[PhaseTable]:
     """What `used_phase_table` returns once the phase kind is past FIT_AFTER, else None,
     without counting a use (for a caller that falls back on a view that counts it)."""
+    pieces = fitted_pieces(d, name, stage)
+    return None if pieces is None else _table_at(pieces, x)
+
+
+def fitted_pieces(d: LayerDescriber, name: str,
+                  stage: Optional[int] = None) -> Optional[List[Tuple[int, int, Optional[PhaseTable]]]]:
+    """The (first length, last length, table) pieces of a phase kind once past FIT_AFTER (an empty
+    list where it has none), else None; no use counted."""
     state = d.memoized(("phase_table_uses",), dict).get((name, stage))
-    return _table_at(state, x) if type(state) is list else None
+    return state if type(state) is list else None

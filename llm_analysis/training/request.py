@@ -5,6 +5,7 @@ repeats are validated once per describer."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Dict, Optional, Union
 
 from ..context_limit import check_context
@@ -38,19 +39,11 @@ class TrainingRequest:
     other_op_bytes: Optional[float]
     overlap_dp_comm: bool
     overlap_tp_comm: Union[bool, str]  # False, True or "backward" (overheads_tp.py)
+    # every validated option above and below, as one cache-key part hashed once per option set
+    # (`_options` keeps the set, so a sweep over shapes reuses it): the memory entries' key
+    options_key: "HashedKey"
     framework: FrameworkMemory = FrameworkMemory()
     act_kwargs: Dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def memo_key(self) -> "HashedKey":
-        """Everything of the request the cached memory depends on besides the micro-batch,
-        hashed once per call (the phase cache is probed several times a call)."""
-        key = self.__dict__.get("_memo_key")
-        if key is None:
-            key = self.__dict__["_memo_key"] = HashedKey((
-                self.seq_len, self.interleave, self.ds_zero, self.rc, tuple(self.act_kwargs.items()),
-                self.master_bytes, self.other_op_bytes, self.lora, self.framework))
-        return key
 
 
 class HashedKey:
@@ -137,7 +130,7 @@ def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
             kw[name] = quant_bits(kw[name], name)
     interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
     lora = LoRAConfig.from_any(kw["lora"])
-    return dict(
+    opts = dict(
         rc=as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation"),
         ds_zero=as_enum(DSZeRO, kw["ds_zero"], "ds_zero"),
         lora=_check_lora(analysis, lora) if lora is not None else None,
@@ -147,16 +140,31 @@ def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
         overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
         framework=FrameworkMemory.from_kwargs(kw),
         act_kwargs={k: kw[k] for k in _ACT_ARGS})
+    opts["options_key"] = HashedKey(tuple(tuple(v.items()) if k == "act_kwargs" else v for k, v in opts.items()))
+    return opts
 
 
 OPTIONS_CACHE_SIZE = 64  # validated option sets kept per describer
+_OPTION_GETTERS: Dict[tuple, Any] = {}  # argument names of a call, in order -> getter of its options' values
+
+
+def _option_values(kw: Dict[str, Any]) -> tuple:
+    """The values of the arguments that are not in _SHAPE_ARGS, in argument order (read in C by a
+    getter made once per argument-name sequence: training() always passes the same names)."""
+    names = tuple(kw)
+    get = _OPTION_GETTERS.get(names)
+    if get is None:
+        options = [k for k in names if k not in _SHAPE_ARGS]
+        get = _OPTION_GETTERS[names] = itemgetter(*options) if len(options) > 1 else (
+            lambda d: tuple(d[k] for k in options))
+    return get(kw)
 
 
 def _options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
     """`_check_options`, kept per describer and option values with their types (so 1 and
     True, or 4 and 4.0, are not taken for each other); unhashable values (a LoRA dict) are
     validated every call. Read only: the requests built from it share its act_kwargs."""
-    values = tuple(v for k, v in kw.items() if k not in _SHAPE_ARGS)
+    values = _option_values(kw)
     cache = analysis.describer.memoized(("training_options",), dict)
     try:
         key = (values, tuple(map(type, values)))

@@ -92,7 +92,7 @@ from typing import Any, Dict, List, Optional, Union
 from ..constant import GB
 from ..errors import DoesNotFitError
 from ..operators import Phase
-from ..operators.describer import IdentityKey
+from ..operators.describer import identity_token
 from ..options import ActivationRecomputation, DSZeRO
 from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
@@ -118,29 +118,36 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
     return analysis.describer.cost_memo(analysis.cost_model, key, build)
 
 
-def _static(analysis, req: TrainingRequest, stages: List[Stage], zero):
+def _memory_key(analysis, req: TrainingRequest) -> tuple:
+    """What the memory entries of a request are kept under besides its shape: the cost model whose
+    1-token stages they read (`choose_batch`; built from the options) and the validated options
+    (one key part, hashed once per option set: training/request.py)."""
+    return (identity_token(analysis.cost_model), req.options_key)
+
+
+def _static(analysis, req: TrainingRequest, stages: List[Stage], zero, mk: tuple):
     """The stages' memory that no micro-batch, length or recomputation changes, cached
-    across calls (a sweep over shapes shares it)."""
-    key = ("train_static", IdentityKey(stages), zero, req.master_bytes, req.other_op_bytes, req.lora, req.framework)
+    across calls (a sweep over shapes shares it); `mk`: the request's `_memory_key`."""
+    key = ("train_static", zero) + mk
     return analysis.describer.phase_memo(key, lambda: static_bytes(
         analysis, stages, zero, req.master_bytes, req.other_op_bytes, req.lora, req.framework))
 
 
-def _memory(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: Optional[int], zero=None, rc=None):
+def _memory(analysis, req: TrainingRequest, stages: List[Stage], mk: tuple, b: int, m: Optional[int], zero=None,
+            rc=None):
     zero, rc = zero or req.ds_zero, rc or req.rc
-    key = ("train_memory", IdentityKey(stages), b, m, req.memo_key,
-           None if (zero is req.ds_zero and rc is req.rc) else (zero, rc))
+    key = ("train_memory", req.seq_len, b, m, None if (zero is req.ds_zero and rc is req.rc) else (zero, rc)) + mk
     return analysis.describer.phase_memo(key, lambda: stage_memory(
         analysis, stages, b, req.seq_len, m, req.interleave, zero, rc, req.act_kwargs, req.master_bytes,
-        req.other_op_bytes, req.lora, req.framework, static=_static(analysis, req, stages, zero)))
+        req.other_op_bytes, req.lora, req.framework, static=_static(analysis, req, stages, zero, mk)))
 
 
-def _fit_batch(analysis, req: TrainingRequest, stages: List[Stage], m: Optional[int], mem: float) -> int:
+def _fit_batch(analysis, req: TrainingRequest, stages: List[Stage], mk: tuple, m: Optional[int], mem: float) -> int:
     """The largest micro-batch that fits (max_batch of the micro-batch-1 memory), from
     the cached static part and the batch-1 activations only."""
-    key = ("train_fit_batch", IdentityKey(stages), m, req.memo_key, mem)
+    key = ("train_fit_batch", req.seq_len, m, mem) + mk
     return analysis.describer.phase_memo(key, lambda: max_batch_from_parts(
-        mem, _static(analysis, req, stages, req.ds_zero),
+        mem, _static(analysis, req, stages, req.ds_zero, mk),
         activation_bytes(analysis, stages, 1, req.seq_len, m, req.interleave, req.rc, req.act_kwargs),
         req.framework))
 
@@ -153,25 +160,26 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     # operator parameters, which no phase shape changes: one 1-token stage serves every batch
     # and length (stage_memory reads no time field)
     stages1 = stages_for(analysis, req, 1, seq_len=1)
+    mk = _memory_key(analysis, req)
     bs, gas, gbs_in = req.batch_size, req.accumulation_steps, req.global_batch_size
     m_known = gas
     if m_known is None and bs is not None and gbs_in is not None and gbs_in % (bs * p.dp_size) == 0:
         m_known = gbs_in // (bs * p.dp_size)
-    max_b = _fit_batch(analysis, req, stages1, m_known, mem)
+    max_b = _fit_batch(analysis, req, stages1, mk, m_known, mem)
     if bs is None and max_b < 1:  # not even one sequence fits: report it with the numbers at batch 1
         b, m, gbs = 1, gas or p.pp_size, None
     else:
         b, m, gbs = config_batch_size_and_gradient_accumulation_steps(p.dp_size, max_b, bs, gas, gbs_in)
-    mem_stages = _memory(analysis, req, stages1, b, m)
+    mem_stages = _memory(analysis, req, stages1, mk, b, m)
     peak_stage = max(range(p.pp_size), key=lambda i: mem_stages[i]["peak"])
     need = mem_stages[peak_stage]
-    fit_b = _fit_batch(analysis, req, stages1, m, mem)
+    fit_b = max_b if m == m_known else _fit_batch(analysis, req, stages1, mk, m, mem)  # the same key: the same value
     if need["peak"] > mem:
         alt = {}
         if req.ds_zero.value < 3:
-            alt["zero3"] = max(d["peak"] for d in _memory(analysis, req, stages1, b, m, zero=DSZeRO.STAGE_3))
+            alt["zero3"] = max(d["peak"] for d in _memory(analysis, req, stages1, mk, b, m, zero=DSZeRO.STAGE_3))
         if req.rc != ActivationRecomputation.FULL:
-            alt["full_recompute"] = max(d["peak"] for d in _memory(analysis, req, stages1, b, m,
+            alt["full_recompute"] = max(d["peak"] for d in _memory(analysis, req, stages1, mk, b, m,
                                                                    rc=ActivationRecomputation.FULL))
         raise DoesNotFitError(fit_message(analysis, need, mem, b, req.seq_len, fit_b, req.ds_zero, req.rc, alt),
                               needed_bytes=need["peak"], available_bytes=mem, max_batch_size=fit_b,
@@ -193,7 +201,7 @@ def _shape_free(analysis, key: tuple, compute):
     """`compute()` kept per describer and cost model (the cost model by identity): for
     figures no micro-batch or length changes, which the bounded phase cache would drop
     during a sweep over shapes."""
-    return analysis.describer.memoized((IdentityKey(analysis.cost_model),) + key, compute)
+    return analysis.describer.memoized((identity_token(analysis.cost_model),) + key, compute)
 
 
 def _dp_times(analysis, heavy: Stage, ds_zero, req: TrainingRequest):
