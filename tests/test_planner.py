@@ -29,8 +29,8 @@ def test_hand_derived_parameter_count_matches_the_catalogue():
 
 
 def test_fits_only_with_tp_4_or_more():
-    # 141.1 GB of bf16 weights: tp 2 leaves 70.6 GB per GPU > 40 GB, tp 4 35.3 GB < 40 GB
-    assert LLAMA70_BF16_BYTES / 2 > 40e9 > LLAMA70_BF16_BYTES / 4
+    # 141.1 GB of bf16 weights: tp 2 leaves 70.6 GB per GPU > 40 GiB (42.9 GB), tp 4 35.3 GB < 40 GiB
+    assert LLAMA70_BF16_BYTES / 2 > 40 * 2**30 > LLAMA70_BF16_BYTES / 4
     r = plan_inference("meta-llama/Llama-3.1-70B", ["a100-sxm-40gb"], seq_len=512, num_tokens_to_generate=32,
                        max_pp=1)
     tps = {row["layout"]["tp"] for row in r.rows}
@@ -95,9 +95,10 @@ def test_weight_lower_bound_never_exceeds_the_analysis():
 
 def test_training_only_zero3_fits():
     # Qwen2.5-32B, 32.8e9 parameters, 8 GPUs of 80 GB, tp = pp = 1 (dp 8). Bytes per parameter:
-    # ZeRO-2: 2 (weights) + (2 grads + 12 Adam) / 8 = 3.75 -> 123 GB > 80; ZeRO-3: 16 / 8 = 2 -> 65.6 GB
+    # ZeRO-2: 2 (weights) + (2 grads + 12 Adam) / 8 = 3.75 -> 123 GB > 80 GiB (85.9 GB); ZeRO-3: 16 / 8 = 2
+    # -> 65.6 GB
     params = 32.8e9
-    assert params * (2 + 14 / 8) > 80e9 > params * 16 / 8
+    assert params * (2 + 14 / 8) > 80 * 2**30 > params * 16 / 8
     r = plan_training("Qwen/Qwen2.5-32B", ["a100-sxm-80gb"], tokens=1e9, max_gpus=8, global_batch_size=64,
                       seq_len=1024, max_tp=1, max_pp=1, min_gpus=8)
     assert {row["layout"]["ds_zero"] for row in r.rows} == {3}
@@ -107,10 +108,10 @@ def test_training_only_zero3_fits():
 def test_training_only_full_recomputation_fits():
     # Llama-3.1-8B, dp 8, ZeRO-3: states 16 B x 8.03e9 / 8 = 16 GB. At seq 32768, micro-batch 1, one
     # layer's stored activations are at least s h x 34 bytes (Korthikanti et al. 2022 Eq. 2 with flash
-    # attention): 32768 x 4096 x 34 = 4.6 GB, x 32 layers = 146 GB > 80 GB; full recomputation keeps only
+    # attention): 32768 x 4096 x 34 = 4.6 GB, x 32 layers = 146 GB > 80 GiB; full recomputation keeps only
     # each layer's 16-bit input: 32768 x 4096 x 2 x 32 = 8.6 GB
     s, h = 32768, 4096
-    assert s * h * 34 * 32 > 80e9 > 16e9 + s * h * 2 * 32
+    assert s * h * 34 * 32 > 80 * 2**30 > 16e9 + s * h * 2 * 32
     r = plan_training("meta-llama/Llama-3.1-8B", ["a100-sxm-80gb"], tokens=1e9, max_gpus=8, global_batch_size=8,
                       seq_len=s, max_tp=1, max_pp=1, min_gpus=8, zero_stages=[3], recomputation=[0, 1, 4])
     assert {row["layout"]["activation_recomputation"] for row in r.rows if "cp" not in row["layout"]} == {4}
