@@ -23,6 +23,7 @@ from .cost.calibrated import CalibratedCostModel
 from .cost.calibrated_bound import fused_bound_totals
 from .cost.gemm import LAUNCH_MODES
 from .inference.lower_bound import inference_lower_bounds
+from .inference.plan import inference_plan
 from .errors import ConfigError
 from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
@@ -116,15 +117,18 @@ def inference(a, args: Dict[str, Any]) -> dict:
 
 def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
     """The `<key>_lower_bound` entries of `inference_lower_bounds` from the totals the calibrated
-    programs of this call computed beside their own times (cost/calibrated_bound.py
-    `fused_bound_totals`), in the plain case without pipeline stages (whose hand-offs are 0.0:
-    x + 0.0 is x); None otherwise."""
+    programs of this call computed beside their own times (their `bound_out`, kept in the
+    describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`), in the
+    plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
     batch, seq_len, n, use_kv_cache, ds_zero = shape
     p, cm = a.parallelism_config, a.cost_model
     if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
-            or p.pp_size > 1 or (p.dp_size > 1 and as_enum(DSZeRO, ds_zero, "ds_zero").value == 3)):
+            or (p.dp_size > 1 and as_enum(DSZeRO, ds_zero, "ds_zero").value == 3)):
         return None
-    got = fused_bound_totals(cm, d, batch, seq_len, n - 1)
+    plan = inference_plan(a, d)  # (none under pipeline stages)
+    if plan is None or plan.prefill_bound is None:
+        return None
+    got = fused_bound_totals(plan.prefill_bound, plan.decode_bound, batch, seq_len, n - 1)
     if got is None:
         return None
     prefill_s, first_s, steps_s = got
