@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import inspect
 from functools import lru_cache
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
@@ -31,6 +31,8 @@ from .precision import kv_cache_bytes_per_element
 from .training import run_training
 from .training.run import check_request, iteration_time, stages_for
 
+# the summary's `<key>_lower_bound` entries of inference(), in order, and the time of
+# `inference_times` each reports (`_add_inference_bounds` writes them)
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
                         "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
                         "total_decode_latency": "decode_total_s", "total_latency": "total_s"}
@@ -88,16 +90,23 @@ def _label(a) -> str:
     return a.perf_model if isinstance(a.perf_model, str) else (a.profile.origin or a.profile.generation)
 
 
+def _describer(a, args: Dict[str, Any]):
+    """The describer run_inference used (the KV-cache element named by kv_cache_dtype, else its
+    bytes; run_inference has refused a contradiction): its phase cache serves both passes."""
+    name, given_bytes = args["kv_cache_dtype"], args["kv_cache_dtype_bytes"]
+    if name is None and given_bytes is None:  # (describer_for(None) is the analysis' own)
+        return a.describer
+    named = kv_cache_bytes_per_element(name, a.gpu_config)
+    return a.describer_for(given_bytes if named is None else named)
+
+
 def inference(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_inference(a, **args)
     output_dir = args.pop("output_dir")
     # a.cost_model is the calibrated model: the call runs on the analysis itself (no view)
     summary = run_inference(a, **args, output_dir=None)
-    # the describer run_inference used (the KV-cache element named by kv_cache_dtype, else its
-    # bytes; run_inference has refused a contradiction): its phase cache serves both passes
-    named = kv_cache_bytes_per_element(args["kv_cache_dtype"], a.gpu_config)
-    d = a.describer_for(args["kv_cache_dtype_bytes"] if named is None else named)
+    d = _describer(a, args)
     # (ds_zero as given, which run_inference has checked: the bound converts it)
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
              summary["use_kv_cache"], args["ds_zero"])
@@ -107,7 +116,7 @@ def inference(a, args: Dict[str, Any]) -> dict:
     if bounds is None:
         bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
                              lambda: _inference_bounds(a, d, shape[:4] + (as_enum(DSZeRO, shape[4], "ds_zero"),)))
-    summary.update(bounds)
+    _add_inference_bounds(summary, bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:
         a.output_summary_dict(summary, output_dir, print_human_readable=True,
@@ -115,11 +124,11 @@ def inference(a, args: Dict[str, Any]) -> dict:
     return summary
 
 
-def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
-    """The `<key>_lower_bound` entries of `inference_lower_bounds` from the totals the calibrated
-    programs of this call computed beside their own times (their `bound_out`, kept in the
-    describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`), in the
-    plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
+def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
+    """(prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from the
+    totals the calibrated programs of this call computed beside their own times (their `bound_out`,
+    kept in the describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`),
+    in the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
     batch, seq_len, n, use_kv_cache, ds_zero = shape
     p, cm = a.parallelism_config, a.cost_model
     if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
@@ -133,13 +142,22 @@ def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
         return None
     prefill_s, first_s, steps_s = got
     total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
-    # the summary entries, in INFERENCE_BOUND_KEYS' order
-    return {"prefill_latency_lower_bound": prefill_s, "time_to_first_token_lower_bound": prefill_s,
-            "decode_latency_lower_bound": step_s, "time_per_output_token_lower_bound": step_s,
-            "total_decode_latency_lower_bound": total, "total_latency_lower_bound": prefill_s + total}
+    return prefill_s, step_s, total, prefill_s + total
 
 
-def _inference_bounds(a, d, shape) -> Dict[str, float]:
+def _add_inference_bounds(summary: Dict[str, Any], bounds: Tuple[float, float, float, float]) -> None:
+    """The `<key>_lower_bound` entries (INFERENCE_BOUND_KEYS, in order) of the bound's (prefill_s,
+    decode_step_s, decode_total_s, total_s), stored one by one (no dict built to update from)."""
+    prefill_s, step_s, decode_s, total_s = bounds
+    summary["prefill_latency_lower_bound"] = prefill_s
+    summary["time_to_first_token_lower_bound"] = prefill_s
+    summary["decode_latency_lower_bound"] = step_s
+    summary["time_per_output_token_lower_bound"] = step_s
+    summary["total_decode_latency_lower_bound"] = decode_s
+    summary["total_latency_lower_bound"] = total_s
+
+
+def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
     """The roofline's times of the call where `_fused_bounds` has none: from the phase tables
     (inference/lower_bound.py) where the case is plain, else its full timing pass."""
     bound = with_cost_model(a, a.lower_bound_cost_model)
@@ -148,7 +166,7 @@ def _inference_bounds(a, d, shape) -> Dict[str, float]:
         t = inference_times(bound, d, *shape)
         if bound.model_config.encoder_only:
             t["decode_step_s"] = 0.0
-    return {f"{k}_lower_bound": t[v] for k, v in INFERENCE_BOUND_KEYS.items()}
+    return t["prefill_s"], t["decode_step_s"], t["decode_total_s"], t["total_s"]
 
 
 @lru_cache(maxsize=1)

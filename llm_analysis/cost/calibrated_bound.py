@@ -125,7 +125,9 @@ def fused_bound_totals(prefill_out: list, decode_out: list, batch: int, seq_len:
     own times into their `bound_out` lists (`prefill_out`, `decode_out`; cost/calibrated_programs.py:
     the same floats as `roofline_phase_s` / `roofline_decode_s`), or None when those programs last
     ran for another shape (this call's phase times came from the cache)."""
-    p, q, n = prefill_out[0], decode_out[0], max(steps, 1)
-    if p is None or q is None or p[0] != batch or p[1] != seq_len or q[:4] != (batch, seq_len + 1, seq_len + n, n):
+    p, q, n = prefill_out[0], decode_out[0], steps if steps > 1 else 1
+    # (b, x, total) and (b, x0, x1, n, first, total), compared item by item (no tuples built)
+    if (p is None or q is None or p[0] != batch or p[1] != seq_len or q[0] != batch or q[1] != seq_len + 1
+            or q[2] != seq_len + n or q[3] != n):
         return None
     return p[2], q[4], q[5]

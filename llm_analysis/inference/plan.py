@@ -3,12 +3,13 @@
 Past their tiers (operators/phase_table.py: FIT_AFTER, COMPILE_AFTER) the prefill and decode
 phases of a describer have fitted tables and generated programs that every later shape runs:
 the roofline's (phase_programs.py) or the calibrated model's (cost/calibrated_programs.py,
-which also leave the call's lower bound in their `bound_out`: facade_perf reads it here). The general path finds them anew for each
-phase of each call (use counts, length pieces, program caches: a dozen calls); here they are
-kept together once all exist, for the plain case: one table for every length (no sliding
-window, whose lengths pick a piece) and, for the programs, one pipeline stage (no hand-off
-to add). Elsewhere, or before the tiers, callers take the general path; both compute the
-same floats (the programs are the tables' own arithmetic)."""
+which also leave the call's lower bound in their `bound_out`: facade_perf reads it here).
+The general path finds them anew for each phase of each call (use counts, length pieces,
+program caches: a dozen calls); here they are kept together once all exist, for the plain
+case: one table for every length (no sliding window, whose lengths pick a piece) and, for the
+programs, one pipeline stage (no hand-off to add). Elsewhere, or before the tiers, callers
+take the general path; both compute the same floats (the programs are the tables' own
+arithmetic)."""
 
 from __future__ import annotations
 
