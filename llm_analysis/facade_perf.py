@@ -29,7 +29,8 @@ from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
 from .precision import kv_cache_bytes_per_element
 from .training import run_training
-from .training.run import check_request, iteration_time, stages_for
+from .training.request import TrainingRequest
+from .training.run import iteration_time, stages_for, training_run
 
 # the summary's `<key>_lower_bound` entries of inference(), in order, and the time of
 # `inference_times` each reports (`_add_inference_bounds` writes them)
@@ -174,13 +175,13 @@ def _run_training_defaults() -> Dict[str, Any]:
     return {k: p.default for k, p in inspect.signature(run_training).parameters.items() if k != "analysis"}
 
 
-def _training_bounds(a, args: Dict[str, Any], summary: Dict[str, Any]) -> Dict[str, float]:
-    """The roofline's times of the call the calibrated run just analysed: its stages and iteration
-    time at the micro-batch and accumulation steps that run chose (they depend on memory only,
-    which no cost model changes), as `run_training` / `training_summary` compute them, without
-    the memory, batch choice and summary a full second run would redo."""
+def _training_bounds(a, req: TrainingRequest, summary: Dict[str, Any]) -> Dict[str, float]:
+    """The roofline's times of the call the calibrated run just analysed (`req`: the request it
+    validated, which depends on no cost model): its stages and iteration time at the micro-batch
+    and accumulation steps that run chose (they depend on memory only, which no cost model
+    changes), as `run_training` / `training_summary` compute them, without the validation,
+    memory, batch choice and summary a full second run would redo."""
     bound = with_cost_model(a, a.lower_bound_cost_model)
-    req = check_request(bound, dict(_run_training_defaults(), **args, output_dir=None))
     b, m = summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"]
     stages = stages_for(bound, req, b)
     times = iteration_time(bound, req, stages, b, m)
@@ -195,6 +196,18 @@ def _training_bounds(a, args: Dict[str, Any], summary: Dict[str, Any]) -> Dict[s
             "latency_per_iter_lower_bound": it, "total_training_latency_lower_bound": total}
 
 
+def _eager_run(view, args: Dict[str, Any]):
+    """`training_run` of the call's arguments (output_dir popped) on the eager-floor view: the
+    summary and the validated request. An argument run_training does not take raises run_training's
+    own TypeError."""
+    defaults = _run_training_defaults()
+    kw = dict(defaults, **args)
+    if len(kw) != len(defaults):  # (every known name is in the defaults: one more is unknown)
+        run_training(view, **args, output_dir=None)
+    kw["output_dir"] = None
+    return training_run(view, kw)
+
+
 def training(a, args: Dict[str, Any]) -> dict:
     """Training under the eager kernel floor; the lower bound from the same call on the roofline
     (batch and accumulation steps depend on memory only, so both runs choose the same)."""
@@ -206,11 +219,12 @@ def training(a, args: Dict[str, Any]) -> dict:
     eager = cm.__dict__.get("_training_view")
     if eager is None or eager.launch != launch:
         eager = cm.__dict__["_training_view"] = cm.with_launch(launch)
-    summary = run_training(with_cost_model(a, eager), **args, output_dir=None)
-    # the same call on the roofline, kept per argument set (a repeated call costs a lookup)
-    # (the arguments in their given order: another order is another key, a miss, never a wrong hit)
-    key = ("training_lower_bound",) + tuple(args.items())
-    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, args, summary))
+    summary, req = _eager_run(with_cost_model(a, eager), args)
+    # the same call on the roofline, kept per validated options (one hashed key part), length,
+    # token total and the batch the run chose: everything the bound depends on
+    key = ("training_lower_bound", req.options_key, req.seq_len, req.total_num_tokens,
+           summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"], summary["global_batch_size"])
+    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, req, summary))
     summary.update(bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:
