@@ -16,20 +16,24 @@ from __future__ import annotations
 import copy
 import inspect
 from functools import lru_cache
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
 from .cost.calibrated_bound import fused_bound_totals
 from .cost.gemm import LAUNCH_MODES
 from .inference.lower_bound import inference_lower_bounds
+from .inference.plan import inference_plan
 from .errors import ConfigError
 from .inference import inference_times, run_inference
 from .options import DSZeRO, as_enum
 from .precision import kv_cache_bytes_per_element
 from .training import run_training
-from .training.run import check_request, iteration_time, stages_for
+from .training.request import TrainingRequest
+from .training.run import iteration_time, stages_for, training_run
 
+# the summary's `<key>_lower_bound` entries of inference(), in order, and the time of
+# `inference_times` each reports (`_add_inference_bounds` writes them)
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
                         "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
                         "total_decode_latency": "decode_total_s", "total_latency": "total_s"}
@@ -87,16 +91,23 @@ def _label(a) -> str:
     return a.perf_model if isinstance(a.perf_model, str) else (a.profile.origin or a.profile.generation)
 
 
+def _describer(a, args: Dict[str, Any]):
+    """The describer run_inference used (the KV-cache element named by kv_cache_dtype, else its
+    bytes; run_inference has refused a contradiction): its phase cache serves both passes."""
+    name, given_bytes = args["kv_cache_dtype"], args["kv_cache_dtype_bytes"]
+    if name is None and given_bytes is None:  # (describer_for(None) is the analysis' own)
+        return a.describer
+    named = kv_cache_bytes_per_element(name, a.gpu_config)
+    return a.describer_for(given_bytes if named is None else named)
+
+
 def inference(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_inference(a, **args)
     output_dir = args.pop("output_dir")
     # a.cost_model is the calibrated model: the call runs on the analysis itself (no view)
     summary = run_inference(a, **args, output_dir=None)
-    # the describer run_inference used (the KV-cache element named by kv_cache_dtype, else its
-    # bytes; run_inference has refused a contradiction): its phase cache serves both passes
-    named = kv_cache_bytes_per_element(args["kv_cache_dtype"], a.gpu_config)
-    d = a.describer_for(args["kv_cache_dtype_bytes"] if named is None else named)
+    d = _describer(a, args)
     # (ds_zero as given, which run_inference has checked: the bound converts it)
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
              summary["use_kv_cache"], args["ds_zero"])
@@ -106,7 +117,7 @@ def inference(a, args: Dict[str, Any]) -> dict:
     if bounds is None:
         bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
                              lambda: _inference_bounds(a, d, shape[:4] + (as_enum(DSZeRO, shape[4], "ds_zero"),)))
-    summary.update(bounds)
+    _add_inference_bounds(summary, bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:
         a.output_summary_dict(summary, output_dir, print_human_readable=True,
@@ -114,28 +125,40 @@ def inference(a, args: Dict[str, Any]) -> dict:
     return summary
 
 
-def _fused_bounds(a, d, shape) -> Optional[Dict[str, float]]:
-    """The `<key>_lower_bound` entries of `inference_lower_bounds` from the totals the calibrated
-    programs of this call computed beside their own times (cost/calibrated_bound.py
-    `fused_bound_totals`), in the plain case without pipeline stages (whose hand-offs are 0.0:
-    x + 0.0 is x); None otherwise."""
+def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
+    """(prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from the
+    totals the calibrated programs of this call computed beside their own times (their `bound_out`,
+    kept in the describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`),
+    in the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
     batch, seq_len, n, use_kv_cache, ds_zero = shape
     p, cm = a.parallelism_config, a.cost_model
     if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
-            or p.pp_size > 1 or (p.dp_size > 1 and as_enum(DSZeRO, ds_zero, "ds_zero").value == 3)):
+            or (p.dp_size > 1 and as_enum(DSZeRO, ds_zero, "ds_zero").value == 3)):
         return None
-    got = fused_bound_totals(cm, d, batch, seq_len, n - 1)
+    plan = inference_plan(a, d)  # (none under pipeline stages)
+    if plan is None or plan.prefill_bound is None:
+        return None
+    got = fused_bound_totals(plan.prefill_bound, plan.decode_bound, batch, seq_len, n - 1)
     if got is None:
         return None
     prefill_s, first_s, steps_s = got
     total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
-    # the summary entries, in INFERENCE_BOUND_KEYS' order
-    return {"prefill_latency_lower_bound": prefill_s, "time_to_first_token_lower_bound": prefill_s,
-            "decode_latency_lower_bound": step_s, "time_per_output_token_lower_bound": step_s,
-            "total_decode_latency_lower_bound": total, "total_latency_lower_bound": prefill_s + total}
+    return prefill_s, step_s, total, prefill_s + total
 
 
-def _inference_bounds(a, d, shape) -> Dict[str, float]:
+def _add_inference_bounds(summary: Dict[str, Any], bounds: Tuple[float, float, float, float]) -> None:
+    """The `<key>_lower_bound` entries (INFERENCE_BOUND_KEYS, in order) of the bound's (prefill_s,
+    decode_step_s, decode_total_s, total_s), stored one by one (no dict built to update from)."""
+    prefill_s, step_s, decode_s, total_s = bounds
+    summary["prefill_latency_lower_bound"] = prefill_s
+    summary["time_to_first_token_lower_bound"] = prefill_s
+    summary["decode_latency_lower_bound"] = step_s
+    summary["time_per_output_token_lower_bound"] = step_s
+    summary["total_decode_latency_lower_bound"] = decode_s
+    summary["total_latency_lower_bound"] = total_s
+
+
+def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
     """The roofline's times of the call where `_fused_bounds` has none: from the phase tables
     (inference/lower_bound.py) where the case is plain, else its full timing pass."""
     bound = with_cost_model(a, a.lower_bound_cost_model)
@@ -144,7 +167,7 @@ def _inference_bounds(a, d, shape) -> Dict[str, float]:
         t = inference_times(bound, d, *shape)
         if bound.model_config.encoder_only:
             t["decode_step_s"] = 0.0
-    return {f"{k}_lower_bound": t[v] for k, v in INFERENCE_BOUND_KEYS.items()}
+    return t["prefill_s"], t["decode_step_s"], t["decode_total_s"], t["total_s"]
 
 
 @lru_cache(maxsize=1)
@@ -152,13 +175,13 @@ def _run_training_defaults() -> Dict[str, Any]:
     return {k: p.default for k, p in inspect.signature(run_training).parameters.items() if k != "analysis"}
 
 
-def _training_bounds(a, args: Dict[str, Any], summary: Dict[str, Any]) -> Dict[str, float]:
-    """The roofline's times of the call the calibrated run just analysed: its stages and iteration
-    time at the micro-batch and accumulation steps that run chose (they depend on memory only,
-    which no cost model changes), as `run_training` / `training_summary` compute them, without
-    the memory, batch choice and summary a full second run would redo."""
+def _training_bounds(a, req: TrainingRequest, summary: Dict[str, Any]) -> Dict[str, float]:
+    """The roofline's times of the call the calibrated run just analysed (`req`: the request it
+    validated, which depends on no cost model): its stages and iteration time at the micro-batch
+    and accumulation steps that run chose (they depend on memory only, which no cost model
+    changes), as `run_training` / `training_summary` compute them, without the validation,
+    memory, batch choice and summary a full second run would redo."""
     bound = with_cost_model(a, a.lower_bound_cost_model)
-    req = check_request(bound, dict(_run_training_defaults(), **args, output_dir=None))
     b, m = summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"]
     stages = stages_for(bound, req, b)
     times = iteration_time(bound, req, stages, b, m)
@@ -173,6 +196,18 @@ def _training_bounds(a, args: Dict[str, Any], summary: Dict[str, Any]) -> Dict[s
             "latency_per_iter_lower_bound": it, "total_training_latency_lower_bound": total}
 
 
+def _eager_run(view, args: Dict[str, Any]):
+    """`training_run` of the call's arguments (output_dir popped) on the eager-floor view: the
+    summary and the validated request. An argument run_training does not take raises run_training's
+    own TypeError."""
+    defaults = _run_training_defaults()
+    kw = dict(defaults, **args)
+    if len(kw) != len(defaults):  # (every known name is in the defaults: one more is unknown)
+        run_training(view, **args, output_dir=None)
+    kw["output_dir"] = None
+    return training_run(view, kw)
+
+
 def training(a, args: Dict[str, Any]) -> dict:
     """Training under the eager kernel floor; the lower bound from the same call on the roofline
     (batch and accumulation steps depend on memory only, so both runs choose the same)."""
@@ -184,11 +219,12 @@ def training(a, args: Dict[str, Any]) -> dict:
     eager = cm.__dict__.get("_training_view")
     if eager is None or eager.launch != launch:
         eager = cm.__dict__["_training_view"] = cm.with_launch(launch)
-    summary = run_training(with_cost_model(a, eager), **args, output_dir=None)
-    # the same call on the roofline, kept per argument set (a repeated call costs a lookup)
-    # (the arguments in their given order: another order is another key, a miss, never a wrong hit)
-    key = ("training_lower_bound",) + tuple(args.items())
-    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, args, summary))
+    summary, req = _eager_run(with_cost_model(a, eager), args)
+    # the same call on the roofline, kept per validated options (one hashed key part), length,
+    # token total and the batch the run chose: everything the bound depends on
+    key = ("training_lower_bound", req.options_key, req.seq_len, req.total_num_tokens,
+           summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"], summary["global_batch_size"])
+    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, req, summary))
     summary.update(bounds)
     summary["perf_model"] = _label(a)
     if output_dir is not None:

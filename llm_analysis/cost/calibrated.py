@@ -37,8 +37,9 @@ does not depend on a call's shape is worked out once per weight shape (`gemm.Gem
 memoised by M) and per collective group (`nccl.collective_timer`, or inlined as NCCL's
 ring expression: `nccl.ring_code`); a phase table in steady use runs as generated code
 (cost/calibrated_programs.py) that also computes the roofline lower bound of the call
-(`bound_model`), decode steps' context-free part kept per (batch, steps). A new-shape
-inference() costs ~1.2x the roofline's, a repeated one ~1.1x (benchmarks/speed.py).
+(`bound_model`), decode steps' context-free part kept per (batch, steps); the describer's plan
+(inference/plan.py) holds the programs. A new-shape inference() costs ~1.15x the roofline's, a
+repeated one ~1.2x (benchmarks/speed.py).
 """
 
 from __future__ import annotations

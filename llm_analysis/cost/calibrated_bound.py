@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..operators.phase_table import FIELDS, PhaseTable, phase_table
+from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
 from ..phase_programs import _collective_expr, _slots, x_free
 from ..timing import GroupTimes, table_splits, table_time_s
@@ -118,41 +118,16 @@ def roofline_decode_s(roof, table: PhaseTable, batch: int, x0: int, steps: int):
     return table_time_s(first), GroupTimes().add_steps_splits(roof.roofline, first, last, steps).total_s
 
 
-def _slot(cm, table: PhaseTable, kind: str):
-    """The `bound_out` list of `cm`'s generated `kind` program of `table` (None: no such program
-    yet, or one without a bound)."""
-    entry = cm.__dict__.get("_phase_programs", {}).get((id(table), kind, ()))
-    return None if entry is None or entry[0] is not table else getattr(entry[1], "bound_out", None)
-
-
-def _bound_slots(cm, d):
-    """(prefill slot, decode slot) of `cm`'s programs of the describer's tables (one table for
-    every length each), found once per (describer, cost model) and kept on the describer
-    (tables and programs never change once built); None until both are compiled."""
-    found = d.memoized(("calibrated_bound_slots",), dict)
-    entry = found.get(id(cm))
-    if entry is not None and entry[0] is cm:
-        return entry[1]
-    prefill, decode = phase_table(d, "prefill"), phase_table(d, "decode")
-    if prefill is None or decode is None:
-        return None
-    slots = (_slot(cm, prefill, "prefill"), _slot(cm, decode, "decode"))
-    if slots[0] is None or slots[1] is None:
-        return None
-    found[id(cm)] = (cm, slots)
-    return slots
-
-
-def fused_bound_totals(cm, d, batch: int, seq_len: int, steps: int) -> Optional[Tuple[float, float, float]]:
+def fused_bound_totals(prefill_out: list, decode_out: list, batch: int, seq_len: int,
+                       steps: int) -> Optional[Tuple[float, float, float]]:
     """(prefill, first decode step, sum over max(steps, 1) steps) of the lower bound on the
     describer's phase tables, as the calibrated programs of this call computed them beside their
-    own times (cost/calibrated_programs.py: the same floats as `roofline_phase_s` /
-    `roofline_decode_s`), or None when those programs last ran for another shape (or are not
-    compiled yet)."""
-    slots = _bound_slots(cm, d)
-    if slots is None:
-        return None
-    p, q, n = slots[0][0], slots[1][0], max(steps, 1)
-    if p is None or q is None or p[0] != batch or p[1] != seq_len or q[:4] != (batch, seq_len + 1, seq_len + n, n):
+    own times into their `bound_out` lists (`prefill_out`, `decode_out`; cost/calibrated_programs.py:
+    the same floats as `roofline_phase_s` / `roofline_decode_s`), or None when those programs last
+    ran for another shape (this call's phase times came from the cache)."""
+    p, q, n = prefill_out[0], decode_out[0], steps if steps > 1 else 1
+    # (b, x, total) and (b, x0, x1, n, first, total), compared item by item (no tuples built)
+    if (p is None or q is None or p[0] != batch or p[1] != seq_len or q[0] != batch or q[1] != seq_len + 1
+            or q[2] != seq_len + n or q[3] != n):
         return None
     return p[2], q[4], q[5]

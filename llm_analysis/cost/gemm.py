@@ -50,35 +50,38 @@ class GemmShape:
             else profile.gemm_plateau_efficiency
         self.k_total = k + profile.gemm_k_half
         splitk = profile.gemm_splitk_min_k
-        # per tile: (tm, padded N = tiles_n * tn, tiles_n, split-K cap, relative efficiency), the
-        # most efficient first: a tile's fill never exceeds its relative efficiency (every other
-        # factor is <= 1, also once rounded), so the search stops at a tile that cannot win
-        self.tiles = tuple(sorted(((tm, _ceil_div(n, tn) * tn, _ceil_div(n, tn), int(k // splitk), rel)
+        # per tile: (tm, tm x padded N (padded N = tiles_n * tn), tiles_n, split-K cap, relative
+        # efficiency), the most efficient first: a tile's fill never exceeds its relative efficiency
+        # (every other factor is <= 1, also once rounded), so the search stops at a tile that cannot win
+        self.tiles = tuple(sorted(((tm, tm * (_ceil_div(n, tn) * tn), _ceil_div(n, tn), int(k // splitk), rel)
                                    for tm, tn, rel in profile.gemm_tile_shapes), key=lambda t: -t[4]))
         self.memo = {}
 
     def __call__(self, m: int) -> float:
         """Fraction of the dense tensor peak a GEMM of (m, N, K) reaches (0 < e < 1)."""
         e = self.memo.get(m)
-        if e is None:
-            if m < 1:
-                raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {self.n}, {self.k}) must be >= 1")
-            if len(self.memo) >= _MEMO_LIMIT:  # a long sweep over M: keep the memo bounded
-                self.memo.clear()
-            e = self.memo[m] = self.plateau * self._best_tile(m) * self.k / self.k_total
+        return self.miss(m) if e is None else e
+
+    def miss(self, m: int) -> float:
+        """`self(m)` for an M the memo does not hold (generated programs look the memo up
+        themselves: cost/calibrated_programs.py), computed and memoised."""
+        if m < 1:
+            raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {self.n}, {self.k}) must be >= 1")
+        if len(self.memo) >= _MEMO_LIMIT:  # a long sweep over M: keep the memo bounded
+            self.memo.clear()
+        e = self.memo[m] = self.plateau * self._best_tile(m) * self.k / self.k_total
         return e
 
     def _best_tile(self, m: int) -> float:
         """The best candidate tile's relative efficiency x tile fill x wave fill at this M."""
         sms, mn, best = self.num_sms, m * self.n, -1.0
-        for tm, n_pad, tiles_n, splitk_cap, rel in self.tiles:
+        for tm, tile_area, tiles_n, splitk_cap, rel in self.tiles:
             if best >= rel:  # (the max is the same float whichever order the tiles are tried in)
                 break
             tiles_m = -(-m // tm)
-            tiles = tiles_m * tiles_n
             # split-K (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at
             # least gemm_splitk_min_k (splitk_cap = K // that) so idle SMs share the tiles' main loops
-            work = tiles
+            work = tiles = tiles_m * tiles_n
             if tiles < sms:  # max(1, min(sms // tiles, splitk_cap)) splits, without the calls
                 splits = sms // tiles
                 if splits > splitk_cap:
@@ -86,7 +89,8 @@ class GemmShape:
                 if splits > 1:
                     work = tiles * splits
             # tile quantisation (a partly covered tile costs a whole one) x wave quantisation
-            fill = rel * (mn / (tiles_m * tm * n_pad) * (work / (-(-work // sms) * sms)))
+            # (tiles_m x tm x padded N, an integer product: exact in any order)
+            fill = rel * (mn / (tiles_m * tile_area) * (work / (-(-work // sms) * sms)))
             if fill > best:
                 best = fill
         return best

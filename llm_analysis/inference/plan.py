@@ -1,13 +1,15 @@
 """What every new shape of a sweep's inference calls runs, looked up once per phase.
 
 Past their tiers (operators/phase_table.py: FIT_AFTER, COMPILE_AFTER) the prefill and decode
-phases of a describer have fitted tables and, on the roofline, generated programs
-(phase_programs.py) that every later shape runs. The general path finds them anew for each
-phase of each call (use counts, length pieces, program caches: a dozen calls); here they are
-kept together once all exist, for the plain case: one table for every length (no sliding
-window, whose lengths pick a piece) and, for the programs, one pipeline stage (no hand-off
-to add). Elsewhere, or before the tiers, callers take the general path; both compute the
-same floats (the programs are the tables' own arithmetic)."""
+phases of a describer have fitted tables and generated programs that every later shape runs:
+the roofline's (phase_programs.py) or the calibrated model's (cost/calibrated_programs.py,
+which also leave the call's lower bound in their `bound_out`: facade_perf reads it here).
+The general path finds them anew for each phase of each call (use counts, length pieces,
+program caches: a dozen calls); here they are kept together once all exist, for the plain
+case: one table for every length (no sliding window, whose lengths pick a piece) and, for the
+programs, one pipeline stage (no hand-off to add). Elsewhere, or before the tiers, callers
+take the general path; both compute the same floats (the programs are the tables' own
+arithmetic)."""
 
 from __future__ import annotations
 
@@ -26,10 +28,14 @@ class PhaseTables(NamedTuple):
 
 
 class InferencePlan(NamedTuple):
-    cost_model: object  # the roofline model the programs were generated for (compared by identity)
+    cost_model: object  # the cost model the programs were generated for (compared by identity)
     tables: PhaseTables
     prefill: Callable  # (b, x) -> (groups, model FLOPs, total seconds): phase_programs._prefill_program
     decode: Callable  # (b, x0, x1, n) -> (groups, first step s, last step s, total s): _decode_program
+    # the programs' `bound_out` lists ([lower-bound totals of their last call]: cost/calibrated_programs.py)
+    # under a model with a bound model; None on the roofline
+    prefill_bound: Optional[list]
+    decode_bound: Optional[list]
 
 
 def phase_tables(d) -> Optional[PhaseTables]:
@@ -45,20 +51,31 @@ def phase_tables(d) -> Optional[PhaseTables]:
     return tables or None
 
 
+def _timed_from(cm, tables: PhaseTables) -> bool:
+    """Whether the general path times both tables under `cm` (`timing.roofline_table`): the roofline
+    always, another model where it accepts them (the calibrated one: every kernel's shape known)."""
+    if type(cm) is RooflineCostModel:
+        return True
+    accepts = getattr(cm, "accepts_table", None)
+    return accepts is not None and accepts(tables.prefill) and accepts(tables.decode)
+
+
 def inference_plan(analysis, d) -> Optional[InferencePlan]:
-    """The tables and the roofline programs of the analysis' cost model, once compiled, for one
-    pipeline stage (None otherwise: the general path). One plan kept per describer, for the cost
-    model that last asked (an analysis times with one)."""
+    """The tables and the programs of the analysis' cost model, once compiled, for one pipeline
+    stage (None otherwise: the general path). One plan kept per describer, for the cost model
+    that last asked (an analysis times with one)."""
     cm = analysis.cost_model
     plan = d.kept("inference_plan")
     if plan is not None and plan.cost_model is cm:
         return plan
-    if type(cm) is not RooflineCostModel or analysis.parallelism_config.pp_size > 1:
+    if analysis.parallelism_config.pp_size > 1:
         return None
     tables = phase_tables(d)
-    if tables is None:
+    if tables is None or not _timed_from(cm, tables):
         return None
+    # (a model without programs of its own has none compiled: phase_programs.phase_program)
     prefill, decode = compiled_program(cm, tables.prefill, "prefill"), compiled_program(cm, tables.decode, "decode")
     if prefill is None or decode is None:  # not compiled yet: the general path compiles them when hot
         return None
-    return d.keep("inference_plan", InferencePlan(cm, tables, prefill, decode))
+    return d.keep("inference_plan", InferencePlan(cm, tables, prefill, decode, getattr(prefill, "bound_out", None),
+                                                  getattr(decode, "bound_out", None)))

@@ -87,7 +87,7 @@ like their base weight.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..constant import GB
 from ..errors import DoesNotFitError
@@ -292,7 +292,14 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
     """
     kw = dict(locals())
     kw.pop("analysis")
+    return training_run(analysis, kw)[0]
+
+
+def training_run(analysis, kw: Dict[str, Any]) -> Tuple[Dict[str, Any], TrainingRequest]:
+    """`run_training` of its arguments `kw` (every parameter, by name, in its order), and the
+    request it validated (facade_perf reuses it for the lower bound of a calibrated call)."""
     req = check_request(analysis, kw)
+    output_dir = kw["output_dir"]
     mem = analysis.gpu_config.mem_per_GPU_in_GB * GB
     batch = choose_batch(analysis, req, mem)
     stages = stages_for(analysis, req, batch["b"])
@@ -310,8 +317,8 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
         summary["total_training_cost_using_flops"] = None if gpu_hours_flops is None else gpu_hours_flops * c
     if output_dir is not None:
         analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
-                                     output_file_suffix=output_file_suffix)
-    return summary
+                                     output_file_suffix=kw["output_file_suffix"])
+    return summary, req
 
 
 def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -> List[str]:
