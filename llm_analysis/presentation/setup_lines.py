@@ -46,7 +46,10 @@ def _gpu_line(analysis) -> str:
     g = analysis.gpu_config
     link = getattr(g, "intra_node_link", "nvlink")
     link = {"nvlink": "NVLink", "pcie": "PCIe", "xgmi": "xGMI"}.get(link, link)
-    return (f"{g.name}: {g.mem_per_GPU_in_GB:g} GB HBM at {g.hbm_bandwidth_in_GB_per_sec:g} GB/s, "
+    # both units: an HBM spec sheet's "80 GB" is 80 GiB, which the catalogue holds as 85.9 decimal GB
+    mem_gib = g.mem_per_GPU_in_GB * 1e9 / 2**30
+    return (f"{g.name}: {g.mem_per_GPU_in_GB:g} GB ({mem_gib:.4g} GiB) of memory at "
+            f"{g.hbm_bandwidth_in_GB_per_sec:g} GB/s, "
             f"{g.peak_fp16_TFLOPS:g} TFLOP/s dense 16-bit; {link} {g.intra_node_bandwidth_in_GB_per_sec:g} GB/s "
             f"within a node, {g.inter_node_bandwidth_in_GB_per_sec:g} GB/s per GPU across nodes")
 
