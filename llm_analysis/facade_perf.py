@@ -69,8 +69,10 @@ def cost_model(a):
 def _plain_copy(cls) -> bool:
     """Whether copy.copy of a `cls` instance is a new instance with its __dict__'s items (the
     default protocol: no __copy__, __reduce__, __getstate__, __new__ or __slots__ of its own)."""
+    # (object.__getstate__ exists from Python 3.11 on: compared through getattr on 3.10)
     return (getattr(cls, "__copy__", None) is None and cls.__reduce_ex__ is object.__reduce_ex__
-            and cls.__reduce__ is object.__reduce__ and cls.__getstate__ is object.__getstate__
+            and cls.__reduce__ is object.__reduce__
+            and getattr(cls, "__getstate__", None) is getattr(object, "__getstate__", None)
             and cls.__new__ is object.__new__ and not any("__slots__" in vars(k) for k in cls.__mro__))
 
 
@@ -198,12 +200,13 @@ def _training_bounds(a, req: TrainingRequest, summary: Dict[str, Any]) -> Dict[s
 
 def _eager_run(view, args: Dict[str, Any]):
     """`training_run` of the call's arguments (output_dir popped) on the eager-floor view: the
-    summary and the validated request. An argument run_training does not take raises run_training's
-    own TypeError."""
+    summary and the validated request. An argument run_training does not take raises the
+    TypeError a call of run_training would."""
     defaults = _run_training_defaults()
     kw = dict(defaults, **args)
     if len(kw) != len(defaults):  # (every known name is in the defaults: one more is unknown)
-        run_training(view, **args, output_dir=None)
+        unknown = next(k for k in args if k not in defaults)
+        raise TypeError(f"run_training() got an unexpected keyword argument {unknown!r}")
     kw["output_dir"] = None
     return training_run(view, kw)
 

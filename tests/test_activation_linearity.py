@@ -19,7 +19,7 @@ from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, ge
                                  get_model_config_by_name)
 from llm_analysis.hub_mapping import map_hf_config
 from llm_analysis.options import ActivationRecomputation as AR
-from llm_analysis.training.memory import _activation_parts
+from llm_analysis.training.memory import _activation_parts, _parts
 
 logging.disable(logging.WARNING)
 
@@ -70,6 +70,8 @@ def _check(model, layouts=LAYOUTS, encoder_seq_len=None):
                         direct = _activation_parts(a, b, seq_len, rc, kw)
                         assert direct == pytest.approx([b * x for x in one], rel=1e-12, abs=0), \
                             (model.name, layout, rc, options, seq_len, b)
+                        # the shortcut training/memory.py takes (one sequence's figures, scaled)
+                        assert _parts(a, b, seq_len, rc, kw) == pytest.approx(direct, rel=1e-12, abs=0)
                         checked += 1
     assert checked, f"{model.name}: no layout was checked"
 

@@ -138,12 +138,14 @@ def test_xlstm_train_mode_is_refused():
 
 
 # ------------------------------------------------------------------ Inkling
-def test_inkling_short_convolutions_prefill_decode_and_state():
-    a = analysis_from_hf(INKLING, GPU)
-    lm, config = _lm(INKLING, device="cpu", dtype=torch.float32)
+def _prefill_decode_and_cache(cfg, vocab: int, batch: int, prompt: int):
+    """The analysis of `cfg` with its parameters, prefill FLOPs and one decode step's FLOPs
+    checked against the transformers model run on the CPU (a real cache after a real
+    prefill); returns (analysis, that cache's conv-state bytes, its key/value bytes)."""
+    a = analysis_from_hf(cfg, GPU)
+    lm, config = _lm(cfg, device="cpu", dtype=torch.float32)
     assert a.get_num_params_total() == sum(p.numel() for p in lm.parameters())
-    batch, prompt = 2, 20
-    ids = torch.randint(0, 128, (batch, prompt))
+    ids = torch.randint(0, vocab, (batch, prompt))
     flops, _ = _counted(lm, input_ids=ids, use_cache=False)
     assert engine_matmul_flops(a, batch, prompt) == flops
     from transformers import DynamicCache
@@ -152,12 +154,18 @@ def test_inkling_short_convolutions_prefill_decode_and_state():
     assert a.get_num_flops_decode_step(batch, prompt + 1) == flops
     cache = out.past_key_values
     conv = sum(t.numel() * t.element_size() for layer in cache.layers for t in layer.conv_states.values())
+    kv = sum(layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
+             for layer in cache.layers)
+    return a, conv, kv
+
+
+def test_inkling_short_convolutions_prefill_decode_and_state():
+    batch, prompt = 2, 20
+    a, conv, kv = _prefill_decode_and_cache(INKLING, 128, batch, prompt)
     # hand derivation, per layer and sequence: k and v convs (2 KV heads x 16 = 32 channels),
     # post-attention and post-MLP convs (64 channels), each 4 float32 inputs per channel
     assert conv == batch * 2 * (2 * 32 + 2 * 64) * 4 * 4
     assert _state_bytes(a, batch) == conv
-    kv = sum(layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
-             for layer in cache.layers)
     # keys and values: the full layer keeps 21 tokens, the sliding one its window - 1 = 7
     assert kv == batch * (21 + 7) * 2 * 2 * 16 * 4
     assert a.get_memory_kv_cache_total(batch, prompt + 1, kv_cache_dtype_bytes=4) == conv + kv
@@ -179,25 +187,12 @@ INKLING2 = {"model_type": "inkling2_text", "hidden_size": 64, "num_hidden_layers
 
 
 def test_inkling2_depth_attention_dynamic_convs_prefill_decode_and_state():
-    a = analysis_from_hf(INKLING2, GPU)
-    lm, config = _lm(INKLING2, device="cpu", dtype=torch.float32)
-    assert a.get_num_params_total() == sum(p.numel() for p in lm.parameters())
     batch, prompt = 2, 20
-    ids = torch.randint(0, 120, (batch, prompt))
-    flops, _ = _counted(lm, input_ids=ids, use_cache=False)
-    assert engine_matmul_flops(a, batch, prompt) == flops
-    from transformers import DynamicCache
-    _, out = _counted(lm, input_ids=ids, past_key_values=DynamicCache(config=config), use_cache=True)
-    flops, out = _counted(lm, input_ids=ids[:, :1], past_key_values=out.past_key_values, use_cache=True)
-    assert a.get_num_flops_decode_step(batch, prompt + 1) == flops
-    cache = out.past_key_values
-    conv = sum(t.numel() * t.element_size() for layer in cache.layers for t in layer.conv_states.values())
+    a, conv, kv = _prefill_decode_and_cache(INKLING2, 120, batch, prompt)
     # per layer: k and v convs (static or per-token taps: 32 channels), post-attention and
     # post-MLP convs (64), 4 float32 inputs per channel each
     assert conv == batch * 5 * (2 * 32 + 2 * 64) * 4 * 4
     assert _state_bytes(a, batch) == conv
-    kv = sum(layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
-             for layer in cache.layers)
     assert a.get_memory_kv_cache_total(batch, prompt + 1, kv_cache_dtype_bytes=4) == conv + kv
 
 

@@ -167,3 +167,16 @@ def test_cached_training_options_still_validate_each_call():
     assert a.training(lora=dict(lora), **kw) == first
     with pytest.raises(ConfigError, match="target_modules"):
         a.training(lora={"rank": 8, "target_modules": ["no_such_proj"]}, **kw)
+
+
+def test_unknown_training_argument_is_the_same_type_error_under_both_models():
+    # the calibrated path validates its arguments without calling run_training: an argument
+    # run_training does not take must still raise what run_training would
+    msgs = []
+    for pm in ("roofline", "calibrated"):
+        a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-80gb"),
+                        perf_model=pm)
+        with pytest.raises(TypeError) as e:
+            a.training(batch_size_per_gpu=1, seq_len=256, no_such_option=3)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] and "no_such_option" in msgs[0]

@@ -200,8 +200,8 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
     groups = t["decode_groups"]
     kv_s = 0.0
     if steps:  # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
-        kv_s = sum([groups.get("attention_kv_cache", _NO_GROUP)["latency_s"],
-                    groups.get("mixer_state", _NO_GROUP)["latency_s"]]) / steps
+        kv_s = (groups.get("attention_kv_cache", _NO_GROUP)["latency_s"]
+                + groups.get("mixer_state", _NO_GROUP)["latency_s"]) / steps
     prefill_s, step_s, total_s = t["prefill_s"], t["decode_step_s"], t["total_s"]
     free = mem["mem"] - mem["needed"]
     return {

@@ -31,7 +31,7 @@ def _names(value: Any, flag: str) -> List[str]:
     raise LLMAnalysisError(f"--{flag} = {value!r} must be comma-separated names")
 
 
-def _ints(value: Any, flag: str) -> Optional[List[Any]]:
+def _ints(value: Any) -> Optional[List[Any]]:
     """None, one integer, or a comma-separated list of them (fire turns 0,1,2 into a tuple);
     each value is validated by the planner, which names the flag."""
     if value is None:
@@ -153,5 +153,5 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                              gpu_prices=_prices(gpu_prices), min_gpus=min_gpus, flops_efficiency=flops_efficiency,
                              hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
                              perf_model=perf_model_arg(perf_model, gpu_profile),
-                             **({} if zero_stages is None else {"zero_stages": _ints(zero_stages, "zero_stages")}))
+                             **({} if zero_stages is None else {"zero_stages": _ints(zero_stages)}))
     return _run(go, output_format, plot, top, tuple(inspect.signature(plan_train_command).parameters))
