@@ -22,6 +22,8 @@ vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ConfigError
 from .profiles import Profile
 
@@ -40,7 +42,7 @@ class GemmShape:
     is the per-M part, memoised. `gemm_efficiency` is this for one shape.
     """
 
-    __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo")
+    __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo", "rows_m", "winners")
 
     def __init__(self, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False):
         if min(n, k) < 1 or num_sms < 1:
@@ -56,6 +58,11 @@ class GemmShape:
         self.tiles = tuple(sorted(((tm, tm * (_ceil_div(n, tn) * tn), _ceil_div(n, tn), int(k // splitk), rel)
                                    for tm, tn, rel in profile.gemm_tile_shapes), key=lambda t: -t[4]))
         self.memo = {}
+        # every tile height is a multiple of rows_m, so ceil(M / rows_m) fixes each tile's row
+        # count (ceil(ceil(M / g) / r) = ceil(M / (g r))): `winners` keeps per such bucket the
+        # tile that wins at every M in it (`tile_winner`)
+        self.rows_m = math.gcd(*(t[0] for t in self.tiles))
+        self.winners = {}
 
     def __call__(self, m: int) -> float:
         """Fraction of the dense tensor peak a GEMM of (m, N, K) reaches (0 < e < 1)."""
@@ -69,7 +76,15 @@ class GemmShape:
             raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {self.n}, {self.k}) must be >= 1")
         if len(self.memo) >= _MEMO_LIMIT:  # a long sweep over M: keep the memo bounded
             self.memo.clear()
-        e = self.memo[m] = self.plateau * self._best_tile(m) * self.k / self.k_total
+        q = -(-m // self.rows_m)
+        w = self.winners.get(q)
+        if w is None:
+            if len(self.winners) >= _MEMO_LIMIT:
+                self.winners.clear()
+            w = self.winners[q] = tile_winner(self, q)
+        # the winner's fill is _best_tile's float: the same operations on the same numbers
+        best = w[0] * (m * self.n / w[1] * w[2]) if w else self._best_tile(m)
+        e = self.memo[m] = self.plateau * best * self.k / self.k_total
         return e
 
     def _best_tile(self, m: int) -> float:
@@ -97,6 +112,42 @@ class GemmShape:
 
 
 _MEMO_LIMIT = 1 << 16
+# two candidate tiles whose fills differ by less than this share are left to `_best_tile` (each
+# fill is three roundings, ~1e-16 relative, from its exact value: far below this margin)
+_WIN_MARGIN = 1e-9
+
+
+def tile_winner(shape: GemmShape, q: int):
+    """(relative efficiency, tiles_m x tm x padded N, wave fill) of the tile `_best_tile` picks at
+    every M with ceil(M / rows_m) = q, or () when two tiles come too close to tell apart.
+
+    In such a bucket every tile's row count, split-K and waves are fixed, so its fill is
+    M x (a constant of the tile): the tiles keep their order at every M of the bucket, and the
+    best one at one M (the bucket's last) is the best at all of them, unless another is within
+    `_WIN_MARGIN` of it (rounding could then order them either way)."""
+    sms, g = shape.num_sms, shape.rows_m
+    mn, best, winner, close = q * g * shape.n, -1.0, (), False
+    for tm, tile_area, tiles_n, splitk_cap, rel in shape.tiles:
+        if rel < best * (1 - _WIN_MARGIN):  # (most efficient first: no later tile comes close)
+            break
+        tiles_m = -(-q // (tm // g))  # = ceil(M / tm) at every M of the bucket
+        work = tiles = tiles_m * tiles_n
+        if tiles < sms:  # split-K, as in _best_tile
+            splits = sms // tiles
+            if splits > splitk_cap:
+                splits = splitk_cap
+            if splits > 1:
+                work = tiles * splits
+        wave = work / (-(-work // sms) * sms)
+        fill, params = rel * (mn / (tiles_m * tile_area) * wave), (rel, tiles_m * tile_area, wave)
+        if params == winner:  # (the same numbers: the same float at every M)
+            continue
+        if abs(fill - best) <= _WIN_MARGIN * max(fill, best):
+            close = True
+        if fill > best:
+            close = close and fill - best <= _WIN_MARGIN * fill  # (the old best falls far behind?)
+            best, winner = fill, params
+    return () if close else winner
 
 
 def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False) -> float:
