@@ -69,13 +69,13 @@ def _m_lines(how, flops_coefs, x: str, tag: str) -> List[str]:
 def _gemm_lines(cm, how, tag: str, ns: Dict, flops_coefs, x: str) -> List[str]:
     """e{tag}: the GEMM efficiency of a matmul whose plan is ("m", N, K, FLOPs per M): from the
     winning tile of M's bucket (`gemm.tile_winner`, kept in the shape's `winners`), written out
-    as `GemmShape.miss` computes it (the same float); the shape itself where the bucket is new
-    (it keeps the winner) or has no single winner (its tile loop)."""
+    as `GemmShape.bucket_efficiency` computes it (the same float), which runs where the bucket is
+    new (it keeps the winner) or has no single winner (its tile loop)."""
     gemm = cm.gemm_shape(how[1], how[2])
     name = f"gemm_{len(ns)}"
-    ns[name], ns[name + "_win"] = gemm, gemm.winners
+    ns[name], ns[name + "_win"] = gemm.bucket_efficiency, gemm.winners
     g, w = gemm.rows_m, f"w{tag}"
-    best = f"({w}[0] * (mm{tag} * {gemm.n!r} / {w}[1] * {w}[2]))"  # (bracketed: plateau x best, as miss)
+    best = f"({w}[0] * (mm{tag} * {gemm.n!r} / {w}[1] * {w}[2]))"  # (bracketed: plateau x best)
     return _m_lines(how, flops_coefs, x, tag) + [
         f"{w} = {name}_win.get((mm{tag} + {g - 1}) // {g})",  # (ceil(M / g) for M >= 1)
         f"e{tag} = {gemm.plateau!r} * {best} * {gemm.k!r} / {gemm.k_total!r} if {w} else {name}(mm{tag})"]

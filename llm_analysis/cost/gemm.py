@@ -70,12 +70,19 @@ class GemmShape:
         return self.miss(m) if e is None else e
 
     def miss(self, m: int) -> float:
-        """`self(m)` for an M the memo does not hold (generated programs look the memo up
-        themselves: cost/calibrated_programs.py), computed and memoised."""
+        """`self(m)` for an M the memo does not hold, computed and memoised."""
         if m < 1:
             raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {self.n}, {self.k}) must be >= 1")
         if len(self.memo) >= _MEMO_LIMIT:  # a long sweep over M: keep the memo bounded
             self.memo.clear()
+        e = self.memo[m] = self.bucket_efficiency(m)
+        return e
+
+    def bucket_efficiency(self, m: int) -> float:
+        """`self(m)` (M >= 1) from the winning tile of M's bucket, found and kept in `winners` on the
+        bucket's first M (`tile_winner`), or the tile loop where no tile wins the whole bucket
+        (generated programs read `winners` themselves and call this on a miss:
+        cost/calibrated_programs.py)."""
         q = -(-m // self.rows_m)
         w = self.winners.get(q)
         if w is None:
@@ -84,8 +91,7 @@ class GemmShape:
             w = self.winners[q] = tile_winner(self, q)
         # the winner's fill is _best_tile's float: the same operations on the same numbers
         best = w[0] * (m * self.n / w[1] * w[2]) if w else self._best_tile(m)
-        e = self.memo[m] = self.plateau * best * self.k / self.k_total
-        return e
+        return self.plateau * best * self.k / self.k_total
 
     def _best_tile(self, m: int) -> float:
         """The best candidate tile's relative efficiency x tile fill x wave fill at this M."""
@@ -115,6 +121,7 @@ _MEMO_LIMIT = 1 << 16
 # two candidate tiles whose fills differ by less than this share are left to `_best_tile` (each
 # fill is three roundings, ~1e-16 relative, from its exact value: far below this margin)
 _WIN_MARGIN = 1e-9
+_KEEP = 1 - _WIN_MARGIN
 
 
 def tile_winner(shape: GemmShape, q: int):
@@ -126,9 +133,9 @@ def tile_winner(shape: GemmShape, q: int):
     best one at one M (the bucket's last) is the best at all of them, unless another is within
     `_WIN_MARGIN` of it (rounding could then order them either way)."""
     sms, g = shape.num_sms, shape.rows_m
-    mn, best, winner, close = q * g * shape.n, -1.0, (), False
+    mn, best, second, winner = q * g * shape.n, -1.0, -1.0, ()
     for tm, tile_area, tiles_n, splitk_cap, rel in shape.tiles:
-        if rel < best * (1 - _WIN_MARGIN):  # (most efficient first: no later tile comes close)
+        if rel < best * _KEEP:  # (most efficient first: no later tile comes close)
             break
         tiles_m = -(-q // (tm // g))  # = ceil(M / tm) at every M of the bucket
         work = tiles = tiles_m * tiles_n
@@ -139,15 +146,12 @@ def tile_winner(shape: GemmShape, q: int):
             if splits > 1:
                 work = tiles * splits
         wave = work / (-(-work // sms) * sms)
-        fill, params = rel * (mn / (tiles_m * tile_area) * wave), (rel, tiles_m * tile_area, wave)
-        if params == winner:  # (the same numbers: the same float at every M)
-            continue
-        if abs(fill - best) <= _WIN_MARGIN * max(fill, best):
-            close = True
+        fill = rel * (mn / (tiles_m * tile_area) * wave)
         if fill > best:
-            close = close and fill - best <= _WIN_MARGIN * fill  # (the old best falls far behind?)
-            best, winner = fill, params
-    return () if close else winner
+            second, best, winner = best, fill, (rel, tiles_m * tile_area, wave)
+        elif fill > second:
+            second = fill
+    return winner if second < best * _KEEP else ()
 
 
 def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False) -> float:
