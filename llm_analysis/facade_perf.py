@@ -26,8 +26,7 @@ from .inference.lower_bound import inference_lower_bounds
 from .inference.plan import inference_plan
 from .errors import ConfigError
 from .inference import inference_times, run_inference
-from .options import DSZeRO, as_enum
-from .precision import kv_cache_bytes_per_element
+from .inference.run import LOWER_BOUND
 from .training import run_training
 from .training.request import TrainingRequest
 from .training.run import iteration_time, stages_for, training_run
@@ -93,38 +92,35 @@ def _label(a) -> str:
     return a.perf_model if isinstance(a.perf_model, str) else (a.profile.origin or a.profile.generation)
 
 
-def _describer(a, args: Dict[str, Any]):
-    """The describer run_inference used (the KV-cache element named by kv_cache_dtype, else its
-    bytes; run_inference has refused a contradiction): its phase cache serves both passes."""
-    name, given_bytes = args["kv_cache_dtype"], args["kv_cache_dtype_bytes"]
-    if name is None and given_bytes is None:  # (describer_for(None) is the analysis' own)
-        return a.describer
-    named = kv_cache_bytes_per_element(name, a.gpu_config)
-    return a.describer_for(given_bytes if named is None else named)
-
-
 def inference(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_inference(a, **args)
-    output_dir = args.pop("output_dir")
-    # a.cost_model is the calibrated model: the call runs on the analysis itself (no view)
-    summary = run_inference(a, **args, output_dir=None)
-    d = _describer(a, args)
-    # (ds_zero as given, which run_inference has checked: the bound converts it)
-    shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-             summary["use_kv_cache"], args["ds_zero"])
-    # the roofline's times only (no memory or summary): from this call's calibrated programs, or
-    # (a phase whose times came from the cache, or not the plain case) kept per shape
-    bounds = _fused_bounds(a, d, shape)
+    # a.cost_model is the calibrated model: the call runs on the analysis itself (no view); the
+    # bound and the label join the summary before run_inference writes it
+    return run_inference(a, **args, summary_hook=_calibrated_entries)
+
+
+def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:
+    """run_inference's summary hook under the calibrated model: the roofline's times of the call
+    (`<key>_lower_bound`) and `perf_model`. The bound is kept in the call's cached times `t` (one
+    entry per calibrated model and shape, run.py LOWER_BOUND) when it is that model's own bound
+    model's (`bound_model`, the analysis' roofline: always, unless a view swapped one of them),
+    so a repeated call finds it there."""
+    own = a.cost_model.bound_model is a.lower_bound_cost_model
+    bounds = t.get(LOWER_BOUND) if own else None
     if bounds is None:
-        bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                             lambda: _inference_bounds(a, d, shape[:4] + (as_enum(DSZeRO, shape[4], "ds_zero"),)))
+        shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
+                 summary["use_kv_cache"], ds_zero)
+        # from this call's calibrated programs, or (a phase whose times came from the cache, or not
+        # the plain case) kept per shape
+        bounds = _fused_bounds(a, d, shape) if own else None
+        if bounds is None:
+            bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
+                                 lambda: _inference_bounds(a, d, shape))
+        if own:
+            t[LOWER_BOUND] = bounds
     _add_inference_bounds(summary, bounds)
     summary["perf_model"] = _label(a)
-    if output_dir is not None:
-        a.output_summary_dict(summary, output_dir, print_human_readable=True,
-                              output_file_suffix=args["output_file_suffix"])
-    return summary
 
 
 def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
@@ -133,9 +129,8 @@ def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
     kept in the describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`),
     in the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
     batch, seq_len, n, use_kv_cache, ds_zero = shape
-    p, cm = a.parallelism_config, a.cost_model
-    if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
-            or (p.dp_size > 1 and as_enum(DSZeRO, ds_zero, "ds_zero").value == 3)):
+    p = a.parallelism_config
+    if not use_kv_cache or a.model_config.encoder_only or (p.dp_size > 1 and ds_zero.value == 3):
         return None
     plan = inference_plan(a, d)  # (none under pipeline stages)
     if plan is None or plan.prefill_bound is None:
