@@ -104,3 +104,38 @@ def test_bound_reads_the_kv_cache_dtype():
     for k in INFER_KEYS:
         assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), k
         assert c[k] >= c[k + "_lower_bound"], k
+
+
+@pytest.mark.parametrize("setup", [("facebook_opt-1.3b", "a100-sxm-40gb", dict(tp_size=2), {}),
+                                   ("meta-llama_Llama-3.1-70B", "a100-sxm-80gb", dict(tp_size=8),
+                                    dict(num_gpus_per_node=4))],  # TP across nodes: a called collective
+                         ids=lambda s: s[0])
+def test_program_bounds_are_the_loops_bit_for_bit(setup, monkeypatch):
+    """The lower bound the calibrated programs leave in `bound_out` is the roofline loops' float
+    (`roofline_phase_s` / `roofline_decode_s` walking the tables), not only close to it."""
+    from llm_analysis.cost.calibrated_bound import roofline_decode_s, roofline_phase_s
+    from llm_analysis.operators import phase_table as phase_table_module
+    from llm_analysis.operators.phase_table import phase_table
+    from llm_analysis.phase_programs import phase_program
+    monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 0)
+    a = _analysis(*setup, "calibrated")
+    cm, d = a.cost_model, a.describer
+    prefill, decode = phase_table(d, "prefill"), phase_table(d, "decode")
+    programs = phase_program(cm, prefill, "prefill"), phase_program(cm, decode, "decode")
+    shapes = [(1, 2), (3, 1000), (64, 8191), (7, 100_003)]
+    got = []
+    for b, x in shapes:
+        programs[0](b, x)
+        got.append(programs[0].bound_out[0][2])
+        for steps in (1, 2, 500):
+            programs[1](b, x, x + steps - 1, steps)
+            got += programs[1].bound_out[0][4:]
+    monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 10**9)  # the loops
+    roof = a.lower_bound_cost_model
+    roof.__dict__.pop("_bound_functions", None)
+    want = []
+    for b, x in shapes:
+        want.append(roofline_phase_s(roof, prefill, b, x))
+        for steps in (1, 2, 500):
+            want += roofline_decode_s(roof, decode, b, x, steps)
+    assert got == want

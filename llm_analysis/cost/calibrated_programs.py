@@ -36,6 +36,7 @@ from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_retu
                               _train_stage_program, _zero, x_free)
 from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
+from .links import ring_terms
 
 FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
     "flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
@@ -234,10 +235,23 @@ def _bound_lines(cm, table: PhaseTable, i: int, own: str, ns: Dict) -> List[str]
     done.add(own)
     roof, op = cm.bound_model, table.ops[i]
     if op.kind == "collective":
-        return [f"rt{own} = {_collective_expr(roof, op, f'k{own}', ns)}"]
+        return _bound_collective_lines(roof, op, own, ns)
     F, B = roof.roofline.flops_per_s, roof.roofline.hbm_bytes_per_s
     rc = f"f{own} / {F!r}" if any(table.coefs[FLOPS_PER_GPU][i]) else "0.0"  # (0.0 / F is 0.0)
     return [f"rc{own} = {rc}", f"rm{own} = b{own} / {B!r}", f"rt{own} = rc{own} if rc{own} >= rm{own} else rm{own}"]
+
+
+def _bound_collective_lines(roof, op, own: str, ns: Dict) -> List[str]:
+    """rt{own}: `phase_programs._collective_expr` of the message k{own}, its ring's
+    max(ring time, floor) written as a conditional (max(v, floor) is v unless floor > v: the
+    same float, without a call)."""
+    n = op.comm_group_size
+    terms = ring_terms(op.collective, n, roof.link(op.comm_group, n))
+    if terms is None:
+        return [f"rt{own} = {_collective_expr(roof, op, f'k{own}', ns)}"]
+    factor, bytes_per_s, hop_s, floor_s = terms
+    return [f"rv{own} = {factor!r} * k{own} / {bytes_per_s!r} + {hop_s!r}",
+            f"rt{own} = (rv{own} if rv{own} >= {floor_s!r} else {floor_s!r}) if k{own} > 0 else 0.0"]
 
 
 def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, ns: Dict,
@@ -297,7 +311,8 @@ def prefill_program(cm, table: PhaseTable):
     ns: Dict = {}
     order, slot = _slots(table)
     bound = cm.bound_model is not None
-    body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"] + (["rtot = 0"] if bound else [])
+    body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"]
+    bound_terms = []  # the bound's terms, added in operator order in one expression (as += by +=)
     keys = [(n, _op_key(table, i, "x")) for i, n in enumerate(table.repeats)]
     flops_keys = [(n, tuple(table.coefs[FLOPS][i])) for i, n in enumerate(table.repeats)]
     for i, n in enumerate(table.repeats):
@@ -312,8 +327,9 @@ def prefill_program(cm, table: PhaseTable):
             body.append(f"flops += {expr}")
         if bound:
             body += _bound_lines(cm, table, i, own, ns)
-            body.append(f"rtot += {_product(ns, body, n, f'rt{own}', shared)}")
-    body += _group_return(order) + (["bound_out[0] = (b, x, rtot)"] if bound else [])
+            bound_terms.append(_times(n, f"rt{own}"))  # (n x rt computed anew: the same float)
+    body += _group_return(order) + ([f"bound_out[0] = (b, x, 0{''.join(' + ' + t for t in bound_terms)})"]
+                                    if bound else [])
     ns["bound_out"] = [None] if bound else None
     return _compile("calibrated_prefill_program", "b, x", body + ["return groups, flops, total_s"], ns,
                     ns["bound_out"])
