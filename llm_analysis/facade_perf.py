@@ -32,7 +32,7 @@ from .training.request import TrainingRequest
 from .training.run import iteration_time, stages_for, training_run
 
 # the summary's `<key>_lower_bound` entries of inference(), in order, and the time of
-# `inference_times` each reports (`_add_inference_bounds` writes them)
+# `inference_times` each reports (`_bound_entries` writes them)
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
                         "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
                         "total_decode_latency": "decode_total_s", "total_latency": "total_s"}
@@ -102,25 +102,31 @@ def inference(a, args: Dict[str, Any]) -> dict:
 
 def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:
     """run_inference's summary hook under the calibrated model: the roofline's times of the call
-    (`<key>_lower_bound`) and `perf_model`. The bound is kept in the call's cached times `t` (one
-    entry per calibrated model and shape, run.py LOWER_BOUND) when it is that model's own bound
-    model's (`bound_model`, the analysis' roofline: always, unless a view swapped one of them),
-    so a repeated call finds it there."""
-    own = a.cost_model.bound_model is a.lower_bound_cost_model
-    bounds = t.get(LOWER_BOUND) if own else None
-    if bounds is None:
-        shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-                 summary["use_kv_cache"], ds_zero)
-        # from this call's calibrated programs, or (a phase whose times came from the cache, or not
-        # the plain case) kept per shape
-        bounds = _fused_bounds(a, d, shape) if own else None
-        if bounds is None:
-            bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                                 lambda: _inference_bounds(a, d, shape))
-        if own:
-            t[LOWER_BOUND] = bounds
-    _add_inference_bounds(summary, bounds)
+    (`<key>_lower_bound`) and `perf_model`. The bound's entries are kept in the call's cached times
+    `t` (one entry per calibrated model and shape, run.py LOWER_BOUND) with the roofline they are
+    of, so a repeated call with that roofline (the analysis' own) finds them there."""
+    kept = t.get(LOWER_BOUND)
+    if kept is None or kept[0] is not a.lower_bound_cost_model:
+        kept = t[LOWER_BOUND] = (a.lower_bound_cost_model, _bound_entries(a, d, summary, ds_zero))
+    summary.update(kept[1])
     summary["perf_model"] = _label(a)
+
+
+def _bound_entries(a, d, summary: Dict[str, Any], ds_zero) -> Dict[str, float]:
+    """The `<key>_lower_bound` entries (INFERENCE_BOUND_KEYS, in order) of the call: from this call's
+    calibrated programs, or (a phase whose times came from the cache, or not the plain case) kept
+    per shape."""
+    shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
+             summary["use_kv_cache"], ds_zero)
+    # (the programs computed the bound of the cost model's own bound model: the analysis' roofline)
+    bounds = _fused_bounds(a, d, shape) if a.cost_model.bound_model is a.lower_bound_cost_model else None
+    if bounds is None:
+        bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
+                             lambda: _inference_bounds(a, d, shape))
+    prefill_s, step_s, decode_s, total_s = bounds
+    return {"prefill_latency_lower_bound": prefill_s, "time_to_first_token_lower_bound": prefill_s,
+            "decode_latency_lower_bound": step_s, "time_per_output_token_lower_bound": step_s,
+            "total_decode_latency_lower_bound": decode_s, "total_latency_lower_bound": total_s}
 
 
 def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
@@ -141,18 +147,6 @@ def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
     prefill_s, first_s, steps_s = got
     total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
     return prefill_s, step_s, total, prefill_s + total
-
-
-def _add_inference_bounds(summary: Dict[str, Any], bounds: Tuple[float, float, float, float]) -> None:
-    """The `<key>_lower_bound` entries (INFERENCE_BOUND_KEYS, in order) of the bound's (prefill_s,
-    decode_step_s, decode_total_s, total_s), stored one by one (no dict built to update from)."""
-    prefill_s, step_s, decode_s, total_s = bounds
-    summary["prefill_latency_lower_bound"] = prefill_s
-    summary["time_to_first_token_lower_bound"] = prefill_s
-    summary["decode_latency_lower_bound"] = step_s
-    summary["time_per_output_token_lower_bound"] = step_s
-    summary["total_decode_latency_lower_bound"] = decode_s
-    summary["total_latency_lower_bound"] = total_s
 
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
