@@ -140,12 +140,13 @@ def _tile_loop(shape, m):
 
 
 def test_gemm_buckets_are_the_tile_loop_bit_for_bit():
-    """`GemmShape.miss` takes the winning tile of M's bucket (ceil(M / rows_m): `gemm.tile_winner`)
-    and returns the tile loop's float at every M, near tile and wave edges and far out, fp8 too,
-    also where two tiles tie (buckets left to the loop)."""
+    """`GemmShape.miss` takes the winning tile of M's bucket (ceil(M / rows_m), else the fine
+    ceil(M / fine_m): `gemm_buckets.tile_winner`) and returns the tile loop's float at every M,
+    near tile and wave edges and far out, fp8 too, also where two tiles tie or the tiles left
+    out of the coarse buckets might win (buckets left to the fine ones, or to the loop)."""
     import random
     rng = random.Random(6)
-    ties = 0
+    ties = fine = 0
     for gpu, sms in (("a100-sxm-80gb", 108), ("h100-sxm-80gb", 132)):
         p = profile_for_gpu(gpu)
         shapes = [(768, 768), (11008, 4096), (50272, 2048), (128, 100), (1, 1), (17, 3), (6144, 2048)]
@@ -155,8 +156,10 @@ def test_gemm_buckets_are_the_tile_loop_bit_for_bit():
                 shape = gemm.GemmShape(n, k, p, sms, fp8=fp8)
                 for m in list(range(1, 1200)) + [rng.randint(1, 3_000_000) for _ in range(1500)]:
                     assert shape.miss(m) == _tile_loop(shape, m), (gpu, n, k, fp8, m)
-                ties += sum(1 for w in shape.winners.values() if not w)
-    assert ties  # (some buckets do tie: the loop's path is exercised)
+                ties += sum(1 for w in shape.fine_winners.values() if not w)
+                fine += len(shape.fine_winners)
+                assert shape.rows_m > shape.fine_m  # (the profiles' 16-row tiles: two widths)
+    assert ties and fine  # (some buckets do tie: the fine buckets' and the loop's paths are exercised)
 
 
 @pytest.mark.parametrize("setup", [("facebook_opt-1.3b", "a100-sxm-40gb", dict(tp_size=2), {}),

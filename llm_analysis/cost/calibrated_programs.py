@@ -69,17 +69,19 @@ def _m_lines(how, flops_coefs, x: str, tag: str) -> List[str]:
 
 def _gemm_lines(cm, how, tag: str, ns: Dict, flops_coefs, x: str) -> List[str]:
     """e{tag}: the GEMM efficiency of a matmul whose plan is ("m", N, K, FLOPs per M): from the
-    winning tile of M's bucket (`gemm.tile_winner`, kept in the shape's `winners`), written out
-    as `GemmShape.bucket_efficiency` computes it (the same float), which runs where the bucket is
-    new (it keeps the winner) or has no single winner (its tile loop)."""
+    winning tile of M's bucket (gemm_buckets.py, kept in the shape's `winners`), written out as
+    `GemmShape.bucket_efficiency` computes it (the same float); where the bucket is new (the shape
+    then keeps its winner) or has no single winner (small M, ties), the shape's memo by M
+    (efficiencies are > 0: `or` falls through on a miss only) or its `miss`."""
     gemm = cm.gemm_shape(how[1], how[2])
     name = f"gemm_{len(ns)}"
-    ns[name], ns[name + "_win"] = gemm.bucket_efficiency, gemm.winners
+    ns[name], ns[name + "_win"], ns[name + "_memo"] = gemm.miss, gemm.winners, gemm.memo
     g, w = gemm.rows_m, f"w{tag}"
     best = f"({w}[0] * (mm{tag} * {gemm.n!r} / {w}[1] * {w}[2]))"  # (bracketed: plateau x best)
     return _m_lines(how, flops_coefs, x, tag) + [
         f"{w} = {name}_win.get((mm{tag} + {g - 1}) // {g})",  # (ceil(M / g) for M >= 1)
-        f"e{tag} = {gemm.plateau!r} * {best} * {gemm.k!r} / {gemm.k_total!r} if {w} else {name}(mm{tag})"]
+        f"e{tag} = {gemm.plateau!r} * {best} * {gemm.k!r} / {gemm.k_total!r} if {w} else "
+        f"({name}_memo.get(mm{tag}) or {name}(mm{tag}))"]
 
 
 def _attention_lines(cm, coefs, how, x: str, tag: str) -> List[str]:

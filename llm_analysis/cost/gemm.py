@@ -22,9 +22,8 @@ vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps.
 
 from __future__ import annotations
 
-import math
-
 from ..errors import ConfigError
+from .gemm_buckets import bucket_levels, tile_winner
 from .profiles import Profile
 
 LAUNCH_MODES = ("graph", "eager")
@@ -42,7 +41,8 @@ class GemmShape:
     is the per-M part, memoised. `gemm_efficiency` is this for one shape.
     """
 
-    __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo", "rows_m", "winners")
+    __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo", "rows_m", "winners", "coarse_tiles",
+                 "left_out_rel", "fine_m", "fine_winners")
 
     def __init__(self, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False):
         if min(n, k) < 1 or num_sms < 1:
@@ -58,11 +58,10 @@ class GemmShape:
         self.tiles = tuple(sorted(((tm, tm * (_ceil_div(n, tn) * tn), _ceil_div(n, tn), int(k // splitk), rel)
                                    for tm, tn, rel in profile.gemm_tile_shapes), key=lambda t: -t[4]))
         self.memo = {}
-        # every tile height is a multiple of rows_m, so ceil(M / rows_m) fixes each tile's row
-        # count (ceil(ceil(M / g) / r) = ceil(M / (g r))): `winners` keeps per such bucket the
-        # tile that wins at every M in it (`tile_winner`)
-        self.rows_m = math.gcd(*(t[0] for t in self.tiles))
-        self.winners = {}
+        # per bucket of M (ceil(M / rows_m), else ceil(M / fine_m)) the tile that wins at every M
+        # in it, found on the bucket's first M (gemm_buckets.py)
+        self.rows_m, self.coarse_tiles, self.left_out_rel, self.fine_m = bucket_levels(self.tiles)
+        self.winners, self.fine_winners = {}, {}
 
     def __call__(self, m: int) -> float:
         """Fraction of the dense tensor peak a GEMM of (m, N, K) reaches (0 < e < 1)."""
@@ -79,16 +78,13 @@ class GemmShape:
         return e
 
     def bucket_efficiency(self, m: int) -> float:
-        """`self(m)` (M >= 1) from the winning tile of M's bucket, found and kept in `winners` on the
-        bucket's first M (`tile_winner`), or the tile loop where no tile wins the whole bucket
+        """`self(m)` (M >= 1) from the winning tile of M's bucket (`gemm_buckets.tile_winner`, kept
+        in `winners` / `fine_winners`), or the tile search where no tile wins a whole bucket
         (generated programs read `winners` themselves and call this on a miss:
         cost/calibrated_programs.py)."""
-        q = -(-m // self.rows_m)
-        w = self.winners.get(q)
-        if w is None:
-            if len(self.winners) >= _MEMO_LIMIT:
-                self.winners.clear()
-            w = self.winners[q] = tile_winner(self, q)
+        w = _winner(self.winners, self.coarse_tiles, self, self.rows_m, m, self.left_out_rel)
+        if not w:
+            w = _winner(self.fine_winners, self.tiles, self, self.fine_m, m, -1.0)
         # the winner's fill is _best_tile's float: the same operations on the same numbers
         best = w[0] * (m * self.n / w[1] * w[2]) if w else self._best_tile(m)
         return self.plateau * best * self.k / self.k_total
@@ -118,40 +114,17 @@ class GemmShape:
 
 
 _MEMO_LIMIT = 1 << 16
-# two candidate tiles whose fills differ by less than this share are left to `_best_tile` (each
-# fill is three roundings, ~1e-16 relative, from its exact value: far below this margin)
-_WIN_MARGIN = 1e-9
-_KEEP = 1 - _WIN_MARGIN
 
 
-def tile_winner(shape: GemmShape, q: int):
-    """(relative efficiency, tiles_m x tm x padded N, wave fill) of the tile `_best_tile` picks at
-    every M with ceil(M / rows_m) = q, or () when two tiles come too close to tell apart.
-
-    In such a bucket every tile's row count, split-K and waves are fixed, so its fill is
-    M x (a constant of the tile): the tiles keep their order at every M of the bucket, and the
-    best one at one M (the bucket's last) is the best at all of them, unless another is within
-    `_WIN_MARGIN` of it (rounding could then order them either way)."""
-    sms, g = shape.num_sms, shape.rows_m
-    mn, best, second, winner = q * g * shape.n, -1.0, -1.0, ()
-    for tm, tile_area, tiles_n, splitk_cap, rel in shape.tiles:
-        if rel < best * _KEEP:  # (most efficient first: no later tile comes close)
-            break
-        tiles_m = -(-q // (tm // g))  # = ceil(M / tm) at every M of the bucket
-        work = tiles = tiles_m * tiles_n
-        if tiles < sms:  # split-K, as in _best_tile
-            splits = sms // tiles
-            if splits > splitk_cap:
-                splits = splitk_cap
-            if splits > 1:
-                work = tiles * splits
-        wave = work / (-(-work // sms) * sms)
-        fill = rel * (mn / (tiles_m * tile_area) * wave)
-        if fill > best:
-            second, best, winner = best, fill, (rel, tiles_m * tile_area, wave)
-        elif fill > second:
-            second = fill
-    return winner if second < best * _KEEP else ()
+def _winner(kept: dict, tiles: tuple, shape: GemmShape, g: int, m: int, left_out_rel: float):
+    """The winner of M's bucket of width g (kept per bucket, bounded)."""
+    q = -(-m // g)
+    w = kept.get(q)
+    if w is None:
+        if len(kept) >= _MEMO_LIMIT:
+            kept.clear()
+        w = kept[q] = tile_winner(tiles, shape.n, shape.num_sms, g, q, left_out_rel)
+    return w
 
 
 def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False) -> float:
