@@ -239,6 +239,10 @@ def _bound_lines(cm, table: PhaseTable, i: int, own: str, ns: Dict) -> List[str]
     if op.kind == "collective":
         return _bound_collective_lines(roof, op, own, ns)
     F, B = roof.roofline.flops_per_s, roof.roofline.hbm_bytes_per_s
+    if not any(table.coefs[FLOPS_PER_GPU][i]) and _positive(table.coefs[BYTES_PER_GPU][i]):
+        # no FLOPs, bytes > 0: max(0.0, bytes / B) is bytes / B (`_decode_bound_lines` reads rt only)
+        ns.setdefault("_bound_memory", set()).add(own)
+        return [f"rt{own} = b{own} / {B!r}"]
     rc = f"f{own} / {F!r}" if any(table.coefs[FLOPS_PER_GPU][i]) else "0.0"  # (0.0 / F is 0.0)
     return [f"rc{own} = {rc}", f"rm{own} = b{own} / {B!r}", f"rt{own} = rc{own} if rc{own} >= rm{own} else rm{own}"]
 
@@ -265,7 +269,8 @@ def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, n
     if op.kind == "collective":
         return [f"rl{g} += {r} * (n * rt{a})"]
     if x_free(table, i):
-        return [f"rl{g} += {r} * {_once(ns, values, f'rs{a}', f'(rc{a} * n) if rc{a} >= rm{a} else (rm{a} * n)')}"]
+        steps = f"rt{a} * n" if a in ns.get("_bound_memory", ()) else f"(rc{a} * n) if rc{a} >= rm{a} else (rm{a} * n)"
+        return [f"rl{g} += {r} * {_once(ns, values, f'rs{a}', steps)}"]
     F, B = cm.bound_model.roofline.flops_per_s, cm.bound_model.roofline.hbm_bytes_per_s
     return [f"uc, um = sum_max_affine(f{a} / {F!r}, (f{z} - f{a}) / span / {F!r}, b{a} / {B!r}, "
             f"(b{z} - b{a}) / span / {B!r}, n)", f"rl{g} += {r} * uc + {r} * um"]
