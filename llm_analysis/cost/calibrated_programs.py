@@ -6,9 +6,9 @@ calls `CalibratedCostModel.op_kernel_split_s` for each. Here the same arithmetic
 written out once per (table, cost model), as `phase_programs.py` does for the
 roofline: per operator, its figures (coefficients as constants), its kernel shape
 (M from the FLOPs, N and K constants), the GEMM efficiency of that shape (a
-`gemm.GemmShape` per weight shape, memoised by M: decode steps and training
-passes at the same tokens find it there), the streaming and attention rates as
-constants. The operations and their order are those of `op_kernel_split_s` and of
+`gemm.GemmShape` per weight shape: the tile that wins M's bucket, cost/gemm_buckets.py,
+written out with the search's own operations, else the shape's memo by M), the
+streaming and attention rates as constants. The operations and their order are those of `op_kernel_split_s` and of
 the loops that file the splits (`GroupTimes.add_splits`, `add_simpson_splits`,
 training/stage.py), so the programs return the same floats as the loops;
 tests/test_calibrated_programs.py checks them against the operators.
