@@ -26,14 +26,13 @@ from .inference.lower_bound import inference_lower_bounds
 from .inference.plan import inference_plan
 from .errors import ConfigError
 from .inference import inference_times, run_inference
-from .options import DSZeRO, as_enum
-from .precision import kv_cache_bytes_per_element
+from .inference.run import LOWER_BOUND
 from .training import run_training
 from .training.request import TrainingRequest
 from .training.run import iteration_time, stages_for, training_run
 
 # the summary's `<key>_lower_bound` entries of inference(), in order, and the time of
-# `inference_times` each reports (`_add_inference_bounds` writes them)
+# `inference_times` each reports (`_bound_entries` writes them)
 INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
                         "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
                         "total_decode_latency": "decode_total_s", "total_latency": "total_s"}
@@ -93,38 +92,41 @@ def _label(a) -> str:
     return a.perf_model if isinstance(a.perf_model, str) else (a.profile.origin or a.profile.generation)
 
 
-def _describer(a, args: Dict[str, Any]):
-    """The describer run_inference used (the KV-cache element named by kv_cache_dtype, else its
-    bytes; run_inference has refused a contradiction): its phase cache serves both passes."""
-    name, given_bytes = args["kv_cache_dtype"], args["kv_cache_dtype_bytes"]
-    if name is None and given_bytes is None:  # (describer_for(None) is the analysis' own)
-        return a.describer
-    named = kv_cache_bytes_per_element(name, a.gpu_config)
-    return a.describer_for(given_bytes if named is None else named)
-
-
 def inference(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_inference(a, **args)
-    output_dir = args.pop("output_dir")
-    # a.cost_model is the calibrated model: the call runs on the analysis itself (no view)
-    summary = run_inference(a, **args, output_dir=None)
-    d = _describer(a, args)
-    # (ds_zero as given, which run_inference has checked: the bound converts it)
+    # a.cost_model is the calibrated model: the call runs on the analysis itself (no view); the
+    # bound and the label join the summary before run_inference writes it
+    return run_inference(a, **args, summary_hook=_calibrated_entries)
+
+
+def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:
+    """run_inference's summary hook under the calibrated model: the roofline's times of the call
+    (`<key>_lower_bound`) and `perf_model`. The bound's entries are kept in the call's cached times
+    `t` (one entry per calibrated model and shape, run.py LOWER_BOUND) with the roofline they are
+    of, so a repeated call with that roofline (the analysis' own) finds them there."""
+    kept = t.get(LOWER_BOUND)
+    if kept is None or kept[0] is not a.lower_bound_cost_model:
+        kept = t[LOWER_BOUND] = (a.lower_bound_cost_model, _bound_entries(a, d, summary, ds_zero))
+    summary.update(kept[1])
+    summary["perf_model"] = _label(a)
+
+
+def _bound_entries(a, d, summary: Dict[str, Any], ds_zero) -> Dict[str, float]:
+    """The `<key>_lower_bound` entries (INFERENCE_BOUND_KEYS, in order) of the call: from this call's
+    calibrated programs, or (a phase whose times came from the cache, or not the plain case) kept
+    per shape."""
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-             summary["use_kv_cache"], args["ds_zero"])
-    # the roofline's times only (no memory or summary): from this call's calibrated programs, or
-    # (a phase whose times came from the cache, or not the plain case) kept per shape
-    bounds = _fused_bounds(a, d, shape)
+             summary["use_kv_cache"], ds_zero)
+    # (the programs computed the bound of the cost model's own bound model: the analysis' roofline)
+    bounds = _fused_bounds(a, d, shape) if a.cost_model.bound_model is a.lower_bound_cost_model else None
     if bounds is None:
         bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                             lambda: _inference_bounds(a, d, shape[:4] + (as_enum(DSZeRO, shape[4], "ds_zero"),)))
-    _add_inference_bounds(summary, bounds)
-    summary["perf_model"] = _label(a)
-    if output_dir is not None:
-        a.output_summary_dict(summary, output_dir, print_human_readable=True,
-                              output_file_suffix=args["output_file_suffix"])
-    return summary
+                             lambda: _inference_bounds(a, d, shape))
+    prefill_s, step_s, decode_s, total_s = bounds
+    return {"prefill_latency_lower_bound": prefill_s, "time_to_first_token_lower_bound": prefill_s,
+            "decode_latency_lower_bound": step_s, "time_per_output_token_lower_bound": step_s,
+            "total_decode_latency_lower_bound": decode_s, "total_latency_lower_bound": total_s}
 
 
 def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
@@ -133,9 +135,8 @@ def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
     kept in the describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`),
     in the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
     batch, seq_len, n, use_kv_cache, ds_zero = shape
-    p, cm = a.parallelism_config, a.cost_model
-    if (cm.bound_model is not a.lower_bound_cost_model or not use_kv_cache or a.model_config.encoder_only
-            or (p.dp_size > 1 and as_enum(DSZeRO, ds_zero, "ds_zero").value == 3)):
+    p = a.parallelism_config
+    if not use_kv_cache or a.model_config.encoder_only or (p.dp_size > 1 and ds_zero.value == 3):
         return None
     plan = inference_plan(a, d)  # (none under pipeline stages)
     if plan is None or plan.prefill_bound is None:
@@ -146,18 +147,6 @@ def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
     prefill_s, first_s, steps_s = got
     total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
     return prefill_s, step_s, total, prefill_s + total
-
-
-def _add_inference_bounds(summary: Dict[str, Any], bounds: Tuple[float, float, float, float]) -> None:
-    """The `<key>_lower_bound` entries (INFERENCE_BOUND_KEYS, in order) of the bound's (prefill_s,
-    decode_step_s, decode_total_s, total_s), stored one by one (no dict built to update from)."""
-    prefill_s, step_s, decode_s, total_s = bounds
-    summary["prefill_latency_lower_bound"] = prefill_s
-    summary["time_to_first_token_lower_bound"] = prefill_s
-    summary["decode_latency_lower_bound"] = step_s
-    summary["time_per_output_token_lower_bound"] = step_s
-    summary["total_decode_latency_lower_bound"] = decode_s
-    summary["total_latency_lower_bound"] = total_s
 
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:

@@ -1,6 +1,7 @@
 """The lower bound beside a calibrated prediction, once the phase tables are compiled, comes
 from the calibrated programs themselves (cost/calibrated_programs.py writes the roofline's
-totals into `bound_out`; facade_perf._fused_bounds reads them) and, for training, from the
+totals into `bound_out`; facade_perf._fused_bounds reads them, and the call's cached times keep
+them for a repeated call) and, for training, from the
 calibrated run's batch choice (facade_perf._training_bounds). Expected values: the same call
 on an analysis with perf_model="roofline" (a separate code path: the roofline's own programs,
 group sums and full training run), to 1e-12 (its sums are added in another order)."""
@@ -16,7 +17,10 @@ from llm_analysis import facade_perf
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                                  get_model_config_by_name)
+from llm_analysis.inference import inference_times
+from llm_analysis.inference.run import LOWER_BOUND
 from llm_analysis.operators.phase_table import COMPILE_AFTER, FIT_AFTER
+from llm_analysis.options import DSZeRO
 
 INFER_KEYS = ("prefill_latency", "time_to_first_token", "decode_latency", "time_per_output_token",
               "total_decode_latency", "total_latency")
@@ -47,9 +51,13 @@ def test_fused_bounds_are_the_roofline_call(setup, monkeypatch):
     fallbacks = []
     real = facade_perf.inference_lower_bounds
     monkeypatch.setattr(facade_perf, "inference_lower_bounds", lambda *a: fallbacks.append(a) or real(*a))
-    # new shapes, the last shape again, and an earlier shape again after others: its phase times
-    # come from the cache, the programs do not run, so their bound is another shape's (fallback)
-    shapes = [(3, 517, 40), (1, 900, 1), (2, 1333, 2), (2, 1333, 2), (3, 517, 40), (4, 128, 300)]
+    # new shapes, the last shape again, an earlier shape again after others (its bound kept with
+    # its cached times), and a shape whose times another caller put in the cache (inference_times:
+    # no bound kept) after others ran the programs: their bound is another shape's (fallback)
+    view = cal.with_conventions(cal.conventions_named(None))  # what inference() analyses
+    kept = inference_times(view, view.describer, 2, 611, 7, True, DSZeRO.NONE)
+    assert LOWER_BOUND not in kept  # (inference_times hands out no bound)
+    shapes = [(3, 517, 40), (1, 900, 1), (2, 1333, 2), (2, 1333, 2), (3, 517, 40), (4, 128, 300), (2, 611, 7)]
     used_fallback = []
     for b, s, n in shapes:
         kw = dict(batch_size_per_gpu=b, seq_len=s, num_tokens_to_generate=n)
@@ -58,12 +66,15 @@ def test_fused_bounds_are_the_roofline_call(setup, monkeypatch):
         used_fallback.append(len(fallbacks) > before)
         for k in INFER_KEYS:
             assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), (setup, kw, k)
+        again = cal.inference(**kw)  # repeated: the bound kept beside the times
+        assert all(again[k + "_lower_bound"] == c[k + "_lower_bound"] for k in INFER_KEYS)
+    assert LOWER_BOUND not in inference_times(view, view.describer, 3, 517, 40, True, DSZeRO.NONE)
     logging.disable(logging.NOTSET)
     pipelined = setup[2].get("pp_size", 1) > 1  # pipeline hand-offs: never fused
-    if pipelined:  # (a shape seen before finds its bound in the phase cache)
+    if pipelined:
         assert used_fallback[:3] == [True] * 3
     else:
-        assert used_fallback == [False, False, False, False, True, False]
+        assert used_fallback == [False] * 6 + [True]
 
 
 @pytest.mark.parametrize("setup", SETUPS)
@@ -93,3 +104,38 @@ def test_bound_reads_the_kv_cache_dtype():
     for k in INFER_KEYS:
         assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), k
         assert c[k] >= c[k + "_lower_bound"], k
+
+
+@pytest.mark.parametrize("setup", [("facebook_opt-1.3b", "a100-sxm-40gb", dict(tp_size=2), {}),
+                                   ("meta-llama_Llama-3.1-70B", "a100-sxm-80gb", dict(tp_size=8),
+                                    dict(num_gpus_per_node=4))],  # TP across nodes: a called collective
+                         ids=lambda s: s[0])
+def test_program_bounds_are_the_loops_bit_for_bit(setup, monkeypatch):
+    """The lower bound the calibrated programs leave in `bound_out` is the roofline loops' float
+    (`roofline_phase_s` / `roofline_decode_s` walking the tables), not only close to it."""
+    from llm_analysis.cost.calibrated_bound import roofline_decode_s, roofline_phase_s
+    from llm_analysis.operators import phase_table as phase_table_module
+    from llm_analysis.operators.phase_table import phase_table
+    from llm_analysis.phase_programs import phase_program
+    monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 0)
+    a = _analysis(*setup, "calibrated")
+    cm, d = a.cost_model, a.describer
+    prefill, decode = phase_table(d, "prefill"), phase_table(d, "decode")
+    programs = phase_program(cm, prefill, "prefill"), phase_program(cm, decode, "decode")
+    shapes = [(1, 2), (3, 1000), (64, 8191), (7, 100_003)]
+    got = []
+    for b, x in shapes:
+        programs[0](b, x)
+        got.append(programs[0].bound_out[0][2])
+        for steps in (1, 2, 500):
+            programs[1](b, x, x + steps - 1, steps)
+            got += programs[1].bound_out[0][4:]
+    monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 10**9)  # the loops
+    roof = a.lower_bound_cost_model
+    roof.__dict__.pop("_bound_functions", None)
+    want = []
+    for b, x in shapes:
+        want.append(roofline_phase_s(roof, prefill, b, x))
+        for steps in (1, 2, 500):
+            want += roofline_decode_s(roof, decode, b, x, steps)
+    assert got == want

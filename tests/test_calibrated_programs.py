@@ -134,6 +134,34 @@ def test_gemm_shape_is_the_tile_model():
                 assert shape(m) == gemm.gemm_efficiency(m, n, k, p, sms)  # memoised: the same float
 
 
+def _tile_loop(shape, m):
+    """`GemmShape`'s efficiency from `_best_tile`, its tile loop, with no memo or bucket."""
+    return shape.plateau * shape._best_tile(m) * shape.k / shape.k_total
+
+
+def test_gemm_buckets_are_the_tile_loop_bit_for_bit():
+    """`GemmShape.miss` takes the winning tile of M's bucket (ceil(M / rows_m), else the fine
+    ceil(M / fine_m): `gemm_buckets.tile_winner`) and returns the tile loop's float at every M,
+    near tile and wave edges and far out, fp8 too, also where two tiles tie or the tiles left
+    out of the coarse buckets might win (buckets left to the fine ones, or to the loop)."""
+    import random
+    rng = random.Random(6)
+    ties = fine = 0
+    for gpu, sms in (("a100-sxm-80gb", 108), ("h100-sxm-80gb", 132)):
+        p = profile_for_gpu(gpu)
+        shapes = [(768, 768), (11008, 4096), (50272, 2048), (128, 100), (1, 1), (17, 3), (6144, 2048)]
+        shapes += [(rng.randint(1, 30000), rng.randint(1, 20000)) for _ in range(8)]
+        for n, k in shapes:
+            for fp8 in (False, True):
+                shape = gemm.GemmShape(n, k, p, sms, fp8=fp8)
+                for m in list(range(1, 1200)) + [rng.randint(1, 3_000_000) for _ in range(1500)]:
+                    assert shape.miss(m) == _tile_loop(shape, m), (gpu, n, k, fp8, m)
+                ties += sum(1 for w in shape.fine_winners.values() if not w)
+                fine += len(shape.fine_winners)
+                assert shape.rows_m > shape.fine_m  # (the profiles' 16-row tiles: two widths)
+    assert ties and fine  # (some buckets do tie: the fine buckets' and the loop's paths are exercised)
+
+
 @pytest.mark.parametrize("setup", [("facebook_opt-1.3b", "a100-sxm-40gb", dict(tp_size=2), {}),
                                    ("NousResearch_Llama-2-7b-hf", "h100-sxm-80gb", dict(tp_size=4), {}),
                                    ("meta-llama_Llama-3.1-70B", "a100-sxm-80gb", dict(tp_size=8),

@@ -33,13 +33,15 @@ input-gradient reductions run under the weight-gradient GEMMs:
 training/overheads_tp.py), pipeline hand-offs are exposed.
 
 Per-call cost: every profile value is read once here into plain attributes; what
-does not depend on a call's shape is worked out once per weight shape (`gemm.GemmShape`,
-memoised by M) and per collective group (`nccl.collective_timer`, or inlined as NCCL's
-ring expression: `nccl.ring_code`); a phase table in steady use runs as generated code
+does not depend on a call's shape is worked out once per weight shape (`gemm.GemmShape`:
+the winning tile kept per bucket of M, cost/gemm_buckets.py, and a memo by M) and per
+collective group (`nccl.collective_timer`, or inlined as NCCL's ring expression:
+`nccl.ring_code`); a phase table in steady use runs as generated code
 (cost/calibrated_programs.py) that also computes the roofline lower bound of the call
 (`bound_model`), decode steps' context-free part kept per (batch, steps); the describer's plan
-(inference/plan.py) holds the programs. A new-shape inference() costs ~1.15x the roofline's, a
-repeated one ~1.2x (benchmarks/speed.py).
+(inference/plan.py) holds the programs, and the bound's summary entries are kept with the
+call's cached times (facade_perf). A new-shape inference() costs ~1.05-1.09x the roofline's, a
+repeated one ~1.02-1.09x (benchmarks/speed.py).
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class CalibratedCostModel(CostModel):
         self._decode_eff = v["attn_decode_hbm_efficiency"]
         self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
-        self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K), memoised by M
+        self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K)
         self._gemm_eff: Dict[Tuple[int, ...], float] = {}
         self._coll: Dict[tuple, float] = {}
         self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer

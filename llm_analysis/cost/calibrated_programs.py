@@ -6,9 +6,9 @@ calls `CalibratedCostModel.op_kernel_split_s` for each. Here the same arithmetic
 written out once per (table, cost model), as `phase_programs.py` does for the
 roofline: per operator, its figures (coefficients as constants), its kernel shape
 (M from the FLOPs, N and K constants), the GEMM efficiency of that shape (a
-`gemm.GemmShape` per weight shape, memoised by M: decode steps and training
-passes at the same tokens find it there), the streaming and attention rates as
-constants. The operations and their order are those of `op_kernel_split_s` and of
+`gemm.GemmShape` per weight shape: the tile that wins M's bucket, cost/gemm_buckets.py,
+written out with the search's own operations, else the shape's memo by M), the
+streaming and attention rates as constants. The operations and their order are those of `op_kernel_split_s` and of
 the loops that file the splits (`GroupTimes.add_splits`, `add_simpson_splits`,
 training/stage.py), so the programs return the same floats as the loops;
 tests/test_calibrated_programs.py checks them against the operators.
@@ -36,6 +36,7 @@ from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_retu
                               _train_stage_program, _zero, x_free)
 from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
+from .links import ring_terms
 
 FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
     "flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
@@ -67,12 +68,20 @@ def _m_lines(how, flops_coefs, x: str, tag: str) -> List[str]:
 
 
 def _gemm_lines(cm, how, tag: str, ns: Dict, flops_coefs, x: str) -> List[str]:
-    """e{tag}: the GEMM efficiency of a matmul whose plan is ("m", N, K, FLOPs per M)."""
+    """e{tag}: the GEMM efficiency of a matmul whose plan is ("m", N, K, FLOPs per M): from the
+    winning tile of M's bucket (gemm_buckets.py, kept in the shape's `winners`), written out as
+    `GemmShape.bucket_efficiency` computes it (the same float); where the bucket is new (the shape
+    then keeps its winner) or has no single winner (small M, ties), the shape's memo by M
+    (efficiencies are > 0: `or` falls through on a miss only) or its `miss`."""
     gemm = cm.gemm_shape(how[1], how[2])
     name = f"gemm_{len(ns)}"
-    ns[name], ns[name + "_memo"] = gemm.miss, gemm.memo  # (a miss computes without a second lookup)
-    return _m_lines(how, flops_coefs, x, tag) + [f"e{tag} = {name}_memo.get(mm{tag})",
-                                                  f"if e{tag} is None: e{tag} = {name}(mm{tag})"]
+    ns[name], ns[name + "_win"], ns[name + "_memo"] = gemm.miss, gemm.winners, gemm.memo
+    g, w = gemm.rows_m, f"w{tag}"
+    best = f"({w}[0] * (mm{tag} * {gemm.n!r} / {w}[1] * {w}[2]))"  # (bracketed: plateau x best)
+    return _m_lines(how, flops_coefs, x, tag) + [
+        f"{w} = {name}_win.get((mm{tag} + {g - 1}) // {g})",  # (ceil(M / g) for M >= 1)
+        f"e{tag} = {gemm.plateau!r} * {best} * {gemm.k!r} / {gemm.k_total!r} if {w} else "
+        f"({name}_memo.get(mm{tag}) or {name}(mm{tag}))"]
 
 
 def _attention_lines(cm, coefs, how, x: str, tag: str) -> List[str]:
@@ -228,10 +237,27 @@ def _bound_lines(cm, table: PhaseTable, i: int, own: str, ns: Dict) -> List[str]
     done.add(own)
     roof, op = cm.bound_model, table.ops[i]
     if op.kind == "collective":
-        return [f"rt{own} = {_collective_expr(roof, op, f'k{own}', ns)}"]
+        return _bound_collective_lines(roof, op, own, ns)
     F, B = roof.roofline.flops_per_s, roof.roofline.hbm_bytes_per_s
+    if not any(table.coefs[FLOPS_PER_GPU][i]) and _positive(table.coefs[BYTES_PER_GPU][i]):
+        # no FLOPs, bytes > 0: max(0.0, bytes / B) is bytes / B (`_decode_bound_lines` reads rt only)
+        ns.setdefault("_bound_memory", set()).add(own)
+        return [f"rt{own} = b{own} / {B!r}"]
     rc = f"f{own} / {F!r}" if any(table.coefs[FLOPS_PER_GPU][i]) else "0.0"  # (0.0 / F is 0.0)
     return [f"rc{own} = {rc}", f"rm{own} = b{own} / {B!r}", f"rt{own} = rc{own} if rc{own} >= rm{own} else rm{own}"]
+
+
+def _bound_collective_lines(roof, op, own: str, ns: Dict) -> List[str]:
+    """rt{own}: `phase_programs._collective_expr` of the message k{own}, its ring's
+    max(ring time, floor) written as a conditional (max(v, floor) is v unless floor > v: the
+    same float, without a call)."""
+    n = op.comm_group_size
+    terms = ring_terms(op.collective, n, roof.link(op.comm_group, n))
+    if terms is None:
+        return [f"rt{own} = {_collective_expr(roof, op, f'k{own}', ns)}"]
+    factor, bytes_per_s, hop_s, floor_s = terms
+    return [f"rv{own} = {factor!r} * k{own} / {bytes_per_s!r} + {hop_s!r}",
+            f"rt{own} = (rv{own} if rv{own} >= {floor_s!r} else {floor_s!r}) if k{own} > 0 else 0.0"]
 
 
 def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, ns: Dict,
@@ -243,7 +269,8 @@ def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, n
     if op.kind == "collective":
         return [f"rl{g} += {r} * (n * rt{a})"]
     if x_free(table, i):
-        return [f"rl{g} += {r} * {_once(ns, values, f'rs{a}', f'(rc{a} * n) if rc{a} >= rm{a} else (rm{a} * n)')}"]
+        steps = f"rt{a} * n" if a in ns.get("_bound_memory", ()) else f"(rc{a} * n) if rc{a} >= rm{a} else (rm{a} * n)"
+        return [f"rl{g} += {r} * {_once(ns, values, f'rs{a}', steps)}"]
     F, B = cm.bound_model.roofline.flops_per_s, cm.bound_model.roofline.hbm_bytes_per_s
     return [f"uc, um = sum_max_affine(f{a} / {F!r}, (f{z} - f{a}) / span / {F!r}, b{a} / {B!r}, "
             f"(b{z} - b{a}) / span / {B!r}, n)", f"rl{g} += {r} * uc + {r} * um"]
@@ -291,7 +318,8 @@ def prefill_program(cm, table: PhaseTable):
     ns: Dict = {}
     order, slot = _slots(table)
     bound = cm.bound_model is not None
-    body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"] + (["rtot = 0"] if bound else [])
+    body = [_init(order), "flops = 0.0" if table.repeats else "flops = 0"]
+    bound_terms = []  # the bound's terms, added in operator order in one expression (as += by +=)
     keys = [(n, _op_key(table, i, "x")) for i, n in enumerate(table.repeats)]
     flops_keys = [(n, tuple(table.coefs[FLOPS][i])) for i, n in enumerate(table.repeats)]
     for i, n in enumerate(table.repeats):
@@ -306,8 +334,9 @@ def prefill_program(cm, table: PhaseTable):
             body.append(f"flops += {expr}")
         if bound:
             body += _bound_lines(cm, table, i, own, ns)
-            body.append(f"rtot += {_product(ns, body, n, f'rt{own}', shared)}")
-    body += _group_return(order) + (["bound_out[0] = (b, x, rtot)"] if bound else [])
+            bound_terms.append(_times(n, f"rt{own}"))  # (n x rt computed anew: the same float)
+    body += _group_return(order) + ([f"bound_out[0] = (b, x, 0{''.join(' + ' + t for t in bound_terms)})"]
+                                    if bound else [])
     ns["bound_out"] = [None] if bound else None
     return _compile("calibrated_prefill_program", "b, x", body + ["return groups, flops, total_s"], ns,
                     ns["bound_out"])

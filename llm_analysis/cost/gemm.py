@@ -23,6 +23,7 @@ vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps.
 from __future__ import annotations
 
 from ..errors import ConfigError
+from .gemm_buckets import bucket_levels, tile_winner
 from .profiles import Profile
 
 LAUNCH_MODES = ("graph", "eager")
@@ -40,7 +41,8 @@ class GemmShape:
     is the per-M part, memoised. `gemm_efficiency` is this for one shape.
     """
 
-    __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo")
+    __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo", "rows_m", "winners", "coarse_tiles",
+                 "left_out_rel", "fine_m", "fine_winners")
 
     def __init__(self, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False):
         if min(n, k) < 1 or num_sms < 1:
@@ -56,6 +58,10 @@ class GemmShape:
         self.tiles = tuple(sorted(((tm, tm * (_ceil_div(n, tn) * tn), _ceil_div(n, tn), int(k // splitk), rel)
                                    for tm, tn, rel in profile.gemm_tile_shapes), key=lambda t: -t[4]))
         self.memo = {}
+        # per bucket of M (ceil(M / rows_m), else ceil(M / fine_m)) the tile that wins at every M
+        # in it, found on the bucket's first M (gemm_buckets.py)
+        self.rows_m, self.coarse_tiles, self.left_out_rel, self.fine_m = bucket_levels(self.tiles)
+        self.winners, self.fine_winners = {}, {}
 
     def __call__(self, m: int) -> float:
         """Fraction of the dense tensor peak a GEMM of (m, N, K) reaches (0 < e < 1)."""
@@ -63,14 +69,25 @@ class GemmShape:
         return self.miss(m) if e is None else e
 
     def miss(self, m: int) -> float:
-        """`self(m)` for an M the memo does not hold (generated programs look the memo up
-        themselves: cost/calibrated_programs.py), computed and memoised."""
+        """`self(m)` for an M the memo does not hold, computed and memoised."""
         if m < 1:
             raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {self.n}, {self.k}) must be >= 1")
         if len(self.memo) >= _MEMO_LIMIT:  # a long sweep over M: keep the memo bounded
             self.memo.clear()
-        e = self.memo[m] = self.plateau * self._best_tile(m) * self.k / self.k_total
+        e = self.memo[m] = self.bucket_efficiency(m)
         return e
+
+    def bucket_efficiency(self, m: int) -> float:
+        """`self(m)` (M >= 1) from the winning tile of M's bucket (`gemm_buckets.tile_winner`, kept
+        in `winners` / `fine_winners`), or the tile search where no tile wins a whole bucket
+        (generated programs read `winners` themselves and call this on a miss:
+        cost/calibrated_programs.py)."""
+        w = _winner(self.winners, self.coarse_tiles, self, self.rows_m, m, self.left_out_rel)
+        if not w:
+            w = _winner(self.fine_winners, self.tiles, self, self.fine_m, m, -1.0)
+        # the winner's fill is _best_tile's float: the same operations on the same numbers
+        best = w[0] * (m * self.n / w[1] * w[2]) if w else self._best_tile(m)
+        return self.plateau * best * self.k / self.k_total
 
     def _best_tile(self, m: int) -> float:
         """The best candidate tile's relative efficiency x tile fill x wave fill at this M."""
@@ -97,6 +114,17 @@ class GemmShape:
 
 
 _MEMO_LIMIT = 1 << 16
+
+
+def _winner(kept: dict, tiles: tuple, shape: GemmShape, g: int, m: int, left_out_rel: float):
+    """The winner of M's bucket of width g (kept per bucket, bounded)."""
+    q = -(-m // g)
+    w = kept.get(q)
+    if w is None:
+        if len(kept) >= _MEMO_LIMIT:
+            kept.clear()
+        w = kept[q] = tile_winner(tiles, shape.n, shape.num_sms, g, q, left_out_rel)
+    return w
 
 
 def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False) -> float:
