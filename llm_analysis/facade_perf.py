@@ -31,11 +31,6 @@ from .training import run_training
 from .training.request import TrainingRequest
 from .training.run import iteration_time, stages_for, training_run
 
-# the summary's `<key>_lower_bound` entries of inference(), in order, and the time of
-# `inference_times` each reports (`_bound_entries` writes them)
-INFERENCE_BOUND_KEYS = {"prefill_latency": "prefill_s", "time_to_first_token": "prefill_s",
-                        "decode_latency": "decode_step_s", "time_per_output_token": "decode_step_s",
-                        "total_decode_latency": "decode_total_s", "total_latency": "total_s"}
 TRAINING_BOUND_KEYS = ("latency_fwd", "latency_per_micro_batch", "latency_per_iter", "total_training_latency")
 
 
@@ -113,7 +108,8 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
 
 
 def _bound_entries(a, d, summary: Dict[str, Any], ds_zero) -> Dict[str, float]:
-    """The `<key>_lower_bound` entries (INFERENCE_BOUND_KEYS, in order) of the call: from this call's
+    """The `<key>_lower_bound` entries of the call (the roofline's prefill, decode step, decode
+    total and total times, beside the summary keys they bound): from this call's
     calibrated programs, or (a phase whose times came from the cache, or not the plain case) kept
     per shape."""
     shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],

@@ -23,7 +23,7 @@ vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps.
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .gemm_buckets import bucket_levels, tile_winner
+from .gemm_buckets import bucket_levels, tile_winner, wave_fill
 from .profiles import Profile
 
 LAUNCH_MODES = ("graph", "eager")
@@ -96,18 +96,9 @@ class GemmShape:
             if best >= rel:  # (the max is the same float whichever order the tiles are tried in)
                 break
             tiles_m = -(-m // tm)
-            # split-K (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at
-            # least gemm_splitk_min_k (splitk_cap = K // that) so idle SMs share the tiles' main loops
-            work = tiles = tiles_m * tiles_n
-            if tiles < sms:  # max(1, min(sms // tiles, splitk_cap)) splits, without the calls
-                splits = sms // tiles
-                if splits > splitk_cap:
-                    splits = splitk_cap
-                if splits > 1:
-                    work = tiles * splits
             # tile quantisation (a partly covered tile costs a whole one) x wave quantisation
             # (tiles_m x tm x padded N, an integer product: exact in any order)
-            fill = rel * (mn / (tiles_m * tile_area) * (work / (-(-work // sms) * sms)))
+            fill = rel * (mn / (tiles_m * tile_area) * wave_fill(tiles_m * tiles_n, splitk_cap, sms))
             if fill > best:
                 best = fill
         return best

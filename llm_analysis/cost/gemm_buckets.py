@@ -25,6 +25,21 @@ _WIN_MARGIN = 1e-9
 _KEEP = 1 - _WIN_MARGIN
 
 
+def wave_fill(tiles: int, splitk_cap: int, sms: int) -> float:
+    """Share of the SM slots of its waves that `tiles` output tiles keep busy. Split-K
+    (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at least
+    gemm_splitk_min_k (splitk_cap = K // that) so idle SMs share the tiles' main loops:
+    max(1, min(sms // tiles, splitk_cap)) splits, written without the calls."""
+    work = tiles
+    if tiles < sms:
+        splits = sms // tiles
+        if splits > splitk_cap:
+            splits = splitk_cap
+        if splits > 1:
+            work = tiles * splits
+    return work / (-(-work // sms) * sms)
+
+
 def bucket_levels(tiles: tuple) -> Tuple[int, tuple, float, int]:
     """(coarse width, the tiles whose heights it divides, the largest relative efficiency of the
     others (-1.0: none), fine width) of `GemmShape.tiles`."""
@@ -46,14 +61,7 @@ def tile_winner(tiles: tuple, n: int, sms: int, g: int, q: int, left_out_rel: fl
         if rel < best * _KEEP:  # (most efficient first: no later tile comes close)
             break
         tiles_m = -(-q // (tm // g))  # = ceil(M / tm) at every M of the bucket
-        work = tiles = tiles_m * tiles_n
-        if tiles < sms:  # split-K, as in GemmShape._best_tile
-            splits = sms // tiles
-            if splits > splitk_cap:
-                splits = splitk_cap
-            if splits > 1:
-                work = tiles * splits
-        wave = work / (-(-work // sms) * sms)
+        wave = wave_fill(tiles_m * tiles_n, splitk_cap, sms)
         fill = rel * (mn / (tiles_m * tile_area) * wave)
         if fill > best:
             second, best, winner = best, fill, (rel, tiles_m * tile_area, wave)
