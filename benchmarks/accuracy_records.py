@@ -8,7 +8,9 @@ Records the public API cannot express raise `Skip` with the reason.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -241,9 +243,28 @@ def case_megatron(rec: dict) -> Case:
                     # Narayanan et al. 2021 ran before it (every TP collective exposed)
                     overlap_tp_comm=_tp_overlap(rec))
 
+    fw = _deepspeed_zero3_terms() if family(rec["id"]) == "DeepSpeed ZeRO-3" else {}
+    if fw:
+        notes.append("DeepSpeed v0.3 ZeRO-3 terms (benchmarks/framework_terms.json)")
+        kw_train.update(overlap_dp_comm=fw["overlap_dp_comm"], zero3_recompute_gather=fw["zero3_recompute_gather"])
+
     def run(kw: dict) -> float:
-        return LLMAnalysis(model, gpu, parallelism_config=par, **kw).training(**kw_train)["latency_per_iter"]
+        train = kw_train
+        if fw and kw.get("perf_model", "roofline") != "roofline":  # the rate cap is an inefficiency: not in the bound
+            train = dict(kw_train, zero3_gather_bytes_per_s=fw["zero3_gather_bytes_per_s"])
+        return LLMAnalysis(model, gpu, parallelism_config=par, **kw).training(**train)["latency_per_iter"]
     return Case(measured, run, notes)
+
+
+FRAMEWORK_TERMS = Path(__file__).resolve().parent / "framework_terms.json"
+
+
+def _deepspeed_zero3_terms(path: Path = FRAMEWORK_TERMS) -> dict:
+    """The ZeRO-3 traffic terms (llm_analysis/training/zero3.py) of DeepSpeed v0.3 as the
+    ZeRO-3 rows of Narayanan et al. 2021 Table 2 ran it: name -> value, from
+    framework_terms.json (its sources and the fit that set them: fit_framework_terms.py)."""
+    terms = json.loads(path.read_text())["deepspeed-0.3-zero3"]
+    return {name: entry["value"] for name, entry in terms.items()}
 
 
 def case_of(rec: dict) -> Case:

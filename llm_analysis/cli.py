@@ -263,7 +263,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0, cuda_context_bytes: float = 0,
           memory_fragmentation: float = 0, num_layers_in_first_pipeline_stage: Optional[int] = None,
           num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
-          encoder_seq_len: Optional[int] = None) -> dict:
+          encoder_seq_len: Optional[int] = None, zero3_gather_bytes_per_s: Optional[float] = None,
+          zero3_recompute_gather: bool = False) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -336,6 +337,10 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
         exact: derive the model's operators from its transformers module tree (see infer --exact).
         encoder_seq_len: encoder positions a cross-attention decoder attends to (see infer).
+        zero3_gather_bytes_per_s: with ds_zero 3, the framework's cap on its gather / reduce-scatter rate per
+            GPU, bytes/s (DeepSpeed v0.3: ~22.5e9, README "Planning"); the lower bound ignores it.
+        zero3_recompute_gather: with ds_zero 3 and full recomputation, the recomputed forward gathers the
+            layers' weights again (DeepSpeed's ZeRO-3; not PyTorch FSDP).
     Returns:
         The summary dict (base units).
     """
@@ -358,7 +363,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     kwargs = _set_options(distributed_optimizer=distributed_optimizer, grad_reduce_in_fp32=grad_reduce_in_fp32,
                           grad_bucket_params=grad_bucket_params, cuda_context_bytes=cuda_context_bytes,
                           memory_fragmentation=memory_fragmentation, cost_per_gpu_hour=cost_per_gpu_hour,
-                          pipeline_interleave=pipeline_interleave)
+                          pipeline_interleave=pipeline_interleave, zero3_gather_bytes_per_s=zero3_gather_bytes_per_s,
+                          zero3_recompute_gather=zero3_recompute_gather)
     if isinstance(total_num_tokens, float) and total_num_tokens.is_integer():
         total_num_tokens = int(total_num_tokens)  # 300e9 on the command line is a float
     summary = analysis.training(
@@ -374,12 +380,15 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     return summary
 
 
-def _set_options(cost_per_gpu_hour: Optional[float], pipeline_interleave: int, **switches) -> dict:
+def _set_options(cost_per_gpu_hour: Optional[float], pipeline_interleave: int,
+                 zero3_gather_bytes_per_s: Optional[float] = None, **switches) -> dict:
     """The training() options the command line set: switches that are on (not 0/False),
-    a cost when given, interleaving when not 1 (so training()'s own defaults apply)."""
+    a cost and a ZeRO-3 rate cap when given (a given 0 is refused by training()),
+    interleaving when not 1 (so training()'s own defaults apply)."""
     kwargs = {k: v for k, v in switches.items() if v}
-    if cost_per_gpu_hour is not None:
-        kwargs["cost_per_gpu_hour"] = cost_per_gpu_hour
+    for name, value in (("cost_per_gpu_hour", cost_per_gpu_hour), ("zero3_gather_bytes_per_s", zero3_gather_bytes_per_s)):
+        if value is not None:
+            kwargs[name] = value
     if pipeline_interleave != 1:
         kwargs["pipeline_interleave"] = pipeline_interleave
     return kwargs

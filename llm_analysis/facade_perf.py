@@ -14,6 +14,7 @@ default 1: a true lower bound), plus `perf_model` naming the profile.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 from functools import lru_cache
 from typing import Any, Dict, Optional, Tuple
@@ -167,8 +168,12 @@ def _training_bounds(a, req: TrainingRequest, summary: Dict[str, Any]) -> Dict[s
     validated, which depends on no cost model): its stages and iteration time at the micro-batch
     and accumulation steps that run chose (they depend on memory only, which no cost model
     changes), as `run_training` / `training_summary` compute them, without the validation,
-    memory, batch choice and summary a full second run would redo."""
+    memory, batch choice and summary a full second run would redo. A ZeRO-3 rate cap
+    (`zero3_gather_bytes_per_s`) is a framework's inefficiency, not the hardware's: the
+    bound moves the gathers at NCCL's rates (training/zero3.py)."""
     bound = with_cost_model(a, a.lower_bound_cost_model)
+    if req.zero3.gather_bytes_per_s is not None:
+        req = dataclasses.replace(req, zero3=dataclasses.replace(req.zero3, gather_bytes_per_s=None))
     b, m = summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"]
     stages = stages_for(bound, req, b)
     times = iteration_time(bound, req, stages, b, m)

@@ -19,6 +19,7 @@ from .lora import LoRAConfig
 from .overheads import FrameworkMemory
 from .overheads_tp import tp_overlap_mode
 from .stage import LAYER_WEIGHT_GROUPS
+from .zero3 import Zero3Traffic, overlap_share
 
 
 @dataclass
@@ -37,12 +38,13 @@ class TrainingRequest:
     cost_per_gpu_hour: Optional[float]
     master_bytes: float
     other_op_bytes: Optional[float]
-    overlap_dp_comm: bool
+    overlap_dp_comm: Union[bool, float]  # True, False or a share in [0, 1] (zero3.py)
     overlap_tp_comm: Union[bool, str]  # False, True or "backward" (overheads_tp.py)
     # every validated option above and below, as one cache-key part hashed once per option set
     # (`_options` keeps the set, so a sweep over shapes reuses it): the memory entries' key
     options_key: "HashedKey"
     framework: FrameworkMemory = FrameworkMemory()
+    zero3: Zero3Traffic = Zero3Traffic()
     act_kwargs: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -120,9 +122,10 @@ def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
     """The validated non-shape fields of a TrainingRequest (ConfigError naming the field)."""
     for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
         dtype_bytes(kw[name], name)
-    for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu", "overlap_dp_comm"):
+    for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu"):
         if type(kw[name]) is not bool:  # a bool is valid as is (the common case, no call)
             kw[name] = boolean(kw[name], name)
+    kw["overlap_dp_comm"] = overlap_share(kw["overlap_dp_comm"])
     kw["overlap_tp_comm"] = tp_overlap_mode(kw["overlap_tp_comm"])
     for name in ("mlp_activation_quant_bits", "mlp_1linear_quant_bits", "mlp_gelu_input_quant_bits",
                  "mlp_2linear_quant_bits"):
@@ -130,15 +133,18 @@ def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
             kw[name] = quant_bits(kw[name], name)
     interleave = 1 if kw["pipeline_interleave"] is None else kw["pipeline_interleave"]  # None: not interleaved
     lora = LoRAConfig.from_any(kw["lora"])
+    rc = as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation")
+    ds_zero = as_enum(DSZeRO, kw["ds_zero"], "ds_zero")
     opts = dict(
-        rc=as_enum(ActivationRecomputation, kw["activation_recomputation"], "activation_recomputation"),
-        ds_zero=as_enum(DSZeRO, kw["ds_zero"], "ds_zero"),
+        rc=rc,
+        ds_zero=ds_zero,
         lora=_check_lora(analysis, lora) if lora is not None else None,
         interleave=_check_interleave(analysis, integer(interleave, "pipeline_interleave", 1, MAX_NUM_LAYERS)),
         master_bytes=float(kw["master_weights_dtype_bytes"]),
         other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes", MAX_DTYPE_BYTES),
         overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
         framework=FrameworkMemory.from_kwargs(kw),
+        zero3=Zero3Traffic.from_kwargs(kw, rc, ds_zero),
         act_kwargs={k: kw[k] for k in _ACT_ARGS})
     opts["options_key"] = HashedKey(tuple(tuple(v.items()) if k == "act_kwargs" else v for k, v in opts.items()))
     return opts

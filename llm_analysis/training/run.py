@@ -100,6 +100,7 @@ from .lora import LoRAConfig, lora_adapter_ops
 from .memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
 from .request import TrainingRequest, check_request
 from .stage import Stage, build_stage
+from .zero3 import exposed_s
 from .summary import training_summary
 
 logger = logging.getLogger(__name__)
@@ -207,9 +208,10 @@ def _shape_free(analysis, key: tuple, compute):
 def _dp_times(analysis, heavy: Stage, ds_zero, req: TrainingRequest):
     """`dp_times` of the heaviest stage: its parameter and weight sums do not depend on the shape."""
     key = ("train_dp_times", ds_zero, req.lora, req.framework.grad_reduce_in_fp32, heavy.dense_params_gpu,
-           heavy.expert_params_gpu, heavy.dp_weight_bytes_gpu, heavy.dp_expert_weight_bytes_gpu)
+           heavy.expert_params_gpu, heavy.dp_weight_bytes_gpu, heavy.dp_expert_weight_bytes_gpu, req.zero3,
+           req.rc if req.zero3.recompute_gather else None)
     return _shape_free(analysis, key, lambda: dp_times(analysis, heavy, ds_zero, req.lora,
-                                                       req.framework.grad_reduce_in_fp32))
+                                                       req.framework.grad_reduce_in_fp32, req.zero3, req.rc))
 
 
 def _weight_update_s(analysis, ds_zero, req: TrainingRequest, trainable_gpu) -> float:
@@ -231,9 +233,10 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
     bwd_window = bott.bwd_compute + bott.rc_compute
     dp_total = grad_iter + gather_iter + m * (fwd_mb + bwd_mb)
     dp_exposed = dp_total
-    if req.overlap_dp_comm:
-        dp_exposed = (max(0.0, grad_iter - bwd_window) + max(0.0, gather_iter - bott.fwd_compute)
-                      + m * (max(0.0, fwd_mb - bott.fwd_compute) + max(0.0, bwd_mb - bwd_window)))
+    share = req.overlap_dp_comm
+    if share:
+        dp_exposed = (exposed_s(grad_iter, bwd_window, share) + exposed_s(gather_iter, bott.fwd_compute, share)
+                      + m * (exposed_s(fwd_mb, bott.fwd_compute, share) + exposed_s(bwd_mb, bwd_window, share)))
     trainable_gpu = None
     if req.lora is not None:
         trainable_gpu = heavy.dense_params_gpu / (p.shard_group_size if ds_zero.value >= 1 else 1)
@@ -273,10 +276,12 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
                  mlp_gelu_input_quant_bits: Optional[int] = None, mlp_2linear_quant_bits: Optional[int] = None,
                  mlp_recompute_gelu: bool = False, output_dir: Optional[str] = None, output_file_suffix: str = "",
                  pipeline_interleave: int = 1, lora: Union[None, dict, LoRAConfig] = None,
-                 overlap_dp_comm: bool = True, overlap_tp_comm: Union[bool, str] = False,
+                 overlap_dp_comm: Union[bool, float] = True, overlap_tp_comm: Union[bool, str] = False,
                  cost_per_gpu_hour: Optional[float] = None, distributed_optimizer: bool = False,
                  grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0,
-                 cuda_context_bytes: float = 0, memory_fragmentation: float = 0) -> Dict[str, Any]:
+                 cuda_context_bytes: float = 0, memory_fragmentation: float = 0,
+                 zero3_gather_bytes_per_s: Optional[float] = None,
+                 zero3_recompute_gather: bool = False) -> Dict[str, Any]:
     """Training analysis of one iteration and of the whole run (see the module
     docstring for every assumption). Returns a flat dict in base units (bytes,
     seconds, FLOPs, FLOP/s). Raises DoesNotFitError when the layout does not fit
@@ -284,10 +289,12 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
 
     Extras beyond the mirrored API: `pipeline_interleave` (virtual stages per
     GPU, v), `lora` (LoRAConfig or dict: rank, target_modules, base_weight_bits
-    16 or 4, adapter_dtype_bytes, double_quant), `overlap_dp_comm`,
-    `overlap_tp_comm`, `cost_per_gpu_hour` (dollars); the framework memory terms
-    `distributed_optimizer`, `grad_reduce_in_fp32`, `grad_bucket_params`,
-    `cuda_context_bytes`, `memory_fragmentation` (training/overheads.py; all off by
+    16 or 4, adapter_dtype_bytes, double_quant), `overlap_dp_comm` (True, False or
+    a share in [0, 1]), `overlap_tp_comm`, `cost_per_gpu_hour` (dollars); the
+    framework memory terms `distributed_optimizer`, `grad_reduce_in_fp32`,
+    `grad_bucket_params`, `cuda_context_bytes`, `memory_fragmentation`
+    (training/overheads.py; all off by default); the ZeRO-3 traffic terms
+    `zero3_gather_bytes_per_s`, `zero3_recompute_gather` (training/zero3.py; off by
     default).
     """
     kw = dict(locals())

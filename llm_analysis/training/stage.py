@@ -45,6 +45,8 @@ class Stage:
     max_op_trainable_params_gpu: float = 0.0
     dp_weight_bytes_gpu: float = 0.0  # bytes ZeRO all-gathers (dense)
     dp_expert_weight_bytes_gpu: float = 0.0
+    layer_dp_weight_bytes_gpu: float = 0.0  # of dp_weight_bytes_gpu, the transformer layers' (what a
+    layer_dp_expert_weight_bytes_gpu: float = 0.0  # full recomputation runs again; zero3.py)
 
     @property
     def micro_batch_time(self) -> float:
@@ -89,9 +91,13 @@ def _add_full_training_weights(st: Stage, op: Operator, n: int, is_layer: bool) 
     if op.is_routed_expert:  # experts shard over their own data-parallel group
         st.expert_params_gpu += n * op.params_per_gpu
         st.dp_expert_weight_bytes_gpu += n * w
+        if is_layer:
+            st.layer_dp_expert_weight_bytes_gpu += n * w
     else:
         st.dense_params_gpu += n * op.params_per_gpu
         st.dp_weight_bytes_gpu += n * w
+        if is_layer:
+            st.layer_dp_weight_bytes_gpu += n * w
     if is_layer:
         st.max_op_trainable_params_gpu = max(st.max_op_trainable_params_gpu, op.params_per_gpu)
     return w
@@ -104,6 +110,8 @@ def _add_lora_weights(analysis, st: Stage, op: Operator, n: int, is_layer: bool,
     w = (op.params_per_gpu * lora.base_bytes_per_param
          if is_layer and op.kind == "matmul" and op.group in LAYER_WEIGHT_GROUPS else op.weight_bytes_per_gpu)
     st.dp_weight_bytes_gpu += n * w
+    if is_layer:
+        st.layer_dp_weight_bytes_gpu += n * w
     if not (is_layer and lora.targets(op)):
         return w
     act_bytes = analysis.dtype_config.activation_bits / 8
@@ -113,6 +121,7 @@ def _add_lora_weights(analysis, st: Stage, op: Operator, n: int, is_layer: bool,
         st.max_op_trainable_params_gpu = max(st.max_op_trainable_params_gpu, a.params_per_gpu)
         w += a.weight_bytes_per_gpu
         st.dp_weight_bytes_gpu += n * a.weight_bytes_per_gpu
+        st.layer_dp_weight_bytes_gpu += n * a.weight_bytes_per_gpu
     return w
 
 
