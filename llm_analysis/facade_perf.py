@@ -97,42 +97,46 @@ def inference(a, args: Dict[str, Any]) -> dict:
 
 def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:
     """run_inference's summary hook under the calibrated model: the roofline's times of the call
-    (`<key>_lower_bound`) and `perf_model`. The bound's entries are kept in the call's cached times
+    (`<key>_lower_bound`) and `perf_model`. The bound's times are kept in the call's cached times
     `t` (one entry per calibrated model and shape, run.py LOWER_BOUND) with the roofline they are
     of, so a repeated call with that roofline (the analysis' own) finds them there."""
+    roof = a.lower_bound_cost_model
     kept = t.get(LOWER_BOUND)
-    if kept is None or kept[0] is not a.lower_bound_cost_model:
-        kept = t[LOWER_BOUND] = (a.lower_bound_cost_model, _bound_entries(a, d, summary, ds_zero))
-    summary.update(kept[1])
+    if kept is None or kept[0] is not roof:
+        kept = t[LOWER_BOUND] = (roof,) + _bound_times(a, d, summary, ds_zero)
+    # written straight into the summary (no dict to merge: the hot path of a sweep), each
+    # `<key>_lower_bound` in the order of the keys it bounds (a chained assignment stores left first)
+    _, prefill_s, step_s, decode_s, total_s = kept
+    summary["prefill_latency_lower_bound"] = summary["time_to_first_token_lower_bound"] = prefill_s
+    summary["decode_latency_lower_bound"] = summary["time_per_output_token_lower_bound"] = step_s
+    summary["total_decode_latency_lower_bound"] = decode_s
+    summary["total_latency_lower_bound"] = total_s
     summary["perf_model"] = _label(a)
 
 
-def _bound_entries(a, d, summary: Dict[str, Any], ds_zero) -> Dict[str, float]:
-    """The `<key>_lower_bound` entries of the call (the roofline's prefill, decode step, decode
-    total and total times, beside the summary keys they bound): from this call's
-    calibrated programs, or (a phase whose times came from the cache, or not the plain case) kept
-    per shape."""
-    shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-             summary["use_kv_cache"], ds_zero)
+def _bound_times(a, d, summary: Dict[str, Any], ds_zero) -> Tuple[float, float, float, float]:
+    """The roofline's (prefill, decode step, decode total, total) seconds of the call: from this
+    call's calibrated programs, or (a phase whose times came from the cache, or not the plain
+    case) kept per shape."""
+    b, s, n, use_kv_cache = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
+                             summary["use_kv_cache"])
     # (the programs computed the bound of the cost model's own bound model: the analysis' roofline)
-    bounds = _fused_bounds(a, d, shape) if a.cost_model.bound_model is a.lower_bound_cost_model else None
-    if bounds is None:
-        bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                             lambda: _inference_bounds(a, d, shape))
-    prefill_s, step_s, decode_s, total_s = bounds
-    return {"prefill_latency_lower_bound": prefill_s, "time_to_first_token_lower_bound": prefill_s,
-            "decode_latency_lower_bound": step_s, "time_per_output_token_lower_bound": step_s,
-            "total_decode_latency_lower_bound": decode_s, "total_latency_lower_bound": total_s}
+    if a.cost_model.bound_model is a.lower_bound_cost_model:
+        bounds = _fused_bounds(a, d, b, s, n, use_kv_cache, ds_zero)
+        if bounds is not None:
+            return bounds
+    shape = (b, s, n, use_kv_cache, ds_zero)
+    return d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
+                       lambda: _inference_bounds(a, d, shape))
 
 
-def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
+def _fused_bounds(a, d, batch: int, seq_len: int, n: int, use_kv_cache: bool,
+                  ds_zero) -> Optional[Tuple[float, float, float, float]]:
     """(prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from the
     totals the calibrated programs of this call computed beside their own times (their `bound_out`,
     kept in the describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`),
     in the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
-    batch, seq_len, n, use_kv_cache, ds_zero = shape
-    p = a.parallelism_config
-    if not use_kv_cache or a.model_config.encoder_only or (p.dp_size > 1 and ds_zero.value == 3):
+    if not use_kv_cache or a.model_config.encoder_only or (a.parallelism_config.dp_size > 1 and ds_zero.value == 3):
         return None
     plan = inference_plan(a, d)  # (none under pipeline stages)
     if plan is None or plan.prefill_bound is None:
