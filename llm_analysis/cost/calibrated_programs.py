@@ -37,6 +37,7 @@ from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_retu
 from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
 from .links import ring_terms
+from .program_reuse import reuse_lines
 
 FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
     "flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
@@ -277,7 +278,9 @@ def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, n
 
 
 def _compile(name: str, args: str, body: List[str], ns: Dict, bound_out):
-    fn = compile_function(name, args, body, {k: v for k, v in ns.items() if not k.startswith("_")})
+    """The program, its repeated values computed once and its unread names left out
+    (cost/program_reuse.py: the same floats)."""
+    fn = compile_function(name, args, reuse_lines(body), {k: v for k, v in ns.items() if not k.startswith("_")})
     fn.bound_out = bound_out  # [the last call's arguments and lower-bound totals] (None: no bound)
     return fn
 
@@ -393,7 +396,8 @@ def _steady_call(pre: List[str], main: List[str], ns: Dict) -> List[str]:
     names = sorted(assigned & {m for line in main for m in _NAME.findall(line)})
     if not names:
         return []
-    ns["steady_fn"] = compile_function("calibrated_decode_steady", "b, x0, n", pre + [f"return ({', '.join(names)},)"],
+    ns["steady_fn"] = compile_function("calibrated_decode_steady", "b, x0, n",
+                                       reuse_lines(pre + [f"return ({', '.join(names)},)"]),
                                        {k: v for k, v in ns.items() if not k.startswith("_")})
     ns["steady_memo"] = {}
     return ["st = steady_memo.get((b, n))", "if st is None:",

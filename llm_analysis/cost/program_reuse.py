@@ -1,0 +1,121 @@
+"""Values computed once in generated straight-line code (speed of new shapes under
+perf_model="calibrated", issue 10).
+
+The calibrated programs (cost/calibrated_programs.py) write each operator out from its own
+figures, so operators whose figures coincide (the o projection's FLOPs and bytes are the q
+projection's, the two reduce collectives of a layer take the same time) repeat the same
+expressions under new names, and some lines set names nothing reads (`f0 = 0.0` of an
+operator with no FLOPs, `cb0 = False` of a kernel always filed under memory). `reuse_lines`
+rewrites such a body:
+
+- a line `name = expr` whose expression an earlier line already computed (the same syntax
+  tree, once earlier aliases are substituted) is dropped and later reads of `name` read the
+  earlier name; `name = other` (a bare name) likewise;
+- an accumulation `acc += expr` (or `v = expr` of a name set more than once) whose
+  expression an earlier line computed reads that line's name;
+- a line `name = expr` whose name is never read is dropped.
+
+Only expressions without calls whose names are all set once, by a statement of the body's
+top level (or never: arguments and constants), qualify: such an expression has one value
+wherever it stands, so the rewritten body computes the same floats, in the same operations,
+as the written one (Python evaluates the same expression tree the same way every time).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from typing import Dict, List, Optional, Set, Tuple
+
+# a name in a line: not part of a number (1e-06), an attribute (.get) or a string ('memory')
+_NAME = re.compile(r"(?<![\w.'])[A-Za-z_]\w*")
+
+
+def _stable_names(body: List[str]) -> Tuple[Set[str], Set[str]]:
+    """(names set exactly once, by a top-level statement; names set anywhere)."""
+    fn = ast.parse("def _f():\n" + "".join(f"    {line}\n" for line in body)).body[0]
+    stores = Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    top = Counter(n.id for stmt in fn.body if isinstance(stmt, ast.Assign) for t in stmt.targets
+                  for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return {k for k, c in stores.items() if c == 1 and top[k] == 1}, set(stores)
+
+
+def _pure(value: ast.expr, stable: Set[str], stored: Set[str]) -> bool:
+    """An expression with one value wherever it stands: no call, every name set once (or never)."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call):
+            return False
+        if isinstance(node, ast.Name) and node.id in stored and node.id not in stable:
+            return False
+    return True
+
+
+def _statement(line: str) -> Optional[ast.stmt]:
+    """The statement of a line (None for a block's `if ...:` / `else:` header)."""
+    text = line.strip()
+    return None if text.endswith(":") else ast.parse(text).body[0]
+
+
+def _simple_target(stmt: Optional[ast.stmt]) -> Optional[str]:
+    """The name of a `name = expr` statement, else None."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id
+    return None
+
+
+def _rewrite(line: str, stmt: ast.stmt, name: str) -> str:
+    """The line with its expression replaced by `name` (an assignment or an accumulation)."""
+    indent = line[:len(line) - len(line.lstrip())]
+    if isinstance(stmt, ast.AugAssign):
+        return f"{indent}{stmt.target.id} {line.strip().split(' ', 2)[1]} {name}"
+    return f"{indent}{_simple_target(stmt)} = {name}"
+
+
+def _reuse(body: List[str], stable: Set[str], stored: Set[str]) -> List[str]:
+    """The first two rules of the module docstring, line by line."""
+    alias: Dict[str, str] = {}
+    seen: Dict[str, str] = {}  # ast.dump of a qualifying expression -> the name holding it
+    out = []
+    for line in body:
+        line = _NAME.sub(lambda m: alias.get(m.group(0), m.group(0)), line)
+        stmt = _statement(line)
+        value = getattr(stmt, "value", None)
+        if (value is None or isinstance(value, ast.Constant) or not isinstance(stmt, (ast.Assign, ast.AugAssign))
+                or not _pure(value, stable, stored)):  # (a constant is loaded as fast as a name)
+            out.append(line)
+            continue
+        target, key = _simple_target(stmt), ast.dump(value)
+        top = not line.startswith(" ")
+        if top and target in stable and isinstance(value, ast.Name):
+            alias[target] = value.id
+        elif top and target in stable and key in seen:
+            alias[target] = seen[key]
+        elif key in seen and (isinstance(stmt, ast.AugAssign) or target is not None):
+            out.append(_rewrite(line, stmt, seen[key]))
+        else:
+            if top and target in stable:
+                seen[key] = target
+            out.append(line)
+    return out
+
+
+def _drop_unread(body: List[str], stable: Set[str], stored: Set[str]) -> List[str]:
+    """The last rule: lines setting a name nothing reads, until none is left."""
+    while True:
+        targets = [_simple_target(_statement(line)) if not line.startswith(" ") else None for line in body]
+        reads = Counter()
+        for line, target in zip(body, targets):
+            reads.update(_NAME.findall(line.split("=", 1)[1] if target else line))
+        dead = {i for i, (line, t) in enumerate(zip(body, targets))
+                if t in stable and not reads[t] and _pure(_statement(line).value, stable, stored)}
+        if not dead:
+            return body
+        body = [line for i, line in enumerate(body) if i not in dead]
+
+
+def reuse_lines(body: List[str]) -> List[str]:
+    """The body (lines of one function, blocks indented by four spaces) with repeated values
+    computed once and unread names left out (the module docstring's rules)."""
+    stable, stored = _stable_names(body)
+    return _drop_unread(_reuse(body, stable, stored), stable, stored)
