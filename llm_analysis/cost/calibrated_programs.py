@@ -337,12 +337,25 @@ def prefill_program(cm, table: PhaseTable):
             body.append(f"flops += {expr}")
         if bound:
             body += _bound_lines(cm, table, i, own, ns)
-            bound_terms.append(_times(n, f"rt{own}"))  # (n x rt computed anew: the same float)
+            # n x rt set once (the same float; an operator whose figures are a twin's reads the twin's)
+            bound_terms.append(_product(ns, body, n, f"rt{own}", True))
     body += _group_return(order) + ([f"bound_out[0] = (b, x, 0{''.join(' + ' + t for t in bound_terms)})"]
                                     if bound else [])
     ns["bound_out"] = [None] if bound else None
-    return _compile("calibrated_prefill_program", "b, x", body + ["return groups, flops, total_s"], ns,
+    return _compile("calibrated_prefill_program", "b, x", _tokens_once(body) + ["return groups, flops, total_s"], ns,
                     ns["bound_out"])
+
+
+# `b*x` where it is the first product of its chain (not `n * b*x`, which is (n*b)*x)
+_TOKENS = re.compile(r"(?<![\w*/%.])(?<![*/%] )b\*x(?!\w)")
+
+
+def _tokens_once(body: List[str]) -> List[str]:
+    """The prefill body with the number of tokens b x computed once, `bx = b*x` (a first line), and read
+    where a figure's chain of products starts with it: `b*x*C` is (b*x)*C, so `bx*C` is the same float."""
+    if not any(_TOKENS.search(line) for line in body):
+        return body
+    return ["bx = b*x"] + [_TOKENS.sub("bx", line) for line in body]
 
 
 # (b, n) -> the steady part of a decode program (`_steady_call`); cleared when this full
