@@ -365,20 +365,20 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def _steady_op(cm, table: PhaseTable, i: int, g: int, in_pre: bool, pre: List[str], main: List[str],
-               ns: Dict) -> None:
+               ns: Dict, steps: List[str]) -> None:
     """Operator i, which takes the same time at every step: its figures, times and shared terms
     into `pre` (they depend on b and n only), its group sums too if its whole group is steady
-    (`in_pre`), else into `main`; its first- and last-step terms into `main` (they are added in
-    operator order with the growing operators')."""
+    (`in_pre`), else into `main`; its first- and last-step terms into `steps` (they are added in
+    operator order with the growing operators': `pre` before the first of those, else `main`)."""
     r, bound = table.repeats[i], cm.bound_model is not None
     lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
     pre += lines
     sums = _simpson_lines(table, i, g, (a, a, a), a in ns.get("_memory_bound", set()), ns, pre)
     w = _once(ns, pre, f"w{r}_{a}", _times(r, "t" + a))
-    main += [f"first_s += {w}", f"last_s += {w}"]
+    steps += [f"first_s += {w}", f"last_s += {w}"]
     if bound:
         sums += _decode_bound_lines(cm, table, i, g, a, a, ns, pre)
-        main.append(f"first_r += {_once(ns, pre, f'wr{r}_{a}', f'{r} * rt{a}')}")
+        steps.append(f"first_r += {_once(ns, pre, f'wr{r}_{a}', f'{r} * rt{a}')}")
     (pre if in_pre else main).extend(sums)
 
 
@@ -402,20 +402,20 @@ def _growing_op(cm, table: PhaseTable, i: int, g: int, ns: Dict) -> List[str]:
     return lines
 
 
-def _steady_call(pre: List[str], main: List[str], ns: Dict) -> List[str]:
+def _steady_call(pre: List[str], main: List[str], ns: Dict) -> Tuple[List[str], List[str]]:
     """`pre` as its own function of (b, x0, n) (x0 appears only times 0.0), its results kept per
-    (b, n): lines that fetch them and unpack what `main` reads."""
+    (b, n): (lines that fetch them and unpack what `main` reads, the names unpacked)."""
     assigned = {m for line in pre for m in _ASSIGNED.findall(line)}
     names = sorted(assigned & {m for line in main for m in _NAME.findall(line)})
     if not names:
-        return []
+        return [], []
     ns["steady_fn"] = compile_function("calibrated_decode_steady", "b, x0, n",
                                        reuse_lines(pre + [f"return ({', '.join(names)},)"]),
                                        {k: v for k, v in ns.items() if not k.startswith("_")})
     ns["steady_memo"] = {}
     return ["st = steady_memo.get((b, n))", "if st is None:",
             f"    if len(steady_memo) >= {STEADY_MEMO_LIMIT}: steady_memo.clear()",
-            "    st = steady_memo[b, n] = steady_fn(b, x0, n)", f"{', '.join(names)}, = st"]
+            "    st = steady_memo[b, n] = steady_fn(b, x0, n)", f"{', '.join(names)}, = st"], names
 
 
 def decode_program(cm, table: PhaseTable):
@@ -433,19 +433,27 @@ def decode_program(cm, table: PhaseTable):
     steady_groups = [g for g in range(len(order)) if all(steady[i] for i in range(len(slot)) if slot[i] == g)]
     names = [f"{v}{g}" for g in steady_groups for _, v in SUMS] + ([f"rl{g}" for g in steady_groups] if bound else [])
     pre = [" = ".join(names) + " = 0.0"] if names else []
-    main = ["first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"] + (["first_r = 0", "span = max(n - 1, 1)"] if bound else [])
+    main = ["xh = x0 - 1 + (1 + n) / 2"] + (["span = max(n - 1, 1)"] if bound else [])
+    # the step sums start where the steady operators before the first growing one are added
+    first = ["first_s = last_s = 0"] + (["first_r = 0"] if bound else [])
+    steps = pre if table.ops and steady[0] else main
+    steps += first
     for i in range(len(table.ops)):
         if steady[i]:
-            _steady_op(cm, table, i, slot[i], slot[i] in steady_groups, pre, main, ns)
+            _steady_op(cm, table, i, slot[i], slot[i] in steady_groups, pre, main, ns, steps)
         else:
             main += _growing_op(cm, table, i, slot[i], ns)
+            steps = main
     main += _group_return(order)
     if bound:
         main.append("bound_out[0] = (b, x0, x1, n, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ")")
-    head = [_init(order)] + ([" = ".join(f"rl{g}" for g in range(len(order))) + " = 0.0"] if bound else [])
+    main.append("return groups, first_s, last_s, total_s")
     ns["bound_out"] = [None] if bound else None
-    body = head + _steady_call(pre, main, ns) + main + ["return groups, first_s, last_s, total_s"]
-    return _compile("calibrated_decode_program", "b, x0, x1, n", body, ns, ns["bound_out"])
+    call, kept = _steady_call(pre, main, ns)
+    # the sums the steady part does not return start at 0.0
+    sums = [f"{v}{g}" for g in range(len(order)) for _, v in SUMS] + ([f"rl{g}" for g in range(len(order))] if bound else [])
+    head = [" = ".join(v for v in sums if v not in kept) + " = 0.0"] if set(sums) - set(kept) else []
+    return _compile("calibrated_decode_program", "b, x0, x1, n", head + call + main, ns, ns["bound_out"])
 
 
 def program_builders() -> Dict:
