@@ -13,9 +13,18 @@ from llm_analysis.operators.table_code import compile_function
 def test_twin_values_read_the_first():
     body = ["f0 = b*x*3.0", "u0 = 0.0", "g0 = f0 / 7.0", "f1 = b*x*3.0", "g1 = f1 / 7.0", "acc = 0.0",
             "acc += g0", "acc += f1 / 7.0", "m = b", "return acc + g1 + m"]
-    # f1 is f0 (same tree), so g1 is g0; `acc += f1 / 7.0` reads g0; u0 is never read; m is b
-    assert reuse_lines(body) == ["f0 = b*x*3.0", "g0 = f0 / 7.0", "acc = 0.0", "acc += g0", "acc += g0",
+    # f1 is f0 (same tree), so g1 is g0; `acc += f1 / 7.0` reads g0; u0 is never read; m is b;
+    # the two accumulations are added in one line
+    assert reuse_lines(body) == ["f0 = b*x*3.0", "g0 = f0 / 7.0", "acc = 0.0", "acc = acc + g0 + g0",
                                  "return acc + g0 + b"]
+
+
+def test_runs_of_sums_end_where_the_sum_is_read():
+    body = ["s = 0.0", "t = b * 2.0", "s += t", "s += b * 3.0", "k = b * 5.0", "k = k + 1.0", "s += k",
+            "s += t", "u = s * 2.0", "s += x", "s += t", "return s, u"]
+    # `s += k` reads k (set twice): it stays where it is and ends the run; `u = s * 2.0` reads s
+    assert reuse_lines(body) == ["s = 0.0", "t = b * 2.0", "s = s + t + (b * 3.0)", "k = b * 5.0",
+                                 "k = k + 1.0", "s += k", "s += t", "u = s * 2.0", "s = s + x + t", "return s, u"]
 
 
 def test_names_set_twice_and_calls_are_kept():

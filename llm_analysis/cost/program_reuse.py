@@ -13,7 +13,11 @@ rewrites such a body:
   earlier name; `name = other` (a bare name) likewise;
 - an accumulation `acc += expr` (or `v = expr` of a name set more than once) whose
   expression an earlier line computed reads that line's name;
-- a line `name = expr` whose name is never read is dropped.
+- a line `name = expr` whose name is never read is dropped;
+- a run of accumulations `acc += term` of qualifying terms, with no other line reading or
+  setting `acc` in between, becomes one line where the last stood, `acc = acc + t1 + t2 ...`:
+  Python adds left to right, so it is the same additions in the same order (each term has
+  the value it had on its own line), with `acc` loaded and stored once.
 
 Only expressions without calls whose names are all set once, by a statement of the body's
 top level (or never: arguments and constants), qualify: such an expression has one value
@@ -114,8 +118,40 @@ def _drop_unread(body: List[str], stable: Set[str], stored: Set[str]) -> List[st
         body = [line for i, line in enumerate(body) if i not in dead]
 
 
+def _term(value: ast.expr, text: str) -> str:
+    """A term of a sum as written after `acc + `: bracketed unless a name or a number."""
+    return text if isinstance(value, (ast.Name, ast.Constant)) else f"({text})"
+
+
+def _fuse_sums(body: List[str], stable: Set[str], stored: Set[str]) -> List[str]:
+    """The accumulation rule of the module docstring."""
+    runs: Dict[str, List[Tuple[int, str]]] = {}  # acc -> its open run: (line index, term)
+    fused: Dict[int, str] = {}  # line index -> its new text ("" : dropped)
+
+    def close(acc: str) -> None:
+        run = runs.pop(acc, [])
+        if len(run) > 1:
+            fused.update({i: "" for i, _ in run})
+            fused[run[-1][0]] = f"{acc} = {acc}" + "".join(f" + {term}" for _, term in run)
+
+    for i, line in enumerate(body):
+        stmt = None if line.startswith(" ") else _statement(line)
+        acc = stmt.target.id if (isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add)
+                                 and isinstance(stmt.target, ast.Name)
+                                 and _pure(stmt.value, stable, stored)) else None
+        for name in set(_NAME.findall(line)) - {acc}:
+            if name in runs:  # read or set otherwise: the run ends before this line
+                close(name)
+        if acc is not None:
+            runs.setdefault(acc, []).append((i, _term(stmt.value, line.split("+=", 1)[1].strip())))
+    for acc in list(runs):
+        close(acc)
+    return [fused.get(i, line) for i, line in enumerate(body) if fused.get(i, line)]
+
+
 def reuse_lines(body: List[str]) -> List[str]:
     """The body (lines of one function, blocks indented by four spaces) with repeated values
-    computed once and unread names left out (the module docstring's rules)."""
+    computed once, unread names left out and runs of accumulations added in one line (the
+    module docstring's rules)."""
     stable, stored = _stable_names(body)
-    return _drop_unread(_reuse(body, stable, stored), stable, stored)
+    return _fuse_sums(_drop_unread(_reuse(body, stable, stored), stable, stored), stable, stored)
