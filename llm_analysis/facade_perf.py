@@ -20,7 +20,6 @@ from typing import Any, Dict, Optional, Tuple
 
 from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
-from .cost.calibrated_bound import fused_bound_totals
 from .cost.gemm import LAUNCH_MODES
 from .inference.lower_bound import inference_lower_bounds
 from .inference.plan import inference_plan
@@ -103,7 +102,8 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
     roof = a.lower_bound_cost_model
     kept = t.get(LOWER_BOUND)
     if kept is None or kept[0] is not roof:
-        kept = t[LOWER_BOUND] = (roof,) + _bound_times(a, d, summary, ds_zero)
+        kept = t[LOWER_BOUND] = _fused_bounds(a, d, roof, summary, ds_zero) or \
+            (roof,) + _kept_bounds(a, d, summary, ds_zero)
     # written straight into the summary (no dict to merge: the hot path of a sweep), each
     # `<key>_lower_bound` in the order of the keys it bounds (a chained assignment stores left first)
     _, prefill_s, step_s, decode_s, total_s = kept
@@ -111,42 +111,42 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
     summary["decode_latency_lower_bound"] = summary["time_per_output_token_lower_bound"] = step_s
     summary["total_decode_latency_lower_bound"] = decode_s
     summary["total_latency_lower_bound"] = total_s
-    summary["perf_model"] = _label(a)
+    label = a.perf_model
+    summary["perf_model"] = label if label.__class__ is str else _label(a)
 
 
-def _bound_times(a, d, summary: Dict[str, Any], ds_zero) -> Tuple[float, float, float, float]:
-    """The roofline's (prefill, decode step, decode total, total) seconds of the call: from this
-    call's calibrated programs, or (a phase whose times came from the cache, or not the plain
-    case) kept per shape."""
-    b, s, n, use_kv_cache = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-                             summary["use_kv_cache"])
-    # (the programs computed the bound of the cost model's own bound model: the analysis' roofline)
-    if a.cost_model.bound_model is a.lower_bound_cost_model:
-        bounds = _fused_bounds(a, d, b, s, n, use_kv_cache, ds_zero)
-        if bounds is not None:
-            return bounds
-    shape = (b, s, n, use_kv_cache, ds_zero)
-    return d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                       lambda: _inference_bounds(a, d, shape))
-
-
-def _fused_bounds(a, d, batch: int, seq_len: int, n: int, use_kv_cache: bool,
-                  ds_zero) -> Optional[Tuple[float, float, float, float]]:
-    """(prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from the
-    totals the calibrated programs of this call computed beside their own times (their `bound_out`,
-    kept in the describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`),
-    in the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
-    if not use_kv_cache or a.model_config.encoder_only or (a.parallelism_config.dp_size > 1 and ds_zero.value == 3):
+def _fused_bounds(a, d, roof, summary: Dict[str, Any], ds_zero) -> Optional[Tuple[Any, float, float, float, float]]:
+    """(roof, prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from
+    the totals the calibrated programs of this call computed beside their own times (their
+    `bound_out`, kept in the describer's plan: inference/plan.py; cost/calibrated_programs.py), in
+    the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x) when the
+    programs computed the bound of `roof` (the cost model's bound model); None otherwise, or when
+    the programs last ran for another shape (this call's phase times came from the cache)."""
+    if not summary["use_kv_cache"] or (a.parallelism_config.dp_size > 1 and ds_zero.value == 3):
         return None
     plan = inference_plan(a, d)  # (none under pipeline stages)
-    if plan is None or plan.prefill_bound is None:
+    if plan is None or plan.prefill_bound is None or a.cost_model.bound_model is not roof or \
+            a.model_config.encoder_only:
         return None
-    got = fused_bound_totals(plan.prefill_bound, plan.decode_bound, batch, seq_len, n - 1)
-    if got is None:
+    p, q = plan.prefill_bound[0], plan.decode_bound[0]  # (b, x, total) and (b, x0, x1, n, first, total)
+    b, s, n = summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"]
+    steps = n - 1 if n > 1 else 1  # (the decode program's step count: at least one)
+    # compared item by item (no tuples built)
+    if (p is None or q is None or p[0] != b or p[1] != s or q[0] != b or q[1] != s + 1 or q[2] != s + steps
+            or q[3] != steps):
         return None
-    prefill_s, first_s, steps_s = got
-    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
-    return prefill_s, step_s, total, prefill_s + total
+    prefill_s, steps_s = p[2], q[5]
+    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, q[4])
+    return roof, prefill_s, step_s, total, prefill_s + total
+
+
+def _kept_bounds(a, d, summary: Dict[str, Any], ds_zero) -> Tuple[float, float, float, float]:
+    """The roofline's (prefill, decode step, decode total, total) seconds of the call where
+    `_fused_bounds` has none, kept per shape."""
+    shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
+             summary["use_kv_cache"], ds_zero)
+    return d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
+                       lambda: _inference_bounds(a, d, shape))
 
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
