@@ -22,7 +22,7 @@ the figures at hand, as cost/calibrated_bound.py's functions do, into `bound_out
 (facade_perf reads it: no second timing pass). Collectives inside one NVLink island are
 written out as NCCL's ring (`nccl.ring_code`). A decode program keeps what depends on
 the batch and step count only (operators whose figures do not grow with the context, and
-the sums of groups made only of them) per (b, n): `_steady_call`.
+the sums of groups made only of them) per (b, n): cost/calibrated_steady.py.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_retu
 from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
 from .links import ring_terms
+from .calibrated_steady import group_lines, steady_call
 from .program_reuse import reuse_lines
 
 FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
@@ -358,12 +359,6 @@ def _tokens_once(body: List[str]) -> List[str]:
     return ["bx = b*x"] + [_TOKENS.sub("bx", line) for line in body]
 
 
-# (b, n) -> the steady part of a decode program (`_steady_call`); cleared when this full
-STEADY_MEMO_LIMIT = 1024  # (an entry holds ~2 kB: a few tens of floats)
-_ASSIGNED = re.compile(r"(\w+)\s*\+?=(?!=)")
-_NAME = re.compile(r"[A-Za-z_]\w*")
-
-
 def _steady_op(cm, table: PhaseTable, i: int, g: int, in_pre: bool, pre: List[str], main: List[str],
                ns: Dict, steps: List[str]) -> None:
     """Operator i, which takes the same time at every step: its figures, times and shared terms
@@ -402,22 +397,6 @@ def _growing_op(cm, table: PhaseTable, i: int, g: int, ns: Dict) -> List[str]:
     return lines
 
 
-def _steady_call(pre: List[str], main: List[str], ns: Dict) -> Tuple[List[str], List[str]]:
-    """`pre` as its own function of (b, x0, n) (x0 appears only times 0.0), its results kept per
-    (b, n): (lines that fetch them and unpack what `main` reads, the names unpacked)."""
-    assigned = {m for line in pre for m in _ASSIGNED.findall(line)}
-    names = sorted(assigned & {m for line in main for m in _NAME.findall(line)})
-    if not names:
-        return [], []
-    ns["steady_fn"] = compile_function("calibrated_decode_steady", "b, x0, n",
-                                       reuse_lines(pre + [f"return ({', '.join(names)},)"]),
-                                       {k: v for k, v in ns.items() if not k.startswith("_")})
-    ns["steady_memo"] = {}
-    return ["st = steady_memo.get((b, n))", "if st is None:",
-            f"    if len(steady_memo) >= {STEADY_MEMO_LIMIT}: steady_memo.clear()",
-            "    st = steady_memo[b, n] = steady_fn(b, x0, n)", f"{', '.join(names)}, = st"], names
-
-
 def decode_program(cm, table: PhaseTable):
     """decode(b, x0, x1, n) -> (groups of n steps from context x0 to x1, time of the first step,
     time of the last, total seconds), as `inference/timing.py` walks the table for this model:
@@ -425,7 +404,7 @@ def decode_program(cm, table: PhaseTable):
     `bound_model`, the lower bound's `roofline_steps` (first step, steps' total) left in
     `bound_out[0]` as (b, x0, x1, n, first, total). What depends on b and n only (operators
     whose figures do not grow with the context, and the sums of groups made of them) is
-    computed once per (b, n) (`_steady_call`); each sum still adds its terms in operator order."""
+    computed once per (b, n) (cost/calibrated_steady.py); each sum still adds its terms in operator order."""
     ns: Dict = {"sum_max_affine": sum_max_affine}
     order, slot = _slots(table)
     bound = cm.bound_model is not None
@@ -444,12 +423,14 @@ def decode_program(cm, table: PhaseTable):
         else:
             main += _growing_op(cm, table, i, slot[i], ns)
             steps = main
-    main += _group_return(order)
+    finish_pre, finish = group_lines(order, steady_groups)
+    pre += finish_pre
+    main += finish
     if bound:
         main.append("bound_out[0] = (b, x0, x1, n, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ")")
     main.append("return groups, first_s, last_s, total_s")
     ns["bound_out"] = [None] if bound else None
-    call, kept = _steady_call(pre, main, ns)
+    call, kept = steady_call(pre, main, ns)
     # the sums the steady part does not return start at 0.0
     sums = [f"{v}{g}" for g in range(len(order)) for _, v in SUMS] + ([f"rl{g}" for g in range(len(order))] if bound else [])
     head = [" = ".join(v for v in sums if v not in kept) + " = 0.0"] if set(sums) - set(kept) else []

@@ -36,9 +36,23 @@ from typing import Dict, List, Optional, Set, Tuple
 _NAME = re.compile(r"(?<![\w.'])[A-Za-z_]\w*")
 
 
+def rename(line: str, names: Dict[str, str]) -> str:
+    """The line with each name read as `names` maps it (others as they are)."""
+    return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), line)
+
+
+def _function(body: List[str]) -> ast.FunctionDef:
+    return ast.parse("def _f():\n" + "".join(f"    {line}\n" for line in body)).body[0]
+
+
+def stored_names(body: List[str]) -> Set[str]:
+    """The names the body's lines set (assignment targets, tuples' included)."""
+    return {n.id for n in ast.walk(_function(body)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
 def _stable_names(body: List[str]) -> Tuple[Set[str], Set[str]]:
     """(names set exactly once, by a top-level statement; names set anywhere)."""
-    fn = ast.parse("def _f():\n" + "".join(f"    {line}\n" for line in body)).body[0]
+    fn = _function(body)
     stores = Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
     top = Counter(n.id for stmt in fn.body if isinstance(stmt, ast.Assign) for t in stmt.targets
                   for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
@@ -82,7 +96,7 @@ def _reuse(body: List[str], stable: Set[str], stored: Set[str]) -> List[str]:
     seen: Dict[str, str] = {}  # ast.dump of a qualifying expression -> the name holding it
     out = []
     for line in body:
-        line = _NAME.sub(lambda m: alias.get(m.group(0), m.group(0)), line)
+        line = rename(line, alias)
         stmt = _statement(line)
         value = getattr(stmt, "value", None)
         if (value is None or isinstance(value, ast.Constant) or not isinstance(stmt, (ast.Assign, ast.AugAssign))
