@@ -102,7 +102,7 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
     roof = a.lower_bound_cost_model
     kept = t.get(LOWER_BOUND)
     if kept is None or kept[0] is not roof:
-        kept = t[LOWER_BOUND] = _fused_bounds(a, d, roof, summary, ds_zero) or \
+        kept = t[LOWER_BOUND] = _fused_bounds(a, d, roof, t, summary, ds_zero) or \
             (roof,) + _kept_bounds(a, d, summary, ds_zero)
     # written straight into the summary (no dict to merge: the hot path of a sweep), each
     # `<key>_lower_bound` in the order of the keys it bounds (a chained assignment stores left first)
@@ -115,28 +115,30 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
     summary["perf_model"] = label if label.__class__ is str else _label(a)
 
 
-def _fused_bounds(a, d, roof, summary: Dict[str, Any], ds_zero) -> Optional[Tuple[Any, float, float, float, float]]:
+def _fused_bounds(a, d, roof, t: Dict[str, Any], summary: Dict[str, Any],
+                  ds_zero) -> Optional[Tuple[Any, float, float, float, float]]:
     """(roof, prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from
-    the totals the calibrated programs of this call computed beside their own times (their
-    `bound_out`, kept in the describer's plan: inference/plan.py; cost/calibrated_programs.py), in
-    the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x) when the
-    programs computed the bound of `roof` (the cost model's bound model); None otherwise, or when
-    the programs last ran for another shape (this call's phase times came from the cache)."""
+    the totals the calibrated programs computed beside their own times (their `bound_out`, kept in
+    the describer's plan: inference/plan.py; cost/calibrated_programs.py) when their last calls
+    made this call's times `t` (the groups dicts they returned are t's: no later call ran them, so
+    they ran for this shape; a single token's decode step by its arguments), in the plain case without pipeline stages (whose hand-offs are 0.0:
+    x + 0.0 is x) and when they computed the bound of `roof` (the cost model's bound model);
+    None otherwise (this call's phase times came from the cache, say)."""
     if not summary["use_kv_cache"] or (a.parallelism_config.dp_size > 1 and ds_zero.value == 3):
         return None
     plan = inference_plan(a, d)  # (none under pipeline stages)
     if plan is None or plan.prefill_bound is None or a.cost_model.bound_model is not roof or \
             a.model_config.encoder_only:
         return None
-    p, q = plan.prefill_bound[0], plan.decode_bound[0]  # (b, x, total) and (b, x0, x1, n, first, total)
-    b, s, n = summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"]
-    steps = n - 1 if n > 1 else 1  # (the decode program's step count: at least one)
-    # compared item by item (no tuples built)
-    if (p is None or q is None or p[0] != b or p[1] != s or q[0] != b or q[1] != s + 1 or q[2] != s + steps
-            or q[3] != steps):
+    p, q = plan.prefill_bound[0], plan.decode_bound[0]  # (groups, total), (groups, first, total, b, x0, n)
+    n = summary["num_tokens_to_generate"]
+    # (a single token's call keeps no decode groups: its step is known by the program's arguments)
+    if p is None or q is None or p[0] is not t["prefill_groups"] or (
+            q[0] is not t["decode_groups"] if n > 1 else
+            (q[3] != summary["batch_size_per_gpu"] or q[4] != summary["seq_len"] + 1 or q[5] != 1)):
         return None
-    prefill_s, steps_s = p[2], q[5]
-    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, q[4])
+    prefill_s, steps_s = p[1], q[2]
+    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, q[1])
     return roof, prefill_s, step_s, total, prefill_s + total
 
 

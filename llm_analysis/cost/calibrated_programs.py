@@ -282,7 +282,7 @@ def _compile(name: str, args: str, body: List[str], ns: Dict, bound_out):
     """The program, its repeated values computed once and its unread names left out
     (cost/program_reuse.py: the same floats)."""
     fn = compile_function(name, args, reuse_lines(body), {k: v for k, v in ns.items() if not k.startswith("_")})
-    fn.bound_out = bound_out  # [the last call's arguments and lower-bound totals] (None: no bound)
+    fn.bound_out = bound_out  # [the last call's groups and lower-bound totals] (None: no bound)
     return fn
 
 
@@ -318,7 +318,8 @@ def prefill_program(cm, table: PhaseTable):
     """prefill(b, x) -> (groups, model FLOPs, total seconds), as `phase_programs._prefill_program`
     (each operator filed from the tag holding its figures: an earlier twin's), and, under a
     `bound_model`, the lower bound's `roofline_total` (its operators' times added in operator
-    order from 0) left in `bound_out[0]` as (b, x, total)."""
+    order from 0) left in `bound_out[0]` as (groups, total): the groups dict this call returns
+    tells a reader which call the total is of (facade_perf `_fused_bounds`)."""
     ns: Dict = {}
     order, slot = _slots(table)
     bound = cm.bound_model is not None
@@ -340,7 +341,7 @@ def prefill_program(cm, table: PhaseTable):
             body += _bound_lines(cm, table, i, own, ns)
             # n x rt set once (the same float; an operator whose figures are a twin's reads the twin's)
             bound_terms.append(_product(ns, body, n, f"rt{own}", True))
-    body += _group_return(order) + ([f"bound_out[0] = (b, x, 0{''.join(' + ' + t for t in bound_terms)})"]
+    body += _group_return(order) + ([f"bound_out[0] = (groups, 0{''.join(' + ' + t for t in bound_terms)})"]
                                     if bound else [])
     ns["bound_out"] = [None] if bound else None
     return _compile("calibrated_prefill_program", "b, x", _tokens_once(body) + ["return groups, flops, total_s"], ns,
@@ -402,7 +403,8 @@ def decode_program(cm, table: PhaseTable):
     time of the last, total seconds), as `inference/timing.py` walks the table for this model:
     `table_splits` at the first, middle and last context, `add_simpson_splits`; under a
     `bound_model`, the lower bound's `roofline_steps` (first step, steps' total) left in
-    `bound_out[0]` as (b, x0, x1, n, first, total). What depends on b and n only (operators
+    `bound_out[0]` as (groups, first, total, b, x0, n) (the groups dict it returns and the
+    arguments: which call they are of). What depends on b and n only (operators
     whose figures do not grow with the context, and the sums of groups made of them) is
     computed once per (b, n) (cost/calibrated_steady.py); each sum still adds its terms in operator order."""
     ns: Dict = {"sum_max_affine": sum_max_affine}
@@ -427,7 +429,7 @@ def decode_program(cm, table: PhaseTable):
     pre += finish_pre
     main += finish
     if bound:
-        main.append("bound_out[0] = (b, x0, x1, n, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ")")
+        main.append("bound_out[0] = (groups, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ", b, x0, n)")
     main.append("return groups, first_s, last_s, total_s")
     ns["bound_out"] = [None] if bound else None
     call, kept = steady_call(pre, main, ns)
