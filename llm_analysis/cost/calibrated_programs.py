@@ -22,7 +22,10 @@ the figures at hand, as cost/calibrated_bound.py's functions do, into `bound_out
 (facade_perf reads it: no second timing pass). Collectives inside one NVLink island are
 written out as NCCL's ring (`nccl.ring_code`). A decode program keeps what depends on
 the batch and step count only (operators whose figures do not grow with the context, and
-the sums of groups made only of them) per (b, n): cost/calibrated_steady.py.
+the sums of groups made only of them) per (b, n): cost/calibrated_steady.py. A prefill program
+computes the tokens b x once (`bx`, `_tokens_once`). Every program's lines then pass through
+cost/program_reuse.py: a value twin operators share is computed once, unread names are left
+out, and a run of additions to one sum is one line (the same operations: the same floats).
 """
 
 from __future__ import annotations
