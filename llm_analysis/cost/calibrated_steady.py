@@ -62,13 +62,20 @@ def steady_call(pre: List[str], main: List[str], ns: Dict) -> Tuple[List[str], L
 def group_lines(order: Sequence[str], steady_groups: Sequence[int]) -> Tuple[List[str], List[str]]:
     """(lines for the steady part, lines for the program) finishing the groups as `GroupTimes.finish()`
     leaves them: group g's bound (`bound{g}`) and arithmetic intensity (`ai{g}`) where its sums are
-    complete (the steady part for a steady group), then the groups dict and their total latency."""
+    complete, then the groups dict and their total latency. A steady group's dict is built once in
+    the steady part (`grp{g}`, kept with it: never handed out) and each call returns a copy of it
+    (the same keys in the same order, the same values: a dict of its own)."""
     pre: List[str] = []
     main: List[str] = []
+    entries = {}
     for g in range(len(order)):
-        (pre if g in steady_groups else main).extend([
-            f"bound{g}, top = ('memory', mem{g}) if mem{g} > cmp{g} else ('compute', cmp{g})",
-            f"if cmm{g} > top: bound{g} = 'communication'", f"ai{g} = flo{g} / byt{g} if byt{g} else 0.0"])
-    groups = ", ".join(f"{k!r}: {{" + ", ".join(f"{s!r}: {v}{g}" for s, v in SUMS)
-                       + f", 'bound': bound{g}, 'arithmetic_intensity': ai{g}}}" for g, k in enumerate(order))
+        lines = pre if g in steady_groups else main
+        lines += [f"bound{g}, top = ('memory', mem{g}) if mem{g} > cmp{g} else ('compute', cmp{g})",
+                  f"if cmm{g} > top: bound{g} = 'communication'", f"ai{g} = flo{g} / byt{g} if byt{g} else 0.0"]
+        entries[g] = "{" + ", ".join(f"{s!r}: {v}{g}" for s, v in SUMS) + \
+            f", 'bound': bound{g}, 'arithmetic_intensity': ai{g}}}"
+        if g in steady_groups:
+            pre.append(f"grp{g} = {entries[g]}")
+            entries[g] = f"grp{g}.copy()"
+    groups = ", ".join(f"{k!r}: {entries[g]}" for g, k in enumerate(order))
     return pre, main + [f"groups = {{{groups}}}", "total_s = 0" + "".join(f" + lat{g}" for g in range(len(order)))]
