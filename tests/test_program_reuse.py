@@ -55,3 +55,18 @@ def test_same_floats():
         for x in (1, 17, 511, 4097, 1e5 + 3):
             got, want = rewritten(b, x), written(b, x)
             assert [v.hex() for v in got] == [float(v).hex() for v in want] and not any(map(math.isnan, got))
+
+
+def test_runs_of_blocks_on_one_condition():
+    body = ["c = b * 2.0", "m = b * 3.0", "cb = c >= m", "cmp = mem = 0.0",
+            "if cb:", "    cmp += c", "else:", "    mem += m", "u = c * 4.0",
+            "if cb:", "    cmp += u", "else:", "    mem += u", "v = cmp * 1.0",
+            "if cb:", "    cmp += c", "else:", "    mem += m", "return cmp, mem, v"]
+    # cb is set once: both first blocks take the same branch and add in one line where the second
+    # stood; `v = cmp * 1.0` reads cmp, so the third block stays as it is
+    want = ["c = b * 2.0", "m = b * 3.0", "cb = c >= m", "cmp = mem = 0.0", "u = c * 4.0",
+            "if cb:", "    cmp = cmp + c + u", "else:", "    mem = mem + m + u", "v = cmp * 1.0",
+            "if cb:", "    cmp += c", "else:", "    mem += m", "return cmp, mem, v"]
+    assert reuse_lines(body) == want
+    written, rewritten = compile_function("w", "b", body), compile_function("r", "b", want)
+    assert all(written(b) == rewritten(b) for b in (-3.0, 0.5, 7.0))

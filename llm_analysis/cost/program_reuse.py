@@ -17,7 +17,9 @@ rewrites such a body:
 - a run of accumulations `acc += term` of qualifying terms, with no other line reading or
   setting `acc` in between, becomes one line where the last stood, `acc = acc + t1 + t2 ...`:
   Python adds left to right, so it is the same additions in the same order (each term has
-  the value it had on its own line), with `acc` loaded and stored once.
+  the value it had on its own line), with `acc` loaded and stored once; likewise a run of
+  blocks `if c:` / `    a += t` / `else:` / `    m += u` on one condition `c` set once (each
+  block takes the same branch) becomes one block adding the run's terms.
 
 Only expressions without calls whose names are all set once, by a statement of the body's
 top level (or never: arguments and constants), qualify: such an expression has one value
@@ -163,9 +165,53 @@ def _fuse_sums(body: List[str], stable: Set[str], stored: Set[str]) -> List[str]
     return [fused.get(i, line) for i, line in enumerate(body) if fused.get(i, line)]
 
 
+def _branch(body: List[str], i: int, stable: Set[str], stored: Set[str]) -> Optional[Tuple[str, str, str, str, str]]:
+    """(c, a, t, m, u) of a block `if c:` / `    a += t` / `else:` / `    m += u` at line i whose
+    condition is a name set once and whose terms qualify; else None."""
+    if i + 3 >= len(body) or not body[i].startswith("if ") or body[i + 2] != "else:":
+        return None
+    cond = body[i][3:-1] if body[i].endswith(":") else ""
+    adds = [_statement(body[k]) for k in (i + 1, i + 3) if body[k].startswith("    ") and not body[k].startswith("     ")]
+    if cond not in stable or len(adds) != 2 or not all(
+            isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add) and isinstance(st.target, ast.Name)
+            and _pure(st.value, stable, stored) for st in adds):
+        return None
+    (a, t), (m, u) = [(st.target.id, _term(st.value, body[k].split("+=", 1)[1].strip()))
+                      for st, k in zip(adds, (i + 1, i + 3))]
+    return cond, a, t, m, u
+
+
+def _fuse_branches(body: List[str], stable: Set[str], stored: Set[str]) -> List[str]:
+    """The block rule of the module docstring (after `_fuse_sums`)."""
+    out: List[str] = []
+    runs: Dict[Tuple[str, str, str], List[Tuple[int, str, str]]] = {}  # (c, a, m) -> [(out index, t, u)]
+    i = 0
+    while i < len(body):
+        found = _branch(body, i, stable, stored)
+        names = set(_NAME.findall("\n".join(body[i:i + 4] if found else body[i:i + 1])))
+        for key in [k for k in runs if k[1] in names or k[2] in names]:
+            if found is None or key != (found[0], found[1], found[3]):
+                runs.pop(key)  # (read or set otherwise: a later block starts a run of its own)
+        if found is None:
+            out.append(body[i])
+            i += 1
+            continue
+        cond, a, t, m, u = found
+        run = runs.setdefault((cond, a, m), [])
+        for k, _, _ in run:
+            out[k] = ""  # (the run's blocks so far: added by this one)
+        run.append((len(out), t, u))
+        out.append("\n".join(body[i:i + 4]) if len(run) == 1 else
+                   f"if {cond}:\n    {a} = {a}" + "".join(f" + {x}" for _, x, _ in run) +
+                   f"\nelse:\n    {m} = {m}" + "".join(f" + {y}" for _, _, y in run))
+        i += 4
+    return [line for block in out if block for line in block.split("\n")]
+
+
 def reuse_lines(body: List[str]) -> List[str]:
     """The body (lines of one function, blocks indented by four spaces) with repeated values
     computed once, unread names left out and runs of accumulations added in one line (the
     module docstring's rules)."""
     stable, stored = _stable_names(body)
-    return _fuse_sums(_drop_unread(_reuse(body, stable, stored), stable, stored), stable, stored)
+    body = _fuse_sums(_drop_unread(_reuse(body, stable, stored), stable, stored), stable, stored)
+    return _fuse_branches(body, stable, stored)
