@@ -21,7 +21,6 @@ from typing import Any, Dict, Optional, Tuple
 
 from .cost import RooflineCostModel
 from .cost.calibrated import CalibratedCostModel
-from .cost.calibrated_bound import fused_bound_totals
 from .cost.gemm import LAUNCH_MODES
 from .inference.lower_bound import inference_lower_bounds
 from .inference.plan import inference_plan
@@ -98,52 +97,59 @@ def inference(a, args: Dict[str, Any]) -> dict:
 
 def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:
     """run_inference's summary hook under the calibrated model: the roofline's times of the call
-    (`<key>_lower_bound`) and `perf_model`. The bound's entries are kept in the call's cached times
+    (`<key>_lower_bound`) and `perf_model`. The bound's times are kept in the call's cached times
     `t` (one entry per calibrated model and shape, run.py LOWER_BOUND) with the roofline they are
     of, so a repeated call with that roofline (the analysis' own) finds them there."""
+    roof = a.lower_bound_cost_model
     kept = t.get(LOWER_BOUND)
-    if kept is None or kept[0] is not a.lower_bound_cost_model:
-        kept = t[LOWER_BOUND] = (a.lower_bound_cost_model, _bound_entries(a, d, summary, ds_zero))
-    summary.update(kept[1])
-    summary["perf_model"] = _label(a)
+    if kept is None or kept[0] is not roof:
+        kept = t[LOWER_BOUND] = _fused_bounds(a, d, roof, t, summary, ds_zero) or \
+            (roof,) + _kept_bounds(a, d, summary, ds_zero)
+    # written straight into the summary (no dict to merge: the hot path of a sweep), each
+    # `<key>_lower_bound` in the order of the keys it bounds (a chained assignment stores left first)
+    _, prefill_s, step_s, decode_s, total_s = kept
+    summary["prefill_latency_lower_bound"] = summary["time_to_first_token_lower_bound"] = prefill_s
+    summary["decode_latency_lower_bound"] = summary["time_per_output_token_lower_bound"] = step_s
+    summary["total_decode_latency_lower_bound"] = decode_s
+    summary["total_latency_lower_bound"] = total_s
+    label = a.perf_model
+    summary["perf_model"] = label if label.__class__ is str else _label(a)
 
 
-def _bound_entries(a, d, summary: Dict[str, Any], ds_zero) -> Dict[str, float]:
-    """The `<key>_lower_bound` entries of the call (the roofline's prefill, decode step, decode
-    total and total times, beside the summary keys they bound): from this call's
-    calibrated programs, or (a phase whose times came from the cache, or not the plain case) kept
-    per shape."""
-    shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-             summary["use_kv_cache"], ds_zero)
-    # (the programs computed the bound of the cost model's own bound model: the analysis' roofline)
-    bounds = _fused_bounds(a, d, shape) if a.cost_model.bound_model is a.lower_bound_cost_model else None
-    if bounds is None:
-        bounds = d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                             lambda: _inference_bounds(a, d, shape))
-    prefill_s, step_s, decode_s, total_s = bounds
-    return {"prefill_latency_lower_bound": prefill_s, "time_to_first_token_lower_bound": prefill_s,
-            "decode_latency_lower_bound": step_s, "time_per_output_token_lower_bound": step_s,
-            "total_decode_latency_lower_bound": decode_s, "total_latency_lower_bound": total_s}
-
-
-def _fused_bounds(a, d, shape) -> Optional[Tuple[float, float, float, float]]:
-    """(prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from the
-    totals the calibrated programs of this call computed beside their own times (their `bound_out`,
-    kept in the describer's plan: inference/plan.py; cost/calibrated_bound.py `fused_bound_totals`),
-    in the plain case without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x); None otherwise."""
-    batch, seq_len, n, use_kv_cache, ds_zero = shape
-    p = a.parallelism_config
-    if not use_kv_cache or a.model_config.encoder_only or (p.dp_size > 1 and ds_zero.value == 3):
+def _fused_bounds(a, d, roof, t: Dict[str, Any], summary: Dict[str, Any],
+                  ds_zero) -> Optional[Tuple[Any, float, float, float, float]]:
+    """(roof, prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from
+    the totals the calibrated programs computed beside their own times (their `bound_out`, kept in
+    the describer's plan: inference/plan.py; cost/calibrated_programs.py) when their last calls
+    made this call's times `t` (the groups dicts they returned are t's: no later call ran them, so
+    they ran for this shape; a single token's decode step by its arguments), in the plain case without pipeline stages (whose hand-offs are 0.0:
+    x + 0.0 is x) and when they computed the bound of `roof` (the cost model's bound model);
+    None otherwise (this call's phase times came from the cache, say)."""
+    if not summary["use_kv_cache"] or (a.parallelism_config.dp_size > 1 and ds_zero.value == 3):
         return None
     plan = inference_plan(a, d)  # (none under pipeline stages)
-    if plan is None or plan.prefill_bound is None:
+    if plan is None or plan.prefill_bound is None or a.cost_model.bound_model is not roof or \
+            a.model_config.encoder_only:
         return None
-    got = fused_bound_totals(plan.prefill_bound, plan.decode_bound, batch, seq_len, n - 1)
-    if got is None:
+    p, q = plan.prefill_bound[0], plan.decode_bound[0]  # (groups, total), (groups, first, total, b, x0, n)
+    n = summary["num_tokens_to_generate"]
+    # (a single token's call keeps no decode groups: its step is known by the program's arguments)
+    if p is None or q is None or p[0] is not t["prefill_groups"] or (
+            q[0] is not t["decode_groups"] if n > 1 else
+            (q[3] != summary["batch_size_per_gpu"] or q[4] != summary["seq_len"] + 1 or q[5] != 1)):
         return None
-    prefill_s, first_s, steps_s = got
-    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, first_s)
-    return prefill_s, step_s, total, prefill_s + total
+    prefill_s, steps_s = p[1], q[2]
+    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, q[1])
+    return roof, prefill_s, step_s, total, prefill_s + total
+
+
+def _kept_bounds(a, d, summary: Dict[str, Any], ds_zero) -> Tuple[float, float, float, float]:
+    """The roofline's (prefill, decode step, decode total, total) seconds of the call where
+    `_fused_bounds` has none, kept per shape."""
+    shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
+             summary["use_kv_cache"], ds_zero)
+    return d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
+                       lambda: _inference_bounds(a, d, shape))
 
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:

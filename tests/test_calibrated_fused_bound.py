@@ -126,10 +126,10 @@ def test_program_bounds_are_the_loops_bit_for_bit(setup, monkeypatch):
     got = []
     for b, x in shapes:
         programs[0](b, x)
-        got.append(programs[0].bound_out[0][2])
+        got.append(programs[0].bound_out[0][1])  # (groups, total)
         for steps in (1, 2, 500):
             programs[1](b, x, x + steps - 1, steps)
-            got += programs[1].bound_out[0][4:]
+            got += programs[1].bound_out[0][1:3]  # (groups, first, total, b, x0, n)
     monkeypatch.setattr(phase_table_module, "COMPILE_AFTER", 10**9)  # the loops
     roof = a.lower_bound_cost_model
     roof.__dict__.pop("_bound_functions", None)

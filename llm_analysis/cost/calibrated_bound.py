@@ -14,13 +14,13 @@ compiling (`PhaseTable.hot`) the loops run.
 
 Once the calibrated programs are compiled they compute these totals themselves, from the
 FLOPs and bytes they evaluate anyway (cost/calibrated_programs.py, `bound_out`), and
-`fused_bound_totals` reads them; the functions here serve the other calls (a phase whose
+facade_perf `_fused_bounds` reads them; the functions here serve the other calls (a phase whose
 calibrated times came from the cache, tables not yet compiled).
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from ..operators.phase_table import FIELDS, PhaseTable
 from ..operators.table_code import compile_function, figure_expr
@@ -116,18 +116,3 @@ def roofline_decode_s(roof, table: PhaseTable, batch: int, x0: int, steps: int):
     first = table_splits(roof, table, batch, x0)
     last = first if steps == 1 else table_splits(roof, table, batch, x0 + steps - 1)
     return table_time_s(first), GroupTimes().add_steps_splits(roof.roofline, first, last, steps).total_s
-
-
-def fused_bound_totals(prefill_out: list, decode_out: list, batch: int, seq_len: int,
-                       steps: int) -> Optional[Tuple[float, float, float]]:
-    """(prefill, first decode step, sum over max(steps, 1) steps) of the lower bound on the
-    describer's phase tables, as the calibrated programs of this call computed them beside their
-    own times into their `bound_out` lists (`prefill_out`, `decode_out`; cost/calibrated_programs.py:
-    the same floats as `roofline_phase_s` / `roofline_decode_s`), or None when those programs last
-    ran for another shape (this call's phase times came from the cache)."""
-    p, q, n = prefill_out[0], decode_out[0], steps if steps > 1 else 1
-    # (b, x, total) and (b, x0, x1, n, first, total), compared item by item (no tuples built)
-    if (p is None or q is None or p[0] != batch or p[1] != seq_len or q[0] != batch or q[1] != seq_len + 1
-            or q[2] != seq_len + n or q[3] != n):
-        return None
-    return p[2], q[4], q[5]

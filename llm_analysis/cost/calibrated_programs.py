@@ -22,7 +22,10 @@ the figures at hand, as cost/calibrated_bound.py's functions do, into `bound_out
 (facade_perf reads it: no second timing pass). Collectives inside one NVLink island are
 written out as NCCL's ring (`nccl.ring_code`). A decode program keeps what depends on
 the batch and step count only (operators whose figures do not grow with the context, and
-the sums of groups made only of them) per (b, n): `_steady_call`.
+the sums of groups made only of them) per (b, n): cost/calibrated_steady.py. A prefill program
+computes the tokens b x once (`bx`, `_tokens_once`). Every program's lines then pass through
+cost/program_reuse.py: a value twin operators share is computed once, unread names are left
+out, and a run of additions to one sum is one line (the same operations: the same floats).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_retu
 from .affine import sum_max_affine
 from .calibrated_table import kernel_plan
 from .links import ring_terms
+from .calibrated_steady import group_lines, steady_call
+from .program_reuse import reuse_lines
 
 FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
     "flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))
@@ -277,8 +282,10 @@ def _decode_bound_lines(cm, table: PhaseTable, i: int, g: int, a: str, z: str, n
 
 
 def _compile(name: str, args: str, body: List[str], ns: Dict, bound_out):
-    fn = compile_function(name, args, body, {k: v for k, v in ns.items() if not k.startswith("_")})
-    fn.bound_out = bound_out  # [the last call's arguments and lower-bound totals] (None: no bound)
+    """The program, its repeated values computed once and its unread names left out
+    (cost/program_reuse.py: the same floats)."""
+    fn = compile_function(name, args, reuse_lines(body), {k: v for k, v in ns.items() if not k.startswith("_")})
+    fn.bound_out = bound_out  # [the last call's groups and lower-bound totals] (None: no bound)
     return fn
 
 
@@ -314,7 +321,8 @@ def prefill_program(cm, table: PhaseTable):
     """prefill(b, x) -> (groups, model FLOPs, total seconds), as `phase_programs._prefill_program`
     (each operator filed from the tag holding its figures: an earlier twin's), and, under a
     `bound_model`, the lower bound's `roofline_total` (its operators' times added in operator
-    order from 0) left in `bound_out[0]` as (b, x, total)."""
+    order from 0) left in `bound_out[0]` as (groups, total): the groups dict this call returns
+    tells a reader which call the total is of (facade_perf `_fused_bounds`)."""
     ns: Dict = {}
     order, slot = _slots(table)
     bound = cm.bound_model is not None
@@ -334,35 +342,42 @@ def prefill_program(cm, table: PhaseTable):
             body.append(f"flops += {expr}")
         if bound:
             body += _bound_lines(cm, table, i, own, ns)
-            bound_terms.append(_times(n, f"rt{own}"))  # (n x rt computed anew: the same float)
-    body += _group_return(order) + ([f"bound_out[0] = (b, x, 0{''.join(' + ' + t for t in bound_terms)})"]
+            # n x rt set once (the same float; an operator whose figures are a twin's reads the twin's)
+            bound_terms.append(_product(ns, body, n, f"rt{own}", True))
+    body += _group_return(order) + ([f"bound_out[0] = (groups, 0{''.join(' + ' + t for t in bound_terms)})"]
                                     if bound else [])
     ns["bound_out"] = [None] if bound else None
-    return _compile("calibrated_prefill_program", "b, x", body + ["return groups, flops, total_s"], ns,
+    return _compile("calibrated_prefill_program", "b, x", _tokens_once(body) + ["return groups, flops, total_s"], ns,
                     ns["bound_out"])
 
 
-# (b, n) -> the steady part of a decode program (`_steady_call`); cleared when this full
-STEADY_MEMO_LIMIT = 1024  # (an entry holds ~2 kB: a few tens of floats)
-_ASSIGNED = re.compile(r"(\w+)\s*\+?=(?!=)")
-_NAME = re.compile(r"[A-Za-z_]\w*")
+# `b*x` where it is the first product of its chain (not `n * b*x`, which is (n*b)*x)
+_TOKENS = re.compile(r"(?<![\w*/%.])(?<![*/%] )b\*x(?!\w)")
+
+
+def _tokens_once(body: List[str]) -> List[str]:
+    """The prefill body with the number of tokens b x computed once, `bx = b*x` (a first line), and read
+    where a figure's chain of products starts with it: `b*x*C` is (b*x)*C, so `bx*C` is the same float."""
+    if not any(_TOKENS.search(line) for line in body):
+        return body
+    return ["bx = b*x"] + [_TOKENS.sub("bx", line) for line in body]
 
 
 def _steady_op(cm, table: PhaseTable, i: int, g: int, in_pre: bool, pre: List[str], main: List[str],
-               ns: Dict) -> None:
+               ns: Dict, steps: List[str]) -> None:
     """Operator i, which takes the same time at every step: its figures, times and shared terms
     into `pre` (they depend on b and n only), its group sums too if its whole group is steady
-    (`in_pre`), else into `main`; its first- and last-step terms into `main` (they are added in
-    operator order with the growing operators')."""
+    (`in_pre`), else into `main`; its first- and last-step terms into `steps` (they are added in
+    operator order with the growing operators': `pre` before the first of those, else `main`)."""
     r, bound = table.repeats[i], cm.bound_model is not None
     lines, a = operator_lines(cm, table, i, "x0", f"{i}a", ns)
     pre += lines
     sums = _simpson_lines(table, i, g, (a, a, a), a in ns.get("_memory_bound", set()), ns, pre)
     w = _once(ns, pre, f"w{r}_{a}", _times(r, "t" + a))
-    main += [f"first_s += {w}", f"last_s += {w}"]
+    steps += [f"first_s += {w}", f"last_s += {w}"]
     if bound:
         sums += _decode_bound_lines(cm, table, i, g, a, a, ns, pre)
-        main.append(f"first_r += {_once(ns, pre, f'wr{r}_{a}', f'{r} * rt{a}')}")
+        steps.append(f"first_r += {_once(ns, pre, f'wr{r}_{a}', f'{r} * rt{a}')}")
     (pre if in_pre else main).extend(sums)
 
 
@@ -386,29 +401,15 @@ def _growing_op(cm, table: PhaseTable, i: int, g: int, ns: Dict) -> List[str]:
     return lines
 
 
-def _steady_call(pre: List[str], main: List[str], ns: Dict) -> List[str]:
-    """`pre` as its own function of (b, x0, n) (x0 appears only times 0.0), its results kept per
-    (b, n): lines that fetch them and unpack what `main` reads."""
-    assigned = {m for line in pre for m in _ASSIGNED.findall(line)}
-    names = sorted(assigned & {m for line in main for m in _NAME.findall(line)})
-    if not names:
-        return []
-    ns["steady_fn"] = compile_function("calibrated_decode_steady", "b, x0, n", pre + [f"return ({', '.join(names)},)"],
-                                       {k: v for k, v in ns.items() if not k.startswith("_")})
-    ns["steady_memo"] = {}
-    return ["st = steady_memo.get((b, n))", "if st is None:",
-            f"    if len(steady_memo) >= {STEADY_MEMO_LIMIT}: steady_memo.clear()",
-            "    st = steady_memo[b, n] = steady_fn(b, x0, n)", f"{', '.join(names)}, = st"]
-
-
 def decode_program(cm, table: PhaseTable):
     """decode(b, x0, x1, n) -> (groups of n steps from context x0 to x1, time of the first step,
     time of the last, total seconds), as `inference/timing.py` walks the table for this model:
     `table_splits` at the first, middle and last context, `add_simpson_splits`; under a
     `bound_model`, the lower bound's `roofline_steps` (first step, steps' total) left in
-    `bound_out[0]` as (b, x0, x1, n, first, total). What depends on b and n only (operators
+    `bound_out[0]` as (groups, first, total, b, x0, n) (the groups dict it returns and the
+    arguments: which call they are of). What depends on b and n only (operators
     whose figures do not grow with the context, and the sums of groups made of them) is
-    computed once per (b, n) (`_steady_call`); each sum still adds its terms in operator order."""
+    computed once per (b, n) (cost/calibrated_steady.py); each sum still adds its terms in operator order."""
     ns: Dict = {"sum_max_affine": sum_max_affine}
     order, slot = _slots(table)
     bound = cm.bound_model is not None
@@ -416,19 +417,29 @@ def decode_program(cm, table: PhaseTable):
     steady_groups = [g for g in range(len(order)) if all(steady[i] for i in range(len(slot)) if slot[i] == g)]
     names = [f"{v}{g}" for g in steady_groups for _, v in SUMS] + ([f"rl{g}" for g in steady_groups] if bound else [])
     pre = [" = ".join(names) + " = 0.0"] if names else []
-    main = ["first_s = last_s = 0", "xh = x0 - 1 + (1 + n) / 2"] + (["first_r = 0", "span = max(n - 1, 1)"] if bound else [])
+    main = ["xh = x0 - 1 + (1 + n) / 2"] + (["span = max(n - 1, 1)"] if bound else [])
+    # the step sums start where the steady operators before the first growing one are added
+    first = ["first_s = last_s = 0"] + (["first_r = 0"] if bound else [])
+    steps = pre if table.ops and steady[0] else main
+    steps += first
     for i in range(len(table.ops)):
         if steady[i]:
-            _steady_op(cm, table, i, slot[i], slot[i] in steady_groups, pre, main, ns)
+            _steady_op(cm, table, i, slot[i], slot[i] in steady_groups, pre, main, ns, steps)
         else:
             main += _growing_op(cm, table, i, slot[i], ns)
-    main += _group_return(order)
+            steps = main
+    finish_pre, finish = group_lines(order, steady_groups)
+    pre += finish_pre
+    main += finish
     if bound:
-        main.append("bound_out[0] = (b, x0, x1, n, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ")")
-    head = [_init(order)] + ([" = ".join(f"rl{g}" for g in range(len(order))) + " = 0.0"] if bound else [])
+        main.append("bound_out[0] = (groups, first_r, 0" + "".join(f" + rl{g}" for g in range(len(order))) + ", b, x0, n)")
+    main.append("return groups, first_s, last_s, total_s")
     ns["bound_out"] = [None] if bound else None
-    body = head + _steady_call(pre, main, ns) + main + ["return groups, first_s, last_s, total_s"]
-    return _compile("calibrated_decode_program", "b, x0, x1, n", body, ns, ns["bound_out"])
+    call, kept = steady_call(pre, main, ns)
+    # the sums the steady part does not return start at 0.0
+    sums = [f"{v}{g}" for g in range(len(order)) for _, v in SUMS] + ([f"rl{g}" for g in range(len(order))] if bound else [])
+    head = [" = ".join(v for v in sums if v not in kept) + " = 0.0"] if set(sums) - set(kept) else []
+    return _compile("calibrated_decode_program", "b, x0, x1, n", head + call + main, ns, ns["bound_out"])
 
 
 def program_builders() -> Dict:
