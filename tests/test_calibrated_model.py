@@ -20,7 +20,7 @@ import pytest
 
 import llm_analysis
 from llm_analysis.analysis import LLMAnalysis
-from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
+from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
 from llm_analysis.cost.profiles import load_profile
 from llm_analysis.errors import ConfigError
 
@@ -113,6 +113,18 @@ def test_deepspeed_zero3_report_records(rows):
     for fam, split, rid, measured, roof, pred in rep:
         assert abs(pred / measured - 1) <= 0.10, rid
         assert roof <= measured, rid
+
+
+def test_only_the_roofline_calls_its_times_lower_bounds():
+    """At efficiency 1 the roofline's notes say its times are lower bounds; the calibrated model's
+    times are expected ones (its bounds are the `_lower_bound` entries), so its notes must not."""
+    kw = dict(batch_size_per_gpu=4, seq_len=512, num_tokens_to_generate=16)
+    for pm, says in (("roofline", True), ("calibrated", False)):
+        notes = LLMAnalysis(LLAMA8B, H100, perf_model=pm).inference(**kw)["notes"]
+        assert any("lower bound" in n for n in notes) is says, (pm, notes)
+        train = LLMAnalysis(LLAMA8B, H100, parallelism_config=ParallelismConfig(dp_size=8), perf_model=pm).training(
+            batch_size_per_gpu=1, seq_len=2048, gradient_accumulation_steps=2, ds_zero=1)["notes"]
+        assert any("lower bound" in n for n in train) is says, (pm, train)
 
 
 def test_calibrated_summary_keeps_the_keys_and_adds_lower_bounds():

@@ -40,7 +40,7 @@ collective group (`nccl.collective_timer`, or inlined as NCCL's ring expression:
 (cost/calibrated_programs.py) that also computes the roofline lower bound of the call
 (`bound_model`), decode steps' context-free part kept per (batch, steps); the describer's plan
 (inference/plan.py) holds the programs, and the bound's summary entries are kept with the
-call's cached times (facade_perf). A new-shape inference() costs ~0.98-1.02x the roofline's, a
+call's cached times (facade_perf). A new-shape inference() costs ~0.98-1.06x the roofline's, a
 repeated one ~1.02-1.08x (benchmarks/speed.py).
 """
 

@@ -282,8 +282,10 @@ def _notes(analysis, summary: dict) -> List[str]:
             f"uses {used_share:.0%} of the GPU's memory, nothing reserved: serving frameworks keep the rest for the "
             f"CUDA context, GEMM workspaces and allocator slack (vLLM takes {SERVING_MEMORY_SHARE:.0%} by default), "
             "so this batch may not fit in practice")
-    if analysis.flops_efficiency == 1 and analysis.hbm_memory_efficiency == 1 and analysis.achieved_tflops is None \
-            and analysis.achieved_memory_bandwidth_GBs is None:
+    if analysis.profile is None and analysis.flops_efficiency == 1 and analysis.hbm_memory_efficiency == 1 \
+            and analysis.achieved_tflops is None and analysis.achieved_memory_bandwidth_GBs is None:
+        # (the roofline at efficiency 1; a calibrated model's times are expected ones, its bounds are the
+        # `_lower_bound` entries)
         notes.append("efficiencies are 1: times are lower bounds (real kernels reach ~60-90% of HBM bandwidth "
                      "and ~40-70% of peak FLOPs)")
     return notes

@@ -346,7 +346,7 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
     if summary["latency_per_iter_dp_comm"] > 0.1 * it:
         notes.append("data-parallel communication is not hidden by the backward pass: "
                      f"{summary['latency_per_iter_dp_comm'] / it:.0%} of the iteration is exposed")
-    if analysis.achieved_tflops is None and analysis.flops_efficiency == 1:
+    if analysis.profile is None and analysis.achieved_tflops is None and analysis.flops_efficiency == 1:
         notes.append("flops_efficiency is 1: latency_per_iter is a lower bound (large-scale training reaches "
                      "~40-55% MFU); pass achieved_tflops or flops_efficiency for realistic days and cost")
     return notes
