@@ -202,10 +202,11 @@ def _tp_overlap(rec: dict):
     return "backward" if rec["id"].startswith("korthikanti2022-") else False
 
 
-def case_megatron(rec: dict) -> Case:
+def case_megatron(rec: dict, zero3_terms: dict | None = None) -> Case:
     """Megatron (arXiv 2104.04473) and Korthikanti (arXiv 2205.05198) training records, rebuilt with the
     shapes/layout rules of benchmarks/training_validation.py. Time: the reported iteration time, or the
-    one the paper's eq. 3 implies from its measured TFLOP/s per GPU."""
+    one the paper's eq. 3 implies from its measured TFLOP/s per GPU. `zero3_terms`: the DeepSpeed
+    ZeRO-3 family's terms to use instead of framework_terms.json's (fit_framework_terms.py's trials)."""
     import training_validation as tv  # benchmarks/ is on sys.path when accuracy.py runs
     s, m, notes = rec["setup"], rec["measured"], []
     try:
@@ -243,7 +244,7 @@ def case_megatron(rec: dict) -> Case:
                     # Narayanan et al. 2021 ran before it (every TP collective exposed)
                     overlap_tp_comm=_tp_overlap(rec))
 
-    fw = _deepspeed_zero3_terms() if family(rec["id"]) == "DeepSpeed ZeRO-3" else {}
+    fw = (zero3_terms or _deepspeed_zero3_terms()) if family(rec["id"]) == "DeepSpeed ZeRO-3" else {}
     if fw:
         notes.append("DeepSpeed v0.3 ZeRO-3 terms (benchmarks/framework_terms.json)")
         kw_train.update(overlap_dp_comm=fw["overlap_dp_comm"], zero3_recompute_gather=fw["zero3_recompute_gather"])

@@ -22,9 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import accuracy_records  # noqa: E402
 from accuracy import load_records, split_of, validation_dir  # noqa: E402
-from accuracy_records import FRAMEWORK_TERMS, case_of, family  # noqa: E402
+from accuracy_records import FRAMEWORK_TERMS, case_megatron, family  # noqa: E402
 
 RATES_BYTES_PER_S = [r * 0.5e9 for r in range(30, 61)]
 SHARES = [s / 50 for s in range(51)]
@@ -38,16 +37,11 @@ def _fit_cases() -> dict:
 def _error(recs: dict, rate: float, share: float) -> float:
     """Sum of squared log(predicted / measured) over the records at these terms."""
     terms = {"zero3_gather_bytes_per_s": rate, "overlap_dp_comm": share, "zero3_recompute_gather": True}
-    saved = accuracy_records._deepspeed_zero3_terms
-    accuracy_records._deepspeed_zero3_terms = lambda path=None: terms  # the cases read the trial terms
-    try:
-        total = 0.0
-        for rec in recs.values():
-            case = case_of(rec)
-            total += math.log(case.run({"perf_model": "calibrated"}) / case.measured_s) ** 2
-        return total
-    finally:
-        accuracy_records._deepspeed_zero3_terms = saved
+    total = 0.0
+    for rec in recs.values():
+        case = case_megatron(rec, zero3_terms=terms)  # (the family's records are Megatron-style cases)
+        total += math.log(case.run({"perf_model": "calibrated"}) / case.measured_s) ** 2
+    return total
 
 
 def main(argv=None) -> int:

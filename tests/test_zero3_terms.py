@@ -58,15 +58,25 @@ def test_selective_recomputation_of_the_attention_core_gathers_nothing_more():
 
 def test_an_overlap_share_hides_at_most_that_share_of_each_transfer():
     """exposed = traffic - min(window, s x traffic) per transfer: the forward gather under the
-    forward compute, the backward gather + reduce-scatter under backward + recomputation."""
-    P, s = gpt_params(L_, H_, V_, S_), 0.5
-    one = _received(2 * P) / RATE
-    r = _small(dp=DP, num_gpus_per_node=1).training(**KW, overlap_dp_comm=s, zero3_gather_bytes_per_s=RATE)
-    fwd_window = r["latency_per_iter_fwd_compute"] / M
-    bwd_window = (r["latency_per_iter_bwd_compute"] + r["latency_per_iter_recompute"]) / M
-    assert bwd_window < s * 2 * one  # (the compute is short: each window is hidden whole)
-    expected = M * (one - min(fwd_window, s * one) + 2 * one - min(bwd_window, s * 2 * one))
+    forward compute, the backward gather + reduce-scatter under backward + recomputation. The rate
+    is set so each transfer is longer than its window but s x transfer shorter: full overlap
+    would hide the whole window, the share hides s of the transfer."""
+    P, s = gpt_params(L_, H_, V_, S_), 0.25
+    a = _small(dp=DP, num_gpus_per_node=1)
+    kw = dict(KW, batch_size_per_gpu=256)  # (windows long enough for the capped transfers to exceed NCCL's)
+    plain = a.training(**kw)
+    fwd_window = plain["latency_per_iter_fwd_compute"] / M
+    bwd_window = (plain["latency_per_iter_bwd_compute"] + plain["latency_per_iter_recompute"]) / M
+    rate = _received(2 * P) / (2 * fwd_window)  # the forward gather takes twice its window
+    one = _received(2 * P) / rate
+    assert one > fwd_window > s * one and 2 * one > bwd_window > s * 2 * one
+    assert one > _ring("all_gather", 2 * P, DP, "inter")  # the cap, not NCCL, decides
+    r = a.training(**kw, overlap_dp_comm=s, zero3_gather_bytes_per_s=rate)
+    assert r["latency_per_iter_fwd_compute"] / M == fwd_window  # (the windows do not depend on the rate)
+    expected = M * ((1 - s) * one + (1 - s) * 2 * one)
     assert r["latency_per_iter_dp_comm"] == pytest.approx(expected, rel=1e-12)
+    full = a.training(**kw, zero3_gather_bytes_per_s=rate)["latency_per_iter_dp_comm"]
+    assert full == pytest.approx(M * (one - fwd_window + 2 * one - bwd_window), rel=1e-12)
 
 
 def test_share_one_is_full_overlap_and_zero_is_none():

@@ -16,11 +16,10 @@ from typing import Dict, List, Sequence, Set, Tuple
 
 from ..operators.table_code import compile_function
 from ..phase_programs import SUMS
-from .program_reuse import rename, reuse_lines, stored_names
+from .program_reuse import NAME, rename, reuse_lines, stored_names
 
 # (b, n) -> the steady part of a decode program (`steady_call`); cleared when this full
 STEADY_MEMO_LIMIT = 1024  # (an entry holds ~2 kB: a few tens of floats)
-_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def _read_before_set(main: List[str]) -> Set[str]:
@@ -34,7 +33,7 @@ def _read_before_set(main: List[str]) -> Set[str]:
             needed |= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)} - done
             done |= {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         else:
-            needed |= set(_NAME.findall(line)) - done
+            needed |= set(NAME.findall(line)) - done
     return needed
 
 

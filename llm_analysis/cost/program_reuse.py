@@ -35,12 +35,12 @@ from collections import Counter
 from typing import Dict, List, Optional, Set, Tuple
 
 # a name in a line: not part of a number (1e-06), an attribute (.get) or a string ('memory')
-_NAME = re.compile(r"(?<![\w.'])[A-Za-z_]\w*")
+NAME = re.compile(r"(?<![\w.'])[A-Za-z_]\w*")
 
 
 def rename(line: str, names: Dict[str, str]) -> str:
     """The line with each name read as `names` maps it (others as they are)."""
-    return _NAME.sub(lambda m: names.get(m.group(0), m.group(0)), line)
+    return NAME.sub(lambda m: names.get(m.group(0), m.group(0)), line)
 
 
 def _function(body: List[str]) -> ast.FunctionDef:
@@ -126,7 +126,7 @@ def _drop_unread(body: List[str], stable: Set[str], stored: Set[str]) -> List[st
         targets = [_simple_target(_statement(line)) if not line.startswith(" ") else None for line in body]
         reads = Counter()
         for line, target in zip(body, targets):
-            reads.update(_NAME.findall(line.split("=", 1)[1] if target else line))
+            reads.update(NAME.findall(line.split("=", 1)[1] if target else line))
         dead = {i for i, (line, t) in enumerate(zip(body, targets))
                 if t in stable and not reads[t] and _pure(_statement(line).value, stable, stored)}
         if not dead:
@@ -155,7 +155,7 @@ def _fuse_sums(body: List[str], stable: Set[str], stored: Set[str]) -> List[str]
         acc = stmt.target.id if (isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add)
                                  and isinstance(stmt.target, ast.Name)
                                  and _pure(stmt.value, stable, stored)) else None
-        for name in set(_NAME.findall(line)) - {acc}:
+        for name in set(NAME.findall(line)) - {acc}:
             if name in runs:  # read or set otherwise: the run ends before this line
                 close(name)
         if acc is not None:
@@ -188,7 +188,7 @@ def _fuse_branches(body: List[str], stable: Set[str], stored: Set[str]) -> List[
     i = 0
     while i < len(body):
         found = _branch(body, i, stable, stored)
-        names = set(_NAME.findall("\n".join(body[i:i + 4] if found else body[i:i + 1])))
+        names = set(NAME.findall("\n".join(body[i:i + 4] if found else body[i:i + 1])))
         for key in [k for k in runs if k[1] in names or k[2] in names]:
             if found is None or key != (found[0], found[1], found[3]):
                 runs.pop(key)  # (read or set otherwise: a later block starts a run of its own)

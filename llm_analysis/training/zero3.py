@@ -93,8 +93,6 @@ def overlap_share(value) -> float:
 
 
 def exposed_s(traffic_s: float, window_s: float, share) -> float:
-    """What of a transfer the compute window it overlaps does not hide: with share True,
-    the excess over the window; with a share s, traffic - min(window, s x traffic)."""
-    if share is True:
-        return max(0.0, traffic_s - window_s)
+    """What of a transfer the compute window it overlaps does not hide: traffic - min(window,
+    s x traffic) (share True is 1: the excess over the window, t - min(w, t) = max(0, t - w))."""
     return traffic_s - min(window_s, share * traffic_s)
