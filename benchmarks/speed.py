@@ -219,48 +219,61 @@ def main(argv=None) -> None:
     print(f"CLI start-up (infer on a shipped model, median of 5): {cli_startup_s():.3f} s")
 
 
-def calibrated_per_call(calls: int = 300, rounds: int = 3) -> None:
+def calibrated_per_call(rounds: int = 7, block_s: float = 0.05) -> None:
     """Ours only (the mirrored system has no calibrated model): inference() and training()
     per call under perf_model="roofline" and "calibrated" (which also reports the roofline
-    lower bound, `<key>_lower_bound`), on the SETUPS. CPU time, best of `rounds` rounds
-    alternating the two models, after a warm-up past the tables' FIT_AFTER / COMPILE_AFTER
-    tiers (a sweep's steady state); "new shapes": every call a (batch, length) not seen
-    before; "repeated": the same call over and over."""
+    lower bound, `<key>_lower_bound`), on the SETUPS. CPU time of blocks of calls lasting about
+    `block_s` each (a block of a few ms is at the mercy of the machine's neighbours), `rounds`
+    rounds alternating the two models, after a warm-up past the tables' FIT_AFTER /
+    COMPILE_AFTER tiers (a sweep's steady state); "new shapes": every call a (batch, length)
+    its analysis has not seen (each model walks the same 13 600 pairs in the same order);
+    "repeated": the same call over and over. Prints the best block of each model, the ratio of
+    the bests and the median of the rounds' ratios."""
     from llm_analysis.analysis import LLMAnalysis
     from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
+    whats = ("inference new shapes", "inference repeated", "training new shapes", "training repeated")
     for s in SETUPS:
-        inf, tr = s["inference"], s["training"]
-        counter = itertools.count()
-
-        def new_shape(kw):  # (batch, length) pairs repeat only after 7 x 1700 calls
-            k = next(counter)
-            return dict(kw, batch_size_per_gpu=1 + k % 7, seq_len=128 + k % 1700)
-        calls_of = {  # what -> call(analysis)
-            "inference new shapes": lambda a: a.inference(**new_shape(inf)),
-            "inference repeated": lambda a: a.inference(**inf),
-            "training new shapes": lambda a: a.training(**new_shape(tr)),
-            "training repeated": lambda a: a.training(**tr)}
         analyses = {pm: LLMAnalysis(get_model_config_by_name(s["model"]), get_gpu_config_by_name(s["gpu"]),
                                     parallelism_config=ParallelismConfig(tp_size=s["tp"]), perf_model=pm)
                     for pm in ("roofline", "calibrated")}
-        best = {}
-        for a in analyses.values():  # warm-up: tables fitted and compiled
-            for call in calls_of.values():
-                for _ in range(200):
-                    call(a)
+        calls = {(pm, what): _per_call(a, s, what) for pm, a in analyses.items() for what in whats}
+        sizes = {}
+        for (pm, what), call in calls.items():  # warm-up: tables fitted and compiled; block sizes
+            t = time.process_time()
+            for _ in range(200):
+                call()
+            sizes[what] = max(sizes.get(what, 1), int(block_s / max(time.process_time() - t, 1e-9) * 200))
+        blocks = {key: [] for key in calls}
         for _ in range(rounds):
-            for pm, a in analyses.items():
-                for what, call in calls_of.items():
-                    t = time.process_time()
-                    for _ in range(calls):
-                        call(a)
-                    per_call_ms = (time.process_time() - t) / calls * 1e3
-                    best[pm, what] = min(best.get((pm, what), per_call_ms), per_call_ms)
+            for what in whats:
+                for pm in analyses:
+                    call, t = calls[pm, what], time.process_time()
+                    for _ in range(sizes[what]):
+                        call()
+                    blocks[pm, what].append((time.process_time() - t) / sizes[what] * 1e3)
         for pm in analyses:
-            print(f"perf_model={pm:10s} {s['label']:26s} CPU per call (ms): "
-                  + ", ".join(f"{what} {best[pm, what]:.3f}" for what in calls_of))
-        print("  calibrated / roofline: " + ", ".join(
-            f"{what} {best['calibrated', what] / best['roofline', what]:.2f}" for what in calls_of))
+            print(f"perf_model={pm:10s} {s['label']:26s} CPU per call (ms, best block): "
+                  + ", ".join(f"{what} {min(blocks[pm, what]):.4f}" for what in whats))
+        print("  calibrated / roofline, best blocks (median of rounds): " + ", ".join(
+            f"{what} {min(blocks['calibrated', what]) / min(blocks['roofline', what]):.3f} "
+            f"({statistics.median(c / r for c, r in zip(blocks['calibrated', what], blocks['roofline', what])):.3f})"
+            for what in whats))
+
+
+def _per_call(a, setup: dict, what: str):
+    """The timed call of `what` on analysis `a`: new shapes walk (batch 1-8, length 128-1827)
+    pairs, 13 600 of them, never repeating within a run."""
+    kind = what.split()[0]
+    kw = setup[kind]
+    run = a.inference if kind == "inference" else a.training
+    if what.endswith("repeated"):
+        return lambda: run(**kw)
+    counter = itertools.count()
+
+    def call():
+        k = next(counter)
+        return run(**dict(kw, batch_size_per_gpu=1 + (k // 1700) % 8, seq_len=128 + k % 1700))
+    return call
 
 
 def layer_count_scaling() -> None:

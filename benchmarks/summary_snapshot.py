@@ -7,7 +7,7 @@ shapes each (past the phase tables' FIT_AFTER / COMPILE_AFTER tiers), errors inc
     PYTHONPATH=. python benchmarks/summary_snapshot.py after.json      # after it
     python benchmarks/summary_snapshot.py --compare before.json after.json
 """
-import json, logging, sys
+import ast, json, logging, sys
 logging.disable(logging.CRITICAL)
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
@@ -120,21 +120,24 @@ def snapshot(path: str, ncalls: int = 150) -> None:
 
 
 def _close(x, y, rel: float) -> bool:
-    """Two snapshot rows equal, numbers within `rel` relative (0: bit-identical)."""
+    """Two snapshot rows (or values) equal, numbers within `rel` relative (0: bit-identical);
+    nested dicts (kept as their repr) are compared entry by entry."""
     if x == y:
         return True
-    if rel == 0 or not (isinstance(x, dict) and isinstance(y, dict)) or set(x) != set(y):
+    if rel == 0:
         return False
-    for k in x:
-        if x[k] == y[k]:
-            continue
+    if isinstance(x, str) and isinstance(y, str) and x.startswith("{") and y.startswith("{"):
         try:
-            u, v = float(x[k]), float(y[k])
-        except (TypeError, ValueError):
+            x, y = ast.literal_eval(x), ast.literal_eval(y)
+        except (ValueError, SyntaxError):
             return False
-        if abs(u - v) > rel * max(abs(u), abs(v)):
-            return False
-    return True
+    if isinstance(x, dict) and isinstance(y, dict):
+        return set(x) == set(y) and all(_close(x[k], y[k], rel) for k in x)
+    try:
+        u, v = float(x), float(y)
+    except (TypeError, ValueError):
+        return False
+    return abs(u - v) <= rel * max(abs(u), abs(v))
 
 
 def compare(path_a: str, path_b: str, rel: float = 0.0) -> int:

@@ -106,6 +106,11 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         of `self.profile` (facade_perf.py)."""
         return _perf.cost_model(self)
 
+    @property
+    def inference_summary_hook(self):
+        """What inference() adds to a new summary (facade_perf.inference_summary_hook)."""
+        return _perf.inference_summary_hook(self)
+
     @cached_property
     def lower_bound_cost_model(self) -> CostModel:
         """The roofline at this analysis' efficiencies (default 1: a true lower bound), whatever perf_model is."""

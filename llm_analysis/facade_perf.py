@@ -88,11 +88,17 @@ def _label(a) -> str:
 
 
 def inference(a, args: Dict[str, Any]) -> dict:
-    if a.profile is None:
-        return run_inference(a, **args)
-    # a.cost_model is the calibrated model: the call runs on the analysis itself (no view); the
-    # bound and the label join the summary before run_inference writes it
-    return run_inference(a, **args, summary_hook=_calibrated_entries)
+    """run_inference(a, **args): its summary hook is `inference_summary_hook(a)`, which
+    run_inference asks for only when it computes a summary (a repeated call passes nothing
+    more under the calibrated model than under the roofline)."""
+    return run_inference(a, **args)
+
+
+def inference_summary_hook(a):
+    """The hook run_inference calls on a new summary of `a`: under a calibrated model its
+    `<key>_lower_bound` entries and `perf_model` (a.cost_model is then the calibrated model: the
+    call runs on the analysis itself, no view); None under the roofline."""
+    return None if a.profile is None else _calibrated_entries
 
 
 def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:

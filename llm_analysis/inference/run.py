@@ -52,6 +52,10 @@ FLOPS = FIELDS.index("flops")
 # the key of the cached times' entry where a calibrated inference() keeps the call's roofline
 # lower bound (facade_perf: computed once per calibrated model and shape, like the times)
 LOWER_BOUND = "lower_bound"
+# ... and where a call keeps its finished summary with the inputs it was computed from (the
+# analysis, its configs, cost per GPU-hour and summary hook, compared by identity first): the
+# same call again returns a copy of it instead of recomputing memory, summary and notes
+FINISHED_SUMMARY = "finished_summary"
 
 
 def _check_request(analysis, b: int, s: int, n) -> int:
@@ -75,6 +79,7 @@ def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_
     t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)
     t = dict(t, prefill_groups=copy_groups(t["prefill_groups"]), decode_groups=copy_groups(t["decode_groups"]))
     t.pop(LOWER_BOUND, None)  # (what a calibrated inference() kept beside the times: not a time of this model)
+    t.pop(FINISHED_SUMMARY, None)  # (... and the summary a call kept)
     return t
 
 
@@ -134,8 +139,10 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     """Inference analysis (see the module docstring). `layernorm_dtype_bytes` is
     accepted for API compatibility and unused: norm inputs and outputs are
     activations, sized and timed in the activation dtype like every operator.
-    `summary_hook(analysis, describer, times, summary, ds_zero)` adds entries to the finished
-    summary before it is written (facade_perf: the calibrated model's lower bound)."""
+    `summary_hook(analysis, describer, times, summary, ds_zero)` adds entries to a new summary
+    before it is written; None: the analysis' own `inference_summary_hook`, if it has one
+    (facade_perf: the calibrated model's lower bound). A repeated call returns a copy of the
+    summary its first call made (FINISHED_SUMMARY)."""
     b = positive_int(batch_size_per_gpu, "batch_size_per_gpu")
     s = positive_int(seq_len, "seq_len")
     n = _check_request(analysis, b, s, num_tokens_to_generate)
@@ -148,10 +155,30 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     if cost_per_gpu_hour is not None:
         cost_per_gpu_hour = non_negative_number(cost_per_gpu_hour, "cost_per_gpu_hour", MAX_COST_PER_GPU_HOUR)
     d = analysis.describer_for(kv_cache_dtype_bytes)
+    t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)  # read only: _summary copies the breakdowns
+    inputs = (analysis, analysis.model_config, analysis.gpu_config, analysis.dtype_config,
+              analysis.parallelism_config, cost_per_gpu_hour, summary_hook)
+    kept = t.get(FINISHED_SUMMARY)
+    if kept is None or kept[0] != inputs:
+        if summary_hook is None:  # (asked for here only: a repeated call does not pay for it)
+            summary_hook = getattr(analysis, "inference_summary_hook", None)
+        kept = t[FINISHED_SUMMARY] = (inputs, _finished_summary(
+            analysis, d, t, b, s, n, use_kv_cache, ds_zero, kv_cache_dtype_bytes, cost_per_gpu_hour, summary_hook))
+    summary = _copy_summary(kept[1])
+    if output_dir is not None:
+        analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
+                                     output_file_suffix=output_file_suffix)
+    return summary
+
+
+def _finished_summary(analysis, d, t: Dict[str, Any], b: int, s: int, n: int, use_kv_cache: bool, ds_zero,
+                      kv_cache_dtype_bytes: Optional[float], cost_per_gpu_hour: Optional[float],
+                      summary_hook) -> Dict[str, Any]:
+    """The call's summary: memory, times `t`, cost, notes and the hook's entries (kept: its
+    breakdowns are t's groups, read only; `_copy_summary` hands out copies)."""
     mem = inference_memory(analysis, d, b, s, n, use_kv_cache, kv_cache_dtype_bytes, ds_zero)
     if analysis.model_config.encoder_only:
         mem["decode_max_b"], mem["max_total_tokens"] = mem["prefill_max_b"], 0
-    t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)  # read only: _summary copies the breakdowns
     summary = _summary(analysis, b, s, n, use_kv_cache, mem, t)
     if cost_per_gpu_hour is not None:
         dollars_per_s = cost_per_gpu_hour * summary["gpus_per_replica"] / 3600
@@ -161,10 +188,19 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     summary["notes"] = _notes(analysis, summary)
     if summary_hook is not None:
         summary_hook(analysis, d, t, summary, ds_zero)
-    if output_dir is not None:
-        analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
-                                     output_file_suffix=output_file_suffix)
     return summary
+
+
+def _copy_summary(summary: Dict[str, Any]) -> Dict[str, Any]:
+    """A copy of `summary` that shares nothing mutable with it: its values are numbers, strings
+    and None but for the breakdowns and notes, which are copied (tests/test_finished_summary.py
+    changes every one of them between two calls)."""
+    copy = summary.copy()
+    copy["prefill_latency_breakdown"] = copy_groups(summary["prefill_latency_breakdown"])
+    copy["decode_latency_breakdown"] = copy_groups(summary["decode_latency_breakdown"])
+    copy["memory_breakdown_per_gpu"] = summary["memory_breakdown_per_gpu"].copy()
+    copy["notes"] = summary["notes"].copy()
+    return copy
 
 
 def _kv_bytes(analysis, name: Optional[str], given_bytes: Optional[float]) -> Optional[float]:
@@ -252,8 +288,8 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "prefill_tokens_per_sec_per_gpu": b * s / prefill_s / gpus,
         "decode_tokens_per_sec_per_gpu": (b / step_s / gpus) if step_s else 0.0,
         "total_tokens_per_sec_per_gpu": b * n / total_s / gpus,
-        "prefill_latency_breakdown": copy_groups(t["prefill_groups"]),
-        "decode_latency_breakdown": copy_groups(groups),
+        "prefill_latency_breakdown": t["prefill_groups"],  # (read only: the caller gets copies)
+        "decode_latency_breakdown": groups,
         "memory_breakdown_per_gpu": {"weights": mem["weights"], "kv_cache": mem["kv_cache"],
                                      "activations": mem["peak_activation"], "free": free},
     }
