@@ -20,8 +20,9 @@ median; `machine_noise` then prints how much a memory-bound loop varies on the s
 Two figures per call:
 - "repeated": the same call over and over (what the targets of issue 12 are
   stated for: inference() <= 0.1 ms, training() <= 0.15 ms). We cache per-phase
-  results per (cost model, shape), so this is the cost of a call whose phases
-  were analysed before; the mirrored system recomputes everything each time.
+  results per (cost model, shape), and inference() its finished summary, so this
+  is the cost of a call whose phases were analysed before (inference(): a copy of
+  its summary); the mirrored system recomputes everything each time.
 - "new shapes": every call has a batch and length not seen before (a sweep), so
   nothing is reused between calls. An analysis builds operators per call until a
   phase kind was asked for 64 times, then fits its phase table and, after 64 more

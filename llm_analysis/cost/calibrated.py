@@ -39,9 +39,10 @@ collective group (`nccl.collective_timer`, or inlined as NCCL's ring expression:
 `nccl.ring_code`); a phase table in steady use runs as generated code
 (cost/calibrated_programs.py) that also computes the roofline lower bound of the call
 (`bound_model`), decode steps' context-free part kept per (batch, steps); the describer's plan
-(inference/plan.py) holds the programs, and the bound's summary entries are kept with the
-call's cached times (facade_perf). A new-shape inference() costs ~0.98-1.06x the roofline's, a
-repeated one ~1.02-1.08x (benchmarks/speed.py).
+(inference/plan.py) holds the programs, and a call's finished summary, bound entries included,
+is kept with its cached times (inference/run.py FINISHED_SUMMARY). A new-shape inference()
+costs ~0.96-0.99x the roofline's, a repeated one runs the roofline's code (0.98-1.03x, the
+machine's noise; benchmarks/speed.py calibrated_per_call).
 """
 
 from __future__ import annotations
