@@ -1,6 +1,7 @@
 """Predicted vs measured times on the shared validation records, per family.
 
     python benchmarks/accuracy.py [--perf_model roofline|calibrated] [--max_records N] [--per_record REGEX]
+                                  [--holdout FILE]
 
 Reads ../shared/validation/measured_dev.json (every record) and the
 inference/training records of ../shared/validation/published_measurements.json
@@ -16,6 +17,9 @@ Records are split deterministically by a hash of their id into a fit half and a
 report half, and both halves are printed; parameters may only be fitted on the
 fit half. The predictor is pluggable: `roofline` (efficiency 1), or
 `calibrated` / a profile path, passed as LLMAnalysis(perf_model=...).
+
+`--holdout benchmarks/holdout_records.json` scores another file of records instead, all of
+them held out (never fitted on): published tables that are not among the validation records.
 """
 
 from __future__ import annotations
@@ -100,15 +104,15 @@ def summarise(rows: list[tuple]) -> dict:
             "median": statistics.median(errs) if errs else float("nan"), "p90": _pct(errs, 0.9)}
 
 
-def print_table(rows: list[tuple], skipped: list[tuple]) -> None:
+def print_table(rows: list[tuple], skipped: list[tuple], splits=("fit", "report")) -> None:
     fams = sorted({r[0] for r in rows} | {s[0] for s in skipped})
     skip_count = Counter(s[0] for s in skipped)
-    fmt = "{:<18} {:>5} {:>5} | {:>6} {:>9} {:>8} {:>8} | {:>6} {:>9} {:>8} {:>8}"
-    print(fmt.format("family", "used", "skip", "fit n", "roof<=m", "median", "p90", "rep n", "roof<=m",
-                     "median", "p90"))
+    fmt = "{:<18} {:>5} {:>5}" + " | {:>6} {:>9} {:>8} {:>8}" * len(splits)
+    print(fmt.format("family", "used", "skip", *[c for h in splits for c in (f"{h[:4]} n", "roof<=m", "median",
+                                                                               "p90")]))
     for fam in fams + ["ALL"]:
         mine = [r for r in rows if fam in ("ALL", r[0])]
-        halves = [summarise([r for r in mine if r[1] == h]) for h in ("fit", "report")]
+        halves = [summarise([r for r in mine if r[1] == h]) for h in splits]
         cells = []
         for s in halves:
             cells += [s["n"], f"{s['bound_share']:.0%}", f"{s['median']:.0%}", f"{s['p90']:.0%}"]
@@ -139,18 +143,25 @@ def main(argv=None) -> int:
     ap.add_argument("--max_records", type=int, default=None)
     ap.add_argument("--per_record", default=None, metavar="REGEX",
                     help="also print every used record whose id matches REGEX (measured, roofline, predicted)")
+    ap.add_argument("--holdout", default=None, metavar="FILE",
+                    help="score the records of FILE instead, all held out (e.g. benchmarks/holdout_records.json)")
     args = ap.parse_args(argv)
-    folder = validation_dir()
-    if not (folder / "measured_dev.json").exists():
-        print(f"validation records not found in {folder} (expected ../shared/validation next to the repository); "
-              "skipping")
-        return 0
     t0 = time.perf_counter()
-    recs = load_records(folder)[: args.max_records]
+    if args.holdout:
+        recs, splits = json.loads(Path(args.holdout).read_text())[: args.max_records], ("holdout",)
+    else:
+        folder = validation_dir()
+        if not (folder / "measured_dev.json").exists():
+            print(f"validation records not found in {folder} (expected ../shared/validation next to the "
+                  "repository); skipping")
+            return 0
+        recs, splits = load_records(folder)[: args.max_records], ("fit", "report")
     rows, skipped = evaluate(recs, predictor_kwargs(args.perf_model))
+    if args.holdout:
+        rows = [row[:1] + ("holdout",) + row[2:] for row in rows]
     print(f"perf_model={args.perf_model}: {len(recs)} records, {len(rows)} used, {len(skipped)} skipped; "
           "errors are |predicted/measured - 1|; roof<=m is the share with roofline(eff=1) <= measured\n")
-    print_table(rows, skipped)
+    print_table(rows, skipped, splits)
     print_skips(skipped)
     if args.per_record:
         print_records(rows, args.per_record)

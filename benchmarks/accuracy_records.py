@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
-from llm_analysis.config import ModelConfig, ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name
+from llm_analysis.config import (ModelConfig, ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                                 get_model_config_by_name)
 
 
 class Skip(Exception):
@@ -66,6 +67,8 @@ def dtype_of(setup: dict):
 
 
 def model_of(setup: dict, notes: list) -> ModelConfig:
+    if setup.get("model_config"):  # a shipped config named by the record (its dims alone would not say it)
+        return get_model_config_by_name(setup["model_config"])
     name = str(setup.get("model", "?"))
     L, h, a = setup["layers"], setup["hidden"], setup["heads"]
     low = name.lower()
@@ -99,14 +102,17 @@ def _int(setup: dict, key: str) -> int:
 
 def _launches_eagerly(rec: dict) -> bool:
     """Engines of the records that launch every kernel from the host, without CUDA graphs:
-    FasterTransformer (C++, its docs/gpt_guide.md) and TensorRT-LLM before v0.7, whose
-    gptSessionBenchmark runs GptSession without CUDA graphs unless --enable_cuda_graph is
+    FasterTransformer (C++, its docs/gpt_guide.md) and TensorRT-LLM's static-batching
+    gptSessionBenchmark, which runs GptSession without CUDA graphs unless --enable_cuda_graph is
     passed (github:NVIDIA/TensorRT-LLM benchmarks/cpp/gptSessionBenchmark.cpp, 2023; the
-    v0.5/v0.6 performance pages' commands do not pass it)."""
+    v0.5/v0.6 performance pages' commands do not pass it): v0.5/v0.6 records, and v0.7-v0.9 ones
+    that name the tool (the v0.10 performance page says the tables used static benchmarking up
+    to v0.9; which flags v0.7-v0.9 passed is not printed, so the tool's default is assumed)."""
     if rec["id"].startswith("ft-"):
         return True
     fw = str(rec["setup"].get("framework", ""))
-    return bool(re.match(r"TensorRT-LLM v0\.[56]\b", fw))
+    return bool(re.match(r"TensorRT-LLM v0\.[56]\b", fw)) or bool(
+        re.match(r"TensorRT-LLM v0\.[789]\b", fw) and "gptSessionBenchmark" in fw)
 
 
 def _pre_xqa_gqa_decode(rec: dict) -> bool:

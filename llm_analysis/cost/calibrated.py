@@ -97,6 +97,8 @@ class CalibratedCostModel(CostModel):
         self.profile, self.launch = profile, launch
         v = profile.values
         self._fp8 = _is_fp8(dtype)
+        # fp8 training casts each GEMM operand in a kernel of its own (training/fp8_casts.py)
+        self.times_fp8_training_casts = self._fp8
         self._num_sms = profile.num_sms(gpu.name)
         self._peak = self.peak_flops_per_s
         self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
@@ -190,7 +192,7 @@ class CalibratedCostModel(CostModel):
         return self._split(flops / (self._peak * self._plateau), self._stream_s(bytes_moved, self._hbm_eff))
 
     def memory_pass_s(self, bytes_moved: float) -> float:
-        """The optimizer step: a fused multi-tensor pass streaming every state once."""
+        """A pass that only streams bytes (the optimizer step, fp8 casts): at least one kernel floor."""
         return max(self._stream_s(bytes_moved, self._hbm_eff), self._floor) if bytes_moved > 0 else 0.0
 
     def steps_split_s(self, first, last, n: int) -> Tuple[float, float]:

@@ -94,6 +94,10 @@ class CostModel:
         """A pass that only streams bytes through HBM (optimizer step)."""
         return self.kernel_split_s(0.0, bytes_moved)[1]
 
+    # Whether training runs separate FP8 cast kernels beside its GEMMs (training/fp8_casts.py):
+    # a framework's cost, not the work's, so no roofline (a lower bound) charges them
+    times_fp8_training_casts = False
+
     # -------------------------------------------------------- collectives
     _STRIDE_GROUPS = ("tp", "cp", "pp", "dp", "dp_replicate", "ep", "edp")
 

@@ -96,6 +96,7 @@ from ..operators.describer import identity_token
 from ..options import ActivationRecomputation, DSZeRO
 from .batch import config_batch_size_and_gradient_accumulation_steps
 from .dp import dp_times
+from .fp8_casts import fp8_cast_s
 from .lora import LoRAConfig, lora_adapter_ops
 from .memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
 from .request import TrainingRequest, check_request
@@ -253,6 +254,8 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
     }
     if p.cp_size > 1:  # the exposed K/V exchange (a key only when CP is used)
         breakdown["latency_per_iter_cp_comm"] = m * 2 * bott.cp_fwd
+    if analysis.cost_model.times_fp8_training_casts and req.lora is None:  # (a key only then)
+        breakdown["latency_per_iter_fp8_casts"] = m * fp8_cast_s(analysis, bott.index, b, req.seq_len, req.rc)
     return {"breakdown": breakdown, "latency_per_iter": sum(breakdown.values()), "t_mb": t_mb, "bottleneck": bott,
             "dp_total": dp_total, "dp_exposed": dp_exposed}
 

@@ -1,0 +1,70 @@
+"""FP8 training's cast kernels: what Transformer Engine runs beside each FP8 GEMM.
+
+TransformerEngine's `Linear` under `fp8_autocast` (github:NVIDIA/TransformerEngine
+transformer_engine/pytorch/module/linear.py; its "Using FP8 with Transformer Engine" guide)
+keeps activations and gradients in 16 bits between layers and casts the operands of each GEMM
+to FP8 in kernels of their own. Hopper's FP8 tensor cores take only the "TN" layout, so every
+operand a backward GEMM reads transposed is also written transposed, in the same fused
+cast-transpose pass: it reads 2 bytes and writes 1 + 1 per element. Per linear layer and
+micro-batch (M tokens, K inputs, N outputs, one GPU's shard):
+
+- forward: the input X (M x K) and the weight W (K x N), cast and transposed: 4 (MK + KN) bytes;
+- backward: the output gradient dY (M x N), cast and transposed: 4 MN bytes;
+- a recomputed forward casts X and W again: 4 (MK + KN) bytes.
+
+Each is one memory-bound pass at the calibrated model's HBM rate and kernel floor
+(`cost_model.memory_pass_s`). Only the transformer layers' linears count: the attention core
+stays in 16 bits (TE's DotProductAttention), as do the embedding and the output head
+(llm-foundry and Megatron keep them out of FP8). Only calibrated models charge these passes
+(`times_fp8_training_casts`): the roofline, a lower bound, times the GEMMs alone. Assumed, not
+modelled: weights are recast every micro-batch (TE caches them across a gradient-accumulation
+window only when the caller passes `is_first_microbatch`), and amax reductions ride inside the
+cast kernels (they are fused there).
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from ..operators import Phase
+
+# bytes moved per element by a fused cast-transpose: read 2 (16-bit), write 1 + 1 (FP8, FP8 transposed)
+CAST_TRANSPOSE_BYTES_PER_ELEMENT = 4
+
+
+def _casts_per_sequence(analysis, stage: int, seq_len: int, rc) -> List[Tuple[int, float, float, float, bool]]:
+    """(repeat count, X elements, dY elements, W elements, recomputed) per linear of a stage's
+    layers, activations per sequence of `seq_len` tokens (they scale with the batch). Linears
+    that follow each other in the describer's order within one group and recomputation class,
+    with the same input shape, read one input (q, k and v projections; gate and up): it is cast
+    once (TE fuses them into one layer), the first of them carrying it."""
+    rows = []
+    for is_layer, n, ops in analysis.describer.stage_parts(Phase("train", 1, seq_len, seq_len), stage):
+        shared_input = None  # what identifies the input of the linear just before, if the previous operator was one
+        for op in ops:
+            if not is_layer or op.kind != "matmul" or not op.kernel_dims or op.params_per_gpu <= 0:
+                shared_input = None
+                continue
+            m, n_out, k = op.kernel_dims[:3]
+            copies = max(1, int(op.params_per_gpu // (n_out * k)))  # experts held on this GPU (biases aside)
+            this_input = (op.group, op.recompute_class, m, k, copies)
+            x = 0.0 if shared_input == this_input else copies * m * k
+            shared_input = this_input
+            rows.append((n, x, copies * m * n_out, copies * k * n_out, op.recomputed_under(rc)))
+    return rows
+
+
+def fp8_cast_s(analysis, stage: int, batch: int, seq_len: int, rc) -> float:
+    """Seconds of one micro-batch's FP8 cast passes on pipeline stage `stage` (0.0 unless the
+    cost model times them)."""
+    cost = analysis.cost_model
+    if not cost.times_fp8_training_casts:
+        return 0.0
+    rows = analysis.describer.phase_memo(("fp8_cast_rows", stage, seq_len, rc),  # (the bounded per-shape cache)
+                                         lambda: _casts_per_sequence(analysis, stage, seq_len, rc))
+    pass_s, per = cost.memory_pass_s, CAST_TRANSPOSE_BYTES_PER_ELEMENT
+    total_s = 0.0
+    for n, x, dy, w, recomputed in rows:
+        forward_s = pass_s(per * batch * x) + pass_s(per * w)  # (memory_pass_s(0) is 0: no kernel)
+        total_s += n * (forward_s * (2 if recomputed else 1) + pass_s(per * batch * dy))
+    return total_s
