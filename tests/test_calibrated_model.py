@@ -54,6 +54,15 @@ def test_roofline_at_efficiency_one_is_below_every_measured_time(rows):
     assert len(rows) > 300 and not above
 
 
+def test_the_held_out_tables_are_expressible_and_bounded_below_by_the_roofline(accuracy):
+    """benchmarks/holdout_records.json (TensorRT-LLM's v0.5/v0.8/v0.9 published throughput tables,
+    never fitted on): every row is expressed, and the roofline at efficiency 1 is <= each measured time."""
+    recs = json.loads((REPO / "benchmarks" / "holdout_records.json").read_text())
+    rows, skipped = accuracy.evaluate(recs, accuracy.predictor_kwargs("roofline"))
+    assert not skipped and len(rows) == len(recs) == 77
+    assert not [(rid, roof / meas) for _, _, rid, meas, roof, _ in rows if roof > meas]
+
+
 # report-half records with their published time (s): Megatron-LM (arXiv 2104.04473 Table 1 via
 # benchmarks/accuracy_records), Korthikanti et al. (arXiv 2205.05198 Table 4), gpt-fast README
 # (pytorch-labs/gpt-fast, A100 tokens/s, incl. int8/int4 weight-only decode on one GPU, which a 64-row
