@@ -155,7 +155,7 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     if cost_per_gpu_hour is not None:
         cost_per_gpu_hour = non_negative_number(cost_per_gpu_hour, "cost_per_gpu_hour", MAX_COST_PER_GPU_HOUR)
     d = analysis.describer_for(kv_cache_dtype_bytes)
-    t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)  # read only: _summary copies the breakdowns
+    t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)  # read only: a kept summary shares its groups
     inputs = (analysis, analysis.model_config, analysis.gpu_config, analysis.dtype_config,
               analysis.parallelism_config, cost_per_gpu_hour, summary_hook)
     kept = t.get(FINISHED_SUMMARY)

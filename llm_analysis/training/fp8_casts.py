@@ -19,7 +19,8 @@ stays in 16 bits (TE's DotProductAttention), as do the embedding and the output 
 (`times_fp8_training_casts`): the roofline, a lower bound, times the GEMMs alone. Assumed, not
 modelled: weights are recast every micro-batch (TE caches them across a gradient-accumulation
 window only when the caller passes `is_first_microbatch`), and amax reductions ride inside the
-cast kernels (they are fused there).
+cast kernels (they are fused there). The passes are added per micro-batch of the bottleneck stage
+(training/run.py `latency_per_iter_fp8_casts`); pipeline bubbles are sized without them.
 """
 
 from __future__ import annotations
