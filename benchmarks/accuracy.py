@@ -108,8 +108,8 @@ def print_table(rows: list[tuple], skipped: list[tuple], splits=("fit", "report"
     fams = sorted({r[0] for r in rows} | {s[0] for s in skipped})
     skip_count = Counter(s[0] for s in skipped)
     fmt = "{:<18} {:>5} {:>5}" + " | {:>6} {:>9} {:>8} {:>8}" * len(splits)
-    print(fmt.format("family", "used", "skip", *[c for h in splits for c in (f"{h[:4]} n", "roof<=m", "median",
-                                                                               "p90")]))
+    label = {"fit": "fit n", "report": "rep n", "holdout": "held n"}
+    print(fmt.format("family", "used", "skip", *[c for h in splits for c in (label[h], "roof<=m", "median", "p90")]))
     for fam in fams + ["ALL"]:
         mine = [r for r in rows if fam in ("ALL", r[0])]
         halves = [summarise([r for r in mine if r[1] == h]) for h in splits]

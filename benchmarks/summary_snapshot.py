@@ -1,4 +1,4 @@
-"""Bit-identity check for speed work: inference()/training() summaries of 30 varied setups
+"""Bit-identity check for speed work: inference()/training() summaries of 39 varied setups
 (dense, GQA, MoE with EP, MLA, sliding windows, Mamba-2 and Jamba mixers, cross-attention
 with encoder_seq_len, pp/tp/dp/ep/cp, ZeRO, recomputation, both perf models), 150 new
 shapes each (past the phase tables' FIT_AFTER / COMPILE_AFTER tiers), errors included.

@@ -95,10 +95,12 @@ def inference(a, args: Dict[str, Any]) -> dict:
 
 
 def inference_summary_hook(a):
-    """The hook run_inference calls on a new summary of `a`: under a calibrated model its
-    `<key>_lower_bound` entries and `perf_model` (a.cost_model is then the calibrated model: the
-    call runs on the analysis itself, no view); None under the roofline."""
-    return None if a.profile is None else _calibrated_entries
+    """The hook run_inference calls on a new summary of `a`: when `a` times with its calibrated
+    model (the analysis itself, or a view of it with its conventions) its `<key>_lower_bound`
+    entries and `perf_model`; None under the roofline, or for a view timed by another cost model
+    (`with_cost_model`)."""
+    calibrated = a.profile is not None and isinstance(a.cost_model, CalibratedCostModel)
+    return _calibrated_entries if calibrated else None
 
 
 def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:

@@ -59,11 +59,12 @@ def test_a_changed_summary_does_not_reach_the_next_call(perf_model):
 
 @pytest.mark.parametrize("perf_model", ["roofline", "calibrated"])
 def test_a_replaced_config_gives_a_fresh_analysis_summary(perf_model):
-    a = LLMAnalysis(OPT, H100, perf_model="roofline")
+    a = LLMAnalysis(OPT, A100_40, perf_model=perf_model)
     a.inference(**KW)
-    a.update_gpu_config(A100_40)  # another memory size, bandwidth and peak
+    a.update_gpu_config(get_gpu_config_by_name("a100-sxm-80gb"))  # another memory size and bandwidth
     a.update_parallelism_config(ParallelismConfig(tp_size=2))
-    fresh = LLMAnalysis(OPT, A100_40, parallelism_config=ParallelismConfig(tp_size=2), perf_model="roofline")
+    fresh = LLMAnalysis(OPT, get_gpu_config_by_name("a100-sxm-80gb"), parallelism_config=ParallelismConfig(tp_size=2),
+                        perf_model=perf_model)
     assert a.inference(**KW) == fresh.inference(**KW)
     b = LLMAnalysis(OPT, H100, perf_model=perf_model)
     b.inference(**KW)
@@ -106,3 +107,41 @@ def test_a_repeated_calibrated_call_keeps_its_lower_bound_entries():
     # the bound is the roofline's time of the call (facade_perf.py): a roofline analysis gives it
     roof = LLMAnalysis(LLAMA, H100).inference(**KW)
     assert second["total_latency_lower_bound"] == pytest.approx(roof["total_latency"], rel=1e-12)
+
+
+def test_attributes_set_directly_reach_the_summary():
+    """Set without update_* (which rebuilds the cost model), a config or an efficiency still
+    reaches the entries the summary reads from the analysis: the GPU's name, the efficiency
+    entries themselves (the times stay those of the cost model, as before)."""
+    from llm_analysis.inference import run_inference  # (inference() runs on a cached conventions view)
+
+    a = LLMAnalysis(OPT, H100)
+    run_inference(a, **KW)
+    a.gpu_config = H100.model_copy(update={"name": "h100-renamed"})
+    assert run_inference(a, **KW)["gpu_name"] == "h100-renamed"
+    a.flops_efficiency = 0.5
+    assert run_inference(a, **KW)["flops_efficiency"] == 0.5
+
+
+def test_a_callers_hook_is_not_kept():
+    from llm_analysis.inference import run_inference
+
+    a = LLMAnalysis(OPT, H100)
+    def hook(analysis, d, t, summary, ds_zero):  # noqa: E306
+        summary["mine"] = {"value": 1}
+    first = run_inference(a, **KW, summary_hook=hook)
+    first["mine"]["value"] = 99
+    assert run_inference(a, **KW, summary_hook=hook)["mine"] == {"value": 1}
+    assert "mine" not in run_inference(a, **KW) and "mine" not in a.inference(**KW)
+
+
+def test_a_view_timed_by_another_cost_model_gets_no_calibrated_entries():
+    """facade_perf.with_cost_model: the calibrated analysis' roofline view is a roofline summary."""
+    from llm_analysis.facade_perf import with_cost_model
+    from llm_analysis.inference import run_inference
+
+    cal = LLMAnalysis(LLAMA, H100, perf_model="calibrated")
+    view = with_cost_model(cal, cal.lower_bound_cost_model)
+    s = run_inference(view, **KW)
+    assert "perf_model" not in s and not [k for k in s if k.endswith("_lower_bound")]
+    assert s["total_latency"] == run_inference(LLMAnalysis(LLAMA, H100), **KW)["total_latency"]

@@ -10,7 +10,7 @@ import pytest
 
 from llm_analysis.analysis import ActivationRecomputation as R
 from llm_analysis.analysis import LLMAnalysis
-from llm_analysis.config import get_dtype_config_by_name, get_gpu_config_by_name
+from llm_analysis.config import ModelConfig, ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name
 from llm_analysis.cost.profiles import load_profile
 from test_training import A_, H_, L_, S_, V_, gpt
 
@@ -83,3 +83,49 @@ def test_the_casts_are_part_of_the_iteration_and_nowhere_else():
     assert "latency_per_iter_fp8_casts" not in _analysis("roofline").training(**KW)
     bf16 = get_dtype_config_by_name("w16a16e16")
     assert "latency_per_iter_fp8_casts" not in _analysis(dtype=bf16).training(**KW)
+
+
+def _rows_s(rows, layers: int) -> float:
+    """layers x sum over linears (X, dY, W elements) of one cast-transpose pass each (none for 0)."""
+    return layers * sum(_pass_s(4 * x) + _pass_s(4 * w) + _pass_s(4 * dy) for x, dy, w in rows)
+
+
+@pytest.mark.parametrize("experts", [8, 16])
+def test_routed_experts_cast_each_token_expert_pair_once_and_every_local_expert_weight(experts):
+    """Mixtral-style layer, top-2, ep 4 (experts / 4 per GPU): the routed GEMMs' M is every
+    token-expert pair on the GPU (operators/mlp.py), T x 2; the weights are the local experts';
+    gate and up read one input; the router stays in 16 bits (with 16 experts its 16 outputs would
+    let it run in FP8); q, k, v read one input (GQA 8 KV heads)."""
+    h, f, kv, L, T = 4096, 14336, 1024, 2, 4096  # (T x h x 4 bytes = 67 MB: above the kernel floor)
+    moe = ModelConfig(name="moe", num_layers=L, n_head=32, num_key_value_heads=8, hidden_dim=h, vocab_size=32000,
+                      ffn_embed_dim=f, mlp_gated_linear_units=True, norm_type="rmsnorm", norm_bias=False,
+                      tie_word_embeddings=False, moe_num_experts=experts, moe_top_k=2, position_embedding_type="rotary")
+    a = LLMAnalysis(moe, H100, FP8, ParallelismConfig(dp_size=4, ep_size=4), perf_model="calibrated")
+    r = a.training(batch_size_per_gpu=1, gradient_accumulation_steps=1, seq_len=T)
+    P, E = 2 * T, experts // 4
+    rows = [(T * h, T * h, h * h), (0, T * kv, h * kv), (0, T * kv, h * kv), (T * h, T * h, h * h),  # q k v o
+            (P * h, P * f, E * h * f), (0, P * f, E * h * f), (P * f, P * h, E * f * h)]  # gate up down
+    assert r["latency_per_iter_fp8_casts"] == pytest.approx(_rows_s(rows, L), rel=1e-12)
+
+
+def test_sequence_parallel_ranks_cast_their_own_sequence_shard():
+    """tp 2 with sequence parallelism (sp_size defaults to tp_size): a column-parallel linear casts
+    its input's sequence shard (T/2 x K) before the all-gather, a row-parallel one its output
+    gradient's (T/2 x N); weights and the other operand are the rank's tensor-parallel shard."""
+    L, h, s, b = 2, 4096, 2048, 4  # (a half shard, T/2 x h x 4 bytes = 67 MB: above the kernel floor)
+    a = LLMAnalysis(gpt(L, h, 32, V_, s), H100, FP8, ParallelismConfig(tp_size=2), perf_model="calibrated")
+    r = a.training(batch_size_per_gpu=b, gradient_accumulation_steps=1, seq_len=s)
+    T, c = b * s, h // 2
+    rows = [(T / 2 * h, T * c, h * c), (0, T * c, h * c), (0, T * c, h * c),  # q k v: column-parallel
+            (T * c, T / 2 * h, c * h),  # o: row-parallel
+            (T / 2 * h, T * 2 * h, h * 2 * h), (T * 2 * h, T / 2 * h, 2 * h * h)]  # 4h MLP: column, row
+    assert r["latency_per_iter_fp8_casts"] == pytest.approx(_rows_s(rows, L), rel=1e-12)
+
+
+def test_the_casts_join_each_micro_batch():
+    """One stage, no TP: a micro-batch is its forward, backward and cast passes."""
+    r = _analysis().training(**KW)
+    parts = (r["latency_per_iter_fwd_compute"] + r["latency_per_iter_bwd_compute"]
+             + r["latency_per_iter_fp8_casts"]) / M_STEPS
+    assert r["latency_per_iter_fp8_casts"] > 0
+    assert r["latency_per_micro_batch"] == pytest.approx(parts, rel=1e-12)

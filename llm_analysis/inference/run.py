@@ -53,8 +53,9 @@ FLOPS = FIELDS.index("flops")
 # lower bound (facade_perf: computed once per calibrated model and shape, like the times)
 LOWER_BOUND = "lower_bound"
 # ... and where a call keeps its finished summary with the inputs it was computed from (the
-# analysis, its configs, cost per GPU-hour and summary hook, compared by identity first): the
-# same call again returns a copy of it instead of recomputing memory, summary and notes
+# analysis' configs and efficiency attributes, cost per GPU-hour; compared by identity first; the
+# times' cache entry is already per describer and cost model):
+# the same call again returns a copy of it instead of recomputing memory, summary and notes
 FINISHED_SUMMARY = "finished_summary"
 
 
@@ -142,7 +143,7 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     `summary_hook(analysis, describer, times, summary, ds_zero)` adds entries to a new summary
     before it is written; None: the analysis' own `inference_summary_hook`, if it has one
     (facade_perf: the calibrated model's lower bound). A repeated call returns a copy of the
-    summary its first call made (FINISHED_SUMMARY)."""
+    summary its first call made (FINISHED_SUMMARY); summaries made with a caller's hook are not kept."""
     b = positive_int(batch_size_per_gpu, "batch_size_per_gpu")
     s = positive_int(seq_len, "seq_len")
     n = _check_request(analysis, b, s, num_tokens_to_generate)
@@ -156,15 +157,26 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
         cost_per_gpu_hour = non_negative_number(cost_per_gpu_hour, "cost_per_gpu_hour", MAX_COST_PER_GPU_HOUR)
     d = analysis.describer_for(kv_cache_dtype_bytes)
     t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)  # read only: a kept summary shares its groups
-    inputs = (analysis, analysis.model_config, analysis.gpu_config, analysis.dtype_config,
-              analysis.parallelism_config, cost_per_gpu_hour, summary_hook)
+    if summary_hook is not None:  # a caller's hook may add anything: its summaries are not kept
+        return _written(analysis, _copy_summary(_finished_summary(  # (a copy: it would share t's groups)
+            analysis, d, t, b, s, n, use_kv_cache, ds_zero, kv_cache_dtype_bytes, cost_per_gpu_hour, summary_hook)),
+            output_dir, output_file_suffix)
+    # what the summary reads besides the call's arguments and times (the analysis' own attributes too,
+    # should a caller set them directly rather than through update_*)
+    inputs = (analysis.model_config, analysis.gpu_config, analysis.dtype_config,
+              analysis.parallelism_config, analysis.flops_efficiency, analysis.hbm_memory_efficiency,
+              analysis.achieved_tflops, analysis.achieved_memory_bandwidth_GBs, cost_per_gpu_hour)
     kept = t.get(FINISHED_SUMMARY)
     if kept is None or kept[0] != inputs:
-        if summary_hook is None:  # (asked for here only: a repeated call does not pay for it)
-            summary_hook = getattr(analysis, "inference_summary_hook", None)
+        # (the analysis' own hook, asked for here only: a repeated call does not pay for it)
+        hook = getattr(analysis, "inference_summary_hook", None)
         kept = t[FINISHED_SUMMARY] = (inputs, _finished_summary(
-            analysis, d, t, b, s, n, use_kv_cache, ds_zero, kv_cache_dtype_bytes, cost_per_gpu_hour, summary_hook))
-    summary = _copy_summary(kept[1])
+            analysis, d, t, b, s, n, use_kv_cache, ds_zero, kv_cache_dtype_bytes, cost_per_gpu_hour, hook))
+    return _written(analysis, _copy_summary(kept[1]), output_dir, output_file_suffix)
+
+
+def _written(analysis, summary: Dict[str, Any], output_dir: Optional[str], output_file_suffix: str) -> dict:
+    """`summary`, written to `output_dir` first when one is given."""
     if output_dir is not None:
         analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
                                      output_file_suffix=output_file_suffix)

@@ -19,8 +19,9 @@ stays in 16 bits (TE's DotProductAttention), as do the embedding and the output 
 (`times_fp8_training_casts`): the roofline, a lower bound, times the GEMMs alone. Assumed, not
 modelled: weights are recast every micro-batch (TE caches them across a gradient-accumulation
 window only when the caller passes `is_first_microbatch`), and amax reductions ride inside the
-cast kernels (they are fused there). The passes are added per micro-batch of the bottleneck stage
-(training/run.py `latency_per_iter_fp8_casts`); pipeline bubbles are sized without them.
+cast kernels (they are fused there). The passes join each stage's micro-batch time (training/stage.py
+`fp8_cast`; `latency_per_iter_fp8_casts`, `latency_per_micro_batch`, pipeline bubbles), not
+`latency_fwd`.
 """
 
 from __future__ import annotations
@@ -33,25 +34,49 @@ from ..operators import Phase
 CAST_TRANSPOSE_BYTES_PER_ELEMENT = 4
 
 
+# TransformerEngine runs a GEMM in FP8 only when its dims are multiples of 16
+# (transformer_engine/pytorch/utils.py `assert_dim_for_fp8_exec`); others stay in 16 bits
+FP8_GEMM_DIM_MULTIPLE = 16
+
+
+def _cast_row(op, tp: int, sp: int) -> Tuple[float, float, float]:
+    """(X elements, dY elements, W elements) one linear casts per sequence of its phase. A
+    routed-experts operator's M already counts every token-expert pair on the GPU (operators/mlp.py),
+    so only its weights are per local expert; other operators' `copies` each read the input.
+    Under sequence parallelism TE casts the local sequence shard before gathering it: the input of a
+    column-parallel linear, the output gradient of a row-parallel one, are 1/sp of the tokens."""
+    m, n_out, k = op.kernel_dims[:3]
+    copies = max(1, int(op.params_per_gpu // (n_out * k)))  # local experts or copies (biases aside)
+    act = 1 if op.expert_role == "routed" else copies
+    x, dy = act * m * k, act * m * n_out
+    if sp > 1 and tp > 1:
+        if n_out < op.out_features:  # column-parallel: its output dim is split over tp
+            x /= sp
+        elif k < op.in_features:  # row-parallel: its input dim is split
+            dy /= sp
+    return x, dy, copies * k * n_out
+
+
 def _casts_per_sequence(analysis, stage: int, seq_len: int, rc) -> List[Tuple[int, float, float, float, bool]]:
-    """(repeat count, X elements, dY elements, W elements, recomputed) per linear of a stage's
-    layers, activations per sequence of `seq_len` tokens (they scale with the batch). Linears
-    that follow each other in the describer's order within one group and recomputation class,
-    with the same input shape, read one input (q, k and v projections; gate and up): it is cast
-    once (TE fuses them into one layer), the first of them carrying it."""
+    """(repeat count, X elements, dY elements, W elements, recomputed) per FP8 linear of a stage's
+    layers, activations per sequence of `seq_len` tokens (they scale with the batch). Routers stay in
+    16 bits (Megatron-LM keeps them outside TE). Linears that follow each other in the describer's
+    order within one group and recomputation class, with the same input shape, read one input (q, k
+    and v projections; gate and up): it is cast once (TE fuses them into one layer), by the first."""
+    par = analysis.parallelism_config
     rows = []
     for is_layer, n, ops in analysis.describer.stage_parts(Phase("train", 1, seq_len, seq_len), stage):
         shared_input = None  # what identifies the input of the linear just before, if the previous operator was one
         for op in ops:
-            if not is_layer or op.kind != "matmul" or not op.kernel_dims or op.params_per_gpu <= 0:
+            if (not is_layer or op.kind != "matmul" or not op.kernel_dims or op.params_per_gpu <= 0
+                    or op.group == "router" or op.kernel_dims[1] % FP8_GEMM_DIM_MULTIPLE
+                    or op.kernel_dims[2] % FP8_GEMM_DIM_MULTIPLE):
                 shared_input = None
                 continue
-            m, n_out, k = op.kernel_dims[:3]
-            copies = max(1, int(op.params_per_gpu // (n_out * k)))  # experts held on this GPU (biases aside)
-            this_input = (op.group, op.recompute_class, m, k, copies)
-            x = 0.0 if shared_input == this_input else copies * m * k
+            x, dy, w = _cast_row(op, par.tp_size, par.sp_size)
+            this_input = (op.group, op.recompute_class, op.kernel_dims[0], op.kernel_dims[2], x)
+            rows.append((n, 0.0 if shared_input == this_input else x, dy, w, op.recomputed_under(rc)))
             shared_input = this_input
-            rows.append((n, x, copies * m * n_out, copies * k * n_out, op.recomputed_under(rc)))
     return rows
 
 

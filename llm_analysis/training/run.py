@@ -115,8 +115,12 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
 
     def build() -> List[Stage]:  # the phase record made only on a miss (a cache hit is the common case)
         ph = Phase("train", b, x, x)
-        return [build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
-                for s in range(analysis.parallelism_config.pp_size)]
+        stages = [build_stage(analysis, ph, s, req.rc, req.lora, req.overlap_tp_comm)
+                  for s in range(analysis.parallelism_config.pp_size)]
+        if analysis.cost_model.times_fp8_training_casts and req.lora is None:
+            for st in stages:
+                st.fp8_cast = fp8_cast_s(analysis, st.index, b, x, req.rc)
+        return stages
     return analysis.describer.cost_memo(analysis.cost_model, key, build)
 
 
@@ -255,7 +259,7 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
     if p.cp_size > 1:  # the exposed K/V exchange (a key only when CP is used)
         breakdown["latency_per_iter_cp_comm"] = m * 2 * bott.cp_fwd
     if analysis.cost_model.times_fp8_training_casts and req.lora is None:  # (a key only then)
-        breakdown["latency_per_iter_fp8_casts"] = m * fp8_cast_s(analysis, bott.index, b, req.seq_len, req.rc)
+        breakdown["latency_per_iter_fp8_casts"] = m * bott.fp8_cast
     return {"breakdown": breakdown, "latency_per_iter": sum(breakdown.values()), "t_mb": t_mb, "bottleneck": bott,
             "dp_total": dp_total, "dp_exposed": dp_exposed}
 
