@@ -41,7 +41,7 @@ collective group (`nccl.collective_timer`, or inlined as NCCL's ring expression:
 (`bound_model`), decode steps' context-free part kept per (batch, steps); the describer's plan
 (inference/plan.py) holds the programs, and a call's finished summary, bound entries included,
 is kept with its cached times (inference/run.py FINISHED_SUMMARY). A new-shape inference()
-costs ~0.96-0.99x the roofline's, a repeated one runs the roofline's code (0.98-1.03x, the
+costs ~0.93-1.00x the roofline's, a repeated one runs the roofline's code (0.98-1.03x, the
 machine's noise; benchmarks/speed.py calibrated_per_call).
 """
 
