@@ -26,7 +26,6 @@ from .inference.lower_bound import inference_lower_bounds
 from .inference.plan import inference_plan
 from .errors import ConfigError
 from .inference import inference_times, run_inference
-from .inference.run import LOWER_BOUND
 from .training import run_training
 from .training.request import TrainingRequest
 from .training.run import iteration_time, stages_for, training_run
@@ -105,39 +104,33 @@ def inference_summary_hook(a):
 
 def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:
     """run_inference's summary hook under the calibrated model: the roofline's times of the call
-    (`<key>_lower_bound`) and `perf_model`. The bound's times are kept in the call's cached times
-    `t` (one entry per calibrated model and shape, run.py LOWER_BOUND) with the roofline they are
-    of, so a repeated call with that roofline (the analysis' own) finds them there."""
-    roof = a.lower_bound_cost_model
-    kept = t.get(LOWER_BOUND)
-    if kept is None or kept[0] is not roof:
-        kept = t[LOWER_BOUND] = _fused_bounds(a, d, roof, t, summary, ds_zero) or \
-            (roof,) + _kept_bounds(a, d, summary, ds_zero)
-    # written straight into the summary (no dict to merge: the hot path of a sweep), each
-    # `<key>_lower_bound` in the order of the keys it bounds (a chained assignment stores left first)
-    _, prefill_s, step_s, decode_s, total_s = kept
+    (`<key>_lower_bound`) and `perf_model`. It runs once per new summary (run.py keeps the
+    finished summary for a repeated call)."""
+    prefill_s, step_s, decode_s, total_s = _fused_bounds(a, d, t, summary, ds_zero) or \
+        _kept_bounds(a, d, summary, ds_zero)
+    # each `<key>_lower_bound` in the order of the keys it bounds (a chained assignment stores left first)
     summary["prefill_latency_lower_bound"] = summary["time_to_first_token_lower_bound"] = prefill_s
     summary["decode_latency_lower_bound"] = summary["time_per_output_token_lower_bound"] = step_s
     summary["total_decode_latency_lower_bound"] = decode_s
     summary["total_latency_lower_bound"] = total_s
-    label = a.perf_model
-    summary["perf_model"] = label if label.__class__ is str else _label(a)
+    summary["perf_model"] = _label(a)
 
 
-def _fused_bounds(a, d, roof, t: Dict[str, Any], summary: Dict[str, Any],
-                  ds_zero) -> Optional[Tuple[Any, float, float, float, float]]:
-    """(roof, prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from
+def _fused_bounds(a, d, t: Dict[str, Any], summary: Dict[str, Any],
+                  ds_zero) -> Optional[Tuple[float, float, float, float]]:
+    """(prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from
     the totals the calibrated programs computed beside their own times (their `bound_out`, kept in
     the describer's plan: inference/plan.py; cost/calibrated_programs.py) when their last calls
     made this call's times `t` (the groups dicts they returned are t's: no later call ran them, so
-    they ran for this shape; a single token's decode step by its arguments), in the plain case without pipeline stages (whose hand-offs are 0.0:
-    x + 0.0 is x) and when they computed the bound of `roof` (the cost model's bound model);
-    None otherwise (this call's phase times came from the cache, say)."""
+    they ran for this shape; a single token's decode step by its arguments), in the plain case
+    without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x) and when they computed the
+    bound of the analysis' roofline (the cost model's bound model); None otherwise (this call's
+    phase times came from the cache, say)."""
     if not summary["use_kv_cache"] or (a.parallelism_config.dp_size > 1 and ds_zero.value == 3):
         return None
     plan = inference_plan(a, d)  # (none under pipeline stages)
-    if plan is None or plan.prefill_bound is None or a.cost_model.bound_model is not roof or \
-            a.model_config.encoder_only:
+    if plan is None or plan.prefill_bound is None or a.cost_model.bound_model is not a.lower_bound_cost_model \
+            or a.model_config.encoder_only:
         return None
     p, q = plan.prefill_bound[0], plan.decode_bound[0]  # (groups, total), (groups, first, total, b, x0, n)
     n = summary["num_tokens_to_generate"]
@@ -148,7 +141,7 @@ def _fused_bounds(a, d, roof, t: Dict[str, Any], summary: Dict[str, Any],
         return None
     prefill_s, steps_s = p[1], q[2]
     total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, q[1])
-    return roof, prefill_s, step_s, total, prefill_s + total
+    return prefill_s, step_s, total, prefill_s + total
 
 
 def _kept_bounds(a, d, summary: Dict[str, Any], ds_zero) -> Tuple[float, float, float, float]:

@@ -1,6 +1,6 @@
 """The lower bound beside a calibrated prediction, once the phase tables are compiled, comes
 from the calibrated programs themselves (cost/calibrated_programs.py writes the roofline's
-totals into `bound_out`; facade_perf._fused_bounds reads them, and the call's cached times keep
+totals into `bound_out`; facade_perf._fused_bounds reads them, and the call's kept summary holds
 them for a repeated call) and, for training, from the
 calibrated run's batch choice (facade_perf._training_bounds). Expected values: the same call
 on an analysis with perf_model="roofline" (a separate code path: the roofline's own programs,
@@ -18,7 +18,7 @@ from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                                  get_model_config_by_name)
 from llm_analysis.inference import inference_times
-from llm_analysis.inference.run import LOWER_BOUND
+from llm_analysis.inference.run import FINISHED_SUMMARY
 from llm_analysis.operators.phase_table import COMPILE_AFTER, FIT_AFTER
 from llm_analysis.options import DSZeRO
 
@@ -51,12 +51,12 @@ def test_fused_bounds_are_the_roofline_call(setup, monkeypatch):
     fallbacks = []
     real = facade_perf.inference_lower_bounds
     monkeypatch.setattr(facade_perf, "inference_lower_bounds", lambda *a: fallbacks.append(a) or real(*a))
-    # new shapes, the last shape again, an earlier shape again after others (its bound kept with
+    # new shapes, the last shape again, an earlier shape again after others (its summary kept with
     # its cached times), and a shape whose times another caller put in the cache (inference_times:
     # no bound kept) after others ran the programs: their bound is another shape's (fallback)
     view = cal.with_conventions(cal.conventions_named(None))  # what inference() analyses
     kept = inference_times(view, view.describer, 2, 611, 7, True, DSZeRO.NONE)
-    assert LOWER_BOUND not in kept  # (inference_times hands out no bound)
+    assert FINISHED_SUMMARY not in kept  # (inference_times hands out no summary)
     shapes = [(3, 517, 40), (1, 900, 1), (2, 1333, 2), (2, 1333, 2), (3, 517, 40), (4, 128, 300), (2, 611, 7)]
     used_fallback = []
     for b, s, n in shapes:
@@ -66,9 +66,9 @@ def test_fused_bounds_are_the_roofline_call(setup, monkeypatch):
         used_fallback.append(len(fallbacks) > before)
         for k in INFER_KEYS:
             assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), (setup, kw, k)
-        again = cal.inference(**kw)  # repeated: the bound kept beside the times
+        again = cal.inference(**kw)  # repeated: the summary, bound included, kept beside the times
         assert all(again[k + "_lower_bound"] == c[k + "_lower_bound"] for k in INFER_KEYS)
-    assert LOWER_BOUND not in inference_times(view, view.describer, 3, 517, 40, True, DSZeRO.NONE)
+    assert FINISHED_SUMMARY not in inference_times(view, view.describer, 3, 517, 40, True, DSZeRO.NONE)
     logging.disable(logging.NOTSET)
     pipelined = setup[2].get("pp_size", 1) > 1  # pipeline hand-offs: never fused
     if pipelined:

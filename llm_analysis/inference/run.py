@@ -49,13 +49,10 @@ from .timing import (copy_groups, decode_phase, decode_time_without_cache, expos
 
 logger = logging.getLogger(__name__)
 FLOPS = FIELDS.index("flops")
-# the key of the cached times' entry where a calibrated inference() keeps the call's roofline
-# lower bound (facade_perf: computed once per calibrated model and shape, like the times)
-LOWER_BOUND = "lower_bound"
-# ... and where a call keeps its finished summary with the inputs it was computed from (the
-# analysis' configs and efficiency attributes, cost per GPU-hour; compared by identity first; the
-# times' cache entry is already per describer and cost model):
-# the same call again returns a copy of it instead of recomputing memory, summary and notes
+# the key of the cached times' entry where a call keeps its finished summary with the inputs it
+# was computed from (the analysis' configs and efficiency attributes, cost per GPU-hour; compared
+# by identity first; the times' cache entry is already per describer and cost model): the same
+# call again returns a copy of it instead of recomputing memory, summary, notes and bound
 FINISHED_SUMMARY = "finished_summary"
 
 
@@ -79,8 +76,7 @@ def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_
     """Prefill (time to first token) and the n - 1 decode steps, in seconds (the caller's copy)."""
     t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)
     t = dict(t, prefill_groups=copy_groups(t["prefill_groups"]), decode_groups=copy_groups(t["decode_groups"]))
-    t.pop(LOWER_BOUND, None)  # (what a calibrated inference() kept beside the times: not a time of this model)
-    t.pop(FINISHED_SUMMARY, None)  # (... and the summary a call kept)
+    t.pop(FINISHED_SUMMARY, None)  # (the summary a call kept beside the times: not a time)
     return t
 
 
