@@ -294,6 +294,9 @@ _FRAMEWORK = {
     "mcore-": dict(distributed_optimizer=True, grad_reduce_in_fp32=True),
     # Megatron-DeepSpeed bf16 (BLOOM): DeepSpeed's BF16_Optimizer accumulates gradients in fp32
     "bloom-": dict(grad_reduce_in_fp32=True),
+    # NVIDIA dgxc-benchmarking NeMo recipes (NeMo 24.x on Megatron-Core): the distributed optimizer
+    # (NeMo's distributed_fused_adam) and fp32 gradient reduction, as the Megatron-Core rows
+    "dgxc-": dict(distributed_optimizer=True, grad_reduce_in_fp32=True),
 }
 
 
@@ -353,7 +356,10 @@ def _megatron_style_setup(rec: dict) -> TrainingSetup:
         model = model_of(s, notes)
     else:
         model = tv._model(s, notes)
-    gpu = tv._gpu(s.get("gpu", "?"))
+    try:
+        gpu = tv._gpu(s.get("gpu", "?"))
+    except tv.Skip as e:  # a GPU the Megatron-era shapes table does not name (GB200 NVL72, ...)
+        raise Skip(str(e)) from e
     cp = s.get("cp", 1)
     tp = s.get("tp") or min(s["model_parallel_size"], 8)
     pp = s.get("pp") or s.get("model_parallel_size", tp) // tp
@@ -369,12 +375,14 @@ def _megatron_style_setup(rec: dict) -> TrainingSetup:
         raise Skip(f"tp*cp*pp*dp = {tp * cp * pp * dp} != num_gpus {n}")
     gbs = _global_batch(s, dp, notes)
     mb = s.get("micro_batch", 1) if (gbs // dp) % s.get("micro_batch", 1) == 0 else 1
-    sp = rec["id"].startswith("mcore-") or bool(s.get("sequence_parallel")) or "llama3" in rec["id"]
+    # NeMo recipes (dgxc-) switch sequence parallelism on whenever tp > 1
+    sp = (rec["id"].startswith(("mcore-", "dgxc-")) or bool(s.get("sequence_parallel"))
+          or "llama3" in rec["id"])
     par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, cp_size=cp, sp_size=tp if sp else 1,
                             **_llama3_stage_layers(rec["id"], model.num_layers, pp, notes))
     kw = dict(batch_size_per_gpu=mb, global_batch_size=gbs - gbs % (dp * mb), seq_len=s.get("seq_len", 2048),
               activation_recomputation=tv._recompute(s, rec["id"]), ds_zero=DSZeRO(s.get("zero_stage", 0)),
-              pipeline_interleave=s.get("interleaved_pipeline_stages", 1), layernorm_dtype_bytes=2)
+              pipeline_interleave=s.get("interleaved_pipeline_stages", s.get("vp", 1)), layernorm_dtype_bytes=2)
     if "llama3" in rec["id"]:
         # Llama 3 (arXiv 2407.21783 §3.3.2): FSDP sharding optimizer states and gradients (ZeRO-2)
         kw["ds_zero"] = DSZeRO.STAGE_2

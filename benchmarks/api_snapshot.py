@@ -32,7 +32,7 @@ def hub(d, name):
     try:
         from llm_analysis.hub.mapping import map_hf_config
     except ImportError:
-        from llm_analysis.hub_mapping import map_hf_config
+        from llm_analysis.hub.mapping import map_hf_config
     return map_hf_config(d, name=name, source="test", what=name, trust_remote_code=False, revision=None)
 
 

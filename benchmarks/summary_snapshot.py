@@ -12,7 +12,7 @@ logging.disable(logging.CRITICAL)
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                                  get_model_config_by_name, ModelConfig)
-from llm_analysis.hub_mapping import map_hf_config
+from llm_analysis.hub.mapping import map_hf_config
 
 def hub(d, name):
     return map_hf_config(d, name=name, source="test", what=name, trust_remote_code=False, revision=None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
-from llm_analysis.operators import LayerDescriber
+from llm_analysis.model import LayerDescriber
 
 
 class AdapterDescriber(LayerDescriber):

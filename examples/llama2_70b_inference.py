@@ -9,7 +9,7 @@ Prints our figures next to the sister tool's and the readable report.
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
-from llm_analysis.report import render
+from llm_analysis.report.render import render
 
 analysis = LLMAnalysis(get_model_config_by_name("upstage_Llama-2-70b-instruct-v2"),
                        get_gpu_config_by_name("a100-sxm-40gb"), get_dtype_config_by_name("w16a16e16"),

@@ -8,21 +8,21 @@ from __future__ import annotations
 if __name__ == "__main__":
     # `python -m llm_analysis.analysis`: hand over to the CLI at once, so this file
     # is not executed twice (once as __main__, once as the module the CLI imports)
-    from llm_analysis.cli import main as _main
+    from llm_analysis.cli.commands import main as _main
     raise SystemExit(_main())
 
-from .config import (DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig,  # noqa: F401,E402 (re-exported)
+from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig,  # noqa: F401,E402 (re-exported)
                      get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name)
-from .facade import LLMAnalysis  # noqa: F401,E402
-from .options import ActivationRecomputation, DSZeRO  # noqa: F401,E402
-from .options import as_enum as _enum, efficiency as _efficiency, positive_int as _positive_int  # noqa: F401,E402
-from .utils import _latency_to_string, _num_to_string, within_range  # noqa: F401,E402 (re-exported)
+from llm_analysis.facade import LLMAnalysis  # noqa: F401,E402
+from llm_analysis.schema.options import ActivationRecomputation, DSZeRO  # noqa: F401,E402
+from llm_analysis.schema.options import as_enum as _enum, efficiency as _efficiency, positive_int as _positive_int  # noqa: F401,E402
+from llm_analysis.utils import _latency_to_string, _num_to_string, within_range  # noqa: F401,E402 (re-exported)
 
 def __getattr__(name: str):
     """`infer` and `train` live in cli.py (with their full signatures for `fire`);
     resolved lazily because cli.py builds on the classes above (PEP 562)."""
     if name in ("infer", "train"):
-        from . import cli
+        import llm_analysis.cli.commands as cli
         return getattr(cli, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

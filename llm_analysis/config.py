@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from .catalogue import (  # noqa: F401 (re-exported)
+from llm_analysis.catalogue.lookup import (  # noqa: F401 (re-exported)
     DTYPE_CONFIGS_DIR, GPU_CONFIGS_DIR, MODEL_CONFIGS_DIR, PACKAGE_DIR, Catalogue, dtype_configs,
     dump_dtype_config_by_name, dump_gpu_config_by_name, get_dtype_config_by_name,
     get_gpu_config_by_name, gpu_configs, hub_id_to_catalogue_name, list_dtype_configs,
     list_gpu_configs, list_model_configs, model_configs)
-from .model_lookup import (  # noqa: F401 (re-exported)
+from llm_analysis.catalogue.model_lookup import (  # noqa: F401 (re-exported)
     dump_model_config_by_name, get_model_config_by_name, get_model_config_from_hf)
-from .schema import (  # noqa: F401 (re-exported)
+from llm_analysis.schema.configs import (  # noqa: F401 (re-exported)
     AttentionLayerType, DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig, build_config,
     load_config_file)
 
@@ -66,7 +66,7 @@ class _ConfigCLI:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from .cli_support import run_fire
+    from llm_analysis.cli.fire_runner import run_fire
     return run_fire(_ConfigCLI, argv, prog="llm_analysis.config")
 
 

@@ -12,23 +12,27 @@ import logging
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from .config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
-from .constant import BYTES_FP32
-from .cost import CostModel, RooflineCostModel
-from .cost.calibrated import resolve_perf_model
-from .cost.profiles import Profile
-from . import facade_perf as _perf
-from .errors import ConfigError
-from .facade_conventions import ConventionsMixin
-from .facade_output import SummaryOutput
-from .facade_updates import ConfigUpdates
-from .operators import LayerDescriber, Operator
-from .precision import check_dtype_supported
-from .cost.roofline import check_achieved_rates
-from .options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer, keep_number
-from .views import activations as _act, flops as _flops, latency as _lat, memory as _mem, params as _params
-from .views import state as _state
-from .views.phases import make_phase
+from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+from llm_analysis.units import BYTES_FP32
+from llm_analysis.cost import CostModel, RooflineCostModel
+from llm_analysis.cost.calibrated import resolve_perf_model
+from llm_analysis.cost.profiles import Profile
+import llm_analysis.cost.choice as _perf
+from llm_analysis.errors import ConfigError
+from llm_analysis.model.conventions import ConventionsMixin
+from llm_analysis.facade_output import SummaryOutput
+from llm_analysis.facade_updates import ConfigUpdates
+from llm_analysis.model import LayerDescriber, Operator
+from llm_analysis.cost.precision import check_dtype_supported
+from llm_analysis.cost.roofline import check_achieved_rates
+from llm_analysis.schema.options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer, keep_number
+import llm_analysis.quantities.activations as _act
+import llm_analysis.quantities.flops as _flops
+import llm_analysis.quantities.latency as _lat
+import llm_analysis.quantities.memory as _mem
+import llm_analysis.quantities.params as _params
+import llm_analysis.quantities.state as _state
+from llm_analysis.quantities.phases import make_phase
 
 logger = logging.getLogger(__name__)
 
@@ -487,7 +491,7 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
                                                           batch_size_per_gpu: Optional[int] = None,
                                                           gradient_accumulation_steps: Optional[int] = None,
                                                           global_batch_size: Optional[int] = None) -> tuple:
-        from .training import config_batch_size_and_gradient_accumulation_steps
+        from llm_analysis.training import config_batch_size_and_gradient_accumulation_steps
         return config_batch_size_and_gradient_accumulation_steps(
             self.parallelism_config.dp_size, max_batch_size_per_gpu, batch_size_per_gpu,
             gradient_accumulation_steps, global_batch_size)

@@ -18,14 +18,14 @@ class SummaryOutput:
                 f"-ep{p.ep_size}-hbme{round(self.hbm_memory_efficiency, 2)}")
 
     def print_config(self, name: str = "Training Configs") -> None:
-        from .report import format_configs
+        from llm_analysis.report.render import format_configs
         logger.info(format_configs(self, name))
 
     def get_readable_summary_dict(self, summary_dict: dict, title: str = "Summary") -> str:
-        from .report import readable_summary
+        from llm_analysis.report.render import readable_summary
         return readable_summary(summary_dict, title)
 
     def output_summary_dict(self, summary_dict: dict, output_dir: str, print_human_readable: bool = True,
                             output_file_suffix: str = "") -> str:
-        from .report import write_summary_files
+        from llm_analysis.report.render import write_summary_files
         return write_summary_files(self, summary_dict, output_dir, print_human_readable, output_file_suffix)

@@ -3,8 +3,8 @@ one input and drops everything derived from it (`_reset`)."""
 
 from __future__ import annotations
 
-from .config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
-from .options import efficiency as _efficiency
+from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+from llm_analysis.schema.options import efficiency as _efficiency
 
 
 class ConfigUpdates:

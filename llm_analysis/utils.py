@@ -54,7 +54,7 @@ def load_json_object(path, what: str, error_cls=None) -> dict:
     """
     import json
 
-    from .errors import ConfigError
+    from llm_analysis.errors import ConfigError
 
     error_cls = error_cls or ConfigError
     try:

@@ -1,4 +1,4 @@
-"""Import every model type of tests/data/architecture_truth.json through the loopback
+"""Import every model type of tests/data/architecture_truth.json.gz through the loopback
 Hub and report: how many are exact / refused / silently wrong, and for the silently
 wrong ones the likely causes (from the per-module parameter breakdown).
 

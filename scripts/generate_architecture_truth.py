@@ -1,4 +1,4 @@
-"""Regenerate tests/data/architecture_truth.json from the installed transformers.
+"""Regenerate tests/data/architecture_truth.json.gz from the installed transformers.
 
 For every model type with a causal-LM or masked-LM auto class, the default config
 (`AutoConfig.for_model(model_type)`; multimodal: its text config) is built on the
@@ -19,6 +19,7 @@ worker continues with the next type.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "tests" / "data" / "architecture_truth.json"
+DEFAULT_OUT = ROOT / "tests" / "data" / "architecture_truth.json.gz"
 sys.path.insert(0, str(ROOT))
 
 
@@ -154,7 +155,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error(f"not causal/masked-LM model types of transformers {transformers.__version__}: "
                  f"{unknown}")
     out = Path(args.out)
-    doc = json.loads(out.read_text()) if args.types and out.exists() else {"types": {}}
+    doc = json.loads(gzip.decompress(out.read_bytes())) if args.types and out.exists() else {"types": {}}
     results = generate(wanted, args.timeout)
     for mt, res in results.items():
         res["task"] = res.get("task") or tasks[mt]
@@ -163,7 +164,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                phase={"batch_size": 1, "seq_len": 16})
     doc["types"] = dict(sorted({**doc["types"], **results}.items()))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=None, separators=(",", ":"), sort_keys=False) + "\n")
+    out.write_bytes(gzip.compress((json.dumps(doc, indent=None, separators=(",", ":"), sort_keys=False) + "\n").encode(), 9))
     counts: Dict[str, int] = {}
     for res in doc["types"].values():
         counts[res["status"]] = counts.get(res["status"], 0) + 1

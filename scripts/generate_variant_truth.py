@@ -1,7 +1,7 @@
 """Regenerate tests/data/variant_truth.json.gz: the reference figures of VARIED configs.
 
 For every model type whose default config the table path (no [exact] extra) imports
-exactly (tests/architecture_coverage.py over tests/data/architecture_truth.json), the
+exactly (tests/architecture_coverage.py over tests/data/architecture_truth.json.gz), the
 variants of scripts/architecture_variants.py are derived from that default config,
 each is built on the meta device by the real transformers model, and its parameters
 (per module) and the FLOPs of one prefill (batch 1, 16 tokens, FlopCounterMode) are

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_analysis import analysis as analysis_module
+import llm_analysis.analysis as analysis_module
 from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
 from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
 from llm_analysis.utils import _latency_to_string, _num_to_string, within_range

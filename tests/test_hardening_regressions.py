@@ -226,7 +226,7 @@ def test_identical_layers_cost_o1_to_analyse(pattern):
 def test_layer_groups_match_a_walk_over_every_layer(pattern, n, pp):
     """The closed-form counts per kind (whole model and per pipeline stage) equal
     counting the layers one by one, in the same first-appearance order."""
-    from llm_analysis.operators import layer_groups, layer_kinds, stage_layer_groups
+    from llm_analysis.model import layer_groups, layer_kinds, stage_layer_groups
     if pp > n:
         pytest.skip("more stages than layers")
     cfg = _patterned(n, pattern)
@@ -365,7 +365,7 @@ def test_invalid_rope_scaling_refused(bad):
 
 # ------------------------------------------------------------------- CLI cases
 def run_cli(capsys, *argv):
-    from llm_analysis import cli
+    import llm_analysis.cli.commands as cli
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err

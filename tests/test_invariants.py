@@ -140,7 +140,7 @@ def test_decode_step_never_cheaper_with_longer_context(s, extra):
 
 
 def _phase(batch, context):
-    from llm_analysis.operators import Phase
+    from llm_analysis.model import Phase
     return Phase("decode", batch, 1, context)
 
 

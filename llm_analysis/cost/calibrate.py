@@ -31,8 +31,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
-from .profiles import PARAMETERS, Profile
+from llm_analysis.errors import ConfigError
+from llm_analysis.cost.profiles import PARAMETERS, Profile
 
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 RATE_UNITS = ("tokens/s",)

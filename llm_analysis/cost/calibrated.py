@@ -50,17 +50,17 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional, Tuple
 
-from ..config import DtypeConfig, GPUConfig, ParallelismConfig
-from ..constant import GB
-from ..errors import ConfigError
-from . import calibrated_programs
-from .calibrated_table import calibrated_table_splits, kernel_plan
-from .gemm import LAUNCH_MODES, GemmShape
-from .model import CostModel
-from .links import group_stride
-from .nccl import collective_timer as nccl_timer
-from .nccl import fabric_from_gpu_config, ring_code
-from .profiles import Profile, check_profile_matches_gpu
+from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
+from llm_analysis.units import GB
+from llm_analysis.errors import ConfigError
+import llm_analysis.cost.calibrated_programs as calibrated_programs
+from llm_analysis.cost.calibrated_table import calibrated_table_splits, kernel_plan
+from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape
+from llm_analysis.cost.model import CostModel
+from llm_analysis.cost.links import group_stride
+from llm_analysis.cost.nccl import collective_timer as nccl_timer
+from llm_analysis.cost.nccl import fabric_from_gpu_config, ring_code
+from llm_analysis.cost.profiles import Profile, check_profile_matches_gpu
 
 
 def _is_fp8(dtype: DtypeConfig) -> bool:
@@ -283,7 +283,7 @@ def resolve_perf_model(perf_model, gpu: GPUConfig) -> Optional[Profile]:
     path to a profile JSON (e.g. saved by `llm_analysis.calibrate`); or a
     `Profile`. A profile for another GPU is refused, naming its field.
     """
-    from .profiles import generation_of, load_profile, profile_for_gpu
+    from llm_analysis.cost.profiles import generation_of, load_profile, profile_for_gpu
     if isinstance(check_perf_model(perf_model), Profile):
         profile = perf_model
     elif perf_model == "roofline":

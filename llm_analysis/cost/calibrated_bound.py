@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from ..operators.phase_table import FIELDS, PhaseTable
-from ..operators.table_code import compile_function, figure_expr
-from ..phase_programs import _collective_expr, _slots, x_free
-from ..timing import GroupTimes, table_splits, table_time_s
-from .affine import sum_max_affine
+from llm_analysis.model.phase_table import FIELDS, PhaseTable
+from llm_analysis.model.table_code import compile_function, figure_expr
+from llm_analysis.cost.phase_programs import _collective_expr, _slots, x_free
+from llm_analysis.quantities.group_times import GroupTimes, table_splits, table_time_s
+from llm_analysis.cost.affine import sum_max_affine
 
 FLOPS_PER_GPU, BYTES_PER_GPU, COMM_BYTES = (FIELDS.index(f) for f in (
     "flops_per_gpu", "bytes_per_gpu", "comm_bytes_per_gpu"))

@@ -33,15 +33,15 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Tuple
 
-from ..operators.phase_table import FIELDS, PhaseTable
-from ..operators.table_code import compile_function, figure_expr
-from ..phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_return, _init, _slots,
+from llm_analysis.model.phase_table import FIELDS, PhaseTable
+from llm_analysis.model.table_code import compile_function, figure_expr
+from llm_analysis.cost.phase_programs import (SUMS, X_FREE_FIELDS, _collective_expr, _group_return, _init, _slots,
                               _train_stage_program, _zero, x_free)
-from .affine import sum_max_affine
-from .calibrated_table import kernel_plan
-from .links import ring_terms
-from .calibrated_steady import group_lines, steady_call
-from .program_reuse import reuse_lines
+from llm_analysis.cost.affine import sum_max_affine
+from llm_analysis.cost.calibrated_table import kernel_plan
+from llm_analysis.cost.links import ring_terms
+from llm_analysis.cost.calibrated_steady import group_lines, steady_call
+from llm_analysis.cost.program_reuse import reuse_lines
 
 FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, KV_BYTES = (FIELDS.index(f) for f in (
     "flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "kv_cache_bytes_read_per_gpu"))

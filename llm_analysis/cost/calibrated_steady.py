@@ -14,9 +14,9 @@ import ast
 import re
 from typing import Dict, List, Sequence, Set, Tuple
 
-from ..operators.table_code import compile_function
-from ..phase_programs import SUMS
-from .program_reuse import NAME, rename, reuse_lines, stored_names
+from llm_analysis.model.table_code import compile_function
+from llm_analysis.cost.phase_programs import SUMS
+from llm_analysis.cost.program_reuse import NAME, rename, reuse_lines, stored_names
 
 # (b, n) -> the steady part of a decode program (`steady_call`); cleared when this full
 STEADY_MEMO_LIMIT = 1024  # (an entry holds ~2 kB: a few tens of floats)

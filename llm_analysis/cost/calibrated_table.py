@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ..operators.phase_table import FIELDS, PhaseTable
+from llm_analysis.model.phase_table import FIELDS, PhaseTable
 
 KV = FIELDS.index("kv_cache_bytes_read_per_gpu")
 _DIMS_TOL = 1e-9
@@ -58,7 +58,7 @@ def calibrated_table_splits(cm, table: PhaseTable, batch: int, x: float) -> List
     plan = kernel_plan(table)
     keys = table.memo.get("group_keys")
     if keys is None:
-        from ..timing import group_key
+        from llm_analysis.quantities.group_times import group_key
         keys = table.memo["group_keys"] = [group_key(op) for op in table.ops]
     flops, bytes_, kv = table.evaluate(batch, x, 0), table.evaluate(batch, x, 1), table.evaluate(batch, x, KV)
     collective, split, comm = cm.collective_s, cm.op_kernel_split_s, None

@@ -22,9 +22,9 @@ vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps.
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from .gemm_buckets import bucket_levels, tile_winner, wave_fill
-from .profiles import Profile
+from llm_analysis.errors import ConfigError
+from llm_analysis.cost.gemm_buckets import bucket_levels, tile_winner, wave_fill
+from llm_analysis.cost.profiles import Profile
 
 LAUNCH_MODES = ("graph", "eager")
 

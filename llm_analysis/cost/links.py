@@ -36,8 +36,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config import GPUConfig
-from ..constant import GB
+from llm_analysis.config import GPUConfig
+from llm_analysis.units import GB
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ..config import DtypeConfig, GPUConfig, ParallelismConfig
-from ..constant import GB, TFLOPS
-from .affine import sum_max_affine
-from .links import Link, collective_time_s, group_stride, link_for_group
-from .roofline import Roofline, peak_tflops_for_dtype
+from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
+from llm_analysis.units import GB, TFLOPS
+from llm_analysis.cost.affine import sum_max_affine
+from llm_analysis.cost.links import Link, collective_time_s, group_stride, link_for_group
+from llm_analysis.cost.roofline import Roofline, peak_tflops_for_dtype
 
 Split = Tuple[float, float, float]  # (compute_s, memory_s, communication_s)
 BOUNDS = ("compute", "memory", "communication")

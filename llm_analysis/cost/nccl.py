@@ -33,9 +33,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from ..constant import GB
-from ..errors import ConfigError
-from .profiles import Profile
+from llm_analysis.units import GB
+from llm_analysis.errors import ConfigError
+from llm_analysis.cost.profiles import Profile
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
 

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import ConfigError
+from llm_analysis.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DtypeConfig, GPUConfig
-from ..constant import GB, TFLOPS
-from ..precision import matmul_peak_tflops
+from llm_analysis.config import DtypeConfig, GPUConfig
+from llm_analysis.units import GB, TFLOPS
+from llm_analysis.cost.precision import matmul_peak_tflops
 
 
 def peak_tflops_for_dtype(gpu: GPUConfig, dtype: DtypeConfig) -> float:
     """The dense tensor-core peak a matmul of this dtype runs at (rules, FP4 and the
-    refusals of unsupported types: `llm_analysis.precision`)."""
+    refusals of unsupported types: `llm_analysis.cost.precision`)."""
     return matmul_peak_tflops(gpu, dtype)
 
 
@@ -48,7 +48,7 @@ class Roofline:
 def check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs) -> None:
     """An achieved rate is finite, positive and at most the GPU's peak (an MFU
     above 1 is impossible)."""
-    from ..options import number
+    from llm_analysis.schema.options import number
     peak_tflops = peak_tflops_for_dtype(gpu_config, dtype_config)
     if achieved_tflops is not None:
         number(achieved_tflops, "achieved_tflops", 0.0, peak_tflops,

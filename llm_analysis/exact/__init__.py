@@ -17,7 +17,7 @@ module tree (derive.py), verifies it exactly (derive_check.py), caches it, and
 returns an LLMAnalysis that runs torch-free from the cached description.
 """
 
-from .entry import analysis_from_hf, exact_analysis_class
-from .verify import verify_hf_config
+from llm_analysis.exact.entry import analysis_from_hf, exact_analysis_class
+from llm_analysis.exact.verify import verify_hf_config
 
 __all__ = ["analysis_from_hf", "exact_analysis_class", "verify_hf_config"]

@@ -54,9 +54,9 @@ def _version(dist: str) -> str:
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # paths relative to the package; a directory stands for its *.py files, recursively
-DERIVED_SOURCES = ("exact", "operators", "views/params.py", "views/flops.py", "views/phases.py",
-                   "facade.py", "facade_conventions.py", "model_schema.py", "schema_*.py", "options.py")
-MAPPED_SOURCES = DERIVED_SOURCES + ("hf_import.py", "hub_*.py", "schema.py", "config.py")
+DERIVED_SOURCES = ("exact", "model", "quantities/params.py", "quantities/flops.py", "quantities/phases.py",
+                   "facade.py", "schema")
+MAPPED_SOURCES = DERIVED_SOURCES + ("hub", "config.py")
 _fingerprints: Dict[Tuple[str, ...], str] = {}
 
 

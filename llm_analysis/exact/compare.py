@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List
 
-from .module_tree import main_stack, numel
+from llm_analysis.exact.module_tree import main_stack, numel
 
 # engine groups (Operator.group) as parts of the real model
 _ENGINE_PARTS = {"embedding": "outside", "lm_head": "outside", "attention": "attention",

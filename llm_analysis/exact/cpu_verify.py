@@ -49,7 +49,7 @@ def cpu_model(class_name: str, cfg: Any) -> Any:
     import torch
     import transformers
 
-    from ..hub_source import quiet_transformers
+    from llm_analysis.hub.source import quiet_transformers
     cls = getattr(transformers, class_name)
     torch.manual_seed(CPU_SEED)
     with quiet_transformers(), torch.device("cpu"):
@@ -72,7 +72,7 @@ def cpu_models(models: Any, reason: Optional[str]) -> Tuple[Optional[Any], str]:
 def cpu_probe(models: Any, reason: Optional[str], batch: int, seq_len: int) -> Tuple[Optional[Any], Any, str]:
     """(probe, CPU models, "") from a CPU run when the meta run failed with `reason`;
     (None, None, why not) otherwise."""
-    from .probe import run_probe
+    from llm_analysis.exact.probe import run_probe
     cpu, why = cpu_models(models, reason)
     if cpu is None:
         return None, None, why
@@ -86,7 +86,7 @@ def cpu_prefill_flops(class_name: str, cfg: Any, meta_model: Any, reason: Option
                       seq_len: int) -> Tuple[Optional[Any], Optional[str]]:
     """flops.prefill_flops of the CPU twin of `meta_model` when its meta run failed with
     `reason` and it is small enough; else (None, `reason` with why the CPU did not help)."""
-    from .flops import prefill_flops
+    from llm_analysis.exact.flops import prefill_flops
     if not needs_values(reason):
         return None, reason
     why = too_large(meta_model)

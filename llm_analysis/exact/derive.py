@@ -37,23 +37,23 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import UnsupportedArchitectureError
-from .derive_chunks import chunk_core_spec, chunk_window, chunked_input_limit, is_padded, pad_multiple
-from .derive_lengths import full_attention_path
-from .derive_streams import ngram_stream_limits, stream_decoder, stream_rows
-from .derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
+from llm_analysis.errors import UnsupportedArchitectureError
+from llm_analysis.exact.derive_chunks import chunk_core_spec, chunk_window, chunked_input_limit, is_padded, pad_multiple
+from llm_analysis.exact.derive_lengths import full_attention_path
+from llm_analysis.exact.derive_streams import ngram_stream_limits, stream_decoder, stream_rows
+from llm_analysis.exact.derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
                            is_embedding, num_experts, rows_per_token, token_source, top_k)
-from .derive_mixers import mixer_specs
-from .derive_sites import FIT_SEQ_LEN, attention_sites, core_helper_children, layer_calls, same_length_conv_rows
-from .derive_specs import attention_spec, module_specs, new_params, row_flops_spec
-from .diagnose import MIXER_PARAMS as _MIXER
-from .derive_prefix import is_prefixed, prefix_rows
-from .derive_pooling import pooled_kinds, pooled_model
-from .derive_latents import fixed_source, latent_model, latent_sites
-from .derive_refusals import dense_experts, dense_experts_reason, missing_top_k
-from .derive_compressed import compressed_attention, eager_keys
-from .derive_dense_experts import mark_dense
-from .derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
+from llm_analysis.exact.derive_mixers import mixer_specs
+from llm_analysis.exact.derive_sites import FIT_SEQ_LEN, attention_sites, core_helper_children, layer_calls, same_length_conv_rows
+from llm_analysis.exact.derive_specs import attention_spec, module_specs, new_params, row_flops_spec
+from llm_analysis.exact.diagnose import MIXER_PARAMS as _MIXER
+from llm_analysis.exact.derive_prefix import is_prefixed, prefix_rows
+from llm_analysis.exact.derive_pooling import pooled_kinds, pooled_model
+from llm_analysis.exact.derive_latents import fixed_source, latent_model, latent_sites
+from llm_analysis.exact.derive_refusals import dense_experts, dense_experts_reason, missing_top_k
+from llm_analysis.exact.derive_compressed import compressed_attention, eager_keys
+from llm_analysis.exact.derive_dense_experts import mark_dense
+from llm_analysis.exact.derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 
 FORMAT_VERSION = 1
 PROBE_BATCH = 2  # two sequences, so that "one row per sequence" differs from "one per token"
@@ -109,7 +109,7 @@ class _Walk:
         its eager core: with the probe, it separates work per query-key pair from work per
         token; the long probe then checks the split at another length."""
         if self.fit_probe is None:
-            from .probe import run_probe
+            from llm_analysis.exact.probe import run_probe
             self.fit_probe, _ = run_probe(self.lm, 1, FIT_SEQ_LEN)
         if self.fit_probe is None:
             return 1, FIT_SEQ_LEN, -1
@@ -354,7 +354,7 @@ def _prefix_tokens(lm: Any, probe: Any, first_layer: str) -> int:
     layer sees a constant P more rows per sequence than the probe has tokens, at the
     probe's length and at 8 tokens more (several rows per token, hyper-connection
     streams, grow with the length instead)."""
-    from .probe import run_probe
+    from llm_analysis.exact.probe import run_probe
     prefix = prefix_rows(probe.tokens.get(first_layer, []), probe.batch, probe.seq_len)
     if not prefix:
         return 0
@@ -404,7 +404,7 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
     UnsupportedArchitectureError (transformers cannot build or run it on meta tensors,
     or the description does not match its parameters and FLOPs exactly). Any other
     failure of the model code or of the reading is a refusal too, never a number."""
-    from .derive_check import verify_description
+    from llm_analysis.exact.derive_check import verify_description
     hf_config, max_input_len = full_attention_path(hf_config)
     try:
         models, probe = _built_and_probed(hf_config, name)
@@ -426,8 +426,8 @@ def _long_probe(models: Any, desc: Dict[str, Any], name: str) -> Dict[str, int]:
     """FLOPs of one longer prefill, so that verification also catches behaviour that
     changes with the length (block-sparse attention past a threshold, padding to a
     window): the description must match both."""
-    from .flops import model_device
-    from .probe import run_probe
+    from llm_analysis.exact.flops import model_device
+    from llm_analysis.exact.probe import run_probe
     seq_len = min(LONG_PROBE_SEQ_LEN, desc.get("max_seq_len") or LONG_PROBE_SEQ_LEN,
                   desc.get("max_input_len") or LONG_PROBE_SEQ_LEN)
     probe, reason = run_probe(models.lm, 1, seq_len)
@@ -441,8 +441,8 @@ def _long_probe(models: Any, desc: Dict[str, Any], name: str) -> Dict[str, int]:
 def _built_and_probed(hf_config: Any, name: str):
     """The meta model and its probe. bf16 first (fused-expert kernels need it), float32
     when the model's own code insists on it."""
-    from .meta_model import build_meta_models
-    from .probe import run_probe
+    from llm_analysis.exact.meta_model import build_meta_models
+    from llm_analysis.exact.probe import run_probe
     reason = ""
     for dtype in ("bfloat16", "float32"):
         models = build_meta_models(hf_config, with_base=False, dtype=dtype)
@@ -451,7 +451,7 @@ def _built_and_probed(hf_config: Any, name: str):
             return models, probe
         if "bfloat16" not in reason.lower():
             break
-    from .cpu_verify import cpu_probe
+    from llm_analysis.exact.cpu_verify import cpu_probe
     probe, cpu, not_cpu = cpu_probe(models, reason, PROBE_BATCH, PROBE_SEQ_LEN)  # a small model runs for real
     if probe is not None:
         return cpu, probe

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
-from .derive_mixer_parts import elementwise_specs, mixer_spec
-from .derive_roles import block_group
+from llm_analysis.exact.derive_mixer_parts import elementwise_specs, mixer_spec
+from llm_analysis.exact.derive_roles import block_group
 
 
 def _blocks_before(layer_index: int, per_block: int) -> int:

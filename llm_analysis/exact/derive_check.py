@@ -15,20 +15,20 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..errors import UnsupportedArchitectureError
-from ..operators import Phase
-from .derive_chunks import pad_of, padded_phase
-from .derive_dense_experts import eager_extra_flops, spec_extra_flops
-from .derive_prefix import prefix_of, prefixed_phase
+from llm_analysis.errors import UnsupportedArchitectureError
+from llm_analysis.model import Phase
+from llm_analysis.exact.derive_chunks import pad_of, padded_phase
+from llm_analysis.exact.derive_dense_experts import eager_extra_flops, spec_extra_flops
+from llm_analysis.exact.derive_prefix import prefix_of, prefixed_phase
 
 _GPU = "a100-sxm-80gb"  # any GPU: parameters and FLOPs do not depend on it
 
 
 def build_analysis(desc: Dict[str, Any], name: str, gpu_config: Any = None, **kwargs: Any) -> Any:
     """An LLMAnalysis whose describer is the description's."""
-    from ..config import get_gpu_config_by_name
-    from .exact_analysis import analysis_class
-    from .tree_model import model_config_for
+    from llm_analysis.config import get_gpu_config_by_name
+    from llm_analysis.exact.exact_analysis import analysis_class
+    from llm_analysis.exact.tree_model import model_config_for
     return analysis_class(desc)(model_config_for(desc, name), gpu_config or get_gpu_config_by_name(_GPU), **kwargs)
 
 
@@ -80,7 +80,7 @@ def module_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
 
 
 def total_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
-    from .compare import engine_matmul_flops
+    from llm_analysis.exact.compare import engine_matmul_flops
     probe = desc["probe"]
     out = []
     params = int(analysis.get_num_params_total())

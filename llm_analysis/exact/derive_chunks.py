@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import UnsupportedArchitectureError
+from llm_analysis.errors import UnsupportedArchitectureError
 
 
 def chunk_window(module: Any) -> Optional[int]:

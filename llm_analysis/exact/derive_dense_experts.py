@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from .derive_prefix import prefix_of
+from llm_analysis.exact.derive_prefix import prefix_of
 
 EAGER_EXPERTS = "eager_experts"  # spec field: E, the experts transformers runs every token through
 

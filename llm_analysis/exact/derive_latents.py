@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..errors import UnsupportedArchitectureError
+from llm_analysis.errors import UnsupportedArchitectureError
 
 
 @dataclass
@@ -71,7 +71,7 @@ def latent_model(lm: Any, cfg: Any, probe: Any, stack_layers: List[str]) -> Opti
     """The latent layers of a model whose config declares a latent array, else None."""
     if not all(isinstance(getattr(cfg, k, None), int) for k in ("num_latents", "d_latents")):
         return None
-    from .probe import run_probe
+    from llm_analysis.exact.probe import run_probe
     other, why = run_probe(lm, probe.batch, probe.seq_len + 8)
     if other is None:
         raise UnsupportedArchitectureError(f"{type(lm).__name__}: a second length does not run on meta tensors ({why})")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, Optional, Tuple
 
-from ..errors import UnsupportedArchitectureError
+from llm_analysis.errors import UnsupportedArchitectureError
 
 
 def _get(cfg: Any, key: str) -> Any:

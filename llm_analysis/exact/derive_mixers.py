@@ -42,14 +42,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
-from .derive_compressed import scorer_specs
-from .derive_mixer_parts import elementwise_specs as _elementwise
-from .derive_mixer_parts import mixer_spec as _spec
-from .derive_mixer_parts import state_spec as _state
-from .derive_block_residuals import HANDLERS as _DEPTH_HANDLERS
-from .derive_mlstm import HANDLERS as _MLSTM_HANDLERS
-from .derive_sconv_sites import HANDLERS as _SCONV_HANDLERS
-from .derive_zaya import zaya_specs
+from llm_analysis.exact.derive_compressed import scorer_specs
+from llm_analysis.exact.derive_mixer_parts import elementwise_specs as _elementwise
+from llm_analysis.exact.derive_mixer_parts import mixer_spec as _spec
+from llm_analysis.exact.derive_mixer_parts import state_spec as _state
+from llm_analysis.exact.derive_block_residuals import HANDLERS as _DEPTH_HANDLERS
+from llm_analysis.exact.derive_mlstm import HANDLERS as _MLSTM_HANDLERS
+from llm_analysis.exact.derive_sconv_sites import HANDLERS as _SCONV_HANDLERS
+from llm_analysis.exact.derive_zaya import zaya_specs
 
 _RWKV = "RWKV arXiv 2305.13048"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
-from .derive_mixer_parts import elementwise_specs, state_spec
+from llm_analysis.exact.derive_mixer_parts import elementwise_specs, state_spec
 
 _PAPER = "xLSTM mLSTM arXiv 2405.04517 (chunkwise form arXiv 2503.14376)"
 _NATIVE = {"chunkwise_kernel_fn": "mlstm_chunkwise_native_autograd",

@@ -26,10 +26,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import UnsupportedArchitectureError
-from .derive_roles import assign_tp_roles, block_group
-from .derive_specs import module_specs, new_params
-from .tree_pooling import stage_rows
+from llm_analysis.errors import UnsupportedArchitectureError
+from llm_analysis.exact.derive_roles import assign_tp_roles, block_group
+from llm_analysis.exact.derive_specs import module_specs, new_params
+from llm_analysis.exact.tree_pooling import stage_rows
 
 _OPTIONS = ("separate_cls", "truncate_seq", "pool_q_only")
 _LINEAR_OPS = ("linear", "conv")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from .derive_roles import _TOPK_KEYS, num_experts, rows_per_token, top_k
+from llm_analysis.exact.derive_roles import _TOPK_KEYS, num_experts, rows_per_token, top_k
 
 
 def missing_top_k(cfg: Any) -> Optional[str]:

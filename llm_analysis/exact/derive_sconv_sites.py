@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
-from .derive_mixer_parts import elementwise_specs, state_spec
-from .derive_roles import block_group
+from llm_analysis.exact.derive_mixer_parts import elementwise_specs, state_spec
+from llm_analysis.exact.derive_roles import block_group
 
 _SOURCE = "short causal convolution of transformers' Inkling / Inkling2"
 

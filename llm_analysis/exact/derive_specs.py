@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set
 
-from .chunked_attention import chunk_size
-from .derive_compressed import core_fields
-from .derive_sites import grouped_linear_spec
-from .derive_roles import (config_int, expert_role, expert_shape, is_conv1d, is_embedding, is_norm,
+from llm_analysis.exact.chunked_attention import chunk_size
+from llm_analysis.exact.derive_compressed import core_fields
+from llm_analysis.exact.derive_sites import grouped_linear_spec
+from llm_analysis.exact.derive_roles import (config_int, expert_role, expert_shape, is_conv1d, is_embedding, is_norm,
                            linear_shape, numel)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from .module_tree import breakdown, main_stack
+from llm_analysis.exact.module_tree import breakdown, main_stack
 
 
 def layer_stacks(lm: Any, calls: Dict[str, int]) -> List[str]:
@@ -59,8 +59,8 @@ def forward_only_layers(lm: Any, layers: List[str], batch: int = 1, seq_len: int
     gradients enabled (meta tensors: no arithmetic, no memory)."""
     import torch
 
-    from .flops import forward_only
-    from .probe import _masks_built_without_reading_values
+    from llm_analysis.exact.flops import forward_only
+    from llm_analysis.exact.probe import _masks_built_without_reading_values
     grad: List[bool] = []
     handles = [lm.get_submodule(p).register_forward_pre_hook(lambda *_: grad.append(torch.is_grad_enabled()))
                for p in layers]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List
 
-from .compare import layer_group, truth_parts
-from .module_tree import main_stack
+from llm_analysis.exact.compare import layer_group, truth_parts
+from llm_analysis.exact.module_tree import main_stack
 
 MIXER_PARAMS = re.compile(r"A_log|conv1d|(^|\.)conv\.|short_conv|dt_proj|x_proj|linear_attn|mlstm|slstm|"
                     r"time_decay|time_mix|recurrent|rg_lru|(^|\.)mamba|ssm", re.IGNORECASE)

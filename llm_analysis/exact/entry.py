@@ -20,10 +20,10 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, Optional, Tuple
 
-from ..config import DtypeConfig, ParallelismConfig
-from ..errors import ConfigError, UnsupportedArchitectureError
-from . import cache
-from .known_limits import explained
+from llm_analysis.config import DtypeConfig, ParallelismConfig
+from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
+import llm_analysis.exact.cache as cache
+from llm_analysis.exact.known_limits import explained
 
 _KIND = "module-tree description"
 
@@ -32,7 +32,7 @@ def load_hf_config(model: Any, revision: Optional[str] = None) -> Tuple[Dict[str
     """(config.json dict, model id or None) for a dict, or a name resolved as every other
     command resolves it (`model_lookup.hf_config_by_name`: catalogue name, config.json
     path, local directory or Hub id)."""
-    from ..model_lookup import hf_config_by_name
+    from llm_analysis.catalogue.model_lookup import hf_config_by_name
     if isinstance(model, dict):
         return copy.deepcopy(model), None
     if not isinstance(model, str) or not model:
@@ -57,7 +57,7 @@ def description_for(hf_config: Dict[str, Any], model_id: Optional[str] = None, r
 
 def _derive_record(hf_config: Dict[str, Any], name: str) -> Dict[str, Any]:
     try:
-        from .derive import derive_description  # imports torch and transformers
+        from llm_analysis.exact.derive import derive_description  # imports torch and transformers
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise UnsupportedArchitectureError(
             f"the exact path needs torch and transformers (pip install \"llm-analysis[exact]\"): {exc}") from None
@@ -82,8 +82,8 @@ def analysis_from_hf(model: Any, gpu_config: Any, dtype_config: DtypeConfig = Dt
 def exact_analysis_class(model: Any, revision: Optional[str] = None, use_cache: bool = True) -> Tuple[type, Any]:
     """(LLMAnalysis subclass bound to the derived description, its ModelConfig): what
     the CLI's --exact flag uses in place of LLMAnalysis and the catalogue config."""
-    from .exact_analysis import analysis_class
-    from .tree_model import model_config_for
+    from llm_analysis.exact.exact_analysis import analysis_class
+    from llm_analysis.exact.tree_model import model_config_for
     hf_config, model_id = load_hf_config(model, revision)
     name = model_id or (model if isinstance(model, str) else str(hf_config.get("model_type", "model")))
     try:
@@ -100,9 +100,9 @@ def _verified_table(hf_config: Dict[str, Any], model_id: Optional[str], revision
     Hub import's description verifies against the same model: parameters part by part
     and the prefill FLOPs under FlopCounterMode (verify.py; cached like the derivation).
     Otherwise the derivation's refusal, with the table's reason appended."""
-    from ..facade import LLMAnalysis
-    from ..hf_import import model_config_from_hf_dict
-    from .verify import verify_hf_config
+    from llm_analysis.facade import LLMAnalysis
+    from llm_analysis.hub.entry import model_config_from_hf_dict
+    from llm_analysis.exact.verify import verify_hf_config
     try:
         model_config = model_config_from_hf_dict(hf_config, name=name)
         verify_hf_config(hf_config, model_id, revision, model_config=model_config, use_cache=use_cache)

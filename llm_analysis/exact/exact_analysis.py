@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ..facade import LLMAnalysis
-from .tree_describer import ModuleTreeDescriber
+from llm_analysis.facade import LLMAnalysis
+from llm_analysis.exact.tree_describer import ModuleTreeDescriber
 
 
 def analysis_class(desc: Dict[str, Any]) -> type:

@@ -16,8 +16,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import UnsupportedArchitectureError
-from ..hub_source import quiet_transformers
+from llm_analysis.errors import UnsupportedArchitectureError
+from llm_analysis.hub.source import quiet_transformers
 
 
 @dataclass

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ..errors import UnsupportedArchitectureError
-from ..operators import Phase
+from llm_analysis.errors import UnsupportedArchitectureError
+from llm_analysis.model import Phase
 
 
 def chunk_macs(chunk: int, d_qk: int, d_v: int) -> int:

@@ -20,7 +20,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .flops import _custom_formulas, _reason, forward_only, model_device
+from llm_analysis.exact.flops import _custom_formulas, _reason, forward_only, model_device
 
 
 @dataclass

@@ -19,19 +19,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
-from ..errors import ConfigError, UnsupportedArchitectureError
-from ..operators import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
-from ..options import ActivationRecomputation as AR
-from .chunked_attention import chunked_pairs
-from .derive_chunks import chunk_core_flops, is_chunked, pad_of, padded_phase
-from .derive_lengths import check_input_len, check_score_width
-from .derive_prefix import prefix_of, prefixed_phase
-from .derive_zaya import BATCH_FRESH
-from .tree_compressed import cache_elems as compressed_cache_elems, with_compressed
-from .tree_layout import check_layout, kind_window, stage_kinds
-from .tree_mixers import conv_outputs, state_bytes_per_seq, state_op
-from .tree_latents import fixed_tokens, latent_core_op, warn_train_rows
-from .tree_pooling import pooled_core_op, pooled_tokens
+from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
+from llm_analysis.model import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
+from llm_analysis.schema.options import ActivationRecomputation as AR
+from llm_analysis.exact.chunked_attention import chunked_pairs
+from llm_analysis.exact.derive_chunks import chunk_core_flops, is_chunked, pad_of, padded_phase
+from llm_analysis.exact.derive_lengths import check_input_len, check_score_width
+from llm_analysis.exact.derive_prefix import prefix_of, prefixed_phase
+from llm_analysis.exact.derive_zaya import BATCH_FRESH
+from llm_analysis.exact.tree_compressed import cache_elems as compressed_cache_elems, with_compressed
+from llm_analysis.exact.tree_layout import check_layout, kind_window, stage_kinds
+from llm_analysis.exact.tree_mixers import conv_outputs, state_bytes_per_seq, state_op
+from llm_analysis.exact.tree_latents import fixed_tokens, latent_core_op, warn_train_rows
+from llm_analysis.exact.tree_pooling import pooled_core_op, pooled_tokens
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ class ModuleTreeDescriber(LayerDescriber):
 
     def _core_op(self, phase: Phase, kind: Optional[LayerKind], s: Dict[str, Any]) -> Operator:
         """q x k^T and scores x v over the keys each query attends to (conventions of
-        `llm_analysis.operators`), for this layer's heads and head widths."""
+        `llm_analysis.model`), for this layer's heads and head widths."""
         heads, d_qk, d_v, window = s["heads"], s["d_qk"], s["d_v"], s["window"]
         attended = min(phase.kv_len, window) if window else phase.kv_len
         if not s["causal"] or (phase.past_len == 0 and self.conv.attention_flops == "full"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict
 
-from ..errors import UnsupportedArchitectureError
+from llm_analysis.errors import UnsupportedArchitectureError
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,8 @@ def fixed_tokens(phase: Any, source: str) -> int:
 
 def latent_core_op(describer: Any, phase: Any, s: Dict[str, Any]) -> Any:
     """The Operator of an attention core between two row sets (heads split over TP)."""
-    from ..operators import Operator
-    from ..options import ActivationRecomputation as AR
+    from llm_analysis.model import Operator
+    from llm_analysis.schema.options import ActivationRecomputation as AR
     _check_input(describer.description, phase)
     lq, lk = rows_per_seq(phase, s["q_tokens"]), rows_per_seq(phase, s["kv_tokens"])
     b, h = phase.batch, s["heads"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..errors import ConfigError
+from llm_analysis.errors import ConfigError
 
 
 def kind_window(specs: List[Dict[str, Any]]) -> Optional[int]:

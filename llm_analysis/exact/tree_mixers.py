@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from ..errors import UnsupportedArchitectureError
-from ..operators import Operator, Phase
-from ..operators.mixers import ssd_flops
-from .mlstm_flops import mlstm_flops
+from llm_analysis.errors import UnsupportedArchitectureError
+from llm_analysis.model import Operator, Phase
+from llm_analysis.model.mixers import ssd_flops
+from llm_analysis.exact.mlstm_flops import mlstm_flops
 
 FLOAT32_BYTES = 4.0
 

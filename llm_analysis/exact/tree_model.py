@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..config import ModelConfig
-from ..errors import UnsupportedArchitectureError
-from .derive_dense_experts import dense_note
-from .tree_layout import kind_window
+from llm_analysis.config import ModelConfig
+from llm_analysis.errors import UnsupportedArchitectureError
+from llm_analysis.exact.derive_dense_experts import dense_note
+from llm_analysis.exact.tree_layout import kind_window
 
 
 def _first(specs: List[Dict[str, Any]], **match) -> Optional[Dict[str, Any]]:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from ..errors import UnsupportedArchitectureError
+from llm_analysis.errors import UnsupportedArchitectureError
 
 _Pos = Tuple[Optional[int], range]  # a position list: an optional leading <cls> position, then a range
 
@@ -152,8 +152,8 @@ def _factorized_flops(b: int, h: int, d: int, lq: int, lk: int, d_model: int) ->
 
 def pooled_core_op(describer: Any, phase: Any, s: Dict[str, Any]) -> Any:
     """The Operator of a pooled relative attention core (heads split over TP)."""
-    from ..operators import Operator
-    from ..options import ActivationRecomputation as AR
+    from llm_analysis.model import Operator
+    from llm_analysis.schema.options import ActivationRecomputation as AR
     flops, lq, lk = pooled_core_flops(describer.description, phase, s)
     heads_gpu = s["heads"] / describer.tp
     b, a = phase.batch, describer.a_bytes

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from .flops import prefill_flops
-from .meta_model import build_meta_models, config_json, config_object
-from .module_tree import breakdown
+from llm_analysis.exact.flops import prefill_flops
+from llm_analysis.exact.meta_model import build_meta_models, config_json, config_object
+from llm_analysis.exact.module_tree import breakdown
 
 PREFILL_BATCH = 1
 PREFILL_SEQ_LEN = 16
@@ -51,6 +51,6 @@ def _flops(model: Any, class_name: str, cfg: Any):
     whose forward reads values (cpu_verify.py)."""
     flops, error = prefill_flops(model, PREFILL_BATCH, PREFILL_SEQ_LEN)
     if flops is None:
-        from .cpu_verify import cpu_prefill_flops
+        from llm_analysis.exact.cpu_verify import cpu_prefill_flops
         flops, error = cpu_prefill_flops(class_name, cfg, model, error, PREFILL_BATCH, PREFILL_SEQ_LEN)
     return flops, error

@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, Optional
 
-from ..errors import HubImportError, UnsupportedArchitectureError
-from . import cache
+from llm_analysis.errors import HubImportError, UnsupportedArchitectureError
+import llm_analysis.exact.cache as cache
 
 _GPU = "a100-sxm-80gb"  # any GPU: parameters and FLOPs do not depend on it
 
@@ -34,13 +34,13 @@ def _config_dict(hf_config: Any) -> Dict[str, Any]:
 def _engine_config(d: Dict[str, Any], name: str, model_config: Any):
     if model_config is not None:
         return model_config
-    from ..hf_import import model_config_from_hf_dict
+    from llm_analysis.hub.entry import model_config_from_hf_dict
     return model_config_from_hf_dict(d, name=name)
 
 
 def _analysis(model_config: Any):
-    from ..config import get_gpu_config_by_name
-    from ..facade import LLMAnalysis
+    from llm_analysis.config import get_gpu_config_by_name
+    from llm_analysis.facade import LLMAnalysis
     return LLMAnalysis(model_config, get_gpu_config_by_name(_GPU))
 
 
@@ -59,8 +59,8 @@ def _summary(what: str, verdict: Dict[str, Any]) -> str:
 
 
 def _verdict(d: Dict[str, Any], what: str, model_config: Any) -> Dict[str, Any]:
-    from .compare import compare
-    from .truth import architecture_truth
+    from llm_analysis.exact.compare import compare
+    from llm_analysis.exact.truth import architecture_truth
     truth = architecture_truth(d)  # imports torch and transformers
     verdict = compare(_analysis(model_config), truth)
     verdict["exact"] = verdict["params_exact"] and verdict["flops_exact"] is not False

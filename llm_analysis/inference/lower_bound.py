@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from ..cost.calibrated_bound import roofline_decode_s, roofline_phase_s
-from ..cost.model import RooflineCostModel
-from ..operators.phase_table import phase_table
+from llm_analysis.cost.calibrated_bound import roofline_decode_s, roofline_phase_s
+from llm_analysis.cost.model import RooflineCostModel
+from llm_analysis.model.phase_table import phase_table
 
 
 def inference_lower_bounds(bound_analysis, d, batch: int, seq_len: int, n: int, use_kv_cache: bool,

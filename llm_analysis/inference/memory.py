@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ..constant import GB
-from ..errors import DoesNotFitError
-from ..operators import Phase
-from ..operators.describer import LayerDescriber
-from ..operators.phase_table import FIELDS, used_phase_table
-from .plan import PhaseTables, phase_tables
+from llm_analysis.units import GB
+from llm_analysis.errors import DoesNotFitError
+from llm_analysis.model import Phase
+from llm_analysis.model.describer import LayerDescriber
+from llm_analysis.model.phase_table import FIELDS, used_phase_table
+from llm_analysis.inference.plan import PhaseTables, phase_tables
 
 ACTIVATION_BYTES = FIELDS.index("activation_bytes_per_gpu")
 _NO_TABLES = PhaseTables(None, None)  # tables not fitted yet: each phase kind asks (and counts) its own

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import List
 
-from ..operators import Phase
-from ..operators.describer import LayerDescriber
+from llm_analysis.model import Phase
+from llm_analysis.model.describer import LayerDescriber
 
 
 def _micro_batch_counts(batch: int) -> List[int]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional
 
-from ..cost.model import RooflineCostModel
-from ..operators.phase_table import PhaseTable, fitted_pieces
-from ..phase_programs import compiled_program
+from llm_analysis.cost.model import RooflineCostModel
+from llm_analysis.model.phase_table import PhaseTable, fitted_pieces
+from llm_analysis.cost.phase_programs import compiled_program
 
 _NONE = ()  # kept for a describer whose phase kinds are fitted without one table for every length
 

@@ -33,18 +33,18 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional
 
-from ..errors import ConfigError
-from ..operators.context_parallel import check_cp_seq_len
-from ..context_limit import check_context
-from ..options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
+from llm_analysis.errors import ConfigError
+from llm_analysis.model.context_parallel import check_cp_seq_len
+from llm_analysis.schema.context_limit import check_context
+from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
                        non_negative_number, positive_int)
-from ..operators.phase_table import FIELDS, fitted_phase_table
-from ..precision import kv_cache_bytes_per_element
-from ..summary_static import static_entries
-from .memory import inference_memory
-from .plan import phase_tables
-from .pipeline import pipelined_decode_ratio, pipelined_prefill_s
-from .timing import (copy_groups, decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
+from llm_analysis.model.phase_table import FIELDS, fitted_phase_table
+from llm_analysis.cost.precision import kv_cache_bytes_per_element
+from llm_analysis.quantities.setup_entries import static_entries
+from llm_analysis.inference.memory import inference_memory
+from llm_analysis.inference.plan import phase_tables
+from llm_analysis.inference.pipeline import pipelined_decode_ratio, pipelined_prefill_s
+from llm_analysis.inference.timing import (copy_groups, decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
                      uncached_step_times)
 
 logger = logging.getLogger(__name__)

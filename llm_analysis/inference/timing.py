@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from ..cost.affine import sum_affine, sum_max_affine
-from ..cost.model import RooflineCostModel
-from ..operators import Phase
-from ..operators.phase_table import FIELDS, PhaseTable
-from ..options import DSZeRO
-from ..phase_programs import phase_program
-from ..timing import GroupTimes, roofline_table, table_splits, table_time_s
-from .plan import inference_plan
+from llm_analysis.cost.affine import sum_affine, sum_max_affine
+from llm_analysis.cost.model import RooflineCostModel
+from llm_analysis.model import Phase
+from llm_analysis.model.phase_table import FIELDS, PhaseTable
+from llm_analysis.schema.options import DSZeRO
+from llm_analysis.cost.phase_programs import phase_program
+from llm_analysis.quantities.group_times import GroupTimes, roofline_table, table_splits, table_time_s
+from llm_analysis.inference.plan import inference_plan
 
 FLOPS = FIELDS.index("flops")
 

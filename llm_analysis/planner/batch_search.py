@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..errors import DoesNotFitError
-from .errors import ClosestMiss
-from .result import SearchStats
+from llm_analysis.errors import DoesNotFitError
+from llm_analysis.planner.errors import ClosestMiss
+from llm_analysis.planner.result import SearchStats
 
 
 @dataclass

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..errors import ConfigError
-from .inference import plan_inference
-from .inputs import SLO, positive_number
+from llm_analysis.errors import ConfigError
+from llm_analysis.planner.inference import plan_inference
+from llm_analysis.planner.inputs import SLO, positive_number
 
 Distribution = Union[Sequence[Tuple[int, float]], Mapping[str, float], int]
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Optional
 
-from .batch_search import ServeTargets
-from .errors import ClosestMiss
-from .inputs import SLO
-from .result import SearchStats
-from .serving import Search, each_layout_outcome
+from llm_analysis.planner.batch_search import ServeTargets
+from llm_analysis.planner.errors import ClosestMiss
+from llm_analysis.planner.inputs import SLO
+from llm_analysis.planner.result import SearchStats
+from llm_analysis.planner.serving import Search, each_layout_outcome
 
 
 def _best_pool(search: Search, targets_for, stats: SearchStats, miss: ClosestMiss, rate_of, objective: str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from ..errors import ConfigError
+from llm_analysis.errors import ConfigError
 
 
 class NoFeasiblePlanError(ConfigError):

@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ..config import ModelConfig
-from ..errors import ConfigError
-from . import inputs
-from .batch_search import ServeTargets
-from .errors import ClosestMiss
-from .result import PlanResult, SearchStats, pareto_front
-from .serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
+from llm_analysis.config import ModelConfig
+from llm_analysis.errors import ConfigError
+import llm_analysis.planner.inputs as inputs
+from llm_analysis.planner.batch_search import ServeTargets
+from llm_analysis.planner.errors import ClosestMiss
+from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front
+from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
 
 INFERENCE_COLUMNS = [
     ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
@@ -119,7 +119,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     rows, points = _collect(search, slo, s, n, stats, miss)
     extra: Dict[str, Any] = {"columns": INFERENCE_COLUMNS}
     if disaggregate:
-        from .disagg import plan_disaggregated
+        from llm_analysis.planner.disagg import plan_disaggregated
         extra["disaggregated"] = plan_disaggregated(search, slo, s, n, objective, stats, ClosestMiss())
     stats.wall_s = time.perf_counter() - t0
     if not rows:

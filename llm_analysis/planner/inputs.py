@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from ..config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                       get_model_config_by_name)
-from ..errors import ConfigError
-from ..options import choice, optional_positive_int, positive_int, positive_number  # noqa: F401 (the one set)
+from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import choice, optional_positive_int, positive_int, positive_number  # noqa: F401 (the one set)
 
 OBJECTIVES_INFERENCE = ("cost", "tokens_per_gpu", "fewest_gpus")
 OBJECTIVES_TRAINING = ("time", "cost")
@@ -109,7 +109,7 @@ def prices(gpu_prices: Optional[Mapping[str, float]], gpus: List[GPUConfig], req
 def perf_model(value: Any) -> Any:
     """The planner's `perf_model`, as LLMAnalysis takes it (cost/calibrated.py
     `check_perf_model`); checked against each GPU when the search is built."""
-    from ..cost.calibrated import check_perf_model
+    from llm_analysis.cost.calibrated import check_perf_model
     return check_perf_model(value)
 
 
@@ -128,5 +128,5 @@ def probe_analysis(model: ModelConfig, gpus: List[GPUConfig], dtype: DtypeConfig
     """The analysis of the first GPU (its resolved efficiencies and parameter count seed the
     search), after building one per GPU: a perf model that does not fit a GPU (a profile for
     another GPU, a GPU without a shipped profile) is refused by name, not skipped later."""
-    from ..facade import LLMAnalysis
+    from llm_analysis.facade import LLMAnalysis
     return [LLMAnalysis(model, gpu, dtype, **kwargs) for gpu in gpus][0]

@@ -12,14 +12,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ..config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
-from ..errors import ConfigError
-from ..facade import LLMAnalysis
-from . import inputs
-from .batch_search import BatchOutcome, ServeTargets, largest_batch
-from .errors import ClosestMiss
-from .result import PlanResult, SearchStats, pareto_front, rank
-from .space import ep_options, pp_options, tp_options, weight_bytes_lower_bound
+from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+from llm_analysis.errors import ConfigError
+from llm_analysis.facade import LLMAnalysis
+import llm_analysis.planner.inputs as inputs
+from llm_analysis.planner.batch_search import BatchOutcome, ServeTargets, largest_batch
+from llm_analysis.planner.errors import ClosestMiss
+from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front, rank
+from llm_analysis.planner.space import ep_options, pp_options, tp_options, weight_bytes_lower_bound
 
 # Serving engines compute causal attention with flash kernels, only the last
 # prompt position's logits, and absorbed MLA (README "Assumptions").

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ..config import DtypeConfig, ModelConfig
+from llm_analysis.config import DtypeConfig, ModelConfig
 
 # Adam in mixed precision: fp32 master weights + two fp32 moments (Rajbhandari et al. 2020,
 # arXiv 1910.02054 §3.1: 12 bytes per parameter; 16-bit gradients: 2 bytes).

@@ -20,14 +20,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ..config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
-from ..errors import ConfigError, DoesNotFitError
-from ..facade import LLMAnalysis
-from ..options import ActivationRecomputation, DSZeRO, as_enum
-from . import inputs
-from .errors import ClosestMiss
-from .result import PlanResult, SearchStats, pareto_front, rank
-from .space import (divisors, ep_options, interleave_options, iteration_time_lower_bound_s, pp_options, tp_options,
+from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+from llm_analysis.errors import ConfigError, DoesNotFitError
+from llm_analysis.facade import LLMAnalysis
+from llm_analysis.schema.options import ActivationRecomputation, DSZeRO, as_enum
+import llm_analysis.planner.inputs as inputs
+from llm_analysis.planner.errors import ClosestMiss
+from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front, rank
+from llm_analysis.planner.space import (divisors, ep_options, interleave_options, iteration_time_lower_bound_s, pp_options, tp_options,
                     training_state_bytes_lower_bound)
 
 DEFAULT_RECOMPUTATION = (ActivationRecomputation.NONE, ActivationRecomputation.ATTN_COMPUTE,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ..errors import ConfigError, DoesNotFitError
-from ..options import optional_positive_int
+from llm_analysis.errors import ConfigError, DoesNotFitError
+from llm_analysis.schema.options import optional_positive_int
 
 
 def config_batch_size_and_gradient_accumulation_steps(dp_size: int, max_batch_size_per_gpu: int,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ..options import ActivationRecomputation
-from ..views.state import gradient_bytes_per_param
-from .lora import LoRAConfig
-from .stage import Stage
-from .zero3 import Zero3Traffic
+from llm_analysis.schema.options import ActivationRecomputation
+from llm_analysis.quantities.state import gradient_bytes_per_param
+from llm_analysis.training.lora import LoRAConfig
+from llm_analysis.training.stage import Stage
+from llm_analysis.training.zero3 import Zero3Traffic
 
 
 def dp_times(analysis, st: Stage, ds_zero, lora: Optional[LoRAConfig], grads_fp32: bool = False,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from ..operators import Phase
+from llm_analysis.model import Phase
 
 # bytes moved per element by a fused cast-transpose: read 2 (16-bit), write 1 + 1 (FP8, FP8 transposed)
 CAST_TRANSPOSE_BYTES_PER_ELEMENT = 4

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
-from ..errors import ConfigError
-from ..options import MAX_DIM, dtype_bytes, integer, string_list
-from ..operators import Operator
+from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import MAX_DIM, dtype_bytes, integer, string_list
+from llm_analysis.model import Operator
 
 # QLoRA NF4 storage (Dettmers et al. 2023, arXiv 2305.14314 §3): 4-bit codes, one
 # fp32 absmax per 64 weights (0.5 bit/param); double quantization stores those

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..constant import GB
-from ..options import ActivationRecomputation
-from ..views.state import gradient_bytes_per_param, optimizer_and_gradient_bytes
-from .lora import LoRAConfig
-from .overheads import FrameworkMemory
-from .stage import Stage
+from llm_analysis.units import GB
+from llm_analysis.schema.options import ActivationRecomputation
+from llm_analysis.quantities.state import gradient_bytes_per_param, optimizer_and_gradient_bytes
+from llm_analysis.training.lora import LoRAConfig
+from llm_analysis.training.overheads import FrameworkMemory
+from llm_analysis.training.stage import Stage
 
 
 def _in_flight(stage: int, p: int, m: int, v: int) -> float:

@@ -38,8 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict
 
-from ..errors import ConfigError
-from ..options import DSZeRO, non_negative_number
+from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import DSZeRO, non_negative_number
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 from typing import Union
 
-from ..errors import ConfigError
-from ..options import boolean
+from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import boolean
 
 TP_OVERLAP_BACKWARD = "backward"
 # forward collectives whose backward conjugate runs under a weight-gradient GEMM

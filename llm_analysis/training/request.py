@@ -8,18 +8,18 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Dict, Optional, Union
 
-from ..context_limit import check_context
-from ..errors import ConfigError
-from ..operators import Phase
-from ..operators.context_parallel import check_cp_seq_len
-from ..options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
+from llm_analysis.schema.context_limit import check_context
+from llm_analysis.errors import ConfigError
+from llm_analysis.model import Phase
+from llm_analysis.model.context_parallel import check_cp_seq_len
+from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
                        ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, non_negative_number,
                        optional_positive_int, positive_int, positive_number, quant_bits)
-from .lora import LoRAConfig
-from .overheads import FrameworkMemory
-from .overheads_tp import tp_overlap_mode
-from .stage import LAYER_WEIGHT_GROUPS
-from .zero3 import Zero3Traffic, overlap_share
+from llm_analysis.training.lora import LoRAConfig
+from llm_analysis.training.overheads import FrameworkMemory
+from llm_analysis.training.overheads_tp import tp_overlap_mode
+from llm_analysis.training.stage import LAYER_WEIGHT_GROUPS
+from llm_analysis.training.zero3 import Zero3Traffic, overlap_share
 
 
 @dataclass

@@ -89,20 +89,20 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ..constant import GB
-from ..errors import DoesNotFitError
-from ..operators import Phase
-from ..operators.describer import identity_token
-from ..options import ActivationRecomputation, DSZeRO
-from .batch import config_batch_size_and_gradient_accumulation_steps
-from .dp import dp_times
-from .fp8_casts import fp8_cast_s
-from .lora import LoRAConfig, lora_adapter_ops
-from .memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
-from .request import TrainingRequest, check_request
-from .stage import Stage, build_stage
-from .zero3 import exposed_s
-from .summary import training_summary
+from llm_analysis.units import GB
+from llm_analysis.errors import DoesNotFitError
+from llm_analysis.model import Phase
+from llm_analysis.model.describer import identity_token
+from llm_analysis.schema.options import ActivationRecomputation, DSZeRO
+from llm_analysis.training.batch import config_batch_size_and_gradient_accumulation_steps
+from llm_analysis.training.dp import dp_times
+from llm_analysis.training.fp8_casts import fp8_cast_s
+from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
+from llm_analysis.training.memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
+from llm_analysis.training.request import TrainingRequest, check_request
+from llm_analysis.training.stage import Stage, build_stage
+from llm_analysis.training.zero3 import exposed_s
+from llm_analysis.training.summary import training_summary
 
 logger = logging.getLogger(__name__)
 

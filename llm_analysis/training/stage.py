@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..operators import Operator, Phase
-from ..options import ActivationRecomputation
-from ..operators.phase_table import FIELDS
-from ..phase_programs import STAGE_SUMS, phase_program
-from ..timing import roofline_table, table_splits
-from .lora import LoRAConfig, lora_adapter_ops
-from .overheads_tp import TP_OVERLAP_BACKWARD, backward_hidden_tp_s
+from llm_analysis.model import Operator, Phase
+from llm_analysis.schema.options import ActivationRecomputation
+from llm_analysis.model.phase_table import FIELDS
+from llm_analysis.cost.phase_programs import STAGE_SUMS, phase_program
+from llm_analysis.quantities.group_times import roofline_table, table_splits
+from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
+from llm_analysis.training.overheads_tp import TP_OVERLAP_BACKWARD, backward_hidden_tp_s
 
 # the linear weights of a layer that LoRA freezes (and QLoRA stores as NF4)
 LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")

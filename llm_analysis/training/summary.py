@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from ..summary_static import static_entries
-from .overheads import OVERHEAD_TERMS
-from .stage import Stage
+from llm_analysis.quantities.setup_entries import static_entries
+from llm_analysis.training.overheads import OVERHEAD_TERMS
+from llm_analysis.training.stage import Stage
 
 
 def _flops(stages: List[Stage], m: int, latency_per_iter: float, st: "_Static") -> Dict[str, Any]:

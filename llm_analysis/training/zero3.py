@@ -41,8 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from ..errors import ConfigError
-from ..options import ActivationRecomputation, DSZeRO, boolean, number, positive_number
+from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import ActivationRecomputation, DSZeRO, boolean, number, positive_number
 
 
 @dataclass(frozen=True)

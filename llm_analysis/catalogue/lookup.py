@@ -1,0 +1,159 @@
+"""The JSON catalogues shipped in the package (`model_configs/`, `gpu_configs/`,
+`dtype_configs/`): lazy loading, lookup by name (or a model's Hub id), listing and
+saving entries.
+
+Model lookup that may reach a JSON path, a local model directory or the Hub lives in
+`model_lookup.py`, which sits above the Hub import; this module needs only the schema.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from llm_analysis.errors import ConfigError, unknown_name_error
+from llm_analysis.schema.configs import DtypeConfig, GPUConfig, ModelConfig, load_config_file
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the catalogues stay where the mirrored system keeps them
+MODEL_CONFIGS_DIR = PACKAGE_DIR / "model_configs"
+GPU_CONFIGS_DIR = PACKAGE_DIR / "gpu_configs"
+DTYPE_CONFIGS_DIR = PACKAGE_DIR / "dtype_configs"
+
+
+class Catalogue(dict):
+    """A name -> config mapping backed by one JSON file per entry in a folder.
+
+    Entries are read and validated when first looked up (so `infer` on one model
+    parses three files, not 129: start-up time); anything that enumerates the
+    catalogue (iteration, len, keys, items, values) reads every file first.
+    Entries added in code (e.g. by `dump_model_config_by_name`) live alongside.
+    """
+
+    def __init__(self, cls, directory: Path):
+        super().__init__()
+        self._cls, self._dir, self._complete = cls, directory, False
+        # the names are the file stems: listing a folder is cheap
+        self._stems = {p.stem for p in directory.glob("*.json")}
+
+    def _load_one(self, key) -> bool:
+        if isinstance(key, str) and key in self._stems and not dict.__contains__(self, key):
+            dict.__setitem__(self, key, load_config_file(self._cls, self._dir / f"{key}.json"))
+        return dict.__contains__(self, key)
+
+    def _load_all(self) -> None:
+        if not self._complete:
+            for stem in sorted(self._stems):
+                self._load_one(stem)
+            self._complete = True
+
+    def __contains__(self, key) -> bool:
+        return self._load_one(key)
+
+    def __missing__(self, key):
+        if self._load_one(key):
+            return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __iter__(self):
+        self._load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self._load_all()
+        return dict.__len__(self)
+
+    def keys(self):
+        self._load_all()
+        return dict.keys(self)
+
+    def items(self):
+        self._load_all()
+        return dict.items(self)
+
+    def values(self):
+        self._load_all()
+        return dict.values(self)
+
+    def names(self) -> List[str]:
+        """Every entry's name without reading the files."""
+        return sorted(self._stems | set(dict.keys(self)))
+
+
+model_configs: Dict[str, ModelConfig] = Catalogue(ModelConfig, MODEL_CONFIGS_DIR)
+gpu_configs: Dict[str, GPUConfig] = Catalogue(GPUConfig, GPU_CONFIGS_DIR)
+dtype_configs: Dict[str, DtypeConfig] = Catalogue(DtypeConfig, DTYPE_CONFIGS_DIR)
+
+
+def hub_id_to_catalogue_name(name: str) -> str:
+    """`meta-llama/Llama-3.1-8B` -> `meta-llama_Llama-3.1-8B` (the catalogue file stem)."""
+    return name.replace("/", "_")
+
+
+def find_model_config(name: str) -> Optional[ModelConfig]:
+    """A copy of the catalogue entry `name` (also by Hub id, case-insensitively), or None."""
+    for key in (name, hub_id_to_catalogue_name(name)):
+        if key in model_configs:
+            return model_configs[key].model_copy(deep=True)
+    lowered = hub_id_to_catalogue_name(name).lower()
+    for key in model_configs.names():
+        if key.lower() == lowered:
+            return model_configs[key].model_copy(deep=True)
+    return None
+
+
+def _get_by_name(kind: str, catalogue: Catalogue, cls, name: str):
+    """A copy of catalogue entry `name`, or the config in JSON file `name`."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{kind}_name = {name!r} must be a non-empty string: a catalogue name or a .json path; "
+                          f"list them with `python -m llm_analysis.config list_{kind}_configs`")
+    if name in catalogue:
+        return catalogue[name].model_copy(deep=True)
+    if name.endswith(".json") and Path(name).is_file():
+        return load_config_file(cls, name)
+    raise unknown_name_error(kind, str(name), catalogue.names())
+
+
+def get_gpu_config_by_name(name: str) -> GPUConfig:
+    return _get_by_name("gpu", gpu_configs, GPUConfig, name)
+
+
+def get_dtype_config_by_name(name: str) -> DtypeConfig:
+    return _get_by_name("dtype", dtype_configs, DtypeConfig, name)
+
+
+def list_model_configs() -> List[str]:
+    return model_configs.names()
+
+
+def list_gpu_configs() -> List[str]:
+    return gpu_configs.names()
+
+
+def list_dtype_configs() -> List[str]:
+    return dtype_configs.names()
+
+
+def dump_config(cfg, configs_dir: Optional[str], default_dir: Path) -> str:
+    """Save `cfg` as `<configs_dir or default_dir>/<name>.json` (only non-default fields),
+    atomically (write a temporary file, then rename)."""
+    out_dir = Path(configs_dir) if configs_dir else default_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{hub_id_to_catalogue_name(cfg.name)}.json"
+    data = cfg.model_dump(exclude_defaults=True)
+    data["name"] = hub_id_to_catalogue_name(cfg.name)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=4) + "\n")
+    tmp.replace(path)
+    return str(path)
+
+
+def dump_gpu_config_by_name(name: str, gpu_configs_dir: Optional[str] = None) -> str:
+    return dump_config(get_gpu_config_by_name(name), gpu_configs_dir, GPU_CONFIGS_DIR)
+
+
+def dump_dtype_config_by_name(name: str, dtype_configs_dir: Optional[str] = None) -> str:
+    return dump_config(get_dtype_config_by_name(name), dtype_configs_dir, DTYPE_CONFIGS_DIR)

@@ -1,0 +1,125 @@
+"""Resolve a model by name: the catalogue first, then a JSON file, a local model
+directory or the Hugging Face Hub.
+
+This is the one module that combines the catalogue with the Hub import; the Hub
+import modules are loaded only when a name is not in the catalogue, so `infer` on a
+shipped model never imports them (nor huggingface_hub/transformers).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from llm_analysis.catalogue.lookup import MODEL_CONFIGS_DIR, dump_config, find_model_config, model_configs
+from llm_analysis.errors import ConfigError, unknown_name_error
+from llm_analysis.schema.configs import ModelConfig, load_config_file
+
+
+def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
+                             trust_remote_code: bool = False) -> ModelConfig:
+    """Resolve a model by, in order: catalogue name (or its Hub id), a `.json`
+    file path, a local model directory holding a `config.json`, the Hugging Face Hub."""
+    if not isinstance(name_or_path, str) or not name_or_path:
+        raise ConfigError(f"model name must be a non-empty string, got {name_or_path!r}")
+    cfg = find_model_config(name_or_path)
+    if cfg is not None:
+        return cfg
+    path = Path(name_or_path)
+    if name_or_path.endswith(".json"):
+        return _from_json_file(name_or_path)
+    if path.is_dir():
+        import llm_analysis.hub.entry as hf_import
+        return hf_import.model_config_from_local_dir(path)
+    if "/" not in name_or_path:
+        # Hub repos are "org/name"; a bare name that is not in the catalogue is a
+        # typo far more often than a legacy Hub id: answer at once, do not wait
+        # on the network.
+        err = unknown_name_error("model", name_or_path, model_configs.names())
+        raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
+    return _from_hub(name_or_path, revision, trust_remote_code)
+
+
+def _from_json_file(name_or_path: str) -> ModelConfig:
+    """Our own ModelConfig JSON, or a transformers `config.json` saved under another name."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise ConfigError(f"model config file {name_or_path!r} does not exist")
+    import llm_analysis.hub.entry as hf_import
+    from llm_analysis.utils import load_json_object
+    data = load_json_object(path, f"model config file {path}")
+    if isinstance(data, dict) and hf_import.looks_like_hf_config(data):
+        return hf_import.model_config_from_hf_dict(data, name=path.stem)
+    return load_config_file(ModelConfig, path)
+
+
+def _from_hub(name: str, revision: Optional[str], trust_remote_code: bool) -> ModelConfig:
+    import llm_analysis.hub.entry as hf_import
+    try:
+        return hf_import.get_model_config_from_hf(name, revision=revision,
+                                                  trust_remote_code=trust_remote_code)
+    except hf_import.RepoNotFound:
+        err = unknown_name_error("model", name, model_configs.names())
+        raise type(err)(f"{err} It is not on the Hugging Face Hub either.") from None
+    except (hf_import.HubOffline, hf_import.HubUnreachable) as hub_err:
+        near = unknown_name_error("model", name, model_configs.names())
+        raise type(hub_err)(f"{hub_err} Not in the catalogue either: {near}") from None
+
+
+def get_model_config_from_hf(name: str, revision: Optional[str] = None,
+                             trust_remote_code: bool = False) -> ModelConfig:
+    """Fetch `config.json` of a Hub model with huggingface_hub and map it."""
+    import llm_analysis.hub.entry as hf_import
+    return hf_import.get_model_config_from_hf(name, revision=revision,
+                                              trust_remote_code=trust_remote_code)
+
+
+# catalogue entries imported from the Hub say so in `source` (see model_configs/*.json)
+_HUB_SOURCE = re.compile(r"^Hugging Face Hub config\.json of ([\w.-]+/[\w.-]+)")
+
+
+def catalogue_hub_id(cfg: ModelConfig) -> Optional[str]:
+    """The Hub repo a catalogue entry was imported from, or None (a paper's figures)."""
+    match = _HUB_SOURCE.match(cfg.source or "")
+    return match.group(1) if match else None
+
+
+def hf_config_by_name(name_or_path: str, revision: Optional[str] = None) -> Tuple[Dict[str, Any], Optional[str]]:
+    """(transformers config.json dict, Hub id or None) of a model named as
+    `get_model_config_by_name` accepts it: a catalogue name (its config.json is fetched
+    from the Hub repo the entry was imported from), a config.json path, a local model
+    directory or a Hub id. For the paths that need the model's own transformers config
+    (`--exact`); a catalogue entry written from a paper has none: ConfigError."""
+    if not isinstance(name_or_path, str) or not name_or_path:
+        raise ConfigError(f"model name must be a non-empty string, got {name_or_path!r}")
+    from llm_analysis.hub.download import download_config_json, read_json_file
+    cfg = find_model_config(name_or_path)
+    if cfg is not None:
+        hub_id = catalogue_hub_id(cfg)
+        if hub_id is None and "/" in name_or_path:
+            hub_id = name_or_path  # a Hub id that also names a paper's entry: ask the Hub
+        if hub_id is None:
+            raise ConfigError(f"model {name_or_path!r} is a catalogue entry written from published figures "
+                              f"({cfg.source[:80]}...), not from a transformers config: the exact path needs "
+                              "one; give a Hub id, a local model directory or a config.json")
+        name_or_path = hub_id
+    elif name_or_path.endswith(".json") or Path(name_or_path).exists():
+        path = Path(name_or_path) / "config.json" if Path(name_or_path).is_dir() else Path(name_or_path)
+        if not path.is_file():
+            raise ConfigError(f"model config file {str(path)!r} does not exist")
+        return read_json_file(str(path), f"config of {name_or_path}"), None
+    elif "/" not in name_or_path:
+        err = unknown_name_error("model", name_or_path, model_configs.names())
+        raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
+    path, _endpoint = download_config_json(name_or_path, revision)
+    return read_json_file(path, name_or_path), name_or_path
+
+
+def dump_model_config_by_name(name: str, model_configs_dir: Optional[str] = None) -> str:
+    """Resolve a model (catalogue, file, directory or Hub) and save it as a catalogue
+    file; returns the written path. Defaults to the package's model_configs/."""
+    cfg = get_model_config_by_name(name)
+    path = dump_config(cfg, model_configs_dir, MODEL_CONFIGS_DIR)
+    model_configs[Path(path).stem] = cfg
+    return path

@@ -1,0 +1,1 @@
+"""The fire commands: infer, train, plan (and config in `llm_analysis.config`)."""

@@ -1,0 +1,200 @@
+"""Run a `fire` command line so that bad input ends in one readable line and exit
+code 2, never a traceback (unless --debug or log_level=DEBUG is given); help goes
+to stdout, logs and errors to stderr."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import sys
+import traceback
+from typing import List, Optional
+
+from llm_analysis.errors import ConfigError, LLMAnalysisError
+
+_HELP_FLAGS = ("--help", "-h")
+
+
+def _wants_debug(argv: List[str]) -> bool:
+    joined = " ".join(argv).lower()
+    return "--debug" in argv or "log_level=debug" in joined.replace("--", "").replace(" ", "=")
+
+
+def _help_requested(argv: List[str]) -> bool:
+    return any(a in _HELP_FLAGS for a in argv)
+
+
+def _command_function(component, argv: List[str]):
+    """The function `argv` calls on `component` (a dict or class of commands), if any."""
+    if not argv or argv[0].startswith("-"):
+        return None, None
+    name = argv[0]
+    fn = component.get(name) if isinstance(component, dict) else getattr(component, name, None)
+    if isinstance(fn, type):  # a group of commands (`plan infer`): descend into it
+        sub, sub_fn = _command_function(fn(), argv[1:])
+        return (f"{name} {sub}", sub_fn) if sub_fn is not None else (None, None)
+    return (name, fn) if callable(fn) else (None, None)
+
+
+def _unknown_flag(component, argv: List[str], prog: str) -> Optional[str]:
+    """A message for the first --flag the command does not take (fire would run the
+    command with the other flags first and complain only afterwards)."""
+    import difflib
+    import inspect
+
+    name, fn = _command_function(component, argv)
+    if fn is None:
+        return None
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return None
+    known = set(params)
+    skip = len(name.split())  # the command words (`infer`, or `plan infer`)
+    args = argv[skip:argv.index("--")] if "--" in argv else argv[skip:]
+    for arg in args:
+        if not arg.startswith("--") or arg in _HELP_FLAGS:
+            continue
+        flag = arg[2:].split("=", 1)[0].replace("-", "_")
+        if flag in known or (flag.startswith("no") and flag[2:] in known):
+            continue
+        near = difflib.get_close_matches(flag, sorted(known), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join('--' + n for n in near)}?" if near else ""
+        return (f"{prog} {name}: error: unknown flag --{flag}.{hint} "
+                f"`{prog} {name} --help` lists every flag.")
+    return None
+
+
+# while run_fire captures stderr (fire's own usage text), our log handler writes here
+_LOG_STREAM = None
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analysis") -> int:
+    """Run `component` through fire with `argv`; returns the exit code.
+
+    - our errors (LLMAnalysisError: unknown names, impossible layouts, a model
+      that does not fit, bad values) print `<prog>: error: <message>` on stderr
+      and return 2; with --debug / log_level DEBUG the traceback is printed too;
+    - fire's own usage errors (unknown command, a value fire cannot consume) are
+      reduced to one line naming the problem and the `--help` to read; exit 2;
+    - --help prints fire's help on stdout (fire writes it to stderr) and returns 0.
+
+    Fire's stderr output is captured to do so; our log records bypass the capture
+    (configure_logging) and anything else written to stderr is passed on.
+    """
+    import fire
+
+    global _LOG_STREAM
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = _wants_debug(argv)
+    argv = [a for a in argv if a != "--debug"]
+    # -h is help (fire would take it as the short form of a flag starting with h, e.g. --hbm_memory_efficiency)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    argv = ["--help" if a == "-h" and i < cut else a for i, a in enumerate(argv)]
+    message = _unknown_flag(component, argv, prog)
+    if message:
+        print(message, file=sys.stderr)
+        return 2
+    captured, real_stderr = io.StringIO(), sys.stderr
+    _LOG_STREAM, sys.stderr = real_stderr, captured
+    try:
+        fire.Fire(component, command=argv, name=prog)
+    except LLMAnalysisError as err:
+        sys.stderr = real_stderr
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: error: {err}", file=real_stderr)
+        return 2
+    except fire.core.FireExit as exc:  # --help, or fire's own usage errors
+        sys.stderr = real_stderr
+        code, text = int(exc.code or 0), _ANSI.sub("", captured.getvalue())
+        captured = io.StringIO()  # consumed here
+        if code == 2 and "ERROR:" in text:
+            real_stderr.write(text[:text.index("ERROR:")])  # what came before fire's error (warnings)
+            print(_usage_error(exc, component, argv, prog), file=real_stderr)
+        elif _help_requested(argv):
+            text = "".join(line for line in text.splitlines(keepends=True)
+                           if not line.startswith("INFO: Showing help with the command"))
+            (sys.stdout if code == 0 else real_stderr).write(text.lstrip("\n"))
+        else:
+            real_stderr.write(text)
+        return code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `llm-analysis infer | head`: the reader left
+        import os
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
+        return 0
+    finally:
+        sys.stderr, _LOG_STREAM = real_stderr, None
+        real_stderr.write(captured.getvalue())  # warnings and the like, passed on
+    return 0
+
+
+def _member(component, name: str):
+    return component.get(name) if isinstance(component, dict) else getattr(component, name, None)
+
+
+def _commands(component) -> List[str]:
+    if isinstance(component, dict):
+        return sorted(component)
+    return sorted(n for n in dir(component) if not n.startswith("_") and callable(getattr(component, n)))
+
+
+def _usage_error(exc, component, argv: List[str], prog: str) -> str:
+    """One line for a usage error fire found (its own text is several lines of usage)."""
+    try:
+        problem = exc.trace.elements[-1].ErrorAsStr()
+    except Exception:  # pragma: no cover - fire's trace API changed
+        problem = "invalid command line"
+    stray = problem[len("Could not consume arg: "):] if problem.startswith("Could not consume arg:") else None
+    name, _ = _command_function(component, argv)
+    if name is None:
+        words = []  # descend into groups of commands (`plan infer`)
+        while len(words) < len(argv) and isinstance(_member(component, argv[len(words)]), type):
+            component = _member(component, argv[len(words)])()
+            words.append(argv[len(words)])
+        where = " ".join([prog, *words])
+        if stray is not None and len(argv) > len(words) and stray == argv[len(words)]:
+            return (f"{where}: error: unknown command {stray!r}; the commands are "
+                    f"{', '.join(_commands(component))}. `{where} --help` describes them.")
+        return f"{where}: error: {' '.join(problem.split())}. `{where} --help` describes the commands."
+    if stray is not None:
+        return (f"{prog} {name}: error: unexpected argument {stray!r} (a stray value, a repeated flag, "
+                f"or a value starting with '-': write --flag=-1). `{prog} {name} --help` lists every flag.")
+    return f"{prog} {name}: error: {' '.join(problem.split())}. `{prog} {name} --help` lists every flag."
+
+
+def configure_logging(log_level: str = "INFO") -> None:
+    """Send this package's log records to stderr at `log_level` (stdout stays for
+    the report or the JSON summary)."""
+    from llm_analysis.units import LOG_FORMAT
+    from llm_analysis.errors import ConfigError
+
+    level = getattr(logging, str(log_level).upper(), None)
+    if not isinstance(level, int):
+        raise ConfigError(f"log_level = {log_level!r} is not valid; use one of DEBUG, INFO, WARNING, ERROR")
+    logger = logging.getLogger("llm_analysis")
+    for h in list(logger.handlers):
+        if getattr(h, "_llm_analysis_cli", False):
+            logger.removeHandler(h)
+    handler = logging.StreamHandler(_LOG_STREAM or sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler._llm_analysis_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logging.captureWarnings(True)  # warnings.warn(...) -> the py.warnings logger (stderr), never stdout
+
+
+def perf_model_arg(perf_model: str, gpu_profile) -> str:
+    """--perf_model roofline|calibrated and --gpu_profile FILE -> LLMAnalysis(perf_model=...)."""
+    if gpu_profile is None:
+        return perf_model
+    if perf_model not in ("roofline", "calibrated"):
+        raise ConfigError(f"--perf_model {perf_model!r} with --gpu_profile: give one or the other")
+    return str(gpu_profile)

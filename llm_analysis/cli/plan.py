@@ -1,0 +1,157 @@
+"""Plain functions behind `llm-analysis plan infer|train`: flag values in,
+(exit_code, text) out, so the command line only has to hand flags over.
+
+Exit codes: 0 a plan was found; 2 bad input (one line naming the flag) or no
+candidate meets the targets (one line: the closest missed target and by how
+much), as the other commands do."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from llm_analysis.cli.fire_runner import perf_model_arg
+from llm_analysis.errors import LLMAnalysisError
+from llm_analysis.planner.result import PlanResult
+
+_FORMATS = ("table", "json")
+
+
+def _names(value: Any, flag: str) -> List[str]:
+    """A comma-separated string or a sequence (fire turns a,b into a tuple)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    raise LLMAnalysisError(f"--{flag} = {value!r} must be comma-separated names")
+
+
+def _ints(value: Any) -> Optional[List[Any]]:
+    """None, one integer, or a comma-separated list of them (fire turns 0,1,2 into a tuple);
+    each value is validated by the planner, which names the flag."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [value]
+
+
+def _prices(value: Any) -> Optional[Dict[str, float]]:
+    """--gpu_prices h100-sxm-80gb=2.5,a100-sxm-80gb=1.4 (dollars per GPU-hour) or a dict."""
+    if value is None or isinstance(value, dict):
+        return value
+    out = {}
+    for item in _names(value, "gpu_prices"):
+        name, _, price = item.partition("=")
+        try:
+            out[name.strip()] = float(price)
+        except ValueError:
+            raise LLMAnalysisError(f"--gpu_prices item {item!r} must be name=dollars_per_hour") from None
+    return out
+
+
+def _render(result: PlanResult, output_format: str, plot: Any, top: int) -> str:
+    if output_format not in _FORMATS:
+        raise LLMAnalysisError(f"--output_format = {output_format!r} is not valid; use one of {', '.join(_FORMATS)}")
+    text = json.dumps(_jsonable(result.to_dict()), indent=2) if output_format == "json" else result.table(top)
+    if plot:
+        path = plot if isinstance(plot, str) else f"plan-{result.kind}-pareto.png"
+        from llm_analysis.report.plan_chart import plot_front
+        plot_front(result, path)
+        if output_format != "json":
+            text += f"\nPareto front written to {os.path.abspath(path)}"
+    return text
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items() if k != "columns"}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x if isinstance(x, (str, int, float, bool, type(None))) else str(x)
+
+
+# the planner's parameter names that differ from the command's flags: an error about one
+# names the flag the user typed
+_FLAG_OF = {"model": "model_name", "gpus": "gpu_names", "dtypes": "dtype_names", "tokens": "total_num_tokens",
+            "slo.max_ttft_s": "max_ttft", "slo.max_tpot_s": "max_tpot", "slo.request_rate_per_s": "request_rate",
+            "slo.min_tokens_per_s": "min_tokens_per_s"}
+
+
+def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
+    """`message` with a leading planner parameter name (`gpus = []`) written as the flag
+    (`--gpu_names = []`)."""
+    head = message.split(" ", 1)[0].split("[", 1)[0]
+    flag = _FLAG_OF.get(head, head)
+    if flag in flags:
+        return f"--{flag}{message[len(head):]}"
+    return message
+
+
+def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = ()) -> Tuple[int, str]:
+    try:
+        return 0, _render(fn(), output_format, plot, top)
+    except LLMAnalysisError as e:
+        line = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return 2, f"error: {_in_flag_terms(line, flags)}"
+
+
+def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num_tokens_to_generate: int = 256,
+                       max_ttft: Optional[float] = None, max_tpot: Optional[float] = None,
+                       request_rate: Optional[float] = None, min_tokens_per_s: Optional[float] = None,
+                       objective: str = "tokens_per_gpu", dtype_names: Any = "w16a16e16",
+                       kv_cache_dtype_bytes: Any = None, gpu_prices: Any = None, max_gpus: Optional[int] = None,
+                       max_batch_size: int = 1024, disaggregate: bool = False,
+                       flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
+                       output_format: str = "table", plot: Any = False, top: int = 10,
+                       perf_model: str = "roofline", gpu_profile: Optional[str] = None) -> Tuple[int, str]:
+    """`plan infer`: the best serving setups as a table (top rows) or JSON (all rows).
+    --perf_model roofline|calibrated (--gpu_profile FILE implies calibrated) times the candidates."""
+    from llm_analysis.planner.inference import plan_inference
+
+    def go():
+        kv = kv_cache_dtype_bytes
+        if isinstance(kv, str):
+            kv = [None if v in ("none", "None", "") else float(v) for v in kv.split(",")]
+        return plan_inference(model_name, _names(gpu_names, "gpu_names"),
+                              {"max_ttft_s": max_ttft, "max_tpot_s": max_tpot, "request_rate_per_s": request_rate,
+                               "min_tokens_per_s": min_tokens_per_s},
+                              seq_len=seq_len, num_tokens_to_generate=num_tokens_to_generate, objective=objective,
+                              dtypes=_names(dtype_names, "dtype_names"), kv_cache_dtype_bytes=kv,
+                              gpu_prices=_prices(gpu_prices), max_gpus=max_gpus, max_batch_size=max_batch_size,
+                              disaggregate=disaggregate, flops_efficiency=flops_efficiency,
+                              hbm_memory_efficiency=hbm_memory_efficiency,
+                              perf_model=perf_model_arg(perf_model, gpu_profile))
+    return _run(go, output_format, plot, top, tuple(inspect.signature(plan_infer_command).parameters))
+
+
+def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float, max_gpus: int,
+                       global_batch_size: int, seq_len: Optional[int] = None, objective: str = "time",
+                       dtype_names: Any = "w16a16e16", gpu_prices: Any = None, min_gpus: int = 1,
+                       flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
+                       achieved_tflops: Optional[float] = None, output_format: str = "table", plot: Any = False,
+                       top: int = 10, perf_model: str = "roofline", gpu_profile: Optional[str] = None,
+                       zero_stages: Any = None) -> Tuple[int, str]:
+    """`plan train`: the fastest (or cheapest) training setups.
+    --perf_model roofline|calibrated (--gpu_profile FILE implies calibrated) times the candidates;
+    --zero_stages 0,1,2 limits the ZeRO stages tried (default: 0,1,2,3)."""
+    from llm_analysis.planner.training import plan_training
+
+    def go():
+        return plan_training(model_name, _names(gpu_names, "gpu_names"), tokens=total_num_tokens,
+                             max_gpus=max_gpus, global_batch_size=global_batch_size, seq_len=seq_len,
+                             dtypes=_names(dtype_names, "dtype_names"), objective=objective,
+                             gpu_prices=_prices(gpu_prices), min_gpus=min_gpus, flops_efficiency=flops_efficiency,
+                             hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
+                             perf_model=perf_model_arg(perf_model, gpu_profile),
+                             **({} if zero_stages is None else {"zero_stages": _ints(zero_stages)}))
+    return _run(go, output_format, plot, top, tuple(inspect.signature(plan_train_command).parameters))

@@ -1,0 +1,102 @@
+"""Import a model's shapes from a Hugging Face `config.json`: the public entry points.
+
+`get_model_config_from_hf` downloads `config.json` with
+`huggingface_hub.hf_hub_download` (which honours `HF_TOKEN`, `HF_ENDPOINT`,
+`HF_HUB_OFFLINE`, `HF_HOME`/`HF_HUB_CACHE` and the standard cache) and maps it to a
+`ModelConfig`. When `transformers` knows the `model_type`, the dict is first turned
+into the library's own config class (`CONFIG_MAPPING[model_type].from_dict`), so the
+defaults the real model code would use are filled in (e.g. Gemma 3's `text_config`
+lists only what differs from `Gemma3TextConfig`); otherwise the raw JSON is mapped.
+No code from a repository is ever run unless `trust_remote_code=True`.
+
+The mapping is a table with one row per family (`hub_families.py`, keyed by
+`model_type`), derived from the modelling code of `transformers`: which projections
+carry biases, how many norms a block has, whether the MLP is gated, which layers are
+MoE or slide. Anything the `ModelConfig` fields cannot describe exactly raises
+`UnmappableConfig` rather than being approximated silently.
+
+Every failure raises a `HubImportError` subclass whose message names the model id
+and revision; tracebacks from inside `huggingface_hub`/`transformers` are not chained
+(`raise ... from None`). Neither library is imported at module import time.
+
+Layout: `hub_errors` (error classes) <- `hub_download` (fetch) and `hub_source`
+(reading a config) <- `hub_spec` (table vocabulary) <- `hub_hooks` <- `hub_families`
+(the table) <- `hub_mapping` (driver) <- this module.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from llm_analysis.errors import ConfigError, HubImportError
+from llm_analysis.hub.download import download_config_json, read_json_file
+from llm_analysis.hub.errors import (GatedRepo, HubOffline, HubUnreachable, RepoNotFound,  # noqa: F401 (re-exported)
+                         RevisionNotFound, UnmappableConfig, describe_model)
+from llm_analysis.hub.families.table import SUPPORTED_MODEL_TYPES  # noqa: F401 (re-exported)
+from llm_analysis.hub.mapping import map_hf_config
+from llm_analysis.schema.configs import ModelConfig
+
+__all__ = [
+    "RepoNotFound", "GatedRepo", "RevisionNotFound", "HubOffline", "HubUnreachable",
+    "UnmappableConfig", "get_model_config_from_hf", "model_config_from_hf_dict",
+    "model_config_from_local_dir", "looks_like_hf_config", "SUPPORTED_MODEL_TYPES",
+]
+
+
+def get_model_config_from_hf(name: str, revision: Optional[str] = None,
+                             trust_remote_code: bool = False) -> ModelConfig:
+    """Download `config.json` of Hub model `name` (at `revision`, default main) and map it.
+
+    Raises `RepoNotFound`, `GatedRepo`, `RevisionNotFound`, `HubOffline`,
+    `HubUnreachable`, `UnmappableConfig` (all `HubImportError`)."""
+    if not isinstance(name, str) or not name.strip():
+        raise RepoNotFound(f"model id must be a non-empty string, got {name!r}")
+    if revision is not None and (not isinstance(revision, str) or not revision):
+        raise HubImportError(f"revision must be a non-empty string or None, got {revision!r}")
+    what = describe_model(name, revision)
+    path, _endpoint = download_config_json(name, revision)
+    data = read_json_file(path, what)
+    return map_hf_config(data, name=name, source=f"huggingface.co/{name}@{revision or 'main'}",
+                         what=what, trust_remote_code=trust_remote_code, revision=revision)
+
+
+def model_config_from_hf_dict(d: Dict[str, Any], name: str, source: str = "") -> ModelConfig:
+    """Map a Hugging Face config dict (the content of `config.json`) to a ModelConfig.
+
+    Never runs repository code (there is no repository to fetch it from)."""
+    if not isinstance(d, dict):
+        raise HubImportError(f"a Hugging Face config must be a dict, got {type(d).__name__}")
+    return map_hf_config(d, name=name, source=source, what=f"model {name!r}",
+                         trust_remote_code=False, revision=None)
+
+
+def model_config_from_local_dir(path: str | os.PathLike) -> ModelConfig:
+    """Map `path/config.json` of a local model directory (e.g. a `save_pretrained` output)."""
+    p = Path(path)
+    cfg_path = p / "config.json"
+    if not cfg_path.is_file():
+        raise ConfigError(f"{str(p)!r} is a directory but holds no config.json; give a model "
+                          "directory saved by transformers, a config .json file or a catalogue name")
+    name = p.resolve().name or str(p)
+    data = read_json_file(cfg_path, f"local model directory {str(p)!r}")
+    return map_hf_config(data, name=name, source=str(cfg_path), what=f"local model {str(p)!r}",
+                         trust_remote_code=False, revision=None)
+
+
+_HF_STYLE_KEYS = frozenset({
+    "model_type", "architectures", "transformers_version", "_name_or_path", "torch_dtype", "dtype",
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "n_embd", "n_layer", "n_positions",
+    "intermediate_size", "max_position_embeddings", "d_model", "text_config", "auto_map",
+})
+
+
+def looks_like_hf_config(d: Any) -> bool:
+    """True for a transformers `config.json` dict, False for our own ModelConfig JSON."""
+    if not isinstance(d, dict) or not d:
+        return False
+    ours = set(ModelConfig.model_fields)
+    if set(d) <= ours:
+        return False  # every key is a ModelConfig field (it may carry model_type too)
+    return bool(_HF_STYLE_KEYS & set(d))

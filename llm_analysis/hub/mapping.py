@@ -1,0 +1,123 @@
+"""Map a Hugging Face config (dict, plus the transformers config object when the
+library can build it) to a ModelConfig: unwrap multimodal configs to their language
+model, pick the family row of `hub_families.py` by `model_type` (or the generic
+mapping), read the fields, and validate them.
+
+Anything the ModelConfig fields cannot describe exactly raises `UnmappableConfig`
+rather than being approximated silently; malformed attribute values too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+from llm_analysis.schema.context_limit import rope_scaling_from_hf
+from llm_analysis.errors import ConfigError
+from llm_analysis.hub.errors import EXACT_HINT, HubImportError, UnmappableConfig, UnsupportedArchitecture
+from llm_analysis.hub.families.table import FAMILIES
+from llm_analysis.hub.generic import map_generic
+from llm_analysis.hub.guards import check_unread_shape_keys
+from llm_analysis.hub.source import Fields, Src, logger, transformers_config
+from llm_analysis.hub.spec import read_family
+from llm_analysis.schema.configs import ModelConfig, build_config
+
+__all__ = ["map_hf_config", "map_generic"]
+
+def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
+                    ) -> Tuple[Any, Dict[str, Any], Optional[str]]:
+    """(config object, raw dict, model_type) of the part to map: the config itself, or the
+    language model (`text_config`) of a multimodal wrapper (Gemma 3, LLaVA-style)."""
+    model_type = d.get("model_type")
+    mt = getattr(obj, "model_type", None) or model_type
+    text_cfg = getattr(obj, "text_config", None) if obj is not None else None
+    if text_cfg is None and isinstance(d.get("text_config"), dict) and "num_hidden_layers" not in d:
+        text_cfg = d["text_config"]
+    if text_cfg is None or mt in FAMILIES:
+        return obj, d, mt
+    if isinstance(text_cfg, dict):
+        raw = dict(text_cfg)
+        sub_obj = transformers_config(raw, name=name, revision=None, trust_remote_code=False,
+                                      what=what) if raw.get("model_type") else None
+    else:
+        sub_obj = text_cfg
+        try:
+            raw = text_cfg.to_dict()
+        except Exception:
+            raw = {}
+    mt = getattr(sub_obj, "model_type", None) or raw.get("model_type") or (
+        "gemma3_text" if model_type == "gemma3" else None)
+    logger.info("%s is a multimodal %r config; mapping its language model (%r) only",
+                what, model_type, mt)
+    return sub_obj, raw, mt
+
+
+def _read_fields(src: Src, mt: Any, model_type: Any, what: str) -> Fields:
+    family = FAMILIES.get(mt) if isinstance(mt, str) else None
+    try:
+        fields = read_family(family, src, what) if family else map_generic(src, what)
+        if family:
+            check_unread_shape_keys(src, fields, what, family.ignores)
+    except HubImportError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError) as exc:  # malformed attribute values
+        raise UnmappableConfig(f"Cannot map the config of {what} (model_type {model_type!r}): "
+                               f"{type(exc).__name__}: {exc}") from None
+    if src.missing:
+        missing = sorted(set(src.missing))
+        raise UnmappableConfig(
+            f"Cannot map the config of {what} (model_type {model_type!r}): it lacks the attribute"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    return fields
+
+
+def _remote_code_hint(d: Dict[str, Any], name: str) -> Optional[str]:
+    """What to do when a config that ships its own code (auto_map) could not be mapped
+    from its raw keys: its meaning is in that code, which is not run by default."""
+    auto_map = d.get("auto_map")
+    if not isinstance(auto_map, dict) or not auto_map:
+        return None
+    target = auto_map.get("AutoConfig") or next(iter(auto_map.values()))
+    return (f"It declares remote code (auto_map -> {target!r}) that llm-analysis does not run "
+            "by default: if you trust the repository, call "
+            f"llm_analysis.config.get_model_config_from_hf({name!r}, trust_remote_code=True) so its "
+            "configuration class fills in the attributes, or give a config.json with the standard "
+            "attribute names.")
+
+
+def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust_remote_code: bool,
+                  revision: Optional[str]) -> ModelConfig:
+    """The ModelConfig of config dict `d` of model `name` (`what` names it in messages)."""
+    model_type = d.get("model_type")
+    obj = transformers_config(d, name=name, revision=revision,
+                              trust_remote_code=trust_remote_code, what=what)
+    obj, raw, mt = _language_model(d, obj, name=name, what=what)
+    src = Src(obj, raw)
+    try:
+        fields = _read_fields(src, mt, model_type, what)
+    except HubImportError as exc:
+        hint = None if trust_remote_code or obj is not None else _remote_code_hint(d, name)
+        if hint is None:
+            raise
+        raise type(exc)(f"{str(exc).rstrip('.')}. {hint}") from None
+    top_tie = d.get("tie_word_embeddings")
+    if top_tie is not None and raw is not d and fields.get("lm_head", True):  # no head: no tie to decide
+        text_tie = raw.get("tie_word_embeddings")
+        if text_tie is not None and bool(text_tie) != bool(top_tie):
+            # the wrapper's flag governs its own LM class, the text model's the text-only
+            # class: the count depends on which class is meant
+            raise UnsupportedArchitecture(
+                f"{what}: the multimodal config says tie_word_embeddings={bool(top_tie)} but its "
+                f"language model's config says {bool(text_tie)}; whether the output projection "
+                f"is a separate weight depends on the model class. To count it, {EXACT_HINT}.")
+        fields["tie_word_embeddings"] = bool(top_tie)
+    if fields.get("position_embedding_type") == "rotary":  # the scaling any rotary family declares
+        fields["rope_scaling"] = rope_scaling_from_hf(src.get("rope_parameters", "rope_scaling", default=None))
+    fields = {k: v for k, v in fields.items() if v is not None}
+    fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)
+    if fields["model_type"] is None:
+        fields.pop("model_type")
+    try:
+        return build_config(ModelConfig, fields, source=None)
+    except ConfigError as exc:
+        raise UnmappableConfig(f"The config of {what} (model_type {model_type!r}) maps to an "
+                               f"invalid ModelConfig: {exc}") from None

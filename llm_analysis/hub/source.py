@@ -1,0 +1,204 @@
+"""Reading a Hugging Face model config: the transformers config object (defaults
+filled in) when the library knows the `model_type`, else the raw `config.json` dict;
+attribute access that records what is missing; and the value conversions every
+family mapping shares (integers, activation names, per-layer attention kinds,
+MoE layer sets).
+
+`transformers` is imported only inside `transformers_config` (start-up time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from llm_analysis.hub.errors import HubImportError, UnmappableConfig
+
+# one logger for the whole Hub import, under the name users already filter on
+logger = logging.getLogger("llm_analysis.hub.entry")
+
+__all__ = ["Src", "Fields", "transformers_config", "as_int", "activation", "attention_layout",
+           "moe_layout"]
+
+Fields = Dict[str, Any]
+
+
+# ---------------------------------------------------------------------------
+# transformers config construction
+# ---------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """transformers' own logging at ERROR level for the block (no-op without transformers)."""
+    try:
+        from transformers.utils import logging as tlog
+    except Exception:  # pragma: no cover
+        yield
+        return
+    old = tlog.get_verbosity()
+    tlog.set_verbosity_error()
+    try:
+        yield
+    finally:
+        tlog.set_verbosity(old)
+
+
+def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str],
+                         trust_remote_code: bool, what: str):
+    """The transformers config object for `d`, or None (unknown type / transformers absent)."""
+    model_type = d.get("model_type")
+    try:
+        with quiet_transformers():
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    except Exception as exc:  # transformers missing or broken: map the raw JSON
+        logger.info("transformers unavailable (%s); mapping the raw config.json of %s", exc, what)
+        return None
+    if isinstance(model_type, str) and model_type in CONFIG_MAPPING:
+        try:
+            with quiet_transformers():
+                return CONFIG_MAPPING[model_type].from_dict(copy.deepcopy(d))
+        except Exception as exc:
+            logger.warning("transformers could not build its %r config for %s (%s: %s); mapping the "
+                           "raw config.json instead", model_type, what, type(exc).__name__,
+                           str(exc).strip().splitlines()[-1] if str(exc).strip() else "")
+            return None
+    auto_map = d.get("auto_map") or {}
+    if trust_remote_code:
+        if isinstance(auto_map, dict) and "AutoConfig" in auto_map:
+            try:
+                with quiet_transformers():
+                    from transformers import AutoConfig
+                    return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=True)
+            except Exception as exc:
+                raise HubImportError(
+                    f"Running the remote configuration code of {what} failed: "
+                    f"{type(exc).__name__}: {exc}") from None
+    elif isinstance(auto_map, dict) and "AutoConfig" in auto_map:
+        logger.info("%s has custom configuration code (auto_map); not running it without "
+                    "trust_remote_code=True, mapping the raw config.json", what)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# attribute access over a transformers config object or a raw dict
+# ---------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+class Src:
+    """Reads attributes from a transformers config (defaults filled in) or a raw dict,
+    recording the required ones that are absent."""
+
+    def __init__(self, obj: Any, raw: Dict[str, Any]):
+        self.obj = obj
+        self.raw = raw
+        self.missing: List[str] = []
+
+    def _lookup(self, key: str) -> Any:
+        if self.obj is not None:
+            try:
+                return getattr(self.obj, key)
+            except AttributeError:
+                pass
+            except Exception:  # transformers properties may raise on odd configs
+                pass
+        v = self.raw.get(key, _MISSING)
+        return v
+
+    def has(self, key: str) -> bool:
+        v = self._lookup(key)
+        return v is not _MISSING and v is not None
+
+    def get(self, *keys: str, default: Any = _MISSING) -> Any:
+        for k in keys:
+            v = self._lookup(k)
+            if v is not _MISSING and v is not None:
+                return v
+        if default is _MISSING:
+            self.missing.append(keys[0] if len(keys) == 1 else " or ".join(keys))
+            return None
+        return default
+
+    def req_int(self, *keys: str) -> Optional[int]:
+        v = self.get(*keys)
+        if v is None:
+            return None
+        return as_int(v, keys[0])
+
+    def opt_int(self, *keys: str, default: Any = None) -> Optional[int]:
+        v = self.get(*keys, default=default)
+        return None if v is None else as_int(v, keys[0])
+
+
+def as_int(v: Any, key: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
+        raise UnmappableConfig(f"attribute {key!r} = {v!r} must be an integer")
+    return int(v)
+
+
+_ACTIVATIONS = {
+    "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
+    "gelu_accurate": "gelu_tanh", "gelu_python_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh",
+    "gelu": "gelu", "gelu_python": "gelu", "gelu_10": "gelu",
+    "silu": "silu", "swish": "silu", "relu": "relu", "quick_gelu": "quick_gelu",
+    "relu2": "relu2", "tanh": "tanh", "sigmoid": "sigmoid", "mish": "mish",
+}
+
+
+def activation(v: Any) -> str:
+    if not isinstance(v, str):
+        return "gelu"
+    return _ACTIVATIONS.get(v.lower(), v.lower())
+
+
+def _positive_or_none(v: Any) -> Optional[int]:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        iv = int(v)
+    except (TypeError, ValueError):
+        return None
+    return iv if iv > 0 else None
+
+
+def attention_layout(layer_types: Any, sliding_window: Any, num_layers: Optional[int],
+                      what: str) -> Tuple[Optional[int], Optional[List[str]]]:
+    """(sliding_window, layer_types) as ModelConfig wants them: layer_types only when
+    layers differ; sliding_window only when some layer slides."""
+    window = _positive_or_none(sliding_window)
+    if layer_types is None:
+        return window, None  # every layer slides when a window is set (Mistral v0.1, Phi-3)
+    lt = [str(t) for t in layer_types]
+    odd = sorted(set(lt) - {"full_attention", "sliding_attention"})
+    if odd:
+        raise UnmappableConfig(
+            f"{what}: layer_types contains {odd}; ModelConfig describes only full_attention and "
+            "sliding_attention layers")
+    if num_layers is not None and len(lt) != num_layers:
+        raise UnmappableConfig(f"{what}: layer_types has {len(lt)} entries for {num_layers} layers")
+    if all(t == "full_attention" for t in lt):
+        return None, None
+    if window is None:
+        raise UnmappableConfig(f"{what}: layer_types lists sliding_attention layers but "
+                               "sliding_window is not set")
+    if all(t == "sliding_attention" for t in lt):
+        return window, None
+    return window, lt
+
+
+def moe_layout(moe_layers: Iterable[int], num_layers: int, what: str) -> Tuple[int, int]:
+    """(moe_first_dense_layers, moe_layer_freq) that reproduce the set of MoE layers."""
+    layers = sorted(set(moe_layers))
+    if not layers:
+        raise UnmappableConfig(f"{what}: the config declares experts but no layer is a MoE layer")
+    first = layers[0]
+    freq = layers[1] - layers[0] if len(layers) > 1 else max(1, num_layers - first)
+    rebuilt = [i for i in range(num_layers) if i >= first and (i - first) % freq == 0]
+    if rebuilt != layers:
+        raise UnmappableConfig(
+            f"{what}: MoE layers {layers} are not 'the first k layers dense, then every n-th layer', "
+            "which is what ModelConfig (moe_first_dense_layers, moe_layer_freq) can describe")
+    return first, freq

@@ -1,0 +1,95 @@
+"""MLP operators of a layer: dense (gated) MLP, MoE router, routed and shared
+experts, expert-parallel all-to-alls."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from llm_analysis.model.records import LayerKind, Operator, Phase
+from llm_analysis.model.variants import moe_output_ops, zero_expert_weight_ops
+
+
+class MlpOps:
+    """Mixin of `LayerDescriber`: dense MLP and mixture of experts."""
+
+    def _ffn_ops(self, prefix: str, group: str, phase: Phase, tokens: float, ffn: int, bias: bool,
+                 shard: int, copies: int = 1, expert_role: Optional[str] = None,
+                 down_bias: Optional[bool] = None) -> List[Operator]:
+        """A (gated) MLP of width `ffn` applied to `tokens` tokens, `copies` of it.
+        Its projections keep their unprefixed LoRA id (an expert's up_proj is an up_proj).
+        `down_bias`: the down projection's bias when it differs from the others'."""
+        m = self.model
+        h = m.hidden_dim
+        ops = []
+        ups = ["gate_proj", "up_proj"] if m.mlp_gated_linear_units else ["up_proj"]
+        for n in ups:
+            ops.append(self._matmul(f"{prefix}{n}", group, phase, tokens, h, ffn, bias, shard=shard,
+                                    copies=copies, lora_target=n))
+        act_elems = tokens * ffn * copies / shard
+        ops.append(Operator(name=f"{prefix}act", group=group, kind="elementwise",
+                            bytes_read_per_gpu=act_elems * len(ups) * self.a_bytes,
+                            bytes_written_per_gpu=act_elems * self.a_bytes,
+                            shapes=f"{m.activation}{'-glu' if len(ups) == 2 else ''} x {act_elems:.0f}"))
+        down_bias = bias if down_bias is None else down_bias
+        ops.append(self._matmul(f"{prefix}down_proj", group, phase, tokens, ffn, h, down_bias, shard=shard,
+                                shard_input=True, copies=copies, lora_target="down_proj"))
+        for op in ops:
+            op.expert_role = expert_role
+        return ops
+
+    def mlp_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
+        m, t = self.model, phase.tokens
+        if not kind.moe:
+            ffn = kind.ffn_dim or m.ffn_embed_dim
+            ops = self._ffn_ops("", "mlp", phase, t, ffn, m.mlp_bias, shard=self.tp, down_bias=m.mlp_down_bias)
+            return self.dense_mlp_extras(ops, phase, t, ffn)
+        return self._moe_ops(phase) + moe_output_ops(self, phase)
+
+    def expected_active_experts(self, tokens: int) -> float:
+        """Expected number of distinct FFN experts that `tokens` tokens are routed to,
+        with uniform routing over the E FFN and Z zero experts: E * (1 - (1 - k/(E+Z))^tokens)."""
+        e, k = self.model.moe_num_experts, self.model.moe_top_k
+        return e * (1.0 - (1.0 - k / (e + self.model.moe_zero_experts)) ** tokens)
+
+    def _moe_ops(self, phase: Phase) -> List[Operator]:
+        m, t, ep = self.model, phase.tokens, self.par.ep_size
+        e, k, f = m.moe_num_experts, m.moe_top_k, m.expert_ffn_dim
+        h = m.hidden_dim
+        z = m.moe_zero_experts  # identity experts: scored by the router, no FFN work
+        ops = [self._matmul("router", "router", phase, t, h, e + z, m.moe_router_bias)]
+        # routed experts: each token runs through k experts, each expert split over
+        # tp like a dense MLP. Experts live on ep ranks that are data-parallel for
+        # the rest of the model, each with its own batch: with balanced routing every
+        # rank still runs t*k token-expert pairs (from all ep ranks' tokens) on its
+        # e/ep local experts.
+        routed = self._ffn_ops("expert_", "experts", phase, t * k * e / (e + z), f, m.moe_expert_bias,
+                               shard=self.tp, expert_role="routed")
+        # parameters: all e experts exist, the FLOPs use only k per token
+        one_expert = self._ffn_ops("expert_", "experts", phase, 0, f, m.moe_expert_bias, shard=self.tp)
+        experts_gpu = e / ep
+        # weights read per GPU in one forward: only the local experts that receive
+        # some of the ep ranks' t*ep tokens
+        active_gpu = min(experts_gpu, self.expected_active_experts(t * ep) / ep)
+        for op, one in zip(routed, one_expert):
+            if op.kind != "matmul":
+                ops.append(op)
+                continue
+            w_gpu = one.params_per_gpu * experts_gpu
+            read_w = one.params_per_gpu * active_gpu * self.w_bytes
+            # `op` was built just above for this list: set in place (dataclasses.replace is slow)
+            op.bytes_read_per_gpu = op.bytes_read_per_gpu - op.weight_bytes_per_gpu + read_w
+            op.params, op.params_per_gpu, op.weight_bytes_per_gpu = one.params * e, w_gpu, w_gpu * self.w_bytes
+            op.shapes = f"{op.shapes}, {e} experts top-{k}"
+            ops.append(op)
+        ops += zero_expert_weight_ops(self, one_expert, ep)
+        if m.moe_num_shared_experts:
+            ops += self._ffn_ops("shared_expert_", "experts", phase, t, m.shared_expert_ffn_dim,
+                                 m.mlp_bias, shard=self.tp, copies=m.moe_num_shared_experts, expert_role="shared")
+            if m.moe_shared_expert_gate:
+                ops.append(self._matmul("shared_expert_gate", "router", phase, t, h, 1, False))
+        if ep > 1:
+            # dispatch and combine: each token's hidden state to its k experts and back
+            elems = t * k * h  # the (ep-1)/ep that leaves the GPU is in the all-to-all time
+            ops.append(self._collective("ep_all_to_all_dispatch", "all_to_all", "ep", ep, elems))
+            ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", ep, elems))
+        return ops

@@ -1,0 +1,154 @@
+"""Operators of attention and MoE variants (issue 14): the gate on the attention
+output, the lightning indexer of DeepSeek sparse attention, and the norm on a MoE
+block's output. Each builder takes the `LayerDescriber` and is called from a
+one-line hook in `attention.py` / `mlp.py`; with the ModelConfig defaults every
+builder returns nothing, so other models are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from llm_analysis.errors import ConfigError
+from llm_analysis.model.records import LayerKind, Operator, Phase, causal_pairs
+
+
+def output_gate_ops(d, phase: Phase, heads_gpu: int, d_v: int) -> List[Operator]:
+    """Gated attention (Qiu et al. 2025, arXiv 2505.06708): before o_proj the heads'
+    output is multiplied by act(x @ W_g), W_g [hidden x n_head*d_v] (one gate per
+    element) or [hidden x n_head] (one per head). Column-parallel over TP like q_proj.
+    The element-wise multiply (and Beam's per-head gate bias, its only parameters)
+    is memory-bound: bytes, no matmul FLOPs."""
+    m = d.model
+    if m.attn_output_gate == "none":
+        return []
+    width = m.n_head * d_v if m.attn_output_gate == "per_element" else m.n_head
+    gate = d.matmul_op("attn_gate_proj", "attention", phase, phase.tokens, m.hidden_dim, width, False,
+                       shard=d.tp)
+    elems = phase.tokens * heads_gpu * d_v
+    bias = m.n_head if m.attn_output_gate_head_bias else 0
+    bias_gpu = heads_gpu if bias else 0
+    mul = Operator(name="attn_gate", group="attention", kind="elementwise", params=bias,
+                   params_per_gpu=bias_gpu, weight_bytes_per_gpu=bias_gpu * d.w_bytes,
+                   bytes_read_per_gpu=(elems + phase.tokens * width / d.tp) * d.a_bytes,
+                   bytes_written_per_gpu=elems * d.a_bytes,
+                   shapes=f"{m.attn_output_gate} gate x {elems:.0f}")
+    return [gate, mul]
+
+
+def sparse_key_limit(model, kind: LayerKind) -> Optional[int]:
+    """Keys one query attends to at most: the sliding window, or the indexer's top-k
+    (DeepSeek sparse attention selects index_topk cached tokens per query)."""
+    if kind.attention == "sliding_attention" and model.sliding_window:
+        return model.sliding_window
+    return model.index_topk
+
+
+def indexer_cache_elems(model) -> int:
+    """Elements per token per layer of the indexer's key cache (one index_head_dim key,
+    shared by the indexer heads, as the MLA latent is: replicated over TP)."""
+    return model.index_head_dim if model.has_indexer and not model.encoder_only else 0
+
+
+def indexer_ops(d, phase: Phase, kind: LayerKind) -> List[Operator]:
+    """The lightning indexer of one layer (DeepSeek-V3.2; transformers DeepseekV32Indexer):
+    q = wq_b(q latent) [heads x dim], k = LayerNorm(wk(x)) [dim], w = weights_proj(x)
+    [heads]; score[s, t] = sum_h w[s, h] * relu(q[s, h] . k[t]) over every cached token.
+    The projections are replicated over TP (small; vLLM does so). The scores cost
+    2 * heads * (dim + 1) FLOPs per (query, key) pair, over the causal pairs (or the
+    whole matrix in eager prefill, as the reference code computes it)."""
+    m = d.model
+    if not m.has_indexer:
+        return []
+    t, nh, hd = phase.tokens, m.index_n_heads, m.index_head_dim
+    ops = [d.matmul_op("index_q_proj", "attention", phase, t, m.q_lora_rank, nh * hd, False),
+           d.matmul_op("index_k_proj", "attention", phase, t, m.hidden_dim, hd, False),
+           d.norm_op("index_k_norm", "attention", t, hd, bias=True),
+           d.matmul_op("index_weights_proj", "attention", phase, t, m.hidden_dim, nh, False)]
+    if d.conv.attention_flops == "causal" or phase.past_len > 0:
+        pairs = causal_pairs(phase.q_len, phase.past_len, None)
+    else:
+        pairs = phase.q_len * phase.kv_len
+    flops = 2.0 * phase.batch * pairs * nh * (hd + 1)
+    cached = phase.batch * phase.kv_len * hd * d.kv_bytes if phase.past_len > 0 else 0.0
+    ops.append(Operator(
+        name="index_scores", group="attention", kind="attention", flops=flops, flops_per_gpu=flops,
+        bytes_read_per_gpu=t * nh * (hd + 1) * d.a_bytes + cached,
+        # int32 top-k indices (the new keys' cache writes are the attention core's)
+        bytes_written_per_gpu=t * m.index_topk * 4,
+        kv_cache_bytes_read_per_gpu=cached, kernel_dims=(phase.q_len,),
+        shapes=f"{nh} heads x {phase.q_len} q x {phase.kv_len} keys, d={hd}, top-{m.index_topk}"))
+    return ops
+
+
+def moe_output_ops(d, phase: Phase) -> List[Operator]:
+    """On the MoE block's output: A.X-K1's post_mlp_layernorm (a hidden-wide norm) and
+    JetMoE's bias (one hidden-wide vector after the experts' outputs are merged)."""
+    m, ops = d.model, []
+    if m.moe_output_bias:
+        h = m.hidden_dim
+        ops.append(Operator(name="moe_output_bias", group="experts", kind="elementwise", params=h,
+                            params_per_gpu=h, weight_bytes_per_gpu=h * d.w_bytes,
+                            bytes_read_per_gpu=(phase.tokens * h) * d.a_bytes + h * d.w_bytes,
+                            bytes_written_per_gpu=phase.tokens * h * d.a_bytes, shapes=f"[{h}] bias"))
+    if m.moe_output_norm:
+        ops.append(d.norm_op("moe_output_norm", "norm", phase.tokens, m.hidden_dim))
+    return ops
+
+
+def check_variant_layout(d) -> None:
+    """Layouts the variants are not described under: attention experts split over TP
+    by whole heads; context parallelism would have to exchange the indexer's keys as
+    well as the attention's (not modelled)."""
+    m, tp = d.model, d.par.tp_size
+    if m.attn_experts and m.num_key_value_heads % tp:
+        raise ConfigError(f"tp_size = {tp} must divide num_key_value_heads = {m.num_key_value_heads} of "
+                          f"{m.name}: each attention expert's q/o projection holds that many heads; valid "
+                          f"tp_size: {[x for x in range(1, m.num_key_value_heads + 1) if m.num_key_value_heads % x == 0]}")
+    if d.model.has_indexer and d.par.cp_size > 1:
+        raise ConfigError(f"cp_size = {d.par.cp_size}: context parallelism of {d.model.name}'s sparse-"
+                          "attention indexer (index_topk set) is not modelled; use cp_size=1")
+
+
+def expert_projection_op(d, name: str, phase: Phase, d_in: int, d_out: int, bias: bool,
+                         row_parallel: bool) -> Operator:
+    """q_proj (hidden -> kv_heads*head_dim) or o_proj (back) of JetMoE's attention
+    experts (JetMoeMoA): every token runs through moe_top_k of attn_experts experts, so
+    the FLOPs are those of one projection of top_k * kv_heads heads (= n_head) while all
+    experts' weights exist; the bias (o_proj's, added after the merge) is one vector."""
+    m = d.model
+    e, k, t = m.attn_experts, m.moe_top_k, phase.tokens
+    op = d.matmul_op(name, "attention", phase, t * k, d_in, d_out, False, shard=d.tp,
+                     shard_input=row_parallel)
+    one = d.matmul_op(name, "attention", phase, 0, d_in, d_out, False, shard=d.tp, shard_input=row_parallel)
+    active = min(e, e * (1.0 - (1.0 - k / e) ** t))  # distinct experts the tokens reach (uniform routing)
+    bias_params = d_out if bias else 0
+    op.params = one.params * e + bias_params
+    op.params_per_gpu = one.params_per_gpu * e + bias_params
+    op.weight_bytes_per_gpu = op.params_per_gpu * d.w_bytes
+    op.bytes_read_per_gpu += (one.params_per_gpu * (active - 1) + bias_params) * d.w_bytes
+    op.shapes = f"{op.shapes}, {e} attention experts top-{k}"
+    return op
+
+
+def attention_router_ops(d, phase: Phase) -> List[Operator]:
+    """The router of JetMoE's attention experts: [hidden x attn_experts], replicated."""
+    m = d.model
+    if not m.attn_experts:
+        return []
+    return [d.matmul_op("attn_router", "router", phase, phase.tokens, m.hidden_dim, m.attn_experts, False)]
+
+
+def zero_expert_weight_ops(d, one_expert: List[Operator], ep_size: int) -> List[Operator]:
+    """The gate/up weights transformers allocates for LongCat's zero-computation experts
+    (LongcatFlashExperts.gate_up_proj has E + Z rows, down_proj E): held like the
+    routed experts' (split over EP and TP), never read or computed."""
+    m = d.model
+    if not (m.moe_zero_experts and m.moe_zero_experts_hold_weights):
+        return []
+    ups = [op for op in one_expert if op.kind == "matmul"][:-1]  # gate/up; _ffn_ops ends with down_proj
+    params = m.moe_zero_experts * sum(op.params for op in ups)
+    params_gpu = m.moe_zero_experts * sum(op.params_per_gpu for op in ups) / ep_size
+    return [Operator(name="zero_expert_weights", group="experts", kind="elementwise", params=params,
+                     params_per_gpu=params_gpu, weight_bytes_per_gpu=params_gpu * d.w_bytes,
+                     expert_role="routed", shapes=f"{m.moe_zero_experts} unused gate/up weights")]

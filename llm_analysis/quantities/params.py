@@ -1,0 +1,92 @@
+"""Parameter counts: the sum of the operators' `params` (tied weights counted
+once); active parameters replace each MoE layer's routed experts by their top-k
+share (`expert_role == "routed"`)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from llm_analysis.model import LayerKind, Operator, sum_field
+from llm_analysis.quantities.phases import ONE_TOKEN, as_count, layer_mean
+
+
+def ops0(a) -> List[Operator]:
+    """Operators of the whole model for a 1-token phase."""
+    return a.describer.memoized("ops0", lambda: a.describer.flat_ops(ONE_TOKEN))
+
+
+def routed_expert_params(ops: List[Operator], attr: str = "params") -> float:
+    return sum(getattr(o, attr) for o in ops if o.is_routed_expert)
+
+
+def layer_mean_field(a, attr: str, groups: Tuple[str, ...]):
+    return as_count(layer_mean(a, ONE_TOKEN, lambda ops: sum_field(ops, attr, groups)))
+
+
+def embedding(a, shared_embedding: bool = True) -> int:
+    ops = ops0(a)
+    n = sum_field(ops, "params", ("embedding",))
+    if not shared_embedding:
+        n += sum_field(ops, "params", ("lm_head",))
+    return int(n)
+
+
+def output_embedding(a) -> int:
+    return int(sum_field(ops0(a), "params", ("lm_head",)))
+
+
+def last_layernorm(a) -> int:
+    return int(sum_field(a.describer.head_ops(ONE_TOKEN), "params", ("norm",)))
+
+
+def total(a) -> int:
+    return a.describer.memoized("params_total", lambda: int(sum_field(ops0(a), "params")))
+
+
+def _active_layer(a, kind: LayerKind, ops: List[Operator]) -> float:
+    """Parameters one token uses in a layer of this kind."""
+    m = a.model_config
+    routed = routed_expert_params(ops)
+    active_routed = routed * (m.moe_top_k / m.moe_num_experts) if kind.moe else 0.0
+    return sum(o.params for o in ops) - routed + active_routed
+
+
+def active_per_layer(a):
+    d = a.describer
+    s = sum(n * _active_layer(a, kind, d.layer_ops(ONE_TOKEN, kind)) for kind, n in d.layer_groups.items())
+    return as_count(s / a.model_config.num_layers)
+
+
+def active_total(a) -> int:
+    def compute() -> int:
+        t = total(a)
+        m = a.model_config
+        for kind, n in a.describer.layer_groups.items():
+            if kind.moe:
+                routed = routed_expert_params(a.describer.layer_ops(ONE_TOKEN, kind))
+                t -= n * (routed - routed * (m.moe_top_k / m.moe_num_experts))
+        return int(round(t))
+    return a.describer.memoized("active_params_total", compute)
+
+
+def breakdown(a) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for o in ops0(a):
+        out[o.group] = out.get(o.group, 0) + o.params
+    return {k: int(v) for k, v in out.items() if v}
+
+
+def heaviest_stage_params_per_gpu(a, groups: Optional[Tuple[str, ...]] = None) -> Tuple[float, float]:
+    """(dense params per GPU, routed-expert params per GPU) of the heaviest pipeline stage."""
+    return a.describer.memoized(("heaviest_stage_params", groups), lambda: _heaviest_stage_params(a, groups))
+
+
+def _heaviest_stage_params(a, groups: Optional[Tuple[str, ...]]) -> Tuple[float, float]:
+    best = (0.0, 0.0)
+    for s in range(a.parallelism_config.pp_size):
+        ops = a.describer.flat_ops(ONE_TOKEN, stage=s)
+        experts = sum(o.params_per_gpu for o in ops if o.is_routed_expert and (groups is None or o.group in groups))
+        dense = sum_field(ops, "params_per_gpu", groups) - experts
+        if dense + experts > sum(best):
+            best = (dense, experts)
+    return best

@@ -1,0 +1,92 @@
+"""Optimizer state and gradient bytes: the one rule for both.
+
+Adam by default (Kingma & Ba, arXiv 1412.6980): master weights
+(`master_weights_dtype_bytes`, fp32 by default) plus two fp32 moments = 12 bytes
+per trainable parameter; `other_op_bytes` replaces the 8 bytes of moments for
+other optimizers (Lion: 4). Gradients are kept in the training dtype, at least
+16 bits (the ZeRO paper's 2 + 2 + 12 bytes per parameter; Rajbhandari et al.
+2020, arXiv 1910.02054). ZeRO-1 shards optimizer states over data parallelism,
+ZeRO-2 also gradients; routed experts are replicated only over their own
+data-parallel group (dp / ep), so they shard over that. The shard group is
+dp_shard x cp ranks (HSDP shards inside dp_shard; context-parallel ranks hold the
+same weights, so Megatron and torchtitan shard over them too).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from llm_analysis.config import DtypeConfig, ParallelismConfig
+from llm_analysis.units import ADAM_OPTIMIZER_STATE_BYTES
+from llm_analysis.schema.options import DSZeRO, as_enum
+from llm_analysis.model import sum_field
+from llm_analysis.quantities.params import heaviest_stage_params_per_gpu, ops0, routed_expert_params
+from llm_analysis.quantities.phases import ONE_TOKEN
+
+
+def gradient_bytes_per_param(dtype: DtypeConfig) -> float:
+    """Gradients in the weights' dtype, never below 16 bits (quantized weights
+    are trained through 16-bit gradients)."""
+    return dtype.weight_bits / 8 if dtype.weight_bits >= 16 else 2
+
+
+def optimizer_bytes_per_param(master_weights_dtype_bytes: float, other_op_bytes: Optional[float]) -> float:
+    return master_weights_dtype_bytes + (ADAM_OPTIMIZER_STATE_BYTES if other_op_bytes is None else other_op_bytes)
+
+
+def optimizer_and_gradient_bytes(par: ParallelismConfig, params_dense: float, params_expert: float,
+                                 master_weights_dtype_bytes: float, other_op_bytes: Optional[float], ds_zero,
+                                 grad_bytes_per_param: float) -> Tuple[float, float]:
+    """(optimizer-state bytes, gradient bytes) per GPU of dense and routed-expert parameters."""
+    ds_zero = as_enum(DSZeRO, ds_zero, "ds_zero")
+    dp_dense, dp_expert = par.shard_group_size, par.expert_shard_group_size  # dp_shard x cp ranks
+    opt = optimizer_bytes_per_param(master_weights_dtype_bytes, other_op_bytes) * (
+        params_dense / (dp_dense if ds_zero.value >= 1 else 1)
+        + params_expert / (dp_expert if ds_zero.value >= 1 else 1))
+    grad = grad_bytes_per_param * (params_dense / (dp_dense if ds_zero.value >= 2 else 1)
+                                   + params_expert / (dp_expert if ds_zero.value >= 2 else 1))
+    return opt, grad
+
+
+def _of(a, dense: float, expert: float, master: float, other: Optional[float], ds_zero) -> Tuple[float, float]:
+    return optimizer_and_gradient_bytes(a.parallelism_config, dense, expert, master, other, ds_zero,
+                                        gradient_bytes_per_param(a.dtype_config))
+
+
+def per_layer(a, master: float, other: Optional[float], ds_zero) -> Tuple[float, float]:
+    d = a.describer
+    dense = expert = 0.0
+    for kind, n in d.layer_groups.items():
+        ops = d.layer_ops(ONE_TOKEN, kind)
+        e = routed_expert_params(ops, "params_per_gpu")
+        expert += n * e
+        dense += n * (sum(o.params_per_gpu for o in ops) - e)
+    layers = a.model_config.num_layers
+    return _of(a, dense / layers, expert / layers, master, other, ds_zero)
+
+
+def embedding(a, master: float, other: Optional[float], ds_zero) -> Tuple[float, float]:
+    params = sum_field(ops0(a), "params_per_gpu", ("embedding", "lm_head"))
+    return _of(a, params, 0.0, master, other, ds_zero)
+
+
+def last_layernorm(a, params: float, master: float, other: Optional[float], ds_zero) -> Tuple[float, float]:
+    return _of(a, params, 0.0, master, other, ds_zero)
+
+
+def weight_update_bytes_per_param(dtype: DtypeConfig, master_weights_dtype_bytes: float,
+                                  other_op_bytes: Optional[float]) -> float:
+    """Optimizer step traffic: master weights and states read and written, the
+    gradient read, the 16-bit weight written."""
+    other = ADAM_OPTIMIZER_STATE_BYTES if other_op_bytes is None else other_op_bytes
+    return 2 * master_weights_dtype_bytes + 2 * other + gradient_bytes_per_param(dtype) + 2
+
+
+def updated_params_per_gpu(a, ds_zero) -> float:
+    """Parameters one GPU updates: the heaviest stage's, its 1/dp ZeRO shard from stage 1 on."""
+    ds_zero = as_enum(DSZeRO, ds_zero, "ds_zero")
+    p = a.parallelism_config
+    dense, expert = heaviest_stage_params_per_gpu(a)
+    if ds_zero.value >= 1:
+        dense, expert = dense / p.shard_group_size, expert / p.expert_shard_group_size
+    return dense + expert

@@ -1,0 +1,96 @@
+"""Bar charts of the summary's breakdowns: time per layer part in prefill and
+one decode step, inference memory per GPU, training time per iteration and
+training memory per GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from llm_analysis.report.chart_common import BOUND_COLORS, bars, figure, legend_patches, save, setup_text, stacked_memory, time_unit
+from llm_analysis.report.labels import (INFERENCE_MEMORY_LABELS, TRAIN_MEMORY_TERMS, TRAIN_TIME_KINDS, gpu_memory_bytes, part_label,
+                     part_sort_key, train_time_label, train_time_parts)
+from llm_analysis.report.units import format_bytes, format_seconds
+
+
+def latency_chart(analysis, summary: Dict[str, Any], path: Path) -> str:
+    steps = max(summary.get("num_tokens_to_generate", 1) - 1, 0)
+    panels = [("prefill_latency_breakdown", 1.0,
+               f"Prefill (time to first token {format_seconds(summary.get('prefill_latency', 0))}): "
+               f"batch {summary.get('batch_size_per_gpu')} x {summary.get('seq_len')} tokens")]
+    if steps and summary.get("decode_latency_breakdown"):
+        panels.append(("decode_latency_breakdown", float(steps),
+                       f"Decode, one step (mean of {steps}): {format_seconds(summary.get('decode_latency', 0))}"))
+    fig = figure(10, 3.0 + 2.4 * len(panels))
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    bounds = set()
+    for ax, (key, divide, title) in zip(axes, panels):
+        groups = summary.get(key) or {}
+        keys = sorted(groups, key=part_sort_key)
+        values = [groups[k]["latency_s"] / divide for k in keys]
+        scale, unit = time_unit(max(values) if values else 1.0)
+        cols = [BOUND_COLORS.get(groups[k].get("bound"), "grey") for k in keys]
+        bounds.update(groups[k].get("bound") for k in keys)
+        bars(ax, [part_label(k) for k in keys], values, cols, title, scale, unit)
+    fig.suptitle(f"Where the time goes: {setup_text(analysis)}", fontsize=11)
+    legend_patches(fig, {f"{b}-bound": c for b, c in BOUND_COLORS.items() if b in bounds})
+    return save(fig, path)
+
+
+def inference_memory_chart(analysis, summary: Dict[str, Any], path: Path) -> str:
+    brk = summary.get("memory_breakdown_per_gpu") or {}
+    parts = [(INFERENCE_MEMORY_LABELS.get(k, k.replace("_", " ")), k, v) for k, v in brk.items()]
+    fig = figure(10, 3.6)
+    ax = fig.subplots()
+    stacked_memory(ax, parts, gpu_memory_bytes(analysis, summary),
+                   f"Memory per GPU: batch {summary.get('batch_size_per_gpu')}, context "
+                   f"{summary.get('seq_len', 0) + summary.get('num_tokens_to_generate', 0)} tokens; largest batch "
+                   f"prefill {summary.get('prefill_max_batch_size_per_gpu')}, "
+                   f"decode {summary.get('decode_max_batch_size_per_gpu')}")
+    fig.suptitle(setup_text(analysis), fontsize=11)
+    return save(fig, path)
+
+
+_TIME_COLORS = {"compute": BOUND_COLORS["compute"], "communication": BOUND_COLORS["communication"],
+                "memory": "#868e96", "other": "#adb5bd"}
+
+
+def training_time_chart(analysis, summary: Dict[str, Any], path: Path) -> Optional[str]:
+    parts = [(k, v) for k, v in train_time_parts(summary).items() if v > 0]
+    if not parts:
+        return None
+    values = [v for _, v in parts]
+    total = summary.get("latency_per_iter") or sum(values)
+    fig = figure(10, 1.6 + 0.45 * len(parts) + 1.0)
+    ax = fig.subplots()
+    scale, unit = time_unit(max(values))
+    bars(ax, [train_time_label(k) for k, _ in parts], values,
+         [_TIME_COLORS[TRAIN_TIME_KINDS.get(k, "other")] for k, _ in parts],
+         f"One iteration: {format_seconds(total)} (global batch {summary.get('global_batch_size')} x "
+         f"{summary.get('seq_len')} tokens, {summary.get('gradient_accumulation_steps')} micro-batches per GPU)",
+         scale, unit, total=total)
+    legend_patches(fig, {"compute": _TIME_COLORS["compute"], "communication": _TIME_COLORS["communication"],
+                         "idle / memory-bound": _TIME_COLORS["memory"]})
+    days = summary.get("total_training_latency")
+    sub = f"; whole run {days / 86400:.3g} days" if days else ""
+    fig.suptitle(f"Training time per iteration{sub}: {setup_text(analysis)}", fontsize=11)
+    return save(fig, path)
+
+
+def training_memory_chart(analysis, summary: Dict[str, Any], path: Path) -> Optional[str]:
+    parts = [(label, key, summary[k]) for k, _, label, key in TRAIN_MEMORY_TERMS
+             if isinstance(summary.get(k), (int, float))]
+    if not parts:
+        return None
+    capacity = gpu_memory_bytes(analysis, summary)
+    used = sum(v for _, _, v in parts)
+    if used < capacity:
+        parts.append(("free", "free", capacity - used))
+    fig = figure(10, 3.8)
+    ax = fig.subplots()
+    peak = summary.get("estimated_peak_memory_per_gpu", used)
+    stacked_memory(ax, parts, capacity,
+                   f"Memory per GPU at peak: {format_bytes(peak)} (micro-batch {summary.get('batch_size_per_gpu')}"
+                   f", largest that fits {summary.get('max_batch_size_per_gpu')})")
+    fig.suptitle(f"Training memory: {setup_text(analysis)}", fontsize=11)
+    return save(fig, path)

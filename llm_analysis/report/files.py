@@ -1,0 +1,98 @@
+"""Output files: one atomic write for every file we produce (summaries and
+charts), the checked output directory, and the file-name stem of a run."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+from llm_analysis.errors import ConfigError
+
+
+def atomic_write(path: Path, write: Callable[[str], None]) -> str:
+    """Call `write(tmp)` on a temporary file in `path`'s folder, then rename it over
+    `path`: readers never see a half-written file. Returns str(path)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; these are ordinary output files
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return str(path)
+
+
+def atomic_write_text(path: Path, text: str) -> str:
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def output_directory(output_dir: str) -> Path:
+    """`output_dir` as a Path; ConfigError when it exists and is not a directory."""
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output_dir = {output_dir!r} exists and is not a directory")
+    return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
+_MAX_STEM = 200  # file systems allow 255 bytes per name; leave room for "-roofline.png"
+
+
+def safe_name(text: str) -> str:
+    """`text` as a portable file-name part: only letters, digits and . _ + = -"""
+    out = _UNSAFE.sub("_", str(text)).strip("._-")
+    return out or "x"
+
+
+def _num(v: float) -> str:
+    return f"{round(v, 3):g}"
+
+
+def _run_part(kind: str, summary: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The batch and lengths of the run, for the file name."""
+    if not summary or "batch_size_per_gpu" not in summary:
+        return None
+    head = f"bs{summary['batch_size_per_gpu']}-seq{summary.get('seq_len')}"
+    if kind == "inference":
+        return f"{head}-gen{summary.get('num_tokens_to_generate')}"
+    if kind == "training":
+        return f"{head}-gbs{summary.get('global_batch_size')}"
+    return None
+
+
+def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Dict[str, Any]] = None) -> str:
+    """The common stem of every output file of one run, from its setup:
+
+    `<model>-<gpu>-<dtype>-tp<t>-pp<p>-dp<d>-ep<e>-sp<s>-fe<flops eff>-hbme<HBM eff>
+    [-tflops<achieved>][-bw<achieved GB/s>]-<kind>[-bs<batch>-seq<len>...][-<suffix>]`,
+    with every character outside [A-Za-z0-9._+=-] replaced by '_'."""
+    p = analysis.parallelism_config
+    parts = [safe_name(analysis.model_config.name), safe_name(analysis.gpu_config.name),
+             safe_name(analysis.dtype_config.name),
+             f"tp{p.tp_size}-pp{p.pp_size}-dp{p.dp_size}-ep{p.ep_size}-sp{p.sp_size}",
+             f"fe{_num(analysis.flops_efficiency)}-hbme{_num(analysis.hbm_memory_efficiency)}"]
+    if analysis.achieved_tflops is not None:
+        parts.append(f"tflops{_num(analysis.achieved_tflops)}")
+    if analysis.achieved_memory_bandwidth_GBs is not None:
+        parts.append(f"bw{_num(analysis.achieved_memory_bandwidth_GBs)}")
+    parts.append(safe_name(kind))
+    run = _run_part(kind, summary)
+    if run:
+        parts.append(run)
+    stem = "-".join(parts)
+    suffix = safe_name(suffix)[:64] if suffix else ""
+    over = len(stem) + len(suffix) + 1 - _MAX_STEM
+    if over > 0:  # keep the setup readable: shorten the model name first
+        keep = max(len(parts[0]) - over, 8)
+        stem = stem[:keep] + stem[len(parts[0]):]
+        stem = stem[:_MAX_STEM - len(suffix) - 1]
+    return f"{stem}-{suffix}" if suffix else stem

@@ -1,0 +1,138 @@
+"""Presentation of summary dicts: units, readable text reports and output files.
+
+Arithmetic never happens here: the orchestrators return plain dicts in base
+units (seconds, bytes, FLOPs, counts) and this module only formats them. Units and
+number formats live in `presentation/units.py`, the tables of the terminal
+report in `presentation/tables.py` (rich, imported only when a report is
+rendered), file writing in `presentation/files.py`; charts in `plots.py`
+(matplotlib, optional).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from llm_analysis.report.files import atomic_write_text, output_directory, output_file_stem, safe_name
+from llm_analysis.report.units import fmt, format_bytes, format_count, format_number, format_seconds, unit_of
+
+logger = logging.getLogger(__name__)
+
+
+def jsonable(obj: Any) -> Any:
+    """The summary with enums as names and non-finite floats as strings, so that
+    `json.dumps(..., allow_nan=False)` gives strict JSON."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, Enum):
+        return obj.name
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if hasattr(obj, "model_dump"):  # pydantic configs
+        return jsonable(obj.model_dump())
+    return obj
+
+
+def to_json(summary: Dict[str, Any]) -> str:
+    return json.dumps(jsonable(summary), indent=2, allow_nan=False)
+
+
+_fmt = fmt  # the name older code used
+
+
+def readable_summary(summary: Dict[str, Any], title: str = "Summary") -> str:
+    """Flat `key : value` lines with units; nested breakdowns indented."""
+    lines = [f"-------------------- {title} --------------------"]
+    width = max((len(k) for k in summary), default=10)
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            lines.append(f"{key}:")
+            for sub, sv in value.items():
+                if isinstance(sv, dict):
+                    parts = ", ".join(f"{k2}={fmt(k2, v2, key)}" for k2, v2 in sv.items())
+                    lines.append(f"    {sub}: {parts}")
+                else:
+                    lines.append(f"    {sub}: {fmt(sub, sv, key)}")
+        elif isinstance(value, (list, tuple)):
+            lines.append(f"{key}:")
+            lines.extend(f"    - {v}" for v in value)
+        else:
+            lines.append(f"{key.ljust(width)} : {fmt(key, value)}")
+    return "\n".join(lines)
+
+
+def render(analysis, summary: Dict[str, Any], kind: str, color: Optional[bool] = None) -> str:
+    """The terminal report: rich tables (presentation/tables.py); without rich,
+    the flat readable summary."""
+    try:
+        from llm_analysis.report.tables import render_tables
+    except ImportError:  # rich not installed
+        return readable_summary(summary, f"{kind.title()} summary")
+    return render_tables(analysis, summary, kind, color=color)
+
+
+def format_configs(analysis, name: str = "Configs") -> str:
+    parts = [f"{name}:", f"  model: {analysis.model_config.name}", f"  gpu: {analysis.gpu_config.name}",
+             f"  dtype: {analysis.dtype_config.name}", f"  parallelism: {analysis.parallelism_config.model_dump()}",
+             f"  flops_efficiency: {analysis.flops_efficiency}, hbm_memory_efficiency: {analysis.hbm_memory_efficiency}"]
+    return "\n".join(parts)
+
+
+def setup_dict(analysis) -> Dict[str, Any]:
+    """What the analysis ran on: names, layout and efficiencies (for the JSON files)."""
+    p = analysis.parallelism_config
+    return {
+        "model_name": analysis.model_config.name, "gpu_name": analysis.gpu_config.name,
+        "dtype_name": analysis.dtype_config.name,
+        "tp_size": p.tp_size, "pp_size": p.pp_size, "dp_size": p.dp_size, "ep_size": p.ep_size,
+        "sp_size": p.sp_size,
+        "flops_efficiency": analysis.flops_efficiency, "hbm_memory_efficiency": analysis.hbm_memory_efficiency,
+        "intra_node_memory_efficiency": analysis.intra_node_memory_efficiency,
+        "inter_node_memory_efficiency": analysis.inter_node_memory_efficiency,
+        "achieved_tflops": analysis.achieved_tflops,
+        "achieved_memory_bandwidth_GBs": analysis.achieved_memory_bandwidth_GBs,
+    }
+
+
+def summary_with_setup(analysis, summary: Dict[str, Any]) -> Dict[str, Any]:
+    """The summary plus a `setup` entry (unless it has one): what the JSON files hold."""
+    if "setup" in summary:
+        return dict(summary)
+    return {**summary, "setup": setup_dict(analysis)}
+
+
+# ------------------------------------------------------------------ files
+def write_summary_files(analysis, summary: Dict[str, Any], output_dir: str, print_human_readable: bool = True,
+                        output_file_suffix: str = "", kind: Optional[str] = None) -> str:
+    """Write `<stem>.json` (the summary plus its setup) and `<stem>.txt` (the
+    readable report and every value with units) into output_dir, atomically;
+    returns the JSON path."""
+    kind = kind or ("training" if "gradient_accumulation_steps" in summary else "inference")
+    stem = output_file_stem(analysis, kind, output_file_suffix, summary)
+    out = output_directory(output_dir)
+    json_path = out / f"{stem}.json"
+    atomic_write_text(json_path, to_json(summary_with_setup(analysis, summary)) + "\n")
+    report = render(analysis, summary, kind, color=False)
+    flat = readable_summary(summary, f"All values ({kind})")
+    atomic_write_text(out / f"{stem}.txt", f"{report}\n\n{flat}\n")
+    logger.info("wrote %s/%s.json and .txt", out, stem)
+    if print_human_readable:
+        print(report)
+    return str(json_path)
+
+
+def output_paths(analysis, summary: Dict[str, Any], output_dir: str, kind: str, suffix: str = "") -> List[str]:
+    """The JSON and text paths write_summary_files uses for this run."""
+    stem = output_file_stem(analysis, kind, suffix, summary)
+    return [str(Path(output_dir) / f"{stem}.json"), str(Path(output_dir) / f"{stem}.txt")]
+
+
+__all__ = ["jsonable", "to_json", "unit_of", "format_bytes", "format_seconds", "format_count", "format_number",
+           "fmt", "readable_summary", "render", "format_configs", "setup_dict", "summary_with_setup", "safe_name",
+           "output_file_stem", "write_summary_files", "output_paths"]

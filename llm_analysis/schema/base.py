@@ -1,0 +1,89 @@
+"""The base of every config model: pydantic strictness (unknown fields rejected),
+errors re-raised as `llm_analysis.errors.ConfigError` naming field, value and what is
+valid, and the sanity limits of numeric fields (options.MAX_*; README 'Input limits')."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+import llm_analysis.schema.options as _lim
+from llm_analysis.errors import ConfigError
+
+__all__ = ["StrictModel", "format_validation_error"]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, frozen=False)
+
+    def __init__(self, /, **data: Any) -> None:
+        # Direct construction (ModelConfig(...)) raises ConfigError too, not pydantic's
+        # ValidationError; build_config re-formats it with the file name.
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            exc = ConfigError(format_validation_error(type(self).__name__, err, None, type(self)))
+            exc.validation_error = err
+            raise exc from None
+
+    def _positive(self, *fields: str, allow_none: bool = True, lo_open: bool = True) -> None:
+        """Each field finite, > 0 (>= 0 with lo_open=False) and within its sanity
+        limit (`_LIMITS`, from options.MAX_*; README 'Input limits')."""
+        for f in fields:
+            v = getattr(self, f)
+            if v is None and allow_none:
+                continue
+            if v is None or not math.isfinite(v) or v < 0 or (lo_open and v == 0):
+                raise ValueError(f"field {f!r} = {v!r} must be a finite {'positive' if lo_open else 'non-negative'} "
+                                 "number")
+            hi = _LIMITS.get(f)
+            if hi is not None and v > hi:
+                raise ValueError(f"field {f!r} = {v!r} exceeds the sanity limit {hi:g} (README 'Input limits')")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return self.model_dump()
+
+
+_LIMITS: Dict[str, float] = {
+    **dict.fromkeys(("num_layers", "moe_first_dense_layers", "moe_layer_freq"), _lim.MAX_NUM_LAYERS),
+    **dict.fromkeys(("hidden_dim", "vocab_size", "ffn_embed_dim", "head_dim", "q_lora_rank", "kv_lora_rank",
+                     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "moe_ffn_embed_dim",
+                     "moe_shared_expert_ffn_dim", "embedding_dim", "type_vocab_size",
+                     "embedding_proj_in_dim", "adapter_dim", "num_adapters"), _lim.MAX_DIM),
+    **dict.fromkeys(("n_head", "num_key_value_heads", "num_key_value_groups", "moe_num_experts", "moe_top_k",
+                     "moe_num_shared_experts"), _lim.MAX_HEADS),
+    "expansion_ratio": _lim.MAX_DIM, "num_norms_per_layer": _lim.MAX_NORMS_PER_LAYER,
+    **dict.fromkeys(("max_seq_len", "sliding_window", "num_position_embeddings"), _lim.MAX_SEQ_LEN),
+    "mem_per_GPU_in_GB": _lim.MAX_MEMORY_GB,
+    **dict.fromkeys(("hbm_bandwidth_in_GB_per_sec", "intra_node_bandwidth_in_GB_per_sec",
+                     "inter_node_bandwidth_in_GB_per_sec", "pcie_bandwidth_in_GB_per_sec"),
+                    _lim.MAX_BANDWIDTH_GB_PER_S),
+    **dict.fromkeys(("peak_fp16_TFLOPS", "peak_i8_TFLOPS", "peak_i4_TFLOPS", "peak_bf16_TFLOPS", "peak_fp8_TFLOPS",
+                     "peak_tf32_TFLOPS", "peak_fp32_TFLOPS", "peak_fp4_TFLOPS"), _lim.MAX_TFLOPS),
+    **dict.fromkeys(("nvlink_domain_size", "nics_per_node"), _lim.MAX_PARALLEL_SIZE),
+    "nic_bandwidth_in_GB_per_sec": _lim.MAX_BANDWIDTH_GB_PER_S,
+    **dict.fromkeys(("intra_node_min_message_latency", "inter_node_min_message_latency", "intra_node_hop_latency",
+                     "inter_node_hop_latency"), _lim.MAX_SECONDS),
+    **dict.fromkeys(("num_gpus_per_node", "fast_link_group_size", "tp_size", "pp_size", "dp_size", "ep_size",
+                     "sp_size", "rdp_size"), _lim.MAX_PARALLEL_SIZE),
+    "quant_group_size": _lim.MAX_DIM, "quant_scale_bits": 64,
+}
+
+def format_validation_error(cls_name: str, err: ValidationError, source: str | None,
+                             cls: Any = None) -> str:
+    where = f" in {source}" if source else ""
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(config)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            valid = ", ".join(cls.model_fields) if cls is not None else "(see the class)"
+            msg = f"unknown field {loc!r} (value {e.get('input')!r}); valid fields are: {valid}"
+        elif e["type"] == "missing":
+            msg = f"required field {loc!r} is missing"
+        elif loc != "(config)":
+            msg = f"field {loc!r} = {e.get('input')!r}: {msg}"
+        lines.append(msg)
+    return f"Invalid {cls_name}{where}: " + "; ".join(lines)

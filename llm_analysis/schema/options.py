@@ -1,0 +1,243 @@
+"""Options users choose, and the one set of coercers that checks them.
+
+Leaf module: imports only `errors`. The enums keep the mirrored system's names
+and values (`DSZeRO.STAGE_3 == 3`, `ActivationRecomputation.FULL == 4`), so
+code written against it passes ints or members alike.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Optional, Type, TypeVar
+
+from llm_analysis.errors import ConfigError
+
+E = TypeVar("E", bound=Enum)
+
+
+class DSZeRO(Enum):
+    """DeepSpeed ZeRO stage (Rajbhandari et al. 2020, arXiv 1910.02054)."""
+
+    NONE = 0  # nothing sharded
+    STAGE_1 = 1  # optimizer states sharded over data parallel ranks
+    STAGE_2 = 2  # + gradients
+    STAGE_3 = 3  # + weights
+
+    # members are singletons compared by identity: the identity hash (a C call) is
+    # consistent with that and avoids Enum's Python-level hash of the name, which cache
+    # keys built on every analysis call would otherwise pay several times
+    __hash__ = object.__hash__
+
+
+class ActivationRecomputation(Enum):
+    """What the backward pass recomputes instead of storing."""
+
+    NONE = 0  # store everything
+    ATTN_COMPUTE = 1  # selective: recompute QK^T, softmax, dropout, attention over V
+    ATTN = 2  # store only the attention block's input; recompute the block
+    NORM_ATTN_NORM = 3  # store only the input of norm-attention-norm; recompute it
+    FULL = 4  # store only each layer's input; recompute the whole layer
+
+    __hash__ = object.__hash__  # as DSZeRO's
+
+
+def as_enum(cls: Type[E], value, field: str) -> E:
+    """A member of `cls` from a member, its int value or its name."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str) and value.strip().upper() in cls.__members__:
+        return cls[value.strip().upper()]
+    try:
+        if isinstance(value, bool) or float(value) != int(value):
+            raise ValueError
+        return cls(int(value))
+    except (ValueError, TypeError, OverflowError):
+        valid = ", ".join(f"{m.value} ({m.name})" for m in cls)
+        raise ConfigError(f"{field} = {value!r} is not valid; use one of {valid}") from None
+
+
+# ------------------------------------------------------------ sanity limits
+# Sizes beyond these are typos or hostile input, not models: the largest
+# published transformers have ~10^2 layers, hidden sizes ~3*10^4, vocabularies
+# ~2.6*10^5 and contexts ~10^7 tokens; the largest GPUs ~10^4 TFLOP/s, ~10^4 GB/s
+# and ~300 GB. Each limit leaves two or more orders of magnitude of headroom while
+# keeping every product the analysis forms (batch x context x hidden x layers x
+# bytes) far inside float range, and the analysis of any accepted input bounded.
+MAX_NUM_LAYERS = 100_000
+MAX_DIM = 2**24  # hidden, FFN, head, embedding, vocabulary and LoRA widths
+MAX_HEADS = 2**16  # attention / KV heads, experts
+MAX_NORMS_PER_LAYER = 16
+MAX_SEQ_LEN = 2**30  # tokens of context, prompt or generation (~1.07e9)
+MAX_BATCH_SIZE = 2**30  # sequences per GPU, micro-batches, global batch
+MAX_PARALLEL_SIZE = 2**24  # tp/pp/dp/ep/sp sizes, GPUs per node, total GPUs
+MAX_TOTAL_TOKENS = 10**17  # training tokens (largest published runs: ~3.6e13)
+MAX_TFLOPS = 10**6  # per GPU (an exaFLOP/s), any precision
+MAX_BANDWIDTH_GB_PER_S = 10**6  # per GPU (a petabyte per second), HBM or links
+MAX_MEMORY_GB = 10**6  # per GPU (a petabyte)
+MAX_SECONDS = 3600.0  # a message latency or hop time
+MAX_COST_PER_GPU_HOUR = 10**6  # dollars
+MAX_DTYPE_BYTES = 8  # a KV-cache / norm / master-weight element (fp64 at most)
+
+def _plain_number(value) -> bool:
+    """A float, or an int a float holds exactly: checked without formatting any message."""
+    return type(value) is float or (type(value) is int and -_EXACT_INT < value < _EXACT_INT)
+
+
+_EXACT_INT = 2**53
+
+
+def _as_float(value, field: str, what: str) -> float:
+    """`value` as a float: ints, floats and numeric strings ('8', '1e3', '0x10');
+    never bools, None, containers or NaN."""
+    if isinstance(value, bool) or value is None:
+        raise ConfigError(f"{field} = {value!r} must be {what}")
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        try:
+            value = int(text, 0) if text[:2].lower() in ("0x", "0o", "0b") else float(text)
+        except (ValueError, IndexError):
+            raise ConfigError(f"{field} = {value!r} must be {what}") from None
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"{field} = {value!r} must be {what}") from None
+    if math.isnan(v):
+        raise ConfigError(f"{field} = {value!r} must be {what}, not NaN")
+    return v
+
+
+def integer(value, field: str, lo: int = 1, hi: int = MAX_BATCH_SIZE) -> int:
+    """An integer in [lo, hi]; an integral float or numeric string ('8', 2048.0,
+    '1e3') is accepted. Refuses bools, NaN, infinities, fractions and values out
+    of range with a ConfigError naming field, value and the valid range."""
+    if type(value) is int and lo <= value <= hi:  # the common case, before any message is formatted
+        return value
+    what = f"an integer in [{lo}, {hi}]"
+    if isinstance(value, int) and not isinstance(value, bool):
+        v = value
+    else:
+        f = _as_float(value, field, what)
+        if not math.isfinite(f) or f != int(f):
+            raise ConfigError(f"{field} = {value!r} must be {what}")
+        v = int(f)
+    if not lo <= v <= hi:
+        limit = " (sanity limit, see README 'Input limits')" if v > hi else ""
+        raise ConfigError(f"{field} = {value!r} must be {what}{limit}")
+    return v
+
+
+def optional_integer(value, field: str, lo: int = 1, hi: int = MAX_BATCH_SIZE) -> Optional[int]:
+    return None if value is None else integer(value, field, lo, hi)
+
+
+def number(value, field: str, lo: float = 0.0, hi: float = math.inf, *, lo_open: bool = True,
+           what: Optional[str] = None) -> float:
+    """A finite float in (lo, hi] (or [lo, hi] with lo_open=False)."""
+    if _plain_number(value):  # the common case, before any message is formatted
+        v = float(value)
+        if (lo < v <= hi or (v == lo and not lo_open)) and math.isfinite(v):
+            return v
+    left = "(" if lo_open else "["
+    what = what or (f"a finite number in {left}{lo:g}, {hi:g}]" if hi < math.inf
+                    else f"a finite number {'>' if lo_open else '>='} {lo:g}")
+    v = _as_float(value, field, what)
+    if not math.isfinite(v) or v > hi or v < lo or (lo_open and v == lo):
+        raise ConfigError(f"{field} = {value!r} must be {what}")
+    return v
+
+
+def optional_number(value, field: str, lo: float = 0.0, hi: float = math.inf, **kw) -> Optional[float]:
+    return None if value is None else number(value, field, lo, hi, **kw)
+
+
+def choice(value, field: str, valid) -> object:
+    """One of `valid` (by equality; bools and unhashable values are simply invalid)."""
+    if not isinstance(value, bool):
+        for v in valid:
+            if type(value) in (int, float, str) and value == v:
+                return v
+    raise ConfigError(f"{field} = {value!r} is not valid; use one of {', '.join(repr(v) for v in valid)}")
+
+
+def name(value, field: str) -> str:
+    """A non-empty string (catalogue names, file paths, model ids)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{field} = {value!r} must be a non-empty string (a name or a .json path)")
+    return value
+
+
+def boolean(value, field: str) -> bool:
+    """True/False (or 0/1, 'true'/'false' as command lines give them)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise ConfigError(f"{field} = {value!r} must be True or False")
+
+
+def string_list(value, field: str, example: str = "('q_proj', 'v_proj')") -> tuple:
+    """A non-empty list/tuple of non-empty strings (a single string is one item)."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, (list, tuple)) or not value \
+            or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{field} = {value!r} must be a non-empty list of names, e.g. {example}")
+    return tuple(value)
+
+
+def positive_int(value, field: str) -> int:
+    """An integer >= 1 (an integral float such as 2048.0 or 1e3 is accepted),
+    at most the sanity limit MAX_SEQ_LEN (the largest of the count limits)."""
+    return integer(value, field, 1, max(MAX_SEQ_LEN, MAX_BATCH_SIZE))
+
+
+def optional_positive_int(value, field: str) -> Optional[int]:
+    return None if value is None else positive_int(value, field)
+
+
+def efficiency(value, field: str, default: float = 1.0) -> float:
+    """A fraction of a peak, in (0, 1]."""
+    if value is None:
+        return default
+    v = _as_float(value, field, "a number in (0, 1]")
+    if not 0 < v <= 1:
+        raise ConfigError(f"{field} = {value!r} must be in (0, 1] (a fraction of the peak)")
+    return v
+
+
+def positive_number(value, field: str, what: str = "a positive number", hi: float = math.inf) -> float:
+    """A finite number > 0 (and <= hi)."""
+    if _plain_number(value) and 0 < value <= hi and math.isfinite(value):  # before any message is formatted
+        return float(value)
+    return number(value, field, 0.0, hi, what=f"{what} (finite, > 0{', <= %g' % hi if hi < math.inf else ''})")
+
+
+def non_negative_number(value, field: str, hi: float = math.inf) -> float:
+    """A finite number >= 0 (and <= hi)."""
+    if _plain_number(value) and 0 <= value <= hi and math.isfinite(value):  # before any message is formatted
+        return float(value)
+    return number(value, field, 0.0, hi, lo_open=False,
+                  what=f"a finite non-negative number{' <= %g' % hi if hi < math.inf else ''}")
+
+
+def dtype_bytes(value, field: str) -> float:
+    """Bytes of one stored element: (0, MAX_DTYPE_BYTES]."""
+    if _plain_number(value) and 0 < value <= MAX_DTYPE_BYTES:  # before the message is formatted
+        return float(value)
+    return number(value, field, 0.0, MAX_DTYPE_BYTES, what=f"a number of bytes in (0, {MAX_DTYPE_BYTES}]")
+
+
+QUANT_BITS = (4, 8, 16, 32)
+
+
+def quant_bits(value, field: str) -> Optional[int]:
+    """Bits of a quantised activation: None (not quantised) or one of QUANT_BITS."""
+    return None if value is None else int(choice(value, field, QUANT_BITS))
+
+
+def keep_number(value):
+    """A validated number as given (summaries echo it); a numeric string as a float."""
+    return value if value is None or isinstance(value, (int, float)) else float(value)

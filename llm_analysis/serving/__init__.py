@@ -1,0 +1,1 @@
+"""Serving under load (continuous batching, request rates, tails): see DESIGN.md section 5."""

@@ -1,0 +1,96 @@
+"""Kernel-efficiency model (cost/gemm.py): shape effects derived by hand."""
+
+import json
+
+import pytest
+
+from llm_analysis.config import get_gpu_config_by_name
+import llm_analysis.cost.gemm as gemm
+from llm_analysis.cost.profiles import (ConfigError, check_profile_matches_gpu, load_profile, profile_for_gpu,
+                                        profile_from_dict)
+
+H100 = get_gpu_config_by_name("h100-sxm-80gb")
+HOPPER = profile_for_gpu("h100-sxm-80gb")
+SMS = HOPPER.num_sms("h100-sxm-80gb")  # 132 (NVIDIA H100 whitepaper: 132 SMs on SXM5)
+PEAK = H100.peak_bf16_TFLOPS * 1e12
+HBM = H100.hbm_bandwidth_in_GB_per_sec * 1e9
+
+
+def gemm_s(m, n, k, launch="graph"):
+    bytes_moved = 2 * (m * k + k * n + m * n)
+    return gemm.gemm_time_s(m, n, k, bytes_moved, PEAK, HBM, HOPPER, SMS, launch=launch)
+
+
+def test_sm_count_is_the_whitepapers():
+    assert SMS == 132
+
+
+def test_time_never_falls_when_m_grows():
+    times = [gemm_s(m, 4096, 4096) for m in range(1, 4097, 7)]
+    assert all(b >= a * (1 - 1e-12) for a, b in zip(times, times[1:]))  # equal up to rounding
+
+
+def test_efficiency_stays_below_the_plateau():
+    for m in (1, 16, 128, 1000, 8192):
+        for k in (64, 4096):
+            e = gemm.gemm_efficiency(m, 8192, k, HOPPER, SMS)
+            assert 0 < e < HOPPER.gemm_plateau_efficiency <= 1
+
+
+def test_wave_quantisation_step_at_the_tile_boundary():
+    # Hand derivation, N = 12 x 256 = 3072. With 128x256 tiles, M = 11 x 128 = 1408 gives
+    # 11 x 12 = 132 tiles = exactly one wave on 132 SMs (tile and wave fill 1). One more row
+    # (M = 1409) needs 12 x 12 = 144 tiles = 2 waves, 144/264 = 0.545 full. The best candidate is
+    # then 64x128 (relative efficiency 0.8): 23 x 24 = 552 tiles in 5 waves (660 slots), tile fill
+    # 1409/1472 -> 0.8 x 0.836 x 0.957 = 0.64 of the one-wave case.
+    before = gemm.gemm_efficiency(1408, 3072, 8192, HOPPER, SMS)
+    after = gemm.gemm_efficiency(1409, 3072, 8192, HOPPER, SMS)
+    assert after < 0.8 * before
+    assert after == pytest.approx(0.8 * (552 / 660) * (1409 / 1472) * before, rel=1e-9)
+
+
+def test_small_m_is_memory_or_latency_bound():
+    # M = 1 (batch-1 decode): weights 4096 x 4096 x 2 B = 33.6 MB streamed at <= 0.88 x 3.35 TB/s
+    # take >= 11.4 us, while the FLOPs at peak would take 2 x 4096^2 / 989e12 = 0.034 us.
+    t = gemm_s(1, 4096, 4096)
+    assert t >= 2 * 4096 * 4096 / (0.88 * HBM)
+    assert t > 100 * 2 * 4096 * 4096 / PEAK
+
+
+def test_batch1_decode_step_not_faster_than_its_launches():
+    # GPT-2 small (12 layers, h = 768, 4h MLP) batch 1 decode, fp16: per layer 4 GEMMs
+    # (qkv, out, up, down), attention, 2 norms, activation, 2 residual adds = 10 kernels.
+    # Hand derivation: weights 12 x 12 h^2 x 2 B = 170 MB -> 51 us at the full 3.35 TB/s;
+    # 120 kernels under CUDA graphs at >= 2.5 us each -> >= 300 us. The step is launch-bound.
+    h, layers, ctx = 768, 12, 512
+    per_layer = (gemm_s(1, 3 * h, h) + gemm_s(1, h, h) + gemm_s(1, 4 * h, h) + gemm_s(1, h, 4 * h)
+                 + gemm.attention_decode_time_s(2 * ctx * h * 2, 4 * ctx * h, PEAK, HBM, HOPPER)
+                 + 5 * gemm.streaming_time_s(3 * h * 2, HBM, HOPPER))
+    step = layers * per_layer
+    assert step >= layers * 10 * HOPPER.kernel_floor_graph_s
+    assert step > 5 * (layers * 12 * h * h * 2) / HBM
+
+
+def test_eager_floor_is_not_below_graph_floor():
+    assert gemm.kernel_floor_s(HOPPER, "eager") >= gemm.kernel_floor_s(HOPPER, "graph")
+    with pytest.raises(ConfigError, match="launch"):
+        gemm.kernel_floor_s(HOPPER, "jit")
+
+
+def test_flash_prefill_efficiency_rises_with_length():
+    e = [gemm.flash_prefill_efficiency(s, HOPPER) for s in (128, 512, 2048, 16384)]
+    assert e == sorted(e) and e[-1] < HOPPER.attn_prefill_efficiency
+    assert e[1] == pytest.approx(HOPPER.attn_prefill_efficiency / 2)  # half at attn_prefill_half_seq = 512
+
+
+def test_profiles_refuse_unknown_keys_and_other_gpus(tmp_path):
+    doc = load_profile("ampere").to_dict()
+    doc["parameters"]["gemm_magic"] = {"value": 1, "source": "x"}
+    with pytest.raises(ConfigError, match="gemm_magic"):
+        profile_from_dict(doc, "user.json")
+    doc = load_profile("ampere").to_dict()
+    doc["parameters"]["hbm_efficiency"]["value"] = -1
+    with pytest.raises(ConfigError, match="hbm_efficiency"):
+        profile_from_dict(json.loads(json.dumps(doc)), "user.json")
+    with pytest.raises(ConfigError, match="gpus"):
+        check_profile_matches_gpu(load_profile("ampere"), "h100-sxm-80gb")

@@ -1,0 +1,184 @@
+"""The readable report and the output files (in-process; the CLI itself is in test_cli.py)."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from llm_analysis.analysis import LLMAnalysis
+from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name, \
+    get_model_config_by_name
+import llm_analysis.report.render as report
+from llm_analysis.report.render import fmt, output_file_stem, readable_summary, unit_of
+
+ANSI = re.compile(r"\x1b\[")
+
+
+@pytest.fixture(scope="module")
+def llama70b():
+    a = LLMAnalysis(get_model_config_by_name("upstage_Llama-2-70b-instruct-v2"),
+                    get_gpu_config_by_name("a100-sxm-40gb"), get_dtype_config_by_name("w16a16e16"),
+                    ParallelismConfig(tp_size=8))
+    return a, a.inference(batch_size_per_gpu=20, seq_len=1024, num_tokens_to_generate=1024)
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("hbm_memory_efficiency", 1.0, "100%"),
+    ("flops_efficiency", 0.55, "55%"),
+    ("achieved_memory_bandwidth_GBs", 3350.0, "3350 GB/s"),
+    ("achieved_tflops", 989.0, "989 TFLOP/s"),
+    ("weight_memory_per_gpu", 17.25e9, "17.25 GB"),
+    ("decode_activation_memory_per_gpu", 983040.0, "983.04 KB"),
+    ("kv_cache_memory_per_gpu", 1.68e9, "1.68 GB"),
+    ("prefill_latency", 1.5712, "1.57 s"),
+    ("time_per_output_token", 0.014674, "14.67 ms"),
+    ("ridge_point_flops_per_byte", 200.64, "201 FLOPs/byte"),
+    ("prefill_num_flops_fwd_total", 2.87e15, "2.87 PFLOPs"),
+    ("decode_tokens_per_sec", 1363.2, "1.4 K tok/s"),
+    ("num_params_total", 68_976_648_192, "68.98 G"),
+    ("decode_max_batch_size_per_gpu", 271, "271"),
+    ("total_cost_per_1k_tokens", 0.004081, "$0.00408"),
+    ("total_training_cost", 2083437.73, "$2,083,437.73"),
+    ("gpu_hours", 1041719.2, "1,041,719 GPU-hours"),
+    ("mfu", 0.276, "27.6%"),
+    ("achieved_flops", 114.7e12, "114.7 TFLOP/s"),
+    ("peak_memory_pipeline_stage", 3, "3"),
+    ("total_training_latency", 42.4 * 86400, "42.4 days"),
+])
+def test_values_carry_their_units(key, value, expected):
+    assert fmt(key, value) == expected
+
+
+def test_nested_breakdown_values_take_the_unit_of_their_dict():
+    text = readable_summary({"memory_breakdown_per_gpu": {"weights": 17.25e9, "free": 20.07e9}})
+    assert "weights: 17.25 GB" in text and "free: 20.07 GB" in text
+    assert unit_of("weights") is None and unit_of("memory_breakdown_per_gpu") == "bytes"
+
+
+def test_report_has_every_section_and_the_seed_figures(llama70b):
+    a, s = llama70b
+    text = report.render(a, s, "inference", color=False)
+    for section in ("llm-analysis · inference", "Summary", "Per layer part", "Parameters and weights by layer part",
+                    "Prefill (time to first token", "Decode, one step", "Memory per GPU", "Warnings"):
+        assert section in text, section
+    # seeds/000: KV cache 1.68 GB (weights 17.25 GB: our untied LM head counts too); its decode max
+    # batch 271 divides 40e9 bytes, the report shows the summary's figure (40 GiB: tests/test_inference.py)
+    assert re.search(r"KV cache\s+1\.68 GB", text)
+    assert f"decode {s['decode_max_batch_size_per_gpu']}" in text
+    assert re.search(r"weights\s+17\.25 GB", text)
+    # the bound of each part and its arithmetic intensity
+    assert re.search(r"MLP\s+.*compute", text) and re.search(r"MLP\s+.*memory", text)
+    assert "ridge point 201" in text
+    assert not ANSI.search(text)
+    assert max(len(line) for line in text.splitlines()) <= 110
+    assert all(line == line.rstrip() for line in text.splitlines())
+
+
+def test_color_only_when_asked(llama70b):
+    a, s = llama70b
+    assert ANSI.search(report.render(a, s, "inference", color=True))
+
+
+def test_notes_are_printed_as_warnings(llama70b):
+    a, s = llama70b
+    s = dict(s, notes=["a note that matters"])
+    text = report.render(a, s, "inference", color=False)
+    assert re.search(r"Warnings.*\n.*!\s+a note that matters", text)
+
+
+def test_unknown_keys_are_still_shown(llama70b):
+    a, s = llama70b
+    text = report.render(a, dict(s, my_extra_memory_per_gpu=3e9, my_breakdown={"x_latency": 0.5}), "inference",
+                         color=False)
+    assert re.search(r"my_extra_memory_per_gpu\s+3\.00 GB", text)
+    assert "my breakdown" in text and "500.0 ms" in text
+
+
+def test_training_report_shows_time_memory_days_and_cost():
+    from llm_analysis.analysis import train
+    s = train(model_name="megatron-lm-175b", gpu_name="a100-sxm-80gb", tp_size=8, pp_size=16, total_num_gpus=1024,
+              global_batch_size=1536, batch_size_per_gpu=1, seq_len=2048, total_num_tokens=300e9,
+              activation_recomputation=4, achieved_tflops=140, cost_per_gpu_hour=2.0, quiet=True)
+    a = LLMAnalysis(get_model_config_by_name("megatron-lm-175b"), get_gpu_config_by_name("a100-sxm-80gb"),
+                    parallelism_config=ParallelismConfig(tp_size=8, pp_size=16, dp_size=8), achieved_tflops=140)
+    text = report.render(a, s, "training", color=False)
+    for needle in ("llm-analysis · training", "Time per iteration", "Memory per GPU", "optimizer states",
+                   "pipeline bubble", "training time", "days", "GPU-hours", "cost", "MFU", "FLOPs"):
+        assert needle in text, needle
+    assert "Other values" not in text or "latency_per_iter_fwd_compute" not in text
+
+
+def test_file_stem_names_the_setup_and_is_safe(llama70b):
+    a, s = llama70b
+    stem = output_file_stem(a, "inference", "my run/2 ü", s)
+    assert stem.startswith("upstage_Llama-2-70b-instruct-v2-a100-sxm-40gb-w16a16e16-tp8-pp1-dp1-ep1-sp8-fe1-hbme1")
+    assert "inference" in stem and "bs20-seq1024-gen1024" in stem and stem.endswith("my_run_2")
+    assert re.fullmatch(r"[A-Za-z0-9._+=-]+", stem)
+    b = LLMAnalysis(a.model_config, a.gpu_config, a.dtype_config, a.parallelism_config, flops_efficiency=0.5,
+                    hbm_memory_efficiency=0.85, achieved_tflops=150)
+    assert "fe0.5-hbme0.85-tflops150" in output_file_stem(b, "inference")
+    long = output_file_stem(a, "inference", "x" * 300, s)
+    assert len(long) <= 200
+
+
+def test_summary_files_are_complete_and_atomic(llama70b, tmp_path):
+    a, s = llama70b
+    path = Path(report.write_summary_files(a, s, str(tmp_path / "out"), False, "t", kind="inference"))
+    files = sorted(p.name for p in path.parent.iterdir())
+    assert files == sorted([path.name, path.with_suffix(".txt").name])  # no temporary files left
+    data = json.loads(path.read_text())
+    assert data["setup"]["tp_size"] == 8 and data["setup"]["gpu_name"] == "a100-sxm-40gb"
+    for k, v in s.items():
+        assert k in data
+        if isinstance(v, float):
+            assert math.isclose(data[k], v, rel_tol=1e-12)
+    text = path.with_suffix(".txt").read_text()
+    assert "Summary" in text and "All values" in text
+    for k in s:
+        assert k in text
+
+
+def test_json_is_strict_even_with_infinities(llama70b):
+    doc = report.to_json({"x": float("inf"), "y": float("nan"), "z": 1.0})
+    assert json.loads(doc) == {"x": "inf", "y": "nan", "z": 1.0}
+
+
+def _package_imports(path: Path):
+    """Modules of llm_analysis a file imports (relative or absolute, at any depth)."""
+    import ast
+    tree = ast.parse(path.read_text())
+    pkg = path.parent.relative_to(path.parents[2] if path.parent.name == "presentation" else path.parents[1])
+    base = list(pkg.parts)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = base[:len(base) - node.level + 1] + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.startswith("llm_analysis"):
+                parts = node.module.split(".")
+            else:
+                continue
+            if node.module:
+                yield ".".join(parts[1:])
+            else:  # `from .. import options`: the names are the modules
+                yield from (".".join(parts[1:] + [a.name]) for a in node.names)
+        elif isinstance(node, ast.Import):
+            yield from (a.name[len("llm_analysis."):] for a in node.names if a.name.startswith("llm_analysis."))
+
+
+def test_presentation_imports_only_downward():
+    """Presentation draws what the orchestrators return: no module of it imports
+    the facade, the orchestrators, the commands or the public namespace; the
+    modules under presentation/ never import report.py or plots.py (their entry
+    points), so no cycle can run through them."""
+    root = Path(report.__file__).parent
+    upward = {"analysis", "facade", "inference", "training", "capacity", "cli", "cli_support"}
+    entry_points = {"report", "plots", "report_tables"}
+    files = sorted((root / "presentation").glob("*.py")) + [root / "report.py", root / "plots.py"]
+    assert len(files) >= 10, files
+    for f in files:
+        imported = set(_package_imports(f))
+        assert not imported & upward, (f.name, imported & upward)
+        if f.parent.name == "presentation":
+            assert not {m.split(".")[0] for m in imported} & entry_points, (f.name, imported)
