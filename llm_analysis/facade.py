@@ -1,14 +1,16 @@
 """LLMAnalysis: the facade users call. It holds the configuration and two
-collaborators, the operator description (`describer`, `operators/`) and the cost
-model (`cost_model`, `cost/`); each `get_*` method is a one-line delegation to a
-view (`views/`); the orchestrators live in `inference/` and `training/`.
+collaborators built from it, the operator description (`describer`, model/) and the
+cost model (`cost_model`, cost/), and delegates every method to the folder that owns
+its concept: argument checks to schema/options.py, counting conventions and variants
+to model/conventions.py, parameters / FLOPs / memory / times to quantities/, the
+orchestrators to inference/ and training/, output to report/.
 
 Kept with the names and defaults of the mirrored system's API.
 """
 
 from __future__ import annotations
 
-import logging
+import copy
 from functools import cached_property
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -18,38 +20,25 @@ from llm_analysis.cost import CostModel, RooflineCostModel
 from llm_analysis.cost.calibrated import resolve_perf_model
 from llm_analysis.cost.profiles import Profile
 import llm_analysis.cost.choice as _perf
-from llm_analysis.errors import ConfigError
-from llm_analysis.model.conventions import ConventionsMixin
-from llm_analysis.facade_output import SummaryOutput
-from llm_analysis.facade_updates import ConfigUpdates
-from llm_analysis.model import LayerDescriber, Operator
+from llm_analysis.model import Conventions, LayerDescriber, Operator
+from llm_analysis.model.conventions import ConventionChoice, Variants
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates
-from llm_analysis.schema.options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency as _efficiency, integer, keep_number
+from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
+                                         efficiency_beside_rate, instance, integer_or_default, keep_number)
 import llm_analysis.quantities.activations as _act
 import llm_analysis.quantities.flops as _flops
+from llm_analysis.quantities.hardware import achieved_link_GB_per_s
 import llm_analysis.quantities.latency as _lat
 import llm_analysis.quantities.memory as _mem
 import llm_analysis.quantities.params as _params
 import llm_analysis.quantities.state as _state
 from llm_analysis.quantities.phases import make_phase
-
-logger = logging.getLogger(__name__)
-
-
-def _check_arguments(model_config, gpu_config, dtype_config, parallelism_config, achieved_tflops,
-                     achieved_memory_bandwidth_GBs, flops_efficiency) -> None:
-    for value, cls, field in ((model_config, ModelConfig, "model_config"), (gpu_config, GPUConfig, "gpu_config"),
-                              (dtype_config, DtypeConfig, "dtype_config"),
-                              (parallelism_config, ParallelismConfig, "parallelism_config")):
-        if not isinstance(value, cls):
-            raise ConfigError(f"{field} must be a {cls.__name__}, got {type(value).__name__}")
-    check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
-    if achieved_tflops is not None and flops_efficiency is not None:
-        logger.info("achieved_tflops given: it overrides flops_efficiency")
+from llm_analysis.report.render import configs_desc, log_configs, readable_summary, write_summary_files
+from llm_analysis.training import config_batch_size_and_gradient_accumulation_steps
 
 
-class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
+class LLMAnalysis:
     """Given a model, GPU, data types and parallel layout, estimate the
     parameters, FLOPs, memory and latency of training and inference."""
 
@@ -61,32 +50,94 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
                  logits: Optional[str] = None, num_gpus_per_node: Optional[int] = None,
                  mla_attention: Optional[str] = None, conventions: Optional[str] = None,
                  perf_model: Union[str, Profile] = "roofline", kernel_launch: Optional[str] = None) -> None:
-        _check_arguments(model_config, gpu_config, dtype_config, parallelism_config, achieved_tflops,
-                         achieved_memory_bandwidth_GBs, flops_efficiency)
-        self.model_config = model_config
-        self.gpu_config = gpu_config
-        self.dtype_config = dtype_config
-        self.parallelism_config = parallelism_config
-        self.flops_efficiency = _efficiency(flops_efficiency, "flops_efficiency")
-        self.hbm_memory_efficiency = _efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
-        self.intra_node_memory_efficiency = _efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
-        self.inter_node_memory_efficiency = _efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
-        self.achieved_tflops = keep_number(achieved_tflops)  # validated in _check_arguments
+        self.model_config = instance(model_config, ModelConfig, "model_config")
+        self.gpu_config = instance(gpu_config, GPUConfig, "gpu_config")
+        self.dtype_config = instance(dtype_config, DtypeConfig, "dtype_config")
+        self.parallelism_config = instance(parallelism_config, ParallelismConfig, "parallelism_config")
+        check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
+        self.flops_efficiency = efficiency_beside_rate(flops_efficiency, "flops_efficiency", achieved_tflops,
+                                                       "achieved_tflops")
+        self.hbm_memory_efficiency = efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
+        self.intra_node_memory_efficiency = efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
+        self.inter_node_memory_efficiency = efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
+        self.achieved_tflops = keep_number(achieved_tflops)  # validated by check_achieved_rates
         self.achieved_memory_bandwidth_GBs = keep_number(achieved_memory_bandwidth_GBs)
-        self._set_conventions(conventions, attention_flops, logits, mla_attention)  # facade_conventions.py
-        self.num_gpus_per_node = (gpu_config.num_gpus_per_node if num_gpus_per_node is None else
-                                  integer(num_gpus_per_node, "num_gpus_per_node", 1, MAX_PARALLEL_SIZE))
+        # what the views and training count, and inference() by default (model/conventions.py)
+        self.convention_choice = ConventionChoice.from_arguments(conventions, attention_flops, logits, mla_attention)
+        self.conventions = self.convention_choice.counted  # (a variant replaces it: with_conventions)
+        self.inference_conventions = self.convention_choice.inference
+        self.encoder_seq_len: Optional[int] = None  # None: cross-attention work is refused (with_encoder_seq_len)
+        self.num_gpus_per_node = integer_or_default(num_gpus_per_node, gpu_config.num_gpus_per_node,
+                                                    "num_gpus_per_node", 1, MAX_PARALLEL_SIZE)
         self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
         self.kernel_launch = _perf.check_launch(kernel_launch)  # None: CUDA graphs serving, eager training
         self._reset()
 
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
-        for attr in ("describer", "cost_model", "lower_bound_cost_model", "_by_conventions", "_by_encoder_seq_len"):
+        """Drop everything derived from the inputs (after a change, or in a new variant)."""
+        for attr in ("describer", "cost_model", "lower_bound_cost_model"):
             self.__dict__.pop(attr, None)
+        self._variants = Variants()
         self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
         check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
+
+    def update_model_config(self, model_config: ModelConfig) -> None:
+        self.model_config = model_config
+        self._reset()
+
+    def update_gpu_config(self, gpu_config: GPUConfig) -> None:
+        self.gpu_config = gpu_config
+        self._reset()
+
+    def update_dtype_config(self, dtype_config: DtypeConfig) -> None:
+        self.dtype_config = dtype_config
+        self._reset()
+
+    def update_parallelism_config(self, parallelism_config: ParallelismConfig) -> None:
+        self.parallelism_config = parallelism_config
+        self._reset()
+
+    def update_float_efficiency(self, flops_efficiency: float) -> None:
+        self.flops_efficiency = efficiency(flops_efficiency, "flops_efficiency")
+        self._reset()
+
+    def update_hbm_memory_efficiency(self, hbm_memory_efficiency: float) -> None:
+        self.hbm_memory_efficiency = efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
+        self._reset()
+
+    def update_intra_node_memory_efficiency(self, intra_node_memory_efficiency: float) -> None:
+        self.intra_node_memory_efficiency = efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
+        self._reset()
+
+    def update_inter_node_memory_efficiency(self, inter_node_memory_efficiency: float) -> None:
+        self.inter_node_memory_efficiency = efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
+        self._reset()
+
+    # -------------------------------------------------------- conventions
+    def conventions_named(self, name: Optional[str]) -> Conventions:
+        """The inference conventions for `name` (None: the constructor's), with its overrides."""
+        return self.convention_choice.for_inference(name)
+
+    def with_conventions(self, conventions: Conventions) -> "LLMAnalysis":
+        """This analysis counted under other conventions (a cached shallow copy; every
+        view of the copy, FLOPs included, follows them)."""
+        return self._variants.under_conventions(self, conventions, self._variant)
+
+    def with_encoder_seq_len(self, encoder_seq_len: Optional[int]) -> "LLMAnalysis":
+        """This analysis with cross-attention over `encoder_seq_len` encoder positions (a
+        cached shallow copy; None: this analysis). A model without cross-attention accepts
+        only 0 (ConfigError otherwise)."""
+        return self._variants.with_encoder_seq_len(self, encoder_seq_len, self._variant)
+
+    def _variant(self, **fields) -> "LLMAnalysis":
+        """A shallow copy with `fields` replaced and its derived state rebuilt (its own
+        describer, cost model and variants; the original keeps its caches)."""
+        other = copy.copy(self)
+        other.__dict__ = {**self.__dict__, **fields}
+        other._reset()
+        return other
 
     # ---------------------------------------------------- collaborators
     describer_class = LayerDescriber  # subclasses swap in their own describer
@@ -145,10 +196,14 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         return self.cost_model.achieved_hbm_GB_per_s
 
     def get_intra_node_bandwidth(self) -> float:
-        return self.gpu_config.intra_node_bandwidth_in_GB_per_sec * self.intra_node_memory_efficiency
+        """Achieved intra-node link bandwidth in GB/s."""
+        return achieved_link_GB_per_s(self.gpu_config.intra_node_bandwidth_in_GB_per_sec,
+                                      self.intra_node_memory_efficiency)
 
     def get_inter_node_bandwidth(self) -> float:
-        return self.gpu_config.inter_node_bandwidth_in_GB_per_sec * self.inter_node_memory_efficiency
+        """Achieved inter-node link bandwidth in GB/s."""
+        return achieved_link_GB_per_s(self.gpu_config.inter_node_bandwidth_in_GB_per_sec,
+                                      self.inter_node_memory_efficiency)
 
     def get_ridge_point(self) -> float:
         """FLOPs per byte above which an operator is compute-bound on this GPU."""
@@ -161,14 +216,6 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         return _lat.pivot(self)
 
     # ------------------------------------------------------------- timing
-    def phase_time_breakdown(self, weighted: List[Tuple[int, Operator]]) -> Dict[str, Dict[str, Any]]:
-        """Time per operator group, with its compute / memory / communication
-        split and the bound that dominates it (see timing.py)."""
-        return _lat.group_breakdown(self, weighted)
-
-    def ops_time_s(self, ops: List[Operator]) -> float:
-        return _lat.ops_time_s(self, ops)
-
     def weighted_time_s(self, weighted: List[Tuple[int, Operator]]) -> float:
         """Time of (repeat count, operator) pairs: collectives pay their latency every time."""
         return _lat.weighted_time_s(self, weighted)
@@ -244,7 +291,7 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
 
     def get_num_flops_bwd_total(self, batch_size: int, seq_len: int) -> float:
         """Backward FLOPs: twice the forward (gradients w.r.t. inputs and weights)."""
-        return 2 * _flops.model_flops(self, batch_size, seq_len)
+        return _flops.backward_total(self, batch_size, seq_len)
 
     def get_num_flops_total_attn_compute(self, batch_size: int, seq_len: int) -> float:
         """FLOPs of the attention core (QK^T and attention over V) of all layers:
@@ -264,8 +311,7 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
     def get_weight_memory_per_layer(self, ds_zero: DSZeRO = DSZeRO.NONE, return_breakdown: bool = False):
         """Weight bytes of one layer on one GPU (mean over layers), TP/EP and
         ZeRO-3 sharded; with return_breakdown also (attention, mlp, norm) bytes."""
-        total, parts = _mem.weights_per_layer(self, ds_zero)
-        return (total, parts) if return_breakdown else total
+        return _mem.weights_per_layer(self, ds_zero, return_breakdown)
 
     def get_memory_embedding(self, ds_zero: DSZeRO = DSZeRO.NONE) -> float:
         """Bytes of the input embeddings plus the output projection (untied head)
@@ -281,7 +327,7 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         seq_len tokens (mean over layers: sliding-window layers keep at most the
         last window - 1 tokens; MLA keeps the latent and the rope key; KV heads fewer than
         tp_size are replicated)."""
-        return _mem.kv_cache_total(self, batch_size, seq_len, kv_cache_dtype_bytes) / self.model_config.num_layers
+        return _mem.kv_cache_per_layer(self, batch_size, seq_len, kv_cache_dtype_bytes)
 
     def get_memory_kv_cache_total(self, batch_size: int, seq_len: int,
                                   kv_cache_dtype_bytes: Optional[float] = None, stage: Optional[int] = None) -> float:
@@ -319,10 +365,9 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         with optional quantised storage (bits) of the first-linear input, the
         activation input and the second-linear input. Mean over layers for MoE
         models unless `moe` picks dense or MoE layers."""
-        bits = _act.mlp_quant_bits(mlp_activation_quant_bits, mlp_1linear_quant_bits, mlp_gelu_input_quant_bits,
-                                   mlp_2linear_quant_bits)
-        return _act.per_layer_mlp(self, batch_size, seq_len, is_inference, activation_recomputation, bits,
-                                  recompute_gelu, gated_linear_units, with_dropout, moe)
+        return _act.per_layer_mlp(self, batch_size, seq_len, is_inference, activation_recomputation,
+                                  mlp_activation_quant_bits, mlp_1linear_quant_bits, mlp_gelu_input_quant_bits,
+                                  mlp_2linear_quant_bits, recompute_gelu, gated_linear_units, with_dropout, moe)
 
     def get_activation_memory_per_layer(self, batch_size: int, seq_len: int, is_inference: bool = True,
                                         activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE,
@@ -337,11 +382,9 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         the largest live set of a layer (inference: the training-only arguments
         do not apply). Korthikanti et al. 2022: sbh(34 + 5as/h) for a GPT layer
         without recomputation or parallelism."""
-        bits = _act.mlp_quant_bits(mlp_activation_quant_bits, mlp_1linear_quant_bits, mlp_gelu_input_quant_bits,
-                                   mlp_2linear_quant_bits)
-        total, parts = _act.per_layer(self, batch_size, seq_len, is_inference, activation_recomputation,
-                                      layernorm_dtype_bytes, flash_attn, softmax_dropout, bits, mlp_recompute_gelu)
-        return (total, parts) if return_breakdown else total
+        return _act.per_layer(self, batch_size, seq_len, is_inference, activation_recomputation, layernorm_dtype_bytes,
+                              flash_attn, softmax_dropout, mlp_activation_quant_bits, mlp_1linear_quant_bits,
+                              mlp_gelu_input_quant_bits, mlp_2linear_quant_bits, mlp_recompute_gelu, return_breakdown)
 
     def get_activation_memory_input_embedding(self, batch_size: int, seq_len: int) -> float:
         """Bytes of the embedding output kept for backward (split by t with SP)."""
@@ -350,6 +393,11 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
     def get_activation_memory_output_embedding(self, batch_size: int, seq_len: int) -> float:
         """Bytes of the logits (vocab-parallel over TP), in the activation dtype."""
         return _act.output_embedding(self, batch_size, seq_len)
+
+    def get_loss_bwd_memory(self, batch_size: int, seq_len: int) -> float:
+        """Temporary bytes of the loss' backward pass: the gradient of the logits (the
+        logits' shape and dtype, vocab-parallel over TP)."""
+        return _act.loss_backward(self, batch_size, seq_len)
 
     # optimizer state and gradients -----------------------------------------
     def get_memory_optimizer_state_and_gradient_per_layer(self, master_weights_dtype_bytes: float = BYTES_FP32,
@@ -368,8 +416,7 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
     def get_memory_optimizer_state_and_gradient_last_layernorm(self, master_weights_dtype_bytes: float = BYTES_FP32,
                                                                other_op_bytes: Optional[float] = None,
                                                                ds_zero: DSZeRO = DSZeRO.NONE) -> Tuple[float, float]:
-        return _state.last_layernorm(self, self.get_num_params_last_layernorm(), master_weights_dtype_bytes,
-                                     other_op_bytes, ds_zero)
+        return _state.last_layernorm(self, master_weights_dtype_bytes, other_op_bytes, ds_zero)
 
     # ------------------------------------------------------------ latency views
     def get_latency_fwd_per_layer_attn(self, batch_size: int, seq_len: int, is_inference: bool = True,
@@ -438,11 +485,8 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
         heaviest stage's GPU. With ZeRO-1 and above each GPU updates only its 1/dp
         shard (experts: 1/rdp). `trainable_params_per_gpu` replaces the count (e.g.
         LoRA adapters only). Defaults: Adam, fp32 master weights (28 bytes/param)."""
-        params = (_state.updated_params_per_gpu(self, ds_zero) if trainable_params_per_gpu is None
-                  else trainable_params_per_gpu)
-        bytes_per_param = _state.weight_update_bytes_per_param(self.dtype_config, master_weights_dtype_bytes,
-                                                               other_op_bytes)
-        return self.cost_model.memory_pass_s(params * bytes_per_param)
+        return _state.optimizer_step_s(self, ds_zero, master_weights_dtype_bytes, other_op_bytes,
+                                       trainable_params_per_gpu)
 
     # --------------------------------------------------------- orchestrators
     def inference(self, batch_size_per_gpu: int = 1, seq_len: int = 512, num_tokens_to_generate: int = 32,
@@ -491,7 +535,22 @@ class LLMAnalysis(ConfigUpdates, ConventionsMixin, SummaryOutput):
                                                           batch_size_per_gpu: Optional[int] = None,
                                                           gradient_accumulation_steps: Optional[int] = None,
                                                           global_batch_size: Optional[int] = None) -> tuple:
-        from llm_analysis.training import config_batch_size_and_gradient_accumulation_steps
+        """(batch_size_per_gpu, gradient_accumulation_steps, global_batch_size) with
+        global = per GPU x steps x dp_size, the largest per-GPU batch when none is given."""
         return config_batch_size_and_gradient_accumulation_steps(
             self.parallelism_config.dp_size, max_batch_size_per_gpu, batch_size_per_gpu,
             gradient_accumulation_steps, global_batch_size)
+
+    # ------------------------------------------------------------- output
+    def get_configs_desc(self) -> str:
+        return configs_desc(self)
+
+    def print_config(self, name: str = "Training Configs") -> None:
+        log_configs(self, name)
+
+    def get_readable_summary_dict(self, summary_dict: dict, title: str = "Summary") -> str:
+        return readable_summary(summary_dict, title)
+
+    def output_summary_dict(self, summary_dict: dict, output_dir: str, print_human_readable: bool = True,
+                            output_file_suffix: str = "") -> str:
+        return write_summary_files(self, summary_dict, output_dir, print_human_readable, output_file_suffix)

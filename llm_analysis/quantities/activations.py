@@ -5,7 +5,7 @@ the largest live set of inference (from the operator records)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
 from llm_analysis.quantities.activation_layout import (ActivationLayout, attention_activation_bytes, layer_input_bytes, layout_for,
                       mlp_activation_bytes, norm_activation_bytes)
@@ -143,6 +143,13 @@ def output_embedding(a, batch_size: int, seq_len: int) -> float:
     return batch_size * seq_len * vocab_gpu * act_bytes(a) / a.parallelism_config.cp_size
 
 
+def loss_backward(a, batch_size: int, seq_len: int) -> float:
+    """Temporary bytes of the loss' backward pass: the gradient of the logits, one tensor of
+    the logits' shape and dtype (vocab-parallel over TP, the rank's seq/cp positions; none
+    without an LM head). The mirrored system's definition (`get_loss_bwd_memory`)."""
+    return output_embedding(a, batch_size, seq_len)
+
+
 def mlp_quant_bits(activation_bits: Optional[int], first_linear_bits: Optional[int],
                    act_input_bits: Optional[int], second_linear_bits: Optional[int]):
     """(first-linear input, activation input, second-linear input) storage bits;
@@ -164,22 +171,32 @@ def per_layer_attn(a, batch_size: int, seq_len: int, is_inference: bool, flash_a
     return attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, attn_dropout, rc)
 
 
-def per_layer_mlp(a, batch_size: int, seq_len: int, is_inference: bool, activation_recomputation, bits,
-                  recompute_gelu: bool, gated_linear_units: Optional[bool], with_dropout: bool,
-                  moe: Optional[bool]) -> float:
+def per_layer_mlp(a, batch_size: int, seq_len: int, is_inference: bool, activation_recomputation,
+                  activation_bits: Optional[int], first_linear_bits: Optional[int], act_input_bits: Optional[int],
+                  second_linear_bits: Optional[int], recompute_gelu: bool, gated_linear_units: Optional[bool],
+                  with_dropout: bool, moe: Optional[bool]) -> float:
+    """Stored MLP activations of one layer (mean over the layers, of the `moe` kind when
+    given), with the quantised storage bits of `mlp_quant_bits`; inference: the largest live
+    set of the MLP block."""
     rc = _rc(activation_recomputation)
     if is_inference:
         return inference_live_bytes(a, batch_size, seq_len, ("mlp", "experts", "router"))
+    bits = mlp_quant_bits(activation_bits, first_linear_bits, act_input_bits, second_linear_bits)
     return mlp_train(a, batch_size, seq_len, rc, *bits, recompute_gelu, gated_linear_units, with_dropout, moe)
 
 
 def per_layer(a, batch_size: int, seq_len: int, is_inference: bool, activation_recomputation,
-              layernorm_dtype_bytes: float, flash_attn: bool, softmax_dropout: bool, bits,
-              mlp_recompute_gelu: bool) -> Tuple[float, Dict[str, float]]:
+              layernorm_dtype_bytes: float, flash_attn: bool, softmax_dropout: bool,
+              mlp_activation_bits: Optional[int], mlp_first_linear_bits: Optional[int],
+              mlp_act_input_bits: Optional[int], mlp_second_linear_bits: Optional[int], mlp_recompute_gelu: bool,
+              return_breakdown: bool = False) -> Union[float, Tuple[float, Dict[str, float]]]:
     """Training: what one layer keeps for backward; inference: its largest live set
-    (the training-only arguments do not apply)."""
+    (the training-only arguments do not apply). With return_breakdown also its parts."""
     rc = _rc(activation_recomputation)
     if is_inference:
-        return per_layer_inference(a, batch_size, seq_len)
-    return per_layer_train(a, batch_size, seq_len, rc, layernorm_dtype_bytes, flash_attn, softmax_dropout, bits,
-                           mlp_recompute_gelu)
+        total, parts = per_layer_inference(a, batch_size, seq_len)
+    else:
+        bits = mlp_quant_bits(mlp_activation_bits, mlp_first_linear_bits, mlp_act_input_bits, mlp_second_linear_bits)
+        total, parts = per_layer_train(a, batch_size, seq_len, rc, layernorm_dtype_bytes, flash_attn,
+                                       softmax_dropout, bits, mlp_recompute_gelu)
+    return (total, parts) if return_breakdown else total

@@ -23,6 +23,12 @@ def model_flops(a, batch_size: int, seq_len: int, groups: Optional[Tuple[str, ..
         n * o.flops for n, o in d.weighted_ops(ph) if groups is None or o.group in groups))
 
 
+def backward_total(a, batch_size: int, seq_len: int) -> float:
+    """Backward FLOPs: twice the forward (the gradients w.r.t. the inputs and w.r.t. the
+    weights each cost one forward's multiply-adds)."""
+    return 2 * model_flops(a, batch_size, seq_len)
+
+
 def per_layer(a, batch_size: int, seq_len: int, groups: Optional[Tuple[str, ...]] = None) -> float:
     """Forward FLOPs of one layer's operators in `groups` (mean over layers)."""
     ph = make_phase("prefill", batch_size, seq_len)

@@ -3,7 +3,7 @@ the describer's cache rules (`cached_len`, `kv_cache_elems_per_token_per_gpu`)."
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from llm_analysis.model import sum_field
 from llm_analysis.schema.options import DSZeRO, as_enum
@@ -30,12 +30,16 @@ def weights_per_gpu(a, ds_zero=DSZeRO.NONE) -> float:
     return a.describer.memoized(("weights_per_gpu", ds_zero), lambda: max(stage_weight_bytes(a, ds_zero)))
 
 
-def weights_per_layer(a, ds_zero=DSZeRO.NONE) -> Tuple[float, Dict[str, float]]:
+def weights_per_layer(a, ds_zero=DSZeRO.NONE,
+                      return_breakdown: bool = False) -> Union[float, Tuple[float, Dict[str, float]]]:
+    """Weight bytes of one layer on one GPU (mean over layers), TP/EP and ZeRO-3 sharded;
+    with return_breakdown also its attention, MLP and norm bytes."""
     ds_zero = as_enum(DSZeRO, ds_zero, "ds_zero")
     shard = zero_shard(a, ds_zero, 3)
     parts = {g: layer_mean(a, ONE_TOKEN, lambda ops, gs=gs: sum_field(ops, "weight_bytes_per_gpu", gs)) / shard
              for g, gs in (("attn", ("attention",)), ("mlp", ("mlp", "experts", "router")), ("layernorm", ("norm",)))}
-    return sum(parts.values()), parts
+    total = sum(parts.values())
+    return (total, parts) if return_breakdown else total
 
 
 def embedding(a, ds_zero=DSZeRO.NONE) -> float:
@@ -64,6 +68,12 @@ def kv_cache_total(a, batch_size: int, seq_len: int, kv_cache_dtype_bytes: Optio
     # plus the cross-attention cache of an encoder-decoder decoder (encoder_seq_len positions per request)
     return (self_kv + d.cross_kv_cache_bytes_per_gpu(batch_size, sum(groups.values()))
             + batch_size * d.mixer_state_bytes_per_seq_per_gpu(groups))
+
+
+def kv_cache_per_layer(a, batch_size: int, seq_len: int, kv_cache_dtype_bytes: Optional[float] = None) -> float:
+    """KV-cache bytes per GPU of one layer: the mean over the layers (sliding-window layers
+    keep fewer tokens, mixer layers a constant state)."""
+    return kv_cache_total(a, batch_size, seq_len, kv_cache_dtype_bytes) / a.model_config.num_layers
 
 
 def kv_cache_per_gpu(a, batch_size: int, seq_len: int, kv_cache_dtype_bytes: Optional[float] = None) -> float:

@@ -1,4 +1,5 @@
-"""Optimizer state and gradient bytes: the one rule for both.
+"""Optimizer state and gradient bytes: the one rule for both; and the optimizer step
+that reads and writes them (`optimizer_step_s`).
 
 Adam by default (Kingma & Ba, arXiv 1412.6980): master weights
 (`master_weights_dtype_bytes`, fp32 by default) plus two fp32 moments = 12 bytes
@@ -21,6 +22,7 @@ from llm_analysis.units import ADAM_OPTIMIZER_STATE_BYTES
 from llm_analysis.schema.options import DSZeRO, as_enum
 from llm_analysis.model import sum_field
 from llm_analysis.quantities.params import heaviest_stage_params_per_gpu, ops0, routed_expert_params
+from llm_analysis.quantities.params import last_layernorm as params_last_layernorm
 from llm_analysis.quantities.phases import ONE_TOKEN
 
 
@@ -70,8 +72,8 @@ def embedding(a, master: float, other: Optional[float], ds_zero) -> Tuple[float,
     return _of(a, params, 0.0, master, other, ds_zero)
 
 
-def last_layernorm(a, params: float, master: float, other: Optional[float], ds_zero) -> Tuple[float, float]:
-    return _of(a, params, 0.0, master, other, ds_zero)
+def last_layernorm(a, master: float, other: Optional[float], ds_zero) -> Tuple[float, float]:
+    return _of(a, params_last_layernorm(a), 0.0, master, other, ds_zero)
 
 
 def weight_update_bytes_per_param(dtype: DtypeConfig, master_weights_dtype_bytes: float,
@@ -90,3 +92,13 @@ def updated_params_per_gpu(a, ds_zero) -> float:
     if ds_zero.value >= 1:
         dense, expert = dense / p.shard_group_size, expert / p.expert_shard_group_size
     return dense + expert
+
+
+def optimizer_step_s(a, ds_zero, master_weights_dtype_bytes: float, other_op_bytes: Optional[float],
+                     trainable_params_per_gpu: Optional[float]) -> float:
+    """Seconds of the optimizer step on the heaviest stage's GPU: a memory-bound pass over
+    `weight_update_bytes_per_param` bytes of each parameter it updates (`updated_params_per_gpu`,
+    or `trainable_params_per_gpu` when given: LoRA adapters, say)."""
+    params = updated_params_per_gpu(a, ds_zero) if trainable_params_per_gpu is None else trainable_params_per_gpu
+    return a.cost_model.memory_pass_s(
+        params * weight_update_bytes_per_param(a.dtype_config, master_weights_dtype_bytes, other_op_bytes))

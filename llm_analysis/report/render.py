@@ -84,6 +84,20 @@ def format_configs(analysis, name: str = "Configs") -> str:
     return "\n".join(parts)
 
 
+def log_configs(analysis, name: str = "Configs") -> None:
+    """`format_configs` to the log (the mirrored `print_config` logs rather than prints)."""
+    logger.info(format_configs(analysis, name))
+
+
+def configs_desc(analysis) -> str:
+    """One line naming the setup, as the mirrored `get_configs_desc` writes it:
+    model-gpu-dtype-tp<t>-pp<p>-dp<d>-sp<s>-fe<flops efficiency>-ep<e>-hbme<HBM efficiency>."""
+    p = analysis.parallelism_config
+    return (f"{analysis.model_config.name}-{analysis.gpu_config.name}-{analysis.dtype_config.name}-tp{p.tp_size}"
+            f"-pp{p.pp_size}-dp{p.dp_size}-sp{p.sp_size}-fe{round(analysis.flops_efficiency, 2)}"
+            f"-ep{p.ep_size}-hbme{round(analysis.hbm_memory_efficiency, 2)}")
+
+
 def setup_dict(analysis) -> Dict[str, Any]:
     """What the analysis ran on: names, layout and efficiencies (for the JSON files)."""
     p = analysis.parallelism_config

@@ -1,12 +1,13 @@
 """Options users choose, and the one set of coercers that checks them.
 
-Leaf module: imports only `errors`. The enums keep the mirrored system's names
+Leaf module: imports only `errors` (and logging). The enums keep the mirrored system's names
 and values (`DSZeRO.STAGE_3 == 3`, `ActivationRecomputation.FULL == 4`), so
 code written against it passes ints or members alike.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from enum import Enum
 from typing import Optional, Type, TypeVar
@@ -14,6 +15,9 @@ from typing import Optional, Type, TypeVar
 from llm_analysis.errors import ConfigError
 
 E = TypeVar("E", bound=Enum)
+T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 class DSZeRO(Enum):
@@ -131,6 +135,11 @@ def optional_integer(value, field: str, lo: int = 1, hi: int = MAX_BATCH_SIZE) -
     return None if value is None else integer(value, field, lo, hi)
 
 
+def integer_or_default(value, default: int, field: str, lo: int = 1, hi: int = MAX_BATCH_SIZE) -> int:
+    """`integer(value, ...)`, or `default` (taken as given) when value is None."""
+    return default if value is None else integer(value, field, lo, hi)
+
+
 def number(value, field: str, lo: float = 0.0, hi: float = math.inf, *, lo_open: bool = True,
            what: Optional[str] = None) -> float:
     """A finite float in (lo, hi] (or [lo, hi] with lo_open=False)."""
@@ -206,6 +215,21 @@ def efficiency(value, field: str, default: float = 1.0) -> float:
     if not 0 < v <= 1:
         raise ConfigError(f"{field} = {value!r} must be in (0, 1] (a fraction of the peak)")
     return v
+
+
+def efficiency_beside_rate(value, field: str, rate, rate_field: str) -> float:
+    """`efficiency(value, field)`; when an achieved rate is given beside it, the log says that
+    the rate wins (the cost model times operators at the rate: cost/model.py)."""
+    if rate is not None and value is not None:
+        logger.info("%s given: it overrides %s", rate_field, field)
+    return efficiency(value, field)
+
+
+def instance(value: T, cls: type, field: str) -> T:
+    """`value` when it is a `cls` (a configuration object), else a ConfigError naming both types."""
+    if not isinstance(value, cls):
+        raise ConfigError(f"{field} must be a {cls.__name__}, got {type(value).__name__}")
+    return value
 
 
 def positive_number(value, field: str, what: str = "a positive number", hi: float = math.inf) -> float:
