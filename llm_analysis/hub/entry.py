@@ -9,7 +9,7 @@ defaults the real model code would use are filled in (e.g. Gemma 3's `text_confi
 lists only what differs from `Gemma3TextConfig`); otherwise the raw JSON is mapped.
 No code from a repository is ever run unless `trust_remote_code=True`.
 
-The mapping is a table with one row per family (`hub_families.py`, keyed by
+The mapping is a table with one row per family (`hub/families/`, keyed by
 `model_type`), derived from the modelling code of `transformers`: which projections
 carry biases, how many norms a block has, whether the MLP is gated, which layers are
 MoE or slide. Anything the `ModelConfig` fields cannot describe exactly raises
@@ -19,9 +19,9 @@ Every failure raises a `HubImportError` subclass whose message names the model i
 and revision; tracebacks from inside `huggingface_hub`/`transformers` are not chained
 (`raise ... from None`). Neither library is imported at module import time.
 
-Layout: `hub_errors` (error classes) <- `hub_download` (fetch) and `hub_source`
-(reading a config) <- `hub_spec` (table vocabulary) <- `hub_hooks` <- `hub_families`
-(the table) <- `hub_mapping` (driver) <- this module.
+Layout (in `hub/`): `errors` (error classes) <- `download` (fetch) and `source`
+(reading a config) <- `spec` (table vocabulary) <- `hooks` <- `families/` (the table:
+rows by kind, merged in `families/table.py`) <- `mapping` (driver) <- this module.
 """
 
 from __future__ import annotations

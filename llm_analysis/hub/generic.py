@@ -10,7 +10,7 @@ full-router experts on every layer), rotary positions. A config is that shape wh
    only at some values), and
 2. its model_type is not one of the types whose modelling code differs from Llama
    although their keys look the same (`NOT_LLAMA_SHAPED`, measured against the meta
-   model of every text model type of transformers by tests/test_architecture_coverage.py).
+   model of every text model type of transformers by tests/hub/test_architecture_coverage.py).
 Anything else raises `UnsupportedArchitecture` naming the keys or features it does not
 model and pointing at the `[exact]` extra; no number is guessed.
 """
@@ -121,7 +121,7 @@ _FEATURE_HINTS: Dict[str, str] = {
     "num_hidden_groups": "layers shared across the depth (ALBERT)",
     "n_shared_experts": "shared experts", "num_shared_experts": "shared experts",
     "kv_lora_rank": "multi-head latent attention",
-    # mixers operators/mixers.py does not describe (named so a refusal says which)
+    # mixers model/mixers.py does not describe (named so a refusal says which)
     "conv_L_cache": "short-convolution mixer layers", "block_types": "recurrent (RG-LRU) mixer layers",
     "rescale_every": "RWKV time-mix / channel-mix layers", "chunkwise_kernel": "xLSTM (mLSTM) mixer layers",
     "linear_attn_alpha_factor": "lightning (linear) attention layers",

@@ -1,6 +1,6 @@
 """Map a Hugging Face config (dict, plus the transformers config object when the
 library can build it) to a ModelConfig: unwrap multimodal configs to their language
-model, pick the family row of `hub_families.py` by `model_type` (or the generic
+model, pick the family row of `hub/families/table.py` by `model_type` (or the generic
 mapping), read the fields, and validate them.
 
 Anything the ModelConfig fields cannot describe exactly raises `UnmappableConfig`

@@ -1,4 +1,4 @@
-"""The vocabulary of the Hub family table (`hub_families.py`): how one ModelConfig
+"""The vocabulary of the Hub family table (`hub/families/`): how one ModelConfig
 field is read from a Hugging Face config, what a family row holds, and the
 interpreter that turns a row and a config into ModelConfig fields.
 
@@ -282,7 +282,7 @@ class MoeRule:
 @dataclass(frozen=True)
 class Family:
     """One row of the family table: fields in reading order, checks run before, steps after.
-    `ignores`: shape keys that hub_guards refuses in general but this family's transformers
+    `ignores`: shape keys that hub/guards.py refuses in general but this family's transformers
     code never reads (e.g. LUKE ignores add_cross_attention), so a config setting them is
     counted as the code runs it."""
     fields: Mapping[Any, Any]

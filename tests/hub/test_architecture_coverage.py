@@ -2,7 +2,7 @@
 
 For each causal-LM and masked-LM model type registered in transformers, the
 default config (`AutoConfig.for_model`) is served by the loopback Hub
-(tests/hub_server.py) and imported with `llm_analysis.config.get_model_config_from_hf`
+(tests/support/hub_server.py) and imported with `llm_analysis.config.get_model_config_from_hf`
 by the real `huggingface_hub` client. Our parameter count must equal that of the
 transformers model built from the same config on the meta device (tied weights
 once; the bare backbone when our description has no LM head), or the import must

@@ -1,4 +1,4 @@
-"""Encoder families mapped by table (hub_families_encoders2.py) checked against the real
+"""Encoder families mapped by table (hub/families/encoders.py) checked against the real
 transformers model: small configs of each family are imported through the family
 table, the bare `*Model` is built from the same config with real (tiny) CPU tensors,
 and our parameter count and prefill FLOPs must equal the model's parameters (tied

@@ -1,4 +1,4 @@
-"""Import of Hugging Face configs (llm_analysis/hf_import.py and the hub_* modules).
+"""Import of Hugging Face configs (llm_analysis/hub/: entry.py, the mapping and the family table).
 
 Three independent sources check the mapping:
 
@@ -14,7 +14,7 @@ Three independent sources check the mapping:
 
 Hub access goes through the real `huggingface_hub` client in a subprocess (it
 reads HF_ENDPOINT / HF_HOME / HF_HUB_OFFLINE when imported) against the loopback
-server of tests/hub_server.py.
+server of tests/support/hub_server.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Hub path under failure (issue 13), through the real `huggingface_hub` client
-in a subprocess against the loopback server of tests/hub_server.py (127.0.0.1 only).
+in a subprocess against the loopback server of tests/support/hub_server.py (127.0.0.1 only).
 
 Each failure must end in one clear line (a `HubImportError`, so an
 `LLMAnalysisError`) naming the repository and what to do, within a bounded wait:

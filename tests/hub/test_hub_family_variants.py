@@ -36,7 +36,7 @@ VARIANTS = [
     ("mpt", dict(no_bias=False, d_model=64, n_heads=4, n_layers=2)),
     ("electra", dict(embedding_size=32)),
     ("codegen", dict(n_embd=64, n_head=4, n_layer=2, rotary_dim=8, n_positions=128)),
-    # BERT-family encoders (hub_families_encoders.py)
+    # BERT-family encoders (hub/families/encoders.py)
     ("big_bird", dict(attention_type="original_full", use_bias=False)),
     ("big_bird", dict(attention_type="original_full", hidden_act="gelu")),
     ("rembert", dict(input_embedding_size=32)),
@@ -47,7 +47,7 @@ VARIANTS = [
     ("jina_embeddings_v3", dict(type_vocab_size=2)),
     ("yoso", dict(type_vocab_size=2)),
     ("bert-generation", dict()),
-    # mixture-of-experts decoders (hub_families_moe.py)
+    # mixture-of-experts decoders (hub/families/moe.py)
     ("glm4_moe", dict(use_qk_norm=True, attention_bias=True, n_routed_experts=4, num_experts_per_tok=2,
                       moe_intermediate_size=32, n_shared_experts=2, first_k_dense_replace=1)),
     ("glm4_moe", dict(num_attention_heads=6, num_key_value_heads=2, n_routed_experts=4,

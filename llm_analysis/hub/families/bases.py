@@ -1,14 +1,23 @@
-"""Shared pieces of the Hub family table (`hub_families.py`, `hub_families_more.py`):
-the common row shapes (GPT-2, Llama, Gemma, BERT) and fixed flag groups, each
-following the transformers modelling code it names."""
+"""Shared pieces of the Hub family table (the rows by kind in `hub/families/dense.py`,
+`moe.py`, `hybrid.py`, `encoders.py`, `seq2seq.py`): the common row shapes (GPT-2, Llama,
+Gemma, BERT, ...), the shapes that rows of two kinds share (a dense family and its MoE
+variant: OLMo-2, Cohere, ERNIE 4.5; ModernBERT's encoder and decoder) and fixed flag
+groups, each following the transformers modelling code it names."""
 
 from __future__ import annotations
 
-from llm_analysis.hub.spec import Act, Either, Flag, Opt, Req, Same, Sum, Window
+from functools import partial
+
+from llm_analysis.hub.spec import Act, Either, Flag, Opt, Refuse, Req, Same, Sum, Window
 
 __all__ = ["GELU_TANH", "BIASES", "NO_BIASES", "LAYERNORM", "ATTENTION_BIAS", "GPT2", "LLAMA",
            "LLAMA_NO_BIAS_NO_TYPES", "QWEN3", "GEMMA", "GEMMA2", "BERT", "QWEN_MOE_EXPERTS",
-           "FULL_WIDTH_EXPERTS", "DEEPSEEK_MLA"]
+           "FULL_WIDTH_EXPERTS", "DEEPSEEK_MLA", "OLMO2", "COHERE", "ERNIE4_5", "MODERNBERT",
+           "RefuseFeature"]
+
+# a check like `Refuse` whose refusal names a feature of a well-formed config
+# (UnsupportedArchitecture, with the [exact] hint) rather than a config the row cannot read
+RefuseFeature = partial(Refuse, unsupported=True)
 
 GELU_TANH = "gelu_pytorch_tanh"
 BIASES = dict(qkv_bias=True, attn_out_bias=True, mlp_bias=True)
@@ -92,4 +101,33 @@ DEEPSEEK_MLA = {
     "v_head_dim": Req("v_head_dim"),
     "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
     "head_dim": Sum("qk_nope_head_dim", "qk_rope_head_dim"),
+}
+
+# OLMo-2 (Olmo2DecoderLayer): norms after attention and after the MLP (still two),
+# q_norm/k_norm over all heads (RMSNorm(heads x head_dim)); FlexOlmo's experts sit on it
+OLMO2 = {**LLAMA, "qk_norm": True, "qk_norm_per_head": True}
+# Cohere (CohereDecoderLayer): one bias-free LayerNorm feeding attention and MLP in
+# parallel, gated SiLU MLP, tied; optional per-head q/k LayerNorms (use_qk_norm)
+COHERE = {**LLAMA, "norm_type": "layernorm", "norm_bias": False, "parallel_attn_mlp": True,
+          "num_norms_per_layer": 1, "qk_norm": Flag("use_qk_norm", default=False),
+          "qk_norm_per_head": True, "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}
+# ERNIE 4.5: every linear biased or not by use_bias, tied by default
+_USE_BIAS = Flag("use_bias", default=False)
+ERNIE4_5 = {**LLAMA, "qkv_bias": _USE_BIAS, "attn_out_bias": _USE_BIAS, "mlp_bias": _USE_BIAS,
+            "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}
+
+# ModernBertModel (arXiv 2412.13663): pre-LN, embedding norm, bias-free fused q/k/v and
+# GeGLU MLP by default, rotary, alternating global / local layers (local_attention is
+# the whole window), a final norm; layer 0 has no norm before attention
+MODERNBERT = {
+    "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+    "hidden_dim": Req("hidden_size"), "vocab_size": Req("vocab_size"),
+    ("sliding_window", "layer_types"): Window(window_key="local_attention"),
+    "max_seq_len": Opt("max_position_embeddings"), "ffn_embed_dim": Req("intermediate_size"),
+    "mlp_gated_linear_units": True, "activation": Act("hidden_activation", default="gelu"),
+    "qkv_bias": Flag("attention_bias", default=False), "attn_out_bias": Flag("attention_bias", default=False),
+    "mlp_bias": Flag("mlp_bias", default=False), "norm_type": "layernorm",
+    "norm_bias": Flag("norm_bias", default=False), "embedding_norm": True,
+    "position_embedding_type": "rotary", "first_layer_attn_norm": False,
+    "encoder_only": True, "lm_head": False,
 }

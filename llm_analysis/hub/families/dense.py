@@ -1,24 +1,32 @@
-"""Rows of the Hub family table (`hub_families.py` merges them into FAMILIES) for dense
-decoder variants whose layers hold something the common shapes do not: learned
+"""Rows of the Hub family table for dense decoders: one MLP per layer, no experts
+(`hub/families/table.py` merges them into FAMILIES). The common shapes (GPT-2 and its
+descendants, OPT, BLOOM, Falcon, Llama, Qwen, Gemma, ...), the decoders whose norms,
+biases or block layout differ from them (OLMo, Cohere, StableLM, Phi, MPT, CodeGen, ...),
+and the variants whose layers hold something the common shapes do not: learned
 activation scalars (Apertus), sub-norms (BitNet), differential attention (DiffLlama),
 dynamic-mask attention (Doge), a bias on one layer only (GPT-NeoX-Japanese), a fused
 gated MLP and one extra embedding row (Moshi), sinusoidal positions with a biased head
-(CTRL). Each row follows the transformers 5.23 modelling code it names; the operators
-are in `operators/dense_variants.py`.
+(CTRL), per-layer widths and embeddings (Gemma 3n / 4); the variants' operators are in
+`model/dense_variants.py`. Each row follows the transformers modelling code it names
+(which projections are `nn.Linear(..., bias=...)`, which norms a block holds, whether
+the MLP is gated).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Dict
 
-from llm_analysis.hub.families.bases import GEMMA2, GPT2, LAYERNORM, LLAMA, NO_BIASES
 from llm_analysis.hub.errors import UnmappableConfig, UnsupportedArchitecture
+from llm_analysis.hub.families.bases import (ATTENTION_BIAS, BERT, BIASES, COHERE, ERNIE4_5, GELU_TANH, GEMMA,
+                                             GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES,
+                                             MODERNBERT, NO_BIASES, OLMO2, QWEN3, RefuseFeature)
+from llm_analysis.hub.hooks import (GptNeoWindow, RawWindowPattern, falcon_decoder_architecture, mpt_attention,
+                                    opt_projection_and_final_norm, qwen_window)
 from llm_analysis.hub.source import Fields, Src, as_int
-from llm_analysis.hub.spec import Family, Flag, NotModelled, Opt, Reader, Refuse, Req, Same, Window
+from llm_analysis.hub.spec import Act, Either, Family, Flag, Opt, Reader, Refuse, Req, Same, When, Window
 
-__all__ = ["DENSE2_FAMILIES", "REFUSED_FAMILIES"]
+__all__ = ["DENSE_FAMILIES"]
 
 
 @dataclass(frozen=True)
@@ -59,15 +67,6 @@ class HalfOf(Reader):
 
 # the per-layer overrides transformers 5.23 reads (Gemma4TextAttention: head_dim and
 # num_key_value_heads; Gemma4TextMLP reads the global intermediate_size)
-# a check like `Refuse` whose refusal names a feature of a well-formed config (UnsupportedArchitecture)
-RefuseFeature = partial(Refuse, unsupported=True)
-
-
-def _has(features: str) -> NotModelled:
-    """A check that refuses every config of the type, naming what it holds beyond ModelConfig."""
-    return NotModelled(f"it has {features}, which ModelConfig does not describe")
-
-
 _PER_LAYER_KEYS = {"head_dim": "layer_head_dims"}
 
 
@@ -135,6 +134,7 @@ _GEMMA4 = {**GEMMA2, "qk_norm": True, "kv_shared_layers": Opt("num_kv_shared_lay
            "per_layer_input_dim": Opt("hidden_size_per_layer_input", default=0),
            "per_layer_input_vocab_size": Opt("vocab_size_per_layer_input")}
 
+
 @dataclass(frozen=True)
 class PerLayerFfn(Reader):
     """(ffn_embed_dim, layer_ffn_dims) from `key`, an int or one width per layer
@@ -178,7 +178,195 @@ def _helium_o_proj(src: Src, f: Fields, what: str) -> None:
             f"{what}: num_attention_heads x head_dim = {width} != hidden_size = {f['hidden_dim']} "
             "(Helium's o_proj is hidden_size x hidden_size) cannot be described by ModelConfig")
 
-DENSE2_FAMILIES: Dict[str, Family] = {
+
+# StarCoder2 / Jais2 style: LayerNorm with bias, non-gated MLP, biases from one flag
+_LN_PLAIN_MLP = {**LLAMA, **LAYERNORM, "mlp_gated_linear_units": False}
+
+
+DENSE_FAMILIES: Dict[str, Family] = {
+    "gpt2": Family(GPT2),
+    # GPTBigCode: GPT-2 with multi-query attention (one KV head) unless multi_query=False
+    "gpt_bigcode": Family({**GPT2, "activation": Act("activation_function", default=GELU_TANH),
+                           "num_key_value_heads": When(Flag("multi_query", default=True), 1)}),
+    # GPT-J: parallel attention + MLP on one LayerNorm, rotary, bias-free attention,
+    # biased MLP and lm_head, untied
+    "gptj": Family({**GPT2, "max_seq_len": Opt("n_positions", "max_position_embeddings"),
+                    "qkv_bias": False, "attn_out_bias": False, "position_embedding_type": "rotary",
+                    "num_position_embeddings": None, "parallel_attn_mlp": True,
+                    "num_norms_per_layer": 1,
+                    "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
+                    "lm_head_bias": True}),
+    # GPT-Neo: bias-free q/k/v, local (windowed) and global layers
+    "gpt_neo": Family({
+        "hidden_dim": Req("hidden_size"), "num_layers": Req("num_layers", "num_hidden_layers"),
+        ("sliding_window", "layer_types"): GptNeoWindow(),
+        "max_seq_len": Req("max_position_embeddings"),
+        "n_head": Req("num_heads", "num_attention_heads"), "vocab_size": Req("vocab_size"),
+        "ffn_embed_dim": Either(Opt("intermediate_size"), Same("hidden_dim", times=4)),
+        "activation": Act("activation_function", default="gelu_new"),
+        **BIASES, "qkv_bias": False, **LAYERNORM, "position_embedding_type": "learned",
+        "num_position_embeddings": Same("max_seq_len"),
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}),
+    # GPT-NeoX / Pythia: rotary, parallel residual by default, yet both norms
+    # (input_layernorm and post_attention_layernorm) exist even when parallel
+    "gpt_neox": Family({
+        "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+        "hidden_dim": Req("hidden_size"), "vocab_size": Req("vocab_size"),
+        "max_seq_len": Opt("max_position_embeddings"), "ffn_embed_dim": Req("intermediate_size"),
+        "activation": Act("hidden_act", default="gelu"),
+        "qkv_bias": Flag("attention_bias", default=True),
+        "attn_out_bias": Flag("attention_bias", default=True), "mlp_bias": True,
+        **LAYERNORM, "position_embedding_type": "rotary",
+        "parallel_attn_mlp": Flag("use_parallel_residual", default=True),
+        "num_norms_per_layer": 2,
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=False)}),
+    # OPT: learned positions with an offset of 2 rows (OPTLearnedPositionalEmbedding)
+    "opt": Family(
+        {"hidden_dim": Req("hidden_size"), "max_seq_len": Req("max_position_embeddings"),
+         "num_layers": Req("num_hidden_layers"), "n_head": Req("num_attention_heads"),
+         "vocab_size": Req("vocab_size"), "ffn_embed_dim": Req("ffn_dim"),
+         "activation": Act("activation_function", default="relu"),
+         "qkv_bias": Flag("enable_bias", default=True),
+         "attn_out_bias": Flag("enable_bias", default=True),
+         "mlp_bias": Flag("enable_bias", default=True),
+         **LAYERNORM, "position_embedding_type": "learned",
+         "num_position_embeddings": Same("max_seq_len", plus=2),
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
+        checks=(Refuse("layer_norm_elementwise_affine", (True,), default=True, as_bool=True,
+                       reason="LayerNorms without weights"),),
+        steps=(opt_projection_and_final_norm,)),
+    # BLOOM: ALiBi, a LayerNorm right after the embeddings, 4x GELU-tanh MLP
+    "bloom": Family({
+        "hidden_dim": Req("hidden_size", "n_embed"),
+        "num_layers": Req("n_layer", "num_hidden_layers"),
+        "n_head": Req("n_head", "num_attention_heads"), "vocab_size": Req("vocab_size"),
+        "max_seq_len": Opt("seq_length", "max_position_embeddings"),
+        "ffn_embed_dim": Same("hidden_dim", times=4), "activation": "gelu_tanh",
+        **BIASES, **LAYERNORM, "embedding_norm": True, "position_embedding_type": "alibi",
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=True)}),
+    "falcon": Family(
+        {"hidden_dim": Req("hidden_size", "n_embed"), "n_head": Req("num_attention_heads", "n_head"),
+         "num_layers": Req("num_hidden_layers", "n_layer"), "vocab_size": Req("vocab_size"),
+         "max_seq_len": Opt("max_position_embeddings"),
+         "ffn_embed_dim": Either(Opt("ffn_hidden_size"), Same("hidden_dim", times=4)),
+         "activation": Act("activation", default="gelu"),
+         "qkv_bias": Flag("bias", default=False), "attn_out_bias": Flag("bias", default=False),
+         "mlp_bias": Flag("bias", default=False), **LAYERNORM,
+         "position_embedding_type": When(Flag("alibi", default=False), "alibi", "rotary"),
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
+        steps=(falcon_decoder_architecture,)),
+    "llama": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
+    # MistralAttention/MistralMLP have no biases; HF Mistral (and Phi-3) ignore layer_types
+    "mistral": Family(LLAMA_NO_BIAS_NO_TYPES),
+    "phi3": Family(LLAMA_NO_BIAS_NO_TYPES),
+    "qwen2": Family({**LLAMA, "qkv_bias": True, "attn_out_bias": False}, steps=(qwen_window,)),
+    "qwen3": Family(QWEN3, steps=(qwen_window,)),
+    "gemma": Family({**GEMMA, ("sliding_window", "layer_types"): Window(None)}),
+    "gemma2": Family(GEMMA2, steps=(RawWindowPattern(period=2),)),
+    "gemma3_text": Family({**GEMMA2, "qk_norm": True}, steps=(
+        RawWindowPattern(period=6, period_key="sliding_window_pattern"),)),
+    # OLMo (OlmoLayerNorm): LayerNorms without any weight; optional q/k/v clipping is elementwise
+    "olmo": Family({**LLAMA, "norm_type": "layernorm", "norm_bias": False, "norm_affine": False}),
+    # OLMo-2 / OLMo-3 and Cohere / Cohere-2: the shapes of bases.py (shared with their MoE rows)
+    "olmo2": Family(OLMO2),
+    "olmo3": Family(OLMO2),
+    "cohere": Family(COHERE),
+    "cohere2": Family(COHERE),
+    # StableLM (StableLmDecoderLayer): LayerNorm with bias, gated SiLU MLP, q/k/v biases
+    # from use_qkv_bias; use_parallel_residual drops the second norm
+    "stablelm": Family(
+        {**LLAMA, **LAYERNORM, "qkv_bias": Flag("use_qkv_bias", default=False),
+         "attn_out_bias": False, "parallel_attn_mlp": Flag("use_parallel_residual", default=False),
+         "num_norms_per_layer": When(Flag("use_parallel_residual", default=False), 1, 2)},
+        checks=(Refuse("qk_layernorm", (False,), default=False, as_bool=True,
+                       reason="per-head q/k LayerNorms"),)),
+    # GLM (GlmAttention): q/k/v biased, o_proj not; gate_up_proj is one fused linear
+    "glm": Family({**LLAMA, "qkv_bias": ATTENTION_BIAS, "attn_out_bias": False}),
+    # GLM-4 adds post_self_attn_layernorm and post_mlp_layernorm (4 norms)
+    "glm4": Family({**LLAMA, "qkv_bias": ATTENTION_BIAS, "attn_out_bias": False,
+                    "num_norms_per_layer": 4}),
+    # Phi (PhiDecoderLayer): one LayerNorm, attention and GELU MLP in parallel, biases
+    # everywhere incl. lm_head; qk_layernorm: one LayerNorm(head_dim) with bias for q and k
+    "phi": Family({**LLAMA, **BIASES, **LAYERNORM, "mlp_gated_linear_units": False,
+                   "activation": Act("hidden_act", default="gelu_new"),
+                   "parallel_attn_mlp": True, "num_norms_per_layer": 1,
+                   "qk_norm": Flag("qk_layernorm", default=False), "qk_norm_bias": True,
+                   "lm_head_bias": True, ("sliding_window", "layer_types"): Window(None)}),
+    # Granite: Llama with scalar multipliers (no parameters)
+    "granite": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
+    # Granite-SWA: one learned attention sink per head
+    "granite_swa": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False),
+                           "attn_sinks": True}),
+    # EXAONE 4: q/k RMSNorm(head_dim), norms after attention and MLP (two)
+    "exaone4": Family(QWEN3),
+    # Seed-OSS: q/k/v biases from attention_bias, o_proj's from attention_out_bias
+    # SeedOssMLP: gate/up/down_proj biased when mlp_bias is set
+    "seed_oss": Family({**LLAMA, "attn_out_bias": Flag("attention_out_bias", default=False),
+                        "mlp_bias": Flag("mlp_bias", default=False)}),
+    "ernie4_5": Family(ERNIE4_5),
+    # Arcee: Llama with a non-gated ReLU^2 MLP
+    "arcee": Family({**LLAMA, "mlp_gated_linear_units": False,
+                     "mlp_bias": Flag("mlp_bias", default=False)}),
+    "jais2": Family({**_LN_PLAIN_MLP, "mlp_bias": Flag("mlp_bias", default=True)}),
+    # SmolLM3: Llama; the NoPE layers (no_rope_layers) only skip the (parameter-free) rotation
+    "smollm3": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
+    "starcoder2": Family({**_LN_PLAIN_MLP, "qkv_bias": Flag("use_bias", default=True),
+                          "attn_out_bias": Flag("use_bias", default=True),
+                          "mlp_bias": Flag("use_bias", default=True),
+                          "activation": Act("hidden_act", default=GELU_TANH),
+                          "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
+                          ("sliding_window", "layer_types"): Window(None)}),
+    # VaultGemma: Gemma's two pre-norms (no post-norms), per-layer windows from layer_types
+    "vaultgemma": Family(GEMMA),
+    # MPT (MptBlock): ALiBi, expansion_ratio x d_model GELU MLP, always tied; transformers
+    # builds every linear and LayerNorm without bias whatever `no_bias` says
+    "mpt": Family(
+        {"num_layers": Req("n_layers"), "n_head": Req("n_heads"), "hidden_dim": Req("d_model"),
+         "vocab_size": Req("vocab_size"), "max_seq_len": Opt("max_seq_len"),
+         "ffn_embed_dim": Same("hidden_dim", times=4), "activation": "gelu",
+         **NO_BIASES, "norm_type": "layernorm", "norm_bias": False,
+         "position_embedding_type": "alibi",
+         # MptForCausalLM ties lm_head to wte only when the config says so
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
+        checks=(Refuse("expansion_ratio", (4, 4.0), default=4, reason="MLP width"),
+                mpt_attention)),
+    # CodeGen (CodeGenBlock): GPT-J layout (parallel, one LayerNorm), bias-free attention,
+    # biased MLP and lm_head, rotary, untied
+    "codegen": Family({**GPT2, "max_seq_len": Opt("n_positions", "max_position_embeddings"),
+                       "qkv_bias": False, "attn_out_bias": False,
+                       "position_embedding_type": "rotary", "num_position_embeddings": None,
+                       "parallel_attn_mlp": True, "num_norms_per_layer": 1,
+                       "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
+                       "lm_head_bias": True}),
+    # Persimmon (and Fuyu's language model): LayerNorm with bias, ReLU^2 MLP, biases
+    # everywhere, q/k LayerNorm(head_dim) with bias shared by the heads, untied, multi-head
+    # attention whatever num_key_value_heads says
+    "persimmon": Family({**_LN_PLAIN_MLP, **BIASES, "activation": Act("hidden_act", default="relu2"),
+                         "num_key_value_heads": None,  # fused MHA query_key_value, no GQA
+                         "qk_norm": Flag("qk_layernorm", default=True), "qk_norm_bias": True,
+                         ("sliding_window", "layer_types"): Window(None)}),
+    # BioGPT (BioGptDecoderLayer): pre-LN, learned positions offset by 2 rows, biases, tied
+    "biogpt": Family({**BERT, "position_embedding_type": "learned",
+                      "num_position_embeddings": Same("max_seq_len", plus=2), "type_vocab_size": 0,
+                      "embedding_norm": False, "final_norm": True, "encoder_only": False,
+                      "pooler": False, "lm_head": True}),
+    # GPT-1 (openai-gpt Block): post-LN, so no final norm
+    "openai-gpt": Family({**GPT2, "activation": Act("afn", default="gelu"), "final_norm": False}),
+    # nanochat: RMSNorms without weights, non-gated ReLU^2 MLP, untied
+    "nanochat": Family({**LLAMA, "mlp_gated_linear_units": False, "norm_affine": False}),
+    # HyperCLOVA X: Peri-LN (use_post_norm: a norm after attention and after the MLP too)
+    "hyperclovax": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False),
+                           "num_norms_per_layer": When(Flag("use_post_norm", default=True), 4, 2)}),
+    # XGLM (XGLMDecoderLayer): pre-LN, sinusoidal positions (no parameters), biases, tied
+    "xglm": Family(
+        {"num_layers": Req("num_layers"), "n_head": Req("attention_heads"),
+         "hidden_dim": Req("d_model"), "vocab_size": Req("vocab_size"),
+         "max_seq_len": Opt("max_position_embeddings"), "ffn_embed_dim": Req("ffn_dim"),
+         "activation": Act("activation_function", default="gelu"), **BIASES, **LAYERNORM,
+         "position_embedding_type": "sinusoidal",
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
+        checks=(Refuse("add_cross_attention", (False,), default=False, as_bool=True,
+                       reason="cross-attention to an encoder"),)),
     # Helium (HeliumAttention / HeliumMLP): Llama with a bias-free o_proj whatever
     # attention_bias says, mlp_bias on the MLP
     "helium": Family({**LLAMA, "attn_out_bias": False, "mlp_bias": Flag("mlp_bias", default=False)},
@@ -227,29 +415,12 @@ DENSE2_FAMILIES: Dict[str, Family] = {
     "gemma3n_text": Family(_GEMMA3N, checks=(RefuseFeature(
         "altup_num_inputs", tuple(range(2, 65)), default=4, reason="AltUp needs at least two streams"),
         needs_layer_types)),
-}
-
-#: types refused with what they hold beyond ModelConfig (transformers 5.23 modelling
-#: code): rows of FAMILIES, not listed as supported
-REFUSED_FAMILIES: Dict[str, Family] = {
-    "hrm_text": Family({}, checks=(_has(
-        "two layer stacks run for H_cycles x L_cycles recurrent iterations per forward "
-        "(parameters shared across the iterations)"),)),
-    "cpmant": Family({}, checks=(_has(
-        "prompt tokens prepended to every input, segment embeddings and a bucketed "
-        "relative position bias"),)),
-    "git": Family({}, checks=(_has("a CLIP vision encoder and visual projection inside the "
-                                         "causal-LM class, with BERT-style post-LN text layers"),)),
-    "neomme": Family({}, checks=(_has(
-        "factorized embeddings with patch embeddings, gated output projections, exclusive "
-        "self-attention and per-layer residual lambdas"),)),
-    "blt": Family({}, checks=(_has(
-        "byte-level local encoder/decoder stacks with cross-attention to patches, hash "
-        "n-gram embeddings and an entropy patcher model"),)),
-    "phi4_multimodal": Family({}, checks=(_has(
-        "vision and audio encoders inside the causal-LM class (embed_tokens_extend)"),)),
-    "mllama_text_model": Family({}, checks=(_has(
-        "cross-attention layers (cross_attention_layers) that replace self-attention in some "
-        "layers, with tanh gates, and skip their whole block (MLP included) without vision states "
-        "(ModelConfig.cross_attention adds a cross-attention block to every layer)"),)),
+    # ModernBertDecoderForCausalLM: ModernBERT's blocks with causal attention (separate
+    # q/k/v), sliding_window keys in local layers, and lm_head = dense + activation +
+    # norm before the tied decoder (biased by decoder_bias)
+    "modernbert-decoder": Family({
+        **MODERNBERT, ("sliding_window", "layer_types"): Window(), "encoder_only": False, "lm_head": True,
+        "tie_word_embeddings": Flag("tie_word_embeddings", default=True),
+        "lm_head_bias": Flag("decoder_bias", default=True),
+        "lm_head_transform": When(Flag("classifier_bias", default=False), "dense_bias", "dense")}),
 }

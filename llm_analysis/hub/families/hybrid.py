@@ -1,10 +1,10 @@
 """Rows of the Hub family table for state-space models and attention / mixer hybrids
-(`hub_families.py` merges them into FAMILIES). Their mixer layers are the kinds of
-`operators/mixers.py` ("mamba", "mamba2", "short_conv" in ModelConfig.layer_types);
-each row follows the transformers modelling code it names. Hybrids whose layers hold
-something those kinds do not describe (Falcon-H1's attention and Mamba-2 side by side
-in one layer, Nemotron-H's MLP-only layers, gated delta nets) have no row here and are
-refused by the generic mapping, naming their mixer.
+(`hub/families/table.py` merges them into FAMILIES). Their mixer layers are the kinds of
+`model/mixers.py` ("mamba", "mamba2", "short_conv", "gated_delta_net", "kda" in
+ModelConfig.layer_types; Falcon-H1's mixer runs beside attention in one layer,
+Nemotron-H has MLP-only layers); each row follows the transformers modelling code it
+names. Hybrids whose layers hold a mixer those kinds do not describe have no row here
+and are refused by the generic mapping, naming their mixer (hub/generic.py).
 """
 
 from __future__ import annotations

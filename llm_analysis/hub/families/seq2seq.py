@@ -1,9 +1,9 @@
-"""Rows of the Hub family table for encoder-decoder models (`hub_families.py` merges
+"""Rows of the Hub family table for encoder-decoder models (`hub/families/table.py` merges
 them into FAMILIES). Each row describes the decoder side: the model's `*ForCausalLM`
 class (embeddings, decoder layers with self-attention, cross-attention to the encoder
 output and MLP, the LM head), following the transformers modelling code it names.
 The encoder is not described; the encoder length the decoder attends to is an input
-of the analysis (`encoder_seq_len`, operators/cross_attention.py).
+of the analysis (`encoder_seq_len`, model/cross_attention.py).
 
 Every decoder layer (BartDecoderLayer and its copies) holds self_attn,
 self_attn_layer_norm, encoder_attn, encoder_attn_layer_norm, fc1, fc2 and

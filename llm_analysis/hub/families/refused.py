@@ -1,0 +1,69 @@
+"""Rows of the Hub family table that refuse every config of their `model_type`, naming
+what it holds beyond ModelConfig (transformers 5.23 modelling code): a row, so the refusal
+says why rather than listing the config keys the generic mapping does not know.
+`hub/families/table.py` merges them into FAMILIES and leaves them out of
+SUPPORTED_MODEL_TYPES.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from llm_analysis.hub.spec import Family, NotModelled
+
+__all__ = ["REFUSED_FAMILIES"]
+
+
+def _has(features: str) -> NotModelled:
+    """A check that refuses every config of the type, naming what it holds beyond ModelConfig."""
+    return NotModelled(f"it has {features}, which ModelConfig does not describe")
+
+
+REFUSED_FAMILIES: Dict[str, Family] = {
+    # dense decoders with parts ModelConfig has no field for
+    "hrm_text": Family({}, checks=(_has(
+        "two layer stacks run for H_cycles x L_cycles recurrent iterations per forward "
+        "(parameters shared across the iterations)"),)),
+    "cpmant": Family({}, checks=(_has(
+        "prompt tokens prepended to every input, segment embeddings and a bucketed "
+        "relative position bias"),)),
+    "git": Family({}, checks=(_has("a CLIP vision encoder and visual projection inside the "
+                                         "causal-LM class, with BERT-style post-LN text layers"),)),
+    "neomme": Family({}, checks=(_has(
+        "factorized embeddings with patch embeddings, gated output projections, exclusive "
+        "self-attention and per-layer residual lambdas"),)),
+    "blt": Family({}, checks=(_has(
+        "byte-level local encoder/decoder stacks with cross-attention to patches, hash "
+        "n-gram embeddings and an entropy patcher model"),)),
+    "phi4_multimodal": Family({}, checks=(_has(
+        "vision and audio encoders inside the causal-LM class (embed_tokens_extend)"),)),
+    "mllama_text_model": Family({}, checks=(_has(
+        "cross-attention layers (cross_attention_layers) that replace self-attention in some "
+        "layers, with tanh gates, and skip their whole block (MLP included) without vision states "
+        "(ModelConfig.cross_attention adds a cross-attention block to every layer)"),)),
+    # mixture-of-experts decoders and others whose named feature is absent from ModelConfig
+    "llama4_text": Family({}, checks=(NotModelled(
+        "Llama 4 as transformers implements it runs every token through every routed expert "
+        "(Llama4TextMoe scales the inputs by the router scores; its FLOPs are not top-k's), and "
+        "its chunked attention (attention_chunk_size) and interleaved MoE/dense widths "
+        "(intermediate_size_mlp) are not modelled"),)),
+    "deepseek_v4": Family({}, checks=(NotModelled(
+        "DeepSeek-V4's hyper-connections (hc_mult streams mixed per sublayer), compressed "
+        "attention (compress_rates, the compressor projections) and output low-rank projections "
+        "(o_a_proj/o_b_proj) are not modelled"),)),
+    "hy_v4": Family({}, checks=(NotModelled(
+        "HY-V4's hyper-connections (hc_mult streams mixed per sublayer) and its indexer on only "
+        "some layers are not modelled"),)),
+    "dots3_note_text": Family({}, checks=(NotModelled(
+        "dots3's per-layer attention shapes (per_layer_config: heads, kv_lora_rank per layer kind) "
+        "and its indexer on only the indexed_attention layers are not modelled"),)),
+    "axk2": Family({}, checks=(NotModelled(
+        "A.X-K2's gated RMSNorms (a low-rank gate MLP of gated_norm_rank inside the norms) and its "
+        "fused query/gate projection from the concatenated q latent are not modelled"),)),
+    "inkling_text": Family({}, checks=(NotModelled(
+        "Inkling's short convolutions around attention and MLP (attn_sconv, mlp_sconv), relative "
+        "position logits (d_rel) and local layers are not modelled"),)),
+    "inkling2_text": Family({}, checks=(NotModelled(
+        "Inkling-2's key/value convolutions, relative position logits (d_rel), sink projections "
+        "and post-sublayer convolutions are not modelled"),)),
+}
