@@ -76,8 +76,9 @@ class LLMAnalysis:
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
         """Drop everything derived from the inputs (after a change, or in a new variant)."""
-        for attr in ("describer", "cost_model", "lower_bound_cost_model"):
-            self.__dict__.pop(attr, None)
+        self.__dict__.pop("describer", None)  # (cached properties: the next read rebuilds them)
+        self.__dict__.pop("cost_model", None)
+        self.__dict__.pop("lower_bound_cost_model", None)
         self._variants = Variants()
         self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
         self.describer  # validate the layout now, not at first use
@@ -526,9 +527,19 @@ class LLMAnalysis:
                  output_file_suffix: str = "", encoder_seq_len: Optional[int] = None, **kwargs) -> dict:
         """Training analysis: memory per GPU, time per iteration, total time,
         GPU-hours, cost, MFU. See `training.py`. `encoder_seq_len`: as in inference()."""
-        args = dict(locals())  # (a copy: the frame's own dict is not ours to change)
-        for name in ("self", "kwargs", "encoder_seq_len"):
-            del args[name]
+        args = {"batch_size_per_gpu": batch_size_per_gpu,  # a literal, as inference()'s
+                "gradient_accumulation_steps": gradient_accumulation_steps, "global_batch_size": global_batch_size,
+                "seq_len": seq_len, "total_num_tokens": total_num_tokens,
+                "activation_recomputation": activation_recomputation, "ds_zero": ds_zero,
+                "layernorm_dtype_bytes": layernorm_dtype_bytes,
+                "master_weights_dtype_bytes": master_weights_dtype_bytes, "other_op_bytes": other_op_bytes,
+                "flash_attn": flash_attn, "softmax_dropout": softmax_dropout,
+                "mlp_activation_quant_bits": mlp_activation_quant_bits,
+                "mlp_1linear_quant_bits": mlp_1linear_quant_bits,
+                "mlp_gelu_input_quant_bits": mlp_gelu_input_quant_bits,
+                "mlp_2linear_quant_bits": mlp_2linear_quant_bits,
+                "mlp_recompute_gelu": mlp_recompute_gelu, "output_dir": output_dir,
+                "output_file_suffix": output_file_suffix}
         return _perf.training(self.with_encoder_seq_len(encoder_seq_len), {**args, **kwargs})
 
     def config_batch_size_and_gradient_accumulation_steps(self, max_batch_size_per_gpu: int,
