@@ -58,7 +58,7 @@ Time of one iteration (seconds), on the bottleneck pipeline stage:
   that micro-batch's forward / backward, the per-iteration weight all-gather
   overlaps the next forward; only what exceeds the overlapped compute is exposed.
 - optimizer step: memory-bound pass over the (ZeRO-sharded) optimizer states,
-  master weights, gradients and weights (`get_latency_weight_update`).
+  master weights, gradients and weights (`quantities/state.optimizer_step_s`).
 - TP collectives are exposed (`overlap_tp_comm=False`, as in Megatron-LM 2021);
   with "backward" the backward's input-gradient reductions run under the
   weight-gradient GEMMs (Megatron-LM's async TP all-reduce, from 2021-09:
@@ -93,6 +93,7 @@ from llm_analysis.units import GB
 from llm_analysis.errors import DoesNotFitError
 from llm_analysis.model import Phase
 from llm_analysis.model.describer import identity_token
+from llm_analysis.quantities.state import optimizer_step_s
 from llm_analysis.schema.options import ActivationRecomputation, DSZeRO
 from llm_analysis.training.batch import config_batch_size_and_gradient_accumulation_steps
 from llm_analysis.training.dp import dp_times
@@ -221,8 +222,8 @@ def _dp_times(analysis, heavy: Stage, ds_zero, req: TrainingRequest):
 
 def _weight_update_s(analysis, ds_zero, req: TrainingRequest, trainable_gpu) -> float:
     key = ("train_weight_update_s", ds_zero, req.master_bytes, req.other_op_bytes, trainable_gpu)
-    return _shape_free(analysis, key, lambda: analysis.get_latency_weight_update(
-        ds_zero, req.master_bytes, req.other_op_bytes, trainable_params_per_gpu=trainable_gpu))
+    return _shape_free(analysis, key, lambda: optimizer_step_s(analysis, ds_zero, req.master_bytes,
+                                                               req.other_op_bytes, trainable_gpu))
 
 
 def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: int) -> Dict[str, Any]:
