@@ -22,9 +22,11 @@ from llm_analysis.catalogue.lookup import (  # noqa: F401 (re-exported)
     list_gpu_configs, list_model_configs, model_configs)
 from llm_analysis.catalogue.model_lookup import (  # noqa: F401 (re-exported)
     dump_model_config_by_name, get_model_config_by_name, get_model_config_from_hf)
-from llm_analysis.schema.configs import (  # noqa: F401 (re-exported)
-    AttentionLayerType, DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig, build_config,
-    load_config_file)
+from llm_analysis.schema.dtype import DtypeConfig  # noqa: F401 (re-exported)
+from llm_analysis.schema.gpu import GPUConfig  # noqa: F401 (re-exported)
+from llm_analysis.schema.loading import build_config, load_config_file  # noqa: F401 (re-exported)
+from llm_analysis.schema.model import AttentionLayerType, ModelConfig  # noqa: F401 (re-exported)
+from llm_analysis.schema.parallelism import ParallelismConfig  # noqa: F401 (re-exported)
 
 __all__ = [
     "ModelConfig", "GPUConfig", "DtypeConfig", "ParallelismConfig", "AttentionLayerType",

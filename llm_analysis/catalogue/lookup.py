@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from llm_analysis.errors import ConfigError, unknown_name_error
-from llm_analysis.schema.configs import DtypeConfig, GPUConfig, ModelConfig, load_config_file
+from llm_analysis.schema.dtype import DtypeConfig
+from llm_analysis.schema.gpu import GPUConfig
+from llm_analysis.schema.loading import load_config_file
+from llm_analysis.schema.model import ModelConfig
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the catalogues stay where the mirrored system keeps them
 MODEL_CONFIGS_DIR = PACKAGE_DIR / "model_configs"

@@ -14,7 +14,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from llm_analysis.catalogue.lookup import MODEL_CONFIGS_DIR, dump_config, find_model_config, model_configs
 from llm_analysis.errors import ConfigError, unknown_name_error
-from llm_analysis.schema.configs import ModelConfig, load_config_file
+from llm_analysis.schema.loading import load_config_file
+from llm_analysis.schema.model import ModelConfig
 
 
 def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,

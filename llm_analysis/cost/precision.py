@@ -23,7 +23,8 @@ from typing import List, Optional
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.formats import FP4_FORMATS, KV_CACHE_DTYPES
-from llm_analysis.schema.configs import DtypeConfig, GPUConfig
+from llm_analysis.schema.dtype import DtypeConfig
+from llm_analysis.schema.gpu import GPUConfig
 
 logger = logging.getLogger(__name__)
 

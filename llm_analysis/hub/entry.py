@@ -36,7 +36,7 @@ from llm_analysis.hub.errors import (GatedRepo, HubOffline, HubUnreachable, Repo
                          RevisionNotFound, UnmappableConfig, describe_model)
 from llm_analysis.hub.families.table import SUPPORTED_MODEL_TYPES  # noqa: F401 (re-exported)
 from llm_analysis.hub.mapping import map_hf_config
-from llm_analysis.schema.configs import ModelConfig
+from llm_analysis.schema.model import ModelConfig
 
 __all__ = [
     "RepoNotFound", "GatedRepo", "RevisionNotFound", "HubOffline", "HubUnreachable",

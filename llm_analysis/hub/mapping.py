@@ -19,7 +19,8 @@ from llm_analysis.hub.generic import map_generic
 from llm_analysis.hub.guards import check_unread_shape_keys
 from llm_analysis.hub.source import Fields, Src, logger, transformers_config
 from llm_analysis.hub.spec import read_family
-from llm_analysis.schema.configs import ModelConfig, build_config
+from llm_analysis.schema.loading import build_config
+from llm_analysis.schema.model import ModelConfig
 
 __all__ = ["map_hf_config", "map_generic"]
 
