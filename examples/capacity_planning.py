@@ -2,7 +2,7 @@
 of Llama-3.1-70B (prompt 2048 tokens, 512 generated) with at most 50 ms per
 output token, on H100 or H200, in bf16 or fp8 — and what it costs per hour.
 
-Uses llm_analysis.planner.concurrency.plan_capacity: for every tensor x pipeline layout
+Uses llm_analysis.planner.capacity.plan_capacity: for every tensor x pipeline layout
 that fits in one node it finds the largest batch per replica that meets the
 latency target, then the number of replicas; the layout needing the fewest GPUs
 wins. GPU-hour prices are assumptions: edit PRICES.
@@ -10,7 +10,7 @@ wins. GPU-hour prices are assumptions: edit PRICES.
     python examples/capacity_planning.py
 """
 
-from llm_analysis.planner.concurrency import plan_capacity
+from llm_analysis.planner.capacity import plan_capacity
 from llm_analysis.config import get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name
 from llm_analysis.errors import DoesNotFitError
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from llm_analysis.analysis import LLMAnalysis
-from llm_analysis.planner.concurrency import plan_capacity
+from llm_analysis.planner.capacity import plan_capacity
 from llm_analysis.config import (DtypeConfig, GPUConfig, ParallelismConfig, get_dtype_config_by_name,
                                  get_gpu_config_by_name, get_model_config_by_name)
 from llm_analysis.errors import ConfigError, DoesNotFitError
