@@ -2,7 +2,7 @@
 (`extra_embedding_tables`), the embedding projection's input width, bottleneck adapters
 and layers shared across the depth (`num_unique_layers`).
 
-Kept out of `model_schema.py` so that module stays about shapes; raises ValueError,
+Kept out of `schema/model.py` so that module stays about shapes; raises ValueError,
 which `StrictModel` turns into the package's ConfigError naming field and value.
 """
 

@@ -4,7 +4,7 @@ query/key head width on multi-head attention (MiMo-V2-Flash, transformers 5.23
 MiMoV2FlashAttention: sliding layers have twice the key/value heads and a learned
 sink logit per head; values are v_head_dim wide, queries/keys head_dim).
 
-Kept apart from model_schema.py so that module stays small; it raises ValueError,
+Kept apart from schema/model.py so that module stays small; it raises ValueError,
 which pydantic turns into the ConfigError naming the field.
 """
 

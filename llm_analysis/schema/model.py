@@ -18,7 +18,7 @@ from llm_analysis.schema.layer_attention_fields import check_layer_attention_fie
 __all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
 # a layer's sequence mixer: attention (full or sliding), a mixer with a constant-size
-# state instead of a KV cache (the "mixers" fields below; operators/mixers.py), or "mlp":
+# state instead of a KV cache (the "mixers" fields below; model/mixers.py), or "mlp":
 # none, the layer is its MLP alone (Nemotron-H)
 AttentionLayerType = Literal["full_attention", "sliding_attention", "mamba", "mamba2", "short_conv",
                              "gated_delta_net", "kda", "mlp"]
@@ -127,7 +127,7 @@ class ModelConfig(StrictModel):
     # arXiv 2312.00752), "mamba2" (SSD, arXiv 2405.21060), "short_conv" (LFM2's gated
     # depthwise convolution), "gated_delta_net" (Gated DeltaNet, arXiv 2412.06464; Qwen3-Next) or
     # "kda" (Kimi Delta Attention, arXiv 2510.26692) run that mixer instead of attention
-    # (operators/mixers.py) ----
+    # (model/mixers.py) ----
     ssm_inner_dim: Optional[int] = None  # Mamba's d_inner (expand x hidden); default 2 x hidden_dim
     ssm_state_size: Optional[int] = None  # N: state per channel (Mamba-1) or per head channel (Mamba-2)
     ssm_dt_rank: Optional[int] = None  # Mamba-1 dt projection rank; default ceil(hidden_dim / 16)
@@ -197,7 +197,7 @@ class ModelConfig(StrictModel):
     # --- cross-attention (the decoder of an encoder-decoder model: BART, Whisper, ...) ----
     # every layer also attends to the encoder's output: its own norm, q from the decoder
     # tokens, k/v projected from the encoder output once per request (the cross KV cache),
-    # an output projection; biases as the self-attention's (operators/cross_attention.py)
+    # an output projection; biases as the self-attention's (model/cross_attention.py)
     cross_attention: bool = False
     cross_attention_dim: Optional[int] = None  # width of the encoder output; default hidden_dim
     source: str = ""  # where the numbers come from (Hub id, paper)
@@ -219,7 +219,7 @@ class ModelConfig(StrictModel):
     # only the last layer's attention output projection has a bias (GPT-NeoX-Japanese)
     last_layer_attn_out_bias: bool = False
     # per-layer widths, one entry per layer (None: head_dim / ffn_embed_dim everywhere);
-    # layers of equal widths share one LayerKind (operators/records.py layer_groups)
+    # layers of equal widths share one LayerKind (model/records.py layer_groups)
     layer_head_dims: Optional[List[int]] = None  # attention head width (Gemma 4 per_layer_config)
     layer_ffn_dims: Optional[List[int]] = None  # dense MLP width (Gemma 3n intermediate_size list)
     # per-layer embeddings (Gemma 4 / Gemma 3n "PLE"): a [per_layer_input_vocab_size x
@@ -336,7 +336,7 @@ class ModelConfig(StrictModel):
                              f"exceeds num_layers = {self.num_layers}")
 
     def _check_dense_variants(self) -> None:
-        """The dense-variant fields describe what they can (operators/dense_variants.py)."""
+        """The dense-variant fields describe what they can (model/dense_variants.py)."""
         if self.is_moe and (self.sub_norms or self.mlp_act_params):
             raise ValueError("fields 'sub_norms' and 'mlp_act_params' describe a dense MLP; "
                              f"moe_num_experts = {self.moe_num_experts}: set them False / 0")
