@@ -223,7 +223,7 @@ class LLMAnalysis:
 
     def pipeline_handoff_time_s(self, batch_size: int, tokens_per_seq: int, scatter_gather: bool = False) -> float:
         """Point-to-point sends of the hidden states between pipeline stages (scatter_gather:
-        Megatron's training hand-off, views/latency.py)."""
+        Megatron's training hand-off, quantities/latency.py)."""
         return _lat.pipeline_handoff_s(self, batch_size, tokens_per_seq, scatter_gather)
 
     # --------------------------------------------------------- parameters
@@ -405,7 +405,7 @@ class LLMAnalysis:
                                                           other_op_bytes: Optional[float] = None,
                                                           ds_zero: DSZeRO = DSZeRO.NONE) -> Tuple[float, float]:
         """(optimizer-state bytes, gradient bytes) of one layer on one GPU
-        (rules in views/state.py: Adam 12 bytes/param by default, 16-bit
+        (rules in quantities/state.py: Adam 12 bytes/param by default, 16-bit
         gradients; ZeRO-1 shards optimizer states, ZeRO-2 also gradients)."""
         return _state.per_layer(self, master_weights_dtype_bytes, other_op_bytes, ds_zero)
 
@@ -505,7 +505,7 @@ class LLMAnalysis:
         FlopCounterMode measures); the constructor's explicit convention arguments win.
         Under perf_model="calibrated" the summary adds `<key>_lower_bound` (facade_perf.py).
         `encoder_seq_len`: encoder positions a cross-attention decoder attends to (required
-        for such models; operators/cross_attention.py)."""
+        for such models; model/cross_attention.py)."""
         args = {"batch_size_per_gpu": batch_size_per_gpu, "seq_len": seq_len,  # a literal: faster than locals()
                 "num_tokens_to_generate": num_tokens_to_generate, "use_kv_cache": use_kv_cache, "ds_zero": ds_zero,
                 "layernorm_dtype_bytes": layernorm_dtype_bytes, "kv_cache_dtype_bytes": kv_cache_dtype_bytes,
@@ -526,7 +526,7 @@ class LLMAnalysis:
                  mlp_recompute_gelu: bool = False, output_dir: Optional[str] = None,
                  output_file_suffix: str = "", encoder_seq_len: Optional[int] = None, **kwargs) -> dict:
         """Training analysis: memory per GPU, time per iteration, total time,
-        GPU-hours, cost, MFU. See `training.py`. `encoder_seq_len`: as in inference()."""
+        GPU-hours, cost, MFU. See training/run.py. `encoder_seq_len`: as in inference()."""
         args = {"batch_size_per_gpu": batch_size_per_gpu,  # a literal, as inference()'s
                 "gradient_accumulation_steps": gradient_accumulation_steps, "global_batch_size": global_batch_size,
                 "seq_len": seq_len, "total_num_tokens": total_num_tokens,

@@ -52,7 +52,7 @@ def per_layernorm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float
 def attention_train(a, batch_size: int, seq_len: int, flash_attn: bool, softmax_dropout: bool,
                     attn_dropout: bool, rc: AR) -> float:
     """Mean over the layers of what their sequence mixing keeps: Korthikanti's attention
-    terms, a mixer's operator inputs (operators/mixers.py), nothing for MLP-only layers."""
+    terms, a mixer's operator inputs (model/mixers.py), nothing for MLP-only layers."""
     attn = attention_activation_bytes(layout(a, batch_size, seq_len, False), act_bytes(a), flash_attn,
                                       softmax_dropout, attn_dropout, rc)
     m, d = a.model_config, a.describer
@@ -108,7 +108,7 @@ def per_layer_train(a, batch_size: int, seq_len: int, rc: AR, layernorm_dtype_by
         return total, {"attn": 0.0, "mlp": 0.0, "layernorm": 0.0, "layer_input": total}
     dropout = a.model_config.hidden_dropout
     attn = attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, dropout, rc)
-    if a.model_config.cross_attention:  # the cross-attention block (views/cross_activations.py)
+    if a.model_config.cross_attention:  # the cross-attention block (quantities/cross_activations.py)
         n_enc = a.describer.encoder_len(make_phase("train", batch_size, seq_len))
         attn += cross_attention_train_bytes(layout(a, batch_size, seq_len, False), act_bytes(a),
                                             per_layernorm(a, batch_size, seq_len, layernorm_dtype_bytes), n_enc,

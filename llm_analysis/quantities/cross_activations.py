@@ -1,5 +1,5 @@
 """Activations a cross-attention block keeps for the backward pass (training of an
-encoder-decoder decoder; operators/cross_attention.py describes the block).
+encoder-decoder decoder; model/cross_attention.py describes the block).
 
 The terms of Korthikanti et al. 2022 (arXiv 2205.05198 §4.1) for self-attention,
 with the keys and values over the encoder's `encoder_seq_len` positions instead of

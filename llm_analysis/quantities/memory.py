@@ -59,8 +59,8 @@ def kv_cache_total(a, batch_size: int, seq_len: int, kv_cache_dtype_bytes: Optio
     """KV-cache bytes per GPU of all layers (or one pipeline stage): per layer,
     batch x cached tokens x cached elements per token x bytes per element;
     with context parallelism each rank caches its seq_len / cp tokens. Cross-attention
-    layers add batch x encoder_seq_len x 2 x kv width (operators/cross_attention.py); mixer
-    layers (operators/mixers.py) keep their constant-size state per sequence instead."""
+    layers add batch x encoder_seq_len x 2 x kv width (model/cross_attention.py); mixer
+    layers (model/mixers.py) keep their constant-size state per sequence instead."""
     d = a.describer_for(kv_cache_dtype_bytes)
     groups = d.layer_groups if stage is None else d.stage_groups[stage]
     self_kv = sum(n * batch_size * d.cached_len(k, seq_len) * d.kv_cache_elems_per_token_per_gpu(k) * d.kv_bytes
