@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from llm_analysis.catalogue.dtype_aliases import resolve_dtype_alias
 from llm_analysis.errors import ConfigError, unknown_name_error
 from llm_analysis.schema.dtype import DtypeConfig
 from llm_analysis.schema.gpu import GPUConfig
@@ -125,6 +126,10 @@ def get_gpu_config_by_name(name: str) -> GPUConfig:
 
 
 def get_dtype_config_by_name(name: str) -> DtypeConfig:
+    """A catalogue dtype by its name (`w16a16e16`), a .json path, or a name users type (`bf16`, `int4`,
+    `awq`: catalogue/dtype_aliases.py)."""
+    if isinstance(name, str) and name not in dtype_configs and not name.endswith(".json"):
+        name = resolve_dtype_alias(name) or name
     return _get_by_name("dtype", dtype_configs, DtypeConfig, name)
 
 

@@ -1,0 +1,45 @@
+"""Data-type names users type resolve to the catalogue entry of that format (catalogue/dtype_aliases.py).
+
+Expected widths come from the formats themselves, not from our catalogue: bf16 / fp16 are 16-bit
+weights and activations; fp32 32-bit; int8 (SmoothQuant W8A8) 8-bit integer weights and activations;
+int4 4-bit integer weights with 16-bit activations; AWQ (arXiv 2306.00978 §4) and GPTQ
+(arXiv 2210.17323 §5) 4-bit weights with a 16-bit scale per group of 128; NVFP4 4-bit E2M1 in blocks
+of 16, MXFP4 in blocks of 32 (OCP MX spec v1.0)."""
+
+import pytest
+
+from llm_analysis.config import get_dtype_config_by_name
+from llm_analysis.errors import ConfigError
+
+# alias -> (weight bits, activation bits, weight format, quantisation group size or None)
+EXPECTED = {
+    "bf16": (16, 16, "float", None), "BF16": (16, 16, "float", None), "fp16": (16, 16, "float", None),
+    "float16": (16, 16, "float", None), "fp32": (32, 32, "float", None), "fp8": (8, 8, "float", None),
+    "int8": (8, 8, "int", None), "int4": (4, 16, "int", None),
+    "awq": (4, 16, "int", 128), "gptq": (4, 16, "int", 128),
+    "nvfp4": (4, 4, "nvfp4", 16), "mxfp4": (4, 4, "mxfp4", 32),
+}
+
+
+@pytest.mark.parametrize("alias", sorted(EXPECTED))
+def test_alias_resolves_to_an_entry_of_that_format(alias):
+    d = get_dtype_config_by_name(alias)
+    w, a, fmt, group = EXPECTED[alias]
+    assert (d.weight_bits, d.activation_bits, d.weight_format) == (w, a, fmt)
+    assert getattr(d, "quant_group_size", None) in ((group,) if group else (None, 0, 1))
+
+
+def test_catalogue_names_still_win():
+    assert get_dtype_config_by_name("w8a16e16").weight_bits == 8
+    assert get_dtype_config_by_name("w8a16e16").activation_bits == 16
+
+
+@pytest.mark.parametrize("word", ["4bit", "8bit", "16BIT"])
+def test_a_width_without_a_format_is_refused_with_the_candidates(word):
+    with pytest.raises(ConfigError, match=r"ambiguous: it could mean .*w\d+a"):
+        get_dtype_config_by_name(word)
+
+
+def test_unknown_names_are_still_unknown():
+    with pytest.raises(ConfigError, match="Unknown dtype name 'int3'"):
+        get_dtype_config_by_name("int3")
