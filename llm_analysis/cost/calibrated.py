@@ -35,14 +35,8 @@ training/overheads_tp.py), pipeline hand-offs are exposed.
 Per-call cost: every profile value is read once here into plain attributes; what
 does not depend on a call's shape is worked out once per weight shape (`gemm.GemmShape`:
 the winning tile kept per bucket of M, cost/gemm_buckets.py, and a memo by M) and per
-collective group (`nccl.collective_timer`, or inlined as NCCL's ring expression:
-`nccl.ring_code`); a phase table in steady use runs as generated code
-(cost/calibrated_programs.py) that also computes the roofline lower bound of the call
-(`bound_model`), decode steps' context-free part kept per (batch, steps); the describer's plan
-(inference/plan.py) holds the programs, and a call's finished summary, bound entries included,
-is kept with its cached times (inference/run.py FINISHED_SUMMARY). A new-shape inference()
-costs ~0.93-1.00x the roofline's, a repeated one runs the roofline's code (0.98-1.03x, the
-machine's noise; benchmarks/speed.py calibrated_per_call).
+collective group (`nccl.collective_timer`). A phase with a table (model/phase_table.py)
+is timed from the table's figures (cost/calibrated_table.py), as the roofline's is.
 """
 
 from __future__ import annotations
@@ -53,13 +47,12 @@ from typing import Dict, Optional, Tuple
 from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
-import llm_analysis.cost.calibrated_programs as calibrated_programs
-from llm_analysis.cost.calibrated_table import calibrated_table_splits, kernel_plan
+from llm_analysis.cost.calibrated_table import calibrated_table_split_s, calibrated_table_steps_split_s, kernel_plan
 from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
-from llm_analysis.cost.nccl import fabric_from_gpu_config, ring_code
+from llm_analysis.cost.nccl import fabric_from_gpu_config
 from llm_analysis.cost.profiles import Profile, check_profile_matches_gpu
 
 
@@ -88,8 +81,7 @@ class CalibratedCostModel(CostModel):
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
                  launch: str = "graph", num_gpus_per_node: Optional[int] = None, bound_model: Optional[CostModel] = None):
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
-        # the roofline whose times are reported beside this model's (`<key>_lower_bound`): the
-        # generated programs compute them in the same pass (cost/calibrated_programs.py)
+        # the roofline whose times are reported beside this model's (`<key>_lower_bound`: cost/choice.py)
         self.bound_model = bound_model
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
@@ -219,19 +211,13 @@ class CalibratedCostModel(CostModel):
 
     def accepts_table(self, table) -> bool:
         """Whether a phase table says every kernel's shape (cost/calibrated_table.py)."""
-        plan = table.memo.get("calibrated_plan", False)  # (kernel_plan's memo: asked three times a call)
-        return (kernel_plan(table) if plan is False else plan) is not None
+        return kernel_plan(table) is not None
 
-    def table_splits(self, table, batch: int, x: float):
-        """`timing.table_splits` for this model (cost/calibrated_table.py)."""
-        return calibrated_table_splits(self, table, batch, x)
+    def table_split_s(self, table, figures, xs):
+        return calibrated_table_split_s(self, table, figures, xs)
 
-    # the phase tables' generated programs (phase_programs.phase_program, cost/calibrated_programs.py)
-    program_builders = calibrated_programs.program_builders()
-
-    def time_lines(self, table, i: int, x: str, tag: str, ns: dict):
-        """An operator's figures and time as lines of a program (cost/calibrated_programs.py)."""
-        return calibrated_programs.time_lines(self, table, i, x, tag, ns)
+    def table_steps_split_s(self, table, batch: int, x0: int, n: int):
+        return calibrated_table_steps_split_s(self, table, batch, x0, n)
 
     # ------------------------------------------------------ collectives
     def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
@@ -251,12 +237,6 @@ class CalibratedCostModel(CostModel):
             r = self._group_ranks_per_island(kind, group_size, comm_group)
             timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
         return timer
-
-    def collective_code(self, kind: str, group_size: int, comm_group: str, size: str) -> Optional[str]:
-        """`collective_timer(...)(size)` as an expression of the variable `size` where NCCL runs
-        a ring inside one island (`nccl.ring_code`: generated programs inline it), else None."""
-        r = self._group_ranks_per_island(kind, group_size, comm_group)
-        return ring_code(kind, group_size, self._fabric, self.profile, size, ranks_per_island=r)
 
     def _group_ranks_per_island(self, kind: str, group_size: int, comm_group: str) -> int:
         stride = group_stride(self.parallelism, comm_group)

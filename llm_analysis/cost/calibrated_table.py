@@ -1,4 +1,4 @@
-"""The calibrated cost model on a phase table (operators/phase_table.py): a new
+"""The calibrated cost model on a phase table (model/phase_table.py): a new
 shape's operator times without building Operator objects, as the roofline does.
 
 A calibrated kernel time needs, besides FLOPs and bytes, the kernel's shape
@@ -16,11 +16,12 @@ operator costs the same by either path (up to float rounding).
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from llm_analysis.model.phase_table import FIELDS, PhaseTable
+import numpy as np
 
-KV = FIELDS.index("kv_cache_bytes_read_per_gpu")
+from llm_analysis.model.phase_table import BYTES_PER_GPU, FLOPS_PER_GPU, KV_CACHE_BYTES, PhaseTable
+
 _DIMS_TOL = 1e-9
 
 
@@ -31,51 +32,85 @@ def _copies(op) -> Optional[float]:
     return c if c > 0 and abs(c - round(c)) <= _DIMS_TOL * c else None
 
 
-def kernel_plan(table: PhaseTable) -> Optional[list]:
-    """Per operator: None (no shape), ("m", N, K, 2 N K copies) or ("q",); memoised on the
-    table. None for the whole table when a matmul's dims do not explain its FLOPs."""
+class KernelPlan(NamedTuple):
+    """How the calibrated model reads each kernel's shape off a table's figures."""
+
+    shaped_matmuls: List[Tuple[int, int, int, float]]  # (index, N, K, FLOPs per row of M)
+    plateau_matmuls: np.ndarray  # indices of matmuls without a shape: the GEMM plateau
+    is_matmul: np.ndarray  # per operator (matmuls stream bytes at their own rate)
+    attention: np.ndarray  # indices of attention cores
+    single_query: np.ndarray  # per attention core: a decode step's one query (else the phase's x)
+
+
+def kernel_plan(table: PhaseTable) -> Optional[KernelPlan]:
+    """The table's `KernelPlan`, worked out once per table; None when a matmul's dims do not
+    explain its FLOPs."""
     plan = table.memo.get("calibrated_plan", False)
     if plan is not False:
         return plan
-    plan = []
-    for op in table.ops:
-        if op.kind == "matmul" and len(op.kernel_dims) == 3:
-            c = _copies(op)
-            if c is None:
-                plan = None
-                break
-            plan.append(("m", op.kernel_dims[1], op.kernel_dims[2], 2.0 * op.kernel_dims[1] * op.kernel_dims[2] * c))
-        elif op.kind == "attention" and op.kernel_dims:
-            plan.append(("q", op.kernel_dims[0] == 1))  # a decode step's single query
-        else:
-            plan.append(None)
-    table.memo["calibrated_plan"] = plan
+    shaped, plateau, attention, single = [], [], [], []
+    for i, op in enumerate(table.ops):
+        if op.kind == "matmul":
+            if len(op.kernel_dims) == 3:
+                c = _copies(op)
+                if c is None:
+                    table.memo["calibrated_plan"] = None
+                    return None
+                n, k = op.kernel_dims[1], op.kernel_dims[2]
+                shaped.append((i, n, k, 2.0 * n * k * c))
+            else:
+                plateau.append(i)
+        elif op.kind == "attention":
+            attention.append(i)
+            single.append(not op.kernel_dims or op.kernel_dims[0] == 1)  # (no shape: one query, as op_kernel_split_s)
+    plan = table.memo["calibrated_plan"] = KernelPlan(
+        shaped, np.array(plateau, dtype=int), np.array([op.kind == "matmul" for op in table.ops], dtype=bool),
+        np.array(attention, dtype=int), np.array(single, dtype=bool))
     return plan
 
 
-def calibrated_table_splits(cm, table: PhaseTable, batch: int, x: float) -> List[tuple]:
-    """`timing.table_splits` under the calibrated model `cm` (for a table `kernel_plan` accepts)."""
+def calibrated_table_split_s(cm, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]):
+    """`CostModel.table_split_s` under the calibrated model `cm`, for a table `kernel_plan`
+    accepts: `CalibratedCostModel.op_kernel_split_s` written for arrays [shape, operator]."""
     plan = kernel_plan(table)
-    keys = table.memo.get("group_keys")
-    if keys is None:
-        from llm_analysis.quantities.group_times import group_key
-        keys = table.memo["group_keys"] = [group_key(op) for op in table.ops]
-    flops, bytes_, kv = table.evaluate(batch, x, 0), table.evaluate(batch, x, 1), table.evaluate(batch, x, KV)
-    collective, split, comm = cm.collective_s, cm.op_kernel_split_s, None
-    out = []
-    for i, (n, key, op, f, b, how) in enumerate(zip(table.repeats, keys, table.ops, flops, bytes_, plan)):
-        if op.kind == "collective":
-            comm = comm or table.evaluate(batch, x, 3)
-            # (a table holds no overlapped collective: phase_table checks it)
-            t = collective(op.collective, comm[i], op.comm_group_size, op.comm_group)
-            out.append((n, key, True, 0.0, 0.0, t, f, b))
-            continue
-        if how is None:
-            dims = op.kernel_dims
-        elif how[0] == "m":
-            dims = (max(1, round(f / how[3])), how[1], how[2])
-        else:
-            dims = (1 if how[1] else x,)
-        c, m = split(op, f, b, kv[i], dims)
-        out.append((n, key, False, c, m, 0.0, f, b))
-    return out
+    flops, nbytes, kv = figures[:, FLOPS_PER_GPU], figures[:, BYTES_PER_GPU], figures[:, KV_CACHE_BYTES]
+    # FLOP/s of each kernel: matmuls at their shape's GEMM efficiency, attention cores at the flash
+    # or paged-attention rate; other kernels stream bytes only (an infinite rate: no compute time)
+    rate = np.full(flops.shape, np.inf)
+    rate[:, plan.plateau_matmuls] = cm._peak * cm._plateau
+    for i, n, k, flops_per_row in plan.shaped_matmuls:
+        rate[:, i] = [cm._peak * cm._matmul_eff((max(1, round(f / flops_per_row)), n, k))
+                      for f in flops[:, i].tolist()]
+    # bytes through HBM, saturating with the size moved (`_stream_s`)
+    half, hbm = cm._hbm_half, cm._hbm
+    stream_rate = np.where(plan.is_matmul, hbm * cm._matmul_hbm_eff, hbm * cm._hbm_eff)
+    memory_s = np.where(nbytes > 0, (nbytes + half) / stream_rate, 0.0)
+    a = plan.attention
+    if len(a):
+        q = np.where(plan.single_query, 1.0, np.asarray(xs, dtype=float)[:, None])
+        prefill_rate = cm._attn_peak * (cm._attn_eff * q / (q + cm._attn_half))
+        kv_a, rest = kv[:, a], nbytes[:, a] - kv[:, a]
+        paged = kv_a > 0  # decode over a KV cache: paged attention streams the cache
+        rate[:, a] = np.where(paged, cm._attn_peak * cm._attn_eff, prefill_rate)
+        memory_s[:, a] = np.where(paged, np.where(kv_a > 0, (kv_a + half) / (hbm * cm._decode_eff), 0.0)
+                                  + np.where(rest > 0, (rest + half) / (hbm * cm._hbm_eff), 0.0), memory_s[:, a])
+    compute_s = flops / rate
+    # the kernel's time, never below the floor, filed under what bounds it; no work: no kernel
+    t = np.maximum(np.maximum(compute_s, memory_s), cm._floor)
+    works = (flops > 0) | (nbytes > 0)
+    compute_bound = compute_s >= memory_s
+    compute_s, memory_s = np.where(works & compute_bound, t, 0.0), np.where(works & ~compute_bound, t, 0.0)
+    comm_s = np.zeros_like(t)
+    cm._time_table_collectives(table, figures, compute_s, memory_s, comm_s)
+    return compute_s, memory_s, comm_s
+
+
+def calibrated_table_steps_split_s(cm, table: PhaseTable, batch: int, x0: int, n: int):
+    """`CostModel.table_steps_split_s` under the calibrated model: Simpson's rule over the steps
+    (as `CalibratedCostModel.steps_split_s`), from the first, last and middle step; collectives
+    n x the first step."""
+    xs = (x0, x0 + n - 1, x0 + (n - 1) / 2)
+    figures = table.figure_arrays(batch, xs)
+    c, m, k = cm.table_split_s(table, figures, xs)
+    summed = (n * (c[0] + 4 * c[2] + c[1]) / 6, n * (m[0] + 4 * m[2] + m[1]) / 6, n * k[0])
+    return figures[:2], (c[:2], m[:2], k[:2]), summed

@@ -17,15 +17,14 @@ import copy
 import dataclasses
 import inspect
 from functools import lru_cache
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Tuple
 
 from llm_analysis.cost import RooflineCostModel
 from llm_analysis.cost.calibrated import CalibratedCostModel
 from llm_analysis.cost.gemm import LAUNCH_MODES
-from llm_analysis.inference.lower_bound import inference_lower_bounds
-from llm_analysis.inference.plan import inference_plan
 from llm_analysis.errors import ConfigError
-from llm_analysis.inference import inference_times, run_inference
+from llm_analysis.inference import run_inference
+from llm_analysis.inference.run import cached_inference_times
 from llm_analysis.training import run_training
 from llm_analysis.training.request import TrainingRequest
 from llm_analysis.training.run import iteration_time, stages_for, training_run
@@ -58,26 +57,10 @@ def cost_model(a):
     return roofline_model(a, a.cost_model_class)
 
 
-@lru_cache(maxsize=None)
-def _plain_copy(cls) -> bool:
-    """Whether copy.copy of a `cls` instance is a new instance with its __dict__'s items (the
-    default protocol: no __copy__, __reduce__, __getstate__, __new__ or __slots__ of its own)."""
-    # (object.__getstate__ exists from Python 3.11 on: compared through getattr on 3.10)
-    return (getattr(cls, "__copy__", None) is None and cls.__reduce_ex__ is object.__reduce_ex__
-            and cls.__reduce__ is object.__reduce__
-            and getattr(cls, "__getstate__", None) is getattr(object, "__getstate__", None)
-            and cls.__new__ is object.__new__ and not any("__slots__" in vars(k) for k in cls.__mro__))
-
-
 def with_cost_model(a, model):
     """A shallow view of the analysis whose operators are timed by `model` (configs
     and the describer are shared, so nothing is rebuilt)."""
-    cls = type(a)
-    if _plain_copy(cls):  # copy.copy's result without its generic protocol (~3x faster)
-        view = object.__new__(cls)
-        view.__dict__.update(a.__dict__)
-    else:
-        view = copy.copy(a)
+    view = copy.copy(a)
     view.__dict__["cost_model"] = model
     return view
 
@@ -87,14 +70,12 @@ def _label(a) -> str:
 
 
 def inference(a, args: Dict[str, Any]) -> dict:
-    """run_inference(a, **args): its summary hook is `inference_summary_hook(a)`, which
-    run_inference asks for only when it computes a summary (a repeated call passes nothing
-    more under the calibrated model than under the roofline)."""
+    """run_inference(a, **args): its summary hook is `inference_summary_hook(a)`."""
     return run_inference(a, **args)
 
 
 def inference_summary_hook(a):
-    """The hook run_inference calls on a new summary of `a`: when `a` times with its calibrated
+    """The hook run_inference calls on the summary of `a`: when `a` times with its calibrated
     model (the analysis itself, or a view of it with its conventions) its `<key>_lower_bound`
     entries and `perf_model`; None under the roofline, or for a view timed by another cost model
     (`with_cost_model`)."""
@@ -104,10 +85,10 @@ def inference_summary_hook(a):
 
 def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zero) -> None:
     """run_inference's summary hook under the calibrated model: the roofline's times of the call
-    (`<key>_lower_bound`) and `perf_model`. It runs once per new summary (run.py keeps the
-    finished summary for a repeated call)."""
-    prefill_s, step_s, decode_s, total_s = _fused_bounds(a, d, t, summary, ds_zero) or \
-        _kept_bounds(a, d, summary, ds_zero)
+    (`<key>_lower_bound`) and `perf_model`."""
+    shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
+             summary["use_kv_cache"], ds_zero)
+    prefill_s, step_s, decode_s, total_s = _inference_bounds(a, d, shape)
     # each `<key>_lower_bound` in the order of the keys it bounds (a chained assignment stores left first)
     summary["prefill_latency_lower_bound"] = summary["time_to_first_token_lower_bound"] = prefill_s
     summary["decode_latency_lower_bound"] = summary["time_per_output_token_lower_bound"] = step_s
@@ -116,52 +97,10 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
     summary["perf_model"] = _label(a)
 
 
-def _fused_bounds(a, d, t: Dict[str, Any], summary: Dict[str, Any],
-                  ds_zero) -> Optional[Tuple[float, float, float, float]]:
-    """(prefill_s, decode_step_s, decode_total_s, total_s) of `inference_lower_bounds` from
-    the totals the calibrated programs computed beside their own times (their `bound_out`, kept in
-    the describer's plan: inference/plan.py; cost/calibrated_programs.py) when their last calls
-    made this call's times `t` (the groups dicts they returned are t's: no later call ran them, so
-    they ran for this shape; a single token's decode step by its arguments), in the plain case
-    without pipeline stages (whose hand-offs are 0.0: x + 0.0 is x) and when they computed the
-    bound of the analysis' roofline (the cost model's bound model); None otherwise (this call's
-    phase times came from the cache, say)."""
-    if not summary["use_kv_cache"] or (a.parallelism_config.dp_size > 1 and ds_zero.value == 3):
-        return None
-    plan = inference_plan(a, d)  # (none under pipeline stages)
-    if plan is None or plan.prefill_bound is None or a.cost_model.bound_model is not a.lower_bound_cost_model \
-            or a.model_config.encoder_only:
-        return None
-    p, q = plan.prefill_bound[0], plan.decode_bound[0]  # (groups, total), (groups, first, total, b, x0, n)
-    n = summary["num_tokens_to_generate"]
-    # (a single token's call keeps no decode groups: its step is known by the program's arguments)
-    if p is None or q is None or p[0] is not t["prefill_groups"] or (
-            q[0] is not t["decode_groups"] if n > 1 else
-            (q[3] != summary["batch_size_per_gpu"] or q[4] != summary["seq_len"] + 1 or q[5] != 1)):
-        return None
-    prefill_s, steps_s = p[1], q[2]
-    total, step_s = (steps_s, steps_s / (n - 1)) if n > 1 else (0.0, q[1])
-    return prefill_s, step_s, total, prefill_s + total
-
-
-def _kept_bounds(a, d, summary: Dict[str, Any], ds_zero) -> Tuple[float, float, float, float]:
-    """The roofline's (prefill, decode step, decode total, total) seconds of the call where
-    `_fused_bounds` has none, kept per shape."""
-    shape = (summary["batch_size_per_gpu"], summary["seq_len"], summary["num_tokens_to_generate"],
-             summary["use_kv_cache"], ds_zero)
-    return d.cost_memo(a.lower_bound_cost_model, ("inference_lower_bound",) + shape,
-                       lambda: _inference_bounds(a, d, shape))
-
-
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
-    """The roofline's times of the call where `_fused_bounds` has none: from the phase tables
-    (inference/lower_bound.py) where the case is plain, else its full timing pass."""
-    bound = with_cost_model(a, a.lower_bound_cost_model)
-    t = inference_lower_bounds(bound, d, *shape)
-    if t is None:
-        t = inference_times(bound, d, *shape)
-        if bound.model_config.encoder_only:
-            t["decode_step_s"] = 0.0
+    """The roofline's (prefill, decode step, decode total, total) seconds of the call: its
+    inference times on the analysis' roofline (kept per shape with every call's times)."""
+    t = cached_inference_times(with_cost_model(a, a.lower_bound_cost_model), d, *shape)
     return t["prefill_s"], t["decode_step_s"], t["decode_total_s"], t["total_s"]
 
 
@@ -220,12 +159,8 @@ def training(a, args: Dict[str, Any]) -> dict:
     if eager is None or eager.launch != launch:
         eager = cm.__dict__["_training_view"] = cm.with_launch(launch)
     summary, req = _eager_run(with_cost_model(a, eager), args)
-    # the same call on the roofline, kept per validated options (one hashed key part), length,
-    # token total and the batch the run chose: everything the bound depends on
-    key = ("training_lower_bound", req.options_key, req.seq_len, req.total_num_tokens,
-           summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"], summary["global_batch_size"])
-    bounds = a.describer.cost_memo(a.lower_bound_cost_model, key, lambda: _training_bounds(a, req, summary))
-    summary.update(bounds)
+    # the same call on the roofline (its stages kept per shape with every call's)
+    summary.update(_training_bounds(a, req, summary))
     summary["perf_model"] = _label(a)
     if output_dir is not None:
         a.output_summary_dict(summary, output_dir, print_human_readable=True,

@@ -79,9 +79,7 @@ class GemmShape:
 
     def bucket_efficiency(self, m: int) -> float:
         """`self(m)` (M >= 1) from the winning tile of M's bucket (`gemm_buckets.tile_winner`, kept
-        in `winners` / `fine_winners`), or the tile search where no tile wins a whole bucket
-        (generated programs read `winners` themselves and call this on a miss:
-        cost/calibrated_programs.py)."""
+        in `winners` / `fine_winners`), or the tile search where no tile wins a whole bucket."""
         w = _winner(self.winners, self.coarse_tiles, self, self.rows_m, m, self.left_out_rel)
         if not w:
             w = _winner(self.fine_winners, self.tiles, self, self.fine_m, m, -1.0)

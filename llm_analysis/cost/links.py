@@ -139,14 +139,3 @@ def collective_time_s(kind: str, bytes_per_gpu: float, group_size: int, link: Li
     bw_factor, hops = _ALGORITHMS[kind]
     t = bw_factor(n) * bytes_per_gpu / link.bytes_per_s + hops(n) * link.hop_latency_s
     return max(t, link.min_latency_s)
-
-
-def ring_terms(kind: str, group_size: int, link: Link):
-    """(bytes factor, link bytes/s, hop latency s, floor s) such that `collective_time_s`
-    of b > 0 bytes is max(factor * b / bytes_per_s + hop_s, floor_s) on this link, or None
-    where it is not that form (inter-node hierarchy, a group of one). For callers that
-    write the formula out (phase_programs.py); tests check the two agree."""
-    if kind not in _ALGORITHMS or group_size <= 1 or link.name == "inter_node":
-        return None
-    bw_factor, hops = _ALGORITHMS[kind]
-    return bw_factor(group_size), link.bytes_per_s, hops(group_size) * link.hop_latency_s, link.min_latency_s

@@ -21,9 +21,12 @@ cost-model instance (`LayerDescriber.cost_memo`), so to change a parameter
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
 
 from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
+from llm_analysis.model.phase_table import BYTES_PER_GPU, COMM_BYTES, FLOPS_PER_GPU, PhaseTable
 from llm_analysis.units import GB, TFLOPS
 from llm_analysis.cost.affine import sum_max_affine
 from llm_analysis.cost.links import Link, collective_time_s, group_stride, link_for_group
@@ -31,6 +34,8 @@ from llm_analysis.cost.roofline import Roofline, peak_tflops_for_dtype
 
 Split = Tuple[float, float, float]  # (compute_s, memory_s, communication_s)
 BOUNDS = ("compute", "memory", "communication")
+# (compute_s, memory_s, communication_s) of every operator of a phase table, each an array [shape, operator]
+TableSplits = Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class CostModel:
@@ -155,6 +160,33 @@ class CostModel:
         c, m = self.steps_split_s(first, last, n)
         return c, m, 0.0
 
+    # -------------------------------------------------------- phase tables
+    # A model that times the operators of a phase table (model/phase_table.py) from the table's
+    # figures, many shapes at once, implements `table_split_s` and `table_steps_split_s`: the
+    # roofline below, the calibrated model (cost/calibrated_table.py). What it gives for one
+    # operator at one shape is what `op_split_s` gives for that operator built at that shape.
+
+    def table_split_s(self, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]) -> TableSplits:
+        """(compute_s, memory_s, communication_s)[shape, operator] of one copy of every operator of
+        `table` at the shapes whose figures are `figures` (`PhaseTable.figure_arrays`; lengths `xs`)."""
+        raise NotImplementedError
+
+    def table_steps_split_s(self, table: PhaseTable, batch: int, x0: int,
+                            n: int) -> Tuple[np.ndarray, TableSplits, TableSplits]:
+        """n decode steps of `batch` sequences at contexts x0 .. x0 + n - 1: (the figures at the
+        first and last step, (compute_s, memory_s, communication_s)[first or last, operator],
+        and the same summed over the n steps [operator])."""
+        raise NotImplementedError
+
+    def _time_table_collectives(self, table: PhaseTable, figures: np.ndarray, compute_s: np.ndarray,
+                                memory_s: np.ndarray, comm_s: np.ndarray) -> None:
+        """A table's collectives take their collective's time and no kernel's (in place; a table
+        holds no overlapped collective: phase_table checks it)."""
+        for i, op in table.collectives:
+            compute_s[:, i] = memory_s[:, i] = 0.0
+            comm_s[:, i] = [self.collective_s(op.collective, size, op.comm_group_size, op.comm_group)
+                            for size in figures[:, COMM_BYTES, i].tolist()]
+
 
 class RooflineCostModel(CostModel):
     """Roofline kernels: time = max(FLOPs / achieved FLOP/s, bytes / achieved
@@ -210,5 +242,31 @@ class RooflineCostModel(CostModel):
     def memory_pass_s(self, bytes_moved: float) -> float:
         return bytes_moved / self.roofline.hbm_bytes_per_s
 
+    def table_split_s(self, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]) -> TableSplits:
+        c = figures[:, FLOPS_PER_GPU] / self.roofline.flops_per_s
+        m = figures[:, BYTES_PER_GPU] / self.roofline.hbm_bytes_per_s
+        compute_bound = c >= m  # (the whole time filed under what bounds it, as `kernel_split_s`)
+        compute_s, memory_s = np.where(compute_bound, c, 0.0), np.where(compute_bound, 0.0, m)
+        comm_s = np.zeros_like(c)
+        self._time_table_collectives(table, figures, compute_s, memory_s, comm_s)
+        return compute_s, memory_s, comm_s
 
-__all__ = ["BOUNDS", "CostModel", "RooflineCostModel", "Split"]
+    def table_steps_split_s(self, table: PhaseTable, batch: int, x0: int,
+                            n: int) -> Tuple[np.ndarray, TableSplits, TableSplits]:
+        """The closed form of `steps_split_s` for every operator (collectives: n x the first step)."""
+        figures = table.figure_arrays(batch, (x0, x0 + n - 1))
+        c, m, k = ends = self.table_split_s(table, figures, (x0, x0 + n - 1))
+        # an operator whose work does not grow with the context: n times its first step
+        compute_s, memory_s, comm_s = n * c[0], n * m[0], n * k[0]
+        f, b = figures[:, FLOPS_PER_GPU], figures[:, BYTES_PER_GPU]
+        growing = np.flatnonzero(((f[0] != f[1]) | (b[0] != b[1])) & ~table.is_collective)
+        if len(growing):
+            span, F, B = max(n - 1, 1), self.roofline.flops_per_s, self.roofline.hbm_bytes_per_s
+            for i, f0, f1, b0, b1 in zip(growing.tolist(), f[0, growing].tolist(), f[1, growing].tolist(),
+                                         b[0, growing].tolist(), b[1, growing].tolist()):
+                compute_s[i], memory_s[i] = sum_max_affine(f0 / F, (f1 - f0) / span / F, b0 / B,
+                                                           (b1 - b0) / span / B, n)
+        return figures, ends, (compute_s, memory_s, comm_s)
+
+
+__all__ = ["BOUNDS", "CostModel", "RooflineCostModel", "Split", "TableSplits"]

@@ -238,21 +238,6 @@ def _nvls_candidate(kind: str, lv: _Level, fabric: Fabric, p: Profile) -> bool:
             and lv.ranks_per_island <= fabric.nvlink_domain_gpus)
 
 
-def ring_code(kind: str, group_size: int, fabric: Fabric, profile: Profile, size: str, *,
-              ranks_per_island: int | None = None) -> str | None:
-    """`collective_timer(...)(size)` as a Python expression of the variable `size` (the same
-    floats: `_ring_time_s`'s operations, its constants worked out here) where NCCL's only
-    candidate is a ring inside one island; None otherwise (a caller then calls the timer)."""
-    if kind not in ("all_reduce", "all_gather", "reduce_scatter") or group_size <= 1:
-        return None
-    lv = _level(group_size, fabric, profile, ranks_per_island)
-    if lv.islands > 1 or _nvls_candidate(kind, lv, fabric, profile):
-        return None
-    latency, factor = _ring_latency_s(kind, group_size, lv, profile), _bus_factor(kind, group_size)
-    return (f"({latency!r} + {factor!r} * {size} / ({lv.local_bw!r} * ({size} / ({size} + {lv.local_half!r})))"
-            f" if {size} > 0 else 0.0)")
-
-
 def bus_bandwidth_bytes_per_s(kind: str, size_bytes: float, group_size: int, fabric: Fabric, profile: Profile,
                               **kw) -> float:
     """nccl-tests' busbw for this collective: bus bytes / predicted time."""

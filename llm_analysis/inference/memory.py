@@ -11,53 +11,32 @@ from llm_analysis.units import GB
 from llm_analysis.errors import DoesNotFitError
 from llm_analysis.model import Phase
 from llm_analysis.model.describer import LayerDescriber
-from llm_analysis.model.phase_table import FIELDS, used_phase_table
-from llm_analysis.inference.plan import PhaseTables, phase_tables
-
-ACTIVATION_BYTES = FIELDS.index("activation_bytes_per_gpu")
-_NO_TABLES = PhaseTables(None, None)  # tables not fitted yet: each phase kind asks (and counts) its own
+from llm_analysis.model.phase_table import ACTIVATION_BYTES, phase_table
 
 
-def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
-                 kv_cache_dtype_bytes) -> Dict[str, float]:
-    """Prefill and decode activations and the KV cache of `batch` sequences (a copy of
-    the describer's cached figures)."""
-    return dict(_cached_terms(analysis, d, batch, seq_len, context_len, use_kv_cache, kv_cache_dtype_bytes))
-
-
-def _cached_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
-                  kv_cache_dtype_bytes) -> Dict[str, float]:
-    """`memory_terms` shared with the cache (read only)."""
-    return d.phase_memo(("memory_terms", batch, seq_len, context_len, use_kv_cache, kv_cache_dtype_bytes),
-                        lambda: _memory_terms(analysis, d, batch, seq_len, context_len, use_kv_cache,
-                                              kv_cache_dtype_bytes))
-
-
-def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int, table=None) -> float:
+def _max_activation_bytes(d, name: str, batch: int, x: int, q_len: int) -> float:
     """Largest activation set of one operator (one layer's, unscaled by the layer
-    count: buffers are reused across layers), from the phase table when there is one
-    (`table`: the one the caller found in the describer's plan, inference/plan.py)."""
-    if table is None:
-        table = used_phase_table(d, name, x=x)
+    count: buffers are reused across layers), from the phase table when there is one."""
+    table = phase_table(d, name, x=x)
     if table is not None:
         return table.largest(batch, x, ACTIVATION_BYTES)
     ops = [o for _, _, ops in d.model_ops(Phase(name, batch, q_len, x)) for o in ops]
     return max((o.activation_bytes_per_gpu for o in ops), default=0.0)
 
 
-def _memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
-                  kv_cache_dtype_bytes) -> Dict[str, float]:
+def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv_cache: bool,
+                 kv_cache_dtype_bytes) -> Dict[str, float]:
+    """Prefill and decode activations and the KV cache of `batch` sequences."""
     a_bytes = analysis.dtype_config.activation_bytes_per_element
     h = analysis.model_config.hidden_dim
     kv = _kv_cache_bytes(analysis, d, batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
-    tables = phase_tables(d) or _NO_TABLES
     return {
         # the residual stream of the rank's seq_len / cp prompt tokens
-        "prefill_activation": (_max_activation_bytes(d, "prefill", batch, seq_len, seq_len, tables.prefill)
+        "prefill_activation": (_max_activation_bytes(d, "prefill", batch, seq_len, seq_len)
                                + batch * seq_len * h * a_bytes / analysis.parallelism_config.cp_size),
         # an encoder-only model decodes nothing (one forward pass: inference/run.py)
         "decode_activation": 0.0 if analysis.model_config.encoder_only else
-        _max_activation_bytes(d, "decode", batch, context_len, 1, tables.decode) + batch * h * a_bytes,
+        _max_activation_bytes(d, "decode", batch, context_len, 1) + batch * h * a_bytes,
         "kv_cache": kv,
     }
 
@@ -136,7 +115,7 @@ def inference_memory(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, kv
     """Memory per GPU and the largest batches; raises DoesNotFitError with the numbers."""
     context = s + n
     mem, weights, weights_embedding, kv_per_token = _static_bytes(analysis, d, kv_cache_dtype_bytes, ds_zero)
-    one = _cached_terms(analysis, d, 1, s, context, use_kv_cache, kv_cache_dtype_bytes)  # read only
+    one = memory_terms(analysis, d, 1, s, context, use_kv_cache, kv_cache_dtype_bytes)
     terms = {"prefill_activation": one["prefill_activation"] * b, "decode_activation": one["decode_activation"] * b,
              "kv_cache": one["kv_cache"] * b}
     prefill_max_b = max_batch(mem - weights, one["prefill_activation"] + one["kv_cache"])

@@ -38,22 +38,15 @@ from llm_analysis.model.context_parallel import check_cp_seq_len
 from llm_analysis.schema.context_limit import check_context
 from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
                        non_negative_number, positive_int)
-from llm_analysis.model.phase_table import FIELDS, fitted_phase_table
+from llm_analysis.model.phase_table import FLOPS, phase_table
 from llm_analysis.cost.precision import kv_cache_bytes_per_element
 from llm_analysis.quantities.setup_entries import static_entries
 from llm_analysis.inference.memory import inference_memory
-from llm_analysis.inference.plan import phase_tables
 from llm_analysis.inference.pipeline import pipelined_decode_ratio, pipelined_prefill_s
 from llm_analysis.inference.timing import (copy_groups, decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
                      uncached_step_times)
 
 logger = logging.getLogger(__name__)
-FLOPS = FIELDS.index("flops")
-# the key of the cached times' entry where a call keeps its finished summary with the inputs it
-# was computed from (the analysis' configs and efficiency attributes, cost per GPU-hour; compared
-# by identity first; the times' cache entry is already per describer and cost model): the same
-# call again returns a copy of it instead of recomputing memory, summary, notes and bound
-FINISHED_SUMMARY = "finished_summary"
 
 
 def _check_request(analysis, b: int, s: int, n) -> int:
@@ -74,13 +67,11 @@ def _check_request(analysis, b: int, s: int, n) -> int:
 
 def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
     """Prefill (time to first token) and the n - 1 decode steps, in seconds (the caller's copy)."""
-    t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)
-    t = dict(t, prefill_groups=copy_groups(t["prefill_groups"]), decode_groups=copy_groups(t["decode_groups"]))
-    t.pop(FINISHED_SUMMARY, None)  # (the summary a call kept beside the times: not a time)
-    return t
+    t = cached_inference_times(analysis, d, b, s, n, use_kv_cache, ds_zero)
+    return dict(t, prefill_groups=copy_groups(t["prefill_groups"]), decode_groups=copy_groups(t["decode_groups"]))
 
 
-def _cached_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
+def cached_inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
     """`inference_times` shared with the cache (read only). One entry per (cost model, call): its
     phases are computed without entries of their own, so a new shape costs one cache miss, a
     repeated call one hit."""
@@ -136,10 +127,9 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     """Inference analysis (see the module docstring). `layernorm_dtype_bytes` is
     accepted for API compatibility and unused: norm inputs and outputs are
     activations, sized and timed in the activation dtype like every operator.
-    `summary_hook(analysis, describer, times, summary, ds_zero)` adds entries to a new summary
+    `summary_hook(analysis, describer, times, summary, ds_zero)` adds entries to the summary
     before it is written; None: the analysis' own `inference_summary_hook`, if it has one
-    (facade_perf: the calibrated model's lower bound). A repeated call returns a copy of the
-    summary its first call made (FINISHED_SUMMARY); summaries made with a caller's hook are not kept."""
+    (cost/choice.py: the calibrated model's lower bound)."""
     b = positive_int(batch_size_per_gpu, "batch_size_per_gpu")
     s = positive_int(seq_len, "seq_len")
     n = _check_request(analysis, b, s, num_tokens_to_generate)
@@ -151,39 +141,10 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     kv_cache_dtype_bytes = _kv_bytes(analysis, kv_cache_dtype, kv_cache_dtype_bytes)
     if cost_per_gpu_hour is not None:
         cost_per_gpu_hour = non_negative_number(cost_per_gpu_hour, "cost_per_gpu_hour", MAX_COST_PER_GPU_HOUR)
+    if summary_hook is None:
+        summary_hook = getattr(analysis, "inference_summary_hook", None)
     d = analysis.describer_for(kv_cache_dtype_bytes)
-    t = _cached_times(analysis, d, b, s, n, use_kv_cache, ds_zero)  # read only: a kept summary shares its groups
-    if summary_hook is not None:  # a caller's hook may add anything: its summaries are not kept
-        return _written(analysis, _copy_summary(_finished_summary(  # (a copy: it would share t's groups)
-            analysis, d, t, b, s, n, use_kv_cache, ds_zero, kv_cache_dtype_bytes, cost_per_gpu_hour, summary_hook)),
-            output_dir, output_file_suffix)
-    # what the summary reads besides the call's arguments and times (the analysis' own attributes too,
-    # should a caller set them directly rather than through update_*)
-    inputs = (analysis.model_config, analysis.gpu_config, analysis.dtype_config,
-              analysis.parallelism_config, analysis.flops_efficiency, analysis.hbm_memory_efficiency,
-              analysis.achieved_tflops, analysis.achieved_memory_bandwidth_GBs, cost_per_gpu_hour)
-    kept = t.get(FINISHED_SUMMARY)
-    if kept is None or kept[0] != inputs:
-        # (the analysis' own hook, asked for here only: a repeated call does not pay for it)
-        hook = getattr(analysis, "inference_summary_hook", None)
-        kept = t[FINISHED_SUMMARY] = (inputs, _finished_summary(
-            analysis, d, t, b, s, n, use_kv_cache, ds_zero, kv_cache_dtype_bytes, cost_per_gpu_hour, hook))
-    return _written(analysis, _copy_summary(kept[1]), output_dir, output_file_suffix)
-
-
-def _written(analysis, summary: Dict[str, Any], output_dir: Optional[str], output_file_suffix: str) -> dict:
-    """`summary`, written to `output_dir` first when one is given."""
-    if output_dir is not None:
-        analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
-                                     output_file_suffix=output_file_suffix)
-    return summary
-
-
-def _finished_summary(analysis, d, t: Dict[str, Any], b: int, s: int, n: int, use_kv_cache: bool, ds_zero,
-                      kv_cache_dtype_bytes: Optional[float], cost_per_gpu_hour: Optional[float],
-                      summary_hook) -> Dict[str, Any]:
-    """The call's summary: memory, times `t`, cost, notes and the hook's entries (kept: its
-    breakdowns are t's groups, read only; `_copy_summary` hands out copies)."""
+    t = cached_inference_times(analysis, d, b, s, n, use_kv_cache, ds_zero)  # read only: shared with the cache
     mem = inference_memory(analysis, d, b, s, n, use_kv_cache, kv_cache_dtype_bytes, ds_zero)
     if analysis.model_config.encoder_only:
         mem["decode_max_b"], mem["max_total_tokens"] = mem["prefill_max_b"], 0
@@ -196,19 +157,10 @@ def _finished_summary(analysis, d, t: Dict[str, Any], b: int, s: int, n: int, us
     summary["notes"] = _notes(analysis, summary)
     if summary_hook is not None:
         summary_hook(analysis, d, t, summary, ds_zero)
+    if output_dir is not None:
+        analysis.output_summary_dict(summary, output_dir, print_human_readable=True,
+                                     output_file_suffix=output_file_suffix)
     return summary
-
-
-def _copy_summary(summary: Dict[str, Any]) -> Dict[str, Any]:
-    """A copy of `summary` that shares nothing mutable with it: its values are numbers, strings
-    and None but for the breakdowns and notes, which are copied (tests/test_finished_summary.py
-    changes every one of them between two calls)."""
-    copy = summary.copy()
-    copy["prefill_latency_breakdown"] = copy_groups(summary["prefill_latency_breakdown"])
-    copy["decode_latency_breakdown"] = copy_groups(summary["decode_latency_breakdown"])
-    copy["memory_breakdown_per_gpu"] = summary["memory_breakdown_per_gpu"].copy()
-    copy["notes"] = summary["notes"].copy()
-    return copy
 
 
 def _kv_bytes(analysis, name: Optional[str], given_bytes: Optional[float]) -> Optional[float]:
@@ -232,12 +184,11 @@ def _static_entries(analysis) -> tuple:
 
 
 def _decode_step_flops(analysis, b: int, context_len: int) -> float:
-    """`get_num_flops_decode_step(b, context_len)`: the decode table's FLOPs total, as
-    views/flops.py takes it once the table is fitted, without the view's phase record."""
+    """`get_num_flops_decode_step(b, context_len)`: the decode table's FLOPs total where there is
+    a table (as quantities/flops.py takes it, without the view's phase record)."""
     if analysis.model_config.encoder_only:  # one forward pass: no decode step
         return 0.0
-    tables = phase_tables(analysis.describer)  # (one table for every length: the one at context_len)
-    table = tables.decode if tables is not None else fitted_phase_table(analysis.describer, "decode", x=context_len)
+    table = phase_table(analysis.describer, "decode", x=context_len)
     if table is None:
         return analysis.get_num_flops_decode_step(b, context_len)
     return table.total(b, context_len, FLOPS)
@@ -296,8 +247,8 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "prefill_tokens_per_sec_per_gpu": b * s / prefill_s / gpus,
         "decode_tokens_per_sec_per_gpu": (b / step_s / gpus) if step_s else 0.0,
         "total_tokens_per_sec_per_gpu": b * n / total_s / gpus,
-        "prefill_latency_breakdown": t["prefill_groups"],  # (read only: the caller gets copies)
-        "decode_latency_breakdown": groups,
+        "prefill_latency_breakdown": copy_groups(t["prefill_groups"]),  # (the caller's: t is the cache's)
+        "decode_latency_breakdown": copy_groups(groups),
         "memory_breakdown_per_gpu": {"weights": mem["weights"], "kv_cache": mem["kv_cache"],
                                      "activations": mem["peak_activation"], "free": free},
     }

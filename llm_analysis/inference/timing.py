@@ -1,25 +1,23 @@
 """Times of inference phases: prefill, decode steps (closed form over the
 context), decode without a KV cache, the ZeRO-3 weight gather. Every operator
-time comes from the analysis' cost model.
+time comes from the analysis' cost model, from the phase table's figures where
+the describer has a table (model/phase_table.py), else from the operators built
+for the shape.
 
-Each phase's result is computed once per (cost model, shape) and kept in the
-describer's bounded phase cache (`LayerDescriber.phase_memo`); the group
-breakdowns handed out are copies, so callers may change them."""
+`prefill_time` and `decode_time` keep their result per (cost model, shape) in the
+describer's bounded phase cache (`LayerDescriber.cost_memo`) and hand out copies of
+the group breakdowns, so callers may change them; `prefill_phase` and `decode_phase`
+compute (inference/run.py keeps a whole call's times instead)."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
 from llm_analysis.cost.affine import sum_affine, sum_max_affine
-from llm_analysis.cost.model import RooflineCostModel
 from llm_analysis.model import Phase
-from llm_analysis.model.phase_table import FIELDS, PhaseTable
+from llm_analysis.model.phase_table import BYTES_PER_GPU, FLOPS, FLOPS_PER_GPU, PhaseTable
 from llm_analysis.schema.options import DSZeRO
-from llm_analysis.cost.phase_programs import phase_program
-from llm_analysis.quantities.group_times import GroupTimes, roofline_table, table_splits, table_time_s
-from llm_analysis.inference.plan import inference_plan
-
-FLOPS = FIELDS.index("flops")
+from llm_analysis.quantities.group_times import GroupTimes, table_groups, timed_table
 
 
 def copy_groups(groups: Dict[str, Dict]) -> Dict[str, Dict]:
@@ -43,26 +41,18 @@ def _handoff_s(analysis, batch: int, tokens_per_seq: int) -> float:
 
 def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
     """`prefill_time` computed, not kept: the breakdown is the caller's (who keeps it)."""
-    plan = inference_plan(analysis, d)
-    if plan is not None:  # the compiled program (one stage: no hand-off), found once per call
-        groups, flops, total_s = plan.prefill(batch, seq_len)
-        return total_s, groups, flops
-    table = roofline_table(analysis.cost_model, d, "prefill", x=seq_len)
-    pp_s = _handoff_s(analysis, batch, seq_len)
-    program = None if table is None else phase_program(analysis.cost_model, table, "prefill")
-    if program is not None:  # the table's generated program (phase_programs.py): groups finished
-        groups, flops, total_s = program(batch, seq_len)
-        if not pp_s:
-            return total_s, groups, flops
-        acc = GroupTimes()
-        acc.groups = groups
-    elif table is not None:  # the same table walked by loop
-        acc = GroupTimes().add_splits(table_splits(analysis.cost_model, table, batch, seq_len))
-        flops = table.total(batch, seq_len, FLOPS)
+    table = timed_table(analysis.cost_model, d, "prefill", x=seq_len)
+    if table is not None:  # every operator from the table's figures
+        figures = table.figure_arrays(batch, (seq_len,))
+        c, m, k = (a[0] for a in analysis.cost_model.table_split_s(table, figures, (seq_len,)))
+        r, fig = table.repeat_array, figures[0]
+        acc = table_groups(table, r * c, r * m, r * k, r * fig[FLOPS_PER_GPU], r * fig[BYTES_PER_GPU])
+        flops = float(r @ fig[FLOPS])
     else:
         ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
         acc = GroupTimes().add_ops(analysis.cost_model, ops)
         flops = sum(n * o.flops for n, o in ops)
+    pp_s = _handoff_s(analysis, batch, seq_len)
     if pp_s:
         acc.add("pp_communication", 0, 0, pp_s, 0, 0)
     return acc.total_s, acc.finish(), flops
@@ -92,12 +82,10 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
 
 def decode_phase(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
     """`decode_time` computed, not kept: the breakdown is the caller's (who keeps it)."""
-    plan = inference_plan(analysis, d)
-    if plan is not None:  # the compiled program (one table for every step, one stage: no hand-off)
-        return _decode_program_times(plan.decode, batch, seq_len, num_steps, 0.0)
-    table = roofline_table(analysis.cost_model, d, "decode", x=seq_len + 1)
+    cm = analysis.cost_model
+    table = timed_table(cm, d, "decode", x=seq_len + 1)
     # one table for every step (a sliding window's edge in between: the stretches below)
-    if table is not None and table is roofline_table(analysis.cost_model, d, "decode", x=seq_len + max(num_steps, 1)):
+    if table is not None and table is timed_table(cm, d, "decode", x=seq_len + max(num_steps, 1)):
         return _decode_time_table(analysis, table, batch, seq_len, num_steps)
     step = lambda c: d.weighted_ops(Phase("decode", batch, 1, c))  # noqa: E731
     handoff = analysis.pipeline_handoff_time_s(batch, 1)
@@ -122,45 +110,18 @@ def decode_phase(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple
 
 def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
                        num_steps: int) -> Tuple[float, Dict, float, float]:
-    """`decode_phase` from the phase table (no sliding windows: one affine stretch)."""
+    """`decode_phase` from the phase table (one stretch of contexts: the cost model sums the steps,
+    `CostModel.table_steps_split_s`)."""
     handoff = _handoff_s(analysis, batch, 1)
-    program = phase_program(analysis.cost_model, table, "decode")
-    if program is None:
-        return _decode_time_splits(analysis, table, batch, seq_len, num_steps, handoff)
-    return _decode_program_times(program, batch, seq_len, num_steps, handoff)
-
-
-def _decode_program_times(program, batch: int, seq_len: int, num_steps: int,
-                          handoff: float) -> Tuple[float, Dict, float, float]:
-    """`_decode_time_table` from the table's generated decode program."""
-    groups, first_s, last_s, total_s = program(batch, seq_len + 1, seq_len + max(num_steps, 1), max(num_steps, 1))
-    first_s += handoff
+    n = max(num_steps, 1)
+    figures, ends, summed = analysis.cost_model.table_steps_split_s(table, batch, seq_len + 1, n)
+    r = table.repeat_array
+    first_s, last_s = ((ends[0] + ends[1] + ends[2]) @ r + handoff).tolist()
     if num_steps <= 0:
         return 0.0, {}, first_s, first_s
-    last_s += handoff
-    if not handoff:  # the program's groups are finished
-        return total_s, groups, first_s, last_s
-    acc = GroupTimes()
-    acc.groups = groups
-    acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
-    return acc.total_s, acc.finish(), first_s, last_s
-
-
-def _decode_time_splits(analysis, table: PhaseTable, batch: int, seq_len: int, num_steps: int,
-                        handoff: float) -> Tuple[float, Dict, float, float]:
-    """`_decode_time_table` walking the table by loop (before it is worth compiling)."""
-    cm = analysis.cost_model
-    first = table_splits(cm, table, batch, seq_len + 1)
-    first_s = table_time_s(first) + handoff
-    if num_steps <= 0:
-        return 0.0, {}, first_s, first_s
-    last = first if num_steps == 1 else table_splits(cm, table, batch, seq_len + num_steps)
-    last_s = table_time_s(last) + handoff
-    if type(cm) is RooflineCostModel:  # the rule table_splits uses to pick the model's figures
-        acc = GroupTimes().add_steps_splits(cm.roofline, first, last, num_steps)
-    else:  # the calibrated model (cost/calibrated_table.py): Simpson's rule over the steps
-        mid = table_splits(cm, table, batch, seq_len + (1 + num_steps) / 2)
-        acc = GroupTimes().add_simpson_splits(first, mid, last, num_steps)
+    # FLOPs and bytes grow linearly over the steps: n times their mean
+    flops, bytes_ = (n * (figures[0, field] + figures[1, field]) / 2 for field in (FLOPS_PER_GPU, BYTES_PER_GPU))
+    acc = table_groups(table, r * summed[0], r * summed[1], r * summed[2], r * flops, r * bytes_)
     if handoff:
         acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
     return acc.total_s, acc.finish(), first_s, last_s

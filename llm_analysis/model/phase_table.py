@@ -3,7 +3,8 @@ building Operator objects (speed of sweeps, issue 12).
 
 For a model without routed experts or context parallelism, every figure the hot
 path reads from an operator (FLOPs, bytes moved, message size, live activation
-bytes) is, at a fixed layer layout and on a stretch of lengths,
+bytes, KV-cache bytes read) is, at a fixed layer layout and on a stretch of
+lengths,
 
     A(x) + batch * B(x),   A and B quadratics in x,
 
@@ -17,25 +18,28 @@ one table holds below the window and another above it (`phase_table(..., x)`
 picks the one for a length; lengths at the window's edge get none).
 
 A `PhaseTable` holds the six coefficients of each figure of each operator,
-fitted once per describer and phase kind from the builders' own operators at six
-probe shapes and checked at two more (structure and figures); when a check fails
-(a subclass describing something else) there is no table and callers build
-operators as before. The Operator objects stay the description (reports,
-`operators()`, the calibrated cost model); the table is a compiled view of them.
+fitted from the builders' own operators at six probe shapes and checked at two
+more (structure and figures) the first time a describer is asked for a phase
+kind (a stretch of lengths); when a check fails (a subclass describing something
+else) there is no table and callers build operators. The Operator objects stay
+the description (reports, `operators()`); the table is a view of them that gives
+every figure of every operator at a new shape in one product.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
 
 from llm_analysis.model.describer import LayerDescriber
 from llm_analysis.model.records import Operator, Phase
-from llm_analysis.model.table_code import largest_function, list_function, total_function
 
 # figures of an operator the hot path reads, in this order
 FIELDS = ("flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "activation_bytes_per_gpu",
           "kv_cache_bytes_read_per_gpu")  # the last for the calibrated model (cost/calibrated_table.py)
+FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, ACTIVATION_BYTES, KV_CACHE_BYTES = range(len(FIELDS))
 _PROBE_BATCHES = (1, 2)
 _PROBE_XS = (16, 17, 18)  # consecutive: exact finite differences
 _CHECKS = ((3, 1000), (7, 4099))  # (batch, x) away from the probes
@@ -57,76 +61,91 @@ def _figures(op: Operator) -> Tuple[float, ...]:
     return tuple(getattr(op, f) for f in FIELDS)
 
 
-def _quadratic(ys: List[Fraction], x0: int) -> Tuple[Fraction, Fraction, Fraction]:
-    """(c0, c1, c2) of c0 + c1 x + c2 x^2 through (x0 + i, ys[i]), i = 0, 1, 2."""
-    c2 = (ys[2] - 2 * ys[1] + ys[0]) / 2
-    c1 = (ys[1] - ys[0]) - c2 * (2 * x0 + 1)
-    return ys[0] - c1 * x0 - c2 * x0 * x0, c1, c2
+Exact = Union[int, Fraction]
 
 
-# Compiling a table's functions costs about as much as a hundred evaluations by loop, so
-# a table is evaluated by loop until it has served this many figures (a planner probing a
-# layout a few times never pays for compiling; a sweep over shapes soon does).
-COMPILE_AFTER = 64
+def _exact(value: float) -> Exact:
+    """A figure as an exact number: an int where it is whole (most are: counts of FLOPs and
+    bytes), else the float's own fraction; arithmetic on ints is exact and fast."""
+    return int(value) if float(value).is_integer() else Fraction(value)
+
+
+def _doubled_quadratic(ys: Sequence[Exact], x0: int) -> Tuple[Exact, Exact, Exact]:
+    """(2 c0, 2 c1, 2 c2) of c0 + c1 x + c2 x^2 through (x0 + i, ys[i]), i = 0, 1, 2 (doubled,
+    so that whole figures keep whole coefficients)."""
+    c2 = ys[2] - 2 * ys[1] + ys[0]
+    c1 = 2 * (ys[1] - ys[0]) - c2 * (2 * x0 + 1)
+    return 2 * ys[0] - c1 * x0 - c2 * x0 * x0, c1, c2
+
+
+def _half(doubled: Exact) -> float:
+    """doubled / 2, rounded once to a float (int / int is correctly rounded in Python)."""
+    return doubled / 2 if isinstance(doubled, int) else float(doubled / 2)
+
+
+def _coefficients(per_batch: Sequence[Sequence[float]], x0: int) -> Tuple[float, ...]:
+    """(a0, a1, a2, b0, b1, b2) of a figure A(x) + b B(x) probed at b = 1 and 2 (rows of
+    `per_batch`) and x = x0, x0 + 1, x0 + 2, exactly, then rounded."""
+    if not any(any(row) for row in per_batch):
+        return (0.0,) * 6
+    u, v = (_doubled_quadratic([_exact(y) for y in row], x0) for row in per_batch)
+    # figure = A + b B, probed at b = 1 (u) and 2 (v): A = 2u - v, B = v - u
+    return tuple(_half(2 * p - q) for p, q in zip(u, v)) + tuple(_half(q - p) for p, q in zip(u, v))
 
 
 class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
-    __slots__ = ("repeats", "is_layer", "ops", "coefs", "memo", "uses", "_field_fns", "_total_fns", "_max_fns")
+    __slots__ = ("repeats", "repeat_array", "is_layer", "ops", "collectives", "is_collective", "coefs", "memo",
+                 "_by_term", "_totals")
 
     def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
                  coefs: List[List[Tuple[float, ...]]]):
         self.repeats = repeats
+        self.repeat_array = np.array(repeats, dtype=float)
         self.is_layer = is_layer  # a transformer layer's operator (not the embedding or head)
         # the operators at a probe shape: roles and weights only (kind, group, collective,
         # recompute class, parameters: the same at every shape, checked by the fit)
         self.ops = ops
+        self.collectives = [(i, op) for i, op in enumerate(ops) if op.kind == "collective"]  # (index, operator)
+        self.is_collective = np.array([op.kind == "collective" for op in ops], dtype=bool)
         self.coefs = coefs  # coefs[field][op] = (a0, a1, a2, b0, b1, b2)
-        self.memo = {}  # what users derive from the roles once (e.g. group keys)
-        self.uses = 0  # figures served so far (COMPILE_AFTER)
-        self._field_fns = [None] * len(FIELDS)
-        self._total_fns = [None] * len(FIELDS)
-        self._max_fns = [None] * len(FIELDS)
+        self.memo = {}  # what users derive from the roles once per table (group keys, kernel shapes)
+        # the coefficient of each term (1, x, x^2, b, b x, b x^2) of every (field, operator), so that
+        # every figure of every operator at one shape is one product (`figures`)
+        n = len(ops)
+        self._by_term = np.array([[c[k] for per_op in coefs for c in per_op] for k in range(6)],
+                                 dtype=float).reshape(6, len(FIELDS) * n)
+        # ... and of each field summed over the phase (repeat counts applied): `total`
+        self._totals = self._by_term.reshape(6, len(FIELDS), n) @ self.repeat_array
 
-    def hot(self) -> bool:
-        """Count one use; True once the table is worth compiling (COMPILE_AFTER)."""
-        self.uses += 1
-        return self.uses > COMPILE_AFTER
+    @staticmethod
+    def _terms(batch: float, x: float) -> Tuple[float, ...]:
+        b, x = float(batch), float(x)  # (floats: an int length squared may not fit numpy's integers)
+        bx = b * x
+        return 1.0, x, x * x, b, bx, bx * x
 
-    def evaluate(self, batch: int, x: int, field: int) -> List[float]:
+    def figure_arrays(self, batch: int, xs: Sequence[float]) -> np.ndarray:
+        """Every figure of every operator at (batch, x) for each x of `xs`: array[x index, field, op]."""
+        terms = np.array([self._terms(batch, x) for x in xs])
+        return (terms @ self._by_term).reshape(len(xs), len(FIELDS), len(self.ops))
+
+    def figures(self, batch: int, x: float) -> List[List[float]]:
+        """Every figure of every operator at (batch, x): figures[field][op], fields as FIELDS."""
+        return np.dot(self._terms(batch, x), self._by_term).reshape(len(FIELDS), len(self.ops)).tolist()
+
+    def evaluate(self, batch: int, x: float, field: int) -> List[float]:
         """Figure FIELDS[field] of every operator at (batch, x)."""
-        fn = self._field_fns[field]
-        if fn is None:  # compiled once hot (table_code.py): the same floats as `evaluate_loop`
-            if not self.hot():
-                return self.evaluate_loop(batch, x, field)
-            fn = self._field_fns[field] = list_function(f"table_{FIELDS[field]}", self.coefs[field])
-        return fn(batch, x)
+        return self.figures(batch, x)[field]
 
-    def total(self, batch: int, x: int, field: int) -> float:
+    def total(self, batch: int, x: float, field: int) -> float:
         """Figure FIELDS[field] summed over the phase (each operator times its repeat count)."""
-        fn = self._total_fns[field]
-        if fn is None:  # the same floats as the sum of the loop
-            if not self.hot():
-                return sum(n * f for n, f in zip(self.repeats, self.evaluate_loop(batch, x, field)))
-            fn = self._total_fns[field] = total_function(f"table_total_{FIELDS[field]}", self.repeats,
-                                                         self.coefs[field])
-        return fn(batch, x)
+        return float(np.dot(self._terms(batch, x), self._totals[:, field]))
 
-    def largest(self, batch: int, x: int, field: int) -> float:
+    def largest(self, batch: int, x: float, field: int) -> float:
         """The largest figure FIELDS[field] of one operator (0.0 for none)."""
-        fn = self._max_fns[field]
-        if fn is None:  # the same float as the maximum of the loop
-            if not self.hot():
-                return max(self.evaluate_loop(batch, x, field), default=0.0)
-            fn = self._max_fns[field] = largest_function(f"table_max_{FIELDS[field]}", self.coefs[field])
-        return fn(batch, x)
-
-    def evaluate_loop(self, batch: int, x: int, field: int) -> List[float]:
-        """`evaluate` by a loop over the coefficients (the reference the compiled form is tested against)."""
-        return [(a0 + x * (a1 + x * a2)) + batch * (b0 + x * (b1 + x * b2))
-                for a0, a1, a2, b0, b1, b2 in self.coefs[field]]
+        return max(self.evaluate(batch, x, field), default=0.0)
 
 
 def _fit(d: LayerDescriber, name: str, stage: Optional[int], xs: Tuple[int, ...] = _PROBE_XS,
@@ -142,24 +161,19 @@ def _fit(d: LayerDescriber, name: str, stage: Optional[int], xs: Tuple[int, ...]
     weighted, shape = probes[(1, xs[0])]
     if any(s != shape for _, s in probes.values()) or not all(s[-1] for _, _, s in shape):
         return None
-    coefs: List[List[Tuple[float, ...]]] = [[] for _ in FIELDS]
-    for i in range(len(weighted)):
-        for f in range(len(FIELDS)):
-            per_b = [_quadratic([Fraction(_figures(probes[(b, x)][0][i][1])[f]) for x in xs], xs[0])
-                     for b in _PROBE_BATCHES]
-            # figure = A + b B, probed at b = 1 and 2
-            a = [2 * u - v for u, v in zip(*per_b)]
-            b_ = [v - u for u, v in zip(*per_b)]
-            coefs[f].append(tuple(float(c) for c in a + b_))
+    figures = {key: [_figures(o) for _, o in w] for key, (w, _) in probes.items()}
+    coefs: List[List[Tuple[float, ...]]] = [
+        [_coefficients([[figures[(b, x)][i][f] for x in xs] for b in _PROBE_BATCHES], xs[0])
+         for i in range(len(weighted))] for f in range(len(FIELDS))]
     table = PhaseTable([n for n, _ in weighted], [layer for _, layer, _ in shape], [o for _, o in weighted], coefs)
     for b, x in checks:
         w, s = probe(b, x)
         if s != shape:
             return None
-        for f in range(len(FIELDS)):
-            for got, (_, o) in zip(table.evaluate_loop(b, x, f), w):
-                want = _figures(o)[f]
-                if abs(got - want) > _REL_TOL * abs(want):
+        got = table.figures(b, x)
+        for i, (_, o) in enumerate(w):
+            for f, want in enumerate(_figures(o)):
+                if abs(got[f][i] - want) > _REL_TOL * abs(want):
                     return None
     return table
 
@@ -171,43 +185,37 @@ MAX_LENGTH = 2**62  # beyond any accepted length
 _WINDOW_BAND = 4
 
 
-def _pieces(d: LayerDescriber, name: str, stage: Optional[int]) -> List[Tuple[int, int, Optional[PhaseTable]]]:
-    """(first length, last length, table) of each stretch of lengths where the figures are
-    one polynomial: all lengths, or with a sliding window those below and above it."""
+class _Stretch:
+    """Lengths lo..hi over which a phase kind's figures are one polynomial; its table is
+    fitted the first time a length in it is asked for (None where the fit fails)."""
+
+    __slots__ = ("lo", "hi", "_fit", "_table")
+
+    def __init__(self, lo: int, hi: int, fit: Callable[[], Optional[PhaseTable]]):
+        self.lo, self.hi, self._fit, self._table = lo, hi, fit, None
+
+    @property
+    def table(self) -> Optional[PhaseTable]:
+        if self._fit is not None:
+            self._table, self._fit = self._fit(), None
+        return self._table
+
+
+def _stretches(d: LayerDescriber, name: str, stage: Optional[int]) -> List[_Stretch]:
+    """Each stretch of lengths where the figures are one polynomial: all lengths, or with a
+    sliding window those below and above it."""
     w = d.model.sliding_window
     if not w:
-        return [(1, MAX_LENGTH, _fit(d, name, stage))]
-    pieces = []
+        return [_Stretch(1, MAX_LENGTH, lambda: _fit(d, name, stage))]
+    stretches = []
     low_hi = w - _WINDOW_BAND
     if low_hi >= _PROBE_XS[-1] + 2:  # below the window every layer attends to all x keys
-        pieces.append((1, low_hi, _fit(d, name, stage, checks=((3, min(1000, low_hi)), (7, low_hi)))))
+        stretches.append(_Stretch(1, low_hi, lambda: _fit(d, name, stage,
+                                                          checks=((3, min(1000, low_hi)), (7, low_hi)))))
     high_lo = w + _WINDOW_BAND  # above it, sliding layers attend to a window that no longer grows
-    pieces.append((high_lo, MAX_LENGTH, _fit(d, name, stage, xs=(high_lo, high_lo + 1, high_lo + 2),
-                                             checks=((3, high_lo + 1000), (7, high_lo + 4099)))))
-    return pieces
-
-
-
-
-def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
-                x: Optional[int] = None) -> Optional[PhaseTable]:
-    """The describer's table for phase kind `name` ("prefill", "decode", "train") that holds
-    at length x (prompt length, or decode context; None: a table for every length), or
-    None where the figures are not polynomials of the shape (see the module docstring)."""
-    return _table_at(_fitted_pieces(d, name, stage), x)
-
-
-def _fitted_pieces(d: LayerDescriber, name: str, stage: Optional[int]) -> List[Tuple[int, int, Optional[PhaseTable]]]:
-    return d.memoized(("phase_tables", name, stage), lambda: _pieces(d, name, stage) if _has_table(d) else [])
-
-
-def _table_at(pieces: List[Tuple[int, int, Optional[PhaseTable]]], x: Optional[int]) -> Optional[PhaseTable]:
-    if x is None:
-        return pieces[0][2] if len(pieces) == 1 else None
-    for lo, hi, table in pieces:
-        if lo <= x <= hi:
-            return table
-    return None
+    stretches.append(_Stretch(high_lo, MAX_LENGTH, lambda: _fit(
+        d, name, stage, xs=(high_lo, high_lo + 1, high_lo + 2), checks=((3, high_lo + 1000), (7, high_lo + 4099)))))
+    return stretches
 
 
 def _has_table(d: LayerDescriber) -> bool:
@@ -215,41 +223,16 @@ def _has_table(d: LayerDescriber) -> bool:
     return type(d) is LayerDescriber and not (m.is_moe or d.par.cp_size > 1)
 
 
-# Fitting a table builds its operators at eight probe shapes (~10 ms): the analysis path
-# asks for tables through `used_phase_table`, which builds operators per call until a
-# phase kind has been asked for this often (a planner or sweep probing an analysis a
-# few times never pays for fitting; a long sweep over shapes soon does).
-FIT_AFTER = 64
-
-
-def used_phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
-                     x: Optional[int] = None) -> Optional[PhaseTable]:
-    """`phase_table`, once the phase kind has been asked for FIT_AFTER times (None before)."""
-    # per (name, stage): the number of uses so far, or once past FIT_AFTER the fitted pieces
-    # (the hot path of every new shape: one dict probe, no count kept after that)
-    uses = d.memoized(("phase_table_uses",), dict)
-    key = (name, stage)
-    state = uses.get(key, 0)
-    if type(state) is list:
-        return _table_at(state, x)
-    if state + 1 <= FIT_AFTER:
-        uses[key] = state + 1
-        return None
-    pieces = uses[key] = _fitted_pieces(d, name, stage)
-    return _table_at(pieces, x)
-
-
-def fitted_phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
-                       x: Optional[int] = None) -> Optional[PhaseTable]:
-    """What `used_phase_table` returns once the phase kind is past FIT_AFTER, else None,
-    without counting a use (for a caller that falls back on a view that counts it)."""
-    pieces = fitted_pieces(d, name, stage)
-    return None if pieces is None else _table_at(pieces, x)
-
-
-def fitted_pieces(d: LayerDescriber, name: str,
-                  stage: Optional[int] = None) -> Optional[List[Tuple[int, int, Optional[PhaseTable]]]]:
-    """The (first length, last length, table) pieces of a phase kind once past FIT_AFTER (an empty
-    list where it has none), else None; no use counted."""
-    state = d.memoized(("phase_table_uses",), dict).get((name, stage))
-    return state if type(state) is list else None
+def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
+                x: Optional[int] = None) -> Optional[PhaseTable]:
+    """The describer's table for phase kind `name` ("prefill", "decode", "train") that holds
+    at length x (prompt length, or decode context; None: a table for every length), or
+    None where the figures are not polynomials of the shape (see the module docstring).
+    Kept per describer and phase kind (its configuration never changes)."""
+    stretches = d.memoized(("phase_tables", name, stage), lambda: _stretches(d, name, stage) if _has_table(d) else [])
+    if x is None:
+        return stretches[0].table if len(stretches) == 1 else None
+    for stretch in stretches:
+        if stretch.lo <= x <= stretch.hi:
+            return stretch.table
+    return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from llm_analysis.model import sum_field
-from llm_analysis.model.phase_table import FIELDS, used_phase_table
+from llm_analysis.model.phase_table import FIELDS, phase_table
 from llm_analysis.quantities.phases import layer_mean, make_phase
 
 FLOPS = FIELDS.index("flops")
@@ -16,8 +16,8 @@ def model_flops(a, batch_size: int, seq_len: int, groups: Optional[Tuple[str, ..
                 phase: str = "prefill", context_len: Optional[int] = None) -> float:
     ph = make_phase(phase, batch_size, seq_len, context_len)
     d = a.describer
-    table = used_phase_table(d, ph.name, x=ph.kv_len) if groups is None else None
-    if table is not None:  # no operators built (operators/phase_table.py)
+    table = phase_table(d, ph.name, x=ph.kv_len) if groups is None else None
+    if table is not None:  # no operators built (model/phase_table.py)
         return table.total(ph.batch, ph.kv_len, FLOPS)
     return d.phase_memo(("model_flops", ph, groups), lambda: sum(
         n * o.flops for n, o in d.weighted_ops(ph) if groups is None or o.group in groups))

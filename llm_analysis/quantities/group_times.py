@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from llm_analysis.cost.affine import sum_affine, sum_max_affine
+import numpy as np
+
+from llm_analysis.cost.affine import sum_affine
 from llm_analysis.cost.model import CostModel, RooflineCostModel
 from llm_analysis.model import Operator
-from llm_analysis.model.phase_table import PhaseTable, used_phase_table
+from llm_analysis.model.phase_table import PhaseTable, phase_table
 
 
 def group_key(op: Operator) -> str:
@@ -56,40 +58,6 @@ class GroupTimes:
             add(group_key(op), t * c, t * m, t * k, t * op.flops_per_gpu, t * op.bytes_per_gpu)
         return self
 
-    def add_splits(self, splits, times: float = 1.0) -> "GroupTimes":
-        """`add_ops` of `table_splits`."""
-        add = self.add
-        for n, key, _, c, m, k, f, b in splits:
-            t = times * n
-            add(key, t * c, t * m, t * k, t * f, t * b)
-        return self
-
-    def add_steps_splits(self, roofline, first, last, n: int) -> "GroupTimes":
-        """`add_steps` of `table_splits` at the first and last step, for the roofline
-        (`RooflineCostModel.steps_split_s` on the figures)."""
-        span = max(n - 1, 1)
-        F, B = roofline.flops_per_s, roofline.hbm_bytes_per_s
-        for (r, key, coll, _, _, k, fa, ba), last_split in zip(first, last):
-            f0, f1 = fa, (last_split[6] - fa) / span
-            b0, b1 = ba, (last_split[7] - ba) / span
-            if coll:
-                c, m, k = 0.0, 0.0, n * k
-            else:
-                c, m = sum_max_affine(f0 / F, f1 / F, b0 / B, b1 / B, n)
-            self.add(key, r * c, r * m, r * k, r * sum_affine(f0, f1, 0, n), r * sum_affine(b0, b1, 0, n))
-        return self
-
-    def add_simpson_splits(self, first, mid, last, n: int) -> "GroupTimes":
-        """n decode steps from `table_splits` at the first, middle and last context (a cost
-        model whose kernel times are not affine in the context: the calibrated one's
-        `steps_split_s`, Simpson's rule; collectives n x the first step's)."""
-        for a, b_, c_ in zip(first, mid, last):
-            r, key, coll = a[0], a[1], a[2]
-            comp, mem, comm = ((0.0, 0.0, n * a[5]) if coll else
-                               tuple(n * (x + 4 * y + z) / 6 for x, y, z in zip(a[3:5], b_[3:5], c_[3:5])) + (0.0,))
-            self.add(key, r * comp, r * mem, r * comm, r * n * (a[6] + c_[6]) / 2, r * n * (a[7] + c_[7]) / 2)
-        return self
-
     def add_steps(self, cost_model: CostModel, first: List[Tuple[int, Operator]],
                   last: List[Tuple[int, Operator]], n: int) -> "GroupTimes":
         """File n decode steps whose operators' work goes linearly from `first` to `last`."""
@@ -115,48 +83,40 @@ class GroupTimes:
         return sum(g["latency_s"] for g in self.groups.values())
 
 
-def roofline_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None,
-                   x: Optional[int] = None) -> Optional[PhaseTable]:
-    """The describer's phase table (operators/phase_table.py) at length x, once the phase
-    kind has been used enough to be worth fitting (`used_phase_table`), when `cost_model`
-    times kernels on the roofline, or times them from a table it accepts (the calibrated
-    model: `accepts_table` / `table_splits`); else None (build operators)."""
+def timed_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None,
+                x: Optional[int] = None) -> Optional[PhaseTable]:
+    """The describer's phase table (model/phase_table.py) at length x when `cost_model` times
+    operators from a table (`CostModel.table_split_s`): the roofline itself (a subclass may time
+    kernels otherwise: it gets operators), or a model that accepts the table (the calibrated one:
+    `accepts_table`); else None (build operators)."""
     if type(cost_model) is RooflineCostModel:
-        return used_phase_table(d, name, stage, x)
+        return phase_table(d, name, stage, x)
     accepts = getattr(cost_model, "accepts_table", None)
-    table = used_phase_table(d, name, stage, x) if accepts is not None else None
+    table = phase_table(d, name, stage, x) if accepts is not None else None
     return table if table is not None and accepts(table) else None
 
 
-def table_keys(table: PhaseTable) -> List[str]:
-    keys = table.memo.get("group_keys")
-    if keys is None:
-        keys = table.memo["group_keys"] = [group_key(op) for op in table.ops]
-    return keys
+def _group_layout(table: PhaseTable) -> Tuple[List[str], np.ndarray]:
+    """The table's group keys in order of first appearance and which operator each sums
+    ([operator, group] of 0 and 1), worked out once per table."""
+    layout = table.memo.get("group_layout")
+    if layout is None:
+        keys = [group_key(op) for op in table.ops]
+        order = list(dict.fromkeys(keys))
+        member = np.zeros((len(keys), len(order)))
+        member[np.arange(len(keys)), [order.index(k) for k in keys]] = 1.0
+        layout = table.memo["group_layout"] = (order, member)
+    return layout
 
 
-def table_splits(cost_model: RooflineCostModel, table: PhaseTable, batch: int, x: int):
-    """(repeat, group key, is a collective, compute_s, memory_s, communication_s, flops,
-    bytes) of every operator of a table at (batch, x), as the roofline's `op_split_s`
-    gives them (its `kernel_split_s` inlined: this is the hot path of a sweep); a cost
-    model with its own `table_splits` (the calibrated one) gives them itself."""
-    if type(cost_model) is not RooflineCostModel:
-        return cost_model.table_splits(table, batch, x)
-    flops, bytes_ = table.evaluate(batch, x, 0), table.evaluate(batch, x, 1)
-    F, B = cost_model.roofline.flops_per_s, cost_model.roofline.hbm_bytes_per_s
-    collective, comm = cost_model.collective_s, None
-    out = []
-    for i, (n, key, op, f, b) in enumerate(zip(table.repeats, table_keys(table), table.ops, flops, bytes_)):
-        if op.kind == "collective":
-            comm = comm or table.evaluate(batch, x, 3)
-            out.append((n, key, True, 0.0, 0.0, collective(op.collective, comm[i], op.comm_group_size,
-                                                           op.comm_group), f, b))
-        else:
-            c, m = f / F, b / B
-            out.append((n, key, False, c, 0.0, 0.0, f, b) if c >= m else (n, key, False, 0.0, m, 0.0, f, b))
-    return out
-
-
-def table_time_s(splits) -> float:
-    """`weighted_time_s` of `table_splits`."""
-    return sum(n * (c + m + k) for n, _, _, c, m, k, _, _ in splits)
+def table_groups(table: PhaseTable, compute_s: np.ndarray, memory_s: np.ndarray, comm_s: np.ndarray,
+                 flops: np.ndarray, bytes_: np.ndarray) -> GroupTimes:
+    """`GroupTimes.add_ops` of a table's operators, from their seconds and figures [operator]
+    (repeat counts already applied)."""
+    order, member = _group_layout(table)
+    sums = np.array((compute_s + memory_s + comm_s, compute_s, memory_s, comm_s, flops, bytes_)) @ member
+    acc = GroupTimes()
+    for key, (latency, c, m, k, f, b) in zip(order, sums.T.tolist()):
+        acc.groups[key] = {"latency_s": latency, "compute_s": c, "memory_s": m, "communication_s": k,
+                           "flops_per_gpu": f, "bytes_per_gpu": b}
+    return acc

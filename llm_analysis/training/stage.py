@@ -5,20 +5,21 @@ mode repeats is each operator's `recompute_class`."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
+
 from llm_analysis.model import Operator, Phase
 from llm_analysis.schema.options import ActivationRecomputation
-from llm_analysis.model.phase_table import FIELDS
-from llm_analysis.cost.phase_programs import STAGE_SUMS, phase_program
-from llm_analysis.quantities.group_times import roofline_table, table_splits
+from llm_analysis.model.phase_table import FLOPS
+from llm_analysis.quantities.group_times import timed_table
 from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
 from llm_analysis.training.overheads_tp import TP_OVERLAP_BACKWARD, backward_hidden_tp_s
 
 # the linear weights of a layer that LoRA freezes (and QLoRA stores as NF4)
 LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
-FLOPS = FIELDS.index("flops")
 
 
 @dataclass
@@ -157,8 +158,8 @@ def _add_weights(st: Stage, analysis, op: Operator, n: int, is_layer: bool, lora
 
 def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation) -> Stage:
     """`build_stage` from the phase table without LoRA: the weight and parameter fields
-    (shape-free) once per table and stage, the time and FLOPs sums from the table's
-    generated program (phase_programs.py), in the same operator order."""
+    (shape-free) once per table and stage, the time and FLOPs sums from the table's figures
+    (each sum over the operators `_add_time` would add to it: `_stage_roles`)."""
     weights = table.memo.get(("stage_weights", s))
     if weights is None:
         st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
@@ -166,17 +167,34 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
             if op.kind != "collective":
                 _add_weights(st, analysis, op, n, is_layer, None, False)
         weights = table.memo[("stage_weights", s)] = st
-    st = object.__new__(Stage)  # a shallow copy, without the copy module's generic protocol (hot path)
-    st.__dict__.update(weights.__dict__)
-    program = phase_program(analysis.cost_model, table, "train_stage", rc)
-    if program is None:  # not compiled yet: the same sums by loop
-        splits = table_splits(analysis.cost_model, table, ph.batch, ph.q_len)
-        flops = table.evaluate(ph.batch, ph.q_len, FLOPS)
-        for layer, op, (n, _, _, c, m, k, _, _), f in zip(table.is_layer, table.ops, splits, flops):
-            _add_time(st, op, n * (c + m + k), n * f, layer and op.recomputed_under(rc), None)
-        return st
-    st.__dict__.update(zip(STAGE_SUMS, program(ph.batch, ph.q_len)))  # plain dataclass fields, set at once
-    return st
+    figures = table.figure_arrays(ph.batch, (ph.q_len,))
+    c, m, k = (a[0] for a in analysis.cost_model.table_split_s(table, figures, (ph.q_len,)))
+    r = table.repeat_array
+    roles = _stage_roles(table, rc)
+    fwd, rc_compute, rc_comm, tp, ep, cp = (roles @ (r * (c + m + k))).tolist()
+    flops_fwd, flops_rc = (roles[:2] @ (r * figures[0, FLOPS])).tolist()
+    # (backward: 2x the forward, input and weight gradients, as `add_compute` without LoRA)
+    return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=2.0 * fwd, rc_compute=rc_compute,
+                               rc_comm=rc_comm, tp_fwd=tp, ep_fwd=ep, cp_fwd=cp, flops_fwd=flops_fwd,
+                               flops_bwd=2.0 * flops_fwd, flops_rc=flops_rc)
+
+
+_STAGE_SUMS = ("fwd_compute", "rc_compute", "rc_comm", "tp_fwd", "ep_fwd", "cp_fwd")
+
+
+def _stage_roles(table, rc: ActivationRecomputation) -> np.ndarray:
+    """Which operators each of `_STAGE_SUMS` adds up ([sum, operator] of 0 and 1), as `_add_time`
+    files them: kernels, recomputed kernels, recomputed collectives, TP, EP and CP collectives
+    (embedding and head are never recomputed); worked out once per table and recomputation."""
+    roles = table.memo.get(("stage_roles", rc))
+    if roles is None:
+        rows = []
+        for layer, op in zip(table.is_layer, table.ops):
+            recomputed, coll = layer and op.recomputed_under(rc), op.kind == "collective"
+            rows.append((not coll, recomputed and not coll, recomputed and coll, coll and op.comm_group == "tp",
+                         coll and op.comm_group == "ep", coll and op.comm_group == "cp"))
+        roles = table.memo[("stage_roles", rc)] = np.array(rows, dtype=float).reshape(len(table.ops), 6).T
+    return roles
 
 
 def _add_time(st: Stage, op: Operator, t: float, flops: float, recomputed: bool, lora: Optional[LoRAConfig]) -> None:
@@ -189,7 +207,7 @@ def _add_time(st: Stage, op: Operator, t: float, flops: float, recomputed: bool,
 
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
                 overlap_tp_comm) -> Stage:
-    table = roofline_table(analysis.cost_model, analysis.describer, "train", s, x=ph.q_len) if lora is None else None
+    table = timed_table(analysis.cost_model, analysis.describer, "train", s, x=ph.q_len) if lora is None else None
     if table is not None:
         st = _table_stage(analysis, table, ph, s, rc)
     else:

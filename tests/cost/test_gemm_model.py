@@ -1,6 +1,7 @@
 """Kernel-efficiency model (cost/gemm.py): shape effects derived by hand."""
 
 import json
+import math
 
 import pytest
 
@@ -94,3 +95,52 @@ def test_profiles_refuse_unknown_keys_and_other_gpus(tmp_path):
         profile_from_dict(json.loads(json.dumps(doc)), "user.json")
     with pytest.raises(ConfigError, match="gpus"):
         check_profile_matches_gpu(load_profile("ampere"), "h100-sxm-80gb")
+
+
+def test_gemm_shape_is_the_tile_model():
+    """`GemmShape` (N, K worked out once) against the tile and wave quantisation of
+    gemm.py's docstring written out for each candidate tile, on shapes around tile and wave
+    edges (hand derivation: tiles = ceil(M/tm) ceil(N/tn); split-K when tiles < SMs)."""
+    for gpu, sms in (("a100-sxm-80gb", 108), ("h100-sxm-80gb", 132)):
+        p = profile_for_gpu(gpu)
+        for n, k in ((768, 768), (11008, 4096), (50272, 2048), (128, 100)):
+            shape = gemm.GemmShape(n, k, p, sms)
+            for m in (1, 7, 64, 127, 128, 129, 1000, 13824, 13825, 50000):
+                best = 0.0
+                for tm, tn, rel in p.gemm_tile_shapes:
+                    tiles = math.ceil(m / tm) * math.ceil(n / tn)
+                    splits = max(1, min(sms // tiles, int(k // p.gemm_splitk_min_k))) if tiles < sms else 1
+                    waves = math.ceil(tiles * splits / sms)
+                    fill = m * n / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn)
+                    best = max(best, rel * fill * (tiles * splits / (waves * sms)))
+                want = p.gemm_plateau_efficiency * best * k / (k + p.gemm_k_half)
+                assert shape(m) == pytest.approx(want, rel=1e-14)
+                assert shape(m) == gemm.gemm_efficiency(m, n, k, p, sms)  # memoised: the same float
+
+
+def _tile_loop(shape, m):
+    """`GemmShape`'s efficiency from `_best_tile`, its tile loop, with no memo or bucket."""
+    return shape.plateau * shape._best_tile(m) * shape.k / shape.k_total
+
+
+def test_gemm_buckets_are_the_tile_loop_bit_for_bit():
+    """`GemmShape.miss` takes the winning tile of M's bucket (ceil(M / rows_m), else the fine
+    ceil(M / fine_m): `gemm_buckets.tile_winner`) and returns the tile loop's float at every M,
+    near tile and wave edges and far out, fp8 too, also where two tiles tie or the tiles left
+    out of the coarse buckets might win (buckets left to the fine ones, or to the loop)."""
+    import random
+    rng = random.Random(6)
+    ties = fine = 0
+    for gpu, sms in (("a100-sxm-80gb", 108), ("h100-sxm-80gb", 132)):
+        p = profile_for_gpu(gpu)
+        shapes = [(768, 768), (11008, 4096), (50272, 2048), (128, 100), (1, 1), (17, 3), (6144, 2048)]
+        shapes += [(rng.randint(1, 30000), rng.randint(1, 20000)) for _ in range(8)]
+        for n, k in shapes:
+            for fp8 in (False, True):
+                shape = gemm.GemmShape(n, k, p, sms, fp8=fp8)
+                for m in list(range(1, 1200)) + [rng.randint(1, 3_000_000) for _ in range(1500)]:
+                    assert shape.miss(m) == _tile_loop(shape, m), (gpu, n, k, fp8, m)
+                ties += sum(1 for w in shape.fine_winners.values() if not w)
+                fine += len(shape.fine_winners)
+                assert shape.rows_m > shape.fine_m  # (the profiles' 16-row tiles: two widths)
+    assert ties and fine  # (some buckets do tie: the fine buckets' and the loop's paths are exercised)

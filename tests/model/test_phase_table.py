@@ -23,11 +23,21 @@ def test_table_matches_built_operators(name, par, phase):
     for stage in [None] + list(range(d.par.pp_size)):
         table = phase_table(d, phase, stage)
         assert table is not None
-        for b, x in [(1, 5), (5, 333), (64, 8191), (13, 100_001)]:
-            ops = [o for p in d.build_model_parts(phase_of(phase, b, x), stage) for o in p.ops]
+        shapes = [(1, 5), (5, 333), (64, 8191), (13, 100_001)]
+        for b, x in shapes:
+            weighted = [(p.repeat, o) for p in d.build_model_parts(phase_of(phase, b, x), stage) for o in p.ops]
             for f, field in enumerate(FIELDS):
-                want = [getattr(o, field) for o in ops]
+                want = [getattr(o, field) for _, o in weighted]
                 assert table.evaluate(b, x, f) == pytest.approx(want, rel=1e-12, abs=0), (field, b, x)
+                # summed over the phase with each operator's repeat count, and the largest of one operator
+                total = sum(n * getattr(o, field) for n, o in weighted)
+                assert table.total(b, x, f) == pytest.approx(total, rel=1e-12, abs=0), (field, b, x)
+                assert table.largest(b, x, f) == pytest.approx(max(want, default=0.0), rel=1e-12, abs=0)
+        for b in (1, 7):  # many lengths at once: each the figures of its own
+            arrays = table.figure_arrays(b, [x for _, x in shapes])
+            for i, (_, x) in enumerate(shapes):
+                for got, want in zip(arrays[i].tolist(), table.figures(b, x)):
+                    assert got == pytest.approx(want, rel=1e-12, abs=0), (b, x)
 
 
 @pytest.mark.parametrize("name", ["mistralai_Mixtral-8x7B-v0.1", "google_gemma-2-9b"])

@@ -1,8 +1,8 @@
-"""A repeated inference() call returns a copy of the summary its first call made
-(inference/run.py FINISHED_SUMMARY). What must hold: nothing a caller does to a returned
-summary reaches a later one, and every input that changes the summary (configs replaced with
-the update_* methods, cost per GPU-hour, KV-cache dtype, conventions, perf_model) gives the
-summary a fresh analysis gives for it."""
+"""A repeated inference() call returns what its first call returned (a call's times are kept per
+shape: inference/run.py). What must hold: nothing a caller does to a returned summary reaches a
+later one, and every input that changes the summary (configs replaced with the update_* methods,
+cost per GPU-hour, KV-cache dtype, conventions, perf_model) gives the summary a fresh analysis
+gives for it."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_a_replaced_config_gives_a_fresh_analysis_summary(perf_model):
                                             perf_model=perf_model).inference(**KW)
 
 
-def test_cost_per_gpu_hour_is_part_of_what_a_kept_summary_was_made_from():
+def test_cost_per_gpu_hour_reaches_a_repeated_call():
     a = LLMAnalysis(OPT, H100)
     with_cost = a.inference(**KW, cost_per_gpu_hour=2.0)
     without = a.inference(**KW)
@@ -101,10 +101,10 @@ def test_a_repeated_calibrated_call_keeps_its_lower_bound_entries():
     a = LLMAnalysis(LLAMA, H100, perf_model="calibrated")
     first = a.inference(**KW)
     bound_keys = [k for k in first if k.endswith("_lower_bound")]
-    assert len(bound_keys) == 6 and first["perf_model"]  # (the six times of facade_perf._calibrated_entries)
+    assert len(bound_keys) == 6 and first["perf_model"]  # (the six times of cost/choice.py _calibrated_entries)
     second = a.inference(**KW)
     assert list(second) == list(first) and second == first
-    # the bound is the roofline's time of the call (facade_perf.py): a roofline analysis gives it
+    # the bound is the roofline's time of the call (cost/choice.py): a roofline analysis gives it
     roof = LLMAnalysis(LLAMA, H100).inference(**KW)
     assert second["total_latency_lower_bound"] == pytest.approx(roof["total_latency"], rel=1e-12)
 
@@ -123,7 +123,7 @@ def test_attributes_set_directly_reach_the_summary():
     assert run_inference(a, **KW)["flops_efficiency"] == 0.5
 
 
-def test_a_callers_hook_is_not_kept():
+def test_a_callers_hook_reaches_only_its_own_calls():
     from llm_analysis.inference import run_inference
 
     a = LLMAnalysis(OPT, H100)
@@ -136,7 +136,7 @@ def test_a_callers_hook_is_not_kept():
 
 
 def test_a_view_timed_by_another_cost_model_gets_no_calibrated_entries():
-    """facade_perf.with_cost_model: the calibrated analysis' roofline view is a roofline summary."""
+    """cost/choice.py with_cost_model: the calibrated analysis' roofline view is a roofline summary."""
     from llm_analysis.cost.choice import with_cost_model
     from llm_analysis.inference import run_inference
 
