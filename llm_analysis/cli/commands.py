@@ -13,6 +13,7 @@ from typing import List, Optional
 
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.schema.options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, as_enum as _enum, integer, optional_integer
+from llm_analysis.cli.help_text import for_fire
 from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, run_fire
 from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
@@ -394,45 +395,15 @@ def _set_options(cost_per_gpu_hour: Optional[float], pipeline_interleave: int,
     return kwargs
 
 
-def _plain_annotation(annotation):
-    """Optional[int] -> int: fire's help prints `Optional[...]` around any flag
-    whose default is None, and renders typing.Optional itself as `Optional`."""
-    import typing
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) is typing.Union and len(args) == 1:
-        return args[0]
-    return annotation
-
-
-def _no_return_value(fn):
-    """fire would print the returned dict; the command line prints its own report.
-    The wrapper's signature (what fire reads for --help) shows plain types."""
-    import functools
-    import inspect
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        fn(*args, **kwargs)
-        return None
-    sig = inspect.signature(fn)
-    wrapper.__signature__ = sig.replace(
-        parameters=[p.replace(annotation=_plain_annotation(p.annotation)) for p in sig.parameters.values()],
-        return_annotation=inspect.Signature.empty)
-    return wrapper
-
-
 def _plan_command(command):
     """fire binding of a planner command: its text on stdout (exit 0), or its one-line
     error through the package's error path (exit 2)."""
-    import functools
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
+    def run(*args, **kwargs):
         code, text = command(*args, **kwargs)
         if code != 0:
             raise ConfigError(text[len("error: "):] if text.startswith("error: ") else text)
         _write_stdout(text)
-    return wrapper
+    return for_fire(command, call=run)
 
 
 class _PlanCLI:
@@ -456,8 +427,8 @@ class LLMAnalysisCLI:
     add --debug (or --log_level DEBUG) to see the traceback.
     """
 
-    infer = staticmethod(_no_return_value(infer))
-    train = staticmethod(_no_return_value(train))
+    infer = staticmethod(for_fire(infer))
+    train = staticmethod(for_fire(train))
     plan = _PlanCLI
 
 

@@ -11,10 +11,11 @@ import inspect
 import json
 import math
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from llm_analysis.cli.fire_runner import perf_model_arg
 from llm_analysis.errors import LLMAnalysisError
+from llm_analysis.units import seconds
 from llm_analysis.planner.result import PlanResult
 
 _FORMATS = ("table", "json")
@@ -106,7 +107,7 @@ def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = (
 
 
 def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num_tokens_to_generate: int = 256,
-                       max_ttft: Optional[float] = None, max_tpot: Optional[float] = None,
+                       max_ttft: Union[float, str, None] = None, max_tpot: Union[float, str, None] = None,
                        request_rate: Optional[float] = None, min_tokens_per_s: Optional[float] = None,
                        objective: str = "tokens_per_gpu", dtype_names: Any = "w16a16e16",
                        kv_cache_dtype_bytes: Any = None, gpu_prices: Any = None, max_gpus: Optional[int] = None,
@@ -114,8 +115,36 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        output_format: str = "table", plot: Any = False, top: int = 10,
                        perf_model: str = "roofline", gpu_profile: Optional[str] = None) -> Tuple[int, str]:
-    """`plan infer`: the best serving setups as a table (top rows) or JSON (all rows).
-    --perf_model roofline|calibrated (--gpu_profile FILE implies calibrated) times the candidates."""
+    """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
+    table (top rows) or JSON (all rows).
+
+    Times are checked against the targets as the performance model gives them: lower bounds under
+    --perf_model roofline (the default), expected times under calibrated.
+
+    Args:
+        model_name: catalogue name, Hub id, config JSON path or local model directory.
+        gpu_names: comma-separated catalogue GPU names to try (e.g. h100-sxm-80gb,a100-sxm-80gb).
+        seq_len: prompt length in tokens.
+        num_tokens_to_generate: output tokens per request.
+        max_ttft: time-to-first-token target; seconds, or a number with a unit (500ms, 0.5s, 2min).
+        max_tpot: time-per-output-token target; seconds, or a number with a unit (50ms, 0.05s).
+        request_rate: requests per second the fleet must sustain (replicas are added to meet it).
+        min_tokens_per_s: output tokens per second the fleet must sustain.
+        objective: tokens_per_gpu (default), fewest_gpus, or cost (dollars per million output tokens; needs --gpu_prices).
+        dtype_names: comma-separated data types to try (catalogue names or bf16, fp8, int8, int4, awq, ...).
+        kv_cache_dtype_bytes: comma-separated KV-cache bytes per element to try (none = the data type's).
+        gpu_prices: dollars per GPU-hour, e.g. h100-sxm-80gb=2.5,a100-sxm-80gb=1.4.
+        max_gpus: the most GPUs a plan may use.
+        max_batch_size: the largest batch per replica tried.
+        disaggregate: also size separate prefill and decode pools (DistServe-style).
+        flops_efficiency: fraction of peak FLOP/s reached, in (0, 1] (roofline model only).
+        hbm_memory_efficiency: fraction of peak HBM bandwidth reached, in (0, 1] (roofline model only).
+        output_format: table (the top rows, with a legend) or json (every row).
+        plot: write the Pareto front as a PNG (True: plan-inference-pareto.png, or a path).
+        top: how many rows the table shows.
+        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times).
+        gpu_profile: a calibration profile JSON; implies calibrated.
+    """
     from llm_analysis.planner.inference import plan_inference
 
     def go():
@@ -123,7 +152,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         if isinstance(kv, str):
             kv = [None if v in ("none", "None", "") else float(v) for v in kv.split(",")]
         return plan_inference(model_name, _names(gpu_names, "gpu_names"),
-                              {"max_ttft_s": max_ttft, "max_tpot_s": max_tpot, "request_rate_per_s": request_rate,
+                              {"max_ttft_s": seconds(max_ttft, "--max_ttft"), "max_tpot_s": seconds(max_tpot, "--max_tpot"),
+                               "request_rate_per_s": request_rate,
                                "min_tokens_per_s": min_tokens_per_s},
                               seq_len=seq_len, num_tokens_to_generate=num_tokens_to_generate, objective=objective,
                               dtypes=_names(dtype_names, "dtype_names"), kv_cache_dtype_bytes=kv,
@@ -141,9 +171,30 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                        achieved_tflops: Optional[float] = None, output_format: str = "table", plot: Any = False,
                        top: int = 10, perf_model: str = "roofline", gpu_profile: Optional[str] = None,
                        zero_stages: Any = None) -> Tuple[int, str]:
-    """`plan train`: the fastest (or cheapest) training setups.
-    --perf_model roofline|calibrated (--gpu_profile FILE implies calibrated) times the candidates;
-    --zero_stages 0,1,2 limits the ZeRO stages tried (default: 0,1,2,3)."""
+    """`plan train`: the fastest (or cheapest) training setups: tp/cp/pp/dp/ep, interleaving, ZeRO stage,
+    recomputation and micro-batch under the memory limit.
+
+    Args:
+        model_name: catalogue name, Hub id, config JSON path or local model directory.
+        gpu_names: comma-separated catalogue GPU names to try.
+        total_num_tokens: tokens to train on (e.g. 300e9).
+        max_gpus: the most GPUs a plan may use.
+        global_batch_size: sequences per iteration.
+        seq_len: tokens per sequence (default: the model's maximum).
+        objective: time (total training time, the default) or cost (dollars; needs --gpu_prices).
+        dtype_names: comma-separated data types to try (catalogue names or bf16, fp8, ...).
+        gpu_prices: dollars per GPU-hour, e.g. h100-sxm-80gb=2.5.
+        min_gpus: the fewest GPUs a plan may use.
+        flops_efficiency: fraction of peak FLOP/s reached, in (0, 1] (roofline model only).
+        hbm_memory_efficiency: fraction of peak HBM bandwidth reached, in (0, 1] (roofline model only).
+        achieved_tflops: achieved TFLOP/s per GPU; overrides flops_efficiency.
+        output_format: table (the top rows, with a legend) or json (every row).
+        plot: write the Pareto front as a PNG (True: plan-training-pareto.png, or a path).
+        top: how many rows the table shows.
+        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times).
+        gpu_profile: a calibration profile JSON; implies calibrated.
+        zero_stages: comma-separated ZeRO stages to try (default: 0,1,2,3).
+    """
     from llm_analysis.planner.training import plan_training
 
     def go():
