@@ -23,7 +23,7 @@ LAYERS = [
     ("quantities",),
     ("inference", "training", "serving"),
     ("report",),
-    ("facade", "facade_output", "facade_updates", "model.conventions", "cost.choice"),
+    ("facade", "cost.choice"),
     ("planner", "exact", "cost.calibration", "report.plan_chart"),
     ("cli", "__main__"),
     ("analysis", "__init__"),
