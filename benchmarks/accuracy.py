@@ -3,8 +3,8 @@
     python benchmarks/accuracy.py [--perf_model roofline|calibrated] [--max_records N] [--per_record REGEX]
                                   [--holdout FILE]
 
-Reads ../shared/validation/measured_dev.json (every record) and the
-inference/training records of ../shared/validation/published_measurements.json
+Reads benchmarks/data/validation/measured_dev.json (every record) and the
+inference/training records of benchmarks/data/validation/published_measurements.json
 (gpt-fast, Megatron, Korthikanti), both located next to the repository root
 (or in $LLM_ANALYSIS_VALIDATION_DIR); skips with a message when absent. Each
 record is rebuilt through the public API (`LLMAnalysis(...).inference()` /
@@ -47,7 +47,7 @@ PUBLISHED_FAMILIES = ("gpt-fast", "Megatron", "Korthikanti", "DeepSpeed ZeRO-3")
 
 
 def validation_dir() -> Path:
-    return Path(os.environ.get("LLM_ANALYSIS_VALIDATION_DIR", REPO.parent / "shared" / "validation"))
+    return Path(os.environ.get("LLM_ANALYSIS_VALIDATION_DIR", REPO / "benchmarks" / "data" / "validation"))
 
 
 def load_records(folder: Path) -> list[dict]:
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     else:
         folder = validation_dir()
         if not (folder / "measured_dev.json").exists():
-            print(f"validation records not found in {folder} (expected ../shared/validation next to the "
+            print(f"validation records not found in {folder} (expected benchmarks/data/validation in the "
                   "repository); skipping")
             return 0
         recs, splits = load_records(folder)[: args.max_records], ("fit", "report")

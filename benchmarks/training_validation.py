@@ -2,7 +2,7 @@
 
     python benchmarks/training_validation.py [path/to/published_measurements.json]
 
-Default path: ../shared/validation/published_measurements.json next to the
+Default path: benchmarks/data/validation/published_measurements.json (a copy of the shared set) in the
 repository (or $LLM_ANALYSIS_VALIDATION). For each record of kind "training"
 that gives enough of its setup (model shapes, GPU count and layout or a
 throughput), the record is rebuilt (ModelConfig from its shapes, its layout,
@@ -39,7 +39,7 @@ from llm_analysis.config import ModelConfig, ParallelismConfig, get_gpu_config_b
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PATH = REPO.parent / "shared" / "validation" / "published_measurements.json"
+DEFAULT_PATH = REPO / "benchmarks" / "data" / "validation" / "published_measurements.json"
 
 # public shapes of the LLaMA family (arXiv 2302.13971 Table 2; FFN width from the
 # released model code: 2/3 * 4h rounded up to a multiple of 256)

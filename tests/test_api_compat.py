@@ -17,12 +17,12 @@ from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
 from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
 from llm_analysis.utils import _latency_to_string, _num_to_string, within_range
 
-SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
+SEEDS = Path(__file__).resolve().parent / "data" / "mirrored"  # the mirrored API reference (SOURCE.md)
 
 
 def _api_signatures():
     """(name, [(arg, default or ...)]) of every callable listed in the API reference."""
-    files = sorted(SEEDS.glob("004_*.txt")) if SEEDS.exists() else []
+    files = sorted(SEEDS.glob("api_reference.txt")) if SEEDS.exists() else []
     if not files:
         return []
     out = []

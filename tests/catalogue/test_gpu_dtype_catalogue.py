@@ -27,7 +27,7 @@ from llm_analysis.config import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MEASUREMENTS = REPO_ROOT.parent / "shared" / "validation" / "published_measurements.json"
+MEASUREMENTS = REPO_ROOT / "benchmarks" / "data" / "validation" / "published_measurements.json"
 
 # the mirrored system's catalogue, and the GPUs added here
 MIRRORED_GPUS = """a10-pcie-28gb a100-pcie-40gb a100-pcie-80gb a100-sxm-40gb a100-sxm-80gb a10g-pcie-24gb

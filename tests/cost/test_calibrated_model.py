@@ -25,7 +25,7 @@ from llm_analysis.cost.profiles import load_profile
 from llm_analysis.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
-VALIDATION = Path(os.environ.get("LLM_ANALYSIS_VALIDATION_DIR", REPO.parent / "shared" / "validation"))
+VALIDATION = Path(os.environ.get("LLM_ANALYSIS_VALIDATION_DIR", REPO / "benchmarks" / "data" / "validation"))
 needs_records = pytest.mark.skipif(not (VALIDATION / "measured_dev.json").exists(),
                                    reason="../shared/validation (measured records) is absent")
 H100, A100 = get_gpu_config_by_name("h100-sxm-80gb"), get_gpu_config_by_name("a100-sxm-80gb")

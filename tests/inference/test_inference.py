@@ -18,7 +18,7 @@ from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.inference import sum_max_affine
 from llm_analysis.model import Phase
 
-VALIDATION = Path(__file__).resolve().parents[2].parent / "shared" / "validation" / "published_measurements.json"
+VALIDATION = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "validation" / "published_measurements.json"
 
 
 def make(model, gpu, dtype="w16a16e16", **par):

@@ -22,7 +22,7 @@ from llm_analysis.facade import LLMAnalysis
 
 L, NH, H, V, S = 44, 48, 6144, 51200, 2048
 A100 = get_gpu_config_by_name("a100-sxm-80gb")
-VALIDATION = Path(__file__).resolve().parents[2].parent / "shared" / "validation"
+VALIDATION = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "validation"
 
 
 def _model(**kw) -> ModelConfig:

@@ -21,10 +21,10 @@ from llm_analysis.errors import DoesNotFitError
 from llm_analysis.facade import LLMAnalysis
 
 ROOT = Path(__file__).resolve().parents[2]
-VALIDATION = ROOT.parent / "shared" / "validation"
+VALIDATION = ROOT / "benchmarks" / "data" / "validation"
 FILES = ("measured_dev.json", "published_measurements.json")
 pytestmark = pytest.mark.skipif(not all((VALIDATION / f).is_file() for f in FILES),
-                                reason="../shared/validation (the validation records) is absent")
+                                reason="benchmarks/data/validation (the validation records) is absent")
 
 # Llama 3 405B (arXiv 2407.21783 §3.3.2) runs Meta's layout, one layer fewer on the first and
 # the last pipeline stage (7, 14 x 8, 7 of 126 over pp 16; accuracy_records._llama3_stage_layers):
