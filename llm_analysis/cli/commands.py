@@ -14,6 +14,7 @@ from typing import List, Optional
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.schema.options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, as_enum as _enum, integer, optional_integer
 from llm_analysis.cli.help_text import for_fire
+from llm_analysis.training.micro_batch_choice import fastest_fitting_micro_batch
 from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, run_fire
 from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
@@ -284,7 +285,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         gpu_name: catalogue GPU name (e.g. a100-sxm-80gb, h100-sxm-80gb).
         dtype_name: data types (e.g. w16a16e16 for bf16/fp16 mixed precision).
         log_level: DEBUG, INFO, WARNING or ERROR, on stderr (DEBUG also shows tracebacks on errors).
-        batch_size_per_gpu: micro-batch size per GPU (None: the largest that fits).
+        batch_size_per_gpu: micro-batch size per GPU (default: of those that fit, the one with the shortest iteration; the report says which and why).
         gradient_accumulation_steps: micro-batches per iteration.
         global_batch_size: sequences per iteration across data-parallel ranks.
         seq_len: sequence length (default: the model's max_seq_len).
@@ -368,8 +369,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
                           zero3_recompute_gather=zero3_recompute_gather)
     if isinstance(total_num_tokens, float) and total_num_tokens.is_integer():
         total_num_tokens = int(total_num_tokens)  # 300e9 on the command line is a float
-    summary = analysis.training(
-        batch_size_per_gpu=batch_size_per_gpu, gradient_accumulation_steps=gradient_accumulation_steps,
+    train_kwargs = dict(
         global_batch_size=global_batch_size, seq_len=seq_len, total_num_tokens=total_num_tokens,
         activation_recomputation=_enum(ActivationRecomputation, activation_recomputation, "activation_recomputation"),
         ds_zero=_enum(DSZeRO, ds_zero, "ds_zero"), layernorm_dtype_bytes=layernorm_dtype_bytes,
@@ -377,6 +377,11 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         softmax_dropout=softmax_dropout, mlp_activation_quant_bits=mlp_activation_quant_bits,
         mlp_1linear_quant_bits=mlp_1linear_quant_bits, mlp_gelu_input_quant_bits=mlp_gelu_input_quant_bits,
         mlp_2linear_quant_bits=mlp_2linear_quant_bits, mlp_recompute_gelu=mlp_recompute_gelu, **kwargs)
+    if batch_size_per_gpu is None and gradient_accumulation_steps is None:
+        summary = fastest_fitting_micro_batch(analysis.training, train_kwargs)
+    else:
+        summary = analysis.training(batch_size_per_gpu=batch_size_per_gpu,
+                                    gradient_accumulation_steps=gradient_accumulation_steps, **train_kwargs)
     _present(analysis, summary, "training", output_format, plot, output_dir, output_file_suffix)
     return summary
 
