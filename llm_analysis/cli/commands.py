@@ -65,13 +65,27 @@ def _write_stdout(text: str) -> None:
         print(text.encode(enc, "replace").decode(enc))
 
 
+def _html_file(html):
+    """--html checked before any arithmetic runs (None: no page to write)."""
+    if html is None:
+        return None
+    from llm_analysis.report.html import html_path
+    return html_path(html)
+
+
 def _present(analysis: LLMAnalysis, summary: dict, kind: str, output_format: str, plot: bool,
-             output_dir: Optional[str], output_file_suffix: str, sweep_kwargs: Optional[dict] = None) -> None:
-    """Write the files (output_dir), the charts (plot) and print the report
-    (text) or the JSON summary (json: stdout holds nothing else)."""
+             output_dir: Optional[str], output_file_suffix: str, sweep_kwargs: Optional[dict] = None,
+             html_file=None) -> None:
+    """Write the files (output_dir), the charts (plot), the HTML page (html_file) and print
+    the report (text) or the JSON summary (json: stdout holds nothing else)."""
+    import llm_analysis.report.render as report
+    written = None
+    if html_file is not None:
+        from llm_analysis.report.html import analysis_page, write_page
+        json_text = report.to_json(report.summary_with_setup(analysis, summary))
+        written = write_page(html_file, analysis_page(analysis, summary, kind, json_text))
     if output_format == "none" and output_dir is None:
         return
-    import llm_analysis.report.render as report
     if output_dir is not None:
         try:
             report.write_summary_files(analysis, summary, output_dir, False, output_file_suffix, kind=kind)
@@ -87,6 +101,8 @@ def _present(analysis: LLMAnalysis, summary: dict, kind: str, output_format: str
         _write_stdout(report.to_json(report.summary_with_setup(analysis, summary)))
     elif output_format == "text":
         _write_stdout(report.render(analysis, summary, kind))
+        if written is not None:
+            _write_stdout(f"\nHTML report written to {os.path.abspath(written)}")
 
 
 def _parallelism(**fields) -> ParallelismConfig:
@@ -110,7 +126,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           conventions: str = "serving", perf_model: str = "roofline", gpu_profile: Optional[str] = None,
           cp_size: int = 1, cp_comm: str = "ring", num_layers_in_first_pipeline_stage: Optional[int] = None,
           num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
-          encoder_seq_len: Optional[int] = None) -> dict:
+          encoder_seq_len: Optional[int] = None, html: Optional[str] = None) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -182,11 +198,14 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             exactly, or refused.
         encoder_seq_len: encoder positions the decoder of an encoder-decoder model (BART, Whisper, ...) attends
             to; required for such models (0: the decoder alone, without encoder states).
+        html: write one self-contained HTML page to this file (opens offline, fetches nothing): summary,
+            sortable per-operator tables, roofline chart with hoverable operators, time and memory breakdowns.
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
+    html_file = _html_file(html)
     model, analysis_class = _model_and_class(model_name, exact)
     analysis = analysis_class(
         model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
@@ -211,7 +230,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     sweep = dict(seq_len=seq_len, num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                  ds_zero=ds_zero, layernorm_dtype_bytes=layernorm_dtype_bytes,
                  kv_cache_dtype_bytes=kv_cache_dtype_bytes, kv_cache_dtype=kv_cache_dtype)
-    _present(analysis, summary, "inference", output_format, plot, output_dir, output_file_suffix, sweep)
+    _present(analysis, summary, "inference", output_format, plot, output_dir, output_file_suffix, sweep, html_file)
     return summary
 
 
@@ -266,7 +285,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           memory_fragmentation: float = 0, num_layers_in_first_pipeline_stage: Optional[int] = None,
           num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
           encoder_seq_len: Optional[int] = None, zero3_gather_bytes_per_s: Optional[float] = None,
-          zero3_recompute_gather: bool = False) -> dict:
+          zero3_recompute_gather: bool = False, html: Optional[str] = None) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -343,11 +362,14 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             GPU, bytes/s (DeepSpeed v0.3: ~22.5e9, README "Planning"); the lower bound ignores it.
         zero3_recompute_gather: with ds_zero 3 and full recomputation, the recomputed forward gathers the
             layers' weights again (DeepSpeed's ZeRO-3; not PyTorch FSDP).
+        html: write one self-contained HTML page to this file (opens offline, fetches nothing): summary,
+            sortable per-operator table, roofline chart with hoverable operators, time and memory breakdowns.
     Returns:
         The summary dict (base units).
     """
     configure_logging(log_level)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
+    html_file = _html_file(html)
     model, analysis_class = _model_and_class(model_name, exact)
     tp_size, pp_size, dp_size = _train_layout(tp_size, pp_size, dp_size, total_num_gpus, cp_size, dp_shard,
                                               dp_replicate)
@@ -382,7 +404,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     else:
         summary = analysis.training(batch_size_per_gpu=batch_size_per_gpu,
                                     gradient_accumulation_steps=gradient_accumulation_steps, **train_kwargs)
-    _present(analysis, summary, "training", output_format, plot, output_dir, output_file_suffix)
+    _present(analysis, summary, "training", output_format, plot, output_dir, output_file_suffix, html_file=html_file)
     return summary
 
 

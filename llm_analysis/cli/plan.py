@@ -58,10 +58,17 @@ def _prices(value: Any) -> Optional[Dict[str, float]]:
     return out
 
 
-def _render(result: PlanResult, output_format: str, plot: Any, top: int) -> str:
+def _render(result: PlanResult, output_format: str, plot: Any, top: int, html_file: Any = None,
+            model_name: str = "") -> str:
     if output_format not in _FORMATS:
         raise LLMAnalysisError(f"--output_format = {output_format!r} is not valid; use one of {', '.join(_FORMATS)}")
-    text = json.dumps(_jsonable(result.to_dict()), indent=2) if output_format == "json" else result.table(top)
+    json_text = json.dumps(_jsonable(result.to_dict()), indent=2)
+    text = json_text if output_format == "json" else result.table(top)
+    if html_file is not None:
+        from llm_analysis.report.html import plan_page, write_page
+        written = write_page(html_file, plan_page(result, json_text, *_best_plan_analysis(result, model_name)))
+        if output_format != "json":
+            text += f"\nHTML report written to {os.path.abspath(written)}"
     if plot:
         path = plot if isinstance(plot, str) else f"plan-{result.kind}-pareto.png"
         from llm_analysis.report.plan_chart import plot_front
@@ -69,6 +76,23 @@ def _render(result: PlanResult, output_format: str, plot: Any, top: int) -> str:
         if output_format != "json":
             text += f"\nPareto front written to {os.path.abspath(path)}"
     return text
+
+
+def _best_plan_analysis(result: PlanResult, model_name: str):
+    """(analysis, summary) of the plan's best row, rebuilt from its `reproduce` arguments with the
+    model as the user named it, as `infer` / `train` would run it (for the HTML page)."""
+    from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                                     get_model_config_by_name)
+    from llm_analysis.facade import LLMAnalysis
+
+    rep = result.best["reproduce"]
+    analysis = LLMAnalysis(get_model_config_by_name(model_name), get_gpu_config_by_name(rep["gpu_name"]),
+                           get_dtype_config_by_name(rep["dtype_name"]), ParallelismConfig(**rep["parallelism"]),
+                           **rep["analysis_kwargs"])
+    if "inference_kwargs" in rep:
+        analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
+        return analysis, analysis.inference(**rep["inference_kwargs"])
+    return analysis, analysis.training(**rep["training_kwargs"])
 
 
 def _jsonable(x: Any) -> Any:
@@ -98,9 +122,13 @@ def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
     return message
 
 
-def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = ()) -> Tuple[int, str]:
+def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = (), html: Any = None,
+         model_name: str = "") -> Tuple[int, str]:
     try:
-        return 0, _render(fn(), output_format, plot, top)
+        if html is not None:  # checked before the search runs
+            from llm_analysis.report.html import html_path
+            html = html_path(html)
+        return 0, _render(fn(), output_format, plot, top, html, model_name)
     except LLMAnalysisError as e:
         line = str(e).splitlines()[0] if str(e) else type(e).__name__
         return 2, f"error: {_in_flag_terms(line, flags)}"
@@ -114,7 +142,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                        max_batch_size: int = 1024, disaggregate: bool = False,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        output_format: str = "table", plot: Any = False, top: int = 10,
-                       perf_model: str = "roofline", gpu_profile: Optional[str] = None) -> Tuple[int, str]:
+                       perf_model: str = "roofline", gpu_profile: Optional[str] = None,
+                       html: Optional[str] = None) -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
@@ -144,6 +173,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         top: how many rows the table shows.
         perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times).
         gpu_profile: a calibration profile JSON; implies calibrated.
+        html: write one self-contained HTML page to this file (opens offline, fetches nothing): the Pareto
+            front with each point labelled, the sortable plans, and the best plan in detail.
     """
     from llm_analysis.planner.inference import plan_inference
 
@@ -161,7 +192,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                               disaggregate=disaggregate, flops_efficiency=flops_efficiency,
                               hbm_memory_efficiency=hbm_memory_efficiency,
                               perf_model=perf_model_arg(perf_model, gpu_profile))
-    return _run(go, output_format, plot, top, tuple(inspect.signature(plan_infer_command).parameters))
+    return _run(go, output_format, plot, top, tuple(inspect.signature(plan_infer_command).parameters), html,
+                model_name)
 
 
 def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float, max_gpus: int,
@@ -170,7 +202,7 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        achieved_tflops: Optional[float] = None, output_format: str = "table", plot: Any = False,
                        top: int = 10, perf_model: str = "roofline", gpu_profile: Optional[str] = None,
-                       zero_stages: Any = None) -> Tuple[int, str]:
+                       zero_stages: Any = None, html: Optional[str] = None) -> Tuple[int, str]:
     """`plan train`: the fastest (or cheapest) training setups: tp/cp/pp/dp/ep, interleaving, ZeRO stage,
     recomputation and micro-batch under the memory limit.
 
@@ -194,6 +226,8 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
         perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times).
         gpu_profile: a calibration profile JSON; implies calibrated.
         zero_stages: comma-separated ZeRO stages to try (default: 0,1,2,3).
+        html: write one self-contained HTML page to this file (opens offline, fetches nothing): the Pareto
+            front with each point labelled, the sortable plans, and the best plan in detail.
     """
     from llm_analysis.planner.training import plan_training
 
@@ -205,4 +239,5 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                              hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
                              perf_model=perf_model_arg(perf_model, gpu_profile),
                              **({} if zero_stages is None else {"zero_stages": _ints(zero_stages)}))
-    return _run(go, output_format, plot, top, tuple(inspect.signature(plan_train_command).parameters))
+    return _run(go, output_format, plot, top, tuple(inspect.signature(plan_train_command).parameters), html,
+                model_name)

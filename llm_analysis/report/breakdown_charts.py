@@ -5,7 +5,7 @@ training memory per GPU."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from llm_analysis.report.chart_common import BOUND_COLORS, bars, figure, legend_patches, save, setup_text, stacked_memory, time_unit
 from llm_analysis.report.labels import (INFERENCE_MEMORY_LABELS, TRAIN_MEMORY_TERMS, TRAIN_TIME_KINDS, gpu_memory_bytes, part_label,
@@ -37,9 +37,14 @@ def latency_chart(analysis, summary: Dict[str, Any], path: Path) -> str:
     return save(fig, path)
 
 
-def inference_memory_chart(analysis, summary: Dict[str, Any], path: Path) -> str:
+def inference_memory_parts(summary: Dict[str, Any]) -> List[Tuple[str, str, float]]:
+    """(label, colour key, bytes) of the inference summary's memory per GPU, free memory last."""
     brk = summary.get("memory_breakdown_per_gpu") or {}
-    parts = [(INFERENCE_MEMORY_LABELS.get(k, k.replace("_", " ")), k, v) for k, v in brk.items()]
+    return [(INFERENCE_MEMORY_LABELS.get(k, k.replace("_", " ")), k, v) for k, v in brk.items()]
+
+
+def inference_memory_chart(analysis, summary: Dict[str, Any], path: Path) -> str:
+    parts = inference_memory_parts(summary)
     fig = figure(10, 3.6)
     ax = fig.subplots()
     stacked_memory(ax, parts, gpu_memory_bytes(analysis, summary),
@@ -53,6 +58,13 @@ def inference_memory_chart(analysis, summary: Dict[str, Any], path: Path) -> str
 
 _TIME_COLORS = {"compute": BOUND_COLORS["compute"], "communication": BOUND_COLORS["communication"],
                 "memory": "#868e96", "other": "#adb5bd"}
+TRAIN_TIME_LEGEND = {"compute": _TIME_COLORS["compute"], "communication": _TIME_COLORS["communication"],
+                     "idle / memory-bound": _TIME_COLORS["memory"]}
+
+
+def train_time_color(part: str) -> str:
+    """The colour of a part of the training iteration: what it is spent on (labels.TRAIN_TIME_KINDS)."""
+    return _TIME_COLORS[TRAIN_TIME_KINDS.get(part, "other")]
 
 
 def training_time_chart(analysis, summary: Dict[str, Any], path: Path) -> Optional[str]:
@@ -64,28 +76,35 @@ def training_time_chart(analysis, summary: Dict[str, Any], path: Path) -> Option
     fig = figure(10, 1.6 + 0.45 * len(parts) + 1.0)
     ax = fig.subplots()
     scale, unit = time_unit(max(values))
-    bars(ax, [train_time_label(k) for k, _ in parts], values,
-         [_TIME_COLORS[TRAIN_TIME_KINDS.get(k, "other")] for k, _ in parts],
+    bars(ax, [train_time_label(k) for k, _ in parts], values, [train_time_color(k) for k, _ in parts],
          f"One iteration: {format_seconds(total)} (global batch {summary.get('global_batch_size')} x "
          f"{summary.get('seq_len')} tokens, {summary.get('gradient_accumulation_steps')} micro-batches per GPU)",
          scale, unit, total=total)
-    legend_patches(fig, {"compute": _TIME_COLORS["compute"], "communication": _TIME_COLORS["communication"],
-                         "idle / memory-bound": _TIME_COLORS["memory"]})
+    legend_patches(fig, TRAIN_TIME_LEGEND)
     days = summary.get("total_training_latency")
     sub = f"; whole run {days / 86400:.3g} days" if days else ""
     fig.suptitle(f"Training time per iteration{sub}: {setup_text(analysis)}", fontsize=11)
     return save(fig, path)
 
 
-def training_memory_chart(analysis, summary: Dict[str, Any], path: Path) -> Optional[str]:
+def training_memory_parts(analysis, summary: Dict[str, Any]) -> List[Tuple[str, str, float]]:
+    """(label, colour key, bytes) of the training summary's memory terms per GPU, and the
+    free memory left when they fit; empty when the summary has none."""
     parts = [(label, key, summary[k]) for k, _, label, key in TRAIN_MEMORY_TERMS
              if isinstance(summary.get(k), (int, float))]
+    used = sum(v for _, _, v in parts)
+    capacity = gpu_memory_bytes(analysis, summary)
+    if parts and used < capacity:
+        parts.append(("free", "free", capacity - used))
+    return parts
+
+
+def training_memory_chart(analysis, summary: Dict[str, Any], path: Path) -> Optional[str]:
+    parts = training_memory_parts(analysis, summary)
     if not parts:
         return None
     capacity = gpu_memory_bytes(analysis, summary)
-    used = sum(v for _, _, v in parts)
-    if used < capacity:
-        parts.append(("free", "free", capacity - used))
+    used = sum(v for _, key, v in parts if key != "free")
     fig = figure(10, 3.8)
     ax = fig.subplots()
     peak = summary.get("estimated_peak_memory_per_gpu", used)

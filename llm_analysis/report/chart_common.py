@@ -18,6 +18,11 @@ _MEMORY_COLORS = {"weights": "#1c7ed6", "kv_cache": "#f59f00", "activations": "#
                   "zero_buffers": "#868e96"}
 
 
+def memory_color(key: str) -> str:
+    """The colour of a memory term (weights, kv_cache, activations, ..., free) in every chart."""
+    return _MEMORY_COLORS.get(key, "#adb5bd")
+
+
 def require_matplotlib() -> None:
     """Raise ConfigError (exit code 2 on the command line) when matplotlib is missing."""
     try:
@@ -86,7 +91,7 @@ def stacked_memory(ax, parts: List[Tuple[str, str, float]], capacity: float, tit
     for label, key, v in parts:
         if v <= 0:
             continue
-        ax.barh([0], [v / 1e9], left=[left / 1e9], color=_MEMORY_COLORS.get(key, "#adb5bd"), edgecolor="black",
+        ax.barh([0], [v / 1e9], left=[left / 1e9], color=memory_color(key), edgecolor="black",
                 linewidth=0.5, label=f"{label}: {format_bytes(v)} ({v / capacity:.1%})")
         if v / capacity > 0.06:
             ax.text((left + v / 2) / 1e9, 0, label, ha="center", va="center", fontsize=9)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import textwrap
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from llm_analysis.report.chart_common import figure, save
 from llm_analysis.report.labels import part_label
@@ -38,16 +38,31 @@ def rates(analysis, summary: Dict[str, Any]) -> Rates:
                  analysis.gpu_config.hbm_bandwidth_in_GB_per_sec)
 
 
+def point_group(record: Dict[str, Any]) -> str:
+    """The colour group of an operator's point: the attention core apart from the projections."""
+    return "attention_core" if record["kind"] == "attention" else record["group"]
+
+
+def group_color(group: str) -> str:
+    return _GROUP_COLORS.get(group, "#adb5bd")
+
+
+def roofline_point(record: Dict[str, Any]) -> Optional[Tuple[float, float]]:
+    """(FLOPs/byte, attained TFLOP/s) of an operator record on the roofline; None for
+    a collective or an operator without FLOPs or time (no place on log axes)."""
+    if record["kind"] == "collective" or record["flops_per_gpu"] <= 0 or record["latency_s"] <= 0:
+        return None
+    return record["arithmetic_intensity"], record["flops_per_gpu"] / record["latency_s"] / 1e12
+
+
 def _points(phases: List[Phase]) -> List[Tuple[str, str, str, str, float, float]]:
     """(phase, marker, group, name, FLOPs/byte, attained TFLOP/s) of every timed non-collective operator."""
     points = []
     for label, marker, rows in phases:
         for r in rows:
-            if r["kind"] == "collective" or r["flops_per_gpu"] <= 0 or r["latency_s"] <= 0:
-                continue
-            group = "attention_core" if r["kind"] == "attention" else r["group"]
-            points.append((label, marker, group, r["name"], r["arithmetic_intensity"],
-                           r["flops_per_gpu"] / r["latency_s"] / 1e12))
+            xy = roofline_point(r)
+            if xy is not None:
+                points.append((label, marker, point_group(r), r["name"], *xy))
     return points
 
 
@@ -81,7 +96,7 @@ def _roofs(ax, r: Rates, lo: float, hi: float) -> None:
 
 def _label_points(ax, points, tflops: float) -> None:
     for phase, marker, group, name, x, y in points:
-        ax.scatter([x], [y], marker=marker, s=80, color=_GROUP_COLORS.get(group, "#adb5bd"),
+        ax.scatter([x], [y], marker=marker, s=80, color=group_color(group),
                    edgecolor="black", linewidth=0.6, zorder=3, alpha=0.9)
     clusters = _clusters(points)
     roof = sorted((c for c in clusters if c["y"] > tflops * 0.8), key=lambda c: c["x"])
@@ -103,7 +118,7 @@ def _legend(ax, phases: List[Phase], groups: List[str]) -> None:
     from matplotlib.lines import Line2D
     handles = [Line2D([], [], ls="", marker=m, markersize=8, color="white", markeredgecolor="black", label=lab)
                for lab, m, _ in phases]
-    handles += [Line2D([], [], ls="", marker="s", markersize=8, color=_GROUP_COLORS.get(gr, "#adb5bd"),
+    handles += [Line2D([], [], ls="", marker="s", markersize=8, color=group_color(gr),
                        label=part_label(gr)) for gr in groups]
     handles += [h for h in ax.get_lines() if not h.get_label().startswith("_")]
     ax.legend(handles=handles, loc="lower right", fontsize=8.5, framealpha=0.92)

@@ -21,6 +21,13 @@ def render_tables(analysis, summary: Dict[str, Any], kind: str, color: Optional[
     if color is None:
         color = stdout_wants_color()
     rep = make_report(color)
+    report_sections(rep, analysis, summary, kind)
+    return rep.text()
+
+
+def report_sections(rep, analysis, summary: Dict[str, Any], kind: str) -> None:
+    """Lay every section of the report out on `rep`: a console.RichReport, or any
+    object with its section methods (the HTML page lays the same sections out)."""
     used: Set[str] = set()
     if kind == "inference":  # import only the sections of this kind: start-up time of the command
         from llm_analysis.report.inference_tables import inference_sections
@@ -31,4 +38,3 @@ def render_tables(analysis, summary: Dict[str, Any], kind: str, color: Optional[
     other_values(rep, summary, used)
     notes = summary.get("notes") or []
     rep.warnings([notes] if isinstance(notes, str) else list(notes))
-    return rep.text()
