@@ -3,9 +3,10 @@
     python benchmarks/speed.py [--mirror-python PATH] [--rounds 3] [--calls 300]
 
 Prints, per setup (opt-1.3b on A100-40GB tp 2, Llama-2-7B on A100-80GB tp 4):
-the time of one inference() and one training() call, ours and the mirrored
-system's (llm-analysis 0.2.2 from PyPI, run in its own virtual environment), and
-their ratio; then the sweep figure, a 100 000-token request and CLI start-up.
+the time of one inference() and one training() call, ours under perf_model="roofline"
+and "calibrated" and the mirrored system's (llm-analysis 0.2.2 from PyPI, run in its
+own virtual environment: it has one model of time), and the ratio of each of ours to
+the mirrored system's; then the sweep figure, a 100 000-token request and CLI start-up.
 
 The mirrored system's interpreter comes from `--mirror-python` or the
 LLM_ANALYSIS_MIRROR_PYTHON environment variable; create one with
@@ -18,16 +19,11 @@ other work of a shared machine counts less). Each timed block is kept: the table
 best block (the figure least disturbed by the machine's neighbours) and, in brackets, the
 median; `machine_noise` then prints how much a memory-bound loop varies on the same machine.
 Two figures per call:
-- "repeated": the same call over and over (what the targets of issue 12 are
-  stated for: inference() <= 0.1 ms, training() <= 0.15 ms). We cache per-phase
-  results per (cost model, shape), and inference() its finished summary, so this
-  is the cost of a call whose phases were analysed before (inference(): a copy of
-  its summary); the mirrored system recomputes everything each time.
-- "new shapes": every call has a batch and length not seen before (a sweep), so
-  nothing is reused between calls. An analysis builds operators per call until a
-  phase kind was asked for 64 times, then fits its phase table and, after 64 more
-  uses, compiles it (operators/phase_table.py FIT_AFTER / COMPILE_AFTER): the best
-  block is the steady state of a sweep; a planner's few calls per layout never fit.
+- "new shapes": every call has a batch and length not seen before (a sweep), so no
+  call's times are reused; an analysis fits its phase tables at its first call of a
+  phase kind (model/phase_table.py), which the first block pays for.
+- "repeated": the same call over and over. We keep each call's times per (cost model,
+  shape) and recompute its memory and summary; the mirrored system recomputes everything.
 """
 
 from __future__ import annotations
@@ -56,14 +52,15 @@ SETUPS = [
                   "gradient_accumulation_steps": 1}},
 ]
 
-# Run by both interpreters: only the API the two systems share.
+# Run by both interpreters: only the API the two systems share, and perf_model for ours
+# (argv[3]: the perf models to time, [null] for the mirrored system's only one).
 TIMER = r'''
 import json, logging, sys, time
 logging.disable(logging.CRITICAL)
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                                  get_model_config_by_name)
-setups, calls = json.loads(sys.argv[1]), int(sys.argv[2])
+setups, calls, perf_models = json.loads(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
 
 def per_call_s(fn):
     fn(0)
@@ -77,58 +74,73 @@ def per_call_s(fn):
 
 out = {}
 for s in setups:
-    a = LLMAnalysis(get_model_config_by_name(s["model"]), get_gpu_config_by_name(s["gpu"]),
-                    get_dtype_config_by_name("w16a16e16"), ParallelismConfig(tp_size=s["tp"]))
-    inf, tr = s["inference"], s["training"]
-    # (batch, length) pairs repeat only after 1024 calls (lengths stay under max_seq_len = 2048)
-    inf_shapes, tr_shapes = iter(range(1, 10**9)), iter(range(1, 10**9))
-    def new_inf(i):
-        k = next(inf_shapes)
-        return a.inference(**dict(inf, batch_size_per_gpu=1 + k % 8, seq_len=256 + k % 1024))
-    def new_tr(i):
-        k = next(tr_shapes)
-        return a.training(**dict(tr, batch_size_per_gpu=1 + k % 4, seq_len=256 + k % 1024))
-    out[s["label"]] = {
-        "inference": per_call_s(lambda i: a.inference(**inf)),
-        "training": per_call_s(lambda i: a.training(**tr)),
-        "inference_new_shapes": per_call_s(new_inf),
-        "training_new_shapes": per_call_s(new_tr),
-    }
+    for pm in perf_models:
+        a = LLMAnalysis(get_model_config_by_name(s["model"]), get_gpu_config_by_name(s["gpu"]),
+                        get_dtype_config_by_name("w16a16e16"), ParallelismConfig(tp_size=s["tp"]),
+                        **({} if pm is None else {"perf_model": pm}))
+        inf, tr = s["inference"], s["training"]
+        # (batch, length) pairs repeat only after 1024 calls (lengths stay under max_seq_len = 2048)
+        inf_shapes, tr_shapes = iter(range(1, 10**9)), iter(range(1, 10**9))
+        def new_inf(i):
+            k = next(inf_shapes)
+            return a.inference(**dict(inf, batch_size_per_gpu=1 + k % 8, seq_len=256 + k % 1024))
+        def new_tr(i):
+            k = next(tr_shapes)
+            return a.training(**dict(tr, batch_size_per_gpu=1 + k % 4, seq_len=256 + k % 1024))
+        out[f"{s['label']}|{pm}"] = {
+            "inference": per_call_s(lambda i: a.inference(**inf)),
+            "training": per_call_s(lambda i: a.training(**tr)),
+            "inference_new_shapes": per_call_s(new_inf),
+            "training_new_shapes": per_call_s(new_tr),
+        }
 print(json.dumps(out))
 '''
+OURS_PERF_MODELS = ["roofline", "calibrated"]
+WHATS = ("inference_new_shapes", "training_new_shapes", "inference", "training")
 
 
-def _run_timer(cmd, cwd, env, calls: int) -> dict:
-    proc = subprocess.run(cmd + ["-c", TIMER, json.dumps(SETUPS), str(calls)], cwd=cwd, env=env,
-                          capture_output=True, text=True)
+def _run_timer(cmd, cwd, env, calls: int, perf_models) -> dict:
+    proc = subprocess.run(cmd + ["-c", TIMER, json.dumps(SETUPS), str(calls), json.dumps(perf_models)], cwd=cwd,
+                          env=env, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"{cmd[0]} failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def compare(mirror_python, rounds: int, calls: int) -> None:
+def compare(mirror_python, rounds: int, calls: int) -> dict:
+    """Both systems' CPU time per call, alternating; prints the table and returns
+    {(setup label, perf model or "mirror", what): [block seconds]}."""
     ours_env = dict(os.environ, PYTHONPATH=os.path.abspath(REPO))
-    runs = {"ours": [], "mirror": []}
+    blocks = {}
     with tempfile.TemporaryDirectory() as tmp:  # the mirror must not see our package on its path
         for _ in range(rounds):
-            runs["ours"].append(_run_timer([sys.executable], REPO, ours_env, calls))
+            runs = [("ours", _run_timer([sys.executable], REPO, ours_env, calls, OURS_PERF_MODELS))]
             if mirror_python:
                 mirror_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-                runs["mirror"].append(_run_timer([mirror_python, "-I"], tmp, mirror_env, calls))
-    blocks = {who: {label: {k: [t for r in rs for t in r[label][k]] for k in rs[0][label]} for label in rs[0]}
-              for who, rs in runs.items() if rs}
+                runs.append(("mirror", _run_timer([mirror_python, "-I"], tmp, mirror_env, calls, [None])))
+            for who, run in runs:
+                for key, per_what in run.items():
+                    label, pm = key.split("|")
+                    for what, times in per_what.items():
+                        blocks.setdefault((label, pm if who == "ours" else "mirror", what), []).extend(times)
     print(f"CPU time per call, best (median) of {rounds} alternating rounds x 3 blocks x {calls} calls (ms):")
     for s in SETUPS:
         label = s["label"]
-        for what in ("inference", "training", "inference_new_shapes", "training_new_shapes"):
-            ours = blocks["ours"][label][what]
-            line = f"  {label:26s} {what:22s} ours {min(ours) * 1e3:7.4f} ({statistics.median(ours) * 1e3:7.4f})"
-            if "mirror" in blocks:
-                mirror = blocks["mirror"][label][what]
-                line += (f"   mirror {min(mirror) * 1e3:7.4f} ({statistics.median(mirror) * 1e3:7.4f})"
-                         f"   ours/mirror {min(ours) / min(mirror):5.2f}")
+        for what in WHATS:
+            mirror = blocks.get((label, "mirror", what))
+            line = f"  {label:26s} {what:22s}"
+            for pm in OURS_PERF_MODELS:
+                ours = blocks[label, pm, what]
+                line += f"  {pm} {min(ours) * 1e3:7.4f} ({statistics.median(ours) * 1e3:7.4f})"
+                if mirror:
+                    line += f" x{min(ours) / min(mirror):5.2f}"
+            if mirror:
+                line += f"  mirror {min(mirror) * 1e3:7.4f} ({statistics.median(mirror) * 1e3:7.4f})"
             print(line)
+    if mirror_python:
+        print("  (x: ours / mirrored, best blocks)")
     machine_noise()
+    return blocks
 
 
 def machine_noise(blocks: int = 12) -> None:
@@ -192,6 +204,7 @@ def main(argv=None) -> None:
                     help="python of a venv with the mirrored llm-analysis (or LLM_ANALYSIS_MIRROR_PYTHON)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=300, help="calls per timed block (<= 340 keeps shapes new)")
+    ap.add_argument("--compare-only", action="store_true", help="only the per-call table beside the mirrored system")
     args = ap.parse_args(argv)
     if args.mirror_python and not os.path.exists(args.mirror_python):
         print(f"mirror python {args.mirror_python} does not exist; comparing nothing")
@@ -200,6 +213,8 @@ def main(argv=None) -> None:
         print("no mirrored system: create one with `python -m venv <dir> && <dir>/bin/pip install llm-analysis`, "
               "then pass --mirror-python <dir>/bin/python or set LLM_ANALYSIS_MIRROR_PYTHON")
     compare(args.mirror_python, args.rounds, args.calls)
+    if args.compare_only:
+        return
 
     sys.path.insert(0, os.path.abspath(REPO))
     logging.disable(logging.WARNING)
@@ -215,66 +230,8 @@ def main(argv=None) -> None:
     t = time.perf_counter()
     a.inference(batch_size_per_gpu=2, seq_len=1000, num_tokens_to_generate=100_000)
     print(f"inference() with 100 000 generated tokens: {(time.perf_counter() - t) * 1e3:.3f} ms")
-    calibrated_per_call()
     layer_count_scaling()
     print(f"CLI start-up (infer on a shipped model, median of 5): {cli_startup_s():.3f} s")
-
-
-def calibrated_per_call(rounds: int = 7, block_s: float = 0.05) -> None:
-    """Ours only (the mirrored system has no calibrated model): inference() and training()
-    per call under perf_model="roofline" and "calibrated" (which also reports the roofline
-    lower bound, `<key>_lower_bound`), on the SETUPS. CPU time of blocks of calls lasting about
-    `block_s` each (a block of a few ms is at the mercy of the machine's neighbours), `rounds`
-    rounds alternating the two models, after a warm-up past the tables' FIT_AFTER /
-    COMPILE_AFTER tiers (a sweep's steady state); "new shapes": every call a (batch, length)
-    its analysis has not seen (each model walks the same 13 600 pairs in the same order);
-    "repeated": the same call over and over. Prints the best block of each model, the ratio of
-    the bests and the median of the rounds' ratios."""
-    from llm_analysis.analysis import LLMAnalysis
-    from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
-    whats = ("inference new shapes", "inference repeated", "training new shapes", "training repeated")
-    for s in SETUPS:
-        analyses = {pm: LLMAnalysis(get_model_config_by_name(s["model"]), get_gpu_config_by_name(s["gpu"]),
-                                    parallelism_config=ParallelismConfig(tp_size=s["tp"]), perf_model=pm)
-                    for pm in ("roofline", "calibrated")}
-        calls = {(pm, what): _per_call(a, s, what) for pm, a in analyses.items() for what in whats}
-        sizes = {}
-        for (pm, what), call in calls.items():  # warm-up: tables fitted and compiled; block sizes
-            t = time.process_time()
-            for _ in range(200):
-                call()
-            sizes[what] = max(sizes.get(what, 1), int(block_s / max(time.process_time() - t, 1e-9) * 200))
-        blocks = {key: [] for key in calls}
-        for _ in range(rounds):
-            for what in whats:
-                for pm in analyses:
-                    call, t = calls[pm, what], time.process_time()
-                    for _ in range(sizes[what]):
-                        call()
-                    blocks[pm, what].append((time.process_time() - t) / sizes[what] * 1e3)
-        for pm in analyses:
-            print(f"perf_model={pm:10s} {s['label']:26s} CPU per call (ms, best block): "
-                  + ", ".join(f"{what} {min(blocks[pm, what]):.4f}" for what in whats))
-        print("  calibrated / roofline, best blocks (median of rounds): " + ", ".join(
-            f"{what} {min(blocks['calibrated', what]) / min(blocks['roofline', what]):.3f} "
-            f"({statistics.median(c / r for c, r in zip(blocks['calibrated', what], blocks['roofline', what])):.3f})"
-            for what in whats))
-
-
-def _per_call(a, setup: dict, what: str):
-    """The timed call of `what` on analysis `a`: new shapes walk (batch 1-8, length 128-1827)
-    pairs, 13 600 of them, never repeating within a run."""
-    kind = what.split()[0]
-    kw = setup[kind]
-    run = a.inference if kind == "inference" else a.training
-    if what.endswith("repeated"):
-        return lambda: run(**kw)
-    counter = itertools.count()
-
-    def call():
-        k = next(counter)
-        return run(**dict(kw, batch_size_per_gpu=1 + (k // 1700) % 8, seq_len=128 + k % 1700))
-    return call
 
 
 def layer_count_scaling() -> None:

@@ -47,7 +47,7 @@ from typing import Dict, Optional, Tuple
 from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
-from llm_analysis.cost.calibrated_table import calibrated_table_split_s, calibrated_table_steps_split_s, kernel_plan
+from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_split_s, kernel_plan
 from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
@@ -108,8 +108,6 @@ class CalibratedCostModel(CostModel):
         self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K)
-        self._gemm_eff: Dict[Tuple[int, ...], float] = {}
-        self._coll: Dict[tuple, float] = {}
         self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
@@ -119,7 +117,7 @@ class CalibratedCostModel(CostModel):
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
                                    self.num_gpus_per_node, self.bound_model)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
-        view._gemms, view._gemm_eff, view._coll, view._timers = self._gemms, self._gemm_eff, self._coll, self._timers
+        view._gemms, view._timers = self._gemms, self._timers
         return view
 
     # ------------------------------------------------------------ rates
@@ -147,11 +145,8 @@ class CalibratedCostModel(CostModel):
         return g
 
     def _matmul_eff(self, dims: Tuple[int, ...]) -> float:
-        e = self._gemm_eff.get(dims)  # (an operator's shape seen before: one lookup)
-        if e is None:
-            m, n, k = dims[:3]
-            e = self._gemm_eff[dims] = self.gemm_shape(n, k)(max(1, int(m)))
-        return e
+        m, n, k = dims[:3]
+        return self.gemm_shape(n, k)(max(1, int(m)))
 
     # ---------------------------------------------------------- kernels
     def _split(self, compute_s: float, memory_s: float) -> Tuple[float, float]:
@@ -216,17 +211,13 @@ class CalibratedCostModel(CostModel):
     def table_split_s(self, table, figures, xs):
         return calibrated_table_split_s(self, table, figures, xs)
 
-    def table_steps_split_s(self, table, batch: int, x0: int, n: int):
-        return calibrated_table_steps_split_s(self, table, batch, x0, n)
+    def _growing_steps_split_s(self, table, i: int, first, at_first, at_last, x0: int, n: int):
+        return calibrated_growing_steps_split_s(self, table, i, first, at_first, at_last, x0, n)
 
     # ------------------------------------------------------ collectives
     def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
-        """One NCCL collective over the group (memoised by its arguments)."""
-        key = (kind, bytes_per_gpu, group_size, comm_group)
-        t = self._coll.get(key)
-        if t is None:
-            t = self._coll[key] = self.collective_timer(kind, group_size, comm_group)(bytes_per_gpu)
-        return t
+        """One NCCL collective over the group."""
+        return self.collective_timer(kind, group_size, comm_group)(bytes_per_gpu)
 
     def collective_timer(self, kind: str, group_size: int, comm_group: str):
         """`collective_s` of this collective and group as a function of the bytes per GPU

@@ -35,11 +35,12 @@ def _copies(op) -> Optional[float]:
 class KernelPlan(NamedTuple):
     """How the calibrated model reads each kernel's shape off a table's figures."""
 
-    shaped_matmuls: List[Tuple[int, int, int, float]]  # (index, N, K, FLOPs per row of M)
+    shaped_matmuls: np.ndarray  # indices of matmuls with a shape (N, K): M from their FLOPs
+    shapes: List[Tuple[int, int]]  # (N, K) of each
+    flops_per_row: np.ndarray  # FLOPs per row of M of each (2 N K x copies)
     plateau_matmuls: np.ndarray  # indices of matmuls without a shape: the GEMM plateau
     is_matmul: np.ndarray  # per operator (matmuls stream bytes at their own rate)
-    attention: np.ndarray  # indices of attention cores
-    single_query: np.ndarray  # per attention core: a decode step's one query (else the phase's x)
+    attention: List[Tuple[int, object, bool]]  # (index, operator, one query: a decode step's) of attention cores
 
 
 def kernel_plan(table: PhaseTable) -> Optional[KernelPlan]:
@@ -48,7 +49,7 @@ def kernel_plan(table: PhaseTable) -> Optional[KernelPlan]:
     plan = table.memo.get("calibrated_plan", False)
     if plan is not False:
         return plan
-    shaped, plateau, attention, single = [], [], [], []
+    shaped, shapes, per_row, plateau, attention = [], [], [], [], []
     for i, op in enumerate(table.ops):
         if op.kind == "matmul":
             if len(op.kernel_dims) == 3:
@@ -57,60 +58,78 @@ def kernel_plan(table: PhaseTable) -> Optional[KernelPlan]:
                     table.memo["calibrated_plan"] = None
                     return None
                 n, k = op.kernel_dims[1], op.kernel_dims[2]
-                shaped.append((i, n, k, 2.0 * n * k * c))
+                shaped.append(i)
+                shapes.append((n, k))
+                per_row.append(2.0 * n * k * c)
             else:
                 plateau.append(i)
-        elif op.kind == "attention":
-            attention.append(i)
-            single.append(not op.kernel_dims or op.kernel_dims[0] == 1)  # (no shape: one query, as op_kernel_split_s)
+        elif op.kind == "attention":  # (no shape: one query, as op_kernel_split_s takes it)
+            attention.append((i, op, not op.kernel_dims or op.kernel_dims[0] == 1))
     plan = table.memo["calibrated_plan"] = KernelPlan(
-        shaped, np.array(plateau, dtype=int), np.array([op.kind == "matmul" for op in table.ops], dtype=bool),
-        np.array(attention, dtype=int), np.array(single, dtype=bool))
+        np.array(shaped, dtype=int), shapes, np.array(per_row), np.array(plateau, dtype=int),
+        np.array([op.kind == "matmul" for op in table.ops], dtype=bool), attention)
     return plan
 
 
-def calibrated_table_split_s(cm, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]):
+def calibrated_table_split_s(cm, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]) -> np.ndarray:
     """`CostModel.table_split_s` under the calibrated model `cm`, for a table `kernel_plan`
-    accepts: `CalibratedCostModel.op_kernel_split_s` written for arrays [shape, operator]."""
+    accepts: `CalibratedCostModel.op_kernel_split_s` for arrays [shape, operator] (attention
+    cores, a few per table, by `op_kernel_split_s` itself)."""
     plan = kernel_plan(table)
-    flops, nbytes, kv = figures[:, FLOPS_PER_GPU], figures[:, BYTES_PER_GPU], figures[:, KV_CACHE_BYTES]
-    # FLOP/s of each kernel: matmuls at their shape's GEMM efficiency, attention cores at the flash
-    # or paged-attention rate; other kernels stream bytes only (an infinite rate: no compute time)
+    flops, nbytes = figures[:, FLOPS_PER_GPU], figures[:, BYTES_PER_GPU]
+    if table.collectives_work:  # (a collective does no kernel's work: _table_splits)
+        flops, nbytes = flops * ~table.is_collective, nbytes * ~table.is_collective
+    # FLOP/s of each kernel: matmuls at their shape's GEMM efficiency (M = FLOPs / FLOPs per row,
+    # rounded, at least 1); other kernels stream bytes only (an infinite rate: no compute time)
     rate = np.full(flops.shape, np.inf)
-    rate[:, plan.plateau_matmuls] = cm._peak * cm._plateau
-    for i, n, k, flops_per_row in plan.shaped_matmuls:
-        rate[:, i] = [cm._peak * cm._matmul_eff((max(1, round(f / flops_per_row)), n, k))
-                      for f in flops[:, i].tolist()]
-    # bytes through HBM, saturating with the size moved (`_stream_s`)
-    half, hbm = cm._hbm_half, cm._hbm
-    stream_rate = np.where(plan.is_matmul, hbm * cm._matmul_hbm_eff, hbm * cm._hbm_eff)
-    memory_s = np.where(nbytes > 0, (nbytes + half) / stream_rate, 0.0)
-    a = plan.attention
-    if len(a):
-        q = np.where(plan.single_query, 1.0, np.asarray(xs, dtype=float)[:, None])
-        prefill_rate = cm._attn_peak * (cm._attn_eff * q / (q + cm._attn_half))
-        kv_a, rest = kv[:, a], nbytes[:, a] - kv[:, a]
-        paged = kv_a > 0  # decode over a KV cache: paged attention streams the cache
-        rate[:, a] = np.where(paged, cm._attn_peak * cm._attn_eff, prefill_rate)
-        memory_s[:, a] = np.where(paged, np.where(kv_a > 0, (kv_a + half) / (hbm * cm._decode_eff), 0.0)
-                                  + np.where(rest > 0, (rest + half) / (hbm * cm._hbm_eff), 0.0), memory_s[:, a])
+    if len(plan.plateau_matmuls):
+        rate[:, plan.plateau_matmuls] = cm._peak * cm._plateau
+    if plan.shapes:
+        rows = np.maximum(np.rint(flops[:, plan.shaped_matmuls] / plan.flops_per_row), 1.0).tolist()
+        first = [cm._peak * cm.gemm_shape(n, k)(int(m)) for m, (n, k) in zip(rows[0], plan.shapes)]
+        # (M the same at every shape, as in decode steps: its efficiency found once)
+        rate[:, plan.shaped_matmuls] = [first] + [
+            [e if m == m0 else cm._peak * cm.gemm_shape(n, k)(int(m)) for m, m0, e, (n, k) in zip(row, rows[0], first, plan.shapes)]
+            for row in rows[1:]]
     compute_s = flops / rate
+    # bytes through HBM, saturating with the size moved (`_stream_s`), matmuls at their own rate
+    memory_s = (nbytes + cm._hbm_half) / np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff,
+                                                  cm._hbm * cm._hbm_eff) * (nbytes > 0)
     # the kernel's time, never below the floor, filed under what bounds it; no work: no kernel
-    t = np.maximum(np.maximum(compute_s, memory_s), cm._floor)
-    works = (flops > 0) | (nbytes > 0)
-    compute_bound = compute_s >= memory_s
-    compute_s, memory_s = np.where(works & compute_bound, t, 0.0), np.where(works & ~compute_bound, t, 0.0)
-    comm_s = np.zeros_like(t)
-    cm._time_table_collectives(table, figures, compute_s, memory_s, comm_s)
-    return compute_s, memory_s, comm_s
+    t = np.maximum(np.maximum(compute_s, memory_s), cm._floor) * (flops + nbytes > 0)
+    bound_by_compute = t * (compute_s >= memory_s)
+    compute_s, memory_s = bound_by_compute, t - bound_by_compute
+    if plan.attention:
+        fl, nb, kv = flops.tolist(), nbytes.tolist(), figures[:, KV_CACHE_BYTES].tolist()
+        for s, x in enumerate(xs):
+            for i, op, one_query in plan.attention:
+                compute_s[s, i], memory_s[s, i] = cm.op_kernel_split_s(op, fl[s][i], nb[s][i], kv[s][i],
+                                                                       (1,) if one_query else (x,))
+    return cm._table_splits(table, figures, compute_s, memory_s)
 
 
-def calibrated_table_steps_split_s(cm, table: PhaseTable, batch: int, x0: int, n: int):
-    """`CostModel.table_steps_split_s` under the calibrated model: Simpson's rule over the steps
-    (as `CalibratedCostModel.steps_split_s`), from the first, last and middle step; collectives
-    n x the first step."""
-    xs = (x0, x0 + n - 1, x0 + (n - 1) / 2)
-    figures = table.figure_arrays(batch, xs)
-    c, m, k = cm.table_split_s(table, figures, xs)
-    summed = (n * (c[0] + 4 * c[2] + c[1]) / 6, n * (m[0] + 4 * m[2] + m[1]) / 6, n * k[0])
-    return figures[:2], (c[:2], m[:2], k[:2]), summed
+def _kernel_dims(plan: KernelPlan, op, i: int, flops: float, x: float) -> Tuple:
+    """Kernel shape of table operator i with these FLOPs at length x, as `calibrated_table_split_s`
+    reads it (`op_kernel_split_s`'s `dims`)."""
+    if op.kind == "matmul" and i in plan.shaped_matmuls:
+        j = int(np.flatnonzero(plan.shaped_matmuls == i)[0])
+        n, k = plan.shapes[j]
+        return max(1, round(flops / plan.flops_per_row[j])), n, k
+    if op.kind == "attention":
+        one_query = next(one for index, _, one in plan.attention if index == i)
+        return (1,) if one_query else (x,)
+    return op.kernel_dims
+
+
+def calibrated_growing_steps_split_s(cm, table: PhaseTable, i: int, first, at_first, at_last, x0: int, n: int):
+    """`CostModel._growing_steps_split_s` under the calibrated model: Simpson's rule over the steps
+    from the first, middle and last step (`CalibratedCostModel.steps_split_s`)."""
+    plan, op = kernel_plan(table), table.ops[i]
+    x1 = x0 + n - 1
+
+    def split(figures, x):
+        f = figures[FLOPS_PER_GPU]
+        return cm.op_kernel_split_s(op, f, figures[BYTES_PER_GPU], figures[KV_CACHE_BYTES], _kernel_dims(plan, op, i, f, x))
+    last = split(at_last, x1)
+    mid = split([(a + z) / 2 for a, z in zip(at_first, at_last)], (x0 + x1) / 2)
+    return tuple(n * (a + 4 * m + z) / 6 for a, m, z in zip(first, mid, last)), last

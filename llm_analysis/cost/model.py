@@ -21,7 +21,7 @@ cost-model instance (`LayerDescriber.cost_memo`), so to change a parameter
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,8 +34,19 @@ from llm_analysis.cost.roofline import Roofline, peak_tflops_for_dtype
 
 Split = Tuple[float, float, float]  # (compute_s, memory_s, communication_s)
 BOUNDS = ("compute", "memory", "communication")
-# (compute_s, memory_s, communication_s) of every operator of a phase table, each an array [shape, operator]
-TableSplits = Tuple[np.ndarray, np.ndarray, np.ndarray]
+# [compute_s, memory_s, communication_s] x [shape] x [operator] of a phase table's operators
+TableSplits = np.ndarray
+
+
+class TableSteps(NamedTuple):
+    """n decode steps of a phase table's operators: [compute_s, memory_s, communication_s][operator]
+    of one copy at the first step, at the last and summed over the steps, and [flops_per_gpu,
+    bytes_per_gpu][operator] summed over the steps."""
+
+    first: np.ndarray
+    last: np.ndarray
+    summed: np.ndarray
+    flops_bytes: np.ndarray
 
 
 class CostModel:
@@ -167,25 +178,58 @@ class CostModel:
     # operator at one shape is what `op_split_s` gives for that operator built at that shape.
 
     def table_split_s(self, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]) -> TableSplits:
-        """(compute_s, memory_s, communication_s)[shape, operator] of one copy of every operator of
+        """[compute_s, memory_s, communication_s][shape, operator] of one copy of every operator of
         `table` at the shapes whose figures are `figures` (`PhaseTable.figure_arrays`; lengths `xs`)."""
         raise NotImplementedError
 
-    def table_steps_split_s(self, table: PhaseTable, batch: int, x0: int,
-                            n: int) -> Tuple[np.ndarray, TableSplits, TableSplits]:
-        """n decode steps of `batch` sequences at contexts x0 .. x0 + n - 1: (the figures at the
-        first and last step, (compute_s, memory_s, communication_s)[first or last, operator],
-        and the same summed over the n steps [operator])."""
+    def table_steps_split_s(self, table: PhaseTable, batch: int, x0: int, n: int) -> TableSteps:
+        """n decode steps of `batch` sequences at contexts x0 .. x0 + n - 1 (`steps_split_s` and
+        `op_steps_split_s` for every operator): an operator whose FLOPs and bytes do not grow with
+        the context (all but the table's `growing` kernels; every collective) costs n times its
+        first step; a growing kernel is summed by the model's `_growing_steps_split_s`."""
+        figures = table.figure_arrays(batch, (x0,))
+        first = self.table_split_s(table, figures, (x0,))[:, 0]
+        steps = TableSteps(first, first.copy(), first * n, figures[0, FLOPS_PER_GPU:BYTES_PER_GPU + 1] * n)
+        if not table.growing or n == 1:
+            return steps
+        at_first = figures[0, :, table.growing].T.tolist()  # [field][growing kernel]
+        at_last = table.growing_figures(batch, x0 + n - 1)
+        for j, i in enumerate(table.growing):
+            a, z = [f[j] for f in at_first], [f[j] for f in at_last]
+            steps.summed[:2, i], steps.last[:2, i] = self._growing_steps_split_s(
+                table, i, (first[0, i], first[1, i]), a, z, x0, n)
+            # FLOPs and bytes grow linearly over the steps: n times their mean
+            steps.flops_bytes[:, i] = n * (a[FLOPS_PER_GPU] + z[FLOPS_PER_GPU]) / 2, \
+                n * (a[BYTES_PER_GPU] + z[BYTES_PER_GPU]) / 2
+        return steps
+
+    def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],
+                               at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], Tuple[float, float]]:
+        """((compute_s, memory_s) summed over n steps, (compute_s, memory_s) at the last step) of
+        table kernel i, whose figures [field] go linearly from `at_first` to `at_last` (its time at
+        the first step: `first`)."""
         raise NotImplementedError
 
-    def _time_table_collectives(self, table: PhaseTable, figures: np.ndarray, compute_s: np.ndarray,
-                                memory_s: np.ndarray, comm_s: np.ndarray) -> None:
-        """A table's collectives take their collective's time and no kernel's (in place; a table
-        holds no overlapped collective: phase_table checks it)."""
-        for i, op in table.collectives:
-            compute_s[:, i] = memory_s[:, i] = 0.0
-            comm_s[:, i] = [self.collective_s(op.collective, size, op.comm_group_size, op.comm_group)
-                            for size in figures[:, COMM_BYTES, i].tolist()]
+    def _table_splits(self, table: PhaseTable, figures: np.ndarray, compute_s: np.ndarray,
+                      memory_s: np.ndarray) -> TableSplits:
+        """The kernels' (compute_s, memory_s)[shape, operator] beside the collectives' times: a
+        collective takes its collective's time only (a table holds no overlapped collective:
+        phase_table checks it), each distinct collective timed once."""
+        splits = np.empty((3,) + compute_s.shape)
+        splits[0], splits[1] = compute_s, memory_s
+        if not table.collectives:
+            splits[2] = 0.0
+            return splits
+        if table.collectives_work:
+            splits[:2, :, table.is_collective] = 0.0
+        times = []  # [distinct][shape]
+        for (_, op), sizes in zip(table.collectives, figures[:, COMM_BYTES, table.collective_firsts].T.tolist()):
+            first = self.collective_s(op.collective, sizes[0], op.comm_group_size, op.comm_group)
+            # (a message the same at every shape, as in decode steps: timed once)
+            times.append([first if size == sizes[0] else
+                          self.collective_s(op.collective, size, op.comm_group_size, op.comm_group) for size in sizes])
+        np.matmul(np.transpose(times), table.collective_spread, out=splits[2])
+        return splits
 
 
 class RooflineCostModel(CostModel):
@@ -206,6 +250,7 @@ class RooflineCostModel(CostModel):
         self._hbm_GB_per_s = (achieved_memory_bandwidth_GBs if achieved_memory_bandwidth_GBs is not None
                               else gpu.hbm_bandwidth_in_GB_per_sec * hbm_memory_efficiency)
         self.roofline = Roofline.for_gpu(self._tflops, self._hbm_GB_per_s)
+        self._table_rates = np.array((self.roofline.flops_per_s, self.roofline.hbm_bytes_per_s))[:, None]
 
     @property
     def achieved_tflops(self) -> float:
@@ -243,30 +288,20 @@ class RooflineCostModel(CostModel):
         return bytes_moved / self.roofline.hbm_bytes_per_s
 
     def table_split_s(self, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]) -> TableSplits:
-        c = figures[:, FLOPS_PER_GPU] / self.roofline.flops_per_s
-        m = figures[:, BYTES_PER_GPU] / self.roofline.hbm_bytes_per_s
-        compute_bound = c >= m  # (the whole time filed under what bounds it, as `kernel_split_s`)
-        compute_s, memory_s = np.where(compute_bound, c, 0.0), np.where(compute_bound, 0.0, m)
-        comm_s = np.zeros_like(c)
-        self._time_table_collectives(table, figures, compute_s, memory_s, comm_s)
-        return compute_s, memory_s, comm_s
+        # (FLOPs, bytes) / (FLOP/s, bytes/s): each kernel's time is the larger, filed whole under
+        # what bounds it (`kernel_split_s`)
+        c_m = figures[:, FLOPS_PER_GPU:BYTES_PER_GPU + 1] / self._table_rates
+        t = c_m.max(axis=1)
+        compute_s = t * (c_m[:, 0] >= c_m[:, 1])
+        return self._table_splits(table, figures, compute_s, t - compute_s)
 
-    def table_steps_split_s(self, table: PhaseTable, batch: int, x0: int,
-                            n: int) -> Tuple[np.ndarray, TableSplits, TableSplits]:
-        """The closed form of `steps_split_s` for every operator (collectives: n x the first step)."""
-        figures = table.figure_arrays(batch, (x0, x0 + n - 1))
-        c, m, k = ends = self.table_split_s(table, figures, (x0, x0 + n - 1))
-        # an operator whose work does not grow with the context: n times its first step
-        compute_s, memory_s, comm_s = n * c[0], n * m[0], n * k[0]
-        f, b = figures[:, FLOPS_PER_GPU], figures[:, BYTES_PER_GPU]
-        growing = np.flatnonzero(((f[0] != f[1]) | (b[0] != b[1])) & ~table.is_collective)
-        if len(growing):
-            span, F, B = max(n - 1, 1), self.roofline.flops_per_s, self.roofline.hbm_bytes_per_s
-            for i, f0, f1, b0, b1 in zip(growing.tolist(), f[0, growing].tolist(), f[1, growing].tolist(),
-                                         b[0, growing].tolist(), b[1, growing].tolist()):
-                compute_s[i], memory_s[i] = sum_max_affine(f0 / F, (f1 - f0) / span / F, b0 / B,
-                                                           (b1 - b0) / span / B, n)
-        return figures, ends, (compute_s, memory_s, comm_s)
+    def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],
+                               at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], Tuple[float, float]]:
+        """The closed form of `steps_split_s`."""
+        span, F, B = max(n - 1, 1), self.roofline.flops_per_s, self.roofline.hbm_bytes_per_s
+        f0, f1, b0, b1 = at_first[FLOPS_PER_GPU], at_last[FLOPS_PER_GPU], at_first[BYTES_PER_GPU], at_last[BYTES_PER_GPU]
+        return (sum_max_affine(f0 / F, (f1 - f0) / span / F, b0 / B, (b1 - b0) / span / B, n),
+                self.kernel_split_s(f1, b1))
 
 
-__all__ = ["BOUNDS", "CostModel", "RooflineCostModel", "Split", "TableSplits"]
+__all__ = ["BOUNDS", "CostModel", "RooflineCostModel", "Split", "TableSplits", "TableSteps"]

@@ -44,10 +44,9 @@ def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, f
     table = timed_table(analysis.cost_model, d, "prefill", x=seq_len)
     if table is not None:  # every operator from the table's figures
         figures = table.figure_arrays(batch, (seq_len,))
-        c, m, k = (a[0] for a in analysis.cost_model.table_split_s(table, figures, (seq_len,)))
-        r, fig = table.repeat_array, figures[0]
-        acc = table_groups(table, r * c, r * m, r * k, r * fig[FLOPS_PER_GPU], r * fig[BYTES_PER_GPU])
-        flops = float(r @ fig[FLOPS])
+        splits = analysis.cost_model.table_split_s(table, figures, (seq_len,))
+        acc = table_groups(table, splits[:, 0], figures[0, FLOPS_PER_GPU:BYTES_PER_GPU + 1])
+        flops = float(table.repeat_array @ figures[0, FLOPS])
     else:
         ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
         acc = GroupTimes().add_ops(analysis.cost_model, ops)
@@ -113,15 +112,13 @@ def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
     """`decode_phase` from the phase table (one stretch of contexts: the cost model sums the steps,
     `CostModel.table_steps_split_s`)."""
     handoff = _handoff_s(analysis, batch, 1)
-    n = max(num_steps, 1)
-    figures, ends, summed = analysis.cost_model.table_steps_split_s(table, batch, seq_len + 1, n)
+    steps = analysis.cost_model.table_steps_split_s(table, batch, seq_len + 1, max(num_steps, 1))
     r = table.repeat_array
-    first_s, last_s = ((ends[0] + ends[1] + ends[2]) @ r + handoff).tolist()
+    first_s = float(steps.first.sum(axis=0) @ r) + handoff
     if num_steps <= 0:
         return 0.0, {}, first_s, first_s
-    # FLOPs and bytes grow linearly over the steps: n times their mean
-    flops, bytes_ = (n * (figures[0, field] + figures[1, field]) / 2 for field in (FLOPS_PER_GPU, BYTES_PER_GPU))
-    acc = table_groups(table, r * summed[0], r * summed[1], r * summed[2], r * flops, r * bytes_)
+    last_s = float(steps.last.sum(axis=0) @ r) + handoff
+    acc = table_groups(table, steps.summed, steps.flops_bytes)
     if handoff:
         acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
     return acc.total_s, acc.finish(), first_s, last_s

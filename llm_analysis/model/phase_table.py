@@ -97,28 +97,48 @@ class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
-    __slots__ = ("repeats", "repeat_array", "is_layer", "ops", "collectives", "is_collective", "coefs", "memo",
-                 "_by_term", "_totals")
+    __slots__ = ("repeats", "repeat_array", "is_layer", "ops", "is_collective", "collectives", "collective_firsts",
+                 "collective_spread", "collectives_work", "growing", "coefs", "memo", "_by_term", "_by_field", "_totals")
 
     def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
                  coefs: List[List[Tuple[float, ...]]]):
+        n = len(ops)
         self.repeats = repeats
         self.repeat_array = np.array(repeats, dtype=float)
         self.is_layer = is_layer  # a transformer layer's operator (not the embedding or head)
         # the operators at a probe shape: roles and weights only (kind, group, collective,
         # recompute class, parameters: the same at every shape, checked by the fit)
         self.ops = ops
-        self.collectives = [(i, op) for i, op in enumerate(ops) if op.kind == "collective"]  # (index, operator)
         self.is_collective = np.array([op.kind == "collective" for op in ops], dtype=bool)
+        # the distinct collectives (kind, group and message size at every shape): (index of the first,
+        # operator); the same message over the same group takes the same time (the attention and
+        # MLP reductions of a layer, say), so each is timed once; collective_spread[distinct, op]
+        # is 1 where operator op is that collective (times of the distinct ones @ it: every operator's)
+        distinct, spread = {}, []
+        for i, op in enumerate(ops):
+            if op.kind == "collective":
+                key = (op.collective, op.comm_group_size, op.comm_group, coefs[COMM_BYTES][i])
+                spread.append((distinct.setdefault(key, (len(distinct), i, op))[0], i))
+        self.collectives = [(i, op) for _, i, op in distinct.values()]
+        self.collective_firsts = np.array([i for i, _ in self.collectives], dtype=int)
+        self.collective_spread = np.zeros((len(distinct), n))
+        for d, i in spread:
+            self.collective_spread[d, i] = 1.0
+        # whether a collective carries FLOPs or bytes of its own (summed with its group's, never timed)
+        self.collectives_work = any(any(coefs[f][i]) for _, i in spread for f in (FLOPS_PER_GPU, BYTES_PER_GPU))
+        # the kernels whose FLOPs or bytes grow with x (in decode: with the context; the others are
+        # the same at every step)
+        self.growing = [i for i, op in enumerate(ops) if op.kind != "collective" and any(
+            c[1] or c[2] or c[4] or c[5] for c in (coefs[FLOPS_PER_GPU][i], coefs[BYTES_PER_GPU][i]))]
         self.coefs = coefs  # coefs[field][op] = (a0, a1, a2, b0, b1, b2)
         self.memo = {}  # what users derive from the roles once per table (group keys, kernel shapes)
         # the coefficient of each term (1, x, x^2, b, b x, b x^2) of every (field, operator), so that
         # every figure of every operator at one shape is one product (`figures`)
-        n = len(ops)
         self._by_term = np.array([[c[k] for per_op in coefs for c in per_op] for k in range(6)],
                                  dtype=float).reshape(6, len(FIELDS) * n)
+        self._by_field = self._by_term.reshape(6, len(FIELDS), n)  # [term, field, operator]
         # ... and of each field summed over the phase (repeat counts applied): `total`
-        self._totals = self._by_term.reshape(6, len(FIELDS), n) @ self.repeat_array
+        self._totals = self._by_field @ self.repeat_array
 
     @staticmethod
     def _terms(batch: float, x: float) -> Tuple[float, ...]:
@@ -135,9 +155,14 @@ class PhaseTable:
         """Every figure of every operator at (batch, x): figures[field][op], fields as FIELDS."""
         return np.dot(self._terms(batch, x), self._by_term).reshape(len(FIELDS), len(self.ops)).tolist()
 
+    def growing_figures(self, batch: int, x: float) -> List[List[float]]:
+        """Every figure of the `growing` kernels at (batch, x): [field][growing kernel]."""
+        growing = self._by_field[:, :, self.growing].reshape(6, len(FIELDS) * len(self.growing))
+        return np.dot(self._terms(batch, x), growing).reshape(len(FIELDS), len(self.growing)).tolist()
+
     def evaluate(self, batch: int, x: float, field: int) -> List[float]:
         """Figure FIELDS[field] of every operator at (batch, x)."""
-        return self.figures(batch, x)[field]
+        return np.dot(self._terms(batch, x), self._by_field[:, field]).tolist()
 
     def total(self, batch: int, x: float, field: int) -> float:
         """Figure FIELDS[field] summed over the phase (each operator times its repeat count)."""

@@ -97,26 +97,27 @@ def timed_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None
 
 
 def _group_layout(table: PhaseTable) -> Tuple[List[str], np.ndarray]:
-    """The table's group keys in order of first appearance and which operator each sums
-    ([operator, group] of 0 and 1), worked out once per table."""
+    """The table's group keys in order of first appearance, and [operator, group] the repeat
+    count of each operator in its group's column (0 elsewhere): sums per group are one product;
+    worked out once per table."""
     layout = table.memo.get("group_layout")
     if layout is None:
         keys = [group_key(op) for op in table.ops]
         order = list(dict.fromkeys(keys))
         member = np.zeros((len(keys), len(order)))
-        member[np.arange(len(keys)), [order.index(k) for k in keys]] = 1.0
+        member[np.arange(len(keys)), [order.index(k) for k in keys]] = table.repeat_array
         layout = table.memo["group_layout"] = (order, member)
     return layout
 
 
-def table_groups(table: PhaseTable, compute_s: np.ndarray, memory_s: np.ndarray, comm_s: np.ndarray,
-                 flops: np.ndarray, bytes_: np.ndarray) -> GroupTimes:
-    """`GroupTimes.add_ops` of a table's operators, from their seconds and figures [operator]
-    (repeat counts already applied)."""
+def table_groups(table: PhaseTable, splits: np.ndarray, flops_bytes: np.ndarray) -> GroupTimes:
+    """`GroupTimes.add_ops` of one copy of a table's operators: their [compute_s, memory_s,
+    communication_s][operator] and [flops_per_gpu, bytes_per_gpu][operator] (each operator
+    counted its repeat count times)."""
     order, member = _group_layout(table)
-    sums = np.array((compute_s + memory_s + comm_s, compute_s, memory_s, comm_s, flops, bytes_)) @ member
+    sums = np.concatenate((splits, flops_bytes)) @ member
     acc = GroupTimes()
-    for key, (latency, c, m, k, f, b) in zip(order, sums.T.tolist()):
-        acc.groups[key] = {"latency_s": latency, "compute_s": c, "memory_s": m, "communication_s": k,
+    for key, (c, m, k, f, b) in zip(order, sums.T.tolist()):
+        acc.groups[key] = {"latency_s": c + m + k, "compute_s": c, "memory_s": m, "communication_s": k,
                            "flops_per_gpu": f, "bytes_per_gpu": b}
     return acc

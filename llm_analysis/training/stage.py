@@ -168,11 +168,10 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
                 _add_weights(st, analysis, op, n, is_layer, None, False)
         weights = table.memo[("stage_weights", s)] = st
     figures = table.figure_arrays(ph.batch, (ph.q_len,))
-    c, m, k = (a[0] for a in analysis.cost_model.table_split_s(table, figures, (ph.q_len,)))
-    r = table.repeat_array
+    times = analysis.cost_model.table_split_s(table, figures, (ph.q_len,))[:, 0].sum(axis=0)
     roles = _stage_roles(table, rc)
-    fwd, rc_compute, rc_comm, tp, ep, cp = (roles @ (r * (c + m + k))).tolist()
-    flops_fwd, flops_rc = (roles[:2] @ (r * figures[0, FLOPS])).tolist()
+    fwd, rc_compute, rc_comm, tp, ep, cp = (roles @ times).tolist()
+    flops_fwd, flops_rc = (roles[:2] @ figures[0, FLOPS]).tolist()
     # (backward: 2x the forward, input and weight gradients, as `add_compute` without LoRA)
     return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=2.0 * fwd, rc_compute=rc_compute,
                                rc_comm=rc_comm, tp_fwd=tp, ep_fwd=ep, cp_fwd=cp, flops_fwd=flops_fwd,
@@ -183,9 +182,10 @@ _STAGE_SUMS = ("fwd_compute", "rc_compute", "rc_comm", "tp_fwd", "ep_fwd", "cp_f
 
 
 def _stage_roles(table, rc: ActivationRecomputation) -> np.ndarray:
-    """Which operators each of `_STAGE_SUMS` adds up ([sum, operator] of 0 and 1), as `_add_time`
-    files them: kernels, recomputed kernels, recomputed collectives, TP, EP and CP collectives
-    (embedding and head are never recomputed); worked out once per table and recomputation."""
+    """Which operators each of `_STAGE_SUMS` adds up ([sum, operator]: the operator's repeat count,
+    or 0), as `_add_time` files them: kernels, recomputed kernels, recomputed collectives, TP, EP
+    and CP collectives (embedding and head are never recomputed); worked out once per table and
+    recomputation."""
     roles = table.memo.get(("stage_roles", rc))
     if roles is None:
         rows = []
@@ -193,7 +193,8 @@ def _stage_roles(table, rc: ActivationRecomputation) -> np.ndarray:
             recomputed, coll = layer and op.recomputed_under(rc), op.kind == "collective"
             rows.append((not coll, recomputed and not coll, recomputed and coll, coll and op.comm_group == "tp",
                          coll and op.comm_group == "ep", coll and op.comm_group == "cp"))
-        roles = table.memo[("stage_roles", rc)] = np.array(rows, dtype=float).reshape(len(table.ops), 6).T
+        roles = np.array(rows, dtype=float).reshape(len(table.ops), 6).T * table.repeat_array
+        table.memo[("stage_roles", rc)] = roles
     return roles
 
 

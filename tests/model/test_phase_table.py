@@ -6,7 +6,7 @@ import pytest
 
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
-from llm_analysis.model.phase_table import FIELDS, phase_of, phase_table
+from llm_analysis.model.phase_table import BYTES_PER_GPU, FIELDS, FLOPS_PER_GPU, phase_of, phase_table
 
 
 def _analysis(name, **par):
@@ -38,6 +38,12 @@ def test_table_matches_built_operators(name, par, phase):
             for i, (_, x) in enumerate(shapes):
                 for got, want in zip(arrays[i].tolist(), table.figures(b, x)):
                     assert got == pytest.approx(want, rel=1e-12, abs=0), (b, x)
+                # the kernels whose work grows with x: those whose FLOPs or bytes differ between lengths
+                figures, other = table.figures(b, x), table.figures(b, x + 1000)
+                assert table.growing == [i for i, op in enumerate(table.ops) if op.kind != "collective" and any(
+                    figures[f][i] != other[f][i] for f in (FLOPS_PER_GPU, BYTES_PER_GPU))]
+                for got, want in zip(table.growing_figures(b, x), figures):
+                    assert got == pytest.approx([want[i] for i in table.growing], rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("name", ["mistralai_Mixtral-8x7B-v0.1", "google_gemma-2-9b"])
