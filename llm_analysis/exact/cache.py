@@ -10,14 +10,16 @@ computed by, and only those (so an edit to the CLI, the timing model or the tabl
 does not throw the cache away):
 
 * `DERIVED_SOURCES` (the module-tree path, `entry.description_for`): the `exact/`
-  package (build, probe, walk, verification), `operators/` (the records whose
-  parameters and FLOPs are compared), the parameter and FLOP views and the facade
-  that sum them, and the ModelConfig schema the description is validated into;
+  package (build, probe, walk, the families' rules in architectures/, verification),
+  `model/` (the records whose parameters and FLOPs are compared), the parameter, FLOP
+  and phase views, the operator rows the verification sums (quantities/latency.py) and
+  the facade that serves them, and the ModelConfig schema the description is validated
+  into;
 * `MAPPED_SOURCES` (`verify.verify_hf_config`, the table path): those plus the Hub
-  import that maps a config.json to a ModelConfig (`hf_import`, `hub_*`).
+  import that maps a config.json to a ModelConfig (`hub/`, `config.py`).
 
 A module added to the engine that changes a count must be added to these lists
-(tests/test_exact_cache.py checks that every listed path exists, and that every
+(tests/exact/test_exact_cache.py checks that every listed path exists, and that every
 package module the listed ones import is listed or named as not affecting counts). Computing a key
 reads a few dozen small files and imports neither torch nor transformers. A cache
 hit is therefore valid as it is; a changed config, engine or library is a different key.
@@ -55,7 +57,7 @@ def _version(dist: str) -> str:
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # paths relative to the package; a directory stands for its *.py files, recursively
 DERIVED_SOURCES = ("exact", "model", "quantities/params.py", "quantities/flops.py", "quantities/phases.py",
-                   "facade.py", "schema")
+                   "quantities/latency.py", "facade.py", "schema")
 MAPPED_SOURCES = DERIVED_SOURCES + ("hub", "config.py")
 _fingerprints: Dict[Tuple[str, ...], str] = {}
 

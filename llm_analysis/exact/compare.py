@@ -100,7 +100,7 @@ def part_differences(engine: Dict[str, int], real: Dict[str, int]) -> List[str]:
 def engine_matmul_flops(analysis: Any, batch_size: int, seq_len: int) -> int:
     """FLOPs of the engine's matmuls and attention cores for one prefill: what
     FlopCounterMode counts (it does not count element-wise operations), with the mixers'
-    convolutions and scans (operators/mixers.py)."""
+    convolutions and scans (model/mixers.py)."""
     rows = analysis.operators("prefill", batch_size, seq_len, per_layer=False)
     return int(sum(r["flops"] for r in rows if r["kind"] in ("matmul", "attention", "conv", "scan")))
 

@@ -12,50 +12,47 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "probe": {"batch", "seq_len", "flops", "params"},
      "probe_long": {"batch", "seq_len", "flops"},     # a 1024-token prefill, FLOPs only
      "max_input_len": longest input of the described code path, or None (derive_lengths.py),
-     "prefix_tokens": P,            # only when the model prepends P tokens itself (derive_prefix.py)
+     "prefix_tokens": P,            # only when the model prepends P tokens itself (layer_phase.py)
+     "pad_to_multiple": m,          # only when the model pads its inputs (layer_phase.py)
      "refused_phases": {phase: why},  # only when a phase cannot be described (derive_stacks.py)
-     "pooling": {options}}            # only for Funnel's pooled blocks (derive_pooling.py)
-
-Token sources beyond all | batch | logits | routed | none: `pool:k` (rows of pooling
-stage k, tree_pooling.py) and `rows:N` (N rows per sequence, Perceiver's latents,
-tree_latents.py; its attention cores carry `q_tokens` / `kv_tokens`).
+     ...}                             # fields of a family's rule (architectures/: Funnel's `pooling`)
 
 Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
-(heads, kv_heads, d_qk, d_v, window, cache_elems; `chunked`: chunked_attention.py;
-`compressed`: derive_compressed.py). Routed experts transformers runs densely carry
-`eager_experts` (derive_dense_experts.py); token source `batch_fresh`: derive_zaya.py. A layer module that runs several
+(heads, kv_heads, d_qk, d_v, window, cache_elems). Families whose modules the generic
+reading cannot describe register rules by transformers class name (architectures/): the
+specs of their modules (recurrent mixers' `state`), the `variant` of their attention cores,
+the rows their modules see (`tokens` records: pooled stages, latent rows), their own
+reading of the layers, and fields of the description. Routed experts transformers runs
+densely carry `eager_experts` (dense_experts.py). A layer module that runs several
 times (ALBERT's shared layer) appears once owning its parameters and then as
 executions that own none; several stacks of one layer shape (HRM-Text) are read in
 module order. A module a text-only forward never runs (an image encoder, a
 cross-attention layer without image features) is one `param` spec marked `idle`
 (derive_stacks.py). `verify_description` (derive_check.py) then checks the
-description against the model's parameters and FLOPs, module by module.
+description against the model's parameters and FLOPs, module by module. The description
+holds typed records (architectures/records.py encodes them for the cache).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from llm_analysis.errors import UnsupportedArchitectureError
-from llm_analysis.exact.derive_chunks import chunk_core_spec, chunk_window, chunked_input_limit, is_padded, pad_multiple
+import llm_analysis.exact.architectures as families
+from llm_analysis.exact.architectures.family import PLAIN_CORE
+from llm_analysis.exact.dense_experts import dense_experts, dense_experts_reason, mark_dense
 from llm_analysis.exact.derive_lengths import full_attention_path
-from llm_analysis.exact.derive_streams import ngram_stream_limits, stream_decoder, stream_rows
+from llm_analysis.exact.derive_refusals import missing_top_k
 from llm_analysis.exact.derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
-                           is_embedding, num_experts, rows_per_token, token_source, top_k)
-from llm_analysis.exact.derive_mixers import mixer_specs
-from llm_analysis.exact.derive_sites import FIT_SEQ_LEN, attention_sites, core_helper_children, layer_calls, same_length_conv_rows
+                                             is_embedding, num_experts, rows_per_token, token_source, top_k)
+from llm_analysis.exact.derive_sites import (FIT_SEQ_LEN, attention_sites, core_helper_children, layer_calls,
+                                             same_length_conv_rows)
 from llm_analysis.exact.derive_specs import attention_spec, module_specs, new_params, row_flops_spec
-from llm_analysis.exact.diagnose import MIXER_PARAMS as _MIXER
-from llm_analysis.exact.derive_prefix import is_prefixed, prefix_rows
-from llm_analysis.exact.derive_pooling import pooled_kinds, pooled_model
-from llm_analysis.exact.derive_latents import fixed_source, latent_model, latent_sites
-from llm_analysis.exact.derive_refusals import dense_experts, dense_experts_reason, missing_top_k
-from llm_analysis.exact.derive_compressed import compressed_attention, eager_keys
-from llm_analysis.exact.derive_dense_experts import mark_dense
 from llm_analysis.exact.derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
+from llm_analysis.exact.diagnose import MIXER_PARAMS as _MIXER
+from llm_analysis.exact.layer_phase import is_prefixed, prefix_rows
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: typed records (architectures/records.py)
 PROBE_BATCH = 2  # two sequences, so that "one row per sequence" differs from "one per token"
 PROBE_SEQ_LEN = 16
 LONG_PROBE_SEQ_LEN = 1024  # meta tensors: a longer probe costs no arithmetic
@@ -64,22 +61,20 @@ LONG_PROBE_SEQ_LEN = 1024  # meta tensors: a longer probe costs no arithmetic
 class _Walk:
     """State of one walk over the module tree."""
 
-    def __init__(self, lm: Any, cfg: Any, probe: Any, task: str):
+    def __init__(self, lm: Any, cfg: Any, probe: Any, task: str, rules: List[Any]):
         self.lm, self.cfg, self.probe, self.task = lm, cfg, probe, task
+        self.rules = rules  # the model rules of the families the model holds (architectures/)
         self.hidden = config_int(cfg, ("hidden_size", "d_model", "n_embd", "dim", "embed_dim"))
         self.vocab = config_int(cfg, ("vocab_size",))
         self.experts = num_experts(cfg)
         self.modules = list(lm.named_modules())
         self.seen: set = set()
-        self.prefix = 0  # tokens the model prepends to every sequence (derive_prefix.py)
-        self.pad = 0  # inputs padded to a multiple of this many tokens (derive_chunks.py)
-        self.streams = stream_decoder(lm) is not None  # ProphetNet's n-stream decoder (derive_streams.py)
+        self.prefix = 0  # tokens the model prepends to every sequence (layer_phase.py)
         self.idle = idle_roots(lm, probe.calls)
         self.dense: List[str] = []  # experts every token runs through, no top-k (derive_refusals.py)
-        self.dense_eager: Dict[str, int] = {}  # ... with a top-k: described routed (derive_dense_experts.py)
+        self.dense_eager: Dict[str, int] = {}  # ... with a top-k: described routed (dense_experts.py)
         self.absorbed: Dict[str, int] = {}  # core helper children: their FLOPs are the parent's
         self.fit_probe: Any = None
-        self.latents: Any = None  # a latent-array model's fixed rows (derive_latents.py)
 
     def own_flops(self, path: str, module: Any) -> int:
         """FLOPs of `path` minus those of the modules it called (a container that is
@@ -120,25 +115,28 @@ class _Walk:
         """(token source, rows per token): rows per token > 1 for a module outside the
         experts that sees the same whole number of rows for every token (hyper-connection
         streams, grouped output projections)."""
-        fixed = fixed_source(self.latents, path)
-        if fixed:  # N rows per sequence whatever its length (Perceiver's latents and output queries)
+        fixed = next((f for f in (r.token_source(path) for r in self.rules) if f), None)
+        if fixed:  # rows a family fixes (Perceiver's latents and output queries)
             return fixed, 1
+        b, t = self.probe.batch, self.probe.seq_len
         rows = same_length_conv_rows(module, self.probe.elems.get(path, [])) or self.rows(path, module)
-        source = token_source(rows, self.probe.batch, self.probe.seq_len)
-        if source == "unknown" and is_padded(rows, self.probe.batch, self.probe.seq_len, self.pad):
-            return "all", 1  # every token of the padded phase (derive_chunks.padded_phase)
-        if source == "unknown" and in_layer and is_prefixed(rows, self.probe.batch, self.probe.seq_len, self.prefix):
-            return "all", 1  # every token of the phase the layers run (derive_prefix.prefixed_phase)
+        source = token_source(rows, b, t)
+        if source == "unknown" and any(r.reads_every_token(rows, b, t) for r in self.rules):
+            return "all", 1  # every token of the phase as the family runs it (Longformer's padded inputs)
+        if source == "unknown" and in_layer and is_prefixed(rows, b, t, self.prefix):
+            return "all", 1  # every token of the phase the layers run (layer_phase.prefixed_phase)
         if source == "unknown" and expert_role(path) is not None:
-            dense = dense_experts(module, rows, self.probe.batch * self.probe.seq_len)
-            if dense and top_k(self.cfg):  # described as routed, reconciled (derive_dense_experts.py)
+            dense = dense_experts(module, rows, b * t)
+            if dense and top_k(self.cfg):  # described as routed, reconciled (dense_experts.py)
                 self.dense_eager[path] = dense
                 return "all", 1
-            if dense:  # refused in describe_tree (derive_refusals.py)
+            if dense:  # refused in describe_tree
                 self.dense.append(dense_experts_reason(path, type(module).__name__, dense, top_k(self.cfg)))
         if source == "unknown" and not is_embedding(module) and expert_role(path) is None:
-            per_token = rows_per_token(rows, self.probe.batch * self.probe.seq_len) or \
-                stream_rows(rows, self.probe.batch * self.probe.seq_len, self.streams)  # derive_streams.py
+            # several rows per token: the same number on every call, or a family's reading
+            # (ProphetNet's streams: a whole but varying number)
+            per_token = rows_per_token(rows, b * t) or max((r.rows_per_token(rows, b * t) for r in self.rules),
+                                                          default=0)
             if per_token > 1:
                 return "all", per_token
         return source, 1
@@ -169,7 +167,7 @@ class _Walk:
         ctx = {"hidden": self.hidden, "vocab": self.vocab, "experts": self.experts, "group_of": group_of,
                "top_k": top_k(self.cfg)}
         source, per_token = self.tokens(path, module, layer_index is not None)
-        specs = mixer_specs(rel, module, fresh, per_exec, self.parent(path))  # a known recurrent mixer
+        specs = families.module_specs(rel, module, fresh, per_exec, self.parent(path))  # a family's module
         if specs is not None:
             per_token = 1
         else:
@@ -180,7 +178,7 @@ class _Walk:
             # projection, streams flattened first); its FLOPs are measured per token below
             for s in specs:
                 s["op"] = "param" if s["op"] in ("linear", "conv") else s["op"]
-        if own > 0 and not any(s["op"] in _COMPUTING or s.get("recurrence") or s.get("compressed") for s in specs):
+        if own > 0 and not any(_explains_flops(s) for s in specs):
             sites = self._site_spec(path, rel, module, own // max(calls, 1), per_exec, layer_index, per_token,
                                     calls)
             for site in sites:
@@ -198,8 +196,10 @@ class _Walk:
                    layer_index: Optional[int], per_token: float, calls: int = 1) -> List[Dict[str, Any]]:
         """[an attention core (and its per-token remainder)], or [matmuls measured per token],
         or [`unexplained`]."""
-        if fixed_source(self.latents, path):
-            return latent_sites(self.latents, path, rel, module, own_per_exec, per_exec, self.probe)
+        for rule in self.rules:  # a family's reading (Perceiver's fixed rows)
+            sites = rule.site_specs(self, path, rel, module, own_per_exec, per_exec)
+            if sites is not None:
+                return sites
         # matmuls on activations with weights read from elsewhere (AltUp's coefficients, a
         # head multiplying by a concatenated weight, a short convolution run as a function):
         # FLOPs per row of the module's input, when that is a whole number; the long probe
@@ -216,9 +216,9 @@ class _Walk:
         streams = per_token > 1 and any(p.dim() >= 2 for p in module.parameters(recurse=False))
         if streams or not ("attn" in rel.lower() or "attention" in (rel + type(module).__name__).lower()):
             return [rows]
-        core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
-        if chunk_window(module):  # Longformer's sliding chunks (derive_chunks.py)
-            return [chunk_core_spec(core, chunk_window(module))]
+        core = self._core(rel, module, layer_index, per_exec)
+        if not (core.get("variant") or PLAIN_CORE).fits_remainder:  # Longformer's sliding chunks
+            return [core]
         # a module inside an attention module but not named as one itself (a short
         # convolution on the keys) whose FLOPs are not the eager core's (every query-key pair)
         b, t = self.probe.batch, self.probe.seq_len
@@ -233,15 +233,27 @@ class _Walk:
         return attention_sites(core, own_per_exec, eager, remainder, (b, t), fit)
 
 
+    def _core(self, rel: str, module: Any, layer_index: Optional[int], per_exec: int) -> Dict[str, Any]:
+        """The attention core computed in `module`, with its family's variant (architectures/)."""
+        core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
+        return families.attention_core(core, module, self.cfg, layer_index)
+
     def _eager_core_flops(self, rel: str, module: Any, layer_index: Optional[int], per_exec: int) -> int:
         """FLOPs of the eager attention core of `module` at the probe (every query-key pair)."""
-        core = attention_spec(rel, module, self.cfg, layer_index, per_exec, self.task == "masked-lm")
+        core = self._core(rel, module, layer_index, per_exec)
         b, t = self.probe.batch, self.probe.seq_len
-        keys = eager_keys(core, t)  # t, plus compressed entries (derive_compressed.py)
+        keys = (core.get("variant") or PLAIN_CORE).eager_keys(t)  # t, plus DeepSeek-V4's compressed entries
         return 2 * b * core["heads"] * t * keys * (core["d_qk"] + core["d_v"]) * max(per_exec, 1)
 
 
 _COMPUTING = ("linear", "experts", "conv", "row_flops")
+
+
+def _explains_flops(s: Dict[str, Any]) -> bool:
+    """True when the spec accounts for its module's own FLOPs: a projection or convolution,
+    an attention core a family read, or a recurrence with matmuls."""
+    state = s.get("state")
+    return s["op"] in _COMPUTING or s["op"] == "attention" or bool(state and state.recurrence)
 
 
 def _stack_layers(lm: Any, calls: Dict[str, int]) -> Tuple[List[str], List[str]]:
@@ -341,7 +353,7 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
         specs = _layer_specs(w, layer, i, calls) if calls else (
             [dict(idle, module="", probe_flops=0)] if idle["params"] else [])
         calls = max(calls, 1)
-        sig = json.dumps(specs, sort_keys=True)
+        sig = families.kind_signature(specs)
         if sig not in signatures:
             signatures[sig] = len(kinds)
             kinds.append(specs)
@@ -350,7 +362,7 @@ def _kinds(w: _Walk, layers: List[str]) -> Tuple[List[List[Dict[str, Any]]], Lis
 
 
 def _prefix_tokens(lm: Any, probe: Any, first_layer: str) -> int:
-    """Tokens the model prepends to every sequence (derive_prefix.py), when the first
+    """Tokens the model prepends to every sequence (layer_phase.py), when the first
     layer sees a constant P more rows per sequence than the probe has tokens, at the
     probe's length and at 8 tokens more (several rows per token, hyper-connection
     streams, grow with the length instead)."""
@@ -363,31 +375,27 @@ def _prefix_tokens(lm: Any, probe: Any, first_layer: str) -> int:
     return prefix if prefix_rows(rows, probe.batch, probe.seq_len + 8) == prefix else 0
 
 
-def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
-    """The description (module docstring) of a built model and its probe."""
+def describe_tree(models: Any, probe: Any, max_input_len: Optional[int] = None) -> Dict[str, Any]:
+    """The description (module docstring) of a built model and its probe; `max_input_len`:
+    the longest input of the described code path (derive_lengths.py), which a family may lower."""
     lm, cfg = models.lm, models.config
-    compressed = compressed_attention(lm)  # DeepSeek-V4's CSA/HCA (derive_compressed.py)
-    if compressed:
-        raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {compressed}")
-    w = _Walk(lm, cfg, probe, models.task)
+    rules = families.model_rules(lm, cfg, probe)
+    refusal = next((r for r in (rule.refusal() for rule in rules) if r), None)  # DeepSeek-V4's unread layouts
+    if refusal:
+        raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {refusal}")
+    w = _Walk(lm, cfg, probe, models.task, rules)
     stacks, layers = _stack_layers(lm, probe.calls)
-    pooled = pooled_model(lm, cfg)  # Funnel's pooled blocks (derive_pooling.py), else None
-    if pooled:
-        stacks, layers = pooled.stacks, [layer.path for layer in pooled.layers]
-    w.latents = latent_model(lm, cfg, probe, stacks)  # Perceiver's latent array, else None
-    if w.latents:
-        stacks, layers = stacks + w.latents.extra_stacks, w.latents.layers
+    for rule in rules:  # Funnel's pooled blocks, Perceiver's latent layers
+        stacks, layers = rule.layers(w, stacks, layers)
     w.prefix = _prefix_tokens(lm, probe, layers[0])
-    w.pad = pad_multiple(lm)
-    kinds, order = pooled_kinds(w, pooled) if pooled else _kinds(w, layers)
+    kinds, order = next((k for k in (rule.kinds(w, layers) for rule in rules) if k), None) or _kinds(w, layers)
     if w.dense:
         raise UnsupportedArchitectureError(f"{getattr(cfg, 'model_type', None)}: {w.dense[0]}")
     before, head = _outside_specs(w, stacks)
     routed = next((s for k in kinds for s in k if s.get("expert_role") == "routed"), None)
     refused = refused_phases(lm, layers, order)
-    return {**({"refused_phases": refused} if refused else {}), **({"prefix_tokens": w.prefix} if w.prefix else {}),
-        **({"pooling": pooled.options} if pooled else {}),
-        **({"pad_to_multiple": w.pad} if w.pad else {}),
+    desc = {**({"refused_phases": refused} if refused else {}), **({"prefix_tokens": w.prefix} if w.prefix else {}),
+        **{k: v for rule in rules for k, v in rule.description_fields().items()},
         "format": FORMAT_VERSION, "model_type": getattr(cfg, "model_type", None), "lm_class": models.lm_class,
         "task": models.task, "hidden_dim": w.hidden, "vocab_size": w.vocab,
         "max_seq_len": config_int(cfg, ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")),
@@ -395,7 +403,11 @@ def describe_tree(models: Any, probe: Any) -> Dict[str, Any]:
         "embedding": before, "head": head, "kinds": kinds, "layers": order,
         "probe": {"batch": probe.batch, "seq_len": probe.seq_len, "flops": probe.total_flops,
                   "params": sum(int(p.numel()) for p in lm.parameters())},
+        "max_input_len": max_input_len,
     }
+    for rule in rules:  # ProphetNet's and Longformer's input limits, refused phases
+        rule.finish(desc)
+    return desc
 
 
 
@@ -408,10 +420,7 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
     hf_config, max_input_len = full_attention_path(hf_config)
     try:
         models, probe = _built_and_probed(hf_config, name)
-        desc = describe_tree(models, probe)
-        desc["max_input_len"] = max_input_len
-        chunked_input_limit(desc, models.lm)  # a padded sliding-chunk model's position table (derive_chunks.py)
-        ngram_stream_limits(desc, models.lm)  # ProphetNet's buffered positions, its decode step (derive_streams.py)
+        desc = describe_tree(models, probe, max_input_len)
     except UnsupportedArchitectureError:
         raise
     except Exception as exc:  # the model code or an unforeseen module layout

@@ -17,9 +17,8 @@ from typing import Any, Dict, List
 
 from llm_analysis.errors import UnsupportedArchitectureError
 from llm_analysis.model import Phase
-from llm_analysis.exact.derive_chunks import pad_of, padded_phase
-from llm_analysis.exact.derive_dense_experts import eager_extra_flops, spec_extra_flops
-from llm_analysis.exact.derive_prefix import prefix_of, prefixed_phase
+from llm_analysis.exact.dense_experts import eager_extra_flops, spec_extra_flops
+from llm_analysis.exact.layer_phase import pad_of, padded_phase, prefix_of, prefixed_phase
 
 _GPU = "a100-sxm-80gb"  # any GPU: parameters and FLOPs do not depend on it
 
@@ -65,11 +64,11 @@ def module_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
         if s.get("expert_role") == "routed" and not (desc.get("experts") or {}).get("top_k"):
             out.append(f"{key}: routed experts but no top-k in the config")
             continue
-        # layers run the prefixed phase (derive_prefix.py; the phase itself without a prefix)
+        # layers run the prefixed and padded phase (layer_phase.py; the phase itself without either)
         run = prefixed_phase(phase, prefix_of(desc)) if where else phase
-        run = padded_phase(run, pad_of(desc)) if where else run  # Longformer's padding (derive_chunks.py)
+        run = padded_phase(run, pad_of(desc)) if where else run
         ops = d._spec_op(run, s, None, owns)
-        # experts transformers runs densely: + (E/k - 1) x routed FLOPs (derive_dense_experts.py)
+        # experts transformers runs densely: + (E/k - 1) x routed FLOPs (dense_experts.py)
         extra = spec_extra_flops(s, run.tokens, (desc.get("experts") or {}).get("top_k") or 0)
         predicted[key] = predicted.get(key, 0.0) + sum(o.flops for o in ops) + extra
         measured[key] = measured.get(key, 0) + int(s.get("probe_flops", 0))
@@ -90,7 +89,7 @@ def total_differences(desc: Dict[str, Any], analysis: Any) -> List[str]:
         if p is None:
             continue
         flops = engine_matmul_flops(analysis, p["batch"], p["seq_len"])
-        extra = eager_extra_flops(desc, p["batch"], p["seq_len"])  # derive_dense_experts.py; 0 for most
+        extra = eager_extra_flops(desc, p["batch"], p["seq_len"])  # dense_experts.py; 0 for most
         if flops + extra != p["flops"]:
             also = f" + {extra:,} run densely by transformers" if extra else ""
             out.append(f"prefill FLOPs (batch {p['batch']}, {p['seq_len']} tokens): description "

@@ -47,7 +47,7 @@ def check_input_len(desc: Dict[str, Any], new_tokens: int) -> None:
     sequence would take a code path the description does not carry."""
     limit = desc.get("max_input_len")
     if limit and new_tokens > limit:
-        if desc.get("max_input_reason"):  # a limit of another origin (derive_chunks.chunked_input_limit)
+        if desc.get("max_input_reason"):  # a limit a family recorded (architectures/: Longformer, ProphetNet)
             raise UnsupportedArchitectureError(
                 f"{desc.get('model_type')}: an input of {new_tokens} tokens is not described: "
                 f"{desc['max_input_reason']}. Use seq_len <= {limit}.")

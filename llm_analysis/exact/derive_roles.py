@@ -72,7 +72,8 @@ def linear_shape(module: Any, weight: Any) -> Optional[tuple]:
         return None
     if hasattr(module, "in_features") and hasattr(module, "out_features"):
         return int(module.in_features), int(module.out_features)
-    if type(module).__name__ == "Conv1D":  # GPT-2 style: weight is [in, out]
+    from transformers.pytorch_utils import Conv1D
+    if isinstance(module, Conv1D):  # GPT-2 style: weight is [in, out]
         return int(weight.shape[0]), int(weight.shape[1])
     return int(weight.shape[1]), int(weight.shape[0])  # F.linear convention: [out, in]
 

@@ -1,15 +1,14 @@
 """Operator specs of one parameter-owning module, and of one attention core.
 
 See `derive_roles.py` for the spec fields. Needs the live module (torch), imports
-nothing at module level.
+nothing at module level. A family's variant of the attention core is added by the walk
+(architectures.attention_core).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set
 
-from llm_analysis.exact.chunked_attention import chunk_size
-from llm_analysis.exact.derive_compressed import core_fields
 from llm_analysis.exact.derive_sites import grouped_linear_spec
 from llm_analysis.exact.derive_roles import (config_int, expert_role, expert_shape, is_conv1d, is_embedding, is_norm,
                            linear_shape, numel)
@@ -142,9 +141,7 @@ def attention_spec(name: str, module: Any, cfg: Any, layer_idx: Optional[int], c
         kv, d_v, cache = 1, 1, 0 if encoder else head_dim
     return {"name": name, "op": "attention", "params": 0, "calls": int(calls), "group": "attention",
             "heads": int(heads or 0), "kv_heads": int(kv or 0), "d_qk": int(head_dim), "d_v": int(d_v),
-            "window": _window(module, cfg, layer_idx), "cache_elems": int(cache), "causal": not encoder,
-            **({"chunked": True} if chunk_size(cfg, layer_idx) else {}),  # chunked_attention.py
-            **(core_fields(module) or {})}  # DeepSeek-V4's compressed keys (derive_compressed.py)
+            "window": _window(module, cfg, layer_idx), "cache_elems": int(cache), "causal": not encoder}
 
 
 def _first_int(module: Any, attrs, cfg: Any, keys) -> Optional[int]:
@@ -156,8 +153,6 @@ def _first_int(module: Any, attrs, cfg: Any, keys) -> Optional[int]:
 
 
 def _window(module: Any, cfg: Any, layer_idx: Optional[int]) -> Optional[int]:
-    if chunk_size(cfg, layer_idx):  # Llama 4's chunked layers: transformers caches C - 1 tokens
-        return chunk_size(cfg, layer_idx)
     w = getattr(module, "sliding_window", None)
     if isinstance(w, int) and not isinstance(w, bool) and w > 0:
         return w

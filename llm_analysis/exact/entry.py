@@ -44,6 +44,7 @@ def load_hf_config(model: Any, revision: Optional[str] = None) -> Tuple[Dict[str
 def description_for(hf_config: Dict[str, Any], model_id: Optional[str] = None, revision: Optional[str] = None,
                     use_cache: bool = True) -> Dict[str, Any]:
     """The verified description of `hf_config` (cached), or UnsupportedArchitectureError."""
+    from llm_analysis.exact.architectures import decode_description
     name = model_id or str(hf_config.get("_name_or_path") or hf_config.get("model_type") or "model")
     key = cache.cache_key(model_id, revision, hf_config, {"kind": _KIND}, cache.DERIVED_SOURCES)
     record = cache.load(key) if use_cache else None
@@ -52,7 +53,8 @@ def description_for(hf_config: Dict[str, Any], model_id: Optional[str] = None, r
         cache.store(key, record)
     if record["description"] is None:
         raise UnsupportedArchitectureError(record["message"])
-    return record["description"]
+    # the record holds the description's JSON form; its typed records (architectures/) are read back
+    return decode_description(record["description"])
 
 
 def _derive_record(hf_config: Dict[str, Any], name: str) -> Dict[str, Any]:
@@ -61,8 +63,10 @@ def _derive_record(hf_config: Dict[str, Any], name: str) -> Dict[str, Any]:
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise UnsupportedArchitectureError(
             f"the exact path needs torch and transformers (pip install \"llm-analysis[exact]\"): {exc}") from None
+    from llm_analysis.exact.architectures import encode_description
     try:
-        return {"kind": _KIND, "description": derive_description(hf_config, name), "message": None}
+        return {"kind": _KIND, "description": encode_description(derive_description(hf_config, name)),
+                "message": None}
     except UnsupportedArchitectureError as exc:
         return {"kind": _KIND, "description": None, "message": explained(str(exc), hf_config)}
 

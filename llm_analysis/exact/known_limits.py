@@ -20,9 +20,9 @@ _LIMITS: Tuple[Tuple[Tuple[str, ...], str], ...] = (
      "sliding-chunk attention (Longformer, Beltagy et al. 2020, arXiv 2004.05150): transformers pads every "
      "input to a multiple of attention_window, so every projection runs on the padded tokens, and computes "
      "overlapping chunks of 2 x window/2 keys plus global tokens chosen by the input's values; the FLOPs are a "
-     "step function of the length, which the exact path describes (derive_chunks.py), but the global-token check "
-     "reads values, impossible on meta tensors, so only a model small enough to run on the CPU is verified "
-     "(cpu_verify.py)"),
+     "step function of the length, which the exact path describes (architectures/longformer.py), but the "
+     "global-token check reads values, impossible on meta tensors, so only a model small enough to run on the CPU "
+     "is verified (cpu_verify.py)"),
     (("block_per_row", "approx_mode"),
      "multi-resolution approximate attention (MRA-2, Zeng et al. 2022, arXiv 2207.10284): transformers computes it "
      "only with CUDA kernels fetched from the Hub (kernels-community/mra) when a CUDA device is present; without "

@@ -11,27 +11,29 @@ FLOPs, bytes, memory and time follow the engine's usual conventions:
   ones by input (Megatron), the vocabulary of embedding and head, and attention by
   heads; a projection whose role is `unknown` makes tp_size > 1 a ConfigError;
 * a layer execution that does not own its parameters (ALBERT's shared layer run
-  again) has the same FLOPs and bytes read but adds no parameters or weight memory.
+  again) has the same FLOPs and bytes read but adds no parameters or weight memory;
+* what a family changes is in the typed records of its specs (architectures/): the rows
+  of a `tokens` record (`RowSource`), an attention core's `variant` (`AttentionVariant`:
+  its pairs, FLOPs, cache, or its whole operator), a recurrent mixer's `state`
+  (architectures/recurrent_state.py).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
 from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
-from llm_analysis.model import LayerDescriber, LayerKind, Operator, Phase, causal_pairs
+from llm_analysis.model import LayerDescriber, LayerKind, Operator, Phase
 from llm_analysis.schema.options import ActivationRecomputation as AR
-from llm_analysis.exact.chunked_attention import chunked_pairs
-from llm_analysis.exact.derive_chunks import chunk_core_flops, is_chunked, pad_of, padded_phase
+from llm_analysis.exact.architectures.family import PLAIN_CORE, RowSource
+from llm_analysis.exact.architectures.recurrent_state import conv_outputs, state_bytes_per_seq, state_op
 from llm_analysis.exact.derive_lengths import check_input_len, check_score_width
-from llm_analysis.exact.derive_prefix import prefix_of, prefixed_phase
-from llm_analysis.exact.derive_zaya import BATCH_FRESH
-from llm_analysis.exact.tree_compressed import cache_elems as compressed_cache_elems, with_compressed
+from llm_analysis.exact.layer_phase import pad_of, padded_phase, prefix_of, prefixed_phase
 from llm_analysis.exact.tree_layout import check_layout, kind_window, stage_kinds
-from llm_analysis.exact.tree_mixers import conv_outputs, state_bytes_per_seq, state_op
-from llm_analysis.exact.tree_latents import fixed_tokens, latent_core_op, warn_train_rows
-from llm_analysis.exact.tree_pooling import pooled_core_op, pooled_tokens
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -83,21 +85,15 @@ class ModuleTreeDescriber(LayerDescriber):
             return phase.batch
         if source == "logits":
             return self.logits_tokens(phase)
-        if source == BATCH_FRESH:  # one row per sequence, only without cached context (derive_zaya.py)
-            return phase.batch if phase.past_len == 0 else 0
-        if source.startswith("pool:"):  # a pooling stage of Funnel's encoder (tree_pooling.py)
-            return pooled_tokens(self.description, phase, source)
-        if source.startswith("rows:"):  # N rows per sequence (Perceiver's latents: tree_latents.py)
-            return fixed_tokens(phase, source)
+        if isinstance(source, RowSource):  # a family's rows (Funnel's pooled stages, Perceiver's latents)
+            return source.rows(phase, self.description)
         return 0  # "none": the module does not run in this forward
 
     # ------------------------------------------------------------- operators
     def _spec_op(self, phase: Phase, s: Dict[str, Any], kind: Optional[LayerKind], owns: bool) -> List[Operator]:
         op = s["op"]
         if op == "attention":
-            if s.get("q_tokens"):
-                return [latent_core_op(self, phase, s)]
-            return [pooled_core_op(self, phase, s) if s.get("pooling") else self._core_op(phase, kind, s)]
+            return [self._core_op(phase, kind, s)]
         if op in ("linear", "experts"):
             out = self._projection_op(phase, s)
         elif op == "norm":
@@ -109,7 +105,7 @@ class ModuleTreeDescriber(LayerDescriber):
             out = self._conv_op(phase, s)
         elif op == "row_flops":
             out = self._row_flops_op(phase, s)
-        elif op == "state":  # a recurrent mixer's state (tree_mixers.py)
+        elif op == "state":  # a recurrent mixer's state (architectures/recurrent_state.py)
             return [state_op(phase, s, self.kv_bytes, self.conv.attention_flops == "causal")]
         elif op == "param":
             # an idle module (derive_stacks.idle_spec) holds its weights and reads none
@@ -175,27 +171,32 @@ class ModuleTreeDescriber(LayerDescriber):
 
     def _core_op(self, phase: Phase, kind: Optional[LayerKind], s: Dict[str, Any]) -> Operator:
         """q x k^T and scores x v over the keys each query attends to (conventions of
-        `llm_analysis.model`), for this layer's heads and head widths."""
+        `llm_analysis.model`), for this layer's heads and head widths, as the core's family
+        variant counts them (its pairs, FLOPs and cached keys; or its whole operator)."""
+        variant = s.get("variant") or PLAIN_CORE
+        whole = variant.operator(self, phase, s)  # Funnel's pooled, Perceiver's latent cores
+        if whole is not None:
+            return whole
         heads, d_qk, d_v, window = s["heads"], s["d_qk"], s["d_v"], s["window"]
         attended = min(phase.kv_len, window) if window else phase.kv_len
         if not s["causal"] or (phase.past_len == 0 and self.conv.attention_flops == "full"):
             pairs = phase.q_len * phase.kv_len  # eager: the whole score matrix, masked afterwards
         elif self.conv.attention_flops == "causal":
-            pairs = (chunked_pairs(phase.q_len, phase.past_len, window) if s.get("chunked")
-                     else causal_pairs(phase.q_len, phase.past_len, window))
+            pairs = variant.causal_pairs(phase.q_len, phase.past_len, window)  # Llama 4's chunks
         else:
             pairs = phase.q_len * attended
         check_score_width(s, phase)
-        comp = s.get("compressed")  # DeepSeek-V4's compressed entries (tree_compressed.py)
-        pairs, entries_read = with_compressed(comp, pairs, phase.q_len, phase.past_len,
-                                              s["causal"] and self.conv.attention_flops == "causal")
-        flops = chunk_core_flops(s, phase) if is_chunked(s, phase) else \
-            2.0 * phase.batch * heads * pairs * (s.get("score_width", d_qk) + d_v) * s["calls"]
+        # keys beyond the window's (DeepSeek-V4's compressed entries)
+        pairs, entries_read = variant.with_entries(pairs, phase.q_len, phase.past_len,
+                                                   s["causal"] and self.conv.attention_flops == "causal")
+        flops = variant.core_flops(s, phase)  # Longformer's sliding chunks
+        if flops is None:
+            flops = 2.0 * phase.batch * heads * pairs * (s.get("score_width", d_qk) + d_v) * s["calls"]
         heads_gpu = heads / self.tp
         cache_gpu = self._cache_elems_gpu(s)
-        kv_read = phase.batch * attended * cache_gpu * self.kv_bytes if phase.past_len > 0 and not (
-            comp and comp["only"]) else 0.0
-        kv_read += phase.batch * entries_read * (comp or {}).get("entry_elems", 0) * self.kv_bytes
+        kv_read = phase.batch * attended * cache_gpu * self.kv_bytes if phase.past_len > 0 and \
+            variant.reads_window() else 0.0
+        kv_read += phase.batch * entries_read * variant.entry_elements() * self.kv_bytes
         new = phase.tokens * (cache_gpu or heads_gpu * (d_qk + d_v))
         return Operator(
             name=f"{s['name']}.core", group="attention", kind="attention", flops=flops,
@@ -222,7 +223,7 @@ class ModuleTreeDescriber(LayerDescriber):
         if refusal and not phase.shapes_only:  # derive_stacks.refused_phases
             raise UnsupportedArchitectureError(f"{self.model.name}: the {phase.name} phase cannot be described: {refusal}")
         check_input_len(self.description, phase.q_len)
-        warn_train_rows(self, phase)  # pooled / latent rows: the activation estimate does not follow them
+        self._warn_train_rows(phase)  # pooled / latent rows: the activation estimate does not follow them
         phase = padded_phase(prefixed_phase(phase, prefix_of(self.description)), pad_of(self.description))
         ops: List[Operator] = []
         for s in self._specs(kind):
@@ -256,8 +257,20 @@ class ModuleTreeDescriber(LayerDescriber):
             ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", self.par.ep_size, moved))
         return ops
 
+    def _warn_train_rows(self, phase: Phase) -> None:
+        """Log `rows_note` (when it applies) once per describer, at its first training phase."""
+        if phase.name != "train":
+            return
+        checked = self.memoized(("rows_note_checked",), lambda: [False])
+        if checked[0]:
+            return
+        checked[0] = True
+        note = rows_note(self.description)
+        if note:
+            logger.warning("%s: FLOPs and bytes follow each layer's rows%s", self.description.get("model_type"), note)
+
     def mixer_state_bytes_per_seq_per_gpu(self, groups: Dict[LayerKind, int]) -> float:
-        """State bytes of one sequence over the recurrent mixers of `groups` (tree_mixers.py)."""
+        """State bytes of one sequence over the recurrent mixers of `groups` (architectures/recurrent_state.py)."""
         return sum(n * state_bytes_per_seq(self._specs(k), self.kv_bytes) for k, n in groups.items())
 
     def kv_cache_elems_per_token_per_gpu(self, kind: LayerKind) -> float:
@@ -269,15 +282,15 @@ class ModuleTreeDescriber(LayerDescriber):
         return min(context_len, w) if w else context_len
 
     def cached_len(self, kind: LayerKind, seq_len: int) -> float:
-        """Tokens a layer of this kind caches per sequence; with compressed entries
-        (tree_compressed.cache_elems: entries, pooling buffers, overlap state) their elements
-        are added in units of one cached token's elements, so that the memory view's
-        cached_len x elements per token is the cache's exact size."""
+        """Tokens a layer of this kind caches per sequence; with keys beyond the window's
+        (an attention variant's `cached_elems`: DeepSeek-V4's entries, pooling buffers, overlap
+        state) their elements are added in units of one cached token's elements, so that the
+        memory view's cached_len x elements per token is the cache's exact size."""
         seq_len += prefix_of(self.description)
         specs = self._specs(kind)
         w = kind_window(specs)
         tokens = min(seq_len, w - 1) if w else seq_len
-        extra = sum(compressed_cache_elems(s["compressed"], seq_len) for s in specs if s.get("compressed"))
+        extra = sum(s["variant"].cached_elems(seq_len) for s in specs if s["op"] == "attention" and s.get("variant"))
         return tokens + extra / self.kv_cache_elems_per_token_per_gpu(kind) if extra else tokens
 
     def expected_active_experts(self, tokens: int) -> float:
@@ -286,7 +299,7 @@ class ModuleTreeDescriber(LayerDescriber):
 
     # ------------------------------------------------------- embedding / head
     def embedding_ops(self, phase: Phase) -> List[Operator]:
-        phase = padded_phase(phase, pad_of(self.description))  # padded before the lookup (derive_chunks.py)
+        phase = padded_phase(phase, pad_of(self.description))  # padded before the lookup (Longformer)
         ops = [op for s in self.description["embedding"] for op in self._spec_op(phase, s, None, True)]
         if self.tp > 1 and any(s.get("tp") == "vocab" for s in self.description["embedding"]):
             ops.append(self._collective("tp_all_reduce_embedding", "all_reduce", "tp", self.tp,
@@ -315,6 +328,17 @@ def _own_params(op: Operator, params: int) -> Operator:
     op.params_per_gpu *= scale
     op.weight_bytes_per_gpu *= scale
     return op
+
+
+def rows_note(desc: Dict[str, Any]) -> str:
+    """Says that training's activation-memory estimate (Korthikanti et al. 2022, per layer
+    at the input length) does not follow layers whose rows are not the tokens (Funnel's
+    pooled stages, Perceiver's latents and output queries); parameters, FLOPs, bytes
+    moved and inference memory do (they come from the operators)."""
+    if not any(getattr(s.get("tokens"), "differs_from_tokens", False) for kind in desc["kinds"] for s in kind):
+        return ""
+    return ("; some layers see fewer or more rows than the input has tokens (pooled stages or a latent array): "
+            "training's activation-memory estimate assumes every layer sees the input length")
 
 
 def _count(kinds) -> Dict[Any, int]:

@@ -21,7 +21,7 @@ def kind_window(specs: List[Dict[str, Any]]) -> Optional[int]:
 
 def stage_kinds(kinds: List[Any], pp_size: int) -> List[List[Any]]:
     """Layers assigned to pipeline stages contiguously, earlier stages taking the
-    remainder (as `operators.records.stage_layer_groups`)."""
+    remainder (as `model.records.stage_layer_groups`)."""
     base, extra = divmod(len(kinds), pp_size)
     out, start = [], 0
     for s in range(pp_size):

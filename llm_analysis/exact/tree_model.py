@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from llm_analysis.config import ModelConfig
 from llm_analysis.errors import UnsupportedArchitectureError
-from llm_analysis.exact.derive_dense_experts import dense_note
+from llm_analysis.exact.dense_experts import dense_note
 from llm_analysis.exact.tree_layout import kind_window
 
 
@@ -68,7 +68,7 @@ def model_config_for(desc: Dict[str, Any], name: str) -> ModelConfig:
     kinds = [desc["kinds"][k] for k, _ in desc["layers"]]
     attn = next((_first(k, op="attention") for k in kinds if _first(k, op="attention")), None)
     if attn is None and any(_first(k, op="state") for k in kinds):
-        # a recurrent model (derive_mixers.py): no heads; one "head" of the hidden width
+        # a recurrent model (architectures/: RWKV, xLSTM): no heads; one "head" of the hidden width
         # stands in for the fields reports and the activation-memory estimate read
         attn = {"heads": 1, "kv_heads": 1, "d_qk": desc["hidden_dim"]}
     if attn is None:

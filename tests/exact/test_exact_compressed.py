@@ -1,5 +1,5 @@
 """DeepSeek-V4's compressed attention (CSA/HCA) under the exact path (issue 14;
-llm_analysis/exact/derive_compressed.py, tree_compressed.py).
+llm_analysis/exact/architectures/deepseek_v4.py).
 
 Expected values: the transformers DeepseekV4ForCausalLM of a small config on the meta
 device (parameters; FlopCounterMode at prompt lengths around the compression rates and

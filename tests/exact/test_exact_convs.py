@@ -1,6 +1,6 @@
 """Short convolutions at other sites than a layer's mixer (Inkling, Inkling2:
-derive_sconv_sites.py), block attention residuals over depth (Inkling2:
-derive_block_residuals.py) and xLSTM's mLSTM cell (derive_mlstm.py, mlstm_flops.py) on
+architectures/inkling.py), block attention residuals over depth (Inkling2:
+architectures/inkling.py) and xLSTM's mLSTM cell (architectures/xlstm.py) on
 the exact path.
 
 Expected values come from the transformers models of small configs built here:
@@ -82,21 +82,22 @@ def test_xlstm_prefill_is_exact_at_every_kernel_path():
 
 
 def test_xlstm_cell_flops_by_hand():
-    # per head d_qk = 64 / 4 = 16, d_v = 128 / 4 = 32; chunk L = 16 (mlstm_flops.py):
+    # per head d_qk = 64 / 4 = 16, d_v = 128 / 4 = 32; chunk L = 16 (architectures/xlstm.py):
     # a chunk costs 2 L dqk dv + L^2 (dqk + dv) + L dqk MACs, a step 2 dqk dv + dqk
-    from llm_analysis.exact.mlstm_flops import mlstm_flops
+    from llm_analysis.exact.architectures.xlstm import MlstmCell
     from llm_analysis.model import Phase
-    r = {"heads": 4, "d_qk": 16, "d_v": 32, "chunk": 16, "max_chunk": 48}
+    cell = MlstmCell(heads=4, d_qk=16, d_v=32, chunk=16, max_chunk=48)
+    mlstm_flops = lambda phase: cell.flops(phase, serving=False)  # noqa: E731
     chunk = 2 * 16 * 16 * 32 + 16 * 16 * (16 + 32) + 16 * 16
     step = 2 * 16 * 32 + 16
     assert (chunk, step) == (28928, 1040)
-    assert mlstm_flops(Phase("prefill", 1, 20, 20), r) == 2 * 4 * (chunk + 4 * step)
-    assert mlstm_flops(Phase("prefill", 1, 100, 100), r) == 2 * 4 * (6 * chunk + 4 * step)
+    assert mlstm_flops(Phase("prefill", 1, 20, 20)) == 2 * 4 * (chunk + 4 * step)
+    assert mlstm_flops(Phase("prefill", 1, 100, 100)) == 2 * 4 * (6 * chunk + 4 * step)
     # training runs unsplit (the split is eval-mode only): 6 chunks and 4 steps as well
-    assert mlstm_flops(Phase("train", 1, 100, 100), r) == 2 * 4 * (6 * chunk + 4 * step)
-    assert mlstm_flops(Phase("train", 1, 130, 130), r) == 2 * 4 * (8 * chunk + 2 * step)
-    assert mlstm_flops(Phase("prefill", 1, 130, 130), r) == 2 * 4 * (2 * 3 * chunk + 2 * chunk + 2 * step)
-    assert mlstm_flops(Phase("decode", 3, 1, 50), r) == 2 * 3 * 4 * step
+    assert mlstm_flops(Phase("train", 1, 100, 100)) == 2 * 4 * (6 * chunk + 4 * step)
+    assert mlstm_flops(Phase("train", 1, 130, 130)) == 2 * 4 * (8 * chunk + 2 * step)
+    assert mlstm_flops(Phase("prefill", 1, 130, 130)) == 2 * 4 * (2 * 3 * chunk + 2 * chunk + 2 * step)
+    assert mlstm_flops(Phase("decode", 3, 1, 50)) == 2 * 3 * 4 * step
 
 
 def test_xlstm_decode_step_and_state_are_transformers_own():

@@ -1,5 +1,5 @@
 """Llama 4's experts, which transformers runs densely, described as routed (issue 14;
-llm_analysis/exact/derive_dense_experts.py).
+llm_analysis/exact/dense_experts.py).
 
 transformers' `Llama4TextMoe` repeats every token for all E experts and scales each
 copy by its router score (0 outside the top-k), so FlopCounterMode counts E/k times
@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 
 from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
 from llm_analysis.exact import analysis_from_hf  # noqa: E402
-from llm_analysis.exact.derive_dense_experts import eager_extra_flops  # noqa: E402
+from llm_analysis.exact.dense_experts import eager_extra_flops  # noqa: E402
 from llm_analysis.exact.flops import prefill_flops  # noqa: E402
 from llm_analysis.exact.meta_model import build_meta_models, config_object  # noqa: E402
 from llm_analysis.exact.truth import architecture_truth  # noqa: E402

@@ -1,6 +1,6 @@
 """Perceiver IO (Jaegle et al. 2021, arXiv 2107.14795) through the exact path: layers on a
 fixed latent array and fixed output queries instead of the tokens
-(llm_analysis/exact/derive_latents.py, tree_latents.py; issue 14).
+(llm_analysis/exact/architectures/perceiver.py; issue 14).
 
 Expected values come from transformers' PerceiverForMaskedLM of the same config on the
 meta device: its parameters and FlopCounterMode's count of one forward, at lengths and
@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 
 from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
 from llm_analysis.errors import UnsupportedArchitectureError  # noqa: E402
+from llm_analysis.exact.architectures.perceiver import FixedRows, InputTokens, LatentAttention  # noqa: E402
 from llm_analysis.exact.compare import engine_matmul_flops  # noqa: E402
 from llm_analysis.exact.derive import derive_description  # noqa: E402
 from llm_analysis.exact.derive_check import build_analysis  # noqa: E402
@@ -63,7 +64,7 @@ def test_perceiver_cross_attention_scales_with_latents_times_tokens():
     # owned by the first execution only), decoder cross-attention
     assert [owns for _, owns in desc["layers"]] == [True] + [True, False, False] * 2 + [True]
     cross = next(s for s in desc["kinds"][desc["layers"][0][0]] if s["op"] == "attention")
-    assert (cross["q_tokens"], cross["kv_tokens"]) == ("rows:8", "all")
+    assert cross["variant"] == LatentAttention(queries=FixedRows(8), keys=InputTokens())
     # by hand at 2 x 16 tokens: 2 heads; cross_attention_shape_for_attention "kv": q.k in
     # d_model = 32 channels (16 per head), values too; 8 latents against 16 tokens
     assert cross["probe_flops"] == 2 * 2 * 2 * 8 * 16 * (16 + 16)

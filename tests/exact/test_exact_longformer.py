@@ -1,4 +1,4 @@
-"""Longformer through the exact path (llm_analysis/exact/derive_chunks.py, cpu_verify.py).
+"""Longformer through the exact path (llm_analysis/exact/architectures/longformer.py, cpu_verify.py).
 
 Longformer's forward reads a value (`is_global_attn = ....any().item()`), so it cannot run
 on meta tensors; the exact path runs a small model on the CPU instead. Expected values

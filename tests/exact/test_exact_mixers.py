@@ -1,5 +1,5 @@
-"""Recurrent sequence mixers on the exact path (llm_analysis/exact/derive_mixers.py,
-tree_mixers.py): RWKV (arXiv 2305.13048) and RecurrentGemma / Griffin (arXiv 2402.19427).
+"""Recurrent sequence mixers on the exact path (llm_analysis/exact/architectures/: rwkv.py,
+recurrent_gemma.py, recurrent_state.py, ...): RWKV (arXiv 2305.13048) and RecurrentGemma / Griffin (arXiv 2402.19427).
 
 Expected values come from the transformers model of the same (small) config built here
 on the meta device: its parameters and FlopCounterMode's count of one prefill (batch 1,

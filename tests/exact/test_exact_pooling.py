@@ -1,6 +1,6 @@
 """Funnel Transformer (Dai et al. 2020, arXiv 2006.03236) through the exact path: pooled
 blocks whose layers see fewer rows than the input has tokens (llm_analysis/exact/
-derive_pooling.py, tree_pooling.py; issue 14).
+architectures/funnel.py; issue 14).
 
 Expected values come from transformers' FunnelForMaskedLM of the same (small) config on
 the meta device: its parameters and FlopCounterMode's count of one forward, at lengths
@@ -24,7 +24,7 @@ from llm_analysis.exact.derive import derive_description  # noqa: E402
 from llm_analysis.exact.derive_check import build_analysis  # noqa: E402
 from llm_analysis.exact.meta_model import build_meta_models  # noqa: E402
 from llm_analysis.exact.probe import run_probe  # noqa: E402
-from llm_analysis.exact.tree_pooling import relative_rows, stage_rows  # noqa: E402
+from llm_analysis.exact.architectures.funnel import PoolingOptions, PoolStage, relative_rows, stage_rows  # noqa: E402
 
 SMALL = {"model_type": "funnel", "d_model": 64, "n_head": 4, "d_head": 16, "d_inner": 128, "vocab_size": 1000,
          "block_sizes": [1, 2, 1], "num_decoder_layers": 1}
@@ -66,14 +66,14 @@ def test_funnel_params_and_flops_match_flopcountermode(separate_cls, truncate_se
 def test_funnel_stage_rows_by_hand():
     # transformers pools with ceil_mode: 17 -> 9 -> 5; with separate_cls and not
     # truncate_seq the <cls> row is prepended first: 16 -> ceil(17/2) = 9 -> ceil(10/2) = 5
-    default = {"separate_cls": True, "truncate_seq": True}
+    default = PoolingOptions(separate_cls=True, truncate_seq=True, pool_q_only=True)
     assert [stage_rows(17, k, default) for k in range(3)] == [17, 9, 5]
     assert [stage_rows(16, k, default) for k in range(3)] == [16, 8, 4]
-    keep_last = {"separate_cls": True, "truncate_seq": False}
+    keep_last = PoolingOptions(separate_cls=True, truncate_seq=False, pool_q_only=True)
     assert [stage_rows(16, k, keep_last) for k in range(3)] == [16, 9, 5]
     # no pooling once a stage has 2 rows (separate_cls) or 1 row (otherwise)
     assert stage_rows(3, 4, default) == 2
-    assert stage_rows(3, 4, {"separate_cls": False, "truncate_seq": True}) == 1
+    assert stage_rows(3, 4, PoolingOptions(separate_cls=False, truncate_seq=True, pool_q_only=True)) == 1
     # block 0 relative positions: arange(2S, -S, -1), 2S of them (appendix A.2.1)
     assert relative_rows(16, 0, 1, default) == 32
     # block 1, pooled queries [-1, 1, 3, ..., 13] against keys 0..15 at stride 1 and shift 2:
@@ -90,8 +90,8 @@ def test_funnel_default_config_rows_and_attention_by_hand():
     assert len(kinds) == 12 + 2  # three blocks of four layers, two decoder layers
     first_pooled = kinds[4]
     tokens = {s["name"]: s["tokens"] for s in first_pooled if s["op"] == "linear"}
-    assert tokens["attention.q_head"] == "pool:1" and tokens["attention.k_head"] == "pool:0"
-    assert tokens["ffn.linear_1"] == "pool:1"
+    assert tokens["attention.q_head"] == PoolStage(1) and tokens["attention.k_head"] == PoolStage(0)
+    assert tokens["ffn.linear_1"] == PoolStage(1)
     core = next(s for s in first_pooled if s["op"] == "attention")
     b, h, d, lq, lk, r = 2, 12, 64, 8, 16, 32
     by_hand = (2 * b * h * lq * lk * 2 * d  # q.k and scores x v

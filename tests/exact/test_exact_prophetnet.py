@@ -1,4 +1,4 @@
-"""ProphetNet's decoder through the exact path (llm_analysis/exact/derive_streams.py).
+"""ProphetNet's decoder through the exact path (llm_analysis/exact/architectures/prophetnet.py).
 
 The decoder runs a main stream and `ngram` predicting streams (Qi et al. 2020, arXiv
 2001.04063). Expected values come from the transformers model of the same small config,

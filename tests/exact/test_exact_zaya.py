@@ -1,4 +1,4 @@
-"""ZAYA's CCA attention projection derived exactly (issue 14; llm_analysis/exact/derive_zaya.py).
+"""ZAYA's CCA attention projection derived exactly (issue 14; llm_analysis/exact/architectures/zaya.py).
 
 Expected values come from the transformers ZayaForCausalLM of a small config on the
 meta device: parameters, FlopCounterMode's count of a prefill (at 16 tokens and at a

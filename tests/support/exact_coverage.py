@@ -6,7 +6,7 @@ For each type transformers can build, the default config goes through
 * "exact": parameters equal the truth's count and the prefill matmul FLOPs (batch 1,
   16 tokens, a different phase than the derivation probes) equal its FlopCounterMode count
   (for experts transformers runs densely, Llama 4: the described routed FLOPs plus
-  (E/k - 1) x routed FLOPs from the expert weight shapes, derive_dense_experts.py);
+  (E/k - 1) x routed FLOPs from the expert weight shapes, dense_experts.py);
 * "refused": UnsupportedArchitectureError (the message says why);
 * "silently wrong": a number that differs from the truth (must never happen);
 * "crashed": any other exception.
@@ -52,7 +52,7 @@ def exact_outcome(truth: Dict[str, Any]) -> Dict[str, Any]:
     from llm_analysis.errors import UnsupportedArchitectureError
     from llm_analysis.exact import analysis_from_hf
     from llm_analysis.exact.compare import describes_backbone, engine_matmul_flops
-    from llm_analysis.exact.derive_dense_experts import eager_extra_flops
+    from llm_analysis.exact.dense_experts import eager_extra_flops
     try:
         a = analysis_from_hf(_decode(truth["config"]), get_gpu_config_by_name("a100-sxm-80gb"))
     except UnsupportedArchitectureError as exc:
@@ -73,7 +73,7 @@ def exact_outcome(truth: Dict[str, Any]) -> Dict[str, Any]:
         flops = engine_matmul_flops(a, b, t)
         # experts transformers runs densely (Llama 4): the analysis reports the routed FLOPs;
         # FlopCounterMode's count is those + (E/k - 1) x routed, derived from the expert
-        # weight shapes (derive_dense_experts.py); 0 for every other description
+        # weight shapes (dense_experts.py); 0 for every other description
         extra = eager_extra_flops(getattr(a.describer, "description", None), b, t)
         if flops + extra != model_flops["total"]:
             diffs.append(f"prefill FLOPs {flops:,}" + (f" + {extra:,} (experts run densely)" if extra else "")

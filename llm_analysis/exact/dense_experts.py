@@ -1,5 +1,11 @@
 """Experts that transformers' eager code runs densely, described as the routed model.
 
+The walk (derive.py) finds such a module by its shapes, whatever the family: a fused
+experts module whose [E, ...] weights see E rows per token (`dense_experts`). With a
+routing top-k in the config it is described as routed and marked (`mark_dense`);
+without one it is refused (`dense_experts_reason`): nothing says which routed
+computation the model stands for.
+
 Llama 4 (Meta's model card, https://github.com/meta-llama/llama-models/blob/main/models/llama4/MODEL_CARD.md:
 Scout has 17B active of 109B total parameters with 16 experts, Maverick 17B active of
 400B with 128; each token uses one routed expert plus a shared expert) routes every
@@ -29,17 +35,34 @@ reports (tests/exact_coverage.py) compare the analysis's prefill FLOPs plus the 
 `eager_extra_flops` with the cached FlopCounterMode count. A model without such specs
 has an extra of 0: the general comparison is unchanged.
 
-Torch-free (the walk marks the specs through `mark_dense`; it detects the dense
-module as one whose [E, ...] weights see E rows per token: derive_refusals.dense_experts).
+Torch-free: the functions read attributes of live modules or a description.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from llm_analysis.exact.derive_prefix import prefix_of
+from llm_analysis.exact.derive_roles import rows_per_token
+from llm_analysis.exact.layer_phase import prefix_of
 
 EAGER_EXPERTS = "eager_experts"  # spec field: E, the experts transformers runs every token through
+
+
+def dense_experts(module: Any, rows: List[int], tokens: int) -> Optional[int]:
+    """E when a fused experts module ([E, ...] weights) sees E rows per token: every
+    token through every expert."""
+    counts = {int(p.shape[0]) for p in module.parameters(recurse=False) if p.dim() == 3}
+    per_token = rows_per_token(rows, tokens)
+    return per_token if len(counts) == 1 and per_token > 1 and per_token in counts else None
+
+
+def dense_experts_reason(path: str, cls: str, experts: int, k: Optional[int]) -> str:
+    """Why a densely run experts module without a routing top-k is refused (with one it
+    is described as routed)."""
+    return (f"{path} ({cls}) runs every token through all {experts} experts, each output scaled by its "
+            "router score, but the config sets no routing top-k: the routed computation the model stands "
+            f"for is undefined (transformers computes all {experts} experts per token); set the number of "
+            "experts each token uses (num_experts_per_tok)")
 
 
 def mark_dense(specs: List[Dict[str, Any]], experts: Optional[int]) -> None:
@@ -84,4 +107,4 @@ def dense_note(desc: Optional[Dict[str, Any]]) -> str:
     e = next(s[EAGER_EXPERTS] for kind in desc["kinds"] for s in kind if s.get(EAGER_EXPERTS))
     k = desc["experts"]["top_k"]
     return (f"; routed experts counted as top-{k} of {e} (transformers' eager code runs every token through "
-            f"all {e}, {e / k:g}x those FLOPs: see llm_analysis/exact/derive_dense_experts.py)")
+            f"all {e}, {e / k:g}x those FLOPs: see llm_analysis/exact/dense_experts.py)")

@@ -1,6 +1,9 @@
-"""Tokens a model prepends to every sequence itself (torch-free; used by `derive.py`).
+"""The phase a model's layers run, given the phase asked for (torch-free).
 
-CPM-Ant (transformers `CpmAntModel.forward`) puts `prompt_length` learned prompt ids
+Two models change it themselves: CPM-Ant prepends tokens to every sequence, Longformer
+pads every input to a multiple of its attention window (architectures/longformer.py).
+
+Prepended tokens. CPM-Ant (transformers `CpmAntModel.forward`) puts `prompt_length` learned prompt ids
 before the input ids of every sequence, runs its layers over both and drops the
 prompt's hidden states before the LM head. A prefill of s tokens therefore runs the
 layers over P + s tokens per sequence, attention over (P + s)^2 pairs; a decode step
@@ -18,6 +21,7 @@ but the new tokens: lookups, no FLOPs; they are not counted.)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Dict, List
 
 
@@ -36,7 +40,6 @@ def is_prefixed(rows: List[int], batch: int, seq_len: int, prefix: int) -> bool:
 def prefixed_phase(phase: Any, prefix: int) -> Any:
     """The phase the layers of a model with `prefix` prepended tokens run: P more keys;
     in a pass over the prompt (nothing cached yet) P more queries too."""
-    from dataclasses import replace
     if not prefix:
         return phase
     q = phase.q_len + prefix if phase.past_len == 0 else phase.q_len
@@ -45,3 +48,28 @@ def prefixed_phase(phase: Any, prefix: int) -> Any:
 
 def prefix_of(desc: Dict[str, Any]) -> int:
     return int(desc.get("prefix_tokens") or 0)
+
+
+# Padded inputs. The description's `pad_to_multiple` m: the embedding and every layer run
+# on the new tokens padded to a multiple of m (a pass over the prompt; a phase with cached
+# context is left as given), the head on the tokens given.
+def padded_len(seq_len: int, multiple: int) -> int:
+    return -(-seq_len // multiple) * multiple if multiple else seq_len
+
+
+def is_padded(rows: List[int], batch: int, seq_len: int, multiple: int) -> bool:
+    """True when every call saw the padded tokens of every sequence."""
+    return bool(multiple) and bool(rows) and all(r == batch * padded_len(seq_len, multiple) for r in rows)
+
+
+def pad_of(desc: Dict[str, Any]) -> int:
+    return int(desc.get("pad_to_multiple") or 0)
+
+
+def padded_phase(phase: Any, multiple: int) -> Any:
+    """The phase the embedding and the layers run: the new tokens padded to a multiple
+    of `multiple`; a phase with cached context unchanged."""
+    if not multiple or phase.past_len > 0:
+        return phase
+    q = padded_len(phase.q_len, multiple)
+    return replace(phase, q_len=q, kv_len=q)
