@@ -36,6 +36,7 @@ import llm_analysis.quantities.state as _state
 from llm_analysis.quantities.phases import make_phase
 from llm_analysis.report.render import configs_desc, log_configs, readable_summary, write_summary_files
 from llm_analysis.training import config_batch_size_and_gradient_accumulation_steps
+import llm_analysis.serving as _serving
 
 
 class LLMAnalysis:
@@ -565,3 +566,16 @@ class LLMAnalysis:
     def output_summary_dict(self, summary_dict: dict, output_dir: str, print_human_readable: bool = True,
                             output_file_suffix: str = "") -> str:
         return write_summary_files(self, summary_dict, output_dir, print_human_readable, output_file_suffix)
+
+    # ------------------------------------------------------------- serving
+    def serve(self, concurrency: Optional[int] = None, request_rate: Optional[float] = None, input_len=None,
+              output_len=None, framework: str = "vllm", lengths=None, **engine_options) -> dict:
+        """A deployment of replicas of this layout under load: `concurrency` closed-loop clients or
+        Poisson arrivals at `request_rate` per second; `input_len` / `output_len` in tokens (a number, or
+        {"mean": m, "spread": s}), or `lengths`, (input, output) pairs or a file of them; `framework`
+        "vllm", "sglang" or "trtllm", with its options as keywords (max_num_batched_tokens, max_num_seqs,
+        gpu_memory_utilization, block_size, prefix_cache_share, kv_cache_dtype, seed, num_requests, ...).
+        Means, p50/p90/p99 of TTFT, TPOT and end-to-end latency, throughput, KV pool, saturation rate
+        and notes, in base units. See serving/run.py."""
+        return _serving.serve(self, concurrency, request_rate, input_len, output_len, framework, lengths,
+                              **engine_options)

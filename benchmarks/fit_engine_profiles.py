@@ -1,0 +1,141 @@
+"""Fit the engine profiles' fitted values (llm_analysis/catalogue/engine_profiles/<framework>.json) on the
+fit half of the serving validation rows (benchmarks/serving_accuracy.py says which rows and how the halves
+are split), and write them back with their source.
+
+Fitted per engine, over every GPU, model and precision of its fit rows, under perf_model="calibrated":
+- api_latency_s: the fixed API / tokenisation latency in every time to first token;
+- step_overhead_s, step_overhead_per_seq_s: host time per engine step, and per sequence in it;
+- prefill_contention: closed loop, decode steps a request waits per other client before its prefill.
+The loss is the mean Huber loss (knee 0.5) of log(predicted / measured) of TTFT and TPOT, so that a few
+rows far off (a cost-model miss) do not decide the fit; minimised by coordinate descent (golden section in
+log space, within stated bounds, three sweeps). Deterministic: same rows, same result.
+
+    python benchmarks/fit_engine_profiles.py [--write] [--engines vllm,sglang,trtllm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import serving_accuracy as acc  # noqa: E402
+from llm_analysis.errors import LLMAnalysisError  # noqa: E402
+from llm_analysis.serving.engine import FRAMEWORKS, PROFILE_DIR  # noqa: E402
+
+BOUNDS = {  # (low, high): searched in log space
+    "api_latency_s": (1e-3, 1.0),
+    "step_overhead_s": (1e-5, 2e-2),
+    "step_overhead_per_seq_s": (1e-8, 2e-4),
+    "prefill_contention": (1e-3, 3.0),
+}
+HUBER_KNEE = 0.5
+_PHI = (math.sqrt(5) - 1) / 2
+
+
+def _huber(x: float) -> float:
+    a = abs(x)
+    return 0.5 * a * a if a <= HUBER_KNEE else HUBER_KNEE * (a - 0.5 * HUBER_KNEE)
+
+
+def answerable(rows: List[acc.Row]) -> List[acc.Row]:
+    """The rows the model answers at the profile's current values (refusals do not depend on the fitted ones)."""
+    ok = []
+    for r in rows:
+        try:
+            acc.predict(r)
+            ok.append(r)
+        except (acc.Refused, LLMAnalysisError):
+            pass
+    return ok
+
+
+def loss(rows: List[acc.Row], values: Dict[str, float]) -> float:
+    total = 0.0
+    for r in rows:
+        ttft, tpot = acc.predict(r, **values)
+        total += _huber(math.log(ttft / r.ttft_s)) + _huber(math.log(tpot / r.tpot_s))
+    return total / (2 * len(rows))
+
+
+def _golden(f, lo: float, hi: float, iterations: int = 14) -> float:
+    """The minimiser of f over [lo, hi] (log space) by golden-section search."""
+    a, b = math.log(lo), math.log(hi)
+    c, d = b - _PHI * (b - a), a + _PHI * (b - a)
+    fc, fd = f(math.exp(c)), f(math.exp(d))
+    for _ in range(iterations):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - _PHI * (b - a)
+            fc = f(math.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + _PHI * (b - a)
+            fd = f(math.exp(d))
+    return math.exp((a + b) / 2)
+
+
+def fit(rows: List[acc.Row], start: Dict[str, float], sweeps: int = 3) -> Dict[str, float]:
+    values = dict(start)
+    for sweep in range(sweeps):
+        for name, (lo, hi) in BOUNDS.items():
+            values[name] = _golden(lambda v: loss(rows, {**values, name: v}), lo, hi)
+        print(f"  sweep {sweep + 1}: loss {loss(rows, values):.4f} "
+              + ", ".join(f"{k}={v:.3g}" for k, v in values.items()))
+    return values
+
+
+def _errors(rows: List[acc.Row], values: Dict[str, float]):
+    ttft, tpot = [], []
+    for r in rows:
+        a, b = acc.predict(r, **values)
+        ttft.append(abs(a / r.ttft_s - 1))
+        tpot.append(abs(b / r.tpot_s - 1))
+    return statistics.median(ttft), statistics.median(tpot)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="write the fitted values into the profiles")
+    parser.add_argument("--engines", default=",".join(FRAMEWORKS))
+    args = parser.parse_args(argv)
+    if not acc.validation_csv().exists():
+        print(f"no {acc.validation_csv()}: set LLM_ANALYSIS_VALIDATION_DIR")
+        return 0
+    fit_rows = [r for r in acc.load_rows() if r.half == "fit"]
+    for engine in args.engines.split(","):
+        rows = answerable([r for r in fit_rows if r.backend == engine])
+        print(f"{engine}: {len(rows)} answered fit rows")
+        if not rows:
+            continue
+        path = PROFILE_DIR / f"{engine}.json"
+        profile = json.loads(path.read_text())
+        start = {k: profile[k]["value"] for k in BOUNDS}
+        t = time.perf_counter()
+        values = fit(rows, start)
+        med_ttft, med_tpot = _errors(rows, values)
+        print(f"  fitted in {time.perf_counter() - t:.0f} s; fit half median |error| TTFT {med_ttft:.1%}, "
+              f"TPOT {med_tpot:.1%}")
+        if args.write:
+            source = (f"fitted by benchmarks/fit_engine_profiles.py on the fit half of serving_dev.csv "
+                      f"({len(rows)} answered {engine} rows of aiconfigurator's silicon sample, perf_model "
+                      f"calibrated; bounds {{lo}}..{{hi}}); fit-half median |error| TTFT {med_ttft:.0%}, "
+                      f"TPOT {med_tpot:.0%}")
+            for name, value in values.items():
+                lo, hi = BOUNDS[name]
+                profile[name] = {"value": float(f"{value:.4g}"), "source": source.format(lo=f"{lo:g}", hi=f"{hi:g}")}
+            path.write_text(json.dumps(profile, indent=1) + "\n")
+            print(f"  wrote {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

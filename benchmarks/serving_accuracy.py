@@ -1,0 +1,242 @@
+"""Accuracy of `LLMAnalysis.serve()` against measured closed-loop serving runs.
+
+Reads benchmarks/data/validation/serving_dev.csv (a quarter of the configurations of
+ai-dynamo/aiconfigurator's silicon_sample.csv, Apache-2.0, NVIDIA; see that folder's README and
+SOURCES.md), or $LLM_ANALYSIS_VALIDATION_DIR/serving_dev.csv. Scores the rows served by one
+tensor-parallel group per worker (mode agg, attention_dp_size 1, moe_ep_size 1 or a dense
+model), split deterministically into a fit half and a report half by a hash of the
+configuration (every column but the run's id, source, concurrency and measurements: every
+concurrency point of a configuration falls on the same side). benchmarks/fit_engine_profiles.py
+fits the engine profiles on the fit half; this script reports the report half (and the fit half
+beside it, marked).
+
+Per engine: median and p90 |error| of TTFT and TPOT, and the share of rows answered (a row is
+refused, with its reason, when its model or GPU is not in the catalogue or the setup does not
+fit). Also by concurrency band and precision.
+
+    python benchmarks/serving_accuracy.py [--half report|fit|all] [--perf_model calibrated|roofline] [--rows]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from llm_analysis.analysis import LLMAnalysis  # noqa: E402
+from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,  # noqa: E402
+                                 get_model_config_by_name)
+from llm_analysis.errors import LLMAnalysisError  # noqa: E402
+
+# the csv's model_path -> catalogue model (None: refused, with the reason)
+MODELS: Dict[str, Tuple[Optional[str], str]] = {
+    "meta-llama/Llama-3.1-70B": ("meta-llama/Llama-3.1-70B", ""),
+    "meta-llama/Llama-3.1-8B-Instruct": ("meta-llama/Llama-3.1-8B", "the base model's architecture"),
+    "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama/Llama-3.1-8B", "the base model's architecture"),
+    "Qwen/Qwen3-32B": ("Qwen/Qwen3-32B", ""),
+    "Qwen/Qwen3-235B-A22B-FP8": ("Qwen/Qwen3-235B-A22B", "the bf16 checkpoint's architecture"),
+    "deepseek-ai/DeepSeek-V3": ("deepseek-ai/DeepSeek-V3", ""),
+    # DeepSeek-R1 is DeepSeek-V3 post-trained: the same architecture (its config.json differs in no shape)
+    "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-V3", "DeepSeek-R1 has DeepSeek-V3's architecture"),
+    "openai/gpt-oss-120b": ("openai/gpt-oss-120b", ""),
+}
+REFUSED_MODELS = {
+    "MiniMaxAI/MiniMax-M2.5": "not in the catalogue",
+    "Qwen/Qwen3.5-397B-A17B": "not in the catalogue",
+    "zhipuai/GLM-5": "not in the catalogue",
+    "moonshotai/Kimi-K2.5": "not in the catalogue",
+}
+GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-180gb", "b300_sxm": "b300-270gb",
+        "gb200": "gb200-nvl72-186gb", "gb300": "gb300-nvl72-279gb"}
+HOPPER = ("h100_sxm", "h200_sxm")
+CONFIG_COLUMNS = ("backend", "backend_version", "model_path", "system", "precision", "mode", "isl", "osl",
+                  "gemm_quant_mode", "moe_quant_mode", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size",
+                  "moe_ep_size")
+
+
+def validation_csv() -> Path:
+    base = Path(os.environ.get("LLM_ANALYSIS_VALIDATION_DIR", REPO / "benchmarks" / "data" / "validation"))
+    return base / "serving_dev.csv"
+
+
+@dataclass
+class Row:
+    id: str
+    backend: str
+    model_path: str
+    system: str
+    precision: str
+    isl: int
+    osl: int
+    tp: int
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+    half: str  # "fit" | "report"
+    config: str
+
+
+def _concurrency(raw: Dict[str, str]) -> int:
+    for part in raw["silicon_data_source"].split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "silicon_concurrency":
+            return int(value)
+    return int(raw["id"].split("_c")[-1].split("_")[0])
+
+
+def half_of(config: str) -> str:
+    """'fit' or 'report', by the configuration's hash (every concurrency point on the same side)."""
+    return "fit" if int(hashlib.sha256(config.encode()).hexdigest(), 16) % 2 == 0 else "report"
+
+
+def eligible(raw: Dict[str, str]) -> bool:
+    """Served by one tensor-parallel group per worker: aggregated, no attention-DP, no expert parallelism."""
+    return (raw["mode"] == "agg" and raw["attention_dp_size"] == "1" and raw["moe_ep_size"] in ("1", "")
+            and raw["pp_size"] in ("1", ""))
+
+
+def load_rows() -> List[Row]:
+    rows = []
+    with open(validation_csv(), newline="") as f:
+        for raw in csv.DictReader(f):
+            if not eligible(raw):
+                continue
+            config = "|".join(raw[c] for c in CONFIG_COLUMNS)
+            rows.append(Row(raw["id"], raw["backend"], raw["model_path"], raw["system"], raw["precision"],
+                            int(raw["isl"]), int(raw["osl"]), int(raw["tp_size"]), _concurrency(raw),
+                            float(raw["silicon_ttft_ms"]) / 1e3, float(raw["silicon_tpot_ms"]) / 1e3,
+                            half_of(config), config))
+    return rows
+
+
+class Refused(Exception):
+    pass
+
+
+def dtype_name(row: Row) -> str:
+    """The catalogue dtype of a row's precision: fp8 (fp8 and fp8_block GEMMs), nvfp4 on Blackwell; gpt-oss's
+    MXFP4 experts run with 16-bit activations on Hopper (no FP4 units) and 8-bit ones on Blackwell."""
+    if row.precision == "bf16":
+        return "w16a16e16"
+    if row.precision == "fp8":
+        return "fp8"
+    if row.precision == "fp4":
+        if row.model_path == "openai/gpt-oss-120b":
+            return "w4a16e16-mxfp4" if row.system in HOPPER else "w4a8e16-mxfp4"
+        if row.system in HOPPER:
+            raise Refused("fp4 on Hopper (no FP4 units)")
+        return "nvfp4"
+    raise Refused(f"precision {row.precision!r} not mapped")
+
+
+_ANALYSES: Dict[tuple, LLMAnalysis] = {}
+
+
+def analysis_for(row: Row, perf_model: str) -> LLMAnalysis:
+    if row.model_path in REFUSED_MODELS:
+        raise Refused(f"{row.model_path}: {REFUSED_MODELS[row.model_path]}")
+    if row.model_path not in MODELS:
+        raise Refused(f"{row.model_path}: not mapped")
+    if row.system not in GPUS:
+        raise Refused(f"{row.system}: no catalogue GPU")
+    key = (row.model_path, row.system, row.precision, row.tp, perf_model)
+    a = _ANALYSES.get(key)
+    if a is None:
+        name = MODELS[row.model_path][0]
+        a = _ANALYSES[key] = LLMAnalysis(get_model_config_by_name(name), get_gpu_config_by_name(GPUS[row.system]),
+                                         get_dtype_config_by_name(dtype_name(row)),
+                                         ParallelismConfig(tp_size=row.tp), perf_model=perf_model)
+    return a
+
+
+def predict(row: Row, perf_model: str = "calibrated", **options) -> Tuple[float, float]:
+    """(TTFT, TPOT) seconds of the row's setup: the closed loop's steady-state means."""
+    a = analysis_for(row, perf_model)
+    s = a.serve(concurrency=row.concurrency, input_len=row.isl, output_len=row.osl, framework=row.backend,
+                num_requests=0, **options)
+    return s["ttft_s"], s["tpot_s"]
+
+
+def band(c: int) -> str:
+    return "c<=8" if c <= 8 else "c16-32" if c <= 32 else "c64-128" if c <= 128 else "c>128"
+
+
+def _stats(errors: List[float]) -> str:
+    if not errors:
+        return "   -      -  "
+    e = sorted(abs(x) for x in errors)
+    p90 = e[min(len(e) - 1, int(0.9 * len(e)))]
+    return f"{100 * statistics.median(e):5.1f}% {100 * p90:5.1f}%"
+
+
+def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_engine=None) -> Dict[str, dict]:
+    """Print and return the errors per engine (and by band and precision) of `rows`."""
+    groups: Dict[Tuple[str, str], Dict[str, list]] = defaultdict(lambda: {"ttft": [], "tpot": [], "n": 0, "ok": 0})
+    refusals: Dict[str, int] = defaultdict(int)
+    for row in rows:
+        keys = [("engine", row.backend), ("band", f"{row.backend} {band(row.concurrency)}"),
+                ("precision", f"{row.backend} {row.precision}"), ("all", "all")]
+        for k in keys:
+            groups[k]["n"] += 1
+        try:
+            ttft, tpot = predict(row, perf_model, **((options_by_engine or {}).get(row.backend, {})))
+        except Refused as why:
+            refusals[str(why)] += 1
+            continue
+        except LLMAnalysisError as err:
+            refusals[f"{type(err).__name__}: {str(err)[:90]}"] += 1
+            continue
+        e_ttft, e_tpot = ttft / row.ttft_s - 1, tpot / row.tpot_s - 1
+        for k in keys:
+            g = groups[k]
+            g["ok"] += 1
+            g["ttft"].append(e_ttft)
+            g["tpot"].append(e_tpot)
+        if show_rows:
+            print(f"{row.id[-60:]:60s} c={row.concurrency:4d} ttft {row.ttft_s * 1e3:8.1f} -> {ttft * 1e3:8.1f} ms "
+                  f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms ({100 * e_tpot:+6.1f}%)")
+    print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    TPOT med   p90")
+    for kind in ("engine", "all", "band", "precision"):
+        for (k, name), g in sorted(groups.items()):
+            if k != kind:
+                continue
+            print(f"{name:28s} {g['n']:5d} {g['ok'] / g['n']:8.0%}    {_stats(g['ttft'])}    {_stats(g['tpot'])}")
+    if refusals:
+        print("refused:")
+        for why, n in sorted(refusals.items(), key=lambda kv: -kv[1]):
+            print(f"  {n:4d}  {why}")
+    return {name: g for (k, name), g in groups.items() if k in ("engine", "all")}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--half", choices=("report", "fit", "all"), default="report")
+    parser.add_argument("--perf_model", choices=("calibrated", "roofline"), default="calibrated")
+    parser.add_argument("--rows", action="store_true", help="print every row's prediction")
+    args = parser.parse_args(argv)
+    path = validation_csv()
+    if not path.exists():
+        print(f"no {path}: set LLM_ANALYSIS_VALIDATION_DIR")
+        return 0
+    rows = load_rows()
+    chosen = rows if args.half == "all" else [r for r in rows if r.half == args.half]
+    print(f"{len(chosen)} of {len(rows)} eligible rows ({args.half} half), perf_model={args.perf_model}")
+    t = time.perf_counter()
+    score(chosen, args.perf_model, args.rows)
+    print(f"({time.perf_counter() - t:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The answer of `serve()`: one dict in base units (seconds, tokens, requests, bytes), the
+figures' sources, and notes that state the assumptions behind them."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+PERCENTILES = (50, 90, 99)
+LATENCIES = ("ttft", "tpot", "e2e")
+
+
+def percentiles(samples: Dict[str, np.ndarray]) -> Dict[str, Optional[float]]:
+    """`<latency>_p<q>_s` of each latency's samples (None where there are none: one-token outputs
+    have no time per output token)."""
+    out: Dict[str, Optional[float]] = {}
+    for name in LATENCIES:
+        values = samples.get(name)
+        for q in PERCENTILES:
+            out[f"{name}_p{q}_s"] = float(np.percentile(values, q)) if values is not None and len(values) else None
+    return out
+
+
+def unbounded_latencies() -> Dict[str, None]:
+    """Every latency entry of a saturated open loop: no number (the queue grows without bound)."""
+    keys = [f"{name}_s" for name in LATENCIES] + [f"{name}_p{q}_s" for name in LATENCIES for q in PERCENTILES]
+    return dict.fromkeys(keys)
+
+
+def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, saturation_rps: float,
+          preemptions: int, kv_occupancy: Optional[float]) -> List[str]:
+    """What the reader should know about how the figures were obtained."""
+    n = []
+    if saturated:
+        n.append(f"request_rate = {workload.request_rate:g}/s is above the saturation rate {saturation_rps:.4g}/s: "
+                 "the queue grows without bound, so no latency is a number; below it, the engine keeps up")
+    mode = ("closed loop: means from the steady state in closed form (Little's law holds: concurrency = requests/s "
+            "x mean end-to-end latency); percentiles from the seeded simulation of the same step model"
+            if steady_state_means else
+            "open loop: Poisson arrivals; means and percentiles from the seeded simulation of the step model")
+    n.append(mode)
+    scheduling = ("prefill chunks share steps with the decodes (continuous batching)" if engine.mixed_batches else
+                  "prompts run in prefill-only steps whenever any wait (the decodes pause), as SGLang does by default")
+    chunking = ("prompts longer than the budget left are chunked" if engine.chunked_prefill else
+                "prompts are prefilled whole (no chunking)")
+    n.append(f"{engine.framework}: {scheduling}; {chunking}; token budget {engine.token_budget}, at most "
+             f"{engine.max_num_seqs} requests running")
+    n.append(f"KV pool: {pool.capacity_tokens} tokens per replica in blocks of {engine.block_size} "
+             f"({engine.kv_cache_dtype} cache, {pool.pool_bytes / 1e9:.2f} GB per GPU after weights "
+             f"{pool.weight_bytes / 1e9:.2f} GB and workspace {pool.workspace_bytes / 1e9:.2f} GB); "
+             + ("requests reserve their whole length on admission" if engine.admission == "full_request" else
+                "requests take blocks as they grow and the most recent is preempted and recomputed when it is full"))
+    if preemptions:
+        n.append(f"{preemptions} preemptions in the simulation (the KV pool was full)")
+    if kv_occupancy is not None and kv_occupancy > 0.95:
+        n.append(f"the KV pool is {kv_occupancy:.0%} full on average: memory, not compute, limits the batch")
+    n.append(f"fixed API / tokenisation latency {engine.api_latency_s * 1e3:.1f} ms in every time to first token "
+             f"(varying +-50% per request in the simulation); host overhead {engine.step_overhead_s * 1e3:.2f} ms per "
+             f"step and {engine.step_overhead_per_seq_s * 1e6:.1f} us per sequence in it (engine profile)")
+    if engine.prefix_cache_share:
+        n.append(f"{engine.prefix_cache_share:.0%} of each prompt is found in the prefix cache (whole blocks): not "
+                 "prefilled, still counted in each request's KV blocks")
+    if not workload.lengths.fixed:
+        n.append("the closed-form means use the mean input and output lengths; the simulation draws each request's")
+    n.append("times are the cost model's for each step's batch (token operators on all the step's tokens, each "
+             "sequence's attention over its own context); per-request sampling and detokenisation are in the host "
+             "overheads")
+    return n
+
+
+def answer_dict(**entries: Any) -> Dict[str, Any]:
+    return dict(entries)
+
+
+__all__ = ["LATENCIES", "PERCENTILES", "notes", "percentiles", "unbounded_latencies"]

@@ -1,0 +1,192 @@
+"""The serving engine a deployment runs: its profile (catalogue/engine_profiles/<framework>.json,
+each value with its source) and the options a caller sets, resolved for one GPU and layout.
+
+A profile says how the engine schedules (whether prefills share steps with decodes, whether
+prompts are chunked, how requests are admitted to the KV pool), its defaults (token budget,
+sequence cap, memory share, block size, CUDA graphs, KV dtype) and the fitted costs the
+arithmetic of the model does not hold: a per-step overhead (scheduler, sampling,
+detokenisation on the host), one per running sequence, and a fixed API / tokenisation latency
+that every time to first token includes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from llm_analysis.cost.precision import kv_cache_bytes_per_element
+from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import MAX_BATCH_SIZE, MAX_SEQ_LEN, choice, integer, non_negative_number, number
+
+FRAMEWORKS = ("vllm", "sglang", "trtllm")
+PROFILE_DIR = Path(__file__).resolve().parents[1] / "catalogue" / "engine_profiles"
+GiB = 2**30  # engines state their memory thresholds in binary gigabytes
+DECIMAL_GB = 10**9  # the profiles' memory sizes, like the GPU catalogue's, are decimal
+
+# what `serve()` accepts besides the workload, with what each stands for (for the error on an unknown one)
+ENGINE_OPTIONS = {
+    "max_num_batched_tokens": "tokens one step may process (the chunked-prefill token budget)",
+    "max_num_seqs": "requests running at once",
+    "gpu_memory_utilization": "share of GPU memory the engine may use (its meaning per engine: the profile)",
+    "block_size": "tokens per KV-cache block",
+    "prefix_cache_share": "share of each prompt already in the prefix cache, in [0, 1)",
+    "kv_cache_dtype": "KV-cache element type (auto, fp8, bf16, fp16, ...)",
+    "seed": "seed of the simulation (arrivals, length draws, API-latency jitter)",
+    "num_requests": "requests the simulation measures (tails, open loop); 0: no simulation (closed loop: means only)",
+    "api_latency_s": "fixed API / tokenisation latency in every time to first token, seconds",
+    "step_overhead_s": "host overhead of every engine step, seconds",
+    "step_overhead_per_seq_s": "host overhead per running sequence per step, seconds",
+    "prefill_contention": "closed loop: decode steps a request waits per other client before its prefill runs",
+}
+DEFAULT_NUM_REQUESTS = 4000
+MAX_NUM_REQUESTS = 10**6
+
+
+@lru_cache(maxsize=None)
+def load_engine_profile(framework: str) -> Dict[str, Any]:
+    """The profile of `framework` (one of FRAMEWORKS) as stored."""
+    framework = choice(framework, "framework", FRAMEWORKS)
+    return json.loads((PROFILE_DIR / f"{framework}.json").read_text())
+
+
+def _by_rules(entry: Dict[str, Any], gpu_memory_GiB: float, tp_size: int):
+    """The value of a profile entry with `rules` (the first that matches: a GPU memory bound or a
+    least tensor-parallel size), else its default; an entry with `value` is that value."""
+    if "value" in entry:
+        return entry["value"]
+    for rule in entry.get("rules", ()):
+        if "min_gpu_memory_GiB" in rule and gpu_memory_GiB >= rule["min_gpu_memory_GiB"]:
+            return rule["value"]
+        if "max_gpu_memory_GiB" in rule and gpu_memory_GiB < rule["max_gpu_memory_GiB"]:
+            return rule["value"]
+        if "min_tp" in rule and tp_size >= rule["min_tp"]:
+            return rule["value"]
+    return entry["default"]
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """A profile with the caller's options, for one GPU and layout (every field resolved)."""
+
+    framework: str
+    mixed_batches: bool  # prefill chunks share steps with decodes (else prefill-only steps)
+    chunked_prefill: bool  # prompts longer than the step's free budget are split over steps
+    admission: str  # "on_demand": KV blocks as tokens arrive (preempt when full); "full_request": reserve all
+    token_budget: int  # max_num_batched_tokens
+    max_num_seqs: int
+    memory_share: float
+    memory_share_of: str  # "total" (vLLM), "static" (SGLang: weights + KV), "free" (TensorRT-LLM)
+    block_size: int
+    prefix_cache_share: float
+    kv_cache_dtype: str
+    kv_cache_bytes: float
+    graph_decode_max_batch: int  # decode-only steps up to this many sequences replay CUDA graphs
+    graph_mixed_max_tokens: int  # steps with prefill work up to this many tokens do too
+    runtime_reserved_bytes: float
+    graph_pool_bytes: float
+    api_latency_s: float
+    step_overhead_s: float
+    step_overhead_per_seq_s: float
+    prefill_contention: float
+    seed: int
+    num_requests: int
+
+    def uses_graphs(self, tokens: float, has_prefill: bool) -> bool:
+        """Whether a step of `tokens` tokens replays a CUDA graph (else its kernels launch eagerly)."""
+        return tokens <= (self.graph_mixed_max_tokens if has_prefill else self.graph_decode_max_batch)
+
+
+def check_options(options: Dict[str, Any]) -> None:
+    """A ConfigError for the first option `serve()` does not take, naming the close ones."""
+    for key in options:
+        if key not in ENGINE_OPTIONS:
+            near = difflib.get_close_matches(key, list(ENGINE_OPTIONS), n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise ConfigError(f"engine option {key!r} is not known{hint}; valid: {', '.join(ENGINE_OPTIONS)}")
+
+
+def _kv_cache_bytes(name: str, profile: Dict[str, Any], analysis) -> tuple:
+    """(dtype name, bytes per element) of the KV cache: "auto" is the model's compute dtype (16 bits
+    below 32-bit activations), or the profile's choice for quantised checkpoints."""
+    dtype = analysis.dtype_config
+    if name == "auto":
+        quantised = profile["kv_cache_dtype"].get("quantised_checkpoint_value")
+        if quantised and dtype.weight_format != "int" and max(dtype.weight_bits, dtype.activation_bits) <= 8:
+            try:
+                return quantised, float(kv_cache_bytes_per_element(quantised, analysis.gpu_config))
+            except ConfigError:  # the GPU has no unit for it: the engine keeps the model dtype
+                pass
+        return "auto", 4.0 if dtype.activation_bits >= 32 else 2.0
+    return name, float(kv_cache_bytes_per_element(name, analysis.gpu_config))
+
+
+def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> EngineSettings:
+    """The engine of `framework` on the analysis' GPU and layout, with `options` (checked: each
+    bad value is one ConfigError naming the option, the value and what is valid)."""
+    check_options(options)
+    profile = load_engine_profile(framework)
+    gpu_GiB = analysis.gpu_config.mem_per_GPU_in_GB * DECIMAL_GB / GiB
+    tp = analysis.parallelism_config.tp_size
+    get = options.get
+
+    def resolved(key: str, option: str):
+        value = get(option)
+        return _by_rules(profile[key], gpu_GiB, tp) if value is None else value
+
+    kv_name = get("kv_cache_dtype", profile["kv_cache_dtype"]["value"])
+    if not isinstance(kv_name, str):
+        raise ConfigError(f"kv_cache_dtype = {kv_name!r} must be a name: 'auto', 'fp8', 'bf16', 'fp16', ...")
+    kv_name, kv_bytes = _kv_cache_bytes(kv_name, profile, analysis)
+    graphs = profile["cuda_graphs"]
+    scheduling = profile["scheduling"]
+    return EngineSettings(
+        framework=profile["framework"],
+        mixed_batches=scheduling["mixed_batches"], chunked_prefill=scheduling["chunked_prefill"],
+        admission=scheduling["admission"],
+        token_budget=integer(resolved("max_num_batched_tokens", "max_num_batched_tokens"), "max_num_batched_tokens",
+                             1, MAX_SEQ_LEN),
+        max_num_seqs=integer(resolved("max_num_seqs", "max_num_seqs"), "max_num_seqs", 1, MAX_BATCH_SIZE),
+        memory_share=number(resolved("memory_share", "gpu_memory_utilization"), "gpu_memory_utilization", 0.0, 1.0),
+        memory_share_of=profile["memory_share"]["of"],
+        block_size=integer(get("block_size", profile["block_size"]["value"]), "block_size", 1, 2**20),
+        prefix_cache_share=_share_below_one(get("prefix_cache_share", 0.0), "prefix_cache_share"),
+        kv_cache_dtype=kv_name, kv_cache_bytes=kv_bytes,
+        graph_decode_max_batch=graphs["decode_max_batch"], graph_mixed_max_tokens=graphs["mixed_max_tokens"],
+        runtime_reserved_bytes=profile["runtime_reserved_GB"]["value"] * DECIMAL_GB,
+        graph_pool_bytes=profile["cuda_graph_pool_GB"]["value"] * DECIMAL_GB,
+        api_latency_s=non_negative_number(get("api_latency_s", profile["api_latency_s"]["value"]), "api_latency_s",
+                                          3600.0),
+        step_overhead_s=non_negative_number(get("step_overhead_s", profile["step_overhead_s"]["value"]),
+                                            "step_overhead_s", 60.0),
+        step_overhead_per_seq_s=non_negative_number(
+            get("step_overhead_per_seq_s", profile["step_overhead_per_seq_s"]["value"]), "step_overhead_per_seq_s",
+            1.0),
+        prefill_contention=non_negative_number(get("prefill_contention", profile["prefill_contention"]["value"]),
+                                               "prefill_contention", 100.0),
+        seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
+        num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),
+    )
+
+
+def _share_below_one(value, field: str) -> float:
+    """A share in [0, 1) (a request whose whole prompt is cached still prefills its last token)."""
+    what = "a share in [0, 1)"
+    v = number(value, field, 0.0, 1.0, lo_open=False, what=what)
+    if v >= 1.0:
+        raise ConfigError(f"{field} = {value!r} must be {what}: a request whose whole prompt is cached still "
+                          "prefills its last token")
+    return v
+
+
+def profile_source(framework: str, key: str) -> Optional[str]:
+    """Where a profile value comes from (for notes and reports)."""
+    entry = load_engine_profile(framework).get(key)
+    return entry.get("source") if isinstance(entry, dict) else None
+
+
+__all__ = ["ENGINE_OPTIONS", "EngineSettings", "FRAMEWORKS", "engine_settings", "load_engine_profile",
+           "profile_source"]

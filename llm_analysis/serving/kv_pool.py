@@ -1,0 +1,89 @@
+"""The KV-cache pool, sized as the engines size it on each GPU of a replica.
+
+- vLLM: gpu_memory_utilization x the GPU's memory holds everything the worker allocates:
+  weights, the activation peak of its profiling run (a forward of max_num_batched_tokens
+  tokens), the sampler's logits for max_num_seqs sequences, CUDA graphs and runtime buffers;
+  the KV cache takes the rest.
+- SGLang: mem_fraction_static x the GPU's memory holds the weights and the KV pool; activations
+  and CUDA graphs live in the remainder.
+- TensorRT-LLM: free_gpu_memory_fraction of the memory left after the weights, the runtime's
+  buffers and the activation workspace.
+
+The pool is cut into blocks of block_size tokens; a request holds ceil(tokens / block_size)
+blocks on every GPU (each GPU keeps its share of the heads or, for MLA, its copy of the latent).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llm_analysis.errors import ConfigError
+from llm_analysis.inference.memory import memory_terms
+from llm_analysis.units import GB
+
+LOGITS_BYTES = 4  # the sampler's logits are float32 in every engine
+
+
+@dataclass(frozen=True)
+class KVPool:
+    memory_bytes: float  # the GPU's
+    weight_bytes: float
+    workspace_bytes: float  # activations, logits, CUDA graphs, runtime buffers
+    pool_bytes: float
+    bytes_per_token: float  # per GPU
+    bytes_per_request: float  # state a request holds whatever its length (mixer layers), per GPU
+    block_size: int
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.pool_bytes // (self.bytes_per_token * self.block_size)) if self.bytes_per_token else 10**12
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    def blocks_for(self, tokens: float) -> int:
+        return math.ceil(tokens / self.block_size)
+
+    def requests_that_fit(self, tokens_per_request: float) -> int:
+        """How many requests of `tokens_per_request` tokens the pool holds at once (their fixed state too)."""
+        per = self.blocks_for(tokens_per_request) * self.block_size * self.bytes_per_token + self.bytes_per_request
+        return int(self.pool_bytes // per) if per > 0 else 10**12
+
+
+def kv_pool(analysis, d, engine, longest_request_tokens: int) -> KVPool:
+    """The pool of one GPU of a replica under `engine` (EngineSettings); ConfigError when the
+    weights leave no pool or the longest request cannot fit it even alone."""
+    gpu = analysis.gpu_config
+    mem = gpu.mem_per_GPU_in_GB * GB
+    weights = analysis.get_weight_memory_per_gpu()
+    kv_bytes = engine.kv_cache_bytes
+    per_token = (analysis.get_memory_kv_cache_per_gpu(1, 2, kv_bytes) - analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes))
+    per_request = max(0.0, analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes) - per_token)
+    activations = memory_terms(analysis, d, 1, engine.token_budget, engine.token_budget, False,
+                               kv_bytes)["prefill_activation"]
+    logits = engine.max_num_seqs * analysis.model_config.vocab_size * LOGITS_BYTES
+    share = engine.memory_share
+    if engine.memory_share_of == "total":
+        workspace = activations + logits + engine.graph_pool_bytes + engine.runtime_reserved_bytes
+        pool = share * mem - weights - workspace
+    elif engine.memory_share_of == "static":
+        workspace = (1 - share) * mem  # activations and graphs live outside the static share
+        pool = share * mem - weights
+    else:  # "free": a share of what the weights and the runtime leave
+        workspace = activations + logits + engine.graph_pool_bytes + engine.runtime_reserved_bytes
+        pool = share * (mem - weights - workspace)
+    result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size)
+    if result.requests_that_fit(longest_request_tokens) < 1:
+        raise ConfigError(
+            f"input_len + output_len = {longest_request_tokens} tokens cannot fit the KV pool even alone: "
+            f"{analysis.model_config.name} on {gpu.name} (tp={analysis.parallelism_config.tp_size}) under "
+            f"{engine.framework} with gpu_memory_utilization = {share:g} keeps {max(pool, 0) / GB:.2f} GB per GPU for "
+            f"the KV cache (weights {weights / GB:.2f} GB, workspace {workspace / GB:.2f} GB, {per_token:.0f} bytes per "
+            f"token); valid: at most {result.capacity_tokens} tokens per request, or more GPUs (tp_size), fewer weight "
+            f"bits, kv_cache_dtype='fp8' or a larger gpu_memory_utilization")
+    return result
+
+
+__all__ = ["KVPool", "kv_pool"]

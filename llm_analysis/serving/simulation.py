@@ -1,0 +1,349 @@
+"""A seeded discrete-event simulation of one replica: the same step model as the steady state
+(serving/step_time.py), request by request, for tails (p50 / p90 / p99) and open-loop queueing.
+
+The engine loop, as the engines run it:
+- arrivals (a request reaches the scheduler its API latency after the client sends it; that
+  latency varies uniformly over +-50% around the profile's) join the waiting queue at the next
+  step boundary;
+- waiting requests are admitted first come, first served while fewer than max_num_seqs run
+  and the KV pool holds their prompt (or, for engines that reserve on admission, their prompt
+  and whole output);
+- a step decodes one token for every decoding request and, within the token budget left,
+  prefills chunks of the admitted prompts (mixed engines), or runs the prompts alone in a
+  prefill-only step whenever any wait (SGLang's default); the step producing a prompt's last
+  chunk produces its first token;
+- when the growing caches fill the pool, the most recently admitted request is preempted:
+  its blocks are freed and it is prefilled again (prompt and the tokens it already produced)
+  when there is room (vLLM's recompute; SGLang retracts alike).
+
+Between events the running set does not change, so a stretch of decode-only steps is taken at
+once: its step times grow linearly with the context (the decode attention's work does), so the
+stretch's time is the trapezoid of its first and last step, and the step at which an arrival
+interrupts it is the root of that quadratic. KV blocks are counted as tokens plus half a block
+per request (the mean fill of a request's last block).
+
+Closed loop: the clients start spread over one mean latency (the steady state's) and each
+sends its next request when the previous completes; open loop: Poisson arrivals. The first
+requests (a tenth, and at least every client's first in the closed loop) warm the engine up
+and are not measured.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import List, Optional
+
+import numpy as np
+
+API_JITTER = 0.5  # the API latency of a request is uniform over (1 +- API_JITTER) x the mean
+
+
+class _Request:
+    __slots__ = ("index", "input", "output", "cached", "sent_s", "arrive_s", "first_s", "done_s", "prefill_left",
+                 "past", "generated", "finish_tick", "join_tick", "client", "reserved")
+
+    def __init__(self, index, input_len, output_len, cached, sent_s, arrive_s, client):
+        self.index, self.input, self.output, self.cached = index, input_len, output_len, cached
+        self.sent_s, self.arrive_s, self.client = sent_s, arrive_s, client
+        self.first_s = self.done_s = None
+        self.generated = 0  # output tokens produced so far
+        self.prefill_left = input_len - cached  # tokens still to prefill
+        self.past = cached  # tokens in the KV cache before the next prefill chunk (or at joining the decoders)
+        self.finish_tick = self.join_tick = -1  # -1: not decoding
+        self.reserved = 0  # KV tokens reserved on admission (engines that reserve whole requests)
+
+
+@dataclass
+class SimulationResult:
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray  # of requests with more than one output token
+    e2e_s: np.ndarray
+    output_tokens: np.ndarray
+    duration_s: float  # from the first measured send to the last measured completion
+    kv_occupancy: float  # time-averaged share of the pool's tokens in use
+    preemptions: int
+    mean_running: float
+
+
+class _Replica:
+    """The engine's state and loop (one replica)."""
+
+    def __init__(self, timer, engine, pool, rng, api_latency_s: float):
+        self.timer, self.engine = timer, engine
+        self.rng, self.api = rng, api_latency_s
+        self.block = engine.block_size
+        self.reserves = engine.admission == "full_request"
+        self.capacity_tokens = pool.capacity_tokens
+        self.now = 0.0
+        self.arrivals: list = []  # heap of (arrive_s, index, request)
+        self.waiting: deque = deque()
+        self.running: List[_Request] = []  # in admission order (the last is preempted first)
+        self.prefilling: List[_Request] = []
+        self.finishing: list = []  # heap of (finish_tick, index, request) of the decoders
+        self.decoders = 0
+        self.ctx_sum = 0.0  # the decoders' contexts at their next step
+        self.ticks = 0  # steps in which the decoders advanced
+        self.kv_tokens = 0.0
+        self.preemptions = 0
+        self.completed: List[_Request] = []
+        self.kv_area = self.running_area = self.area_time = 0.0
+
+    # ----------------------------------------------------------- requests
+    def api_s(self) -> float:
+        if self.api <= 0:
+            return 0.0
+        return self.api * (1.0 + API_JITTER * (2.0 * self.rng.random() - 1.0))
+
+    def send(self, index: int, input_len: int, output_len: int, sent_s: float, client: int) -> None:
+        cached = (int(self.engine.prefix_cache_share * input_len) // self.block) * self.block
+        r = _Request(index, input_len, output_len, min(cached, input_len - 1), sent_s, sent_s + self.api_s(), client)
+        heapq.heappush(self.arrivals, (r.arrive_s, index, r))
+
+    def _in_use(self, extra_requests: int = 0) -> float:
+        """KV tokens in use as blocks hold them: tokens plus half a block per request (its last block's mean fill)."""
+        return self.kv_tokens + 0.5 * self.block * (len(self.running) + extra_requests)
+
+    def _fits(self, r: _Request) -> bool:
+        if len(self.running) >= self.engine.max_num_seqs:
+            return False
+        if self.reserves:
+            return self.kv_tokens + self._reservation(r) <= self.capacity_tokens
+        return self._in_use(1) + r.prefill_left + r.past <= self.capacity_tokens
+
+    def _reservation(self, r: _Request) -> int:
+        return math.ceil((r.input + r.output) / self.block) * self.block
+
+    def admit(self) -> None:
+        arrivals, waiting = self.arrivals, self.waiting
+        while arrivals and arrivals[0][0] <= self.now:
+            waiting.append(heapq.heappop(arrivals)[2])
+        while waiting and self._fits(waiting[0]):
+            r = waiting.popleft()
+            if self.reserves:
+                r.reserved = self._reservation(r)
+                self.kv_tokens += r.reserved
+            else:
+                self.kv_tokens += r.past  # its cached prefix
+            self.running.append(r)
+            self.prefilling.append(r)
+
+    def _held(self, r: _Request) -> float:
+        """KV tokens `r` holds now."""
+        if self.reserves:
+            return r.reserved
+        return r.past + (self.ticks - r.join_tick if r.finish_tick >= 0 else 0)
+
+    def _join_decoders(self, r: _Request) -> None:
+        r.join_tick = self.ticks
+        r.finish_tick = self.ticks + (r.output - r.generated)
+        self.decoders += 1
+        self.ctx_sum += r.past + 1  # its next step attends to the cache and the token it feeds back
+        heapq.heappush(self.finishing, (r.finish_tick, r.index, r))
+
+    def _leave_decoders(self, r: _Request) -> None:
+        self.decoders -= 1
+        self.ctx_sum -= r.past + 1 + (self.ticks - r.join_tick)
+
+    def _release(self, r: _Request) -> None:
+        self.kv_tokens -= self._held(r)
+        self.running.remove(r)
+
+    def _finish(self, r: _Request, on_done) -> None:
+        r.done_s = self.now
+        self._release(r)
+        r.finish_tick = -1
+        self.completed.append(r)
+        on_done(r)
+
+    def preempt(self) -> None:
+        """Free the most recently admitted request; it is prefilled again (prompt and the tokens it
+        produced) when there is room: vLLM's recompute."""
+        r = self.running[-1]
+        if r.finish_tick >= 0:  # a decoder (its heap entry goes stale: finish_tick no longer matches)
+            r.generated += self.ticks - r.join_tick
+            self._leave_decoders(r)
+        else:
+            self.prefilling.remove(r)
+        self._release(r)
+        r.finish_tick = -1
+        r.past = r.cached
+        r.prefill_left = r.input + r.generated - r.cached
+        self.waiting.appendleft(r)
+        self.preemptions += 1
+
+    def over_full(self) -> bool:
+        return (not self.reserves and self.decoders > 0 and len(self.running) > 1
+                and self._in_use() + self.decoders > self.capacity_tokens)
+
+    def _complete_finished(self, on_done) -> None:
+        fin = self.finishing
+        while fin and fin[0][0] <= self.ticks:
+            tick, _, r = heapq.heappop(fin)
+            if r.finish_tick != tick:  # preempted since: a stale entry
+                continue
+            self._leave_decoders(r)
+            r.generated = r.output
+            self._finish(r, on_done)
+
+    # -------------------------------------------------------------- steps
+    def chunks(self, free_budget: int):
+        """[(request, tokens)] of this step's prefill chunks within `free_budget` tokens (at least
+        one chunk when any prompt waits and the budget is not spent by decoders alone)."""
+        chunks = []
+        chunked = self.engine.chunked_prefill
+        for r in self.prefilling:
+            if free_budget <= 0:
+                break
+            q = r.prefill_left
+            if q > free_budget:
+                if chunked:
+                    q = free_budget
+                elif chunks:  # a whole prompt that does not fit waits for the next step
+                    break
+            chunks.append((r, q))
+            free_budget -= q
+        return chunks
+
+    def _account(self, duration: float, kv_mean: float) -> None:
+        self.kv_area += kv_mean * duration
+        self.running_area += len(self.running) * duration
+        self.area_time += duration
+
+    def prefill_step(self, chunks, on_done) -> None:
+        """One step with prefill chunks and, in a mixed engine, every decoder's next token."""
+        d = self.decoders if self.engine.mixed_batches else 0
+        last_chunks = sum(1 for r, q in chunks if q == r.prefill_left)
+        t = self.timer.step_s(d, self.ctx_sum if d else 0.0, [(q, r.past) for r, q in chunks], sampled=d + last_chunks)
+        kv_before = self.kv_tokens
+        self.now += t
+        if d:
+            self.ticks += 1
+            self.ctx_sum += d
+            if not self.reserves:
+                self.kv_tokens += d
+        for r, q in chunks:
+            r.prefill_left -= q
+            r.past += q
+            if not self.reserves:
+                self.kv_tokens += q
+            if r.prefill_left == 0:
+                self.prefilling.remove(r)
+                if r.first_s is None:
+                    r.first_s = self.now
+                r.generated += 1  # the prompt's last position samples a token
+                if r.generated >= r.output:
+                    r.generated = r.output
+                    self._finish(r, on_done)
+                else:
+                    self._join_decoders(r)
+        self._account(t, 0.5 * (kv_before + self.kv_tokens))
+        if d:
+            self._complete_finished(on_done)
+
+    def decode_stretch(self, on_done, arrival_interrupts: bool) -> None:
+        """Decode-only steps up to the next event: a completion, an arrival that can be admitted, a
+        full pool."""
+        fin, d = self.finishing, self.decoders
+        while fin and fin[0][2].finish_tick != fin[0][0]:
+            heapq.heappop(fin)  # stale entries of preempted requests
+        k = max(1, fin[0][0] - self.ticks) if fin else 1
+        if not self.reserves:
+            room = self.capacity_tokens - self._in_use()
+            k = max(1, min(k, int(room // d)))
+        t0 = self.timer.step_s(d, self.ctx_sum)
+        slope = (self.timer.step_s(d, self.ctx_sum + (k - 1) * d) - t0) / (k - 1) if k > 1 else 0.0
+        if arrival_interrupts and self.arrivals:
+            k = min(k, _steps_to_cover(self.arrivals[0][0] - self.now, t0, slope))
+        duration = k * t0 + slope * k * (k - 1) / 2
+        kv_before = self.kv_tokens
+        self.now += duration
+        self.ticks += k
+        self.ctx_sum += d * k
+        if not self.reserves:
+            self.kv_tokens += d * k
+        self._account(duration, 0.5 * (kv_before + self.kv_tokens))
+        self._complete_finished(on_done)
+
+
+def _steps_to_cover(gap: float, t0: float, slope: float) -> int:
+    """The least k with k t0 + slope k (k - 1) / 2 >= gap (steps until the one in which `gap` ends)."""
+    if gap <= 0:
+        return 1
+    if abs(slope) < 1e-15 * max(t0, 1e-30):
+        return max(1, math.ceil(gap / t0))
+    a, b = slope / 2, t0 - slope / 2
+    disc = b * b + 4 * a * gap
+    k = (-b + math.sqrt(max(disc, 0.0))) / (2 * a) if disc >= 0 else gap / t0
+    return max(1, math.ceil(k - 1e-9))
+
+
+def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None, request_rate: Optional[float] = None,
+             num_requests: int, seed: int, api_latency_s: float, spread_s: float = 0.0) -> SimulationResult:
+    """Simulate one replica under `concurrency` closed-loop clients or Poisson arrivals at
+    `request_rate` per second; `num_requests` measured after the warm-up."""
+    rng = np.random.default_rng(seed)
+    warmup = max(num_requests // 10, concurrency or 0)
+    total = num_requests + warmup
+    inputs, outputs = lengths.draw(rng, total)
+    inputs, outputs = inputs.tolist(), outputs.tolist()
+    rep = _Replica(timer, engine, pool, rng, api_latency_s)
+    sent = [0]
+
+    if concurrency is not None:
+        starts = np.sort(rng.uniform(0.0, spread_s, concurrency)) if spread_s > 0 else np.zeros(concurrency)
+        for c in range(min(concurrency, total)):
+            rep.send(sent[0], inputs[sent[0]], outputs[sent[0]], float(starts[c]), c)
+            sent[0] += 1
+
+        def on_done(r):
+            if sent[0] < total:
+                rep.send(sent[0], inputs[sent[0]], outputs[sent[0]], rep.now, r.client)
+                sent[0] += 1
+    else:
+        gaps = rng.exponential(1.0 / request_rate, total)
+        times = np.cumsum(gaps) - gaps[0]
+        for i in range(total):
+            rep.send(i, inputs[i], outputs[i], float(times[i]), -1)
+        sent[0] = total
+
+        def on_done(r):
+            return None
+
+    mixed, budget, max_seqs = engine.mixed_batches, engine.token_budget, engine.max_num_seqs
+    while len(rep.completed) < total:
+        rep.admit()
+        if not rep.running:
+            if not rep.arrivals:
+                break
+            rep.now = max(rep.now, rep.arrivals[0][0])
+            continue
+        while rep.over_full():
+            rep.preempt()
+        if mixed:
+            free = budget - rep.decoders
+            chunks = rep.chunks(free) if rep.prefilling and free > 0 else []
+            if not chunks and not rep.decoders:  # prompts alone, the budget not yet spent
+                chunks = rep.chunks(budget)
+        else:  # prefill-only steps whenever a prompt waits
+            chunks = rep.chunks(budget) if rep.prefilling else []
+        if chunks:
+            rep.prefill_step(chunks, on_done)
+        else:
+            rep.decode_stretch(on_done, len(rep.running) < max_seqs)
+    measured = [r for r in rep.completed if r.index >= warmup]
+    ttft = np.array([r.first_s - r.sent_s for r in measured])
+    e2e = np.array([r.done_s - r.sent_s for r in measured])
+    tpot = np.array([(r.done_s - r.first_s) / (r.output - 1) for r in measured if r.output > 1])
+    out = np.array([r.output for r in measured])
+    first_sent = min((r.sent_s for r in measured), default=0.0)
+    last_done = max((r.done_s for r in measured), default=0.0)
+    area = rep.area_time or 1.0
+    return SimulationResult(ttft, tpot, e2e, out, last_done - first_sent,
+                            rep.kv_area / area / max(rep.capacity_tokens, 1), rep.preemptions,
+                            rep.running_area / area)
+
+
+__all__ = ["SimulationResult", "simulate"]

@@ -1,0 +1,188 @@
+"""The closed loop's steady state, in closed form over the step model (serving/step_time.py).
+
+One replica, C clients, requests of mean input I (I' of it not in the prefix cache) and mean
+output O. In steady state, with X requests per second completing:
+
+- D = X (O - 1) t_d requests are decoding at any step (Little's law on the decode phase,
+  t_d the mean step time a decoder sees: its time per output token);
+- a decode-only step takes f0 = step(D decoders at the mean context I + O / 2);
+- each request's prefill adds Delta seconds of engine time: the chunks of its I' tokens
+  within the budget left by the decoders (max_num_batched_tokens - D), each costing what
+  it adds to a step (mixed engines: vLLM, TensorRT-LLM) or its own prefill-only step
+  (SGLang), so decode steps run 1 - X Delta of the time and t_d = f0 / (1 - X Delta);
+- eliminating X: X = D / ((O - 1) f0 + D Delta) for a given D;
+- time to first token = API latency + the wait for the step in progress (half a step,
+  when other requests are running) + the wait for other clients' prefills (closed-loop clients
+  with equal lengths finish, and return, in bunches: prefill_contention decode steps per other
+  client, fitted per engine) + the steps that prefill it (+ the wait for a free slot
+  when C exceeds what the engine runs at once, N = min(max_num_seqs, requests the KV pool
+  holds at their mean length I + O / 2, or I + O when the engine reserves whole requests));
+- the loop closes with Little's law: C = X x (time to first token + (O - 1) t_d), solved for
+  D by bisection (the left side grows with D).
+
+The saturation rate (open loop) is X with the engine full: D found for N requests resident
+and no API latency outside the engine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Tuple
+
+_BISECTIONS = 48
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """Mean lengths of a replica's requests, in tokens."""
+
+    input: float
+    output: float
+    cached: float  # prompt tokens found in the prefix cache
+
+    @property
+    def prefill(self) -> float:
+        return max(1.0, self.input - self.cached)
+
+    @property
+    def mean_context(self) -> float:
+        """A decoder's mean context over its decode steps (I + 1 .. I + O - 1)."""
+        return self.input + self.output / 2
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    throughput_rps: float  # requests per second of the replica
+    decoders: float  # mean decode tokens per step
+    decode_step_s: float  # f0
+    tpot_s: float
+    ttft_s: float
+    e2e_s: float
+    queue_wait_s: float  # waiting for a free slot (C > N)
+    contention_s: float  # waiting for other clients' prefills (closed loop: prefill_contention)
+    prefill_s: float  # the engine's prefill of one request (its steps)
+    resident: float  # requests in the engine
+
+
+def prefill_chunks(engine, shape: RequestShape, decoders: float) -> List[Tuple[float, float]]:
+    """(tokens, past tokens) of each chunk of a request's prefill with `decoders` decode tokens in
+    its steps (mixed engines) or none (prefill-only steps)."""
+    budget = engine.token_budget - (decoders if engine.mixed_batches else 0.0)
+    budget = max(budget, 1.0)
+    left, past = shape.prefill, shape.cached
+    if not engine.chunked_prefill or left <= budget:
+        return [(left, past)]
+    chunks = []
+    while left > 0:
+        q = min(left, budget)
+        chunks.append((q, past))
+        left -= q
+        past += q
+    return chunks
+
+
+def capacity(engine, pool, shape: RequestShape) -> int:
+    """Requests the engine runs at once: max_num_seqs, and what the KV pool holds (at their mean
+    length while they grow, or their whole length when the engine reserves it on admission)."""
+    held = shape.input + shape.output if engine.admission == "full_request" else shape.mean_context
+    return max(1, min(engine.max_num_seqs, pool.requests_that_fit(held)))
+
+
+class _Balance:
+    """The quantities of the steady state at a given number of decoders D."""
+
+    def __init__(self, timer, engine, shape: RequestShape):
+        self.timer, self.engine, self.shape = timer, engine, shape
+
+    def at(self, decoders: float):
+        t, e, s = self.timer, self.engine, self.shape
+        f0 = t.step_s(decoders, decoders * s.mean_context) if decoders > 0 else 0.0
+        chunks = prefill_chunks(e, s, decoders)
+        if e.mixed_batches:
+            with_chunk = [t.step_s(decoders, decoders * s.mean_context, [c]) for c in chunks]
+            delta = sum(w - f0 for w in with_chunk)
+            prefill_s = sum(with_chunk)
+        else:  # prefill-only steps: the decoders wait; a request arriving mid decode step waits for it
+            delta = sum(t.step_s(0.0, 0.0, [c]) for c in chunks)
+            prefill_s = delta
+        decode_steps = s.output - 1
+        if decode_steps <= 0:  # one output token: the engine only prefills
+            return f0, delta, prefill_s, (1.0 / delta if delta > 0 else math.inf), 0.0
+        x = decoders / (decode_steps * f0 + decoders * delta) if decoders > 0 else 0.0
+        busy = 1.0 - x * delta
+        tpot = f0 / busy if busy > 0 else math.inf
+        return f0, delta, prefill_s, x, tpot
+
+
+def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, api_latency_s: float) -> SteadyState:
+    """The steady state of `clients` closed-loop clients on one replica."""
+    n_max = capacity(engine, pool, shape)
+    resident = min(clients, n_max)
+    balance = _Balance(timer, engine, shape)
+    decode_steps = shape.output - 1
+
+    def latency(decoders: float):
+        f0, delta, prefill_s, x, tpot = balance.at(decoders)
+        others = resident - 1
+        # arriving while others run, a request waits for the step in progress (half a step, mean)
+        in_progress = 0.5 * f0 if others > 0 else 0.0
+        # closed-loop clients with equal lengths finish, and return, in bunches: a request waits for
+        # the prefills of others, prefill_contention decode steps per other client (fitted)
+        contention = engine.prefill_contention * max(others, 0.0) * tpot
+        engine_s = in_progress + contention + prefill_s + decode_steps * tpot
+        return f0, prefill_s, x, tpot, in_progress + contention, engine_s
+
+    if decode_steps <= 0:
+        return _prefill_only(balance, resident, clients, api_latency_s, n_max)
+    # X (API latency + engine time) = resident when every client is in the engine (C <= N);
+    # else the engine holds N and the rest queue: X x engine time = N
+    outside = api_latency_s if clients <= n_max else 0.0
+    lo, hi = 0.0, float(resident)
+    for _ in range(_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        _, _, x, tpot, _, engine_s = latency(mid)
+        if math.isinf(tpot) or x * (outside + engine_s) >= resident:
+            hi = mid
+        else:
+            lo = mid
+    decoders = 0.5 * (lo + hi)
+    f0, prefill_s, x, tpot, waits, engine_s = latency(decoders)
+    queue_wait = max(0.0, clients / x - api_latency_s - engine_s) if clients > n_max else 0.0
+    ttft = api_latency_s + queue_wait + waits + prefill_s
+    e2e = ttft + decode_steps * tpot
+    contention = engine.prefill_contention * max(resident - 1, 0.0) * tpot
+    # Little's law closes exactly: the throughput is the clients over the mean latency
+    return SteadyState(clients / e2e, decoders, f0, tpot, ttft, e2e, queue_wait, contention, prefill_s, resident)
+
+
+def _prefill_only(balance: _Balance, resident: float, clients: float, api_latency_s: float, n_max: int) -> SteadyState:
+    """One output token: each request is its prefill; the engine serves prefills back to back, so
+    with X requests per second a prefill waits as in an M/D/1 queue of service Delta (closed form)."""
+    _, delta, prefill_s, _, _ = balance.at(0.0)
+    lo, hi = 0.0, 1.0 / delta
+    outside = api_latency_s if clients <= n_max else 0.0
+    for _ in range(_BISECTIONS):
+        x = 0.5 * (lo + hi)
+        rho = x * delta
+        wait = rho * delta / (2 * (1 - rho)) if rho < 1 else math.inf
+        if x * (outside + wait + prefill_s) >= resident:
+            hi = x
+        else:
+            lo = x
+    x = 0.5 * (lo + hi)
+    rho = x * delta
+    wait = rho * delta / (2 * (1 - rho))
+    queue_wait = max(0.0, clients / x - api_latency_s - wait - prefill_s) if clients > n_max else 0.0
+    ttft = api_latency_s + queue_wait + wait + prefill_s
+    return SteadyState(clients / ttft, 0.0, 0.0, 0.0, ttft, ttft, queue_wait, 0.0, prefill_s, resident)
+
+
+def saturation_rate(timer, engine, pool, shape: RequestShape) -> float:
+    """Requests per second one replica completes with every slot it can hold busy: above it an
+    open-loop queue grows without bound."""
+    n_max = capacity(engine, pool, shape)
+    return solve_closed_loop(timer, engine, pool, shape, float(n_max), 0.0).throughput_rps
+
+
+__all__ = ["RequestShape", "SteadyState", "capacity", "prefill_chunks", "saturation_rate", "solve_closed_loop"]

@@ -1,0 +1,224 @@
+"""The time of one engine step: a mixed batch of decode tokens and prefill chunks, on the
+analysis' cost model (roofline or calibrated), from the operators of the model description.
+
+A step of continuous batching runs every operator once over all the step's new tokens: D
+decode tokens (one per running request, each attending to its own context) and the prefill
+chunks scheduled with them. Its operators split by what their work depends on:
+
+- token operators (matmuls, norms, embeddings, collectives, experts): the step's T tokens
+  as one batch (weights read once per step, GEMMs of M = T rows): the decode phase's
+  operators at batch T;
+- the LM head: the sequences that sample a token this step (decoders, and prompts whose last
+  chunk runs): the decode phase's head at batch S;
+- sequence operators (attention cores, mixer state updates: kinds `attention`, `conv`,
+  `scan`): each sequence over its own context. Decode: the decode phase's at batch D and the
+  decoders' mean context (their work is linear in each sequence's context, so the mean gives
+  the sum). A prefill chunk of q tokens after `past` cached ones: the prefill phase's at
+  length past + q minus that at length past (causal attention: the chunk's query rows are the
+  last q rows of the longer prefill's).
+
+Each piece is timed once per shape and kept (the step model of a replica is reused by every
+simulated step and every later call with the same engine): token operators per whole token
+count, sequence operators on a grid of lengths (ratio 1.05, linear between: the work is
+linear or quadratic in the length, so the error is below 0.1%). A step whose tokens fit the
+engine's CUDA graphs is timed with the graph kernel floor, else with the eager one (calibrated
+model; the roofline has no floor). Host overheads (scheduler, sampler, detokeniser) come from
+the engine profile: a fixed time per step and one per sequence in the step.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Dict, List, Sequence, Tuple
+
+from llm_analysis.model import Phase
+
+SEQUENCE_KINDS = frozenset({"attention", "conv", "scan"})
+HEAD_GROUP = "lm_head"
+TOKEN_PROBE_CONTEXT = 64  # the decode context at which token operators are built (they do not read it)
+_GRID_RATIO = 1.05
+_GRID_EXACT_BELOW = 64
+
+
+def _length_grid(limit: int = 2**31) -> List[int]:
+    grid = list(range(1, _GRID_EXACT_BELOW + 1))
+    x = float(_GRID_EXACT_BELOW)
+    while grid[-1] < limit:
+        x *= _GRID_RATIO
+        if round(x) > grid[-1]:
+            grid.append(round(x))
+    return grid
+
+
+LENGTH_GRID = _length_grid()
+
+
+def _bracket(x: float) -> Tuple[int, int, float]:
+    """Grid lengths a <= x <= b and the weight of b in the linear interpolation."""
+    if x <= 1:
+        return 1, 1, 0.0
+    k = bisect.bisect_left(LENGTH_GRID, x)
+    b = LENGTH_GRID[k]
+    if b == x:
+        return b, b, 0.0
+    a = LENGTH_GRID[k - 1]
+    return a, b, (x - a) / (b - a)
+
+
+def _split_seconds(cost_model, weighted) -> float:
+    return sum(n * sum(cost_model.op_split_s(op)) for n, op in weighted)
+
+
+class StepCosts:
+    """The cost-model seconds of the pieces of a step on one replica (analysis under serving
+    conventions, its describer with the engine's KV dtype), each worked out once and kept."""
+
+    def __init__(self, analysis, describer):
+        self.d = describer
+        cost_model = analysis.cost_model
+        with_launch = getattr(cost_model, "with_launch", None)  # the calibrated model's kernel floors
+        forced = getattr(analysis, "kernel_launch", None)
+        if with_launch is None:
+            self._models = {True: cost_model, False: cost_model}
+        elif forced is not None:  # the analysis forces one launch mode for every step
+            self._models = {True: with_launch(forced), False: with_launch(forced)}
+        else:
+            self._models = {True: with_launch("graph"), False: with_launch("eager")}
+        self._token: Dict[Tuple[bool, int], Tuple[float, float]] = {}
+        self._decode_ops: Dict[int, list] = {}
+        self._decode_attention: Dict[Tuple[bool, int, int], float] = {}
+        self._prefill_attention: Dict[Tuple[bool, int], float] = {}
+
+    # ---------------------------------------------------------------- pieces
+    def _token_and_head(self, graph: bool, n: int) -> Tuple[float, float]:
+        """(token operators, LM head) seconds of a decode step of batch n (integer n >= 1)."""
+        key = (graph, n)
+        got = self._token.get(key)
+        if got is None:
+            cm = self._models[graph]
+            token = head = 0.0
+            for rep, op in self.d.weighted_ops(Phase("decode", n, 1, TOKEN_PROBE_CONTEXT)):
+                if op.kind in SEQUENCE_KINDS:
+                    continue
+                s = rep * sum(cm.op_split_s(op))
+                if op.group == HEAD_GROUP:
+                    head += s
+                else:
+                    token += s
+            got = self._token[key] = (token, head)
+        return got
+
+    def token_s(self, graph: bool, tokens: float) -> float:
+        """Token operators of a step of `tokens` tokens (linear between whole counts)."""
+        if tokens <= 0:
+            return 0.0
+        lo = int(tokens)
+        if lo == tokens:
+            return self._token_and_head(graph, lo)[0]
+        w = tokens - lo
+        low = self._token_and_head(graph, lo)[0] if lo else 0.0
+        return (1 - w) * low + w * self._token_and_head(graph, lo + 1)[0]
+
+    def head_s(self, graph: bool, sampled: float) -> float:
+        """The LM head over `sampled` sequences (linear between whole counts)."""
+        if sampled <= 0:
+            return 0.0
+        lo = int(sampled)
+        if lo == sampled:
+            return self._token_and_head(graph, lo)[1]
+        w = sampled - lo
+        low = self._token_and_head(graph, lo)[1] if lo else 0.0
+        return (1 - w) * low + w * self._token_and_head(graph, lo + 1)[1]
+
+    def _sequence_ops(self, phase: Phase) -> list:
+        return [(n, op) for n, op in self.d.weighted_ops(phase) if op.kind in SEQUENCE_KINDS]
+
+    def _decode_attention_at(self, graph: bool, batch: int, context: int) -> float:
+        key = (graph, batch, context)
+        got = self._decode_attention.get(key)
+        if got is None:
+            ops = self._decode_ops.get(context)
+            if ops is None:  # one sequence's operators; a batch's work is `batch` times theirs
+                ops = self._decode_ops[context] = self._sequence_ops(Phase("decode", 1, 1, context))
+            cm = self._models[graph]
+            got = self._decode_attention[key] = sum(n * sum(cm.op_split_s(op.scaled(batch) if batch != 1 else op))
+                                                    for n, op in ops)
+        return got
+
+    def decode_attention_s(self, graph: bool, decoders: float, mean_context: float) -> float:
+        """Sequence operators of `decoders` decode tokens at a mean context of `mean_context`."""
+        if decoders <= 0:
+            return 0.0
+        a, b, w = _bracket(mean_context)
+        lo = int(decoders)
+        frac = decoders - lo
+
+        def at(batch: int) -> float:
+            if batch == 0:
+                return 0.0
+            t = self._decode_attention_at(graph, batch, a)
+            return t if w == 0.0 else (1 - w) * t + w * self._decode_attention_at(graph, batch, b)
+
+        return at(lo) if frac == 0 else (1 - frac) * at(lo) + frac * at(lo + 1)
+
+    def _prefill_attention_at(self, graph: bool, length: int) -> float:
+        key = (graph, length)
+        got = self._prefill_attention.get(key)
+        if got is None:
+            got = self._prefill_attention[key] = _split_seconds(
+                self._models[graph], self._sequence_ops(Phase("prefill", 1, length, length)))
+        return got
+
+    def prefill_attention_s(self, graph: bool, length: float) -> float:
+        """Sequence operators of a prefill of `length` tokens from an empty cache."""
+        if length <= 0:
+            return 0.0
+        a, b, w = _bracket(length)
+        t = self._prefill_attention_at(graph, a)
+        return t if w == 0.0 else (1 - w) * t + w * self._prefill_attention_at(graph, b)
+
+    def chunk_attention_s(self, graph: bool, q: float, past: float) -> float:
+        """A prefill chunk of q tokens after `past` tokens already in the cache."""
+        return self.prefill_attention_s(graph, past + q) - (self.prefill_attention_s(graph, past) if past else 0.0)
+
+
+class StepTimer:
+    """Seconds of one engine step: the cost-model pieces (`StepCosts`) of its batch, in CUDA graphs
+    or not as the engine runs it, plus the engine's host overheads."""
+
+    def __init__(self, costs: StepCosts, engine):
+        self.costs, self.engine = costs, engine
+
+    def step_s(self, decoders: float, decode_context_sum: float, chunks: Sequence[Tuple[float, float]] = (),
+               sampled: float = None) -> float:
+        """One step: `decoders` decode tokens whose contexts sum to `decode_context_sum`, and prefill
+        `chunks` of (q tokens, past tokens); `sampled` sequences run the LM head (default: the
+        decoders and one per chunk)."""
+        prefill_tokens = 0.0
+        for q, _ in chunks:
+            prefill_tokens += q
+        tokens = decoders + prefill_tokens
+        if tokens <= 0:
+            return 0.0
+        graph = self.engine.uses_graphs(tokens, bool(chunks))
+        if sampled is None:
+            sampled = decoders + len(chunks)
+        costs = self.costs
+        t = costs.token_s(graph, tokens) + costs.head_s(graph, sampled)
+        if decoders > 0:
+            t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
+        for q, past in chunks:
+            t += costs.chunk_attention_s(graph, q, past)
+        e = self.engine
+        return t + e.step_overhead_s + e.step_overhead_per_seq_s * (decoders + len(chunks))
+
+
+def step_timer(analysis, describer, engine) -> StepTimer:
+    """The replica's StepTimer; its cost pieces are kept with the describer per cost model, so a
+    later call (any engine, any workload) reuses every piece already worked out."""
+    key = ("serving_step_costs", analysis.kernel_launch)
+    return StepTimer(describer.cost_memo(analysis.cost_model, key, lambda: StepCosts(analysis, describer)), engine)
+
+
+__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "step_timer"]

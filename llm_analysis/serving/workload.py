@@ -1,0 +1,181 @@
+"""What arrives at a deployment: closed loop (C clients, each sending its next request when the
+previous one finishes, as `vllm bench serve --max-concurrency`, genai-perf and aiconfigurator's
+sweeps measure) or open loop (Poisson arrivals at a request rate), and the lengths of the
+requests: fixed, a distribution given by mean and spread, or a list of (input, output) pairs
+(inline or a file)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+
+from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import MAX_BATCH_SIZE, MAX_SEQ_LEN, integer, positive_number
+
+MAX_REQUEST_RATE = 1e9  # requests per second: a sanity bound
+_PAIRS_FORMAT = ("a list of [input_len, output_len] pairs: a .json list of pairs or of objects with input_len and "
+                 "output_len, a .jsonl file of such objects, or a .csv with input_len,output_len columns")
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Input and output lengths in tokens: fixed (spread 0), uniform over mean +- spread (as
+    `vllm bench serve --random-range-ratio` draws them), or drawn from a list of pairs."""
+
+    input_mean: float
+    input_spread: int
+    output_mean: float
+    output_spread: int
+    pairs: Optional[np.ndarray] = None  # [n, 2] (input, output) to draw from, uniformly
+
+    @property
+    def fixed(self) -> bool:
+        return self.pairs is None and self.input_spread == 0 and self.output_spread == 0
+
+    @property
+    def max_input(self) -> int:
+        return int(self.pairs[:, 0].max()) if self.pairs is not None else int(self.input_mean) + self.input_spread
+
+    @property
+    def min_input(self) -> int:
+        return int(self.pairs[:, 0].min()) if self.pairs is not None else int(self.input_mean) - self.input_spread
+
+    @property
+    def max_output(self) -> int:
+        return int(self.pairs[:, 1].max()) if self.pairs is not None else int(self.output_mean) + self.output_spread
+
+    @property
+    def max_total(self) -> int:
+        if self.pairs is not None:
+            return int((self.pairs[:, 0] + self.pairs[:, 1]).max())
+        return self.max_input + self.max_output
+
+    def draw(self, rng: np.random.Generator, n: int) -> Tuple[np.ndarray, np.ndarray]:
+        """n (input, output) lengths."""
+        if self.pairs is not None:
+            rows = self.pairs[rng.integers(0, len(self.pairs), n)]
+            return rows[:, 0].copy(), rows[:, 1].copy()
+        i, o = int(self.input_mean), int(self.output_mean)
+        inputs = rng.integers(i - self.input_spread, i + self.input_spread + 1, n) if self.input_spread else \
+            np.full(n, i)
+        outputs = rng.integers(o - self.output_spread, o + self.output_spread + 1, n) if self.output_spread else \
+            np.full(n, o)
+        return inputs, outputs
+
+
+@dataclass(frozen=True)
+class Workload:
+    concurrency: Optional[int]  # closed loop
+    request_rate: Optional[float]  # open loop, requests per second over the whole deployment
+    lengths: Lengths
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.concurrency is not None
+
+
+def _length(value, field: str) -> Tuple[float, int]:
+    """(mean, spread) of `input_len` / `output_len`: a whole number of tokens, or a dict
+    {"mean": m, "spread": s} (uniform integers over [m - s, m + s])."""
+    if isinstance(value, dict):
+        unknown = set(value) - {"mean", "spread"}
+        if unknown or "mean" not in value:
+            raise ConfigError(f"{field} = {value!r} must be a number of tokens or {{'mean': m, 'spread': s}} "
+                              f"(uniform over m - s .. m + s)")
+        mean = integer(value["mean"], f"{field}['mean']", 1, MAX_SEQ_LEN)
+        spread = integer(value.get("spread", 0), f"{field}['spread']", 0, mean - 1)
+        return float(mean), spread
+    return float(integer(value, field, 1, MAX_SEQ_LEN)), 0
+
+
+def _pairs_from_file(path: Path) -> list:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"lengths = {str(path)!r} cannot be read ({err.strerror or err}); give {_PAIRS_FORMAT}") \
+            from None
+    try:
+        if path.suffix == ".csv":
+            rows = list(csv.DictReader(text.splitlines()))
+            return [(r["input_len"], r["output_len"]) for r in rows]
+        if path.suffix == ".jsonl":
+            return [_pair_of(json.loads(line)) for line in text.splitlines() if line.strip()]
+        return [_pair_of(item) for item in json.loads(text)]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"lengths = {str(path)!r} does not parse ({type(err).__name__}: {err}); give "
+                          f"{_PAIRS_FORMAT}") from None
+
+
+def _pair_of(item) -> tuple:
+    if isinstance(item, dict):
+        return item["input_len"], item["output_len"]
+    if isinstance(item, (list, tuple)) and len(item) == 2:
+        return tuple(item)
+    raise ValueError(f"{item!r} is not a pair")
+
+
+def _pairs(value) -> np.ndarray:
+    source = value
+    if isinstance(value, (str, Path)):
+        value = _pairs_from_file(Path(value))
+    if not isinstance(value, (list, tuple, np.ndarray)) or len(value) == 0:
+        raise ConfigError(f"lengths = {source!r} must be {_PAIRS_FORMAT}")
+    rows = []
+    for k, pair in enumerate(value):
+        if not isinstance(pair, (list, tuple, np.ndarray)) or len(pair) != 2:
+            raise ConfigError(f"lengths[{k}] = {pair!r} must be an (input_len, output_len) pair")
+        rows.append((integer(pair[0], f"lengths[{k}] input_len", 1, MAX_SEQ_LEN),
+                     integer(pair[1], f"lengths[{k}] output_len", 1, MAX_SEQ_LEN)))
+    return np.array(rows, dtype=np.int64)
+
+
+def make_workload(model, concurrency, request_rate, input_len, output_len, lengths) -> Workload:
+    """The workload of a `serve()` call, checked: one of concurrency / request_rate, lengths that
+    fit the model's context (ConfigError naming the field, the value and what is valid)."""
+    if (concurrency is None) == (request_rate is None):
+        given = "both" if concurrency is not None else "neither"
+        raise ConfigError(f"concurrency = {concurrency!r} and request_rate = {request_rate!r}: {given} given; give "
+                          "exactly one: concurrency (closed loop: clients each sending their next request when the "
+                          "previous finishes) or request_rate (open loop: Poisson arrivals, requests per second)")
+    if concurrency is not None:
+        concurrency = integer(concurrency, "concurrency", 1, MAX_BATCH_SIZE)
+    else:
+        request_rate = positive_number(request_rate, "request_rate", "a request rate in requests per second",
+                                       MAX_REQUEST_RATE)
+    if lengths is not None:
+        if input_len is not None or output_len is not None:
+            raise ConfigError(f"lengths given with input_len = {input_len!r} / output_len = {output_len!r}: give the "
+                              "pairs or the two lengths, not both")
+        pairs = _pairs(lengths)
+        spec = Lengths(float(pairs[:, 0].mean()), 0, float(pairs[:, 1].mean()), 0, pairs)
+    else:
+        i_mean, i_spread = _length(1024 if input_len is None else input_len, "input_len")
+        o_mean, o_spread = _length(128 if output_len is None else output_len, "output_len")
+        spec = Lengths(i_mean, i_spread, o_mean, o_spread)
+    _check_context(model, spec)
+    return Workload(concurrency, request_rate, spec)
+
+
+def _check_context(model, spec: Lengths) -> None:
+    """Engines refuse a request whose prompt and output exceed the model's context (vLLM:
+    max_model_len), so does serve()."""
+    limit = model.max_seq_len
+    if limit is not None and spec.max_total > limit:
+        what = "the longest input_len + output_len pair" if spec.pairs is not None else "input_len + output_len"
+        raise ConfigError(f"{what} = {spec.max_total} tokens exceeds {model.name}'s context max_seq_len = {limit}; "
+                          f"valid: at most {limit} tokens per request")
+    if model.encoder_only:
+        raise ConfigError(f"{model.name} is encoder-only: it generates no tokens to serve; serve() needs a decoder")
+
+
+def mean_of(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+__all__ = ["Lengths", "Workload", "make_workload"]
