@@ -152,7 +152,7 @@ def _bound_legend(groups: Dict[str, Dict[str, Any]]) -> str:
 
 
 def _inference_time(summary: Dict[str, Any]) -> List[str]:
-    out = ["<h2 id=\"time\">Where the time goes</h2>"]
+    out = ["<h2 id=\"section-time\">Where the time goes</h2>"]
     prefill = summary.get("prefill_latency_breakdown") or {}
     steps = max((summary.get("num_tokens_to_generate") or 1) - 1, 0)
     b, seq = summary.get("batch_size_per_gpu"), summary.get("seq_len")
@@ -181,7 +181,7 @@ def _training_time(summary: Dict[str, Any]) -> List[str]:
                 f"{train_time_label(k)}: {format_seconds(v)} ({v / total:.1%} of the iteration)", k) for k, v in parts]
     title = (f"One iteration: {format_seconds(total)} (global batch {summary.get('global_batch_size')} x "
              f"{summary.get('seq_len')} tokens, {summary.get('gradient_accumulation_steps')} micro-batches per GPU)")
-    return ["<h2 id=\"time\">Where the time goes</h2>",
+    return ["<h2 id=\"section-time\">Where the time goes</h2>",
             f"<figure>{bars_svg(bars, total, format_seconds, title, 'time-iteration')}<figcaption>{esc(title)}"
             f"</figcaption>{legend([(swatch(c), label) for label, c in TRAIN_TIME_LEGEND.items()])}</figure>"]
 
@@ -191,7 +191,7 @@ def _memory(parts: List[Tuple[str, str, float]], capacity: float, title: str) ->
         return []
     svg, keys = memory_svg([MemoryPart(label, key, v, memory_color(key)) for label, key, v in parts], capacity,
                            title, "memory")
-    return ["<h2 id=\"memory\">Memory per GPU</h2>",
+    return ["<h2 id=\"section-memory\">Memory per GPU</h2>",
             f"<figure>{svg}<figcaption>{esc(title)}</figcaption>{keys}</figure>"]
 
 
@@ -250,11 +250,11 @@ def _roofline_and_operators(analysis, summary: Dict[str, Any], phases: List[Roof
     if not phases:
         return []
     svg, keys = roofline_svg(rates(analysis, summary), phases, f"Roofline: {setup_text(analysis)}", "roofline")
-    out = ["<h2 id=\"roofline\">Roofline</h2>",
+    out = ["<h2 id=\"section-roofline\">Roofline</h2>",
            f"<figure>{svg}<figcaption>Each point is one operator (hover or focus it: its FLOPs, bytes, time and what "
            f"bounds it). Collectives and operators without FLOPs have no place on these axes; the tables below "
            f"list them.</figcaption>{keys}</figure>",
-           "<h2 id=\"operators\">Operators</h2>",
+           "<h2 id=\"section-operators\">Operators</h2>",
            "<p class=\"note\">Click a column header to sort by it (again to reverse). FLOPs, bytes and time are per "
            "GPU and per call; count is how many times the operator runs (once per layer of its kind).</p>"]
     for i, (ph, note) in enumerate(zip(phases, notes)):
@@ -290,7 +290,7 @@ def _training_phases(analysis, summary: Dict[str, Any]) -> Tuple[List[RooflinePh
 def _report_section(analysis, summary: Dict[str, Any], kind: str) -> List[str]:
     sections = HtmlSections()
     report_sections(sections, analysis, summary, kind)
-    return ["<h2 id=\"report\">Report</h2>",
+    return ["<h2 id=\"section-report\">Report</h2>",
             "<p class=\"note\">The report the terminal prints, section by section.</p>", sections.text()]
 
 
@@ -374,7 +374,7 @@ def _front(result) -> List[str]:
     points = [FrontPoint(p[x_key], p["tokens_per_sec_per_gpu"], _front_label(p, varying), _front_tip(p))
               for p in front]
     title = f"Pareto front ({result.kind}): no other plan is both faster and has more tokens/s per GPU"
-    return ["<h2 id=\"pareto\">Pareto front</h2>",
+    return ["<h2 id=\"section-pareto\">Pareto front</h2>",
             f"<figure>{pareto_svg(points, x_title, 'tokens/s per GPU', scale, title, 'pareto')}"
             f"<figcaption>{esc(title)}; each point is labelled with its layout (hover for every figure)."
             f"</figcaption></figure>"]
@@ -385,9 +385,10 @@ def _plan_rows(result) -> List[str]:
     heads = [("#", "right")] + [(name, "left" if name in ("gpu", "dtype") else "right") for name, _ in columns]
     heads += [("binding", "left"), ("why", "left")]
     rows = [[Cell(str(i + 1), i + 1)] + [Cell(text(r)) for _, text in columns]
-            + [Cell(", ".join(r["binding"])), Cell(r["why"] + (f"; caution: {r['caution']}" if "caution" in r else ""))]
+            + [Cell(", ".join(r["binding"])),
+               Cell(r["why"] + (f"; caution: {r['caution']}" if "caution" in r else ""), css="prose")]
             for i, r in enumerate(result.rows)]
-    return ["<h2 id=\"plans\">Plans, best first</h2>",
+    return ["<h2 id=\"section-plans\">Plans, best first</h2>",
             table(heads, rows, sortable=True, table_id="plans",
                   note=f"objective: {result.objective}; binding: the constraint that stops a larger batch or a "
                        f"cheaper layout"),
@@ -417,11 +418,11 @@ def plan_page(result, json_text: str, best_analysis, best_summary: Dict[str, Any
                                             f"{result.objective} · llm-analysis"),
             _perf_model_banner(None if perf == "roofline" else str(perf))]
     body += _front(result) + _plan_rows(result)
-    body += ["<h2 id=\"assumptions\">Targets and assumptions</h2>", key_values(_assumption_rows(result.assumptions))]
+    body += ["<h2 id=\"section-assumptions\">Targets and assumptions</h2>", key_values(_assumption_rows(result.assumptions))]
     if "disaggregated" in result.extra:
         body += ["<h3>Disaggregated prefill and decode pools</h3>",
                  f"<pre>{esc(json.dumps(result.extra['disaggregated'], indent=2, default=str))}</pre>"]
-    body += [f"<h2 id=\"best\">The best plan in detail: {esc(setup_text(analysis))}</h2>",
+    body += [f"<h2 id=\"section-best\">The best plan in detail: {esc(setup_text(analysis))}</h2>",
              "<p class=\"note\">Plan 1 rebuilt from its reproduce arguments (in the JSON), analysed as "
              f"<code>{'infer' if kind == 'inference' else 'train'}</code> would.</p>"]
     body += _analysis_body(analysis, summary, kind)

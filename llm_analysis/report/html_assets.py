@@ -34,6 +34,8 @@ th, td { padding: 3px 10px; border-bottom: 1px solid var(--line); vertical-align
 th { text-align: left; background: var(--panel); position: sticky; top: 0; }
 td.num, th.num { text-align: right; white-space: nowrap; }
 td.shapes { white-space: nowrap; color: var(--dim); font-size: 12px; }
+table.sortable td, table.sortable th { white-space: nowrap; }
+table.sortable td.prose { white-space: normal; min-width: 26em; }
 tfoot td { font-weight: 600; border-top: 2px solid var(--ink); }
 tbody tr:hover { background: #e7f5ff; }
 table.sortable thead th { cursor: pointer; user-select: none; }

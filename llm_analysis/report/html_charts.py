@@ -308,14 +308,46 @@ class FrontPoint(NamedTuple):
     tip: str
 
 
+_CHAR_PX = 6.6  # width of a label character at 12px (an estimate: the page's fonts are not known here)
+# where a label may go beside its point: (dx, dy) of the text's start, tried in this order
+_LABEL_SPOTS = ((9, -8), (9, 16), (-9, -8), (-9, 16), (9, -22), (9, 30), (-9, -22), (-9, 30), (9, -36), (9, 44))
+
+
+def _place_labels(marks: Sequence[Tuple[float, float, str]], area: Tuple[float, float, float, float]
+                  ) -> List[Tuple[float, float, str]]:
+    """(x, y, text-anchor) for each mark's label (x_px, y_px, text): the first spot beside the
+    mark whose box overlaps no label placed before it, no mark, and stays inside `area`
+    (left, top, right, bottom); the first spot when none is free."""
+    boxes: List[Tuple[float, float, float, float]] = [(x - 7, y - 7, x + 7, y + 7) for x, y, _ in marks]
+    placed = []
+    for x, y, text in marks:
+        w = len(text) * _CHAR_PX
+        choice = None
+        for dx, dy in _LABEL_SPOTS:
+            left = x + dx if dx > 0 else x + dx - w
+            box = (left, y + dy - 11, left + w, y + dy + 3)
+            inside = box[0] >= area[0] and box[1] >= area[1] and box[2] <= area[2] and box[3] <= area[3]
+            free = not any(b[0] < box[2] and box[0] < b[2] and b[1] < box[3] and box[1] < b[3] for b in boxes)
+            if inside and free:
+                choice = (box, dx, dy)
+                break
+        if choice is None:
+            dx, dy = _LABEL_SPOTS[0]
+            choice = ((x + dx, y + dy - 11, x + dx + w, y + dy + 3), dx, dy)
+        box, dx, dy = choice
+        boxes.append(box)
+        placed.append((x + dx, y + dy, "start" if dx > 0 else "end"))
+    return placed
+
+
 def pareto_svg(points: Sequence[FrontPoint], x_title: str, y_title: str, x_scale: float, title: str,
                chart_id: str) -> str:
-    """The front as a line through labelled points; x drawn times `x_scale` (e.g. seconds as ms).
-    Labels alternate above and below the line so that neighbours do not collide."""
-    width, height, left, right, top, bottom = _WIDTH, 480, 80, 150, 24, 56
+    """The front as a line through points, each labelled with its layout beside it where the
+    label hides no other label or point; x drawn times `x_scale` (e.g. seconds as ms)."""
+    width, height, left, right, top, bottom = _WIDTH, 480, 80, 24, 24, 56
     xs = [p.x * x_scale for p in points] or [0.0, 1.0]
     ys = [p.y for p in points] or [0.0, 1.0]
-    x_pad = (max(xs) - min(xs)) * 0.06 or max(abs(xs[0]) * 0.1, 1e-9)
+    x_pad = (max(xs) - min(xs)) * 0.08 or max(abs(xs[0]) * 0.1, 1e-9)
     y_pad = (max(ys) - min(ys)) * 0.1 or max(abs(ys[0]) * 0.1, 1e-9)
     x = Axis(max(min(xs) - x_pad, 0.0), max(xs) + x_pad, left, width - right, False)
     y = Axis(max(min(ys) - y_pad, 0.0), max(ys) + y_pad, height - bottom, top, False)
@@ -323,12 +355,16 @@ def pareto_svg(points: Sequence[FrontPoint], x_title: str, y_title: str, x_scale
     order = sorted(range(len(points)), key=lambda i: points[i].x)
     line = " ".join(f"{x.px(points[i].x * x_scale):.1f},{y.px(points[i].y):.1f}" for i in order)
     body.append(f'<polyline points="{line}" fill="none" stroke="#1c7ed6" stroke-width="1.5"/>')
-    for rank, i in enumerate(order):
+    marks = [(x.px(points[i].x * x_scale), y.px(points[i].y), points[i].label) for i in order]
+    spots = _place_labels(marks, (left + 2, top - 20, width - 2, height - bottom - 2))
+    for i, (px, py, _), (lx, ly, anchor) in zip(order, marks, spots):
         p = points[i]
-        px, py = x.px(p.x * x_scale), y.px(p.y)
+        if abs(ly - py) > 16:  # a label set further off: a leader line says whose it is
+            body.append(f'<line x1="{px:.1f}" y1="{py:.1f}" x2="{lx:.1f}" y2="{ly - 4:.1f}" stroke="#adb5bd" '
+                        f'stroke-width="0.8"/>')
         body.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="6" fill="#1c7ed6" stroke="#000" stroke-width="0.7"'
                     + attrs(class_="front-point", tabindex=0, data_x=raw_number(p.x), data_y=raw_number(p.y),
                             data_label=p.label, data_tip=p.tip) + "/>")
-        dy = -10 if rank % 2 == 0 else 18
-        body.append(f'<text class="front-label" x="{px + 8:.1f}" y="{py + dy:.1f}">{esc(p.label)}</text>')
+        body.append(f'<text class="front-label" x="{lx:.1f}" y="{ly:.1f}" text-anchor="{anchor}">{esc(p.label)}'
+                    f'</text>')
     return _svg(width, height, "".join(body), title, chart_id)
