@@ -5,12 +5,14 @@ output O. In steady state, with X requests per second completing:
 
 - D = X (O - 1) t_d requests are decoding at any step (Little's law on the decode phase,
   t_d the mean step time a decoder sees: its time per output token);
-- a decode-only step takes f0 = step(D decoders at the mean context I + O / 2);
+- a decode-only step takes f0 = step(D decoders at the mean context I + O / 2), as the decoders
+  see it (each with D (n - 1) / n others among the n requests in the engine);
 - each request's prefill adds Delta seconds of engine time: the chunks of its I' tokens
   within the budget left by the decoders (max_num_batched_tokens - D), each costing what
   it adds to a step (mixed engines: vLLM, TensorRT-LLM) or its own prefill-only step
-  (SGLang), so decode steps run 1 - X Delta of the time and t_d = f0 / (1 - X Delta);
-- eliminating X: X = D / ((O - 1) f0 + D Delta) for a given D;
+  (SGLang); the others' prefills (X (n - 1) / n per second) stretch a request's decode steps:
+  t_d = f0 / (1 - X Delta (n - 1) / n);
+- eliminating X: X = D / ((O - 1) f0 + D Delta (n - 1) / n) for a given D;
 - time to first token = API latency + the wait for the step in progress (half a step,
   when other requests are running) + the wait for other clients' prefills (closed-loop clients
   with equal lengths finish, and return, in bunches: prefill_contention decode steps per other
@@ -90,27 +92,36 @@ def capacity(engine, pool, shape: RequestShape) -> int:
 
 
 class _Balance:
-    """The quantities of the steady state at a given number of decoders D."""
+    """The quantities of the steady state at D mean decoders among `resident` requests in the engine.
 
-    def __init__(self, timer, engine, shape: RequestShape):
-        self.timer, self.engine, self.shape = timer, engine, shape
+    A request sees the others, not itself: while it decodes, its step holds itself and D (n - 1) / n
+    other decoders on average (each of the n - 1 others decodes a share D / n of the time); while it
+    prefills, only those others."""
+
+    def __init__(self, timer, engine, shape: RequestShape, resident: float):
+        self.timer, self.engine, self.shape, self.resident = timer, engine, shape, resident
 
     def at(self, decoders: float):
         t, e, s = self.timer, self.engine, self.shape
-        f0 = t.step_s(decoders, decoders * s.mean_context) if decoders > 0 else 0.0
-        chunks = prefill_chunks(e, s, decoders)
+        others = decoders * (self.resident - 1) / self.resident if self.resident > 0 else 0.0
+        ctx = s.mean_context
+        f0 = t.step_s(1.0 + others, (1.0 + others) * ctx)  # the decode step a decoder sees
+        chunks = prefill_chunks(e, s, others)
         if e.mixed_batches:
-            with_chunk = [t.step_s(decoders, decoders * s.mean_context, [c]) for c in chunks]
-            delta = sum(w - f0 for w in with_chunk)
+            alone = t.step_s(others, others * ctx) if others > 0 else 0.0
+            with_chunk = [t.step_s(others, others * ctx, [c]) for c in chunks]
+            delta = sum(w - alone for w in with_chunk)  # what the prefill adds to the engine's time
             prefill_s = sum(with_chunk)
-        else:  # prefill-only steps: the decoders wait; a request arriving mid decode step waits for it
+        else:  # prefill-only steps: the decoders wait
             delta = sum(t.step_s(0.0, 0.0, [c]) for c in chunks)
             prefill_s = delta
         decode_steps = s.output - 1
         if decode_steps <= 0:  # one output token: the engine only prefills
             return f0, delta, prefill_s, (1.0 / delta if delta > 0 else math.inf), 0.0
-        x = decoders / (decode_steps * f0 + decoders * delta) if decoders > 0 else 0.0
-        busy = 1.0 - x * delta
+        # the others' prefills (a share (n - 1) / n of all) take 1 - busy of the engine's time
+        share = (self.resident - 1) / self.resident if self.resident > 0 else 0.0
+        x = decoders / (decode_steps * f0 + decoders * delta * share) if decoders > 0 else 0.0
+        busy = 1.0 - x * delta * share
         tpot = f0 / busy if busy > 0 else math.inf
         return f0, delta, prefill_s, x, tpot
 
@@ -119,7 +130,7 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
     """The steady state of `clients` closed-loop clients on one replica."""
     n_max = capacity(engine, pool, shape)
     resident = min(clients, n_max)
-    balance = _Balance(timer, engine, shape)
+    balance = _Balance(timer, engine, shape, resident)
     decode_steps = shape.output - 1
 
     def latency(decoders: float):

@@ -7,7 +7,9 @@ chunks scheduled with them. Its operators split by what their work depends on:
 
 - token operators (matmuls, norms, embeddings, collectives, experts): the step's T tokens
   as one batch (weights read once per step, GEMMs of M = T rows): the decode phase's
-  operators at batch T;
+  operators at batch T; where a prefill runs other token operators than a decode
+  (multi-head latent attention: prefill up-projects the latent, decode absorbs it), each
+  chunk adds the difference, its prefill's token operators minus as many decode tokens';
 - the LM head: the sequences that sample a token this step (decoders, and prompts whose last
   chunk runs): the decode phase's head at batch S;
 - sequence operators (attention cores, mixer state updates: kinds `attention`, `conv`,
@@ -89,6 +91,8 @@ class StepCosts:
         self._decode_ops: Dict[int, list] = {}
         self._decode_attention: Dict[Tuple[bool, int, int], float] = {}
         self._prefill_attention: Dict[Tuple[bool, int], float] = {}
+        self._prefill_form: Dict[Tuple[bool, int], float] = {}
+        self._forms_agree = None  # whether prefill tokens cost what decode tokens do in the token operators
 
     # ---------------------------------------------------------------- pieces
     def _token_and_head(self, graph: bool, n: int) -> Tuple[float, float]:
@@ -178,6 +182,29 @@ class StepCosts:
         t = self._prefill_attention_at(graph, a)
         return t if w == 0.0 else (1 - w) * t + w * self._prefill_attention_at(graph, b)
 
+    def _prefill_form_at(self, graph: bool, length: int) -> float:
+        key = (graph, length)
+        got = self._prefill_form.get(key)
+        if got is None:
+            cm = self._models[graph]
+            prefill = sum(n * sum(cm.op_split_s(op)) for n, op in self.d.weighted_ops(Phase("prefill", 1, length, length))
+                          if op.kind not in SEQUENCE_KINDS and op.group != HEAD_GROUP)
+            got = self._prefill_form[key] = prefill - self._token_and_head(graph, length)[0]
+        return got
+
+    def prefill_form_s(self, graph: bool, q: float) -> float:
+        """What q prefill tokens cost in the token operators beyond q decode tokens: 0 where the two
+        phases run the same operators (multi-head latent attention does not: prefill up-projects the
+        cached latent, decode absorbs the up-projection into the query and output)."""
+        if self._forms_agree is None:
+            probes = [(self._prefill_form_at(True, n), self._token_and_head(True, n)[0]) for n in (64, 1000)]
+            self._forms_agree = all(abs(diff) <= 1e-9 * tok for diff, tok in probes)
+        if self._forms_agree or q <= 0:
+            return 0.0
+        a, b, w = _bracket(q)
+        t = self._prefill_form_at(graph, a)
+        return t if w == 0.0 else (1 - w) * t + w * self._prefill_form_at(graph, b)
+
     def chunk_attention_s(self, graph: bool, q: float, past: float) -> float:
         """A prefill chunk of q tokens after `past` tokens already in the cache."""
         return self.prefill_attention_s(graph, past + q) - (self.prefill_attention_s(graph, past) if past else 0.0)
@@ -209,7 +236,7 @@ class StepTimer:
         if decoders > 0:
             t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
         for q, past in chunks:
-            t += costs.chunk_attention_s(graph, q, past)
+            t += costs.chunk_attention_s(graph, q, past) + costs.prefill_form_s(graph, q)
         e = self.engine
         return t + e.step_overhead_s + e.step_overhead_per_seq_s * (decoders + len(chunks))
 
