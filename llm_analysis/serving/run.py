@@ -11,6 +11,7 @@ the same steps (serving/simulation.py).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -54,11 +55,14 @@ def _client_groups(concurrency: int, replicas: int) -> List[Tuple[int, int]]:
     return [(c, n) for c, n in groups if n > 0 and c > 0]
 
 
-def _with_contention(sim, contention_s: float):
-    """The closed loop's simulated requests with the steady state's wait for other clients' prefills
-    (the simulation's clients start spread and do not bunch: the same shift for every request)."""
-    sim.ttft_s = sim.ttft_s + contention_s
-    sim.e2e_s = sim.e2e_s + contention_s
+def _scaled_to(sim, state):
+    """The closed loop's simulated latencies, each scaled so that its mean is the steady state's: the
+    simulation gives the spread, the closed form the level (its means include the fitted wait for
+    other clients' prefills, which a simulation of spread-out clients has only in part)."""
+    for name in ("ttft", "tpot", "e2e"):
+        samples = getattr(sim, f"{name}_s")
+        if len(samples) and samples.mean() > 0:
+            setattr(sim, f"{name}_s", samples * (getattr(state, f"{name}_s") / samples.mean()))
     return sim
 
 
@@ -79,7 +83,10 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
     shape = _shape(engine, workload)
     p = a.parallelism_config
     replicas, gpus_per_replica = p.dp_size, p.tp_size
-    sat_rps = saturation_rate(timer, engine, pool, shape)  # one replica
+    sat_key = ("saturation", dataclasses.replace(engine, seed=0, num_requests=0), shape, pool)
+    sat_rps = timer.costs.memo.get(sat_key)
+    if sat_rps is None:  # one replica's (the planner asks again at every concurrency)
+        sat_rps = timer.costs.memo[sat_key] = saturation_rate(timer, engine, pool, shape)
     n_max = capacity(engine, pool, shape)
     sim_kw = dict(num_requests=engine.num_requests, api_latency_s=engine.api_latency_s)
     out: Dict[str, Any] = {
@@ -96,8 +103,8 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         means = {key: sum(getattr(s, key) * s.throughput_rps * n for s, n in states) / rps
                  for key in ("ttft_s", "tpot_s", "e2e_s")}
         sims = [] if engine.num_requests == 0 else [
-            (_with_contention(simulate(timer, engine, pool, workload.lengths, concurrency=c, seed=engine.seed + i,
-                                       spread_s=s.e2e_s, **sim_kw), s.contention_s), n)
+            (_scaled_to(simulate(timer, engine, pool, workload.lengths, concurrency=c, seed=engine.seed + i,
+                                 spread_s=s.e2e_s, **sim_kw), s), n)
             for i, ((s, n), (c, _)) in enumerate(zip(states, groups))]
         resident = sum(s.resident * n for s, n in states) / replicas
     else:

@@ -6,8 +6,8 @@ The engine loop, as the engines run it:
   latency varies uniformly over +-50% around the profile's) join the waiting queue at the next
   step boundary;
 - waiting requests are admitted first come, first served while fewer than max_num_seqs run
-  and the KV pool holds their prompt (or, for engines that reserve on admission, their prompt
-  and whole output);
+  and the KV pool holds their prompt and 16 tokens of growth for every decoding request (or, for
+  engines that reserve on admission, their prompt and whole output);
 - a step decodes one token for every decoding request and, within the token budget left,
   prefills chunks of the admitted prompts (mixed engines), or runs the prompts alone in a
   prefill-only step whenever any wait (SGLang's default); the step producing a prompt's last
@@ -39,6 +39,9 @@ from typing import List, Optional
 import numpy as np
 
 API_JITTER = 0.5  # the API latency of a request is uniform over (1 +- API_JITTER) x the mean
+# tokens of growth per decoding request an admission leaves room for: a block of vLLM's default size
+# (SGLang, with one-token pages, reserves a share of each running request's remaining output instead)
+GROWTH_HEADROOM_TOKENS = 16
 
 
 class _Request:
@@ -111,7 +114,10 @@ class _Replica:
             return False
         if self.reserves:
             return self.kv_tokens + self._reservation(r) <= self.capacity_tokens
-        return self._in_use(1) + r.prefill_left + r.past <= self.capacity_tokens
+        # room for the prompt, and for the growth of every decoder over the next steps (else they would
+        # preempt at once what was just admitted)
+        headroom = self.decoders * max(self.block, GROWTH_HEADROOM_TOKENS)
+        return self._in_use(1) + r.prefill_left + r.past + headroom <= self.capacity_tokens
 
     def _reservation(self, r: _Request) -> int:
         return math.ceil((r.input + r.output) / self.block) * self.block

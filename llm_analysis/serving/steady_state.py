@@ -33,6 +33,37 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 _BISECTIONS = 48
+_REL_TOL = 1e-12
+
+
+def _increasing_root(f, lo: float, hi: float) -> float:
+    """The x in [lo, hi] where the increasing f crosses 0 (f(lo) < 0 <= f(hi)): regula falsi with
+    the Illinois step (a dozen evaluations), bisecting where f is infinite."""
+    f_lo, f_hi = f(lo), f(hi)
+    if f_hi <= 0:
+        return hi
+    side = 0
+    for _ in range(_BISECTIONS):
+        if math.isinf(f_hi) or math.isinf(f_lo):
+            x = 0.5 * (lo + hi)
+        else:
+            x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        fx = f(x)
+        if fx == 0 or hi - lo <= _REL_TOL * max(hi, 1.0):
+            return x
+        if fx > 0:
+            hi, f_hi = x, fx
+            if side == 1 and not math.isinf(f_lo):
+                f_lo *= 0.5
+            side = 1
+        else:
+            lo, f_lo = x, fx
+            if side == -1 and not math.isinf(f_hi):
+                f_hi *= 0.5
+            side = -1
+        if abs(fx) <= _REL_TOL * max(abs(f_lo), abs(f_hi), 1.0) * 1e-3:
+            return x
+    return 0.5 * (lo + hi)
 
 
 @dataclass(frozen=True)
@@ -149,15 +180,12 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
     # X (API latency + engine time) = resident when every client is in the engine (C <= N);
     # else the engine holds N and the rest queue: X x engine time = N
     outside = api_latency_s if clients <= n_max else 0.0
-    lo, hi = 0.0, float(resident)
-    for _ in range(_BISECTIONS):
-        mid = 0.5 * (lo + hi)
-        _, _, x, tpot, _, engine_s = latency(mid)
-        if math.isinf(tpot) or x * (outside + engine_s) >= resident:
-            hi = mid
-        else:
-            lo = mid
-    decoders = 0.5 * (lo + hi)
+
+    def excess(decoders: float) -> float:  # grows with D: more decoders, more throughput and latency
+        _, _, x, tpot, _, engine_s = latency(decoders)
+        return math.inf if math.isinf(tpot) else x * (outside + engine_s) - resident
+
+    decoders = _increasing_root(excess, 0.0, float(resident))
     f0, prefill_s, x, tpot, waits, engine_s = latency(decoders)
     queue_wait = max(0.0, clients / x - api_latency_s - engine_s) if clients > n_max else 0.0
     ttft = api_latency_s + queue_wait + waits + prefill_s

@@ -44,6 +44,8 @@ _GRID_EXACT_BELOW = 64
 
 
 def _length_grid(limit: int = 2**31) -> List[int]:
+    """Whole lengths up to 64, then 5% apart: sequence operators' work is linear or quadratic in
+    the length, so linear interpolation between neighbours is within 0.1%."""
     grid = list(range(1, _GRID_EXACT_BELOW + 1))
     x = float(_GRID_EXACT_BELOW)
     while grid[-1] < limit:
@@ -53,18 +55,31 @@ def _length_grid(limit: int = 2**31) -> List[int]:
     return grid
 
 
+def _token_grid(limit: int = 2**31) -> List[int]:
+    """Token counts at which token operators are timed: every count to 64, multiples of 8 to 512,
+    of 32 to 2048, of 128 to 16384 (GEMM tiles are multiples of these, so common batch and prompt
+    sizes are timed exactly), then 5% apart."""
+    grid = list(range(1, 65)) + list(range(72, 513, 8)) + list(range(544, 2049, 32)) + list(range(2176, 16385, 128))
+    x = float(grid[-1])
+    while grid[-1] < limit:
+        x *= _GRID_RATIO
+        grid.append(max(grid[-1] + 1, round(x)))
+    return grid
+
+
 LENGTH_GRID = _length_grid()
+TOKEN_GRID = _token_grid()
 
 
-def _bracket(x: float) -> Tuple[int, int, float]:
-    """Grid lengths a <= x <= b and the weight of b in the linear interpolation."""
+def _bracket(x: float, grid: List[int] = LENGTH_GRID) -> Tuple[int, int, float]:
+    """Grid points a <= x <= b and the weight of b in the linear interpolation."""
     if x <= 1:
         return 1, 1, 0.0
-    k = bisect.bisect_left(LENGTH_GRID, x)
-    b = LENGTH_GRID[k]
+    k = bisect.bisect_left(grid, x)
+    b = grid[k]
     if b == x:
         return b, b, 0.0
-    a = LENGTH_GRID[k - 1]
+    a = grid[k - 1]
     return a, b, (x - a) / (b - a)
 
 
@@ -93,47 +108,45 @@ class StepCosts:
         self._prefill_attention: Dict[Tuple[bool, int], float] = {}
         self._prefill_form: Dict[Tuple[bool, int], float] = {}
         self._forms_agree = None  # whether prefill tokens cost what decode tokens do in the token operators
+        self.memo: Dict[tuple, object] = {}  # what callers derive from these costs (saturation rates)
 
     # ---------------------------------------------------------------- pieces
     def _token_and_head(self, graph: bool, n: int) -> Tuple[float, float]:
-        """(token operators, LM head) seconds of a decode step of batch n (integer n >= 1)."""
-        key = (graph, n)
-        got = self._token.get(key)
+        """(token operators, LM head) seconds of a decode step of batch n (a TOKEN_GRID count), kept."""
+        got = self._token.get((graph, n))
         if got is None:
-            cm = self._models[graph]
-            token = head = 0.0
-            for rep, op in self.d.weighted_ops(Phase("decode", n, 1, TOKEN_PROBE_CONTEXT)):
-                if op.kind in SEQUENCE_KINDS:
-                    continue
+            self._time_token_counts(graph, n)
+            got = self._token[(graph, n)]
+        return got
+
+    def _time_token_counts(self, graph: bool, n: int) -> None:
+        """Time the token operators (and the head) of a decode step of batch n, built operator by
+        operator (the describer keeps them per shape)."""
+        cm = self._models[graph]
+        token = head = 0.0
+        for rep, op in self.d.weighted_ops(Phase("decode", n, 1, TOKEN_PROBE_CONTEXT)):
+            if op.kind not in SEQUENCE_KINDS:
                 s = rep * sum(cm.op_split_s(op))
                 if op.group == HEAD_GROUP:
                     head += s
                 else:
                     token += s
-            got = self._token[key] = (token, head)
-        return got
+        self._token[(graph, n)] = (token, head)
+
+    def _on_token_grid(self, graph: bool, count: float, which: int) -> float:
+        if count <= 0:
+            return 0.0
+        a, b, w = _bracket(count, TOKEN_GRID)
+        t = self._token_and_head(graph, a)[which]
+        return t if w == 0.0 else (1 - w) * t + w * self._token_and_head(graph, b)[which]
 
     def token_s(self, graph: bool, tokens: float) -> float:
-        """Token operators of a step of `tokens` tokens (linear between whole counts)."""
-        if tokens <= 0:
-            return 0.0
-        lo = int(tokens)
-        if lo == tokens:
-            return self._token_and_head(graph, lo)[0]
-        w = tokens - lo
-        low = self._token_and_head(graph, lo)[0] if lo else 0.0
-        return (1 - w) * low + w * self._token_and_head(graph, lo + 1)[0]
+        """Token operators of a step of `tokens` tokens (linear between TOKEN_GRID counts)."""
+        return self._on_token_grid(graph, tokens, 0)
 
     def head_s(self, graph: bool, sampled: float) -> float:
-        """The LM head over `sampled` sequences (linear between whole counts)."""
-        if sampled <= 0:
-            return 0.0
-        lo = int(sampled)
-        if lo == sampled:
-            return self._token_and_head(graph, lo)[1]
-        w = sampled - lo
-        low = self._token_and_head(graph, lo)[1] if lo else 0.0
-        return (1 - w) * low + w * self._token_and_head(graph, lo + 1)[1]
+        """The LM head over `sampled` sequences (linear between TOKEN_GRID counts)."""
+        return self._on_token_grid(graph, sampled, 1)
 
     def _sequence_ops(self, phase: Phase) -> list:
         return [(n, op) for n, op in self.d.weighted_ops(phase) if op.kind in SEQUENCE_KINDS]
