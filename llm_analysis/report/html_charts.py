@@ -19,6 +19,7 @@ from llm_analysis.report.roofline_chart import Rates, group_color, point_group, 
 from llm_analysis.report.units import format_bytes, format_number, format_seconds
 
 _WIDTH = 960
+_CHAR_PX = 6.6  # width of a label character at 12px (an estimate: the page's fonts are not known here)
 
 
 class Axis(NamedTuple):
@@ -217,10 +218,12 @@ def roofline_svg(rates: Rates, phases: Sequence[RooflinePhase], title: str, char
     body.append(f'<polyline class="roof" points="{_roof_path(x, y, rates.tflops, rates.bw_gbs)}" fill="none" '
                 f'stroke="#000" stroke-width="2.5"><title>{esc(roof_tip)}</title></polyline>')
     rx = x.px(rates.ridge)
+    ridge_text = f"ridge point {rates.ridge:.0f} FLOPs/byte: memory-bound left, compute-bound right"
+    room_left = rx - 6 - len(ridge_text) * _CHAR_PX >= left  # else the text goes right of the line
     body.append(f'<line x1="{rx:.1f}" y1="{y.start_px}" x2="{rx:.1f}" y2="{y.end_px}" stroke="#868e96" '
-                f'stroke-dasharray="2,3"/><text x="{rx - 6:.1f}" y="{y.px(rates.tflops) - 10:.1f}" '
-                f'text-anchor="end" fill="#6c757d">ridge point {rates.ridge:.0f} FLOPs/byte: memory-bound left, '
-                f'compute-bound right</text></g>')
+                f'stroke-dasharray="2,3"/><text x="{rx - 6 if room_left else rx + 6:.1f}" '
+                f'y="{y.px(rates.tflops) - 10:.1f}" text-anchor="{"end" if room_left else "start"}" fill="#6c757d">'
+                f'{esc(ridge_text)}</text></g>')
     body += [_point_mark(p) for p in _merge_close(placed, x, y)]
     groups = list(dict.fromkeys(point_group(r) for _, r, _ in placed))
     items = [(swatch("#fff", ph.shape), ph.label) for ph in phases]
@@ -308,7 +311,6 @@ class FrontPoint(NamedTuple):
     tip: str
 
 
-_CHAR_PX = 6.6  # width of a label character at 12px (an estimate: the page's fonts are not known here)
 # where a label may go beside its point: (dx, dy) of the text's start, tried in this order
 _LABEL_SPOTS = ((9, -8), (9, 16), (-9, -8), (-9, 16), (9, -22), (9, 30), (-9, -22), (-9, 30), (9, -36), (9, 44))
 

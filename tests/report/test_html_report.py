@@ -45,7 +45,8 @@ PLAN_INFER = ["plan", "infer", MODEL, "a100-sxm-80gb,h100-sxm-80gb", "--max_tpot
 PLAN_TRAIN = ["plan", "train", MODEL, "a100-sxm-80gb", "--total_num_tokens", "1e9", "--max_gpus", "16",
               "--global_batch_size", "64", "--seq_len", "2048"]
 COMMANDS = {"infer": INFER, "infer-calibrated": INFER + ["--perf_model", "calibrated"], "train": TRAIN,
-            "plan-infer": PLAN_INFER, "plan-train": PLAN_TRAIN}
+            "train-calibrated": TRAIN + ["--perf_model", "calibrated"], "plan-infer": PLAN_INFER,
+            "plan-train": PLAN_TRAIN}
 
 
 def _env() -> dict:
@@ -375,7 +376,7 @@ def test_it_renders_shows_the_model_and_fetches_nothing_in_the_browser(tabs, nam
     assert tab.eval("document.getElementById('json-download').href").startswith("blob:")
 
 
-@pytest.mark.parametrize("name", ["infer", "infer-calibrated", "train"])
+@pytest.mark.parametrize("name", ["infer", "infer-calibrated", "train", "train-calibrated"])
 def test_headline_figures_and_every_value_equal_the_json(tabs, name):
     tab, printed = tabs[name]
     cards = tab.eval("[...document.querySelectorAll('.card')].map(c => [c.dataset.key, c.dataset.value, "
@@ -479,7 +480,7 @@ def test_a_hovered_roofline_point_names_its_operator_and_figures(tabs):
     assert tab.eval("document.getElementById('tooltip').hidden")
 
 
-def test_time_and_memory_breakdowns_equal_the_json(tabs):
+def test_inference_time_and_memory_breakdowns_equal_the_json(tabs):
     tab, printed = tabs["infer"]
     bars = dict(tab.eval("[...document.querySelectorAll('#time-prefill .bar')].map(b => [b.dataset.key, "
                          "b.dataset.value])"))
@@ -493,13 +494,20 @@ def test_time_and_memory_breakdowns_equal_the_json(tabs):
     mem = dict(tab.eval("[...document.querySelectorAll('#memory .mem')].map(m => [m.dataset.key, m.dataset.value])"))
     assert {k: float(v) for k, v in mem.items()} == {k: v for k, v in printed["memory_breakdown_per_gpu"].items()
                                                      if v > 0}
-    train, printed = tabs["train"]
+
+
+@pytest.mark.parametrize("name", ["train", "train-calibrated"])
+def test_training_time_and_memory_breakdowns_equal_the_json(tabs, name):
+    """The bars are the iteration's parts (latency_per_iter_<part>, not the totals, the time from FLOPs
+    or the calibrated model's lower bound of the whole iteration): they add up to the iteration."""
+    train, printed = tabs[name]
     bars = dict(train.eval("[...document.querySelectorAll('#time-iteration .bar')].map(b => [b.dataset.key, "
                            "b.dataset.value])"))
+    not_parts = ("using_flops", "_total", "_hidden", "_lower_bound")
     expected = {k[len("latency_per_iter_"):]: v for k, v in printed.items() if k.startswith("latency_per_iter_")
-                and isinstance(v, float) and v > 0 and not k.endswith(("using_flops", "_total", "_hidden"))}
+                and isinstance(v, float) and v > 0 and not k.endswith(not_parts)}
     assert {k: float(v) for k, v in bars.items()} == expected
-    assert math.isclose(sum(expected.values()), printed["latency_per_iter"], rel_tol=1e-9)
+    assert math.isclose(sum(float(v) for v in bars.values()), printed["latency_per_iter"], rel_tol=1e-9)
     mem = dict(train.eval("[...document.querySelectorAll('#memory .mem')].map(m => [m.dataset.key, "
                           "m.dataset.value])"))
     assert float(mem["weights"]) == printed["weight_memory_per_gpu"]
