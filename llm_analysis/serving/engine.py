@@ -53,12 +53,15 @@ def load_engine_profile(framework: str) -> Dict[str, Any]:
     return json.loads((PROFILE_DIR / f"{framework}.json").read_text())
 
 
-def _by_rules(entry: Dict[str, Any], gpu_memory_GiB: float, tp_size: int):
-    """The value of a profile entry with `rules` (the first that matches: a GPU memory bound or a
-    least tensor-parallel size), else its default; an entry with `value` is that value."""
+def _by_rules(entry: Dict[str, Any], gpu_memory_GiB: float, tp_size: int, gpu_name: str):
+    """The value of a profile entry with `rules` (the first that matches: a GPU memory bound, a
+    least tensor-parallel size; a rule may exclude GPUs whose name holds a word), else its default;
+    an entry with `value` is that value."""
     if "value" in entry:
         return entry["value"]
     for rule in entry.get("rules", ()):
+        if rule.get("gpu_name_excludes", "\0") in gpu_name.lower():
+            continue
         if "min_gpu_memory_GiB" in rule and gpu_memory_GiB >= rule["min_gpu_memory_GiB"]:
             return rule["value"]
         if "max_gpu_memory_GiB" in rule and gpu_memory_GiB < rule["max_gpu_memory_GiB"]:
@@ -135,7 +138,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
 
     def resolved(key: str, option: str):
         value = get(option)
-        return _by_rules(profile[key], gpu_GiB, tp) if value is None else value
+        return _by_rules(profile[key], gpu_GiB, tp, analysis.gpu_config.name) if value is None else value
 
     kv_name = get("kv_cache_dtype", profile["kv_cache_dtype"]["value"])
     if not isinstance(kv_name, str):

@@ -1,0 +1,96 @@
+"""Every bad input of issue 25's list is one ConfigError naming the field, the value and what is valid."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_analysis.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def llama():
+    from builders import build_analysis
+    return build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb")
+
+
+def _refused(a, *words, **kw):
+    kw.setdefault("num_requests", 0)
+    with pytest.raises(ConfigError) as err:
+        a.serve(**kw)
+    message = str(err.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, (word, message)
+    return message
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, "many"])
+def test_concurrency_not_a_positive_integer(llama, value):
+    _refused(llama, "concurrency", repr(value), "integer in [1,", concurrency=value)
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("inf"), float("nan")])
+def test_request_rate_not_positive(llama, value):
+    _refused(llama, "request_rate", "requests per second", request_rate=value, num_requests=10)
+
+
+def test_both_or_neither(llama):
+    _refused(llama, "concurrency = 8", "request_rate = 2.0", "both", "exactly one", concurrency=8, request_rate=2.0)
+    _refused(llama, "concurrency = None", "request_rate = None", "neither", "exactly one")
+
+
+def test_lengths_beyond_the_context(llama):
+    _refused(llama, "input_len + output_len = 131073", "max_seq_len = 131072", "valid: at most 131072",
+             concurrency=4, input_len=131000, output_len=73)
+    _refused(llama, "output_len", "-5", "integer in [1,", concurrency=4, output_len=-5)
+    _refused(llama, "input_len", "'mean'", concurrency=4, input_len={"avg": 100})
+    _refused(llama, "input_len['spread']", "integer in [0, 99]", concurrency=4, input_len={"mean": 100, "spread": 100})
+
+
+def test_a_lengths_file_that_does_not_parse(llama, tmp_path):
+    bad = tmp_path / "pairs.json"
+    bad.write_text("[[1024, 128], [oops]]")
+    _refused(llama, "lengths", str(bad), "does not parse", "input_len", concurrency=4, lengths=str(bad))
+    _refused(llama, "lengths", "cannot be read", concurrency=4, lengths=str(tmp_path / "missing.csv"))
+    _refused(llama, "lengths[1]", "pair", concurrency=4, lengths=[(10, 10), (5,)])
+    good = tmp_path / "pairs.csv"
+    good.write_text("input_len,output_len\n100,20\n300,40\n")
+    s = llama.serve(concurrency=4, lengths=str(good), num_requests=0)
+    assert s["input_len_mean"] == 200 and s["output_len_mean"] == 30
+
+
+def test_a_request_that_cannot_fit_the_pool_alone(analysis_builder):
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="a10-pcie-28gb")  # 16 GB of weights on a 24 GB card
+    _refused(a, "input_len + output_len = 120000", "cannot fit the KV pool even alone", "valid: at most",
+             concurrency=1, input_len=100000, output_len=20000)
+
+
+def test_an_unknown_framework_or_option(llama):
+    _refused(llama, "framework", "'tgi'", "'vllm', 'sglang', 'trtllm'", concurrency=4, framework="tgi")
+    _refused(llama, "max_num_batch_tokens", "did you mean max_num_batched_tokens", "valid:", concurrency=4,
+             max_num_batch_tokens=4096)
+
+
+@pytest.mark.parametrize("option,value,valid", [
+    ("gpu_memory_utilization", 1.5, "(0, 1]"), ("gpu_memory_utilization", 0, "(0, 1]"),
+    ("max_num_seqs", 0, "integer in [1,"), ("max_num_batched_tokens", 0.5, "integer in [1,"),
+    ("block_size", 0, "integer in [1,"), ("prefix_cache_share", 1.0, "[0, 1)"), ("prefix_cache_share", -0.1, "[0, 1)"),
+    ("kv_cache_dtype", "fp7", "valid:"), ("seed", -1, "integer in [0,"), ("num_requests", -5, "integer in [0,"),
+    ("api_latency_s", -0.1, "non-negative"),
+])
+def test_an_option_out_of_range(llama, option, value, valid):
+    _refused(llama, option, repr(value), valid, concurrency=4, **{option: value})
+
+
+def test_a_layout_serve_does_not_model(analysis_builder):
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", pp_size=2)
+    _refused(a, "pp_size = 2", "valid: pp_size = 1", concurrency=4)
+
+
+def test_the_open_loop_needs_its_simulation(llama):
+    _refused(llama, "num_requests = 0", "request_rate", request_rate=1.0, num_requests=0)
+
+
+def test_above_saturation_is_not_an_error(llama):
+    s = llama.serve(request_rate=1e6, input_len=1024, output_len=128)
+    assert s["saturated"] and s["ttft_s"] is None and s["saturation_request_rate_per_s"] > 0

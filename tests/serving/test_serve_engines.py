@@ -1,0 +1,118 @@
+"""Engine profiles as data, and the KV pool sized as each engine sizes it (expectations from the
+engines' own defaults, quoted in the profiles, and the model's shapes by hand)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_analysis.serving.engine import FRAMEWORKS, PROFILE_DIR, engine_settings
+
+FITTED = ("api_latency_s", "step_overhead_s", "step_overhead_per_seq_s", "prefill_contention")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_every_profile_value_states_its_source(framework):
+    profile = json.loads((PROFILE_DIR / f"{framework}.json").read_text())
+    assert profile["framework"] == framework
+    entries = {k: v for k, v in profile.items() if isinstance(v, dict)}
+    assert {"scheduling", "max_num_batched_tokens", "max_num_seqs", "memory_share", "block_size", "cuda_graphs",
+            "kv_cache_dtype", *FITTED} <= set(entries)
+    for key, entry in entries.items():
+        assert len(entry.get("source", "")) > 30, key
+    for key in FITTED:
+        assert profile[key]["source"].startswith("fitted"), key
+        assert profile[key]["value"] >= 0
+
+
+def _settings(analysis_builder, framework, gpu, dtype="w16a16e16", tp=1, **options):
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu=gpu, dtype=dtype, tp_size=tp)
+    return engine_settings(a, framework, options)
+
+
+@pytest.mark.parametrize("gpu,budget,seqs", [
+    # vllm/engine/arg_utils.py get_batch_defaults (OpenAI server): >= 70 GiB and not an A100: 8192 / 1024
+    ("h100-sxm-80gb", 8192, 1024), ("b200-180gb", 8192, 1024),
+    ("a100-sxm-80gb", 2048, 256), ("a100-sxm-40gb", 2048, 256), ("l40s-48gb", 2048, 256)])
+def test_vllm_defaults_by_gpu(analysis_builder, gpu, budget, seqs):
+    e = _settings(analysis_builder, "vllm", gpu)
+    assert (e.token_budget, e.max_num_seqs, e.memory_share, e.block_size) == (budget, seqs, 0.9, 16)
+    assert e.mixed_batches and e.chunked_prefill and e.admission == "on_demand"
+
+
+@pytest.mark.parametrize("tp,share", [(1, 0.88), (2, 0.87), (4, 0.85), (8, 0.81)])
+def test_sglang_static_memory_share_by_tp(analysis_builder, tp, share):
+    e = _settings(analysis_builder, "sglang", "h100-sxm-80gb", tp=tp)
+    assert e.memory_share == share and not e.mixed_batches
+
+
+@pytest.mark.parametrize("gpu,chunk", [("a10-pcie-28gb", 2048), ("h100-sxm-80gb", 8192), ("b200-180gb", 16384)])
+def test_sglang_chunked_prefill_size_by_gpu_memory(analysis_builder, gpu, chunk):
+    assert _settings(analysis_builder, "sglang", gpu).token_budget == chunk
+
+
+@pytest.mark.parametrize("framework,gpu,dtype,kv_bytes", [
+    ("trtllm", "h100-sxm-80gb", "fp8", 1.0),  # a ModelOpt FP8 checkpoint quantises its KV cache to FP8
+    ("trtllm", "h100-sxm-80gb", "w16a16e16", 2.0),
+    ("trtllm", "a100-sxm-80gb", "w8a8e16", 2.0),  # int8 weights: the model dtype
+    ("vllm", "h100-sxm-80gb", "fp8", 2.0),  # 'auto': bf16 even for fp8 weights
+    ("sglang", "h100-sxm-80gb", "fp8", 2.0)])
+def test_default_kv_cache_dtype(analysis_builder, framework, gpu, dtype, kv_bytes):
+    assert _settings(analysis_builder, framework, gpu, dtype).kv_cache_bytes == kv_bytes
+
+
+def test_options_override_the_profile(analysis_builder):
+    e = _settings(analysis_builder, "vllm", "h100-sxm-80gb", max_num_batched_tokens=2048, max_num_seqs=64,
+                  gpu_memory_utilization=0.8, block_size=32, kv_cache_dtype="fp8")
+    assert (e.token_budget, e.max_num_seqs, e.memory_share, e.block_size, e.kv_cache_bytes) == (2048, 64, 0.8, 32, 1.0)
+
+
+GB = 1e9
+LLAMA_8B_KV_BYTES_PER_TOKEN = 32 * 2 * 8 * 128 * 2  # layers x (K, V) x KV heads x head dim x bf16
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_kv_pool_by_hand(analysis_builder, framework):
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb")
+    s = a.serve(concurrency=1, input_len=1024, output_len=128, framework=framework, num_requests=0)
+    e = engine_settings(a, framework, {})
+    mem, weights = 85.9 * GB, 2 * a.get_num_params_total()  # 16-bit weights
+    per_block = LLAMA_8B_KV_BYTES_PER_TOKEN * e.block_size
+    pool = s["kv_pool_bytes_per_gpu"]
+    if framework == "sglang":  # mem_fraction_static holds weights and the KV pool
+        assert pool == pytest.approx(0.88 * mem - weights, rel=1e-12)
+    else:
+        # vLLM: 0.9 of all memory for weights, workspace and pool; TensorRT-LLM: 0.9 of what weights and
+        # workspace leave. The workspace holds at least the sampler's float32 logits for max_num_seqs,
+        # the CUDA-graph pool and the runtime's buffers (profile), and one token budget's residual stream
+        floor = (e.max_num_seqs * 128256 * 4 + e.graph_pool_bytes + e.runtime_reserved_bytes
+                 + e.token_budget * 4096 * 2)
+        most = 0.9 * mem - weights - floor if framework == "vllm" else 0.9 * (mem - weights - floor)
+        assert 0.95 * most < pool < most
+    assert s["kv_pool_tokens_per_replica"] == int(pool // per_block) * e.block_size
+
+
+def test_reserving_engines_hold_whole_requests_and_never_preempt(analysis_builder):
+    """TensorRT-LLM reserves a request's whole length on admission (GUARANTEED_NO_EVICT): with a pool of
+    B blocks of 32 tokens it runs floor(B / ceil((I + O) / 32)) requests and never preempts; vLLM takes
+    blocks as requests grow, so its pool holds requests at their mean length I + O / 2, and preempts
+    when they outgrow it."""
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb")
+    kw = dict(concurrency=400, input_len=2000, output_len=2000, gpu_memory_utilization=0.4, block_size=32,
+              num_requests=600)
+    trt = a.serve(framework="trtllm", **kw)
+    assert trt["max_running_requests_per_replica"] == trt["kv_pool_tokens_per_replica"] // 32 // 125  # 4000 / 32
+    assert trt["preemptions"] == 0
+    vllm = a.serve(framework="vllm", **kw)
+    assert vllm["max_running_requests_per_replica"] == vllm["kv_pool_tokens_per_replica"] // 32 // 94  # 3000 / 32
+    assert vllm["kv_occupancy"] > 0.8 and vllm["preemptions"] > 0
+
+
+def test_a_multi_head_latent_cache_is_whole_on_every_gpu(analysis_builder):
+    """MLA caches one latent (kv_lora_rank 512 + rope 64 per layer) per token that every TP rank keeps
+    whole: DeepSeek-V2-Lite, 27 layers, bf16."""
+    for tp in (1, 2):
+        a = analysis_builder("deepseek-ai/DeepSeek-V2-Lite", gpu="h100-sxm-80gb", tp_size=tp)
+        s = a.serve(concurrency=1, input_len=1024, output_len=128, framework="sglang", num_requests=0)
+        assert s["kv_pool_tokens_per_replica"] == int(s["kv_pool_bytes_per_gpu"] // (27 * 576 * 2))

@@ -1,0 +1,65 @@
+"""The open loop (Poisson arrivals) against queueing theory: an engine that runs one request at a time
+(max_num_seqs = 1) with fixed lengths is an M/D/1 queue whose service time is one request alone
+(inference()'s prefill + decode), so its mean wait is Pollaczek-Khinchine's rho D / (2 (1 - rho)); at
+a vanishing rate nothing waits; above the service rate the queue grows without bound (no latency is
+a number, the answer says so and gives the saturation rate)."""
+
+from __future__ import annotations
+
+import pytest
+
+ZERO = dict(api_latency_s=0.0, step_overhead_s=0.0, step_overhead_per_seq_s=0.0)
+IN, OUT = 256, 32
+
+
+@pytest.fixture(scope="module")
+def single_slot():
+    from builders import build_analysis
+    a = build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
+    inf = a.inference(batch_size_per_gpu=1, seq_len=IN, num_tokens_to_generate=OUT)
+    return a, inf["prefill_latency"], inf["decode_latency"], inf["total_latency"]
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.6])
+def test_one_slot_is_md1(single_slot, rho):
+    a, prefill, decode, service = single_slot
+    s = a.serve(request_rate=rho / service, input_len=IN, output_len=OUT, max_num_seqs=1, num_requests=20000, seed=1,
+                **ZERO)
+    wait = rho * service / (2 * (1 - rho))  # M/D/1 mean time in queue
+    assert s["ttft_s"] == pytest.approx(wait + prefill, rel=0.06)
+    assert s["e2e_s"] == pytest.approx(wait + service, rel=0.06)
+    assert s["tpot_s"] == pytest.approx(decode, rel=1e-5)  # served alone: every step is the decode step
+    assert not s["saturated"]
+    assert s["saturation_request_rate_per_s"] == pytest.approx(1 / service, rel=1e-5)
+
+
+def test_vanishing_rate_waits_for_nothing(single_slot):
+    a, prefill, decode, service = single_slot
+    s = a.serve(request_rate=0.002 / service, input_len=IN, output_len=OUT, num_requests=500, **ZERO)
+    assert s["ttft_s"] == pytest.approx(prefill, rel=2e-3)
+    assert s["tpot_s"] == pytest.approx(decode, rel=2e-3)
+    assert s["requests_per_s"] == pytest.approx(0.002 / service, rel=1e-12)
+
+
+def test_above_saturation_the_queue_grows_without_bound(single_slot):
+    a, _, _, service = single_slot
+    s = a.serve(request_rate=1.5 / service, input_len=IN, output_len=OUT, max_num_seqs=1, **ZERO)
+    assert s["saturated"] is True
+    assert s["saturation_request_rate_per_s"] == pytest.approx(1 / service, rel=1e-5)
+    latencies = [k for k in s if k.endswith("_s") and k.split("_")[0] in ("ttft", "tpot", "e2e")]
+    assert len(latencies) == 12 and all(s[k] is None for k in latencies)
+    assert any("grows without bound" in n for n in s["notes"])
+    # the engine delivers its saturation throughput
+    assert s["requests_per_s"] == pytest.approx(1 / service, rel=1e-5)
+
+
+def test_more_load_never_faster(single_slot):
+    a = single_slot[0]
+    sat = a.serve(request_rate=1.0, input_len=1024, output_len=128, num_requests=0 + 1)["saturation_request_rate_per_s"]
+    previous = None
+    for share in (0.1, 0.4, 0.7, 0.9):
+        s = a.serve(request_rate=share * sat, input_len=1024, output_len=128, num_requests=3000, seed=2)
+        if previous is not None:
+            assert s["ttft_s"] >= previous["ttft_s"]
+            assert s["tpot_s"] >= previous["tpot_s"]
+        previous = s
