@@ -51,7 +51,8 @@ logger = logging.getLogger(__name__)
 def _page(title: str, body: Sequence[str], json_text: str, json_name: str) -> str:
     """The whole document: head with the style sheet, the body, the JSON summary (inert data,
     never executed), the tooltip and the script."""
-    data = json_text.replace("</", "<\\/")  # a string in the JSON cannot close the script element
+    # every "<" as its JSON escape: no string in the summary can end the script element or open a comment
+    data = json_text.replace("<", "\\u003c")
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -414,8 +415,8 @@ def plan_page(result, json_text: str, best_analysis, best_summary: Dict[str, Any
     gpus = ", ".join(dict.fromkeys(r["layout"]["gpu"] for r in result.rows))
     dtypes = ", ".join(dict.fromkeys(r["layout"]["dtype"] for r in result.rows))
     perf = result.best["reproduce"]["analysis_kwargs"].get("perf_model", "roofline")
-    body = [_heading(f"{model}: {command}", f"{model} · GPUs {gpus} · data types {dtypes} · objective "
-                                            f"{result.objective} · llm-analysis"),
+    body = [_heading(f"{model}: {command}", f"{model} · GPUs in the plans: {gpus} · data types: {dtypes} · "
+                                            f"objective {result.objective} · llm-analysis"),
             _perf_model_banner(None if perf == "roofline" else str(perf))]
     body += _front(result) + _plan_rows(result)
     body += ["<h2 id=\"section-assumptions\">Targets and assumptions</h2>", key_values(_assumption_rows(result.assumptions))]
