@@ -16,6 +16,7 @@ from llm_analysis.schema.options import MAX_PARALLEL_SIZE, ActivationRecomputati
 from llm_analysis.cli.help_text import for_fire
 from llm_analysis.training.micro_batch_choice import fastest_fitting_micro_batch
 from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, run_fire
+from llm_analysis.cli.serve import serve
 from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
 from llm_analysis.units import HBM_MEMORY_EFFICIENCY, INTER_NODE_MEMORY_EFFICIENCY, \
@@ -456,6 +457,7 @@ class LLMAnalysisCLI:
 
     infer = staticmethod(for_fire(infer))
     train = staticmethod(for_fire(train))
+    serve = staticmethod(for_fire(serve))
     plan = _PlanCLI
 
 

@@ -1,0 +1,157 @@
+"""`llm-analysis serve`: a deployment under load (LLMAnalysis.serve, llm_analysis/serving/)."""
+
+import sys
+from typing import Any, Dict, Optional
+
+from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg
+from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
+    get_model_config_by_name
+from llm_analysis.errors import ConfigError
+from llm_analysis.facade import LLMAnalysis
+from llm_analysis.report.render import summary_with_setup, to_json
+
+# (no `from __future__ import annotations` here: fire shows the real types in --help)
+
+_OUTPUT_FORMATS = ("text", "json", "none")
+
+
+def _print(text: str) -> None:
+    """print(), but never failing on a terminal that cannot encode the report."""
+    try:
+        print(text)
+    except UnicodeEncodeError:
+        enc = getattr(sys.stdout, "encoding", None) or "ascii"
+        print(text.encode(enc, "replace").decode(enc))
+
+
+def _length(mean: int, spread: Optional[int]):
+    return mean if not spread else {"mean": mean, "spread": spread}
+
+
+def _time(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
+    """The answer as text: setup, load, latencies (mean and percentiles), throughput, KV pool, notes."""
+    p = analysis.parallelism_config
+    load = (f"{answer['concurrency']} concurrent clients (closed loop)" if answer["concurrency"] is not None else
+            f"{answer['request_rate']:g} requests/s (open loop, Poisson)")
+    lines = [
+        f"serve: {analysis.model_config.name} on {answer['num_gpus']} x {analysis.gpu_config.name} "
+        f"({answer['num_replicas']} replica(s) of tp={p.tp_size}), {analysis.dtype_config.name}, "
+        f"{answer['framework']}, perf_model={answer['perf_model']}",
+        f"load: {load}; input {answer['input_len_mean']:g} tokens, output {answer['output_len_mean']:g} tokens (means)",
+        "",
+        f"{'':24s}{'mean':>12s}{'p50':>12s}{'p90':>12s}{'p99':>12s}",
+    ]
+    for name, label in (("ttft", "time to first token"), ("tpot", "time per output token"),
+                        ("e2e", "end-to-end latency")):
+        lines.append(f"{label:24s}" + "".join(f"{_time(answer[k]):>12s}" for k in
+                                              (f"{name}_s", f"{name}_p50_s", f"{name}_p90_s", f"{name}_p99_s")))
+    lines += [
+        "",
+        f"throughput: {answer['requests_per_s']:.3g} requests/s, {answer['output_tokens_per_s']:.4g} output tokens/s "
+        f"({answer['output_tokens_per_s_per_gpu']:.4g} per GPU)",
+        f"saturation: {answer['saturation_request_rate_per_s']:.3g} requests/s"
+        + (" -- the request rate is above it: the queue grows without bound" if answer["saturated"] else ""),
+        f"KV pool: {answer['kv_pool_tokens_per_replica']} tokens per replica ({answer['kv_pool_bytes_per_gpu'] / 1e9:.2f} "
+        f"GB per GPU), {answer['kv_occupancy']:.0%} in use; at most {answer['max_running_requests_per_replica']} "
+        f"requests running per replica",
+        f"engine: max_num_batched_tokens {answer['max_num_batched_tokens']}, max_num_seqs {answer['max_num_seqs']}, "
+        f"gpu_memory_utilization {answer['gpu_memory_utilization']:g}, block_size {answer['block_size']}, "
+        f"kv_cache_dtype {answer['kv_cache_dtype']}",
+        "",
+        "notes:",
+    ]
+    lines += [f"- {n}" for n in answer["notes"]]
+    return "\n".join(lines)
+
+
+def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm-80gb",
+          dtype_name: str = "w16a16e16", tp_size: int = 1, dp_size: int = 1, concurrency: Optional[int] = None,
+          request_rate: Optional[float] = None, input_len: int = 1024, output_len: int = 128,
+          input_len_spread: int = 0, output_len_spread: int = 0, lengths_file: Optional[str] = None,
+          framework: str = "vllm", max_num_batched_tokens: Optional[int] = None, max_num_seqs: Optional[int] = None,
+          gpu_memory_utilization: Optional[float] = None, block_size: Optional[int] = None,
+          prefix_cache_share: float = 0.0, kv_cache_dtype: Optional[str] = None, seed: int = 0,
+          num_requests: Optional[int] = None, perf_model: str = "calibrated", gpu_profile: Optional[str] = None,
+          output_format: str = "text", quiet: bool = False, log_level: str = "INFO") -> dict:
+    """Serving under load: time to first token, time per output token and end-to-end latency (means, p50,
+    p90, p99), throughput, KV pool and saturation rate of replicas of a model under a serving engine.
+
+    Continuous batching: every engine step decodes one token for each running request and prefills waiting
+    prompts within the token budget; each step is timed on the cost model from the model's operators. A
+    closed loop (--concurrency: clients each sending the next request when the previous finishes) has its
+    means in closed form and its percentiles from a seeded simulation; an open loop (--request_rate: Poisson
+    arrivals) comes from the simulation. A request rate above what the replicas can serve is not an error:
+    the report says the queue grows without bound and gives the saturation rate. All JSON values are in base
+    units (seconds, tokens, requests, bytes). Errors end with one line and exit code 2; add --debug to see
+    the traceback.
+
+    Example: llm-analysis serve --model_name meta-llama/Llama-3.1-70B --gpu_name h100-sxm-80gb --dtype_name fp8
+    --tp_size 4 --concurrency 64 --input_len 1024 --output_len 1024 --framework vllm
+
+    Args:
+        model_name: catalogue name (`python -m llm_analysis.config list_model_configs`), Hub id, path to a
+            config JSON, or a local model directory.
+        gpu_name: catalogue GPU name (e.g. h100-sxm-80gb, h200-sxm-141gb, b200-180gb).
+        dtype_name: weights/activations/embedding bits, e.g. w16a16e16 (bf16), fp8, nvfp4, w4a16e16.
+        tp_size: tensor-parallel GPUs of one replica (must divide the number of heads).
+        dp_size: replicas sharing the load (clients round robin, the request rate evenly).
+        concurrency: closed loop: concurrent clients over all replicas, each sending its next request when the
+            previous one finishes (give this or --request_rate).
+        request_rate: open loop: Poisson arrivals, requests per second over all replicas.
+        input_len: prompt length in tokens (the mean when --input_len_spread is given).
+        output_len: generated tokens per request (the mean when --output_len_spread is given).
+        input_len_spread: prompt lengths uniform over input_len +- this many tokens (0: fixed).
+        output_len_spread: output lengths uniform over output_len +- this many tokens (0: fixed).
+        lengths_file: a file of (input, output) token-length pairs to draw requests from, instead of the lengths
+            above: .json (a list of pairs or of {"input_len", "output_len"} objects), .jsonl or .csv
+            (input_len,output_len columns).
+        framework: serving engine whose scheduling, defaults and overheads apply: vllm, sglang or trtllm.
+        max_num_batched_tokens: tokens one engine step may process, the chunked-prefill budget (default: the
+            engine's for this GPU).
+        max_num_seqs: requests running at once per replica (default: the engine's).
+        gpu_memory_utilization: share of GPU memory the engine may use, in (0, 1] (vLLM's
+            gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction;
+            default: the engine's).
+        block_size: tokens per KV-cache block (default: the engine's: vLLM 16, SGLang 1, TensorRT-LLM 32).
+        prefix_cache_share: share of each prompt already in the prefix cache, in [0, 1) (whole blocks are
+            skipped by prefill).
+        kv_cache_dtype: KV-cache element type: auto (the engine's default), fp8, bf16, fp16, int8.
+        seed: seed of the simulation (arrivals, length draws, API-latency jitter); same seed, same answer.
+        num_requests: requests the simulation measures after its warm-up (default 4000; 0 with --concurrency:
+            no simulation, means only).
+        perf_model: calibrated (default: expected times from the GPU generation's fitted profile, as the engine
+            profiles were fitted) or roofline (lower-bound kernel times).
+        gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
+        output_format: text (readable report), json (the answer only, on stdout) or none.
+        quiet: print nothing (return the answer only).
+        log_level: DEBUG, INFO, WARNING or ERROR, on stderr (DEBUG also shows tracebacks on errors).
+    Returns:
+        The answer dict (base units: seconds, tokens, requests, bytes).
+    """
+    configure_logging(log_level)
+    if output_format not in _OUTPUT_FORMATS:
+        raise ConfigError(f"output_format = {output_format!r} is not valid; use one of {', '.join(_OUTPUT_FORMATS)}")
+    output_format = "none" if quiet else output_format
+    analysis = LLMAnalysis(get_model_config_by_name(model_name), get_gpu_config_by_name(gpu_name),
+                           get_dtype_config_by_name(dtype_name),
+                           build_config(ParallelismConfig, {"tp_size": tp_size, "dp_size": dp_size}),
+                           perf_model=perf_model_arg(perf_model, gpu_profile))
+    options = {k: v for k, v in (("max_num_batched_tokens", max_num_batched_tokens), ("max_num_seqs", max_num_seqs),
+                                 ("gpu_memory_utilization", gpu_memory_utilization), ("block_size", block_size),
+                                 ("kv_cache_dtype", kv_cache_dtype), ("num_requests", num_requests))
+               if v is not None}
+    lengths = dict(lengths=lengths_file) if lengths_file is not None else dict(
+        input_len=_length(input_len, input_len_spread), output_len=_length(output_len, output_len_spread))
+    answer = analysis.serve(concurrency=concurrency, request_rate=request_rate, framework=framework,
+                            prefix_cache_share=prefix_cache_share, seed=seed, **lengths, **options)
+    if output_format == "json":
+        _print(to_json(summary_with_setup(analysis, answer)))
+    elif output_format == "text":
+        _print(report(analysis, answer))
+    return answer

@@ -1,0 +1,77 @@
+"""`llm-analysis serve` as a user runs it (subprocess): the readable report, --output_format json,
+one-line errors with exit code 2, and a --help that documents every flag."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+import pytest
+
+from llm_analysis.cli.help_text import args_section
+from llm_analysis.cli.serve import serve
+
+BASE = ["serve", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_name", "h100-sxm-80gb", "--num_requests", "200"]
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "llm_analysis", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_closed_loop_report():
+    r = _run(*BASE, "--tp_size", "2", "--concurrency", "16", "--input_len", "1024", "--output_len", "256")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "16 concurrent clients (closed loop)" in out and "2 x h100-sxm-80gb" in out
+    for label in ("time to first token", "time per output token", "end-to-end latency", "throughput:",
+                  "saturation:", "KV pool:", "notes:"):
+        assert label in out, label
+
+
+def test_open_loop_json():
+    r = _run(*BASE, "--request_rate", "2", "--input_len", "512", "--input_len_spread", "256", "--output_len", "64",
+             "--framework", "sglang", "--output_format", "json")
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)  # stdout holds the JSON and nothing else
+    assert answer["mode"] == "open_loop" and answer["framework"] == "sglang" and answer["request_rate"] == 2
+    assert answer["ttft_p90_s"] >= answer["ttft_p50_s"] > 0
+    assert answer["requests_per_s"] == pytest.approx(2.0)
+    assert answer["setup"]["model_name"] == "meta-llama_Llama-3.1-8B"
+
+
+def test_saturated_is_a_report_not_an_error():
+    r = _run(*BASE, "--request_rate", "1e5")
+    assert r.returncode == 0, r.stderr
+    assert "grows without bound" in r.stdout
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--concurrency", "0"], ["concurrency = 0", "integer in [1,"]),
+    (["--concurrency", "4", "--request_rate", "3"], ["exactly one"]),
+    (["--concurrency", "4", "--framework", "tgi"], ["framework = 'tgi'", "'vllm', 'sglang', 'trtllm'"]),
+    (["--concurrency", "4", "--input_len", "200000"], ["exceeds", "max_seq_len = 131072"]),
+    (["--concurrency", "4", "--gpu_memory_utilization", "2"], ["gpu_memory_utilization = 2"]),
+])
+def test_errors_are_one_line_exit_2(flags, words):
+    r = _run(*BASE, *flags)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llm-analysis: error:")
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def test_every_flag_is_documented_with_its_unit():
+    documented = args_section(serve.__doc__)
+    flags = [p for p in inspect.signature(serve).parameters]
+    assert set(flags) == set(documented)
+    for flag in ("input_len", "output_len", "input_len_spread", "output_len_spread", "max_num_batched_tokens",
+                 "block_size"):
+        assert "tokens" in documented[flag], flag
+    assert "per second" in documented["request_rate"]
+    r = _run("serve", "--help")
+    assert r.returncode == 0
+    for flag in flags:
+        assert f"--{flag}" in r.stdout, flag
