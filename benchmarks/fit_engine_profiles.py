@@ -5,7 +5,8 @@ are split), and write them back with their source.
 Fitted per engine, over every GPU, model and precision of its fit rows, under perf_model="calibrated":
 - api_latency_s: the fixed API / tokenisation latency in every time to first token;
 - step_overhead_s, step_overhead_per_seq_s: host time per engine step, and per sequence in it;
-- prefill_contention: closed loop, decode steps a request waits per other client before its prefill.
+- prefill_contention, step_contention: closed loop, the share of another client's prefill and of a decode
+  step a request waits for before its own prefill, per other client.
 The loss is the mean Huber loss (knee 0.5) of log(predicted / measured) of TTFT and TPOT, so that a few
 rows far off (a cost-model miss) do not decide the fit; minimised by coordinate descent (golden section in
 log space, within stated bounds, three sweeps). Deterministic: same rows, same result.
@@ -36,6 +37,7 @@ BOUNDS = {  # (low, high): searched in log space
     "step_overhead_s": (1e-5, 2e-2),
     "step_overhead_per_seq_s": (1e-8, 2e-4),
     "prefill_contention": (1e-3, 3.0),
+    "step_contention": (1e-3, 3.0),
 }
 HUBER_KNEE = 0.5
 _PHI = (math.sqrt(5) - 1) / 2

@@ -15,6 +15,7 @@ refused, with its reason, when its model or GPU is not in the catalogue or the s
 fit). Also by concurrency band and precision.
 
     python benchmarks/serving_accuracy.py [--half report|fit|all] [--perf_model calibrated|roofline] [--rows]
+    python benchmarks/serving_accuracy.py --speed   (time of a closed-loop call and of a 10,000-request simulation)
 """
 
 from __future__ import annotations
@@ -205,7 +206,8 @@ def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_
             g["tpot"].append(e_tpot)
         if show_rows:
             print(f"{row.id[-60:]:60s} c={row.concurrency:4d} ttft {row.ttft_s * 1e3:8.1f} -> {ttft * 1e3:8.1f} ms "
-                  f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms ({100 * e_tpot:+6.1f}%)")
+                  f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms "
+                  f"({100 * e_tpot:+6.1f}%)")
     print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    TPOT med   p90")
     for kind in ("engine", "all", "band", "precision"):
         for (k, name), g in sorted(groups.items()):
@@ -219,12 +221,37 @@ def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_
     return {name: g for (k, name), g in groups.items() if k in ("engine", "all")}
 
 
+def speed() -> None:
+    """Seconds of serve() calls on Llama-3.1-70B fp8 over 4 H100s (calibrated): closed-loop steady state
+    (means only) at 100 concurrencies after a first call, and simulations of 10,000 requests."""
+    a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-70B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                    get_dtype_config_by_name("fp8"), ParallelismConfig(tp_size=4), perf_model="calibrated")
+    t = time.perf_counter()
+    a.serve(concurrency=64, input_len=1024, output_len=1024, num_requests=0)
+    print(f"first closed-loop call (step costs worked out): {1e3 * (time.perf_counter() - t):.1f} ms")
+    t = time.perf_counter()
+    for c in range(1, 201, 2):
+        a.serve(concurrency=c, input_len=1024, output_len=1024, num_requests=0)
+    print(f"closed-loop steady state, concurrency 1..199: {1e3 * (time.perf_counter() - t) / 100:.2f} ms per call")
+    for kw in (dict(concurrency=64, input_len=1024, output_len=1024),
+               dict(request_rate=4.0, input_len=1024, output_len=1024),
+               dict(request_rate=4.0, input_len={"mean": 1024, "spread": 512},
+                    output_len={"mean": 512, "spread": 256})):
+        t = time.perf_counter()
+        a.serve(num_requests=10000, **kw)
+        print(f"10,000 simulated requests {kw}: {time.perf_counter() - t:.2f} s")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--half", choices=("report", "fit", "all"), default="report")
     parser.add_argument("--perf_model", choices=("calibrated", "roofline"), default="calibrated")
     parser.add_argument("--rows", action="store_true", help="print every row's prediction")
+    parser.add_argument("--speed", action="store_true", help="time serve() calls instead of scoring")
     args = parser.parse_args(argv)
+    if args.speed:
+        speed()
+        return 0
     path = validation_csv()
     if not path.exists():
         print(f"no {path}: set LLM_ANALYSIS_VALIDATION_DIR")

@@ -57,8 +57,8 @@ def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
         f"({answer['output_tokens_per_s_per_gpu']:.4g} per GPU)",
         f"saturation: {answer['saturation_request_rate_per_s']:.3g} requests/s"
         + (" -- the request rate is above it: the queue grows without bound" if answer["saturated"] else ""),
-        f"KV pool: {answer['kv_pool_tokens_per_replica']} tokens per replica ({answer['kv_pool_bytes_per_gpu'] / 1e9:.2f} "
-        f"GB per GPU), {answer['kv_occupancy']:.0%} in use; at most {answer['max_running_requests_per_replica']} "
+        f"KV pool: {answer['kv_pool_tokens_per_replica']} tokens per replica "
+        f"({answer['kv_pool_bytes_per_gpu'] / 1e9:.2f} GB per GPU), {answer['kv_occupancy']:.0%} in use; at most {answer['max_running_requests_per_replica']} "
         f"requests running per replica",
         f"engine: max_num_batched_tokens {answer['max_num_batched_tokens']}, max_num_seqs {answer['max_num_seqs']}, "
         f"gpu_memory_utilization {answer['gpu_memory_utilization']:g}, block_size {answer['block_size']}, "

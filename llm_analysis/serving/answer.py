@@ -3,7 +3,7 @@ figures' sources, and notes that state the assumptions behind them."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -62,15 +62,17 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
         n.append(f"{engine.prefix_cache_share:.0%} of each prompt is found in the prefix cache (whole blocks): not "
                  "prefilled, still counted in each request's KV blocks")
     if not workload.lengths.fixed:
-        n.append("the closed-form means use the mean input and output lengths; the simulation draws each request's")
+        n.append("the closed-form means use the mean input and output lengths; the simulation draws each request's "
+                 "own")
+    if steady_state_means and not saturated:
+        n.append(f"closed-loop clients with equal lengths finish and return in bunches: each request waits, per "
+                 f"other client, {engine.prefill_contention:.3g} of a prefill and {engine.step_contention:.3g} of a "
+                 "decode step before its own prefill (fitted per engine on measured closed-loop runs); Poisson arrivals do not "
+                 "bunch")
     n.append("times are the cost model's for each step's batch (token operators on all the step's tokens, each "
              "sequence's attention over its own context); per-request sampling and detokenisation are in the host "
              "overheads")
     return n
-
-
-def answer_dict(**entries: Any) -> Dict[str, Any]:
-    return dict(entries)
 
 
 __all__ = ["LATENCIES", "PERCENTILES", "notes", "percentiles", "unbounded_latencies"]

@@ -40,7 +40,9 @@ ENGINE_OPTIONS = {
     "api_latency_s": "fixed API / tokenisation latency in every time to first token, seconds",
     "step_overhead_s": "host overhead of every engine step, seconds",
     "step_overhead_per_seq_s": "host overhead per running sequence per step, seconds",
-    "prefill_contention": "closed loop: decode steps a request waits per other client before its prefill runs",
+    "prefill_contention": "closed loop: the share of another client's prefill a request waits for, per other client",
+    "step_contention": "closed loop: the share of a decode step a request waits for before its prefill, per other "
+                       "client",
 }
 DEFAULT_NUM_REQUESTS = 4000
 MAX_NUM_REQUESTS = 10**6
@@ -95,6 +97,7 @@ class EngineSettings:
     step_overhead_s: float
     step_overhead_per_seq_s: float
     prefill_contention: float
+    step_contention: float
     seed: int
     num_requests: int
 
@@ -170,6 +173,8 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
             1.0),
         prefill_contention=non_negative_number(get("prefill_contention", profile["prefill_contention"]["value"]),
                                                "prefill_contention", 100.0),
+        step_contention=non_negative_number(get("step_contention", profile["step_contention"]["value"]),
+                                            "step_contention", 100.0),
         seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
         num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),
     )

@@ -59,8 +59,9 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int) -> KVPool:
     mem = gpu.mem_per_GPU_in_GB * GB
     weights = analysis.get_weight_memory_per_gpu()
     kv_bytes = engine.kv_cache_bytes
-    per_token = (analysis.get_memory_kv_cache_per_gpu(1, 2, kv_bytes) - analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes))
-    per_request = max(0.0, analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes) - per_token)
+    one_token = analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes)
+    per_token = analysis.get_memory_kv_cache_per_gpu(1, 2, kv_bytes) - one_token
+    per_request = max(0.0, one_token - per_token)  # state a request holds whatever its length (mixer layers)
     activations = memory_terms(analysis, d, 1, engine.token_budget, engine.token_budget, False,
                                kv_bytes)["prefill_activation"]
     logits = engine.max_num_seqs * analysis.model_config.vocab_size * LOGITS_BYTES
@@ -80,8 +81,8 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int) -> KVPool:
             f"input_len + output_len = {longest_request_tokens} tokens cannot fit the KV pool even alone: "
             f"{analysis.model_config.name} on {gpu.name} (tp={analysis.parallelism_config.tp_size}) under "
             f"{engine.framework} with gpu_memory_utilization = {share:g} keeps {max(pool, 0) / GB:.2f} GB per GPU for "
-            f"the KV cache (weights {weights / GB:.2f} GB, workspace {workspace / GB:.2f} GB, {per_token:.0f} bytes per "
-            f"token); valid: at most {result.capacity_tokens} tokens per request, or more GPUs (tp_size), fewer weight "
+            f"the KV cache (weights {weights / GB:.2f} GB, workspace {workspace / GB:.2f} GB, {per_token:.0f} bytes "
+            f"per token); valid: at most {result.capacity_tokens} tokens per request, or more GPUs (tp_size), fewer weight "
             f"bits, kv_cache_dtype='fp8' or a larger gpu_memory_utilization")
     return result
 

@@ -66,6 +66,71 @@ def _scaled_to(sim, state):
     return sim
 
 
+@dataclasses.dataclass(frozen=True)
+class _Replica:
+    """What one replica is made of: its engine, KV pool, step model and requests' mean shape."""
+
+    engine: Any
+    pool: Any
+    timer: Any
+    shape: RequestShape
+    lengths: Any
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.engine, self.pool, self.shape)
+
+    def saturation_rps(self) -> float:
+        """Requests per second one replica completes flat out (kept: the planner asks at every load)."""
+        key = ("saturation", dataclasses.replace(self.engine, seed=0, num_requests=0), self.shape, self.pool)
+        memo = self.timer.costs.memo
+        if key not in memo:
+            memo[key] = saturation_rate(self.timer, self.engine, self.pool, self.shape)
+        return memo[key]
+
+    def occupancy(self, resident: float) -> float:
+        """The KV pool's share `resident` requests hold: their mean length as they grow (whole when reserved)."""
+        held = self.shape.input + self.shape.output if self.engine.admission == "full_request" else \
+            self.shape.mean_context
+        return min(1.0, resident * held / max(self.pool.capacity_tokens, 1))
+
+    def simulate(self, **kw):
+        e = self.engine
+        return simulate(self.timer, e, self.pool, self.lengths, num_requests=e.num_requests,
+                        api_latency_s=e.api_latency_s, **kw)
+
+
+def _closed_loop(replica: _Replica, concurrency: int, replicas: int) -> Dict[str, Any]:
+    """Means from the steady state of each replica's clients (round robin), percentiles from their
+    simulations scaled to those means."""
+    engine = replica.engine
+    groups = _client_groups(concurrency, replicas)
+    states = [(solve_closed_loop(replica.timer, engine, replica.pool, replica.shape, c, engine.api_latency_s), n)
+              for c, n in groups]
+    rps = sum(s.throughput_rps * n for s, n in states)
+    means = {key: sum(getattr(s, key) * s.throughput_rps * n for s, n in states) / rps
+             for key in ("ttft_s", "tpot_s", "e2e_s")}
+    sims = [] if engine.num_requests == 0 else [
+        (_scaled_to(replica.simulate(concurrency=c, seed=engine.seed + i, spread_s=s.e2e_s), s), n)
+        for i, ((s, n), (c, _)) in enumerate(zip(states, groups))]
+    resident = sum(s.resident * n for s, n in states) / replicas
+    return dict(rps=rps, means=means, sims=sims, resident=resident, saturated=False,
+                occupancy=replica.occupancy(resident))
+
+
+def _open_loop(replica: _Replica, request_rate: float, replicas: int) -> Dict[str, Any]:
+    """The simulation of Poisson arrivals at each replica's share of the rate; none above saturation."""
+    rate, sat = request_rate / replicas, replica.saturation_rps()
+    if rate >= sat:  # the queue grows without bound: the engine runs full, at its saturation rate
+        return dict(rps=sat * replicas, means={}, sims=[], resident=float(replica.capacity), saturated=True,
+                    occupancy=replica.occupancy(replica.capacity))
+    sim = replica.simulate(request_rate=rate, seed=replica.engine.seed)
+    means = {"ttft_s": float(sim.ttft_s.mean()), "e2e_s": float(sim.e2e_s.mean()),
+             "tpot_s": float(sim.tpot_s.mean()) if len(sim.tpot_s) else None}
+    return dict(rps=request_rate, means=means, sims=[(sim, replicas)], resident=sim.mean_running, saturated=False,
+                occupancy=sim.kv_occupancy)
+
+
 def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_len=None, framework: str = "vllm",
           lengths=None, **options) -> Dict[str, Any]:
     """The deployment's latencies and throughput under `concurrency` closed-loop clients or
@@ -79,75 +144,47 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
                           "valid: num_requests >= 1 with request_rate (0 only with concurrency)")
     d = a.describer_for(engine.kv_cache_bytes)
     pool = kv_pool(a, d, engine, workload.lengths.max_total)
-    timer = step_timer(a, d, engine)
-    shape = _shape(engine, workload)
-    p = a.parallelism_config
+    replica = _Replica(engine, pool, step_timer(a, d, engine), _shape(engine, workload), workload.lengths)
+    shape, p = replica.shape, a.parallelism_config
     replicas, gpus_per_replica = p.dp_size, p.tp_size
-    sat_key = ("saturation", dataclasses.replace(engine, seed=0, num_requests=0), shape, pool)
-    sat_rps = timer.costs.memo.get(sat_key)
-    if sat_rps is None:  # one replica's (the planner asks again at every concurrency)
-        sat_rps = timer.costs.memo[sat_key] = saturation_rate(timer, engine, pool, shape)
-    n_max = capacity(engine, pool, shape)
-    sim_kw = dict(num_requests=engine.num_requests, api_latency_s=engine.api_latency_s)
+    load = (_closed_loop(replica, workload.concurrency, replicas) if workload.closed_loop else
+            _open_loop(replica, workload.request_rate, replicas))
     out: Dict[str, Any] = {
         "framework": engine.framework, "mode": "closed_loop" if workload.closed_loop else "open_loop",
         "concurrency": workload.concurrency, "request_rate": workload.request_rate,
         "input_len_mean": shape.input, "output_len_mean": shape.output,
         "num_replicas": replicas, "gpus_per_replica": gpus_per_replica, "num_gpus": replicas * gpus_per_replica,
     }
-    saturated = False
-    if workload.closed_loop:
-        groups = _client_groups(workload.concurrency, replicas)
-        states = [(solve_closed_loop(timer, engine, pool, shape, c, engine.api_latency_s), n) for c, n in groups]
-        rps = sum(s.throughput_rps * n for s, n in states)
-        means = {key: sum(getattr(s, key) * s.throughput_rps * n for s, n in states) / rps
-                 for key in ("ttft_s", "tpot_s", "e2e_s")}
-        sims = [] if engine.num_requests == 0 else [
-            (_scaled_to(simulate(timer, engine, pool, workload.lengths, concurrency=c, seed=engine.seed + i,
-                                 spread_s=s.e2e_s, **sim_kw), s), n)
-            for i, ((s, n), (c, _)) in enumerate(zip(states, groups))]
-        resident = sum(s.resident * n for s, n in states) / replicas
-    else:
-        rate = workload.request_rate / replicas
-        saturated = rate >= sat_rps
-        sims = [] if saturated else [(simulate(timer, engine, pool, workload.lengths, request_rate=rate,
-                                               seed=engine.seed, **sim_kw), replicas)]
-        rps = workload.request_rate if not saturated else sat_rps * replicas
-        means = {}
-        if sims:
-            sim = sims[0][0]
-            means = {"ttft_s": float(sim.ttft_s.mean()), "e2e_s": float(sim.e2e_s.mean()),
-                     "tpot_s": float(sim.tpot_s.mean()) if len(sim.tpot_s) else None}
-        resident = sims[0][0].mean_running if sims else float(n_max)
-    if saturated:
+    sims, means = load["sims"], load["means"]
+    if load["saturated"]:
         out.update(unbounded_latencies())
     else:
         samples = {name: np.concatenate([np.repeat(getattr(s, f"{name}_s"), n) for s, n in sims])
                    for name in ("ttft", "tpot", "e2e")} if sims else {}
         out.update(ttft_s=means["ttft_s"], tpot_s=means["tpot_s"] if shape.output > 1 else None, e2e_s=means["e2e_s"])
         out.update(percentiles(samples))
-    occupancy = (sum(s.kv_occupancy * n for s, n in sims) / sum(n for _, n in sims)) if sims else 1.0
+    rps, sat_rps = load["rps"], replica.saturation_rps() * replicas
     preemptions = sum(s.preemptions for s, _ in sims)
     out.update({
         "requests_per_s": rps,
         "output_tokens_per_s": rps * shape.output,
         "output_tokens_per_s_per_gpu": rps * shape.output / (replicas * gpus_per_replica),
         "input_tokens_per_s": rps * shape.input,
-        "saturation_request_rate_per_s": sat_rps * replicas,
-        "saturated": saturated,
-        "max_running_requests_per_replica": n_max,
-        "mean_running_requests_per_replica": resident,
+        "saturation_request_rate_per_s": sat_rps,
+        "saturated": load["saturated"],
+        "max_running_requests_per_replica": replica.capacity,
+        "mean_running_requests_per_replica": load["resident"],
         "kv_pool_tokens_per_replica": pool.capacity_tokens,
         "kv_pool_bytes_per_gpu": pool.pool_bytes,
-        "kv_occupancy": occupancy,
+        "kv_occupancy": load["occupancy"],
         "preemptions": preemptions,
         "max_num_batched_tokens": engine.token_budget, "max_num_seqs": engine.max_num_seqs,
         "gpu_memory_utilization": engine.memory_share, "block_size": engine.block_size,
         "kv_cache_dtype": engine.kv_cache_dtype, "prefix_cache_share": engine.prefix_cache_share,
         "seed": engine.seed, "num_requests_simulated": engine.num_requests if sims else 0,
         "perf_model": a.perf_model if isinstance(a.perf_model, str) else "profile",
-        "notes": notes(engine, pool, workload, workload.closed_loop, saturated, sat_rps * replicas, preemptions,
-                       occupancy if sims else None),
+        "notes": notes(engine, pool, workload, workload.closed_loop, load["saturated"], sat_rps, preemptions,
+                       load["occupancy"]),
     })
     return out
 

@@ -15,8 +15,9 @@ output O. In steady state, with X requests per second completing:
 - eliminating X: X = D / ((O - 1) f0 + D Delta (n - 1) / n) for a given D;
 - time to first token = API latency + the wait for the step in progress (half a step,
   when other requests are running) + the wait for other clients' prefills (closed-loop clients
-  with equal lengths finish, and return, in bunches: prefill_contention decode steps per other
-  client, fitted per engine) + the steps that prefill it (+ the wait for a free slot
+  with equal lengths finish, and return, in bunches: per other client, prefill_contention of a
+  prefill and step_contention of a decode step, fitted per engine) + the steps that prefill it
+  (+ the wait for a free slot
   when C exceeds what the engine runs at once, N = min(max_num_seqs, requests the KV pool
   holds at their mean length I + O / 2, or I + O when the engine reserves whole requests));
 - the loop closes with Little's law: C = X x (time to first token + (O - 1) t_d), solved for
@@ -157,6 +158,11 @@ class _Balance:
         return f0, delta, prefill_s, x, tpot
 
 
+def _in_progress(f0: float, resident: float) -> float:
+    """The mean wait for the step in progress of a request arriving while others run: half a step."""
+    return 0.5 * f0 if resident > 1 else 0.0
+
+
 def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, api_latency_s: float) -> SteadyState:
     """The steady state of `clients` closed-loop clients on one replica."""
     n_max = capacity(engine, pool, shape)
@@ -168,10 +174,11 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
         f0, delta, prefill_s, x, tpot = balance.at(decoders)
         others = resident - 1
         # arriving while others run, a request waits for the step in progress (half a step, mean)
-        in_progress = 0.5 * f0 if others > 0 else 0.0
+        in_progress = _in_progress(f0, resident)
         # closed-loop clients with equal lengths finish, and return, in bunches: a request waits for
-        # the prefills of others, prefill_contention decode steps per other client (fitted)
-        contention = engine.prefill_contention * max(others, 0.0) * tpot
+        # the prefills of others and the steps they take, prefill_contention of a prefill and
+        # step_contention of a decode step per other client (both fitted)
+        contention = max(others, 0.0) * (engine.prefill_contention * delta + engine.step_contention * tpot)
         engine_s = in_progress + contention + prefill_s + decode_steps * tpot
         return f0, prefill_s, x, tpot, in_progress + contention, engine_s
 
@@ -190,7 +197,7 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
     queue_wait = max(0.0, clients / x - api_latency_s - engine_s) if clients > n_max else 0.0
     ttft = api_latency_s + queue_wait + waits + prefill_s
     e2e = ttft + decode_steps * tpot
-    contention = engine.prefill_contention * max(resident - 1, 0.0) * tpot
+    contention = waits - _in_progress(f0, resident)
     # Little's law closes exactly: the throughput is the clients over the mean latency
     return SteadyState(clients / e2e, decoders, f0, tpot, ttft, e2e, queue_wait, contention, prefill_s, resident)
 

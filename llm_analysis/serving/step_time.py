@@ -31,7 +31,6 @@ the engine profile: a fixed time per step and one per sequence in the step.
 from __future__ import annotations
 
 import bisect
-import math
 from typing import Dict, List, Sequence, Tuple
 
 from llm_analysis.model import Phase
@@ -200,7 +199,8 @@ class StepCosts:
         got = self._prefill_form.get(key)
         if got is None:
             cm = self._models[graph]
-            prefill = sum(n * sum(cm.op_split_s(op)) for n, op in self.d.weighted_ops(Phase("prefill", 1, length, length))
+            ops = self.d.weighted_ops(Phase("prefill", 1, length, length))
+            prefill = sum(n * sum(cm.op_split_s(op)) for n, op in ops
                           if op.kind not in SEQUENCE_KINDS and op.group != HEAD_GROUP)
             got = self._prefill_form[key] = prefill - self._token_and_head(graph, length)[0]
         return got

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -172,10 +171,6 @@ def _check_context(model, spec: Lengths) -> None:
                           f"valid: at most {limit} tokens per request")
     if model.encoder_only:
         raise ConfigError(f"{model.name} is encoder-only: it generates no tokens to serve; serve() needs a decoder")
-
-
-def mean_of(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values)
 
 
 __all__ = ["Lengths", "Workload", "make_workload"]

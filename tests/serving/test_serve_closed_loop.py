@@ -102,7 +102,7 @@ def test_simulated_clients_obey_littles_law_and_the_closed_form(llama, framework
     from llm_analysis.serving.simulation import simulate
     from llm_analysis.serving.steady_state import RequestShape, solve_closed_loop
     from llm_analysis.serving.workload import Lengths
-    engine, pool, timer = _replica(llama[()], framework, prefill_contention=0.0)
+    engine, pool, timer = _replica(llama[()], framework, prefill_contention=0.0, step_contention=0.0)
     c = 24
     sim = simulate(timer, engine, pool, Lengths(1024, 0, 256, 0), concurrency=c, num_requests=1500, seed=3,
                    api_latency_s=engine.api_latency_s, spread_s=3.0)
