@@ -19,10 +19,11 @@ chunks scheduled with them. Its operators split by what their work depends on:
   length past + q minus that at length past (causal attention: the chunk's query rows are the
   last q rows of the longer prefill's).
 
-Each piece is timed once per shape and kept (the step model of a replica is reused by every
-simulated step and every later call with the same engine): token operators per whole token
-count, sequence operators on a grid of lengths (ratio 1.05, linear between: the work is
-linear or quadratic in the length, so the error is below 0.1%). A step whose tokens fit the
+Each piece is timed once per shape and kept with the describer per cost model (every simulated
+step and every later call reuses it): token operators at token counts exact where GEMM tiles
+make them matter (every count to 64, then multiples of 8, 32, 128) and 5% apart beyond, linear
+between; sequence operators on a grid of lengths 5% apart (their work is linear or quadratic in
+the length, so linear interpolation is within 0.1%). A step whose tokens fit the
 engine's CUDA graphs is timed with the graph kernel floor, else with the eager one (calibrated
 model; the roofline has no floor). Host overheads (scheduler, sampler, detokeniser) come from
 the engine profile: a fixed time per step and one per sequence in the step.
@@ -139,6 +140,17 @@ class StepCosts:
         t = self._token_and_head(graph, a)[which]
         return t if w == 0.0 else (1 - w) * t + w * self._token_and_head(graph, b)[which]
 
+    def token_and_head_s(self, graph: bool, count: float) -> Tuple[float, float]:
+        """(token operators, LM head) when every one of `count` tokens samples (a decode-only step)."""
+        if count <= 0:
+            return 0.0, 0.0
+        a, b, w = _bracket(count, TOKEN_GRID)
+        token, head = self._token_and_head(graph, a)
+        if w == 0.0:
+            return token, head
+        token_b, head_b = self._token_and_head(graph, b)
+        return (1 - w) * token + w * token_b, (1 - w) * head + w * head_b
+
     def token_s(self, graph: bool, tokens: float) -> float:
         """Token operators of a step of `tokens` tokens (linear between TOKEN_GRID counts)."""
         return self._on_token_grid(graph, tokens, 0)
@@ -245,7 +257,11 @@ class StepTimer:
         if sampled is None:
             sampled = decoders + len(chunks)
         costs = self.costs
-        t = costs.token_s(graph, tokens) + costs.head_s(graph, sampled)
+        if sampled == tokens:  # every token samples: one lookup for both
+            token, head = costs.token_and_head_s(graph, tokens)
+            t = token + head
+        else:
+            t = costs.token_s(graph, tokens) + costs.head_s(graph, sampled)
         if decoders > 0:
             t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
         for q, past in chunks:
