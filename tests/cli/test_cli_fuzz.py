@@ -153,7 +153,7 @@ def test_cli_subprocess_sample(tmp_path):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["serve"], ["unknown command 'serve'", "infer, plan, train", "llm-analysis --help"]),
+    (["deploy"], ["unknown command 'deploy'", "infer, plan, serve, train", "llm-analysis --help"]),
     (["plan", "nosuch"], ["unknown command 'nosuch'", "infer, train", "llm-analysis plan --help"]),
     (["infer", "--model_name", "gpt2", "--layernorm_dtype_bytes", "-inf", "--layernorm_dtype_bytes", "2"],
      ["unexpected argument '-inf'", "--flag=-1", "llm-analysis infer --help"]),
