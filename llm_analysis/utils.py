@@ -44,13 +44,16 @@ def within_range(val, target, tolerance) -> bool:
     return abs(val - target) / target <= tolerance
 
 
-def load_json_object(path, what: str, error_cls=None) -> dict:
+def load_json_object(path, what: str, error_cls=None, allow_non_finite: bool = False) -> dict:
     """The JSON object stored in `path` (`what` names it in errors).
 
     Hostile or broken files end in one `error_cls` (default ConfigError) naming
     the file: unreadable, not UTF-8 (e.g. a UTF-16 export), malformed, holding
     NaN/Infinity (not JSON; every size must be a finite number), nested deeper
-    than Python's parser can follow, or not an object.
+    than Python's parser can follow, or not an object. `allow_non_finite`: read
+    NaN/Infinity as Python's json does (a transformers config.json may hold them in
+    keys that are no size, e.g. Mamba's time_step_limit); the reader of each value
+    refuses a non-finite one where it means a size.
     """
     import json
 
@@ -72,7 +75,7 @@ def load_json_object(path, what: str, error_cls=None) -> dict:
         raise ValueError(f"{token} is not a JSON number; every value must be finite")
 
     try:
-        data = json.loads(text, parse_constant=no_constants)
+        data = json.loads(text, parse_constant=None if allow_non_finite else no_constants)
     except json.JSONDecodeError as err:
         raise error_cls(f"Malformed JSON in {what} (not valid JSON): {err.msg} at line {err.lineno} "
                         f"column {err.colno}") from None

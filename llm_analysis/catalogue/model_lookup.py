@@ -49,7 +49,9 @@ def _from_json_file(name_or_path: str) -> ModelConfig:
         raise ConfigError(f"model config file {name_or_path!r} does not exist")
     import llm_analysis.hub.entry as hf_import
     from llm_analysis.utils import load_json_object
-    data = load_json_object(path, f"model config file {path}")
+    # NaN / Infinity read as transformers reads them; our own ModelConfig JSON is then
+    # read strictly by load_config_file (every size of ours must be finite)
+    data = load_json_object(path, f"model config file {path}", allow_non_finite=True)
     if isinstance(data, dict) and hf_import.looks_like_hf_config(data):
         return hf_import.model_config_from_hf_dict(data, name=path.stem)
     return load_config_file(ModelConfig, path)

@@ -208,6 +208,11 @@ def _not_cached_error(exc: Exception, what: str, endpoint: str) -> HubImportErro
 
 
 def read_json_file(path: str | os.PathLike, what: str) -> Dict[str, Any]:
-    """The JSON object in `path` (a config.json of `what`), or a HubImportError."""
+    """The JSON object in `path` (a config.json of `what`), or a HubImportError.
+
+    NaN, Infinity and -Infinity are read as Python's json and transformers read them
+    (Nemotron-H's `time_step_limit: [0.0, Infinity]`): a config is refused on what a
+    value means, never on syntax transformers accepts; a non-finite size is refused by
+    the reader of that key (`source.as_int`)."""
     from llm_analysis.utils import load_json_object
-    return load_json_object(path, f"config.json of {what}", HubImportError)
+    return load_json_object(path, f"config.json of {what}", HubImportError, allow_non_finite=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import math
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from llm_analysis.hub.errors import HubImportError, UnmappableConfig
@@ -134,6 +135,9 @@ class Src:
 
 
 def as_int(v: Any, key: str) -> int:
+    if isinstance(v, float) and not math.isfinite(v):  # config.json may spell NaN / Infinity
+        spelled = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+        raise UnmappableConfig(f"attribute {key!r} = {spelled} must be a finite integer")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
         raise UnmappableConfig(f"attribute {key!r} = {v!r} must be an integer")
     return int(v)
