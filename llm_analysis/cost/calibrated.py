@@ -208,8 +208,8 @@ class CalibratedCostModel(CostModel):
         """Whether a phase table says every kernel's shape (cost/calibrated_table.py)."""
         return kernel_plan(table) is not None
 
-    def table_split_s(self, table, figures, xs):
-        return calibrated_table_split_s(self, table, figures, xs)
+    def table_split_s(self, table, figures, x: float):
+        return calibrated_table_split_s(self, table, figures, x)
 
     def _growing_steps_split_s(self, table, i: int, first, at_first, at_last, x0: int, n: int):
         return calibrated_growing_steps_split_s(self, table, i, first, at_first, at_last, x0, n)

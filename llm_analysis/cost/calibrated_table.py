@@ -16,7 +16,7 @@ operator costs the same by either path (up to float rounding).
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -71,26 +71,22 @@ def kernel_plan(table: PhaseTable) -> Optional[KernelPlan]:
     return plan
 
 
-def calibrated_table_split_s(cm, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]) -> np.ndarray:
+def calibrated_table_split_s(cm, table: PhaseTable, figures: np.ndarray, x: float) -> np.ndarray:
     """`CostModel.table_split_s` under the calibrated model `cm`, for a table `kernel_plan`
-    accepts: `CalibratedCostModel.op_kernel_split_s` for arrays [shape, operator] (attention
-    cores, a few per table, by `op_kernel_split_s` itself)."""
+    accepts: `CalibratedCostModel.op_kernel_split_s` for arrays [operator] (attention cores, a
+    few per table, by `op_kernel_split_s` itself)."""
     plan = kernel_plan(table)
-    flops, nbytes = figures[:, FLOPS_PER_GPU], figures[:, BYTES_PER_GPU]
+    flops, nbytes = figures[FLOPS_PER_GPU], figures[BYTES_PER_GPU]
     if table.collectives_work:  # (a collective does no kernel's work: _table_splits)
         flops, nbytes = flops * ~table.is_collective, nbytes * ~table.is_collective
     # FLOP/s of each kernel: matmuls at their shape's GEMM efficiency (M = FLOPs / FLOPs per row,
     # rounded, at least 1); other kernels stream bytes only (an infinite rate: no compute time)
     rate = np.full(flops.shape, np.inf)
     if len(plan.plateau_matmuls):
-        rate[:, plan.plateau_matmuls] = cm._peak * cm._plateau
+        rate[plan.plateau_matmuls] = cm._peak * cm._plateau
     if plan.shapes:
-        rows = np.maximum(np.rint(flops[:, plan.shaped_matmuls] / plan.flops_per_row), 1.0).tolist()
-        first = [cm._peak * cm.gemm_shape(n, k)(int(m)) for m, (n, k) in zip(rows[0], plan.shapes)]
-        # (M the same at every shape, as in decode steps: its efficiency found once)
-        rate[:, plan.shaped_matmuls] = [first] + [
-            [e if m == m0 else cm._peak * cm.gemm_shape(n, k)(int(m)) for m, m0, e, (n, k) in zip(row, rows[0], first, plan.shapes)]
-            for row in rows[1:]]
+        rows = np.maximum(np.rint(flops[plan.shaped_matmuls] / plan.flops_per_row), 1.0).tolist()
+        rate[plan.shaped_matmuls] = [cm._peak * cm.gemm_shape(n, k)(int(m)) for m, (n, k) in zip(rows, plan.shapes)]
     compute_s = flops / rate
     # bytes through HBM, saturating with the size moved (`_stream_s`), matmuls at their own rate
     memory_s = (nbytes + cm._hbm_half) / np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff,
@@ -100,11 +96,10 @@ def calibrated_table_split_s(cm, table: PhaseTable, figures: np.ndarray, xs: Seq
     bound_by_compute = t * (compute_s >= memory_s)
     compute_s, memory_s = bound_by_compute, t - bound_by_compute
     if plan.attention:
-        fl, nb, kv = flops.tolist(), nbytes.tolist(), figures[:, KV_CACHE_BYTES].tolist()
-        for s, x in enumerate(xs):
-            for i, op, one_query in plan.attention:
-                compute_s[s, i], memory_s[s, i] = cm.op_kernel_split_s(op, fl[s][i], nb[s][i], kv[s][i],
-                                                                       (1,) if one_query else (x,))
+        kv = figures[KV_CACHE_BYTES]
+        for i, op, one_query in plan.attention:
+            compute_s[i], memory_s[i] = cm.op_kernel_split_s(op, float(flops[i]), float(nbytes[i]), float(kv[i]),
+                                                             (1,) if one_query else (x,))
     return cm._table_splits(table, figures, compute_s, memory_s)
 
 

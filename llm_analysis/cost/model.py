@@ -21,7 +21,7 @@ cost-model instance (`LayerDescriber.cost_memo`), so to change a parameter
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -34,14 +34,14 @@ from llm_analysis.cost.roofline import Roofline, peak_tflops_for_dtype
 
 Split = Tuple[float, float, float]  # (compute_s, memory_s, communication_s)
 BOUNDS = ("compute", "memory", "communication")
-# [compute_s, memory_s, communication_s] x [shape] x [operator] of a phase table's operators
+# [compute_s, memory_s, communication_s] x [operator] of a phase table's operators at one shape
 TableSplits = np.ndarray
 
 
 class TableSteps(NamedTuple):
-    """n decode steps of a phase table's operators: [compute_s, memory_s, communication_s][operator]
-    of one copy at the first step, at the last and summed over the steps, and [flops_per_gpu,
-    bytes_per_gpu][operator] summed over the steps."""
+    """n decode steps of a phase table's operators (`CostModel.table_steps_split_s`):
+    [compute_s, memory_s, communication_s][operator] of one copy at the first step, at the last and
+    summed over the steps, and [flops_per_gpu, bytes_per_gpu][operator] summed over the steps."""
 
     first: np.ndarray
     last: np.ndarray
@@ -173,13 +173,13 @@ class CostModel:
 
     # -------------------------------------------------------- phase tables
     # A model that times the operators of a phase table (model/phase_table.py) from the table's
-    # figures, many shapes at once, implements `table_split_s` and `table_steps_split_s`: the
-    # roofline below, the calibrated model (cost/calibrated_table.py). What it gives for one
-    # operator at one shape is what `op_split_s` gives for that operator built at that shape.
+    # figures, every operator at once, implements `table_split_s` and `_growing_steps_split_s`:
+    # the roofline below, the calibrated model (cost/calibrated_table.py). What it gives for one
+    # operator is what `op_split_s` / `steps_split_s` give for that operator built at that shape.
 
-    def table_split_s(self, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]) -> TableSplits:
-        """[compute_s, memory_s, communication_s][shape, operator] of one copy of every operator of
-        `table` at the shapes whose figures are `figures` (`PhaseTable.figure_arrays`; lengths `xs`)."""
+    def table_split_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> TableSplits:
+        """[compute_s, memory_s, communication_s][operator] of one copy of every operator of
+        `table` at the shape whose figures are `figures` (`PhaseTable.figure_array`; length x)."""
         raise NotImplementedError
 
     def table_steps_split_s(self, table: PhaseTable, batch: int, x0: int, n: int) -> TableSteps:
@@ -187,12 +187,12 @@ class CostModel:
         `op_steps_split_s` for every operator): an operator whose FLOPs and bytes do not grow with
         the context (all but the table's `growing` kernels; every collective) costs n times its
         first step; a growing kernel is summed by the model's `_growing_steps_split_s`."""
-        figures = table.figure_arrays(batch, (x0,))
-        first = self.table_split_s(table, figures, (x0,))[:, 0]
-        steps = TableSteps(first, first.copy(), first * n, figures[0, FLOPS_PER_GPU:BYTES_PER_GPU + 1] * n)
+        figures = table.figure_array(batch, x0)
+        first = self.table_split_s(table, figures, x0)
+        steps = TableSteps(first, first.copy(), first * n, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1] * n)
         if not table.growing or n == 1:
             return steps
-        at_first = figures[0, :, table.growing].T.tolist()  # [field][growing kernel]
+        at_first = figures[:, table.growing].tolist()  # [field][growing kernel]
         at_last = table.growing_figures(batch, x0 + n - 1)
         for j, i in enumerate(table.growing):
             a, z = [f[j] for f in at_first], [f[j] for f in at_last]
@@ -212,24 +212,17 @@ class CostModel:
 
     def _table_splits(self, table: PhaseTable, figures: np.ndarray, compute_s: np.ndarray,
                       memory_s: np.ndarray) -> TableSplits:
-        """The kernels' (compute_s, memory_s)[shape, operator] beside the collectives' times: a
-        collective takes its collective's time only (a table holds no overlapped collective:
-        phase_table checks it), each distinct collective timed once."""
-        splits = np.empty((3,) + compute_s.shape)
-        splits[0], splits[1] = compute_s, memory_s
+        """The kernels' compute_s and memory_s [operator] beside the collectives' times: a collective
+        takes its collective's time only (a table holds no overlapped collective: phase_table
+        checks it), each distinct collective timed once."""
         if not table.collectives:
-            splits[2] = 0.0
-            return splits
+            return np.array((compute_s, memory_s, np.zeros_like(compute_s)))
         if table.collectives_work:
-            splits[:2, :, table.is_collective] = 0.0
-        times = []  # [distinct][shape]
-        for (_, op), sizes in zip(table.collectives, figures[:, COMM_BYTES, table.collective_firsts].T.tolist()):
-            first = self.collective_s(op.collective, sizes[0], op.comm_group_size, op.comm_group)
-            # (a message the same at every shape, as in decode steps: timed once)
-            times.append([first if size == sizes[0] else
-                          self.collective_s(op.collective, size, op.comm_group_size, op.comm_group) for size in sizes])
-        np.matmul(np.transpose(times), table.collective_spread, out=splits[2])
-        return splits
+            compute_s[table.is_collective] = memory_s[table.is_collective] = 0.0
+        sizes = figures[COMM_BYTES, table.collective_firsts].tolist()
+        comm_s = np.dot([self.collective_s(op.collective, size, op.comm_group_size, op.comm_group)
+                         for size, (_, op) in zip(sizes, table.collectives)], table.collective_spread)
+        return np.array((compute_s, memory_s, comm_s))
 
 
 class RooflineCostModel(CostModel):
@@ -287,12 +280,12 @@ class RooflineCostModel(CostModel):
     def memory_pass_s(self, bytes_moved: float) -> float:
         return bytes_moved / self.roofline.hbm_bytes_per_s
 
-    def table_split_s(self, table: PhaseTable, figures: np.ndarray, xs: Sequence[float]) -> TableSplits:
+    def table_split_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> TableSplits:
         # (FLOPs, bytes) / (FLOP/s, bytes/s): each kernel's time is the larger, filed whole under
         # what bounds it (`kernel_split_s`)
-        c_m = figures[:, FLOPS_PER_GPU:BYTES_PER_GPU + 1] / self._table_rates
-        t = c_m.max(axis=1)
-        compute_s = t * (c_m[:, 0] >= c_m[:, 1])
+        c_m = figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1] / self._table_rates
+        t = c_m.max(axis=0)
+        compute_s = t * (c_m[0] >= c_m[1])
         return self._table_splits(table, figures, compute_s, t - compute_s)
 
     def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],

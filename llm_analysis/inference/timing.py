@@ -43,10 +43,10 @@ def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, f
     """`prefill_time` computed, not kept: the breakdown is the caller's (who keeps it)."""
     table = timed_table(analysis.cost_model, d, "prefill", x=seq_len)
     if table is not None:  # every operator from the table's figures
-        figures = table.figure_arrays(batch, (seq_len,))
-        splits = analysis.cost_model.table_split_s(table, figures, (seq_len,))
-        acc = table_groups(table, splits[:, 0], figures[0, FLOPS_PER_GPU:BYTES_PER_GPU + 1])
-        flops = float(table.repeat_array @ figures[0, FLOPS])
+        figures = table.figure_array(batch, seq_len)
+        splits = analysis.cost_model.table_split_s(table, figures, seq_len)
+        acc = table_groups(table, splits, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])
+        flops = float(table.repeat_array @ figures[FLOPS])
     else:
         ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
         acc = GroupTimes().add_ops(analysis.cost_model, ops)

@@ -146,14 +146,13 @@ class PhaseTable:
         bx = b * x
         return 1.0, x, x * x, b, bx, bx * x
 
-    def figure_arrays(self, batch: int, xs: Sequence[float]) -> np.ndarray:
-        """Every figure of every operator at (batch, x) for each x of `xs`: array[x index, field, op]."""
-        terms = np.array([self._terms(batch, x) for x in xs])
-        return (terms @ self._by_term).reshape(len(xs), len(FIELDS), len(self.ops))
+    def figure_array(self, batch: int, x: float) -> np.ndarray:
+        """Every figure of every operator at (batch, x): array[field, operator], fields as FIELDS."""
+        return np.dot(self._terms(batch, x), self._by_term).reshape(len(FIELDS), len(self.ops))
 
     def figures(self, batch: int, x: float) -> List[List[float]]:
-        """Every figure of every operator at (batch, x): figures[field][op], fields as FIELDS."""
-        return np.dot(self._terms(batch, x), self._by_term).reshape(len(FIELDS), len(self.ops)).tolist()
+        """`figure_array` as lists: figures[field][operator]."""
+        return self.figure_array(batch, x).tolist()
 
     def growing_figures(self, batch: int, x: float) -> List[List[float]]:
         """Every figure of the `growing` kernels at (batch, x): [field][growing kernel]."""

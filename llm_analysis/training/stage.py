@@ -167,11 +167,11 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
             if op.kind != "collective":
                 _add_weights(st, analysis, op, n, is_layer, None, False)
         weights = table.memo[("stage_weights", s)] = st
-    figures = table.figure_arrays(ph.batch, (ph.q_len,))
-    times = analysis.cost_model.table_split_s(table, figures, (ph.q_len,))[:, 0].sum(axis=0)
+    figures = table.figure_array(ph.batch, ph.q_len)
+    times = analysis.cost_model.table_split_s(table, figures, ph.q_len).sum(axis=0)
     roles = _stage_roles(table, rc)
     fwd, rc_compute, rc_comm, tp, ep, cp = (roles @ times).tolist()
-    flops_fwd, flops_rc = (roles[:2] @ figures[0, FLOPS]).tolist()
+    flops_fwd, flops_rc = (roles[:2] @ figures[FLOPS]).tolist()
     # (backward: 2x the forward, input and weight gradients, as `add_compute` without LoRA)
     return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=2.0 * fwd, rc_compute=rc_compute,
                                rc_comm=rc_comm, tp_fwd=tp, ep_fwd=ep, cp_fwd=cp, flops_fwd=flops_fwd,
