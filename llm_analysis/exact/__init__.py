@@ -14,7 +14,9 @@ or transformers at import time; only a verification that is not cached does.
 
 derives the operator description of any model transformers can build from its
 module tree (derive.py), verifies it exactly (derive_check.py), caches it, and
-returns an LLMAnalysis that runs torch-free from the cached description.
+returns an LLMAnalysis that runs torch-free from the cached description. Families
+whose modules the generic reading cannot describe have one module each in
+architectures/, registered by transformers class name.
 """
 
 from llm_analysis.exact.entry import analysis_from_hf, exact_analysis_class

@@ -9,7 +9,10 @@ the cache's JSON as they were.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,21 @@ from llm_analysis.exact.architectures.recurrent_state import (CausalConvOutputs,
 from llm_analysis.exact.architectures.xlstm import MlstmCell
 from llm_analysis.exact.architectures.zamba import Mamba2Scan, MambaScan
 from llm_analysis.exact.architectures.zaya import SequenceStartRows
+
+
+def test_the_families_import_without_torch():
+    # a cached description is read and analysed torch-free: every family module imports
+    # torch (and transformers) only inside the functions that read live modules
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys, pkgutil, importlib\n"
+            "import llm_analysis.exact.architectures as families, llm_analysis.exact.tree_describer\n"
+            "for m in pkgutil.iter_modules(families.__path__):\n"
+            "    importlib.import_module(f'llm_analysis.exact.architectures.{m.name}')\n"
+            "print(sorted(n for n in ('torch', 'transformers') if n in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
+                         env=dict(os.environ, PYTHONPATH=str(root)))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_every_registered_class_is_defined_in_transformers():
