@@ -17,6 +17,7 @@ from llm_analysis.hub.errors import EXACT_HINT, HubImportError, UnmappableConfig
 from llm_analysis.hub.families.table import FAMILIES
 from llm_analysis.hub.generic import map_generic
 from llm_analysis.hub.guards import check_unread_shape_keys
+from llm_analysis.hub.model_class import loaded_class_name, loaded_class_takes_wrapper, non_text_parts, towers_refusal
 from llm_analysis.hub.source import Fields, Src, logger, transformers_config
 from llm_analysis.hub.spec import read_family
 from llm_analysis.schema.loading import build_config
@@ -27,7 +28,9 @@ __all__ = ["map_hf_config", "map_generic"]
 def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
                     ) -> Tuple[Any, Dict[str, Any], Optional[str]]:
     """(config object, raw dict, model_type) of the part to map: the config itself, or the
-    language model (`text_config`) of a multimodal wrapper (Gemma 3, LLaVA-style)."""
+    language model (`text_config`) of a multimodal wrapper whose loaded class reads the
+    language model alone (hub/model_class.py); a wrapper whose class also holds a vision
+    tower, audio encoder or image tokenizer is refused."""
     model_type = d.get("model_type")
     mt = getattr(obj, "model_type", None) or model_type
     text_cfg = getattr(obj, "text_config", None) if obj is not None else None
@@ -35,6 +38,10 @@ def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
         text_cfg = d["text_config"]
     if text_cfg is None or mt in FAMILIES:
         return obj, d, mt
+    parts = non_text_parts(d, obj)
+    loaded = loaded_class_name(d)
+    if parts and loaded_class_takes_wrapper(loaded, obj):
+        raise towers_refusal(what, model_type, parts, loaded)
     if isinstance(text_cfg, dict):
         raw = dict(text_cfg)
         sub_obj = transformers_config(raw, name=name, revision=None, trust_remote_code=False,

@@ -245,11 +245,16 @@ def test_language_adapters_by_hand():
 
 def test_multimodal_wrapper_of_a_headless_encoder():
     """ModernVBERT's text model is a ModernBERT encoder without an LM head: the wrapper's
-    tie_word_embeddings (which governs its own head) cannot change the encoder's count."""
+    tie_word_embeddings (which governs its own head) cannot change the encoder's count.
+    The encoder is counted alone when `architectures` names the text-only class; the
+    wrapper's own classes hold a vision tower, which is refused by name."""
     text = dict(CASES["modernbert"], tie_word_embeddings=True)
-    wrapped = _import(dict(model_type="modernvbert", tie_word_embeddings=False, text_config=text))
+    wrapper = dict(model_type="modernvbert", tie_word_embeddings=False, text_config=text)
+    wrapped = _import(dict(wrapper, architectures=["ModernBertModel"]))
     assert (LLMAnalysis(wrapped, GPU).get_num_params_total()
             == _real_params(_real_model(CASES["modernbert"])))
+    with pytest.raises(UnsupportedArchitectureError, match="vision tower"):
+        _import(wrapper)
 
 
 def test_disentangled_attention_by_hand():

@@ -35,6 +35,11 @@ REFUSED_FAMILIES: Dict[str, Family] = {
     "blt": Family({}, checks=(_has(
         "byte-level local encoder/decoder stacks with cross-attention to patches, hash "
         "n-gram embeddings and an entropy patcher model"),)),
+    # FuyuForCausalLM takes the wrapper config: a linear projection of image patches
+    # (vision_embed_tokens, patch_size^2 x num_channels -> hidden) beside its Persimmon decoder
+    "fuyu": Family({}, checks=(_has(
+        "a linear patch embedding of image patches (vision_embed_tokens) inside the causal-LM class "
+        "(vision tower not modelled)"),)),
     "phi4_multimodal": Family({}, checks=(_has(
         "vision and audio encoders inside the causal-LM class (embed_tokens_extend)"),)),
     "mllama_text_model": Family({}, checks=(_has(

@@ -1,0 +1,104 @@
+"""Which transformers class a user loads for a config, and what it holds beyond a
+language model.
+
+The count must be that of the model a user puts on the GPU: the class the config's
+`architectures` names (what `from_pretrained` of the checkpoint builds), else the one
+transformers' Auto classes pick for generation (`AutoModelForCausalLM`, then
+`AutoModelForImageTextToText`, then `AutoModelForMaskedLM`, then `AutoModel`).
+
+A multimodal wrapper (`text_config` plus `vision_config` / `audio_config` / `vq_config`)
+is counted by its language model only when that class is a text-only class (its
+`config_class` is not the wrapper's config class: e.g. `Qwen3_5ForCausalLM`, which reads
+`text_config` alone). A class that takes the whole wrapper config (Qwen3-VL's and Gemma 3's
+`*ForConditionalGeneration`, Fuyu's `FuyuForCausalLM` with its patch projection) holds parts
+beyond the language model that ModelConfig does not describe, so the config is refused
+(`towers_refusal`) rather than counted without them (Fuyu, whose parts beside the decoder
+have no sub-config, is refused by its row in families/refused.py).
+
+`transformers` is imported only when a wrapper is met (start-up time).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from llm_analysis.hub.errors import UnsupportedArchitecture, not_modelled
+
+__all__ = ["NON_TEXT_PARTS", "non_text_parts", "loaded_class_name", "loaded_class_takes_wrapper",
+           "towers_refusal"]
+
+#: sub-config keys of the parts a multimodal wrapper holds beside its language model,
+#: with how messages name them
+NON_TEXT_PARTS = {
+    "vision_config": "vision tower and its projector",
+    "audio_config": "audio encoder and its projector",
+    "vq_config": "VQ image tokenizer",
+}
+
+# the Auto mappings a user's generation (or, for encoders, masked-LM) code goes through, in
+# the order a config without `architectures` is resolved
+_AUTO_MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+                  "MODEL_FOR_MASKED_LM_MAPPING_NAMES", "MODEL_MAPPING_NAMES")
+
+
+def non_text_parts(d: Dict[str, Any], obj: Any) -> List[str]:
+    """The keys of NON_TEXT_PARTS the config sets (in the raw dict, or filled in by the
+    transformers config class)."""
+    found = []
+    for key in NON_TEXT_PARTS:
+        raw = d.get(key)
+        filled = getattr(obj, key, None) if obj is not None else None
+        if raw or filled is not None:
+            found.append(key)
+    return found
+
+
+def loaded_class_name(d: Dict[str, Any]) -> Optional[str]:
+    """The class a user loads: the first of `architectures`, else the Auto mapping's
+    choice for the config's model_type; None when neither names one."""
+    arch = d.get("architectures")
+    if isinstance(arch, (list, tuple)) and arch and isinstance(arch[0], str):
+        return arch[0]
+    model_type = d.get("model_type")
+    if not isinstance(model_type, str):
+        return None
+    try:
+        from transformers.models.auto import modeling_auto
+    except Exception:  # transformers absent: no Auto mapping to consult
+        return None
+    for mapping in _AUTO_MAPPINGS:
+        name = getattr(modeling_auto, mapping, {}).get(model_type)
+        if isinstance(name, str):
+            return name
+    return None
+
+
+def loaded_class_takes_wrapper(class_name: Optional[str], wrapper_obj: Any) -> bool:
+    """True unless transformers' class `class_name` is known to read the language model's
+    config alone (its `config_class` differs from the wrapper's). An unknown class
+    (remote code, transformers absent) counts as taking the wrapper: what it holds
+    cannot be shown to be the language model alone."""
+    if class_name is None or wrapper_obj is None:
+        return True
+    try:
+        import transformers
+        cls = getattr(transformers, class_name, None)
+        config_class = getattr(cls, "config_class", None)
+    except Exception:
+        return True
+    if not isinstance(config_class, type):
+        return True
+    return isinstance(wrapper_obj, config_class)
+
+
+def towers_refusal(what: str, model_type: Any, parts: List[str], class_name: Optional[str]
+                   ) -> UnsupportedArchitecture:
+    """The one-line refusal of a multimodal model whose loaded class holds parts beyond its
+    language model (`parts`: keys of NON_TEXT_PARTS)."""
+    named = " and ".join(f"{NON_TEXT_PARTS[k]} ({k})" for k in parts)
+    return not_modelled(
+        f"{what}: {class_name or 'the class it is loaded with'} (model_type {model_type!r}) holds a {named} "
+        "beside its language model, which ModelConfig does not describe (vision tower not modelled: it "
+        "needs its own operator kind), so the language model alone would be counted without their "
+        "weights and work. To count the language model alone where transformers has a text-only class "
+        "that reads text_config (e.g. Gemma3ForCausalLM, Qwen3_5ForCausalLM), name it in architectures")
