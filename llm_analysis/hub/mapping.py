@@ -17,9 +17,10 @@ from llm_analysis.hub.errors import EXACT_HINT, HubImportError, UnmappableConfig
 from llm_analysis.hub.families.table import FAMILIES
 from llm_analysis.hub.generic import map_generic
 from llm_analysis.hub.guards import check_unread_shape_keys
-from llm_analysis.hub.model_class import loaded_class_name, loaded_class_takes_wrapper, non_text_parts, towers_refusal
+from llm_analysis.hub.model_class import (loaded_class_name, loaded_class_takes_wrapper, masked_lm_refusal,
+                                         named_masked_lm_class, non_text_parts, towers_refusal)
 from llm_analysis.hub.source import Fields, Src, logger, transformers_config
-from llm_analysis.hub.spec import read_family
+from llm_analysis.hub.spec import read_family, read_masked_lm_head
 from llm_analysis.schema.loading import build_config
 from llm_analysis.schema.model import ModelConfig
 
@@ -59,7 +60,9 @@ def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
     return sub_obj, raw, mt
 
 
-def _read_fields(src: Src, mt: Any, model_type: Any, what: str) -> Fields:
+def _read_fields(src: Src, mt: Any, model_type: Any, what: str, raw_top: Dict[str, Any]) -> Fields:
+    """The fields of the family row of `mt` (or the generic mapping); `raw_top`: the config as
+    given (its `architectures` names the class counted)."""
     family = FAMILIES.get(mt) if isinstance(mt, str) else None
     try:
         fields = read_family(family, src, what) if family else map_generic(src, what)
@@ -70,6 +73,11 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str) -> Fields:
     except (TypeError, ValueError, KeyError, IndexError) as exc:  # malformed attribute values
         raise UnmappableConfig(f"Cannot map the config of {what} (model_type {model_type!r}): "
                                f"{type(exc).__name__}: {exc}") from None
+    masked_lm = named_masked_lm_class(raw_top, mt) if family and fields.get("encoder_only") else None
+    if masked_lm is not None:
+        if family.masked_lm_head is None:
+            raise masked_lm_refusal(what, model_type, masked_lm)
+        read_masked_lm_head(family, src, fields, what)
     if src.missing:
         missing = sorted(set(src.missing))
         raise UnmappableConfig(
@@ -101,7 +109,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     obj, raw, mt = _language_model(d, obj, name=name, what=what)
     src = Src(obj, raw)
     try:
-        fields = _read_fields(src, mt, model_type, what)
+        fields = _read_fields(src, mt, model_type, what, d)
     except HubImportError as exc:
         hint = None if trust_remote_code or obj is not None else _remote_code_hint(d, name)
         if hint is None:

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 from llm_analysis.hub.errors import UnsupportedArchitecture, not_modelled
 
 __all__ = ["NON_TEXT_PARTS", "non_text_parts", "loaded_class_name", "loaded_class_takes_wrapper",
-           "towers_refusal"]
+           "towers_refusal", "named_masked_lm_class", "masked_lm_refusal"]
 
 #: sub-config keys of the parts a multimodal wrapper holds beside its language model,
 #: with how messages name them
@@ -102,3 +102,27 @@ def towers_refusal(what: str, model_type: Any, parts: List[str], class_name: Opt
         "needs its own operator kind), so the language model alone would be counted without their "
         "weights and work. To count the language model alone where transformers has a text-only class "
         "that reads text_config (e.g. Gemma3ForCausalLM, Qwen3_5ForCausalLM), name it in architectures")
+
+
+def named_masked_lm_class(d: Dict[str, Any], model_type: Any) -> Optional[str]:
+    """The masked-LM class of `model_type` when the config's `architectures` names it (what
+    `from_pretrained` of such a checkpoint builds: encoder plus MLM head), else None (the bare
+    encoder, as embedding and feature-extraction code loads it)."""
+    arch = d.get("architectures")
+    if not (isinstance(arch, (list, tuple)) and arch and isinstance(model_type, str)):
+        return None
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    except Exception:  # transformers absent: no mapping to tell the class
+        return None
+    masked = MODEL_FOR_MASKED_LM_MAPPING_NAMES.get(model_type)
+    return masked if masked is not None and arch[0] == masked else None
+
+
+def masked_lm_refusal(what: str, model_type: Any, class_name: str) -> UnsupportedArchitecture:
+    """The refusal of a masked-LM class whose head the family row does not describe."""
+    return not_modelled(
+        f"{what}: architectures names {class_name} (model_type {model_type!r}), whose masked-LM head "
+        "(its own projections, norms or output embedding) ModelConfig does not describe for this family "
+        "(masked-LM head not modelled). To count the bare encoder, remove architectures or name the "
+        "encoder's base class there")

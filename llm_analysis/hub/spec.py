@@ -30,7 +30,7 @@ from llm_analysis.hub.errors import UnmappableConfig, not_modelled
 from llm_analysis.hub.source import Fields, Src, activation, attention_layout, moe_layout
 
 __all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Total", "Quotient", "Window", "Refuse", "NotModelled",
-           "MoeRule", "Family", "read_family"]
+           "MoeRule", "Family", "read_family", "read_masked_lm_head"]
 
 Step = Callable[[Src, Fields, str], None]
 
@@ -284,11 +284,15 @@ class Family:
     """One row of the family table: fields in reading order, checks run before, steps after.
     `ignores`: shape keys that hub/guards.py refuses in general but this family's transformers
     code never reads (e.g. LUKE ignores add_cross_attention), so a config setting them is
-    counted as the code runs it."""
+    counted as the code runs it.
+    `masked_lm_head`: for an encoder, the fields that describe its `*ForMaskedLM` class when
+    the config's `architectures` names that class (the head, and no pooler where the class
+    drops it); None: that class is refused (hub/model_class.py, `masked_lm_refusal`)."""
     fields: Mapping[Any, Any]
     checks: Tuple[Step, ...] = ()
     steps: Tuple[Step, ...] = ()
     ignores: Tuple[str, ...] = ()
+    masked_lm_head: Optional[Mapping[str, Any]] = None
 
 
 def read_family(family: Family, src: Src, what: str) -> Fields:
@@ -305,3 +309,9 @@ def read_family(family: Family, src: Src, what: str) -> Fields:
     for step in family.steps:
         step(src, f, what)
     return f
+
+
+def read_masked_lm_head(family: Family, src: Src, f: Fields, what: str) -> None:
+    """Add the family's masked-LM head fields (its `masked_lm_head` row) to `f`."""
+    for key, spec in (family.masked_lm_head or {}).items():
+        f[key] = _value(spec, src, f, what)

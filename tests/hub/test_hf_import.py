@@ -63,6 +63,16 @@ def language_model_config(raw: Dict[str, Any]) -> Dict[str, Any]:
     return dict(raw, architectures=[MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[text_type]])
 
 
+def bare_encoder_config(raw: Dict[str, Any]) -> Dict[str, Any]:
+    """`raw` naming its bare encoder class instead of its *ForMaskedLM class: the catalogue's
+    BERT entries describe BertModel (with its pooler), not the masked LM the config names."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+    mt, arch = raw.get("model_type"), raw.get("architectures") or [None]
+    if mt in MODEL_FOR_MASKED_LM_MAPPING_NAMES and arch[0] == MODEL_FOR_MASKED_LM_MAPPING_NAMES[mt]:
+        return dict(raw, architectures=[MODEL_MAPPING_NAMES[mt]])
+    return raw
+
+
 def counted_fixture(hub_id: str) -> Dict[str, Any]:
     return language_model_config(fixture(hub_id))
 
@@ -111,9 +121,13 @@ EXPECTED: Dict[str, Dict[str, Any]] = {
                                   vocab_size=250880, position_embedding_type="alibi",
                                   embedding_norm=True, qkv_bias=True, attn_out_bias=True,
                                   mlp_bias=True, norm_type="layernorm", tie_word_embeddings=True),
+    # its config names BertForMaskedLM: BertModel without the pooler, plus the MLM head
+    # (dense + LayerNorm transform, the tied output projection and its bias)
     "google-bert/bert-base-uncased": dict(num_layers=12, n_head=12, hidden_dim=768,
                                           ffn_embed_dim=3072, vocab_size=30522,
-                                          encoder_only=True, pooler=True, lm_head=False,
+                                          encoder_only=True, pooler=False, lm_head=True,
+                                          lm_head_bias=True, lm_head_transform="dense_bias",
+                                          tie_word_embeddings=True,
                                           final_norm=False, embedding_norm=True,
                                           type_vocab_size=2, num_position_embeddings=512,
                                           position_embedding_type="learned", qkv_bias=True,
@@ -244,16 +258,19 @@ def count_params(c: ModelConfig) -> int:
     return LLMAnalysis(c, get_gpu_config_by_name("a100-sxm-80gb")).get_num_params_total()
 
 
-def _meta_model_params(raw: Dict[str, Any], encoder_only: bool) -> int:
+def _meta_model_params(raw: Dict[str, Any], encoder_only: bool, masked_lm: bool = False) -> int:
+    """The transformers model's parameters: the causal LM, the bare encoder, or (an encoder
+    whose config names its *ForMaskedLM class) the masked LM."""
     torch = pytest.importorskip("torch")
-    from transformers import AutoModel, AutoModelForCausalLM
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     cfg = CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(raw))
     if getattr(cfg, "text_config", None) is not None:
         cfg = cfg.text_config  # multimodal: the language model
+    auto = (AutoModelForMaskedLM if masked_lm else AutoModel) if encoder_only else AutoModelForCausalLM
     with torch.device("meta"):
-        model = (AutoModel if encoder_only else AutoModelForCausalLM).from_config(cfg)
+        model = auto.from_config(cfg)
     return sum(p.numel() for p in model.parameters())  # shared (tied) tensors counted once
 
 
@@ -269,7 +286,7 @@ def test_param_count_matches_transformers_model(path):
     if raw.get("model_type") not in CONFIG_MAPPING:
         pytest.skip(f"transformers has no model_type {raw.get('model_type')!r}")
     cfg = hf_import.model_config_from_hf_dict(language_model_config(raw), name=path.stem)
-    real = _meta_model_params(raw, cfg.encoder_only)
+    real = _meta_model_params(raw, cfg.encoder_only, masked_lm=cfg.encoder_only and cfg.lm_head)
     assert count_params(cfg) == real, (
         f"{path.stem}: parameters from the mapped ModelConfig {count_params(cfg):,} != "
         f"transformers model {real:,} (diff {count_params(cfg) - real:+,})")
@@ -331,8 +348,8 @@ def _shape(cfg: ModelConfig) -> Dict[str, Any]:
 @pytest.mark.parametrize("path,stem", _catalogue_pairs(),
                          ids=lambda v: f"{v.parent.name}/{v.stem}" if isinstance(v, Path) else v)
 def test_mapping_agrees_with_catalogue(path, stem):
-    mapped = _shape(hf_import.model_config_from_hf_dict(language_model_config(json.loads(path.read_text())),
-                                                        name=stem))
+    raw = bare_encoder_config(language_model_config(json.loads(path.read_text())))
+    mapped = _shape(hf_import.model_config_from_hf_dict(raw, name=stem))
     shipped = _shape(model_configs[stem])
     diffs = {k: {"hf_import": mapped.get(k), "catalogue": shipped.get(k)}
              for k in sorted(set(mapped) | set(shipped)) if mapped.get(k) != shipped.get(k)}

@@ -11,13 +11,14 @@ attention, ...) is refused by a check naming it.
 
 from __future__ import annotations
 
-from typing import Dict
+from dataclasses import replace
+from typing import Any, Dict
 
 from llm_analysis.hub.errors import UnmappableConfig, not_modelled
 from llm_analysis.hub.families.bases import (BERT, BIASES, LAYERNORM, LLAMA, MODERNBERT, NO_BIASES,
                                              RefuseFeature)
 from llm_analysis.hub.source import Fields, Src
-from llm_analysis.hub.spec import Act, Family, Flag, Opt, Refuse, Req, Same, Total, When
+from llm_analysis.hub.spec import Act, Family, Flag, Opt, Reader, Refuse, Req, Same, Total, When
 
 __all__ = ["ENCODER_FAMILIES"]
 
@@ -332,3 +333,64 @@ ENCODER_FAMILIES: Dict[str, Family] = {
     # position_embedding_type nor add_cross_attention (always absolute, never cross)
     "luke": Family(BERT, steps=(_luke_entities,), ignores=("add_cross_attention",)),
 }
+
+
+# The head of each family's *ForMaskedLM class, counted when the config's `architectures`
+# names that class (hub/model_class.py); checked against transformers on the meta device in
+# tests/hub/test_masked_lm_heads.py. BertForMaskedLM builds BertModel without its pooler
+# and BertLMPredictionHead: a hidden x hidden dense with bias, the activation, a LayerNorm,
+# then the output projection (tied to the word embeddings unless tie_word_embeddings is
+# false) with its own vocab-sized bias. RoBERTa's, DistilBERT's, DeBERTa's, MPNet's, TAPAS's,
+# ESM-C's and the rotary BERTs' heads have that shape.
+class _XlmPlainSoftmax(Reader):
+    """XLMPredLayer's transform ("none"); with asm=True it is an adaptive softmax
+    (AdaptiveLogSoftmaxWithLoss: clusters of other widths), which is refused."""
+
+    def read(self, src, f, what):
+        if bool(src.get("asm", default=False)):
+            raise not_modelled(f"{what}: asm=True (an adaptive-softmax output layer) in the LM head "
+                               "is not modelled")
+        return "none"
+
+
+class _OneOutputBias(Reader):
+    """True (the head's vocab-sized bias) when the BERT-style head is tied: the decoder's bias
+    is then tied to the head's `bias` parameter (BertForMaskedLM._tied_weights_keys). Untied,
+    both stay separate parameters (two vocab-sized biases, one unused), which ModelConfig
+    cannot describe: refused."""
+
+    def read(self, src, f, what):
+        if not bool(src.get("tie_word_embeddings", default=True)):
+            raise not_modelled(f"{what}: tie_word_embeddings=False in a BERT-style masked-LM head leaves "
+                               "two vocab-sized output biases (the decoder's and the head's own), which "
+                               "is not modelled")
+        return True
+
+
+_TIED = Flag("tie_word_embeddings", default=True)
+_PLAIN_MLM_HEAD = {"pooler": False, "lm_head": True, "lm_head_bias": True, "lm_head_transform": "dense_bias"}
+_BERT_MLM_HEAD = {**_PLAIN_MLM_HEAD, "lm_head_bias": _OneOutputBias()}
+_MASKED_LM_HEADS: Dict[str, Dict[str, Any]] = {
+    **{t: _BERT_MLM_HEAD for t in (
+        "bert", "roberta", "xlm-roberta", "camembert", "data2vec-text", "ibert", "megatron-bert",
+        "xlm-roberta-xl", "roberta-prelayernorm", "ernie", "tapas", "yoso", "jina_embeddings_v3",
+        "nomic_bert", "deberta-v2", "deberta", "roc_bert", "xmod", "mpnet")},
+    # DistilBERT's vocab_projector, GTE's and ESM-C's decoders hold the only output bias
+    **{t: _PLAIN_MLM_HEAD for t in ("distilbert", "gte", "esmc")},
+    # LayoutLMForMaskedLM keeps LayoutLMModel's pooler
+    "layoutlm": {**_BERT_MLM_HEAD, "pooler": True},
+    # XLMWithLMHeadModel / FlaubertWithLMHeadModel: XLMPredLayer, the output projection with a
+    # bias and no transform (its adaptive softmax, asm=True, is refused)
+    "xlm": {"lm_head": True, "lm_head_bias": True, "lm_head_transform": _XlmPlainSoftmax(), "tie_word_embeddings": _TIED},
+    "flaubert": {"lm_head": True, "lm_head_bias": True, "lm_head_transform": _XlmPlainSoftmax(),
+                 "tie_word_embeddings": _TIED},
+    # ModernBertPredictionHead: dense (bias: classifier_bias), activation, norm (the model's
+    # norm_bias); the decoder's bias is decoder_bias
+    "modernbert": {"lm_head": True, "lm_head_bias": Flag("decoder_bias", default=True), "tie_word_embeddings": _TIED,
+                   "lm_head_transform": When(Flag("classifier_bias", default=False), "dense_bias", "dense")},
+}
+# No head row, so their masked-LM class is refused by name: ALBERT's and ELECTRA's heads
+# project to embedding_size, RemBERT's to output_embedding_size (a decoupled output
+# embedding), RoFormer's to embedding_size; LUKE adds entity predictions; BigBird and
+# Ultrabert heads are unchecked.
+ENCODER_FAMILIES = {t: replace(row, masked_lm_head=_MASKED_LM_HEADS.get(t)) for t, row in ENCODER_FAMILIES.items()}
