@@ -21,7 +21,8 @@ and revision; tracebacks from inside `huggingface_hub`/`transformers` are not ch
 
 Layout (in `hub/`): `errors` (error classes) <- `download` (fetch) and `source`
 (reading a config) <- `spec` (table vocabulary) <- `hooks` <- `families/` (the table:
-rows by kind, merged in `families/table.py`) <- `mapping` (driver) <- this module.
+rows by kind, merged in `families/table.py`) and `model_class` (which transformers class a
+config is counted as: multimodal wrappers, masked-LM heads) <- `mapping` (driver) <- this module.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Map a Hugging Face config (dict, plus the transformers config object when the
 library can build it) to a ModelConfig: unwrap multimodal configs to their language
-model, pick the family row of `hub/families/table.py` by `model_type` (or the generic
-mapping), read the fields, and validate them.
+model where the class a user loads reads it alone (else refuse: hub/model_class.py), pick
+the family row of `hub/families/table.py` by `model_type` (or the generic mapping), read
+the fields (with the masked-LM head when `architectures` names that class), and validate them.
 
 Anything the ModelConfig fields cannot describe exactly raises `UnmappableConfig`
 rather than being approximated silently; malformed attribute values too.
