@@ -91,7 +91,10 @@ def test_summary(outcomes, capsys):
     assert sum(c.values()) == len(DOC["types"])
     # the coverage the README states (issue 14): a change that turns exact types into
     # refusals, or lets any type through wrong or crashing, fails here
-    assert c.get("exact", 0) >= 165, c
+    # 165 exact until issue 29: the six types whose generation class is multimodal (Gemma 3 and 3n,
+    # GOT-OCR2, ModernVBERT, UltraVBERT, Fuyu) are now refused instead of counted without their vision
+    # tower (the truth counts their text-only class): 159 exact with transformers 5.23.0
+    assert c.get("exact", 0) >= 159, c
     buildable = len(DOC["types"]) - c.get("no truth", 0)
-    assert c["exact"] >= 0.8 * buildable, c  # issue 14: >= 80% exact without the [exact] extra
+    assert c["exact"] >= 0.77 * buildable, c  # issue 14 asked >= 80% before the multimodal refusals
     assert c.get("silently wrong", 0) == c.get("crashed", 0) == 0, c
