@@ -47,7 +47,7 @@ from typing import Dict, Optional, Tuple
 from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
-from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_split_s, kernel_plan
+from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
 from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
@@ -208,8 +208,8 @@ class CalibratedCostModel(CostModel):
         """Whether a phase table says every kernel's shape (cost/calibrated_table.py)."""
         return kernel_plan(table) is not None
 
-    def table_split_s(self, table, figures, x: float):
-        return calibrated_table_split_s(self, table, figures, x)
+    def table_kernels_s(self, table, figures, x: float):
+        return calibrated_table_kernels_s(self, table, figures, x)
 
     def _growing_steps_split_s(self, table, i: int, first, at_first, at_last, x0: int, n: int):
         return calibrated_growing_steps_split_s(self, table, i, first, at_first, at_last, x0, n)

@@ -71,36 +71,54 @@ def kernel_plan(table: PhaseTable) -> Optional[KernelPlan]:
     return plan
 
 
-def calibrated_table_split_s(cm, table: PhaseTable, figures: np.ndarray, x: float) -> np.ndarray:
-    """`CostModel.table_split_s` under the calibrated model `cm`, for a table `kernel_plan`
+class TableRates(NamedTuple):
+    """What one calibrated model reads off one table's kernel plan, once (`_table_rates`)."""
+
+    cm: object  # the model (kept, and compared by identity: an entry is its own model's)
+    gemms: List[Tuple[object, float]]  # (GemmShape of (N, K), FLOPs per row of M) of each shaped matmul
+    base_rate: np.ndarray  # FLOP/s of each kernel but the shaped matmuls: the GEMM plateau or, for
+    # kernels that stream bytes only, infinite (no compute time)
+    stream_rate: np.ndarray  # HBM bytes/s of each kernel (matmuls at their own streaming efficiency)
+
+
+def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
+    key = ("calibrated_rates", id(cm))
+    rates = table.memo.get(key)
+    if rates is None or rates.cm is not cm:
+        base = np.full(len(table.ops), np.inf)
+        base[plan.plateau_matmuls] = cm._peak * cm._plateau
+        rates = table.memo[key] = TableRates(
+            cm, [(cm.gemm_shape(n, k), per_row) for (n, k), per_row in zip(plan.shapes, plan.flops_per_row.tolist())],
+            base, np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff, cm._hbm * cm._hbm_eff))
+    return rates
+
+
+def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: float) -> np.ndarray:
+    """`CostModel.table_kernels_s` under the calibrated model `cm`, for a table `kernel_plan`
     accepts: `CalibratedCostModel.op_kernel_split_s` for arrays [operator] (attention cores, a
     few per table, by `op_kernel_split_s` itself)."""
     plan = kernel_plan(table)
+    rates = _table_rates(cm, table, plan)
     flops, nbytes = figures[FLOPS_PER_GPU], figures[BYTES_PER_GPU]
-    if table.collectives_work:  # (a collective does no kernel's work: _table_splits)
-        flops, nbytes = flops * ~table.is_collective, nbytes * ~table.is_collective
     # FLOP/s of each kernel: matmuls at their shape's GEMM efficiency (M = FLOPs / FLOPs per row,
-    # rounded, at least 1); other kernels stream bytes only (an infinite rate: no compute time)
-    rate = np.full(flops.shape, np.inf)
-    if len(plan.plateau_matmuls):
-        rate[plan.plateau_matmuls] = cm._peak * cm._plateau
-    if plan.shapes:
-        rows = np.maximum(np.rint(flops[plan.shaped_matmuls] / plan.flops_per_row), 1.0).tolist()
-        rate[plan.shaped_matmuls] = [cm._peak * cm.gemm_shape(n, k)(int(m)) for m, (n, k) in zip(rows, plan.shapes)]
+    # rounded, at least 1)
+    rate = rates.base_rate.copy()
+    rate[plan.shaped_matmuls] = [cm._peak * gemm(max(1, round(f / per_row)))
+                                 for (gemm, per_row), f in zip(rates.gemms, flops[plan.shaped_matmuls].tolist())]
     compute_s = flops / rate
-    # bytes through HBM, saturating with the size moved (`_stream_s`), matmuls at their own rate
-    memory_s = (nbytes + cm._hbm_half) / np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff,
-                                                  cm._hbm * cm._hbm_eff) * (nbytes > 0)
+    # bytes through HBM, saturating with the size moved (`_stream_s`)
+    memory_s = np.where(nbytes > 0, (nbytes + cm._hbm_half) / rates.stream_rate, 0.0)
     # the kernel's time, never below the floor, filed under what bounds it; no work: no kernel
     t = np.maximum(np.maximum(compute_s, memory_s), cm._floor) * (flops + nbytes > 0)
-    bound_by_compute = t * (compute_s >= memory_s)
-    compute_s, memory_s = bound_by_compute, t - bound_by_compute
+    kernels = np.empty((2, len(t)))
+    np.multiply(t, compute_s >= memory_s, out=kernels[0])
+    np.subtract(t, kernels[0], out=kernels[1])
     if plan.attention:
         kv = figures[KV_CACHE_BYTES]
         for i, op, one_query in plan.attention:
-            compute_s[i], memory_s[i] = cm.op_kernel_split_s(op, float(flops[i]), float(nbytes[i]), float(kv[i]),
-                                                             (1,) if one_query else (x,))
-    return cm._table_splits(table, figures, compute_s, memory_s)
+            kernels[:, i] = cm.op_kernel_split_s(op, float(flops[i]), float(nbytes[i]), float(kv[i]),
+                                                 (1,) if one_query else (x,))
+    return kernels
 
 
 def _kernel_dims(plan: KernelPlan, op, i: int, flops: float, x: float) -> Tuple:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from llm_analysis.config import GPUConfig
 from llm_analysis.units import GB
@@ -127,15 +127,22 @@ def _hierarchical_time_s(kind: str, bytes_per_gpu: float, n: int, link: Link) ->
     return max(max(net_s, local_s) + latency, link.min_latency_s)
 
 
-def collective_time_s(kind: str, bytes_per_gpu: float, group_size: int, link: Link) -> float:
-    """Seconds for one collective of `bytes_per_gpu` over `group_size` GPUs on `link`."""
+def collective_timer(kind: str, group_size: int, link: Link) -> Callable[[float], float]:
+    """`collective_time_s` of this collective over `group_size` GPUs on `link` as a function of
+    the bytes per GPU (what does not depend on the message worked out once: a cost model times
+    the same group's collectives at many sizes)."""
     if kind not in _ALGORITHMS:
         raise ValueError(f"unknown collective {kind!r}; valid: {', '.join(_ALGORITHMS)}")
     n = group_size
-    if n <= 1 or bytes_per_gpu <= 0:
-        return 0.0
+    if n <= 1:
+        return lambda bytes_per_gpu: 0.0
     if link.name == "inter_node":
-        return _hierarchical_time_s(kind, bytes_per_gpu, n, link)
+        return lambda bytes_per_gpu: _hierarchical_time_s(kind, bytes_per_gpu, n, link) if bytes_per_gpu > 0 else 0.0
     bw_factor, hops = _ALGORITHMS[kind]
-    t = bw_factor(n) * bytes_per_gpu / link.bytes_per_s + hops(n) * link.hop_latency_s
-    return max(t, link.min_latency_s)
+    factor, hops_s, bytes_per_s, floor_s = bw_factor(n), hops(n) * link.hop_latency_s, link.bytes_per_s, link.min_latency_s
+    return lambda bytes_per_gpu: max(factor * bytes_per_gpu / bytes_per_s + hops_s, floor_s) if bytes_per_gpu > 0 else 0.0
+
+
+def collective_time_s(kind: str, bytes_per_gpu: float, group_size: int, link: Link) -> float:
+    """Seconds for one collective of `bytes_per_gpu` over `group_size` GPUs on `link`."""
+    return collective_timer(kind, group_size, link)(bytes_per_gpu)

@@ -21,7 +21,7 @@ cost-model instance (`LayerDescriber.cost_memo`), so to change a parameter
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -29,24 +29,29 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.model.phase_table import BYTES_PER_GPU, COMM_BYTES, FLOPS_PER_GPU, PhaseTable
 from llm_analysis.units import GB, TFLOPS
 from llm_analysis.cost.affine import sum_max_affine
-from llm_analysis.cost.links import Link, collective_time_s, group_stride, link_for_group
+from llm_analysis.cost.links import Link, collective_timer, group_stride, link_for_group
 from llm_analysis.cost.roofline import Roofline, peak_tflops_for_dtype
 
 Split = Tuple[float, float, float]  # (compute_s, memory_s, communication_s)
 BOUNDS = ("compute", "memory", "communication")
-# [compute_s, memory_s, communication_s] x [operator] of a phase table's operators at one shape
-TableSplits = np.ndarray
+
+
+class TableSplit(NamedTuple):
+    """One copy of every operator of a phase table at one shape (`CostModel.table_split_s`)."""
+
+    kernels: np.ndarray  # [compute_s, memory_s][operator]: each kernel's time filed under what bounds it
+    collectives: List[float]  # seconds of each distinct collective (`PhaseTable.collectives`)
 
 
 class TableSteps(NamedTuple):
-    """n decode steps of a phase table's operators (`CostModel.table_steps_split_s`):
-    [compute_s, memory_s, communication_s][operator] of one copy at the first step, at the last and
-    summed over the steps, and [flops_per_gpu, bytes_per_gpu][operator] summed over the steps."""
+    """n decode steps of a phase table's operators (`CostModel.table_steps_split_s`)."""
 
-    first: np.ndarray
-    last: np.ndarray
-    summed: np.ndarray
-    flops_bytes: np.ndarray
+    first: TableSplit  # at the first step (a collective takes the same time at every step)
+    figures: np.ndarray  # the figures at the first step [field, operator]
+    # per kernel whose work grows with the context (`PhaseTable.growing`): (compute_s, memory_s)
+    # summed over the steps, (compute_s, memory_s) at the last step, FLOPs and bytes per GPU summed
+    # over the steps; every other operator: n times its first step
+    growing: List[Tuple[int, Tuple[float, float], Tuple[float, float], Tuple[float, float]]]
 
 
 class CostModel:
@@ -121,20 +126,22 @@ class CostModel:
         """The link a `comm_group` of `group_size` GPUs talks over. Ranks are laid
         out TP fastest, then CP, PP and DP (`links.group_stride`); experts'
         data-parallel group `edp` takes every ep-th DP rank."""
-        # keyed by every input, including the attributes a caller could reassign (configs by
-        # identity: like the roofline rates, a link is read from the configs as they were)
-        key = (comm_group, group_size, id(self.gpu), id(self.parallelism), self.intra_node_memory_efficiency,
-               self.inter_node_memory_efficiency, self.num_gpus_per_node)
-        links = self.__dict__.setdefault("_links", {})
-        link = links.get(key)
-        if link is None:
-            stride = group_stride(self.parallelism, comm_group)
-            link = links[key] = link_for_group(self.gpu, group_size, stride, self.intra_node_memory_efficiency,
-                                               self.inter_node_memory_efficiency, self.num_gpus_per_node)
-        return link
+        stride = group_stride(self.parallelism, comm_group)
+        return link_for_group(self.gpu, group_size, stride, self.intra_node_memory_efficiency,
+                              self.inter_node_memory_efficiency, self.num_gpus_per_node)
+
+    def collective_timer(self, kind: str, group_size: int, comm_group: str) -> Callable[[float], float]:
+        """`collective_s` of this collective and group as a function of the bytes per GPU (the
+        group's link worked out once per cost model: it is immutable, see the module docstring)."""
+        key = (kind, group_size, comm_group)
+        timers = self.__dict__.setdefault("_collective_timers", {})
+        timer = timers.get(key)
+        if timer is None:
+            timer = timers[key] = collective_timer(kind, group_size, self.link(comm_group, group_size))
+        return timer
 
     def collective_s(self, kind: str, bytes_per_gpu: float, group_size: int, comm_group: str) -> float:
-        return collective_time_s(kind, bytes_per_gpu, group_size, self.link(comm_group, group_size))
+        return self.collective_timer(kind, group_size, comm_group)(bytes_per_gpu)
 
     def collective_op_s(self, op) -> float:
         """A collective operator's exposed time: its collective minus the kernel work
@@ -173,35 +180,40 @@ class CostModel:
 
     # -------------------------------------------------------- phase tables
     # A model that times the operators of a phase table (model/phase_table.py) from the table's
-    # figures, every operator at once, implements `table_split_s` and `_growing_steps_split_s`:
+    # figures, every operator at once, implements `table_kernels_s` and `_growing_steps_split_s`:
     # the roofline below, the calibrated model (cost/calibrated_table.py). What it gives for one
     # operator is what `op_split_s` / `steps_split_s` give for that operator built at that shape.
 
-    def table_split_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> TableSplits:
-        """[compute_s, memory_s, communication_s][operator] of one copy of every operator of
-        `table` at the shape whose figures are `figures` (`PhaseTable.figure_array`; length x)."""
+    def table_split_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> TableSplit:
+        """Every operator of `table` at the shape whose figures are `figures` (`PhaseTable.figure_array`,
+        length x): the kernels' times (a collective does no kernel's work) and each distinct
+        collective's (a table holds no overlapped collective: phase_table checks it)."""
+        kernels = self.table_kernels_s(table, figures, x)
+        if table.collectives_work:
+            kernels[:, table.is_collective] = 0.0
+        comm = figures[COMM_BYTES]
+        return TableSplit(kernels, [self.collective_s(op.collective, float(comm[i]), op.comm_group_size, op.comm_group)
+                                    for i, op in table.collectives])
+
+    def table_kernels_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> np.ndarray:
+        """[compute_s, memory_s][operator] of every operator's figures as a kernel."""
         raise NotImplementedError
 
     def table_steps_split_s(self, table: PhaseTable, batch: int, x0: int, n: int) -> TableSteps:
-        """n decode steps of `batch` sequences at contexts x0 .. x0 + n - 1 (`steps_split_s` and
-        `op_steps_split_s` for every operator): an operator whose FLOPs and bytes do not grow with
-        the context (all but the table's `growing` kernels; every collective) costs n times its
-        first step; a growing kernel is summed by the model's `_growing_steps_split_s`."""
+        """n decode steps of `batch` sequences at contexts x0 .. x0 + n - 1 (`op_steps_split_s` for
+        every operator): an operator whose FLOPs and bytes do not grow with the context (all but the
+        table's `growing` kernels; every collective) costs n times its first step; a growing kernel
+        is summed by the model's `_growing_steps_split_s`."""
         figures = table.figure_array(batch, x0)
         first = self.table_split_s(table, figures, x0)
-        steps = TableSteps(first, first.copy(), first * n, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1] * n)
-        if not table.growing or n == 1:
-            return steps
-        at_first = figures[:, table.growing].tolist()  # [field][growing kernel]
-        at_last = table.growing_figures(batch, x0 + n - 1)
-        for j, i in enumerate(table.growing):
-            a, z = [f[j] for f in at_first], [f[j] for f in at_last]
-            steps.summed[:2, i], steps.last[:2, i] = self._growing_steps_split_s(
-                table, i, (first[0, i], first[1, i]), a, z, x0, n)
+        growing = []
+        for i in table.growing if n > 1 else ():
+            a, z = figures[:, i].tolist(), table.operator_figures(i, batch, x0 + n - 1)
+            summed, last = self._growing_steps_split_s(table, i, tuple(first.kernels[:, i].tolist()), a, z, x0, n)
             # FLOPs and bytes grow linearly over the steps: n times their mean
-            steps.flops_bytes[:, i] = n * (a[FLOPS_PER_GPU] + z[FLOPS_PER_GPU]) / 2, \
-                n * (a[BYTES_PER_GPU] + z[BYTES_PER_GPU]) / 2
-        return steps
+            growing.append((i, summed, last, (n * (a[FLOPS_PER_GPU] + z[FLOPS_PER_GPU]) / 2,
+                                              n * (a[BYTES_PER_GPU] + z[BYTES_PER_GPU]) / 2)))
+        return TableSteps(first, figures, growing)
 
     def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],
                                at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], Tuple[float, float]]:
@@ -209,20 +221,6 @@ class CostModel:
         table kernel i, whose figures [field] go linearly from `at_first` to `at_last` (its time at
         the first step: `first`)."""
         raise NotImplementedError
-
-    def _table_splits(self, table: PhaseTable, figures: np.ndarray, compute_s: np.ndarray,
-                      memory_s: np.ndarray) -> TableSplits:
-        """The kernels' compute_s and memory_s [operator] beside the collectives' times: a collective
-        takes its collective's time only (a table holds no overlapped collective: phase_table
-        checks it), each distinct collective timed once."""
-        if not table.collectives:
-            return np.array((compute_s, memory_s, np.zeros_like(compute_s)))
-        if table.collectives_work:
-            compute_s[table.is_collective] = memory_s[table.is_collective] = 0.0
-        sizes = figures[COMM_BYTES, table.collective_firsts].tolist()
-        comm_s = np.dot([self.collective_s(op.collective, size, op.comm_group_size, op.comm_group)
-                         for size, (_, op) in zip(sizes, table.collectives)], table.collective_spread)
-        return np.array((compute_s, memory_s, comm_s))
 
 
 class RooflineCostModel(CostModel):
@@ -280,13 +278,13 @@ class RooflineCostModel(CostModel):
     def memory_pass_s(self, bytes_moved: float) -> float:
         return bytes_moved / self.roofline.hbm_bytes_per_s
 
-    def table_split_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> TableSplits:
-        # (FLOPs, bytes) / (FLOP/s, bytes/s): each kernel's time is the larger, filed whole under
-        # what bounds it (`kernel_split_s`)
+    def table_kernels_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> np.ndarray:
+        """`kernel_split_s` of every operator's figures: (FLOPs, bytes) / (FLOP/s, bytes/s), the
+        larger filed whole under what bounds it."""
         c_m = figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1] / self._table_rates
         t = c_m.max(axis=0)
         compute_s = t * (c_m[0] >= c_m[1])
-        return self._table_splits(table, figures, compute_s, t - compute_s)
+        return np.array((compute_s, t - compute_s))
 
     def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],
                                at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], Tuple[float, float]]:
@@ -297,4 +295,4 @@ class RooflineCostModel(CostModel):
                 self.kernel_split_s(f1, b1))
 
 
-__all__ = ["BOUNDS", "CostModel", "RooflineCostModel", "Split", "TableSplits", "TableSteps"]
+__all__ = ["BOUNDS", "CostModel", "RooflineCostModel", "Split", "TableSplit", "TableSteps"]

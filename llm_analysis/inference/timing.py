@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
+import numpy as np
+
 from llm_analysis.cost.affine import sum_affine, sum_max_affine
 from llm_analysis.model import Phase
 from llm_analysis.model.phase_table import BYTES_PER_GPU, FLOPS, FLOPS_PER_GPU, PhaseTable
 from llm_analysis.schema.options import DSZeRO
-from llm_analysis.quantities.group_times import GroupTimes, table_groups, timed_table
+from llm_analysis.quantities.group_times import GroupTimes, finished_group, table_groups, table_time_s, timed_table
 
 
 def copy_groups(groups: Dict[str, Dict]) -> Dict[str, Dict]:
@@ -44,17 +46,18 @@ def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, f
     table = timed_table(analysis.cost_model, d, "prefill", x=seq_len)
     if table is not None:  # every operator from the table's figures
         figures = table.figure_array(batch, seq_len)
-        splits = analysis.cost_model.table_split_s(table, figures, seq_len)
-        acc = table_groups(table, splits, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])
+        split = analysis.cost_model.table_split_s(table, figures, seq_len)
+        groups = table_groups(table, np.concatenate((split.kernels, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])),
+                              split.collectives)
         flops = float(table.repeat_array @ figures[FLOPS])
     else:
         ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
-        acc = GroupTimes().add_ops(analysis.cost_model, ops)
+        groups = GroupTimes().add_ops(analysis.cost_model, ops).finish()
         flops = sum(n * o.flops for n, o in ops)
     pp_s = _handoff_s(analysis, batch, seq_len)
     if pp_s:
-        acc.add("pp_communication", 0, 0, pp_s, 0, 0)
-    return acc.total_s, acc.finish(), flops
+        groups["pp_communication"] = finished_group(0.0, 0.0, pp_s, 0.0, 0.0)
+    return sum(g["latency_s"] for g in groups.values()), groups, flops
 
 
 def _window_breaks(d, lo: int, hi: int) -> List[int]:
@@ -112,16 +115,23 @@ def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
     """`decode_phase` from the phase table (one stretch of contexts: the cost model sums the steps,
     `CostModel.table_steps_split_s`)."""
     handoff = _handoff_s(analysis, batch, 1)
-    steps = analysis.cost_model.table_steps_split_s(table, batch, seq_len + 1, max(num_steps, 1))
-    r = table.repeat_array
-    first_s = float(steps.first.sum(axis=0) @ r) + handoff
+    n = max(num_steps, 1)
+    steps = analysis.cost_model.table_steps_split_s(table, batch, seq_len + 1, n)
+    first = steps.first
+    first_s = table_time_s(table, first.kernels, first.collectives) + handoff
     if num_steps <= 0:
         return 0.0, {}, first_s, first_s
-    last_s = float(steps.last.sum(axis=0) @ r) + handoff
-    acc = table_groups(table, steps.summed, steps.flops_bytes)
+    # the last step: the first but for the kernels whose work grows with the context
+    last_s = first_s + sum(table.repeats[i] * (sum(last) - float(first.kernels[0, i] + first.kernels[1, i]))
+                           for i, _, last, _ in steps.growing)
+    # every operator n times its first step, but for the growing kernels (summed by the cost model)
+    rows = np.concatenate((first.kernels, steps.figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])) * n
+    for i, summed, _, flops_bytes in steps.growing:
+        rows[:, i] = summed + flops_bytes
+    groups = table_groups(table, rows, [n * t for t in first.collectives])
     if handoff:
-        acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
-    return acc.total_s, acc.finish(), first_s, last_s
+        groups["pp_communication"] = finished_group(0.0, 0.0, handoff * num_steps, 0.0, 0.0)
+    return sum(g["latency_s"] for g in groups.values()), groups, first_s, last_s
 
 
 def decode_time_without_cache(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict]:

@@ -97,8 +97,8 @@ class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
-    __slots__ = ("repeats", "repeat_array", "is_layer", "ops", "is_collective", "collectives", "collective_firsts",
-                 "collective_spread", "collectives_work", "growing", "coefs", "memo", "_by_term", "_by_field", "_totals")
+    __slots__ = ("repeats", "repeat_array", "is_layer", "ops", "is_collective", "collectives", "collective_repeats",
+                 "collectives_work", "growing", "coefs", "memo", "_by_term", "_by_field", "_totals")
 
     def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
                  coefs: List[List[Tuple[float, ...]]]):
@@ -112,18 +112,17 @@ class PhaseTable:
         self.is_collective = np.array([op.kind == "collective" for op in ops], dtype=bool)
         # the distinct collectives (kind, group and message size at every shape): (index of the first,
         # operator); the same message over the same group takes the same time (the attention and
-        # MLP reductions of a layer, say), so each is timed once; collective_spread[distinct, op]
-        # is 1 where operator op is that collective (times of the distinct ones @ it: every operator's)
+        # MLP reductions of a layer, say), so each is timed once
         distinct, spread = {}, []
         for i, op in enumerate(ops):
             if op.kind == "collective":
                 key = (op.collective, op.comm_group_size, op.comm_group, coefs[COMM_BYTES][i])
                 spread.append((distinct.setdefault(key, (len(distinct), i, op))[0], i))
         self.collectives = [(i, op) for _, i, op in distinct.values()]
-        self.collective_firsts = np.array([i for i, _ in self.collectives], dtype=int)
-        self.collective_spread = np.zeros((len(distinct), n))
+        # ... and every collective operator's repeat count, per distinct one
+        self.collective_repeats = [[] for _ in self.collectives]
         for d, i in spread:
-            self.collective_spread[d, i] = 1.0
+            self.collective_repeats[d].append((i, repeats[i]))
         # whether a collective carries FLOPs or bytes of its own (summed with its group's, never timed)
         self.collectives_work = any(any(coefs[f][i]) for _, i in spread for f in (FLOPS_PER_GPU, BYTES_PER_GPU))
         # the kernels whose FLOPs or bytes grow with x (in decode: with the context; the others are
@@ -154,10 +153,10 @@ class PhaseTable:
         """`figure_array` as lists: figures[field][operator]."""
         return self.figure_array(batch, x).tolist()
 
-    def growing_figures(self, batch: int, x: float) -> List[List[float]]:
-        """Every figure of the `growing` kernels at (batch, x): [field][growing kernel]."""
-        growing = self._by_field[:, :, self.growing].reshape(6, len(FIELDS) * len(self.growing))
-        return np.dot(self._terms(batch, x), growing).reshape(len(FIELDS), len(self.growing)).tolist()
+    def operator_figures(self, i: int, batch: int, x: float) -> List[float]:
+        """Every figure of operator i at (batch, x) [field] (for a few operators: no array)."""
+        return [(a0 + x * (a1 + x * a2)) + batch * (b0 + x * (b1 + x * b2))
+                for a0, a1, a2, b0, b1, b2 in (per_op[i] for per_op in self.coefs)]
 
     def evaluate(self, batch: int, x: float, field: int) -> List[float]:
         """Figure FIELDS[field] of every operator at (batch, x)."""

@@ -29,6 +29,19 @@ def group_key(op: Operator) -> str:
     return op.group
 
 
+def _bound(compute_s: float, memory_s: float, comm_s: float) -> str:
+    """What bounds a group: the largest of the three, the first on ties (as max() picks it)."""
+    bound, top = ("memory", memory_s) if memory_s > compute_s else ("compute", compute_s)
+    return "communication" if comm_s > top else bound
+
+
+def finished_group(compute_s: float, memory_s: float, comm_s: float, flops: float, bytes_: float) -> Dict:
+    """A group's entry as `GroupTimes.finish` leaves it."""
+    return {"latency_s": compute_s + memory_s + comm_s, "compute_s": compute_s, "memory_s": memory_s,
+            "communication_s": comm_s, "flops_per_gpu": flops, "bytes_per_gpu": bytes_,
+            "bound": _bound(compute_s, memory_s, comm_s), "arithmetic_intensity": flops / bytes_ if bytes_ else 0.0}
+
+
 class GroupTimes:
     """Accumulates seconds per group with the compute / memory / communication split."""
 
@@ -71,10 +84,7 @@ class GroupTimes:
 
     def finish(self) -> Dict[str, Dict[str, float]]:
         for g in self.groups.values():
-            # the largest of the three, the first on ties (as max() picks it), written out: a hot path
-            c, m, k = g["compute_s"], g["memory_s"], g["communication_s"]
-            bound, top = ("memory", m) if m > c else ("compute", c)
-            g["bound"] = "communication" if k > top else bound
+            g["bound"] = _bound(g["compute_s"], g["memory_s"], g["communication_s"])
             g["arithmetic_intensity"] = g["flops_per_gpu"] / g["bytes_per_gpu"] if g["bytes_per_gpu"] else 0.0
         return self.groups
 
@@ -96,28 +106,35 @@ def timed_table(cost_model: CostModel, d, name: str, stage: Optional[int] = None
     return table if table is not None and accepts(table) else None
 
 
-def _group_layout(table: PhaseTable) -> Tuple[List[str], np.ndarray]:
-    """The table's group keys in order of first appearance, and [operator, group] the repeat
-    count of each operator in its group's column (0 elsewhere): sums per group are one product;
-    worked out once per table."""
+def _group_layout(table: PhaseTable) -> Tuple[List[str], List[int], np.ndarray]:
+    """The table's group keys in order of first appearance, each operator's position among them,
+    and [operator, group] the repeat count of each operator in its group's column (0 elsewhere):
+    sums per group are one product; worked out once per table."""
     layout = table.memo.get("group_layout")
     if layout is None:
         keys = [group_key(op) for op in table.ops]
         order = list(dict.fromkeys(keys))
+        slots = [order.index(k) for k in keys]
         member = np.zeros((len(keys), len(order)))
-        member[np.arange(len(keys)), [order.index(k) for k in keys]] = table.repeat_array
-        layout = table.memo["group_layout"] = (order, member)
+        member[np.arange(len(keys)), slots] = table.repeats
+        layout = table.memo["group_layout"] = (order, slots, member)
     return layout
 
 
-def table_groups(table: PhaseTable, splits: np.ndarray, flops_bytes: np.ndarray) -> GroupTimes:
-    """`GroupTimes.add_ops` of one copy of a table's operators: their [compute_s, memory_s,
-    communication_s][operator] and [flops_per_gpu, bytes_per_gpu][operator] (each operator
-    counted its repeat count times)."""
-    order, member = _group_layout(table)
-    sums = np.concatenate((splits, flops_bytes)) @ member
-    acc = GroupTimes()
-    for key, (c, m, k, f, b) in zip(order, sums.T.tolist()):
-        acc.groups[key] = {"latency_s": c + m + k, "compute_s": c, "memory_s": m, "communication_s": k,
-                           "flops_per_gpu": f, "bytes_per_gpu": b}
-    return acc
+def table_groups(table: PhaseTable, rows: np.ndarray, collectives: List[float]) -> Dict[str, Dict[str, float]]:
+    """`GroupTimes.add_ops(...).finish()` of a table's operators, each counted its repeat count
+    times: [compute_s, memory_s, flops_per_gpu, bytes_per_gpu][operator] of one copy of each kernel
+    (`rows`) and the seconds of each distinct collective (`PhaseTable.collectives`)."""
+    order, slots, member = _group_layout(table)
+    comm = [0.0] * len(order)
+    for repeats, t in zip(table.collective_repeats, collectives):
+        for i, r in repeats:
+            comm[slots[i]] += r * t
+    return {key: finished_group(c, m, k, f, b) for key, (c, m, f, b), k in zip(order, (rows @ member).T.tolist(), comm)}
+
+
+def table_time_s(table: PhaseTable, kernels: np.ndarray, collectives: List[float]) -> float:
+    """`weighted_time_s` of a table's operators ([compute_s, memory_s][operator] of one copy of each
+    kernel, seconds of each distinct collective)."""
+    return float(kernels.sum(axis=0) @ table.repeat_array) + sum(
+        r * t for repeats, t in zip(table.collective_repeats, collectives) for _, r in repeats)

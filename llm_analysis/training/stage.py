@@ -159,7 +159,7 @@ def _add_weights(st: Stage, analysis, op: Operator, n: int, is_layer: bool, lora
 def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation) -> Stage:
     """`build_stage` from the phase table without LoRA: the weight and parameter fields
     (shape-free) once per table and stage, the time and FLOPs sums from the table's figures
-    (each sum over the operators `_add_time` would add to it: `_stage_roles`)."""
+    (each sum over the operators `_add_time` adds to it: `_stage_roles`)."""
     weights = table.memo.get(("stage_weights", s))
     if weights is None:
         st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
@@ -168,33 +168,35 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
                 _add_weights(st, analysis, op, n, is_layer, None, False)
         weights = table.memo[("stage_weights", s)] = st
     figures = table.figure_array(ph.batch, ph.q_len)
-    times = analysis.cost_model.table_split_s(table, figures, ph.q_len).sum(axis=0)
-    roles = _stage_roles(table, rc)
-    fwd, rc_compute, rc_comm, tp, ep, cp = (roles @ times).tolist()
-    flops_fwd, flops_rc = (roles[:2] @ figures[FLOPS]).tolist()
+    split = analysis.cost_model.table_split_s(table, figures, ph.q_len)
+    kernels, collectives = _stage_roles(table, rc)
+    fwd, rc_compute = (kernels @ split.kernels.sum(axis=0)).tolist()
+    flops_fwd, flops_rc = (kernels @ figures[FLOPS]).tolist()
+    comm = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "recomputed": 0.0}
+    for (every, recomputed, group), t in zip(collectives, split.collectives):
+        if group in comm:
+            comm[group] += every * t
+        comm["recomputed"] += recomputed * t
     # (backward: 2x the forward, input and weight gradients, as `add_compute` without LoRA)
     return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=2.0 * fwd, rc_compute=rc_compute,
-                               rc_comm=rc_comm, tp_fwd=tp, ep_fwd=ep, cp_fwd=cp, flops_fwd=flops_fwd,
-                               flops_bwd=2.0 * flops_fwd, flops_rc=flops_rc)
+                               rc_comm=comm["recomputed"], tp_fwd=comm["tp"], ep_fwd=comm["ep"], cp_fwd=comm["cp"],
+                               flops_fwd=flops_fwd, flops_bwd=2.0 * flops_fwd, flops_rc=flops_rc)
 
 
-_STAGE_SUMS = ("fwd_compute", "rc_compute", "rc_comm", "tp_fwd", "ep_fwd", "cp_fwd")
-
-
-def _stage_roles(table, rc: ActivationRecomputation) -> np.ndarray:
-    """Which operators each of `_STAGE_SUMS` adds up ([sum, operator]: the operator's repeat count,
-    or 0), as `_add_time` files them: kernels, recomputed kernels, recomputed collectives, TP, EP
-    and CP collectives (embedding and head are never recomputed); worked out once per table and
-    recomputation."""
+def _stage_roles(table, rc: ActivationRecomputation):
+    """What `_add_time` adds each operator to, per table and recomputation (worked out once):
+    [all kernels, recomputed kernels][operator] (the operator's repeat count, or 0), and per
+    distinct collective (`PhaseTable.collectives`) its repeat counts in all and recomputed and its
+    group (embedding and head are never recomputed)."""
     roles = table.memo.get(("stage_roles", rc))
     if roles is None:
-        rows = []
-        for layer, op in zip(table.is_layer, table.ops):
-            recomputed, coll = layer and op.recomputed_under(rc), op.kind == "collective"
-            rows.append((not coll, recomputed and not coll, recomputed and coll, coll and op.comm_group == "tp",
-                         coll and op.comm_group == "ep", coll and op.comm_group == "cp"))
-        roles = np.array(rows, dtype=float).reshape(len(table.ops), 6).T * table.repeat_array
-        table.memo[("stage_roles", rc)] = roles
+        recomputed = [layer and op.recomputed_under(rc) for layer, op in zip(table.is_layer, table.ops)]
+        kernels = np.array([[0.0 if coll else n for n, coll in zip(table.repeats, table.is_collective)],
+                            [0.0 if coll or not again else n
+                             for n, coll, again in zip(table.repeats, table.is_collective, recomputed)]])
+        collectives = [(sum(n for _, n in repeats), sum(n for i, n in repeats if recomputed[i]), op.comm_group)
+                       for (_, op), repeats in zip(table.collectives, table.collective_repeats)]
+        roles = table.memo[("stage_roles", rc)] = (kernels, collectives)
     return roles
 
 
