@@ -78,18 +78,25 @@ class TableRates(NamedTuple):
     gemms: List[Tuple[object, float]]  # (GemmShape of (N, K), FLOPs per row of M) of each shaped matmul
     base_rate: np.ndarray  # FLOP/s of each kernel but the shaped matmuls: the GEMM plateau or, for
     # kernels that stream bytes only, infinite (no compute time)
-    stream_rate: np.ndarray  # HBM bytes/s of each kernel (matmuls at their own streaming efficiency)
+    per_stream_byte: np.ndarray  # seconds per HBM byte of each kernel (matmuls at their own streaming
+    # efficiency; 0 for a kernel that moves no bytes)
+    works: np.ndarray  # 1 for a kernel that does any work, 0 for none (a skipped block's, a collective's)
 
 
 def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
+    """Which kernels move bytes or do any work is read off the coefficients: a figure of the builders
+    (a count of FLOPs or bytes) is either zero at every shape or positive at every one."""
     key = ("calibrated_rates", id(cm))
     rates = table.memo.get(key)
     if rates is None or rates.cm is not cm:
         base = np.full(len(table.ops), np.inf)
         base[plan.plateau_matmuls] = cm._peak * cm._plateau
+        moves = np.array([any(c) for c in table.coefs[BYTES_PER_GPU]])
+        computes = np.array([any(c) for c in table.coefs[FLOPS_PER_GPU]])
+        stream_rate = np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff, cm._hbm * cm._hbm_eff)
         rates = table.memo[key] = TableRates(
             cm, [(cm.gemm_shape(n, k), per_row) for (n, k), per_row in zip(plan.shapes, plan.flops_per_row.tolist())],
-            base, np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff, cm._hbm * cm._hbm_eff))
+            base, moves / stream_rate, (moves | computes).astype(float))
     return rates
 
 
@@ -107,9 +114,9 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
                                  for (gemm, per_row), f in zip(rates.gemms, flops[plan.shaped_matmuls].tolist())]
     compute_s = flops / rate
     # bytes through HBM, saturating with the size moved (`_stream_s`)
-    memory_s = np.where(nbytes > 0, (nbytes + cm._hbm_half) / rates.stream_rate, 0.0)
+    memory_s = (nbytes + cm._hbm_half) * rates.per_stream_byte
     # the kernel's time, never below the floor, filed under what bounds it; no work: no kernel
-    t = np.maximum(np.maximum(compute_s, memory_s), cm._floor) * (flops + nbytes > 0)
+    t = np.maximum(np.maximum(compute_s, memory_s), cm._floor) * rates.works
     kernels = np.empty((2, len(t)))
     np.multiply(t, compute_s >= memory_s, out=kernels[0])
     np.subtract(t, kernels[0], out=kernels[1])

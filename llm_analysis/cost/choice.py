@@ -13,7 +13,6 @@ default 1: a true lower bound), plus `perf_model` naming the profile.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 from functools import lru_cache
@@ -24,6 +23,7 @@ from llm_analysis.cost.calibrated import CalibratedCostModel
 from llm_analysis.cost.gemm import LAUNCH_MODES
 from llm_analysis.errors import ConfigError
 from llm_analysis.inference import run_inference
+from llm_analysis.inference.lower_bound import inference_lower_bounds
 from llm_analysis.inference.run import cached_inference_times
 from llm_analysis.training import run_training
 from llm_analysis.training.request import TrainingRequest
@@ -59,8 +59,10 @@ def cost_model(a):
 
 def with_cost_model(a, model):
     """A shallow view of the analysis whose operators are timed by `model` (configs
-    and the describer are shared, so nothing is rebuilt)."""
-    view = copy.copy(a)
+    and the describer are shared, so nothing is rebuilt): a new instance with the analysis'
+    attributes (as copy.copy makes it, without its generic protocol: a call's bound needs one)."""
+    view = object.__new__(type(a))
+    view.__dict__.update(a.__dict__)
     view.__dict__["cost_model"] = model
     return view
 
@@ -99,9 +101,13 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
     """The roofline's (prefill, decode step, decode total, total) seconds of the call: its
-    inference times on the analysis' roofline (kept per shape with every call's times)."""
-    t = cached_inference_times(with_cost_model(a, a.lower_bound_cost_model), d, *shape)
-    return t["prefill_s"], t["decode_step_s"], t["decode_total_s"], t["total_s"]
+    inference times on the analysis' roofline (inference/lower_bound.py)."""
+    bound = with_cost_model(a, a.lower_bound_cost_model)
+    totals = inference_lower_bounds(bound, d, *shape)
+    if totals is None:
+        t = cached_inference_times(bound, d, *shape)
+        totals = t["prefill_s"], t["decode_step_s"], t["decode_total_s"], t["total_s"]
+    return totals
 
 
 @lru_cache(maxsize=1)

@@ -282,9 +282,10 @@ class RooflineCostModel(CostModel):
         """`kernel_split_s` of every operator's figures: (FLOPs, bytes) / (FLOP/s, bytes/s), the
         larger filed whole under what bounds it."""
         c_m = figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1] / self._table_rates
-        t = c_m.max(axis=0)
-        compute_s = t * (c_m[0] >= c_m[1])
-        return np.array((compute_s, t - compute_s))
+        compute_bound = c_m[0] >= c_m[1]
+        c_m[0] *= compute_bound
+        c_m[1] *= ~compute_bound
+        return c_m
 
     def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],
                                at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], Tuple[float, float]]:

@@ -42,8 +42,9 @@ from llm_analysis.model.phase_table import FLOPS, phase_table
 from llm_analysis.cost.precision import kv_cache_bytes_per_element
 from llm_analysis.quantities.setup_entries import static_entries
 from llm_analysis.inference.memory import inference_memory
+from llm_analysis.quantities.group_times import PhaseGroups
 from llm_analysis.inference.pipeline import pipelined_decode_ratio, pipelined_prefill_s
-from llm_analysis.inference.timing import (copy_groups, decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
+from llm_analysis.inference.timing import (decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
                      uncached_step_times)
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def _check_request(analysis, b: int, s: int, n) -> int:
 def inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
     """Prefill (time to first token) and the n - 1 decode steps, in seconds (the caller's copy)."""
     t = cached_inference_times(analysis, d, b, s, n, use_kv_cache, ds_zero)
-    return dict(t, prefill_groups=copy_groups(t["prefill_groups"]), decode_groups=copy_groups(t["decode_groups"]))
+    return dict(t, prefill_groups=t["prefill_groups"].finished(), decode_groups=t["decode_groups"].finished())
 
 
 def cached_inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
@@ -91,7 +92,8 @@ def _inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds
     if analysis.model_config.encoder_only:
         # one forward pass (n = 1), nothing is decoded or cached: no decode step is built
         # (pooled or latent encoders describe none: exact/tree_pooling.py, tree_latents.py)
-        t["decode_total_s"], t["decode_groups"], t["first_step_s"], t["last_step_s"] = 0.0, {}, 0.0, 0.0
+        t["decode_total_s"], t["first_step_s"], t["last_step_s"] = 0.0, 0.0, 0.0
+        t["decode_groups"] = PhaseGroups(groups={})
     elif use_kv_cache:
         t["decode_total_s"], t["decode_groups"], t["first_step_s"], t["last_step_s"] = decode_phase(
             analysis, d, b, s, steps)
@@ -201,7 +203,7 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
     """The summary dict, keys in DESIGN.md's order (one literal: the hot path of a sweep)."""
     model, gpu, dtype, tp, ep, pp, dp, params, active, tflops, bandwidth, ridge, gpus = _static_entries(analysis)
     steps = n - 1
-    groups = t["decode_groups"]
+    groups = t["decode_groups"].finished()
     kv_s = 0.0
     if steps:  # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
         kv_s = (groups.get("attention_kv_cache", _NO_GROUP)["latency_s"]
@@ -247,8 +249,8 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "prefill_tokens_per_sec_per_gpu": b * s / prefill_s / gpus,
         "decode_tokens_per_sec_per_gpu": (b / step_s / gpus) if step_s else 0.0,
         "total_tokens_per_sec_per_gpu": b * n / total_s / gpus,
-        "prefill_latency_breakdown": copy_groups(t["prefill_groups"]),  # (the caller's: t is the cache's)
-        "decode_latency_breakdown": copy_groups(groups),
+        "prefill_latency_breakdown": t["prefill_groups"].finished(),  # (dicts of the caller's own)
+        "decode_latency_breakdown": groups,
         "memory_breakdown_per_gpu": {"weights": mem["weights"], "kv_cache": mem["kv_cache"],
                                      "activations": mem["peak_activation"], "free": free},
     }

@@ -19,11 +19,8 @@ from llm_analysis.cost.affine import sum_affine, sum_max_affine
 from llm_analysis.model import Phase
 from llm_analysis.model.phase_table import BYTES_PER_GPU, FLOPS, FLOPS_PER_GPU, PhaseTable
 from llm_analysis.schema.options import DSZeRO
-from llm_analysis.quantities.group_times import GroupTimes, finished_group, table_groups, table_time_s, timed_table
-
-
-def copy_groups(groups: Dict[str, Dict]) -> Dict[str, Dict]:
-    return {k: v.copy() for k, v in groups.items()}  # (dict.copy: a shade faster than dict(v))
+from llm_analysis.quantities.group_times import (GroupTimes, PhaseGroups, finished_group, table_groups, table_time_s,
+                                                timed_table)
 
 
 def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
@@ -31,7 +28,7 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
     prompts of `seq_len` tokens, through every pipeline stage in turn."""
     total_s, groups, flops = d.cost_memo(analysis.cost_model, ("prefill_time", batch, seq_len),
                                          lambda: prefill_phase(analysis, d, batch, seq_len))
-    return total_s, copy_groups(groups), flops
+    return total_s, groups.finished(), flops
 
 
 def _handoff_s(analysis, batch: int, tokens_per_seq: int) -> float:
@@ -41,23 +38,28 @@ def _handoff_s(analysis, batch: int, tokens_per_seq: int) -> float:
     return analysis.pipeline_handoff_time_s(batch, tokens_per_seq)
 
 
-def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
-    """`prefill_time` computed, not kept: the breakdown is the caller's (who keeps it)."""
+def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, PhaseGroups, float]:
+    """`prefill_time` computed, not kept: (seconds, the group breakdown to be read, FLOPs)."""
     table = timed_table(analysis.cost_model, d, "prefill", x=seq_len)
+    pp_s = _handoff_s(analysis, batch, seq_len)
     if table is not None:  # every operator from the table's figures
         figures = table.figure_array(batch, seq_len)
         split = analysis.cost_model.table_split_s(table, figures, seq_len)
-        groups = table_groups(table, np.concatenate((split.kernels, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])),
-                              split.collectives)
-        flops = float(table.repeat_array @ figures[FLOPS])
-    else:
-        ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
-        groups = GroupTimes().add_ops(analysis.cost_model, ops).finish()
-        flops = sum(n * o.flops for n, o in ops)
-    pp_s = _handoff_s(analysis, batch, seq_len)
-    if pp_s:
-        groups["pp_communication"] = finished_group(0.0, 0.0, pp_s, 0.0, 0.0)
-    return sum(g["latency_s"] for g in groups.values()), groups, flops
+        groups = table_groups(table, lambda: np.concatenate((split.kernels, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])),
+                              split.collectives, pp_s)
+        return (table_time_s(table, split.kernels, split.collectives) + pp_s, groups,
+                float(table.repeat_array @ figures[FLOPS]))
+    ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
+    finished = _with_handoff(GroupTimes().add_ops(analysis.cost_model, ops).finish(), pp_s)
+    return (sum(g["latency_s"] for g in finished.values()), PhaseGroups(groups=finished),
+            sum(n * o.flops for n, o in ops))
+
+
+def _with_handoff(groups: Dict[str, Dict], handoff_s: float) -> Dict[str, Dict]:
+    """`groups` with the pipeline stages' hand-offs as a group of their own (none without stages)."""
+    if handoff_s:
+        groups["pp_communication"] = finished_group(0.0, 0.0, handoff_s, 0.0, 0.0)
+    return groups
 
 
 def _window_breaks(d, lo: int, hi: int) -> List[int]:
@@ -79,11 +81,12 @@ def decode_time(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[
     summed in closed form (`CostModel.steps_split_s`)."""
     total_s, groups, first_s, last_s = d.cost_memo(analysis.cost_model, ("decode_time", batch, seq_len, num_steps),
                                                    lambda: decode_phase(analysis, d, batch, seq_len, num_steps))
-    return total_s, copy_groups(groups), first_s, last_s
+    return total_s, groups.finished(), first_s, last_s
 
 
-def decode_phase(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict, float, float]:
-    """`decode_time` computed, not kept: the breakdown is the caller's (who keeps it)."""
+def decode_phase(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, PhaseGroups, float, float]:
+    """`decode_time` computed, not kept: (seconds, the group breakdown to be read, first and last
+    step's seconds)."""
     cm = analysis.cost_model
     table = timed_table(cm, d, "decode", x=seq_len + 1)
     # one table for every step (a sliding window's edge in between: the stretches below)
@@ -94,7 +97,7 @@ def decode_phase(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple
     first = step(seq_len + 1)
     first_s = analysis.weighted_time_s(first) + handoff
     if num_steps <= 0:
-        return 0.0, {}, first_s, first_s
+        return 0.0, PhaseGroups(groups={}), first_s, first_s
     lo, hi = seq_len + 1, seq_len + num_steps
     last = step(hi)
     last_s = analysis.weighted_time_s(last) + handoff
@@ -105,13 +108,12 @@ def decode_phase(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple
         ops_a = first if c_a == lo else step(c_a)
         ops_b = ops_a if c_b == c_a else (last if c_b == hi else step(c_b))
         acc.add_steps(analysis.cost_model, ops_a, ops_b, c_b - c_a + 1)
-    if handoff:
-        acc.add("pp_communication", 0, 0, handoff * num_steps, 0, 0)
-    return acc.total_s, acc.finish(), first_s, last_s
+    finished = _with_handoff(acc.finish(), handoff * num_steps)
+    return sum(g["latency_s"] for g in finished.values()), PhaseGroups(groups=finished), first_s, last_s
 
 
 def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
-                       num_steps: int) -> Tuple[float, Dict, float, float]:
+                       num_steps: int) -> Tuple[float, PhaseGroups, float, float]:
     """`decode_phase` from the phase table (one stretch of contexts: the cost model sums the steps,
     `CostModel.table_steps_split_s`)."""
     handoff = _handoff_s(analysis, batch, 1)
@@ -120,31 +122,33 @@ def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
     first = steps.first
     first_s = table_time_s(table, first.kernels, first.collectives) + handoff
     if num_steps <= 0:
-        return 0.0, {}, first_s, first_s
-    # the last step: the first but for the kernels whose work grows with the context
-    last_s = first_s + sum(table.repeats[i] * (sum(last) - float(first.kernels[0, i] + first.kernels[1, i]))
-                           for i, _, last, _ in steps.growing)
-    # every operator n times its first step, but for the growing kernels (summed by the cost model)
-    rows = np.concatenate((first.kernels, steps.figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])) * n
-    for i, summed, _, flops_bytes in steps.growing:
-        rows[:, i] = summed + flops_bytes
-    groups = table_groups(table, rows, [n * t for t in first.collectives])
-    if handoff:
-        groups["pp_communication"] = finished_group(0.0, 0.0, handoff * num_steps, 0.0, 0.0)
-    return sum(g["latency_s"] for g in groups.values()), groups, first_s, last_s
+        return 0.0, PhaseGroups(groups={}), first_s, first_s
+    # the last step and the sum over the steps: every operator as at the first step (n times), but
+    # for the kernels whose work grows with the context (their sums from the cost model)
+    at_first = {i: float(first.kernels[0, i] + first.kernels[1, i]) for i, _, _, _ in steps.growing}
+    last_s = first_s + sum(table.repeats[i] * (sum(last) - at_first[i]) for i, _, last, _ in steps.growing)
+    total_s = n * (first_s - handoff) + sum(table.repeats[i] * (sum(summed) - n * at_first[i])
+                                            for i, summed, _, _ in steps.growing) + handoff * num_steps
+
+    def rows() -> np.ndarray:
+        out = np.concatenate((first.kernels, steps.figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])) * n
+        for i, summed, _, flops_bytes in steps.growing:
+            out[:, i] = summed + flops_bytes
+        return out
+    return total_s, table_groups(table, rows, [n * t for t in first.collectives], handoff * num_steps), first_s, last_s
 
 
-def decode_time_without_cache(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, Dict]:
+def decode_time_without_cache(analysis, d, batch: int, seq_len: int, num_steps: int) -> Tuple[float, PhaseGroups]:
     """Each step is a full forward over its whole context (estimated from <= 33 samples)."""
     acc = GroupTimes()
     if num_steps <= 0:
-        return 0.0, {}
+        return 0.0, PhaseGroups(groups={})
     samples = min(num_steps, 33)
     for j in range(samples):
         i = 1 + round(j * (num_steps - 1) / max(samples - 1, 1))
         c = seq_len + i
         acc.add_ops(analysis.cost_model, d.weighted_ops(Phase("prefill", batch, c, c)), times=num_steps / samples)
-    return acc.total_s, acc.finish()
+    return acc.total_s, PhaseGroups(groups=acc.finish())
 
 
 def uncached_step_times(analysis, d, batch: int, seq_len: int, steps: int) -> Tuple[float, float]:
@@ -174,7 +178,7 @@ def expose_zero3_gather(analysis, t: Dict, steps: int) -> None:
     gather_s = zero3_weight_gather_time(analysis)
     exposed = max(0.0, gather_s - t["prefill_s"])
     t["prefill_s"] += exposed
-    t["prefill_groups"]["dp_communication"] = _exposed(exposed)
+    t["prefill_groups"].add("dp_communication", _exposed(exposed))
     if steps:
         first, last = t["first_step_s"], t["last_step_s"]
         slope = (last - first) / max(steps - 1, 1)
@@ -185,5 +189,5 @@ def expose_zero3_gather(analysis, t: Dict, steps: int) -> None:
         gather_wins, step_wins = sum_max_affine(gather_s, 0.0, first, slope, steps)
         exposed = max(0.0, gather_wins + step_wins - sum_affine(first, slope, 0, steps))
         t["decode_total_s"] += exposed
-        t["decode_groups"]["dp_communication"] = _exposed(exposed)
+        t["decode_groups"].add("dp_communication", _exposed(exposed))
         t["first_step_s"], t["last_step_s"] = max(first, gather_s), max(last, gather_s)

@@ -98,7 +98,8 @@ class PhaseTable:
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
     __slots__ = ("repeats", "repeat_array", "is_layer", "ops", "is_collective", "collectives", "collective_repeats",
-                 "collectives_work", "growing", "coefs", "memo", "_by_term", "_by_field", "_totals")
+                 "collective_counts", "collectives_work", "growing", "coefs", "memo", "_by_term", "_by_field", "_totals",
+                 "_last_figures")
 
     def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
                  coefs: List[List[Tuple[float, ...]]]):
@@ -123,6 +124,7 @@ class PhaseTable:
         self.collective_repeats = [[] for _ in self.collectives]
         for d, i in spread:
             self.collective_repeats[d].append((i, repeats[i]))
+        self.collective_counts = [sum(r for _, r in per) for per in self.collective_repeats]  # in all, per distinct one
         # whether a collective carries FLOPs or bytes of its own (summed with its group's, never timed)
         self.collectives_work = any(any(coefs[f][i]) for _, i in spread for f in (FLOPS_PER_GPU, BYTES_PER_GPU))
         # the kernels whose FLOPs or bytes grow with x (in decode: with the context; the others are
@@ -138,6 +140,7 @@ class PhaseTable:
         self._by_field = self._by_term.reshape(6, len(FIELDS), n)  # [term, field, operator]
         # ... and of each field summed over the phase (repeat counts applied): `total`
         self._totals = self._by_field @ self.repeat_array
+        self._last_figures = (None, None, None)  # (batch, x, figure_array): the shape last evaluated
 
     @staticmethod
     def _terms(batch: float, x: float) -> Tuple[float, ...]:
@@ -146,8 +149,14 @@ class PhaseTable:
         return 1.0, x, x * x, b, bx, bx * x
 
     def figure_array(self, batch: int, x: float) -> np.ndarray:
-        """Every figure of every operator at (batch, x): array[field, operator], fields as FIELDS."""
-        return np.dot(self._terms(batch, x), self._by_term).reshape(len(FIELDS), len(self.ops))
+        """Every figure of every operator at (batch, x): array[field, operator], fields as FIELDS (read
+        only: the shape last evaluated is kept, a calibrated call's lower bound times the same shapes)."""
+        last_batch, last_x, figures = self._last_figures
+        if batch != last_batch or x != last_x:
+            figures = np.dot(self._terms(batch, x), self._by_term).reshape(len(FIELDS), len(self.ops))
+            figures.flags.writeable = False
+            self._last_figures = (batch, x, figures)
+        return figures
 
     def figures(self, batch: int, x: float) -> List[List[float]]:
         """`figure_array` as lists: figures[field][operator]."""
@@ -252,7 +261,10 @@ def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
     at length x (prompt length, or decode context; None: a table for every length), or
     None where the figures are not polynomials of the shape (see the module docstring).
     Kept per describer and phase kind (its configuration never changes)."""
-    stretches = d.memoized(("phase_tables", name, stage), lambda: _stretches(d, name, stage) if _has_table(d) else [])
+    key = ("phase_tables", name, stage)
+    stretches = d.kept(key)
+    if stretches is None:
+        stretches = d.keep(key, _stretches(d, name, stage) if _has_table(d) else [])
     if x is None:
         return stretches[0].table if len(stretches) == 1 else None
     for stretch in stretches:

@@ -9,7 +9,7 @@ for collectives) and under what bounds it
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -40,6 +40,28 @@ def finished_group(compute_s: float, memory_s: float, comm_s: float, flops: floa
     return {"latency_s": compute_s + memory_s + comm_s, "compute_s": compute_s, "memory_s": memory_s,
             "communication_s": comm_s, "flops_per_gpu": flops, "bytes_per_gpu": bytes_,
             "bound": _bound(compute_s, memory_s, comm_s), "arithmetic_intensity": flops / bytes_ if bytes_ else 0.0}
+
+
+class PhaseGroups:
+    """A phase's time per group, as `GroupTimes.finish` leaves it, made each time it is read
+    (`finished`: every reader gets dicts of its own), from the phase's sums or a finished breakdown
+    (copied): a caller that needs only the phase's total (the roofline bound beside a calibrated
+    call: cost/choice.py) never makes it."""
+
+    __slots__ = ("_build", "_groups", "_added")
+
+    def __init__(self, build: Optional[Callable[[], Dict[str, Dict]]] = None, groups: Optional[Dict] = None):
+        self._build, self._groups, self._added = build, groups, {}
+
+    def add(self, key: str, entry: Dict[str, float]) -> None:
+        """A group entry added to the phase after it was timed (ZeRO-3's exposed weight gather)."""
+        self._added[key] = entry
+
+    def finished(self) -> Dict[str, Dict[str, float]]:
+        groups = self._build() if self._build is not None else {k: v.copy() for k, v in self._groups.items()}
+        for key, entry in self._added.items():
+            groups[key] = entry.copy()
+        return groups
 
 
 class GroupTimes:
@@ -121,20 +143,33 @@ def _group_layout(table: PhaseTable) -> Tuple[List[str], List[int], np.ndarray]:
     return layout
 
 
-def table_groups(table: PhaseTable, rows: np.ndarray, collectives: List[float]) -> Dict[str, Dict[str, float]]:
-    """`GroupTimes.add_ops(...).finish()` of a table's operators, each counted its repeat count
-    times: [compute_s, memory_s, flops_per_gpu, bytes_per_gpu][operator] of one copy of each kernel
-    (`rows`) and the seconds of each distinct collective (`PhaseTable.collectives`)."""
-    order, slots, member = _group_layout(table)
-    comm = [0.0] * len(order)
-    for repeats, t in zip(table.collective_repeats, collectives):
-        for i, r in repeats:
-            comm[slots[i]] += r * t
-    return {key: finished_group(c, m, k, f, b) for key, (c, m, f, b), k in zip(order, (rows @ member).T.tolist(), comm)}
+def table_groups(table: PhaseTable, rows: Callable[[], np.ndarray], collectives: List[float],
+                 handoff_s: float = 0.0) -> PhaseGroups:
+    """The time per group of a table's operators, each counted its repeat count times, from
+    [compute_s, memory_s, flops_per_gpu, bytes_per_gpu][operator] of one copy of each kernel
+    (`rows()`) and the seconds of each distinct collective (`PhaseTable.collectives`), and pipeline
+    stages' hand-offs of `handoff_s` (a group of their own: `pp_communication`); worked out when
+    first read (`PhaseGroups`)."""
+    def finished() -> Dict[str, Dict[str, float]]:
+        order, slots, member = _group_layout(table)
+        comm = [0.0] * len(order)
+        for repeats, t in zip(table.collective_repeats, collectives):
+            for i, r in repeats:
+                comm[slots[i]] += r * t
+        groups = {}
+        for key, (c, m, f, b), k in zip(order, (rows() @ member).T.tolist(), comm):
+            bound, top = ("memory", m) if m > c else ("compute", c)  # (`_bound`, written out: one call less a group)
+            groups[key] = {"latency_s": c + m + k, "compute_s": c, "memory_s": m, "communication_s": k,
+                           "flops_per_gpu": f, "bytes_per_gpu": b, "bound": "communication" if k > top else bound,
+                           "arithmetic_intensity": f / b if b else 0.0}
+        if handoff_s:
+            groups["pp_communication"] = finished_group(0.0, 0.0, handoff_s, 0.0, 0.0)
+        return groups
+    return PhaseGroups(finished)
 
 
 def table_time_s(table: PhaseTable, kernels: np.ndarray, collectives: List[float]) -> float:
     """`weighted_time_s` of a table's operators ([compute_s, memory_s][operator] of one copy of each
     kernel, seconds of each distinct collective)."""
-    return float(kernels.sum(axis=0) @ table.repeat_array) + sum(
-        r * t for repeats, t in zip(table.collective_repeats, collectives) for _, r in repeats)
+    return float((kernels[0] + kernels[1]) @ table.repeat_array) + sum(
+        n * t for n, t in zip(table.collective_counts, collectives))

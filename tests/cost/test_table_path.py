@@ -138,14 +138,14 @@ def test_each_phase_equals_the_operator_loop(setup):
         total_s, groups, flops = prefill_phase(a, d, b, x)
         acc = GroupTimes().add_ops(cm, ops)
         _close(total_s, acc.total_s)
-        _close(groups, acc.finish())
+        _close(groups.finished(), acc.finish())
         _close(flops, float(sum(n * o.flops for n, o in ops)))
         for steps in (1, 2, 500):
             first, last = _weighted(a, "decode", b, x), _weighted(a, "decode", b, x + steps - 1)
             total_s, groups, first_s, last_s = decode_phase(a, d, b, x - 1, steps)
             acc = GroupTimes().add_steps(cm, first, last, steps)
             _close(total_s, acc.total_s)
-            _close(groups, acc.finish())
+            _close(groups.finished(), acc.finish())
             _close(first_s, a.weighted_time_s(first))
             _close(last_s, a.weighted_time_s(last))
 
