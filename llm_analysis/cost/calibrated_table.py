@@ -35,12 +35,13 @@ def _copies(op) -> Optional[float]:
 class KernelPlan(NamedTuple):
     """How the calibrated model reads each kernel's shape off a table's figures."""
 
-    shaped_matmuls: np.ndarray  # indices of matmuls with a shape (N, K): M from their FLOPs
-    shapes: List[Tuple[int, int]]  # (N, K) of each
-    flops_per_row: np.ndarray  # FLOPs per row of M of each (2 N K x copies)
+    # per operator: ("m", N, K, FLOPs per row of M) for a matmul with a shape (M from its FLOPs),
+    # ("q", one query: a decode step's) for an attention core (else the phase's x), None otherwise
+    rules: list
+    shaped_matmuls: np.ndarray  # indices of the matmuls with a shape
     plateau_matmuls: np.ndarray  # indices of matmuls without a shape: the GEMM plateau
     is_matmul: np.ndarray  # per operator (matmuls stream bytes at their own rate)
-    attention: List[Tuple[int, object, bool]]  # (index, operator, one query: a decode step's) of attention cores
+    attention: List[Tuple[int, object, bool]]  # (index, operator, one query) of each attention core
 
 
 def kernel_plan(table: PhaseTable) -> Optional[KernelPlan]:
@@ -49,25 +50,25 @@ def kernel_plan(table: PhaseTable) -> Optional[KernelPlan]:
     plan = table.memo.get("calibrated_plan", False)
     if plan is not False:
         return plan
-    shaped, shapes, per_row, plateau, attention = [], [], [], [], []
-    for i, op in enumerate(table.ops):
-        if op.kind == "matmul":
-            if len(op.kernel_dims) == 3:
-                c = _copies(op)
-                if c is None:
-                    table.memo["calibrated_plan"] = None
-                    return None
-                n, k = op.kernel_dims[1], op.kernel_dims[2]
-                shaped.append(i)
-                shapes.append((n, k))
-                per_row.append(2.0 * n * k * c)
-            else:
-                plateau.append(i)
+    rules = []
+    for op in table.ops:
+        if op.kind == "matmul" and len(op.kernel_dims) == 3:
+            c = _copies(op)
+            if c is None:
+                table.memo["calibrated_plan"] = None
+                return None
+            n, k = op.kernel_dims[1], op.kernel_dims[2]
+            rules.append(("m", n, k, 2.0 * n * k * c))
         elif op.kind == "attention":  # (no shape: one query, as op_kernel_split_s takes it)
-            attention.append((i, op, not op.kernel_dims or op.kernel_dims[0] == 1))
+            rules.append(("q", not op.kernel_dims or op.kernel_dims[0] == 1))
+        else:
+            rules.append(None)
+    shaped = [i for i, rule in enumerate(rules) if rule and rule[0] == "m"]
     plan = table.memo["calibrated_plan"] = KernelPlan(
-        np.array(shaped, dtype=int), shapes, np.array(per_row), np.array(plateau, dtype=int),
-        np.array([op.kind == "matmul" for op in table.ops], dtype=bool), attention)
+        rules, np.array(shaped, dtype=int),
+        np.array([i for i, op in enumerate(table.ops) if op.kind == "matmul" and i not in shaped], dtype=int),
+        np.array([op.kind == "matmul" for op in table.ops], dtype=bool),
+        [(i, op, rule[1]) for i, (op, rule) in enumerate(zip(table.ops, rules)) if rule and rule[0] == "q"])
     return plan
 
 
@@ -76,8 +77,8 @@ class TableRates(NamedTuple):
 
     cm: object  # the model (kept, and compared by identity: an entry is its own model's)
     gemms: List[Tuple[object, float]]  # (GemmShape of (N, K), FLOPs per row of M) of each shaped matmul
-    base_rate: np.ndarray  # FLOP/s of each kernel but the shaped matmuls: the GEMM plateau or, for
-    # kernels that stream bytes only, infinite (no compute time)
+    base_rate: np.ndarray  # FLOP/s of each kernel but the matmuls with a shape (theirs: `gemms`): the
+    # GEMM plateau or, for kernels that stream bytes only, infinite (no compute time)
     per_stream_byte: np.ndarray  # seconds per HBM byte of each kernel (matmuls at their own streaming
     # efficiency; 0 for a kernel that moves no bytes)
     works: np.ndarray  # 1 for a kernel that does any work, 0 for none (a skipped block's, a collective's)
@@ -95,7 +96,7 @@ def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
         computes = np.array([any(c) for c in table.coefs[FLOPS_PER_GPU]])
         stream_rate = np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff, cm._hbm * cm._hbm_eff)
         rates = table.memo[key] = TableRates(
-            cm, [(cm.gemm_shape(n, k), per_row) for (n, k), per_row in zip(plan.shapes, plan.flops_per_row.tolist())],
+            cm, [(cm.gemm_shape(plan.rules[i][1], plan.rules[i][2]), plan.rules[i][3]) for i in plan.shaped_matmuls],
             base, moves / stream_rate, (moves | computes).astype(float))
     return rates
 
@@ -107,12 +108,12 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
     plan = kernel_plan(table)
     rates = _table_rates(cm, table, plan)
     flops, nbytes = figures[FLOPS_PER_GPU], figures[BYTES_PER_GPU]
-    # FLOP/s of each kernel: matmuls at their shape's GEMM efficiency (M = FLOPs / FLOPs per row,
-    # rounded, at least 1)
-    rate = rates.base_rate.copy()
-    rate[plan.shaped_matmuls] = [cm._peak * gemm(max(1, round(f / per_row)))
-                                 for (gemm, per_row), f in zip(rates.gemms, flops[plan.shaped_matmuls].tolist())]
-    compute_s = flops / rate
+    # compute time of each kernel: matmuls with a shape at its GEMM efficiency (M = FLOPs / FLOPs per
+    # row, rounded, at least 1), the others at their `base_rate`
+    compute_s = flops / rates.base_rate
+    peak = cm._peak
+    compute_s[plan.shaped_matmuls] = [f / (peak * gemm(max(1, round(f / per_row))))
+                                      for (gemm, per_row), f in zip(rates.gemms, flops[plan.shaped_matmuls].tolist())]
     # bytes through HBM, saturating with the size moved (`_stream_s`)
     memory_s = (nbytes + cm._hbm_half) * rates.per_stream_byte
     # the kernel's time, never below the floor, filed under what bounds it; no work: no kernel
@@ -128,28 +129,25 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
     return kernels
 
 
-def _kernel_dims(plan: KernelPlan, op, i: int, flops: float, x: float) -> Tuple:
-    """Kernel shape of table operator i with these FLOPs at length x, as `calibrated_table_split_s`
-    reads it (`op_kernel_split_s`'s `dims`)."""
-    if op.kind == "matmul" and i in plan.shaped_matmuls:
-        j = int(np.flatnonzero(plan.shaped_matmuls == i)[0])
-        n, k = plan.shapes[j]
-        return max(1, round(flops / plan.flops_per_row[j])), n, k
-    if op.kind == "attention":
-        one_query = next(one for index, _, one in plan.attention if index == i)
-        return (1,) if one_query else (x,)
-    return op.kernel_dims
+def _kernel_dims(rule, op, flops: float, x: float) -> Tuple:
+    """Kernel shape of a table operator (`KernelPlan.rules`) with these FLOPs at length x, as
+    `calibrated_table_kernels_s` reads it (`op_kernel_split_s`'s `dims`)."""
+    if rule is None:
+        return op.kernel_dims
+    if rule[0] == "m":
+        return max(1, round(flops / rule[3])), rule[1], rule[2]
+    return (1,) if rule[1] else (x,)
 
 
 def calibrated_growing_steps_split_s(cm, table: PhaseTable, i: int, first, at_first, at_last, x0: int, n: int):
     """`CostModel._growing_steps_split_s` under the calibrated model: Simpson's rule over the steps
     from the first, middle and last step (`CalibratedCostModel.steps_split_s`)."""
-    plan, op = kernel_plan(table), table.ops[i]
+    rule, op = kernel_plan(table).rules[i], table.ops[i]
     x1 = x0 + n - 1
 
     def split(figures, x):
         f = figures[FLOPS_PER_GPU]
-        return cm.op_kernel_split_s(op, f, figures[BYTES_PER_GPU], figures[KV_CACHE_BYTES], _kernel_dims(plan, op, i, f, x))
+        return cm.op_kernel_split_s(op, f, figures[BYTES_PER_GPU], figures[KV_CACHE_BYTES], _kernel_dims(rule, op, f, x))
     last = split(at_last, x1)
     mid = split([(a + z) / 2 for a, z in zip(at_first, at_last)], (x0 + x1) / 2)
     return tuple(n * (a + 4 * m + z) / 6 for a, m, z in zip(first, mid, last)), last
