@@ -191,9 +191,20 @@ class CostModel:
         kernels = self.table_kernels_s(table, figures, x)
         if table.collectives_work:
             kernels[:, table.is_collective] = 0.0
-        comm = figures[COMM_BYTES]
-        return TableSplit(kernels, [self.collective_s(op.collective, float(comm[i]), op.comm_group_size, op.comm_group)
-                                    for i, op in table.collectives])
+        if not table.collectives:
+            return TableSplit(kernels, [])
+        comm = figures[COMM_BYTES].tolist()
+        return TableSplit(kernels, [timer(comm[i]) for i, timer in self._table_collective_timers(table)])
+
+    def _table_collective_timers(self, table: PhaseTable) -> List[Tuple[int, Callable[[float], float]]]:
+        """(index, `collective_timer`) of each distinct collective of `table`, looked up once per
+        (table, cost model)."""
+        key = ("collective_timers", id(self))
+        entry = table.memo.get(key)
+        if entry is None or entry[0] is not self:  # (the entry keeps its model: an id is its own)
+            entry = table.memo[key] = (self, [(i, self.collective_timer(op.collective, op.comm_group_size, op.comm_group))
+                                              for i, op in table.collectives])
+        return entry[1]
 
     def table_kernels_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> np.ndarray:
         """[compute_s, memory_s][operator] of every operator's figures as a kernel."""
