@@ -19,11 +19,12 @@ import pytest
 from llm_analysis.cli.commands import infer, train
 from llm_analysis.cli.help_text import args_section
 from llm_analysis.cli.plan import plan_infer_command, plan_train_command
+from llm_analysis.cli.serve import serve
 from llm_analysis.errors import ConfigError
 from llm_analysis.units import seconds
 
 REPO = Path(__file__).resolve().parents[2]
-COMMANDS = {("infer",): infer, ("train",): train, ("plan", "infer"): plan_infer_command,
+COMMANDS = {("infer",): infer, ("train",): train, ("serve",): serve, ("plan", "infer"): plan_infer_command,
             ("plan", "train"): plan_train_command}
 
 
