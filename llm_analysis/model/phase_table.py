@@ -93,6 +93,27 @@ def _coefficients(per_batch: Sequence[Sequence[float]], x0: int) -> Tuple[float,
     return tuple(_half(2 * p - q) for p, q in zip(u, v)) + tuple(_half(q - p) for p, q in zip(u, v))
 
 
+_EXACT = 2.0 ** 52  # whole numbers below this are exact floats, and so are their sums and differences
+
+
+def _whole_coefficients(figures: np.ndarray, x0: int) -> Optional[List[List[Tuple[float, ...]]]]:
+    """`_coefficients` of every figure at once ([batch 1 or 2, x0 + i, field, operator]) where every
+    figure and every intermediate value is a whole number below 2^52, which floats hold and add
+    exactly (so the coefficients are the exact ones, halved exactly); None otherwise."""
+    if not (np.all(figures == np.rint(figures)) and np.abs(figures).max(initial=0.0) < _EXACT / 64):
+        return None
+    y0, y1, y2 = figures[:, 0], figures[:, 1], figures[:, 2]
+    c2 = y2 - 2 * y1 + y0  # the doubled quadratic's coefficients, as _doubled_quadratic
+    c1 = 2 * (y1 - y0) - c2 * (2 * x0 + 1)
+    c0 = 2 * y0 - c1 * x0 - c2 * x0 * x0
+    doubled = np.array((c0, c1, c2))  # [coefficient, batch, field, operator]
+    u, v = doubled[:, 0], doubled[:, 1]  # probed at batch 1 and 2: A = 2u - v, B = v - u
+    halves = np.concatenate((2 * u - v, v - u)) / 2  # [a0, a1, a2, b0, b1, b2][field, operator]
+    if np.abs(doubled).max(initial=0.0) >= _EXACT or np.abs(halves).max(initial=0.0) * 2 >= _EXACT:
+        return None
+    return [list(map(tuple, per_field.T.tolist())) for per_field in halves.transpose(1, 0, 2)]
+
+
 class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
@@ -193,10 +214,14 @@ def _fit(d: LayerDescriber, name: str, stage: Optional[int], xs: Tuple[int, ...]
     weighted, shape = probes[(1, xs[0])]
     if any(s != shape for _, s in probes.values()) or not all(s[-1] for _, _, s in shape):
         return None
-    figures = {key: [_figures(o) for _, o in w] for key, (w, _) in probes.items()}
-    coefs: List[List[Tuple[float, ...]]] = [
-        [_coefficients([[figures[(b, x)][i][f] for x in xs] for b in _PROBE_BATCHES], xs[0])
-         for i in range(len(weighted))] for f in range(len(FIELDS))]
+    # figures[batch, x, field, operator] of the probes
+    figures = np.array([[[[getattr(o, f) for _, o in probes[(b, x)][0]] for f in FIELDS] for x in xs]
+                        for b in _PROBE_BATCHES], dtype=float).reshape(len(_PROBE_BATCHES), len(xs), len(FIELDS),
+                                                                       len(weighted))
+    coefs = _whole_coefficients(figures, xs[0])
+    if coefs is None:  # a figure not a whole number (or too large for exact float sums): exact fractions
+        coefs = [[_coefficients(figures[:, :, f, i].tolist(), xs[0]) for i in range(len(weighted))]
+                 for f in range(len(FIELDS))]
     table = PhaseTable([n for n, _ in weighted], [layer for _, layer, _ in shape], [o for _, o in weighted], coefs)
     for b, x in checks:
         w, s = probe(b, x)
@@ -250,6 +275,18 @@ def _stretches(d: LayerDescriber, name: str, stage: Optional[int]) -> List[_Stre
     return stretches
 
 
+def _same_stage(d: LayerDescriber, stage: Optional[int]) -> Optional[int]:
+    """The first pipeline stage with the same operators as `stage`: a stage's operators depend only on
+    its layer kinds and counts and on whether it holds the embedding (first) or the head (last)
+    (`LayerDescriber.build_model_parts`; tables are fitted for LayerDescriber itself only)."""
+    if stage is None:
+        return None
+    last = len(d.stage_groups) - 1
+    signature = lambda s: (s == 0, s == last, tuple(d.stage_groups[s].items()))  # noqa: E731
+    mine = signature(stage)
+    return next(s for s in range(stage + 1) if signature(s) == mine)
+
+
 def _has_table(d: LayerDescriber) -> bool:
     m = d.model
     return type(d) is LayerDescriber and not (m.is_moe or d.par.cp_size > 1)
@@ -264,7 +301,12 @@ def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,
     key = ("phase_tables", name, stage)
     stretches = d.kept(key)
     if stretches is None:
-        stretches = d.keep(key, _stretches(d, name, stage) if _has_table(d) else [])
+        same = _same_stage(d, stage)
+        if same != stage:  # a pipeline stage with the operators of an earlier one: its tables
+            phase_table(d, name, same)
+            stretches = d.keep(key, d.kept(("phase_tables", name, same)))
+        else:
+            stretches = d.keep(key, _stretches(d, name, stage) if _has_table(d) else [])
     if x is None:
         return stretches[0].table if len(stretches) == 1 else None
     for stretch in stretches:

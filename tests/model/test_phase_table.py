@@ -16,6 +16,8 @@ def _analysis(name, **par):
 
 @pytest.mark.parametrize("name,par", [("facebook_opt-1.3b", dict(tp_size=2)),
                                       ("meta-llama_Llama-3.1-8B", dict(tp_size=4, pp_size=2)),
+                                      # middle stages share their table (phase_table._same_stage)
+                                      ("meta-llama_Llama-3.1-8B", dict(pp_size=4)),
                                       ("bert-base-uncased", {})])
 @pytest.mark.parametrize("phase", ["prefill", "decode", "train"])
 def test_table_matches_built_operators(name, par, phase):
