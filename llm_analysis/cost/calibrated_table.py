@@ -10,8 +10,11 @@ follow from figures the table already evaluates:
 - the attention core's query length is the phase's x (prefill, training) or 1
   (decode steps: the probe operator's query length is 1);
 - KV-cache reads are a table field.
-The times are `CalibratedCostModel.op_kernel_split_s` of those figures, so an
-operator costs the same by either path (up to float rounding).
+The times are `CalibratedCostModel.op_kernel_split_s`'s rule on those figures, for
+every operator of the table at once (numpy arrays; the attention cores, a few per table,
+by `op_kernel_split_s` itself), so an operator costs the same by either path (up to
+float rounding); what one model reads off one table's plan (GEMM shapes, streaming
+rates, which kernels work) is worked out once (`_table_rates`).
 """
 
 from __future__ import annotations
@@ -147,7 +150,8 @@ def calibrated_growing_steps_split_s(cm, table: PhaseTable, i: int, first, at_fi
 
     def split(figures, x):
         f = figures[FLOPS_PER_GPU]
-        return cm.op_kernel_split_s(op, f, figures[BYTES_PER_GPU], figures[KV_CACHE_BYTES], _kernel_dims(rule, op, f, x))
+        return cm.op_kernel_split_s(op, f, figures[BYTES_PER_GPU], figures[KV_CACHE_BYTES],
+                                    _kernel_dims(rule, op, f, x))
     last = split(at_last, x1)
     mid = split([(a + z) / 2 for a, z in zip(at_first, at_last)], (x0 + x1) / 2)
     return tuple(n * (a + 4 * m + z) / 6 for a, m, z in zip(first, mid, last)), last

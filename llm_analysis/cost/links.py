@@ -139,8 +139,10 @@ def collective_timer(kind: str, group_size: int, link: Link) -> Callable[[float]
     if link.name == "inter_node":
         return lambda bytes_per_gpu: _hierarchical_time_s(kind, bytes_per_gpu, n, link) if bytes_per_gpu > 0 else 0.0
     bw_factor, hops = _ALGORITHMS[kind]
-    factor, hops_s, bytes_per_s, floor_s = bw_factor(n), hops(n) * link.hop_latency_s, link.bytes_per_s, link.min_latency_s
-    return lambda bytes_per_gpu: max(factor * bytes_per_gpu / bytes_per_s + hops_s, floor_s) if bytes_per_gpu > 0 else 0.0
+    factor, hops_s = bw_factor(n), hops(n) * link.hop_latency_s
+    bytes_per_s, floor_s = link.bytes_per_s, link.min_latency_s
+    return lambda bytes_per_gpu: (max(factor * bytes_per_gpu / bytes_per_s + hops_s, floor_s) if bytes_per_gpu > 0
+                                  else 0.0)
 
 
 def collective_time_s(kind: str, bytes_per_gpu: float, group_size: int, link: Link) -> float:

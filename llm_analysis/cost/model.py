@@ -1,13 +1,16 @@
 """The cost model: the one place an operator's time and bound are computed.
 
-An operator record (`operators`) says what is done (FLOPs, bytes moved,
+An operator record (`model/records.py`) says what is done (FLOPs, bytes moved,
 collective and message size); a cost model says how long it takes on the
 hardware. `CostModel` is the interface every time in the package goes
 through; `RooflineCostModel` is the default (Williams et al. 2009 roofline for
 kernels, the ring alpha-beta model of `links` for collectives). A calibrated
 model (measured kernel rates per shape) subclasses `CostModel`, implements
 `kernel_split_s` and `steps_split_s`, and is handed to `LLMAnalysis` in place of
-the roofline: nothing else changes.
+the roofline: nothing else changes. A model may also time every operator of a
+phase table at once from the table's figures (`table_kernels_s`,
+`_growing_steps_split_s`: the same rules on arrays), which the phases use where
+the describer has a table (model/phase_table.py).
 
 Times are split three ways, (compute_s, memory_s, communication_s), with the
 whole time of an operator filed under what bounds it, so that breakdowns can say
@@ -202,8 +205,9 @@ class CostModel:
         key = ("collective_timers", id(self))
         entry = table.memo.get(key)
         if entry is None or entry[0] is not self:  # (the entry keeps its model: an id is its own)
-            entry = table.memo[key] = (self, [(i, self.collective_timer(op.collective, op.comm_group_size, op.comm_group))
-                                              for i, op in table.collectives])
+            timers = [(i, self.collective_timer(op.collective, op.comm_group_size, op.comm_group))
+                      for i, op in table.collectives]
+            entry = table.memo[key] = (self, timers)
         return entry[1]
 
     def table_kernels_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> np.ndarray:
@@ -227,7 +231,7 @@ class CostModel:
         return TableSteps(first, figures, growing)
 
     def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],
-                               at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], Tuple[float, float]]:
+                               at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], ...]:
         """((compute_s, memory_s) summed over n steps, (compute_s, memory_s) at the last step) of
         table kernel i, whose figures [field] go linearly from `at_first` to `at_last` (its time at
         the first step: `first`)."""
@@ -299,10 +303,11 @@ class RooflineCostModel(CostModel):
         return c_m
 
     def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],
-                               at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], Tuple[float, float]]:
+                               at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], ...]:
         """The closed form of `steps_split_s`."""
         span, F, B = max(n - 1, 1), self.roofline.flops_per_s, self.roofline.hbm_bytes_per_s
-        f0, f1, b0, b1 = at_first[FLOPS_PER_GPU], at_last[FLOPS_PER_GPU], at_first[BYTES_PER_GPU], at_last[BYTES_PER_GPU]
+        f0, f1 = at_first[FLOPS_PER_GPU], at_last[FLOPS_PER_GPU]
+        b0, b1 = at_first[BYTES_PER_GPU], at_last[BYTES_PER_GPU]
         return (sum_max_affine(f0 / F, (f1 - f0) / span / F, b0 / B, (b1 - b0) / span / B, n),
                 self.kernel_split_s(f1, b1))
 

@@ -69,7 +69,7 @@ def stage_times_s(analysis, d, phase: Phase) -> List[float]:
             own.append(own[rep])
             continue
         lists.append(d.weighted_ops(phase, stage=i))
-        own.append(sum(n * time_s(op) for n, op in lists[-1]))  # as views/latency.weighted_time_s adds them
+        own.append(sum(n * time_s(op) for n, op in lists[-1]))  # as quantities/latency.weighted_time_s adds them
     return [t + (handoff if i < p - 1 else 0.0) for i, t in enumerate(own)]
 
 

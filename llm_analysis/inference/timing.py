@@ -32,7 +32,7 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
 
 
 def _handoff_s(analysis, batch: int, tokens_per_seq: int) -> float:
-    """`pipeline_handoff_time_s`, which is 0.0 without pipeline stages (views/latency.py)."""
+    """`pipeline_handoff_time_s`, which is 0.0 without pipeline stages (quantities/latency.py)."""
     if analysis.parallelism_config.pp_size == 1:
         return 0.0
     return analysis.pipeline_handoff_time_s(batch, tokens_per_seq)

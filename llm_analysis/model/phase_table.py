@@ -109,7 +109,8 @@ def _whole_coefficients(figures: np.ndarray, x0: int) -> Optional[List[List[Tupl
     doubled = np.array((c0, c1, c2))  # [coefficient, batch, field, operator]
     u, v = doubled[:, 0], doubled[:, 1]  # probed at batch 1 and 2: A = 2u - v, B = v - u
     halves = np.concatenate((2 * u - v, v - u)) / 2  # [a0, a1, a2, b0, b1, b2][field, operator]
-    if np.abs(doubled).max(initial=0.0) >= _EXACT or np.abs(halves).max(initial=0.0) * 2 >= _EXACT:
+    largest = max(np.abs(a).max(initial=0.0) for a in (c2 * (2 * x0 + 1), c1 * x0, c2 * x0 * x0, doubled, 2 * halves))
+    if largest >= _EXACT:  # (a product or sum past 2^52 may have been rounded)
         return None
     return [list(map(tuple, per_field.T.tolist())) for per_field in halves.transpose(1, 0, 2)]
 
@@ -119,8 +120,8 @@ class PhaseTable:
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
     __slots__ = ("repeats", "repeat_array", "is_layer", "ops", "is_collective", "collectives", "collective_repeats",
-                 "collective_counts", "collectives_work", "growing", "coefs", "memo", "_by_term", "_by_field", "_totals",
-                 "_last_figures")
+                 "collective_counts", "collectives_work", "growing", "coefs", "memo", "_by_term", "_by_field",
+                 "_totals", "_last_figures")
 
     def __init__(self, repeats: List[int], is_layer: List[bool], ops: List[Operator],
                  coefs: List[List[Tuple[float, ...]]]):

@@ -1,4 +1,4 @@
-"""The phase tables (operators/phase_table.py) reproduce the operators the builders
+"""The phase tables (model/phase_table.py) reproduce the operators the builders
 produce, at shapes far from the probes, and are refused where the figures are not
 polynomials of the shape (routed experts, sliding windows)."""
 
@@ -48,3 +48,24 @@ def test_table_matches_built_operators(name, par, phase):
 @pytest.mark.parametrize("name", ["mistralai_Mixtral-8x7B-v0.1", "google_gemma-2-9b"])
 def test_no_table_where_figures_are_not_polynomials(name):
     assert phase_table(_analysis(name).describer, "prefill") is None
+
+
+@pytest.mark.parametrize("name,dtype,par", [("meta-llama_Llama-3.1-70B", "w16a16e16", dict(tp_size=8)),
+                                            ("google_gemma-2-9b", "w4a16e16", dict(tp_size=2)),  # above the window
+                                            ("facebook_opt-1.3b", "fp8", {})])
+def test_array_fit_is_the_exact_fit(name, dtype, par, monkeypatch):
+    """The probes' whole-number figures fitted in one array pass give the coefficients the exact
+    (fraction) arithmetic gives, bit for bit."""
+    import llm_analysis.model.phase_table as phase_table_module
+    from llm_analysis.config import get_dtype_config_by_name
+    from llm_analysis.model.describer import LayerDescriber
+
+    def describer():
+        return LayerDescriber(get_model_config_by_name(name), get_dtype_config_by_name(dtype), ParallelismConfig(**par))
+    for phase in ("prefill", "decode", "train"):
+        x = 5000 if get_model_config_by_name(name).sliding_window else 100
+        fitted = phase_table(describer(), phase, x=x)
+        with monkeypatch.context() as m:
+            m.setattr(phase_table_module, "_whole_coefficients", lambda *a: None)
+            exact = phase_table(describer(), phase, x=x)
+        assert fitted is not None and fitted.coefs == exact.coefs
