@@ -79,10 +79,8 @@ class CalibratedCostModel(CostModel):
     """Operator -> seconds as frameworks measure it, from a calibration `Profile`."""
 
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
-                 launch: str = "graph", num_gpus_per_node: Optional[int] = None, bound_model: Optional[CostModel] = None):
+                 launch: str = "graph", num_gpus_per_node: Optional[int] = None):
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
-        # the roofline whose times are reported beside this model's (`<key>_lower_bound`: cost/choice.py)
-        self.bound_model = bound_model
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
         check_profile_matches_gpu(profile, gpu.name)
@@ -115,7 +113,7 @@ class CalibratedCostModel(CostModel):
         if launch == self.launch:
             return self
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
-                                   self.num_gpus_per_node, self.bound_model)
+                                   self.num_gpus_per_node)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
         view._gemms, view._timers = self._gemms, self._timers
         return view

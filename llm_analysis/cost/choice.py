@@ -51,7 +51,7 @@ def check_launch(kernel_launch):
 def cost_model(a):
     if a.profile is not None:
         return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile,
-                                   a.kernel_launch or "graph", a.num_gpus_per_node, a.lower_bound_cost_model)
+                                   a.kernel_launch or "graph", a.num_gpus_per_node)
     if a.cost_model_class is RooflineCostModel:
         return a.lower_bound_cost_model
     return roofline_model(a, a.cost_model_class)
