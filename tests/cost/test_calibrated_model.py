@@ -1,7 +1,7 @@
 """The calibrated performance model (perf_model="calibrated") and the roofline bound.
 
 Expected values are published measurements (cited per record in
-../shared/validation: sources in each record) or hand derivations; the records
+benchmarks/data/validation: sources in each record) or hand derivations; the records
 used here are in the REPORT half of benchmarks/accuracy.py's split (first byte
 of sha256(id) odd), never the half the shipped profiles were fitted on.
 """
