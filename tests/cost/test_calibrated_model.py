@@ -27,7 +27,7 @@ from llm_analysis.errors import ConfigError
 REPO = Path(__file__).resolve().parents[2]
 VALIDATION = Path(os.environ.get("LLM_ANALYSIS_VALIDATION_DIR", REPO / "benchmarks" / "data" / "validation"))
 needs_records = pytest.mark.skipif(not (VALIDATION / "measured_dev.json").exists(),
-                                   reason="../shared/validation (measured records) is absent")
+                                   reason="benchmarks/data/validation (measured records) is absent")
 H100, A100 = get_gpu_config_by_name("h100-sxm-80gb"), get_gpu_config_by_name("a100-sxm-80gb")
 LLAMA8B = get_model_config_by_name("meta-llama_Llama-3.1-8B")
 
