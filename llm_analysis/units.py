@@ -5,6 +5,10 @@ as printed on vendor spec sheets; bandwidths are decimal GB/s; compute peaks are
 dense (non-sparse) TFLOP/s (10**12 FLOP/s).
 """
 
+import re
+
+from llm_analysis.errors import ConfigError
+
 BYTES_FP32 = 4
 BYTES_FP16 = 2
 BYTES_INT8 = 1
@@ -38,8 +42,6 @@ TIME_UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0}
 def seconds(value, field: str):
     """`value` in seconds: None, a number (seconds) or a string with a unit of TIME_UNITS_S.
     Raises ConfigError naming `field`, the value and the valid units."""
-    import re
-    from llm_analysis.errors import ConfigError
     if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         return value
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]*)\s*", str(value))
