@@ -27,6 +27,15 @@ INFERENCE_COLUMNS = [
     ("$/Mtok", lambda r: "-" if r["figures"]["cost_per_million_tokens"] is None
      else f"{r['figures']['cost_per_million_tokens']:.3f}"),
 ]
+INFERENCE_LEGEND = {
+    "kv_B": "KV-cache bytes per element (- = the data type's)", "tp": "tensor-parallel GPUs",
+    "pp": "pipeline stages", "ep": "expert-parallel ranks (MoE; a replica is then tp x pp x ep GPUs)",
+    "batch": "requests batched together per replica (tp x pp GPUs), prefilled together and decoded together "
+             "(inference()'s batch_size_per_gpu)",
+    "replicas": "copies of the layout that share the load", "gpus": "replicas x tp x pp x ep",
+    "ttft_ms": "time to first token, ms (the batch's prefill)", "tpot_ms": "time per output token, ms (mean decode step)",
+    "tok/s/gpu": "generated tokens per second per GPU", "$/Mtok": "dollars per million generated tokens",
+}
 
 
 def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price: bool, gpu_prices,
@@ -67,7 +76,8 @@ def serving_assumptions(search: Search) -> Dict[str, Any]:
         "flops_efficiency": kw["flops_efficiency"], "hbm_memory_efficiency": kw["hbm_memory_efficiency"],
         "conventions": {k: kw[k] for k in ("attention_flops", "logits", "mla_attention")},
         "batching": "static: a replica runs batch_size_per_gpu x ep requests together from prefill to the last "
-                    "token; TTFT = the prefill of that batch, TPOT = the mean decode step",
+                    "token (batch_size_per_gpu is per replica (tp x pp GPUs, x ep for MoE), named as inference() "
+                    "names it); TTFT = the prefill of that batch, TPOT = the mean decode step",
         "cost": "cost_per_million_tokens = $/GPU-hour x tp x pp GPUs x request time / (batch x generated tokens) "
                 "x 1e6 = inference()['total_cost_per_1k_tokens'] x 1000 (generated tokens only)",
         "fleet": "replicas = ceil(max(request_rate x request time / (batch x ep), min_tokens_per_s / replica "
@@ -117,7 +127,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                          perf_model)
     stats, miss = SearchStats(), ClosestMiss()
     rows, points = _collect(search, slo, s, n, stats, miss)
-    extra: Dict[str, Any] = {"columns": INFERENCE_COLUMNS}
+    extra: Dict[str, Any] = {"columns": INFERENCE_COLUMNS, "legend": INFERENCE_LEGEND}
     if disaggregate:
         from llm_analysis.planner.disagg import plan_disaggregated
         extra["disaggregated"] = plan_disaggregated(search, slo, s, n, objective, stats, ClosestMiss())
