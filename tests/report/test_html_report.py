@@ -44,8 +44,9 @@ TRAIN = ["train", "--model_name", MODEL, "--gpu_name", "a100-sxm-80gb", "--tp_si
 PLAN_INFER = ["plan", "infer", MODEL, "a100-sxm-80gb,h100-sxm-80gb", "--max_tpot", "50ms"]
 PLAN_TRAIN = ["plan", "train", MODEL, "a100-sxm-80gb", "--total_num_tokens", "1e9", "--max_gpus", "16",
               "--global_batch_size", "64", "--seq_len", "2048"]
-COMMANDS = {"infer": INFER, "infer-calibrated": INFER + ["--perf_model", "calibrated"], "train": TRAIN,
-            "train-calibrated": TRAIN + ["--perf_model", "calibrated"], "plan-infer": PLAN_INFER,
+ROOFLINE = ["--perf_model", "roofline"]  # without it the CLI reports expected (calibrated) times
+COMMANDS = {"infer": INFER + ROOFLINE, "infer-calibrated": INFER, "train": TRAIN + ROOFLINE,
+            "train-calibrated": TRAIN, "plan-infer": PLAN_INFER,
             "plan-train": PLAN_TRAIN}
 
 
