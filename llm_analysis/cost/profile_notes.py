@@ -7,7 +7,9 @@ GPU or the dtype asked about: what stands in for the measurement, said once in w
 - A dtype whose GEMMs run at a peak other than the 16-bit one (fp8, fp4, int8, int4, tf32)
   with no plateau efficiency of its own in the profile: the calibrated model times them at
   the 16-bit GEMM plateau of that peak (cost/calibrated.py); the note says so. fp8 has its
-  own parameter (`gemm_fp8_plateau_efficiency`) where a profile gives it.
+  own parameter (`gemm_fp8_plateau_efficiency`) where a profile gives it; fp8 on a GPU
+  without fp8 units runs at the 16-bit peak (cost/precision.py), which the 16-bit plateau
+  describes: no note.
 - Weight-only int8 / int4 GEMMs on a profile whose streaming factor is the stated default
   (the profile predates the factor): the 16-bit streaming rate.
 
@@ -43,14 +45,14 @@ def profile_notes(profile: Profile, gpu: GPUConfig, dtype: DtypeConfig) -> List[
     notes = [profile.fallback] if profile.fallback else []
     label = profile.origin or profile.generation
     plateau = profile.values["gemm_plateau_efficiency"]
-    if _is_fp8(dtype):
-        if "gemm_fp8_plateau_efficiency" not in profile.values:
-            notes.append(f"no fp8 GEMM efficiency in profile {label}: fp8 GEMMs are timed at its 16-bit GEMM "
-                         f"plateau ({plateau:.0%}) of the fp8 peak")
-    elif matmul_peak_tflops(gpu, dtype) != gpu.peak_fp16_TFLOPS:
+    peak_tflops = matmul_peak_tflops(gpu, dtype)
+    # GEMMs at the 16-bit peak (16-bit dtypes, weight-only ones, fp8 upcast where the GPU has no
+    # fp8 units) are what the 16-bit plateau measures: nothing borrowed
+    own = peak_tflops == gpu.peak_fp16_TFLOPS or (_is_fp8(dtype) and "gemm_fp8_plateau_efficiency" in profile.values)
+    if not own:
         precision = _matmul_precision(dtype)
         notes.append(f"no {precision} GEMM efficiency in profile {label}: {precision} GEMMs are timed at its 16-bit "
-                     f"GEMM plateau ({plateau:.0%}) of the {precision} peak")
+                     f"GEMM plateau ({plateau:.0%}) of the {precision} peak ({peak_tflops:g} TFLOP/s)")
     bits = _weight_only_int_bits(dtype)
     key = f"weight_only_int{bits}_stream_factor"
     if bits and profile.sources.get(key, "").startswith("default"):
