@@ -14,8 +14,10 @@ A request's life, in steady state with X requests per second over the deployment
 - prefill pool (Rp = Wp x attention_dp ranks, the request rate split evenly): a batch of b
   prompts takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
   model); the ranks serve batches as an M/D/1 queue of service s_b / b per request at utilisation
-  rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)) (Poisson arrivals), in a closed loop never
-  more than the batches of the other clients of a rank, (C / Rp - 1) s_b / b;
+  rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)) (Poisson arrivals); in a closed loop at
+  least prefill_contention (fitted per engine, PREFILL_CONTENTION) of the batches of the other
+  clients of a rank (clients that finish together return together) and never more than all of
+  them, (C / Rp - 1) s_b / b;
 - KV transfer: each GPU of the prefill rank sends its share of the prompt's KV cache (its KV
   bytes per token x input length) to the decode worker, point to point over the link the two
   pools share: NVLink when all their GPUs fit one NVLink domain (a node, or an NVL72 rack),
@@ -49,7 +51,13 @@ from llm_analysis.units import GB
 
 POOLS = ("prefill", "decode")
 POOL_KEYS = ("workers", "parallelism", "batch_size")
-_TOP_KEYS = POOLS + ("kv_transfer_GB_per_s",)
+_TOP_KEYS = POOLS + ("kv_transfer_GB_per_s", "prefill_contention")
+# closed loop: the share of one prefill batch a request waits per other client of its prefill rank
+# (clients that finish together return together: the aggregated engines' prefill_contention, for the
+# prefill pool); the median of each engine's implied values on the fit half of the disaggregated
+# rows of serving_dev.csv (benchmarks/serving_layout_accuracy.py --fit: trtllm 0.34 over 28 rows, sglang
+# 0.59 over 15; vllm has one row there, so it takes TensorRT-LLM's value)
+PREFILL_CONTENTION = {"trtllm": 0.34, "sglang": 0.59, "vllm": 0.34}
 _BISECTIONS = 100
 _FIXED_POINT_STEPS = 60
 
@@ -203,6 +211,9 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         raise ConfigError(f"disaggregated['kv_transfer_GB_per_s'] = {link!r} must be a positive number (inf: "
                           "instantaneous)")
     shape, engine = decode.rank.shape, decode.rank.engine
+    contention = disaggregated.get("prefill_contention", PREFILL_CONTENTION[engine.framework])
+    if isinstance(contention, bool) or not isinstance(contention, (int, float)) or not 0 <= contention <= 1:
+        raise ConfigError(f"disaggregated['prefill_contention'] = {contention!r} must be a share in [0, 1]")
     api = prefill.rank.engine.api_latency_s
     batch = _prefill_batch(prefill)
     batch_s = _prefill_batch_s(prefill, batch)
@@ -215,7 +226,8 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         rho = x * batch_s / (batch * prefill.ranks)
         w = _md1_wait_s(rho, batch_s)
         if clients is not None:  # a closed loop: at most the other clients of a rank ahead
-            w = min(w, max(clients / prefill.ranks - 1.0, 0.0) * batch_s / batch)
+            others_batches = max(clients / prefill.ranks - 1.0, 0.0) * batch_s / batch
+            w = min(max(w, contention * others_batches), others_batches)
         return w
 
     def latencies(x: float, clients: Optional[float]):

@@ -50,7 +50,9 @@ from llm_analysis.serving.step_time import StepCosts, StepTimer
 
 # the busiest expert group's share of the tokens over the mean, with moe_ep > 1 (an assumption:
 # engines balance experts with redundant copies, EPLB; with uniform routing of many tokens the
-# spread is small, with few tokens large): fitted by benchmarks/serving_layout_accuracy.py
+# spread is small, with few tokens large): benchmarks/serving_layout_accuracy.py --fit scans 1.0 .. 1.5 on
+# the fit half's aggregated layouts; 1.0 gives the least TPOT error there (median 23.7%, against 22.1% at 1.1
+# with a worse p90), so the default states no imbalance beyond what the step model holds
 DEFAULT_EXPERT_LOAD_IMBALANCE = 1.0
 ROUTED = "routed"
 _WEIGHT_PROBE = Phase("decode", 1, 1, 64)  # any phase: weights do not depend on it
