@@ -85,3 +85,16 @@ INFERENCE_MEMORY_LABELS = {"weights": "weights", "kv_cache": "KV cache", "activa
 def gpu_memory_bytes(analysis, summary: Dict[str, Any]) -> float:
     """The GPU's memory as the summary states it (catalogue GB are 10^9 bytes)."""
     return summary.get("gpu_memory_per_gpu") or analysis.gpu_config.mem_per_GPU_in_GB * 1e9
+
+
+def per_replica(analysis) -> str:
+    """How a batch is counted. `batch_size_per_gpu` (the mirrored name) is the batch of one model
+    replica: its tp x cp x pp GPUs all work on the same sequences. 'per GPU' only when a replica
+    is one GPU; otherwise 'per replica (tp 8 x pp 2 = 16 GPUs)', so that nobody reads a tp-8
+    batch of 64 as 64 sequences on every GPU."""
+    p = analysis.parallelism_config
+    sizes = [(name, n) for name, n in (("tp", p.tp_size), ("cp", p.cp_size), ("pp", p.pp_size)) if n > 1]
+    if not sizes:
+        return "per GPU"
+    gpus = p.tp_size * p.cp_size * p.pp_size
+    return f"per replica ({' x '.join(f'{name} {n}' for name, n in sizes)} = {gpus} GPUs)"
