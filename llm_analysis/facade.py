@@ -272,7 +272,13 @@ class LLMAnalysis:
         return _params.active_per_layer(self)
 
     def get_num_active_params_total(self) -> int:
+        """Parameters one token uses, the input-embedding table counted whole (as the mirrored
+        system, Qwen's and Mistral's model cards count them)."""
         return _params.active_total(self)
+
+    def get_num_active_params_without_input_embedding(self) -> int:
+        """Active parameters without the input-embedding table (as OpenAI's gpt-oss card counts)."""
+        return _params.active_without_input_embedding(self)
 
     def get_num_params_breakdown(self) -> Dict[str, int]:
         return _params.breakdown(self)
@@ -518,6 +524,7 @@ class LLMAnalysis:
         a = self.with_conventions(self.conventions_named(conventions)).with_encoder_seq_len(encoder_seq_len)
         with collecting_warnings() as found:
             summary = _perf.inference(a, args)
+        summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
         summary["warnings"] = merged(self.setup_warnings, found)
         return summary
 
@@ -549,6 +556,7 @@ class LLMAnalysis:
                 "output_file_suffix": output_file_suffix}
         with collecting_warnings() as found:
             summary = _perf.training(self.with_encoder_seq_len(encoder_seq_len), {**args, **kwargs})
+        summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
         summary["warnings"] = merged(self.setup_warnings, found)
         return summary
 

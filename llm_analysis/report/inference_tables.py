@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Set, Tuple
 
 from llm_analysis.report.console import RichReport
-from llm_analysis.report.labels import gpu_memory_bytes, per_replica
+from llm_analysis.report.labels import gpu_memory_bytes, params_line, per_replica
 from llm_analysis.report.part_tables import params_table, phase_table
 from llm_analysis.report.setup_lines import setup_rows
 from llm_analysis.report.units import expected_time, fmt, format_bytes, format_count, format_seconds, perf_model_line
@@ -36,8 +36,7 @@ def _setup(rep: RichReport, analysis, get: Getter) -> None:
 
 def _latency_rows(get: Getter, steps: int, n) -> List[Tuple[str, str]]:
     total_p, active_p = get("num_params_total"), get("num_active_params_total")
-    rows = [("parameters", fmt("params", total_p) + (f" total, {fmt('params', active_p)} active per token"
-                                                     if active_p and active_p != total_p else ""))]
+    rows = [("parameters", params_line(total_p, active_p, get("num_active_params_without_input_embedding"), fmt))]
     def timed(key: str) -> str:
         return expected_time(get(key), get(f"{key}_lower_bound"))
     rows.append(("time to first token", f"{timed('prefill_latency')} (prefill)"))

@@ -3,7 +3,7 @@ and the order parts are listed in. Shared by the text report and the charts."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 PART_LABELS = {
     "embedding": "embeddings",
@@ -98,3 +98,15 @@ def per_replica(analysis) -> str:
         return "per GPU"
     gpus = p.tp_size * p.cp_size * p.pp_size
     return f"per replica ({' x '.join(f'{name} {n}' for name, n in sizes)} = {gpus} GPUs)"
+
+
+def params_line(total: float, active: Optional[float], active_without_embedding: Optional[float], fmt) -> str:
+    """'116.83 G total, 5.71 G active per token (5.13 G without the input-embedding table)' for a
+    model with experts; the total alone for a dense one. Model cards differ on that table (Qwen
+    and Mistral count it, OpenAI's gpt-oss card does not): both figures, named."""
+    line = fmt("params", total)
+    if active and active != total:
+        line += f" total, {fmt('params', active)} active per token"
+        if active_without_embedding and active_without_embedding != active:
+            line += f" ({fmt('params', active_without_embedding)} without the input-embedding table)"
+    return line

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from llm_analysis.report.console import RichReport
-from llm_analysis.report.labels import (TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, per_replica, train_time_label,
+from llm_analysis.report.labels import (TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, params_line, per_replica,
+                                        train_time_label,
                                         train_time_parts)
 from llm_analysis.report.part_tables import breakdown_table, groups_from_operators, params_table, phase_table
 from llm_analysis.report.setup_lines import setup_rows
@@ -116,8 +117,7 @@ def _params_memory_rows(r: _Reader, mem_total: float, replica: str) -> List[Tupl
     rows = []
     if r.has("num_params_total"):
         total_p, active_p = r.get("num_params_total"), r.get("num_active_params_total")
-        line = fmt("params", total_p) + (f" total, {fmt('params', active_p)} active per token"
-                                         if active_p and active_p != total_p else "")
+        line = params_line(total_p, active_p, r.get("num_active_params_without_input_embedding"), fmt)
         trainable = r.get("num_trainable_params_total")
         if trainable is not None and trainable != total_p:
             line += f", {fmt('params', trainable)} trainable"
