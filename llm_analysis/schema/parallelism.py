@@ -68,6 +68,7 @@ class ParallelismConfig(StrictModel):
         """moe_tp_size / moe_ep_size from the rule in the class docstring; tp_size x attention_dp_size
         = moe_tp_size x moe_ep_size checked (ValueError, re-raised as ConfigError naming the fields)."""
         gpus = self.tp_size * self.attention_dp_size
+        derived = {f for f in ("moe_tp_size", "moe_ep_size") if getattr(self, f) is None}
         for given, other in (("moe_tp_size", "moe_ep_size"), ("moe_ep_size", "moe_tp_size")):
             value = getattr(self, given)
             if value is not None and getattr(self, other) is None:
@@ -79,6 +80,9 @@ class ParallelismConfig(StrictModel):
                 setattr(self, other, gpus // value)
         if self.moe_tp_size is None:
             self.moe_tp_size, self.moe_ep_size = self.tp_size, self.attention_dp_size
+        # the derived sizes stay out of model_fields_set (assignment adds them): serve() tells a given
+        # moe_ep_size from a derived one (a dense model may not be given one)
+        self.__pydantic_fields_set__.difference_update(derived)
         if self.moe_tp_size * self.moe_ep_size != gpus:
             raise ValueError(
                 f"tp_size x attention_dp_size = {self.tp_size} x {self.attention_dp_size} = {gpus} but moe_tp_size x "
