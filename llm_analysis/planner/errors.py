@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from llm_analysis.errors import ConfigError
 
@@ -52,6 +52,10 @@ class ClosestMiss:
         self.best_fitting: Optional[tuple] = None  # the closest of the candidates that fit in memory
         self.fitting_misses = 0
         self.memory_misses = 0
+        self.refusals: List[str] = []  # candidates the analysis refused with a reason, not a number
+
+    def refused(self, reason: str) -> None:
+        self.refusals.append(reason)
 
     def record(self, constraint: str, value: float, limit: float, layout: Dict[str, Any],
                higher_is_better: bool = False) -> None:
@@ -77,6 +81,10 @@ class ClosestMiss:
                 f"({abs(ratio - 1) * 100:.1f}% {side})")
 
     def error(self, what: str) -> NoFeasiblePlanError:
+        if self.best is None and self.refusals:
+            return NoFeasiblePlanError(f"No candidate {what} meets every target: every candidate was refused "
+                                       f"({len(self.refusals)}); the first: {self.refusals[0]}",
+                                       constraint="refused", value=0.0, limit=0.0)
         if self.best is None:
             return NoFeasiblePlanError(f"No candidate {what} was generated: widen the search (more GPU types, "
                                        "a larger max_gpus or more data types).", constraint="search_space",
