@@ -12,7 +12,8 @@ of the KV transfer (default: the link the two pools share, below).
 
 A request's life, in steady state with X requests per second over the deployment:
 - prefill pool (Rp = Wp x attention_dp ranks, the request rate split evenly): a batch of b
-  prompts takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
+  prompts (at most batch_size; in a closed loop at most a rank's clients, C / Rp; in an open loop
+  the least batch whose rate carries the load) takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
   model); the ranks serve batches as an M/D/1 queue of service s_b / b per request at utilisation
   rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)) (Poisson arrivals); in a closed loop at
   least prefill_contention (fitted per engine, PREFILL_CONTENTION) of the batches of the other
@@ -216,11 +217,22 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         raise ConfigError(f"disaggregated['prefill_contention'] = {contention!r} must be a share in [0, 1]")
     api = prefill.rank.engine.api_latency_s
     batch = _prefill_batch(prefill)
+    full_batch_s = _prefill_batch_s(prefill, batch)
+    # the engine takes what waits: a closed loop's rank sees at most its clients at once; an open loop
+    # the least batch whose rate carries the load
+    if workload.closed_loop:
+        batch = max(1, min(batch, int(workload.concurrency // prefill.ranks)))
+    else:
+        for b in range(1, batch):
+            if prefill.ranks * b / _prefill_batch_s(prefill, b) > workload.request_rate:
+                batch = b
+                break
     batch_s = _prefill_batch_s(prefill, batch)
     prefill_s = batch_s  # a request's own prefill: its batch's steps
     transfer_s = kv_transfer_s(a, prefill, decode, None if link is None else link * GB)
     decode_steps = shape.output - 1
-    cap = min(prefill.ranks * batch / batch_s, _decode_capacity_rps(decode, decode_steps))
+    prefill_cap = prefill.ranks * _prefill_batch(prefill) / full_batch_s
+    cap = min(prefill_cap, _decode_capacity_rps(decode, decode_steps))
 
     def wait_s(x: float, clients: Optional[float]) -> float:
         rho = x * batch_s / (batch * prefill.ranks)
@@ -244,7 +256,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
             ttft, dec, _ = latencies(x, c)
             return x * (ttft + decode_steps * dec.tpot_s) - c
 
-        hi = cap * (1 - 1e-9)
+        hi = min(cap, prefill.ranks * batch / batch_s) * (1 - 1e-9)
         if excess(hi) <= 0:  # more clients than the deployment holds: the rest wait before their prefill
             x = hi
         else:
@@ -302,7 +314,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "decode_workers": decode.workers, "decode_gpus_per_worker": decode.layout.gpus_per_worker,
         "prefill_batch_size": batch, "prefill_batch_s": batch_s, "kv_transfer_s": transfer_s,
         "prefill_queue_wait_s": None if saturated else w,
-        "prefill_capacity_request_rate_per_s": prefill.ranks * batch / batch_s,
+        "prefill_capacity_request_rate_per_s": prefill_cap,
         "decode_capacity_request_rate_per_s": _decode_capacity_rps(decode, decode_steps),
         "notes": _notes(prefill, decode, batch, saturated, cap, workload),
     })

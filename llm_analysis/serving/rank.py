@@ -72,7 +72,10 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
     has one): its engine, KV pool, step timer and requests' mean shape. A plain tensor-parallel worker
     is timed exactly as before layouts existed (one analysis, one describer)."""
     layout = worker_layout(a, parallelism, where)
-    rank = a if layout.plain else attention_analysis(a, layout)
+    if layout.plain and parallelism is a.parallelism_config:
+        rank = a  # the analysis' own layout: its own describer and caches
+    else:  # a pool's layout, or one attention replica of the worker
+        rank = attention_analysis(a, layout)
     engine = engine_settings(rank, framework, options)
     d = rank.describer_for(engine.kv_cache_bytes)
     if layout.plain:
