@@ -199,6 +199,26 @@ def _decode_capacity_rps(pool: Pool, decode_steps: float) -> float:
     return pool.ranks * n / (decode_steps * r.timer.step_s(float(n), n * r.shape.mean_context))
 
 
+def _closed_loop_rate(latencies, clients: float, decode_steps: float, highest_rps: float) -> float:
+    """The X with clients = X (TTFT + (O - 1) TPOT), by bisection below `highest_rps` (the left side grows
+    with X); `highest_rps` itself when even there the deployment holds fewer clients (the rest wait)."""
+    def excess(x: float) -> float:
+        ttft, dec, _ = latencies(x)
+        return x * (ttft + decode_steps * dec.tpot_s) - clients
+
+    hi = highest_rps
+    if excess(hi) <= 0:
+        return hi
+    lo = 0.0
+    for _ in range(_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        if excess(mid) > 0:
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
 def _md1_wait_s(rho: float, service_s: float) -> float:
     return rho * service_s / (2.0 * (1.0 - rho)) if rho < 1 else math.inf
 
@@ -251,23 +271,8 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
     saturated = False
     if workload.closed_loop:
         c = float(workload.concurrency)
-
-        def excess(x: float) -> float:
-            ttft, dec, _ = latencies(x, c)
-            return x * (ttft + decode_steps * dec.tpot_s) - c
-
-        hi = min(cap, prefill.ranks * batch / batch_s) * (1 - 1e-9)
-        if excess(hi) <= 0:  # more clients than the deployment holds: the rest wait before their prefill
-            x = hi
-        else:
-            lo = 0.0
-            for _ in range(_BISECTIONS):
-                mid = 0.5 * (lo + hi)
-                if excess(mid) > 0:
-                    hi = mid
-                else:
-                    lo = mid
-            x = 0.5 * (lo + hi)
+        x = _closed_loop_rate(lambda x: latencies(x, c), c, decode_steps,
+                              min(cap, prefill.ranks * batch / batch_s) * (1 - 1e-9))
         ttft, dec, w = latencies(x, c)
         ttft = max(ttft, c / x - decode_steps * dec.tpot_s)  # the wait for room, when the deployment is full
         w = ttft - api - prefill_s - transfer_s
@@ -309,18 +314,24 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "kv_cache_dtype": engine.kv_cache_dtype, "prefix_cache_share": engine.prefix_cache_share,
         "seed": engine.seed, "num_requests_simulated": 0,
         "perf_model": a.perf_model if isinstance(a.perf_model, str) else "profile",
-        "disaggregated": True,
-        "prefill_workers": prefill.workers, "prefill_gpus_per_worker": prefill.layout.gpus_per_worker,
-        "decode_workers": decode.workers, "decode_gpus_per_worker": decode.layout.gpus_per_worker,
-        "prefill_batch_size": batch, "prefill_batch_s": batch_s, "kv_transfer_s": transfer_s,
-        "prefill_queue_wait_s": None if saturated else w,
-        "prefill_capacity_request_rate_per_s": prefill_cap,
-        "decode_capacity_request_rate_per_s": _decode_capacity_rps(decode, decode_steps),
+        **_pool_entries(prefill, decode, batch, batch_s, transfer_s, None if saturated else w, prefill_cap,
+                        _decode_capacity_rps(decode, decode_steps)),
         "notes": _notes(prefill, decode, batch, saturated, cap, workload),
     })
     if speculative is not None:
         out.update(speculative.entries())
     return out
+
+
+def _pool_entries(prefill: Pool, decode: Pool, batch: int, batch_s: float, transfer_s: float,
+                  wait_s: Optional[float], prefill_cap: float, decode_cap: float) -> Dict[str, Any]:
+    """The pools' own figures in the answer."""
+    return {"disaggregated": True,
+            "prefill_workers": prefill.workers, "prefill_gpus_per_worker": prefill.layout.gpus_per_worker,
+            "decode_workers": decode.workers, "decode_gpus_per_worker": decode.layout.gpus_per_worker,
+            "prefill_batch_size": batch, "prefill_batch_s": batch_s, "kv_transfer_s": transfer_s,
+            "prefill_queue_wait_s": wait_s, "prefill_capacity_request_rate_per_s": prefill_cap,
+            "decode_capacity_request_rate_per_s": decode_cap}
 
 
 def _tails(ttft: float, wait: float, tpot: Optional[float], decode_steps: float) -> Dict[str, Optional[float]]:
