@@ -1,6 +1,7 @@
 """`llm-analysis serve`: a deployment under load (LLMAnalysis.serve, llm_analysis/serving/)."""
 
 import json
+import os
 import sys
 from typing import Any, Dict, Optional, Union
 
@@ -106,7 +107,8 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
           prefix_cache_share: float = 0.0, kv_cache_dtype: Optional[str] = None, seed: int = 0,
           num_requests: Optional[int] = None, speculative: Union[str, dict, None] = None,
           disaggregated: Union[str, dict, None] = None, perf_model: str = "calibrated", gpu_profile: Optional[str] = None,
-          output_format: str = "text", quiet: bool = False, log_level: str = "INFO") -> dict:
+          output_format: str = "text", quiet: bool = False, log_level: str = "INFO",
+          html: Optional[str] = None) -> dict:
     """Serving under load: time to first token, time per output token and end-to-end latency (means, p50,
     p90, p99), throughput, KV pool and saturation rate of replicas of a model under a serving engine.
 
@@ -172,6 +174,9 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         output_format: text (readable report), json (the answer only, on stdout) or none.
         quiet: print nothing (return the answer only).
         log_level: DEBUG, INFO, WARNING or ERROR, on stderr (DEBUG also shows tracebacks on errors).
+        html: write one self-contained HTML page to this file (opens offline, fetches nothing): the serving
+            figures, latency percentiles, the notes, and one engine step in detail (operators you can sort, the
+            roofline with hoverable operators, time and memory breakdowns) at the mean running batch.
     Returns:
         The answer dict (base units: seconds, tokens, requests, bytes).
     """
@@ -179,6 +184,9 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
     if output_format not in _OUTPUT_FORMATS:
         raise ConfigError(f"output_format = {output_format!r} is not valid; use one of {', '.join(_OUTPUT_FORMATS)}")
     output_format = "none" if quiet else output_format
+    if html is not None:  # checked before any arithmetic runs (imported only then: start-up time)
+        from llm_analysis.report.html import html_path
+        html = html_path(html)
     analysis = LLMAnalysis(get_model_config_by_name(model_name), get_gpu_config_by_name(gpu_name),
                            get_dtype_config_by_name(dtype_name),
                            build_config(ParallelismConfig, {"tp_size": tp_size, "dp_size": dp_size,
@@ -198,8 +206,25 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
             options[flag] = parsed
     answer = analysis.serve(concurrency=concurrency, request_rate=request_rate, framework=framework,
                             prefix_cache_share=prefix_cache_share, seed=seed, **lengths, **options)
+    written = None if html is None else _write_html(html, analysis, answer)
     if output_format == "json":
         _print(to_json(summary_with_setup(analysis, answer)))
     elif output_format == "text":
         _print(report(analysis, answer))
+        if written is not None:
+            _print(f"\nHTML report written to {os.path.abspath(written)}")
     return answer
+
+
+def _write_html(path, analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
+    """The serve page: the answer, and one engine step as `infer` analyses it (a static batch of the
+    mean number of running requests per replica at the mean prompt; none for disaggregated pools,
+    whose workers are other analyses)."""
+    from llm_analysis.report.html import serve_page, write_page
+    step = None
+    running = answer.get("mean_running_requests_per_replica")
+    if not answer.get("disaggregated") and running:
+        step = analysis.inference(batch_size_per_gpu=max(1, round(running)),
+                                  seq_len=max(1, round(answer["input_len_mean"])),
+                                  num_tokens_to_generate=max(2, round(answer["output_len_mean"])))
+    return write_page(path, serve_page(analysis, answer, to_json(summary_with_setup(analysis, answer)), step))
