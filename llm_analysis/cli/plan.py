@@ -149,15 +149,15 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                        max_batch_size: int = 1024, disaggregate: bool = False,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        output_format: str = "table", plot: Any = False, top: int = 10,
-                       perf_model: str = "roofline", gpu_profile: Optional[str] = None,
+                       perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
                        html: Optional[str] = None, concurrency: Optional[int] = None,
                        percentile: Optional[int] = None, batching: Optional[str] = None,
                        framework: str = "vllm") -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
-    Times are checked against the targets as the performance model gives them: lower bounds under
-    --perf_model roofline (the default), expected times under calibrated. With a load (--request_rate,
+    Times are checked against the targets as the performance model gives them: expected times under
+    --perf_model calibrated (the default), lower bounds under roofline. With a load (--request_rate,
     --concurrency or --min_tokens_per_s) replicas are sized with continuous batching: every fleet is
     timed by serve() on --framework, and each row carries the serve() call that reproduces it;
     --batching static keeps the static-batch search.
@@ -183,7 +183,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         output_format: table (the top rows, with a legend) or json (every row).
         plot: write the Pareto front as a PNG (True: plan-inference-pareto.png, or a path).
         top: how many rows the table shows.
-        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times).
+        perf_model: calibrated (expected times; the default) or roofline (lower bounds at the efficiencies
+            given; the default when --flops_efficiency or --hbm_memory_efficiency is given).
         gpu_profile: a calibration profile JSON; implies calibrated.
         html: write one self-contained HTML page to this file (opens offline, fetches nothing): the Pareto
             front with each point labelled, the sortable plans, and the best plan in detail.
@@ -211,7 +212,9 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                               gpu_prices=_prices(gpu_prices), max_gpus=max_gpus, max_batch_size=max_batch_size,
                               disaggregate=disaggregate, flops_efficiency=flops_efficiency,
                               hbm_memory_efficiency=hbm_memory_efficiency,
-                              perf_model=perf_model_arg(perf_model, gpu_profile), batching=batching,
+                              perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=flops_efficiency
+                                                        is not None or hbm_memory_efficiency is not None),
+                              batching=batching,
                               framework=framework)
     return _run(go, output_format, plot, top, tuple(inspect.signature(plan_infer_command).parameters), html,
                 model_name)
@@ -222,7 +225,7 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                        dtype_names: Any = "w16a16e16", gpu_prices: Any = None, min_gpus: int = 1,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        achieved_tflops: Optional[float] = None, output_format: str = "table", plot: Any = False,
-                       top: int = 10, perf_model: str = "roofline", gpu_profile: Optional[str] = None,
+                       top: int = 10, perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
                        zero_stages: Any = None, html: Optional[str] = None) -> Tuple[int, str]:
     """`plan train`: the fastest (or cheapest) training setups: tp/cp/pp/dp/ep, interleaving, ZeRO stage,
     recomputation and micro-batch under the memory limit.
@@ -244,7 +247,8 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
         output_format: table (the top rows, with a legend) or json (every row).
         plot: write the Pareto front as a PNG (True: plan-training-pareto.png, or a path).
         top: how many rows the table shows.
-        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times).
+        perf_model: calibrated (expected times; the default) or roofline (lower bounds at the efficiencies
+            given; the default when --flops_efficiency, --hbm_memory_efficiency or --achieved_tflops is given).
         gpu_profile: a calibration profile JSON; implies calibrated.
         zero_stages: comma-separated ZeRO stages to try (default: 0,1,2,3).
         html: write one self-contained HTML page to this file (opens offline, fetches nothing): the Pareto
@@ -258,7 +262,8 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                              dtypes=_names(dtype_names, "dtype_names"), objective=objective,
                              gpu_prices=_prices(gpu_prices), min_gpus=min_gpus, flops_efficiency=flops_efficiency,
                              hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
-                             perf_model=perf_model_arg(perf_model, gpu_profile),
+                             perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=any(
+                                 v is not None for v in (flops_efficiency, hbm_memory_efficiency, achieved_tflops))),
                              **({} if zero_stages is None else {"zero_stages": _ints(zero_stages)}))
     return _run(go, output_format, plot, top, tuple(inspect.signature(plan_train_command).parameters), html,
                 model_name)
