@@ -9,7 +9,7 @@ import pytest
 
 from llm_analysis.serving.engine import FRAMEWORKS, PROFILE_DIR, engine_settings
 
-FITTED = ("api_latency_s", "step_overhead_s", "step_overhead_per_seq_s", "prefill_contention", "step_contention")
+FITTED = ("api_latency_s", "step_overhead_s", "step_overhead_per_seq_s", "benchmark_rounds")
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
