@@ -3,15 +3,19 @@
 targets on means or percentiles, each fleet timed by `LLMAnalysis.serve()` (serving/: the engine
 steps, KV pool and queueing of vLLM, SGLang or TensorRT-LLM), not by static batches.
 
-For every GPU type, data type, tensor-parallel size and KV-cache type the search
-1. builds one replica (tp GPUs; serve() models replicas of one tensor-parallel group, so pp = ep = 1)
-   and asks serve() for a request alone (one closed-loop client): the floor of TTFT and TPOT. A
-   layout whose floor misses a target is out at any replica count (its miss is recorded);
+For every GPU type, data type, worker layout and KV-cache type the search
+1. builds one replica (a worker: tp GPUs for dense models; for MoE models tp x attention_dp GPUs
+   with the experts over moe_tp x moe_ep of them, planner/layouts.py) and asks serve() for a
+   request alone (one closed-loop client): the floor of TTFT and TPOT. A layout whose floor misses
+   a target is out at any replica count (its miss is recorded);
 2. starts at the fewest replicas whose saturation rate exceeds the offered rate (fewer and the
    queue grows without bound) and adds replicas, doubling, then bisecting between the last count
    that missed and the first that met every target: latencies fall as each replica's share of the
    load falls. Each count is one serve() call of the whole fleet (dp_size = replicas), so the
    row's figures are exactly what its `reproduce["serve_call"]` returns.
+Layouts are visited fewest GPUs per worker first: a worker wider than the best fleet found is not
+built, and one whose fewest possible GPUs (its GPUs x the replicas that keep up with the rate) are
+above the best fleet is not searched.
 
 `binding` names what a fleet of one replica fewer misses: a latency target (`ttft`, `tpot`, or
 `ttft_p90` ... on a percentile), `saturation` (the offered rate is above what it completes) or
@@ -25,13 +29,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.facade import LLMAnalysis
 import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.errors import ClosestMiss
+from llm_analysis.planner.layouts import Worker, workers_of
 from llm_analysis.planner.result import SearchStats
 from llm_analysis.planner.space import weight_bytes_lower_bound
 
@@ -42,8 +46,8 @@ MAX_REPLICAS = 4096  # the search stops adding replicas here (a latency floor is
 CONTINUOUS_COLUMNS = [
     ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
     ("kv", lambda r: r["layout"]["kv_cache_dtype"]),
-    ("tp", lambda r: str(r["layout"]["tp"])), ("pp", lambda r: str(r["layout"]["pp"])),
-    ("ep", lambda r: str(r["layout"]["ep"])),
+    ("tp", lambda r: str(r["layout"]["tp"])), ("adp", lambda r: str(r["layout"]["attention_dp"])),
+    ("moe", lambda r: "-" if r["layout"]["moe_ep"] is None else f"{r['layout']['moe_tp']}x{r['layout']['moe_ep']}"),
     ("replicas", lambda r: str(r["figures"]["replicas"])), ("gpus", lambda r: str(r["figures"]["num_gpus"])),
     ("running", lambda r: f"{r['figures']['mean_running_requests_per_replica']:.1f}"),
     ("ttft_ms", lambda r: f"{r['figures']['time_to_first_token'] * 1e3:.1f}"),
@@ -57,10 +61,14 @@ CONTINUOUS_COLUMNS = [
 def continuous_legend(percentile: Optional[int]) -> Dict[str, str]:
     stat = "mean" if percentile is None else f"p{percentile}"
     return {
-        "kv": "KV-cache dtype the engine runs (auto = the model's compute dtype)", "tp": "tensor-parallel GPUs",
-        "pp": "pipeline stages", "ep": "expert-parallel ranks", "replicas": "copies of the layout sharing the load",
-        "gpus": "replicas x tp x pp GPUs",
-        "running": "mean requests running at once per replica (tp x pp GPUs), continuous batching",
+        "kv": "KV-cache dtype the engine runs (auto = the model's compute dtype)",
+        "tp": "tensor-parallel GPUs of each attention replica",
+        "adp": "attention replicas per worker (attention data parallelism; a worker is tp x adp GPUs)",
+        "moe": "routed experts split moe_tp x moe_ep over the worker's GPUs (each expert moe_tp ways, experts over "
+               "moe_ep groups)",
+        "replicas": "workers (copies of the layout) sharing the load",
+        "gpus": "replicas x tp x adp GPUs",
+        "running": "mean requests running at once per worker, continuous batching",
         "ttft_ms": f"time to first token, ms ({stat} over requests, queueing included)",
         "tpot_ms": f"time per output token, ms ({stat} over requests)",
         "tok/s/gpu": "generated tokens per second per GPU at the offered load",
@@ -132,17 +140,16 @@ def kv_cache_name(kv_bytes: Optional[float]) -> Optional[str]:
     return name
 
 
-def _fleet(search, lay, replicas: int) -> LLMAnalysis:
-    par = ParallelismConfig(tp_size=lay.tp, dp_size=replicas)
-    return LLMAnalysis(search.model, lay.gpu, lay.dtype, par, **search.analysis_kwargs)
+def _fleet(search, lay: Worker, replicas: int) -> LLMAnalysis:
+    return LLMAnalysis(search.model, lay.gpu, lay.dtype, lay.parallelism(replicas), **search.analysis_kwargs)
 
 
-def serve_call_text(search, lay, replicas: int, kwargs: Dict[str, Any]) -> str:
+def serve_call_text(search, lay: Worker, replicas: int, kwargs: Dict[str, Any]) -> str:
     """The Python call that reproduces a row (the `serve()` arguments as a readable string)."""
     analysis_kw = "".join(f", {k}={v!r}" for k, v in search.analysis_kwargs.items())
     serve_kw = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     return (f"LLMAnalysis(get_model_config_by_name({search.model.name!r}), get_gpu_config_by_name({lay.gpu.name!r}), "
-            f"get_dtype_config_by_name({lay.dtype.name!r}), ParallelismConfig(tp_size={lay.tp}, dp_size={replicas})"
+            f"get_dtype_config_by_name({lay.dtype.name!r}), {lay.parallelism_text(replicas)}"
             f"{analysis_kw}).serve({serve_kw})")
 
 
@@ -193,13 +200,13 @@ class _LayoutSearch:
         return 1 if rate is None else max(1, math.floor(rate / self.saturation_per_replica) + 1)
 
     def gpu_bound(self) -> int:
-        return self.first_count() * self.lay.tp
+        return self.first_count() * self.lay.gpus
 
     def fewest_replicas(self) -> Optional[int]:
         """The fewest replicas meeting every target, or None (the closest miss recorded)."""
         cap = MAX_REPLICAS
         if self.search.max_gpus is not None:
-            cap = min(cap, self.search.max_gpus // self.lay.tp)
+            cap = min(cap, self.search.max_gpus // self.lay.gpus)
         if self.load.slo.concurrency is not None:
             cap = min(cap, int(self.load.slo.concurrency))  # more replicas than clients stay idle
         lo = 0  # the largest count known to miss (0: none tried)
@@ -237,7 +244,7 @@ class _LayoutSearch:
 
     def _record_miss(self, replicas: int, saturated: bool = False) -> None:
         if saturated:
-            self.miss.record("max_gpus", replicas * self.lay.tp + self.lay.tp, replicas * self.lay.tp,
+            self.miss.record("max_gpus", (replicas + 1) * self.lay.gpus, replicas * self.lay.gpus,
                              {**self.describe, "replicas": replicas})
             return
         name, value, limit = max(self.load.misses(self.at(replicas)), key=lambda m: m[1] / m[2])
@@ -252,7 +259,11 @@ class _LayoutSearch:
         return [m[0] for m in self.load.misses(fewer)] or ["none"]
 
 
-def _row(search, lay, kv_name: Optional[str], replicas: int, s: Dict[str, Any], kwargs: Dict[str, Any],
+ENGINE_SETTING_KEYS = ("max_num_batched_tokens", "max_num_seqs", "gpu_memory_utilization", "block_size",
+                       "kv_cache_dtype")
+
+
+def _row(search, lay: Worker, kv_name: Optional[str], replicas: int, s: Dict[str, Any], kwargs: Dict[str, Any],
          binding: List[str], percentile: Optional[int]) -> Dict[str, Any]:
     ttft_key, tpot_key = ("ttft_s", "tpot_s") if percentile is None else (f"ttft_p{percentile}_s",
                                                                          f"tpot_p{percentile}_s")
@@ -260,7 +271,7 @@ def _row(search, lay, kv_name: Optional[str], replicas: int, s: Dict[str, Any], 
     price = search.prices.get(lay.gpu.name)
     fleet_cost = None if price is None else price * gpus
     tokens_per_s = s["output_tokens_per_s"]
-    fig = {"replicas": replicas, "gpus_per_replica": lay.tp, "num_gpus": gpus,
+    fig = {"replicas": replicas, "gpus_per_replica": lay.gpus, "num_gpus": gpus,
            "num_nodes": math.ceil(gpus / lay.gpu.num_gpus_per_node),
            "time_to_first_token": s[ttft_key], "time_per_output_token": s[tpot_key] or 0.0,
            "latency_statistic": "mean" if percentile is None else f"p{percentile}",
@@ -272,33 +283,34 @@ def _row(search, lay, kv_name: Optional[str], replicas: int, s: Dict[str, Any], 
                 "mean_running_requests_per_replica", "max_running_requests_per_replica", "kv_occupancy",
                 "kv_pool_tokens_per_replica", "preemptions"):
         fig[key] = s.get(key)
-    layout = {"gpu": lay.gpu.name, "dtype": lay.dtype.name, "tp": lay.tp, "pp": 1, "ep": 1,
+    # the engine settings serve() resolved (per attention replica): what a launch command sets
+    fig["engine_settings"] = {k: s[k] for k in ENGINE_SETTING_KEYS}
+    layout = {"gpu": lay.gpu.name, "dtype": lay.dtype.name, "tp": lay.tp, "attention_dp": lay.attention_dp,
+              "moe_tp": lay.moe_tp if lay.is_moe else None, "moe_ep": lay.moe_ep if lay.is_moe else None,
+              "gpus_per_worker": lay.gpus, "pp": 1, "ep": lay.moe_ep if lay.is_moe else 1,
               "kv_cache_dtype": s["kv_cache_dtype"], "framework": s["framework"]}
     reproduce = {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
-                 "parallelism": {"tp_size": lay.tp, "dp_size": replicas},
+                 "parallelism": lay.parallelism_fields(replicas),
                  "analysis_kwargs": dict(search.analysis_kwargs), "serve_kwargs": dict(kwargs),
                  "serve_call": serve_call_text(search, lay, replicas, kwargs)}
     return {"layout": layout, "figures": fig, "binding": binding, "why": "", "reproduce": reproduce}
 
 
-def _layouts(search) -> Iterator:
-    """The search's layouts that serve() models: one tensor-parallel group per replica."""
-    for lay in search.layouts():
-        if lay.pp == 1 and lay.ep == 1:
-            yield lay
-
-
-def _candidates(search, load: ContinuousLoad, stats: SearchStats, miss: ClosestMiss) -> List[_LayoutSearch]:
-    """Every (layout, KV type) that holds the model and whose request alone meets the targets, with the
-    fewest GPUs it could serve the load on (tp x the fewest replicas that keep up with the rate)."""
+def _level_candidates(search, level: List[Worker], load: ContinuousLoad, stats: SearchStats,
+                      miss: ClosestMiss) -> List[_LayoutSearch]:
+    """The (layout, KV type) pairs of one worker width that hold the model and whose request alone meets
+    the targets, each knowing the fewest GPUs it could serve the load on (its GPUs x the fewest
+    replicas that keep up with the rate)."""
     out = []
-    for lay in _layouts(search):
+    for lay in level:
         mem = lay.gpu.memory_bytes
-        bound = weight_bytes_lower_bound(search.num_params, lay.dtype, lay.tp, 1, 1)
+        # each parameter is stored at least once among the worker's GPUs (a lower bound: the attention
+        # side is replicated over the attention replicas)
+        bound = weight_bytes_lower_bound(search.num_params, lay.dtype, lay.gpus, 1, 1)
         if bound > mem:  # cannot hold even its weights
             stats.considered += len(search.kv_options)
             stats.ruled_out_by_bound += len(search.kv_options)
-            miss.record("memory", bound, mem, {"gpu": lay.gpu.name, "dtype": lay.dtype.name, "tp": lay.tp})
+            miss.record("memory", bound, mem, lay.describe())
             continue
         try:
             _fleet(search, lay, 1)
@@ -308,8 +320,7 @@ def _candidates(search, load: ContinuousLoad, stats: SearchStats, miss: ClosestM
             continue
         for kv in search.kv_options:
             kv_name = kv_cache_name(kv)
-            describe = {"gpu": lay.gpu.name, "dtype": lay.dtype.name, "tp": lay.tp,
-                        "kv_cache_dtype": kv_name or "engine default"}
+            describe = {**lay.describe(), "kv_cache_dtype": kv_name or "engine default"}
             one = _LayoutSearch(search, lay, kv_name, load, stats, miss, describe)
             try:
                 if one.floor(simulate=False) is not None:
@@ -325,38 +336,52 @@ def _candidates(search, load: ContinuousLoad, stats: SearchStats, miss: ClosestM
     return out
 
 
-def collect_continuous(search, load: ContinuousLoad, objective: str, stats: SearchStats, miss: ClosestMiss):
+def collect_continuous(search, load: ContinuousLoad, objective: str, stats: SearchStats, miss: ClosestMiss,
+                       max_worker_gpus: Optional[int] = None):
     """(rows, Pareto points) of the (layout, KV type) candidates that meet the targets at some replica
-    count. Candidates are visited fewest possible GPUs (or dollars) first, and one whose bound is above
-    the best fleet found is ruled out without its search (with a load, both objectives rank fleets by
-    GPUs or by dollars per hour)."""
+    count. Layouts are visited by worker width, fewest GPUs (or dollars) first: a width above the best
+    fleet found is not built, and within a width a candidate whose bound (its GPUs x the fewest
+    replicas that keep up with the rate) is above the best fleet is ruled out without its search
+    (with a load, both objectives rank fleets by GPUs or by dollars per hour)."""
     rows: List[Dict[str, Any]] = []
     points: List[Dict[str, Any]] = []
 
-    def weight(one: _LayoutSearch) -> float:  # what the objective counts per GPU
-        return search.prices.get(one.lay.gpu.name, 1.0) if objective == "cost" else 1.0
+    def weight(lay: Worker) -> float:  # what the objective counts per GPU
+        return search.prices.get(lay.gpu.name, 1.0) if objective == "cost" else 1.0
 
-    candidates = sorted(_candidates(search, load, stats, miss), key=lambda c: c.gpu_bound() * weight(c))
+    levels: Dict[float, List[Worker]] = {}
+    for lay in workers_of(search, load.framework, max_worker_gpus):
+        levels.setdefault(lay.gpus * weight(lay), []).append(lay)
     best = math.inf
-    for one in candidates:
-        if one.gpu_bound() * weight(one) > best:
-            stats.considered += 1
-            stats.ruled_out_by_bound += 1
+    for width in sorted(levels):
+        if width > best:  # one worker alone costs more than the best fleet
+            n = len(levels[width]) * len(search.kv_options)
+            stats.considered += n
+            stats.ruled_out_by_bound += n
             continue
-        if not one.means_only and one.floor(simulate=True) is None:
-            continue
-        replicas = one.fewest_replicas()
-        if replicas is None:
-            continue
-        s, kwargs = one.final(replicas)
-        row = _row(search, one.lay, one.kv_name, replicas, s, kwargs, one.binding(replicas), load.slo.percentile)
-        best = min(best, row["figures"]["num_gpus"] * weight(one))
-        rows.append(row)
-        for n, ans in sorted(one.answers.items()):
-            if not load.misses(ans):
-                points.append({**row["layout"], "replicas": n, "num_gpus": ans["num_gpus"],
-                               "time_per_output_token": ans["tpot_s"] or 0.0, "time_to_first_token": ans["ttft_s"],
-                               "tokens_per_sec_per_gpu": ans["output_tokens_per_s_per_gpu"]})
+        candidates = sorted(_level_candidates(search, levels[width], load, stats, miss),
+                            key=lambda c: c.gpu_bound() * weight(c.lay))
+        for one in candidates:
+            if one.gpu_bound() * weight(one.lay) > best:
+                stats.considered += 1
+                stats.ruled_out_by_bound += 1
+                continue
+            if not one.means_only and one.floor(simulate=True) is None:
+                continue
+            replicas = one.fewest_replicas()
+            if replicas is None:
+                continue
+            s, kwargs = one.final(replicas)
+            row = _row(search, one.lay, one.kv_name, replicas, s, kwargs, one.binding(replicas),
+                       load.slo.percentile)
+            best = min(best, row["figures"]["num_gpus"] * weight(one.lay))
+            rows.append(row)
+            for n, ans in sorted(one.answers.items()):
+                if not load.misses(ans):
+                    points.append({**row["layout"], "replicas": n, "num_gpus": ans["num_gpus"],
+                                   "time_per_output_token": ans["tpot_s"] or 0.0,
+                                   "time_to_first_token": ans["ttft_s"],
+                                   "tokens_per_sec_per_gpu": ans["output_tokens_per_s_per_gpu"]})
     return rows, points
 
 
@@ -375,7 +400,10 @@ def continuous_assumptions(load: ContinuousLoad) -> Dict[str, Any]:
                  is not None else f"open loop: Poisson arrivals at {load.request_rate:g} requests/s"
                  + (" (min_tokens_per_s / output length)" if load.slo.request_rate_per_s is None else "")
                  + " split evenly over the replicas"),
-        "layouts": "one tensor-parallel group per replica (pp = 1, ep = 1): the layouts serve() models",
+        "layouts": ("dense models: one tensor-parallel group per worker; MoE models: every worker layout "
+                    f"{load.framework} runs (tp x attention_dp GPUs, experts over moe_tp x moe_ep of them; with "
+                    "attention_dp > 1 only whole experts per GPU, moe_tp = 1, since serve() does not time the token "
+                    "gather an expert tensor-parallel group would need; planner/layouts.py), pp = 1"),
         "engine": f"{load.framework} with its profile's defaults (llm_analysis/catalogue/engine_profiles)"
                   + (f", options {load.engine_options}" if load.engine_options else ""),
     }

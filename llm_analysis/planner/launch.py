@@ -1,0 +1,266 @@
+"""Engine launch arguments that reproduce a plan row: `plan infer --emit_launch vllm|sglang|trtllm`.
+
+One worker's command line per pool (every worker of a pool runs the same command), with the
+engines' own flag names, checked against their documentation and source (docs/planner.md, "Launch
+arguments", cites each):
+
+- vLLM (`vllm serve`): --tensor-parallel-size (attention tp), --data-parallel-size (attention
+  replicas), --enable-expert-parallel (experts spread over all data-parallel x tensor-parallel GPUs;
+  without it vLLM splits every expert over all of them), --max-num-batched-tokens,
+  --max-num-seqs, --gpu-memory-utilization, --kv-cache-dtype. Each data-parallel rank is its own
+  engine core with its own scheduler, so the token budget and the sequence cap are per rank, as
+  serve() models them.
+- SGLang (`python -m sglang.launch_server`): --tp-size (all the worker's GPUs), --dp-size with
+  --enable-dp-attention (attention replicas; attention tensor parallel = tp-size / dp-size),
+  --ep-size (experts over that many GPU groups; each expert split tp-size / ep-size ways),
+  --chunked-prefill-size, --max-running-requests, --mem-fraction-static, --kv-cache-dtype. Under DP
+  attention SGLang divides --chunked-prefill-size and --max-running-requests by --dp-size
+  (server_args.py), so the per-rank values serve() models are multiplied by the replicas here.
+- TensorRT-LLM (`trtllm-serve`, PyTorch backend): --tp_size (all the worker's GPUs), --ep_size,
+  --max_batch_size, --max_num_tokens, --kv_cache_free_gpu_memory_fraction, and in the YAML given
+  to --extra_llm_api_options: enable_attention_dp (every GPU its own attention replica:
+  attention data parallel = tp_size, attention tensor parallel 1), moe_tensor_parallel_size,
+  kv_cache_config.dtype; the same as LLM API keyword arguments (tensor_parallel_size,
+  moe_expert_parallel_size, moe_tensor_parallel_size, enable_attention_dp, max_batch_size,
+  max_num_tokens, kv_cache_config.free_gpu_memory_fraction). max_batch_size and max_num_tokens are
+  taken per attention replica, as serve() models them (an assumption).
+
+A layout an engine cannot express is refused with the reason (`engine_refusal`), never emitted
+with flags that would run something else: vLLM splits experts either tensor-parallel or
+expert-parallel over all of a worker's GPUs, not both; TensorRT-LLM's attention data parallelism
+runs attention on one GPU per replica; no engine keeps the KV cache in fp32. The planner searches
+only what the `framework` it times can run, so the row's own engine is always expressible.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from llm_analysis.errors import ConfigError
+
+LAUNCH_ENGINES = ("vllm", "sglang", "trtllm")
+_FP8_NAMES = ("fp8", "fp8_e4m3", "fp8_e5m2")
+_SIXTEEN_BIT_NAMES = ("auto", "fp16", "bf16", "float16", "bfloat16", "half")
+TRTLLM_EXTRA_OPTIONS_FILE = "extra_llm_api_options.yaml"
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    """What a command line needs of one pool: the worker layout, how many workers, the GPUs of a
+    node, and the engine settings serve() resolved (per attention replica)."""
+
+    tp: int
+    attention_dp: int
+    moe_tp: int
+    moe_ep: int
+    is_moe: bool
+    workers: int
+    gpus_per_node: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    memory_share: float
+    kv_cache_dtype: str
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.attention_dp
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.gpus // self.gpus_per_node)
+
+
+def check_engine(value: Any, field: str = "emit_launch") -> str:
+    if value not in LAUNCH_ENGINES:
+        raise ConfigError(f"{field} = {value!r} is not an engine the planner writes launch arguments for; valid: "
+                          f"{', '.join(LAUNCH_ENGINES)}")
+    return value
+
+
+def _kv_refusal(kv: str) -> Optional[str]:
+    if kv in _FP8_NAMES or kv in _SIXTEEN_BIT_NAMES:
+        return None
+    return f"a {kv} KV cache: the engines keep it in the model's 16-bit type or fp8, none has a flag for {kv}"
+
+
+def engine_refusal(engine: str, worker) -> Optional[str]:
+    """Why `engine` cannot run `worker`'s layout (attributes tp, attention_dp, moe_tp, moe_ep,
+    is_moe), or None when it can."""
+    gpus = worker.tp * worker.attention_dp
+    if engine == "vllm" and worker.is_moe and worker.moe_ep not in (1, gpus):
+        return (f"vLLM splits the experts either tensor-parallel over all {gpus} GPUs of the worker (moe_ep 1) or, "
+                f"with --enable-expert-parallel, expert-parallel over all of them (moe_tp 1); moe_tp "
+                f"{worker.moe_tp} x moe_ep {worker.moe_ep} mixes both")
+    if engine == "trtllm" and worker.attention_dp > 1 and worker.tp > 1:
+        return (f"TensorRT-LLM's attention data parallelism (enable_attention_dp) runs attention on one GPU per "
+                f"replica (attention_dp = tensor_parallel_size); tp {worker.tp} x attention_dp {worker.attention_dp} "
+                "needs attention tensor parallelism inside each replica")
+    return None
+
+
+def _flag_args(pairs: List[Tuple[str, Any]]) -> List[str]:
+    """argv of (flag, value) pairs; value True: the flag alone; None / False: left out."""
+    argv: List[str] = []
+    for flag, value in pairs:
+        if value is None or value is False:
+            continue
+        argv.append(flag)
+        if value is not True:
+            argv.append(str(value))
+    return argv
+
+
+def _vllm(w: WorkerLaunch, model: str, role: Optional[str]):
+    kv = "fp8" if w.kv_cache_dtype in _FP8_NAMES else None
+    argv = ["vllm", "serve", model] + _flag_args([
+        ("--tensor-parallel-size", w.tp),
+        ("--data-parallel-size", w.attention_dp if w.attention_dp > 1 else None),
+        ("--enable-expert-parallel", w.is_moe and w.moe_ep > 1),
+        ("--max-num-batched-tokens", w.max_num_batched_tokens), ("--max-num-seqs", w.max_num_seqs),
+        ("--gpu-memory-utilization", w.memory_share), ("--kv-cache-dtype", kv),
+        ("--kv-transfer-config", None if role is None else
+         json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":")))])
+    notes = []
+    if w.nodes > 1:
+        notes.append(f"the worker spans {w.nodes} nodes: start it on each with vLLM's multi-node data-parallel "
+                     "options (head address, local data-parallel size, node rank)")
+    if role is not None:
+        notes.append("vLLM's disaggregated prefill: both pools move the KV cache through the NIXL connector; a proxy "
+                     "in front sends each request to a prefill worker, then to a decode worker (not emitted)")
+    return argv, None, notes
+
+
+def _sglang(w: WorkerLaunch, model: str, role: Optional[str]):
+    dp_attention = w.attention_dp > 1
+    kv = "fp8_e4m3" if w.kv_cache_dtype in _FP8_NAMES else None
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", model] + _flag_args([
+        ("--tp-size", w.gpus), ("--dp-size", w.attention_dp if dp_attention else None),
+        ("--enable-dp-attention", dp_attention), ("--ep-size", w.moe_ep if w.is_moe and w.moe_ep > 1 else None),
+        # SGLang divides both by --dp-size under DP attention: the worker-wide values are given
+        ("--chunked-prefill-size", w.max_num_batched_tokens * w.attention_dp),
+        ("--max-running-requests", w.max_num_seqs * w.attention_dp),
+        ("--mem-fraction-static", w.memory_share), ("--kv-cache-dtype", kv),
+        ("--nnodes", w.nodes if w.nodes > 1 else None), ("--disaggregation-mode", role)])
+    notes = []
+    if w.nodes > 1:
+        notes.append(f"the worker spans {w.nodes} nodes: run the command on each with --node-rank 0..{w.nodes - 1} "
+                     "and the same --dist-init-addr HOST:PORT")
+    if dp_attention:
+        notes.append(f"--chunked-prefill-size and --max-running-requests are the worker's: SGLang gives each of the "
+                     f"{w.attention_dp} attention replicas 1/{w.attention_dp} of them")
+    if role is not None:
+        notes.append("a router in front pairs the pools (sglang_router.launch_router --pd-disaggregation with "
+                     "each pool's URLs; not emitted)")
+    return argv, None, notes
+
+
+def _trtllm(w: WorkerLaunch, model: str, role: Optional[str]):
+    extra: Dict[str, Any] = {}
+    if w.attention_dp > 1:
+        extra["enable_attention_dp"] = True
+    if w.is_moe:
+        extra["moe_tensor_parallel_size"] = w.moe_tp
+    if w.kv_cache_dtype in _FP8_NAMES:
+        extra["kv_cache_config"] = {"dtype": "fp8"}
+    if role is not None:
+        extra["cache_transceiver_config"] = {"backend": "DEFAULT"}
+    argv = ["trtllm-serve", model] + _flag_args([
+        ("--tp_size", w.gpus), ("--ep_size", w.moe_ep if w.is_moe else None),
+        ("--max_batch_size", w.max_num_seqs), ("--max_num_tokens", w.max_num_batched_tokens),
+        ("--kv_cache_free_gpu_memory_fraction", w.memory_share),
+        ("--extra_llm_api_options", TRTLLM_EXTRA_OPTIONS_FILE if extra else None)])
+    llm_api = {"tensor_parallel_size": w.gpus, "max_batch_size": w.max_num_seqs,
+               "max_num_tokens": w.max_num_batched_tokens,
+               "kv_cache_config": {"free_gpu_memory_fraction": w.memory_share, **extra.get("kv_cache_config", {})}}
+    if w.is_moe:
+        llm_api.update(moe_expert_parallel_size=w.moe_ep, moe_tensor_parallel_size=w.moe_tp,
+                       enable_attention_dp=w.attention_dp > 1)
+    notes = []
+    if w.nodes > 1:
+        notes.append(f"the worker spans {w.nodes} nodes: launch it under MPI or Slurm across them "
+                     "(trtllm-llmapi-launch)")
+    if role is not None:
+        notes.append("the pools are joined by `trtllm-serve disaggregated -c disagg_config.yaml` (context_servers: "
+                     "the prefill workers' URLs, generation_servers: the decode workers'; not emitted)")
+    return argv, {"extra_llm_api_options_yaml": extra, "llm_api_kwargs": llm_api}, notes
+
+
+_WRITERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
+
+
+def pool_launch(engine: str, model: str, w: WorkerLaunch, role: Optional[str] = None) -> Dict[str, Any]:
+    """One pool's launch: the worker's argv and command, the engine's config files (TensorRT-LLM), the
+    worker count, notes; or `expressible` False with the reason."""
+    reason = engine_refusal(engine, w) or _kv_refusal(w.kv_cache_dtype)
+    base = {"engine": engine, "workers": w.workers, "gpus_per_worker": w.gpus}
+    if reason is not None:
+        return {**base, "expressible": False, "reason": reason}
+    argv, config, notes = _WRITERS[engine](w, model, role)
+    out = {**base, "expressible": True, "argv": argv, "command": shlex.join(argv), "notes": notes}
+    if config is not None:
+        out["config"] = config
+    return out
+
+
+def _engine_settings(fig: Dict[str, Any]) -> Dict[str, Any]:
+    e = fig["engine_settings"]
+    return {"max_num_batched_tokens": e["max_num_batched_tokens"], "max_num_seqs": e["max_num_seqs"],
+            "memory_share": e["gpu_memory_utilization"], "kv_cache_dtype": e["kv_cache_dtype"]}
+
+
+def worker_launch(layout: Dict[str, Any], workers: int, gpus_per_node: int, settings: Dict[str, Any],
+                  is_moe: bool) -> WorkerLaunch:
+    tp = layout["tp"]
+    return WorkerLaunch(tp=tp, attention_dp=layout.get("attention_dp", 1), moe_tp=layout.get("moe_tp", tp),
+                        moe_ep=layout.get("moe_ep", 1), is_moe=is_moe, workers=workers, gpus_per_node=gpus_per_node,
+                        **settings)
+
+
+def row_launch(engine: str, model: str, row: Dict[str, Any], gpus_per_node: int, is_moe: bool) -> Dict[str, Any]:
+    """The launch of an aggregated row (one pool of `replicas` workers)."""
+    fig = row["figures"]
+    w = worker_launch(row["layout"], fig["replicas"], gpus_per_node, _engine_settings(fig), is_moe)
+    out = pool_launch(engine, model, w)
+    if out["expressible"]:
+        out["notes"] = [f"run {w.workers} such worker(s) behind a load balancer"] + out["notes"]
+    if engine != row["layout"]["framework"]:
+        out["timed_on"] = (f"the row was timed on {row['layout']['framework']}'s profile, not {engine}'s: its figures "
+                           f"are {row['layout']['framework']}'s")
+    return out
+
+
+def pools_launch(engine: str, model: str, pools: Dict[str, Dict[str, Any]], gpus_per_node: int,
+                 is_moe: bool) -> Dict[str, Any]:
+    """The launch of a disaggregated row: one command per pool (`pools[name]` with layout, workers and
+    engine_settings)."""
+    out = {}
+    for role, pool in pools.items():
+        w = worker_launch(pool["layout"], pool["workers"], gpus_per_node, _engine_settings(pool), is_moe)
+        out[role] = pool_launch(engine, model, w, role)
+    return {"engine": engine, "pools": out, "expressible": all(p["expressible"] for p in out.values())}
+
+
+def launch_lines(launch: Dict[str, Any]) -> List[str]:
+    """The launch as readable lines (for the table)."""
+    pools = launch.get("pools", {"": launch})
+    lines = [f"launch ({launch['engine']}):"]
+    if "timed_on" in launch:
+        lines.append(f"  note: {launch['timed_on']}")
+    for role, p in pools.items():
+        head = f"  {role} pool, " if role else "  "
+        if not p["expressible"]:
+            lines.append(f"{head}not expressible on {p['engine']}: {p['reason']}")
+            continue
+        lines.append(f"{head}{p['workers']} worker(s) of {p['gpus_per_worker']} GPUs, each: {p['command']}")
+        extra = p.get("config", {}).get("extra_llm_api_options_yaml")
+        if extra:
+            lines.append(f"    {TRTLLM_EXTRA_OPTIONS_FILE}: {json.dumps(extra)}")
+        lines += [f"    note: {n}" for n in p["notes"]]
+    return lines
+
+
+__all__ = ["LAUNCH_ENGINES", "WorkerLaunch", "check_engine", "engine_refusal", "launch_lines", "pool_launch",
+           "pools_launch", "row_launch"]
