@@ -54,6 +54,19 @@ def main():
     print(f"  CPU {cpu:.2f} s: {r.stats.considered / cpu:.0f} candidates per CPU second")
     print(f"  best: {r.best['layout']} batch {r.best['figures']['batch_size_per_gpu']}: {r.best['why']}")
 
+    # issue 25's example: continuous batching sized with serve() (target: 8-48 H100s in under 5 s)
+    for perf_model in ("roofline", "calibrated"):
+        t0, c0 = time.perf_counter(), time.process_time()
+        r = plan_inference("meta-llama/Llama-3.1-70B", ["h100-sxm-80gb"],
+                           {"max_ttft_s": 0.5, "max_tpot_s": 0.05, "request_rate_per_s": 20}, perf_model=perf_model)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        f = r.best["figures"]
+        print(f"\nplan_inference Llama-3.1-70B on H100, TTFT <= 0.5 s, TPOT <= 50 ms at 20 requests/s, continuous "
+              f"batching, {perf_model}: {wall:.2f} s (CPU {cpu:.2f} s)")
+        print("  " + r.stats.line())
+        print(f"  best: tp {r.best['layout']['tp']} x {f['replicas']} replicas = {f['num_gpus']} GPUs; TTFT "
+              f"{f['ttft_s'] * 1e3:.0f} ms, TPOT {f['tpot_s'] * 1e3:.1f} ms (binding: {', '.join(r.best['binding'])})")
+
     t0, c0 = time.perf_counter(), time.process_time()
     r = plan_training("megatron-lm-175b", ["a100-sxm-80gb"], tokens=300e9, max_gpus=1024, global_batch_size=1536,
                       seq_len=2048, flops_efficiency=0.5)

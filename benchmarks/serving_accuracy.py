@@ -10,9 +10,10 @@ concurrency point of a configuration falls on the same side). benchmarks/fit_eng
 fits the engine profiles on the fit half; this script reports the report half (and the fit half
 beside it, marked).
 
-Per engine: median and p90 |error| of TTFT and TPOT, and the share of rows answered (a row is
-refused, with its reason, when its model or GPU is not in the catalogue or the setup does not
-fit). Also by concurrency band and precision.
+Per engine: median and p90 |error| of TTFT and TPOT, the median signed error (bias: + means
+predicted too slow), and the share of rows answered (a row is refused, with its reason, when its
+model or GPU is not in the catalogue or the setup does not fit; reasons are printed by count).
+Also by concurrency band, precision and input x output length.
 
     python benchmarks/serving_accuracy.py [--half report|fit|all] [--perf_model calibrated|roofline] [--rows]
     python benchmarks/serving_accuracy.py --speed   (time of a closed-loop call and of a 10,000-request simulation)
@@ -174,11 +175,12 @@ def band(c: int) -> str:
 
 
 def _stats(errors: List[float]) -> str:
+    """Median and p90 of |error|, and the median signed error (bias: + predicted too slow)."""
     if not errors:
-        return "   -      -  "
+        return "   -      -       -   "
     e = sorted(abs(x) for x in errors)
     p90 = e[min(len(e) - 1, int(0.9 * len(e)))]
-    return f"{100 * statistics.median(e):5.1f}% {100 * p90:5.1f}%"
+    return f"{100 * statistics.median(e):5.1f}% {100 * p90:5.1f}% {100 * statistics.median(errors):+6.1f}%"
 
 
 def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_engine=None) -> Dict[str, dict]:
@@ -187,7 +189,8 @@ def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_
     refusals: Dict[str, int] = defaultdict(int)
     for row in rows:
         keys = [("engine", row.backend), ("band", f"{row.backend} {band(row.concurrency)}"),
-                ("precision", f"{row.backend} {row.precision}"), ("all", "all")]
+                ("precision", f"{row.backend} {row.precision}"), ("lengths", f"{row.backend} {row.isl}x{row.osl}"),
+                ("all", "all")]
         for k in keys:
             groups[k]["n"] += 1
         try:
@@ -208,8 +211,8 @@ def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_
             print(f"{row.id[-60:]:60s} c={row.concurrency:4d} ttft {row.ttft_s * 1e3:8.1f} -> {ttft * 1e3:8.1f} ms "
                   f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms "
                   f"({100 * e_tpot:+6.1f}%)")
-    print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    TPOT med   p90")
-    for kind in ("engine", "all", "band", "precision"):
+    print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    bias   TPOT med   p90    bias")
+    for kind in ("engine", "all", "band", "precision", "lengths"):
         for (k, name), g in sorted(groups.items()):
             if k != kind:
                 continue

@@ -34,6 +34,7 @@ import llm_analysis.quantities.memory as _mem
 import llm_analysis.quantities.params as _params
 import llm_analysis.quantities.state as _state
 from llm_analysis.quantities.phases import make_phase
+from llm_analysis.report.collected_warnings import collecting_warnings, merged
 from llm_analysis.report.render import configs_desc, log_configs, readable_summary, write_summary_files
 from llm_analysis.training import config_batch_size_and_gradient_accumulation_steps
 import llm_analysis.serving as _serving
@@ -81,9 +82,11 @@ class LLMAnalysis:
         self.__dict__.pop("cost_model", None)
         self.__dict__.pop("lower_bound_cost_model", None)
         self._variants = Variants()
-        self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
-        self.describer  # validate the layout now, not at first use
-        check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
+        with collecting_warnings() as found:  # what the setup alone warns of, for every call's summary
+            self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
+            self.describer  # validate the layout now, not at first use
+            check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
+        self.setup_warnings = found
 
     def update_model_config(self, model_config: ModelConfig) -> None:
         self.model_config = model_config
@@ -269,7 +272,13 @@ class LLMAnalysis:
         return _params.active_per_layer(self)
 
     def get_num_active_params_total(self) -> int:
+        """Parameters one token uses, the input-embedding table counted whole (as the mirrored
+        system, Qwen's and Mistral's model cards count them)."""
         return _params.active_total(self)
+
+    def get_num_active_params_without_input_embedding(self) -> int:
+        """Active parameters without the input-embedding table (as OpenAI's gpt-oss card counts)."""
+        return _params.active_without_input_embedding(self)
 
     def get_num_params_breakdown(self) -> Dict[str, int]:
         return _params.breakdown(self)
@@ -513,7 +522,11 @@ class LLMAnalysis:
                 "cost_per_gpu_hour": cost_per_gpu_hour, "output_dir": output_dir,
                 "output_file_suffix": output_file_suffix, "kv_cache_dtype": kv_cache_dtype}
         a = self.with_conventions(self.conventions_named(conventions)).with_encoder_seq_len(encoder_seq_len)
-        return _perf.inference(a, args)
+        with collecting_warnings() as found:
+            summary = _perf.inference(a, args)
+        summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
+        summary["warnings"] = merged(self.setup_warnings, found)
+        return summary
 
     def training(self, batch_size_per_gpu: Optional[int] = None, gradient_accumulation_steps: Optional[int] = None,
                  global_batch_size: Optional[int] = None, seq_len: Optional[int] = None,
@@ -541,7 +554,11 @@ class LLMAnalysis:
                 "mlp_2linear_quant_bits": mlp_2linear_quant_bits,
                 "mlp_recompute_gelu": mlp_recompute_gelu, "output_dir": output_dir,
                 "output_file_suffix": output_file_suffix}
-        return _perf.training(self.with_encoder_seq_len(encoder_seq_len), {**args, **kwargs})
+        with collecting_warnings() as found:
+            summary = _perf.training(self.with_encoder_seq_len(encoder_seq_len), {**args, **kwargs})
+        summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
+        summary["warnings"] = merged(self.setup_warnings, found)
+        return summary
 
     def config_batch_size_and_gradient_accumulation_steps(self, max_batch_size_per_gpu: int,
                                                           batch_size_per_gpu: Optional[int] = None,

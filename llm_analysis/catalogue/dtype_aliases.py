@@ -15,7 +15,8 @@ Words that name only a bit width (`8bit`, `4bit`) are ambiguous: they are refuse
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+import re
+from typing import Dict, List, Optional, Tuple
 
 from llm_analysis.errors import ConfigError
 
@@ -46,6 +47,53 @@ def resolve_dtype_alias(name: str) -> Optional[str]:
         raise ConfigError(f"dtype_name = {name!r} is ambiguous: it could mean "
                           f"{', '.join(AMBIGUOUS_DTYPE_WORDS[key])}; give one of those names")
     return DTYPE_ALIASES.get(key)
+
+
+# what a word is about, by the stems it contains: the aliases of that family of formats
+_FAMILIES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
+    ("bf8", ("fp8",)),  # AMD's name for fp8 E5M2
+    ("int", ("int8", "int4", "awq", "gptq")), ("q", ("int8", "int4", "awq", "gptq")),
+    ("bf", ("bf16",)), ("half", ("fp16",)), ("float", ("fp32", "bf16", "fp16", "fp8", "nvfp4", "mxfp4")),
+    ("fp", ("fp32", "bf16", "fp16", "fp8", "nvfp4", "mxfp4")),
+)
+_DESCRIPTIONS = {"w16a16e16": "16-bit weights and activations", "w32a32e32": "32-bit", "fp8": "fp8 weights and "
+                 "activations", "w8a8e16": "int8 weights and activations", "w4a16e16": "int4 weights, 16-bit "
+                 "activations", "w4a16e16-g128": "int4 weights in groups of 128", "nvfp4": "NVIDIA fp4",
+                 "mxfp4": "OCP microscaling fp4"}
+
+
+def _weight_bits(alias: str) -> int:
+    """Weight width of the catalogue entry an alias names (w4a16e16 -> 4, fp8 -> 8, nvfp4 -> 4)."""
+    target = DTYPE_ALIASES[alias]
+    return int(re.match(r"\D*(\d+)", target).group(1))
+
+
+def aliases_by_meaning(name: str) -> List[str]:
+    """The aliases a word not in the catalogue could mean, by what it says rather than how it is
+    spelled: the format family its stems name (int, fp, float, bf, q...) and the width its digits
+    name ('q4' -> int4, awq, gptq; 'fp' -> every float format). Empty when the word says neither."""
+    key = name.strip().lower()
+    if re.match(r"w\d+a\d+", key):  # a catalogue-style name: its spelling is what to match (closest names)
+        return []
+    found: List[str] = []
+    for stem, aliases in _FAMILIES:
+        if stem in key:
+            found += [a for a in aliases if a not in found]
+    widths = {int(d) for d in re.findall(r"\d+", key)}
+    if widths:  # the width narrows the family (or picks among all aliases); a family it empties stays whole
+        canonical = list({target: alias for alias, target in reversed(DTYPE_ALIASES.items())}.values())[::-1]
+        narrowed = [a for a in (found or canonical) if _weight_bits(a) in widths]
+        found = narrowed or found
+    return list(dict.fromkeys(found))
+
+
+def meaning_hint(name: str) -> str:
+    """' It could mean: int8 (w8a8e16: int8 weights and activations), ...' or ''."""
+    options = aliases_by_meaning(name)
+    if not options:
+        return ""
+    return " It could mean: " + ", ".join(
+        f"{a} ({DTYPE_ALIASES[a]}: {_DESCRIPTIONS.get(DTYPE_ALIASES[a], DTYPE_ALIASES[a])})" for a in options) + "."
 
 
 def alias_table() -> str:

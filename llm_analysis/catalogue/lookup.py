@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from llm_analysis.catalogue.dtype_aliases import resolve_dtype_alias
-from llm_analysis.errors import ConfigError, unknown_name_error
+from llm_analysis.catalogue.dtype_aliases import meaning_hint, resolve_dtype_alias
+from llm_analysis.errors import ConfigError, UnknownNameError, unknown_name_error
 from llm_analysis.schema.dtype import DtypeConfig
 from llm_analysis.schema.gpu import GPUConfig
 from llm_analysis.schema.loading import load_config_file
@@ -129,7 +129,11 @@ def get_dtype_config_by_name(name: str) -> DtypeConfig:
     """A catalogue dtype by its name (`w16a16e16`), a .json path, or a name users type (`bf16`, `int4`,
     `awq`: catalogue/dtype_aliases.py)."""
     if isinstance(name, str) and name not in dtype_configs and not name.endswith(".json"):
-        name = resolve_dtype_alias(name) or name
+        alias = resolve_dtype_alias(name)
+        if alias is None and meaning_hint(name):  # e.g. 'int', 'q4', 'float': candidates by what they say
+            raise UnknownNameError(f"Unknown dtype name {name!r}.{meaning_hint(name)} Give one of those names; "
+                                   f"list all with `python -m llm_analysis.config list_dtype_configs`.")
+        name = alias or name
     return _get_by_name("dtype", dtype_configs, DtypeConfig, name)
 
 

@@ -15,7 +15,7 @@ from llm_analysis.facade import LLMAnalysis
 from llm_analysis.schema.options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, as_enum as _enum, integer, optional_integer
 from llm_analysis.cli.help_text import for_fire
 from llm_analysis.training.micro_batch_choice import fastest_fitting_micro_batch
-from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, run_fire
+from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, run_fire, warnings_for_the_report
 from llm_analysis.cli.serve import serve
 from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
@@ -80,6 +80,9 @@ def _present(analysis: LLMAnalysis, summary: dict, kind: str, output_format: str
     """Write the files (output_dir), the charts (plot), the HTML page (html_file) and print
     the report (text) or the JSON summary (json: stdout holds nothing else)."""
     import llm_analysis.report.render as report
+    from llm_analysis.report.collected_warnings import merged
+    # what the command logged outside the analysis' calls too (loading the model, choosing a batch)
+    summary["warnings"] = merged(summary.get("warnings") or [], warnings_for_the_report())
     written = None
     if html_file is not None:
         from llm_analysis.report.html import analysis_page, write_page
@@ -124,7 +127,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           output_file_suffix: str = "", ep_size: int = 1, output_format: str = "text", plot: bool = False,
           attention_flops: Optional[str] = None, logits: Optional[str] = None, quiet: bool = False,
           mla_attention: Optional[str] = None, serving: bool = False, kv_cache_dtype: Optional[str] = None,
-          conventions: str = "serving", perf_model: str = "roofline", gpu_profile: Optional[str] = None,
+          conventions: str = "serving", perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
           cp_size: int = 1, cp_comm: str = "ring", num_layers_in_first_pipeline_stage: Optional[int] = None,
           num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
           encoder_seq_len: Optional[int] = None, html: Optional[str] = None) -> dict:
@@ -133,8 +136,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
     with what bounds each, memory per GPU, warnings). --output_format json prints
     the summary as JSON on stdout and nothing else; --output_dir also writes it as
-    JSON and text, --plot adds charts. Times are roofline estimates: with the
-    default efficiencies of 1 they are lower bounds. All JSON values are in base
+    JSON and text, --plot adds charts. Times are expected times (the calibrated
+    model) with the roofline lower bound beside each (`*_lower_bound` in JSON);
+    --perf_model roofline prints lower bounds alone. All JSON values are in base
     units (seconds, bytes, FLOPs). Errors end with one line and exit code 2; add
     --debug to see the traceback.
 
@@ -185,8 +189,10 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         quiet: print nothing (return the summary only).
         kv_cache_dtype: KV-cache element type: fp16, bf16, fp8 (fp8_e4m3, fp8_e5m2), int8 or fp32; refused
             when the GPU has no unit for it (fp8 needs fp8 tensor cores). Default: the activation dtype.
-        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times from
-            the GPU generation's fitted profile, each shown with its roofline lower bound).
+        perf_model: calibrated (expected times from the GPU generation's fitted profile, each shown with its
+            roofline lower bound) or roofline (lower bounds at the efficiencies given). Default: calibrated,
+            or roofline when --achieved_tflops, --achieved_memory_bandwidth_GBs, --flops_efficiency or
+            --hbm_memory_efficiency is given (rates you state are the roofline's).
         gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
         cp_size: context-parallel size for prefill (each rank holds seq_len / cp prompt tokens); needs
             --num_tokens_to_generate 1 (decode under CP is not modelled) and 2 x cp_size dividing seq_len.
@@ -204,7 +210,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
-    configure_logging(log_level)
+    configure_logging(log_level, warnings_in_report=True)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
     html_file = _html_file(html)
     model, analysis_class = _model_and_class(model_name, exact)
@@ -219,7 +225,10 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency,
         attention_flops=attention_flops, logits=logits, mla_attention=mla_attention,
-        conventions="serving" if serving else conventions, perf_model=perf_model_arg(perf_model, gpu_profile))
+        conventions="serving" if serving else conventions,
+        perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=any(
+            v is not None for v in (achieved_tflops, achieved_memory_bandwidth_GBs, flops_efficiency,
+                                    hbm_memory_efficiency))))
     analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
     analysis = analysis.with_encoder_seq_len(encoder_seq_len)  # cross-attention models (the report too)
     summary = analysis.inference(batch_size_per_gpu=batch_size_per_gpu, seq_len=seq_len,
@@ -279,7 +288,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           inter_node_memory_efficiency: float = INTER_NODE_MEMORY_EFFICIENCY,
           num_gpus_per_node: int = NUM_GPUS_PER_NODE, output_dir: Optional[str] = None,
           output_file_suffix: str = "", cost_per_gpu_hour: Optional[float] = None, output_format: str = "text",
-          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1, perf_model: str = "roofline",
+          plot: bool = False, quiet: bool = False, pipeline_interleave: int = 1, perf_model: Optional[str] = None,
           gpu_profile: Optional[str] = None, cp_size: int = 1, cp_comm: str = "ring",
           dp_shard: Optional[int] = None, dp_replicate: Optional[int] = None, distributed_optimizer: bool = False,
           grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0, cuda_context_bytes: float = 0,
@@ -343,7 +352,9 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             (needs matplotlib: pip install llm-analysis[plot]).
         quiet: print nothing (return the summary only).
         pipeline_interleave: virtual pipeline stages per GPU (interleaved 1F1B schedule; shrinks the bubble).
-        perf_model: roofline (lower bounds) or calibrated (expected times with their roofline lower bounds).
+        perf_model: calibrated (expected times with their roofline lower bounds) or roofline (lower bounds at
+            the efficiencies given). Default: calibrated, or roofline when --achieved_tflops or
+            --flops_efficiency is given (rates you state are the roofline's).
         gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
         cp_size: context-parallel size: each rank holds seq_len / cp tokens (2 x cp_size must divide seq_len).
         cp_comm: ring (K/V blocks around the CP ring, overlapped with attention) or all_to_all (Ulysses).
@@ -368,7 +379,7 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     Returns:
         The summary dict (base units).
     """
-    configure_logging(log_level)
+    configure_logging(log_level, warnings_in_report=True)
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
     html_file = _html_file(html)
     model, analysis_class = _model_and_class(model_name, exact)
@@ -384,7 +395,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,
-        perf_model=perf_model_arg(perf_model, gpu_profile)).with_encoder_seq_len(encoder_seq_len)
+        perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=achieved_tflops is not None
+                                  or flops_efficiency is not None)).with_encoder_seq_len(encoder_seq_len)
     kwargs = _set_options(distributed_optimizer=distributed_optimizer, grad_reduce_in_fp32=grad_reduce_in_fp32,
                           grad_bucket_params=grad_bucket_params, cuda_context_bytes=cuda_context_bytes,
                           memory_fragmentation=memory_fragmentation, cost_per_gpu_hour=cost_per_gpu_hour,

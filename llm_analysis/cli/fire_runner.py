@@ -170,9 +170,37 @@ def _usage_error(exc, component, argv: List[str], prog: str) -> str:
     return f"{prog} {name}: error: {' '.join(problem.split())}. `{prog} {name} --help` lists every flag."
 
 
-def configure_logging(log_level: str = "INFO") -> None:
+class _WarningsForTheReport(logging.Filter):
+    """On the command line's stderr handler: warnings are kept (once each) for the report's
+    Warnings block and the JSON's `warnings` instead of being printed; other records pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: List[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        message = record.getMessage()
+        if message not in self.messages:
+            self.messages.append(message)
+        return False
+
+
+_REPORT_WARNINGS: Optional[_WarningsForTheReport] = None
+
+
+def warnings_for_the_report() -> List[str]:
+    """The warnings logged since configure_logging(..., warnings_in_report=True), once each."""
+    return list(_REPORT_WARNINGS.messages) if _REPORT_WARNINGS is not None else []
+
+
+def configure_logging(log_level: str = "INFO", warnings_in_report: bool = False) -> None:
     """Send this package's log records to stderr at `log_level` (stdout stays for
-    the report or the JSON summary)."""
+    the report or the JSON summary). With `warnings_in_report` (infer, train: their report
+    and JSON carry a warnings list) warnings are kept for it instead, unless log_level is
+    DEBUG (then everything also goes to stderr)."""
+    global _REPORT_WARNINGS
     from llm_analysis.units import LOG_FORMAT
     from llm_analysis.errors import ConfigError
 
@@ -186,13 +214,22 @@ def configure_logging(log_level: str = "INFO") -> None:
     handler = logging.StreamHandler(_LOG_STREAM or sys.stderr)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     handler._llm_analysis_cli = True  # type: ignore[attr-defined]
+    _REPORT_WARNINGS = _WarningsForTheReport() if warnings_in_report and level > logging.DEBUG else None
+    if _REPORT_WARNINGS is not None:
+        handler.addFilter(_REPORT_WARNINGS)
     logger.addHandler(handler)
     logger.setLevel(level)
     logging.captureWarnings(True)  # warnings.warn(...) -> the py.warnings logger (stderr), never stdout
 
 
-def perf_model_arg(perf_model: str, gpu_profile) -> str:
-    """--perf_model roofline|calibrated and --gpu_profile FILE -> LLMAnalysis(perf_model=...)."""
+def perf_model_arg(perf_model, gpu_profile, rates_given: bool = False) -> str:
+    """--perf_model roofline|calibrated and --gpu_profile FILE -> LLMAnalysis(perf_model=...).
+
+    No --perf_model: expected times (calibrated), since a lower bound read as a forecast misleads;
+    but a command line that states its own efficiencies or achieved rates asks for the roofline
+    at those rates, so it gets the roofline."""
+    if perf_model is None:
+        perf_model = "roofline" if rates_given and gpu_profile is None else "calibrated"
     if gpu_profile is None:
         return perf_model
     if perf_model not in ("roofline", "calibrated"):

@@ -89,6 +89,12 @@ def _best_plan_analysis(result: PlanResult, model_name: str):
     analysis = LLMAnalysis(get_model_config_by_name(model_name), get_gpu_config_by_name(rep["gpu_name"]),
                            get_dtype_config_by_name(rep["dtype_name"]), ParallelismConfig(**rep["parallelism"]),
                            **rep["analysis_kwargs"])
+    if "serve_kwargs" in rep:  # continuous batching: one replica's step in detail, at its mean running batch
+        analysis = analysis.with_conventions(analysis.inference_conventions)
+        batch = max(1, round(result.best["figures"]["mean_running_requests_per_replica"]))
+        kw = rep["serve_kwargs"]
+        return analysis, analysis.inference(batch_size_per_gpu=batch, seq_len=kw["input_len"],
+                                            num_tokens_to_generate=kw["output_len"])
     if "inference_kwargs" in rep:
         analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
         return analysis, analysis.inference(**rep["inference_kwargs"])
@@ -109,7 +115,8 @@ def _jsonable(x: Any) -> Any:
 # names the flag the user typed
 _FLAG_OF = {"model": "model_name", "gpus": "gpu_names", "dtypes": "dtype_names", "tokens": "total_num_tokens",
             "slo.max_ttft_s": "max_ttft", "slo.max_tpot_s": "max_tpot", "slo.request_rate_per_s": "request_rate",
-            "slo.min_tokens_per_s": "min_tokens_per_s"}
+            "slo.min_tokens_per_s": "min_tokens_per_s", "slo.concurrency": "concurrency",
+            "slo.percentile": "percentile"}
 
 
 def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
@@ -142,13 +149,18 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                        max_batch_size: int = 1024, disaggregate: bool = False,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        output_format: str = "table", plot: Any = False, top: int = 10,
-                       perf_model: str = "roofline", gpu_profile: Optional[str] = None,
-                       html: Optional[str] = None) -> Tuple[int, str]:
+                       perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
+                       html: Optional[str] = None, concurrency: Optional[int] = None,
+                       percentile: Optional[int] = None, batching: Optional[str] = None,
+                       framework: str = "vllm") -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
-    Times are checked against the targets as the performance model gives them: lower bounds under
-    --perf_model roofline (the default), expected times under calibrated.
+    Times are checked against the targets as the performance model gives them: expected times under
+    --perf_model calibrated (the default), lower bounds under roofline. With a load (--request_rate,
+    --concurrency or --min_tokens_per_s) replicas are sized with continuous batching: every fleet is
+    timed by serve() on --framework, and each row carries the serve() call that reproduces it;
+    --batching static keeps the static-batch search.
 
     Args:
         model_name: catalogue name, Hub id, config JSON path or local model directory.
@@ -171,10 +183,18 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         output_format: table (the top rows, with a legend) or json (every row).
         plot: write the Pareto front as a PNG (True: plan-inference-pareto.png, or a path).
         top: how many rows the table shows.
-        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times).
+        perf_model: calibrated (expected times; the default) or roofline (lower bounds at the efficiencies
+            given; the default when --flops_efficiency or --hbm_memory_efficiency is given).
         gpu_profile: a calibration profile JSON; implies calibrated.
         html: write one self-contained HTML page to this file (opens offline, fetches nothing): the Pareto
             front with each point labelled, the sortable plans, and the best plan in detail.
+        concurrency: closed-loop clients the fleet must serve, each sending its next request when the previous
+            finishes (sizes replicas; not with --request_rate).
+        percentile: check --max_ttft and --max_tpot on this percentile of the requests (50, 90 or 99); default:
+            on the means.
+        batching: continuous (default with a load: replicas sized with serve()) or static (one batch per
+            replica, prefilled and decoded together: the default without a load).
+        framework: the serving engine continuous batching models: vllm (default), sglang or trtllm.
     """
     from llm_analysis.planner.inference import plan_inference
 
@@ -185,13 +205,17 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         return plan_inference(model_name, _names(gpu_names, "gpu_names"),
                               {"max_ttft_s": seconds(max_ttft, "--max_ttft"), "max_tpot_s": seconds(max_tpot, "--max_tpot"),
                                "request_rate_per_s": request_rate,
-                               "min_tokens_per_s": min_tokens_per_s},
+                               "min_tokens_per_s": min_tokens_per_s, "concurrency": concurrency,
+                               "percentile": percentile},
                               seq_len=seq_len, num_tokens_to_generate=num_tokens_to_generate, objective=objective,
                               dtypes=_names(dtype_names, "dtype_names"), kv_cache_dtype_bytes=kv,
                               gpu_prices=_prices(gpu_prices), max_gpus=max_gpus, max_batch_size=max_batch_size,
                               disaggregate=disaggregate, flops_efficiency=flops_efficiency,
                               hbm_memory_efficiency=hbm_memory_efficiency,
-                              perf_model=perf_model_arg(perf_model, gpu_profile))
+                              perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=flops_efficiency
+                                                        is not None or hbm_memory_efficiency is not None),
+                              batching=batching,
+                              framework=framework)
     return _run(go, output_format, plot, top, tuple(inspect.signature(plan_infer_command).parameters), html,
                 model_name)
 
@@ -201,7 +225,7 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                        dtype_names: Any = "w16a16e16", gpu_prices: Any = None, min_gpus: int = 1,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        achieved_tflops: Optional[float] = None, output_format: str = "table", plot: Any = False,
-                       top: int = 10, perf_model: str = "roofline", gpu_profile: Optional[str] = None,
+                       top: int = 10, perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
                        zero_stages: Any = None, html: Optional[str] = None) -> Tuple[int, str]:
     """`plan train`: the fastest (or cheapest) training setups: tp/cp/pp/dp/ep, interleaving, ZeRO stage,
     recomputation and micro-batch under the memory limit.
@@ -223,7 +247,8 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
         output_format: table (the top rows, with a legend) or json (every row).
         plot: write the Pareto front as a PNG (True: plan-training-pareto.png, or a path).
         top: how many rows the table shows.
-        perf_model: roofline (lower bounds at the efficiencies given) or calibrated (expected times).
+        perf_model: calibrated (expected times; the default) or roofline (lower bounds at the efficiencies
+            given; the default when --flops_efficiency, --hbm_memory_efficiency or --achieved_tflops is given).
         gpu_profile: a calibration profile JSON; implies calibrated.
         zero_stages: comma-separated ZeRO stages to try (default: 0,1,2,3).
         html: write one self-contained HTML page to this file (opens offline, fetches nothing): the Pareto
@@ -237,7 +262,8 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                              dtypes=_names(dtype_names, "dtype_names"), objective=objective,
                              gpu_prices=_prices(gpu_prices), min_gpus=min_gpus, flops_efficiency=flops_efficiency,
                              hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
-                             perf_model=perf_model_arg(perf_model, gpu_profile),
+                             perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=any(
+                                 v is not None for v in (flops_efficiency, hbm_memory_efficiency, achieved_tflops))),
                              **({} if zero_stages is None else {"zero_stages": _ints(zero_stages)}))
     return _run(go, output_format, plot, top, tuple(inspect.signature(plan_train_command).parameters), html,
                 model_name)

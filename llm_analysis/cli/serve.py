@@ -1,7 +1,9 @@
 """`llm-analysis serve`: a deployment under load (LLMAnalysis.serve, llm_analysis/serving/)."""
 
+import json
+import os
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg
 from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
@@ -34,6 +36,18 @@ def _time(seconds: Optional[float]) -> str:
     return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
+def _layout_text(answer: Dict[str, Any], p) -> str:
+    """The deployment's workers as the header states them (pools when disaggregated)."""
+    if answer.get("disaggregated"):
+        return (f"prefill {answer['prefill_workers']} x {answer['prefill_gpus_per_worker']} GPUs, decode "
+                f"{answer['decode_workers']} x {answer['decode_gpus_per_worker']} GPUs")
+    text = f"{answer['num_replicas']} replica(s) of tp={p.tp_size}"
+    if answer.get("attention_dp_size", 1) > 1 or answer.get("moe_ep_size", 1) > 1:
+        text += (f" x attention_dp={answer['attention_dp_size']}, experts moe_tp={answer['moe_tp_size']} x "
+                 f"moe_ep={answer['moe_ep_size']}")
+    return text
+
+
 def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
     """The answer as text: setup, load, latencies (mean and percentiles), throughput, KV pool, notes."""
     p = analysis.parallelism_config
@@ -41,7 +55,7 @@ def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
             f"{answer['request_rate']:g} requests/s (open loop, Poisson)")
     lines = [
         f"serve: {analysis.model_config.name} on {answer['num_gpus']} x {analysis.gpu_config.name} "
-        f"({answer['num_replicas']} replica(s) of tp={p.tp_size}), {analysis.dtype_config.name}, "
+        f"({_layout_text(answer, p)}), {analysis.dtype_config.name}, "
         f"{answer['framework']}, perf_model={answer['perf_model']}",
         f"load: {load}; input {answer['input_len_mean']:g} tokens, output {answer['output_len_mean']:g} tokens (means)",
         "",
@@ -70,15 +84,31 @@ def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _json_dict(value, flag: str) -> Optional[dict]:
+    """A dict flag: as fire parsed it (a Python literal) or a JSON string; None when not given."""
+    if value is None or isinstance(value, dict):
+        return value
+    try:
+        parsed = json.loads(value)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"--{flag} = {value!r} does not parse as JSON ({err}); give a JSON object") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"--{flag} = {value!r} must be a JSON object")
+    return parsed
+
+
 def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm-80gb",
-          dtype_name: str = "w16a16e16", tp_size: int = 1, dp_size: int = 1, concurrency: Optional[int] = None,
+          dtype_name: str = "w16a16e16", tp_size: int = 1, dp_size: int = 1, attention_dp_size: int = 1,
+          moe_tp_size: Optional[int] = None, moe_ep_size: Optional[int] = None, concurrency: Optional[int] = None,
           request_rate: Optional[float] = None, input_len: int = 1024, output_len: int = 128,
           input_len_spread: int = 0, output_len_spread: int = 0, lengths_file: Optional[str] = None,
           framework: str = "vllm", max_num_batched_tokens: Optional[int] = None, max_num_seqs: Optional[int] = None,
           gpu_memory_utilization: Optional[float] = None, block_size: Optional[int] = None,
           prefix_cache_share: float = 0.0, kv_cache_dtype: Optional[str] = None, seed: int = 0,
-          num_requests: Optional[int] = None, perf_model: str = "calibrated", gpu_profile: Optional[str] = None,
-          output_format: str = "text", quiet: bool = False, log_level: str = "INFO") -> dict:
+          num_requests: Optional[int] = None, speculative: Union[str, dict, None] = None,
+          disaggregated: Union[str, dict, None] = None, perf_model: str = "calibrated", gpu_profile: Optional[str] = None,
+          output_format: str = "text", quiet: bool = False, log_level: str = "INFO",
+          html: Optional[str] = None) -> dict:
     """Serving under load: time to first token, time per output token and end-to-end latency (means, p50,
     p90, p99), throughput, KV pool and saturation rate of replicas of a model under a serving engine.
 
@@ -100,7 +130,14 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         gpu_name: catalogue GPU name (e.g. h100-sxm-80gb, h200-sxm-141gb, b200-180gb).
         dtype_name: weights/activations/embedding bits, e.g. w16a16e16 (bf16), fp8, nvfp4, w4a16e16.
         tp_size: tensor-parallel GPUs of one replica (must divide the number of heads).
-        dp_size: replicas sharing the load (clients round robin, the request rate evenly).
+        dp_size: replicas (workers) sharing the load (clients round robin, the request rate evenly).
+        attention_dp_size: attention replicas inside one worker (the worker spans tp_size x attention_dp_size
+            GPUs; each replica runs its own share of the requests; SGLang --enable-dp-attention, TensorRT-LLM
+            enable_attention_dp).
+        moe_tp_size: each routed expert split over this many of the worker's GPUs (default: tp_size, or the
+            worker's GPUs over --moe_ep_size).
+        moe_ep_size: routed experts spread over this many GPU groups of the worker (default: attention_dp_size);
+            moe_tp_size x moe_ep_size = tp_size x attention_dp_size.
         concurrency: closed loop: concurrent clients over all replicas, each sending its next request when the
             previous one finishes (give this or --request_rate).
         request_rate: open loop: Poisson arrivals, requests per second over all replicas.
@@ -125,12 +162,21 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         seed: seed of the simulation (arrivals, length draws, API-latency jitter); same seed, same answer.
         num_requests: requests the simulation measures after its warm-up (default 4000; 0 with --concurrency:
             no simulation, means only).
+        speculative: speculative decoding, a JSON object: {"method": "mtp" | "draft_model", "draft_length": k
+            (tokens verified per step), "mean_accepted_length": L in [1, k] or "acceptance_rate": a,
+            "draft_model": name (draft_model only)}.
+        disaggregated: prefill and decode pools, a JSON object: {"prefill": {"workers": n, "parallelism":
+            {"tp_size": ..., "attention_dp_size": ...}, "batch_size": b}, "decode": {...}} (replaces the
+            layout flags above).
         perf_model: calibrated (default: expected times from the GPU generation's fitted profile, as the engine
             profiles were fitted) or roofline (lower-bound kernel times).
         gpu_profile: a calibration profile JSON (e.g. saved from llm_analysis.calibrate); implies calibrated.
         output_format: text (readable report), json (the answer only, on stdout) or none.
         quiet: print nothing (return the answer only).
         log_level: DEBUG, INFO, WARNING or ERROR, on stderr (DEBUG also shows tracebacks on errors).
+        html: write one self-contained HTML page to this file (opens offline, fetches nothing): the serving
+            figures, latency percentiles, the notes, and one engine step in detail (operators you can sort, the
+            roofline with hoverable operators, time and memory breakdowns) at the mean running batch.
     Returns:
         The answer dict (base units: seconds, tokens, requests, bytes).
     """
@@ -138,9 +184,15 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
     if output_format not in _OUTPUT_FORMATS:
         raise ConfigError(f"output_format = {output_format!r} is not valid; use one of {', '.join(_OUTPUT_FORMATS)}")
     output_format = "none" if quiet else output_format
+    if html is not None:  # checked before any arithmetic runs (imported only then: start-up time)
+        from llm_analysis.report.html import html_path
+        html = html_path(html)
     analysis = LLMAnalysis(get_model_config_by_name(model_name), get_gpu_config_by_name(gpu_name),
                            get_dtype_config_by_name(dtype_name),
-                           build_config(ParallelismConfig, {"tp_size": tp_size, "dp_size": dp_size}),
+                           build_config(ParallelismConfig, {"tp_size": tp_size, "dp_size": dp_size,
+                                                            "attention_dp_size": attention_dp_size,
+                                                            **({"moe_tp_size": moe_tp_size} if moe_tp_size else {}),
+                                                            **({"moe_ep_size": moe_ep_size} if moe_ep_size else {})}),
                            perf_model=perf_model_arg(perf_model, gpu_profile))
     options = {k: v for k, v in (("max_num_batched_tokens", max_num_batched_tokens), ("max_num_seqs", max_num_seqs),
                                  ("gpu_memory_utilization", gpu_memory_utilization), ("block_size", block_size),
@@ -148,10 +200,31 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                if v is not None}
     lengths = dict(lengths=lengths_file) if lengths_file is not None else dict(
         input_len=_length(input_len, input_len_spread), output_len=_length(output_len, output_len_spread))
+    for flag, value in (("speculative", speculative), ("disaggregated", disaggregated)):
+        parsed = _json_dict(value, flag)
+        if parsed is not None:
+            options[flag] = parsed
     answer = analysis.serve(concurrency=concurrency, request_rate=request_rate, framework=framework,
                             prefix_cache_share=prefix_cache_share, seed=seed, **lengths, **options)
+    written = None if html is None else _write_html(html, analysis, answer)
     if output_format == "json":
         _print(to_json(summary_with_setup(analysis, answer)))
     elif output_format == "text":
         _print(report(analysis, answer))
+        if written is not None:
+            _print(f"\nHTML report written to {os.path.abspath(written)}")
     return answer
+
+
+def _write_html(path, analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
+    """The serve page: the answer, and one engine step as `infer` analyses it (a static batch of the
+    mean number of running requests per replica at the mean prompt; none for disaggregated pools,
+    whose workers are other analyses)."""
+    from llm_analysis.report.html import serve_page, write_page
+    step = None
+    running = answer.get("mean_running_requests_per_replica")
+    if not answer.get("disaggregated") and running:
+        step = analysis.inference(batch_size_per_gpu=max(1, round(running)),
+                                  seq_len=max(1, round(answer["input_len_mean"])),
+                                  num_tokens_to_generate=max(2, round(answer["output_len_mean"])))
+    return write_page(path, serve_page(analysis, answer, to_json(summary_with_setup(analysis, answer)), step))

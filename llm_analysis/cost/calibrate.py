@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from llm_analysis.errors import ConfigError
-from llm_analysis.cost.profiles import PARAMETERS, Profile
+from llm_analysis.cost.profiles import KINDS, PARAMETERS, Profile
 
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 RATE_UNITS = ("tokens/s",)
@@ -143,8 +143,7 @@ def _lm_fit(x0: np.ndarray, fun: Callable[[np.ndarray], np.ndarray], lo: np.ndar
 def _box(names: Sequence[str], bounds: Mapping[str, tuple] | None) -> tuple[np.ndarray, np.ndarray]:
     """log-space (lower, upper) per parameter: its kind's range, narrowed by `bounds`
     (name -> (low, high), e.g. a physically plausible band with its source)."""
-    upper = {"fraction": 2.0, "fraction0": 2.0, "seconds": 1.0, "bytes": 1e12, "count": 1e9}
-    lo, hi = [1e-9] * len(names), [upper[PARAMETERS[n][0]] for n in names]
+    lo, hi = [1e-9] * len(names), [KINDS[PARAMETERS[n][0]][2] for n in names]  # (a kind's most)
     for name, band in (bounds or {}).items():
         if name not in names:
             raise CalibrationError(f"bounds name {name!r}, which is not fitted; fitted: {', '.join(names)}")

@@ -258,7 +258,7 @@ def resolve_perf_model(perf_model, gpu: GPUConfig) -> Optional[Profile]:
     elif perf_model == "roofline":
         return None
     elif perf_model == "calibrated":
-        return profile_for_gpu(gpu.name)
+        return profile_for_gpu(gpu)  # (a GPU no profile lists: the nearest in spec, stated in the notes)
     else:  # the path of a profile .json file
         profile = load_profile(str(perf_model))
     check_profile_matches_gpu(profile, gpu.name)

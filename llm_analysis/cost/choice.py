@@ -96,7 +96,22 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
     summary["decode_latency_lower_bound"] = summary["time_per_output_token_lower_bound"] = step_s
     summary["total_decode_latency_lower_bound"] = decode_s
     summary["total_latency_lower_bound"] = total_s
+    summary.update(_rate_entries(a))
     summary["perf_model"] = _label(a)
+
+
+def _rate_entries(a) -> Dict[str, float]:
+    """Under the calibrated model the summary's efficiencies are the profile's plateaus (its
+    achieved rates over the peaks), not the roofline's inputs; those, and the rates the lower
+    bounds use, go under `lower_bound_*` (a summary never shows efficiency 1 beside 56% of peak)."""
+    expected, bound = a.cost_model, a.lower_bound_cost_model
+    peak_bw = a.gpu_config.hbm_bandwidth_in_GB_per_sec
+    return {"flops_efficiency": expected.flops_per_s / expected.peak_flops_per_s,
+            "hbm_memory_efficiency": expected.achieved_hbm_GB_per_s / peak_bw,
+            "lower_bound_flops_efficiency": a.flops_efficiency,
+            "lower_bound_hbm_memory_efficiency": a.hbm_memory_efficiency,
+            "lower_bound_tflops": bound.achieved_tflops,
+            "lower_bound_memory_bandwidth_GBs": bound.achieved_hbm_GB_per_s}
 
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
@@ -167,6 +182,7 @@ def training(a, args: Dict[str, Any]) -> dict:
     summary, req = _eager_run(with_cost_model(a, eager), args)
     # the same call on the roofline (its stages kept per shape with every call's)
     summary.update(_training_bounds(a, req, summary))
+    summary.update(_rate_entries(a))
     summary["perf_model"] = _label(a)
     if output_dir is not None:
         a.output_summary_dict(summary, output_dir, print_human_readable=True,

@@ -4,12 +4,30 @@ performance model, one JSON file per GPU generation (`cost/profiles/<gen>.json`)
 File format::
 
     {"generation": "hopper",
-     "gpus": {"h100-sxm-80gb": {"num_sms": 132}, ...},
+     "gpus": {"h100-sxm-80gb": {"num_sms": 132, "source": "<optional>"}, ...},
      "parameters": {"<key>": {"value": <number or list>, "source": "<where it came from>"}, ...}}
 
 Every key must be one of `PARAMETERS` (an unknown key is refused with a
-`ConfigError` naming it); every value carries its source. Profiles are parsed
-once and cached: the per-operator cost functions only read attributes.
+`ConfigError` naming it); every value carries its source and is checked against its
+kind (`KINDS`: an efficiency is at most 1, a ratio of two rates may exceed it; a table
+must be monotone where the physics says so). Profiles are parsed once and cached: the
+per-operator cost functions only read attributes.
+
+A generation without measurements of its own is a *derived* profile::
+
+    {"generation": "blackwell-ultra", "derived_from": "blackwell",
+     "fallback": "<the note the summary carries: what is assumed and why>",
+     "gpus": {"b300-270gb": {"num_sms": 160, "source": "..."}},
+     "parameters": {<only the values that differ from the base, each with its source>}}
+
+Its efficiencies are the base generation's; the cost model applies them to the GPU's own
+spec sheet (dense peaks, HBM bandwidth, links, SM count), which is how a generation's
+profile is scaled to a GPU it was not measured on. The `fallback` text goes into the
+`notes` of every calibrated summary on those GPUs (cost/profile_notes.py).
+
+A GPU no profile lists (a user's GPUConfig) is answered with the profile of the listed
+GPU nearest to it in spec (`profile_for_gpu`), again with a note saying so, never an
+exception.
 """
 
 from __future__ import annotations
@@ -28,14 +46,28 @@ logger = logging.getLogger(__name__)
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 
-# key -> (kind, meaning). kind: "fraction" (0 < v <= 2), "seconds" (>= 0), "bytes" (> 0),
-# "count" (> 0), "tiles" (list of [M, N] positive ints).
+# What each kind of parameter may hold: (least, whether the least is allowed, most, meaning).
+# An "efficiency" is achieved / the hardware's own limit (a rate the spec sheet states): it can
+# never exceed 1. A "ratio" compares two achieved rates and may exceed 1 (NVLink SHARP reduces
+# in the switch, so its all-reduce bus bandwidth beats the ring's line rate: 1.067 on 8 H100);
+# above 2 it is taken for a typo. "ratio0": a ratio where 0 means the feature is absent.
+KINDS: dict[str, tuple[float, bool, float, str]] = {
+    "efficiency": (0.0, False, 1.0, "0 < v <= 1 (achieved / spec: cannot exceed 1)"),
+    "ratio": (0.0, False, 2.0, "0 < v <= 2 (a ratio of two achieved rates)"),
+    "ratio0": (0.0, True, 2.0, "0 <= v <= 2 (a ratio of two achieved rates; 0: the feature is absent)"),
+    "seconds": (0.0, True, 1.0, "0 <= v <= 1 seconds"),
+    "bytes": (0.0, False, 1e12, "0 < v <= 1e12 bytes"),
+    "count": (0.0, False, 1e9, "0 < v <= 1e9"),
+}
+# key -> (kind, meaning). kind: one of KINDS, or "tiles" (a table: list of [M, N, relative
+# efficiency], positive integer tile sides, 0 < relative efficiency <= 1, never rising as the
+# tile shrinks: a smaller tile reuses its operands less).
 PARAMETERS: dict[str, tuple[str, str]] = {
-    "intra_bus_efficiency": ("fraction", "ring bus bandwidth / line rate of NVLink or xGMI"),
-    "pcie_bus_efficiency": ("fraction", "ring bus bandwidth / line rate over PCIe"),
-    "net_efficiency": ("fraction", "achieved / line rate of one NIC"),
-    "nvls_busbw_factor": ("fraction0", "NVLink-SHARP all-reduce bus bandwidth / line rate (0: none)"),
-    "tree_bw_factor": ("fraction", "tree all-reduce bus bandwidth / ring bus bandwidth"),
+    "intra_bus_efficiency": ("efficiency", "ring bus bandwidth / line rate of NVLink or xGMI"),
+    "pcie_bus_efficiency": ("efficiency", "ring bus bandwidth / line rate over PCIe"),
+    "net_efficiency": ("efficiency", "achieved / line rate of one NIC"),
+    "nvls_busbw_factor": ("ratio0", "NVLink-SHARP all-reduce bus bandwidth / line rate (0: none)"),
+    "tree_bw_factor": ("ratio", "tree all-reduce bus bandwidth / ring bus bandwidth"),
     "base_latency_s": ("seconds", "fixed cost of one collective call"),
     "nvls_latency_s": ("seconds", "fixed cost of an NVLink-SHARP all-reduce"),
     "intra_hop_latency_s": ("seconds", "one ring step over NVLink/xGMI"),
@@ -45,21 +77,25 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "nvlink_half_saturation_bytes": ("bytes", "message per GPU at half the NVLink bus-bandwidth plateau"),
     "pcie_half_saturation_bytes": ("bytes", "message per GPU at half the PCIe bus-bandwidth plateau"),
     "net_half_saturation_bytes": ("bytes", "message per GPU at half the network bandwidth plateau"),
-    "gemm_plateau_efficiency": ("fraction", "large 16-bit GEMM throughput / dense peak"),
-    "gemm_fp8_plateau_efficiency": ("fraction", "large fp8 GEMM throughput / dense fp8 peak"),
+    "gemm_plateau_efficiency": ("efficiency", "large 16-bit GEMM throughput / dense peak"),
+    "gemm_fp8_plateau_efficiency": ("efficiency", "large fp8 GEMM throughput / dense fp8 peak"),
     "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
     "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
-    "hbm_efficiency": ("fraction", "streaming bandwidth plateau / HBM spec"),
+    "hbm_efficiency": ("efficiency", "streaming bandwidth plateau / HBM spec"),
     "hbm_half_saturation_bytes": ("bytes", "bytes moved at half the streaming plateau"),
-    "weight_only_int8_stream_factor": ("fraction", "int8 weight-only GEMM streaming / 16-bit GEMM streaming"),
-    "weight_only_int4_stream_factor": ("fraction", "int4 weight-only GEMM streaming / 16-bit GEMM streaming"),
-    "attn_prefill_efficiency": ("fraction", "flash-attention forward throughput / dense peak (long sequences)"),
+    "weight_only_int8_stream_factor": ("ratio", "int8 weight-only GEMM streaming / 16-bit GEMM streaming "
+                                                "(x hbm_efficiency: at most 1)"),
+    "weight_only_int4_stream_factor": ("ratio", "int4 weight-only GEMM streaming / 16-bit GEMM streaming "
+                                                "(x hbm_efficiency: at most 1)"),
+    "attn_prefill_efficiency": ("efficiency", "flash-attention forward throughput / dense peak (long sequences)"),
     "attn_prefill_half_seq": ("count", "sequence length at half the flash-attention plateau"),
-    "attn_decode_hbm_efficiency": ("fraction", "paged-attention KV streaming / HBM spec"),
+    "attn_decode_hbm_efficiency": ("efficiency", "paged-attention KV streaming / HBM spec"),
     "kernel_floor_graph_s": ("seconds", "least time per kernel under CUDA graphs (serving)"),
     "kernel_floor_eager_s": ("seconds", "least time per kernel in eager mode (training)"),
 }
+# ratios whose product with an efficiency is itself an efficiency (a rate below the spec)
+_RATIO_OF = {"weight_only_int8_stream_factor": "hbm_efficiency", "weight_only_int4_stream_factor": "hbm_efficiency"}
 # Parameters added after the first profiles were written, with the value an older profile (one
 # saved by `calibrate` or written by hand before the key existed) gets, and why. Each default
 # reproduces the model that profile was fitted under, or is the shipped assumption where the
@@ -73,41 +109,65 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "weight_only_int4_stream_factor": (1.0, "int4 weight-only GEMMs stream at the 16-bit rate (the model "
                                             "before this factor existed)"),
 }
-_TOP_KEYS = {"generation", "gpus", "parameters"}
-_GPU_KEYS = {"num_sms"}
+_TOP_KEYS = {"generation", "gpus", "parameters", "derived_from", "fallback"}
+_GPU_KEYS = {"num_sms", "source"}
+
+
+def _check_tiles(key: str, value: Any, where: str) -> tuple:
+    ok = isinstance(value, list) and value and all(
+        isinstance(t, list) and len(t) == 3 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0
+                                                    for x in t[:2])
+        and isinstance(t[2], (int, float)) and not isinstance(t[2], bool) and 0 < t[2] <= 1 for t in value)
+    if not ok:
+        raise ConfigError(f"{where} = {value!r}: expected a non-empty list of [M, N, relative efficiency] "
+                          "(positive integers, 0 < efficiency <= 1)")
+    tiles = tuple((int(t[0]), int(t[1]), float(t[2])) for t in value)
+    # monotone: a tile of larger area reuses each operand over more outputs, so its relative
+    # efficiency is never below a smaller tile's (gemm.py: smaller tiles reuse operands less)
+    for big in tiles:
+        for small in tiles:
+            if big[0] * big[1] > small[0] * small[1] and big[2] < small[2]:
+                raise ConfigError(f"{where}: tile {list(big)} has a lower relative efficiency than the smaller "
+                                  f"tile {list(small)}; the table must not rise as tiles shrink")
+    return tiles
 
 
 def _check_value(key: str, value: Any, origin: str) -> Any:
     kind = PARAMETERS[key][0]
     where = f"{origin}: parameter {key!r}"
     if kind == "tiles":
-        ok = isinstance(value, list) and value and all(
-            isinstance(t, list) and len(t) == 3 and all(isinstance(x, int) and x > 0 for x in t[:2])
-            and isinstance(t[2], (int, float)) and 0 < t[2] <= 1 for t in value)
-        if not ok:
-            raise ConfigError(f"{where} = {value!r}: expected a non-empty list of [M, N, relative efficiency] "
-                              "(positive integers, 0 < efficiency <= 1)")
-        return tuple((int(t[0]), int(t[1]), float(t[2])) for t in value)
+        return _check_tiles(key, value, where)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{where} = {value!r}: expected a finite number ({PARAMETERS[key][1]})")
-    lo_ok = {"fraction": 0 < value <= 2, "fraction0": 0 <= value <= 2, "seconds": value >= 0,
-             "bytes": value > 0, "count": value > 0}[kind]
-    if not lo_ok:
-        valid = {"fraction": "0 < v <= 2", "fraction0": "0 <= v <= 2", "seconds": ">= 0 seconds",
-                 "bytes": "> 0 bytes", "count": "> 0"}[kind]
-        raise ConfigError(f"{where} = {value!r}: must be {valid} ({PARAMETERS[key][1]})")
+    least, least_allowed, most, valid = KINDS[kind]
+    if not ((value >= least if least_allowed else value > least) and value <= most):
+        raise ConfigError(f"{where} = {value!r}: must be {valid}, an {kind} ({PARAMETERS[key][1]})"
+                          if kind == "efficiency" else
+                          f"{where} = {value!r}: must be {valid} ({PARAMETERS[key][1]})")
     return float(value)
+
+
+def _check_ratios(values: Mapping[str, Any], origin: str) -> None:
+    """A ratio times the efficiency it scales is an efficiency too: at most 1."""
+    for ratio, eff in _RATIO_OF.items():
+        if ratio in values and eff in values and values[ratio] * values[eff] > 1:
+            raise ConfigError(f"{origin}: parameter {ratio!r} = {values[ratio]!r} times {eff!r} = {values[eff]!r} "
+                              f"is {values[ratio] * values[eff]:.3g}, above 1: streaming faster than the HBM spec")
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Parsed, validated profile. `p.values[key]` is the number; `p.sources[key]` its source."""
+    """Parsed, validated profile. `p.values[key]` is the number; `p.sources[key]` its source.
+    `fallback`: empty for a generation's own profile; for a derived one (or the nearest-spec
+    stand-in of an unlisted GPU) the note saying what is assumed."""
 
     generation: str
     values: Mapping[str, Any]
     sources: Mapping[str, str]
-    gpus: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    gpus: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     origin: str = ""
+    fallback: str = ""
+    derived_from: str = ""
 
     def __post_init__(self):
         # every parameter also as a plain attribute (p.hbm_efficiency): the cost functions read them
@@ -135,13 +195,49 @@ class Profile:
                 raise ConfigError(f"unknown profile parameter {k!r}; valid: {', '.join(sorted(PARAMETERS))}")
         values = {**self.values, **{k: _check_value(k, v, source) for k, v in new_values.items()}}
         sources = {**self.sources, **{k: source for k in new_values}}
-        return Profile(self.generation, values, sources, self.gpus, source)
+        return Profile(self.generation, values, sources, self.gpus, source, self.fallback, self.derived_from)
 
     def to_dict(self) -> dict:
+        """The whole profile as a plain (not derived) document: every value written out."""
         params = {k: {"value": [list(t) for t in v] if k == "gemm_tile_shapes" else v, "source": self.sources[k]}
                   for k, v in sorted(self.values.items())}
         return {"generation": self.generation, "gpus": {k: dict(v) for k, v in self.gpus.items()},
                 "parameters": params}
+
+
+def _check_gpus(gpus: Any, origin: str) -> dict:
+    if not isinstance(gpus, Mapping) or not gpus:
+        raise ConfigError(f"{origin}: field 'gpus' = {gpus!r} must list at least one GPU "
+                          "({\"<gpu name>\": {\"num_sms\": <positive integer>}})")
+    for name, entry in gpus.items():
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{origin}: gpus[{name!r}] = {entry!r} must be an object with key 'num_sms'")
+        bad = set(entry) - _GPU_KEYS
+        if bad:
+            raise ConfigError(f"{origin}: gpus[{name!r}] has unknown key {sorted(bad)[0]!r}; valid: "
+                              f"{', '.join(sorted(_GPU_KEYS))}")
+        n = entry.get("num_sms")
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ConfigError(f"{origin}: gpus[{name!r}].num_sms = {n!r} must be a positive integer")
+        if "source" in entry and not isinstance(entry["source"], str):
+            raise ConfigError(f"{origin}: gpus[{name!r}].source = {entry['source']!r} must be a string")
+    return {k: dict(v) for k, v in gpus.items()}
+
+
+def _parameters(doc: Mapping, origin: str) -> tuple[dict, dict]:
+    params = doc.get("parameters", {})
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"{origin}: field 'parameters' = {params!r} must be an object")
+    values, sources = {}, {}
+    for key, entry in params.items():
+        if key not in PARAMETERS:
+            raise ConfigError(f"{origin}: unknown parameter {key!r}; valid: {', '.join(sorted(PARAMETERS))}")
+        if not isinstance(entry, Mapping) or set(entry) != {"value", "source"}:
+            raise ConfigError(f"{origin}: parameter {key!r} = {entry!r} must be "
+                              "{\"value\": ..., \"source\": \"...\"}")
+        values[key] = _check_value(key, entry["value"], origin)
+        sources[key] = str(entry["source"])
+    return values, sources
 
 
 def profile_from_dict(doc: Mapping, origin: str = "<dict>") -> Profile:
@@ -154,24 +250,36 @@ def profile_from_dict(doc: Mapping, origin: str = "<dict>") -> Profile:
     gen = doc.get("generation")
     if not isinstance(gen, str) or not gen:
         raise ConfigError(f"{origin}: field 'generation' = {gen!r} must be a non-empty string")
-    gpus = doc.get("gpus", {})
-    for name, entry in gpus.items():
-        bad = set(entry) - _GPU_KEYS
-        if bad:
-            raise ConfigError(f"{origin}: gpus[{name!r}] has unknown key {sorted(bad)[0]!r}; valid: num_sms")
-        n = entry.get("num_sms")
-        if not isinstance(n, int) or n <= 0:
-            raise ConfigError(f"{origin}: gpus[{name!r}].num_sms = {n!r} must be a positive integer")
-    values, sources = {}, {}
-    for key, entry in doc.get("parameters", {}).items():
-        if key not in PARAMETERS:
-            raise ConfigError(f"{origin}: unknown parameter {key!r}; valid: {', '.join(sorted(PARAMETERS))}")
-        if not isinstance(entry, Mapping) or set(entry) != {"value", "source"}:
-            raise ConfigError(f"{origin}: parameter {key!r} must be {{\"value\": ..., \"source\": \"...\"}}")
-        values[key] = _check_value(key, entry["value"], origin)
-        sources[key] = str(entry["source"])
-    _fill_defaults(values, sources, origin)
-    return Profile(gen, values, sources, {k: dict(v) for k, v in gpus.items()}, origin)
+    gpus = _check_gpus(doc.get("gpus"), origin)
+    values, sources = _parameters(doc, origin)
+    base_name, fallback = doc.get("derived_from"), doc.get("fallback")
+    if base_name is None:
+        if fallback is not None:
+            raise ConfigError(f"{origin}: field 'fallback' = {fallback!r} without 'derived_from': only a profile "
+                              "derived from another generation's is a fallback")
+        _fill_defaults(values, sources, origin)
+        _check_ratios(values, origin)
+        return Profile(gen, values, sources, gpus, origin)
+    return _derived(gen, base_name, fallback, gpus, values, sources, origin)
+
+
+def _derived(gen: str, base_name: Any, fallback: Any, gpus: dict, values: dict, sources: dict,
+             origin: str) -> Profile:
+    """A derived profile: the base generation's values, those the file gives replacing them."""
+    if not isinstance(base_name, str) or base_name not in list_generations():
+        raise ConfigError(f"{origin}: field 'derived_from' = {base_name!r}; valid: a shipped generation "
+                          f"({', '.join(list_generations())})")
+    if not isinstance(fallback, str) or not fallback.strip():
+        raise ConfigError(f"{origin}: field 'fallback' = {fallback!r} must say, in a sentence, what the derived "
+                          "profile assumes (it is the note of every summary on its GPUs)")
+    base = load_profile(base_name)
+    if base.derived_from:
+        raise ConfigError(f"{origin}: field 'derived_from' = {base_name!r} names a derived profile (from "
+                          f"{base.derived_from!r}); derive from a generation with values of its own")
+    merged = {**base.values, **values}
+    merged_sources = {**{k: f"{base.origin}: {v}" for k, v in base.sources.items()}, **sources}
+    _check_ratios(merged, origin)
+    return Profile(gen, merged, merged_sources, gpus, origin, fallback.strip(), base_name)
 
 
 def _fill_defaults(values: dict, sources: dict, origin: str) -> None:
@@ -206,12 +314,20 @@ def load_profile(generation_or_path: str) -> Profile:
 
 
 def list_generations() -> list[str]:
+    """The shipped generations (derived ones included): the profile files' stems."""
     return sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
 
 
 @lru_cache(maxsize=None)
 def _gpu_to_generation() -> dict[str, str]:
-    return {gpu: gen for gen in list_generations() for gpu in load_profile(gen).gpus}
+    table: dict[str, str] = {}
+    for gen in list_generations():
+        for gpu in load_profile(gen).gpus:
+            if gpu in table:
+                raise ConfigError(f"{gen}.json: gpus[{gpu!r}] is also listed by {table[gpu]}.json; a GPU has one "
+                                  "calibration profile")
+            table[gpu] = gen
+    return table
 
 
 def generation_of(gpu_name: str) -> str:
@@ -222,8 +338,40 @@ def generation_of(gpu_name: str) -> str:
     return table[gpu_name]
 
 
-def profile_for_gpu(gpu_name: str) -> Profile:
-    return load_profile(generation_of(gpu_name))
+def profile_for_gpu(gpu) -> Profile:
+    """The shipped profile of a GPU (a catalogue name or a GPUConfig). A GPUConfig no profile
+    lists gets `nearest_spec_profile` (a stated fallback), never an exception."""
+    name = gpu if isinstance(gpu, str) else gpu.name
+    if isinstance(gpu, str) or name in _gpu_to_generation():
+        return load_profile(generation_of(name))
+    return nearest_spec_profile(gpu)
+
+
+def _spec_distance(gpu, other) -> tuple:
+    """How far two GPUs' spec sheets are apart: another kind of intra-node link first (NVLink,
+    xGMI, ICI, PCIe fabrics behave differently), then |log| of the dense 16-bit peak ratio plus
+    |log| of the HBM bandwidth ratio (the two rates every efficiency is a fraction of)."""
+    return (gpu.intra_node_link != other.intra_node_link,
+            abs(math.log(gpu.peak_fp16_TFLOPS / other.peak_fp16_TFLOPS))
+            + abs(math.log(gpu.hbm_bandwidth_in_GB_per_sec / other.hbm_bandwidth_in_GB_per_sec)), other.name)
+
+
+def nearest_spec_profile(gpu) -> Profile:
+    """The profile of the listed catalogue GPU nearest to `gpu` in spec (`_spec_distance`), for
+    `gpu` itself: its SM count assumed equal to that GPU's, the note saying so."""
+    from llm_analysis.catalogue.lookup import get_gpu_config_by_name
+    listed = [get_gpu_config_by_name(name) for name in sorted(_gpu_to_generation())]
+    near = min(listed, key=lambda other: _spec_distance(gpu, other))
+    profile = profile_for_gpu(near.name)
+    sms = profile.num_sms(near.name)
+    note = (f"no calibration profile lists GPU {gpu.name!r}: the profile of {near.name} ({profile.origin}), the "
+            f"listed GPU nearest in spec (same kind of intra-node link, nearest dense 16-bit peak and HBM "
+            f"bandwidth), applied to {gpu.name}'s own spec sheet; its SM count assumed {sms} as {near.name}'s")
+    if profile.fallback:
+        note += f"; that profile is itself a fallback: {profile.fallback}"
+    return Profile(profile.generation, profile.values, profile.sources,
+                   {gpu.name: {"num_sms": sms, "source": f"assumed: {near.name}'s"}}, profile.origin, note,
+                   profile.derived_from or profile.generation)
 
 
 def check_profile_matches_gpu(profile: Profile, gpu_name: str) -> None:

@@ -155,6 +155,9 @@ def plan_serving_capacity(model, gpus: Sequence, *, prompt_len: Distribution, ou
     load_scale = (n_mean + 1) / (n_max + 1)
     sized = SLO(slo.max_ttft_s, slo.max_tpot_s, slo.request_rate_per_s * load_scale, slo.min_tokens_per_s)
     plan_kwargs.setdefault("objective", "fewest_gpus")
+    # this method sizes static batches at the longest request (module docstring); for continuous
+    # batching of a length distribution, serve() takes the distribution itself
+    plan_kwargs.setdefault("batching", "static")
     plan = plan_inference(model, gpus, sized, seq_len=s_max, num_tokens_to_generate=n_max, **plan_kwargs)
     best = plan.best
     return {"num_gpus": best["figures"]["num_gpus"], "num_nodes": best["figures"]["num_nodes"],

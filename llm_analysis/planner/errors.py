@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from llm_analysis.errors import ConfigError
 
@@ -26,33 +26,82 @@ class NoFeasiblePlanError(ConfigError):
         self.layout = layout or {}
 
 
+# the gate every candidate passes first: a candidate that does not hold its weights and KV cache is
+# never timed, so a miss on any other constraint comes from a candidate that fits in memory
+MEMORY = "memory"
+
+_NAMES = {"memory": "memory", "ttft": "time-to-first-token (TTFT) target", "tpot": "time-per-output-token (TPOT) "
+          "target", "max_gpus": "max_gpus limit", "min_tokens_per_s": "min_tokens_per_s target",
+          "request_rate": "request_rate target"}
+
+
 class ClosestMiss:
-    """Tracks, over all rejected candidates, the one that misses its first
-    failing target by the smallest relative amount."""
+    """Tracks, over all rejected candidates, the one that misses its first failing target by the
+    smallest relative amount, kept apart for the candidates that fit in memory and those that do not.
+
+    The error names the constraint that ruled out the candidates that fit in memory (with the best
+    value they reached) whenever any did: a latency target missed by 3x on a layout that fits is
+    the binding constraint even where another layout misses memory by only 60%, since more memory
+    (more GPUs per replica) is what that layout would need and it is already in the search."""
 
     UNITS = {"memory": ("GB", 1e-9), "ttft": ("ms", 1e3), "tpot": ("ms", 1e3), "max_gpus": ("GPUs", 1),
              "min_tokens_per_s": ("tokens/s", 1), "request_rate": ("requests/s", 1)}
 
     def __init__(self) -> None:
-        self.best: Optional[tuple] = None
+        self.best: Optional[tuple] = None  # the closest miss of all
+        self.best_fitting: Optional[tuple] = None  # the closest of the candidates that fit in memory
+        self.fitting_misses = 0
+        self.memory_misses = 0
+        self.refusals: List[str] = []  # candidates the analysis refused with a reason, not a number
+
+    def refused(self, reason: str) -> None:
+        self.refusals.append(reason)
 
     def record(self, constraint: str, value: float, limit: float, layout: Dict[str, Any],
                higher_is_better: bool = False) -> None:
         # ratio > 1 means the target is missed; the smaller, the closer
         ratio = (limit / value if value else float("inf")) if higher_is_better else value / limit
+        entry = (ratio, constraint, value, limit, dict(layout), higher_is_better)
         if self.best is None or ratio < self.best[0]:
-            self.best = (ratio, constraint, value, limit, dict(layout), higher_is_better)
+            self.best = entry
+        if constraint == MEMORY or constraint.startswith(MEMORY + "_"):
+            self.memory_misses += 1
+        else:
+            self.fitting_misses += 1
+            if self.best_fitting is None or ratio < self.best_fitting[0]:
+                self.best_fitting = entry
+
+    @classmethod
+    def _figure(cls, entry: tuple) -> str:
+        ratio, constraint, value, limit, layout, higher = entry
+        unit, scale = cls.UNITS.get(constraint.split("_p")[0] if constraint.startswith(("ttft_p", "tpot_p"))
+                                    else constraint, ("", 1))
+        side = "below the minimum" if higher else "over the limit"
+        return (f"{constraint} = {value * scale:.4g} {unit} vs {limit * scale:.4g} {unit} "
+                f"({abs(ratio - 1) * 100:.1f}% {side})")
 
     def error(self, what: str) -> NoFeasiblePlanError:
+        if self.best is None and self.refusals:
+            return NoFeasiblePlanError(f"No candidate {what} meets every target: every candidate was refused "
+                                       f"({len(self.refusals)}); the first: {self.refusals[0]}",
+                                       constraint="refused", value=0.0, limit=0.0)
         if self.best is None:
             return NoFeasiblePlanError(f"No candidate {what} was generated: widen the search (more GPU types, "
                                        "a larger max_gpus or more data types).", constraint="search_space",
                                        value=0.0, limit=0.0)
-        ratio, constraint, value, limit, layout, higher = self.best
-        unit, scale = self.UNITS.get(constraint, ("", 1))
+        chosen = self.best_fitting or self.best
+        ratio, constraint, value, limit, layout, higher = chosen
         desc = ", ".join(f"{k} {v}" for k, v in layout.items())
-        side = "below the minimum" if higher else "over the limit"
-        return NoFeasiblePlanError(
-            f"No candidate {what} meets every target. Closest miss: {constraint} = {value * scale:.4g} {unit} vs "
-            f"{limit * scale:.4g} {unit} ({abs(ratio - 1) * 100:.1f}% {side}) with {desc}.",
-            constraint=constraint, value=value, limit=limit, layout=layout)
+        if self.best_fitting is not None:
+            name = _NAMES.get(constraint.split("_p")[0] if constraint.startswith(("ttft_p", "tpot_p"))
+                              else constraint, constraint)
+            rest = ""
+            if self.best is not None and self.best is not self.best_fitting and self.memory_misses:
+                rest = f"; the other candidates do not fit in memory (closest: {self._figure(self.best)})"
+            message = (f"No candidate {what} meets every target. Binding constraint: {constraint}: every "
+                       f"candidate that fits in memory misses the {name}; the best reaches "
+                       f"{self._figure(chosen)} with {desc}{rest}.")
+        else:
+            message = (f"No candidate {what} meets every target. Binding constraint: memory: no candidate fits; "
+                       f"closest miss: {self._figure(chosen)} with {desc}.")
+        return NoFeasiblePlanError(message, constraint=constraint, value=value, limit=limit, layout=layout)

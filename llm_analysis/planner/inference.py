@@ -13,7 +13,12 @@ import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.batch_search import ServeTargets
 from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front
+from llm_analysis.planner.continuous import (CONTINUOUS_COLUMNS, ContinuousLoad, collect_continuous,
+                                             continuous_assumptions, continuous_legend, kv_cache_name)
 from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
+from llm_analysis.schema.options import choice
+from llm_analysis.serving.engine import FRAMEWORKS, check_options
+from llm_analysis.serving.workload import make_workload
 
 INFERENCE_COLUMNS = [
     ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
@@ -27,6 +32,15 @@ INFERENCE_COLUMNS = [
     ("$/Mtok", lambda r: "-" if r["figures"]["cost_per_million_tokens"] is None
      else f"{r['figures']['cost_per_million_tokens']:.3f}"),
 ]
+INFERENCE_LEGEND = {
+    "kv_B": "KV-cache bytes per element (- = the data type's)", "tp": "tensor-parallel GPUs",
+    "pp": "pipeline stages", "ep": "expert-parallel ranks (MoE; a replica is then tp x pp x ep GPUs)",
+    "batch": "requests batched together per replica (tp x pp GPUs), prefilled together and decoded together "
+             "(inference()'s batch_size_per_gpu)",
+    "replicas": "copies of the layout that share the load", "gpus": "replicas x tp x pp x ep",
+    "ttft_ms": "time to first token, ms (the batch's prefill)", "tpot_ms": "time per output token, ms (mean decode step)",
+    "tok/s/gpu": "generated tokens per second per GPU", "$/Mtok": "dollars per million generated tokens",
+}
 
 
 def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price: bool, gpu_prices,
@@ -67,11 +81,12 @@ def serving_assumptions(search: Search) -> Dict[str, Any]:
         "flops_efficiency": kw["flops_efficiency"], "hbm_memory_efficiency": kw["hbm_memory_efficiency"],
         "conventions": {k: kw[k] for k in ("attention_flops", "logits", "mla_attention")},
         "batching": "static: a replica runs batch_size_per_gpu x ep requests together from prefill to the last "
-                    "token; TTFT = the prefill of that batch, TPOT = the mean decode step",
+                    "token (batch_size_per_gpu is per replica (tp x pp GPUs, x ep for MoE), named as inference() "
+                    "names it); TTFT = the prefill of that batch, TPOT = the mean decode step",
         "cost": "cost_per_million_tokens = $/GPU-hour x tp x pp GPUs x request time / (batch x generated tokens) "
                 "x 1e6 = inference()['total_cost_per_1k_tokens'] x 1000 (generated tokens only)",
-        "fleet": "replicas = ceil(max(request_rate x request time / (batch x ep), min_tokens_per_s / replica "
-                 "generated tokens/s)), Little's law; 1 replica without a load target",
+        "fleet": "replicas = ceil(max(request_rate x request time / (batch x ep), concurrency / (batch x ep), "
+                 "min_tokens_per_s / replica generated tokens/s)), Little's law; 1 replica without a load target",
         "expert_parallel": "ep ranks are data-parallel for the dense part (dp_size = ep_size in ParallelismConfig)",
         "memory": "GPU memory = mem_per_GPU_in_GB x 1e9 bytes, nothing reserved for the framework",
         "gpu_prices_per_hour": dict(search.prices),
@@ -93,7 +108,9 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                    max_tp: Optional[int] = None, max_pp: int = 8, max_ep: Optional[int] = None,
                    max_batch_size: int = 1024, disaggregate: bool = False,
                    flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
-                   conventions: Optional[Mapping[str, str]] = None, perf_model: Any = "roofline") -> PlanResult:
+                   conventions: Optional[Mapping[str, str]] = None, perf_model: Any = "roofline",
+                   batching: Optional[str] = None, framework: str = "vllm",
+                   engine_options: Optional[Mapping[str, Any]] = None) -> PlanResult:
     """Best serving setups, ranked by `objective` ("cost": $ per million
     generated tokens, needs `gpu_prices` {gpu name: $/GPU-hour}; "tokens_per_gpu";
     "fewest_gpus"). Searches GPU type, tp (powers of two, <= GPUs per node or
@@ -104,8 +121,16 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     (result.extra["disaggregated"]). `perf_model` times every candidate as
     LLMAnalysis does ("roofline", "calibrated", a profile path or Profile): with
     "calibrated" the targets are checked against expected times, not lower
-    bounds. Raises NoFeasiblePlanError naming the closest missed target,
-    ConfigError on bad arguments."""
+    bounds.
+
+    `batching`: "continuous" sizes each layout's replicas with `LLMAnalysis.serve()` on
+    `framework` ("vllm", "sglang", "trtllm"; `engine_options` are serve()'s engine keyword
+    arguments) for the load in `slo` (request_rate_per_s, concurrency or min_tokens_per_s), the
+    latency targets on the means or on `slo["percentile"]` (planner/continuous.py); "static" keeps
+    the static-batch search (a replica prefills and decodes one batch together). None (default):
+    continuous when `slo` holds a load, static otherwise. Disaggregated pools stay static.
+    Raises NoFeasiblePlanError naming the binding constraint (the one that ruled out the
+    candidates that fit in memory), ConfigError on bad arguments."""
     t0 = time.perf_counter()
     slo = inputs.SLO.from_any(slo)
     objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_INFERENCE)
@@ -115,21 +140,62 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     search = make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective == "cost", gpu_prices, max_gpus,
                          max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency, conventions,
                          perf_model)
+    batching = _batching(batching, slo)
     stats, miss = SearchStats(), ClosestMiss()
-    rows, points = _collect(search, slo, s, n, stats, miss)
-    extra: Dict[str, Any] = {"columns": INFERENCE_COLUMNS}
+    if batching == "continuous":
+        load = ContinuousLoad(slo, s, n, choice(framework, "framework", FRAMEWORKS), _engine_options(engine_options))
+        # what serve() would refuse for every layout is refused here, once, by name
+        make_workload(search.model, slo.concurrency, load.request_rate, s, n, None)
+        for kv in search.kv_options:
+            kv_cache_name(kv)
+        rows, points = collect_continuous(search, load, objective, stats, miss)
+        extra: Dict[str, Any] = {"columns": CONTINUOUS_COLUMNS, "legend": continuous_legend(slo.percentile)}
+    else:
+        rows, points = _collect(search, slo, s, n, stats, miss)
+        extra = {"columns": INFERENCE_COLUMNS, "legend": INFERENCE_LEGEND}
     if disaggregate:
         from llm_analysis.planner.disagg import plan_disaggregated
         extra["disaggregated"] = plan_disaggregated(search, slo, s, n, objective, stats, ClosestMiss())
     stats.wall_s = time.perf_counter() - t0
     if not rows:
         raise miss.error(f"serving {search.model.name} (seq_len {s}, {n} tokens)")
-    load = slo.request_rate_per_s is not None or slo.min_tokens_per_s is not None
-    rows = rank_rows(rows, objective, load)
+    rows = rank_rows(rows, objective, slo.has_load)
     front = pareto_front(points, "time_per_output_token", "tokens_per_sec_per_gpu")
     assumptions = serving_assumptions(search)
+    if batching == "continuous":
+        assumptions.update(continuous_assumptions(load))
+        assumptions.pop("cost")
+        assumptions["cost"] = ("cost_per_million_tokens = $/GPU-hour x GPUs / (generated tokens/s x 3600) x 1e6 at "
+                               "the offered load")
+    elif slo.percentile is not None:
+        assumptions["percentile"] = (f"static batches have no spread (every request of a batch sees its TTFT and "
+                                     f"TPOT): the p{slo.percentile} targets are checked on the batch's times")
     assumptions["targets"] = {**slo.__dict__, "seq_len": s, "num_tokens_to_generate": n}
     return PlanResult("inference", objective, rows, front, assumptions, stats, extra)
+
+
+def _batching(batching: Optional[str], slo: inputs.SLO) -> str:
+    if batching is None:
+        return "continuous" if slo.has_load else "static"
+    batching = choice(batching, "batching", inputs.BATCHING)
+    if batching == "continuous" and not slo.has_load:
+        raise ConfigError("batching = 'continuous' sizes replicas for a load: give slo request_rate_per_s, "
+                          "concurrency or min_tokens_per_s (or batching = 'static')")
+    return batching
+
+
+def _engine_options(options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """serve()'s engine options, checked once (an unknown name is an error, not a skipped layout)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"engine_options = {options!r} must be a dict of serve() engine options")
+    check_options(dict(options))
+    for key in ("concurrency", "request_rate", "input_len", "output_len", "framework", "lengths"):
+        if key in options:
+            raise ConfigError(f"engine_options[{key!r}] is set by the planner (from slo, seq_len, "
+                              "num_tokens_to_generate, framework); valid: the engine options of serve()")
+    return dict(options)
 
 
 def _collect(search: Search, slo: inputs.SLO, s: int, n: int, stats: SearchStats, miss: ClosestMiss):

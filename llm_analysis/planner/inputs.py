@@ -14,28 +14,53 @@ from llm_analysis.schema.options import choice, optional_positive_int, positive_
 
 OBJECTIVES_INFERENCE = ("cost", "tokens_per_gpu", "fewest_gpus")
 OBJECTIVES_TRAINING = ("time", "cost")
+PERCENTILES = (50, 90, 99)  # the percentiles serve() reports
+BATCHING = ("continuous", "static")
 
 
 @dataclass(frozen=True)
 class SLO:
     """Serving targets. Times in seconds; None = no target.
 
-    max_ttft_s: time to first token (the prefill of the batch);
-    max_tpot_s: mean time per output token (one decode step);
-    request_rate_per_s: offered load in requests per second (sizes dp replicas);
-    min_tokens_per_s: generated tokens per second the fleet must sustain.
+    max_ttft_s: time to first token (static batching: the prefill of the batch);
+    max_tpot_s: time per output token (static batching: the mean decode step);
+    request_rate_per_s: offered load in requests per second, Poisson arrivals (sizes dp replicas);
+    min_tokens_per_s: generated tokens per second the fleet must sustain;
+    concurrency: closed-loop clients, each sending its next request when the previous one finishes
+        (sizes dp replicas; not with request_rate_per_s);
+    percentile: None: the latency targets are on the means; 50, 90 or 99: on that percentile of
+        the requests (continuous batching: serve()'s ttft_p<q>_s and tpot_p<q>_s; a static batch
+        has no spread, every request of it sees the batch's times, so there they are the means).
     """
 
     max_ttft_s: Optional[float] = None
     max_tpot_s: Optional[float] = None
     request_rate_per_s: Optional[float] = None
     min_tokens_per_s: Optional[float] = None
+    concurrency: Optional[int] = None
+    percentile: Optional[int] = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if v is not None and not (_is_number(v) and v > 0):
+            if f.name == "percentile":
+                if v is not None and (not _is_number(v) or v not in PERCENTILES):
+                    raise ConfigError(f"slo.percentile = {v!r} must be one of {', '.join(map(str, PERCENTILES))} "
+                                      "or None (targets on the means)")
+            elif f.name == "concurrency":
+                if v is not None and not (_is_number(v) and v >= 1 and float(v).is_integer()):
+                    raise ConfigError(f"slo.concurrency = {v!r} must be a whole number of clients >= 1 or None")
+            elif v is not None and not (_is_number(v) and v > 0):
                 raise ConfigError(f"slo.{f.name} = {v!r} must be a positive number or None")
+        if self.concurrency is not None and self.request_rate_per_s is not None:
+            raise ConfigError(f"slo.concurrency = {self.concurrency!r} is given with a request rate "
+                              f"({self.request_rate_per_s!r}/s): give one load, closed-loop clients or a request "
+                              "rate")
+
+    @property
+    def has_load(self) -> bool:
+        """A load to size replicas for: a request rate, a token rate or closed-loop clients."""
+        return any(v is not None for v in (self.request_rate_per_s, self.min_tokens_per_s, self.concurrency))
 
     @classmethod
     def from_any(cls, value: Union[None, "SLO", Mapping[str, Any]]) -> "SLO":

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 
+BINDING_LEGEND = "the constraint that stops a larger batch, fewer GPUs or a faster layout"
+
+
 @dataclass
 class SearchStats:
     """How each candidate of the space was decided.
@@ -90,7 +93,19 @@ class PlanResult:
         widths = [max(len(x) for x in col) for col in zip(header, *body)]
         lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header] + body]
         cautions = sorted({f"caution: {r['caution']}" for r in self.rows[:top] if "caution" in r})
-        return "\n".join(lines + cautions + ["", self.stats.line()])
+        return "\n".join(lines + cautions + self.legend_lines() + ["", self.stats.line()])
+
+    def legend_lines(self) -> List[str]:
+        """What the table's columns hold, one line each (`extra["legend"]`: column name -> meaning),
+        for the columns shown, in their order; then what `binding` names."""
+        legend = self.extra.get("legend", {})
+        names = [c[0] for c in self.extra.get("columns", []) if c[0] in legend]
+        if not names:
+            return []
+        width = max(len(n) for n in names + ["binding"])
+        out = ["", "legend:"] + [f"  {n.ljust(width)}  {legend[n]}" for n in names]
+        out.append(f"  {'binding'.ljust(width)}  {legend.get('binding', BINDING_LEGEND)}")
+        return out
 
 
 def rank(rows: List[Dict[str, Any]], key: Callable[[Dict[str, Any]], Tuple], label: str,

@@ -110,7 +110,7 @@ def _fleet(search: Search, lay: Layout, s: Dict[str, Any], n: int, slo: inputs.S
     """(replicas, offered concurrency) for the load targets. A replica of
     tp x pp x ep GPUs serves batch x ep requests at once, each for the whole
     request time T (static batching); by Little's law the fleet must hold
-    rate x T requests at once."""
+    rate x T requests at once; closed-loop clients hold one slot each."""
     group_batch = s["batch_size_per_gpu"] * lay.ep
     T = s["total_latency"]
     replicas, concurrency = 1, 0.0
@@ -119,6 +119,9 @@ def _fleet(search: Search, lay: Layout, s: Dict[str, Any], n: int, slo: inputs.S
         replicas = max(replicas, math.ceil(concurrency / group_batch))
     if slo.min_tokens_per_s is not None:
         replicas = max(replicas, math.ceil(slo.min_tokens_per_s / (group_batch * n / T)))
+    if slo.concurrency is not None:  # closed-loop clients: each holds one slot of a batch
+        concurrency = float(slo.concurrency)
+        replicas = max(replicas, math.ceil(slo.concurrency / group_batch))
     return replicas, concurrency
 
 

@@ -218,8 +218,9 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
 
 TRAINING_COLUMNS = [
     ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
-    ("tp", lambda r: str(r["layout"]["tp"])), ("pp", lambda r: str(r["layout"]["pp"])),
-    ("dp", lambda r: str(r["layout"]["dp"])), ("ep", lambda r: str(r["layout"]["ep"])),
+    ("tp", lambda r: str(r["layout"]["tp"])), ("cp", lambda r: str(r["layout"].get("cp", 1))),
+    ("pp", lambda r: str(r["layout"]["pp"])), ("dp", lambda r: str(r["layout"]["dp"])),
+    ("ep", lambda r: str(r["layout"]["ep"])),
     ("v", lambda r: str(r["layout"]["pipeline_interleave"])), ("zero", lambda r: str(r["layout"]["ds_zero"])),
     ("rc", lambda r: str(r["layout"]["activation_recomputation"])),
     ("mb", lambda r: str(r["layout"]["micro_batch"])), ("gpus", lambda r: str(r["figures"]["num_gpus"])),
@@ -230,6 +231,21 @@ TRAINING_COLUMNS = [
     ("cost_$", lambda r: "-" if r["figures"]["total_training_cost"] is None
      else f"{r['figures']['total_training_cost']:.4g}"),
 ]
+# what each column of the table holds (printed under it: several names are abbreviations); every
+# parallel dimension is a column, so tp x cp x pp x dp always multiplies out to the gpus column
+TRAINING_LEGEND = {
+    "tp": "tensor-parallel GPUs", "cp": "context-parallel GPUs (the sequence split across them)",
+    "pp": "pipeline stages", "dp": "data-parallel replicas (each tp x cp x pp GPUs)",
+    "ep": "expert-parallel ranks (within dp; MoE models)",
+    "v": "pipeline interleave: virtual stages per GPU (1 = plain 1F1B)",
+    "zero": "DeepSpeed ZeRO stage (0 = none; 1 optimizer, 2 + gradients, 3 + weights sharded over dp x cp)",
+    "rc": "activation recomputation (0 none, 1 selective attention, 2 attention block, 3 norm-attention-norm, "
+          "4 full layer)",
+    "mb": "micro-batch: sequences per forward/backward pass per replica (tp x cp x pp GPUs)",
+    "gpus": "tp x cp x pp x dp", "days": "total training time in days", "iter_s": "seconds per iteration",
+    "mfu": "model FLOPs utilisation", "peak_GB": "estimated peak memory per GPU, GB (1e9 bytes)",
+    "cost_$": "total training cost in dollars (needs --gpu_prices)",
+}
 
 
 # ZeRO-3 parameter gathers are timed at NCCL bandwidth, overlapped with compute. Checked against
@@ -353,7 +369,7 @@ def plan_training(model: Union[str, ModelConfig], gpus: Sequence, tokens: float,
                     "training time", lambda r: r["figures"]["total_training_latency"] / 86400, "days")
     front = pareto_front(ctx.points, "total_training_latency", "tokens_per_sec_per_gpu")
     return PlanResult("training", objective, rows, front, _training_assumptions(search), ctx.stats,
-                      {"columns": TRAINING_COLUMNS, "max_bound_ratio": ctx.max_bound_ratio})
+                      {"columns": TRAINING_COLUMNS, "legend": TRAINING_LEGEND, "max_bound_ratio": ctx.max_bound_ratio})
 
 
 def _bound_flops_per_gpu_s(search: TrainSearch, gpu, dtype) -> float:

@@ -69,6 +69,16 @@ def active_total(a) -> int:
     return a.describer.memoized("active_params_total", compute)
 
 
+def active_without_input_embedding(a) -> int:
+    """Active parameters without the input-embedding table: a token's lookup reads one row of it,
+    so some model cards leave it out of their "active" figure (OpenAI's gpt-oss card: 5.13 B of
+    gpt-oss-120b's 116.83 B), while others count it whole (Qwen3-30B-A3B's "3.3 B activated",
+    Mixtral's "12.9 B"), as `active_total` does. A tied table stays: it is the LM head too."""
+    if a.model_config.tie_word_embeddings:
+        return active_total(a)
+    return active_total(a) - embedding(a)
+
+
 def breakdown(a) -> Dict[str, int]:
     out: Dict[str, int] = {}
     for o in ops0(a):

@@ -295,16 +295,17 @@ def _report_section(analysis, summary: Dict[str, Any], kind: str) -> List[str]:
             "<p class=\"note\">The report the terminal prints, section by section.</p>", sections.text()]
 
 
-def _all_values(summary: Dict[str, Any]) -> List[str]:
+def _all_values(summary: Dict[str, Any], details_id: str = "all-values", table_id: str = "values",
+                title: str = "Every value of the summary (base units, as in the JSON)") -> List[str]:
     rows = []
     for key, value in summary.items():
         if isinstance(value, (dict, list, tuple)):
             continue
         rows.append([Cell(key), Cell(fmt(key, value), value if isinstance(value, (int, float)) else None),
                      Cell(repr(value) if isinstance(value, float) else str(value))])
-    return ["<details id=\"all-values\"><summary>Every value of the summary (base units, as in the JSON)</summary>",
+    return [f"<details id=\"{details_id}\"><summary>{esc(title)}</summary>",
             table((("key", "left"), ("value", "right"), ("raw", "right")), rows, sortable=True,
-                  table_id="values"), "</details>"]
+                  table_id=table_id), "</details>"]
 
 
 def _analysis_body(analysis, summary: Dict[str, Any], kind: str) -> List[str]:
@@ -342,6 +343,70 @@ def analysis_page(analysis, summary: Dict[str, Any], kind: str, json_text: str) 
     subtitle = f"{setup_text(analysis)} · {kind} · llm-analysis"
     return _page(f"llm-analysis · {kind} · {model} on {gpu}", [_heading(title, subtitle)]
                  + _analysis_body(analysis, summary, kind), json_text, f"{model}-{kind}.json".replace("/", "_"))
+
+
+# ------------------------------------------------------------------ serving
+_LATENCIES = (("ttft", "time to first token"), ("tpot", "time per output token"), ("e2e", "end-to-end latency"))
+
+
+def _serve_figures(answer: Dict[str, Any]) -> List[Figure]:
+    a = answer
+    figures = [_figure(a, label, f"{name}_s", format_seconds,
+                       detail=f"mean; p90 {format_seconds(a[f'{name}_p90_s'])}"
+                       if a.get(f"{name}_p90_s") is not None else "mean")
+               for name, label in _LATENCIES]
+    figures += [
+        _figure(a, "output tokens/s", "output_tokens_per_s", lambda v: f"{v:,.0f}",
+                detail=f"{a['output_tokens_per_s_per_gpu']:,.0f} per GPU"),
+        _figure(a, "requests/s", "requests_per_s", lambda v: f"{v:.3g}",
+                detail=f"saturation {a['saturation_request_rate_per_s']:.3g} requests/s"),
+        _figure(a, "GPUs", "num_gpus", str, detail=f"{a.get('num_replicas', 1)} replica(s)"),
+        _figure(a, "KV pool in use", "kv_occupancy", lambda v: f"{v:.0%}",
+                detail=f"{a['kv_pool_tokens_per_replica']:,} tokens per replica"),
+    ]
+    return [f for f in figures if f is not None]
+
+
+def _serve_latency_table(answer: Dict[str, Any]) -> List[str]:
+    rows = []
+    for name, label in _LATENCIES:
+        keys = (f"{name}_s", f"{name}_p50_s", f"{name}_p90_s", f"{name}_p99_s")
+        rows.append([Cell(label)] + [Cell(format_seconds(answer[k]) if answer.get(k) is not None else "-",
+                                          answer.get(k)) for k in keys])
+    return ["<h2 id=\"section-latency\">Latency under load</h2>",
+            table((("", "left"), ("mean", "right"), ("p50", "right"), ("p90", "right"), ("p99", "right")), rows,
+                  sortable=True, table_id="latency",
+                  note="means of the steady state (closed loop) or of the simulation (open loop); percentiles "
+                       "from the seeded simulation of the same engine steps")]
+
+
+def serve_page(analysis, answer: Dict[str, Any], json_text: str, step_summary: Optional[Dict[str, Any]]) -> str:
+    """The page of a `serve` answer. `step_summary`: `inference()` of a static batch as large as the
+    mean number of requests running per replica, at the mean prompt (or None): its operators,
+    roofline and memory show what one engine step is made of; the serving figures are the answer's."""
+    model, gpu = analysis.model_config.name, analysis.gpu_config.name
+    load = (f"{answer['concurrency']} concurrent clients" if answer.get("concurrency") is not None
+            else f"{answer['request_rate']:g} requests/s (Poisson)")
+    subtitle = (f"{setup_text(analysis)} · {answer['framework']} · {load} · input {answer['input_len_mean']:g}, "
+                f"output {answer['output_len_mean']:g} tokens · llm-analysis")
+    body = [_heading(f"{model} on {gpu}: serving under load", subtitle), _perf_model_banner(answer.get("perf_model")),
+            cards(_serve_figures(answer))] + _serve_latency_table(answer)
+    notes = answer.get("notes") or []
+    if notes:
+        body += ["<h2 id=\"section-notes\">How these figures were made</h2>",
+                 "<ul class=\"notes\">" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"]
+    body += _all_values(answer, "serve-values", "serve-values-table",
+                        "Every value of the serving answer (base units, as in the JSON)")
+    if step_summary is not None:
+        b = step_summary["batch_size_per_gpu"]
+        body += [f"<h2 id=\"section-step\">One engine step in detail: {b} running requests</h2>",
+                 f"<p class=\"note\">A static batch of {b} requests (the mean number running per replica) at "
+                 f"the mean prompt, as <code>infer</code> analyses it: the operators a step is made of, where "
+                 f"their time goes and the memory per GPU. Its latencies are a static batch's, not the serving "
+                 f"figures above.</p>"]
+        body += _analysis_body(analysis, step_summary, "inference")
+    return _page(f"llm-analysis · serve · {model} on {gpu}", body, json_text,
+                 f"{model}-serve.json".replace("/", "_"))
 
 
 # ------------------------------------------------------------------ plans

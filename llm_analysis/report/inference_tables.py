@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Set, Tuple
 
 from llm_analysis.report.console import RichReport
-from llm_analysis.report.labels import gpu_memory_bytes
+from llm_analysis.report.labels import gpu_memory_bytes, params_line, per_replica
 from llm_analysis.report.part_tables import params_table, phase_table
 from llm_analysis.report.setup_lines import setup_rows
 from llm_analysis.report.units import expected_time, fmt, format_bytes, format_count, format_seconds, perf_model_line
@@ -25,7 +25,7 @@ def _setup(rep: RichReport, analysis, get: Getter) -> None:
     b, seq, n = get("batch_size_per_gpu"), get("seq_len"), get("num_tokens_to_generate")
     rep.heading(f"llm-analysis · inference · {analysis.model_config.name} on {analysis.gpu_config.name}")
     rows = setup_rows(analysis)
-    rows.append(("request", f"batch {b} per GPU, prompt {seq} tokens, {_plural(n, 'token')} generated, "
+    rows.append(("request", f"batch {b} {per_replica(analysis)}, prompt {seq} tokens, {_plural(n, 'token')} generated, "
                             f"KV cache {'on' if get('use_kv_cache', True) else 'off'}"
                             + (f", encoder {_plural(analysis.encoder_seq_len, 'position')} cross-attended"
                                if analysis.model_config.cross_attention else "")))
@@ -36,8 +36,7 @@ def _setup(rep: RichReport, analysis, get: Getter) -> None:
 
 def _latency_rows(get: Getter, steps: int, n) -> List[Tuple[str, str]]:
     total_p, active_p = get("num_params_total"), get("num_active_params_total")
-    rows = [("parameters", fmt("params", total_p) + (f" total, {fmt('params', active_p)} active per token"
-                                                     if active_p and active_p != total_p else ""))]
+    rows = [("parameters", params_line(total_p, active_p, get("num_active_params_without_input_embedding"), fmt))]
     def timed(key: str) -> str:
         return expected_time(get(key), get(f"{key}_lower_bound"))
     rows.append(("time to first token", f"{timed('prefill_latency')} (prefill)"))
@@ -75,7 +74,7 @@ def _throughput_rows(get: Getter, used: Set[str]) -> List[Tuple[str, str]]:
     return rows
 
 
-def _capacity_rows(s: Dict[str, Any], get: Getter, mem_total: float) -> List[Tuple[str, str]]:
+def _capacity_rows(analysis, s: Dict[str, Any], get: Getter, mem_total: float) -> List[Tuple[str, str]]:
     rows = []
     used_b = get("memory_used_per_gpu")
     if used_b is not None:
@@ -83,8 +82,8 @@ def _capacity_rows(s: Dict[str, Any], get: Getter, mem_total: float) -> List[Tup
                                        f"({used_b / mem_total:.0%}), {format_bytes(get('memory_left_per_gpu', 0))} free"))
     kv_room = (f" · KV cache room for {format_count(get('max_batch_total_tokens', 0))} tokens"
                if s.get("use_kv_cache", True) else "")
-    rows.append(("largest batch per GPU", f"prefill {get('prefill_max_batch_size_per_gpu')} · "
-                                          f"decode {get('decode_max_batch_size_per_gpu')}{kv_room}"))
+    rows.append(("largest batch", f"prefill {get('prefill_max_batch_size_per_gpu')} · "
+                                  f"decode {get('decode_max_batch_size_per_gpu')} {per_replica(analysis)}{kv_room}"))
     rows.append(("FLOPs", f"prefill {fmt('flops', get('prefill_num_flops_fwd_total'))} · "
                           f"first decode step {fmt('flops', get('decode_num_flops_fwd_total'))}"))
     if "total_cost_per_1k_tokens" in s:
@@ -150,7 +149,7 @@ def inference_sections(rep: RichReport, analysis, s: Dict[str, Any], used: Set[s
     used.add("gpu_memory_per_gpu")
     rows = _latency_rows(get, steps, s.get("num_tokens_to_generate"))
     rows += _throughput_rows(get, used)
-    rows += _capacity_rows(s, get, mem_total)
+    rows += _capacity_rows(analysis, s, get, mem_total)
     rep.key_values(rows)
     _phases(rep, analysis, s, get, steps)
     _memory(rep, analysis, s, get, mem_total)

@@ -3,7 +3,7 @@ and the order parts are listed in. Shared by the text report and the charts."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 PART_LABELS = {
     "embedding": "embeddings",
@@ -85,3 +85,28 @@ INFERENCE_MEMORY_LABELS = {"weights": "weights", "kv_cache": "KV cache", "activa
 def gpu_memory_bytes(analysis, summary: Dict[str, Any]) -> float:
     """The GPU's memory as the summary states it (catalogue GB are 10^9 bytes)."""
     return summary.get("gpu_memory_per_gpu") or analysis.gpu_config.mem_per_GPU_in_GB * 1e9
+
+
+def per_replica(analysis) -> str:
+    """How a batch is counted. `batch_size_per_gpu` (the mirrored name) is the batch of one model
+    replica: its tp x cp x pp GPUs all work on the same sequences. 'per GPU' only when a replica
+    is one GPU; otherwise 'per replica (tp 8 x pp 2 = 16 GPUs)', so that nobody reads a tp-8
+    batch of 64 as 64 sequences on every GPU."""
+    p = analysis.parallelism_config
+    sizes = [(name, n) for name, n in (("tp", p.tp_size), ("cp", p.cp_size), ("pp", p.pp_size)) if n > 1]
+    if not sizes:
+        return "per GPU"
+    gpus = p.tp_size * p.cp_size * p.pp_size
+    return f"per replica ({' x '.join(f'{name} {n}' for name, n in sizes)} = {gpus} GPUs)"
+
+
+def params_line(total: float, active: Optional[float], active_without_embedding: Optional[float], fmt) -> str:
+    """'116.83 G total, 5.71 G active per token (5.13 G without the input-embedding table)' for a
+    model with experts; the total alone for a dense one. Model cards differ on that table (Qwen
+    and Mistral count it, OpenAI's gpt-oss card does not): both figures, named."""
+    line = fmt("params", total)
+    if active and active != total:
+        line += f" total, {fmt('params', active)} active per token"
+        if active_without_embedding and active_without_embedding != active:
+            line += f" ({fmt('params', active_without_embedding)} without the input-embedding table)"
+    return line

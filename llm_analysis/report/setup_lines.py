@@ -86,22 +86,33 @@ def _layout_line(analysis) -> str:
             f"{per_replica * p.dp_size} in all)")
 
 
-def _roofline_line(analysis) -> str:
-    tflops = analysis.get_TFLOPS_per_gpu()
-    bw = analysis.get_gpu_hbm_bandwidth()
-    if analysis.achieved_tflops is not None:
-        c = f"{tflops:g} TFLOP/s (given as achieved_tflops)"
-    else:
-        c = f"{tflops:.4g} TFLOP/s ({analysis.flops_efficiency:.0%} of peak)"
-    if analysis.achieved_memory_bandwidth_GBs is not None:
-        m = f"{bw:g} GB/s (given as achieved_memory_bandwidth_GBs)"
-    else:
-        m = f"{bw:.4g} GB/s ({analysis.hbm_memory_efficiency:.0%} of HBM peak)"
-    return (f"{c}, {m}; ridge point {analysis.get_ridge_point():.0f} FLOPs/byte "
-            "(operators above it are compute-bound)")
+def _rates(model, given_tflops, given_bw) -> str:
+    """'<TFLOP/s> (<share> of peak), <GB/s> (<share> of HBM peak)' of a cost model: the share is
+    computed from the rates, so it is true whatever set them (efficiencies, given rates, a profile)."""
+    tflops, bw = model.achieved_tflops, model.achieved_hbm_GB_per_s
+    peak_tflops = model.peak_flops_per_s / 1e12
+    peak_bw = model.gpu.hbm_bandwidth_in_GB_per_sec
+    c = f"{tflops:.4g} TFLOP/s ({tflops / peak_tflops:.0%} of peak{', given as achieved_tflops' if given_tflops else ''})"
+    m = f"{bw:.4g} GB/s ({bw / peak_bw:.0%} of HBM peak{', given as achieved_memory_bandwidth_GBs' if given_bw else ''})"
+    return f"{c}, {m}"
+
+
+def _rate_rows(analysis) -> List[Tuple[str, str]]:
+    """The rates the times use. Under a calibrated model two sets: the profile's plateaus (what the
+    expected times reach on large kernels) and the roofline's (what the lower bounds use)."""
+    given = analysis.achieved_tflops is not None, analysis.achieved_memory_bandwidth_GBs is not None
+    bound = _rates(analysis.lower_bound_cost_model, *given)
+    ridge = (f"ridge point {analysis.get_ridge_point():.0f} FLOPs/byte (operators above it are "
+             "compute-bound)")
+    if analysis.profile is None:
+        return [("achieved rates", f"{bound}; {ridge}")]
+    expected = _rates(analysis.cost_model, False, False)
+    return [("expected rates", f"large GEMMs and streaming at {expected} (calibrated plateaus; smaller "
+                               f"kernels reach less); {ridge}"),
+            ("lower-bound rates", bound)]
 
 
 def setup_rows(analysis) -> List[Tuple[str, str]]:
     return [("model", _model_line(analysis.model_config)), ("GPU", _gpu_line(analysis)),
             ("data types", _dtype_line(analysis)), ("parallelism", _layout_line(analysis)),
-            ("achieved rates", _roofline_line(analysis))]
+            *_rate_rows(analysis)]

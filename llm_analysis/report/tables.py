@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Set
 
+from llm_analysis.report.collected_warnings import merged
 from llm_analysis.report.console import make_report, stdout_wants_color
 from llm_analysis.report.part_tables import other_values
 
@@ -35,6 +36,7 @@ def report_sections(rep, analysis, summary: Dict[str, Any], kind: str) -> None:
     else:
         from llm_analysis.report.training_tables import training_sections
         training_sections(rep, analysis, summary, used)
+    used.add("warnings")  # printed in the Warnings block below, with the notes
     other_values(rep, summary, used)
     notes = summary.get("notes") or []
-    rep.warnings([notes] if isinstance(notes, str) else list(notes))
+    rep.warnings(merged([notes] if isinstance(notes, str) else notes, summary.get("warnings") or []))

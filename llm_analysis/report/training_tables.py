@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from llm_analysis.report.console import RichReport
-from llm_analysis.report.labels import TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, train_time_label, train_time_parts
+from llm_analysis.report.labels import (TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, params_line, per_replica,
+                                        train_time_label,
+                                        train_time_parts)
 from llm_analysis.report.part_tables import breakdown_table, groups_from_operators, params_table, phase_table
 from llm_analysis.report.setup_lines import setup_rows
 from llm_analysis.report.units import expected_time, fmt, format_bytes, format_count, format_duration, format_seconds, perf_model_line
@@ -52,8 +54,8 @@ def _enum_name(enum_name: str, value) -> str:
         return str(value)
 
 
-def _batch_line(r: _Reader) -> str:
-    line = ", ".join(r.texts((("batch_size_per_gpu", lambda v: f"micro-batch {v} per GPU"),
+def _batch_line(r: _Reader, replica: str) -> str:
+    line = ", ".join(r.texts((("batch_size_per_gpu", lambda v: f"micro-batch {v} {replica}"),
                               ("gradient_accumulation_steps", lambda v: f"{v} accumulation steps"),
                               ("global_batch_size", lambda v: f"global batch {v} sequences"))))
     if r.has("seq_len"):
@@ -98,7 +100,7 @@ def _setup(rep: RichReport, analysis, r: _Reader) -> None:
     r.used.update(k for k in _SHOWN_IN_SETUP if k in r.s and not isinstance(r.s[k], dict))
     rep.heading(f"llm-analysis · training · {analysis.model_config.name} on {analysis.gpu_config.name}")
     rows = setup_rows(analysis)
-    for label, line in (("batch", _batch_line(r)), ("run", _run_line(r))):
+    for label, line in (("batch", _batch_line(r, per_replica(analysis))), ("run", _run_line(r))):
         if line:
             rows.append((label, line))
     if r.has("perf_model"):
@@ -111,12 +113,11 @@ def _with_alt(r: _Reader, line: str, alt_key: str, text: Callable[[Any], str]) -
     return line + f" ({text(r.get(alt_key))} {_FROM_FLOPS})" if r.has(alt_key) else line
 
 
-def _params_memory_rows(r: _Reader, mem_total: float) -> List[Tuple[str, str]]:
+def _params_memory_rows(r: _Reader, mem_total: float, replica: str) -> List[Tuple[str, str]]:
     rows = []
     if r.has("num_params_total"):
         total_p, active_p = r.get("num_params_total"), r.get("num_active_params_total")
-        line = fmt("params", total_p) + (f" total, {fmt('params', active_p)} active per token"
-                                         if active_p and active_p != total_p else "")
+        line = params_line(total_p, active_p, r.get("num_active_params_without_input_embedding"), fmt)
         trainable = r.get("num_trainable_params_total")
         if trainable is not None and trainable != total_p:
             line += f", {fmt('params', trainable)} trainable"
@@ -128,7 +129,7 @@ def _params_memory_rows(r: _Reader, mem_total: float) -> List[Tuple[str, str]]:
             line += f", {format_bytes(r.get('memory_left_per_gpu'))} free"
         rows.append(("memory per GPU", line))
     if r.has("max_batch_size_per_gpu"):
-        rows.append(("largest micro-batch per GPU", str(r.get("max_batch_size_per_gpu"))))
+        rows.append(("largest micro-batch", f"{r.get('max_batch_size_per_gpu')} {replica}"))
     return rows
 
 
@@ -268,7 +269,7 @@ def training_sections(rep: RichReport, analysis, s: Dict[str, Any], used: Set[st
     _setup(rep, analysis, r)
     rep.heading("Summary")
     mem_total = gpu_memory_bytes(analysis, s)
-    rep.key_values(_params_memory_rows(r, mem_total) + _time_rows(r) + _rate_rows(r))
+    rep.key_values(_params_memory_rows(r, mem_total, per_replica(analysis)) + _time_rows(r) + _rate_rows(r))
     _time_table(rep, r)
     _memory_table(rep, r, mem_total)
     _flops(rep, r)

@@ -79,7 +79,7 @@ def expected_time(value: float, lower_bound=None, text=None) -> str:
 
 def perf_model_line(name: str) -> str:
     return (f"calibrated ({name}): times are what a tuned framework is expected to measure; lower bounds "
-            "are the roofline at the efficiencies above")
+            "are the roofline at the lower-bound rates above")
 
 
 def format_count(value: float) -> str:

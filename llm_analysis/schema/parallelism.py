@@ -1,5 +1,6 @@
 """The parallelism config: a layout of GPUs over tensor, context, pipeline, data and
-expert parallelism (with sequence parallelism, HSDP and uneven pipeline stages).
+expert parallelism (with sequence parallelism, HSDP and uneven pipeline stages), and the
+serving worker layout (attention data parallelism, the experts' own tensor x expert split).
 
 It rejects unknown fields and validates sizes; errors are `llm_analysis.errors.ConfigError`
 naming field, value and what is valid."""
@@ -19,7 +20,19 @@ __all__ = ["ParallelismConfig"]
 class ParallelismConfig(StrictModel):
     """GPUs = tp * cp * pp * dp (ranks TP, CP, PP, DP); experts over `ep_size` DP ranks (rdp = dp // ep);
     sp_size defaults to tp_size; cp_size / cp_comm: model/context_parallel.py; HSDP dp_shard x
-    dp_replicate = dp_size (schema/hsdp.py); ZeRO shards over dp_shard x cp ranks (shard_group_size)."""
+    dp_replicate = dp_size (schema/hsdp.py); ZeRO shards over dp_shard x cp ranks (shard_group_size).
+
+    Serving worker layout (read by `serve()`, serving/layout.py; the convention of aiconfigurator,
+    SGLang and TensorRT-LLM): one worker spans tp_size x attention_dp_size GPUs: attention_dp_size
+    attention replicas, each tensor-parallel over tp_size GPUs with its own share of the requests;
+    the routed experts are split over the same GPUs as moe_tp_size (each expert's columns) x
+    moe_ep_size (whole experts), so tp_size x attention_dp_size = moe_tp_size x moe_ep_size.
+    dp_size counts workers. Defaults, so that a config without these fields means what it meant:
+    attention_dp_size = 1; with neither moe field given, moe_tp_size = tp_size and moe_ep_size =
+    attention_dp_size (experts spread over the attention replicas, SGLang's --enable-dp-attention
+    with --ep-size; with attention_dp_size 1 this is today's tensor-parallel experts); with one
+    given, the other is the worker's GPUs divided by it. `ep_size` keeps its own (training) meaning:
+    experts over data-parallel replicas."""
 
     tp_size: int = 1
     pp_size: int = 1
@@ -33,13 +46,17 @@ class ParallelismConfig(StrictModel):
     dp_replicate: Optional[int] = None
     num_layers_in_first_pipeline_stage: Optional[int] = None  # uneven stages: model/pipeline_layout.py
     num_layers_in_last_pipeline_stage: Optional[int] = None
+    attention_dp_size: int = 1  # attention replicas inside one serving worker
+    moe_tp_size: Optional[int] = None  # each routed expert's split inside a worker (default above)
+    moe_ep_size: Optional[int] = None  # routed experts spread over this many of the worker's GPU groups
 
     _hsdp = model_validator(mode="before")(classmethod(lambda cls, d: hsdp_sizes(d) if isinstance(d, dict) else d))
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ParallelismConfig":
         self._positive("tp_size", "pp_size", "dp_size", "ep_size", "sp_size", "rdp_size", "cp_size",
-                       "dp_shard", "dp_replicate")
+                       "dp_shard", "dp_replicate", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+        self._fill_worker_layout()
         if self.sp_size is None:
             self.sp_size = self.tp_size
         if self.rdp_size is None:
@@ -47,6 +64,33 @@ class ParallelismConfig(StrictModel):
         self.dp_shard, self.dp_replicate = self.dp_shard or self.dp_size, self.dp_replicate or 1  # HSDP: schema/hsdp.py
         return self
 
+    def _fill_worker_layout(self) -> None:
+        """moe_tp_size / moe_ep_size from the rule in the class docstring; tp_size x attention_dp_size
+        = moe_tp_size x moe_ep_size checked (ValueError, re-raised as ConfigError naming the fields)."""
+        gpus = self.tp_size * self.attention_dp_size
+        derived = {f for f in ("moe_tp_size", "moe_ep_size") if getattr(self, f) is None}
+        for given, other in (("moe_tp_size", "moe_ep_size"), ("moe_ep_size", "moe_tp_size")):
+            value = getattr(self, given)
+            if value is not None and getattr(self, other) is None:
+                if gpus % value:
+                    raise ValueError(
+                        f"{given} = {value} must divide tp_size x attention_dp_size = {self.tp_size} x "
+                        f"{self.attention_dp_size} = {gpus} (the worker's GPUs, which the experts are split over); "
+                        f"valid {given}: {[d for d in range(1, gpus + 1) if gpus % d == 0]}")
+                setattr(self, other, gpus // value)
+        if self.moe_tp_size is None:
+            self.moe_tp_size, self.moe_ep_size = self.tp_size, self.attention_dp_size
+        # the derived sizes stay out of model_fields_set (assignment adds them): serve() tells a given
+        # moe_ep_size from a derived one (a dense model may not be given one)
+        self.__pydantic_fields_set__.difference_update(derived)
+        if self.moe_tp_size * self.moe_ep_size != gpus:
+            raise ValueError(
+                f"tp_size x attention_dp_size = {self.tp_size} x {self.attention_dp_size} = {gpus} but moe_tp_size x "
+                f"moe_ep_size = {self.moe_tp_size} x {self.moe_ep_size} = {self.moe_tp_size * self.moe_ep_size}: the "
+                f"experts are split over the worker's own GPUs, so the two products must be equal; valid: pairs "
+                f"(moe_tp_size, moe_ep_size) in {[(gpus // e, e) for e in range(1, gpus + 1) if gpus % e == 0]}")
+
+    worker_gpus = property(lambda self: self.tp_size * self.attention_dp_size * self.pp_size)  # one serving worker
     num_gpus = property(lambda self: self.tp_size * self.cp_size * self.pp_size * self.dp_size)
     shard_group_size = property(lambda self: self.dp_shard * self.cp_size)  # gradient reduction, ZeRO shards
     expert_shard_group_size = property(lambda s: max(1, s.rdp_size * s.dp_shard // s.dp_size) * s.cp_size)

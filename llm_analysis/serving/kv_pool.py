@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.inference.memory import memory_terms
@@ -52,16 +53,21 @@ class KVPool:
         return int(self.pool_bytes // per) if per > 0 else 10**12
 
 
-def kv_pool(analysis, d, engine, longest_request_tokens: int) -> KVPool:
+def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Optional[float] = None,
+            extra_bytes_per_token: float = 0.0, extra_weight_bytes: float = 0.0) -> KVPool:
     """The pool of one GPU of a replica under `engine` (EngineSettings); ConfigError when the
-    weights leave no pool or the longest request cannot fit it even alone."""
+    weights leave no pool or the longest request cannot fit it even alone. `weight_bytes`: the
+    GPU's weights when they differ from the analysis' (worker layouts, serving/layout.py);
+    `extra_weight_bytes` / `extra_bytes_per_token`: a speculative draft's weights and KV cache
+    (serving/speculative.py)."""
     gpu = analysis.gpu_config
     mem = gpu.mem_per_GPU_in_GB * GB
-    weights = analysis.get_weight_memory_per_gpu()
+    weights = (analysis.get_weight_memory_per_gpu() if weight_bytes is None else weight_bytes) + extra_weight_bytes
     kv_bytes = engine.kv_cache_bytes
     one_token = analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes)
     per_token = analysis.get_memory_kv_cache_per_gpu(1, 2, kv_bytes) - one_token
     per_request = max(0.0, one_token - per_token)  # state a request holds whatever its length (mixer layers)
+    per_token += extra_bytes_per_token
     activations = memory_terms(analysis, d, 1, engine.token_budget, engine.token_budget, False,
                                kv_bytes)["prefill_activation"]
     logits = engine.max_num_seqs * analysis.model_config.vocab_size * LOGITS_BYTES

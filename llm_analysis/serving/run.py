@@ -1,12 +1,16 @@
 """`serve()`: a deployment under load (DESIGN.md section 5).
 
-The analysis' layout is one replica (tp GPUs; dp_size replicas share the load: the clients
-round robin, the request rate evenly). Each replica runs the engine of `framework` with its
-profile's defaults and the caller's options (serving/engine.py), its KV pool sized as that
-engine sizes it (serving/kv_pool.py), and steps timed on the analysis' cost model from the
-model description (serving/step_time.py). The closed loop's means come from its steady state
-in closed form (serving/steady_state.py); tails, and the open loop, from a seeded simulation of
-the same steps (serving/simulation.py).
+The analysis' layout is one worker (tp GPUs, or tp x attention_dp with attention data parallelism
+and expert parallelism: serving/layout.py; dp_size workers share the load). Each attention
+replica ("rank": the worker itself when attention_dp = 1) runs the engine of `framework` with its
+profile's defaults and the caller's options (serving/engine.py), its KV pool sized as that engine
+sizes it (serving/kv_pool.py), and steps timed on the analysis' cost model from the model
+description (serving/step_time.py); the clients round robin over the ranks, the request rate
+splits evenly. The closed loop's means come from its steady state in closed form
+(serving/steady_state.py); tails, and the open loop, from a seeded simulation of the same steps
+(serving/simulation.py). `disaggregated=` serves prefill and decode on two pools of workers
+(serving/disaggregated.py); `speculative=` drafts and verifies several tokens per decode step
+(serving/speculative.py).
 """
 
 from __future__ import annotations
@@ -18,34 +22,12 @@ import numpy as np
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.serving.answer import notes, percentiles, unbounded_latencies
-from llm_analysis.serving.engine import engine_settings
-from llm_analysis.serving.kv_pool import kv_pool
-from llm_analysis.serving.simulation import simulate
-from llm_analysis.serving.steady_state import RequestShape, capacity, saturation_rate, solve_closed_loop
-from llm_analysis.serving.step_time import step_timer
+from llm_analysis.serving.layout import WorkerLayout, check_imbalance
+from llm_analysis.serving.rank import Replica, build_rank
+from llm_analysis.serving.steady_state import solve_closed_loop
 from llm_analysis.serving.workload import make_workload
-
-
-def _check_layout(analysis) -> None:
-    """serve() models replicas of one tensor-parallel group; the other layouts are refused by name."""
-    p = analysis.parallelism_config
-    for field, value, why in (("pp_size", p.pp_size, "pipeline stages in a serving replica"),
-                              ("cp_size", p.cp_size, "context parallelism in serving"),
-                              ("ep_size", p.ep_size, "expert parallelism across replicas (attention-DP + EP)")):
-        if value != 1:
-            raise ConfigError(f"{field} = {value}: {why} is not modelled by serve(); valid: {field} = 1 (a replica is "
-                              f"tp_size GPUs; dp_size replicas share the load)")
-
-
-def _shape(engine, workload) -> RequestShape:
-    lengths = workload.lengths
-    if lengths.pairs is not None:
-        inputs = lengths.pairs[:, 0].astype(float)
-    else:
-        inputs = np.array([lengths.input_mean])
-    block = engine.block_size
-    cached = np.minimum((np.floor(engine.prefix_cache_share * inputs) // block) * block, inputs - 1)
-    return RequestShape(lengths.input_mean, lengths.output_mean, float(cached.mean()))
+from llm_analysis.serving.disaggregated import serve_disaggregated
+from llm_analysis.serving.speculative import speculative_decoding
 
 
 def _client_groups(concurrency: int, replicas: int) -> List[Tuple[int, int]]:
@@ -66,41 +48,7 @@ def _scaled_to(sim, state):
     return sim
 
 
-@dataclasses.dataclass(frozen=True)
-class _Replica:
-    """What one replica is made of: its engine, KV pool, step model and requests' mean shape."""
-
-    engine: Any
-    pool: Any
-    timer: Any
-    shape: RequestShape
-    lengths: Any
-
-    @property
-    def capacity(self) -> int:
-        return capacity(self.engine, self.pool, self.shape)
-
-    def saturation_rps(self) -> float:
-        """Requests per second one replica completes flat out (kept: the planner asks at every load)."""
-        key = ("saturation", dataclasses.replace(self.engine, seed=0, num_requests=0), self.shape, self.pool)
-        memo = self.timer.costs.memo
-        if key not in memo:
-            memo[key] = saturation_rate(self.timer, self.engine, self.pool, self.shape)
-        return memo[key]
-
-    def occupancy(self, resident: float) -> float:
-        """The KV pool's share `resident` requests hold: their mean length as they grow (whole when reserved)."""
-        held = self.shape.input + self.shape.output if self.engine.admission == "full_request" else \
-            self.shape.mean_context
-        return min(1.0, resident * held / max(self.pool.capacity_tokens, 1))
-
-    def simulate(self, **kw):
-        e = self.engine
-        return simulate(self.timer, e, self.pool, self.lengths, num_requests=e.num_requests,
-                        api_latency_s=e.api_latency_s, **kw)
-
-
-def _closed_loop(replica: _Replica, concurrency: int, replicas: int) -> Dict[str, Any]:
+def _closed_loop(replica: Replica, concurrency: int, replicas: int) -> Dict[str, Any]:
     """Means from the steady state of each replica's clients (round robin), percentiles from their
     simulations scaled to those means."""
     engine = replica.engine
@@ -118,7 +66,7 @@ def _closed_loop(replica: _Replica, concurrency: int, replicas: int) -> Dict[str
                 occupancy=replica.occupancy(resident))
 
 
-def _open_loop(replica: _Replica, request_rate: float, replicas: int) -> Dict[str, Any]:
+def _open_loop(replica: Replica, request_rate: float, replicas: int) -> Dict[str, Any]:
     """The simulation of Poisson arrivals at each replica's share of the rate; none above saturation."""
     rate, sat = request_rate / replicas, replica.saturation_rps()
     if rate >= sat:  # the queue grows without bound: the engine runs full, at its saturation rate
@@ -131,29 +79,42 @@ def _open_loop(replica: _Replica, request_rate: float, replicas: int) -> Dict[st
                 occupancy=sim.kv_occupancy)
 
 
+def layout_entries(layout: WorkerLayout, replica: Replica, speculative) -> Dict[str, Any]:
+    """The worker layout and speculative decoding as the answer states them."""
+    out = {"attention_dp_size": layout.attention_dp, "moe_tp_size": layout.moe_tp, "moe_ep_size": layout.moe_ep,
+           "max_running_requests_per_rank": replica.capacity}
+    if speculative is not None:
+        out.update(speculative.entries())
+    return out
+
+
 def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_len=None, framework: str = "vllm",
           lengths=None, **options) -> Dict[str, Any]:
     """The deployment's latencies and throughput under `concurrency` closed-loop clients or
     Poisson arrivals at `request_rate` per second (see the module docstring; keys in base units)."""
     a = analysis.with_conventions(analysis.conventions_named(None))  # what serving engines run
-    _check_layout(a)
+    disaggregated = options.pop("disaggregated", None)
+    speculative = speculative_decoding(a, options.pop("speculative", None))
+    imbalance = check_imbalance(options.pop("expert_load_imbalance", None))
     workload = make_workload(a.model_config, concurrency, request_rate, input_len, output_len, lengths)
-    engine = engine_settings(a, framework, options)
+    if disaggregated is not None:
+        return serve_disaggregated(a, workload, framework, disaggregated, options, imbalance, speculative)
+    replica, layout = build_rank(a, a.parallelism_config, framework, options, workload.lengths, imbalance,
+                                 speculative)
+    engine, pool = replica.engine, replica.pool
     if engine.num_requests == 0 and not workload.closed_loop:
         raise ConfigError("num_requests = 0 turns the simulation off, but the open loop's latencies come from it; "
                           "valid: num_requests >= 1 with request_rate (0 only with concurrency)")
-    d = a.describer_for(engine.kv_cache_bytes)
-    pool = kv_pool(a, d, engine, workload.lengths.max_total)
-    replica = _Replica(engine, pool, step_timer(a, d, engine), _shape(engine, workload), workload.lengths)
-    shape, p = replica.shape, a.parallelism_config
-    replicas, gpus_per_replica = p.dp_size, p.tp_size
-    load = (_closed_loop(replica, workload.concurrency, replicas) if workload.closed_loop else
-            _open_loop(replica, workload.request_rate, replicas))
+    shape = replica.shape
+    ranks, per_worker, gpus_per_worker = layout.ranks, layout.attention_dp, layout.gpus_per_worker
+    load = (_closed_loop(replica, workload.concurrency, ranks) if workload.closed_loop else
+            _open_loop(replica, workload.request_rate, ranks))
     out: Dict[str, Any] = {
         "framework": engine.framework, "mode": "closed_loop" if workload.closed_loop else "open_loop",
         "concurrency": workload.concurrency, "request_rate": workload.request_rate,
         "input_len_mean": shape.input, "output_len_mean": shape.output,
-        "num_replicas": replicas, "gpus_per_replica": gpus_per_replica, "num_gpus": replicas * gpus_per_replica,
+        "num_replicas": layout.workers, "gpus_per_replica": gpus_per_worker,
+        "num_gpus": layout.workers * gpus_per_worker,
     }
     sims, means = load["sims"], load["means"]
     if load["saturated"]:
@@ -163,18 +124,19 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
                    for name in ("ttft", "tpot", "e2e")} if sims else {}
         out.update(ttft_s=means["ttft_s"], tpot_s=means["tpot_s"] if shape.output > 1 else None, e2e_s=means["e2e_s"])
         out.update(percentiles(samples))
-    rps, sat_rps = load["rps"], replica.saturation_rps() * replicas
-    preemptions = sum(s.preemptions for s, _ in sims)
+    rps, sat_rps = load["rps"], replica.saturation_rps() * ranks
+    preemptions = sum(sm.preemptions for sm, _ in sims)
+    num_gpus = out["num_gpus"]
     out.update({
         "requests_per_s": rps,
         "output_tokens_per_s": rps * shape.output,
-        "output_tokens_per_s_per_gpu": rps * shape.output / (replicas * gpus_per_replica),
+        "output_tokens_per_s_per_gpu": rps * shape.output / num_gpus,
         "input_tokens_per_s": rps * shape.input,
         "saturation_request_rate_per_s": sat_rps,
         "saturated": load["saturated"],
-        "max_running_requests_per_replica": replica.capacity,
-        "mean_running_requests_per_replica": load["resident"],
-        "kv_pool_tokens_per_replica": pool.capacity_tokens,
+        "max_running_requests_per_replica": replica.capacity * per_worker,
+        "mean_running_requests_per_replica": load["resident"] * per_worker,
+        "kv_pool_tokens_per_replica": pool.capacity_tokens * per_worker,
         "kv_pool_bytes_per_gpu": pool.pool_bytes,
         "kv_occupancy": load["occupancy"],
         "preemptions": preemptions,
@@ -186,6 +148,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         "notes": notes(engine, pool, workload, workload.closed_loop, load["saturated"], sat_rps, preemptions,
                        load["occupancy"]),
     })
+    out.update(layout_entries(layout, replica, speculative))
     return out
 
 

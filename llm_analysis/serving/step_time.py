@@ -91,8 +91,11 @@ class StepCosts:
     """The cost-model seconds of the pieces of a step on one replica (analysis under serving
     conventions, its describer with the engine's KV dtype), each worked out once and kept."""
 
-    def __init__(self, analysis, describer):
+    def __init__(self, analysis, describer, token_filter=None):
         self.d = describer
+        # which token operators this object times (None: all); a worker layout times the attention side
+        # and the routed experts on two layouts (serving/layout.py)
+        self._keeps = token_filter or (lambda op: True)
         cost_model = analysis.cost_model
         with_launch = getattr(cost_model, "with_launch", None)  # the calibrated model's kernel floors
         forced = getattr(analysis, "kernel_launch", None)
@@ -124,8 +127,9 @@ class StepCosts:
         operator (the describer keeps them per shape)."""
         cm = self._models[graph]
         token = head = 0.0
+        keeps = self._keeps
         for rep, op in self.d.weighted_ops(Phase("decode", n, 1, TOKEN_PROBE_CONTEXT)):
-            if op.kind not in SEQUENCE_KINDS:
+            if op.kind not in SEQUENCE_KINDS and keeps(op):
                 s = rep * sum(cm.op_split_s(op))
                 if op.group == HEAD_GROUP:
                     head += s
@@ -162,20 +166,22 @@ class StepCosts:
     def _sequence_ops(self, phase: Phase) -> list:
         return [(n, op) for n, op in self.d.weighted_ops(phase) if op.kind in SEQUENCE_KINDS]
 
-    def _decode_attention_at(self, graph: bool, batch: int, context: int) -> float:
-        key = (graph, batch, context)
+    def _decode_attention_at(self, graph: bool, batch: int, context: int, q_len: int = 1) -> float:
+        key = (graph, batch, context) if q_len == 1 else (graph, batch, context, q_len)
         got = self._decode_attention.get(key)
         if got is None:
-            ops = self._decode_ops.get(context)
+            ops_key = context if q_len == 1 else (context, q_len)
+            ops = self._decode_ops.get(ops_key)
             if ops is None:  # one sequence's operators; a batch's work is `batch` times theirs
-                ops = self._decode_ops[context] = self._sequence_ops(Phase("decode", 1, 1, context))
+                ops = self._decode_ops[ops_key] = self._sequence_ops(Phase("decode", 1, q_len, max(context, q_len)))
             cm = self._models[graph]
             got = self._decode_attention[key] = sum(n * sum(cm.op_split_s(op.scaled(batch) if batch != 1 else op))
                                                     for n, op in ops)
         return got
 
-    def decode_attention_s(self, graph: bool, decoders: float, mean_context: float) -> float:
-        """Sequence operators of `decoders` decode tokens at a mean context of `mean_context`."""
+    def decode_attention_s(self, graph: bool, decoders: float, mean_context: float, q_len: int = 1) -> float:
+        """Sequence operators of `decoders` decode sequences at a mean context of `mean_context`, each
+        with `q_len` new tokens (1; more when a speculative step verifies drafted tokens)."""
         if decoders <= 0:
             return 0.0
         a, b, w = _bracket(mean_context)
@@ -185,8 +191,8 @@ class StepCosts:
         def at(batch: int) -> float:
             if batch == 0:
                 return 0.0
-            t = self._decode_attention_at(graph, batch, a)
-            return t if w == 0.0 else (1 - w) * t + w * self._decode_attention_at(graph, batch, b)
+            t = self._decode_attention_at(graph, batch, a, q_len)
+            return t if w == 0.0 else (1 - w) * t + w * self._decode_attention_at(graph, batch, b, q_len)
 
         return at(lo) if frac == 0 else (1 - frac) * at(lo) + frac * at(lo + 1)
 
@@ -212,8 +218,9 @@ class StepCosts:
         if got is None:
             cm = self._models[graph]
             ops = self.d.weighted_ops(Phase("prefill", 1, length, length))
+            keeps = self._keeps
             prefill = sum(n * sum(cm.op_split_s(op)) for n, op in ops
-                          if op.kind not in SEQUENCE_KINDS and op.group != HEAD_GROUP)
+                          if op.kind not in SEQUENCE_KINDS and op.group != HEAD_GROUP and keeps(op))
             got = self._prefill_form[key] = prefill - self._token_and_head(graph, length)[0]
         return got
 

@@ -29,7 +29,7 @@ def fastest_fitting_micro_batch(train: Callable[..., Dict[str, Any]], kwargs: Di
     best_b = min(runs, key=lambda b: (runs[b]["latency_per_iter"], -b))
     best = runs[best_b]
     if best_b != largest["batch_size_per_gpu"]:
-        best["notes"] = [f"micro-batch {best_b} per GPU chosen: the shortest iteration of the {len(runs)} that fit "
+        best["notes"] = [f"micro-batch {best_b} per model replica chosen: the shortest iteration of the {len(runs)} that fit "
                          f"and divide the {per_rank} sequences per data-parallel rank (the largest that fits, "
                          f"{largest['batch_size_per_gpu']}, takes {largest['latency_per_iter']:.3g} s per iteration "
                          f"against {best['latency_per_iter']:.3g} s); pass --batch_size_per_gpu to fix it"] + \

@@ -121,7 +121,9 @@ _ACT_ARGS = ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout", "mlp_acti
 def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
     """The validated non-shape fields of a TrainingRequest (ConfigError naming the field)."""
     for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
-        dtype_bytes(kw[name], name)
+        checked = dtype_bytes(kw[name], name)
+        if type(kw[name]) not in (int, float):  # '2' (a numeric string) read as the number it names, as
+            kw[name] = checked                   # every other numeric argument is (schema/options.py)
     for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu"):
         if type(kw[name]) is not bool:  # a bool is valid as is (the common case, no call)
             kw[name] = boolean(kw[name], name)

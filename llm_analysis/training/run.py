@@ -93,6 +93,7 @@ from llm_analysis.units import GB
 from llm_analysis.errors import DoesNotFitError
 from llm_analysis.model import Phase
 from llm_analysis.model.describer import identity_token
+from llm_analysis.cost.profile_notes import profile_notes
 from llm_analysis.quantities.state import optimizer_step_s
 from llm_analysis.schema.options import ActivationRecomputation, DSZeRO
 from llm_analysis.training.batch import config_batch_size_and_gradient_accumulation_steps
@@ -363,5 +364,13 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
     if analysis.profile is None and analysis.achieved_tflops is None and analysis.flops_efficiency == 1:
         notes.append("flops_efficiency is 1: latency_per_iter is a lower bound (large-scale training reaches "
                      "~40-55% MFU); pass achieved_tflops or flops_efficiency for realistic days and cost")
+    if analysis.achieved_tflops is not None and it > 1.05 * summary["latency_per_iter_using_flops"]:
+        notes.append(f"achieved_tflops = {analysis.achieved_tflops:g} is taken as the rate of the matmuls: the "
+                     f"iteration ({it:.3g} s) adds the pipeline bubble, communication and the optimizer step to "
+                     f"them; 'from FLOPs' ({summary['latency_per_iter_using_flops']:.3g} s) divides the FLOPs "
+                     "alone by it. A rate measured end to end (as papers report it, e.g. Narayanan et al. 2021) "
+                     "already includes those: compare such a rate with the figure from FLOPs")
+    if analysis.profile is not None:  # a calibrated time resting on another GPU's or dtype's data says so
+        notes.extend(profile_notes(analysis.profile, analysis.gpu_config, analysis.dtype_config))
     return notes
 

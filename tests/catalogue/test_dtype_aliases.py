@@ -43,3 +43,28 @@ def test_a_width_without_a_format_is_refused_with_the_candidates(word):
 def test_unknown_names_are_still_unknown():
     with pytest.raises(ConfigError, match="Unknown dtype name 'int3'"):
         get_dtype_config_by_name("int3")
+
+
+# ---- words that are no alias: suggestions by meaning, not spelling (issue 28 item 4)
+@pytest.mark.parametrize("word, expected", [
+    ("int", ["int8", "int4", "awq", "gptq"]),      # integer formats, whatever their width
+    ("q4", ["int4", "awq", "gptq"]),               # a quantised 4-bit word: the 4-bit integer formats
+    ("fp4", ["nvfp4", "mxfp4"]),                   # a float word of width 4: the two fp4 formats
+    ("bf8", ["fp8"]),                              # AMD's name for fp8 E5M2
+])
+def test_a_word_that_is_no_alias_lists_what_it_could_mean(word, expected):
+    from llm_analysis.catalogue.dtype_aliases import aliases_by_meaning
+    from llm_analysis.errors import UnknownNameError
+    assert aliases_by_meaning(word) == expected
+    with pytest.raises(UnknownNameError) as err:
+        get_dtype_config_by_name(word)
+    message = str(err.value)
+    assert f"'{word}'" in message and all(f"{a} (" in message for a in expected)
+    # ranked by meaning: 'fp4' must not suggest 4-bit integer formats, which a spelling match would
+    assert word != "fp4" or "int4" not in message
+
+
+def test_catalogue_style_names_still_get_the_closest_spellings():
+    from llm_analysis.errors import UnknownNameError
+    with pytest.raises(UnknownNameError, match="Closest known names: w4a16e16"):
+        get_dtype_config_by_name("w4a16e17")

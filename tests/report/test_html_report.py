@@ -44,9 +44,12 @@ TRAIN = ["train", "--model_name", MODEL, "--gpu_name", "a100-sxm-80gb", "--tp_si
 PLAN_INFER = ["plan", "infer", MODEL, "a100-sxm-80gb,h100-sxm-80gb", "--max_tpot", "50ms"]
 PLAN_TRAIN = ["plan", "train", MODEL, "a100-sxm-80gb", "--total_num_tokens", "1e9", "--max_gpus", "16",
               "--global_batch_size", "64", "--seq_len", "2048"]
-COMMANDS = {"infer": INFER, "infer-calibrated": INFER + ["--perf_model", "calibrated"], "train": TRAIN,
-            "train-calibrated": TRAIN + ["--perf_model", "calibrated"], "plan-infer": PLAN_INFER,
-            "plan-train": PLAN_TRAIN}
+SERVE = ["serve", "--model_name", MODEL, "--gpu_name", "a100-sxm-80gb", "--tp_size", "2", "--concurrency", "16",
+         "--input_len", "512", "--output_len", "64", "--num_requests", "400"]
+ROOFLINE = ["--perf_model", "roofline"]  # without it the CLI reports expected (calibrated) times
+COMMANDS = {"infer": INFER + ROOFLINE, "infer-calibrated": INFER, "train": TRAIN + ROOFLINE,
+            "train-calibrated": TRAIN, "plan-infer": PLAN_INFER,
+            "plan-train": PLAN_TRAIN, "serve": SERVE}
 
 
 def _env() -> dict:
@@ -549,3 +552,30 @@ def test_the_plans_table_holds_every_row_and_sorts(tabs, name, column, figure):
     assert after == sorted(shown, reverse=True)
     # the best plan is shown in detail, with its own operator table
     assert tab.eval("document.querySelectorAll('#operators-0 tbody tr').length") > 5
+
+
+def test_the_serve_page_shows_the_answer_figures_and_percentiles_of_the_json(tabs):
+    tab, printed = tabs["serve"]
+    # the first row of cards is the answer's (the engine step's own, from infer, come later)
+    cards = tab.eval("[...document.querySelector('.cards').querySelectorAll('.card')].map(c => [c.dataset.key, c.dataset.value, "
+                     "c.querySelector('.value').innerText])")
+    assert {k for k, _, _ in cards} >= {"ttft_s", "tpot_s", "e2e_s", "output_tokens_per_s", "requests_per_s",
+                                        "num_gpus"}
+    for key, raw, shown in cards:
+        assert float(raw) == printed[key], key
+        _assert_shows(shown, printed[key])
+    rows = tab.eval("[...document.querySelectorAll('#latency tbody tr')].map(r => [...r.cells].map(c => "
+                    "[c.innerText, c.dataset.value]))")
+    assert [r[0][0] for r in rows] == ["time to first token", "time per output token", "end-to-end latency"]
+    for row, name in zip(rows, ("ttft", "tpot", "e2e")):
+        for (shown, raw), key in zip(row[1:], (f"{name}_s", f"{name}_p50_s", f"{name}_p90_s", f"{name}_p99_s")):
+            assert float(raw) == printed[key], key
+            _assert_shows(shown, printed[key])
+    tab.click("#serve-values > summary")
+    values = dict(tab.eval("[...document.querySelectorAll('#serve-values-table tbody tr')].map(r => "
+                           "[r.cells[0].innerText, r.cells[1].dataset.value === undefined ? r.cells[2].innerText "
+                           ": r.cells[1].dataset.value])"))
+    numbers = {k: v for k, v in printed.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    assert numbers and all(float(values[k]) == v for k, v in numbers.items())
+    # one engine step in detail: its operator tables and roofline are there
+    assert tab.eval("document.querySelectorAll('#section-step, #section-roofline, #section-operators').length") == 3

@@ -50,7 +50,10 @@ def test_iteration_model_picks_micro_batch_one_and_adds_at_least_the_bubble(read
     bubble = (16 - 1) / m
     ratio = readme_summary["total_training_latency"] / readme_summary["total_training_latency_using_flops"]
     assert 1 + bubble <= ratio < 1.35  # ~42 days against ~34.7
-    assert any("micro-batch 1 per GPU chosen" in n for n in readme_summary["notes"])
+    assert any("micro-batch 1 per model replica chosen" in n for n in readme_summary["notes"])
+    # the report says which figure is which: the paper's 140 TFLOP/s is end to end, ours is a matmul rate
+    assert any("achieved_tflops = 140 is taken as the rate of the matmuls" in n and "from FLOPs" in n
+               for n in readme_summary["notes"])
 
 
 def test_the_choice_is_the_fastest_of_those_that_fit_and_the_library_default_is_unchanged():

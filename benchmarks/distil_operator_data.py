@@ -1,0 +1,318 @@
+"""Distil published per-operator measurements into compact JSON tables, and say how far the
+shipped profiles' parameters are from them (issue 27 item 3).
+
+Source: ai-dynamo/aiconfigurator (Apache-2.0), per-GPU parquet tables under
+aic-core/src/aiconfigurator_core/systems/data/<system>/{gemm,attention,comm}/<framework>/<version>/
+(measured with TensorRT-LLM's kernels and nccl-tests). Its `systems/silicon_sample.csv` is never
+read (held out: it judges the serving model). Own measurements from benchmarks/measure_kernels.py
+can be distilled the same way (`--local file.json`).
+
+    python benchmarks/distil_operator_data.py --aic-git-dir <mirror>/repo   # writes the tables, prints the comparison
+    python benchmarks/distil_operator_data.py --aic-git-dir <dir> --compare-only
+
+Written: llm_analysis/cost/profiles/measured/<catalogue gpu>.json, each table with its source
+(repository, commit, path, framework and version, device string, licence). Efficiencies are
+achieved / the catalogue GPU's dense spec (llm_analysis/gpu_configs), so they compare directly
+with the profile parameters:
+
+- gemm[dtype]: efficiency by M (rows: the (N, K) weight shapes), dtype bf16 / fp8 / nvfp4;
+- attention_prefill: by sequence length (Llama-3-style 32 query / 8 KV heads of 128 where
+  measured), two figures: FLOPs of the causal (unmasked) half, and of the whole s x s matrix
+  (the convention the profiles' attn_prefill_efficiency was fitted under);
+- attention_decode: KV-cache bytes streamed / HBM spec, by KV length (rows: batch);
+- nccl[collective][group size]: bus bandwidth / NVLink line rate, by message bytes
+  (nccl-tests' busbw: all-reduce x 2(n-1)/n, the others x (n-1)/n).
+
+The package does not read these files yet (wiring them into the cost model changes numbers:
+the lead's decision). Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
+from llm_analysis.cost.gemm import gemm_time_s  # noqa: E402
+from llm_analysis.cost.profiles import generation_of, load_profile  # noqa: E402
+
+DATA = "aic-core/src/aiconfigurator_core/systems/data"
+HELD_OUT = "silicon_sample"  # never read
+LICENCE = "Apache-2.0 (ai-dynamo/aiconfigurator LICENSE)"
+OUT_DIR = REPO / "llm_analysis" / "cost" / "profiles" / "measured"
+# aiconfigurator system folder -> catalogue GPU
+SYSTEMS = {"a100_sxm": "a100-sxm-80gb", "h100_sxm": "h100-sxm-80gb", "h100_pcie": "h100-pcie-80gb",
+           "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-180gb", "gb200": "gb200-nvl72-186gb",
+           "b300_sxm": "b300-270gb", "gb300": "gb300-nvl72-279gb", "l40s": "l40s-48gb", "l4": "l4-24gb"}
+GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "nvfp4"}
+GEMM_NK = [(4096, 4096), (8192, 4096), (16384, 4096), (4096, 8192), (8192, 8192), (16384, 8192), (65536, 51200)]
+ATTN_LAYOUT = (32, 8, 128)  # query heads, KV heads, head dim (Llama-3 8B)
+NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
+BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+              "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
+
+
+# ---------------------------------------------------------------- reading the mirror
+class Mirror:
+    def __init__(self, git_dir: str):
+        self.git_dir = git_dir
+        self.commit = self._git("rev-parse", "HEAD").decode().strip()
+        self.files = [p for p in self._git("ls-tree", "-r", "--name-only", "HEAD", DATA).decode().splitlines()
+                      if HELD_OUT not in p]
+
+    def _git(self, *args) -> bytes:
+        return subprocess.run(["git", "--git-dir", self.git_dir, *args], check=True, capture_output=True).stdout
+
+    def table(self, path: str):
+        import pandas as pd
+        if HELD_OUT in path:
+            raise ValueError(f"{path}: held out, never read")
+        return pd.read_parquet(io.BytesIO(self._git("show", f"HEAD:{path}")))
+
+    def newest(self, system: str, kind: str, framework: str, name: str):
+        """The path of `name` in the newest version folder that holds it, or None."""
+        prefix = f"{DATA}/{system}/{kind}/{framework}/"
+        found = [p for p in self.files if p.startswith(prefix) and p.endswith("/" + name)]
+        return max(found, key=lambda p: _version_key(p[len(prefix):].split("/")[0]), default=None)
+
+
+def _version_key(v: str) -> tuple:
+    parts = []
+    for piece in v.replace("rc", ".rc.").replace(".post", ".post.").split("."):
+        parts.append((1, int(piece)) if piece.isdigit() else (0, piece))
+    return tuple(parts)
+
+
+def _source(mirror: Mirror, path: str, device: str) -> dict:
+    framework, version = path.split("/")[-3:-1]
+    return {"repository": "github:ai-dynamo/aiconfigurator", "commit": mirror.commit, "path": path,
+            "framework": f"{framework} {version}", "device": device, "licence": LICENCE}
+
+
+def _sig(x: float) -> float:
+    """Four significant digits (a tiny message's bus bandwidth must not round to 0)."""
+    return float(f"{x:.4g}")
+
+
+def _increasing(axis: list, what: str) -> list:
+    if any(b <= a for a, b in zip(axis, axis[1:])):
+        raise ValueError(f"{what}: axis {axis} is not strictly increasing")
+    return axis
+
+
+# ---------------------------------------------------------------- tables
+def gemm_tables(mirror, system, gpu, framework) -> dict:
+    path = mirror.newest(system, "gemm", framework, "gemm_perf.parquet")
+    if path is None:
+        return {}
+    df = mirror.table(path)
+    out = {}
+    for aic_dtype, dtype in GEMM_DTYPES.items():
+        peak = {"bf16": gpu.peak_bf16_TFLOPS or gpu.peak_fp16_TFLOPS, "fp8": gpu.peak_fp8_TFLOPS,
+                "nvfp4": getattr(gpu, "peak_fp4_TFLOPS", None)}[dtype]
+        d = df[df.gemm_dtype == aic_dtype]
+        if d.empty or not peak:
+            continue
+        nks = [(n, k) for n, k in GEMM_NK if not d[(d.n == n) & (d.k == k)].empty]
+        if not nks:
+            continue
+        ms = _increasing(sorted(int(m) for m in set(d.m) if m & (m - 1) == 0), f"{system} gemm m")
+        rows = []
+        for n, k in nks:
+            by_m = d[(d.n == n) & (d.k == k)].groupby("m").latency.median()
+            rows.append([_sig(2.0 * m * n * k / (by_m[m] * 1e-3) / (peak * 1e12)) if m in by_m else None
+                         for m in ms])
+        out[dtype] = {"n_k": [list(x) for x in nks], "m": ms, "efficiency": rows, "peak_tflops": peak,
+                      "source": _source(mirror, path, str(d.device.iloc[0]))}
+    return out
+
+
+def _attention_subset(df, attn_dtype_col=True):
+    heads, kv, hd = ATTN_LAYOUT
+    d = df[(df.head_dim == hd) & (df.window_size == 0) & (df.kv_cache_dtype == "bfloat16")]
+    if attn_dtype_col and "attn_dtype" in d:
+        d = d[d.attn_dtype == "bfloat16"]
+    exact = d[(d.num_heads == heads) & (d.num_key_value_heads == kv)]
+    return exact if not exact.empty else d
+
+
+def attention_tables(mirror, system, gpu, framework) -> dict:
+    out = {}
+    path = mirror.newest(system, "attention", framework, "context_attention_perf.parquet")
+    if path is not None:
+        d = _attention_subset(mirror.table(path))
+        peak = (gpu.peak_bf16_TFLOPS or gpu.peak_fp16_TFLOPS) * 1e12
+        lengths, causal, full, batches = [], [], [], []
+        for s, g in sorted(d.groupby("isl"), key=lambda x: x[0]):
+            row = g.loc[g.batch_size.idxmax()]  # the most tokens per call: the kernel's plateau
+            b, h, hd = int(row.batch_size), int(row.num_heads), int(row.head_dim)
+            whole = 4.0 * b * h * s * s * hd
+            t = row.latency * 1e-3
+            lengths.append(int(s))
+            batches.append(b)
+            full.append(_sig(whole / t / peak))
+            causal.append(_sig(whole * (s + 1) / (2 * s) / t / peak))
+        if lengths:
+            out["attention_prefill"] = {"seq_len": _increasing(lengths, f"{system} prefill"), "batch": batches,
+                                        "heads": [int(d.num_heads.iloc[0]), int(d.num_key_value_heads.iloc[0]),
+                                                  int(d.head_dim.iloc[0])],
+                                        "efficiency_causal_half": causal, "efficiency_full_matrix": full,
+                                        "source": _source(mirror, path, str(d.device.iloc[0]))}
+    path = mirror.newest(system, "attention", framework, "generation_attention_perf.parquet")
+    if path is not None:
+        d = _attention_subset(mirror.table(path))
+        hbm = gpu.hbm_bandwidth_in_GB_per_sec * 1e9
+        batches = [b for b in (1, 8, 64, 256) if b in set(d.batch_size)]
+        lengths = _increasing(sorted(int(s) for s in set(d.step) if s >= 255), f"{system} decode")
+        rows = []
+        for b in batches:
+            g = d[d.batch_size == b].groupby("step")
+            lat = g.latency.median()
+            kv = g.num_key_value_heads.first()
+            hd = g.head_dim.first()
+            rows.append([_sig(2 * 2 * b * int(kv[s]) * s * int(hd[s]) / (lat[s] * 1e-3) / hbm) if s in lat else None
+                         for s in lengths])
+        if batches:
+            out["attention_decode"] = {"kv_len": lengths, "batch": batches, "kv_bytes_over_hbm_spec": rows,
+                                       "heads": [int(d.num_heads.iloc[0]), int(d.num_key_value_heads.iloc[0]),
+                                                 int(d.head_dim.iloc[0])],
+                                       "source": _source(mirror, path, str(d.device.iloc[0]))}
+    return out
+
+
+def nccl_tables(mirror, system, gpu) -> dict:
+    path = mirror.newest(system, "comm", "nccl", "nccl_perf.parquet")
+    if path is None:
+        return {}
+    d = mirror.table(path)
+    d = d[d.nccl_dtype == "half"]
+    line = gpu.intra_node_bandwidth_in_GB_per_sec * 1e9
+    out = {}
+    for op in NCCL_OPS:
+        for n, g in d[d.op_name == op].groupby("num_gpus"):
+            sizes = _increasing(sorted(int(s) * 2 for s in g.message_size), f"{system} nccl {op}")
+            lat = {int(s) * 2: t for s, t in zip(g.message_size, g.latency)}
+            busbw = [_sig(s / (lat[s] * 1e-3) * BUS_FACTOR[op](int(n)) / line) for s in sizes]
+            out.setdefault(op, {})[str(int(n))] = {"bytes": sizes, "busbw_over_line_rate": busbw}
+    return {"nccl": out, "nccl_source": _source(mirror, path, str(d.device.iloc[0]))} if out else {}
+
+
+def distil(mirror: Mirror, framework: str) -> dict:
+    docs = {}
+    for system, gpu_name in SYSTEMS.items():
+        gpu = get_gpu_config_by_name(gpu_name)
+        doc = {"gpu": gpu_name, "aiconfigurator_system": system}
+        doc["gemm"] = gemm_tables(mirror, system, gpu, framework)
+        doc.update(attention_tables(mirror, system, gpu, framework))
+        doc.update(nccl_tables(mirror, system, gpu))
+        if doc["gemm"] or len(doc) > 3:
+            docs[gpu_name] = doc
+    return docs
+
+
+# ---------------------------------------------------------------- comparison
+def _median(xs):
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return statistics.median(xs) if xs else None
+
+
+def compare(docs: dict) -> list[tuple]:
+    """Per GPU: (parameter, profile value, measured figure, how the figure was read)."""
+    lines = []
+    for gpu_name, doc in sorted(docs.items()):
+        try:
+            gen = generation_of(gpu_name)
+        except Exception:  # noqa: BLE001 (a GPU without a profile: nothing to compare)
+            continue
+        p = load_profile(gen)
+        sms = p.num_sms(gpu_name)
+        for dtype, key in (("bf16", "gemm_plateau_efficiency"), ("fp8", "gemm_fp8_plateau_efficiency")):
+            t = doc["gemm"].get(dtype)
+            if not t:
+                continue
+            big = [e for row, nk in zip(t["efficiency"], t["n_k"]) for m, e in zip(t["m"], row) if m >= 4096]
+            lines.append((gpu_name, gen, key, p.values.get(key), _median(big), "median over M >= 4096"))
+            # the calibrated model's time of every measured shape (tile model, HBM streaming, the
+            # CUDA-graph kernel floor: cost/gemm.py) against the measured time
+            gpu = get_gpu_config_by_name(gpu_name)
+            ratios, big_ratios = [], []
+            for row, (n, k) in zip(t["efficiency"], t["n_k"]):
+                for m, e in zip(t["m"], row):
+                    if not e:
+                        continue
+                    measured_s = 2.0 * m * n * k / (e * t["peak_tflops"] * 1e12)
+                    operand = 1 if dtype == "fp8" else 2
+                    model_s = gemm_time_s(m, n, k, operand * (m * k + n * k) + 2 * m * n, t["peak_tflops"] * 1e12,
+                                          gpu.hbm_bandwidth_in_GB_per_sec * 1e9, p, sms, fp8=dtype == "fp8")
+                    ratios.append(math.log(model_s / measured_s))
+                    if m >= 4096:
+                        big_ratios.append(ratios[-1])
+            lines.append((gpu_name, gen, f"{dtype} GEMM time model/measured", None,
+                          math.exp(_median([abs(r) for r in ratios])) - 1, f"median |model/measured - 1| over "
+                          f"{len(ratios)} shapes (signed median {math.exp(_median(ratios)) - 1:+.0%}, "
+                          f"M >= 4096: {math.exp(_median(big_ratios)) - 1:+.0%})"))
+        pre = doc.get("attention_prefill")
+        if pre:
+            s = pre["seq_len"][-1]
+            model = p.attn_prefill_efficiency * s / (s + p.attn_prefill_half_seq)
+            lines.append((gpu_name, gen, "attn_prefill (longest)", model, pre["efficiency_full_matrix"][-1],
+                          f"s={s}, whole s x s FLOPs (causal half: {pre['efficiency_causal_half'][-1]:.3f})"))
+        dec = doc.get("attention_decode")
+        if dec:
+            # the cell with the most KV bytes (largest batch x KV length measured): a cache far larger
+            # than L2 (small ones partly hit L2 and read above the HBM spec: L40S, A100)
+            cells = [(b * s, b, s, x) for b, row in zip(dec["batch"], dec["kv_bytes_over_hbm_spec"])
+                     for s, x in zip(dec["kv_len"], row) if x]
+            _, b, s, x = max(cells)
+            lines.append((gpu_name, gen, "attn_decode_hbm_efficiency", p.attn_decode_hbm_efficiency, x,
+                          f"batch {b}, KV length {s} (the most KV bytes measured)"))
+        ar = doc.get("nccl", {}).get("all_reduce", {}).get("8")
+        if ar:
+            lines.append((gpu_name, gen, "all-reduce busbw / line (8 GPUs)",
+                          max(p.intra_bus_efficiency, p.nvls_busbw_factor), max(ar["busbw_over_line_rate"]),
+                          "largest over message sizes; profile: max(ring, NVLS)"))
+    return lines
+
+
+def print_comparison(lines) -> None:
+    print(f"{'GPU':<20} {'profile':<10} {'parameter':<36} {'profile':>8} {'measured':>9}  how read")
+    for gpu, gen, key, ours, measured, how in lines:
+        fmt = (lambda x: f"{x:8.3f}" if isinstance(x, float) else f"{'-':>8}")
+        print(f"{gpu:<20} {gen:<10} {key:<36} {fmt(ours)} {fmt(measured):>9}  {how}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--aic-git-dir", required=True, help="git directory of an ai-dynamo/aiconfigurator clone/mirror")
+    ap.add_argument("--framework", default="trtllm", help="aiconfigurator framework folder (default trtllm)")
+    ap.add_argument("--out-dir", default=str(OUT_DIR))
+    ap.add_argument("--compare-only", action="store_true", help="print the comparison, write nothing")
+    args = ap.parse_args(argv)
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        print("distil_operator_data: needs pandas and pyarrow (pip install -e .[benchmarks])", file=sys.stderr)
+        return 2
+    docs = distil(Mirror(args.aic_git_dir), args.framework)
+    if not args.compare_only:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for gpu_name, doc in docs.items():
+            (out / f"{gpu_name}.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        print(f"wrote {len(docs)} tables to {out}")
+    print_comparison(compare(docs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

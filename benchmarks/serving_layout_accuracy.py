@@ -1,0 +1,279 @@
+"""Accuracy of `LLMAnalysis.serve()` on the serving layouts of issue 26: attention data parallelism,
+expert parallelism, pipeline stages and disaggregated prefill/decode pools.
+
+Reads benchmarks/data/validation/serving_dev.csv (a quarter of the configurations of
+ai-dynamo/aiconfigurator's silicon_sample.csv, Apache-2.0, NVIDIA; see that folder's README and
+SOURCES.md), or $LLM_ANALYSIS_VALIDATION_DIR/serving_dev.csv. Scores the rows that
+benchmarks/serving_accuracy.py leaves out: mode disagg, or aggregated with attention_dp_size > 1,
+moe_ep_size > 1 or pp_size > 1; split into a fit half and a report half by the same hash of the
+configuration as benchmarks/serving_accuracy.py (every concurrency point of a configuration on
+the same side). Disaggregated rows that name no worker counts are listed apart (not expected to
+be answered: the deployment is not stated).
+
+Prints, per half, the median and p90 |error| of TTFT and TPOT and the share of rows answered,
+by engine and by kind (agg layout / disagg), and the refusals with their reasons.
+
+    python benchmarks/serving_layout_accuracy.py [--half report|fit|all] [--rows]
+    python benchmarks/serving_layout_accuracy.py --fit     (scan expert_load_imbalance on the fit half)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from serving_accuracy import (CONFIG_COLUMNS, GPUS, MODELS, REFUSED_MODELS, Refused, _concurrency,  # noqa: E402
+                              dtype_name, half_of, validation_csv)
+
+from llm_analysis.analysis import LLMAnalysis  # noqa: E402
+from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,  # noqa: E402
+                                 get_model_config_by_name)
+from llm_analysis.errors import LLMAnalysisError  # noqa: E402
+
+
+def _int(value: str) -> Optional[int]:
+    """A layout column: None when blank or 0 (the csv leaves derived sizes out)."""
+    return int(value) if value not in ("", "0") else None
+
+
+@dataclass
+class LayoutRow:
+    id: str
+    kind: str  # "agg" | "disagg" | "disagg-unstated"
+    backend: str
+    model_path: str
+    system: str
+    precision: str
+    isl: int
+    osl: int
+    concurrency: int
+    layout: Dict[str, Optional[int]]  # agg: tp, adp, moe_tp, moe_ep, pp
+    pools: Dict[str, Dict[str, Optional[int]]]  # disagg: prefill/decode: workers, batch, tp, adp, moe_tp, moe_ep, pp
+    ttft_s: float
+    tpot_s: float
+    half: str
+
+
+def eligible(raw: Dict[str, str]) -> bool:
+    """The layouts serving_accuracy.py leaves out."""
+    return (raw["mode"] == "disagg" or raw["attention_dp_size"] not in ("1", "", "0")
+            or raw["moe_ep_size"] not in ("1", "", "0") or raw["pp_size"] not in ("1", "", "0"))
+
+
+def _layout(raw: Dict[str, str], prefix: str = "") -> Dict[str, Optional[int]]:
+    return {k: _int(raw[f"{prefix}{c}"]) for k, c in (("tp", "tp_size"), ("adp", "attention_dp_size"),
+                                                      ("moe_tp", "moe_tp_size"), ("moe_ep", "moe_ep_size"),
+                                                      ("pp", "pp_size"))}
+
+
+def concurrency(raw: Dict[str, str]) -> int:
+    """The run's clients: silicon_concurrency, or `_c<C>_` in the id, else (a few rows name neither) the
+    batch per attention-DP rank times the ranks (the README's definition of batch_size)."""
+    try:
+        return _concurrency(raw)
+    except ValueError:
+        if raw["mode"] == "disagg":
+            return (int(raw["decode_batch_size"]) * (_int(raw["decode_num_workers"]) or 1)
+                    * (_int(raw["decode_attention_dp_size"]) or 1))
+        return int(raw["batch_size"]) * (_int(raw["attention_dp_size"]) or 1)
+
+
+_ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)")
+
+
+def _agg_layout(raw: Dict[str, str]) -> Dict[str, Optional[int]]:
+    """An aggregated row's layout. Some rows (source 2026-04-06) state tp_size as the worker's whole
+    GPU count (tp_size = moe_tp_size x moe_ep_size = 64 on an 8-GPU H200 node, id "..._tp8_ep8_..."):
+    there the id's tp and ep are the attention tensor-parallel size and the expert-parallel size."""
+    layout = _layout(raw)
+    m = _ID_LAYOUT.search(raw["id"])
+    if m and layout["tp"] and layout["moe_tp"] and layout["moe_ep"]:
+        tp_id, ep_id = int(m.group(1)), int(m.group(2))
+        if tp_id != layout["tp"] and layout["tp"] == layout["moe_tp"] * layout["moe_ep"]:
+            adp = layout["adp"] or 1
+            layout.update(tp=tp_id, moe_ep=ep_id, moe_tp=max(1, tp_id * adp // ep_id))
+    return layout
+
+
+def load_rows() -> List[LayoutRow]:
+    rows = []
+    with open(validation_csv(), newline="") as f:
+        for raw in csv.DictReader(f):
+            if not eligible(raw):
+                continue
+            config = "|".join(raw[c] for c in CONFIG_COLUMNS)
+            pools = {}
+            kind = "agg"
+            if raw["mode"] == "disagg":
+                for name in ("prefill", "decode"):
+                    pools[name] = dict(_layout(raw, f"{name}_"), workers=_int(raw[f"{name}_num_workers"]),
+                                       batch=_int(raw[f"{name}_batch_size"]))
+                stated = all(pools[n]["workers"] and pools[n]["tp"] for n in pools)
+                kind = "disagg" if stated else "disagg-unstated"
+            rows.append(LayoutRow(raw["id"], kind, raw["backend"], raw["model_path"], raw["system"], raw["precision"],
+                                  int(raw["isl"]), int(raw["osl"]), concurrency(raw), _agg_layout(raw), pools,
+                                  float(raw["silicon_ttft_ms"]) / 1e3, float(raw["silicon_tpot_ms"]) / 1e3,
+                                  half_of(config)))
+    return rows
+
+
+def parallelism(layout: Dict[str, Optional[int]], moe: bool) -> ParallelismConfig:
+    """The ParallelismConfig of a csv layout: the moe sizes only for MoE models (dense rows carry 1s)."""
+    fields = {"tp_size": layout["tp"] or 1, "attention_dp_size": layout["adp"] or 1, "pp_size": layout["pp"] or 1}
+    if moe:
+        if layout["moe_tp"] and layout["moe_ep"]:
+            fields.update(moe_tp_size=layout["moe_tp"], moe_ep_size=layout["moe_ep"])
+        elif layout["moe_ep"]:
+            fields.update(moe_ep_size=layout["moe_ep"])
+    return ParallelismConfig(**fields)
+
+
+_ANALYSES: Dict[tuple, LLMAnalysis] = {}
+
+
+def analysis_for(row: LayoutRow, par: ParallelismConfig) -> LLMAnalysis:
+    if row.model_path in REFUSED_MODELS:
+        raise Refused(f"{row.model_path}: {REFUSED_MODELS[row.model_path]}")
+    if row.model_path not in MODELS:
+        raise Refused(f"{row.model_path}: not mapped")
+    if row.system not in GPUS:
+        raise Refused(f"{row.system}: no catalogue GPU")
+    key = (row.model_path, row.system, row.precision, par.model_dump_json())
+    a = _ANALYSES.get(key)
+    if a is None:
+        a = _ANALYSES[key] = LLMAnalysis(get_model_config_by_name(MODELS[row.model_path][0]),
+                                         get_gpu_config_by_name(GPUS[row.system]),
+                                         get_dtype_config_by_name(dtype_name(row)), par, perf_model="calibrated")
+    return a
+
+
+def predict(row: LayoutRow, **options) -> Tuple[float, float]:
+    """(TTFT, TPOT) seconds: the closed loop's means."""
+    s = serve_row(row, **options)
+    return s["ttft_s"], s["tpot_s"]
+
+
+def serve_row(row: LayoutRow, disaggregated_extra=None, **options) -> dict:
+    """The serve() answer of a row's setup (closed loop, means only)."""
+    if row.kind == "disagg-unstated":
+        raise Refused("disaggregated row names no worker counts")
+    if row.model_path in MODELS:
+        moe = get_model_config_by_name(MODELS[row.model_path][0]).is_moe
+    else:
+        moe = True
+    if row.kind == "agg":
+        a = analysis_for(row, parallelism(row.layout, moe))
+        return a.serve(concurrency=row.concurrency, input_len=row.isl, output_len=row.osl, framework=row.backend,
+                       num_requests=0, **options)
+    else:
+        pools = {name: {"workers": p["workers"], "parallelism": parallelism(p, moe),
+                        **({"batch_size": p["batch"]} if p["batch"] else {})} for name, p in row.pools.items()}
+        a = analysis_for(row, pools["prefill"]["parallelism"])
+        return a.serve(concurrency=row.concurrency, input_len=row.isl, output_len=row.osl, framework=row.backend,
+                       disaggregated=dict(pools, **(disaggregated_extra or {})), **options)
+
+
+def _stats(errors: List[float]) -> str:
+    if not errors:
+        return "   -      -  "
+    e = sorted(abs(x) for x in errors)
+    p90 = e[min(len(e) - 1, int(0.9 * len(e)))]
+    return f"{100 * statistics.median(e):5.1f}% {100 * p90:5.1f}%"
+
+
+def score(rows: List[LayoutRow], show_rows: bool = False, **options) -> Dict[str, dict]:
+    groups: Dict[Tuple[str, str], Dict[str, list]] = defaultdict(lambda: {"ttft": [], "tpot": [], "n": 0, "ok": 0})
+    refusals: Dict[str, int] = defaultdict(int)
+    for row in rows:
+        keys = [("kind", row.kind), ("engine", f"{row.kind} {row.backend}")]
+        if row.kind != "disagg-unstated":
+            keys.append(("all", "all stated"))
+        for k in keys:
+            groups[k]["n"] += 1
+        try:
+            ttft, tpot = predict(row, **options)
+        except Refused as why:
+            refusals[str(why)] += 1
+            continue
+        except LLMAnalysisError as err:
+            refusals[f"{type(err).__name__}: {str(err)[:110]}"] += 1
+            continue
+        e_ttft, e_tpot = ttft / row.ttft_s - 1, tpot / row.tpot_s - 1
+        for k in keys:
+            g = groups[k]
+            g["ok"] += 1
+            g["ttft"].append(e_ttft)
+            g["tpot"].append(e_tpot)
+        if show_rows:
+            print(f"{row.id[-58:]:58s} c={row.concurrency:5d} ttft {row.ttft_s * 1e3:8.1f} -> {ttft * 1e3:8.1f} ms "
+                  f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms ({100 * e_tpot:+6.1f}%)")
+    print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    TPOT med   p90")
+    for kind in ("all", "kind", "engine"):
+        for (k, name), g in sorted(groups.items()):
+            if k == kind:
+                print(f"{name:28s} {g['n']:5d} {g['ok'] / g['n']:8.0%}    {_stats(g['ttft'])}    {_stats(g['tpot'])}")
+    if refusals:
+        print("refused:")
+        for why, n in sorted(refusals.items(), key=lambda kv: -kv[1]):
+            print(f"  {n:4d}  {why}")
+    return {name: g for (k, name), g in groups.items()}
+
+
+def fit_contention(rows: List[LayoutRow]) -> None:
+    """Per engine, the median prefill_contention the disaggregated rows imply: (measured TTFT - API
+    latency - prefill - KV transfer) over the other clients' prefill batches of a prefill rank."""
+    implied: Dict[str, List[float]] = defaultdict(list)
+    for row in rows:
+        try:
+            s = serve_row(row, disaggregated_extra={"prefill_contention": 0.0})
+        except (Refused, LLMAnalysisError):
+            continue
+        fixed = s["ttft_s"] - s["prefill_queue_wait_s"]
+        ranks = s["prefill_workers"] * row.pools["prefill"]["adp"] if row.pools["prefill"]["adp"] else s["prefill_workers"]
+        others = max(row.concurrency / ranks - 1.0, 0.0) * s["prefill_batch_s"] / s["prefill_batch_size"]
+        if others > 0:
+            implied[row.backend].append(min(1.0, max(0.0, (row.ttft_s - fixed) / others)))
+    for engine, values in sorted(implied.items()):
+        print(f"{engine}: implied prefill_contention median {statistics.median(values):.4f} over {len(values)} rows")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--half", choices=("report", "fit", "all"), default="report")
+    parser.add_argument("--rows", action="store_true", help="print every row's prediction")
+    parser.add_argument("--fit", action="store_true", help="scan expert_load_imbalance on the fit half")
+    args = parser.parse_args(argv)
+    path = validation_csv()
+    if not path.exists():
+        print(f"no {path}: set LLM_ANALYSIS_VALIDATION_DIR")
+        return 0
+    rows = load_rows()
+    if args.fit:
+        fit_contention([r for r in rows if r.half == "fit" and r.kind == "disagg"])
+        fit = [r for r in rows if r.half == "fit" and r.kind == "agg"]
+        for value in (1.0, 1.1, 1.2, 1.3, 1.5):
+            print(f"--- expert_load_imbalance = {value} (fit half, aggregated layouts)")
+            score(fit, expert_load_imbalance=value)
+        return 0
+    chosen = rows if args.half == "all" else [r for r in rows if r.half == args.half]
+    print(f"{len(chosen)} of {len(rows)} layout rows ({args.half} half), perf_model=calibrated")
+    t = time.perf_counter()
+    score(chosen, args.rows)
+    print(f"({time.perf_counter() - t:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""The serving planner on continuous batching: how many replicas of which layout serve a load
+(Poisson requests per second, closed-loop clients, or output tokens per second) under latency
+targets on means or percentiles, each fleet timed by `LLMAnalysis.serve()` (serving/: the engine
+steps, KV pool and queueing of vLLM, SGLang or TensorRT-LLM), not by static batches.
+
+For every GPU type, data type, tensor-parallel size and KV-cache type the search
+1. builds one replica (tp GPUs; serve() models replicas of one tensor-parallel group, so pp = ep = 1)
+   and asks serve() for a request alone (one closed-loop client): the floor of TTFT and TPOT. A
+   layout whose floor misses a target is out at any replica count (its miss is recorded);
+2. starts at the fewest replicas whose saturation rate exceeds the offered rate (fewer and the
+   queue grows without bound) and adds replicas, doubling, then bisecting between the last count
+   that missed and the first that met every target: latencies fall as each replica's share of the
+   load falls. Each count is one serve() call of the whole fleet (dp_size = replicas), so the
+   row's figures are exactly what its `reproduce["serve_call"]` returns.
+
+`binding` names what a fleet of one replica fewer misses: a latency target (`ttft`, `tpot`, or
+`ttft_p90` ... on a percentile), `saturation` (the offered rate is above what it completes) or
+`min_tokens_per_s`; `none` when one replica meets every target.
+
+A token-rate target alone is served as Poisson requests at min_tokens_per_s / output length per
+second (with a request rate too: the larger of the two).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from llm_analysis.config import ParallelismConfig
+from llm_analysis.errors import ConfigError, DoesNotFitError
+from llm_analysis.facade import LLMAnalysis
+import llm_analysis.planner.inputs as inputs
+from llm_analysis.planner.errors import ClosestMiss
+from llm_analysis.planner.result import SearchStats
+from llm_analysis.planner.space import weight_bytes_lower_bound
+
+# the planner's KV-cache bytes per element -> the engine's kv_cache_dtype name (None: the engine's default)
+KV_NAME_OF_BYTES = {1: "fp8", 2: "fp16", 4: "fp32"}
+MAX_REPLICAS = 4096  # the search stops adding replicas here (a latency floor is what would stop it)
+
+CONTINUOUS_COLUMNS = [
+    ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
+    ("kv", lambda r: r["layout"]["kv_cache_dtype"]),
+    ("tp", lambda r: str(r["layout"]["tp"])), ("pp", lambda r: str(r["layout"]["pp"])),
+    ("ep", lambda r: str(r["layout"]["ep"])),
+    ("replicas", lambda r: str(r["figures"]["replicas"])), ("gpus", lambda r: str(r["figures"]["num_gpus"])),
+    ("running", lambda r: f"{r['figures']['mean_running_requests_per_replica']:.1f}"),
+    ("ttft_ms", lambda r: f"{r['figures']['time_to_first_token'] * 1e3:.1f}"),
+    ("tpot_ms", lambda r: f"{r['figures']['time_per_output_token'] * 1e3:.2f}"),
+    ("tok/s/gpu", lambda r: f"{r['figures']['tokens_per_sec_per_gpu']:.1f}"),
+    ("$/Mtok", lambda r: "-" if r["figures"]["cost_per_million_tokens"] is None
+     else f"{r['figures']['cost_per_million_tokens']:.3f}"),
+]
+
+
+def continuous_legend(percentile: Optional[int]) -> Dict[str, str]:
+    stat = "mean" if percentile is None else f"p{percentile}"
+    return {
+        "kv": "KV-cache dtype the engine runs (auto = the model's compute dtype)", "tp": "tensor-parallel GPUs",
+        "pp": "pipeline stages", "ep": "expert-parallel ranks", "replicas": "copies of the layout sharing the load",
+        "gpus": "replicas x tp x pp GPUs",
+        "running": "mean requests running at once per replica (tp x pp GPUs), continuous batching",
+        "ttft_ms": f"time to first token, ms ({stat} over requests, queueing included)",
+        "tpot_ms": f"time per output token, ms ({stat} over requests)",
+        "tok/s/gpu": "generated tokens per second per GPU at the offered load",
+        "$/Mtok": "dollars per million generated tokens at the offered load",
+        "binding": "what a fleet of one replica fewer misses (saturation: the offered rate is above what it "
+                   "completes; none: one replica meets every target)",
+    }
+
+
+@dataclass
+class ContinuousLoad:
+    """What the fleet serves, as serve() takes it, and the targets checked on its answer."""
+
+    slo: inputs.SLO
+    input_len: int
+    output_len: int
+    framework: str
+    engine_options: Dict[str, Any]
+
+    @property
+    def request_rate(self) -> Optional[float]:
+        rates = [r for r in (self.slo.request_rate_per_s,
+                             None if self.slo.min_tokens_per_s is None or self.slo.concurrency is not None
+                             else self.slo.min_tokens_per_s / self.output_len) if r is not None]
+        return max(rates) if rates else None
+
+    def serve_kwargs(self, kv_name: Optional[str], means_only: bool) -> Dict[str, Any]:
+        load = ({"concurrency": int(self.slo.concurrency)} if self.slo.concurrency is not None
+                else {"request_rate": self.request_rate})
+        kw = {**load, "input_len": self.input_len, "output_len": self.output_len, "framework": self.framework,
+              **self.engine_options}
+        if kv_name is not None:
+            kw["kv_cache_dtype"] = kv_name
+        if means_only and self.slo.concurrency is not None:
+            kw["num_requests"] = 0  # the closed loop's means come from its steady state: no simulation needed
+        return kw
+
+    def latency_keys(self) -> Tuple[str, str]:
+        q = self.slo.percentile
+        return ("ttft_s", "tpot_s") if q is None else (f"ttft_p{q}_s", f"tpot_p{q}_s")
+
+    def misses(self, s: Dict[str, Any]) -> List[Tuple[str, float, float]]:
+        """(constraint, value, limit) of every target the answer `s` misses."""
+        out = []
+        if s["saturated"]:
+            out.append(("saturation", s["request_rate"] / s["num_replicas"],
+                        s["saturation_request_rate_per_s"] / s["num_replicas"]))
+            return out
+        ttft_key, tpot_key = self.latency_keys()
+        suffix = "" if self.slo.percentile is None else f"_p{self.slo.percentile}"
+        for name, key, limit in (("ttft", ttft_key, self.slo.max_ttft_s), ("tpot", tpot_key, self.slo.max_tpot_s)):
+            value = s.get(key)
+            if limit is not None and value is not None and value > limit:
+                out.append((name + suffix, value, limit))
+        if self.slo.min_tokens_per_s is not None and s["output_tokens_per_s"] < self.slo.min_tokens_per_s * (1 - 1e-12):
+            out.append(("min_tokens_per_s", s["output_tokens_per_s"], self.slo.min_tokens_per_s))
+        return out
+
+
+def kv_cache_name(kv_bytes: Optional[float]) -> Optional[str]:
+    """The engine's KV-cache dtype for the planner's byte width (None: the engine's default)."""
+    if kv_bytes is None:
+        return None
+    name = KV_NAME_OF_BYTES.get(kv_bytes)
+    if name is None:
+        raise ConfigError(f"kv_cache_dtype_bytes = {kv_bytes!r} has no KV-cache type a serving engine runs; "
+                          f"valid with continuous batching: None (the engine's default), "
+                          + ", ".join(f"{b} ({n})" for b, n in KV_NAME_OF_BYTES.items()))
+    return name
+
+
+def _fleet(search, lay, replicas: int) -> LLMAnalysis:
+    par = ParallelismConfig(tp_size=lay.tp, dp_size=replicas)
+    return LLMAnalysis(search.model, lay.gpu, lay.dtype, par, **search.analysis_kwargs)
+
+
+def serve_call_text(search, lay, replicas: int, kwargs: Dict[str, Any]) -> str:
+    """The Python call that reproduces a row (the `serve()` arguments as a readable string)."""
+    analysis_kw = "".join(f", {k}={v!r}" for k, v in search.analysis_kwargs.items())
+    serve_kw = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    return (f"LLMAnalysis(get_model_config_by_name({search.model.name!r}), get_gpu_config_by_name({lay.gpu.name!r}), "
+            f"get_dtype_config_by_name({lay.dtype.name!r}), ParallelismConfig(tp_size={lay.tp}, dp_size={replicas})"
+            f"{analysis_kw}).serve({serve_kw})")
+
+
+class _LayoutSearch:
+    """The replica count search of one (layout, KV type)."""
+
+    def __init__(self, search, lay, kv_name: Optional[str], load: ContinuousLoad, stats: SearchStats,
+                 miss: ClosestMiss, describe: Dict[str, Any]):
+        self.search, self.lay, self.kv_name, self.load = search, lay, kv_name, load
+        self.stats, self.miss, self.describe = stats, miss, describe
+        self.means_only = load.slo.percentile is None
+        self.answers: Dict[int, Dict[str, Any]] = {}
+        self.saturation_per_replica = math.inf  # requests/s one replica completes flat out (from floor())
+
+    def serve(self, replicas: int) -> Dict[str, Any]:
+        self.stats.evaluated_full += 1
+        return _fleet(self.search, self.lay, replicas).serve(**self.load.serve_kwargs(self.kv_name, self.means_only))
+
+    def at(self, replicas: int) -> Dict[str, Any]:
+        if replicas not in self.answers:
+            self.answers[replicas] = self.serve(replicas)
+        return self.answers[replicas]
+
+    def floor(self, simulate: bool) -> Optional[Dict[str, Any]]:
+        """A request alone on one replica (one closed-loop client); None (miss recorded) when even it
+        misses a latency target: no replica count can then meet it. Without `simulate`, the steady
+        state only (its means; the percentile targets are checked with `simulate`)."""
+        kw = {k: v for k, v in self.load.serve_kwargs(self.kv_name, True).items()
+              if k not in ("request_rate", "concurrency", "num_requests")}
+        kw.update(concurrency=1, **({} if simulate else {"num_requests": 0}))
+        self.stats.evaluated_full += 1
+        alone = _fleet(self.search, self.lay, 1).serve(**kw)
+        self.saturation_per_replica = alone["saturation_request_rate_per_s"]
+        slo = self.load.slo
+        targets = inputs.SLO(max_ttft_s=slo.max_ttft_s, max_tpot_s=slo.max_tpot_s,
+                             percentile=slo.percentile if simulate else None)
+        misses = ContinuousLoad(targets, self.load.input_len, self.load.output_len, self.load.framework,
+                                {}).misses(alone)
+        if misses and (simulate or self.means_only):
+            name, value, limit = max(misses, key=lambda m: m[1] / m[2])
+            self.miss.record(name, value, limit, {**self.describe, "replicas": "any (a request alone)"})
+            return None
+        return alone
+
+    def first_count(self) -> int:
+        """The fewest replicas that keep up with the request rate (1 for closed-loop clients)."""
+        rate = self.load.request_rate
+        return 1 if rate is None else max(1, math.floor(rate / self.saturation_per_replica) + 1)
+
+    def gpu_bound(self) -> int:
+        return self.first_count() * self.lay.tp
+
+    def fewest_replicas(self) -> Optional[int]:
+        """The fewest replicas meeting every target, or None (the closest miss recorded)."""
+        cap = MAX_REPLICAS
+        if self.search.max_gpus is not None:
+            cap = min(cap, self.search.max_gpus // self.lay.tp)
+        if self.load.slo.concurrency is not None:
+            cap = min(cap, int(self.load.slo.concurrency))  # more replicas than clients stay idle
+        lo = 0  # the largest count known to miss (0: none tried)
+        start = self.first_count()
+        if start > cap:
+            self._record_miss(cap, saturated=True)
+            return None
+        hi, step = start, 1
+        while self.load.misses(self.at(hi)):
+            lo = hi
+            if hi >= cap:
+                self._record_miss(hi)
+                return None
+            hi = min(cap, hi + step)
+            step *= 2
+        while hi - lo > 1:  # latencies fall as replicas are added: bisect between a miss and a meet
+            mid = (lo + hi) // 2
+            if self.load.misses(self.at(mid)):
+                lo = mid
+            else:
+                hi = mid
+        self.stats.considered += cap
+        self.stats.decided_by_monotonicity += max(0, cap - len(self.answers))
+        return hi
+
+    def final(self, replicas: int) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+        """(answer, serve() keyword arguments) of the chosen fleet, with the simulation's percentiles:
+        the answer of the search where it ran the same call (the open loop, percentile targets), else
+        the same fleet with the simulation on (its closed-loop means are the steady state's either way)."""
+        kwargs = self.load.serve_kwargs(self.kv_name, means_only=False)
+        if kwargs == self.load.serve_kwargs(self.kv_name, self.means_only):
+            return self.at(replicas), kwargs
+        self.stats.evaluated_full += 1
+        return _fleet(self.search, self.lay, replicas).serve(**kwargs), kwargs
+
+    def _record_miss(self, replicas: int, saturated: bool = False) -> None:
+        if saturated:
+            self.miss.record("max_gpus", replicas * self.lay.tp + self.lay.tp, replicas * self.lay.tp,
+                             {**self.describe, "replicas": replicas})
+            return
+        name, value, limit = max(self.load.misses(self.at(replicas)), key=lambda m: m[1] / m[2])
+        self.miss.record(name, value, limit, {**self.describe, "replicas": replicas})
+
+    def binding(self, replicas: int) -> List[str]:
+        if replicas == 1:
+            return ["none"]
+        fewer = self.answers.get(replicas - 1)
+        if fewer is None:  # below the first count tried: one replica fewer cannot keep up with the rate
+            return ["saturation"]
+        return [m[0] for m in self.load.misses(fewer)] or ["none"]
+
+
+def _row(search, lay, kv_name: Optional[str], replicas: int, s: Dict[str, Any], kwargs: Dict[str, Any],
+         binding: List[str], percentile: Optional[int]) -> Dict[str, Any]:
+    ttft_key, tpot_key = ("ttft_s", "tpot_s") if percentile is None else (f"ttft_p{percentile}_s",
+                                                                         f"tpot_p{percentile}_s")
+    gpus = s["num_gpus"]
+    price = search.prices.get(lay.gpu.name)
+    fleet_cost = None if price is None else price * gpus
+    tokens_per_s = s["output_tokens_per_s"]
+    fig = {"replicas": replicas, "gpus_per_replica": lay.tp, "num_gpus": gpus,
+           "num_nodes": math.ceil(gpus / lay.gpu.num_gpus_per_node),
+           "time_to_first_token": s[ttft_key], "time_per_output_token": s[tpot_key] or 0.0,
+           "latency_statistic": "mean" if percentile is None else f"p{percentile}",
+           "tokens_per_sec_per_gpu": s["output_tokens_per_s_per_gpu"], "fleet_cost_per_hour": fleet_cost,
+           "cost_per_million_tokens": None if fleet_cost is None or not tokens_per_s
+           else fleet_cost / 3600 / tokens_per_s * 1e6}
+    for key in ("ttft_s", "tpot_s", "e2e_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s",
+                "tpot_p99_s", "requests_per_s", "output_tokens_per_s", "saturation_request_rate_per_s",
+                "mean_running_requests_per_replica", "max_running_requests_per_replica", "kv_occupancy",
+                "kv_pool_tokens_per_replica", "preemptions"):
+        fig[key] = s.get(key)
+    layout = {"gpu": lay.gpu.name, "dtype": lay.dtype.name, "tp": lay.tp, "pp": 1, "ep": 1,
+              "kv_cache_dtype": s["kv_cache_dtype"], "framework": s["framework"]}
+    reproduce = {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
+                 "parallelism": {"tp_size": lay.tp, "dp_size": replicas},
+                 "analysis_kwargs": dict(search.analysis_kwargs), "serve_kwargs": dict(kwargs),
+                 "serve_call": serve_call_text(search, lay, replicas, kwargs)}
+    return {"layout": layout, "figures": fig, "binding": binding, "why": "", "reproduce": reproduce}
+
+
+def _layouts(search) -> Iterator:
+    """The search's layouts that serve() models: one tensor-parallel group per replica."""
+    for lay in search.layouts():
+        if lay.pp == 1 and lay.ep == 1:
+            yield lay
+
+
+def _candidates(search, load: ContinuousLoad, stats: SearchStats, miss: ClosestMiss) -> List[_LayoutSearch]:
+    """Every (layout, KV type) that holds the model and whose request alone meets the targets, with the
+    fewest GPUs it could serve the load on (tp x the fewest replicas that keep up with the rate)."""
+    out = []
+    for lay in _layouts(search):
+        mem = lay.gpu.mem_per_GPU_in_GB * 1e9
+        bound = weight_bytes_lower_bound(search.num_params, lay.dtype, lay.tp, 1, 1)
+        if bound > mem:  # cannot hold even its weights
+            stats.considered += len(search.kv_options)
+            stats.ruled_out_by_bound += len(search.kv_options)
+            miss.record("memory", bound, mem, {"gpu": lay.gpu.name, "dtype": lay.dtype.name, "tp": lay.tp})
+            continue
+        try:
+            _fleet(search, lay, 1)
+        except ConfigError:  # the analysis refuses the layout (e.g. heads not divisible by tp)
+            stats.considered += len(search.kv_options)
+            stats.invalid += len(search.kv_options)
+            continue
+        for kv in search.kv_options:
+            kv_name = kv_cache_name(kv)
+            describe = {"gpu": lay.gpu.name, "dtype": lay.dtype.name, "tp": lay.tp,
+                        "kv_cache_dtype": kv_name or "engine default"}
+            one = _LayoutSearch(search, lay, kv_name, load, stats, miss, describe)
+            try:
+                if one.floor(simulate=False) is not None:
+                    out.append(one)
+            except DoesNotFitError as e:
+                miss.record("memory", e.needed_bytes, e.available_bytes, describe)
+            except ConfigError as e:  # the engine's KV pool cannot hold one request beside the weights
+                # (the workload, engine options and KV type were checked before the search: this is the
+                # one refusal serve() makes per layout)
+                stats.considered += 1
+                stats.invalid += 1
+                miss.refused(f"{describe}: {e}")
+    return out
+
+
+def collect_continuous(search, load: ContinuousLoad, objective: str, stats: SearchStats, miss: ClosestMiss):
+    """(rows, Pareto points) of the (layout, KV type) candidates that meet the targets at some replica
+    count. Candidates are visited fewest possible GPUs (or dollars) first, and one whose bound is above
+    the best fleet found is ruled out without its search (with a load, both objectives rank fleets by
+    GPUs or by dollars per hour)."""
+    rows: List[Dict[str, Any]] = []
+    points: List[Dict[str, Any]] = []
+
+    def weight(one: _LayoutSearch) -> float:  # what the objective counts per GPU
+        return search.prices.get(one.lay.gpu.name, 1.0) if objective == "cost" else 1.0
+
+    candidates = sorted(_candidates(search, load, stats, miss), key=lambda c: c.gpu_bound() * weight(c))
+    best = math.inf
+    for one in candidates:
+        if one.gpu_bound() * weight(one) > best:
+            stats.considered += 1
+            stats.ruled_out_by_bound += 1
+            continue
+        if not one.means_only and one.floor(simulate=True) is None:
+            continue
+        replicas = one.fewest_replicas()
+        if replicas is None:
+            continue
+        s, kwargs = one.final(replicas)
+        row = _row(search, one.lay, one.kv_name, replicas, s, kwargs, one.binding(replicas), load.slo.percentile)
+        best = min(best, row["figures"]["num_gpus"] * weight(one))
+        rows.append(row)
+        for n, ans in sorted(one.answers.items()):
+            if not load.misses(ans):
+                points.append({**row["layout"], "replicas": n, "num_gpus": ans["num_gpus"],
+                               "time_per_output_token": ans["tpot_s"] or 0.0, "time_to_first_token": ans["ttft_s"],
+                               "tokens_per_sec_per_gpu": ans["output_tokens_per_s_per_gpu"]})
+    return rows, points
+
+
+def continuous_assumptions(load: ContinuousLoad) -> Dict[str, Any]:
+    stat = "means" if load.slo.percentile is None else f"p{load.slo.percentile} over requests"
+    return {
+        "batching": "continuous",
+        "batching_detail": (f"continuous (in-flight) batching on {load.framework}: every fleet is timed by "
+                            "LLMAnalysis.serve() (engine steps mixing prefill chunks and decodes, the KV pool as the "
+                            "engine sizes it, queueing); each row's reproduce['serve_call'] returns its figures. "
+                            f"Latency targets are checked on the {stat}."),
+        "fleet": ("replicas = the fewest copies of the layout (dp_size) whose serve() answer meets every target: "
+                  "from the fewest that keep up with the request rate, doubling then bisecting (latencies fall as "
+                  "each replica's share of the load falls)"),
+        "load": ("closed loop: concurrency clients spread round robin over the replicas" if load.slo.concurrency
+                 is not None else f"open loop: Poisson arrivals at {load.request_rate:g} requests/s"
+                 + (" (min_tokens_per_s / output length)" if load.slo.request_rate_per_s is None else "")
+                 + " split evenly over the replicas"),
+        "layouts": "one tensor-parallel group per replica (pp = 1, ep = 1): the layouts serve() models",
+        "engine": f"{load.framework} with its profile's defaults (llm_analysis/catalogue/engine_profiles)"
+                  + (f", options {load.engine_options}" if load.engine_options else ""),
+    }
+
+
+__all__ = ["CONTINUOUS_COLUMNS", "ContinuousLoad", "collect_continuous", "continuous_assumptions",
+           "continuous_legend", "kv_cache_name"]

@@ -1,0 +1,365 @@
+"""Disaggregated serving: a prefill pool and a decode pool of workers, the KV cache moved between them.
+
+`serve(..., disaggregated={"prefill": {"workers": Wp, "parallelism": ParallelismConfig(...),
+"batch_size": Bp}, "decode": {"workers": Wd, "parallelism": ParallelismConfig(...), "batch_size":
+Bd}})`; each pool's workers have their own layout (serving/layout.py: tp x attention_dp GPUs,
+experts over moe_tp x moe_ep) and engine (the call's framework and options). `batch_size` is per
+attention rank (per worker when attention_dp_size = 1; the validation data's convention):
+prefill: the requests one prefill step takes (default: as many whole prompts as the token budget
+holds); decode: the requests one rank decodes at once (default: the engine's max_num_seqs), both
+also bounded by the rank's KV pool. An optional "kv_transfer_GB_per_s" sets the per-GPU bandwidth
+of the KV transfer (default: the link the two pools share, below).
+
+A request's life, in steady state with X requests per second over the deployment:
+- prefill pool (Rp = Wp x attention_dp ranks, the request rate split evenly): a batch of b
+  prompts (at most batch_size; in a closed loop at most a rank's clients, C / Rp; in an open loop
+  the least batch whose rate carries the load) takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
+  model); the ranks serve batches as an M/D/1 queue of service s_b / b per request at utilisation
+  rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)) (Poisson arrivals); in a closed loop at
+  least prefill_contention (fitted per engine, PREFILL_CONTENTION) of the batches of the other
+  clients of a rank (clients that finish together return together) and never more than all of
+  them, (C / Rp - 1) s_b / b;
+- KV transfer: each GPU of the prefill rank sends its share of the prompt's KV cache (its KV
+  bytes per token x input length) to the decode worker, point to point over the link the two
+  pools share: NVLink when all their GPUs fit one NVLink domain (a node, or an NVL72 rack),
+  InfiniBand otherwise (cost/links.py);
+- time to first token = API latency + queue wait + s_b + transfer (the prefill emits the first
+  token);
+- decode pool (Rd = Wd x attention_dp ranks): D = X (O - 1) TPOT / Rd requests decode on each rank
+  (Little's law), a step of max(D, 1) decoders at the mean context I + O / 2 on the decode rank's
+  step model (speculative decoding included when given): TPOT;
+- closed loop: C = X (TTFT + (O - 1) TPOT), solved for X by bisection below the pools' capacity
+  (prefill: Rp b / s_b; decode: Rd min(Bd, KV pool) requests at once); more clients than the
+  deployment holds wait before their prefill (in TTFT). Open loop: X = the request rate; at or
+  above the capacity the queue grows without bound (no latency is a number).
+Tails: the prefill queue's wait spread exponentially around its mean (p = mean x ln(1 / (1 - q))),
+TPOT the same for every request (every request sees the same steps).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+from llm_analysis.config import ParallelismConfig
+from llm_analysis.cost.links import collective_time_s, link_for_group
+from llm_analysis.errors import ConfigError
+from llm_analysis.serving.answer import LATENCIES, PERCENTILES, unbounded_latencies
+from llm_analysis.serving.rank import Replica, build_rank
+from llm_analysis.serving.steady_state import capacity, prefill_chunks
+from llm_analysis.units import GB
+
+POOLS = ("prefill", "decode")
+POOL_KEYS = ("workers", "parallelism", "batch_size")
+_TOP_KEYS = POOLS + ("kv_transfer_GB_per_s", "prefill_contention")
+# closed loop: the share of one prefill batch a request waits per other client of its prefill rank
+# (clients that finish together return together: the aggregated engines' prefill_contention, for the
+# prefill pool); the median of each engine's implied values on the fit half of the disaggregated
+# rows of serving_dev.csv (benchmarks/serving_layout_accuracy.py --fit: trtllm 0.34 over 28 rows, sglang
+# 0.59 over 15; vllm has one row there, so it takes TensorRT-LLM's value)
+PREFILL_CONTENTION = {"trtllm": 0.34, "sglang": 0.59, "vllm": 0.34}
+_BISECTIONS = 100
+_FIXED_POINT_STEPS = 60
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool: its workers, one rank's model, the rank count and the batch bound."""
+
+    name: str
+    workers: int
+    rank: Replica
+    layout: Any
+    batch_size: Optional[int]
+
+    @property
+    def ranks(self) -> int:
+        return self.workers * self.layout.attention_dp
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.layout.gpus_per_worker
+
+
+def _positive_int(value, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{field} = {value!r} must be a whole number >= 1")
+    return value
+
+
+def _pool_spec(disaggregated: Dict[str, Any], name: str) -> Tuple[int, ParallelismConfig, Optional[int]]:
+    where = f"disaggregated['{name}']"
+    spec = disaggregated.get(name)
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{where} = {spec!r} must be a dict: {{'workers': n >= 1, 'parallelism': "
+                          "ParallelismConfig(...), 'batch_size': n (optional)}")
+    unknown = [k for k in spec if k not in POOL_KEYS]
+    if unknown:
+        raise ConfigError(f"{where}[{unknown[0]!r}] is not known; valid: {', '.join(POOL_KEYS)}")
+    if "workers" not in spec:
+        raise ConfigError(f"{where}['workers'] is missing: the pool's worker count, >= 1")
+    workers = spec["workers"]
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"{where}['workers'] = {workers!r} must be a whole number >= 1 (a pool with no workers "
+                          f"serves nothing)")
+    par = spec.get("parallelism", ParallelismConfig())
+    if isinstance(par, dict):
+        par = ParallelismConfig(**par)
+    if not isinstance(par, ParallelismConfig):
+        raise ConfigError(f"{where}['parallelism'] = {par!r} must be a ParallelismConfig (or a dict of its fields)")
+    if par.dp_size != 1:
+        raise ConfigError(f"{where}['parallelism'].dp_size = {par.dp_size}: a pool's worker count is "
+                          f"{where}['workers']; valid: dp_size = 1")
+    batch = spec.get("batch_size")
+    if batch is not None:
+        batch = _positive_int(batch, f"{where}['batch_size']")
+    return workers, par, batch
+
+
+def _pools(a, framework: str, disaggregated, options, lengths, imbalance, speculative) -> Tuple[Pool, Pool]:
+    if not isinstance(disaggregated, dict):
+        raise ConfigError(f"disaggregated = {disaggregated!r} must be a dict with 'prefill' and 'decode' pools")
+    unknown = [k for k in disaggregated if k not in _TOP_KEYS]
+    if unknown:
+        raise ConfigError(f"disaggregated[{unknown[0]!r}] is not known; valid: {', '.join(_TOP_KEYS)}")
+    out = []
+    for name in POOLS:
+        workers, par, batch = _pool_spec(disaggregated, name)
+        opts = dict(options)
+        if name == "decode" and batch is not None:
+            opts["max_num_seqs"] = batch
+        # a prefill rank holds a prompt's cache until it is sent; a decode rank the whole request's
+        longest = lengths.max_input if name == "prefill" else lengths.max_total
+        rank, layout = build_rank(a, par, framework, opts, lengths, imbalance,
+                                  speculative if name == "decode" else None, where=f"disaggregated['{name}'] ",
+                                  longest_tokens=longest)
+        out.append(Pool(name, workers, rank, layout, batch))
+    return out[0], out[1]
+
+
+def _prefill_batch(pool: Pool) -> int:
+    """Prompts one prefill step takes: batch_size, else as many whole prompts as the token budget holds."""
+    r = pool.rank
+    if pool.batch_size is not None:
+        return min(pool.batch_size, r.engine.max_num_seqs)
+    return max(1, min(r.engine.max_num_seqs, int(r.engine.token_budget // max(r.shape.prefill, 1.0))))
+
+
+def _prefill_batch_s(pool: Pool, batch: int) -> float:
+    """The prefill-only steps of `batch` prompts taken together."""
+    r = pool.rank
+    return sum(r.timer.step_s(0.0, 0.0, [c] * batch) for c in prefill_chunks(r.engine, r.shape, 0.0))
+
+
+def kv_transfer_s(a, prefill: Pool, decode: Pool, bytes_per_s: Optional[float]) -> float:
+    """Seconds to move one prompt's KV cache from its prefill rank to the decode pool: each prefill
+    GPU sends its share at once, point to point over the link both pools' GPUs share."""
+    r = prefill.rank
+    nbytes = r.pool.bytes_per_token * r.shape.input + r.pool.bytes_per_request
+    if bytes_per_s is not None:
+        return 0.0 if math.isinf(bytes_per_s) else nbytes / bytes_per_s
+    gpus = prefill.gpus + decode.gpus
+    link = link_for_group(a.gpu_config, 2, max(1, gpus - 1), a.intra_node_memory_efficiency,
+                          a.inter_node_memory_efficiency, a.num_gpus_per_node)
+    return collective_time_s("p2p", nbytes, 2, link)
+
+
+@dataclass(frozen=True)
+class _Decode:
+    """The decode pool at a throughput: requests per rank, the step they see, its capacity."""
+
+    decoders: float
+    tpot_s: float
+
+
+def _decode_at(pool: Pool, x: float, decode_steps: float) -> _Decode:
+    """Decoders per rank and TPOT at X requests per second (the fixed point of Little's law)."""
+    r = pool.rank
+    ctx = r.shape.mean_context
+    d = 1.0
+    tpot = r.timer.step_s(1.0, ctx)
+    for _ in range(_FIXED_POINT_STEPS):
+        new = x * decode_steps * tpot / pool.ranks
+        seen = max(new, 1.0)
+        tpot = r.timer.step_s(seen, seen * ctx)
+        if abs(new - d) <= 1e-12 * max(d, 1.0):
+            d = new
+            break
+        d = new
+    return _Decode(d, tpot)
+
+
+def _decode_capacity_rps(pool: Pool, decode_steps: float) -> float:
+    """Requests per second the decode pool completes with every rank full."""
+    r = pool.rank
+    n = capacity(r.engine, r.pool, r.shape)
+    if decode_steps <= 0:
+        return math.inf
+    return pool.ranks * n / (decode_steps * r.timer.step_s(float(n), n * r.shape.mean_context))
+
+
+def _closed_loop_rate(latencies, clients: float, decode_steps: float, highest_rps: float) -> float:
+    """The X with clients = X (TTFT + (O - 1) TPOT), by bisection below `highest_rps` (the left side grows
+    with X); `highest_rps` itself when even there the deployment holds fewer clients (the rest wait)."""
+    def excess(x: float) -> float:
+        ttft, dec, _ = latencies(x)
+        return x * (ttft + decode_steps * dec.tpot_s) - clients
+
+    hi = highest_rps
+    if excess(hi) <= 0:
+        return hi
+    lo = 0.0
+    for _ in range(_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        if excess(mid) > 0:
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
+def _md1_wait_s(rho: float, service_s: float) -> float:
+    return rho * service_s / (2.0 * (1.0 - rho)) if rho < 1 else math.inf
+
+
+def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dict[str, Any], imbalance,
+                        speculative) -> Dict[str, Any]:
+    """serve() on a prefill pool and a decode pool (module docstring); the keys of aggregated serve()."""
+    prefill, decode = _pools(a, framework, disaggregated, options, workload.lengths, imbalance, speculative)
+    link = disaggregated.get("kv_transfer_GB_per_s")
+    if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float)) or not link > 0):
+        raise ConfigError(f"disaggregated['kv_transfer_GB_per_s'] = {link!r} must be a positive number (inf: "
+                          "instantaneous)")
+    shape, engine = decode.rank.shape, decode.rank.engine
+    contention = disaggregated.get("prefill_contention", PREFILL_CONTENTION[engine.framework])
+    if isinstance(contention, bool) or not isinstance(contention, (int, float)) or not 0 <= contention <= 1:
+        raise ConfigError(f"disaggregated['prefill_contention'] = {contention!r} must be a share in [0, 1]")
+    api = prefill.rank.engine.api_latency_s
+    batch = _prefill_batch(prefill)
+    full_batch_s = _prefill_batch_s(prefill, batch)
+    # the engine takes what waits: a closed loop's rank sees at most its clients at once; an open loop
+    # the least batch whose rate carries the load
+    if workload.closed_loop:
+        batch = max(1, min(batch, int(workload.concurrency // prefill.ranks)))
+    else:
+        for b in range(1, batch):
+            if prefill.ranks * b / _prefill_batch_s(prefill, b) > workload.request_rate:
+                batch = b
+                break
+    batch_s = _prefill_batch_s(prefill, batch)
+    prefill_s = batch_s  # a request's own prefill: its batch's steps
+    transfer_s = kv_transfer_s(a, prefill, decode, None if link is None else link * GB)
+    decode_steps = shape.output - 1
+    prefill_cap = prefill.ranks * _prefill_batch(prefill) / full_batch_s
+    cap = min(prefill_cap, _decode_capacity_rps(decode, decode_steps))
+
+    def wait_s(x: float, clients: Optional[float]) -> float:
+        rho = x * batch_s / (batch * prefill.ranks)
+        w = _md1_wait_s(rho, batch_s)
+        if clients is not None:  # a closed loop: at most the other clients of a rank ahead
+            others_batches = max(clients / prefill.ranks - 1.0, 0.0) * batch_s / batch
+            w = min(max(w, contention * others_batches), others_batches)
+        return w
+
+    def latencies(x: float, clients: Optional[float]):
+        dec = _decode_at(decode, x, decode_steps) if decode_steps > 0 else _Decode(0.0, 0.0)
+        w = wait_s(x, clients)
+        ttft = api + w + prefill_s + transfer_s
+        return ttft, dec, w
+
+    saturated = False
+    if workload.closed_loop:
+        c = float(workload.concurrency)
+        x = _closed_loop_rate(lambda x: latencies(x, c), c, decode_steps,
+                              min(cap, prefill.ranks * batch / batch_s) * (1 - 1e-9))
+        ttft, dec, w = latencies(x, c)
+        ttft = max(ttft, c / x - decode_steps * dec.tpot_s)  # the wait for room, when the deployment is full
+        w = ttft - api - prefill_s - transfer_s
+    else:
+        x = workload.request_rate
+        saturated = x >= cap
+        if not saturated:
+            ttft, dec, w = latencies(x, None)
+    out: Dict[str, Any] = {
+        "framework": engine.framework, "mode": "closed_loop" if workload.closed_loop else "open_loop",
+        "concurrency": workload.concurrency, "request_rate": workload.request_rate,
+        "input_len_mean": shape.input, "output_len_mean": shape.output,
+        "num_replicas": prefill.workers + decode.workers, "gpus_per_replica": None,
+        "num_gpus": prefill.gpus + decode.gpus,
+    }
+    if saturated:
+        out.update(unbounded_latencies())
+        rps, resident = cap, float(capacity(engine, decode.rank.pool, shape))
+    else:
+        tpot = dec.tpot_s if decode_steps > 0 else None
+        out.update(ttft_s=ttft, tpot_s=tpot, e2e_s=ttft + decode_steps * (tpot or 0.0))
+        out.update(_tails(ttft, w, tpot, decode_steps))
+        rps, resident = x, dec.decoders
+    out.update({
+        "requests_per_s": rps,
+        "output_tokens_per_s": rps * shape.output,
+        "output_tokens_per_s_per_gpu": rps * shape.output / out["num_gpus"],
+        "input_tokens_per_s": rps * shape.input,
+        "saturation_request_rate_per_s": cap,
+        "saturated": saturated,
+        "max_running_requests_per_replica": capacity(engine, decode.rank.pool, shape) * decode.layout.attention_dp,
+        "mean_running_requests_per_replica": resident * decode.layout.attention_dp,
+        "kv_pool_tokens_per_replica": decode.rank.pool.capacity_tokens * decode.layout.attention_dp,
+        "kv_pool_bytes_per_gpu": decode.rank.pool.pool_bytes,
+        "kv_occupancy": min(1.0, resident * shape.mean_context / max(decode.rank.pool.capacity_tokens, 1)),
+        "preemptions": 0,
+        "max_num_batched_tokens": prefill.rank.engine.token_budget, "max_num_seqs": engine.max_num_seqs,
+        "gpu_memory_utilization": engine.memory_share, "block_size": engine.block_size,
+        "kv_cache_dtype": engine.kv_cache_dtype, "prefix_cache_share": engine.prefix_cache_share,
+        "seed": engine.seed, "num_requests_simulated": 0,
+        "perf_model": a.perf_model if isinstance(a.perf_model, str) else "profile",
+        **_pool_entries(prefill, decode, batch, batch_s, transfer_s, None if saturated else w, prefill_cap,
+                        _decode_capacity_rps(decode, decode_steps)),
+        "notes": _notes(prefill, decode, batch, saturated, cap, workload),
+    })
+    if speculative is not None:
+        out.update(speculative.entries())
+    return out
+
+
+def _pool_entries(prefill: Pool, decode: Pool, batch: int, batch_s: float, transfer_s: float,
+                  wait_s: Optional[float], prefill_cap: float, decode_cap: float) -> Dict[str, Any]:
+    """The pools' own figures in the answer."""
+    return {"disaggregated": True,
+            "prefill_workers": prefill.workers, "prefill_gpus_per_worker": prefill.layout.gpus_per_worker,
+            "decode_workers": decode.workers, "decode_gpus_per_worker": decode.layout.gpus_per_worker,
+            "prefill_batch_size": batch, "prefill_batch_s": batch_s, "kv_transfer_s": transfer_s,
+            "prefill_queue_wait_s": wait_s, "prefill_capacity_request_rate_per_s": prefill_cap,
+            "decode_capacity_request_rate_per_s": decode_cap}
+
+
+def _tails(ttft: float, wait: float, tpot: Optional[float], decode_steps: float) -> Dict[str, Optional[float]]:
+    """Percentiles: the prefill queue's wait spread exponentially around its mean; TPOT alike for all."""
+    out: Dict[str, Optional[float]] = {}
+    fixed = ttft - wait
+    for q in PERCENTILES:
+        t = fixed + wait * math.log(1.0 / (1.0 - q / 100.0))
+        values = {"ttft": t, "tpot": tpot, "e2e": t + decode_steps * (tpot or 0.0)}
+        for name in LATENCIES:
+            out[f"{name}_p{q}_s"] = values[name]
+    return out
+
+
+def _notes(prefill: Pool, decode: Pool, batch: int, saturated: bool, cap: float, workload) -> list:
+    n = []
+    if saturated:
+        n.append(f"request_rate = {workload.request_rate:g}/s is at or above the deployment's capacity {cap:.4g}/s: "
+                 "the queue grows without bound, so no latency is a number")
+    for pool in (prefill, decode):
+        lay = pool.layout
+        n.append(f"{pool.name} pool: {pool.workers} worker(s) of tp={lay.tp} x attention_dp={lay.attention_dp} "
+                 f"(experts moe_tp={lay.moe_tp} x moe_ep={lay.moe_ep}), {pool.gpus} GPUs")
+    n.append(f"disaggregated: prefill in batches of {batch} prompt(s) per rank (M/D/1 queue, capped in a closed loop "
+             "by the other clients of a rank), the KV cache sent point to point to the decode pool, decode steps of "
+             "the mean number of decoding requests per rank (Little's law); tails spread the prefill queue's wait "
+             "exponentially; no simulation")
+    return n
+
+
+__all__ = ["POOLS", "kv_transfer_s", "serve_disaggregated"]

@@ -1,0 +1,98 @@
+"""One rank of a serving worker (an attention replica; the worker itself when it has one): its
+engine, KV pool, step timer and requests' mean shape, built from a worker layout (serving/layout.py),
+for aggregated serve() (serving/run.py) and each pool of a disaggregated one
+(serving/disaggregated.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from llm_analysis.serving.engine import engine_settings
+from llm_analysis.serving.kv_pool import kv_pool
+from llm_analysis.serving.layout import (WorkerLayout, attention_analysis, layout_step_timer, weight_bytes_per_gpu,
+                                         worker_layout)
+from llm_analysis.serving.simulation import simulate
+from llm_analysis.serving.steady_state import RequestShape, capacity, saturation_rate
+from llm_analysis.serving.step_time import step_timer
+
+
+def request_shape(engine, lengths) -> RequestShape:
+    """The requests' mean lengths, and the prompt tokens the prefix cache holds (whole blocks)."""
+    if lengths.pairs is not None:
+        inputs = lengths.pairs[:, 0].astype(float)
+    else:
+        inputs = np.array([lengths.input_mean])
+    block = engine.block_size
+    cached = np.minimum((np.floor(engine.prefix_cache_share * inputs) // block) * block, inputs - 1)
+    return RequestShape(lengths.input_mean, lengths.output_mean, float(cached.mean()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Replica:
+    """What one replica is made of: its engine, KV pool, step model and requests' mean shape."""
+
+    engine: Any
+    pool: Any
+    timer: Any
+    shape: RequestShape
+    lengths: Any
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.engine, self.pool, self.shape)
+
+    def saturation_rps(self) -> float:
+        """Requests per second one replica completes flat out (kept: the planner asks at every load)."""
+        key = ("saturation", getattr(self.timer, "memo_key", None), dataclasses.replace(self.engine, seed=0,
+                                                                                          num_requests=0),
+               self.shape, self.pool)
+        memo = self.timer.costs.memo
+        if key not in memo:
+            memo[key] = saturation_rate(self.timer, self.engine, self.pool, self.shape)
+        return memo[key]
+
+    def occupancy(self, resident: float) -> float:
+        """The KV pool's share `resident` requests hold: their mean length as they grow (whole when reserved)."""
+        held = self.shape.input + self.shape.output if self.engine.admission == "full_request" else \
+            self.shape.mean_context
+        return min(1.0, resident * held / max(self.pool.capacity_tokens, 1))
+
+    def simulate(self, **kw):
+        e = self.engine
+        return simulate(self.timer, e, self.pool, self.lengths, num_requests=e.num_requests,
+                        api_latency_s=e.api_latency_s, **kw)
+
+
+def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths, imbalance=None, speculative=None,
+               where: str = "", longest_tokens: Optional[int] = None) -> Tuple[Replica, WorkerLayout]:
+    """One rank of the worker layout `parallelism` (an attention replica; the whole worker when it
+    has one): its engine, KV pool, step timer and requests' mean shape. A plain tensor-parallel worker
+    is timed exactly as before layouts existed (one analysis, one describer)."""
+    layout = worker_layout(a, parallelism, where)
+    if layout.plain and parallelism is a.parallelism_config:
+        rank = a  # the analysis' own layout: its own describer and caches
+    else:  # a pool's layout, or one attention replica of the worker
+        rank = attention_analysis(a, layout)
+    engine = engine_settings(rank, framework, options)
+    d = rank.describer_for(engine.kv_cache_bytes)
+    if layout.plain:
+        timer, weights = step_timer(rank, d, engine), None
+    else:
+        timer, weights = layout_step_timer(a, layout, engine, imbalance, where), weight_bytes_per_gpu(a, layout)
+    extra = dict(weight_bytes=weights)
+    if speculative is not None:
+        timer = speculative.timer(timer, rank, engine)
+        extra.update(extra_weight_bytes=speculative.draft_weight_bytes_per_gpu(rank),
+                     extra_bytes_per_token=speculative.draft_kv_bytes_per_token_per_gpu(rank, engine.kv_cache_bytes))
+    longest = lengths.max_total if longest_tokens is None else longest_tokens
+    pool = kv_pool(rank, d, engine, longest, **extra)
+    shape = request_shape(engine, lengths)
+    return Replica(engine, pool, timer, shape, lengths), layout
+
+
+
+
+__all__ = ["Replica", "build_rank", "request_shape"]

@@ -1,0 +1,202 @@
+"""Speculative decoding in serve(): a draft proposes tokens, one target step verifies them.
+
+`serve(..., speculative={...})` with
+- "method": "mtp" (a one-layer draft module on the target's hidden states: DeepSeek's multi-token
+  prediction, EAGLE heads) or "draft_model" (a separate small model, "draft_model": a catalogue
+  name, Hub id or ModelConfig, on the same GPUs and tensor-parallel layout as the target);
+- "draft_length" k: the tokens each decode step verifies per request: the last accepted token
+  and k - 1 drafted after it (TensorRT-LLM's max_draft_len + 1, SGLang's
+  speculative_num_draft_tokens);
+- "mean_accepted_length" L in [1, k]: the tokens a step emits per request on average (the
+  accepted drafts and the target's own next token), or "acceptance_rate" a in [0, 1], each
+  drafted token accepted with probability a if the one before it was:
+  L = 1 + a + ... + a^(k-1) = (1 - a^k) / (1 - a).
+
+A decode step then runs the draft k - 1 times (each pass one token per request) and the target
+once over k tokens per request: its token operators over D x k tokens, its LM head over all of
+them, its attention with k queries per sequence over the sequence's context (the cache read
+once). The step emits L tokens per request, so the time per output token is the step's time
+over L: decode-only steps are timed as step / L (one token per request each, as serve()'s
+steady state and simulation count them), and the prefill a step carries keeps its full time
+(step(D, chunks) - step(D) is the prefill's, as without speculation).
+
+Draft costs: "mtp" runs, per pass, one of the target's layers (its token operators and its
+attention at the step's context, the target's total over its layer count) and the LM head;
+"draft_model" runs a decode step of the draft model. Memory: "mtp" holds one layer's weights
+and KV cache per token (the target's over its layer count), "draft_model" the draft's weights
+and KV cache on the same layout.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+from llm_analysis.errors import ConfigError
+
+METHODS = ("mtp", "draft_model")
+_KEYS = ("method", "draft_length", "mean_accepted_length", "acceptance_rate", "draft_model")
+MAX_DRAFT_LENGTH = 64
+
+
+def _draft_model_config(value):
+    from llm_analysis.config import ModelConfig, get_model_config_by_name
+    if isinstance(value, ModelConfig):
+        return value
+    if isinstance(value, str):
+        return get_model_config_by_name(value)
+    raise ConfigError(f"speculative['draft_model'] = {value!r} must be a model name or a ModelConfig")
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding as serve() runs it (see the module docstring)."""
+
+    method: str
+    draft_length: int  # k: tokens verified per request per step
+    mean_accepted_length: float  # L: tokens emitted per request per step
+    draft_model: Any = None  # ModelConfig of "draft_model"
+
+    def timer(self, base, analysis, engine) -> "SpeculativeStepTimer":
+        """`base` (a StepTimer) with each decode step verifying k tokens after the draft's passes."""
+        draft = None
+        if self.method == "draft_model":
+            from llm_analysis.serving.step_time import step_timer
+            other = self.draft_analysis(analysis)
+            draft = step_timer(other, other.describer_for(engine.kv_cache_bytes), engine).costs
+        return SpeculativeStepTimer(base, self, analysis.model_config.num_layers, draft)
+
+    def draft_analysis(self, analysis):
+        """The target's analysis with the draft model in its place (same GPUs, dtype and layout),
+        kept with the analysis' describer."""
+        def build():
+            other = copy.copy(analysis)
+            try:
+                other.update_model_config(self.draft_model)
+            except ConfigError as err:
+                raise ConfigError(f"speculative['draft_model'] = {self.draft_model.name!r} cannot run on the "
+                                  f"target's layout: {err}") from None
+            return other
+
+        return analysis.describer.memoized(("speculative_draft", self.draft_model.model_dump_json()), build)
+
+    def draft_weight_bytes_per_gpu(self, analysis) -> float:
+        if self.method == "draft_model":
+            return self.draft_analysis(analysis).get_weight_memory_per_gpu()
+        return analysis.get_weight_memory_per_gpu() / analysis.model_config.num_layers
+
+    def draft_kv_bytes_per_token_per_gpu(self, analysis, kv_cache_bytes: float) -> float:
+        source = self.draft_analysis(analysis) if self.method == "draft_model" else analysis
+        per_token = (source.get_memory_kv_cache_per_gpu(1, 2, kv_cache_bytes)
+                     - source.get_memory_kv_cache_per_gpu(1, 1, kv_cache_bytes))
+        return per_token if self.method == "draft_model" else per_token / analysis.model_config.num_layers
+
+    @property
+    def key(self) -> tuple:
+        """What distinguishes this speculation in kept results (saturation rates)."""
+        return (self.method, self.draft_length, self.mean_accepted_length,
+                self.draft_model.name if self.draft_model is not None else None)
+
+    def entries(self) -> Dict[str, Any]:
+        return {"speculative_method": self.method, "speculative_draft_length": self.draft_length,
+                "speculative_mean_accepted_length": self.mean_accepted_length}
+
+
+class SpeculativeStepTimer:
+    """Step times under speculative decoding, in tokens emitted: a decode-only step of D requests
+    takes (verify + draft) / L (one token per request), a step with prefill chunks adds their time
+    in full (the `StepTimer` interface serve()'s steady state and simulation read)."""
+
+    def __init__(self, base, spec: Speculative, num_layers: int, draft_costs=None):
+        self.base, self.spec, self.num_layers, self.draft_costs = base, spec, num_layers, draft_costs
+        self.costs, self.engine = base.costs, base.engine
+        self.memo_key = ("speculative",) + spec.key  # its saturation rate differs from the base timer's
+
+    def _draft_s(self, graph: bool, decoders: float, context: float) -> float:
+        """The draft's k - 1 passes over `decoders` requests at `context` tokens."""
+        passes = self.spec.draft_length - 1
+        if passes <= 0 or decoders <= 0:
+            return 0.0
+        if self.draft_costs is not None:
+            token, head = self.draft_costs.token_and_head_s(graph, decoders)
+            one = token + head + self.draft_costs.decode_attention_s(graph, decoders, context)
+        else:  # one of the target's layers and its LM head
+            c = self.costs
+            one = (c.token_s(graph, decoders) + c.decode_attention_s(graph, decoders, context)) / self.num_layers \
+                + c.head_s(graph, decoders)
+        return passes * one
+
+    def _verify_s(self, decoders: float, context: float, chunks, sampled_chunks: float) -> float:
+        """One target step verifying k tokens for each of `decoders` requests, with prefill `chunks`."""
+        k, c, e = self.spec.draft_length, self.costs, self.engine
+        prefill = sum(q for q, _ in chunks)
+        tokens = decoders * k + prefill
+        graph = e.uses_graphs(decoders + prefill, bool(chunks))
+        t = c.token_s(graph, tokens) + c.head_s(graph, decoders * k + sampled_chunks)
+        t += c.decode_attention_s(graph, decoders, context, k)
+        for q, past in chunks:
+            t += c.chunk_attention_s(graph, q, past) + c.prefill_form_s(graph, q)
+        t += self._draft_s(graph, decoders, context)
+        return t + e.step_overhead_s + e.step_overhead_per_seq_s * (decoders + len(chunks))
+
+    def step_s(self, decoders: float, decode_context_sum: float, chunks=(), sampled: float = None) -> float:
+        if decoders <= 0:
+            return self.base.step_s(decoders, decode_context_sum, chunks, sampled)
+        context = decode_context_sum / decoders
+        sampled_chunks = len(chunks) if sampled is None else max(sampled - decoders, 0.0)
+        decode_only = self._verify_s(decoders, context, (), 0.0)
+        whole = self._verify_s(decoders, context, chunks, sampled_chunks) if chunks else decode_only
+        # the step emits L tokens per request: its decode part counts 1 / L per token; the prefill part whole
+        return whole - decode_only * (1.0 - 1.0 / self.spec.mean_accepted_length)
+
+
+def speculative_decoding(analysis, value: Optional[Dict[str, Any]]) -> Optional[Speculative]:
+    """The checked `speculative=` argument of serve() (None: no speculation); one ConfigError naming
+    the key, the value and what is valid."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError(f"speculative = {value!r} must be a dict: {{'method': 'mtp' | 'draft_model', "
+                          "'draft_length': k, 'mean_accepted_length': L (or 'acceptance_rate': a), "
+                          "'draft_model': name (draft_model only)}")
+    unknown = [k for k in value if k not in _KEYS]
+    if unknown:
+        raise ConfigError(f"speculative key {unknown[0]!r} is not known; valid: {', '.join(_KEYS)}")
+    method = value.get("method", "mtp")
+    if method not in METHODS:
+        raise ConfigError(f"speculative['method'] = {method!r} is not known; valid: {', '.join(METHODS)}")
+    k = value.get("draft_length")
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= MAX_DRAFT_LENGTH:
+        raise ConfigError(f"speculative['draft_length'] = {k!r} must be a whole number of tokens verified per step, "
+                          f"2..{MAX_DRAFT_LENGTH} (the last accepted token and at least one drafted)")
+    has_length, has_rate = "mean_accepted_length" in value, "acceptance_rate" in value
+    if has_length == has_rate:
+        raise ConfigError("speculative: give exactly one of 'mean_accepted_length' (tokens emitted per step, in "
+                          f"[1, draft_length = {k}]) and 'acceptance_rate' (each drafted token's, in [0, 1])")
+    if has_rate:
+        a = value["acceptance_rate"]
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1:
+            raise ConfigError(f"speculative['acceptance_rate'] = {a!r} must be a number in [0, 1]")
+        length = float(k) if a == 1 else (1 - a ** k) / (1 - a)
+    else:
+        length = value["mean_accepted_length"]
+        if isinstance(length, bool) or not isinstance(length, (int, float)) or not math.isfinite(length) \
+                or not 1 <= length <= k:
+            raise ConfigError(f"speculative['mean_accepted_length'] = {length!r} must be in [1, draft_length = {k}]: "
+                              "a step emits at least the target's own token and at most every verified one")
+        length = float(length)
+    draft = None
+    if method == "draft_model":
+        if "draft_model" not in value:
+            raise ConfigError("speculative['method'] = 'draft_model' needs speculative['draft_model']: a catalogue "
+                              "name, Hub id or ModelConfig of the draft")
+        draft = _draft_model_config(value["draft_model"])
+    elif "draft_model" in value:
+        raise ConfigError("speculative['draft_model'] is given but method = 'mtp' drafts with a layer of the target; "
+                          "use method = 'draft_model' or drop the key")
+    return Speculative(method, k, length, draft)
+
+
+__all__ = ["METHODS", "Speculative", "SpeculativeStepTimer", "speculative_decoding"]

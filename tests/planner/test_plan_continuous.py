@@ -1,0 +1,118 @@
+"""Issue 25 item 6: `plan infer` with a load sizes replicas with serve() (continuous batching), says
+which target binds and carries the serve() call that reproduces each row; static batches stay
+available."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_analysis.cli.plan import plan_infer_command
+from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                                 get_model_config_by_name)
+from llm_analysis.errors import ConfigError
+from llm_analysis.facade import LLMAnalysis
+from llm_analysis.planner import plan_inference
+
+TARGETS = {"max_ttft_s": 0.5, "max_tpot_s": 0.05, "request_rate_per_s": 20}
+
+
+def _fleet(row, replicas=None):
+    rep = row["reproduce"]
+    par = dict(rep["parallelism"])
+    if replicas is not None:
+        par["dp_size"] = replicas
+    return LLMAnalysis(get_model_config_by_name(rep["model_name"]), get_gpu_config_by_name(rep["gpu_name"]),
+                       get_dtype_config_by_name(rep["dtype_name"]), ParallelismConfig(**par),
+                       **rep["analysis_kwargs"])
+
+
+@pytest.fixture(scope="module")
+def issue_plan():
+    """The issue's example: Llama-3.1-70B on H100s, TTFT <= 0.5 s, TPOT <= 50 ms at 20 requests/s."""
+    return plan_inference("meta-llama/Llama-3.1-70B", ["h100-sxm-80gb"], TARGETS)
+
+
+def test_the_issue_example_answers_with_8_to_48_gpus_meeting_the_targets(issue_plan):
+    r = issue_plan
+    assert r.assumptions["batching"] == "continuous"
+    best = r.best
+    assert 8 <= best["figures"]["num_gpus"] <= 48
+    # the row's serve() call, run again, gives its figures; they meet every target at the offered rate
+    s = _fleet(best).serve(**best["reproduce"]["serve_kwargs"])
+    assert s["num_gpus"] == best["figures"]["num_gpus"]
+    assert s["ttft_s"] == best["figures"]["ttft_s"] and s["tpot_s"] == best["figures"]["tpot_s"]
+    assert s["ttft_s"] <= 0.5 and s["tpot_s"] <= 0.05 and not s["saturated"]
+    assert s["requests_per_s"] == pytest.approx(20)
+    assert "serve(request_rate=20" in best["reproduce"]["serve_call"]
+
+
+def test_one_replica_fewer_misses_what_the_row_says_binds(issue_plan):
+    row = issue_plan.best
+    replicas = row["figures"]["replicas"]
+    assert replicas > 1 and row["binding"] != ["none"]
+    s = _fleet(row, replicas - 1).serve(**row["reproduce"]["serve_kwargs"])
+    missed = {"saturation": s["saturated"],
+              "ttft": not s["saturated"] and s["ttft_s"] > TARGETS["max_ttft_s"],
+              "tpot": not s["saturated"] and s["tpot_s"] > TARGETS["max_tpot_s"]}
+    for name in row["binding"]:
+        assert missed[name], (name, s["ttft_s"], s["tpot_s"])
+
+
+def test_the_static_search_stays_available():
+    r = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], {**TARGETS, "max_ttft_s": 1.0},
+                       seq_len=1024, num_tokens_to_generate=64, max_pp=1, batching="static")
+    assert r.assumptions["batching"].startswith("static")
+    row = r.best
+    assert "inference_kwargs" in row["reproduce"] and row["figures"]["batch_size_per_gpu"] >= 1
+    # Little's law: the fleet holds rate x request time requests in its batches
+    assert row["figures"]["replicas"] * row["figures"]["batch_size_per_gpu"] >= 20 * row["figures"]["total_latency"]
+
+
+def test_closed_loop_clients_and_percentile_targets():
+    r = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"],
+                       {"max_ttft_s": 0.6, "max_tpot_s": 0.03, "concurrency": 96, "percentile": 90},
+                       seq_len=1024, num_tokens_to_generate=128, framework="sglang")
+    row = r.best
+    assert row["figures"]["latency_statistic"] == "p90"
+    kw = row["reproduce"]["serve_kwargs"]
+    assert kw["concurrency"] == 96 and kw["framework"] == "sglang"
+    s = _fleet(row).serve(**kw)
+    assert s["ttft_p90_s"] == row["figures"]["time_to_first_token"] <= 0.6
+    assert s["tpot_p90_s"] == row["figures"]["time_per_output_token"] <= 0.03
+    # Little's law in the closed loop: clients = requests/s x mean end-to-end latency
+    assert s["requests_per_s"] * s["e2e_s"] == pytest.approx(96, rel=1e-9)
+
+
+def test_a_token_rate_is_served_as_requests_per_second():
+    r = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], {"max_tpot_s": 0.05, "min_tokens_per_s": 6400},
+                       seq_len=512, num_tokens_to_generate=128)
+    kw = r.best["reproduce"]["serve_kwargs"]
+    assert kw["request_rate"] == pytest.approx(6400 / 128)
+    assert r.best["figures"]["output_tokens_per_s"] >= 6400 * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("slo, kwargs, field", [
+    ({"concurrency": 8, "percentile": 95}, {}, "slo.percentile"),
+    ({"concurrency": 8, "request_rate_per_s": 2.0}, {}, "slo.concurrency"),
+    ({"concurrency": 0}, {}, "slo.concurrency"),
+    ({"max_tpot_s": 0.05}, {"batching": "continuous"}, "batching"),
+    ({"concurrency": 8}, {"batching": "dynamic"}, "batching"),
+    ({"concurrency": 8}, {"framework": "tgi"}, "framework"),
+    ({"concurrency": 8}, {"engine_options": {"max_num_seq": 8}}, "max_num_seq"),
+    ({"concurrency": 8}, {"kv_cache_dtype_bytes": 0.5}, "kv_cache_dtype_bytes"),
+    ({"concurrency": 8}, {"seq_len": 200000}, "input_len"),
+])
+def test_bad_input_names_the_field(slo, kwargs, field):
+    with pytest.raises(ConfigError) as e:
+        plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], slo, **kwargs)
+    assert field in str(e.value)
+
+
+def test_cli_plan_infer_with_a_load_and_its_bad_input():
+    code, text = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", seq_len=512,
+                                    num_tokens_to_generate=64, max_tpot="50ms", concurrency=32, percentile=90)
+    assert code == 0 and "replicas" in text and "legend:" in text and "p90" in text
+    code, line = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", concurrency=32, percentile=95)
+    assert code == 2 and line.startswith("error: --percentile = 95") and "\n" not in line
+    code, line = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", request_rate=2, batching="dynamic")
+    assert code == 2 and "--batching" in line

@@ -1,0 +1,159 @@
+"""serve() on worker layouts: attention data parallelism and expert parallelism (issue 26;
+serving/layout.py). Expected values are derived by hand from the model's shapes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from llm_analysis.config import ParallelismConfig
+from llm_analysis.errors import ConfigError
+from llm_analysis.serving.engine import engine_settings
+from llm_analysis.serving.layout import (WorkerLayout, all_to_all_bytes_per_token, layout_step_costs,
+                                         weight_bytes_per_gpu, worker_layout)
+from llm_analysis.serving.step_time import StepTimer, step_timer
+
+MOE = "Qwen/Qwen3-30B-A3B"  # 48 MoE layers, 128 experts top-8, hidden 2048, expert width 768, 32 heads / 4 KV
+DENSE = "meta-llama/Llama-3.1-8B"
+LOAD = dict(concurrency=16, input_len=512, output_len=64, num_requests=0)
+
+
+def _serving(a):
+    return a.with_conventions(a.conventions_named(None))
+
+
+def test_no_attention_dp_no_ep_is_the_tensor_parallel_answer(analysis_builder):
+    """attention_dp = 1 and moe_ep = 1 (given or left out) is today's tensor-parallel worker."""
+    plain = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2).serve(**LOAD)
+    given = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=1,
+                             moe_tp_size=2, moe_ep_size=1).serve(**LOAD)
+    for key in ("ttft_s", "tpot_s", "e2e_s", "requests_per_s", "kv_pool_tokens_per_replica", "num_gpus"):
+        assert given[key] == plain[key]
+
+
+@pytest.mark.parametrize("perf_model", ["roofline", "calibrated"])
+def test_layout_step_model_reduces_to_the_plain_one(analysis_builder, perf_model):
+    """The layout's two-part step (attention side + routed experts on their own layout), forced on a worker
+    with attention_dp = 1 and moe_ep = 1, gives the plain step's times (the same operators, split in two)."""
+    a = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model=perf_model, tp_size=2))
+    engine = engine_settings(a, "vllm", {})
+    plain = step_timer(a, a.describer_for(engine.kv_cache_bytes), engine)
+    forced = StepTimer(layout_step_costs(a, WorkerLayout(2, 1, 2, 1, 1), engine.kv_cache_bytes, None), engine)
+    for decoders, ctx, chunks in ((1, 300.0, ()), (12, 700.0, ()), (40, 1500.0, ((512, 0),)), (3, 90.0, ((100, 64),))):
+        assert forced.step_s(decoders, decoders * ctx, chunks) == pytest.approx(
+            plain.step_s(decoders, decoders * ctx, chunks), rel=1e-9)
+
+
+def test_all_to_all_bytes_per_token_by_hand(analysis_builder):
+    """Top-8 routing, hidden 2048, bf16 activations, 8 expert-parallel GPUs: each token's hidden state goes to 8
+    experts, 7/8 of them on other GPUs: 8 x 2048 x 2 x 7/8 = 28672 bytes per MoE layer each way."""
+    a = analysis_builder(MOE, gpu="h100-sxm-80gb")
+    m = a.model_config
+    assert all_to_all_bytes_per_token(m, 2, 8) == 8 * 2048 * 2 * 7 / 8 == 28672
+    assert all_to_all_bytes_per_token(m, 2, 1) == 0
+    # the operators serve() times carry the same bytes: t tokens per expert rank, 8 x 2048 elements each
+    from llm_analysis.model import Phase
+    e = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=1, dp_size=8, ep_size=8))
+    t = 32
+    ops = [op for _, op in e.describer.weighted_ops(Phase("decode", t, 1, 64)) if op.comm_group == "ep"]
+    assert len(ops) == 2  # dispatch and combine
+    for op in ops:
+        assert op.collective == "all_to_all" and op.comm_group_size == 8
+        # the (n - 1) / n that leaves the GPU is the collective's own factor
+        assert op.comm_bytes_per_gpu * 7 / 8 / t == pytest.approx(all_to_all_bytes_per_token(m, 2, 8), rel=1e-12)
+
+
+def test_attention_dp_adds_the_dispatch(analysis_builder):
+    """With attention replicas the MoE layers dispatch and combine tokens: a rank's step costs its attention
+    side, the experts' share and two all-to-alls per MoE layer; without them (tp = 8, moe_ep = 8) no
+    all-to-all (every GPU holds every token after the attention all-reduce)."""
+    a = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="roofline", tp_size=1, attention_dp_size=8))
+    engine = engine_settings(a, "vllm", {})
+    lay = worker_layout(a)
+    assert (lay.tp, lay.attention_dp, lay.moe_tp, lay.moe_ep, lay.ranks, lay.gpus_per_worker) == (1, 8, 1, 8, 8, 8)
+    with_dispatch = layout_step_costs(a, lay, engine.kv_cache_bytes, None)
+    e = with_dispatch.experts
+    no_dispatch = layout_step_costs(a, WorkerLayout(8, 1, 1, 8, 1), engine.kv_cache_bytes, None).experts
+    tokens = 64
+    assert e.token_s(True, tokens) > no_dispatch.token_s(True, tokens)
+    # the difference is the two all-to-alls of all 48 layers, timed on NVLink by the analysis' cost model
+    from llm_analysis.model import Phase
+    ed = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="roofline", tp_size=1, dp_size=8, ep_size=8))
+    a2a = sum(n * ed.cost_model.op_time_s(op) for n, op in ed.describer.weighted_ops(Phase("decode", tokens, 1, 64))
+              if op.comm_group == "ep")
+    assert e.token_s(True, tokens) - no_dispatch.token_s(True, tokens) == pytest.approx(a2a, rel=1e-9)
+
+
+def test_weights_per_gpu_follow_the_layout(analysis_builder):
+    """tp 1 x attention_dp 8, experts over 8: every GPU holds the attention side whole (replicated) and 1/8 of
+    the routed experts: 48 layers x 128 experts x 3 x 2048 x 768 parameters, 2 bytes each."""
+    a = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=1, attention_dp_size=8))
+    total = a.get_num_params_total()
+    routed = 48 * 128 * 3 * 2048 * 768
+    expected = (total - routed) * 2 + routed * 2 / 8
+    assert weight_bytes_per_gpu(a, worker_layout(a)) == pytest.approx(expected, rel=1e-9)
+    # tp 8 with experts over 8 ("TEP"): attention split 8 ways, experts 8 ways
+    b = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=8, moe_ep_size=8))
+    tp8 = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=8))
+    assert weight_bytes_per_gpu(b, worker_layout(b)) == pytest.approx(tp8.get_weight_memory_per_gpu(), rel=1e-9)
+
+
+def test_kv_pool_per_attention_replica(analysis_builder):
+    """Each attention replica keeps its own requests' cache: a worker of 8 replicas holds 8 ranks' pools."""
+    s = analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=1, attention_dp_size=8, perf_model="calibrated").serve(**LOAD)
+    assert s["num_gpus"] == 8 and s["gpus_per_replica"] == 8 and s["num_replicas"] == 1
+    assert s["kv_pool_tokens_per_replica"] == 8 * (s["kv_pool_tokens_per_replica"] // 8)
+    assert s["max_running_requests_per_replica"] == 8 * s["max_running_requests_per_rank"]
+    # Little's law holds over the ranks
+    assert s["requests_per_s"] * s["e2e_s"] == pytest.approx(16, rel=1e-9)
+
+
+def test_attention_dp_serves_more_than_one_replica_of_eight(analysis_builder):
+    """Eight attention replicas with experts spread over them run 2 clients each: faster per token than one
+    tensor-parallel group of 8 running all 16 at once would be at attention_dp = 1 with tp = 1 (that does
+    not fit); checked against dp_size = 8 replicas of the whole model on one GPU each where it fits: the
+    layout's memory per GPU is lower (experts split 8 ways)."""
+    lay = analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=1, attention_dp_size=8, perf_model="calibrated")
+    rep = analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=1, dp_size=8, perf_model="calibrated")
+    s_lay, s_rep = lay.serve(**LOAD), rep.serve(**LOAD)
+    assert s_lay["kv_pool_bytes_per_gpu"] > s_rep["kv_pool_bytes_per_gpu"]
+    assert s_lay["num_gpus"] == s_rep["num_gpus"] == 8
+
+
+@pytest.mark.parametrize("model,fields,named", [
+    (DENSE, dict(tp_size=2, moe_ep_size=2), ("moe_ep_size = 2", "has no experts")),
+    (MOE, dict(tp_size=1, attention_dp_size=3), ("moe_ep_size = 3", "moe_num_experts = 128")),
+    (MOE, dict(tp_size=2, pp_size=2), ("pp_size = 2",)),
+    (MOE, dict(tp_size=2, dp_size=2, ep_size=2), ("ep_size = 2", "attention_dp_size")),
+])
+def test_bad_layouts_are_refused_by_name(analysis_builder, model, fields, named):
+    a = analysis_builder(model, gpu="h100-sxm-80gb", **fields)
+    with pytest.raises(ConfigError) as err:
+        a.serve(**LOAD)
+    for text in named:
+        assert text in str(err.value)
+
+
+def test_dense_model_with_attention_dp_runs_replicas(analysis_builder):
+    """A dense model's MLP follows the attention layout: attention_dp replicas are plain replicas."""
+    a = analysis_builder(DENSE, gpu="h100-sxm-80gb", tp_size=1, attention_dp_size=2, perf_model="calibrated")
+    b = analysis_builder(DENSE, gpu="h100-sxm-80gb", tp_size=1, dp_size=2, perf_model="calibrated")
+    sa, sb = a.serve(**LOAD), b.serve(**LOAD)
+    assert sa["tpot_s"] == pytest.approx(sb["tpot_s"], rel=1e-9)
+    assert sa["ttft_s"] == pytest.approx(sb["ttft_s"], rel=1e-9)
+
+
+def test_cli_layout_flags_and_bad_layout_exit_2():
+    base = [sys.executable, "-m", "llm_analysis", "serve", "--model_name", MOE, "--gpu_name", "h100-sxm-80gb",
+            "--concurrency", "8", "--input_len", "256", "--output_len", "16", "--num_requests", "0",
+            "--output_format", "json"]
+    ok = subprocess.run(base + ["--tp_size", "1", "--attention_dp_size", "8"], capture_output=True, text=True,
+                        timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert '"moe_ep_size": 8' in ok.stdout
+    bad = subprocess.run(base + ["--tp_size", "2", "--moe_tp_size", "3", "--moe_ep_size", "2"], capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode == 2
+    assert "moe_tp_size" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

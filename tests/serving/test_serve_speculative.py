@@ -1,0 +1,74 @@
+"""serve(speculative=...): draft tokens verified k at a time (issue 26; serving/speculative.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_analysis.errors import ConfigError
+from llm_analysis.serving.speculative import speculative_decoding
+
+MODEL = "meta-llama/Llama-3.1-8B"
+ONE = dict(concurrency=1, input_len=1024, output_len=256, num_requests=0)
+
+
+def test_acceptance_rate_gives_the_mean_accepted_length(analysis_builder):
+    """Each drafted token accepted with probability a if the one before was: a step of k = 3 verified tokens
+    emits 1 + a + a^2 on average; a = 0.5: 1.75."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb")
+    spec = speculative_decoding(a, {"method": "mtp", "draft_length": 3, "acceptance_rate": 0.5})
+    assert spec.mean_accepted_length == 1 + 0.5 + 0.25
+    assert speculative_decoding(a, {"method": "mtp", "draft_length": 3, "acceptance_rate": 1.0}).mean_accepted_length == 3
+    assert speculative_decoding(a, {"method": "mtp", "draft_length": 3, "acceptance_rate": 0.0}).mean_accepted_length == 1
+
+
+@pytest.mark.parametrize("method,extra", [("mtp", {}), ("draft_model", {"draft_model": "meta-llama/Llama-3.2-1B"})])
+def test_tpot_is_the_step_over_the_accepted_length(analysis_builder, method, extra):
+    """One client: every decode step is the same verify step (k tokens and the draft's passes); it emits L
+    tokens, so TPOT x L does not depend on L."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    one = a.serve(**ONE, speculative=dict(method=method, draft_length=4, mean_accepted_length=1.0, **extra))
+    three = a.serve(**ONE, speculative=dict(method=method, draft_length=4, mean_accepted_length=3.0, **extra))
+    assert three["tpot_s"] * 3.0 == pytest.approx(one["tpot_s"] * 1.0, rel=1e-9)
+    assert three["speculative_mean_accepted_length"] == 3.0
+    # verifying 4 tokens and drafting 3 costs more than a plain decode step; accepting 3 of them pays back
+    plain = a.serve(**ONE)
+    assert one["tpot_s"] > plain["tpot_s"] > three["tpot_s"]
+    # the prefill is not sped up: the TTFT of one client is the same
+    assert three["ttft_s"] == pytest.approx(plain["ttft_s"], rel=1e-9)
+    # throughput follows TPOT (Little's law: one client)
+    assert three["requests_per_s"] * three["e2e_s"] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_memory_includes_the_draft(analysis_builder):
+    """vLLM's pool = share x memory - weights - workspace: an MTP layer's weights (the target's over its 32 layers)
+    come out of the pool, and each token holds one more layer's KV (131072 / 32 bytes more per token)."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    plain = a.serve(**ONE)
+    mtp = a.serve(**ONE, speculative={"method": "mtp", "draft_length": 2, "mean_accepted_length": 1.5})
+    weights = a.get_weight_memory_per_gpu()
+    assert plain["kv_pool_bytes_per_gpu"] - mtp["kv_pool_bytes_per_gpu"] == pytest.approx(weights / 32, rel=1e-9)
+    per_token = 32 * 8 * 128 * 2 * 2
+    blocks = mtp["kv_pool_bytes_per_gpu"] // ((per_token + per_token / 32) * 16)
+    assert mtp["kv_pool_tokens_per_replica"] == blocks * 16
+    draft = a.serve(**ONE, speculative={"method": "draft_model", "draft_model": "meta-llama/Llama-3.2-1B",
+                                        "draft_length": 2, "mean_accepted_length": 1.5})
+    small = analysis_builder("meta-llama/Llama-3.2-1B", gpu="h100-sxm-80gb")
+    assert plain["kv_pool_bytes_per_gpu"] - draft["kv_pool_bytes_per_gpu"] == pytest.approx(
+        small.get_weight_memory_per_gpu(), rel=1e-9)
+
+
+@pytest.mark.parametrize("spec,named", [
+    ({"method": "mtp", "draft_length": 3, "mean_accepted_length": 0.5}, "mean_accepted_length"),
+    ({"method": "mtp", "draft_length": 3, "mean_accepted_length": 3.5}, "draft_length = 3"),
+    ({"method": "mtp", "draft_length": 1, "mean_accepted_length": 1}, "draft_length"),
+    ({"method": "eagle9", "draft_length": 3, "mean_accepted_length": 2}, "method"),
+    ({"method": "mtp", "draft_length": 3}, "mean_accepted_length"),
+    ({"method": "mtp", "draft_length": 3, "acceptance_rate": 1.5}, "acceptance_rate"),
+    ({"method": "draft_model", "draft_length": 3, "mean_accepted_length": 2}, "draft_model"),
+    ({"method": "mtp", "draft_length": 3, "mean_accepted_length": 2, "depth": 2}, "depth"),
+])
+def test_bad_speculation_is_refused_by_name(analysis_builder, spec, named):
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb")
+    with pytest.raises(ConfigError) as err:
+        a.serve(**ONE, speculative=spec)
+    assert named in str(err.value)
