@@ -5,10 +5,14 @@ are split), and write them back with their source.
 Fitted per engine, over every GPU, model and precision of its fit rows, under perf_model="calibrated":
 - api_latency_s: the fixed API / tokenisation latency in every time to first token;
 - step_overhead_s, step_overhead_per_seq_s: host time per engine step, and per sequence in it;
-- prefill_contention, step_contention: closed loop, the share of another client's prefill and of a decode
-  step a request waits for before its own prefill, per other client.
+- benchmark_rounds: closed loop, the requests per client of the measured runs (their clients start together,
+  so the first round queues behind each other's prefills: 1 / benchmark_rounds of that wait is in the mean).
 The loss is the mean Huber loss (knee 0.5) of log(predicted / measured) of TTFT and TPOT, so that a few
-rows far off (a cost-model miss) do not decide the fit; minimised by coordinate descent (golden section in
+rows far off (a cost-model miss) do not decide the fit, except for benchmark_rounds: it sets how TTFT grows
+with the concurrency, so it is fitted on that growth alone: between each configuration's concurrency points
+(C0 its least), the Huber loss of log((measured TTFT(C0) + predicted TTFT(C) - predicted TTFT(C0)) / measured
+TTFT(C)), where a miss of the one-request TTFT (the cost model's prefill, the API latency: the same at every
+C) cancels; minimised by coordinate descent (golden section in
 log space, within stated bounds, three sweeps). Deterministic: same rows, same result.
 
     python benchmarks/fit_engine_profiles.py [--write] [--engines vllm,sglang,trtllm]
@@ -36,8 +40,7 @@ BOUNDS = {  # (low, high): searched in log space
     "api_latency_s": (1e-3, 1.0),
     "step_overhead_s": (1e-5, 2e-2),
     "step_overhead_per_seq_s": (1e-8, 2e-4),
-    "prefill_contention": (1e-3, 3.0),
-    "step_contention": (1e-3, 3.0),
+    "benchmark_rounds": (1.0, 1000.0),
 }
 HUBER_KNEE = 0.5
 _PHI = (math.sqrt(5) - 1) / 2
@@ -68,6 +71,30 @@ def loss(rows: List[acc.Row], values: Dict[str, float]) -> float:
     return total / (2 * len(rows))
 
 
+def growth_loss(rows: List[acc.Row], values: Dict[str, float]) -> float:
+    """Huber loss of how TTFT grows with concurrency within each configuration: the measured TTFT at the
+    least concurrency C0 plus the predicted growth from C0 to C, against the measured TTFT at C."""
+    by_config: Dict[str, List[acc.Row]] = {}
+    for r in rows:
+        by_config.setdefault(r.config, []).append(r)
+    total, n = 0.0, 0
+    for group in by_config.values():
+        if len(group) < 2:
+            continue
+        base = min(group, key=lambda r: r.concurrency)
+        base_ttft = acc.predict(base, **values)[0]
+        for r in group:
+            if r is base:
+                continue
+            grown = base.ttft_s + acc.predict(r, **values)[0] - base_ttft
+            total += _huber(math.log(max(grown, 1e-6) / r.ttft_s))
+            n += 1
+    return total / max(n, 1)
+
+
+GROWTH_FITTED = ("benchmark_rounds",)  # fitted on growth_loss; the rest on loss
+
+
 def _golden(f, lo: float, hi: float, iterations: int = 14) -> float:
     """The minimiser of f over [lo, hi] (log space) by golden-section search."""
     a, b = math.log(lo), math.log(hi)
@@ -89,7 +116,8 @@ def fit(rows: List[acc.Row], start: Dict[str, float], sweeps: int = 3) -> Dict[s
     values = dict(start)
     for sweep in range(sweeps):
         for name, (lo, hi) in BOUNDS.items():
-            values[name] = _golden(lambda v: loss(rows, {**values, name: v}), lo, hi)
+            objective = growth_loss if name in GROWTH_FITTED else loss
+            values[name] = _golden(lambda v: objective(rows, {**values, name: v}), lo, hi)
         print(f"  sweep {sweep + 1}: loss {loss(rows, values):.4f} "
               + ", ".join(f"{k}={v:.3g}" for k, v in values.items()))
     return values
@@ -133,7 +161,10 @@ def main(argv=None) -> int:
                       f"TPOT {med_tpot:.0%}")
             for name, value in values.items():
                 lo, hi = BOUNDS[name]
-                profile[name] = {"value": float(f"{value:.4g}"), "source": source.format(lo=f"{lo:g}", hi=f"{hi:g}")}
+                how = (" (on how TTFT grows with concurrency within each configuration: see the script)"
+                       if name in GROWTH_FITTED else "")
+                profile[name] = {"value": float(f"{value:.4g}"),
+                                 "source": source.format(lo=f"{lo:g}", hi=f"{hi:g}") + how}
             path.write_text(json.dumps(profile, indent=1) + "\n")
             print(f"  wrote {path.relative_to(REPO)}")
     return 0

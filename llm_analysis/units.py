@@ -14,7 +14,8 @@ BYTES_FP16 = 2
 BYTES_INT8 = 1
 BYTES_INT4 = 0.5
 
-GB = 10**9  # decimal gigabyte, the unit of mem_per_GPU_in_GB and of bandwidths
+GB = 10**9  # decimal gigabyte, the unit of bandwidths and of reported sizes
+GiB = 2**30  # binary gigabyte, the unit of mem_per_GPU_in_GB (as the mirrored system reads it)
 TFLOPS = 10**12
 MB = 10**6
 KB = 10**3

@@ -101,7 +101,7 @@ def _static_bytes(analysis, d, kv_cache_dtype_bytes, ds_zero):
         decoder = analysis.with_encoder_seq_len(0)
         per_token = (decoder.get_memory_kv_cache_per_gpu(1, 2, kv_cache_dtype_bytes)
                      - decoder.get_memory_kv_cache_per_gpu(1, 1, kv_cache_dtype_bytes))
-        return (analysis.gpu_config, analysis.gpu_config.mem_per_GPU_in_GB * GB,
+        return (analysis.gpu_config, analysis.gpu_config.memory_bytes,
                 analysis.get_weight_memory_per_gpu(ds_zero), analysis.get_memory_embedding(ds_zero), per_token)
     key = ("inference_static_bytes", kv_cache_dtype_bytes, ds_zero)
     static = d.memoized(key, compute)

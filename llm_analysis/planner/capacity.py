@@ -94,7 +94,7 @@ def plan_capacity(model: ModelConfig, gpu: GPUConfig, dtype: DtypeConfig, prompt
             f"No layout of up to {per_node} {gpu.name} GPUs per replica serves {model.name} ({dtype.name}) at "
             f"context {prompt_len + output_len}{target}. Try fewer weight bits, a GPU with more memory, "
             f"a shorter context or a looser latency target.", needed_bytes=float("nan"),
-            available_bytes=gpu.mem_per_GPU_in_GB * 1e9)
+            available_bytes=gpu.memory_bytes)
     candidates.sort(key=lambda c: (c["num_gpus"], c["time_per_output_token"]))
     return {"best": candidates[0], "candidates": candidates, "concurrent_requests": concurrent_requests,
             "prompt_len": prompt_len, "output_len": output_len, "model_name": model.name, "gpu_name": gpu.name,

@@ -293,7 +293,7 @@ def _candidates(search, load: ContinuousLoad, stats: SearchStats, miss: ClosestM
     fewest GPUs it could serve the load on (tp x the fewest replicas that keep up with the rate)."""
     out = []
     for lay in _layouts(search):
-        mem = lay.gpu.mem_per_GPU_in_GB * 1e9
+        mem = lay.gpu.memory_bytes
         bound = weight_bytes_lower_bound(search.num_params, lay.dtype, lay.tp, 1, 1)
         if bound > mem:  # cannot hold even its weights
             stats.considered += len(search.kv_options)

@@ -88,7 +88,7 @@ def serving_assumptions(search: Search) -> Dict[str, Any]:
         "fleet": "replicas = ceil(max(request_rate x request time / (batch x ep), concurrency / (batch x ep), "
                  "min_tokens_per_s / replica generated tokens/s)), Little's law; 1 replica without a load target",
         "expert_parallel": "ep ranks are data-parallel for the dense part (dp_size = ep_size in ParallelismConfig)",
-        "memory": "GPU memory = mem_per_GPU_in_GB x 1e9 bytes, nothing reserved for the framework",
+        "memory": "GPU memory = mem_per_GPU_in_GB x 1024**3 bytes, nothing reserved for the framework",
         "gpu_prices_per_hour": dict(search.prices),
     }
 

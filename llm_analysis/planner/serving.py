@@ -87,7 +87,7 @@ def each_layout_outcome(search: Search, targets_for, stats: SearchStats, miss: C
     layouts that meet the targets with their largest batch. `targets_for(lay,
     kv)` gives the ServeTargets of a candidate."""
     for lay in search.layouts():
-        mem = lay.gpu.mem_per_GPU_in_GB * 1e9
+        mem = lay.gpu.memory_bytes
         bound = weight_bytes_lower_bound(search.num_params, lay.dtype, lay.tp, lay.pp, lay.ep)
         n_kv = len(search.kv_options)
         stats.considered += search.max_batch * n_kv

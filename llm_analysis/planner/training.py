@@ -194,7 +194,7 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
         st.ruled_out_by_bound += per_zero * len(s.zero_stages)
         return
     analysis = None
-    mem = lay.gpu.mem_per_GPU_in_GB * 1e9
+    mem = lay.gpu.memory_bytes
     for i, z in enumerate(s.zero_stages):
         if z.value > 0 and lay.dp == 1:  # nothing to shard over: the same candidate as no ZeRO
             st.invalid += per_zero
@@ -395,7 +395,7 @@ def _training_assumptions(search: TrainSearch) -> Dict[str, Any]:
         **{k: v for k, v in search.analysis_kwargs.items()},
         "perf_model": inputs.perf_model_assumption(search.analysis_kwargs["perf_model"], _ROOFLINE_TRAINING),
         "optimizer": "Adam, fp32 master weights + 2 fp32 moments (12 B/param), 16-bit gradients",
-        "memory": "GPU memory = mem_per_GPU_in_GB x 1e9 bytes, nothing reserved",
+        "memory": "GPU memory = mem_per_GPU_in_GB x 1024**3 bytes, nothing reserved",
         "targets": {"tokens": search.tokens, "global_batch_size": search.gbs, "seq_len": search.seq_len,
                     "min_gpus": search.min_gpus, "max_gpus": search.max_gpus},
         "context_parallel": "cp in {1, 2, 4, ..., 32} for seq_len >= 8192 (2 x cp divides seq_len, >= 2048 "

@@ -84,7 +84,7 @@ INFERENCE_MEMORY_LABELS = {"weights": "weights", "kv_cache": "KV cache", "activa
 
 def gpu_memory_bytes(analysis, summary: Dict[str, Any]) -> float:
     """The GPU's memory as the summary states it (catalogue GB are 10^9 bytes)."""
-    return summary.get("gpu_memory_per_gpu") or analysis.gpu_config.mem_per_GPU_in_GB * 1e9
+    return summary.get("gpu_memory_per_gpu") or analysis.gpu_config.memory_bytes
 
 
 def per_replica(analysis) -> str:

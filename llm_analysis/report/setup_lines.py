@@ -47,8 +47,7 @@ def _gpu_line(analysis) -> str:
     link = getattr(g, "intra_node_link", "nvlink")
     link = {"nvlink": "NVLink", "pcie": "PCIe", "xgmi": "xGMI"}.get(link, link)
     # both units: an HBM spec sheet's "80 GB" is 80 GiB, which the catalogue holds as 85.9 decimal GB
-    mem_gib = g.mem_per_GPU_in_GB * 1e9 / 2**30
-    return (f"{g.name}: {g.mem_per_GPU_in_GB:g} GB ({mem_gib:.4g} GiB) of memory at "
+    return (f"{g.name}: {g.memory_bytes / 1e9:.4g} GB ({g.mem_per_GPU_in_GB:g} GiB) of memory at "
             f"{g.hbm_bandwidth_in_GB_per_sec:g} GB/s, "
             f"{g.peak_fp16_TFLOPS:g} TFLOP/s dense 16-bit; {link} {g.intra_node_bandwidth_in_GB_per_sec:g} GB/s "
             f"within a node, {g.inter_node_bandwidth_in_GB_per_sec:g} GB/s per GPU across nodes")

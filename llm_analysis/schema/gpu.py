@@ -11,6 +11,7 @@ from typing import Literal, Optional
 from pydantic import model_validator
 
 from llm_analysis.schema.base import StrictModel
+from llm_analysis.units import GiB
 
 __all__ = ["GPUConfig"]
 
@@ -18,8 +19,9 @@ __all__ = ["GPUConfig"]
 class GPUConfig(StrictModel):
     """One GPU model and the links around it.
 
-    Units: `mem_per_GPU_in_GB` is decimal GB (10**9 bytes): an HBM spec sheet's
-    "80 GB" is 80 GiB (85.9 here), a GDDR board's printed figure is kept (ECC);
+    Units: `mem_per_GPU_in_GB` is read in GiB (x 1024**3 bytes, as the mirrored
+    system reads it; `memory_bytes`): the spec sheet's "80 GB" of HBM is 80 GiB of
+    DRAM; a GDDR6 board whose ECC is on by default loses 1/16 of it (A10 24 -> 22.5);
     bandwidths are decimal GB/s *per direction per GPU*; peaks are dense TFLOP/s
     (never the 2:4-sparsity figures); `intra_node_min_message_latency` is seconds.
     """
@@ -63,6 +65,11 @@ class GPUConfig(StrictModel):
     intra_node_hop_latency: float = 1e-06
     inter_node_hop_latency: float = 5e-06
     source: str = ""
+
+    @property
+    def memory_bytes(self) -> float:
+        """The GPU's memory in bytes: mem_per_GPU_in_GB GiB."""
+        return self.mem_per_GPU_in_GB * GiB
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "GPUConfig":

@@ -64,11 +64,11 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
     if not workload.lengths.fixed:
         n.append("the closed-form means use the mean input and output lengths; the simulation draws each request's "
                  "own")
-    if steady_state_means and not saturated:
-        n.append(f"closed-loop clients with equal lengths finish and return in bunches: each request waits, per "
-                 f"other client, {engine.prefill_contention:.3g} of a prefill and {engine.step_contention:.3g} of a "
-                 "decode step before its own prefill (fitted per engine on measured closed-loop runs); Poisson arrivals do not "
-                 "bunch")
+    if steady_state_means and not saturated and engine.benchmark_rounds > 0:
+        n.append(f"closed-loop means are those of a benchmark run of {engine.benchmark_rounds:.3g} requests per "
+                 "client whose clients start together: its first round queues behind each other's prefills, which "
+                 "adds 1/benchmark_rounds of that wait to the mean TTFT (benchmark_rounds fitted per engine on "
+                 "measured closed-loop runs; benchmark_rounds=0 gives the steady state alone)")
     n.append("times are the cost model's for each step's batch (token operators on all the step's tokens, each "
              "sequence's attention over its own context); per-request sampling and detokenisation are in the host "
              "overheads")

@@ -25,7 +25,7 @@ from llm_analysis.schema.options import MAX_BATCH_SIZE, MAX_SEQ_LEN, choice, int
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "catalogue" / "engine_profiles"
 GiB = 2**30  # engines state their memory thresholds in binary gigabytes
-DECIMAL_GB = 10**9  # the profiles' memory sizes, like the GPU catalogue's, are decimal
+DECIMAL_GB = 10**9  # the engine profiles state their memory sizes in decimal GB
 
 # what `serve()` accepts besides the workload, with what each stands for (for the error on an unknown one)
 ENGINE_OPTIONS = {
@@ -40,9 +40,9 @@ ENGINE_OPTIONS = {
     "api_latency_s": "fixed API / tokenisation latency in every time to first token, seconds",
     "step_overhead_s": "host overhead of every engine step, seconds",
     "step_overhead_per_seq_s": "host overhead per running sequence per step, seconds",
-    "prefill_contention": "closed loop: the share of another client's prefill a request waits for, per other client",
-    "step_contention": "closed loop: the share of a decode step a request waits for before its prefill, per other "
-                       "client",
+    "benchmark_rounds": "closed loop: requests per client of the benchmark run the mean is over (its clients start "
+                        "together, so the first round queues behind each other's prefills); 0: the steady state "
+                        "alone",
 }
 DEFAULT_NUM_REQUESTS = 4000
 MAX_NUM_REQUESTS = 10**6
@@ -96,8 +96,7 @@ class EngineSettings:
     api_latency_s: float
     step_overhead_s: float
     step_overhead_per_seq_s: float
-    prefill_contention: float
-    step_contention: float
+    benchmark_rounds: float  # closed loop: the run's requests per client (the starting burst is 1 / R of it)
     seed: int
     num_requests: int
 
@@ -135,7 +134,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
     bad value is one ConfigError naming the option, the value and what is valid)."""
     check_options(options)
     profile = load_engine_profile(framework)
-    gpu_GiB = analysis.gpu_config.mem_per_GPU_in_GB * DECIMAL_GB / GiB
+    gpu_GiB = analysis.gpu_config.mem_per_GPU_in_GB  # (read in GiB, as the catalogue states it)
     tp = analysis.parallelism_config.tp_size
     get = options.get
 
@@ -171,13 +170,19 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         step_overhead_per_seq_s=non_negative_number(
             get("step_overhead_per_seq_s", profile["step_overhead_per_seq_s"]["value"]), "step_overhead_per_seq_s",
             1.0),
-        prefill_contention=non_negative_number(get("prefill_contention", profile["prefill_contention"]["value"]),
-                                               "prefill_contention", 100.0),
-        step_contention=non_negative_number(get("step_contention", profile["step_contention"]["value"]),
-                                            "step_contention", 100.0),
+        benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
         seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
         num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),
     )
+
+
+def _rounds(value) -> float:
+    """benchmark_rounds: 0 (the steady state alone) or at least one request per client."""
+    v = non_negative_number(value, "benchmark_rounds", 1e9)
+    if 0 < v < 1:
+        raise ConfigError(f"benchmark_rounds = {value!r} must be 0 (the steady state alone) or at least 1 request "
+                          "per client")
+    return v
 
 
 def _share_below_one(value, field: str) -> float:

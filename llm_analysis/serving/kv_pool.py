@@ -61,7 +61,7 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     `extra_weight_bytes` / `extra_bytes_per_token`: a speculative draft's weights and KV cache
     (serving/speculative.py)."""
     gpu = analysis.gpu_config
-    mem = gpu.mem_per_GPU_in_GB * GB
+    mem = gpu.memory_bytes
     weights = (analysis.get_weight_memory_per_gpu() if weight_bytes is None else weight_bytes) + extra_weight_bytes
     kv_bytes = engine.kv_cache_bytes
     one_token = analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes)

@@ -287,11 +287,13 @@ def _steps_to_cover(gap: float, t0: float, slope: float) -> int:
 
 
 def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None, request_rate: Optional[float] = None,
-             num_requests: int, seed: int, api_latency_s: float, spread_s: float = 0.0) -> SimulationResult:
+             num_requests: int, seed: int, api_latency_s: float, spread_s: float = 0.0,
+             warmup: Optional[int] = None) -> SimulationResult:
     """Simulate one replica under `concurrency` closed-loop clients or Poisson arrivals at
     `request_rate` per second; `num_requests` measured after the warm-up."""
     rng = np.random.default_rng(seed)
-    warmup = max(num_requests // 10, concurrency or 0)
+    if warmup is None:  # a tenth of the run, and every closed-loop client's first request
+        warmup = max(num_requests // 10, concurrency or 0)
     total = num_requests + warmup
     inputs, outputs = lengths.draw(rng, total)
     inputs, outputs = inputs.tolist(), outputs.tolist()

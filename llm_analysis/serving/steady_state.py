@@ -14,12 +14,18 @@ output O. In steady state, with X requests per second completing:
   t_d = f0 / (1 - X Delta (n - 1) / n);
 - eliminating X: X = D / ((O - 1) f0 + D Delta (n - 1) / n) for a given D;
 - time to first token = API latency + the wait for the step in progress (half a step,
-  when other requests are running) + the wait for other clients' prefills (closed-loop clients
-  with equal lengths finish, and return, in bunches: per other client, prefill_contention of a
-  prefill and step_contention of a decode step, fitted per engine) + the steps that prefill it
-  (+ the wait for a free slot
+  when other requests are running) + the steps that prefill it (+ the wait for a free slot
   when C exceeds what the engine runs at once, N = min(max_num_seqs, requests the KV pool
   holds at their mean length I + O / 2, or I + O when the engine reserves whole requests));
+- the starting burst: a closed-loop benchmark (vllm bench serve --max-concurrency, genai-perf
+  --concurrency, aiconfigurator's sweeps) starts its C clients together, so its first round of
+  requests queues behind each other's prefills: the j-th of the burst gets its first token
+  after the passes that prefill the j before it (full token budgets of prompts, or one prompt
+  per pass where a prompt fills the budget). Its mean over a run of R requests per client
+  (benchmark_rounds, fitted per engine: the run length of the measurements, and the bunching
+  that outlives the first round, since clients with equal lengths keep returning together)
+  adds (burst TTFT - steady TTFT) / R to the mean TTFT; benchmark_rounds = 0 leaves the
+  steady state alone (a long run, or clients that never start together);
 - the loop closes with Little's law: C = X x (time to first token + (O - 1) t_d), solved for
   D by bisection (the left side grows with D).
 
@@ -94,7 +100,7 @@ class SteadyState:
     ttft_s: float
     e2e_s: float
     queue_wait_s: float  # waiting for a free slot (C > N)
-    contention_s: float  # waiting for other clients' prefills (closed loop: prefill_contention)
+    burst_s: float  # the starting burst's share of the mean TTFT (closed-loop benchmarks: benchmark_rounds)
     prefill_s: float  # the engine's prefill of one request (its steps)
     resident: float  # requests in the engine
 
@@ -163,24 +169,55 @@ def _in_progress(f0: float, resident: float) -> float:
     return 0.5 * f0 if resident > 1 else 0.0
 
 
+def burst_prefill_s(timer, engine, shape: RequestShape, clients: float) -> float:
+    """The mean time from `clients` requests reaching the engine together (a benchmark's first round)
+    to each one's first token: the engine prefills them in passes of its token budget, in arrival
+    order, so the j-th finishes with the pass that holds its last token.
+
+    With q prompt tokens to prefill and a budget of B tokens per pass, a chunking engine packs B / q
+    prompts into a pass (a = q / B passes per prompt; the j-th finishes after ceil(j a) passes: a mean
+    of a (C + 1) / 2 + (1 - a) / 2 passes when a <= 1, a (C + 1) / 2 when a prompt fills passes); an
+    engine that prefills whole prompts (TensorRT-LLM's default) packs k = floor(B / q) of them (at
+    least one), and the j-th finishes after ceil(j / k) passes. A pass is a prefill-only step of
+    its prompts (nobody decodes yet)."""
+    n = max(1, int(round(clients)))
+    q, budget = shape.prefill, float(engine.token_budget)
+    if engine.chunked_prefill:
+        a = q / budget
+        if a <= 1.0:  # B / q prompts a pass (the last one chunked across passes)
+            fill = min(n * q, budget)
+            whole = int(fill // q)
+            chunks = [(q, shape.cached)] * whole + ([(fill - whole * q, shape.cached)] if fill > whole * q else [])
+            pass_s = timer.step_s(0.0, 0.0, chunks)
+            mean_passes = a * (n + 1) / 2 + (1.0 - a) / 2 if n * q > budget else 1.0
+        else:  # a prompt fills ceil(a) passes: its own prefill, one after another
+            own_s = sum(timer.step_s(0.0, 0.0, [c]) for c in prefill_chunks(engine, shape, 0.0))
+            pass_s, mean_passes = own_s / a, a * (n + 1) / 2
+        return pass_s * mean_passes
+    k = max(1, int(budget // q))  # whole prompts a pass
+    pass_s = timer.step_s(0.0, 0.0, [(q, shape.cached)] * min(k, n))
+    m, r = divmod(n, k)
+    return pass_s * (k * m * (m + 1) / 2 + r * (m + 1)) / n
+
+
 def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, api_latency_s: float) -> SteadyState:
-    """The steady state of `clients` closed-loop clients on one replica."""
+    """The steady state of `clients` closed-loop clients on one replica, with the starting burst's share
+    of the mean (engine.benchmark_rounds; 0: none)."""
     n_max = capacity(engine, pool, shape)
     resident = min(clients, n_max)
     balance = _Balance(timer, engine, shape, resident)
     decode_steps = shape.output - 1
+    rounds = engine.benchmark_rounds
+    burst_s = burst_prefill_s(timer, engine, shape, resident) if rounds > 0 and resident > 1 else 0.0
 
     def latency(decoders: float):
         f0, delta, prefill_s, x, tpot = balance.at(decoders)
-        others = resident - 1
         # arriving while others run, a request waits for the step in progress (half a step, mean)
         in_progress = _in_progress(f0, resident)
-        # closed-loop clients with equal lengths finish, and return, in bunches: a request waits for
-        # the prefills of others and the steps they take, prefill_contention of a prefill and
-        # step_contention of a decode step per other client (both fitted)
-        contention = max(others, 0.0) * (engine.prefill_contention * delta + engine.step_contention * tpot)
-        engine_s = in_progress + contention + prefill_s + decode_steps * tpot
-        return f0, prefill_s, x, tpot, in_progress + contention, engine_s
+        # the first round's requests wait for each other's prefills: 1 / R of the mean over R rounds
+        burst = max(0.0, burst_s - in_progress - prefill_s) / rounds if burst_s > 0 else 0.0
+        engine_s = in_progress + burst + prefill_s + decode_steps * tpot
+        return f0, prefill_s, x, tpot, in_progress, burst, engine_s
 
     if decode_steps <= 0:
         return _prefill_only(balance, resident, clients, api_latency_s, n_max)
@@ -189,17 +226,16 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
     outside = api_latency_s if clients <= n_max else 0.0
 
     def excess(decoders: float) -> float:  # grows with D: more decoders, more throughput and latency
-        _, _, x, tpot, _, engine_s = latency(decoders)
+        _, _, x, tpot, _, _, engine_s = latency(decoders)
         return math.inf if math.isinf(tpot) else x * (outside + engine_s) - resident
 
     decoders = _increasing_root(excess, 0.0, float(resident))
-    f0, prefill_s, x, tpot, waits, engine_s = latency(decoders)
+    f0, prefill_s, x, tpot, in_progress, burst, engine_s = latency(decoders)
     queue_wait = max(0.0, clients / x - api_latency_s - engine_s) if clients > n_max else 0.0
-    ttft = api_latency_s + queue_wait + waits + prefill_s
+    ttft = api_latency_s + queue_wait + in_progress + burst + prefill_s
     e2e = ttft + decode_steps * tpot
-    contention = waits - _in_progress(f0, resident)
     # Little's law closes exactly: the throughput is the clients over the mean latency
-    return SteadyState(clients / e2e, decoders, f0, tpot, ttft, e2e, queue_wait, contention, prefill_s, resident)
+    return SteadyState(clients / e2e, decoders, f0, tpot, ttft, e2e, queue_wait, burst, prefill_s, resident)
 
 
 def _prefill_only(balance: _Balance, resident: float, clients: float, api_latency_s: float, n_max: int) -> SteadyState:
@@ -231,4 +267,4 @@ def saturation_rate(timer, engine, pool, shape: RequestShape) -> float:
     return solve_closed_loop(timer, engine, pool, shape, float(n_max), 0.0).throughput_rps
 
 
-__all__ = ["RequestShape", "SteadyState", "capacity", "prefill_chunks", "saturation_rate", "solve_closed_loop"]
+__all__ = ["RequestShape", "SteadyState", "burst_prefill_s", "capacity", "prefill_chunks", "saturation_rate", "solve_closed_loop"]

@@ -316,7 +316,7 @@ def training_run(analysis, kw: Dict[str, Any]) -> Tuple[Dict[str, Any], Training
     request it validated (facade_perf reuses it for the lower bound of a calibrated call)."""
     req = check_request(analysis, kw)
     output_dir = kw["output_dir"]
-    mem = analysis.gpu_config.mem_per_GPU_in_GB * GB
+    mem = analysis.gpu_config.memory_bytes
     batch = choose_batch(analysis, req, mem)
     stages = stages_for(analysis, req, batch["b"])
     times = iteration_time(analysis, req, stages, batch["b"], batch["m"])

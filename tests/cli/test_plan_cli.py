@@ -29,7 +29,7 @@ def test_plan_infer_json_rows_respect_the_targets_and_memory():
     params = 8_030_261_248  # Llama-3.1-8B: sum of the published shapes (embeddings + 32 layers + head)
     for row in rows:
         lay = row["layout"]
-        gpu_bytes = get_gpu_config_by_name(lay["gpu"]).mem_per_GPU_in_GB * 1e9
+        gpu_bytes = get_gpu_config_by_name(lay["gpu"]).mem_per_GPU_in_GB * 2**30
         assert 2 * params / (lay["tp"] * lay["pp"]) < gpu_bytes
 
 

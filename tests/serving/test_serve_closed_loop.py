@@ -102,7 +102,7 @@ def test_simulated_clients_obey_littles_law_and_the_closed_form(llama, framework
     from llm_analysis.serving.simulation import simulate
     from llm_analysis.serving.steady_state import RequestShape, solve_closed_loop
     from llm_analysis.serving.workload import Lengths
-    engine, pool, timer = _replica(llama[()], framework, prefill_contention=0.0, step_contention=0.0)
+    engine, pool, timer = _replica(llama[()], framework, benchmark_rounds=0.0)
     c = 24
     sim = simulate(timer, engine, pool, Lengths(1024, 0, 256, 0), concurrency=c, num_requests=1500, seed=3,
                    api_latency_s=engine.api_latency_s, spread_s=3.0)
@@ -113,3 +113,50 @@ def test_simulated_clients_obey_littles_law_and_the_closed_form(llama, framework
     # prefill per step, does not count; SGLang's prefill-only steps show it most)
     assert sim.tpot_s.mean() == pytest.approx(state.tpot_s, rel=0.08)
     assert sim.e2e_s.mean() == pytest.approx(state.e2e_s, rel=0.08)
+
+
+@pytest.mark.parametrize("chunked,prompt,clients,passes", [
+    # a chunking engine, prompts of a quarter budget: 4 a pass; of 8 clients the first 4 finish with pass 1,
+    # the next 4 with pass 2: a mean of 1.5 passes
+    (True, 0.25, 8, 1.5),
+    # 3 prompts fill 3/4 of the only pass
+    (True, 0.25, 3, 1.0),
+    # whole prompts (TensorRT-LLM), 4 a pass, 10 clients: 4 x 1, 4 x 2, 2 x 3 passes = 18 / 10
+    (False, 0.25, 10, 1.8),
+    # a prompt of two budgets: the j-th finishes after 2 j passes, a mean of 2 (C + 1) / 2 = 5 for C = 4
+    (True, 2.0, 4, 5.0),
+])
+def test_the_starting_burst_by_hand(chunked, prompt, clients, passes):
+    """A benchmark's first round: its clients' prompts are prefilled in passes of the token budget, in
+    arrival order; the mean time to the first token is the mean number of passes each waits for, times
+    a pass (here a step whose time is its prefill tokens x 1 ms)."""
+    from types import SimpleNamespace
+    from llm_analysis.serving.steady_state import RequestShape, burst_prefill_s
+
+    class PerToken:  # a step of T prefill tokens takes T ms
+        def step_s(self, decoders, context_sum, chunks=()):
+            return 1e-3 * (decoders + sum(q for q, _ in chunks))
+
+    budget = 4096
+    engine = SimpleNamespace(token_budget=budget, chunked_prefill=chunked, mixed_batches=True)
+    shape = RequestShape(prompt * budget, 128, 0)
+    pass_tokens = min(budget, clients * shape.prefill) if prompt <= 1 else budget
+    assert burst_prefill_s(PerToken(), engine, shape, clients) == pytest.approx(passes * pass_tokens * 1e-3, rel=1e-12)
+
+
+def test_the_burst_adds_one_round_in_benchmark_rounds(llama):
+    """benchmark_rounds = R: the mean TTFT is (burst TTFT + (R - 1) x steady TTFT) / R, so the share the
+    burst adds falls as 1 / R (to the shift of the steady state the longer latency brings: < 1%);
+    R = 0 is the steady state alone, the same as clients spread out (the simulation's start)."""
+    base = dict(concurrency=64, input_len=2048, output_len=256, num_requests=0)
+    steady = llama[()].serve(benchmark_rounds=0, **base)["ttft_s"]
+    added = {r: llama[()].serve(benchmark_rounds=r, **base)["ttft_s"] - steady for r in (1, 2, 8)}
+    assert added[1] > 0.1 * steady
+    assert added[2] == pytest.approx(added[1] / 2, rel=0.01)
+    assert added[8] == pytest.approx(added[1] / 8, rel=0.01)
+
+
+def test_benchmark_rounds_below_one_is_refused(llama):
+    from llm_analysis.errors import ConfigError
+    with pytest.raises(ConfigError, match="benchmark_rounds = 0.5"):
+        llama[()].serve(concurrency=8, input_len=512, output_len=64, num_requests=0, benchmark_rounds=0.5)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-ZERO = dict(api_latency_s=0.0, step_overhead_s=0.0, step_overhead_per_seq_s=0.0, prefill_contention=0.0,
-            step_contention=0.0)
+ZERO = dict(api_latency_s=0.0, step_overhead_s=0.0, step_overhead_per_seq_s=0.0, benchmark_rounds=0.0)
 SETUPS = [  # (model, dtype, tolerance): a dense model timed from its phase table in inference(); an MoE with
     # multi-head latent attention built operator by operator; sequence operators on a 5% grid of lengths
     ("meta-llama/Llama-3.1-8B", "w16a16e16", 1e-5),
@@ -40,7 +39,7 @@ def test_profile_costs_add_by_hand(analysis_builder):
     inf = a.inference(batch_size_per_gpu=1, seq_len=IN, num_tokens_to_generate=OUT)
     api, step, per_seq = 0.030, 0.002, 0.0005
     s = a.serve(concurrency=1, input_len=IN, output_len=OUT, num_requests=0, api_latency_s=api, step_overhead_s=step,
-                step_overhead_per_seq_s=per_seq, prefill_contention=5.0, step_contention=5.0)  # no other client
+                step_overhead_per_seq_s=per_seq, benchmark_rounds=1.0)  # no other client: no burst
     assert s["ttft_s"] == pytest.approx(api + inf["prefill_latency"] + step + per_seq, rel=1e-6)
     assert s["tpot_s"] == pytest.approx(inf["decode_latency"] + step + per_seq, rel=1e-6)
     assert s["e2e_s"] == pytest.approx(s["ttft_s"] + (OUT - 1) * s["tpot_s"], rel=1e-12)

@@ -389,7 +389,7 @@ def test_max_batch_fits_and_one_more_does_not():
     k = r["max_batch_size_per_gpu"]
     assert k >= 1
     ok = a.training(batch_size_per_gpu=k, gradient_accumulation_steps=1, seq_len=2048)
-    assert ok["estimated_peak_memory_per_gpu"] <= A100.mem_per_GPU_in_GB * 1e9
+    assert ok["estimated_peak_memory_per_gpu"] <= A100.mem_per_GPU_in_GB * 2**30
     with pytest.raises(DoesNotFitError) as e:
         a.training(batch_size_per_gpu=k + 1, gradient_accumulation_steps=1, seq_len=2048)
     assert e.value.max_batch_size == k
