@@ -31,7 +31,7 @@ class Case:
 
 
 # the ZeRO-3 rows of Narayanan et al. 2021 Table 2 ran DeepSpeed, not Megatron-LM: their own family
-FAMILIES = (("ft-", "FasterTransformer"), ("trtllm-", "TensorRT-LLM"), ("mpt-", "MosaicML"),
+FAMILIES = (("dgxc-", "NVIDIA dgxc NeMo"), ("ft-", "FasterTransformer"), ("trtllm-", "TensorRT-LLM"), ("mpt-", "MosaicML"),
             ("megatron2021-t2-zero3-", "DeepSpeed ZeRO-3"), ("megatron2021-", "Megatron"), ("korthikanti2022-", "Korthikanti"), ("gptfast-", "gpt-fast"))
 
 # GB200 NVL72: TensorRT-LLM perf-overview prints "GB200 192GB"; the catalogue entry is per GPU of the rack
@@ -274,12 +274,59 @@ def _deepspeed_zero3_terms(path: Path = FRAMEWORK_TERMS) -> dict:
     return {name: entry["value"] for name, entry in terms.items()}
 
 
+def _nemotron4(setup: dict, notes: list) -> ModelConfig:
+    """Nemotron-4 (arXiv 2402.16819 Table 1 / 2406.11704): GQA with 8 KV heads, rotary, no biases,
+    a non-gated 4h MLP (squared ReLU; timed as any elementwise activation), vocabulary 256,000."""
+    h = setup["hidden"]
+    notes.append("Nemotron-4 shapes ffn=4h V=256000")
+    return ModelConfig(name=str(setup["model"]), num_layers=setup["layers"], n_head=setup["heads"], hidden_dim=h,
+                       num_key_value_heads=setup.get("kv_heads"), vocab_size=256000, ffn_embed_dim=4 * h,
+                       position_embedding_type="rotary", norm_bias=False, tie_word_embeddings=False,
+                       hidden_dropout=False)
+
+
+def case_dgxc(rec: dict) -> Case:
+    """NVIDIA dgxc-benchmarking NeMo recipes (Megatron-Core): the measured step time of the stated
+    layout. NeMo's performance recipes run the distributed optimizer with fp32 gradient reduction,
+    overlap the gradient reduce-scatter and parameter all-gather with compute
+    (overlap_grad_reduce / overlap_param_gather) and the TP collectives with the GEMMs
+    (tp_comm_overlap, userbuffers); sequence parallelism whenever tp > 1. JAX (MaxText / Paxml)
+    rows state no Megatron layout and are skipped."""
+    s, notes = rec["setup"], []
+    if s.get("tp") is None or "step_time_s" not in rec["measured"]:
+        raise Skip("JAX FSDP recipe (MaxText / Paxml): no tensor/pipeline layout stated")
+    for k in ("layers", "hidden", "heads"):
+        if k not in s:
+            raise Skip(f"no model shapes ({k} missing)")
+    name = str(s.get("model", "")).lower()
+    model = _nemotron4(s, notes) if "nemotron" in name else model_of(s, notes)
+    gpu, dtype = gpu_of(s["gpu"]), dtype_of(s)
+    tp, pp, cp, n = s["tp"], s.get("pp") or 1, s.get("cp") or 1, _int(s, "num_gpus")
+    if n % (tp * pp * cp):
+        raise Skip(f"tp*pp*cp = {tp * pp * cp} does not divide num_gpus {n}")
+    dp = n // (tp * pp * cp)
+    gbs, mb = _int(s, "global_batch"), _int(s, "micro_batch")
+    if gbs % (dp * mb):
+        raise Skip(f"global batch {gbs} is not a multiple of dp x micro-batch = {dp * mb}")
+    par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, cp_size=cp, sp_size=tp)
+    kw_train = dict(batch_size_per_gpu=mb, global_batch_size=gbs, seq_len=_int(s, "seq_len"),
+                    pipeline_interleave=s.get("vp") or 1, layernorm_dtype_bytes=2,
+                    activation_recomputation=ActivationRecomputation.NONE, distributed_optimizer=True,
+                    grad_reduce_in_fp32=True, overlap_dp_comm=True, overlap_tp_comm=True)
+
+    def run(kw: dict) -> float:
+        return LLMAnalysis(model, gpu, dtype, par, **kw).training(**kw_train)["latency_per_iter"]
+    return Case(rec["measured"]["step_time_s"], run, notes)
+
+
 def case_of(rec: dict) -> Case:
     fam = family(rec["id"])
     if fam in ("FasterTransformer", "TensorRT-LLM", "gpt-fast"):
         return case_inference(rec)
     if fam == "MosaicML":
         return case_mpt(rec)
+    if fam == "NVIDIA dgxc NeMo":
+        return case_dgxc(rec)
     return case_megatron(rec)
 
 

@@ -1,14 +1,15 @@
-"""Fit the shipped calibration profiles on the FIT half of the validation records.
+"""Fit the shipped calibration profiles on the validation records.
 
-    python benchmarks/fit_profiles.py [--write] [--generations ampere,hopper]
+    python benchmarks/fit_profiles.py [--write] [--generations ampere,hopper] [--half fit|all]
 
-For each GPU generation with records in the fit half (benchmarks/accuracy.py
-`split_of`: first byte of sha256(id) even), least-squares fit (cost/calibrate.py)
-of the parameters below on the records' measured times, the predictor being the
-public API (`LLMAnalysis(..., perf_model=<trial Profile>)` through
-accuracy_records' cases). With --write the fitted values are stored in
-llm_analysis/cost/profiles/<generation>.json with their source. Report-half
-figures come from `python benchmarks/accuracy.py --perf_model calibrated`.
+For each GPU generation with records, least-squares fit (cost/calibrate.py) of the
+parameters below on the records' measured times, the predictor being the public API
+(`LLMAnalysis(..., perf_model=<trial Profile>)` through accuracy_records' cases).
+`--half fit` (the default) fits on the fit half of the records (benchmarks/accuracy.py
+`split_of`: first byte of sha256(id) even); `--half all` on every record. With --write the
+fitted values are stored in llm_analysis/cost/profiles/<generation>.json with their source.
+`benchmarks/accuracy.py --loso` refits with `fit_generation` once per held-out source
+(leave-one-source-out) and is what model changes are judged by.
 """
 
 from __future__ import annotations
@@ -18,15 +19,16 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from accuracy import load_records, split_of, validation_dir  # noqa: E402
-from accuracy_records import Skip, case_of, gpu_of  # noqa: E402
+from accuracy_records import Case, Skip, case_of, gpu_of  # noqa: E402
 
 from llm_analysis.cost.calibrate import calibrate  # noqa: E402
-from llm_analysis.cost.profiles import PROFILE_DIR, generation_of, load_profile, save_profile  # noqa: E402
+from llm_analysis.cost.profiles import PROFILE_DIR, Profile, generation_of, load_profile, save_profile  # noqa: E402
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 
 # what each generation's records can pin down (at least ~10 records per parameter)
@@ -40,6 +42,8 @@ PARAMETERS = {
     "hopper": ("gemm_plateau_efficiency", "gemm_fp8_plateau_efficiency", "hbm_efficiency", "attn_prefill_efficiency",
                "attn_decode_hbm_efficiency"),
     "ada": ("hbm_efficiency",),
+    # the GB200 NeMo recipes (dgxc-benchmarking v25.05): training GEMMs in bf16 and fp8
+    "blackwell": ("gemm_plateau_efficiency", "gemm_fp8_plateau_efficiency"),
 }
 
 # Physically plausible bands the fit may not leave (a parameter pinned at a band edge says the
@@ -50,17 +54,20 @@ _HOPPER_ATTN = (0.30, 0.75)  # FlashAttention-3 (Shah et al. 2024, arXiv 2407.08
 # reaches ~35% of the H100 dense peak, FlashAttention-3 up to 75% (740 TFLOP/s fp16)
 _HOPPER_DECODE = (0.5, 0.92)  # a KV-cache read streams at most as fast as a copy (above); vLLM's paged
 # kernel is 20-26% slower than FasterTransformer's contiguous one (Kwon et al. 2023, arXiv 2309.06180 Sec. 7)
+_GEMM = (0.3, 0.95)  # no dense GEMM sustains the spec peak (clocks drop under tensor-core load)
 BOUNDS = {
     "hopper": {"hbm_efficiency": _HOPPER_HBM, "attn_prefill_efficiency": _HOPPER_ATTN,
                "attn_decode_hbm_efficiency": _HOPPER_DECODE},
+    "blackwell": {"gemm_plateau_efficiency": _GEMM, "gemm_fp8_plateau_efficiency": _GEMM},
 }
 
 
-def fit_cases(generation: str) -> dict:
-    """record id -> (Case, record) for the fit-half records of one generation the API expresses."""
+def generation_cases(generation: str, keep: Callable[[dict], bool], records: Optional[Iterable[dict]] = None
+                     ) -> Dict[str, Case]:
+    """record id -> Case for the records of one generation that `keep` accepts and the API expresses."""
     out = {}
-    for rec in load_records(validation_dir()):
-        if split_of(rec["id"]) != "fit":
+    for rec in load_records(validation_dir()) if records is None else records:
+        if not keep(rec):
             continue
         try:
             if generation_of(gpu_of(rec["setup"].get("gpu", "?")).name) != generation:
@@ -71,6 +78,23 @@ def fit_cases(generation: str) -> dict:
             continue
         out[rec["id"]] = case
     return out
+
+
+def fit_generation(generation: str, cases: Dict[str, Case], names: Optional[Tuple[str, ...]] = None,
+                   iterations: int = 50) -> Tuple[Profile, str]:
+    """(the generation's shipped profile with `names` (default PARAMETERS) fitted on `cases`, the
+    rms log error note); the shipped profile unchanged when there are fewer cases than parameters."""
+    names = PARAMETERS[generation] if names is None else names
+    base = load_profile(generation)
+    if len(cases) < len(names):
+        return base, f"{len(cases)} records for {len(names)} parameters: not fitted"
+    meas = [{"id": rid, "setup": {"record": rid}, "value": c.measured_s, "unit": "s"} for rid, c in cases.items()]
+
+    def predict(setup, profile):
+        return cases[setup["record"]].run({"perf_model": profile})
+    bands = {n: b for n, b in BOUNDS.get(generation, {}).items() if n in names}
+    fitted = calibrate(meas, predict, base, names, bounds=bands, iterations=iterations)
+    return fitted, fitted.sources[names[0]].split("rms log error")[-1].strip()
 
 
 def _edge_note(value: float, band) -> str:
@@ -84,31 +108,28 @@ def _edge_note(value: float, band) -> str:
     return ""
 
 
-def fit(generation: str, write: bool) -> None:
-    cases = fit_cases(generation)
+def fit(generation: str, write: bool, half: str) -> None:
+    keep = (lambda rec: split_of(rec["id"]) == "fit") if half == "fit" else (lambda rec: True)
+    cases = generation_cases(generation, keep)
     names = PARAMETERS[generation]
     if len(cases) < len(names):
-        print(f"{generation}: {len(cases)} fit-half records for {len(names)} parameters: not fitted")
+        print(f"{generation}: {len(cases)} records for {len(names)} parameters: not fitted")
         return
     base = load_profile(generation)
-    meas = [{"id": rid, "setup": {"record": rid}, "value": c.measured_s, "unit": "s"} for rid, c in cases.items()]
-
-    def predict(setup, profile):
-        return cases[setup["record"]].run({"perf_model": profile})
     t0 = time.perf_counter()
-    fitted = calibrate(meas, predict, base, names, bounds=BOUNDS.get(generation))
-    rms_note = fitted.sources[names[0]].split("rms log error")[-1].strip()
-    source = (f"fitted on {len(cases)} records of measured_dev.json + published_measurements.json fit half "
-              f"(ids hashed: first byte of sha256(id) even; benchmarks/fit_profiles.py), rms log error {rms_note}")
-    values, out = {n: fitted.values[n] for n in names}, base
+    fitted, rms_note = fit_generation(generation, cases)
+    which = "fit half (ids hashed: first byte of sha256(id) even)" if half == "fit" else "every record"
+    source = (f"fitted on {len(cases)} records of measured_dev.json + published_measurements.json, {which} "
+              f"(benchmarks/fit_profiles.py), rms log error {rms_note}")
+    out = base
     for n in names:  # a value at a band edge says so in its source
-        out = out.with_values({n: values[n]}, source + _edge_note(values[n], BOUNDS.get(generation, {}).get(n)))
-    fitted = out
+        out = out.with_values({n: fitted.values[n]}, source + _edge_note(fitted.values[n],
+                                                                         BOUNDS.get(generation, {}).get(n)))
     for n in names:
-        print(f"  {generation}.{n}: {base.values[n]:.4g} -> {fitted.values[n]:.4g}")
+        print(f"  {generation}.{n}: {base.values[n]:.4g} -> {out.values[n]:.4g}")
     print(f"{generation}: {len(cases)} records, {rms_note} ({time.perf_counter() - t0:.0f} s)")
     if write:
-        save_profile(fitted, PROFILE_DIR / f"{generation}.json")
+        save_profile(out, PROFILE_DIR / f"{generation}.json")
         load_profile.cache_clear()
 
 
@@ -117,12 +138,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--generations", default=",".join(PARAMETERS))
+    ap.add_argument("--half", choices=("fit", "all"), default="fit")
     args = ap.parse_args(argv)
     if not (validation_dir() / "measured_dev.json").exists():
         print(f"validation records not found in {validation_dir()}; nothing fitted")
         return 0
     for gen in args.generations.split(","):
-        fit(gen, args.write)
+        fit(gen, args.write, args.half)
     return 0
 
 

@@ -139,7 +139,8 @@ def test_latency_views_hand_derived_compute_bound_layer():
     memory-bound: bytes / bandwidth."""
     a, b = make(), 8
     T = b * S
-    attn_flops = 2 * T * H * 3 * H + 2 * T * H * H + 2 * b * A * S * S * (2 * H // A)
+    # the causal core as flash kernels execute it: S(S+1)/2 (query, key) pairs per head, not S^2 (issue 27)
+    attn_flops = 2 * T * H * 3 * H + 2 * T * H * H + 2 * b * A * (S * (S + 1) // 2) * (2 * H // A)
     assert a.get_latency_fwd_per_layer_attn(b, S) == pytest.approx(attn_flops / PEAK, rel=1e-9)
     mlp_flops = 2 * T * H * 4 * H * 2
     act_bytes = (T * 4 * H + T * 4 * H) * 2  # GeLU reads and writes its 4h-wide input in 16 bits

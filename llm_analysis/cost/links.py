@@ -14,7 +14,17 @@ xGMI or PCIe as its config says) when it fits in the fast-link group, PCIe
 otherwise. A group that fits in the GPU's `nvlink_domain_size` (NVL72 racks, TPU ICI
 slices) stays on the fast link even when it spans nodes.
 
-A group that spans nodes is hierarchical, as NCCL runs it (one ring per NIC, so
+NVLink SHARP (NVLS: Hopper and later GPUs on an NVSwitch, NCCL 2.17+): the switch
+reduces in flight, so an all-reduce moves each GPU's buffer once each way
+(multimem.ld_reduce of its 1/n slice from every peer, multimem.st of the result to
+all): B / bw instead of the ring's 2(n-1)/n B / bw, after two switch traversals. A
+bound takes the faster of the two (NCCL picks the faster). Which fabric has it is
+read from the GPU config: an NVLink switch domain of more than two GPUs whose GPUs
+have FP8 tensor cores (NVLS came with the third-generation NVSwitch, alongside
+Hopper's FP8; A100 systems' NVSwitch has no SHARP; Ada/L40S has no NVLink switch).
+
+A group that spans nodes (or NVLink switch domains: a group larger than a GB200/GB300
+NVL72 rack, whose 72 GPUs are one NVLink domain, crosses racks over InfiniBand) is hierarchical, as NCCL runs it (one ring per NIC, so
 every GPU of a node drives its own NIC at once; NVIDIA/nccl-tests
 doc/PERFORMANCE.md; Jeaugey, "Massively scale your deep learning training with
 NCCL 2.4", NVIDIA blog 2019): with r of the group's ranks in each node and N
@@ -46,16 +56,28 @@ class Link:
     bytes_per_s: float  # per GPU per direction (inter_node: one GPU's share of its node's network)
     hop_latency_s: float
     min_latency_s: float
-    ranks_per_node: int = 1  # inter_node only: the group's ranks inside one node
+    ranks_per_node: int = 1  # inter_node only: the group's ranks inside one node (or NVLink rack)
     local: Optional["Link"] = None  # inter_node only: the link between those ranks
+    switch_reduction: bool = False  # NVLink SHARP: the switch reduces an all-reduce in flight
+
+
+def switch_reduces(gpu: GPUConfig) -> bool:
+    """Whether the GPU's NVLink switch reduces in flight (NVLS; see the module docstring)."""
+    return gpu.intra_node_link == "nvlink" and gpu.nvlink_domain_size > 2 and bool(gpu.peak_fp8_TFLOPS)
+
+
+def _fast_link(gpu: GPUConfig, intra_efficiency: float) -> Link:
+    """The GPU's NVLink / xGMI / ICI link, per GPU per direction."""
+    return Link(gpu.intra_node_link, gpu.intra_node_bandwidth_in_GB_per_sec * GB * intra_efficiency,
+                gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency,
+                switch_reduction=switch_reduces(gpu))
 
 
 def _intra_link(gpu: GPUConfig, span: int, intra_efficiency: float) -> Link:
     if span > gpu.fast_link_group_size:
         return Link("pcie", gpu.pcie_bandwidth_in_GB_per_sec * GB * intra_efficiency,
                     gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
-    return Link(gpu.intra_node_link, gpu.intra_node_bandwidth_in_GB_per_sec * GB * intra_efficiency,
-                gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
+    return _fast_link(gpu, intra_efficiency)
 
 
 def group_stride(par, comm_group: str) -> int:
@@ -86,14 +108,20 @@ def link_for_group(gpu: GPUConfig, group_size: int, stride: int, intra_efficienc
     """
     per_node = num_gpus_per_node or gpu.num_gpus_per_node
     span = (group_size - 1) * stride + 1
-    if gpu.num_gpus_per_node < gpu.nvlink_domain_size and span <= gpu.nvlink_domain_size:
-        # the fast link reaches beyond the node: NVLink switch trays of a GB200/GB300
-        # NVL72 rack (72 GPUs, 4 per tray), the ICI torus of a TPU slice
-        return Link(gpu.intra_node_link, gpu.intra_node_bandwidth_in_GB_per_sec * GB * intra_efficiency,
-                    gpu.intra_node_hop_latency, gpu.intra_node_min_message_latency)
-    if span > per_node:
-        r = max(1, min(group_size, per_node // stride)) if stride < per_node else 1
-        local = _intra_link(gpu, (r - 1) * stride + 1, intra_efficiency) if r > 1 else None
+    # the fast link reaches beyond the node: NVLink switch trays of a GB200/GB300 NVL72 rack
+    # (72 GPUs, 4 per tray), the ICI torus of a TPU slice; 0 where it ends at the node
+    rack = gpu.nvlink_domain_size if gpu.num_gpus_per_node < gpu.nvlink_domain_size else 0
+    if rack and span <= rack:
+        return _fast_link(gpu, intra_efficiency)
+    island = rack or per_node  # what a ring joins without the network
+    if span > island:
+        r = max(1, min(group_size, island // stride)) if stride < island else 1
+        if r == 1:
+            local = None
+        elif rack:  # the group's ranks inside one rack talk over the NVLink switch
+            local = _fast_link(gpu, intra_efficiency)
+        else:
+            local = _intra_link(gpu, (r - 1) * stride + 1, intra_efficiency)
         return Link("inter_node", gpu.inter_node_bandwidth_in_GB_per_sec * GB * inter_efficiency,
                     gpu.inter_node_hop_latency, gpu.inter_node_min_message_latency, r, local)
     return _intra_link(gpu, span, intra_efficiency)
@@ -121,7 +149,10 @@ def _hierarchical_time_s(kind: str, bytes_per_gpu: float, n: int, link: Link) ->
         local_s = (r - 1) / n * bytes_per_gpu / link.local.bytes_per_s if link.local else 0.0
     else:
         net_s = bw_factor(nodes) * bytes_per_gpu / (r * link.bytes_per_s)
-        local_s = bw_factor(r) * bytes_per_gpu / link.local.bytes_per_s if link.local else 0.0
+        local_factor = bw_factor(r)
+        if kind == "all_reduce" and link.local is not None and link.local.switch_reduction:
+            local_factor = min(local_factor, 1.0)  # NVLS inside the node / rack (NCCL's NVLS tree)
+        local_s = local_factor * bytes_per_gpu / link.local.bytes_per_s if link.local else 0.0
     ways = 2 if kind == "all_reduce" else 1
     latency = ways * math.ceil(math.log2(nodes)) * link.hop_latency_s
     return max(max(net_s, local_s) + latency, link.min_latency_s)
@@ -141,6 +172,11 @@ def collective_timer(kind: str, group_size: int, link: Link) -> Callable[[float]
     bw_factor, hops = _ALGORITHMS[kind]
     factor, hops_s = bw_factor(n), hops(n) * link.hop_latency_s
     bytes_per_s, floor_s = link.bytes_per_s, link.min_latency_s
+    if kind == "all_reduce" and link.switch_reduction and n > 2:
+        nvls_s = 2 * link.hop_latency_s  # (to the switch and back)
+        return lambda bytes_per_gpu: (max(min(factor * bytes_per_gpu / bytes_per_s + hops_s,
+                                              bytes_per_gpu / bytes_per_s + nvls_s), floor_s)
+                                      if bytes_per_gpu > 0 else 0.0)
     return lambda bytes_per_gpu: (max(factor * bytes_per_gpu / bytes_per_s + hops_s, floor_s) if bytes_per_gpu > 0
                                   else 0.0)
 

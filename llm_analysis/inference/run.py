@@ -84,7 +84,8 @@ def cached_inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bo
 def _inference_times(analysis, d, b: int, s: int, n: int, use_kv_cache: bool, ds_zero) -> Dict[str, Any]:
     p = analysis.parallelism_config
     t: Dict[str, Any] = {}
-    t["prefill_s"], t["prefill_groups"], t["prefill_flops"] = prefill_phase(analysis, d, b, s)
+    t["prefill_s"], t["prefill_groups"], t["prefill_flops"], masked = prefill_phase(analysis, d, b, s)
+    t["prefill_executed_flops"] = t["prefill_flops"] - masked
     t["prefill_unpipelined_s"] = t["prefill_s"]
     if p.pp_size > 1 and b > 1:
         # a pipeline serves a batch of prompts in micro-batches, stages overlapping
@@ -226,6 +227,8 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "prefill_activation_memory_per_gpu": mem["prefill_activation"],
         "prefill_max_batch_size_per_gpu": mem["prefill_max_b"],
         "prefill_num_flops_fwd_total": t["prefill_flops"],
+        # what the kernels execute (flash attention: the causal part), which the time follows
+        "prefill_num_flops_executed_total": t["prefill_executed_flops"],
         "decode_activation_memory_per_gpu": mem["decode_activation"],
         "decode_max_batch_size_per_gpu": mem["decode_max_b"],
         "decode_num_flops_fwd_total": _decode_step_flops(analysis, b, s + 1),
@@ -280,6 +283,11 @@ def _notes(analysis, summary: dict) -> List[str]:
             f"uses {used_share:.0%} of the GPU's memory, nothing reserved: serving frameworks keep the rest for the "
             f"CUDA context, GEMM workspaces and allocator slack (vLLM takes {SERVING_MEMORY_SHARE:.0%} by default), "
             "so this batch may not fit in practice")
+    counted, executed = summary["prefill_num_flops_fwd_total"], summary["prefill_num_flops_executed_total"]
+    if executed < counted:
+        notes.append(f"prefill_num_flops_fwd_total counts attention as the conventions do (the whole score matrix); "
+                     f"the flash-attention kernels execute only the causal part, prefill_num_flops_executed_total = "
+                     f"{executed / counted:.1%} of it, and the prefill time follows what they execute")
     if analysis.profile is None and analysis.flops_efficiency == 1 and analysis.hbm_memory_efficiency == 1 \
             and analysis.achieved_tflops is None and analysis.achieved_memory_bandwidth_GBs is None:
         # (the roofline at efficiency 1; a calibrated model's times are expected ones, its bounds are the

@@ -17,7 +17,7 @@ import numpy as np
 
 from llm_analysis.cost.affine import sum_affine, sum_max_affine
 from llm_analysis.model import Phase
-from llm_analysis.model.phase_table import BYTES_PER_GPU, FLOPS, FLOPS_PER_GPU, PhaseTable
+from llm_analysis.model.phase_table import BYTES_PER_GPU, FLOPS, FLOPS_PER_GPU, MASKED_FLOPS, PhaseTable
 from llm_analysis.schema.options import DSZeRO
 from llm_analysis.quantities.group_times import (GroupTimes, PhaseGroups, finished_group, table_groups, table_time_s,
                                                 timed_table)
@@ -26,8 +26,8 @@ from llm_analysis.quantities.group_times import (GroupTimes, PhaseGroups, finish
 def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, float]:
     """(seconds, group breakdown, FLOPs of the whole model) of one prefill of `batch`
     prompts of `seq_len` tokens, through every pipeline stage in turn."""
-    total_s, groups, flops = d.cost_memo(analysis.cost_model, ("prefill_time", batch, seq_len),
-                                         lambda: prefill_phase(analysis, d, batch, seq_len))
+    total_s, groups, flops, _ = d.cost_memo(analysis.cost_model, ("prefill_time", batch, seq_len),
+                                            lambda: prefill_phase(analysis, d, batch, seq_len))
     return total_s, groups.finished(), flops
 
 
@@ -38,8 +38,9 @@ def _handoff_s(analysis, batch: int, tokens_per_seq: int) -> float:
     return analysis.pipeline_handoff_time_s(batch, tokens_per_seq)
 
 
-def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, PhaseGroups, float]:
-    """`prefill_time` computed, not kept: (seconds, the group breakdown to be read, FLOPs)."""
+def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, PhaseGroups, float, float]:
+    """`prefill_time` computed, not kept: (seconds, the group breakdown to be read, FLOPs as the
+    conventions count them, of those the FLOPs no kernel executes: records.Operator.masked_flops)."""
     table = timed_table(analysis.cost_model, d, "prefill", x=seq_len)
     pp_s = _handoff_s(analysis, batch, seq_len)
     if table is not None:  # every operator from the table's figures
@@ -48,11 +49,11 @@ def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, PhaseGr
         groups = table_groups(table, lambda: np.concatenate((split.kernels, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])),
                               split.collectives, pp_s)
         return (table_time_s(table, split.kernels, split.collectives) + pp_s, groups,
-                float(table.repeat_array @ figures[FLOPS]))
+                float(table.repeat_array @ figures[FLOPS]), float(table.repeat_array @ figures[MASKED_FLOPS]))
     ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
     finished = _with_handoff(GroupTimes().add_ops(analysis.cost_model, ops).finish(), pp_s)
     return (sum(g["latency_s"] for g in finished.values()), PhaseGroups(groups=finished),
-            sum(n * o.flops for n, o in ops))
+            sum(n * o.flops for n, o in ops), sum(n * o.masked_flops for n, o in ops))
 
 
 def _with_handoff(groups: Dict[str, Dict], handoff_s: float) -> Dict[str, Dict]:

@@ -164,18 +164,25 @@ class AttentionOps:
                         heads_gpu: int) -> Operator:
         m = self.model
         window = sparse_key_limit(m, kind)
-        if m.encoder_only:
-            pairs = phase.q_len * phase.kv_len
-        elif self.conv.attention_flops == "causal":
-            pairs = causal_pairs(phase.q_len, phase.past_len, window)
-        elif phase.q_len == 1:
-            pairs = self.attended_len(kind, phase.kv_len)
-        elif phase.past_len == 0:
-            pairs = phase.q_len * phase.kv_len  # eager: whole matrix, masked afterwards
+        if m.encoder_only:  # bidirectional: every (query, key) pair, counted and executed
+            pairs = executed_pairs = phase.q_len * phase.kv_len
         else:
-            pairs = phase.q_len * self.attended_len(kind, phase.kv_len)
-        flops = 2.0 * phase.batch * m.n_head * pairs * (d_qk + d_v) * self.attention_core_passes
-        flops_gpu = flops * heads_gpu / m.n_head
+            # the (query, key) pairs a flash kernel computes (FlashAttention-2/3, cuDNN, FlashInfer in
+            # training and serving): tiles above the causal diagonal or outside the window are skipped
+            executed_pairs = causal_pairs(phase.q_len, phase.past_len, window)
+            if self.conv.attention_flops == "causal":
+                pairs = executed_pairs
+            elif phase.q_len == 1:
+                pairs = self.attended_len(kind, phase.kv_len)
+            elif phase.past_len == 0:
+                pairs = phase.q_len * phase.kv_len  # eager: whole matrix, masked afterwards
+            else:
+                pairs = phase.q_len * self.attended_len(kind, phase.kv_len)
+        per_pair = 2.0 * phase.batch * m.n_head * (d_qk + d_v) * self.attention_core_passes
+        flops = per_pair * pairs
+        # the time follows the executed work; `flops` keeps the convention's count (FlopCounterMode's
+        # whole matrix under "transformers") and `masked_flops` the difference
+        flops_gpu = per_pair * executed_pairs * heads_gpu / m.n_head
         attended = self.attended_len(kind, phase.kv_len)
         # q in, output out; keys/values: read from the cache (decode) or produced now
         q_elems = phase.tokens * heads_gpu * d_qk
@@ -192,7 +199,7 @@ class AttentionOps:
                 kv_new_bytes = phase.tokens * self.kv_heads_per_gpu_of(kind) * (d_qk + d_v) * self.a_bytes
         return Operator(
             name="attention_core", group="attention", kind="attention", flops=flops,
-            flops_per_gpu=flops_gpu,
+            flops_per_gpu=flops_gpu, masked_flops=per_pair * (pairs - executed_pairs),
             bytes_read_per_gpu=q_elems * self.a_bytes + kv_read_bytes + kv_new_bytes,
             bytes_written_per_gpu=out_elems * self.a_bytes
             + phase.tokens * self.kv_cache_elems_per_token_per_gpu(kind) * self.kv_bytes,

@@ -38,8 +38,9 @@ from llm_analysis.model.records import Operator, Phase
 
 # figures of an operator the hot path reads, in this order
 FIELDS = ("flops_per_gpu", "bytes_per_gpu", "flops", "comm_bytes_per_gpu", "activation_bytes_per_gpu",
-          "kv_cache_bytes_read_per_gpu")  # the last for the calibrated model (cost/calibrated_table.py)
-FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, ACTIVATION_BYTES, KV_CACHE_BYTES = range(len(FIELDS))
+          "kv_cache_bytes_read_per_gpu",  # for the calibrated model (cost/calibrated_table.py)
+          "masked_flops")  # counted but not executed (records.Operator): the executed-FLOPs figures
+FLOPS_PER_GPU, BYTES_PER_GPU, FLOPS, COMM_BYTES, ACTIVATION_BYTES, KV_CACHE_BYTES, MASKED_FLOPS = range(len(FIELDS))
 _PROBE_BATCHES = (1, 2)
 _PROBE_XS = (16, 17, 18)  # consecutive: exact finite differences
 _CHECKS = ((3, 1000), (7, 4099))  # (batch, x) away from the probes

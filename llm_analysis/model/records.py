@@ -54,8 +54,13 @@ class Operator:
     params: int = 0
     params_per_gpu: float = 0.0
     weight_bytes_per_gpu: float = 0.0
-    flops: float = 0.0
+    flops: float = 0.0  # what the counting convention counts (`Conventions`), whole model
+    # what one GPU's kernels execute: for the attention core of a causal decoder the flash
+    # kernel's work (the unmasked triangle, or the window), whatever `flops` counts
     flops_per_gpu: float = 0.0
+    # of `flops`, what the convention counts but no kernel executes (the masked half of the
+    # score matrix an eager "full" count includes); whole model, like `flops`
+    masked_flops: float = 0.0
     bytes_read_per_gpu: float = 0.0  # weights + activations + cache read
     bytes_written_per_gpu: float = 0.0
     kv_cache_bytes_read_per_gpu: float = 0.0
@@ -121,6 +126,7 @@ class Operator:
             weight_bytes_per_gpu=self.weight_bytes_per_gpu * factor,
             flops=self.flops * factor,
             flops_per_gpu=self.flops_per_gpu * factor,
+            masked_flops=self.masked_flops * factor,
             bytes_read_per_gpu=self.bytes_read_per_gpu * factor,
             bytes_written_per_gpu=self.bytes_written_per_gpu * factor,
             kv_cache_bytes_read_per_gpu=self.kv_cache_bytes_read_per_gpu * factor,

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
 from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.facade import LLMAnalysis
+from llm_analysis.model import Phase
 from llm_analysis.schema.options import ActivationRecomputation, DSZeRO, as_enum
 import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.errors import ClosestMiss
@@ -320,8 +321,10 @@ def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtyp
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
-    # forward + backward (2x forward) FLOPs of one iteration, whatever the layout
-    search.model_flops_per_iter = 3 * probe.get_num_flops_fwd_total(gbs, s)
+    # forward + backward (2x forward) FLOPs the kernels execute in one iteration, whatever the layout
+    # (flash attention skips the masked half that the FLOP count includes: the bound must not)
+    fwd = probe.describer.weighted_ops(Phase("train", gbs, s, s))
+    search.model_flops_per_iter = 3 * sum(n * (op.flops - op.masked_flops) for n, op in fwd)
     return search
 
 

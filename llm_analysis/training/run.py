@@ -355,6 +355,12 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
     if summary["latency_per_iter_dp_comm"] > 0.1 * it:
         notes.append("data-parallel communication is not hidden by the backward pass: "
                      f"{summary['latency_per_iter_dp_comm'] / it:.0%} of the iteration is exposed")
+    executed, counted = summary["num_executed_flops_per_iter"], summary["num_hardware_flops_per_iter"]
+    if executed < counted:
+        notes.append(f"FLOP counts (num_flops_*, num_model_flops_per_iter, mfu, hfu) count attention as the "
+                     f"conventions do (FlopCounterMode's whole score matrix); the flash-attention kernels execute "
+                     f"only the causal part, num_executed_flops_per_iter = {executed / counted:.1%} of the hardware "
+                     f"FLOPs, and the times follow what they execute")
     if analysis.profile is None and analysis.achieved_tflops is None and analysis.flops_efficiency == 1:
         notes.append("flops_efficiency is 1: latency_per_iter is a lower bound (large-scale training reaches "
                      "~40-55% MFU); pass achieved_tflops or flops_efficiency for realistic days and cost")

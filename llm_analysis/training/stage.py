@@ -13,7 +13,7 @@ import numpy as np
 
 from llm_analysis.model import Operator, Phase
 from llm_analysis.schema.options import ActivationRecomputation
-from llm_analysis.model.phase_table import FLOPS
+from llm_analysis.model.phase_table import FLOPS, MASKED_FLOPS
 from llm_analysis.quantities.group_times import timed_table
 from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
 from llm_analysis.training.overheads_tp import TP_OVERLAP_BACKWARD, backward_hidden_tp_s
@@ -40,6 +40,10 @@ class Stage:
     flops_fwd: float = 0.0  # whole-model (unsharded) FLOPs of this stage's ops
     flops_bwd: float = 0.0
     flops_rc: float = 0.0
+    # of flops_fwd / flops_rc, what the counting convention includes but no kernel executes
+    # (the masked half of causal attention's score matrix: records.Operator.masked_flops)
+    masked_flops_fwd: float = 0.0
+    masked_flops_rc: float = 0.0
     dense_params_gpu: float = 0.0  # trainable (full training: all; LoRA: adapters)
     expert_params_gpu: float = 0.0
     weight_bytes_gpu: float = 0.0  # unsharded by ZeRO
@@ -55,15 +59,24 @@ class Stage:
         return (self.fwd_compute + self.bwd_compute + self.rc_compute + self.rc_comm
                 + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden + self.fp8_cast)
 
-    def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool) -> None:
-        """A kernel of forward time t and `flops` FLOPs, its backward `bwd` times the forward."""
+    def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool, masked_flops: float = 0.0) -> None:
+        """A kernel of forward time t and `flops` FLOPs (`masked_flops` of them not executed),
+        its backward `bwd` times the forward."""
         self.fwd_compute += t
         self.bwd_compute += bwd * t
         self.flops_fwd += flops
         self.flops_bwd += bwd * flops
+        self.masked_flops_fwd += masked_flops
         if recomputed:
             self.rc_compute += t
             self.flops_rc += flops
+            self.masked_flops_rc += masked_flops
+
+    @property
+    def executed_flops(self) -> float:
+        """Forward, backward and recomputation FLOPs the kernels execute (backward 2x forward)."""
+        return (self.flops_fwd + self.flops_bwd + self.flops_rc
+                - 3.0 * self.masked_flops_fwd - self.masked_flops_rc)
 
 
 def _backward_factor(op: Operator, lora: Optional[LoRAConfig]) -> float:
@@ -172,6 +185,7 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     kernels, collectives = _stage_roles(table, rc)
     fwd, rc_compute = (kernels @ split.kernels.sum(axis=0)).tolist()
     flops_fwd, flops_rc = (kernels @ figures[FLOPS]).tolist()
+    masked_fwd, masked_rc = (kernels @ figures[MASKED_FLOPS]).tolist()
     comm = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "recomputed": 0.0}
     for (every, recomputed, group), t in zip(collectives, split.collectives):
         if group in comm:
@@ -180,7 +194,8 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     # (backward: 2x the forward, input and weight gradients, as `add_compute` without LoRA)
     return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=2.0 * fwd, rc_compute=rc_compute,
                                rc_comm=comm["recomputed"], tp_fwd=comm["tp"], ep_fwd=comm["ep"], cp_fwd=comm["cp"],
-                               flops_fwd=flops_fwd, flops_bwd=2.0 * flops_fwd, flops_rc=flops_rc)
+                               flops_fwd=flops_fwd, flops_bwd=2.0 * flops_fwd, flops_rc=flops_rc,
+                               masked_flops_fwd=masked_fwd, masked_flops_rc=masked_rc)
 
 
 def _stage_roles(table, rc: ActivationRecomputation):
@@ -200,12 +215,13 @@ def _stage_roles(table, rc: ActivationRecomputation):
     return roles
 
 
-def _add_time(st: Stage, op: Operator, t: float, flops: float, recomputed: bool, lora: Optional[LoRAConfig]) -> None:
+def _add_time(st: Stage, op: Operator, n: int, t: float, flops: float, recomputed: bool,
+              lora: Optional[LoRAConfig]) -> None:
     """One operator's n x time and n x FLOPs into the stage's sums."""
     if op.kind == "collective":
         _add_collective(st, op, t, recomputed)
     else:
-        st.add_compute(t, flops, _backward_factor(op, lora), recomputed)
+        st.add_compute(t, flops, _backward_factor(op, lora), recomputed, n * op.masked_flops)
 
 
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
@@ -217,7 +233,7 @@ def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: 
         st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
         for is_layer, n, op, t, flops in _rows(analysis, ph, s, lora):
             recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
-            _add_time(st, op, t, flops, recomputed, lora)
+            _add_time(st, op, n, t, flops, recomputed, lora)
             if op.kind != "collective":
                 _add_weights(st, analysis, op, n, is_layer, lora, recomputed)
     if overlap_tp_comm == TP_OVERLAP_BACKWARD:

@@ -18,6 +18,10 @@ def _flops(stages: List[Stage], m: int, latency_per_iter: float, st: "_Static") 
     flops_mb = flops_fwd + flops_bwd + flops_rc
     model_flops_iter = (flops_fwd + flops_bwd) * m * dp
     hw_flops_iter = flops_mb * m * dp
+    # what the kernels execute (flash attention skips the masked half that an eager count includes);
+    # the time follows it, so the compute-bound time does too
+    executed_mb = sum(s_.executed_flops for s_ in stages)
+    executed_iter = executed_mb * m * dp
     return {
         "num_flops_fwd_per_micro_batch": flops_fwd,
         "num_flops_bwd_per_micro_batch": flops_bwd,
@@ -25,12 +29,15 @@ def _flops(stages: List[Stage], m: int, latency_per_iter: float, st: "_Static") 
         "num_flops_total_per_micro_batch": flops_mb,
         "num_model_flops_per_iter": model_flops_iter,
         "num_hardware_flops_per_iter": hw_flops_iter,
+        "num_executed_flops_per_micro_batch": executed_mb,
+        "num_executed_flops_per_iter": executed_iter,
         "latency_per_iter_using_flops": flops_mb * m / (gpus_per_replica * tflops * 1e12),
         "achieved_tflops": tflops,
-        "achieved_flops": hw_flops_iter / n_gpus / latency_per_iter,
+        # the rate the GPUs run at: executed FLOPs (a count that includes masked work would exceed the peak)
+        "achieved_flops": executed_iter / n_gpus / latency_per_iter,
         "mfu": model_flops_iter / (latency_per_iter * n_gpus * peak_flops),
         "hfu": hw_flops_iter / (latency_per_iter * n_gpus * peak_flops),
-        "compute_bound_latency_per_iter": hw_flops_iter / (n_gpus * peak_flops),
+        "compute_bound_latency_per_iter": executed_iter / (n_gpus * peak_flops),
     }
 
 
@@ -144,6 +151,8 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
         "num_flops_total_per_micro_batch": flops["num_flops_total_per_micro_batch"],
         "num_model_flops_per_iter": flops["num_model_flops_per_iter"],
         "num_hardware_flops_per_iter": flops["num_hardware_flops_per_iter"],
+        "num_executed_flops_per_micro_batch": flops["num_executed_flops_per_micro_batch"],
+        "num_executed_flops_per_iter": flops["num_executed_flops_per_iter"],
         "latency_fwd": latency_fwd,
         "latency_per_micro_batch": times["t_mb"],
         **times["breakdown"],

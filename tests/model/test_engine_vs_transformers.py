@@ -550,7 +550,9 @@ def test_tp_splits_weights_and_flops_of_llama_70b():
         ph = Phase("prefill", 2, 16, 16)
         ops, ops1 = a.describer.flat_ops(ph), one.describer.flat_ops(ph)
         assert a.get_num_flops_fwd_total(2, 16) == one.get_num_flops_fwd_total(2, 16)
-        assert sum(o.flops_per_gpu for o in ops) * tp == sum(o.flops for o in ops1)
+        # per GPU: the executed work (flash attention's causal part), which TP splits evenly
+        assert sum(o.flops_per_gpu for o in ops) * tp == sum(o.flops - o.masked_flops for o in ops1)
+        assert sum(o.flops_per_gpu for o in ops1) == sum(o.flops - o.masked_flops for o in ops1)
         split = [o for o in a.describer.flat_ops(P1) if o.params and o.group != "norm"]
         assert sum(o.params_per_gpu for o in split) * tp == sum(o.params for o in split)
         assert all(o.params_per_gpu == o.params for o in a.describer.flat_ops(P1) if o.group == "norm")
@@ -734,10 +736,12 @@ def test_tp_keeps_totals(cfg, tp):
     assert a.get_num_flops_fwd_total(2, 33) == one.get_num_flops_fwd_total(2, 33)
     ph = Phase("prefill", 2, 33, 33)
     ops = a.describer.flat_ops(ph)
-    for o in ops:  # each operator is split over at most tp GPUs (replicated ones: not at all)
-        assert o.flops / tp <= o.flops_per_gpu * (1 + 1e-12) and o.flops_per_gpu <= o.flops * (1 + 1e-12)
+    for o in ops:  # each operator's executed work is split over at most tp GPUs (replicated ones: not at all)
+        executed = o.flops - o.masked_flops  # (flash attention skips the masked part the count includes)
+        assert executed / tp <= o.flops_per_gpu * (1 + 1e-12) and o.flops_per_gpu <= executed * (1 + 1e-12)
         assert o.params / tp <= o.params_per_gpu * (1 + 1e-12) or o.params == 0
-    total = one.get_num_flops_fwd_total(2, 33)
+    total = sum(o.flops - o.masked_flops for o in one.describer.flat_ops(ph))
+    assert total <= one.get_num_flops_fwd_total(2, 33) * (1 + 1e-12)
     assert total / tp <= sum(o.flops_per_gpu for o in ops) * (1 + 1e-12) <= total * (1 + 1e-12)
     assert a.get_weight_memory_per_gpu() <= one.get_weight_memory_per_gpu()
 

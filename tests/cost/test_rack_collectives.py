@@ -1,0 +1,68 @@
+"""Roofline collectives on NVLink switch fabrics (issue 27, item 2), by hand from bytes and
+bandwidths: a group inside a GB200 NVL72 rack runs on NVLink; a group larger than the rack
+crosses racks over InfiniBand with every rank's NIC carrying the rack's share, while the ranks
+inside a rack exchange over NVLink at the same time; NVLink SHARP (NVLS) all-reduces move each
+GPU's buffer once on Hopper and later NVSwitch systems, not on A100's.
+
+Figures of the GPU files (llm_analysis/gpu_configs): GB200 NVL72 900 GB/s NVLink per GPU per
+direction, 72 GPUs in the NVLink domain, 4 per compute tray, one 400 Gb/s NIC per GPU = 50 GB/s;
+H100 SXM 450 GB/s NVLink, A100 SXM 300 GB/s (NVSwitch without SHARP); hop latencies 1 us
+(NVLink) and 5 us (network), the schema's defaults.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_analysis.analysis import LLMAnalysis
+from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name, \
+    get_model_config_by_name
+
+MB = 1e9  # one message of 1 GB per GPU
+NVLINK_GB200, NIC = 900e9, 50e9
+HOP, NET_HOP = 1e-6, 5e-6
+
+
+def _cost(gpu: str, **par):
+    a = LLMAnalysis(get_model_config_by_name("meta-llama_Llama-3.1-8B"), get_gpu_config_by_name(gpu),
+                    get_dtype_config_by_name("w16a16e16"), ParallelismConfig(**par))
+    return a.cost_model
+
+
+def test_all_gather_inside_an_nvl72_rack_is_an_nvlink_ring():
+    # 32 data-parallel ranks 2 apart (tp 2) span 63 GPUs: one rack
+    t = _cost("gb200-nvl72-186gb", tp_size=2, dp_size=32).collective_s("all_gather", MB, 32, "dp")
+    assert t == pytest.approx(31 / 32 * MB / NVLINK_GB200 + 31 * HOP, rel=1e-12)
+
+
+def test_all_gather_across_nvl72_racks_pools_the_racks_nics():
+    # 64 ranks 2 apart span 127 GPUs: two racks, 72 // 2 = 36 of the group's ranks in one rack.
+    # Network: 2 racks exchange (2-1)/2 of the buffer through 36 NICs of 50 GB/s each; inside the
+    # rack 35/36 of it over NVLink at the same time; one network step of latency.
+    t = _cost("gb200-nvl72-186gb", tp_size=2, dp_size=64).collective_s("all_gather", MB, 64, "dp")
+    network_s = 1 / 2 * MB / (36 * NIC)
+    nvlink_s = 35 / 36 * MB / NVLINK_GB200
+    assert t == pytest.approx(max(network_s, nvlink_s) + NET_HOP, rel=1e-12)
+    # (charging every hop at one GPU's NIC share, as if each 4-GPU tray were its own island, gives
+    # (31/32) MB / (2 x 50 GB/s) = 9.7 ms: nine times the time)
+    assert t < 31 / 32 * MB / (2 * NIC) / 8
+
+
+def test_all_reduce_across_racks_uses_nvls_inside_each_rack():
+    t = _cost("gb200-nvl72-186gb", tp_size=2, dp_size=64).collective_s("all_reduce", MB, 64, "dp")
+    network_s = 2 * 1 / 2 * MB / (36 * NIC)
+    nvlink_s = 1.0 * MB / NVLINK_GB200  # NVLS: the buffer once each way, not 2 x 35/36 of it
+    assert t == pytest.approx(max(network_s, nvlink_s) + 2 * NET_HOP, rel=1e-12)
+
+
+def test_nvls_all_reduce_on_an_h100_node():
+    t = _cost("h100-sxm-80gb", tp_size=8).collective_s("all_reduce", MB, 8, "tp")
+    ring = 2 * 7 / 8 * MB / 450e9 + 14 * HOP
+    nvls = MB / 450e9 + 2 * HOP  # to the switch and back
+    assert nvls < ring
+    assert t == pytest.approx(nvls, rel=1e-12)
+
+
+def test_a100_nvswitch_has_no_nvls():
+    t = _cost("a100-sxm-80gb", tp_size=8).collective_s("all_reduce", MB, 8, "tp")
+    assert t == pytest.approx(2 * 7 / 8 * MB / 300e9 + 14 * HOP, rel=1e-12)
