@@ -119,6 +119,9 @@ def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analy
         elif _help_requested(argv):
             text = "".join(line for line in text.splitlines(keepends=True)
                            if not line.startswith("INFO: Showing help with the command"))
+            # fire offers a flag's first letter as its short form when no other flag shares it; `-h` is
+            # help here (above), so `-h, --html` would promise what it does not do
+            text = re.sub(r"(?m)^(\s+)-h, (--\w+)", r"\1\2", text)
             (sys.stdout if code == 0 else real_stderr).write(text.lstrip("\n"))
         else:
             real_stderr.write(text)

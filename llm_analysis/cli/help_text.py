@@ -56,10 +56,14 @@ def _one_line_args(doc: str) -> str:
 
 
 def _plain(annotation):
-    """Optional[int] -> int (fire prints Optional[...] itself around a flag whose default is None)."""
+    """Optional[int] -> int (fire prints Optional[...] itself around a flag whose default is None);
+    a union that takes a string (Union[str, dict]: JSON given on the command line) -> str, since the
+    command line passes text (fire would print `Optional[Union]`)."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) is typing.Union and len(args) == 1:
         return args[0]
+    if typing.get_origin(annotation) is typing.Union and str in args:
+        return str
     return annotation
 
 

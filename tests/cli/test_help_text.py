@@ -46,6 +46,8 @@ def test_every_flag_is_documented_whole(argv):
         assert f"--{flag}" in text or flag.upper() in text, flag
         assert " ".join(doc[flag].split()) in text, f"--{flag}: help does not show {doc[flag]!r}"
     assert "Optional['" not in text and "'str'" not in text  # types print plainly
+    assert "Optional[Union]" not in text  # a flag taking JSON or a dict prints as the string it is given
+    assert "-h, --" not in text  # -h is help: no flag may be offered as its short form
 
 
 def test_args_section_joins_continuation_lines_even_when_they_look_like_entries():
