@@ -42,6 +42,10 @@ from llm_analysis.planner.space import weight_bytes_lower_bound
 # the planner's KV-cache bytes per element -> the engine's kv_cache_dtype name (None: the engine's default)
 KV_NAME_OF_BYTES = {1: "fp8", 2: "fp16", 4: "fp32"}
 MAX_REPLICAS = 4096  # the search stops adding replicas here (a latency floor is what would stop it)
+# requests the simulation runs while a replica count is searched (open loop, percentile targets); the
+# chosen count is then confirmed, and its figures taken, on the engine's full simulation
+# (serving/engine.py DEFAULT_NUM_REQUESTS) unless the caller set num_requests
+SCREEN_REQUESTS = 500
 
 CONTINUOUS_COLUMNS = [
     ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
@@ -161,12 +165,33 @@ class _LayoutSearch:
         self.search, self.lay, self.kv_name, self.load = search, lay, kv_name, load
         self.stats, self.miss, self.describe = stats, miss, describe
         self.means_only = load.slo.percentile is None
-        self.answers: Dict[int, Dict[str, Any]] = {}
+        # the search's calls simulate (open loop, or percentile targets): it runs them shorter, then confirms
+        self.screening = ((load.slo.concurrency is None or not self.means_only)
+                          and "num_requests" not in load.engine_options)
+        self.answers: Dict[int, Dict[str, Any]] = {}  # the search's answers by replica count
+        self.full_answers: Dict[int, Dict[str, Any]] = {}  # the row's own call (full simulation) by count
         self.saturation_per_replica = math.inf  # requests/s one replica completes flat out (from floor())
+
+    def search_kwargs(self) -> Dict[str, Any]:
+        kw = self.load.serve_kwargs(self.kv_name, self.means_only)
+        if self.screening:
+            kw["num_requests"] = SCREEN_REQUESTS
+        return kw
 
     def serve(self, replicas: int) -> Dict[str, Any]:
         self.stats.evaluated_full += 1
-        return _fleet(self.search, self.lay, replicas).serve(**self.load.serve_kwargs(self.kv_name, self.means_only))
+        return _fleet(self.search, self.lay, replicas).serve(**self.search_kwargs())
+
+    def full_at(self, replicas: int) -> Dict[str, Any]:
+        """The answer of the row's own serve() call (the engine's full simulation) at `replicas`."""
+        if replicas not in self.full_answers:
+            kwargs = self.load.serve_kwargs(self.kv_name, means_only=False)
+            if kwargs == self.search_kwargs():
+                self.full_answers[replicas] = self.at(replicas)
+            else:
+                self.stats.evaluated_full += 1
+                self.full_answers[replicas] = _fleet(self.search, self.lay, replicas).serve(**kwargs)
+        return self.full_answers[replicas]
 
     def at(self, replicas: int) -> Dict[str, Any]:
         if replicas not in self.answers:
@@ -179,7 +204,10 @@ class _LayoutSearch:
         state only (its means; the percentile targets are checked with `simulate`)."""
         kw = {k: v for k, v in self.load.serve_kwargs(self.kv_name, True).items()
               if k not in ("request_rate", "concurrency", "num_requests")}
-        kw.update(concurrency=1, **({} if simulate else {"num_requests": 0}))
+        kw.update(concurrency=1, **({"num_requests": self.search_kwargs().get("num_requests", kw.get("num_requests"))}
+                                    if simulate else {"num_requests": 0}))
+        if kw["num_requests"] is None:
+            del kw["num_requests"]
         self.stats.evaluated_full += 1
         alone = _fleet(self.search, self.lay, 1).serve(**kw)
         self.saturation_per_replica = alone["saturation_request_rate_per_s"]
@@ -202,13 +230,17 @@ class _LayoutSearch:
     def gpu_bound(self) -> int:
         return self.first_count() * self.lay.gpus
 
-    def fewest_replicas(self) -> Optional[int]:
-        """The fewest replicas meeting every target, or None (the closest miss recorded)."""
+    def cap(self) -> int:
         cap = MAX_REPLICAS
         if self.search.max_gpus is not None:
             cap = min(cap, self.search.max_gpus // self.lay.gpus)
         if self.load.slo.concurrency is not None:
             cap = min(cap, int(self.load.slo.concurrency))  # more replicas than clients stay idle
+        return cap
+
+    def fewest_replicas(self) -> Optional[int]:
+        """The fewest replicas meeting every target, or None (the closest miss recorded)."""
+        cap = self.cap()
         lo = 0  # the largest count known to miss (0: none tried)
         start = self.first_count()
         if start > cap:
@@ -232,15 +264,34 @@ class _LayoutSearch:
         self.stats.decided_by_monotonicity += max(0, cap - len(self.answers))
         return hi
 
-    def final(self, replicas: int) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        """(answer, serve() keyword arguments) of the chosen fleet, with the simulation's percentiles:
-        the answer of the search where it ran the same call (the open loop, percentile targets), else
-        the same fleet with the simulation on (its closed-loop means are the steady state's either way)."""
+    def final(self, replicas: int) -> Optional[Tuple[int, Dict[str, Any], Dict[str, Any], List[str]]]:
+        """(replicas, answer, serve() keyword arguments, binding) of the chosen fleet, from the row's own
+        call (the engine's full simulation: percentiles, and the open loop's means). A count found on
+        the shorter simulation is confirmed on the full one: a replica is added while the full run
+        misses a target and one taken away while one fewer meets them; None when the full run needs
+        more replicas than the cap."""
         kwargs = self.load.serve_kwargs(self.kv_name, means_only=False)
-        if kwargs == self.load.serve_kwargs(self.kv_name, self.means_only):
-            return self.at(replicas), kwargs
-        self.stats.evaluated_full += 1
-        return _fleet(self.search, self.lay, replicas).serve(**kwargs), kwargs
+        if not self.screening:
+            return replicas, self.full_at(replicas), kwargs, self.binding(replicas)
+        cap = self.cap()
+        while self.load.misses(self.full_at(replicas)):
+            if replicas >= cap:
+                self._record_miss_full(replicas)
+                return None
+            replicas += 1
+        while replicas > self.first_count() and not self.load.misses(self.full_at(replicas - 1)):
+            replicas -= 1
+        if replicas == 1:
+            binding = ["none"]
+        elif replicas - 1 < self.first_count():
+            binding = ["saturation"]
+        else:
+            binding = [m[0] for m in self.load.misses(self.full_at(replicas - 1))] or ["none"]
+        return replicas, self.full_at(replicas), kwargs, binding
+
+    def _record_miss_full(self, replicas: int) -> None:
+        name, value, limit = max(self.load.misses(self.full_at(replicas)), key=lambda m: m[1] / m[2])
+        self.miss.record(name, value, limit, {**self.describe, "replicas": replicas})
 
     def _record_miss(self, replicas: int, saturated: bool = False) -> None:
         if saturated:
@@ -371,12 +422,18 @@ def collect_continuous(search, load: ContinuousLoad, objective: str, stats: Sear
             replicas = one.fewest_replicas()
             if replicas is None:
                 continue
-            s, kwargs = one.final(replicas)
-            row = _row(search, one.lay, one.kv_name, replicas, s, kwargs, one.binding(replicas),
-                       load.slo.percentile)
+            if one.screening and replicas * one.lay.gpus * weight(one.lay) > best:
+                # worse than the best fleet on the shorter simulation: not confirmed, no row
+                stats.ruled_out_by_bound += 1
+                continue
+            confirmed = one.final(replicas)
+            if confirmed is None:
+                continue
+            replicas, s, kwargs, binding = confirmed
+            row = _row(search, one.lay, one.kv_name, replicas, s, kwargs, binding, load.slo.percentile)
             best = min(best, row["figures"]["num_gpus"] * weight(one.lay))
             rows.append(row)
-            for n, ans in sorted(one.answers.items()):
+            for n, ans in sorted((one.full_answers if one.screening else one.answers).items()):
                 if not load.misses(ans):
                     points.append({**row["layout"], "replicas": n, "num_gpus": ans["num_gpus"],
                                    "time_per_output_token": ans["tpot_s"] or 0.0,

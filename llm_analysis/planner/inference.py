@@ -15,6 +15,8 @@ from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front
 from llm_analysis.planner.continuous import (CONTINUOUS_COLUMNS, ContinuousLoad, collect_continuous,
                                              continuous_assumptions, continuous_legend, kv_cache_name)
+from llm_analysis.planner.launch import LAUNCH_ENGINES, check_engine, pools_launch, row_launch
+from llm_analysis.planner.pools import collect_pools, pools_assumptions
 from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
 from llm_analysis.schema.options import choice
 from llm_analysis.serving.engine import FRAMEWORKS, check_options
@@ -110,7 +112,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                    flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                    conventions: Optional[Mapping[str, str]] = None, perf_model: Any = "roofline",
                    batching: Optional[str] = None, framework: str = "vllm",
-                   engine_options: Optional[Mapping[str, Any]] = None) -> PlanResult:
+                   engine_options: Optional[Mapping[str, Any]] = None, max_worker_gpus: Optional[int] = None,
+                   emit_launch: Optional[str] = None) -> PlanResult:
     """Best serving setups, ranked by `objective` ("cost": $ per million
     generated tokens, needs `gpu_prices` {gpu name: $/GPU-hour}; "tokens_per_gpu";
     "fewest_gpus"). Searches GPU type, tp (powers of two, <= GPUs per node or
@@ -128,7 +131,13 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     arguments) for the load in `slo` (request_rate_per_s, concurrency or min_tokens_per_s), the
     latency targets on the means or on `slo["percentile"]` (planner/continuous.py); "static" keeps
     the static-batch search (a replica prefills and decodes one batch together). None (default):
-    continuous when `slo` holds a load, static otherwise. Disaggregated pools stay static.
+    continuous when `slo` holds a load, static otherwise. For MoE models the continuous search
+    covers worker layouts (tp x attention_dp GPUs, experts over moe_tp x moe_ep of them, up to
+    `max_worker_gpus` GPUs per worker; planner/layouts.py), and with `disaggregate=True` it sizes
+    prefill and decode pools on serve(disaggregated=...) (planner/pools.py: each pool's layout and
+    the worker ratio; result.extra["disaggregated"]["rows"]); without a load the pools stay static.
+    `emit_launch` ("vllm", "sglang", "trtllm"; continuous batching only) adds to every row the
+    engine's launch arguments that reproduce it (row["launch"], planner/launch.py).
     Raises NoFeasiblePlanError naming the binding constraint (the one that ruled out the
     candidates that fit in memory), ConfigError on bad arguments."""
     t0 = time.perf_counter()
@@ -141,6 +150,13 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                          max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency, conventions,
                          perf_model)
     batching = _batching(batching, slo)
+    max_worker_gpus = inputs.optional_positive_int(max_worker_gpus, "max_worker_gpus")
+    if emit_launch is not None:
+        check_engine(emit_launch)
+        if batching != "continuous":
+            raise ConfigError(f"emit_launch = {emit_launch!r} writes the engine launch of a continuous-batching row: "
+                              "give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid: "
+                              f"{', '.join(LAUNCH_ENGINES)} with a load, or None")
     stats, miss = SearchStats(), ClosestMiss()
     if batching == "continuous":
         load = ContinuousLoad(slo, s, n, choice(framework, "framework", FRAMEWORKS), _engine_options(engine_options))
@@ -148,18 +164,24 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         make_workload(search.model, slo.concurrency, load.request_rate, s, n, None)
         for kv in search.kv_options:
             kv_cache_name(kv)
-        rows, points = collect_continuous(search, load, objective, stats, miss)
+        rows, points = collect_continuous(search, load, objective, stats, miss, max_worker_gpus)
         extra: Dict[str, Any] = {"columns": CONTINUOUS_COLUMNS, "legend": continuous_legend(slo.percentile)}
     else:
         rows, points = _collect(search, slo, s, n, stats, miss)
         extra = {"columns": INFERENCE_COLUMNS, "legend": INFERENCE_LEGEND}
-    if disaggregate:
+    if disaggregate and batching == "continuous":
+        pool_rows = collect_pools(search, load, objective, stats, ClosestMiss(), max_worker_gpus)
+        extra["disaggregated"] = {"rows": rank_rows(pool_rows, objective, True) if pool_rows else [],
+                                  "assumptions": pools_assumptions(load)}
+    elif disaggregate:
         from llm_analysis.planner.disagg import plan_disaggregated
         extra["disaggregated"] = plan_disaggregated(search, slo, s, n, objective, stats, ClosestMiss())
     stats.wall_s = time.perf_counter() - t0
     if not rows:
         raise miss.error(f"serving {search.model.name} (seq_len {s}, {n} tokens)")
     rows = rank_rows(rows, objective, slo.has_load)
+    if emit_launch is not None:
+        _add_launches(search, model, emit_launch, rows, extra.get("disaggregated", {}).get("rows", []))
     front = pareto_front(points, "time_per_output_token", "tokens_per_sec_per_gpu")
     assumptions = serving_assumptions(search)
     if batching == "continuous":
@@ -172,6 +194,18 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                                      f"TPOT): the p{slo.percentile} targets are checked on the batch's times")
     assumptions["targets"] = {**slo.__dict__, "seq_len": s, "num_tokens_to_generate": n}
     return PlanResult("inference", objective, rows, front, assumptions, stats, extra)
+
+
+def _add_launches(search: Search, model, engine: str, rows: List[Dict[str, Any]],
+                  pool_rows: List[Dict[str, Any]]) -> None:
+    """row["launch"]: the engine's launch arguments of every row, the model named as the caller named it."""
+    model_arg = model if isinstance(model, str) else search.model.name
+    per_node = {g.name: g.num_gpus_per_node for g in search.gpus}
+    moe = search.model.is_moe
+    for row in rows:
+        row["launch"] = row_launch(engine, model_arg, row, per_node[row["layout"]["gpu"]], moe)
+    for row in pool_rows:
+        row["launch"] = pools_launch(engine, model_arg, row["pools"], per_node[row["layout"]["gpu"]], moe)
 
 
 def _batching(batching: Optional[str], slo: inputs.SLO) -> str:
