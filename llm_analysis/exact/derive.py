@@ -417,6 +417,11 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
     or the description does not match its parameters and FLOPs exactly). Any other
     failure of the model code or of the reading is a refusal too, never a number."""
     from llm_analysis.exact.derive_check import verify_description
+    from llm_analysis.exact.derive_refusals import towers_beside_the_language_model
+    from llm_analysis.exact.meta_model import config_object
+    towers = towers_beside_the_language_model(hf_config, config_object(hf_config))
+    if towers:
+        raise UnsupportedArchitectureError(towers)
     hf_config, max_input_len = full_attention_path(hf_config)
     try:
         models, probe = _built_and_probed(hf_config, name)

@@ -23,3 +23,31 @@ def missing_top_k(cfg: Any) -> Optional[str]:
     return (f"its config has {experts} routed experts but {unset[0]} = None, so no expert routing is defined "
             f"and transformers itself cannot run it; set {unset[0]} to the experts each token uses, a whole number "
             f"from 1 to {experts}")
+
+
+def towers_beside_the_language_model(hf_config: Any, cfg: Any) -> Optional[str]:
+    """Why a multimodal wrapper cannot be derived from its language model, or None.
+
+    The exact path builds the language model of a wrapper config (meta_model.py reads its
+    `text_config`), but the class a user loads (`architectures`, else transformers' Auto class
+    for generation) may also hold a vision tower, audio encoder or image tokenizer (Llama 4's and
+    Qwen3-VL's `*ForConditionalGeneration`): a count of the language model alone would leave
+    their weights out, silently. The rule is the Hub import's (hub/model_class.py), so both paths
+    count the same class or refuse the same config; naming a text-only class in `architectures`
+    (Llama4ForCausalLM) counts the language model alone."""
+    from llm_analysis.hub.model_class import (loaded_class_name, loaded_class_takes_wrapper, non_text_parts,
+                                              towers_refusal)
+    try:
+        if cfg.get_text_config() is cfg:
+            return None
+    except ValueError:  # several text configs: build_meta_models refuses it with its own reason
+        return None
+    raw = hf_config if isinstance(hf_config, dict) else cfg.to_dict()
+    parts = non_text_parts(raw, cfg)
+    class_name = loaded_class_name(raw)
+    if not parts or not loaded_class_takes_wrapper(class_name, cfg):
+        return None
+    from llm_analysis.hub.errors import EXACT_HINT
+    message = str(towers_refusal(f"model_type {cfg.model_type!r}", cfg.model_type, parts, class_name))
+    # the table's refusal points at this path: here that pointer would lead back to itself
+    return message.replace(f" To count it, {EXACT_HINT}.", "") + " (the exact path derives the language model only)"
