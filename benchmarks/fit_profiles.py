@@ -1,6 +1,15 @@
 """Fit the shipped calibration profiles on the validation records.
 
     python benchmarks/fit_profiles.py [--write] [--generations ampere,hopper] [--half fit|all]
+    python benchmarks/fit_profiles.py --operators [--write]
+
+Two steps, in this order (issue 27 items 3 and 5):
+1. `--operators`: the operator efficiencies (GEMM plateaus by dtype, flash-attention prefill on
+   executed FLOPs, decode KV streaming, NCCL ring and NVLink-SHARP bus bandwidth) are read off the
+   measured operator tables (benchmarks/measured_operator_values.py) into every generation with
+   measurements, each value with its source; generations without measured data keep theirs.
+2. The end-to-end fit below, of only what end-to-end runs can tell (framework terms: kernel
+   floors, streaming of the non-GEMM kernels, weight-only dequantisation, ...): PARAMETERS.
 
 For each GPU generation with records, least-squares fit (cost/calibrate.py) of the
 parameters below on the records' measured times, the predictor being the public API
@@ -133,13 +142,38 @@ def fit(generation: str, write: bool, half: str) -> None:
         load_profile.cache_clear()
 
 
+def write_operator_values(write: bool) -> None:
+    """Step 1: the measured operator values into the profiles (a derived profile gets them as its own
+    values over its base's), printed old -> new; written with --write."""
+    import json
+    from measured_operator_values import generation_values, left_out, measured_docs, _generation
+    for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
+        path = PROFILE_DIR / f"{gen}.json"
+        doc = json.loads(path.read_text())
+        old = load_profile(gen)
+        for key, (value, source) in sorted(generation_values(gen).items()):
+            print(f"  {gen}.{key}: {old.values[key]:.4g} -> {value:.4g}")
+            doc["parameters"][key] = {"value": value, "source": source}
+        for key, note in left_out(gen):
+            print(f"  {gen}.{key}: kept {old.values[key]:.4g} ({note})")
+        if write:
+            doc["parameters"] = dict(sorted(doc["parameters"].items()))
+            path.write_text(json.dumps(doc, indent=1) + "\n")
+    load_profile.cache_clear()
+
+
 def main(argv=None) -> int:
     logging.disable(logging.WARNING)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--generations", default=",".join(PARAMETERS))
     ap.add_argument("--half", choices=("fit", "all"), default="fit")
+    ap.add_argument("--operators", action="store_true",
+                    help="step 1: read the operator efficiencies off the measured tables (no end-to-end fit)")
     args = ap.parse_args(argv)
+    if args.operators:
+        write_operator_values(args.write)
+        return 0
     if not (validation_dir() / "measured_dev.json").exists():
         print(f"validation records not found in {validation_dir()}; nothing fitted")
         return 0

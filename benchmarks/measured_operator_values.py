@@ -1,0 +1,230 @@
+"""Profile parameters read off measured operator tables (issue 27 item 3), not fitted end to end.
+
+The tables are llm_analysis/cost/profiles/measured/<gpu>.json, distilled by
+benchmarks/distil_operator_data.py from ai-dynamo/aiconfigurator (Apache-2.0): TensorRT-LLM
+kernels and nccl-tests timed on A100, H100, H200, B200, GB200, B300, GB300 and L40S. Each value
+below is the calibrated model's own formula inverted on the measurements, per measured GPU, then
+averaged over the measured GPUs of the profile's generation (one profile per generation):
+
+- gemm_k_half: not measured (below); the plateaus are read at GEMM_K_HALF and the profile takes it;
+- gemm_plateau_efficiency / gemm_fp8_plateau_efficiency: the measured efficiency of every
+  (M, N, K) with M >= GEMM_MIN_M (compute-bound) divided by the model's shape factor at plateau 1
+  (tile and wave quantisation, split-K, K / (K + gemm_k_half): cost/gemm.py); the median;
+- attn_prefill_efficiency, attn_prefill_half_seq: E x s / (s + h) (calibrated.py's flash prefill
+  efficiency on the executed, causal FLOPs) least-squares fitted in log to the causal-half
+  efficiency at s >= PREFILL_MIN_SEQ;
+- attn_decode_hbm_efficiency: KV bytes streamed / HBM spec at the measured cell with the most KV
+  bytes (a cache far larger than L2);
+- intra_bus_efficiency: ring bus bandwidth / NVLink line rate of the 8-GPU all-gather and
+  reduce-scatter (and all-reduce where the generation has no NVLink SHARP) at the largest message;
+- nvls_busbw_factor: the 8-GPU all-reduce at the largest message on generations with NVLink SHARP
+  (NCCL picks NVLS there: it beats the ring figure).
+
+Sanity checks leave a GPU's figure out, with the reason (`LEFT_OUT` and the checks below): a KV
+stream above the HBM spec (the cache is read from L2, or the table counts other bytes), a
+collective below 0.3 of line rate at 8 GPUs (the machine's GPUs are not on one switch), a table
+without 8-GPU groups.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from llm_analysis.cost.gemm import gemm_efficiency  # noqa: E402
+from llm_analysis.cost.profiles import PROFILE_DIR, generation_of, load_profile  # noqa: E402
+
+MEASURED_DIR = PROFILE_DIR / "measured"
+GEMM_MIN_M = 1024  # below, a GEMM of these shapes is bound by streaming its weights or by launch
+PREFILL_MIN_SEQ = 512  # below, the prefill tables' short kernels are bound by launch and tails
+NCCL_GROUP = "8"  # the 8-GPU node the profiles' ring and NVLS figures describe
+SANE_BUS_FRACTION = 0.3
+# The measured weight shapes have K = 4096, 8192 and 51200, where K / (K + h) is within a few per cent
+# of 1 for any plausible h: the tables cannot separate h from the plateau (a least-squares fit wanders
+# from 8 to 460 between generations, trading it against the plateau), so h stays the assumption every
+# generation but Ampere shipped, and the plateaus are read at it.
+GEMM_K_HALF = 128.0
+GEMM_K_HALF_SOURCE = ("assumed: K at which a GEMM's main loop and prologue/epilogue take equal time (CUTLASS "
+                      "k-tile 32-64, 2-4 stages); the measured GEMM plateaus (benchmarks/measured_operator_values.py) "
+                      "are read at this value: the measured shapes (K >= 4096) cannot pin it")  # an 8-GPU NVLink/PCIe collective far below this: not one switch
+
+
+def _table_path(gpu: str) -> str:
+    return f"llm_analysis/cost/profiles/measured/{gpu}.json"
+
+
+def _source_of(table: dict) -> str:
+    s = table["source"]
+    return f"{s['repository']}@{s['commit'][:12]} {s['path']} ({s['framework']}, {s['device']}; {s['licence']})"
+
+
+def _gemm_log_ratios(doc: dict, dtype: str, generation: str, k_half: float) -> List[float]:
+    """log(measured efficiency / the model's shape factor at plateau 1 and this gemm_k_half) of
+    every compute-bound (M >= GEMM_MIN_M) shape of one GPU's table."""
+    table = doc["gemm"][dtype]
+    p = load_profile(generation)
+    unit = p.with_values({"gemm_plateau_efficiency": 1.0, "gemm_fp8_plateau_efficiency": 1.0,
+                          "gemm_k_half": k_half}, "plateau 1")
+    sms = p.num_sms(doc["gpu"])
+    return [math.log(e / gemm_efficiency(m, n, k, unit, sms, fp8=dtype == "fp8"))
+            for row, (n, k) in zip(table["efficiency"], table["n_k"]) for m, e in zip(table["m"], row)
+            if e and m >= GEMM_MIN_M]
+
+
+def gemm_plateau(doc: dict, dtype: str, generation: str, k_half: float) -> Tuple[float, str] | None:
+    """(plateau, how read) of one GPU's GEMM table, None without one."""
+    table = doc.get("gemm", {}).get(dtype)
+    if not table:
+        return None
+    logs = _gemm_log_ratios(doc, dtype, generation, k_half)
+    value = math.exp(statistics.median(logs))
+    return value, (f"{doc['gpu']} {dtype}: median over {len(logs)} shapes (M >= {GEMM_MIN_M}, (N, K) in "
+                   f"{len(table['n_k'])} weight shapes) of measured efficiency / the model's shape factor "
+                   f"(cost/gemm.py at plateau 1, gemm_k_half {k_half:g}) = {value:.3f}; {_table_path(doc['gpu'])} "
+                   f"<- {_source_of(table)}")
+
+
+def prefill_fit(doc: dict) -> Tuple[float, float, str] | None:
+    """(plateau E, half length h, how read): E x s / (s + h) fitted in log to the causal-half figures."""
+    table = doc.get("attention_prefill")
+    if not table:
+        return None
+    pts = [(s, e) for s, e in zip(table["seq_len"], table["efficiency_causal_half"]) if s >= PREFILL_MIN_SEQ and e]
+    best = None
+    for h in [2 ** (i / 16) for i in range(16 * 5, 16 * 13 + 1)]:  # 32 .. 8192, 1/16 octave apart
+        logs = [math.log(e * (s + h) / s) for s, e in pts]
+        log_e = sum(logs) / len(logs)  # the least-squares plateau for this h
+        rms = math.sqrt(sum((x - log_e) ** 2 for x in logs) / len(logs))
+        if best is None or rms < best[0]:
+            best = (rms, math.exp(log_e), h)
+    rms, plateau, half = best
+    return plateau, half, (f"{doc['gpu']}: E x s / (s + h) fitted to the flash prefill efficiency on the causal "
+                           f"(executed) FLOPs at {len(pts)} lengths {pts[0][0]}-{pts[-1][0]} (heads "
+                           f"{table['heads']}): E = {plateau:.3f}, h = {half:.0f}, rms log error {rms:.3f}; "
+                           f"{_table_path(doc['gpu'])} <- {_source_of(table)}")
+
+
+def decode_stream(doc: dict) -> Tuple[float | None, str] | None:
+    """(KV bytes / HBM spec at the cell with the most KV bytes, how read); the value None when
+    the figure exceeds the spec (left out)."""
+    table = doc.get("attention_decode")
+    if not table:
+        return None
+    cells = [(b * s, b, s, x) for b, row in zip(table["batch"], table["kv_bytes_over_hbm_spec"])
+             for s, x in zip(table["kv_len"], row) if x]
+    _, b, s, x = max(cells)
+    if x > 1:
+        return None, (f"{doc['gpu']}: left out: KV streaming {x:.2f} x the HBM spec at batch {b}, KV length {s} "
+                      f"(impossible from HBM: the table's bytes are not what the kernel reads, or L2 serves them)")
+    return x, (f"{doc['gpu']}: {x:.3f} at batch {b}, KV length {s} (the most KV bytes measured); "
+               f"{_table_path(doc['gpu'])} <- {_source_of(table)}")
+
+
+def nccl_figures(doc: dict, has_nvls: bool) -> Dict[str, Tuple[float | None, str]]:
+    """{'intra_bus_efficiency': (ring figure, how read), 'nvls_busbw_factor': ...} of one GPU."""
+    nccl = doc.get("nccl")
+    if not nccl:
+        return {}
+    where = f"{_table_path(doc['gpu'])} <- {doc['nccl_source']['path']} ({doc['nccl_source']['framework']})"
+    groups = {op: tables.get(NCCL_GROUP) for op, tables in nccl.items()}
+    if not groups.get("all_gather"):
+        sizes = sorted(nccl.get("all_reduce", {}), key=int)
+        return {"intra_bus_efficiency": (None, f"{doc['gpu']}: left out: no {NCCL_GROUP}-GPU group measured "
+                                               f"(groups {', '.join(sizes)})")}
+    last = {op: t["busbw_over_line_rate"][-1] for op, t in groups.items() if t}
+    ring_ops = ["all_gather", "reduce_scatter"] + ([] if has_nvls else ["all_reduce"])
+    ring = statistics.mean(last[op] for op in ring_ops)
+    if ring < SANE_BUS_FRACTION:
+        return {"intra_bus_efficiency": (None, f"{doc['gpu']}: left out: {NCCL_GROUP}-GPU ring bus bandwidth "
+                                               f"{ring:.3f} of line rate (2 GPUs reach "
+                                               f"{nccl['all_reduce']['2']['busbw_over_line_rate'][-1]:.2f}): the "
+                                               "measured machine's GPUs do not share one switch")}
+    size = groups["all_gather"]["bytes"][-1]
+    out = {"intra_bus_efficiency": (ring, f"{doc['gpu']}: {ring:.3f} = mean bus bandwidth / line rate of the "
+                                          f"{NCCL_GROUP}-GPU {', '.join(ring_ops)} at {size / 2**20:.0f} MiB; {where}")}
+    if has_nvls:
+        ar = last["all_reduce"]
+        out["nvls_busbw_factor"] = (ar, f"{doc['gpu']}: {ar:.3f} = {NCCL_GROUP}-GPU all-reduce bus bandwidth / line "
+                                        f"rate at {size / 2**20:.0f} MiB (NVLink SHARP: above the ring's "
+                                        f"{ring:.3f}); {where}")
+    return out
+
+
+def measured_docs() -> Dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(MEASURED_DIR.glob("*.json"))}
+
+
+def generation_values(generation: str) -> Dict[str, Tuple[float, str]]:
+    """parameter -> (value, source) from the measured tables of the generation's GPUs; parameters
+    without a usable measurement are absent (the profile keeps its value), each left-out figure
+    named in the source of the parameter or in `left_out(generation)`."""
+    docs = {gpu: doc for gpu, doc in measured_docs().items() if _generation(gpu) == generation}
+    found: Dict[str, List[Tuple[float | None, str]]] = {}
+    has_nvls = load_profile(generation).nvls_busbw_factor > 0
+    out = {"gemm_k_half": (GEMM_K_HALF, GEMM_K_HALF_SOURCE)}
+    for gpu, doc in docs.items():
+        for key, dtype in (("gemm_plateau_efficiency", "bf16"), ("gemm_fp8_plateau_efficiency", "fp8")):
+            got = gemm_plateau(doc, dtype, generation, GEMM_K_HALF)
+            if got:
+                found.setdefault(key, []).append(got)
+        pre = prefill_fit(doc)
+        if pre:
+            found.setdefault("attn_prefill_efficiency", []).append((pre[0], pre[2]))
+            found.setdefault("attn_prefill_half_seq", []).append((pre[1], pre[2]))
+        dec = decode_stream(doc)
+        if dec:
+            found.setdefault("attn_decode_hbm_efficiency", []).append(dec)
+        for key, got in nccl_figures(doc, has_nvls).items():
+            found.setdefault(key, []).append(got)
+    for key, figures in found.items():
+        used = [(v, how) for v, how in figures if v is not None]
+        dropped = [how for v, how in figures if v is None]
+        if not used:
+            continue
+        value = statistics.mean(v for v, _ in used)
+        gpus = ", ".join(how.split(":")[0] for _, how in used)
+        source = (f"measured operators (issue 27; benchmarks/measured_operator_values.py), mean over {gpus}: "
+                  + " | ".join(how for _, how in used))
+        if dropped:
+            source += " | " + " | ".join(dropped)
+        out[key] = (float(f"{value:.4g}"), source)
+    return out
+
+
+def left_out(generation: str) -> List[str]:
+    """Figures of the generation's GPUs left out, for parameters no GPU could give."""
+    values = generation_values(generation)
+    notes = []
+    docs = {gpu: doc for gpu, doc in measured_docs().items() if _generation(gpu) == generation}
+    has_nvls = load_profile(generation).nvls_busbw_factor > 0
+    for gpu, doc in docs.items():
+        dec = decode_stream(doc)
+        if dec and dec[0] is None and "attn_decode_hbm_efficiency" not in values:
+            notes.append(("attn_decode_hbm_efficiency", dec[1]))
+        for key, got in nccl_figures(doc, has_nvls).items():
+            if got[0] is None and key not in values:
+                notes.append((key, got[1]))
+    return notes
+
+
+def _generation(gpu: str) -> str:
+    try:
+        return generation_of(gpu)
+    except Exception:  # noqa: BLE001 (a measured GPU no profile lists: nothing to put it in)
+        return ""
+
+
+if __name__ == "__main__":
+    for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
+        p = load_profile(gen)
+        for key, (value, source) in sorted(generation_values(gen).items()):
+            print(f"{gen:<16} {key:<30} {p.values[key]:10.4g} -> {value:10.4g}")
+        for key, note in left_out(gen):
+            print(f"{gen:<16} {key:<30} kept {p.values[key]:.4g}: {note}")
