@@ -63,7 +63,7 @@ def _render(result: PlanResult, output_format: str, plot: Any, top: int, html_fi
     if output_format not in _FORMATS:
         raise LLMAnalysisError(f"--output_format = {output_format!r} is not valid; use one of {', '.join(_FORMATS)}")
     json_text = json.dumps(_jsonable(result.to_dict()), indent=2)
-    text = json_text if output_format == "json" else result.table(top)
+    text = json_text if output_format == "json" else result.table(top) + _pool_and_launch_text(result)
     if html_file is not None:
         from llm_analysis.report.html import plan_page, write_page
         written = write_page(html_file, plan_page(result, json_text, *_best_plan_analysis(result, model_name)))
@@ -76,6 +76,36 @@ def _render(result: PlanResult, output_format: str, plot: Any, top: int, html_fi
         if output_format != "json":
             text += f"\nPareto front written to {os.path.abspath(path)}"
     return text
+
+
+def _pool_and_launch_text(result: PlanResult) -> str:
+    """Below the table: the best disaggregated deployment (continuous batching) and the launch
+    arguments of the chosen rows, when the plan holds them."""
+    lines: List[str] = []
+    pools = result.extra.get("disaggregated")
+    if isinstance(pools, dict) and "rows" in pools:
+        if pools["rows"]:
+            best = pools["rows"][0]
+            fig = best["figures"]
+            lines += ["", f"disaggregated (best of {len(pools['rows'])}): {fig['num_gpus']} GPUs, "
+                      f"{fig['latency_statistic']} TTFT {fig['time_to_first_token'] * 1e3:.1f} ms, "
+                      f"TPOT {fig['time_per_output_token'] * 1e3:.2f} ms, "
+                      f"{fig['tokens_per_sec_per_gpu']:.1f} tok/s/gpu; binding {','.join(best['binding'])}"]
+            for role, pool in best["pools"].items():
+                lay = pool["layout"]
+                lines.append(f"  {role}: {pool['workers']} worker(s) of tp {lay['tp']} x adp {lay['attention_dp']}"
+                             + ("" if lay["moe_ep"] is None else f", experts {lay['moe_tp']}x{lay['moe_ep']}")
+                             + f" ({pool['num_gpus']} GPUs)")
+            lines.append(f"  reproduce: {best['reproduce']['serve_call']}")
+        else:
+            lines += ["", "disaggregated: no pair of pool layouts meets every target"]
+    if result.rows and "launch" in result.best:
+        from llm_analysis.planner.launch import launch_lines
+        lines += ["", "best row's " + launch_lines(result.best["launch"])[0]] + launch_lines(result.best["launch"])[1:]
+        if isinstance(pools, dict) and pools.get("rows") and "launch" in pools["rows"][0]:
+            lines += ["best disaggregated " + launch_lines(pools["rows"][0]["launch"])[0]]
+            lines += launch_lines(pools["rows"][0]["launch"])[1:]
+    return "\n".join(lines)
 
 
 def _best_plan_analysis(result: PlanResult, model_name: str):
@@ -152,7 +182,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                        perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
                        html: Optional[str] = None, concurrency: Optional[int] = None,
                        percentile: Optional[int] = None, batching: Optional[str] = None,
-                       framework: str = "vllm") -> Tuple[int, str]:
+                       framework: str = "vllm", emit_launch: Optional[str] = None,
+                       max_worker_gpus: Optional[int] = None) -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
@@ -177,7 +208,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         gpu_prices: dollars per GPU-hour, e.g. h100-sxm-80gb=2.5,a100-sxm-80gb=1.4.
         max_gpus: the most GPUs a plan may use.
         max_batch_size: the largest batch per replica tried.
-        disaggregate: also size separate prefill and decode pools (DistServe-style).
+        disaggregate: also size separate prefill and decode pools (DistServe-style); with a load, each pool's
+            layout and the prefill:decode worker ratio on serve(disaggregated=...).
         flops_efficiency: fraction of peak FLOP/s reached, in (0, 1] (roofline model only).
         hbm_memory_efficiency: fraction of peak HBM bandwidth reached, in (0, 1] (roofline model only).
         output_format: table (the top rows, with a legend) or json (every row).
@@ -195,6 +227,9 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         batching: continuous (default with a load: replicas sized with serve()) or static (one batch per
             replica, prefilled and decoded together: the default without a load).
         framework: the serving engine continuous batching models: vllm (default), sglang or trtllm.
+        emit_launch: vllm, sglang or trtllm: print the engine's launch command for the best row (JSON: every
+            row's, under "launch"); needs a load. A layout the engine cannot express is said so.
+        max_worker_gpus: the most GPUs one worker of an MoE model may span (tp x attention_dp; default 64).
     """
     from llm_analysis.planner.inference import plan_inference
 
@@ -215,7 +250,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                               perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=flops_efficiency
                                                         is not None or hbm_memory_efficiency is not None),
                               batching=batching,
-                              framework=framework)
+                              framework=framework, emit_launch=emit_launch, max_worker_gpus=max_worker_gpus)
     return _run(go, output_format, plot, top, tuple(inspect.signature(plan_infer_command).parameters), html,
                 model_name)
 

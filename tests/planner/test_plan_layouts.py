@@ -1,0 +1,181 @@
+"""Issue 26 item 4: `plan infer` with a load searches MoE worker layouts (attention_dp x tp, moe_tp x
+moe_ep) on the serving model, sizes disaggregated pools on serve(disaggregated=...), and writes the
+engine launch arguments of a row (--emit_launch)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_analysis.cli.plan import plan_infer_command
+from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                                 get_model_config_by_name)
+from llm_analysis.facade import LLMAnalysis
+from llm_analysis.planner import plan_inference
+from llm_analysis.planner.launch import row_launch
+
+MIXTRAL = "mistralai/Mixtral-8x7B-v0.1"
+GPU = "a100-sxm-40gb"
+TARGETS = {"max_ttft_s": 1.0, "max_tpot_s": 0.03, "concurrency": 128}
+WORKLOAD = {"input_len": 1024, "output_len": 128, "framework": "sglang"}
+# what the planner passes to every analysis: calibrated times, the serving engines' conventions
+ANALYSIS = {"perf_model": "calibrated", "attention_flops": "causal", "logits": "last", "mla_attention": "absorb"}
+
+
+@pytest.fixture(scope="module")
+def mixtral_plan():
+    return plan_inference(MIXTRAL, [GPU], TARGETS, seq_len=1024, num_tokens_to_generate=128,
+                          perf_model="calibrated", framework="sglang", max_worker_gpus=8, emit_launch="sglang")
+
+
+def _fewest_gpus_by_hand(par: dict, most_replicas: int = 4):
+    """The fewest GPUs of `par`'s worker meeting TARGETS, trying 1..most_replicas workers with serve()."""
+    m, g, d = get_model_config_by_name(MIXTRAL), get_gpu_config_by_name(GPU), get_dtype_config_by_name("w16a16e16")
+    for replicas in range(1, most_replicas + 1):
+        s = LLMAnalysis(m, g, d, ParallelismConfig(**par, dp_size=replicas), **ANALYSIS).serve(
+            concurrency=TARGETS["concurrency"], num_requests=0, **WORKLOAD)
+        if s["ttft_s"] <= TARGETS["max_ttft_s"] and s["tpot_s"] <= TARGETS["max_tpot_s"]:
+            return s["num_gpus"]
+    return None
+
+
+def test_the_search_is_no_worse_than_any_layout_tried_by_hand(mixtral_plan):
+    # a tiny space by brute force: tensor-parallel experts, expert-parallel experts, and wide expert
+    # parallelism with attention replicas (every expert whole on one GPU)
+    by_hand = {
+        "tp8, experts 8x1": {"tp_size": 8, "moe_tp_size": 8, "moe_ep_size": 1},
+        "tp8, experts 1x8": {"tp_size": 8, "moe_tp_size": 1, "moe_ep_size": 8},
+        "tp4 x adp2, experts 1x8": {"tp_size": 4, "attention_dp_size": 2, "moe_tp_size": 1, "moe_ep_size": 8},
+        "tp2 x adp4, experts 1x8": {"tp_size": 2, "attention_dp_size": 4, "moe_tp_size": 1, "moe_ep_size": 8},
+        "tp1 x adp8, experts 1x8": {"tp_size": 1, "attention_dp_size": 8, "moe_tp_size": 1, "moe_ep_size": 8},
+    }
+    gpus = {name: _fewest_gpus_by_hand(par) for name, par in by_hand.items()}
+    tried = [g for g in gpus.values() if g is not None]
+    assert tried, gpus
+    assert mixtral_plan.best["figures"]["num_gpus"] <= min(tried), (mixtral_plan.best["layout"], gpus)
+    # the case is one where the layouts differ: a tensor-parallel-only search would not find the best
+    assert min(tried) < gpus["tp8, experts 8x1"], gpus
+
+
+def test_every_row_s_serve_call_text_reproduces_its_figures(mixtral_plan):
+    namespace = {"LLMAnalysis": LLMAnalysis, "ParallelismConfig": ParallelismConfig,
+                 "get_model_config_by_name": get_model_config_by_name, "get_gpu_config_by_name": get_gpu_config_by_name,
+                 "get_dtype_config_by_name": get_dtype_config_by_name}
+    for row in mixtral_plan.rows[:3]:
+        s = eval(row["reproduce"]["serve_call"], namespace)  # the text a user would paste
+        assert s["num_gpus"] == row["figures"]["num_gpus"]
+        assert s["ttft_s"] == pytest.approx(row["figures"]["ttft_s"], rel=1e-12)
+        assert s["tpot_s"] == pytest.approx(row["figures"]["tpot_s"], rel=1e-12)
+        par = row["reproduce"]["parallelism"]
+        lay = row["layout"]
+        assert par["tp_size"] * par["attention_dp_size"] == par["moe_tp_size"] * par["moe_ep_size"] == lay["gpus_per_worker"]
+
+
+def test_the_best_row_s_launch_is_its_layout_in_sglang_flags(mixtral_plan):
+    row = mixtral_plan.best
+    lay, fig = row["layout"], row["figures"]
+    launch = row["launch"]
+    assert launch["expressible"] and launch["workers"] == fig["replicas"]
+    argv = launch["argv"]
+    assert argv[argv.index("--tp-size") + 1] == str(lay["tp"] * lay["attention_dp"])
+    if lay["attention_dp"] > 1:
+        assert argv[argv.index("--dp-size") + 1] == str(lay["attention_dp"]) and "--enable-dp-attention" in argv
+    assert argv[argv.index("--ep-size") + 1] == str(lay["moe_ep"])
+
+
+# a row written by hand: tp 2 x 4 attention replicas, experts whole over 8 GPUs, 3 workers, fp8 KV cache
+_SETTINGS = {"max_num_batched_tokens": 8192, "max_num_seqs": 256, "gpu_memory_utilization": 0.85,
+             "block_size": 16, "kv_cache_dtype": "fp8"}
+
+
+def _row(tp, adp, moe_tp, moe_ep, framework="sglang"):
+    return {"layout": {"tp": tp, "attention_dp": adp, "moe_tp": moe_tp, "moe_ep": moe_ep, "framework": framework},
+            "figures": {"replicas": 3, "engine_settings": dict(_SETTINGS)}}
+
+
+def test_emitted_flags_equal_the_hand_written_command_lines():
+    model = "deepseek-ai/DeepSeek-V3"
+    sglang = row_launch("sglang", model, _row(2, 4, 1, 8), gpus_per_node=8, is_moe=True)
+    # SGLang: --tp-size is the worker's GPUs; under DP attention it divides the chunked-prefill size and the
+    # running-request cap by --dp-size, so the per-replica 8192 tokens and 256 requests are given x 4
+    assert sglang["command"] == ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
+                                 "--dp-size 4 --enable-dp-attention --ep-size 8 --chunked-prefill-size 32768 "
+                                 "--max-running-requests 1024 --mem-fraction-static 0.85 --kv-cache-dtype fp8_e4m3")
+    assert sglang["workers"] == 3
+    vllm = row_launch("vllm", model, _row(2, 4, 1, 8), gpus_per_node=8, is_moe=True)
+    # vLLM: one engine core per data-parallel rank, each with its own budget and cap
+    assert vllm["command"] == ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 2 --data-parallel-size 4 "
+                               "--enable-expert-parallel --max-num-batched-tokens 8192 --max-num-seqs 256 "
+                               "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8")
+    assert "timed_on" in vllm  # the row was timed on SGLang's profile, and says so
+    trtllm = row_launch("trtllm", model, _row(1, 8, 1, 8, "trtllm"), gpus_per_node=8, is_moe=True)
+    assert trtllm["command"] == ("trtllm-serve deepseek-ai/DeepSeek-V3 --tp_size 8 --ep_size 8 --max_batch_size 256 "
+                                 "--max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.85 "
+                                 "--extra_llm_api_options extra_llm_api_options.yaml")
+    assert trtllm["config"]["extra_llm_api_options_yaml"] == {
+        "enable_attention_dp": True, "moe_tensor_parallel_size": 1, "kv_cache_config": {"dtype": "fp8"}}
+    assert trtllm["config"]["llm_api_kwargs"] == {
+        "tensor_parallel_size": 8, "moe_expert_parallel_size": 8, "moe_tensor_parallel_size": 1,
+        "enable_attention_dp": True, "max_batch_size": 256, "max_num_tokens": 8192,
+        "kv_cache_config": {"free_gpu_memory_fraction": 0.85, "dtype": "fp8"}}
+
+
+def test_a_layout_an_engine_cannot_express_is_said_so_not_emitted():
+    # TensorRT-LLM's attention data parallelism runs attention on one GPU per replica
+    trt = row_launch("trtllm", "m", _row(2, 4, 1, 8), gpus_per_node=8, is_moe=True)
+    assert not trt["expressible"] and "enable_attention_dp" in trt["reason"] and "argv" not in trt
+    # vLLM splits experts either tensor-parallel or expert-parallel over all the worker's GPUs
+    vllm = row_launch("vllm", "m", _row(8, 1, 2, 4), gpus_per_node=8, is_moe=True)
+    assert not vllm["expressible"] and "--enable-expert-parallel" in vllm["reason"]
+    # SGLang runs both
+    assert row_launch("sglang", "m", _row(8, 1, 2, 4), gpus_per_node=8, is_moe=True)["expressible"]
+
+
+def test_the_search_keeps_to_the_layouts_the_framework_runs():
+    r = plan_inference(MIXTRAL, [GPU], TARGETS, seq_len=1024, num_tokens_to_generate=128, perf_model="calibrated",
+                       framework="trtllm", max_worker_gpus=8)
+    for row in r.rows:
+        lay = row["layout"]
+        assert lay["attention_dp"] == 1 or lay["tp"] == 1, lay
+
+
+def test_disaggregated_pools_on_the_serving_model_reproduce_and_bind():
+    r = plan_inference(MIXTRAL, [GPU], {"max_ttft_s": 1.0, "max_tpot_s": 0.04, "request_rate_per_s": 4.0},
+                       seq_len=1024, num_tokens_to_generate=128, perf_model="calibrated", framework="sglang",
+                       max_worker_gpus=8, disaggregate=True, emit_launch="sglang")
+    pools = r.extra["disaggregated"]
+    assert pools["rows"], pools
+    best = pools["rows"][0]
+    kw = dict(best["reproduce"]["serve_kwargs"])
+    spec = kw.pop("disaggregated")
+    disagg = {name: {"workers": p["workers"], "parallelism": ParallelismConfig(**p["parallelism"])}
+              for name, p in spec.items()}
+    a = LLMAnalysis(get_model_config_by_name(MIXTRAL), get_gpu_config_by_name(GPU),
+                    get_dtype_config_by_name("w16a16e16"), ParallelismConfig(), **best["reproduce"]["analysis_kwargs"])
+    s = a.serve(disaggregated=disagg, **kw)
+    assert s["num_gpus"] == best["figures"]["num_gpus"]
+    assert s["ttft_s"] <= 1.0 and s["tpot_s"] <= 0.04 and not s["saturated"]
+    # one worker fewer in a pool that binds misses a target
+    for entry in best["binding"]:
+        if entry == "none":
+            continue
+        pool = entry.split(":")[0]
+        fewer = {name: dict(p) for name, p in disagg.items()}
+        fewer[pool]["workers"] -= 1
+        t = a.serve(disaggregated=fewer, **kw)
+        assert t["saturated"] or t["ttft_s"] > 1.0 or t["tpot_s"] > 0.04, entry
+    launch = best["launch"]["pools"]
+    assert "--disaggregation-mode" in launch["prefill"]["argv"] and "--disaggregation-mode" in launch["decode"]["argv"]
+    assert launch["decode"]["workers"] == best["figures"]["decode_workers"]
+
+
+@pytest.mark.parametrize("args, flag, valid", [
+    (["--emit_launch", "foo", "--request_rate", "2"], "--emit_launch", "vllm, sglang, trtllm"),
+    (["--emit_launch", "vllm"], "--emit_launch", "request_rate"),
+])
+def test_bad_emit_launch_is_one_line_naming_the_flag(args, flag, valid):
+    kw = {args[i].lstrip("-"): args[i + 1] for i in range(0, len(args), 2)}
+    if "request_rate" in kw:
+        kw["request_rate"] = float(kw["request_rate"])
+    code, text = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", max_ttft=1.0, **kw)
+    assert code == 2 and len(text.splitlines()) == 1
+    assert text.startswith(f"error: {flag} = ") and valid in text
