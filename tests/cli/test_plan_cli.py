@@ -97,3 +97,19 @@ def test_plan_errors_name_the_flag_the_user_typed():
         r = _run(*args)
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
+
+
+def test_plan_infer_emit_launch_prints_the_command_and_refuses_bad_values():
+    base = ("infer", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_names", "h100-sxm-80gb", "--seq_len", "1024",
+            "--num_tokens_to_generate", "128", "--max_ttft", "1", "--max_tpot", "0.03")
+    r = _run(*base, "--request_rate", "4", "--framework", "vllm", "--emit_launch", "vllm")
+    assert r.returncode == 0, r.stderr
+    # a dense model: one tensor-parallel group per worker, vLLM's flag names
+    assert "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size " in r.stdout
+    assert "--max-num-batched-tokens" in r.stdout and "--gpu-memory-utilization" in r.stdout
+    for bad, needle in ((("--request_rate", "4", "--emit_launch", "foo"), "vllm, sglang, trtllm"),
+                        (("--emit_launch", "sglang"), "load")):
+        r = _run(*base, *bad)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr
+        assert "--emit_launch = " in lines[0] and needle in lines[0]
