@@ -192,7 +192,8 @@ def test_serving_capacity_and_disaggregation():
     assert c["replicas"] * b >= 20 * c["sized_for"]["load_scale"] * t
     r = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], {"max_ttft_s": 0.3, "max_tpot_s": 0.02,
                        "request_rate_per_s": 20}, seq_len=1024, num_tokens_to_generate=64, disaggregate=True,
-                       max_pp=1)
+                       max_pp=1, batching="static")  # the static pools (with a load and continuous batching the
+    # pools are sized on serve(disaggregated=...): tests/planner/test_plan_layouts.py)
     d = r.extra["disaggregated"]
     assert d["pools"]["prefill"]["time_to_first_token"] <= 0.3
     assert d["pools"]["decode"]["time_per_output_token"] <= 0.02
