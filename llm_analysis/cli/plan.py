@@ -116,12 +116,20 @@ def _best_plan_analysis(result: PlanResult, model_name: str):
     from llm_analysis.facade import LLMAnalysis
 
     rep = result.best["reproduce"]
+    par = dict(rep["parallelism"])
+    adp = par.get("attention_dp_size", 1)
+    if adp > 1:
+        # inference() analyses no attention replicas: the nearest layout it does is one replica per data-
+        # parallel rank with the experts spread over them (the same weights per GPU when moe_tp = 1)
+        par = {"tp_size": par["tp_size"], "dp_size": adp, "ep_size": adp}
+    else:
+        par = {k: v for k, v in par.items() if k not in ("attention_dp_size", "moe_tp_size", "moe_ep_size")}
     analysis = LLMAnalysis(get_model_config_by_name(model_name), get_gpu_config_by_name(rep["gpu_name"]),
-                           get_dtype_config_by_name(rep["dtype_name"]), ParallelismConfig(**rep["parallelism"]),
+                           get_dtype_config_by_name(rep["dtype_name"]), ParallelismConfig(**par),
                            **rep["analysis_kwargs"])
     if "serve_kwargs" in rep:  # continuous batching: one replica's step in detail, at its mean running batch
         analysis = analysis.with_conventions(analysis.inference_conventions)
-        batch = max(1, round(result.best["figures"]["mean_running_requests_per_replica"]))
+        batch = max(1, round(result.best["figures"]["mean_running_requests_per_replica"] / adp))
         kw = rep["serve_kwargs"]
         return analysis, analysis.inference(batch_size_per_gpu=batch, seq_len=kw["input_len"],
                                             num_tokens_to_generate=kw["output_len"])
