@@ -47,7 +47,4 @@ def towers_beside_the_language_model(hf_config: Any, cfg: Any) -> Optional[str]:
     class_name = loaded_class_name(raw)
     if not parts or not loaded_class_takes_wrapper(class_name, cfg):
         return None
-    from llm_analysis.hub.errors import EXACT_HINT
-    message = str(towers_refusal(f"model_type {cfg.model_type!r}", cfg.model_type, parts, class_name))
-    # the table's refusal points at this path: here that pointer would lead back to itself
-    return message.replace(f" To count it, {EXACT_HINT}.", "") + " (the exact path derives the language model only)"
+    return str(towers_refusal(f"model_type {cfg.model_type!r}", cfg.model_type, parts, class_name))

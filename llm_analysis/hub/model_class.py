@@ -96,12 +96,13 @@ def towers_refusal(what: str, model_type: Any, parts: List[str], class_name: Opt
     """The one-line refusal of a multimodal model whose loaded class holds parts beyond its
     language model (`parts`: keys of NON_TEXT_PARTS)."""
     named = " and ".join(f"{NON_TEXT_PARTS[k]} ({k})" for k in parts)
-    return not_modelled(
-        f"{what}: {class_name or 'the class it is loaded with'} (model_type {model_type!r}) holds a {named} "
-        "beside its language model, which ModelConfig does not describe (vision tower not modelled: it "
-        "needs its own operator kind), so the language model alone would be counted without their "
+    # not `not_modelled`: its pointer to the exact path would lead to the same refusal there
+    return UnsupportedArchitecture(
+        f"{what}: {class_name or 'the class it is loaded with'} (model_type {model_type!r}) holds the {named} "
+        f"beside its language model, which ModelConfig does not describe ({NON_TEXT_PARTS[parts[0]].split(' and ')[0]} "
+        "not modelled: it needs its own operator kind), so the language model alone would be counted without their "
         "weights and work. To count the language model alone where transformers has a text-only class "
-        "that reads text_config (e.g. Gemma3ForCausalLM, Qwen3_5ForCausalLM), name it in architectures")
+        "that reads text_config (e.g. Gemma3ForCausalLM, Qwen3_5ForCausalLM), name it in architectures.")
 
 
 def named_masked_lm_class(d: Dict[str, Any], model_type: Any) -> Optional[str]:
