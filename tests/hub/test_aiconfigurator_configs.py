@@ -30,7 +30,7 @@ GPU = get_gpu_config_by_name("a100-sxm-80gb")
 EXACT = "exact"
 
 # what each config must give: EXACT, or a phrase its refusal must hold (the feature not modelled)
-VISION = "holds a vision tower"
+VISION = "holds the vision tower"
 EXPECTED = {
     "MiniMaxAI_MiniMax-M2.5": EXACT,
     "MiniMaxAI_MiniMax-M2.7": EXACT,
