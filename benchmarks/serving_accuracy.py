@@ -52,13 +52,14 @@ MODELS: Dict[str, Tuple[Optional[str], str]] = {
     # DeepSeek-R1 is DeepSeek-V3 post-trained: the same architecture (its config.json differs in no shape)
     "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-V3", "DeepSeek-R1 has DeepSeek-V3's architecture"),
     "openai/gpt-oss-120b": ("openai/gpt-oss-120b", ""),
+    # catalogue entries from their real config.json (model_configs/: source fields); the two vision-language
+    # checkpoints are their language model (vision tower 0.11% / 0.05% of the weights, left out and said so)
+    "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI/MiniMax-M2.5", ""),
+    "Qwen/Qwen3.5-397B-A17B": ("Qwen/Qwen3.5-397B-A17B", "the language model (vision tower not counted)"),
+    "zhipuai/GLM-5": ("zhipuai/GLM-5", ""),
+    "moonshotai/Kimi-K2.5": ("moonshotai/Kimi-K2.5", "the language model (vision tower not counted)"),
 }
-REFUSED_MODELS = {
-    "MiniMaxAI/MiniMax-M2.5": "not in the catalogue",
-    "Qwen/Qwen3.5-397B-A17B": "not in the catalogue",
-    "zhipuai/GLM-5": "not in the catalogue",
-    "moonshotai/Kimi-K2.5": "not in the catalogue",
-}
+REFUSED_MODELS: Dict[str, str] = {}
 GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-180gb", "b300_sxm": "b300-270gb",
         "gb200": "gb200-nvl72-186gb", "gb300": "gb300-nvl72-279gb"}
 HOPPER = ("h100_sxm", "h200_sxm")
