@@ -27,7 +27,9 @@ source (family) S, the profiles of the GPU generations S's records run on are re
 sources, and S's records are predicted with them. Printed per source: records, the share with
 roofline <= measured, median and p90 of |error| held out; and all sources together (each
 record predicted by the fold that held its source out). A generation with no parameters to fit
-(or too few other-source records) keeps its shipped profile. Each fold starts from the shipped
+keeps its shipped profile; one with too few other-source records (Blackwell, whose only records are
+the dgxc GB200 runs) would otherwise keep values fitted on the held-out source itself, so its fitted
+parameters are borrowed from the generations refitted in the same fold (`borrowed_profile`). Each fold starts from the shipped
 values and takes at most `--loso_iterations` Levenberg-Marquardt steps (the full fit's 50 would
 take tens of minutes on two cores; from a start near the optimum a few steps converge).
 """
@@ -168,10 +170,15 @@ def leave_one_source_out(recs: list[dict], iterations: int) -> tuple[list[tuple]
     rows = []
     for fam, members in sorted(held.items()):
         t0 = time.perf_counter()
-        profiles = {}
+        profiles, unfitted = {}, []
         for gen in sorted({g for _, g, _, _ in members} & set(PARAMETERS)):
             others = generation_cases(gen, lambda rec, fam=fam: (family(rec["id"]) or "other") != fam, recs)
+            if len(others) < len(PARAMETERS[gen]):
+                unfitted.append(gen)
+                continue
             profiles[gen] = fit_generation(gen, others, iterations=iterations)[0]
+        for gen in unfitted:  # its shipped values were fitted on the held-out source itself
+            profiles[gen] = borrowed_profile(gen, profiles)
         for rec, gen, case, roof in members:
             try:
                 pred = case.run({"perf_model": profiles.get(gen, "calibrated")})
@@ -179,9 +186,26 @@ def leave_one_source_out(recs: list[dict], iterations: int) -> tuple[list[tuple]
                 skipped.append((fam, rec["id"], f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"))
                 continue
             rows.append((fam, "holdout", rec["id"], case.measured_s, roof, pred))
-        print(f"  fold {fam}: refitted {', '.join(profiles) or 'nothing'} without it "
+        print(f"  fold {fam}: refitted {', '.join(g for g in profiles if g not in unfitted) or 'nothing'} without it"
+              f"{'; borrowed for ' + ', '.join(unfitted) if unfitted else ''} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     return rows, skipped
+
+
+def borrowed_profile(generation: str, fold_profiles: dict):
+    """The profile of a generation whose only records are the held-out source's (Blackwell: the dgxc
+    GB200 runs), with every parameter it fits end to end taken from other generations instead of its
+    shipped fit: the mean over the generations refitted in this fold, or, where none fits it, over the
+    shipped profiles of the generations that fit it."""
+    from fit_profiles import PARAMETERS
+    from llm_analysis.cost.profiles import load_profile
+    values = {}
+    for key in PARAMETERS[generation]:
+        donors = [p for g, p in fold_profiles.items() if key in PARAMETERS[g]] or \
+                 [load_profile(g) for g in PARAMETERS if g != generation and key in PARAMETERS[g]]
+        if donors:
+            values[key] = sum(p.values[key] for p in donors) / len(donors)
+    return load_profile(generation).with_values(values, "borrowed from other generations (leave-one-source-out)")
 
 
 def main(argv=None) -> int:

@@ -121,9 +121,12 @@ def _lm_fit(x0: np.ndarray, fun: Callable[[np.ndarray], np.ndarray], lo: np.ndar
     for _ in range(iterations):
         jac = np.empty((r.size, x.size))
         for j in range(x.size):
+            # forward difference, backward at the upper edge of the box (a forward step clipped back
+            # onto the edge would read a zero slope and hold the parameter there for good)
+            h = -1e-6 if x[j] + 1e-6 > hi[j] else 1e-6
             step = np.zeros_like(x)
-            step[j] = 1e-6
-            jac[:, j] = (fun(np.clip(x + step, lo, hi)) - r) / 1e-6
+            step[j] = h
+            jac[:, j] = (fun(x + step) - r) / h
         a, g = jac.T @ jac, jac.T @ r
         while True:
             x_new = np.clip(x - np.linalg.solve(a + damping * np.diag(np.diag(a) + 1e-12), g), lo, hi)

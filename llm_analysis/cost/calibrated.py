@@ -13,6 +13,13 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   of its query length; decode (reads a KV cache) streams the cache at the
   paged-attention HBM efficiency; floored.
 - norms, activations, embeddings: HBM streaming at the streaming efficiency, floored.
+- training: a training step's compute kernels run at `training_compute_efficiency` of
+  the rates above (`for_training`). The operator efficiencies are measured in short
+  kernel benchmarks (cost/profiles/measured/: boost clocks, an idle GPU); a training
+  step holds the GPU at its power limit for seconds, where the SM clock settles below
+  boost, and the communication kernels it overlaps (DP reduce-scatters, FSDP
+  gathers) hold SMs meanwhile. Fitted on end-to-end training runs; HBM streaming is
+  not scaled (the memory clock does not follow the SM clock).
 - kernel floor: `kernel_floor_graph_s` for inference (serving engines launch
   decode and prefill from CUDA graphs: TensorRT-LLM, vLLM, gpt-fast),
   `kernel_floor_eager_s` for training (eager PyTorch / Megatron launch every
@@ -79,18 +86,20 @@ class CalibratedCostModel(CostModel):
     """Operator -> seconds as frameworks measure it, from a calibration `Profile`."""
 
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
-                 launch: str = "graph", num_gpus_per_node: Optional[int] = None):
+                 launch: str = "graph", num_gpus_per_node: Optional[int] = None, training: bool = False):
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
         check_profile_matches_gpu(profile, gpu.name)
-        self.profile, self.launch = profile, launch
+        self.profile, self.launch, self.training = profile, launch, training
         v = profile.values
         self._fp8 = _is_fp8(dtype)
         # fp8 training casts each GEMM operand in a kernel of its own (training/fp8_casts.py)
         self.times_fp8_training_casts = self._fp8
         self._num_sms = profile.num_sms(gpu.name)
-        self._peak = self.peak_flops_per_s
+        # a training step's kernels compute below the benchmarks' rate (module docstring)
+        self._compute_share = v.get("training_compute_efficiency", 1.0) if training else 1.0
+        self._peak = self.peak_flops_per_s * self._compute_share
         self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
         self._plateau = v.get("gemm_fp8_plateau_efficiency", v["gemm_plateau_efficiency"]) if self._fp8 \
             else v["gemm_plateau_efficiency"]
@@ -100,7 +109,7 @@ class CalibratedCostModel(CostModel):
         self._matmul_hbm_eff = self._hbm_eff * (v[f"weight_only_int{wo_bits}_stream_factor"] if wo_bits else 1.0)
         # fp8 training/serving keeps attention in 16 bits (TransformerEngine runs FP8 only in its
         # Linear/GEMM layers; the flash-attention core stays bf16): attention at the 16-bit peak
-        self._attn_peak = gpu.peak_fp16_TFLOPS * 1e12 if self._fp8 else self._peak
+        self._attn_peak = gpu.peak_fp16_TFLOPS * 1e12 * self._compute_share if self._fp8 else self._peak
         self._attn_eff, self._attn_half = v["attn_prefill_efficiency"], v["attn_prefill_half_seq"]
         self._decode_eff = v["attn_decode_hbm_efficiency"]
         self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
@@ -110,10 +119,17 @@ class CalibratedCostModel(CostModel):
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training)."""
-        if launch == self.launch:
+        return self._view(launch, self.training)
+
+    def for_training(self, launch: str = "eager") -> "CalibratedCostModel":
+        """The model of a training step: kernel floor `launch`, compute at training_compute_efficiency."""
+        return self._view(launch, True)
+
+    def _view(self, launch: str, training: bool) -> "CalibratedCostModel":
+        if launch == self.launch and training == self.training:
             return self
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
-                                   self.num_gpus_per_node)
+                                   self.num_gpus_per_node, training)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
         view._gemms, view._timers = self._gemms, self._timers
         return view

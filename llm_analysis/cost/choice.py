@@ -177,8 +177,8 @@ def training(a, args: Dict[str, Any]) -> dict:
     # one eager-floor model per cost model (dropped with it): its phase times stay cached between calls
     cm, launch = a.cost_model, a.kernel_launch or "eager"
     eager = cm.__dict__.get("_training_view")
-    if eager is None or eager.launch != launch:
-        eager = cm.__dict__["_training_view"] = cm.with_launch(launch)
+    if eager is None or eager.launch != launch:  # (training_compute_efficiency: calibrated.py)
+        eager = cm.__dict__["_training_view"] = cm.for_training(launch)
     summary, req = _eager_run(with_cost_model(a, eager), args)
     # the same call on the roofline (its stages kept per shape with every call's)
     summary.update(_training_bounds(a, req, summary))

@@ -93,6 +93,9 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "attn_decode_hbm_efficiency": ("efficiency", "paged-attention KV streaming / HBM spec"),
     "kernel_floor_graph_s": ("seconds", "least time per kernel under CUDA graphs (serving)"),
     "kernel_floor_eager_s": ("seconds", "least time per kernel in eager mode (training)"),
+    "training_compute_efficiency": ("efficiency", "compute rate of a training step's kernels / the operator "
+                                                  "benchmarks' (long steps run at the power-limited sustained "
+                                                  "clock, and overlapped communication kernels hold SMs)"),
 }
 # ratios whose product with an efficiency is itself an efficiency (a rate below the spec)
 _RATIO_OF = {"weight_only_int8_stream_factor": "hbm_efficiency", "weight_only_int4_stream_factor": "hbm_efficiency"}
@@ -108,6 +111,8 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
                                             "before this factor existed)"),
     "weight_only_int4_stream_factor": (1.0, "int4 weight-only GEMMs stream at the 16-bit rate (the model "
                                             "before this factor existed)"),
+    "training_compute_efficiency": (1.0, "training kernels compute at the operator benchmarks' rate (the model "
+                                         "before this factor existed)"),
 }
 _TOP_KEYS = {"generation", "gpus", "parameters", "derived_from", "fallback"}
 _GPU_KEYS = {"num_sms", "source"}
