@@ -35,7 +35,8 @@ NOT_COUNTING = {"config", "units", "errors", "utils", "training", "report.render
                 "quantities.activations", "quantities.group_times", "quantities.hardware", "quantities.memory",
                 "quantities.state", "serving",
                 "hub.entry", "hub.source",
-                "report.collected_warnings"}  # the facade's warnings list: no count reads it
+                "report.collected_warnings",  # the facade's warnings list: no count reads it
+                "hub.errors"}  # exception classes of the Hub import: a refusal's type, not a count
 
 
 def _package_imports(source: str, module: str):
