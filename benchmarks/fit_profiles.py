@@ -5,11 +5,11 @@
 
 Two steps, in this order (issue 27 items 3 and 5):
 1. `--operators`: the operator efficiencies (GEMM plateaus by dtype, flash-attention prefill on
-   executed FLOPs, decode KV streaming, NCCL ring and NVLink-SHARP bus bandwidth) are read off the
+   executed FLOPs, HBM streaming, decode KV streaming, NCCL ring and NVLink-SHARP bus bandwidth) are read off the
    measured operator tables (benchmarks/measured_operator_values.py) into every generation with
    measurements, each value with its source; generations without measured data keep theirs.
 2. The end-to-end fit below, of only what end-to-end runs can tell (framework terms: kernel
-   floors, streaming of the non-GEMM kernels, weight-only dequantisation, ...): PARAMETERS.
+   floors, weight-only dequantisation, the training share of the kernel rates): PARAMETERS.
 
 For each GPU generation with records, least-squares fit (cost/calibrate.py) of the
 parameters below on the records' measured times, the predictor being the public API
@@ -41,35 +41,28 @@ from llm_analysis.cost.profiles import PROFILE_DIR, Profile, generation_of, load
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 
 # What end-to-end records can pin down, per generation (at least ~10 records per parameter): only
-# framework terms. The operator efficiencies (GEMM plateaus, flash prefill, decode KV streaming, NCCL
-# bus bandwidth) come from the measured operator tables (--operators) and are not refitted here;
+# framework terms. The operator efficiencies (GEMM plateaus, HBM streaming, flash prefill, decode KV
+# streaming, NCCL bus bandwidth) come from the measured operator tables (--operators), not refitted here;
 # NCCL latencies stay at their nccl-tests-anchored values (tests/test_nccl_model.py).
 _TRAINING = "training_compute_efficiency"  # training steps below the kernel benchmarks' rate
 PARAMETERS = {
-    # hbm_efficiency: the non-GEMM kernels' streaming (norms, activations, embeddings), no table measures
-    # it; the kernel floors are host launch work; weight-only dequantisation has no operator table
-    "ampere": ("hbm_efficiency", "kernel_floor_graph_s", "kernel_floor_eager_s", "weight_only_int8_stream_factor",
+    # the kernel floors are host launch work; weight-only dequantisation has no operator table
+    "ampere": ("kernel_floor_graph_s", "kernel_floor_eager_s", "weight_only_int8_stream_factor",
                "weight_only_int4_stream_factor", _TRAINING),
     # kernel_floor_eager_s is not fitted here: one fit-half record (a batch-1 first token) would pin it;
     # Hopper takes Ampere's fitted host launch floor (hopper.json states it)
-    "hopper": ("hbm_efficiency", _TRAINING),
-    # ada: not fitted (two fit-half L40S records would pin hbm_efficiency at 1, the kind's edge)
+    "hopper": (_TRAINING,),
+    # ada: nothing to fit (its two fit-half L40S records are inference, its operators measured or assumed)
     # the GB200 NeMo recipes (dgxc-benchmarking v25.05): training steps only
     "blackwell": (_TRAINING,),
 }
 
 # Physically plausible bands the fit may not leave (a parameter pinned at a band edge says the
 # records hold an effect the model does not describe: exclude or model it, do not absorb it).
-_HOPPER_HBM = (0.75, 0.92)  # H100 SXM device-local copies stream 2,570-2,578 GB/s of the 3,350 GB/s
-# spec (0.77; p2pBandwidthLatencyTest diagonal in NVIDIA/nccl#1264); refresh/ECC keep any GPU below ~0.92
 _TRAINING_BAND = (0.6, 1.0)  # a GPU at its power limit still sustains its base clock (H100 SXM5 base /
 # boost 1,590 / 1,980 MHz = 0.80, A100 SXM4 1,095 / 1,410 MHz = 0.78: NVIDIA H100 / A100 datasheets and
 # whitepapers), and overlapped NCCL kernels hold a minority of the SMs (NCCL's default 16-32 channels)
-BOUNDS = {
-    "ampere": {_TRAINING: _TRAINING_BAND},
-    "hopper": {"hbm_efficiency": _HOPPER_HBM, _TRAINING: _TRAINING_BAND},
-    "blackwell": {_TRAINING: _TRAINING_BAND},
-}
+BOUNDS = {gen: {_TRAINING: _TRAINING_BAND} for gen in ("ampere", "hopper", "blackwell")}
 
 
 def generation_cases(generation: str, keep: Callable[[dict], bool], records: Optional[Iterable[dict]] = None

@@ -13,6 +13,11 @@ averaged over the measured GPUs of the profile's generation (one profile per gen
 - attn_prefill_efficiency, attn_prefill_half_seq: E x s / (s + h) (calibrated.py's flash prefill
   efficiency on the executed, causal FLOPs) least-squares fitted in log to the causal-half
   efficiency at s >= PREFILL_MIN_SEQ;
+- hbm_efficiency: time = (bytes + h) / (E x HBM spec) fitted to the batch-1 bf16 GEMMs, which
+  stream their weights (34 MB to 6.7 GB): E, the streaming plateau. Their fixed part h (3-5 us, 11-37
+  MB at the HBM rate) is not taken as hbm_half_saturation_bytes: the tables time kernels launched one
+  at a time, so h is mostly launch, which the model's kernel floors hold (max, not sum) and CUDA
+  graphs remove (with it, gpt-fast's CUDA-graph decodes came out 20-60% slow);
 - attn_decode_hbm_efficiency: KV bytes streamed / HBM spec at the measured cell with the most KV
   bytes (a cache far larger than L2);
 - intra_bus_efficiency: ring bus bandwidth / NVLink line rate of the 8-GPU all-gather and
@@ -89,6 +94,34 @@ def gemm_plateau(doc: dict, dtype: str, generation: str, k_half: float) -> Tuple
                    f"{len(table['n_k'])} weight shapes) of measured efficiency / the model's shape factor "
                    f"(cost/gemm.py at plateau 1, gemm_k_half {k_half:g}) = {value:.3f}; {_table_path(doc['gpu'])} "
                    f"<- {_source_of(table)}")
+
+
+def weight_stream(doc: dict) -> Tuple[float | None, float | None, str] | None:
+    """(streaming plateau E, half-saturation bytes h, how read) of the batch-1 (M = 1) bf16 GEMMs,
+    which stream their weights: time = (bytes + h) / (E x HBM spec) (calibrated.py `_stream_s`)
+    least-squares fitted over the weight shapes (34 MB to 6.7 GB). None values: left out (a GPU whose
+    L2 holds the smaller weights reads them above the HBM spec)."""
+    table = doc.get("gemm", {}).get("bf16")
+    if not table or table["m"][0] != 1:
+        return None
+    from llm_analysis.config import get_gpu_config_by_name
+    hbm = get_gpu_config_by_name(doc["gpu"]).hbm_bandwidth_in_GB_per_sec * 1e9
+    peak = table["peak_tflops"] * 1e12
+    pts = [(2.0 * (n * k + k + n), 2.0 * n * k / (row[0] * peak)) for row, (n, k) in zip(table["efficiency"],
+                                                                                       table["n_k"]) if row[0]]
+    rates = [b / t / hbm for b, t in pts]
+    if max(rates) > 1:
+        return None, None, (f"{doc['gpu']}: left out: batch-1 GEMMs stream their weights at up to {max(rates):.2f} "
+                            "x the HBM spec (the smaller weights sit in L2)")
+    n = len(pts)
+    mean_b, mean_t = sum(b for b, _ in pts) / n, sum(t for _, t in pts) / n
+    slope = sum((b - mean_b) * (t - mean_t) for b, t in pts) / sum((b - mean_b) ** 2 for b, _ in pts)
+    plateau, half = 1.0 / (slope * hbm), (mean_t - slope * mean_b) / slope
+    return plateau, half, (f"{doc['gpu']}: batch-1 bf16 GEMMs (weight streaming) over {n} weight shapes "
+                           f"({pts[0][0] / 1e6:.0f} MB - {max(b for b, _ in pts) / 1e6:.0f} MB): time = (bytes + h) / "
+                           f"(E x HBM spec) fitted: E = {plateau:.3f} (the fixed part h = {half / 2**20:.1f} MiB is "
+                           f"not taken: kernels timed one launch at a time, it is mostly launch, which the kernel "
+                           f"floors hold and CUDA graphs remove); {_table_path(doc['gpu'])} <- {_source_of(table)}")
 
 
 def prefill_fit(doc: dict) -> Tuple[float, float, str] | None:
@@ -174,6 +207,9 @@ def generation_values(generation: str) -> Dict[str, Tuple[float, str]]:
             got = gemm_plateau(doc, dtype, generation, GEMM_K_HALF)
             if got:
                 found.setdefault(key, []).append(got)
+        stream = weight_stream(doc)
+        if stream:
+            found.setdefault("hbm_efficiency", []).append((stream[0], stream[2]))
         pre = prefill_fit(doc)
         if pre:
             found.setdefault("attn_prefill_efficiency", []).append((pre[0], pre[2]))
@@ -208,6 +244,9 @@ def left_out(generation: str) -> List[str]:
         dec = decode_stream(doc)
         if dec and dec[0] is None and "attn_decode_hbm_efficiency" not in values:
             notes.append(("attn_decode_hbm_efficiency", dec[1]))
+        stream = weight_stream(doc)
+        if stream and stream[0] is None and "hbm_efficiency" not in values:
+            notes.append(("hbm_efficiency", stream[2]))
         for key, got in nccl_figures(doc, has_nvls).items():
             if got[0] is None and key not in values:
                 notes.append((key, got[1]))
