@@ -22,6 +22,7 @@ from llm_analysis.cost.profiles import Profile
 import llm_analysis.cost.choice as _perf
 from llm_analysis.model import Conventions, LayerDescriber, Operator
 from llm_analysis.model.conventions import ConventionChoice, Variants
+from llm_analysis.model.vision_tower import check_image_prompt, check_image_tokens
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates
 from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
@@ -69,6 +70,7 @@ class LLMAnalysis:
         self.conventions = self.convention_choice.counted  # (a variant replaces it: with_conventions)
         self.inference_conventions = self.convention_choice.inference
         self.encoder_seq_len: Optional[int] = None  # None: cross-attention work is refused (with_encoder_seq_len)
+        self.image_tokens: Optional[int] = None  # None: no image input, the vision tower idle (with_image_tokens)
         self.num_gpus_per_node = integer_or_default(num_gpus_per_node, gpu_config.num_gpus_per_node,
                                                     "num_gpus_per_node", 1, MAX_PARALLEL_SIZE)
         self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
@@ -136,6 +138,14 @@ class LLMAnalysis:
         only 0 (ConfigError otherwise)."""
         return self._variants.with_encoder_seq_len(self, encoder_seq_len, self._variant)
 
+    def with_image_tokens(self, image_tokens: Optional[int]) -> "LLMAnalysis":
+        """This analysis with `image_tokens` image tokens in each request's prompt, whose
+        vision encoder work a prefill runs (a shallow copy; None or 0: this analysis with
+        no image input). ConfigError for a model without a vision tower, or one whose
+        image-token-to-patch rule is not described (model/vision_tower.py)."""
+        n = check_image_tokens(self.model_config, image_tokens)
+        return self if n == self.image_tokens else self._variant(image_tokens=n)
+
     def _variant(self, **fields) -> "LLMAnalysis":
         """A shallow copy with `fields` replaced and its derived state rebuilt (its own
         describer, cost model and variants; the original keeps its caches)."""
@@ -152,7 +162,7 @@ class LLMAnalysis:
     def describer(self) -> LayerDescriber:
         d = self.describer_class(self.model_config, self.dtype_config, self.parallelism_config,
                                  self.conventions)
-        return d.with_encoder_seq_len(self.encoder_seq_len)
+        return d.with_encoder_seq_len(self.encoder_seq_len).with_image_tokens(self.image_tokens)
 
     def describer_for(self, kv_cache_dtype_bytes: Optional[float]) -> LayerDescriber:
         """The describer, with the KV cache stored in `kv_cache_dtype_bytes` bytes
@@ -505,7 +515,7 @@ class LLMAnalysis:
                   kv_cache_dtype_bytes: Optional[float] = None, cost_per_gpu_hour: Optional[float] = None,
                   output_dir: Optional[str] = None, output_file_suffix: str = "",
                   kv_cache_dtype: Optional[str] = None, conventions: Optional[str] = None,
-                  encoder_seq_len: Optional[int] = None) -> dict:
+                  encoder_seq_len: Optional[int] = None, image_tokens: Optional[int] = None) -> dict:
         """Inference analysis: prefill, per-step decode, memory, max batch,
         throughput and cost. See `inference/run.py`. `kv_cache_dtype` names the
         KV-cache element type (fp8, fp16, bf16, int8, ...; `formats.KV_CACHE_DTYPES`),
@@ -515,15 +525,20 @@ class LLMAnalysis:
         FlopCounterMode measures); the constructor's explicit convention arguments win.
         Under perf_model="calibrated" the summary adds `<key>_lower_bound` (facade_perf.py).
         `encoder_seq_len`: encoder positions a cross-attention decoder attends to (required
-        for such models; model/cross_attention.py)."""
+        for such models; model/cross_attention.py). `image_tokens`: image tokens in each
+        request's prompt (vision-language models): the prefill runs the vision tower on them
+        (model/vision_tower.py); without it a text-only request is timed."""
         args = {"batch_size_per_gpu": batch_size_per_gpu, "seq_len": seq_len,  # a literal: faster than locals()
                 "num_tokens_to_generate": num_tokens_to_generate, "use_kv_cache": use_kv_cache, "ds_zero": ds_zero,
                 "layernorm_dtype_bytes": layernorm_dtype_bytes, "kv_cache_dtype_bytes": kv_cache_dtype_bytes,
                 "cost_per_gpu_hour": cost_per_gpu_hour, "output_dir": output_dir,
                 "output_file_suffix": output_file_suffix, "kv_cache_dtype": kv_cache_dtype}
         a = self.with_conventions(self.conventions_named(conventions)).with_encoder_seq_len(encoder_seq_len)
+        a = a.with_image_tokens(check_image_prompt(image_tokens, seq_len))
         with collecting_warnings() as found:
             summary = _perf.inference(a, args)
+        if a.image_tokens:
+            summary["image_tokens"] = a.image_tokens
         summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
         summary["warnings"] = merged(self.setup_warnings, found)
         return summary

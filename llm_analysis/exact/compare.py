@@ -16,8 +16,10 @@ from typing import Any, Dict, List
 from llm_analysis.exact.module_tree import main_stack, numel
 
 # engine groups (Operator.group) as parts of the real model
+_VISION_PART = "vision tower and projector"
 _ENGINE_PARTS = {"embedding": "outside", "lm_head": "outside", "attention": "attention",
-                 "mlp": "mlp", "experts": "mlp", "router": "router", "norm": "norm"}
+                 "mlp": "mlp", "experts": "mlp", "router": "router", "norm": "norm",
+                 "vision tower": _VISION_PART, "projector": _VISION_PART}
 _NORM = re.compile(r"(^|[._])(\w*norm\w*|ln_?\w*|layernorm)(\.|$)", re.IGNORECASE)
 _ROUTER = re.compile(r"(^|\.)(gate|router|wg|switch)(\.weight|\.bias|\.e_score_correction_bias|$)")
 _ATTN = re.compile(r"attn|attention|self_attn|q_proj|k_proj|v_proj|o_proj|query|key|value|qkv|"
@@ -80,9 +82,14 @@ def truth_parts(params: Dict[str, Any]) -> Dict[str, int]:
     other_stacks = sum(s["total"] for p, s in params["stacks"].items() if p != stack_name)
     parts = dict(layer)
     parts["outside"] = params["total"] - sum(layer.values())
+    towers = params.get("towers")  # a vision-language class built whole (truth.py)
+    if towers:
+        parts[_VISION_PART] = towers["total"]
+        parts["outside"] -= towers["total"] - towers["in_stacks"]
+        other_stacks -= towers["in_stacks"]
     if other_stacks:
         parts["other stacks"] = other_stacks
-        parts["outside"] -= other_stacks
+    parts["outside"] -= other_stacks + (towers["in_stacks"] if towers else 0)
     return {k: v for k, v in parts.items() if v}
 
 

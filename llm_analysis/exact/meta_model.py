@@ -4,7 +4,11 @@ Which model: the language model a user analyses. For a causal-LM type that is it
 `AutoModelForCausalLM` class; for a masked-LM-only type (BERT family) its
 `AutoModelForMaskedLM` class, plus the bare encoder (`AutoModel`) because the engine
 may describe the encoder without the MLM head. Multimodal configs are reduced to their
-text config (`PretrainedConfig.get_text_config()`), as the Hub import does.
+text config (`PretrainedConfig.get_text_config()`), as the Hub import does, unless
+`with_towers`: then a wrapper whose loaded class holds a vision tower beside its language
+model (hub/model_class.py: `architectures`, else the Auto class for image-text-to-text)
+is built whole, as a user loads it for generation (`tower_parameter_names` tells its
+tower's parameters from the language model's).
 
 Repository code is never run: only classes registered in the installed
 `transformers` are used (`trust_remote_code` is not involved at all).
@@ -94,12 +98,48 @@ def _instantiate(class_name: str, cfg: Any, dtype: str = "bfloat16") -> Any:
     return model
 
 
-def build_meta_models(hf_config: Any, with_base: bool = True, dtype: str = "bfloat16") -> MetaModels:
-    """The LM (and bare backbone) of `hf_config` on the meta device.
+def _wrapper_class(hf_config: Any, cfg: Any) -> Optional[str]:
+    """The class a user loads for a wrapper config when it holds towers beside its language
+    model and transformers has it, else None."""
+    import transformers
+    from llm_analysis.hub.model_class import loaded_class_name, loaded_class_takes_wrapper, non_text_parts
+    try:
+        if cfg.get_text_config() is cfg:
+            return None
+    except ValueError:
+        return None
+    raw = hf_config if isinstance(hf_config, dict) else cfg.to_dict()
+    name = loaded_class_name(raw)
+    if not non_text_parts(raw, cfg) or not loaded_class_takes_wrapper(name, cfg) or not hasattr(transformers, name):
+        return None
+    return name
+
+
+def tower_parameter_names(model: Any) -> List[str]:
+    """Names of the parameters of a wrapper model that are neither its language model's
+    (`get_decoder()`) nor its output projection's: the vision tower and projector."""
+    language = {id(p) for p in model.get_decoder().parameters()}
+    head = model.get_output_embeddings()
+    language |= {id(p) for p in head.parameters()} if head is not None else set()
+    return [n for n, p in model.named_parameters() if id(p) not in language]
+
+
+def build_meta_models(hf_config: Any, with_base: bool = True, dtype: str = "bfloat16",
+                      with_towers: bool = False) -> MetaModels:
+    """The LM (and bare backbone) of `hf_config` on the meta device; with `with_towers`, a
+    vision-language wrapper's whole class (see the module docstring; no backbone then).
 
     Raises UnsupportedArchitectureError when transformers has no causal/masked LM
     class for the type or cannot build it from this config."""
     cfg = config_object(hf_config)
+    wrapper = _wrapper_class(hf_config, cfg) if with_towers else None
+    if wrapper is not None:
+        try:
+            return MetaModels(_instantiate(wrapper, cfg, dtype), None, cfg, wrapper, None, "causal-lm")
+        except Exception as exc:  # the model code refuses this config
+            raise UnsupportedArchitectureError(
+                f"transformers could not build {wrapper} (model_type {cfg.model_type!r}) on the meta device: "
+                f"{type(exc).__name__}: {_first_line(exc)}") from None
     types = lm_model_types()
     try:
         text_type = getattr(cfg.get_text_config(), "model_type", "")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from llm_analysis.exact.flops import prefill_flops
-from llm_analysis.exact.meta_model import build_meta_models, config_json, config_object
-from llm_analysis.exact.module_tree import breakdown
+from llm_analysis.exact.meta_model import build_meta_models, config_json, config_object, tower_parameter_names
+from llm_analysis.exact.module_tree import breakdown, numel
 
 PREFILL_BATCH = 1
 PREFILL_SEQ_LEN = 16
@@ -24,9 +24,13 @@ def architecture_truth(hf_config: Any, with_flops: bool = True) -> Dict[str, Any
     "flops": {...} or None, "flops_error": reason or None, "base_flops", "base_flops_error"
     (the backbone's), "phase": {...}}.
 
+    A vision-language wrapper whose loaded class holds a vision tower is built whole (the
+    class a user loads); "params" then has "towers": the tower's and projector's parameters
+    ("total", and "in_stacks": those inside repeated blocks).
+
     Raises UnsupportedArchitectureError when the model cannot be built."""
     cfg = config_object(hf_config)
-    models = build_meta_models(cfg)
+    models = build_meta_models(cfg, with_towers=True)
     out: Dict[str, Any] = {
         "config": config_json(cfg),
         "text_model_type": getattr(models.config, "model_type", None),
@@ -38,12 +42,21 @@ def architecture_truth(hf_config: Any, with_flops: bool = True) -> Dict[str, Any
         "phase": {"batch_size": PREFILL_BATCH, "seq_len": PREFILL_SEQ_LEN},
         "flops": None, "flops_error": None, "base_flops": None, "base_flops_error": None,
     }
+    if models.base is None and models.config is cfg and cfg.get_text_config() is not cfg:
+        out["params"]["towers"] = _towers(models.lm)
     if with_flops:
         out["flops"], out["flops_error"] = _flops(models.lm, models.lm_class, models.config)
         if models.base is not None and not models.lm_class.endswith("ForCausalLM"):
             # encoders are often described without their LM head: count the backbone too
             out["base_flops"], out["base_flops_error"] = _flops(models.base, models.base_class, models.config)
     return out
+
+
+def _towers(model: Any) -> Dict[str, int]:
+    shapes = dict(named_shapes(model))
+    names = tower_parameter_names(model)
+    in_stacks = [n for n in names if any(part.isdigit() for part in n.split("."))]
+    return {"total": sum(numel(shapes[n]) for n in names), "in_stacks": sum(numel(shapes[n]) for n in in_stacks)}
 
 
 def _flops(model: Any, class_name: str, cfg: Any):

@@ -22,28 +22,33 @@ from llm_analysis.hub.model_class import (loaded_class_name, loaded_class_takes_
                                          named_masked_lm_class, non_text_parts, towers_refusal)
 from llm_analysis.hub.source import Fields, Src, logger, transformers_config
 from llm_analysis.hub.spec import read_family, read_masked_lm_head
+from llm_analysis.hub.vision import read_vision_tower
 from llm_analysis.schema.loading import build_config
 from llm_analysis.schema.model import ModelConfig
 
 __all__ = ["map_hf_config", "map_generic"]
 
 def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
-                    ) -> Tuple[Any, Dict[str, Any], Optional[str]]:
-    """(config object, raw dict, model_type) of the part to map: the config itself, or the
-    language model (`text_config`) of a multimodal wrapper whose loaded class reads the
-    language model alone (hub/model_class.py); a wrapper whose class also holds a vision
-    tower, audio encoder or image tokenizer is refused."""
+                    ) -> Tuple[Any, Dict[str, Any], Optional[str], Optional[Dict[str, Any]]]:
+    """(config object, raw dict, model_type, vision tower fields or None) of the part to map:
+    the config itself, or the language model (`text_config`) of a multimodal wrapper whose
+    loaded class reads the language model alone (hub/model_class.py), or holds beside it
+    only a vision tower hub/vision.py describes (then its fields come along); a wrapper whose
+    class also holds another tower, audio encoder or image tokenizer is refused."""
     model_type = d.get("model_type")
     mt = getattr(obj, "model_type", None) or model_type
     text_cfg = getattr(obj, "text_config", None) if obj is not None else None
     if text_cfg is None and isinstance(d.get("text_config"), dict) and "num_hidden_layers" not in d:
         text_cfg = d["text_config"]
     if text_cfg is None or mt in FAMILIES:
-        return obj, d, mt
+        return obj, d, mt, None
     parts = non_text_parts(d, obj)
     loaded = loaded_class_name(d)
+    tower = None
     if parts and loaded_class_takes_wrapper(loaded, obj):
-        raise towers_refusal(what, model_type, parts, loaded)
+        tower = read_vision_tower(obj, what) if parts == ["vision_config"] else None
+        if tower is None:
+            raise towers_refusal(what, model_type, parts, loaded)
     if isinstance(text_cfg, dict):
         raw = dict(text_cfg)
         sub_obj = transformers_config(raw, name=name, revision=None, trust_remote_code=False,
@@ -58,7 +63,7 @@ def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
         "gemma3_text" if model_type == "gemma3" else None)
     logger.info("%s is a multimodal %r config; mapping its language model (%r) only",
                 what, model_type, mt)
-    return sub_obj, raw, mt
+    return sub_obj, raw, mt, tower
 
 
 def _read_fields(src: Src, mt: Any, model_type: Any, what: str, raw_top: Dict[str, Any]) -> Fields:
@@ -107,7 +112,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     model_type = d.get("model_type")
     obj = transformers_config(d, name=name, revision=revision,
                               trust_remote_code=trust_remote_code, what=what)
-    obj, raw, mt = _language_model(d, obj, name=name, what=what)
+    obj, raw, mt, tower = _language_model(d, obj, name=name, what=what)
     src = Src(obj, raw)
     try:
         fields = _read_fields(src, mt, model_type, what, d)
@@ -119,7 +124,8 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     top_tie = d.get("tie_word_embeddings")
     if top_tie is not None and raw is not d and fields.get("lm_head", True):  # no head: no tie to decide
         text_tie = raw.get("tie_word_embeddings")
-        if text_tie is not None and bool(text_tie) != bool(top_tie):
+        # the wrapper's class is loaded (its tower counted): the wrapper's flag governs its head
+        if tower is None and text_tie is not None and bool(text_tie) != bool(top_tie):
             # the wrapper's flag governs its own LM class, the text model's the text-only
             # class: the count depends on which class is meant
             raise UnsupportedArchitecture(
@@ -130,6 +136,8 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     if fields.get("position_embedding_type") == "rotary":  # the scaling any rotary family declares
         fields["rope_scaling"] = rope_scaling_from_hf(src.get("rope_parameters", "rope_scaling", default=None))
     fields = {k: v for k, v in fields.items() if v is not None}
+    if tower is not None:
+        fields["vision_tower"] = tower
     fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)
     if fields["model_type"] is None:
         fields.pop("model_type")

@@ -21,6 +21,7 @@ from llm_analysis.model.mlp import MlpOps
 from llm_analysis.model.pipeline_layout import stage_layer_counts
 from llm_analysis.model.relative_attention import relative_attention_ops, relative_table_ops
 from llm_analysis.model.variants import check_variant_layout
+from llm_analysis.model.vision_tower import check_image_tokens, vision_parts
 from llm_analysis.model.records import (Conventions, LayerKind, ModelPart, Operator, Phase, ceil_div, layer_groups,
                       stage_layer_groups)
 
@@ -123,6 +124,25 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         self._cache[key] = value
         return value
 
+    # image tokens per request a prefill runs through the vision tower (model/vision_tower.py);
+    # None: no image input (the tower's weights count, it does no work)
+    image_tokens: Optional[int] = None
+
+    def with_image_tokens(self, image_tokens: Optional[int]) -> "LayerDescriber":
+        """This describer with `image_tokens` image tokens per request in a prefill (None or 0:
+        none; ConfigError for a model without a vision tower); built once and kept."""
+        n = check_image_tokens(self.model, image_tokens)
+        if n == self.image_tokens:
+            return self
+        return self.memoized(("image_tokens", n), lambda: self._carried(type(self)(
+            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=self.kv_bytes,
+            **({} if self.encoder_seq_len is None else {"encoder_seq_len": self.encoder_seq_len})), image_tokens=n))
+
+    def _carried(self, other: "LayerDescriber", image_tokens=_MISSING) -> "LayerDescriber":
+        """`other` (a describer built from this one's inputs) with this one's image input."""
+        other.image_tokens = self.image_tokens if image_tokens is _MISSING else image_tokens
+        return other
+
     PHASE_CACHE_SIZE = 256  # entries; a sweep over shapes keeps memory bounded
 
     def phase_memo(self, key, compute):
@@ -149,8 +169,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
             return self
         # the encoder length passed on only when set (subclasses predating it need not accept it)
         extra = {} if self.encoder_seq_len is None else {"encoder_seq_len": self.encoder_seq_len}
-        return self.memoized(("kv_cache_bytes", kv_cache_dtype_bytes), lambda: type(self)(
-            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=kv_cache_dtype_bytes, **extra))
+        return self.memoized(("kv_cache_bytes", kv_cache_dtype_bytes), lambda: self._carried(type(self)(
+            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=kv_cache_dtype_bytes, **extra)))
 
     def with_encoder_seq_len(self, encoder_seq_len: Optional[int]) -> "LayerDescriber":
         """This describer with cross-attention over `encoder_seq_len` encoder positions
@@ -158,8 +178,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         n = check_encoder_seq_len(self.model, encoder_seq_len)
         if n is None or n == self.encoder_seq_len or not self.model.cross_attention:
             return self
-        return self.memoized(("encoder_seq_len", n), lambda: type(self)(
-            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=self.kv_bytes, encoder_seq_len=n))
+        return self.memoized(("encoder_seq_len", n), lambda: self._carried(type(self)(
+            self.model, self.dtype, self.par, self.conv, kv_cache_dtype_bytes=self.kv_bytes, encoder_seq_len=n)))
 
     def cost_memo(self, cost_model, key: tuple, compute):
         """`phase_memo` of a result that also depends on the cost model (times)."""
@@ -425,6 +445,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         out = []
         if first:
             out.append(ModelPart("embedding", False, 1, self._cp_local(phase, self.embedding_ops(phase))))
+            if self.model.vision_tower is not None:  # on the first stage, beside the embedding
+                out += [ModelPart(label, False, n, ops) for label, n, ops in vision_parts(self, phase, self.image_tokens)]
         for kind, n in groups.items():  # a layer kind's operators shared by the stages holding it
             ops = self.phase_memo(("layer_ops", phase, kind), lambda kind=kind: self.layer_ops(phase, kind))
             out.append(ModelPart(kind.label, True, n, ops))

@@ -14,6 +14,7 @@ from llm_analysis.schema.context_limit import RopeScaling
 from llm_analysis.schema.base import StrictModel
 from llm_analysis.schema.encoder_fields import EntityInputs, RelativeAttention, check_encoder_fields
 from llm_analysis.schema.layer_attention_fields import check_layer_attention_fields
+from llm_analysis.schema.vision_tower import VisionTower
 
 __all__ = ["ModelConfig", "AttentionLayerType", "MIXER_LAYER_TYPES"]
 
@@ -237,6 +238,8 @@ class ModelConfig(StrictModel):
     # the KV heads and a sink logit per head); None: num_key_value_heads / attn_sinks everywhere
     layer_kv_heads: Optional[List[int]] = None
     layer_attn_sinks: Optional[List[bool]] = None
+    # the vision encoder and projector of a vision-language model (schema/vision_tower.py)
+    vision_tower: Optional[VisionTower] = None
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ModelConfig":

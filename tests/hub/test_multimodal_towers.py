@@ -1,9 +1,10 @@
 """A vision-language model is never counted silently without its vision tower
 (issue 29): the class a user loads (the config's `architectures`, else the Auto class
-for generation) decides what is counted. A class that takes the whole multimodal config
-(Qwen3-VL, Qwen3-VL-MoE, Gemma 3 *ForConditionalGeneration; Kimi-K2.5's remote class) is
-refused naming its vision tower; a text-only class that reads `text_config` alone
-(Qwen3_5ForCausalLM, Gemma3ForCausalLM) is counted exactly.
+for generation) decides what is counted. A class that takes the whole multimodal config is
+counted whole (vision tower, projector, decoder, head) where its tower is described
+(Qwen3-VL, Qwen3-VL-MoE, Qwen3.5: hub/vision.py) and otherwise refused naming its vision
+tower (Gemma 3 *ForConditionalGeneration; Kimi-K2.5's remote class); a text-only class that
+reads `text_config` alone (Qwen3_5ForCausalLM, Gemma3ForCausalLM) is counted exactly.
 
 Configs are built from transformers' own defaults at small sizes (AutoConfig.for_model),
 except the published Gemma 3 config in tests/data/hub_fixtures/ and a Kimi-K2.5-shaped config
@@ -86,11 +87,17 @@ QWEN3_VL_CASES = {
 
 @pytest.mark.parametrize("model_type", sorted(QWEN3_VL_CASES))
 @pytest.mark.parametrize("named", [True, False], ids=["architectures", "auto-class"])
-def test_qwen3_vl_is_refused_naming_its_vision_tower(model_type, named):
+def test_qwen3_vl_is_counted_whole_with_its_vision_tower(model_type, named):
+    """Formerly refused naming the tower; now counted whole, the tower's parameters included
+    (the part a text-only count would miss), part by part."""
     class_name, text = QWEN3_VL_CASES[model_type]
     raw = _wrapper(model_type, text, SMALL_QWEN3_VL_VISION, [class_name] if named else None)
-    assert _vision_params(_meta_build(raw, class_name)) > 0  # the part a text-only count would miss
-    _refused_naming_the_tower(raw, class_name)
+    model = _meta_build(raw, class_name)
+    assert _vision_params(model) > 0
+    analysis = LLMAnalysis(_import(raw), GPU)
+    assert analysis.get_num_params_total() == sum(p.numel() for p in model.parameters())
+    parts = analysis.get_num_params_breakdown()
+    assert parts["vision tower"] + parts["projector"] == _vision_params(model)
 
 
 def test_kimi_k25_shaped_remote_code_config_is_refused():
@@ -129,7 +136,7 @@ def test_gemma3_text_only_class_is_counted_exactly():
     assert LLMAnalysis(_import(text_only), GPU).get_num_params_total() == sum(p.numel() for p in model.parameters())
 
 
-def test_qwen3_5_text_only_class_is_counted_and_its_vlm_class_refused():
+def test_qwen3_5_text_only_class_and_its_vlm_class_are_both_counted_exactly():
     text = dict(SMALL_TEXT, layer_types=["linear_attention", "full_attention"], linear_num_key_heads=2,
                 linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8)
     vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64)
@@ -138,8 +145,11 @@ def test_qwen3_5_text_only_class_is_counted_and_its_vlm_class_refused():
     assert _vision_params(model) == 0
     assert LLMAnalysis(_import(causal), GPU).get_num_params_total() == sum(p.numel() for p in model.parameters())
     whole = dict(causal, architectures=["Qwen3_5ForConditionalGeneration"])
-    assert _vision_params(_meta_build(whole, "Qwen3_5ForConditionalGeneration")) > 0
-    _refused_naming_the_tower(whole, "Qwen3_5ForConditionalGeneration")
+    vlm = _meta_build(whole, "Qwen3_5ForConditionalGeneration")
+    assert _vision_params(vlm) > 0
+    analysis = LLMAnalysis(_import(whole), GPU)
+    assert analysis.get_num_params_total() == sum(p.numel() for p in vlm.parameters())
+    assert analysis.get_num_params_total() - _vision_params(vlm) == sum(p.numel() for p in model.parameters())
 
 
 def test_fuyu_patch_projection_is_refused():
@@ -152,8 +162,9 @@ def test_fuyu_patch_projection_is_refused():
         _import(raw)
 
 
-def test_hub_import_refuses_qwen3_vl(loopback_hub):
-    """Through the real huggingface_hub client in a fresh interpreter: one clear line."""
+def test_hub_import_counts_qwen3_vl_with_its_vision_tower(loopback_hub):
+    """Through the real huggingface_hub client in a fresh interpreter: the tower comes along
+    (it was refused before it was described)."""
     raw = _wrapper("qwen3_vl", SMALL_TEXT, SMALL_QWEN3_VL_VISION, ["Qwen3VLForConditionalGeneration"])
     hub = loopback_hub({"Qwen/tiny-qwen3-vl": {"main": {"config.json": json.dumps(raw).encode()}}})
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,6 +177,6 @@ def test_hub_import_refuses_qwen3_vl(loopback_hub):
                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=150)
     assert "@@RESULTS@@" in p.stdout, p.stderr[-4000:]
     (result,) = json.loads(p.stdout.split("@@RESULTS@@", 1)[1])["results"]
-    assert "UnsupportedArchitectureError" in result.get("mro", []), result
-    assert "Qwen/tiny-qwen3-vl" in result["message"] and "vision tower" in result["message"]
-    assert not result["chained"]
+    assert "ok" in result, result
+    tower = result["ok"]["vision_tower"]
+    assert (tower["num_layers"], tower["hidden_dim"], tower["patches_per_token"]) == (2, 32, 4)

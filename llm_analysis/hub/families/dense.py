@@ -261,6 +261,9 @@ DENSE_FAMILIES: Dict[str, Family] = {
     "phi3": Family(LLAMA_NO_BIAS_NO_TYPES),
     "qwen2": Family({**LLAMA, "qkv_bias": True, "attn_out_bias": False}, steps=(qwen_window,)),
     "qwen3": Family(QWEN3, steps=(qwen_window,)),
+    # the language model of Qwen3-VL (Qwen3VLTextModel): Qwen3's layers (q/k norms), its rotary split over
+    # the text / height / width positions (mrope_section) changes no shape
+    "qwen3_vl_text": Family(QWEN3, steps=(qwen_window,)),
     "gemma": Family({**GEMMA, ("sliding_window", "layer_types"): Window(None)}),
     "gemma2": Family(GEMMA2, steps=(RawWindowPattern(period=2),)),
     "gemma3_text": Family({**GEMMA2, "qk_norm": True}, steps=(

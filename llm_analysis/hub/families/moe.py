@@ -185,6 +185,9 @@ MOE_FAMILIES: Dict[str, Family] = {
                                     shared_gate=True))),
     "qwen3_moe": Family(QWEN3, steps=(qwen_window, MoeRule(
         experts=Opt("num_experts", "num_local_experts"), **QWEN_MOE_EXPERTS))),
+    # the language model of Qwen3-VL-MoE (Qwen3VLMoeTextModel): Qwen3-MoE's layers (fused expert weights)
+    "qwen3_vl_moe_text": Family(QWEN3, steps=(qwen_window, MoeRule(
+        experts=Opt("num_experts", "num_local_experts"), **QWEN_MOE_EXPERTS))),
     # Mixtral: every layer MoE, each expert a full-width SwiGLU MLP
     "mixtral": Family(LLAMA_NO_BIAS_NO_TYPES, steps=(MoeRule(
         **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),

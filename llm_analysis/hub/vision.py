@@ -1,0 +1,110 @@
+"""The vision tower of a vision-language config: its `VisionTower` fields
+(schema/vision_tower.py), read from the wrapper config's `vision_config` as transformers
+fills it in, by a row per wrapper `model_type` (the wrapper's class decides the projector).
+
+Each row is derived from the transformers 5.23 modelling code of the class a user loads:
+- Qwen3-VL / Qwen3-VL-MoE / Qwen3.5 / Qwen3.5-MoE (`Qwen3VLVisionModel`,
+  `Qwen3_5VisionModel`): a Conv3d patch embedding with bias over in_channels x
+  temporal_patch_size x patch_size^2 pixels, a learned position table
+  (num_position_embeddings rows), `depth` blocks (LayerNorm with bias before attention
+  and MLP, fused qkv and proj with biases, linear_fc1 / linear_fc2 with biases, not
+  gated), then the patch merger: LayerNorm over each patch, fc1 over the
+  spatial_merge_size^2 patches concatenated (width h m^2 -> h m^2, bias), GELU, fc2 to
+  out_hidden_size (bias); one more merger per `deepstack_visual_indexes` entry (norm after
+  the merge, over h m^2). An image token is spatial_merge_size^2 patches.
+- Gemma 4 (`Gemma4VisionModel`, `Gemma4MultimodalEmbedder`): a bias-free linear patch
+  embedding over 3 x patch_size^2 pixels, a 2-D position table (2 x
+  position_embedding_size rows), blocks with RMSNorm sandwich norms (4 per block),
+  separate bias-free q/k/v/o with per-head q/k RMSNorms, a gated bias-free MLP; the
+  projector is one bias-free linear map to the decoder's width after a weightless norm.
+  An image token averages pooling_kernel_size^2 patches.
+
+A wrapper type without a row keeps the refusal of hub/model_class.py (`towers_refusal`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional
+
+from llm_analysis.hub.errors import UnmappableConfig
+
+__all__ = ["VISION_TOWER_ROWS", "read_vision_tower"]
+
+
+def _int(v: Any, key: str, what: str) -> int:
+    value = getattr(v, key, None)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UnmappableConfig(f"Cannot map the vision tower of {what}: vision_config.{key} = {value!r} "
+                               "must be a whole number (the tower's shape needs it)")
+    return value
+
+
+def _qwen_vl(v: Any, what: str) -> Dict[str, Any]:
+    h = _int(v, "hidden_size", what)
+    merge = _int(v, "spatial_merge_size", what)
+    merged = h * merge * merge
+    out = _int(v, "out_hidden_size", what)
+    merger = [{"kind": "linear", "d_in": merged, "d_out": merged, "bias": True},
+              {"kind": "linear", "d_in": merged, "d_out": out, "bias": True}]
+    deepstack = len(getattr(v, "deepstack_visual_indexes", None) or [])
+    projector = [{"kind": "norm", "d_in": h, "bias": True, "per_patch": True}] + merger
+    if deepstack:
+        projector += [{"kind": "norm", "d_in": merged, "bias": True, "copies": deepstack}]
+        projector += [{**layer, "copies": deepstack} for layer in merger]
+    return {
+        "num_layers": _int(v, "depth", what), "hidden_dim": h, "n_head": _int(v, "num_heads", what),
+        "ffn_embed_dim": _int(v, "intermediate_size", what),
+        "patch_input_dim": _int(v, "in_channels", what) * _int(v, "temporal_patch_size", what)
+        * _int(v, "patch_size", what) ** 2,
+        "position_embeddings": _int(v, "num_position_embeddings", what),
+        "patches_per_token": merge * merge, "projector": projector,
+    }
+
+
+def _gemma4(v: Any, what: str, text_hidden: int) -> Dict[str, Any]:
+    h = _int(v, "hidden_size", what)
+    pool = _int(v, "pooling_kernel_size", what)
+    if getattr(v, "use_clipped_linears", False):
+        raise UnmappableConfig(f"Cannot map the vision tower of {what}: vision_config.use_clipped_linears = True "
+                               "(clipping bounds beside each linear layer) is not described; set it False or use "
+                               "the exact path")
+    return {
+        "num_layers": _int(v, "num_hidden_layers", what), "hidden_dim": h,
+        "n_head": _int(v, "num_attention_heads", what), "head_dim": _int(v, "head_dim", what),
+        "ffn_embed_dim": _int(v, "intermediate_size", what), "mlp_gated_linear_units": True,
+        "qkv_bias": bool(getattr(v, "attention_bias", False)), "attn_out_bias": bool(getattr(v, "attention_bias", False)),
+        "mlp_bias": False, "qk_norm": True, "norm_bias": False, "num_norms_per_layer": 4,
+        "patch_input_dim": 3 * _int(v, "patch_size", what) ** 2, "patch_embedding_bias": False,
+        "position_embeddings": 2 * _int(v, "position_embedding_size", what),
+        "patches_per_token": pool * pool,
+        "projector": [{"kind": "norm", "d_in": h, "affine": False},
+                      {"kind": "linear", "d_in": h, "d_out": text_hidden}],
+    }
+
+
+def _gemma4_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
+    return _gemma4(v, what, _int(wrapper.get_text_config(), "hidden_size", what))
+
+
+def _qwen_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
+    return _qwen_vl(v, what)
+
+
+#: wrapper model_type -> reader(vision_config, what, wrapper config) -> VisionTower fields
+VISION_TOWER_ROWS: Dict[str, Callable[[Any, str, Any], Dict[str, Any]]] = {
+    "qwen3_vl": _qwen_row,
+    "qwen3_vl_moe": _qwen_row,
+    "qwen3_5": _qwen_row,
+    "qwen3_5_moe": _qwen_row,
+    "gemma4": _gemma4_row,
+}
+
+
+def read_vision_tower(wrapper: Any, what: str) -> Optional[Dict[str, Any]]:
+    """The VisionTower fields of transformers config object `wrapper`, or None when its
+    model_type has no row (the caller refuses it)."""
+    row = VISION_TOWER_ROWS.get(getattr(wrapper, "model_type", None))
+    vision = getattr(wrapper, "vision_config", None)
+    if row is None or vision is None:
+        return None
+    return row(vision, what, wrapper)
