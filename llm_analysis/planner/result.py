@@ -93,7 +93,19 @@ class PlanResult:
         widths = [max(len(x) for x in col) for col in zip(header, *body)]
         lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header] + body]
         cautions = sorted({f"caution: {r['caution']}" for r in self.rows[:top] if "caution" in r})
-        return "\n".join(lines + cautions + self.legend_lines() + ["", self.stats.line()])
+        return "\n".join(lines + cautions + self.times_line() + self.legend_lines() + ["", self.stats.line()])
+
+    def times_line(self) -> List[str]:
+        """What the table's times are: expected times, or lower bounds nobody should read as a forecast."""
+        model = str(self.assumptions.get("perf_model", ""))
+        if not model:
+            return []
+        if model.startswith("calibrated"):
+            return ["", "times: expected (the calibrated model: what a tuned framework measures); "
+                        "--perf_model roofline gives lower bounds"]
+        return ["", "times: lower bounds (the roofline at the efficiencies given: a real run is slower, and "
+                    "at efficiency 1 its MFU is above what any run reaches); --perf_model calibrated gives "
+                    "expected times"]
 
     def legend_lines(self) -> List[str]:
         """What the table's columns hold, one line each (`extra["legend"]`: column name -> meaning),

@@ -87,3 +87,14 @@ def test_no_fit_names_memory_when_nothing_fits():
     with pytest.raises(NoFeasiblePlanError) as e:
         plan_inference("meta-llama/Llama-3.1-70B", ["a100-sxm-40gb"], {"max_tpot_s": 0.05}, max_gpus=1)
     assert e.value.constraint == "memory" and "Binding constraint: memory" in str(e.value)
+
+
+def test_the_table_says_whether_its_times_are_expected_or_lower_bounds():
+    """A roofline plan's MFU near 1 must not read as a forecast (issue 28: `plan train` printed MFU 0.964
+    with no caveat): the table says which model timed it."""
+    from llm_analysis.planner.training import plan_training
+    kw = dict(tokens=1e9, max_gpus=8, global_batch_size=8, seq_len=1024)
+    bound = plan_training("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], perf_model="roofline", **kw).table()
+    expected = plan_training("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], perf_model="calibrated", **kw).table()
+    assert "times: lower bounds" in bound and "times: expected" not in bound
+    assert "times: expected" in expected and "times: lower bounds" not in expected
