@@ -135,11 +135,12 @@ def test_each_phase_equals_the_operator_loop(setup):
         if not one_stage:
             continue
         ops = _weighted(a, "prefill", b, x)
-        total_s, groups, flops = prefill_phase(a, d, b, x)
+        total_s, groups, flops, masked_flops = prefill_phase(a, d, b, x)  # (masked: issue 27's flash timing)
         acc = GroupTimes().add_ops(cm, ops)
         _close(total_s, acc.total_s)
         _close(groups.finished(), acc.finish())
         _close(flops, float(sum(n * o.flops for n, o in ops)))
+        _close(masked_flops, float(sum(n * o.masked_flops for n, o in ops)))
         for steps in (1, 2, 500):
             first, last = _weighted(a, "decode", b, x), _weighted(a, "decode", b, x + steps - 1)
             total_s, groups, first_s, last_s = decode_phase(a, d, b, x - 1, steps)
@@ -179,7 +180,9 @@ def test_calibrated_table_path_equals_operator_path(setup, monkeypatch):
 
 
 BOUND_SETUPS = [("facebook_opt-1.3b", "a100-sxm-40gb", dict(tp_size=2), {}),
-                ("meta-llama_Llama-3.1-8B", "h100-sxm-80gb", dict(tp_size=2, dp_size=2), dict(flops_efficiency=0.7)),
+                # (a roofline at flops_efficiency 0.7 bounded the calibrated model while Hopper's GEMM plateau
+                # was fitted at 0.56; measured, it is 0.83: 0.95 stays above every calibrated kernel's)
+                ("meta-llama_Llama-3.1-8B", "h100-sxm-80gb", dict(tp_size=2, dp_size=2), dict(flops_efficiency=0.95)),
                 ("NousResearch_Llama-2-7b-hf", "a100-sxm-80gb", dict(tp_size=2, pp_size=2), {}),
                 ("meta-llama_Llama-3.1-70B", "a100-sxm-80gb", dict(tp_size=8), dict(num_gpus_per_node=4))]
 INFER_KEYS = ("prefill_latency", "time_to_first_token", "decode_latency", "time_per_output_token",
