@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -55,22 +56,43 @@ def load_engine_profile(framework: str) -> Dict[str, Any]:
     return json.loads((PROFILE_DIR / f"{framework}.json").read_text())
 
 
-def _by_rules(entry: Dict[str, Any], gpu_memory_GiB: float, tp_size: int, gpu_name: str):
-    """The value of a profile entry with `rules` (the first that matches: a GPU memory bound, a
-    least tensor-parallel size; a rule may exclude GPUs whose name holds a word), else its default;
-    an entry with `value` is that value."""
+def _rule_holds(rule: Dict[str, Any], gpu_memory_GiB: float, tp_size: int, gpu_name: str) -> bool:
+    """Whether every condition a rule states holds: GPU memory bounds (at least `min_gpu_memory_GiB`,
+    below `max_gpu_memory_GiB`), tensor-parallel bounds (at least `min_tp`, below `max_tp`), and no
+    `gpu_name_excludes` word in the GPU's name."""
+    if rule.get("gpu_name_excludes", "\0") in gpu_name.lower():
+        return False
+    return (gpu_memory_GiB >= rule.get("min_gpu_memory_GiB", -math.inf)
+            and gpu_memory_GiB < rule.get("max_gpu_memory_GiB", math.inf)
+            and tp_size >= rule.get("min_tp", -math.inf) and tp_size < rule.get("max_tp", math.inf))
+
+
+def _by_rules(entry, gpu_memory_GiB: float, tp_size: int, gpu_name: str):
+    """The value of a profile entry with `rules` (the first whose conditions all hold), else its
+    default; an entry with `value` is that value; a plain number is itself."""
+    if not isinstance(entry, dict):
+        return entry
     if "value" in entry:
         return entry["value"]
     for rule in entry.get("rules", ()):
-        if rule.get("gpu_name_excludes", "\0") in gpu_name.lower():
-            continue
-        if "min_gpu_memory_GiB" in rule and gpu_memory_GiB >= rule["min_gpu_memory_GiB"]:
-            return rule["value"]
-        if "max_gpu_memory_GiB" in rule and gpu_memory_GiB < rule["max_gpu_memory_GiB"]:
-            return rule["value"]
-        if "min_tp" in rule and tp_size >= rule["min_tp"]:
+        if _rule_holds(rule, gpu_memory_GiB, tp_size, gpu_name):
             return rule["value"]
     return entry["default"]
+
+
+def _reserved_share(reserve: Dict[str, Any], gpu_memory_GiB: float, tp_size: int, token_budget: int,
+                    graph_max_batch: int) -> float:
+    """An engine that sizes its static share from what it keeps back (SGLang's mem_fraction_static):
+    reserved MiB = base + per budget token x max(token budget, least budget) + per tensor-parallel GPU x tp
+    + per captured decode sequence x the largest captured batch, at least `floor_MiB` on GPUs above
+    `floor_above_GiB`; the share is 1 - reserved / the GPU's MiB (rounded to 3 places, as the engine
+    rounds it)."""
+    gpu_MiB = gpu_memory_GiB * 1024
+    reserved = (reserve["base_MiB"] + reserve["per_budget_token_MiB"] * max(token_budget, reserve["least_budget_tokens"])
+                + reserve["per_tp_MiB"] * tp_size + reserve["per_graph_sequence_MiB"] * graph_max_batch)
+    if gpu_memory_GiB > reserve["floor_above_GiB"]:
+        reserved = max(reserved, reserve["floor_MiB"])
+    return round((gpu_MiB - reserved) / gpu_MiB, 3)
 
 
 @dataclass(frozen=True)
@@ -119,8 +141,11 @@ def _kv_cache_bytes(name: str, profile: Dict[str, Any], analysis) -> tuple:
     below 32-bit activations), or the profile's choice for quantised checkpoints."""
     dtype = analysis.dtype_config
     if name == "auto":
-        quantised = profile["kv_cache_dtype"].get("quantised_checkpoint_value")
-        if quantised and dtype.weight_format != "int" and max(dtype.weight_bits, dtype.activation_bits) <= 8:
+        entry = profile["kv_cache_dtype"]
+        quantised = entry.get("quantised_checkpoint_value")
+        formats = entry.get("quantised_checkpoint_formats")  # weight formats whose checkpoints state an FP8 cache
+        if (quantised and dtype.weight_format != "int" and max(dtype.weight_bits, dtype.activation_bits) <= 8
+                and (formats is None or dtype.weight_format in formats)):
             try:
                 return quantised, float(kv_cache_bytes_per_element(quantised, analysis.gpu_config))
             except ConfigError:  # the GPU has no unit for it: the engine keeps the model dtype
@@ -147,20 +172,27 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         raise ConfigError(f"kv_cache_dtype = {kv_name!r} must be a name: 'auto', 'fp8', 'bf16', 'fp16', ...")
     kv_name, kv_bytes = _kv_cache_bytes(kv_name, profile, analysis)
     graphs = profile["cuda_graphs"]
+    graph_decode_max_batch = _by_rules(graphs["decode_max_batch"], gpu_GiB, tp, analysis.gpu_config.name)
     scheduling = profile["scheduling"]
+    token_budget = integer(resolved("max_num_batched_tokens", "max_num_batched_tokens"), "max_num_batched_tokens", 1,
+                           MAX_SEQ_LEN)
+    share = get("gpu_memory_utilization")
+    if share is None and "reserved" in profile["memory_share"]:  # the engine keeps back what it needs, the rest is static
+        share = _reserved_share(profile["memory_share"]["reserved"], gpu_GiB, tp, token_budget, graph_decode_max_batch)
+    elif share is None:
+        share = _by_rules(profile["memory_share"], gpu_GiB, tp, analysis.gpu_config.name)
     return EngineSettings(
         framework=profile["framework"],
         mixed_batches=scheduling["mixed_batches"], chunked_prefill=scheduling["chunked_prefill"],
         admission=scheduling["admission"],
-        token_budget=integer(resolved("max_num_batched_tokens", "max_num_batched_tokens"), "max_num_batched_tokens",
-                             1, MAX_SEQ_LEN),
+        token_budget=token_budget,
         max_num_seqs=integer(resolved("max_num_seqs", "max_num_seqs"), "max_num_seqs", 1, MAX_BATCH_SIZE),
-        memory_share=number(resolved("memory_share", "gpu_memory_utilization"), "gpu_memory_utilization", 0.0, 1.0),
+        memory_share=number(share, "gpu_memory_utilization", 0.0, 1.0),
         memory_share_of=profile["memory_share"]["of"],
         block_size=integer(get("block_size", profile["block_size"]["value"]), "block_size", 1, 2**20),
         prefix_cache_share=_share_below_one(get("prefix_cache_share", 0.0), "prefix_cache_share"),
         kv_cache_dtype=kv_name, kv_cache_bytes=kv_bytes,
-        graph_decode_max_batch=graphs["decode_max_batch"], graph_mixed_max_tokens=graphs["mixed_max_tokens"],
+        graph_decode_max_batch=graph_decode_max_batch, graph_mixed_max_tokens=graphs["mixed_max_tokens"],
         runtime_reserved_bytes=profile["runtime_reserved_GB"]["value"] * DECIMAL_GB,
         graph_pool_bytes=profile["cuda_graph_pool_GB"]["value"] * DECIMAL_GB,
         api_latency_s=non_negative_number(get("api_latency_s", profile["api_latency_s"]["value"]), "api_latency_s",
