@@ -534,7 +534,9 @@ class LLMAnalysis:
                 "cost_per_gpu_hour": cost_per_gpu_hour, "output_dir": output_dir,
                 "output_file_suffix": output_file_suffix, "kv_cache_dtype": kv_cache_dtype}
         a = self.with_conventions(self.conventions_named(conventions)).with_encoder_seq_len(encoder_seq_len)
-        a = a.with_image_tokens(check_image_prompt(image_tokens, seq_len))
+        if image_tokens is not None:  # else the analysis' own (with_image_tokens), if any
+            a = a.with_image_tokens(image_tokens)
+        check_image_prompt(a.image_tokens, seq_len)
         with collecting_warnings() as found:
             summary = _perf.inference(a, args)
         if a.image_tokens:

@@ -130,7 +130,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           conventions: str = "serving", perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
           cp_size: int = 1, cp_comm: str = "ring", num_layers_in_first_pipeline_stage: Optional[int] = None,
           num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
-          encoder_seq_len: Optional[int] = None, html: Optional[str] = None) -> dict:
+          encoder_seq_len: Optional[int] = None, html: Optional[str] = None,
+          image_tokens: Optional[int] = None) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -207,6 +208,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             to; required for such models (0: the decoder alone, without encoder states).
         html: write one self-contained HTML page to this file (opens offline, fetches nothing): summary,
             sortable per-operator tables, roofline chart with hoverable operators, time and memory breakdowns.
+        image_tokens: image tokens in each request's prompt (vision-language models; part of seq_len): the
+            prefill runs the vision tower and projector on them. Without it a text-only request is timed (the
+            vision weights still count in memory).
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -231,6 +235,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
                                     hbm_memory_efficiency))))
     analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
     analysis = analysis.with_encoder_seq_len(encoder_seq_len)  # cross-attention models (the report too)
+    analysis = analysis.with_image_tokens(image_tokens)  # vision-language models (the report too)
     summary = analysis.inference(batch_size_per_gpu=batch_size_per_gpu, seq_len=seq_len,
                                  num_tokens_to_generate=num_tokens_to_generate, use_kv_cache=use_kv_cache,
                                  ds_zero=_enum(DSZeRO, ds_zero, "ds_zero"),

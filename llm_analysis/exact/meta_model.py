@@ -100,7 +100,8 @@ def _instantiate(class_name: str, cfg: Any, dtype: str = "bfloat16") -> Any:
 
 def _wrapper_class(hf_config: Any, cfg: Any) -> Optional[str]:
     """The class a user loads for a wrapper config when it holds towers beside its language
-    model and transformers has it, else None."""
+    model (a remote class named in `architectures`, which is never run, stands for transformers'
+    own image-text-to-text class of the type: Kimi-K2.5), else None."""
     import transformers
     from llm_analysis.hub.model_class import loaded_class_name, loaded_class_takes_wrapper, non_text_parts
     try:
@@ -108,11 +109,14 @@ def _wrapper_class(hf_config: Any, cfg: Any) -> Optional[str]:
             return None
     except ValueError:
         return None
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
     raw = hf_config if isinstance(hf_config, dict) else cfg.to_dict()
     name = loaded_class_name(raw)
-    if not non_text_parts(raw, cfg) or not loaded_class_takes_wrapper(name, cfg) or not hasattr(transformers, name):
+    if not non_text_parts(raw, cfg) or not loaded_class_takes_wrapper(name, cfg):
         return None
-    return name
+    if name is None or not hasattr(transformers, name):  # a remote class (not run): transformers' own for the type
+        name = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(cfg.model_type)
+    return name if isinstance(name, str) and hasattr(transformers, name) else None
 
 
 def tower_parameter_names(model: Any) -> List[str]:

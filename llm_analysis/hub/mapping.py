@@ -61,8 +61,9 @@ def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
             raw = {}
     mt = getattr(sub_obj, "model_type", None) or raw.get("model_type") or (
         "gemma3_text" if model_type == "gemma3" else None)
-    logger.info("%s is a multimodal %r config; mapping its language model (%r) only",
-                what, model_type, mt)
+    if tower is None:
+        logger.info("%s is a multimodal %r config; mapping its language model (%r) only",
+                    what, model_type, mt)
     return sub_obj, raw, mt, tower
 
 
@@ -112,6 +113,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     model_type = d.get("model_type")
     obj = transformers_config(d, name=name, revision=revision,
                               trust_remote_code=trust_remote_code, what=what)
+    wrapper_obj = obj
     obj, raw, mt, tower = _language_model(d, obj, name=name, what=what)
     src = Src(obj, raw)
     try:
@@ -122,6 +124,8 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
             raise
         raise type(exc)(f"{str(exc).rstrip('.')}. {hint}") from None
     top_tie = d.get("tie_word_embeddings")
+    if tower is not None and wrapper_obj is not None:  # the wrapper's class is loaded: its config's flag, defaults filled
+        top_tie = getattr(wrapper_obj, "tie_word_embeddings", top_tie)
     if top_tie is not None and raw is not d and fields.get("lm_head", True):  # no head: no tie to decide
         text_tie = raw.get("tie_word_embeddings")
         # the wrapper's class is loaded (its tower counted): the wrapper's flag governs its head

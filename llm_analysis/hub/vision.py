@@ -18,6 +18,21 @@ Each row is derived from the transformers 5.23 modelling code of the class a use
   separate bias-free q/k/v/o with per-head q/k RMSNorms, a gated bias-free MLP; the
   projector is one bias-free linear map to the decoder's width after a weightless norm.
   An image token averages pooling_kernel_size^2 patches.
+- Kimi-K2.5 (`Kimi_K25VisionModel`, `Kimi_K25MultimodalProjection`; transformers' own class for
+  model_type kimi_k25, which `AutoModelForImageTextToText` builds without the repository's
+  remote code): a Conv2d patch embedding with bias over 3 x patch_size^2 pixels, a
+  pos_emb_height x pos_emb_width position grid, blocks like Qwen-VL's (separate q/k/v
+  with biases), a final LayerNorm; the projector: LayerNorm over each patch, in_proj over the
+  merge_kernel_size patches concatenated (bias), GELU, out_proj to the decoder's width (bias).
+  An image token is merge_kernel_size[0] x merge_kernel_size[1] patches.
+- Llama 4 (`Llama4VisionModel`, `Llama4MultiModalProjector`): a bias-free linear patch
+  embedding over num_channels x patch_size^2 pixels, one class embedding, a position table of
+  (image_size / patch_size)^2 + 1 rows, LayerNorms before and after the blocks, blocks with
+  biased q/k/v/o, a biased non-gated MLP and biased LayerNorms; the projector: the
+  pixel-shuffle MLP (fc1 intermediate_size -> projector_input_dim, fc2 projector_output_dim ->
+  projector_output_dim, no biases) and linear_1 (vision_output_dim -> the decoder's width,
+  multi_modal_projector_bias). Its image work is not described (the class token, tiles and
+  the pixel shuffle decide the patches per image token): weights counted, an image input refused.
 
 A wrapper type without a row keeps the refusal of hub/model_class.py (`towers_refusal`).
 """
@@ -82,6 +97,45 @@ def _gemma4(v: Any, what: str, text_hidden: int) -> Dict[str, Any]:
     }
 
 
+def _kimi_k25_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
+    h = _int(v, "hidden_size", what)
+    kernel = getattr(v, "merge_kernel_size", None)
+    if not (isinstance(kernel, (list, tuple)) and len(kernel) == 2 and all(isinstance(k, int) for k in kernel)):
+        raise UnmappableConfig(f"Cannot map the vision tower of {what}: vision_config.merge_kernel_size = {kernel!r} "
+                               "must be two whole numbers (patches merged per image token, height and width)")
+    merge = kernel[0] * kernel[1]
+    norm_width = _int(wrapper, "projection_hidden_size", what)
+    return {
+        "num_layers": _int(v, "num_hidden_layers", what), "hidden_dim": h,
+        "n_head": _int(v, "num_attention_heads", what), "ffn_embed_dim": _int(v, "intermediate_size", what),
+        "patch_input_dim": 3 * _int(v, "patch_size", what) ** 2,
+        "position_embeddings": _int(v, "pos_emb_height", what) * _int(v, "pos_emb_width", what),
+        "outer_norms": 1, "patches_per_token": merge,
+        "projector": [{"kind": "norm", "d_in": norm_width, "bias": True, "per_patch": True},
+                      {"kind": "linear", "d_in": h * merge, "d_out": h * merge, "bias": True},
+                      {"kind": "linear", "d_in": h * merge,
+                       "d_out": _int(wrapper.get_text_config(), "hidden_size", what), "bias": True}],
+    }
+
+
+def _llama4_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
+    patch = _int(v, "patch_size", what)
+    grid = _int(v, "image_size", what) // patch
+    return {
+        "num_layers": _int(v, "num_hidden_layers", what), "hidden_dim": _int(v, "hidden_size", what),
+        "n_head": _int(v, "num_attention_heads", what), "ffn_embed_dim": _int(v, "intermediate_size", what),
+        "patch_input_dim": _int(v, "num_channels", what) * patch * patch, "patch_embedding_bias": False,
+        "position_embeddings": grid * grid + 1, "class_tokens": 1, "outer_norms": 2,
+        "projector": [{"kind": "linear", "d_in": _int(v, "intermediate_size", what),
+                       "d_out": _int(v, "projector_input_dim", what)},
+                      {"kind": "linear", "d_in": _int(v, "projector_output_dim", what),
+                       "d_out": _int(v, "projector_output_dim", what)},
+                      {"kind": "linear", "d_in": _int(v, "vision_output_dim", what),
+                       "d_out": _int(wrapper.get_text_config(), "hidden_size", what),
+                       "bias": bool(getattr(v, "multi_modal_projector_bias", False))}],
+    }
+
+
 def _gemma4_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
     return _gemma4(v, what, _int(wrapper.get_text_config(), "hidden_size", what))
 
@@ -97,6 +151,8 @@ VISION_TOWER_ROWS: Dict[str, Callable[[Any, str, Any], Dict[str, Any]]] = {
     "qwen3_5": _qwen_row,
     "qwen3_5_moe": _qwen_row,
     "gemma4": _gemma4_row,
+    "kimi_k25": _kimi_k25_row,
+    "llama4": _llama4_row,
 }
 
 

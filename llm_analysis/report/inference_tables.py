@@ -21,6 +21,15 @@ def _plural(n, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
+def _image_input(analysis) -> str:
+    """What the request holds for a vision-language model's vision tower (model/vision_tower.py)."""
+    if analysis.model_config.vision_tower is None:
+        return ""
+    if not analysis.image_tokens:
+        return ", text only (vision tower idle, its weights in memory)"
+    return f", {_plural(analysis.image_tokens, 'image token')} of the prompt through the vision tower"
+
+
 def _setup(rep: RichReport, analysis, get: Getter) -> None:
     b, seq, n = get("batch_size_per_gpu"), get("seq_len"), get("num_tokens_to_generate")
     rep.heading(f"llm-analysis · inference · {analysis.model_config.name} on {analysis.gpu_config.name}")
@@ -28,7 +37,8 @@ def _setup(rep: RichReport, analysis, get: Getter) -> None:
     rows.append(("request", f"batch {b} {per_replica(analysis)}, prompt {seq} tokens, {_plural(n, 'token')} generated, "
                             f"KV cache {'on' if get('use_kv_cache', True) else 'off'}"
                             + (f", encoder {_plural(analysis.encoder_seq_len, 'position')} cross-attended"
-                               if analysis.model_config.cross_attention else "")))
+                               if analysis.model_config.cross_attention else "")
+                            + _image_input(analysis)))
     if get("perf_model") is not None:
         rows.append(("performance model", perf_model_line(get("perf_model"))))
     rep.key_values(rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set
 
+from llm_analysis.model.vision_tower import PROJECTOR_GROUP, VISION_GROUP
 from llm_analysis.quantities.group_times import GroupTimes
 from llm_analysis.report.console import RichReport
 from llm_analysis.report.labels import part_label, part_sort_key
@@ -24,7 +25,7 @@ def _params_by_part(analysis) -> Dict[str, Dict[str, float]]:
         g = out.setdefault(r["group"], {"params": 0.0, "per_layer": 0.0, "weight_bytes": 0.0})
         g["params"] += r["params"] * r["repeat"]
         g["weight_bytes"] += r["weight_bytes_per_gpu"] * r["repeat"]
-        if r["layer_group"] not in ("embedding", "head"):
+        if r["layer_group"] not in ("embedding", "head") and r["group"] not in (VISION_GROUP, PROJECTOR_GROUP):
             g["per_layer"] += r["params"] * r["repeat"] / layers
     return out
 

@@ -100,9 +100,11 @@ def test_qwen3_vl_is_counted_whole_with_its_vision_tower(model_type, named):
     assert parts["vision tower"] + parts["projector"] == _vision_params(model)
 
 
-def test_kimi_k25_shaped_remote_code_config_is_refused():
-    """model_type unknown to transformers (remote code, not run): the raw text_config would map
-    as DeepSeek-V3, but the config declares a vision tower its class holds."""
+def test_kimi_k25_shaped_remote_code_config_is_counted_whole():
+    """architectures names the repository's remote class (not run); transformers registers
+    model_type kimi_k25 with its own Kimi_K25ForConditionalGeneration, which
+    AutoModelForImageTextToText builds: counted as that class, tower and projector included
+    (formerly refused naming the tower)."""
     text = transformers.DeepseekV3Config(vocab_size=200, hidden_size=64, intermediate_size=128,
                                          moe_intermediate_size=32, num_hidden_layers=2,
                                          num_attention_heads=4, n_routed_experts=4, num_experts_per_tok=2,
@@ -114,8 +116,11 @@ def test_kimi_k25_shaped_remote_code_config_is_refused():
            "text_config": text,
            "vision_config": {"patch_size": 14, "init_pos_emb_height": 64, "merge_kernel_size": [2, 2],
                              "vt_hidden_size": 32, "vt_num_hidden_layers": 2}}
-    assert _import(text).moe_num_experts == 4  # the text decoder alone maps: the refusal is the tower's
-    _refused_naming_the_tower(raw, "KimiK25ForConditionalGeneration")
+    assert _import(text).moe_num_experts == 4  # the text decoder alone maps
+    model = _meta_build(raw, "Kimi_K25ForConditionalGeneration")
+    assert _vision_params(model) + sum(p.numel() for n, p in model.named_parameters() if "mm_projector" in n) > 0
+    analysis = LLMAnalysis(_import(raw), GPU)
+    assert analysis.get_num_params_total() == sum(p.numel() for p in model.parameters())
 
 
 def test_published_gemma3_config_is_refused():
