@@ -140,7 +140,9 @@ def main(argv=None) -> int:
     if not acc.validation_csv().exists():
         print(f"no {acc.validation_csv()}: set LLM_ANALYSIS_VALIDATION_DIR")
         return 0
-    fit_rows = [r for r in acc.load_rows() if r.half == "fit"]
+    rows = acc.load_rows()
+    excluded = acc.inconsistent_configs(rows)  # the same rule as the report (none on the fit half at writing)
+    fit_rows = [r for r in rows if r.half == "fit" and r.config not in excluded]
     for engine in args.engines.split(","):
         rows = answerable([r for r in fit_rows if r.backend == engine])
         print(f"{engine}: {len(rows)} answered fit rows")

@@ -6,7 +6,10 @@ SOURCES.md), or $LLM_ANALYSIS_VALIDATION_DIR/serving_dev.csv. Scores the rows se
 tensor-parallel group per worker (mode agg, attention_dp_size 1, moe_ep_size 1 or a dense
 model), split deterministically into a fit half and a report half by a hash of the
 configuration (every column but the run's id, source, concurrency and measurements: every
-concurrency point of a configuration falls on the same side). benchmarks/fit_engine_profiles.py
+concurrency point of a configuration falls on the same side). Rows whose tp_size cannot split the
+model's attention heads (the worker's GPU count with an unstated layout: tp_splits_the_heads) and
+configurations whose measurements contradict the physics of serving (inconsistent_configs: TTFT above a
+quarter of E2E at <= 8 clients) are left out, each by a rule on the row alone, and counted. benchmarks/fit_engine_profiles.py
 fits the engine profiles on the fit half; this script reports the report half (and the fit half
 beside it, marked).
 
@@ -103,10 +106,24 @@ def half_of(config: str) -> str:
     return "fit" if int(hashlib.sha256(config.encode()).hexdigest(), 16) % 2 == 0 else "report"
 
 
+def tp_splits_the_heads(raw: Dict[str, str]) -> bool:
+    """Whether the row's tp_size can be one tensor-parallel group of its model (it divides the attention
+    heads). Some aggregated rows (source 2026-04-06, DeepSeek-R1 on GB200: tp_size 24, 36, 48, 52, 72 with
+    128 heads, id "..._tp48_ep1_...") state the worker's GPU count there, with a layout the row does not
+    give (attention data parallelism or wide expert parallelism over the NVL72 rack): they are not the
+    layouts this script scores, and benchmarks/serving_layout_accuracy.py lists them as unstated. A model
+    the catalogue lacks is taken at its word."""
+    mapped = MODELS.get(raw["model_path"], (None, ""))[0]
+    if mapped is None:
+        return True
+    return get_model_config_by_name(mapped).n_head % int(raw["tp_size"]) == 0
+
+
 def eligible(raw: Dict[str, str]) -> bool:
-    """Served by one tensor-parallel group per worker: aggregated, no attention-DP, no expert parallelism."""
+    """Served by one tensor-parallel group per worker: aggregated, no attention-DP, no expert parallelism,
+    and a tp_size that splits the attention heads."""
     return (raw["mode"] == "agg" and raw["attention_dp_size"] == "1" and raw["moe_ep_size"] in ("1", "")
-            and raw["pp_size"] in ("1", ""))
+            and raw["pp_size"] in ("1", "") and tp_splits_the_heads(raw))
 
 
 def load_rows() -> List[Row]:
@@ -121,6 +138,30 @@ def load_rows() -> List[Row]:
                             float(raw["silicon_ttft_ms"]) / 1e3, float(raw["silicon_tpot_ms"]) / 1e3,
                             half_of(config), config))
     return rows
+
+
+LOW_CONCURRENCY = 8  # clients: at most 7 other prompts can be ahead of a request
+FIRST_TOKEN_SHARE_LIMIT = 0.25  # of the end-to-end latency, at low concurrency
+
+
+def inconsistent_configs(rows: List[Row]) -> Dict[str, str]:
+    """Configurations whose measurements contradict the physics of serving, by a rule on the measurements
+    alone (fixed before any prediction was looked at), with the reason.
+
+    At concurrency <= 8 a request waits for at most 7 other prefills and its own; a prefill token costs a
+    small share of a decode step (a decode step of <= 8 sequences streams all the weights for <= 8 tokens,
+    a prefill chunk streams them once for thousands), so even 8 prompts of 8192 tokens take well under
+    the time of 1023 decode steps: TTFT above a quarter of the end-to-end latency (a third of the decode
+    phase) cannot be prefill and queueing, but time outside the engine's work. The offset is a property
+    of the run (the same rows show it at every concurrency, not growing with load), so the whole
+    configuration is left out. On serving_dev.csv this leaves out SGLang DeepSeek-R1 fp4 on B200
+    8192 x 1024 (tp 4 and tp 8, source 2026-04-06: 5-9 s TTFT at 4 clients with 12-15 ms TPOT)."""
+    why: Dict[str, str] = {}
+    for r in rows:
+        e2e = r.ttft_s + (r.osl - 1) * r.tpot_s
+        if r.concurrency <= LOW_CONCURRENCY and r.ttft_s > FIRST_TOKEN_SHARE_LIMIT * e2e:
+            why.setdefault(r.config, f"{r.id}: TTFT {r.ttft_s:.2f} s of E2E {e2e:.1f} s at {r.concurrency} clients")
+    return why
 
 
 class Refused(Exception):
@@ -252,6 +293,8 @@ def main(argv=None) -> int:
     parser.add_argument("--perf_model", choices=("calibrated", "roofline"), default="calibrated")
     parser.add_argument("--rows", action="store_true", help="print every row's prediction")
     parser.add_argument("--speed", action="store_true", help="time serve() calls instead of scoring")
+    parser.add_argument("--keep_inconsistent", action="store_true",
+                        help="score the configurations inconsistent_configs() leaves out too")
     args = parser.parse_args(argv)
     if args.speed:
         speed()
@@ -261,8 +304,15 @@ def main(argv=None) -> int:
         print(f"no {path}: set LLM_ANALYSIS_VALIDATION_DIR")
         return 0
     rows = load_rows()
+    excluded = {} if args.keep_inconsistent else inconsistent_configs(rows)
+    left_out = [r for r in rows if r.config in excluded and (args.half == "all" or r.half == args.half)]
+    rows = [r for r in rows if r.config not in excluded]
     chosen = rows if args.half == "all" else [r for r in rows if r.half == args.half]
     print(f"{len(chosen)} of {len(rows)} eligible rows ({args.half} half), perf_model={args.perf_model}")
+    if left_out:
+        print(f"left out: {len(left_out)} rows of {len(excluded)} configurations whose TTFT at <= {LOW_CONCURRENCY} "
+              f"clients exceeds {FIRST_TOKEN_SHARE_LIMIT:g} of E2E (see inconsistent_configs; --keep_inconsistent "
+              f"scores them): " + "; ".join(excluded.values()))
     t = time.perf_counter()
     score(chosen, args.perf_model, args.rows)
     print(f"({time.perf_counter() - t:.1f} s)")

@@ -7,8 +7,9 @@ SOURCES.md), or $LLM_ANALYSIS_VALIDATION_DIR/serving_dev.csv. Scores the rows th
 benchmarks/serving_accuracy.py leaves out: mode disagg, or aggregated with attention_dp_size > 1,
 moe_ep_size > 1 or pp_size > 1; split into a fit half and a report half by the same hash of the
 configuration as benchmarks/serving_accuracy.py (every concurrency point of a configuration on
-the same side). Disaggregated rows that name no worker counts are listed apart (not expected to
-be answered: the deployment is not stated).
+the same side). Disaggregated rows that name no worker counts, and aggregated rows whose tp_size
+cannot split the model's attention heads (the worker's GPU count, layout not given), are listed
+apart (not expected to be answered: the deployment is not stated).
 
 Prints, per half, the median and p90 |error| of TTFT and TPOT and the share of rows answered,
 by engine and by kind (agg layout / disagg), and the refusals with their reasons.
@@ -35,7 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from serving_accuracy import (CONFIG_COLUMNS, GPUS, MODELS, REFUSED_MODELS, Refused, _concurrency,  # noqa: E402
-                              dtype_name, half_of, validation_csv)
+                              dtype_name, half_of, tp_splits_the_heads, validation_csv)
 
 from llm_analysis.analysis import LLMAnalysis  # noqa: E402
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,  # noqa: E402
@@ -51,7 +52,7 @@ def _int(value: str) -> Optional[int]:
 @dataclass
 class LayoutRow:
     id: str
-    kind: str  # "agg" | "disagg" | "disagg-unstated"
+    kind: str  # "agg" | "agg-unstated" | "disagg" | "disagg-unstated"
     backend: str
     model_path: str
     system: str
@@ -67,9 +68,11 @@ class LayoutRow:
 
 
 def eligible(raw: Dict[str, str]) -> bool:
-    """The layouts serving_accuracy.py leaves out."""
+    """The layouts serving_accuracy.py leaves out (aggregated rows whose tp_size cannot split the heads
+    among them: kind agg-unstated)."""
     return (raw["mode"] == "disagg" or raw["attention_dp_size"] not in ("1", "", "0")
-            or raw["moe_ep_size"] not in ("1", "", "0") or raw["pp_size"] not in ("1", "", "0"))
+            or raw["moe_ep_size"] not in ("1", "", "0") or raw["pp_size"] not in ("1", "", "0")
+            or not tp_splits_the_heads(raw))
 
 
 def _layout(raw: Dict[str, str], prefix: str = "") -> Dict[str, Optional[int]]:
@@ -122,6 +125,8 @@ def load_rows() -> List[LayoutRow]:
                                        batch=_int(raw[f"{name}_batch_size"]))
                 stated = all(pools[n]["workers"] and pools[n]["tp"] for n in pools)
                 kind = "disagg" if stated else "disagg-unstated"
+            elif not tp_splits_the_heads(raw):  # tp_size is the worker's GPU count; its layout is not stated
+                kind = "agg-unstated"
             rows.append(LayoutRow(raw["id"], kind, raw["backend"], raw["model_path"], raw["system"], raw["precision"],
                                   int(raw["isl"]), int(raw["osl"]), concurrency(raw), _agg_layout(raw), pools,
                                   float(raw["silicon_ttft_ms"]) / 1e3, float(raw["silicon_tpot_ms"]) / 1e3,
@@ -169,6 +174,9 @@ def serve_row(row: LayoutRow, disaggregated_extra=None, **options) -> dict:
     """The serve() answer of a row's setup (closed loop, means only)."""
     if row.kind == "disagg-unstated":
         raise Refused("disaggregated row names no worker counts")
+    if row.kind == "agg-unstated":
+        raise Refused("aggregated row's tp_size does not split the attention heads (the worker's GPU count; "
+                      "layout not stated)")
     if row.model_path in MODELS:
         moe = get_model_config_by_name(MODELS[row.model_path][0]).is_moe
     else:
@@ -198,7 +206,7 @@ def score(rows: List[LayoutRow], show_rows: bool = False, **options) -> Dict[str
     refusals: Dict[str, int] = defaultdict(int)
     for row in rows:
         keys = [("kind", row.kind), ("engine", f"{row.kind} {row.backend}")]
-        if row.kind != "disagg-unstated":
+        if not row.kind.endswith("-unstated"):
             keys.append(("all", "all stated"))
         for k in keys:
             groups[k]["n"] += 1
