@@ -47,4 +47,11 @@ def towers_beside_the_language_model(hf_config: Any, cfg: Any) -> Optional[str]:
     class_name = loaded_class_name(raw)
     if not parts or not loaded_class_takes_wrapper(class_name, cfg):
         return None
+    from llm_analysis.hub.vision import read_vision_tower
+    if parts == ["vision_config"] and read_vision_tower(cfg, f"model_type {cfg.model_type!r}") is not None:
+        # the Hub import describes this tower (hub/vision.py); the module tree reader does not
+        return (f"model_type {cfg.model_type!r}: {class_name or 'the class it is loaded with'} holds the vision tower "
+                "and its projector (vision_config) beside its language model; the module-tree derivation reads language "
+                "models only (the Hub import's description of the whole class, hub/vision.py, is verified in its "
+                "place)")
     return str(towers_refusal(f"model_type {cfg.model_type!r}", cfg.model_type, parts, class_name))

@@ -31,9 +31,10 @@ FRONTIER = {
     "zai-org_GLM-5.2": ("GlmMoeDsaForCausalLM", None),
     # hyper-connections, compressed attention, low-rank output projections
     "deepseek-ai_DeepSeek-V4-Flash": ("DeepseekV4ForCausalLM", None),
-    # *ForConditionalGeneration classes holding a vision tower: refused, not counted text-only
+    # *ForConditionalGeneration classes holding a vision tower: refused, not counted text-only,
+    # unless the Hub import describes the tower (then its description of the whole class is verified)
     "meta-llama_Llama-4-Scout-17B-16E-Instruct": (None, "vision tower"),
-    "Qwen_Qwen3-VL-2B-Instruct": (None, "vision tower"),
+    "Qwen_Qwen3-VL-2B-Instruct": ("Qwen3VLForConditionalGeneration", None),
     "google_gemma-4-26B-A4B": (None, "vision tower"),
     "nvidia_MiniMax-M3-NVFP4": (None, "vision tower"),
     # Nemotron-3 Super's latent MoE beside Mamba-2 mixers
