@@ -21,6 +21,13 @@ from llm_analysis.training.overheads_tp import TP_OVERLAP_BACKWARD, backward_hid
 # the linear weights of a layer that LoRA freezes (and QLoRA stores as NF4)
 LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
 
+# A flash-attention backward executes 2.5x its forward's FLOPs: five matmuls (S = QK^T recomputed,
+# dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q) against the forward's two (QK^T, PV) (Dao 2023,
+# "FlashAttention-2", arXiv 2307.08691, Sec. 4.1: "the backward pass ... 2.5x the FLOPs of the forward").
+# Its time follows the executed work (the forward's rate times 2.5) in both cost models; the counted
+# backward FLOPs keep the conventions' 2x (Megatron / NeMo / torchtitan MFU, FlopCounterMode).
+FLASH_BACKWARD_OVER_FORWARD = 2.5
+
 
 @dataclass
 class Stage:
@@ -44,6 +51,8 @@ class Stage:
     # (the masked half of causal attention's score matrix: records.Operator.masked_flops)
     masked_flops_fwd: float = 0.0
     masked_flops_rc: float = 0.0
+    # of flops_fwd, the attention kernels' executed FLOPs (their backward executes 2.5x, not 2x)
+    attention_executed_flops_fwd: float = 0.0
     dense_params_gpu: float = 0.0  # trainable (full training: all; LoRA: adapters)
     expert_params_gpu: float = 0.0
     weight_bytes_gpu: float = 0.0  # unsharded by ZeRO
@@ -59,14 +68,18 @@ class Stage:
         return (self.fwd_compute + self.bwd_compute + self.rc_compute + self.rc_comm
                 + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden + self.fp8_cast)
 
-    def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool, masked_flops: float = 0.0) -> None:
+    def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool, masked_flops: float = 0.0,
+                    is_attention: bool = False) -> None:
         """A kernel of forward time t and `flops` FLOPs (`masked_flops` of them not executed),
-        its backward `bwd` times the forward."""
+        its backward `bwd` times the forward (FLOPs as counted: 2x; an attention kernel's
+        backward time 2.5x, FLASH_BACKWARD_OVER_FORWARD)."""
         self.fwd_compute += t
-        self.bwd_compute += bwd * t
+        self.bwd_compute += (FLASH_BACKWARD_OVER_FORWARD if is_attention and bwd == 2.0 else bwd) * t
         self.flops_fwd += flops
         self.flops_bwd += bwd * flops
         self.masked_flops_fwd += masked_flops
+        if is_attention:
+            self.attention_executed_flops_fwd += flops - masked_flops
         if recomputed:
             self.rc_compute += t
             self.flops_rc += flops
@@ -74,9 +87,11 @@ class Stage:
 
     @property
     def executed_flops(self) -> float:
-        """Forward, backward and recomputation FLOPs the kernels execute (backward 2x forward)."""
+        """Forward, backward and recomputation FLOPs the kernels execute (backward 2x forward;
+        attention's 2.5x, FLASH_BACKWARD_OVER_FORWARD)."""
         return (self.flops_fwd + self.flops_bwd + self.flops_rc
-                - 3.0 * self.masked_flops_fwd - self.masked_flops_rc)
+                - 3.0 * self.masked_flops_fwd - self.masked_flops_rc
+                + (FLASH_BACKWARD_OVER_FORWARD - 2.0) * self.attention_executed_flops_fwd)
 
 
 def _backward_factor(op: Operator, lora: Optional[LoRAConfig]) -> float:
@@ -183,19 +198,25 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     figures = table.figure_array(ph.batch, ph.q_len)
     split = analysis.cost_model.table_split_s(table, figures, ph.q_len)
     kernels, collectives = _stage_roles(table, rc)
-    fwd, rc_compute = (kernels @ split.kernels.sum(axis=0)).tolist()
+    op_times = split.kernels.sum(axis=0)
+    fwd, rc_compute = (kernels @ op_times).tolist()
     flops_fwd, flops_rc = (kernels @ figures[FLOPS]).tolist()
     masked_fwd, masked_rc = (kernels @ figures[MASKED_FLOPS]).tolist()
+    attention = kernels[0] * np.array([op.kind == "attention" for op in table.ops], dtype=float)
+    attn_fwd = float(attention @ op_times)
+    attn_executed = float(attention @ (figures[FLOPS] - figures[MASKED_FLOPS]))
     comm = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "recomputed": 0.0}
     for (every, recomputed, group), t in zip(collectives, split.collectives):
         if group in comm:
             comm[group] += every * t
         comm["recomputed"] += recomputed * t
-    # (backward: 2x the forward, input and weight gradients, as `add_compute` without LoRA)
-    return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=2.0 * fwd, rc_compute=rc_compute,
+    # (backward: 2x the forward, input and weight gradients; attention 2.5x: as `add_compute` without LoRA)
+    bwd = 2.0 * fwd + (FLASH_BACKWARD_OVER_FORWARD - 2.0) * attn_fwd
+    return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=bwd, rc_compute=rc_compute,
                                rc_comm=comm["recomputed"], tp_fwd=comm["tp"], ep_fwd=comm["ep"], cp_fwd=comm["cp"],
                                flops_fwd=flops_fwd, flops_bwd=2.0 * flops_fwd, flops_rc=flops_rc,
-                               masked_flops_fwd=masked_fwd, masked_flops_rc=masked_rc)
+                               masked_flops_fwd=masked_fwd, masked_flops_rc=masked_rc,
+                               attention_executed_flops_fwd=attn_executed)
 
 
 def _stage_roles(table, rc: ActivationRecomputation):
@@ -221,7 +242,8 @@ def _add_time(st: Stage, op: Operator, n: int, t: float, flops: float, recompute
     if op.kind == "collective":
         _add_collective(st, op, t, recomputed)
     else:
-        st.add_compute(t, flops, _backward_factor(op, lora), recomputed, n * op.masked_flops)
+        st.add_compute(t, flops, _backward_factor(op, lora), recomputed, n * op.masked_flops,
+                       is_attention=op.kind == "attention")
 
 
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
