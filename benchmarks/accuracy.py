@@ -220,6 +220,8 @@ def main(argv=None) -> int:
                     help="leave-one-source-out: each source predicted by profiles refitted on the others")
     ap.add_argument("--loso_iterations", type=int, default=8,
                     help="Levenberg-Marquardt steps per fold and generation (default 8)")
+    ap.add_argument("--scope", choices=("framework", "all"), default="framework",
+                    help="with --loso: refit framework terms only (shipped) or all operator efficiencies too")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.holdout:
@@ -234,6 +236,8 @@ def main(argv=None) -> int:
     if args.loso:
         import logging
         logging.disable(logging.WARNING)
+        from fit_profiles import use_scope
+        use_scope(args.scope)
         rows, skipped = leave_one_source_out(recs, args.loso_iterations)
         print(f"leave-one-source-out: {len(recs)} records, {len(rows)} used, {len(skipped)} skipped; errors are "
               "|predicted/measured - 1| of profiles fitted without the record's source\n")

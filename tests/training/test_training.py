@@ -182,6 +182,19 @@ def test_flops_per_micro_batch(rc, extra):
     assert r["num_flops_total_per_micro_batch"] == pytest.approx(3 * F + extra(2), rel=1e-12)
 
 
+def test_executed_flops_count_the_causal_half_and_the_flash_backward():
+    """Executed FLOPs (what the kernels run, by hand): matmuls and head 3x their forward; the flash
+    attention core's causal half S(S+1)/2 of the (query, key) pairs, its backward 2.5x its forward
+    (five matmuls against two: Dao 2023, FlashAttention-2, Sec. 4.1), so 3.5x in all."""
+    b = 2
+    r = _small().training(batch_size_per_gpu=b, gradient_accumulation_steps=1, seq_len=S_,
+                          activation_recomputation=R.NONE)
+    matmuls = L_ * 24 * b * S_ * H_ * H_ + 2 * b * S_ * H_ * V_
+    attention_executed = L_ * 4 * b * H_ * S_ * (S_ + 1) / 2
+    assert r["num_executed_flops_per_micro_batch"] == pytest.approx(3 * matmuls + 3.5 * attention_executed,
+                                                                    rel=1e-12)
+
+
 def test_attn_compute_recompute_equals_the_attention_core_view():
     a = _small()
     r = a.training(batch_size_per_gpu=3, gradient_accumulation_steps=1, seq_len=S_,
@@ -189,14 +202,21 @@ def test_attn_compute_recompute_equals_the_attention_core_view():
     assert r["num_flops_recompute_per_micro_batch"] == pytest.approx(a.get_num_flops_total_attn_compute(3, S_))
 
 
-def test_time_breakdown_adds_up_and_backward_is_twice_forward():
-    r = _small(tp=2, pp=2, dp=2).training(batch_size_per_gpu=2, gradient_accumulation_steps=4, seq_len=S_,
-                                          activation_recomputation=R.FULL)
+def test_time_breakdown_adds_up_and_backward_is_twice_forward_attention_two_and_a_half():
+    """Backward: 2x the forward (input and weight gradients), the flash-attention core 2.5x (its
+    backward's five matmuls against the forward's two: Dao 2023, FlashAttention-2, Sec. 4.1). The
+    attention core's forward time is what selective recomputation repeats (its recompute time)."""
+    a = _small(tp=2, pp=2, dp=2)
+    kw = dict(batch_size_per_gpu=2, gradient_accumulation_steps=4, seq_len=S_)
+    r = a.training(activation_recomputation=R.FULL, **kw)
     parts = [k for k in r if k.startswith("latency_per_iter_") and k not in (
         "latency_per_iter_using_flops", "latency_per_iter_dp_comm_total", "latency_per_iter_dp_comm_hidden")]
     assert len(parts) == 9
     assert sum(r[k] for k in parts) == pytest.approx(r["latency_per_iter"], rel=1e-12)
-    assert r["latency_per_iter_bwd_compute"] == pytest.approx(2 * r["latency_per_iter_fwd_compute"], rel=1e-12)
+    attention_fwd = a.training(activation_recomputation=R.ATTN_COMPUTE, **kw)["latency_per_iter_recompute"]
+    assert attention_fwd > 0
+    assert r["latency_per_iter_bwd_compute"] == pytest.approx(
+        2 * r["latency_per_iter_fwd_compute"] + (2.5 - 2) * attention_fwd, rel=1e-12)
     assert r["latency_per_iter_dp_comm_hidden"] + r["latency_per_iter_dp_comm"] == pytest.approx(
         r["latency_per_iter_dp_comm_total"])
 
