@@ -220,7 +220,7 @@ def main(argv=None) -> int:
                     help="leave-one-source-out: each source predicted by profiles refitted on the others")
     ap.add_argument("--loso_iterations", type=int, default=8,
                     help="Levenberg-Marquardt steps per fold and generation (default 8)")
-    ap.add_argument("--scope", choices=("framework", "all"), default="framework",
+    ap.add_argument("--scope", choices=("framework", "all", "ampere-era"), default="framework",
                     help="with --loso: refit framework terms only (shipped) or all operator efficiencies too")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()

@@ -87,14 +87,21 @@ OPERATOR_BOUNDS = {
 _FRAMEWORK_PARAMETERS = dict(PARAMETERS)
 
 
+SCOPES = ("framework", "all", "ampere-era")
+
+
 def use_scope(scope: str) -> None:
-    """Which parameters the end-to-end fit moves: 'framework' (the shipped choice: framework terms only)
-    or 'all' (the operator efficiencies too, OPERATOR_PARAMETERS). Updates PARAMETERS and BOUNDS in
-    place, so every importer (accuracy.py's leave-one-source-out) fits the same set."""
+    """Which parameters the end-to-end fit moves: 'framework' (framework terms only), 'all' (the
+    operator efficiencies too, OPERATOR_PARAMETERS) or 'ampere-era' (Ampere's operator efficiencies
+    too: its records ran 2021-2023 libraries, older than the measured tables; Hopper and Blackwell
+    keep the measured ones). Updates PARAMETERS and BOUNDS in place, so every importer (accuracy.py's
+    leave-one-source-out) fits the same set."""
     PARAMETERS.clear()
     PARAMETERS.update(_FRAMEWORK_PARAMETERS)
-    if scope == "all":
+    if scope in ("all", "ampere-era"):
         for gen, names in OPERATOR_PARAMETERS.items():
+            if scope == "ampere-era" and gen != "ampere":
+                continue
             PARAMETERS[gen] = names + PARAMETERS[gen]
             BOUNDS[gen].update(OPERATOR_BOUNDS.get(gen, {}))
 
@@ -195,7 +202,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--generations", default=",".join(PARAMETERS))
-    ap.add_argument("--scope", choices=("framework", "all"), default="framework",
+    ap.add_argument("--scope", choices=SCOPES, default="framework",
                     help="the end-to-end fit moves framework terms only, or all operator efficiencies too")
     ap.add_argument("--half", choices=("fit", "all"), default="fit")
     ap.add_argument("--operators", action="store_true",
