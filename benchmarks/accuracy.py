@@ -32,6 +32,8 @@ the dgxc GB200 runs) would otherwise keep values fitted on the held-out source i
 parameters are borrowed from the generations refitted in the same fold (`borrowed_profile`). Each fold starts from the shipped
 values and takes at most `--loso_iterations` Levenberg-Marquardt steps (the full fit's 50 would
 take tens of minutes on two cores; from a start near the optimum a few steps converge).
+`--scope` chooses what the folds refit (benchmarks/fit_profiles.py `use_scope`): framework terms only (the
+shipped choice), all operator efficiencies too, or Ampere's too (docs/validation.md compares them).
 """
 
 from __future__ import annotations

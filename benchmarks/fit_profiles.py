@@ -1,6 +1,7 @@
 """Fit the shipped calibration profiles on the validation records.
 
     python benchmarks/fit_profiles.py [--write] [--generations ampere,hopper] [--half fit|all]
+                                      [--scope framework|all|ampere-era]
     python benchmarks/fit_profiles.py --operators [--write]
 
 Two steps, in this order (issue 27 items 3 and 5):
