@@ -22,7 +22,7 @@ from llm_analysis.cost.profiles import Profile
 import llm_analysis.cost.choice as _perf
 from llm_analysis.model import Conventions, LayerDescriber, Operator
 from llm_analysis.model.conventions import ConventionChoice, Variants
-from llm_analysis.model.vision_tower import check_image_prompt, check_image_tokens
+from llm_analysis.model.vision_tower import image_entries, image_variant, with_request_images
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates
 from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
@@ -143,8 +143,7 @@ class LLMAnalysis:
         vision encoder work a prefill runs (a shallow copy; None or 0: this analysis with
         no image input). ConfigError for a model without a vision tower, or one whose
         image-token-to-patch rule is not described (model/vision_tower.py)."""
-        n = check_image_tokens(self.model_config, image_tokens)
-        return self if n == self.image_tokens else self._variant(image_tokens=n)
+        return image_variant(self, image_tokens, self._variant)
 
     def _variant(self, **fields) -> "LLMAnalysis":
         """A shallow copy with `fields` replaced and its derived state rebuilt (its own
@@ -534,13 +533,10 @@ class LLMAnalysis:
                 "cost_per_gpu_hour": cost_per_gpu_hour, "output_dir": output_dir,
                 "output_file_suffix": output_file_suffix, "kv_cache_dtype": kv_cache_dtype}
         a = self.with_conventions(self.conventions_named(conventions)).with_encoder_seq_len(encoder_seq_len)
-        if image_tokens is not None:  # else the analysis' own (with_image_tokens), if any
-            a = a.with_image_tokens(image_tokens)
-        check_image_prompt(a.image_tokens, seq_len)
+        a = with_request_images(a, image_tokens, seq_len)
         with collecting_warnings() as found:
             summary = _perf.inference(a, args)
-        if a.image_tokens:
-            summary["image_tokens"] = a.image_tokens
+        summary.update(image_entries(a))
         summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
         summary["warnings"] = merged(self.setup_warnings, found)
         return summary

@@ -174,7 +174,7 @@ def _usage_error(exc, component, argv: List[str], prog: str) -> str:
 
 
 class _WarningsForTheReport(logging.Filter):
-    """On the command line's stderr handler: warnings are kept (once each) for the report's
+    """On the command line's stderr handler: warnings are kept for the report's
     Warnings block and the JSON's `warnings` instead of being printed; other records pass."""
 
     def __init__(self) -> None:
@@ -184,9 +184,7 @@ class _WarningsForTheReport(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING:
             return True
-        message = record.getMessage()
-        if message not in self.messages:
-            self.messages.append(message)
+        self.messages.append(record.getMessage())  # (the report merges them, once each)
         return False
 
 
@@ -194,7 +192,7 @@ _REPORT_WARNINGS: Optional[_WarningsForTheReport] = None
 
 
 def warnings_for_the_report() -> List[str]:
-    """The warnings logged since configure_logging(..., warnings_in_report=True), once each."""
+    """The warnings logged since configure_logging(..., warnings_in_report=True)."""
     return list(_REPORT_WARNINGS.messages) if _REPORT_WARNINGS is not None else []
 
 

@@ -5,11 +5,12 @@ import os
 import sys
 from typing import Any, Dict, Optional, Union
 
-from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg
+from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, warnings_for_the_report
 from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
     get_model_config_by_name
 from llm_analysis.errors import ConfigError
 from llm_analysis.facade import LLMAnalysis
+from llm_analysis.report.collected_warnings import merged
 from llm_analysis.report.render import summary_with_setup, to_json
 
 # (no `from __future__ import annotations` here: fire shows the real types in --help)
@@ -81,6 +82,8 @@ def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
         "notes:",
     ]
     lines += [f"- {n}" for n in answer["notes"]]
+    if answer.get("warnings"):
+        lines += ["", "warnings:"] + [f"! {w}" for w in answer["warnings"]]
     return "\n".join(lines)
 
 
@@ -180,7 +183,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
     Returns:
         The answer dict (base units: seconds, tokens, requests, bytes).
     """
-    configure_logging(log_level)
+    configure_logging(log_level, warnings_in_report=True)
     if output_format not in _OUTPUT_FORMATS:
         raise ConfigError(f"output_format = {output_format!r} is not valid; use one of {', '.join(_OUTPUT_FORMATS)}")
     output_format = "none" if quiet else output_format
@@ -206,6 +209,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
             options[flag] = parsed
     answer = analysis.serve(concurrency=concurrency, request_rate=request_rate, framework=framework,
                             prefix_cache_share=prefix_cache_share, seed=seed, **lengths, **options)
+    answer["warnings"] = merged(answer.get("warnings") or [], warnings_for_the_report())  # in the report, not stderr
     written = None if html is None else _write_html(html, analysis, answer)
     if output_format == "json":
         _print(to_json(summary_with_setup(analysis, answer)))

@@ -57,7 +57,8 @@ def _version(dist: str) -> str:
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # paths relative to the package; a directory stands for its *.py files, recursively
 DERIVED_SOURCES = ("exact", "model", "quantities/params.py", "quantities/flops.py", "quantities/phases.py",
-                   "quantities/latency.py", "facade.py", "schema", "hub/model_class.py")
+                   "quantities/latency.py", "facade.py", "schema", "hub/model_class.py",
+                   "hub/vision.py")
 MAPPED_SOURCES = DERIVED_SOURCES + ("hub", "config.py")
 _fingerprints: Dict[Tuple[str, ...], str] = {}
 

@@ -29,7 +29,7 @@ not divide the tower's heads and widths the whole tower is replicated (vLLM's
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.model.records import Operator, Phase
@@ -71,6 +71,26 @@ def check_image_prompt(image_tokens: Optional[int], seq_len: Any) -> Optional[in
         raise ConfigError(f"image_tokens = {image_tokens} exceeds seq_len = {seq_len}: the image tokens are part of "
                           f"the prompt; give seq_len >= {image_tokens} (image plus text tokens)")
     return image_tokens
+
+
+def with_request_images(analysis, image_tokens: Optional[int], seq_len: Any):
+    """The analysis an inference() request times: with its `image_tokens` (None: the analysis' own,
+    set by `with_image_tokens`, if any), checked to fit in its `seq_len`-token prompt."""
+    a = analysis if image_tokens is None else analysis.with_image_tokens(image_tokens)
+    check_image_prompt(a.image_tokens, seq_len)
+    return a
+
+
+def image_entries(analysis) -> Dict[str, int]:
+    """The summary's `image_tokens` entry when the request has an image input (else none)."""
+    return {"image_tokens": analysis.image_tokens} if analysis.image_tokens else {}
+
+
+def image_variant(analysis, image_tokens: Optional[int], make):
+    """`analysis` with `image_tokens` (validated; None or 0: no image input): itself when unchanged,
+    else `make(image_tokens=n)`."""
+    n = check_image_tokens(analysis.model_config, image_tokens)
+    return analysis if n == analysis.image_tokens else make(image_tokens=n)
 
 
 def vision_shard(v: VisionTower, tp: int) -> int:

@@ -166,3 +166,22 @@ def test_image_input_refused_where_the_patch_rule_is_not_described():
     assert parts["vision tower"] + parts["projector"] == held
     with pytest.raises(ConfigError, match="patches_per_token"):
         a.inference(seq_len=64, image_tokens=16)
+
+
+def test_infer_cli_with_image_tokens_as_a_user_runs_it(tmp_path):
+    """`infer --image_tokens N` on a config.json path: the prefill FLOPs grow by the image's
+    (the JSON summary), and an image longer than the prompt is one line, exit 2."""
+    import subprocess
+    import sys
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_config("qwen3_vl")))
+    base = [sys.executable, "-m", "llm_analysis", "infer", "--model_name", str(path), "--gpu_name", "a100-sxm-80gb",
+            "--seq_len", "64", "--num_tokens_to_generate", "2", "--output_format", "json"]
+    runs = [subprocess.run(base + extra, capture_output=True, text=True, timeout=300)
+            for extra in ([], ["--image_tokens", "16"])]
+    text_only, with_image = (json.loads(r.stdout) for r in runs)
+    expected = _vision_flops(_analysis(_config("qwen3_vl")).with_image_tokens(16), 1, 64)
+    assert with_image["prefill_num_flops_fwd_total"] - text_only["prefill_num_flops_fwd_total"] == expected
+    bad = subprocess.run(base + ["--image_tokens", "65"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "image_tokens = 65 exceeds seq_len = 64" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -59,3 +59,13 @@ def test_the_library_summary_has_them_too():
     assert len(_fp8(s["warnings"])) == 1 and len(_context(s["warnings"])) == 1
     clean = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"))
     assert clean.inference(batch_size_per_gpu=1, seq_len=1024, num_tokens_to_generate=4)["warnings"] == []
+
+
+def test_serve_reports_its_warnings_too():
+    args = [sys.executable, "-m", "llm_analysis", "serve", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_name",
+            "a100-sxm-80gb", "--dtype_name", "fp8", "--concurrency", "8", "--num_requests", "200"]
+    run = subprocess.run(args + ["--output_format", "json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert len(_fp8(json.loads(run.stdout)["warnings"])) == 1 and run.stderr == ""
+    text = subprocess.run(args, capture_output=True, text=True, timeout=120).stdout
+    assert text.split("warnings:", 1)[1].count("no fp8 tensor cores") == 1
