@@ -251,3 +251,40 @@ def test_cli_shows_expected_and_lower_bound():
     p = subprocess.run([sys.executable, "-m", "llm_analysis.analysis", "infer", "--gpu_name", "h100-sxm-80gb",
                         "--gpu_profile", "missing.json"], cwd=REPO, env=env, capture_output=True, text=True)
     assert p.returncode == 2 and "missing.json" in p.stderr
+
+
+def test_fit_scopes_add_the_operator_efficiencies_and_restore_the_framework_set(accuracy):
+    """benchmarks/fit_profiles.py --scope: 'all' fits the operator efficiencies of every generation with
+    them on top of the framework terms, 'ampere-era' only Ampere's, 'framework' the framework terms only."""
+    import fit_profiles as fp
+    framework = {g: tuple(n) for g, n in fp.PARAMETERS.items()}
+    try:
+        fp.use_scope("all")
+        for gen, names in fp.OPERATOR_PARAMETERS.items():
+            assert fp.PARAMETERS[gen] == names + framework[gen]
+        fp.use_scope("ampere-era")
+        assert fp.PARAMETERS["ampere"] == fp.OPERATOR_PARAMETERS["ampere"] + framework["ampere"]
+        assert fp.PARAMETERS["hopper"] == framework["hopper"]
+    finally:
+        fp.use_scope("framework")
+    assert fp.PARAMETERS == framework
+
+
+@needs_records
+def test_mosaicml_h100_runs_time_llm_foundrys_attention_kernel(accuracy):
+    """MosaicML's H100 records run llm-foundry's FlashAttention-2-generation kernel: 35% of the H100 peak
+    (FlashAttention-3 paper, arXiv 2407.08608) instead of the measured Hopper-native kernel, whatever
+    profile is tried; the A100 records (FlashAttention-2 native there) are untouched."""
+    import accuracy_records as ar
+    recs = {r["id"]: r for r in accuracy.load_records(VALIDATION)}
+    h100 = ar.case_of(recs["mpt-h100-80gb-bf16-1b-s32768-g8"])
+    stated = ar._ampere_style_attention("calibrated")
+    assert stated.values["attn_prefill_efficiency"] == 0.35 < load_profile("hopper").values["attn_prefill_efficiency"]
+    # a trial profile of a fit gets the statement too: its own attention value is not what the run executed
+    trial = load_profile("hopper").with_values({"attn_prefill_efficiency": 0.9}, "trial")
+    assert h100.run({"perf_model": "calibrated"}) == pytest.approx(h100.run({"perf_model": stated}), rel=1e-12)
+    assert h100.run({"perf_model": trial}) == pytest.approx(h100.run({"perf_model": stated}), rel=1e-12)
+    assert h100.run({"perf_model": "roofline"}) < h100.measured_s
+    a100 = ar.case_of(recs["mpt-a100-80gb-with-1600-gbps-node--1b-s65536-g8"])
+    assert a100.run({"perf_model": "calibrated"}) == pytest.approx(a100.run({"perf_model": load_profile("ampere")}),
+                                                                   rel=1e-12)
