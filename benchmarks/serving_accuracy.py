@@ -225,6 +225,29 @@ def _stats(errors: List[float]) -> str:
     return f"{100 * statistics.median(e):5.1f}% {100 * p90:5.1f}% {100 * statistics.median(errors):+6.1f}%"
 
 
+def score_row(row, keys, groups, refusals, show_rows: bool, predicted) -> None:
+    """One row into its groups: counted in each, its relative TTFT/TPOT errors added where `predicted()`
+    answers, its refusal reason counted where it does not (shared with serving_layout_accuracy.py)."""
+    for k in keys:
+        groups[k]["n"] += 1
+    try:
+        ttft, tpot = predicted()
+    except Refused as why:
+        refusals[str(why)] += 1
+        return
+    except LLMAnalysisError as err:
+        refusals[f"{type(err).__name__}: {str(err)[:110]}"] += 1
+        return
+    e_ttft, e_tpot = ttft / row.ttft_s - 1, tpot / row.tpot_s - 1
+    for k in keys:
+        groups[k]["ok"] += 1
+        groups[k]["ttft"].append(e_ttft)
+        groups[k]["tpot"].append(e_tpot)
+    if show_rows:
+        print(f"{row.id[-58:]:58s} c={row.concurrency:5d} ttft {row.ttft_s * 1e3:8.1f} -> {ttft * 1e3:8.1f} ms "
+              f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms ({100 * e_tpot:+6.1f}%)")
+
+
 def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_engine=None) -> Dict[str, dict]:
     """Print and return the errors per engine (and by band and precision) of `rows`."""
     groups: Dict[Tuple[str, str], Dict[str, list]] = defaultdict(lambda: {"ttft": [], "tpot": [], "n": 0, "ok": 0})
@@ -233,26 +256,8 @@ def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_
         keys = [("engine", row.backend), ("band", f"{row.backend} {band(row.concurrency)}"),
                 ("precision", f"{row.backend} {row.precision}"), ("lengths", f"{row.backend} {row.isl}x{row.osl}"),
                 ("all", "all")]
-        for k in keys:
-            groups[k]["n"] += 1
-        try:
-            ttft, tpot = predict(row, perf_model, **((options_by_engine or {}).get(row.backend, {})))
-        except Refused as why:
-            refusals[str(why)] += 1
-            continue
-        except LLMAnalysisError as err:
-            refusals[f"{type(err).__name__}: {str(err)[:90]}"] += 1
-            continue
-        e_ttft, e_tpot = ttft / row.ttft_s - 1, tpot / row.tpot_s - 1
-        for k in keys:
-            g = groups[k]
-            g["ok"] += 1
-            g["ttft"].append(e_ttft)
-            g["tpot"].append(e_tpot)
-        if show_rows:
-            print(f"{row.id[-60:]:60s} c={row.concurrency:4d} ttft {row.ttft_s * 1e3:8.1f} -> {ttft * 1e3:8.1f} ms "
-                  f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms "
-                  f"({100 * e_tpot:+6.1f}%)")
+        score_row(row, keys, groups, refusals, show_rows,
+                  lambda: predict(row, perf_model, **((options_by_engine or {}).get(row.backend, {}))))
     print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    bias   TPOT med   p90    bias")
     for kind in ("engine", "all", "band", "precision", "lengths"):
         for (k, name), g in sorted(groups.items()):

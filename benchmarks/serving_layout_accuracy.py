@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from serving_accuracy import (CONFIG_COLUMNS, GPUS, MODELS, REFUSED_MODELS, Refused, _concurrency,  # noqa: E402
-                              dtype_name, half_of, tp_splits_the_heads, validation_csv)
+                              dtype_name, half_of, score_row, tp_splits_the_heads, validation_csv)
 
 from llm_analysis.analysis import LLMAnalysis  # noqa: E402
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,  # noqa: E402
@@ -208,25 +208,7 @@ def score(rows: List[LayoutRow], show_rows: bool = False, **options) -> Dict[str
         keys = [("kind", row.kind), ("engine", f"{row.kind} {row.backend}")]
         if not row.kind.endswith("-unstated"):
             keys.append(("all", "all stated"))
-        for k in keys:
-            groups[k]["n"] += 1
-        try:
-            ttft, tpot = predict(row, **options)
-        except Refused as why:
-            refusals[str(why)] += 1
-            continue
-        except LLMAnalysisError as err:
-            refusals[f"{type(err).__name__}: {str(err)[:110]}"] += 1
-            continue
-        e_ttft, e_tpot = ttft / row.ttft_s - 1, tpot / row.tpot_s - 1
-        for k in keys:
-            g = groups[k]
-            g["ok"] += 1
-            g["ttft"].append(e_ttft)
-            g["tpot"].append(e_tpot)
-        if show_rows:
-            print(f"{row.id[-58:]:58s} c={row.concurrency:5d} ttft {row.ttft_s * 1e3:8.1f} -> {ttft * 1e3:8.1f} ms "
-                  f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms ({100 * e_tpot:+6.1f}%)")
+        score_row(row, keys, groups, refusals, show_rows, lambda: predict(row, **options))
     print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    TPOT med   p90")
     for kind in ("all", "kind", "engine"):
         for (k, name), g in sorted(groups.items()):

@@ -1,6 +1,6 @@
 """The calibrated Hopper profile against published H100 serving figures never used for fitting.
 
-Source (not in ../shared/validation, so no profile was fitted on it): NVIDIA NIM for LLMs
+Source (not in the validation set, benchmarks/data/validation/, so no profile was fitted on it): NVIDIA NIM for LLMs
 benchmarking guide, "Performance" page, https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance
 -- Llama-3.3-70b-instruct, NIM container 1.8.0 (TensorRT-LLM engine), 2 x H100 80G, fp8, TP2,
 concurrency 1 (one request in flight: batch 1):
