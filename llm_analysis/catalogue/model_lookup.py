@@ -53,7 +53,7 @@ def _from_json_file(name_or_path: str) -> ModelConfig:
     # read strictly by load_config_file (every size of ours must be finite)
     data = load_json_object(path, f"model config file {path}", allow_non_finite=True)
     if isinstance(data, dict) and hf_import.looks_like_hf_config(data):
-        return hf_import.model_config_from_hf_dict(data, name=path.stem)
+        return hf_import.model_config_from_hf_dict(data, name=path.stem, what=f"config file {name_or_path!r}")
     return load_config_file(ModelConfig, path)
 
 

@@ -63,13 +63,15 @@ def get_model_config_from_hf(name: str, revision: Optional[str] = None,
                          what=what, trust_remote_code=trust_remote_code, revision=revision)
 
 
-def model_config_from_hf_dict(d: Dict[str, Any], name: str, source: str = "") -> ModelConfig:
-    """Map a Hugging Face config dict (the content of `config.json`) to a ModelConfig.
+def model_config_from_hf_dict(d: Dict[str, Any], name: str, source: str = "",
+                              what: Optional[str] = None) -> ModelConfig:
+    """Map a Hugging Face config dict (the content of `config.json`) to a ModelConfig; `what`
+    names it in messages (default "model NAME"; a file read from disk is named by its path).
 
     Never runs repository code (there is no repository to fetch it from)."""
     if not isinstance(d, dict):
         raise HubImportError(f"a Hugging Face config must be a dict, got {type(d).__name__}")
-    return map_hf_config(d, name=name, source=source, what=f"model {name!r}",
+    return map_hf_config(d, name=name, source=source, what=what or f"model {name!r}",
                          trust_remote_code=False, revision=None)
 
 

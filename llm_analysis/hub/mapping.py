@@ -20,7 +20,7 @@ from llm_analysis.hub.generic import map_generic
 from llm_analysis.hub.guards import check_unread_shape_keys
 from llm_analysis.hub.model_class import (loaded_class_name, loaded_class_takes_wrapper, masked_lm_refusal,
                                          named_masked_lm_class, non_text_parts, towers_refusal)
-from llm_analysis.hub.source import Fields, Src, logger, transformers_config
+from llm_analysis.hub.source import Fields, Src, logger, transformers_config, unknown_to_transformers
 from llm_analysis.hub.spec import read_family, read_masked_lm_head
 from llm_analysis.hub.vision import read_vision_tower
 from llm_analysis.schema.loading import build_config
@@ -87,9 +87,14 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str, raw_top: Dict[st
         read_masked_lm_head(family, src, fields, what)
     if src.missing:
         missing = sorted(set(src.missing))
+        version = None if family else unknown_to_transformers(model_type)
+        # an unknown type has no defaults to fill the gaps: say what would make it readable
+        hint = (f"; model_type {model_type!r} is not a type transformers {version} knows, so only these "
+                "standard attributes could describe it: add them to the config, or give a model_type "
+                "transformers knows") if version else ""
         raise UnmappableConfig(
             f"Cannot map the config of {what} (model_type {model_type!r}): it lacks the attribute"
-            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}{hint}")
     return fields
 
 

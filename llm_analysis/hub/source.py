@@ -82,6 +82,20 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
     return None
 
 
+def unknown_to_transformers(model_type: Any) -> Optional[str]:
+    """The installed transformers' version when it does not know `model_type` (so nothing but the
+    raw keys can describe the model), else None (known, not a string, or transformers absent)."""
+    if not isinstance(model_type, str):
+        return None
+    try:
+        with quiet_transformers():
+            import transformers
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    except Exception:
+        return None
+    return None if model_type in CONFIG_MAPPING else transformers.__version__
+
+
 # ---------------------------------------------------------------------------
 # attribute access over a transformers config object or a raw dict
 # ---------------------------------------------------------------------------

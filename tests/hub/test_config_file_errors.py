@@ -1,0 +1,52 @@
+"""Issue 29, bad input: a config.json whose model_type transformers does not know, read from a file,
+is refused in one message naming the file, the missing fields and what would make it readable; the
+CLI prints that one line and exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from llm_analysis.config import get_model_config_by_name
+from llm_analysis.errors import ConfigError
+
+transformers = pytest.importorskip("transformers")
+
+
+def _write(tmp_path, data) -> str:
+    path = tmp_path / "unknown_family.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_unknown_model_type_names_file_fields_and_remedy(tmp_path):
+    path = _write(tmp_path, {"model_type": "foo_bar", "hidden_size": 8})
+    with pytest.raises(ConfigError) as info:
+        get_model_config_by_name(path)
+    message = str(info.value)
+    assert path in message  # the file
+    for field in ("intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size"):
+        assert field in message  # each missing field
+    assert "hidden_size" not in message.split("lacks", 1)[1]  # the one given is not asked for
+    assert f"transformers {transformers.__version__} knows" in message  # why no defaults fill them
+    assert "add them to the config" in message  # what would make it work
+
+
+def test_known_model_type_is_not_called_unknown(tmp_path):
+    # a type transformers knows fills missing sizes from its defaults, as transformers builds it
+    path = _write(tmp_path, {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+                             "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100})
+    cfg = get_model_config_by_name(path)
+    assert (cfg.num_layers, cfg.hidden_dim, cfg.vocab_size) == (2, 64, 100)
+
+
+def test_cli_unknown_model_type_exits_2_with_one_line(tmp_path):
+    path = _write(tmp_path, {"model_type": "foo_bar", "hidden_size": 8})
+    run = subprocess.run([sys.executable, "-m", "llm_analysis.analysis", "infer", "--model_name", path,
+                          "--gpu_name", "a100-sxm-80gb"], capture_output=True, text=True)
+    assert run.returncode == 2
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and path in lines[0] and "num_hidden_layers" in lines[0], run.stderr
