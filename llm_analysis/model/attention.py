@@ -117,7 +117,7 @@ class AttentionOps:
         if m.encoder_only or not (kind.attends or (kind.is_mixer and m.mixer_parallel_attention)):
             return 0.0
         if m.is_mla:  # replicated on every TP rank (and the indexer's keys, if any)
-            return float(m.kv_lora_rank + m.qk_rope_head_dim + indexer_cache_elems(m))
+            return float(m.kv_lora_rank + m.qk_rope_head_dim + indexer_cache_elems(m, kind))
         if kind.kv_shared:  # it reads the cache of an earlier layer (kv_shared_layers)
             return 0.0
         return self.kv_heads_per_gpu_of(kind) * (self.head_dim_of(kind) + self.v_head_dim_of(kind))
@@ -189,7 +189,7 @@ class AttentionOps:
         out_elems = phase.tokens * heads_gpu * d_v
         kv_read_bytes = 0.0
         # the core reads its own keys/values; the indexer's keys are read by index_scores
-        core_elems = self.kv_elems_read_per_token_per_gpu(kind) - indexer_cache_elems(m)
+        core_elems = self.kv_elems_read_per_token_per_gpu(kind) - indexer_cache_elems(m, kind)
         if phase.past_len > 0 and not m.encoder_only:
             kv_read_bytes = phase.batch * attended * core_elems * self.kv_bytes
             kv_new_bytes = 0.0

@@ -159,6 +159,8 @@ class LayerKind:
     kv_shared: bool = field(default=False, kw_only=True)  # reuses keys/values (kv_shared_layers)
     kv_heads: Optional[int] = field(default=None, kw_only=True)  # ModelConfig.layer_kv_heads
     sinks: bool = field(default=False, kw_only=True)  # ModelConfig.layer_attn_sinks
+    # attends with an earlier layer's top-k selection, holding no indexer (ModelConfig.layer_indexer)
+    reuses_topk: bool = field(default=False, kw_only=True)
 
     @property
     def is_mixer(self) -> bool:
@@ -176,6 +178,7 @@ class LayerKind:
         widths += "/kv-shared" if self.kv_shared else ""
         widths += f"/kv{self.kv_heads}" if self.kv_heads else ""
         widths += "/sinks" if self.sinks else ""
+        widths += "/shared-topk" if self.reuses_topk else ""
         return f"{'moe' if self.moe else 'dense'}/{mixer}{widths}"
 
 
@@ -228,7 +231,8 @@ def _kind(model: ModelConfig, i: int) -> LayerKind:
                      ffn_dim=ffns[i] if ffns is not None else None,
                      kv_shared=0 < model.kv_shared_layers and i >= model.num_layers - model.kv_shared_layers,
                      kv_heads=kvs[i] if kvs is not None else None,
-                     sinks=bool(sinks[i]) if sinks is not None else False)
+                     sinks=bool(sinks[i]) if sinks is not None else False,
+                     reuses_topk=model.has_indexer and not model.layer_has_indexer(i))
 
 
 def _min_period(seq: List[str]) -> int:
@@ -244,7 +248,7 @@ def _periods(model: ModelConfig) -> Tuple[int, int, int]:
     layers of an MoE) the kind repeats with the attention pattern's period alone."""
     att = 1
     for per_layer in (model.layer_types, model.layer_head_dims, model.layer_ffn_dims, model.layer_kv_heads,
-                      model.layer_attn_sinks):
+                      model.layer_attn_sinks, model.layer_indexer):
         if per_layer is not None:  # the kind repeats with every per-layer list's period
             att = math.lcm(att, _min_period(list(per_layer)))
     if not model.is_moe:

@@ -44,10 +44,16 @@ def sparse_key_limit(model, kind: LayerKind) -> Optional[int]:
     return model.index_topk
 
 
-def indexer_cache_elems(model) -> int:
+def indexer_cache_elems(model, kind: LayerKind) -> int:
     """Elements per token per layer of the indexer's key cache (one index_head_dim key,
-    shared by the indexer heads, as the MLA latent is: replicated over TP)."""
-    return model.index_head_dim if model.has_indexer and not model.encoder_only else 0
+    shared by the indexer heads, as the MLA latent is: replicated over TP). A layer reusing
+    an earlier layer's top-k (ModelConfig.layer_indexer) caches none: transformers writes
+    indexer keys only from a layer's own indexer (DynamicIndexedLayer.update_indexer), and
+    vLLM builds the indexer, which owns the indexer key cache, only on layers that select
+    (DeepseekV2MLAAttention, vllm/model_executor/models/deepseek_v2.py, IndexCache)."""
+    if not model.has_indexer or model.encoder_only or kind.reuses_topk:
+        return 0
+    return model.index_head_dim
 
 
 def indexer_ops(d, phase: Phase, kind: LayerKind) -> List[Operator]:
@@ -56,9 +62,10 @@ def indexer_ops(d, phase: Phase, kind: LayerKind) -> List[Operator]:
     [heads]; score[s, t] = sum_h w[s, h] * relu(q[s, h] . k[t]) over every cached token.
     The projections are replicated over TP (small; vLLM does so). The scores cost
     2 * heads * (dim + 1) FLOPs per (query, key) pair, over the causal pairs (or the
-    whole matrix in eager prefill, as the reference code computes it)."""
+    whole matrix in eager prefill, as the reference code computes it). A layer reusing an
+    earlier layer's top-k (GLM-5.2's "shared" layers) has no indexer: nothing here."""
     m = d.model
-    if not m.has_indexer:
+    if not m.has_indexer or kind.reuses_topk:
         return []
     t, nh, hd = phase.tokens, m.index_n_heads, m.index_head_dim
     ops = [d.matmul_op("index_q_proj", "attention", phase, t, m.q_lora_rank, nh * hd, False),

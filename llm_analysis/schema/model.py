@@ -124,6 +124,12 @@ class ModelConfig(StrictModel):
     index_n_heads: Optional[int] = None
     index_head_dim: Optional[int] = None
     index_topk: Optional[int] = None
+    # which layers hold an indexer (GLM-5.2's IndexCache sharing, arXiv 2603.12201; transformers
+    # GlmMoeDsaAttention): True runs its own ("full"), False reuses the top-k of the nearest
+    # earlier True layer ("shared": no indexer weights, FLOPs or indexer key cache; attention
+    # still reads index_topk keys). None: every layer has one. Needs the indexer fields; the
+    # first entry must be True (a shared layer needs an earlier selection).
+    layer_indexer: Optional[List[bool]] = None
     # --- mixers: layers whose `layer_types` entry is "mamba" (Mamba-1 selective SSM,
     # arXiv 2312.00752), "mamba2" (SSD, arXiv 2405.21060), "short_conv" (LFM2's gated
     # depthwise convolution), "gated_delta_net" (Gated DeltaNet, arXiv 2412.06464; Qwen3-Next) or
@@ -386,6 +392,11 @@ class ModelConfig(StrictModel):
             raise ValueError(f"field 'attn_experts' = {self.attn_experts}: attention experts need "
                              f"moe_top_k ({self.moe_top_k}) <= attn_experts and n_head ({self.n_head}) = "
                              f"moe_top_k x num_key_value_heads ({self.num_key_value_heads}), without MLA")
+        indexers = self.layer_indexer
+        if indexers is not None and (not given or len(indexers) != self.num_layers or not indexers[0]):
+            raise ValueError(f"field 'layer_indexer' = {indexers!r} must hold one entry per layer (num_layers = "
+                             f"{self.num_layers}), the first True (a layer reusing the top-k of an earlier "
+                             "indexer needs one before it), beside index_n_heads, index_head_dim and index_topk")
         if given and not (self.is_mla and self.q_lora_rank):
             raise ValueError(f"field 'index_n_heads' = {self.index_n_heads}: the lightning indexer reads "
                              "the query latent of multi-head latent attention; set kv_lora_rank and "
@@ -473,6 +484,11 @@ class ModelConfig(StrictModel):
     @property
     def has_indexer(self) -> bool:
         return self.index_topk is not None
+
+    def layer_has_indexer(self, layer_idx: int) -> bool:
+        """Whether layer `layer_idx` runs its own indexer (False: none, or it reuses an
+        earlier layer's top-k selection)."""
+        return self.has_indexer and (self.layer_indexer is None or self.layer_indexer[layer_idx])
 
     @property
     def expert_ffn_dim(self) -> int:

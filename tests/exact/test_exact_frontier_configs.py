@@ -27,7 +27,8 @@ GPU = get_gpu_config_by_name("a100-sxm-80gb")
 
 # config -> (the class a user loads, None when the exact path must refuse; phrase the refusal holds)
 FRONTIER = {
-    # two kinds of indexer layer (full / shared: a layer reusing the previous full layer's top-k)
+    # two kinds of indexer layer (full / shared: a layer reusing the previous full layer's top-k);
+    # the family table counts it too (ModelConfig.layer_indexer, tests/hub/test_glm_shared_indexer.py)
     "zai-org_GLM-5.2": ("GlmMoeDsaForCausalLM", None),
     # hyper-connections, compressed attention, low-rank output projections
     "deepseek-ai_DeepSeek-V4-Flash": ("DeepseekV4ForCausalLM", None),

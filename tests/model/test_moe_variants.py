@@ -279,8 +279,10 @@ def test_indexer_under_context_parallelism_is_refused():
 
 
 @pytest.mark.parametrize("model_type, keys, fragment", [
+    # shared indexers are described (tests/hub/test_glm_shared_indexer.py); a first layer
+    # reusing a top-k no earlier layer selected is not
     ("glm_moe_dsa", {**_MLA, **_INDEXER, "num_hidden_layers": 3, "first_k_dense_replace": 1,
-                     "indexer_types": ["full", "shared", "full"]},
+                     "indexer_types": ["shared", "full", "full"]},
      "indexer_types"),
     ("laguna", {**_GQA, "num_hidden_layers": 2, "num_attention_heads_per_layer": [4, 2]},
      "num_attention_heads_per_layer"),

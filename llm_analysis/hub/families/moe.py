@@ -105,17 +105,60 @@ class UniformList:
                                 f"{self.scalar}={one!r}; ModelConfig has one head count")
 
 
-def _sparse_attention_indexer(src: Src, f: Fields, what: str) -> None:
-    """DeepSeek sparse attention (DeepseekV32Indexer): one indexer per layer. Every layer
-    must be "indexed_attention" and, where the config lists indexer_types (GLM-5),
-    "full": a "shared" layer reuses another layer's top-k and holds no indexer."""
-    f.update(index_n_heads=src.req_int("index_n_heads"), index_head_dim=src.req_int("index_head_dim"),
-             index_topk=src.req_int("index_topk"))
-    for key, only in (("layer_types", "indexed_attention"), ("indexer_types", "full")):
-        kinds = src.get(key, default=None)
-        if kinds is not None and any(k != only for k in kinds):
-            raise _refuse(what, f"{key} = {sorted(set(map(str, kinds)))}: only layers that all are "
-                                f"{only!r} are described (one indexer on every layer)")
+# the name the DSA layers had before transformers' layer-type rename (configuration_utils
+# _LEGACY_LAYER_TYPE_REMAP: "deepseek_sparse_attention" -> "indexed_attention"; GLM-5.2-NVFP4)
+_INDEXED_LAYER_NAMES = ("indexed_attention", "deepseek_sparse_attention")
+
+
+def _indexer_kinds_from_schedule(src: Src, num_layers: int) -> list:
+    """GlmMoeDsaConfig.__post_init__'s default when a (raw) config lists no indexer_types:
+    index_topk_pattern ("F"/"S" letters, or the names), else layer i is "full" when
+    max(i - index_skip_topk_offset + 1, 0) is a multiple of index_topk_freq."""
+    pattern = src.get("index_topk_pattern", default=None)
+    if pattern is not None:
+        letters = {"F": "full", "S": "shared"}
+        return [letters.get(c, c) for c in pattern] if isinstance(pattern, str) else list(pattern)
+    freq = max(src.opt_int("index_topk_freq", default=1), 1)
+    offset = src.opt_int("index_skip_topk_offset", default=2)
+    return ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(num_layers)]
+
+
+@dataclass(frozen=True)
+class SparseAttentionIndexer:
+    """A step: DeepSeek sparse attention's lightning indexer (DeepseekV32Indexer,
+    GlmMoeDsaIndexer). Every layer must be an indexed-attention layer. `shared_layers`
+    (GLM-5.2's IndexCache, GlmMoeDsaAttention): `indexer_types` names each layer "full"
+    (runs its own indexer) or "shared" (reuses the previous full layer's top-k: no
+    indexer module), mapped to ModelConfig.layer_indexer; without it (DeepSeek-V3.2,
+    whose config has no such list) one indexer on every layer."""
+    shared_layers: bool
+
+    def __call__(self, src: Src, f: Fields, what: str) -> None:
+        f.update(index_n_heads=src.req_int("index_n_heads"), index_head_dim=src.req_int("index_head_dim"),
+                 index_topk=src.req_int("index_topk"))
+        kinds = src.get("layer_types", default=None)
+        if kinds is not None and any(k not in _INDEXED_LAYER_NAMES for k in kinds):
+            raise _refuse(what, f"layer_types = {sorted(set(map(str, kinds)))}: only layers that all are "
+                                "'indexed_attention' are described (DeepSeek sparse attention on every layer)")
+        indexers = src.get("indexer_types", default=None)
+        if not self.shared_layers:
+            if indexers is not None and any(k != "full" for k in indexers):
+                raise _refuse(what, f"indexer_types = {sorted(set(map(str, indexers)))}: this model type has "
+                                    "one indexer on every layer ('full' only)")
+            return
+        layers = f.get("num_layers")
+        if indexers is None and layers is not None:  # the raw config.json, without transformers
+            indexers = _indexer_kinds_from_schedule(src, layers)
+        if indexers is None:
+            return
+        indexers = [str(k) for k in indexers]
+        if (set(indexers) - {"full", "shared"} or len(indexers) != layers
+                or (indexers and indexers[0] != "full")):
+            raise UnmappableConfig(f"{what}: indexer_types = {indexers!r} must name each of the "
+                                   f"num_hidden_layers = {layers} layers 'full' or 'shared', the first "
+                                   "'full' (a shared layer reuses the top-k of an earlier full layer)")
+        if "shared" in indexers:  # all 'full' leaves the default (an indexer on every layer)
+            f["layer_indexer"] = [k == "full" for k in indexers]
 
 
 def _longcat_qk_head_dim(src: Src, f: Fields, what: str) -> None:
@@ -307,9 +350,11 @@ MOE_FAMILIES: Dict[str, Family] = {
     "axk1": Family({**DEEPSEEK_MLA, "moe_output_norm": True}, steps=(_deepseek_experts("listed"),)),
     # DeepSeek-V3.2 (DeepseekV32Attention): DeepSeek-V3 plus the lightning indexer on
     # every layer; experts per mlp_layer_types (default: after first_k_dense_replace)
-    "deepseek_v32": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"), _sparse_attention_indexer)),
-    # GLM-5 (GlmMoeDsa): the same layers with GLM's interleaved rotary (no shape change)
-    "glm_moe_dsa": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"), _sparse_attention_indexer)),
+    "deepseek_v32": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"), SparseAttentionIndexer(False))),
+    # GLM-5 (GlmMoeDsa): the same layers with GLM's interleaved rotary (no shape change);
+    # GLM-5.2's indexer_types: "shared" layers reuse the previous full layer's top-k and
+    # hold no indexer (IndexCache, arXiv 2603.12201)
+    "glm_moe_dsa": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"), SparseAttentionIndexer(True))),
     # LongCat-Flash (LongcatFlashDecoderLayer): each of num_layers layers holds two MLA
     # sublayers, each followed by a dense MLP of ffn_hidden_size, and one MoE whose
     # input is the first sublayer's MLP input and whose output joins the layer's end
