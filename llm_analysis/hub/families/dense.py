@@ -6,8 +6,8 @@ and the variants whose layers hold something the common shapes do not: learned
 activation scalars (Apertus), sub-norms (BitNet), differential attention (DiffLlama),
 dynamic-mask attention (Doge), a bias on one layer only (GPT-NeoX-Japanese), a fused
 gated MLP and one extra embedding row (Moshi), sinusoidal positions with a biased head
-(CTRL), per-layer widths and embeddings (Gemma 3n / 4); the variants' operators are in
-`model/dense_variants.py`. Each row follows the transformers modelling code it names
+(CTRL), per-layer widths and embeddings (Gemma 3n / 4), keys reused as values and an MoE
+block beside the MLP (Gemma 4); the variants' operators are in `model/dense_variants.py`. Each row follows the transformers modelling code it names
 (which projections are `nn.Linear(..., bias=...)`, which norms a block holds, whether
 the MLP is gated).
 """
@@ -130,7 +130,9 @@ def gemma4_values_from_keys(src: Src, f: Fields, what: str) -> None:
     their values are k_proj's output (v_norm, no rotary); sliding layers project values."""
     if not bool(src.get("attention_k_eq_v", default=False)):
         return
-    types = f.get("layer_types") or ["full_attention"] * f["num_layers"]
+    # no list: every layer is of one kind (ModelConfig.layer_attention_type's rule)
+    every = "sliding_attention" if f.get("sliding_window") else "full_attention"
+    types = f.get("layer_types") or [every] * f["num_layers"]
     f["layer_values_from_keys"] = [t != "sliding_attention" for t in types]
 
 
