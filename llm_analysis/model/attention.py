@@ -74,8 +74,9 @@ class AttentionOps:
             if not kind.kv_shared:  # a KV-sharing layer reads an earlier layer's keys and values
                 ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
                                         shard=kv_shard))
-                ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_heads * d_v,
-                                        m.qkv_bias, shard=kv_shard))
+                if not kind.values_from_keys:  # else the values are k_proj's output (Gemma 4's k_eq_v)
+                    ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_heads * d_v,
+                                            m.qkv_bias, shard=kv_shard))
             if m.qk_norm:
                 ops += self._qk_norm_ops(t, hd, with_k=not kind.kv_shared, kv_heads=kv_heads)
         ops.append(self._attention_core(phase, kind, d_qk, d_v, heads_gpu))
@@ -111,7 +112,10 @@ class AttentionOps:
         return ops
 
     def kv_cache_elems_per_token_per_gpu(self, kind: LayerKind) -> float:
-        """Elements cached per token per layer on one GPU (0 for encoders)."""
+        """Elements cached per token per layer on one GPU (0 for encoders). A layer whose values
+        come from the key projection (layer_values_from_keys, Gemma 4) caches keys and values as
+        any other: the key gets k_norm and the rotary, the value v_norm alone, so they differ
+        (transformers' cache stores both, and so does a paged cache that holds K and V)."""
         m = self.model
         # mixer layers keep a state instead (mixers.py), unless attention runs beside them
         if m.encoder_only or not (kind.attends or (kind.is_mixer and m.mixer_parallel_attention)):

@@ -57,6 +57,8 @@ class MlpOps:
         h = m.hidden_dim
         z = m.moe_zero_experts  # identity experts: scored by the router, no FFN work
         ops = [self._matmul("router", "router", phase, t, h, e + z, m.moe_router_bias)]
+        if m.moe_router_scales:  # Gemma4TextRouter: scale [hidden] on its input, per_expert_scale [experts]
+            ops.append(self._params_op("router_scales", "router", h + e))
         # routed experts: each token runs through k experts, each expert split over
         # tp like a dense MLP. Experts live on ep ranks that are data-parallel for
         # the rest of the model, each with its own batch: with balanced routing every

@@ -161,6 +161,7 @@ class LayerKind:
     sinks: bool = field(default=False, kw_only=True)  # ModelConfig.layer_attn_sinks
     # attends with an earlier layer's top-k selection, holding no indexer (ModelConfig.layer_indexer)
     reuses_topk: bool = field(default=False, kw_only=True)
+    values_from_keys: bool = field(default=False, kw_only=True)  # ModelConfig.layer_values_from_keys
 
     @property
     def is_mixer(self) -> bool:
@@ -179,6 +180,7 @@ class LayerKind:
         widths += f"/kv{self.kv_heads}" if self.kv_heads else ""
         widths += "/sinks" if self.sinks else ""
         widths += "/shared-topk" if self.reuses_topk else ""
+        widths += "/k=v" if self.values_from_keys else ""
         return f"{'moe' if self.moe else 'dense'}/{mixer}{widths}"
 
 
@@ -226,13 +228,15 @@ def layer_kinds(model: ModelConfig) -> List[LayerKind]:
 
 def _kind(model: ModelConfig, i: int) -> LayerKind:
     heads, ffns, kvs, sinks = model.layer_head_dims, model.layer_ffn_dims, model.layer_kv_heads, model.layer_attn_sinks
+    values_from_keys = model.layer_values_from_keys
     return LayerKind(model.is_moe_layer(i), model.layer_attention_type(i),
                      head_dim=heads[i] if heads is not None else None,
                      ffn_dim=ffns[i] if ffns is not None else None,
                      kv_shared=0 < model.kv_shared_layers and i >= model.num_layers - model.kv_shared_layers,
                      kv_heads=kvs[i] if kvs is not None else None,
                      sinks=bool(sinks[i]) if sinks is not None else False,
-                     reuses_topk=model.has_indexer and not model.layer_has_indexer(i))
+                     reuses_topk=model.has_indexer and not model.layer_has_indexer(i),
+                     values_from_keys=bool(values_from_keys[i]) if values_from_keys is not None else False)
 
 
 def _min_period(seq: List[str]) -> int:
@@ -248,7 +252,7 @@ def _periods(model: ModelConfig) -> Tuple[int, int, int]:
     layers of an MoE) the kind repeats with the attention pattern's period alone."""
     att = 1
     for per_layer in (model.layer_types, model.layer_head_dims, model.layer_ffn_dims, model.layer_kv_heads,
-                      model.layer_attn_sinks, model.layer_indexer):
+                      model.layer_attn_sinks, model.layer_indexer, model.layer_values_from_keys):
         if per_layer is not None:  # the kind repeats with every per-layer list's period
             att = math.lcm(att, _min_period(list(per_layer)))
     if not model.is_moe:

@@ -244,6 +244,13 @@ class ModelConfig(StrictModel):
     # the KV heads and a sink logit per head); None: num_key_value_heads / attn_sinks everywhere
     layer_kv_heads: Optional[List[int]] = None
     layer_attn_sinks: Optional[List[bool]] = None
+    # per layer: the layer has no v_proj, its values are the key projection's output (Gemma 4's
+    # attention_k_eq_v on full-attention layers: v = v_norm(k_proj(x)) while k = rope(k_norm(k_proj(x))),
+    # so keys and values still differ and both are cached); None: every layer projects its values
+    layer_values_from_keys: Optional[List[bool]] = None
+    # Gemma 4's router (Gemma4TextRouter): a learned [hidden] scale on its normed input and a learned
+    # [moe_num_experts] scale on the top-k weights, beside the projection [hidden x experts]
+    moe_router_scales: bool = False
     # the vision encoder and projector of a vision-language model (schema/vision_tower.py)
     vision_tower: Optional[VisionTower] = None
 

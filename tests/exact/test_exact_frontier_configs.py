@@ -36,7 +36,7 @@ FRONTIER = {
     # unless the Hub import describes the tower (then its description of the whole class is verified)
     "meta-llama_Llama-4-Scout-17B-16E-Instruct": (None, "vision tower"),
     "Qwen_Qwen3-VL-2B-Instruct": ("Qwen3VLForConditionalGeneration", None),
-    "google_gemma-4-26B-A4B": (None, "vision tower"),
+    "google_gemma-4-26B-A4B": ("Gemma4ForConditionalGeneration", None),
     "nvidia_MiniMax-M3-NVFP4": (None, "vision tower"),
     # Nemotron-3 Super's latent MoE beside Mamba-2 mixers
     "nvidia_NVIDIA-Nemotron-3-Super-120B-A12B-FP8": (None, "moe_latent_size"),

@@ -49,6 +49,15 @@ CONFIGS = {
                                   hidden_size_per_layer_input=8, vocab_size_per_layer_input=100,
                                   global_head_dim=32, num_kv_shared_layers=2, use_double_wide_mlp=True,
                                   layer_types=["sliding_attention", "full_attention"] * 3),
+    # once refused (test_unmodelled_features_are_refused), now described: keys reused as values in
+    # the full-attention layers, and a per-layer KV head count
+    "gemma4_text-k-eq-v": dict(_SMALL, model_type="gemma4_text", num_hidden_layers=6, num_key_value_heads=2,
+                               head_dim=16, sliding_window=8, hidden_size_per_layer_input=0,
+                               global_head_dim=32, attention_k_eq_v=True, num_global_key_value_heads=1),
+    "gemma4_text-kv-override": dict(_SMALL, model_type="gemma4_text", num_hidden_layers=6, num_key_value_heads=2,
+                                    head_dim=16, sliding_window=8, hidden_size_per_layer_input=8,
+                                    vocab_size_per_layer_input=100, global_head_dim=32,
+                                    per_layer_config={"05": {"num_key_value_heads": 1}}),
     "gemma3n_text": dict(_SMALL, model_type="gemma3n_text", num_hidden_layers=6, num_key_value_heads=2,
                          head_dim=16, sliding_window=8, intermediate_size=[96, 96, 128, 128, 96, 64],
                          num_kv_shared_layers=2, altup_num_inputs=3, laurel_rank=8,
@@ -232,10 +241,8 @@ _G4 = CONFIGS["gemma4_text"]
 
 
 @pytest.mark.parametrize("raw, words", [
-    (dict(_G4, attention_k_eq_v=True), "attention_k_eq_v"),
     (dict(_G4, use_bidirectional_attention="all"), "bidirectional"),
     (dict(_G4, per_layer_config={"02": {"intermediate_size": 128}}), "intermediate_size"),
-    (dict(_G4, per_layer_config={"02": {"num_key_value_heads": 1}}), "num_key_value_heads"),
     (dict(CONFIGS["doge"], is_moe=True), "CDMoE"),
     (dict(_SMALL, model_type="gemma3n_text", altup_num_inputs=1), "AltUp"),
     (dict(_SMALL, model_type="hrm_text"), "H_cycles"),

@@ -70,7 +70,9 @@ def test_tensor_parallel_keeps_the_total_and_checks_every_kv_count():
     (dict(layer_attn_sinks=[True]), "layer_attn_sinks"),
     (dict(layer_attn_sinks=[True] * 4, attn_sinks=True), "layer_attn_sinks"),
     (dict(v_head_dim=0), "v_head_dim"),
-    (dict(layer_kv_heads=[1, 2, 2, 1], layer_head_dims=[16] * 4), "layer_kv_heads"),
+    # per-layer KV heads combine with per-layer head widths (Gemma 4), not with sinks per width
+    (dict(layer_attn_sinks=[True] * 4, layer_head_dims=[16] * 4), "layer_attn_sinks"),
+    (dict(layer_kv_heads=[1, 2, 2, 1], kv_shared_layers=1), "layer_kv_heads"),
 ])
 def test_invalid_fields_name_the_field(kw, field):
     with pytest.raises(ConfigError, match=field):

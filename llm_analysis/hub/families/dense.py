@@ -6,8 +6,8 @@ and the variants whose layers hold something the common shapes do not: learned
 activation scalars (Apertus), sub-norms (BitNet), differential attention (DiffLlama),
 dynamic-mask attention (Doge), a bias on one layer only (GPT-NeoX-Japanese), a fused
 gated MLP and one extra embedding row (Moshi), sinusoidal positions with a biased head
-(CTRL), per-layer widths and embeddings (Gemma 3n / 4); the variants' operators are in
-`model/dense_variants.py`. Each row follows the transformers modelling code it names
+(CTRL), per-layer widths and embeddings (Gemma 3n / 4), keys reused as values and an MoE
+block beside the MLP (Gemma 4); the variants' operators are in `model/dense_variants.py`. Each row follows the transformers modelling code it names
 (which projections are `nn.Linear(..., bias=...)`, which norms a block holds, whether
 the MLP is gated).
 """
@@ -66,8 +66,10 @@ class HalfOf(Reader):
 
 
 # the per-layer overrides transformers 5.23 reads (Gemma4TextAttention: head_dim and
-# num_key_value_heads; Gemma4TextMLP reads the global intermediate_size)
-_PER_LAYER_KEYS = {"head_dim": "layer_head_dims"}
+# num_key_value_heads; Gemma4TextMLP reads the global intermediate_size). Gemma4TextConfig
+# derives them for the full-attention layers: head_dim = global_head_dim and, with
+# attention_k_eq_v, num_key_value_heads = num_global_key_value_heads
+_PER_LAYER_KEYS = {"head_dim": "layer_head_dims", "num_key_value_heads": "layer_kv_heads"}
 
 
 def needs_layer_types(src: Src, f: Fields, what: str) -> None:
@@ -79,9 +81,9 @@ def needs_layer_types(src: Src, f: Fields, what: str) -> None:
 
 
 def gemma4_per_layer_widths(src: Src, f: Fields, what: str) -> None:
-    """Gemma 4's `per_layer_config` ({"05": {"head_dim": 512}, ...}: overrides of the
-    text config for single layers, read by Gemma4TextAttention) as per-layer head widths;
-    per-layer KV head counts that differ, and overrides of anything else, are refused."""
+    """Gemma 4's `per_layer_config` ({"05": {"head_dim": 512, "num_key_value_heads": 2}, ...}:
+    overrides of the text config for single layers, read by Gemma4TextAttention) as per-layer
+    head widths and KV head counts; overrides of anything else are refused."""
     n = f.get("num_layers")
     if src.obj is not None:
         try:
@@ -104,7 +106,7 @@ def gemma4_per_layer_widths(src: Src, f: Fields, what: str) -> None:
             raise UnmappableConfig(f"{what}: per_layer_config entry {key!r}: {override!r} is not an "
                                    f"override of one of the {n} layers")
         for k, v in override.items():
-            if k == "num_key_value_heads" and v in (None, base[k]):
+            if k == "num_key_value_heads" and v is None:  # no override: the text config's count
                 continue
             if k not in _PER_LAYER_KEYS:
                 raise UnsupportedArchitecture(f"{what}: per_layer_config overrides {k}={v!r} of layer {i}; "
@@ -123,13 +125,46 @@ def gemma4_double_wide(src: Src, f: Fields, what: str) -> None:
         f["layer_ffn_dims"] = [width * (2 if i >= n - shared else 1) for i in range(n)]
 
 
+def gemma4_values_from_keys(src: Src, f: Fields, what: str) -> None:
+    """Gemma4TextAttention with attention_k_eq_v: the full-attention layers have no v_proj,
+    their values are k_proj's output (v_norm, no rotary); sliding layers project values."""
+    if not bool(src.get("attention_k_eq_v", default=False)):
+        return
+    # no list: every layer is of one kind (ModelConfig.layer_attention_type's rule)
+    every = "sliding_attention" if f.get("sliding_window") else "full_attention"
+    types = f.get("layer_types") or [every] * f["num_layers"]
+    f["layer_values_from_keys"] = [t != "sliding_attention" for t in types]
+
+
+def gemma4_moe_block(src: Src, f: Fields, what: str) -> None:
+    """Gemma4TextDecoderLayer with enable_moe_block: in every layer the dense MLP
+    (intermediate_size) runs beside num_experts routed experts (moe_intermediate_size,
+    top_k_experts per token), on every token: described as one shared expert. The router
+    (Gemma4TextRouter) norms its input without weight, scales it by a learned [hidden] vector,
+    projects to the experts without bias and scales the top-k weights by a learned
+    [num_experts] vector; three more norms (post_feedforward_layernorm_1 / _2,
+    pre_feedforward_layernorm_2) make seven per layer."""
+    if not bool(src.get("enable_moe_block", default=False)):
+        return
+    experts, top_k, width = (src.get(k, default=None) for k in ("num_experts", "top_k_experts", "moe_intermediate_size"))
+    missing = [k for k, v in (("num_experts", experts), ("top_k_experts", top_k),
+                              ("moe_intermediate_size", width)) if v is None]
+    if missing:
+        raise UnmappableConfig(f"{what}: enable_moe_block=True needs {', '.join(missing)} "
+                               "(the routed experts' count, top-k and width)")
+    f.update(moe_num_experts=as_int(experts, "num_experts"), moe_top_k=as_int(top_k, "top_k_experts"),
+             moe_ffn_embed_dim=as_int(width, "moe_intermediate_size"), moe_num_shared_experts=1,
+             moe_shared_expert_ffn_dim=f["ffn_embed_dim"], moe_router_scales=True, num_norms_per_layer=7)
+
+
 # Gemma 4 (Gemma4TextDecoderLayer): Gemma 3's layers (four norms, q/k RMSNorm, GELU-tanh
-# gated MLP) with per-layer head widths, per-layer embeddings (PLE) and KV sharing in the
-# last num_kv_shared_layers layers; v_norm has no weight, final_logit_softcapping no parameter
+# gated MLP) with per-layer head widths and KV heads, keys reused as values in full-attention
+# layers (attention_k_eq_v), an MoE block beside the MLP (enable_moe_block), per-layer
+# embeddings (PLE) and KV sharing in the last num_kv_shared_layers layers; v_norm has no
+# weight, final_logit_softcapping and the layer_scalar buffer no parameter
 _GEMMA4_CHECKS = (
-    RefuseFeature("attention_k_eq_v", (False,), default=False, reason="keys reused as values, per-layer KV heads"),
-    RefuseFeature("enable_moe_block", (False,), default=False, reason="the MoE block beside the MLP"),
-    RefuseFeature("use_bidirectional_attention", (None, "vision"), default=None, reason="bidirectional attention"))
+    RefuseFeature("use_bidirectional_attention", (None, "vision"), default=None, reason="bidirectional attention"),)
+_GEMMA4_STEPS = (gemma4_per_layer_widths, gemma4_double_wide, gemma4_values_from_keys, gemma4_moe_block)
 _GEMMA4 = {**GEMMA2, "qk_norm": True, "kv_shared_layers": Opt("num_kv_shared_layers", default=0),
            "per_layer_input_dim": Opt("hidden_size_per_layer_input", default=0),
            "per_layer_input_vocab_size": Opt("vocab_size_per_layer_input")}
@@ -411,10 +446,8 @@ DENSE_FAMILIES: Dict[str, Family] = {
                     "ffn_embed_dim": Req("dff"), "activation": "relu",
                     "position_embedding_type": "sinusoidal", "num_position_embeddings": None,
                     "lm_head_bias": True}),
-    "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS + (needs_layer_types,),
-                          steps=(gemma4_per_layer_widths, gemma4_double_wide)),
-    "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS + (needs_layer_types,),
-                                  steps=(gemma4_per_layer_widths, gemma4_double_wide)),
+    "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS + (needs_layer_types,), steps=_GEMMA4_STEPS),
+    "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS + (needs_layer_types,), steps=_GEMMA4_STEPS),
     "gemma3n_text": Family(_GEMMA3N, checks=(RefuseFeature(
         "altup_num_inputs", tuple(range(2, 65)), default=4, reason="AltUp needs at least two streams"),
         needs_layer_types)),
