@@ -142,6 +142,17 @@ def test_expert_parallel_dispatch_carries_the_latent():
         assert by_name[name]["comm_bytes_per_gpu"] == tokens * K * L * act_bytes
 
 
+def test_serving_all_to_all_bytes_per_token_carry_the_latent():
+    from llm_analysis.serving.layout import all_to_all_bytes_per_token
+    assert all_to_all_bytes_per_token(_ours(), 2, 4) == K * L * 2 * 3 / 4
+
+
+def test_report_names_the_latent():
+    from llm_analysis.report.setup_lines import setup_rows
+    model_row = dict(setup_rows(LLMAnalysis(_ours(), GPU)))["model"]
+    assert f"{E} experts top-{K} + 1 shared, routed in a {L}-wide latent" in model_row
+
+
 def test_without_the_latent_the_block_is_unchanged():
     plain = _ours({**TINY, "moe_latent_size": None})
     _, rows = _moe_rows(plain, "prefill", BATCH, SEQ)
