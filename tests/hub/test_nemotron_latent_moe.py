@@ -170,3 +170,20 @@ def test_latent_width_refused_where_meaningless(fields, phrase):
     with pytest.raises(ConfigError) as info:
         ModelConfig(name="x", num_layers=2, n_head=4, hidden_dim=64, vocab_size=96, **fields)
     assert phrase in str(info.value) and "moe_latent_dim" in str(info.value)
+
+
+def test_training_keeps_the_two_latent_tensors():
+    """Stored for backward beyond a plain MoE layer's: the experts' latent input (fc1's output) and
+    their latent sum (fc2's input), s x b x L each at the activation width: replicated over TP, split
+    over it with sequence parallelism."""
+    from llm_analysis.quantities.activations import act_bytes, mlp_train
+    from llm_analysis.schema.options import ActivationRecomputation
+
+    def stored(cfg: ModelConfig, sp: int) -> float:
+        a = LLMAnalysis(cfg, GPU, parallelism_config=ParallelismConfig(tp_size=2, sp_size=sp))
+        return mlp_train(a, BATCH, SEQ, ActivationRecomputation.NONE, None, None, None, False, None, False, True)
+
+    latent, plain = _ours(), _ours({**TINY, "moe_latent_size": None})
+    a = LLMAnalysis(latent, GPU)
+    assert stored(latent, 1) - stored(plain, 1) == 2 * BATCH * SEQ * L * act_bytes(a)
+    assert stored(latent, 2) - stored(plain, 2) == 2 * BATCH * SEQ * L * act_bytes(a) / 2
