@@ -187,3 +187,23 @@ def test_training_keeps_the_two_latent_tensors():
     a = LLMAnalysis(latent, GPU)
     assert stored(latent, 1) - stored(plain, 1) == 2 * BATCH * SEQ * L * act_bytes(a)
     assert stored(latent, 2) - stored(plain, 2) == 2 * BATCH * SEQ * L * act_bytes(a) / 2
+
+
+@pytest.mark.parametrize("stem", ["nvidia_NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "nvidia_NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16"])
+def test_raw_config_json_reads_as_transformers_does(stem, monkeypatch):
+    """Where transformers does not read the config (a field it refuses, or transformers missing), the
+    family reads the raw file: hybrid_override_pattern (Super) and the legacy "mamba" / "attention"
+    block names (Ultra) as NemotronHConfig does, so the count is the same."""
+    import json
+    from pathlib import Path
+    import llm_analysis.hub.mapping as mapping
+    raw = json.loads((Path(__file__).resolve().parents[1] / "data" / "hf_configs_aiconfigurator" / f"{stem}.json").read_text())
+    read = _ours(raw)
+    monkeypatch.setattr(mapping, "transformers_config", lambda *a, **k: None)
+    assert _ours(raw) == read
+
+
+def test_a_latent_width_transformers_refuses_is_named():
+    with pytest.raises(ConfigError) as info:
+        _ours({**TINY, "moe_latent_size": 1.5})
+    assert "moe_latent_size" in str(info.value)

@@ -102,6 +102,13 @@ def _jamba_experts(src: Src, f: Fields, what: str) -> None:
              moe_layer_freq=freq, moe_ffn_embed_dim=f.get("ffn_embed_dim"))
 
 
+# NemotronHConfig's readings of the older spellings (its _pattern_to_list and transformers'
+# remap_legacy_layer_types), for a raw config.json that transformers did not read (a field it
+# refused, or transformers missing): then the family's own checks name the faulty field
+_NEMOTRON_H_PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+_NEMOTRON_H_LEGACY = {"mamba": "linear_attention", "attention": "full_attention"}
+
+
 def _nemotron_h_layers(src: Src, f: Fields, what: str) -> None:
     """NemotronHBlock: each layer is one block after one RMSNorm, by layers_block_type:
     a Mamba-2 mixer ("linear_attention"), attention ("full_attention"), a ReLU^2 MLP
@@ -115,7 +122,11 @@ def _nemotron_h_layers(src: Src, f: Fields, what: str) -> None:
     Multi-token-prediction layers (num_nextn_predict_layers, mtp_layers_block_type) are not
     built by NemotronHForCausalLM (their checkpoint weights are skipped on load): not counted
     here either; `serve`'s speculative method "mtp" models drafting with one."""
-    kinds = [str(k) for k in (src.get("layers_block_type", "layer_types", default=None) or [])]
+    kinds = src.get("layers_block_type", "layer_types", default=None)
+    pattern = src.get("hybrid_override_pattern", default=None)
+    if kinds is None and isinstance(pattern, str):  # the raw config.json (transformers did not read it)
+        kinds = [_NEMOTRON_H_PATTERN.get(c, c) for c in pattern]
+    kinds = [_NEMOTRON_H_LEGACY.get(str(k), str(k)) for k in (kinds or [])]
     names = {"linear_attention": "mamba2", "full_attention": "full_attention", "mlp": "mlp", "moe": "mlp"}
     odd = sorted(set(kinds) - set(names))
     if odd or not kinds:
