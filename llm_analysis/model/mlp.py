@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from llm_analysis.model.records import LayerKind, Operator, Phase
-from llm_analysis.model.variants import moe_output_ops, zero_expert_weight_ops
+from llm_analysis.model.variants import latent_projection_ops, moe_output_ops, zero_expert_weight_ops
 
 
 class MlpOps:
@@ -14,12 +14,13 @@ class MlpOps:
 
     def _ffn_ops(self, prefix: str, group: str, phase: Phase, tokens: float, ffn: int, bias: bool,
                  shard: int, copies: int = 1, expert_role: Optional[str] = None,
-                 down_bias: Optional[bool] = None) -> List[Operator]:
+                 down_bias: Optional[bool] = None, io_dim: Optional[int] = None) -> List[Operator]:
         """A (gated) MLP of width `ffn` applied to `tokens` tokens, `copies` of it.
         Its projections keep their unprefixed LoRA id (an expert's up_proj is an up_proj).
-        `down_bias`: the down projection's bias when it differs from the others'."""
+        `down_bias`: the down projection's bias when it differs from the others'.
+        `io_dim`: its input and output width (default hidden_dim; a latent MoE's experts)."""
         m = self.model
-        h = m.hidden_dim
+        h = m.hidden_dim if io_dim is None else io_dim
         ops = []
         ups = ["gate_proj", "up_proj"] if m.mlp_gated_linear_units else ["up_proj"]
         for n in ups:
@@ -54,20 +55,22 @@ class MlpOps:
     def _moe_ops(self, phase: Phase) -> List[Operator]:
         m, t, ep = self.model, phase.tokens, self.par.ep_size
         e, k, f = m.moe_num_experts, m.moe_top_k, m.expert_ffn_dim
-        h = m.hidden_dim
+        h, io = m.hidden_dim, m.expert_io_dim  # io: the experts' width (latent MoE: the latent)
         z = m.moe_zero_experts  # identity experts: scored by the router, no FFN work
         ops = [self._matmul("router", "router", phase, t, h, e + z, m.moe_router_bias)]
         if m.moe_router_scales:  # Gemma4TextRouter: scale [hidden] on its input, per_expert_scale [experts]
             ops.append(self._params_op("router_scales", "router", h + e))
+        into_latent, out_of_latent = latent_projection_ops(self, phase)
+        ops += into_latent
         # routed experts: each token runs through k experts, each expert split over
         # tp like a dense MLP. Experts live on ep ranks that are data-parallel for
         # the rest of the model, each with its own batch: with balanced routing every
         # rank still runs t*k token-expert pairs (from all ep ranks' tokens) on its
         # e/ep local experts.
         routed = self._ffn_ops("expert_", "experts", phase, t * k * e / (e + z), f, m.moe_expert_bias,
-                               shard=self.tp, expert_role="routed")
+                               shard=self.tp, expert_role="routed", io_dim=io)
         # parameters: all e experts exist, the FLOPs use only k per token
-        one_expert = self._ffn_ops("expert_", "experts", phase, 0, f, m.moe_expert_bias, shard=self.tp)
+        one_expert = self._ffn_ops("expert_", "experts", phase, 0, f, m.moe_expert_bias, shard=self.tp, io_dim=io)
         experts_gpu = e / ep
         # weights read per GPU in one forward: only the local experts that receive
         # some of the ep ranks' t*ep tokens
@@ -83,15 +86,16 @@ class MlpOps:
             op.params, op.params_per_gpu, op.weight_bytes_per_gpu = one.params * e, w_gpu, w_gpu * self.w_bytes
             op.shapes = f"{op.shapes}, {e} experts top-{k}"
             ops.append(op)
-        ops += zero_expert_weight_ops(self, one_expert, ep)
+        ops += zero_expert_weight_ops(self, one_expert, ep) + out_of_latent
         if m.moe_num_shared_experts:
             ops += self._ffn_ops("shared_expert_", "experts", phase, t, m.shared_expert_ffn_dim,
                                  m.mlp_bias, shard=self.tp, copies=m.moe_num_shared_experts, expert_role="shared")
             if m.moe_shared_expert_gate:
                 ops.append(self._matmul("shared_expert_gate", "router", phase, t, h, 1, False))
         if ep > 1:
-            # dispatch and combine: each token's hidden state to its k experts and back
-            elems = t * k * h  # the (ep-1)/ep that leaves the GPU is in the all-to-all time
+            # dispatch and combine: each token's hidden state (a latent MoE's latent) to its k
+            # experts and back
+            elems = t * k * io  # the (ep-1)/ep that leaves the GPU is in the all-to-all time
             ops.append(self._collective("ep_all_to_all_dispatch", "all_to_all", "ep", ep, elems))
             ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", ep, elems))
         return ops

@@ -1,13 +1,14 @@
 """Operators of attention and MoE variants (issue 14): the gate on the attention
-output, the lightning indexer of DeepSeek sparse attention, and the norm on a MoE
-block's output. Each builder takes the `LayerDescriber` and is called from a
-one-line hook in `attention.py` / `mlp.py`; with the ModelConfig defaults every
+output, the lightning indexer of DeepSeek sparse attention, the norm on a MoE
+block's output, and a latent MoE's projections into and out of the experts' space.
+Each builder takes the `LayerDescriber` and is called from a one-line hook in
+`attention.py` / `mlp.py`; with the ModelConfig defaults every
 builder returns nothing, so other models are unchanged.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.model.records import LayerKind, Operator, Phase, causal_pairs
@@ -159,3 +160,19 @@ def zero_expert_weight_ops(d, one_expert: List[Operator], ep_size: int) -> List[
     return [Operator(name="zero_expert_weights", group="experts", kind="elementwise", params=params,
                      params_per_gpu=params_gpu, weight_bytes_per_gpu=params_gpu * d.w_bytes,
                      expert_role="routed", shapes=f"{m.moe_zero_experts} unused gate/up weights")]
+
+
+def latent_projection_ops(d, phase: Phase) -> Tuple[List[Operator], List[Operator]]:
+    """A latent MoE's projections around its routed experts (transformers NemotronHMoE with
+    moe_latent_size): (fc1_latent_proj [hidden x latent] before the experts, fc2_latent_proj
+    [latent x hidden] after them), once per token (not per routed copy), biases as mlp_bias;
+    ([], []) without a latent space. Replicated over TP, as vLLM builds them (ReplicatedLinear):
+    every rank projects its tokens whole. Neither is a routed expert: every token uses both."""
+    m = d.model
+    if m.moe_latent_dim is None:
+        return [], []
+    t, h, latent = phase.tokens, m.hidden_dim, m.moe_latent_dim
+    into = d.matmul_op("moe_latent_in_proj", "experts", phase, t, h, latent, m.mlp_bias, lora_target="fc1_latent_proj")
+    out = d.matmul_op("moe_latent_out_proj", "experts", phase, t, latent, h, m.mlp_bias,
+                      lora_target="fc2_latent_proj")
+    return [into], [out]

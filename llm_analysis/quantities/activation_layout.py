@@ -42,6 +42,7 @@ class ActivationLayout:
     tp: int
     sp: bool  # sequence parallelism on
     cp: int = 1  # context-parallel ranks sharing the sequence
+    moe_latent: int = 0  # a latent MoE layer's latent width (its experts' input and output), else 0
 
     @property
     def tokens(self) -> float:
@@ -58,15 +59,18 @@ def layout_for(model: ModelConfig, batch: int, seq_len: int, tp: int, sp: bool, 
         q_w = model.n_head * model.head_dim
         kv_w = model.num_key_value_heads * model.head_dim
         v_w = model.num_key_value_heads * (model.v_head_dim or model.head_dim)  # MiMo: v narrower
+    latent = 0
     if moe:
         ffn = model.moe_top_k * model.expert_ffn_dim + model.moe_num_shared_experts * model.shared_expert_ffn_dim
+        latent = model.moe_latent_dim or 0
     else:
         ffn = model.ffn_embed_dim
     # the frozen dataclass' fields set at once: its generated __init__ sets each through
     # object.__setattr__, which is most of the cost of a new shape's layout (a hot path)
     L = object.__new__(ActivationLayout)
     L.__dict__.update(seq_len=seq_len, batch=batch, hidden=model.hidden_dim, q_width=q_w, kv_width=kv_w, v_width=v_w,
-                      n_head=model.n_head, ffn=ffn, gated=model.mlp_gated_linear_units, tp=tp, sp=sp, cp=cp)
+                      n_head=model.n_head, ffn=ffn, gated=model.mlp_gated_linear_units, tp=tp, sp=sp, cp=cp,
+                      moe_latent=latent)
     return L
 
 
@@ -112,7 +116,10 @@ def mlp_activation_bytes(L: ActivationLayout, act_bytes: float, recompute: Activ
     act_in = sb * L.ffn * ai * (2 if L.gated else 1) / t  # gate and up outputs for GLU
     second_in = 0.0 if recompute_act else sb * L.ffn * sl / t
     mask = sb * L.hidden * 1 / outer if with_dropout else 0.0
-    return first_in + act_in + second_in + mask
+    # a latent MoE also keeps the latent its experts read and the latent sum fc2 projects back
+    # (both projections replicated over TP, as vLLM builds them: split only with SP)
+    latent = 2 * sb * L.moe_latent * fl / outer
+    return first_in + act_in + second_in + mask + latent
 
 
 def norm_activation_bytes(L: ActivationLayout, norm_bytes: float) -> float:

@@ -26,6 +26,8 @@ def _model_line(m) -> str:
         moe = f"{m.moe_num_experts} experts top-{m.moe_top_k}"
         if getattr(m, "moe_num_shared_experts", 0):
             moe += f" + {m.moe_num_shared_experts} shared"
+        if getattr(m, "moe_latent_dim", None):  # routed experts in a latent space (Nemotron-3)
+            moe += f", routed in a {m.moe_latent_dim}-wide latent"
         parts.append(moe)
     if getattr(m, "sliding_window", None):
         parts.append(f"sliding window {m.sliding_window}")

@@ -112,6 +112,13 @@ class ModelConfig(StrictModel):
     # transformers' LongcatFlashExperts allocates gate/up weights for the zero experts too
     # (never used): parameters and weight memory, never read
     moe_zero_experts_hold_weights: bool = False
+    # Latent MoE (Nemotron-3 Super / Ultra; transformers NemotronHMoE with moe_latent_size):
+    # the routed experts run in a latent space this wide. Per token, fc1_latent_proj
+    # [hidden x latent] before the experts and fc2_latent_proj [latent x hidden] after them
+    # (biases as mlp_bias); the experts' projections are latent wide, and expert-parallel
+    # dispatch / combine carry latent-wide vectors. The router and the shared experts read
+    # the hidden state itself (model/variants.py latent_projection_ops). None: no latent space.
+    moe_latent_dim: Optional[int] = None
     # Mixture of attention heads (JetMoE, arXiv 2404.07413): q_proj and o_proj are
     # `attn_experts` expert pairs of num_key_value_heads * head_dim each; a router
     # [hidden x attn_experts] picks moe_top_k of them per token, so n_head must equal
@@ -265,6 +272,7 @@ class ModelConfig(StrictModel):
         self._check_mixers()
         check_encoder_fields(self)
         check_layer_attention_fields(self)
+        self._check_latent_moe()
         return self
 
     def _check_signs(self) -> None:
@@ -409,6 +417,19 @@ class ModelConfig(StrictModel):
                              "the query latent of multi-head latent attention; set kv_lora_rank and "
                              "q_lora_rank too")
 
+    def _check_latent_moe(self) -> None:
+        """A latent space for the routed experts needs routed experts, and a sane width."""
+        if self.moe_latent_dim is None:
+            return
+        self._positive("moe_latent_dim")
+        if self.moe_latent_dim > _lim.MAX_DIM:
+            raise ValueError(f"field 'moe_latent_dim' = {self.moe_latent_dim} exceeds the sanity limit "
+                             f"{_lim.MAX_DIM:g} (README 'Input limits')")
+        if not self.is_moe:
+            raise ValueError(f"field 'moe_latent_dim' = {self.moe_latent_dim} is the width the routed experts "
+                             f"run in, but moe_num_experts = {self.moe_num_experts} (no routed experts): set "
+                             "moe_num_experts > 1 or moe_latent_dim=None")
+
     def _check_mixers(self) -> None:
         """Mixer shapes: what each mixer kind in `layer_types` needs, filled or refused."""
         kinds = self.mixer_kinds
@@ -496,6 +517,12 @@ class ModelConfig(StrictModel):
         """Whether layer `layer_idx` runs its own indexer (False: none, or it reuses an
         earlier layer's top-k selection)."""
         return self.has_indexer and (self.layer_indexer is None or self.layer_indexer[layer_idx])
+
+    @property
+    def expert_io_dim(self) -> int:
+        """Width of a routed expert's input and output: the latent width of a latent MoE,
+        else the hidden width."""
+        return self.moe_latent_dim or self.hidden_dim
 
     @property
     def expert_ffn_dim(self) -> int:

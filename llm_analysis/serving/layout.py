@@ -112,12 +112,12 @@ def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, whe
 
 
 def all_to_all_bytes_per_token(model, activation_bytes: float, moe_ep: int) -> float:
-    """Bytes one token sends to other GPUs in one MoE layer's dispatch (its hidden state to each of
-    its top-k experts; uniform routing: a share (moe_ep - 1) / moe_ep of them live elsewhere); the
-    combine sends as many back."""
+    """Bytes one token sends to other GPUs in one MoE layer's dispatch (its hidden state, a latent
+    MoE's latent, to each of its top-k experts; uniform routing: a share (moe_ep - 1) / moe_ep of
+    them live elsewhere); the combine sends as many back."""
     if moe_ep <= 1:
         return 0.0
-    return model.moe_top_k * model.hidden_dim * activation_bytes * (moe_ep - 1) / moe_ep
+    return model.moe_top_k * model.expert_io_dim * activation_bytes * (moe_ep - 1) / moe_ep
 
 
 def with_parallelism(analysis, parallelism: ParallelismConfig):

@@ -38,8 +38,8 @@ FRONTIER = {
     "Qwen_Qwen3-VL-2B-Instruct": ("Qwen3VLForConditionalGeneration", None),
     "google_gemma-4-26B-A4B": ("Gemma4ForConditionalGeneration", None),
     "nvidia_MiniMax-M3-NVFP4": (None, "vision tower"),
-    # Nemotron-3 Super's latent MoE beside Mamba-2 mixers
-    "nvidia_NVIDIA-Nemotron-3-Super-120B-A12B-FP8": (None, "moe_latent_size"),
+    # Nemotron-3 Super's latent MoE beside Mamba-2 mixers (ModelConfig.moe_latent_dim)
+    "nvidia_NVIDIA-Nemotron-3-Super-120B-A12B-FP8": ("NemotronHForCausalLM", None),
 }
 
 

@@ -102,12 +102,31 @@ def _jamba_experts(src: Src, f: Fields, what: str) -> None:
              moe_layer_freq=freq, moe_ffn_embed_dim=f.get("ffn_embed_dim"))
 
 
+# NemotronHConfig's readings of the older spellings (its _pattern_to_list and transformers'
+# remap_legacy_layer_types), for a raw config.json that transformers did not read (a field it
+# refused, or transformers missing): then the family's own checks name the faulty field
+_NEMOTRON_H_PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+_NEMOTRON_H_LEGACY = {"mamba": "linear_attention", "attention": "full_attention"}
+
+
 def _nemotron_h_layers(src: Src, f: Fields, what: str) -> None:
     """NemotronHBlock: each layer is one block after one RMSNorm, by layers_block_type:
     a Mamba-2 mixer ("linear_attention"), attention ("full_attention"), a ReLU^2 MLP
     ("mlp") or experts ("moe"). MoE layers must be those of a "first k dense, then every
-    n-th" layout on the layers that hold an MLP (the others do not care)."""
-    kinds = [str(k) for k in (src.get("layers_block_type", "layer_types", default=None) or [])]
+    n-th" layout on the layers that hold an MLP (the others do not care).
+
+    Latent MoE (Nemotron-3 Super / Ultra, moe_latent_size set): NemotronHMoE projects the
+    normed hidden state into moe_latent_size (fc1_latent_proj), runs the routed experts
+    there (their up/down projections latent wide) and projects back (fc2_latent_proj); the
+    router and the shared expert read the hidden state itself (ModelConfig.moe_latent_dim).
+    Multi-token-prediction layers (num_nextn_predict_layers, mtp_layers_block_type) are not
+    built by NemotronHForCausalLM (their checkpoint weights are skipped on load): not counted
+    here either; `serve`'s speculative method "mtp" models drafting with one."""
+    kinds = src.get("layers_block_type", "layer_types", default=None)
+    pattern = src.get("hybrid_override_pattern", default=None)
+    if kinds is None and isinstance(pattern, str):  # the raw config.json (transformers did not read it)
+        kinds = [_NEMOTRON_H_PATTERN.get(c, c) for c in pattern]
+    kinds = [_NEMOTRON_H_LEGACY.get(str(k), str(k)) for k in (kinds or [])]
     names = {"linear_attention": "mamba2", "full_attention": "full_attention", "mlp": "mlp", "moe": "mlp"}
     odd = sorted(set(kinds) - set(names))
     if odd or not kinds:
@@ -125,13 +144,11 @@ def _nemotron_h_layers(src: Src, f: Fields, what: str) -> None:
     else:
         raise UnsupportedArchitecture(f"{what}: MoE layers {moe} between dense ones {sorted(dense)} are not a "
                                "'first k dense, then every n-th' layout")
-    if src.get("moe_latent_size", default=None) is not None:
-        raise UnsupportedArchitecture(f"{what}: moe_latent_size (experts in a projected latent space) is not described "
-                               "by ModelConfig")
     f.update(moe_num_experts=src.req_int("n_routed_experts"), moe_top_k=src.req_int("num_experts_per_tok"),
              moe_first_dense_layers=moe[0], moe_layer_freq=freq,
              moe_ffn_embed_dim=src.req_int("moe_intermediate_size"), moe_num_shared_experts=1,
-             moe_shared_expert_ffn_dim=src.req_int("moe_shared_expert_intermediate_size"))
+             moe_shared_expert_ffn_dim=src.req_int("moe_shared_expert_intermediate_size"),
+             moe_latent_dim=src.opt_int("moe_latent_size"))
 
 
 def _nemotron_h_inner(src: Src, f: Fields, what: str) -> None:
@@ -244,7 +261,8 @@ HYBRID_FAMILIES: Dict[str, Family] = {
                _falcon_h1_biases, MixerLayers("mamba2", names=("hybrid",)))),
     # Nemotron-H (NemotronHBlock): one block per layer (_nemotron_h_layers); Mamba-2 mixers of
     # mamba_num_heads x mamba_head_dim with a gated RMSNorm; bias-free attention; non-gated
-    # ReLU^2 MLPs (mlp_bias) and bias-free experts, one shared MLP of moe_shared_expert_intermediate_size
+    # ReLU^2 MLPs (mlp_bias) and bias-free experts, one shared MLP of moe_shared_expert_intermediate_size;
+    # the experts in a moe_latent_size latent space when set (Nemotron-3 Super / Ultra)
     "nemotron_h": Family(
         {**LLAMA, **_NO_WINDOW, "qkv_bias": False, "attn_out_bias": False, "mlp_gated_linear_units": False,
          "activation": Act("mlp_hidden_act", default="relu2"), "mlp_bias": Flag("mlp_bias", default=False),
