@@ -98,17 +98,35 @@ def concurrency(raw: Dict[str, str]) -> int:
 _ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)")
 
 
+NODE_GPUS = 8  # GPUs of one node of the csv's SXM systems (H100, H200, B200, B300 HGX boards)
+
+
 def _agg_layout(raw: Dict[str, str]) -> Dict[str, Optional[int]]:
-    """An aggregated row's layout. Some rows (source 2026-04-06) state tp_size as the worker's whole
-    GPU count (tp_size = moe_tp_size x moe_ep_size = 64 on an 8-GPU H200 node, id "..._tp8_ep8_..."):
-    there the id's tp and ep are the attention tensor-parallel size and the expert-parallel size."""
+    """An aggregated row's layout. Some rows state the worker's sizes squared: tp_size x attention_dp_size
+    = moe_tp_size x moe_ep_size = N x N for a worker of N GPUs. The rows with a layout in their id show it
+    (source 2026-04-06: "..._tp8_ep8_..." with tp_size 64, moe 8 x 8, on an 8-GPU H200 node; "_tp4_ep4_"
+    with attention_dp 16 or tp 4 x attention_dp 4 and moe_ep 16; "_tp2_ep2_" with attention_dp 4,
+    moe 2 x 2); rows without one (db-dump cfg rows: DeepSeek on B200/H200/B300 with tp_size 64 and
+    moe 8 x 8, Qwen3.5 with tp_size 16 and moe 4 x 4, MiniMax with tp 4 x attention_dp 4 and moe_ep 16,
+    the same measurements as an id-bearing "_tp4_ep4_" row) carry the same pattern with a worker that
+    would span 2-8 nodes for a 4-512 client sweep. Read as N GPUs (N the id's tp, or the square root): experts over
+    moe_ep = N (moe_tp 1), attention over attention_dp = min(attention_dp, N) replicas of tp = N /
+    attention_dp each."""
     layout = _layout(raw)
+    tp, adp, moe_tp, moe_ep = layout["tp"] or 1, layout["adp"] or 1, layout["moe_tp"] or 1, layout["moe_ep"] or 1
+    stated = tp * adp
+    if stated != moe_tp * moe_ep or stated < 4:
+        return layout
     m = _ID_LAYOUT.search(raw["id"])
-    if m and layout["tp"] and layout["moe_tp"] and layout["moe_ep"]:
-        tp_id, ep_id = int(m.group(1)), int(m.group(2))
-        if tp_id != layout["tp"] and layout["tp"] == layout["moe_tp"] * layout["moe_ep"]:
-            adp = layout["adp"] or 1
-            layout.update(tp=tp_id, moe_ep=ep_id, moe_tp=max(1, tp_id * adp // ep_id))
+    root = math.isqrt(stated)
+    if m and int(m.group(1)) * int(m.group(2)) == stated and int(m.group(1)) == int(m.group(2)):
+        gpus = int(m.group(1))
+    elif m is None and root * root == stated and stated > NODE_GPUS:
+        gpus = root
+    else:
+        return layout
+    replicas = min(adp, gpus)
+    layout.update(tp=gpus // replicas, adp=replicas, moe_tp=1, moe_ep=gpus)
     return layout
 
 
