@@ -5,14 +5,14 @@
 Bd}})`; each pool's workers have their own layout (serving/layout.py: tp x attention_dp GPUs,
 experts over moe_tp x moe_ep) and engine (the call's framework and options). `batch_size` is per
 attention rank (per worker when attention_dp_size = 1; the validation data's convention):
-prefill: the requests one prefill step takes (default: as many whole prompts as the token budget
-holds); decode: the requests one rank decodes at once (default: the engine's max_num_seqs), both
+prefill: the prompts one prefill batch takes when that many wait (at least as many whole prompts as
+the token budget holds: the engines take every waiting prompt within it, see _prefill_batch); decode: the requests one rank decodes at once (default: the engine's max_num_seqs), both
 also bounded by the rank's KV pool. An optional "kv_transfer_GB_per_s" sets the per-GPU bandwidth
 of the KV transfer (default: the link the two pools share, below).
 
 A request's life, in steady state with X requests per second over the deployment:
 - prefill pool (Rp = Wp x attention_dp ranks, the request rate split evenly): a batch of b
-  prompts (at most batch_size; in a closed loop at most a rank's clients, C / Rp; in an open loop
+  prompts (at most the prefill batch above; in a closed loop at most a rank's clients, C / Rp; in an open loop
   the least batch whose rate carries the load) takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
   model); the ranks serve batches as an M/D/1 queue of service s_b / b per request at utilisation
   rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)) (Poisson arrivals); in a closed loop at
@@ -55,10 +55,12 @@ POOL_KEYS = ("workers", "parallelism", "batch_size")
 _TOP_KEYS = POOLS + ("kv_transfer_GB_per_s", "prefill_contention")
 # closed loop: the share of one prefill batch a request waits per other client of its prefill rank
 # (clients that finish together return together: the aggregated engines' prefill_contention, for the
-# prefill pool); the median of each engine's implied values on the fit half of the disaggregated
-# rows of serving_dev.csv (benchmarks/serving_layout_accuracy.py --fit: trtllm 0.34 over 28 rows, sglang
-# 0.59 over 15; vllm has one row there, so it takes TensorRT-LLM's value)
-PREFILL_CONTENTION = {"trtllm": 0.34, "sglang": 0.59, "vllm": 0.34}
+# prefill pool; 0.5 is the mean wait of a burst of all of them, every round), fitted on the fit half of
+# the disaggregated rows of serving_dev.csv with prefill batches as _prefill_batch takes them: the least
+# mean Huber loss of log(predicted / measured TTFT) over 0 .. 1 in steps of 0.02, one value for every
+# engine (how a closed-loop benchmark's clients bunch is the benchmark's; 10-37 rows per engine are too
+# few to tell the engines apart) (benchmarks/serving_layout_accuracy.py --fit: 0.50 over 62 rows)
+PREFILL_CONTENTION = {"trtllm": 0.5, "sglang": 0.5, "vllm": 0.5}
 _BISECTIONS = 100
 _FIXED_POINT_STEPS = 60
 
@@ -139,11 +141,20 @@ def _pools(a, framework: str, disaggregated, options, lengths, imbalance, specul
 
 
 def _prefill_batch(pool: Pool) -> int:
-    """Prompts one prefill step takes: batch_size, else as many whole prompts as the token budget holds."""
+    """Prompts one prefill batch takes when that many wait: as many whole prompts as the token budget
+    holds (at least one), or batch_size when it is larger (a batch of prompts longer than the budget is
+    prefilled over several chunked steps), within max_num_seqs.
+
+    batch_size does not cap the batch below what the budget holds: the engines' schedulers take every
+    waiting prompt within max_num_batched_tokens, and the measured disaggregated runs serve more
+    requests per second than one prompt per step could (serving_dev.csv states prefill batch_size 1
+    for deployments whose measured rate needs several prompts per step: e.g. Kimi-K2.5 on GB200 with
+    one 4-GPU vLLM prefill worker at 1,024 clients, 44 requests/s of 1,024-token prompts, 23 ms a prompt,
+    about the time one step takes to read the worker's FP4 weights once)."""
     r = pool.rank
-    if pool.batch_size is not None:
-        return min(pool.batch_size, r.engine.max_num_seqs)
-    return max(1, min(r.engine.max_num_seqs, int(r.engine.token_budget // max(r.shape.prefill, 1.0))))
+    by_budget = max(1, int(r.engine.token_budget // max(r.shape.prefill, 1.0)))
+    wanted = by_budget if pool.batch_size is None else max(pool.batch_size, by_budget)
+    return max(1, min(r.engine.max_num_seqs, wanted))
 
 
 def _prefill_batch_s(pool: Pool, batch: int) -> float:

@@ -13,8 +13,9 @@ output O. In steady state, with X requests per second completing:
   (SGLang); the others' prefills (X (n - 1) / n per second) stretch a request's decode steps:
   t_d = f0 / (1 - X Delta (n - 1) / n);
 - eliminating X: X = D / ((O - 1) f0 + D Delta (n - 1) / n) for a given D;
-- time to first token = API latency + the wait for the step in progress (half a step,
-  when other requests are running) + the steps that prefill it (+ the wait for a free slot
+- time to first token = API latency + the wait for the step in progress (when other requests
+  are running: its mean residual, half a decode step plus what the others' longer prefill-carrying
+  steps add by being more often the one in progress; _in_progress) + the steps that prefill it (+ the wait for a free slot
   when C exceeds what the engine runs at once, N = min(max_num_seqs, requests the KV pool
   holds at their mean length I + O / 2, or I + O when the engine reserves whole requests));
 - the starting burst: a closed-loop benchmark (vllm bench serve --max-concurrency, genai-perf
@@ -140,6 +141,8 @@ class _Balance:
         self.timer, self.engine, self.shape, self.resident = timer, engine, shape, resident
 
     def at(self, decoders: float):
+        """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait for the step in progress) at
+        `decoders` mean decoders."""
         t, e, s = self.timer, self.engine, self.shape
         others = decoders * (self.resident - 1) / self.resident if self.resident > 0 else 0.0
         ctx = s.mean_context
@@ -151,22 +154,31 @@ class _Balance:
             delta = sum(w - alone for w in with_chunk)  # what the prefill adds to the engine's time
             prefill_s = sum(with_chunk)
         else:  # prefill-only steps: the decoders wait
-            delta = sum(t.step_s(0.0, 0.0, [c]) for c in chunks)
+            with_chunk = [t.step_s(0.0, 0.0, [c]) for c in chunks]
+            delta = sum(with_chunk)
             prefill_s = delta
         decode_steps = s.output - 1
         if decode_steps <= 0:  # one output token: the engine only prefills
-            return f0, delta, prefill_s, (1.0 / delta if delta > 0 else math.inf), 0.0
+            return f0, delta, prefill_s, (1.0 / delta if delta > 0 else math.inf), 0.0, 0.0
         # the others' prefills (a share (n - 1) / n of all) take 1 - busy of the engine's time
         share = (self.resident - 1) / self.resident if self.resident > 0 else 0.0
         x = decoders / (decode_steps * f0 + decoders * delta * share) if decoders > 0 else 0.0
         busy = 1.0 - x * delta * share
         tpot = f0 / busy if busy > 0 else math.inf
-        return f0, delta, prefill_s, x, tpot
+        return f0, delta, prefill_s, x, tpot, _in_progress(f0, with_chunk, x * share, self.resident)
 
 
-def _in_progress(f0: float, resident: float) -> float:
-    """The mean wait for the step in progress of a request arriving while others run: half a step."""
-    return 0.5 * f0 if resident > 1 else 0.0
+def _in_progress(f0: float, prefill_steps: List[float], others_prefills_per_s: float, resident: float) -> float:
+    """The mean wait for the step in progress of a request arriving while others run: the mean residual
+    of the step it lands in, E[S^2] / (2 E[S]) over the engine's time (a long step is more likely to be
+    the one in progress: renewal theory's length-biased residual). The engine spends a share
+    r = (others' prefills per second) x (their steps' seconds) in steps that carry another request's
+    prefill (each step S_i: its share S_i / the time, residual S_i / 2), the rest in decode steps f0
+    (residual f0 / 2): (1 - r) f0 / 2 + rate x sum(S_i^2) / 2. Without prefills (r = 0): half a decode step."""
+    if resident <= 1:
+        return 0.0
+    r = min(1.0, others_prefills_per_s * sum(prefill_steps))
+    return 0.5 * (1.0 - r) * f0 + 0.5 * others_prefills_per_s * sum(w * w for w in prefill_steps)
 
 
 def burst_prefill_s(timer, engine, shape: RequestShape, clients: float) -> float:
@@ -211,9 +223,8 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
     burst_s = burst_prefill_s(timer, engine, shape, resident) if rounds > 0 and resident > 1 else 0.0
 
     def latency(decoders: float):
-        f0, delta, prefill_s, x, tpot = balance.at(decoders)
-        # arriving while others run, a request waits for the step in progress (half a step, mean)
-        in_progress = _in_progress(f0, resident)
+        f0, delta, prefill_s, x, tpot, in_progress = balance.at(decoders)
+        # arriving while others run, a request waits for the step in progress (its mean residual)
         # the first round's requests wait for each other's prefills: 1 / R of the mean over R rounds
         burst = max(0.0, burst_s - in_progress - prefill_s) / rounds if burst_s > 0 else 0.0
         engine_s = in_progress + burst + prefill_s + decode_steps * tpot
@@ -241,7 +252,7 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
 def _prefill_only(balance: _Balance, resident: float, clients: float, api_latency_s: float, n_max: int) -> SteadyState:
     """One output token: each request is its prefill; the engine serves prefills back to back, so
     with X requests per second a prefill waits as in an M/D/1 queue of service Delta (closed form)."""
-    _, delta, prefill_s, _, _ = balance.at(0.0)
+    _, delta, prefill_s, _, _, _ = balance.at(0.0)
     lo, hi = 0.0, 1.0 / delta
     outside = api_latency_s if clients <= n_max else 0.0
     for _ in range(_BISECTIONS):

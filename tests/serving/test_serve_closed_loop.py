@@ -160,3 +160,17 @@ def test_benchmark_rounds_below_one_is_refused(llama):
     from llm_analysis.errors import ConfigError
     with pytest.raises(ConfigError, match="benchmark_rounds = 0.5"):
         llama[()].serve(concurrency=8, input_len=512, output_len=64, num_requests=0, benchmark_rounds=0.5)
+
+
+def test_step_in_progress_is_the_length_biased_residual():
+    """A request arriving at a random moment waits for the rest of the step in progress: E[S^2] / (2 E[S])
+    over the engine's steps (renewal theory), not half the mean step. By hand: each second holds two
+    prefill-carrying steps of 0.1 s (2 prefills a second) and 80 decode steps of 0.01 s, 82 steps:
+    E[S] = 1 / 82, E[S^2] = (2 x 0.01 + 80 x 0.0001) / 82 = 0.028 / 82, so the wait is 0.028 / 2 = 0.014 s
+    (half a decode step would be 0.005 s, half the mean step 0.0061 s). Alone, a request waits for no step."""
+    from llm_analysis.serving.steady_state import _in_progress
+    assert _in_progress(0.01, [0.1], 2.0, resident=8) == pytest.approx(0.014, rel=1e-12)
+    assert _in_progress(0.01, [0.06, 0.04], 2.0, resident=8) == pytest.approx(
+        (2 * (0.06 ** 2 + 0.04 ** 2) + 80 * 0.01 ** 2) / 2, rel=1e-12)  # a prefill in two chunks: 80 decode steps
+    assert _in_progress(0.01, [0.1], 0.0, resident=8) == pytest.approx(0.005, rel=1e-12)
+    assert _in_progress(0.01, [0.1], 2.0, resident=1) == 0.0

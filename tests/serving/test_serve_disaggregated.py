@@ -101,3 +101,23 @@ def test_bad_pools_name_the_field(analysis_builder, spec, named):
     with pytest.raises(ConfigError) as err:
         a.serve(concurrency=8, input_len=256, output_len=16, disaggregated=spec)
     assert named in str(err.value)
+
+
+def test_prefill_batch_is_what_the_token_budget_holds(analysis_builder):
+    """A prefill rank's engine takes every waiting prompt within its token budget, whatever smaller
+    batch_size the pool states: vLLM on an H100 has max_num_batched_tokens 8192 (vllm profile), so
+    prompts of 2048 tokens go 8192 // 2048 = 4 to a batch when 2 prefill workers serve 64 clients
+    (32 a rank, more than 4 waiting); a larger batch_size (6) is taken as stated; with 4 clients a rank
+    has only 2 to batch."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+
+    def batch(clients, prefill_batch):
+        pools = _pools()
+        if prefill_batch is not None:
+            pools["prefill"]["batch_size"] = prefill_batch
+        return a.serve(concurrency=clients, input_len=IN, output_len=OUT, disaggregated=pools)["prefill_batch_size"]
+
+    assert batch(64, None) == 4
+    assert batch(64, 1) == 4
+    assert batch(64, 6) == 6
+    assert batch(4, 1) == 2
