@@ -114,28 +114,39 @@ class MixerOps:
         return ops
 
     # ------------------------------------------------------------------ state
-    def mixer_state_elems_per_seq_per_gpu(self, kind: LayerKind) -> float:
-        """(conv state, SSM state) elements one sequence keeps in one layer on one GPU."""
+    def mixer_state_elems_per_seq_per_gpu(self, kind: LayerKind) -> Tuple[float, float]:
+        """(conv state, recurrent state) elements one sequence keeps in one layer on one GPU."""
         m = self.model
         k = m.mixer_conv_kernel
         if kind.attention == "mamba":
             d = m.ssm_inner_dim // self.tp
-            return float(d * k + d * m.ssm_state_size)
+            return float(d * k), float(d * m.ssm_state_size)
         if kind.attention == "mamba2":
             heads = m.ssm_num_heads // self.tp
             conv_dim = m.ssm_inner_dim // self.tp + 2 * self._ssm_groups_per_gpu() * m.ssm_state_size
-            return float(conv_dim * k + heads * (m.ssm_inner_dim // m.ssm_num_heads) * m.ssm_state_size)
+            return float(conv_dim * k), float(heads * (m.ssm_inner_dim // m.ssm_num_heads) * m.ssm_state_size)
         if kind.attention == "short_conv":
-            return float(m.hidden_dim // self.tp * k)
+            return float(m.hidden_dim // self.tp * k), 0.0
         if kind.attention in ("gated_delta_net", "kda"):
             heads = m.gdn_num_value_heads // self.tp
-            return float(self._gdn_conv_dim() // self.tp * k + heads * m.gdn_key_head_dim * m.gdn_value_head_dim)
-        return 0.0
+            return float(self._gdn_conv_dim() // self.tp * k), float(heads * m.gdn_key_head_dim * m.gdn_value_head_dim)
+        return 0.0, 0.0
+
+    @property
+    def recurrent_state_bytes(self) -> float:
+        """Bytes per element of the recurrent state: the model's own dtype when it fixes one
+        (Nemotron-H keeps it in float32), else the KV cache's, like the conv state."""
+        width = self.model.ssm_state_dtype_bytes
+        return self.kv_bytes if width is None else width
 
     def mixer_state_bytes_per_seq_per_gpu(self, groups: Dict[LayerKind, int]) -> float:
         """State bytes of one sequence over the mixer layers of `groups` on one GPU."""
-        return sum(n * self.mixer_state_elems_per_seq_per_gpu(k) * self.kv_bytes
-                   for k, n in groups.items() if k.is_mixer)
+        total = 0.0
+        for kind, n in groups.items():
+            if kind.is_mixer:
+                conv, recurrent = self.mixer_state_elems_per_seq_per_gpu(kind)
+                total += n * (conv * self.kv_bytes + recurrent * self.recurrent_state_bytes)
+        return total
 
     def _ssm_groups_per_gpu(self) -> int:
         return max(self.model.ssm_num_groups // self.tp, 1)
@@ -156,20 +167,22 @@ class MixerOps:
                    for o in ops if o.kind != "collective")
 
     # ---------------------------------------------------------------- builders
-    def _state_bytes(self, phase: Phase, elems_per_seq: float) -> tuple:
+    def _state_bytes(self, phase: Phase, elems_per_seq: float, bytes_per_elem: float) -> tuple:
         """(read, written) state bytes: read when continuing a context, written after
         every inference pass (a training pass keeps none)."""
-        per = phase.batch * elems_per_seq * self.kv_bytes
+        per = phase.batch * elems_per_seq * bytes_per_elem
         return (per if phase.past_len > 0 else 0.0), (per if phase.name != "train" else 0.0)
 
     def _mixer_op(self, name: str, kind: str, phase: Phase, params: int, flops: float, channels_gpu: float,
-                  read_elems: float, state_elems: float = 0.0, shapes: str = "", replicated: bool = False) -> Operator:
+                  read_elems: float, state_elems: float = 0.0, shapes: str = "", replicated: bool = False,
+                  recurrent: bool = False) -> Operator:
         """An operator of the mixer with `params` weights (split over TP unless
         `replicated`), `flops` (whole model, split over TP), reading `read_elems`
         activations per token and writing `channels_gpu` per token on one GPU, with
-        `state_elems` per sequence."""
+        `state_elems` per sequence (the recurrent state when `recurrent`, else the conv state)."""
         params_gpu = params if replicated else params / self.tp
-        state_read, state_written = self._state_bytes(phase, state_elems)
+        state_read, state_written = self._state_bytes(
+            phase, state_elems, self.recurrent_state_bytes if recurrent else self.kv_bytes)
         return Operator(
             name=name, group=_GROUP, kind=kind, params=params, params_per_gpu=params_gpu,
             weight_bytes_per_gpu=params_gpu * self.w_bytes, flops=flops, flops_per_gpu=flops / self.tp,
@@ -216,7 +229,7 @@ class MixerOps:
         ops.append(self._matmul("dt_proj", _GROUP, phase, t, r, d, True, shard=tp))
         # A (d x N) and D (d); FlopCounterMode counts the read-out C h_t (a matmul per token)
         ops.append(self._mixer_op("selective_scan", "scan", phase, d * n + d, 2.0 * t * d * n, d_gpu,
-                                  3 * d_gpu + 2 * n, state_elems=d_gpu * n,
+                                  3 * d_gpu + 2 * n, state_elems=d_gpu * n, recurrent=True,
                                   shapes=f"{d} channels x N={n} x {phase.q_len} steps"))
         ops.append(self._matmul("out_proj", _GROUP, phase, t, d, h, m.mixer_proj_bias, shard=tp, shard_input=True))
         return ops
@@ -238,7 +251,7 @@ class MixerOps:
         p = d // heads
         scan = self._mixer_op("ssd_scan", "scan", phase, 3 * heads, self.ssd_flops(phase.batch, phase.q_len,
                               phase.past_len), d_gpu, conv_gpu + heads_gpu, state_elems=heads_gpu * p * n,
-                              shapes=f"{heads} heads x P={p} x N={n}, chunk {m.ssm_chunk_size}")
+                              recurrent=True, shapes=f"{heads} heads x P={p} x N={n}, chunk {m.ssm_chunk_size}")
         # A_log, D and dt_bias per head: split with the heads
         ops.append(scan)
         if m.ssm_gated_norm:  # RMSNorm(x * silu(z)) over groups of the inner width, weights split over TP
@@ -318,7 +331,7 @@ class MixerOps:
             self._conv_op(phase, conv_dim, conv_gpu),
             self._mixer_op("gated_delta_rule", "scan", phase, rule_params,
                            self.gated_delta_flops(phase.batch, phase.q_len, phase.past_len, kda), value_gpu,
-                           conv_gpu + 2 * heads_gpu, state_elems=heads_gpu * m.gdn_key_head_dim * v,
+                           conv_gpu + 2 * heads_gpu, state_elems=heads_gpu * m.gdn_key_head_dim * v, recurrent=True,
                            shapes=f"{heads} heads x K={m.gdn_key_head_dim} x V={v}, chunk {m.gdn_chunk_size}"),
             # RMSNorm(o) * silu(z) per head, one weight of the value width shared by the heads
             self._mixer_op("gated_norm", "norm", phase, v, 0.0, value_gpu, 2 * value_gpu,

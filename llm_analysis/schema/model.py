@@ -152,6 +152,9 @@ class ModelConfig(StrictModel):
     ssm_gated_norm: bool = True  # Mamba-2's gated RMSNorm (ssm_inner_dim weights) before out_proj
     mixer_conv_kernel: int = 4  # width of the causal depthwise convolution (d_conv, LFM2 L_cache)
     mixer_conv_bias: bool = True  # bias of that convolution
+    # bytes per element of the recurrent state (Mamba SSM / delta-rule state, not the conv state) when the
+    # model fixes its dtype (Nemotron-H's mamba_ssm_cache_dtype, which vLLM follows); None: the KV cache's
+    ssm_state_dtype_bytes: Optional[float] = None
     mixer_proj_bias: bool = False  # bias of the mixer's in_proj and out_proj
     gdn_num_key_heads: Optional[int] = None  # gated delta net: query/key heads
     gdn_num_value_heads: Optional[int] = None  # value heads (a multiple of the key heads)
@@ -273,6 +276,7 @@ class ModelConfig(StrictModel):
         check_encoder_fields(self)
         check_layer_attention_fields(self)
         self._check_latent_moe()
+        self._check_state_dtype()
         return self
 
     def _check_signs(self) -> None:
@@ -429,6 +433,18 @@ class ModelConfig(StrictModel):
             raise ValueError(f"field 'moe_latent_dim' = {self.moe_latent_dim} is the width the routed experts "
                              f"run in, but moe_num_experts = {self.moe_num_experts} (no routed experts): set "
                              "moe_num_experts > 1 or moe_latent_dim=None")
+
+    def _check_state_dtype(self) -> None:
+        """A recurrent-state dtype needs mixer layers that keep a state, and a real dtype width."""
+        width = self.ssm_state_dtype_bytes
+        if width is None:
+            return
+        if width not in (1, 2, 4, 8):
+            raise ValueError(f"field 'ssm_state_dtype_bytes' = {width!r} must be 1, 2, 4 or 8 (bytes per element "
+                             "of the recurrent state) or None (the KV cache's dtype)")
+        if not self.mixer_kinds - {"short_conv"}:
+            raise ValueError(f"field 'ssm_state_dtype_bytes' = {width!r} sizes a recurrent state, but layer_types "
+                             "holds no mamba / mamba2 / gated_delta_net / kda layer: set it to None")
 
     def _check_mixers(self) -> None:
         """Mixer shapes: what each mixer kind in `layer_types` needs, filled or refused."""

@@ -158,6 +158,23 @@ def _nemotron_h_inner(src: Src, f: Fields, what: str) -> None:
         f["ssm_inner_dim"] = heads * width
 
 
+# dtype names a config may give its recurrent state, and their bytes per element ("auto": the KV cache's)
+_STATE_DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "float16": 2, "auto": None}
+
+
+def _nemotron_h_state_dtype(src: Src, f: Fields, what: str) -> None:
+    """mamba_ssm_cache_dtype: the dtype of the SSM state cache. vLLM keeps NemotronH's SSM state
+    in it (NemotronHForCausalLMConfig sets the engine's mamba_ssm_cache_dtype from the config);
+    the conv state stays in the KV cache's dtype."""
+    name = src.get("mamba_ssm_cache_dtype", default=None)
+    if name is None or "mamba2" not in (f.get("layer_types") or ()):  # no Mamba layer: no SSM state
+        return
+    if name not in _STATE_DTYPE_BYTES:
+        raise UnsupportedArchitecture(f"{what}: mamba_ssm_cache_dtype = {name!r} is not a state dtype llm-analysis "
+                                      f"knows; valid: {sorted(_STATE_DTYPE_BYTES)}")
+    f["ssm_state_dtype_bytes"] = _STATE_DTYPE_BYTES[name]
+
+
 def _falcon_h1_biases(src: Src, f: Fields, what: str) -> None:
     """FalconH1Mixer: in_proj's bias is mamba_proj_bias, out_proj's projectors_bias."""
     a, b = bool(src.get("mamba_proj_bias", default=False)), bool(src.get("projectors_bias", default=False))
@@ -271,7 +288,7 @@ HYBRID_FAMILIES: Dict[str, Family] = {
          "ssm_num_heads": Req("mamba_num_heads"), "ssm_num_groups": Req("n_groups"), "ssm_chunk_size": Req("chunk_size"),
          "mixer_conv_kernel": Req("conv_kernel"), "mixer_conv_bias": Flag("use_conv_bias", default=True),
          "mixer_proj_bias": Flag("use_bias", default=False)},
-        steps=(_nemotron_h_layers, _nemotron_h_inner)),
+        steps=(_nemotron_h_layers, _nemotron_h_inner, _nemotron_h_state_dtype)),
     # OLMo hybrid (OlmoHybridDecoderLayer): gated DeltaNet layers (q/k/v/g/a/b as separate
     # bias-free projections, the same shapes as the merged ones; conv without bias) and
     # OLMo-2-style attention (q/k RMSNorm over all heads, norms after attention and MLP)
