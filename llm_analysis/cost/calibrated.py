@@ -96,6 +96,8 @@ class CalibratedCostModel(CostModel):
         self._fp8 = _is_fp8(dtype)
         # fp8 training casts each GEMM operand in a kernel of its own (training/fp8_casts.py)
         self.times_fp8_training_casts = self._fp8
+        # the loss over the vocabulary runs element-wise float32 kernels (training/loss.py)
+        self.times_training_loss = True
         self._num_sms = profile.num_sms(gpu.name)
         # a training step's kernels compute below the benchmarks' rate (module docstring)
         self._compute_share = v.get("training_compute_efficiency", 1.0) if training else 1.0

@@ -121,6 +121,8 @@ class CostModel:
     # Whether training runs separate FP8 cast kernels beside its GEMMs (training/fp8_casts.py):
     # a framework's cost, not the work's, so no roofline (a lower bound) charges them
     times_fp8_training_casts = False
+    # Whether training times the cross-entropy passes over the logits (training/loss.py): likewise
+    times_training_loss = False
 
     # -------------------------------------------------------- collectives
     _STRIDE_GROUPS = ("tp", "cp", "pp", "dp", "dp_replicate", "ep", "edp")

@@ -99,6 +99,7 @@ from llm_analysis.schema.options import ActivationRecomputation, DSZeRO
 from llm_analysis.training.batch import config_batch_size_and_gradient_accumulation_steps
 from llm_analysis.training.dp import dp_times
 from llm_analysis.training.fp8_casts import fp8_cast_s
+from llm_analysis.training.loss import loss_s
 from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
 from llm_analysis.training.memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
 from llm_analysis.training.request import TrainingRequest, check_request
@@ -122,6 +123,8 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
         if analysis.cost_model.times_fp8_training_casts and req.lora is None:
             for st in stages:
                 st.fp8_cast = fp8_cast_s(analysis, st.index, b, x, req.rc)
+        if analysis.cost_model.times_training_loss:
+            stages[-1].loss = loss_s(analysis, stages[-1].index, b, x)
         return stages
     return analysis.describer.cost_memo(analysis.cost_model, key, build)
 
@@ -262,6 +265,8 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
         breakdown["latency_per_iter_cp_comm"] = m * 2 * bott.cp_fwd
     if analysis.cost_model.times_fp8_training_casts and req.lora is None:  # (a key only then)
         breakdown["latency_per_iter_fp8_casts"] = m * bott.fp8_cast
+    if analysis.cost_model.times_training_loss:  # (a key only then)
+        breakdown["latency_per_iter_loss"] = m * bott.loss
     return {"breakdown": breakdown, "latency_per_iter": sum(breakdown.values()), "t_mb": t_mb, "bottleneck": bott,
             "dp_total": dp_total, "dp_exposed": dp_exposed}
 

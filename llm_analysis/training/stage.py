@@ -44,6 +44,7 @@ class Stage:
     cp_fwd: float = 0.0  # exposed context-parallel K/V exchange (operators/context_parallel.py)
     tp_bwd_hidden: float = 0.0  # backward TP collectives under weight-gradient GEMMs (overheads_tp.py)
     fp8_cast: float = 0.0  # FP8 training's cast kernels (fp8_casts.py; calibrated models only)
+    loss: float = 0.0  # the cross-entropy passes over the logits (loss.py; last stage, calibrated models only)
     flops_fwd: float = 0.0  # whole-model (unsharded) FLOPs of this stage's ops
     flops_bwd: float = 0.0
     flops_rc: float = 0.0
@@ -66,7 +67,7 @@ class Stage:
     @property
     def micro_batch_time(self) -> float:
         return (self.fwd_compute + self.bwd_compute + self.rc_compute + self.rc_comm
-                + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden + self.fp8_cast)
+                + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden + self.fp8_cast + self.loss)
 
     def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool, masked_flops: float = 0.0,
                     is_attention: bool = False) -> None:
