@@ -55,7 +55,7 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
 from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
-from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape
+from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape, flash_backward_rate
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
@@ -193,6 +193,10 @@ class CalibratedCostModel(CostModel):
     def kernel_split_s(self, flops: float, bytes_moved: float) -> Tuple[float, float]:
         """A kernel known only by its FLOPs and bytes: a large matmul's plateau, streaming bytes."""
         return self._split(flops / (self._peak * self._plateau), self._stream_s(bytes_moved, self._hbm_eff))
+
+    def attention_backward_slowdown(self, seq_len: float) -> float:
+        """The flash backward runs below its forward's rate (`gemm.flash_backward_rate`, measured kernels)."""
+        return 1.0 / flash_backward_rate(max(1.0, seq_len))
 
     def memory_pass_s(self, bytes_moved: float) -> float:
         """A pass that only streams bytes (the optimizer step, fp8 casts): at least one kernel floor."""
