@@ -123,9 +123,10 @@ def test_sequence_parallel_ranks_cast_their_own_sequence_shard():
 
 
 def test_the_casts_join_each_micro_batch():
-    """One stage, no TP: a micro-batch is its forward, backward and cast passes."""
+    """One stage, no TP: a micro-batch is its forward, backward and cast passes (and the loss's
+    cross-entropy passes over the logits, training/loss.py)."""
     r = _analysis().training(**KW)
     parts = (r["latency_per_iter_fwd_compute"] + r["latency_per_iter_bwd_compute"]
-             + r["latency_per_iter_fp8_casts"]) / M_STEPS
+             + r["latency_per_iter_fp8_casts"] + r["latency_per_iter_loss"]) / M_STEPS
     assert r["latency_per_iter_fp8_casts"] > 0
     assert r["latency_per_micro_batch"] == pytest.approx(parts, rel=1e-12)
