@@ -48,6 +48,7 @@ class Stage:
     # the attention backward's time per executed FLOP over its forward's (calibrated models: above 1)
     attention_backward_slowdown: float = 1.0
     fp8_cast: float = 0.0  # FP8 training's cast kernels (fp8_casts.py; calibrated models only)
+    fp8_weight_cast: float = 0.0  # of them, the weight casts made once per iteration (not per micro-batch)
     loss: float = 0.0  # the cross-entropy passes over the logits (loss.py; last stage, calibrated models only)
     flops_fwd: float = 0.0  # whole-model (unsharded) FLOPs of this stage's ops
     flops_bwd: float = 0.0
