@@ -314,7 +314,9 @@ def case_dgxc(rec: dict) -> Case:
     layout. NeMo's performance recipes run the distributed optimizer with fp32 gradient reduction,
     overlap the gradient reduce-scatter and parameter all-gather with compute
     (overlap_grad_reduce / overlap_param_gather) and the TP collectives with the GEMMs
-    (tp_comm_overlap, userbuffers); sequence parallelism whenever tp > 1. JAX (MaxText / Paxml)
+    (tp_comm_overlap, userbuffers); sequence parallelism whenever tp > 1. Megatron-Core's
+    TransformerEngine layers pass `is_first_microbatch`, so FP8 runs cast each weight once per
+    iteration (`fp8_weight_cast_per_iteration`, training/fp8_casts.py). JAX (MaxText / Paxml)
     rows state no Megatron layout and are skipped."""
     s, notes = rec["setup"], []
     if s.get("tp") is None or "step_time_s" not in rec["measured"]:
@@ -336,7 +338,8 @@ def case_dgxc(rec: dict) -> Case:
     kw_train = dict(batch_size_per_gpu=mb, global_batch_size=gbs, seq_len=_int(s, "seq_len"),
                     pipeline_interleave=s.get("vp") or 1, layernorm_dtype_bytes=2,
                     activation_recomputation=ActivationRecomputation.NONE, distributed_optimizer=True,
-                    grad_reduce_in_fp32=True, overlap_dp_comm=True, overlap_tp_comm=True)
+                    grad_reduce_in_fp32=True, overlap_dp_comm=True, overlap_tp_comm=True,
+                    fp8_weight_cast_per_iteration=True)
 
     def run(kw: dict) -> float:
         return LLMAnalysis(model, gpu, dtype, par, **kw).training(**kw_train)["latency_per_iter"]

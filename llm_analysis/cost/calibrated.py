@@ -55,7 +55,7 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
 from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
-from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape
+from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape, flash_backward_rate
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
@@ -96,6 +96,8 @@ class CalibratedCostModel(CostModel):
         self._fp8 = _is_fp8(dtype)
         # fp8 training casts each GEMM operand in a kernel of its own (training/fp8_casts.py)
         self.times_fp8_training_casts = self._fp8
+        # the loss over the vocabulary runs element-wise float32 kernels (training/loss.py)
+        self.times_training_loss = True
         self._num_sms = profile.num_sms(gpu.name)
         # a training step's kernels compute below the benchmarks' rate (module docstring)
         self._compute_share = v.get("training_compute_efficiency", 1.0) if training else 1.0
@@ -191,6 +193,10 @@ class CalibratedCostModel(CostModel):
     def kernel_split_s(self, flops: float, bytes_moved: float) -> Tuple[float, float]:
         """A kernel known only by its FLOPs and bytes: a large matmul's plateau, streaming bytes."""
         return self._split(flops / (self._peak * self._plateau), self._stream_s(bytes_moved, self._hbm_eff))
+
+    def attention_backward_slowdown(self, seq_len: float) -> float:
+        """The flash backward runs below its forward's rate (`gemm.flash_backward_rate`, measured kernels)."""
+        return 1.0 / flash_backward_rate(max(1.0, seq_len))
 
     def memory_pass_s(self, bytes_moved: float) -> float:
         """A pass that only streams bytes (the optimizer step, fp8 casts): at least one kernel floor."""

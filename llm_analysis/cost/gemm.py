@@ -152,6 +152,21 @@ def flash_prefill_efficiency(seq_len: int, profile: Profile) -> float:
     return profile.attn_prefill_efficiency * seq_len / (seq_len + profile.attn_prefill_half_seq)
 
 
+# The flash-attention backward computes below its forward's FLOP rate: it recomputes the scores, keeps
+# dQ, dK and dV accumulators and writes dQ with atomics or a second pass. Shah et al. 2024
+# (FlashAttention-3, arXiv 2407.08608) plot forward and backward TFLOP/s of FlashAttention-2, cuDNN
+# and FlashAttention-3 on H100 SXM5 (head dim 128, no causal mask, sequence 512 to 16k); backward /
+# forward rate, mean of the three kernels: 0.66, 0.74, 0.79, 0.84, 0.86, 0.87 at 512, 1k, 2k, 4k, 8k,
+# 16k (each kernel within 0.05 of the mean from 1k on). Least squares of R x s / (s + H) on them:
+FLASH_BACKWARD_RATE_PLATEAU = 0.872
+FLASH_BACKWARD_RATE_HALF_SEQ = 175.0
+
+
+def flash_backward_rate(seq_len: float) -> float:
+    """The flash-attention backward's FLOP rate over its forward's at this query length (per GPU)."""
+    return FLASH_BACKWARD_RATE_PLATEAU * seq_len / (seq_len + FLASH_BACKWARD_RATE_HALF_SEQ)
+
+
 def attention_prefill_time_s(flops: float, seq_len: int, bytes_moved: float, peak_flops: float,
                              hbm_bytes_per_s: float, profile: Profile, *, launch: str = "graph") -> float:
     compute_s = flops / (peak_flops * flash_prefill_efficiency(seq_len, profile))

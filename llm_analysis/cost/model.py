@@ -118,9 +118,16 @@ class CostModel:
         """A pass that only streams bytes through HBM (optimizer step)."""
         return self.kernel_split_s(0.0, bytes_moved)[1]
 
+    def attention_backward_slowdown(self, seq_len: float) -> float:
+        """The flash-attention backward's time per executed FLOP over its forward's, at a query length
+        of `seq_len` per GPU: 1 here (a bound runs every kernel at its peak rate)."""
+        return 1.0
+
     # Whether training runs separate FP8 cast kernels beside its GEMMs (training/fp8_casts.py):
     # a framework's cost, not the work's, so no roofline (a lower bound) charges them
     times_fp8_training_casts = False
+    # Whether training times the cross-entropy passes over the logits (training/loss.py): likewise
+    times_training_loss = False
 
     # -------------------------------------------------------- collectives
     _STRIDE_GROUPS = ("tp", "cp", "pp", "dp", "dp_replicate", "ep", "edp")

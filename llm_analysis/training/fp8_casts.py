@@ -17,11 +17,13 @@ Each is one memory-bound pass at the calibrated model's HBM rate and kernel floo
 stays in 16 bits (TE's DotProductAttention), as do the embedding and the output head
 (llm-foundry and Megatron keep them out of FP8). Only calibrated models charge these passes
 (`times_fp8_training_casts`): the roofline, a lower bound, times the GEMMs alone. Assumed, not
-modelled: weights are recast every micro-batch (TE caches them across a gradient-accumulation
-window only when the caller passes `is_first_microbatch`), and amax reductions ride inside the
+modelled: amax reductions ride inside the
 cast kernels (they are fused there). The passes join each stage's micro-batch time (training/stage.py
 `fp8_cast`; `latency_per_iter_fp8_casts`, `latency_per_micro_batch`, pipeline bubbles), not
-`latency_fwd`.
+`latency_fwd`. Weights are recast every micro-batch (and by a recomputed forward) unless
+`fp8_weight_cast_per_iteration=True` states that the framework keeps their casts across the
+iteration (TE does when the caller passes `is_first_microbatch`, as Megatron-Core / NeMo do): then
+once per iteration (`Stage.fp8_weight_cast`, in `latency_per_iter_fp8_casts`, not in the micro-batch).
 """
 
 from __future__ import annotations
@@ -80,17 +82,27 @@ def _casts_per_sequence(analysis, stage: int, seq_len: int, rc) -> List[Tuple[in
     return rows
 
 
-def fp8_cast_s(analysis, stage: int, batch: int, seq_len: int, rc) -> float:
-    """Seconds of one micro-batch's FP8 cast passes on pipeline stage `stage` (0.0 unless the
-    cost model times them)."""
+def fp8_cast_s(analysis, stage: int, batch: int, seq_len: int, rc, weights_per_iteration: bool = False
+               ) -> Tuple[float, float]:
+    """(seconds of one micro-batch's FP8 cast passes, seconds of the weight casts made once per
+    iteration) on pipeline stage `stage` ((0.0, 0.0) unless the cost model times them).
+    `weights_per_iteration`: the framework keeps each weight's FP8 cast across the iteration's
+    micro-batches (TransformerEngine's `is_first_microbatch`, which Megatron-Core's TE layers pass:
+    megatron/core/extensions/transformer_engine.py), so a weight is cast once per iteration, also when
+    its layer is recomputed; otherwise every forward casts it again (the micro-batch's share)."""
     cost = analysis.cost_model
     if not cost.times_fp8_training_casts:
-        return 0.0
+        return 0.0, 0.0
     rows = analysis.describer.phase_memo(("fp8_cast_rows", stage, seq_len, rc),  # (the bounded per-shape cache)
                                          lambda: _casts_per_sequence(analysis, stage, seq_len, rc))
     pass_s, per = cost.memory_pass_s, CAST_TRANSPOSE_BYTES_PER_ELEMENT
-    total_s = 0.0
+    micro_batch_s = iteration_s = 0.0
     for n, x, dy, w, recomputed in rows:
-        forward_s = pass_s(per * batch * x) + pass_s(per * w)  # (memory_pass_s(0) is 0: no kernel)
-        total_s += n * (forward_s * (2 if recomputed else 1) + pass_s(per * batch * dy))
-    return total_s
+        again = 2 if recomputed else 1
+        # (memory_pass_s(0) is 0: no kernel)
+        micro_batch_s += n * (pass_s(per * batch * x) * again + pass_s(per * batch * dy))
+        if weights_per_iteration:
+            iteration_s += n * pass_s(per * w)
+        else:
+            micro_batch_s += n * pass_s(per * w) * again
+    return micro_batch_s, iteration_s

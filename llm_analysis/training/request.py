@@ -40,6 +40,7 @@ class TrainingRequest:
     other_op_bytes: Optional[float]
     overlap_dp_comm: Union[bool, float]  # True, False or a share in [0, 1] (zero3.py)
     overlap_tp_comm: Union[bool, str]  # False, True or "backward" (overheads_tp.py)
+    fp8_weight_cast_per_iteration: bool  # FP8 weight casts kept across micro-batches (fp8_casts.py)
     # every validated option above and below, as one cache-key part hashed once per option set
     # (`_options` keeps the set, so a sweep over shapes reuses it): the memory entries' key
     options_key: "HashedKey"
@@ -145,6 +146,7 @@ def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
         master_bytes=float(kw["master_weights_dtype_bytes"]),
         other_op_bytes=_number_or_none(kw["other_op_bytes"], non_negative_number, "other_op_bytes", MAX_DTYPE_BYTES),
         overlap_dp_comm=kw["overlap_dp_comm"], overlap_tp_comm=kw["overlap_tp_comm"],
+        fp8_weight_cast_per_iteration=boolean(kw["fp8_weight_cast_per_iteration"], "fp8_weight_cast_per_iteration"),
         framework=FrameworkMemory.from_kwargs(kw),
         zero3=Zero3Traffic.from_kwargs(kw, rc, ds_zero),
         act_kwargs={k: kw[k] for k in _ACT_ARGS})

@@ -99,6 +99,7 @@ from llm_analysis.schema.options import ActivationRecomputation, DSZeRO
 from llm_analysis.training.batch import config_batch_size_and_gradient_accumulation_steps
 from llm_analysis.training.dp import dp_times
 from llm_analysis.training.fp8_casts import fp8_cast_s
+from llm_analysis.training.loss import loss_s
 from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
 from llm_analysis.training.memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
 from llm_analysis.training.request import TrainingRequest, check_request
@@ -113,7 +114,7 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
     """Every pipeline stage of a micro-batch of b sequences of `seq_len` tokens (default:
     the request's); built once per (cost model, shape, options) and shared (read only)."""
     x = req.seq_len if seq_len is None else seq_len
-    key = ("train_stages", b, x, req.rc, req.lora, req.overlap_tp_comm)
+    key = ("train_stages", b, x, req.rc, req.lora, req.overlap_tp_comm, req.fp8_weight_cast_per_iteration)
 
     def build() -> List[Stage]:  # the phase record made only on a miss (a cache hit is the common case)
         ph = Phase("train", b, x, x)
@@ -121,7 +122,10 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
                   for s in range(analysis.parallelism_config.pp_size)]
         if analysis.cost_model.times_fp8_training_casts and req.lora is None:
             for st in stages:
-                st.fp8_cast = fp8_cast_s(analysis, st.index, b, x, req.rc)
+                st.fp8_cast, st.fp8_weight_cast = fp8_cast_s(analysis, st.index, b, x, req.rc,
+                                                             req.fp8_weight_cast_per_iteration)
+        if analysis.cost_model.times_training_loss:
+            stages[-1].loss = loss_s(analysis, stages[-1].index, b, x)
         return stages
     return analysis.describer.cost_memo(analysis.cost_model, key, build)
 
@@ -261,7 +265,9 @@ def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, 
     if p.cp_size > 1:  # the exposed K/V exchange (a key only when CP is used)
         breakdown["latency_per_iter_cp_comm"] = m * 2 * bott.cp_fwd
     if analysis.cost_model.times_fp8_training_casts and req.lora is None:  # (a key only then)
-        breakdown["latency_per_iter_fp8_casts"] = m * bott.fp8_cast
+        breakdown["latency_per_iter_fp8_casts"] = m * bott.fp8_cast + bott.fp8_weight_cast
+    if analysis.cost_model.times_training_loss:  # (a key only then)
+        breakdown["latency_per_iter_loss"] = m * bott.loss
     return {"breakdown": breakdown, "latency_per_iter": sum(breakdown.values()), "t_mb": t_mb, "bottleneck": bott,
             "dp_total": dp_total, "dp_exposed": dp_exposed}
 
@@ -290,7 +296,7 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
                  grad_reduce_in_fp32: bool = False, grad_bucket_params: float = 0,
                  cuda_context_bytes: float = 0, memory_fragmentation: float = 0,
                  zero3_gather_bytes_per_s: Optional[float] = None,
-                 zero3_recompute_gather: bool = False) -> Dict[str, Any]:
+                 zero3_recompute_gather: bool = False, fp8_weight_cast_per_iteration: bool = False) -> Dict[str, Any]:
     """Training analysis of one iteration and of the whole run (see the module
     docstring for every assumption). Returns a flat dict in base units (bytes,
     seconds, FLOPs, FLOP/s). Raises DoesNotFitError when the layout does not fit
@@ -304,7 +310,9 @@ def run_training(analysis, batch_size_per_gpu: Optional[int] = None, gradient_ac
     `grad_bucket_params`, `cuda_context_bytes`, `memory_fragmentation`
     (training/overheads.py; all off by default); the ZeRO-3 traffic terms
     `zero3_gather_bytes_per_s`, `zero3_recompute_gather` (training/zero3.py; off by
-    default).
+    default); `fp8_weight_cast_per_iteration` (FP8 weight casts kept across the iteration's
+    micro-batches, as Megatron-Core's TransformerEngine layers keep them: training/fp8_casts.py; off
+    by default: every micro-batch casts them).
     """
     kw = dict(locals())
     kw.pop("analysis")

@@ -24,7 +24,9 @@ LAYER_WEIGHT_GROUPS = ("attention", "mlp", "experts")
 # A flash-attention backward executes 2.5x its forward's FLOPs: five matmuls (S = QK^T recomputed,
 # dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q) against the forward's two (QK^T, PV) (Dao 2023,
 # "FlashAttention-2", arXiv 2307.08691, Sec. 4.1: "the backward pass ... 2.5x the FLOPs of the forward").
-# Its time follows the executed work (the forward's rate times 2.5) in both cost models; the counted
+# Its time follows the executed work (the forward's time times 2.5) in both cost models, and in the
+# calibrated one also the backward's lower FLOP rate (`cost_model.attention_backward_slowdown`,
+# cost/gemm.py `flash_backward_rate`: 0.79 of the forward's at 2k tokens, 0.87 at 16k); the counted
 # backward FLOPs keep the conventions' 2x (Megatron / NeMo / torchtitan MFU, FlopCounterMode).
 FLASH_BACKWARD_OVER_FORWARD = 2.5
 
@@ -43,7 +45,11 @@ class Stage:
     ep_fwd: float = 0.0
     cp_fwd: float = 0.0  # exposed context-parallel K/V exchange (operators/context_parallel.py)
     tp_bwd_hidden: float = 0.0  # backward TP collectives under weight-gradient GEMMs (overheads_tp.py)
+    # the attention backward's time per executed FLOP over its forward's (calibrated models: above 1)
+    attention_backward_slowdown: float = 1.0
     fp8_cast: float = 0.0  # FP8 training's cast kernels (fp8_casts.py; calibrated models only)
+    fp8_weight_cast: float = 0.0  # of them, the weight casts made once per iteration (not per micro-batch)
+    loss: float = 0.0  # the cross-entropy passes over the logits (loss.py; last stage, calibrated models only)
     flops_fwd: float = 0.0  # whole-model (unsharded) FLOPs of this stage's ops
     flops_bwd: float = 0.0
     flops_rc: float = 0.0
@@ -66,7 +72,7 @@ class Stage:
     @property
     def micro_batch_time(self) -> float:
         return (self.fwd_compute + self.bwd_compute + self.rc_compute + self.rc_comm
-                + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden + self.fp8_cast)
+                + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden + self.fp8_cast + self.loss)
 
     def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool, masked_flops: float = 0.0,
                     is_attention: bool = False) -> None:
@@ -74,7 +80,8 @@ class Stage:
         its backward `bwd` times the forward (FLOPs as counted: 2x; an attention kernel's
         backward time 2.5x, FLASH_BACKWARD_OVER_FORWARD)."""
         self.fwd_compute += t
-        self.bwd_compute += (FLASH_BACKWARD_OVER_FORWARD if is_attention and bwd == 2.0 else bwd) * t
+        attention = is_attention and bwd == 2.0
+        self.bwd_compute += (FLASH_BACKWARD_OVER_FORWARD * self.attention_backward_slowdown if attention else bwd) * t
         self.flops_fwd += flops
         self.flops_bwd += bwd * flops
         self.masked_flops_fwd += masked_flops
@@ -92,6 +99,12 @@ class Stage:
         return (self.flops_fwd + self.flops_bwd + self.flops_rc
                 - 3.0 * self.masked_flops_fwd - self.masked_flops_rc
                 + (FLASH_BACKWARD_OVER_FORWARD - 2.0) * self.attention_executed_flops_fwd)
+
+
+def _attention_backward_slowdown(analysis, ph: Phase) -> float:
+    """The cost model's attention-backward slowdown at the query length each GPU's kernel sees (the
+    sequence over the context-parallel ranks)."""
+    return analysis.cost_model.attention_backward_slowdown(ph.q_len / analysis.parallelism_config.cp_size)
 
 
 def _backward_factor(op: Operator, lora: Optional[LoRAConfig]) -> float:
@@ -210,13 +223,15 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
         if group in comm:
             comm[group] += every * t
         comm["recomputed"] += recomputed * t
-    # (backward: 2x the forward, input and weight gradients; attention 2.5x: as `add_compute` without LoRA)
-    bwd = 2.0 * fwd + (FLASH_BACKWARD_OVER_FORWARD - 2.0) * attn_fwd
+    # (backward: 2x the forward, input and weight gradients; attention 2.5x at its slower rate: as
+    # `add_compute` without LoRA)
+    slowdown = _attention_backward_slowdown(analysis, ph)
+    bwd = 2.0 * fwd + (FLASH_BACKWARD_OVER_FORWARD * slowdown - 2.0) * attn_fwd
     return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=bwd, rc_compute=rc_compute,
                                rc_comm=comm["recomputed"], tp_fwd=comm["tp"], ep_fwd=comm["ep"], cp_fwd=comm["cp"],
                                flops_fwd=flops_fwd, flops_bwd=2.0 * flops_fwd, flops_rc=flops_rc,
                                masked_flops_fwd=masked_fwd, masked_flops_rc=masked_rc,
-                               attention_executed_flops_fwd=attn_executed)
+                               attention_executed_flops_fwd=attn_executed, attention_backward_slowdown=slowdown)
 
 
 def _stage_roles(table, rc: ActivationRecomputation):
@@ -252,7 +267,8 @@ def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: 
     if table is not None:
         st = _table_stage(analysis, table, ph, s, rc)
     else:
-        st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()))
+        st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()),
+                   attention_backward_slowdown=_attention_backward_slowdown(analysis, ph))
         for is_layer, n, op, t, flops in _rows(analysis, ph, s, lora):
             recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
             _add_time(st, op, n, t, flops, recomputed, lora)

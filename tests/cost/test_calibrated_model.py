@@ -95,9 +95,10 @@ _REFIT = ("issue 27 refit on measured operators (flash backward timed at 2.5x th
 PUBLISHED = ("megatron2021-t1-76.1b", "megatron2021-t1-310.1b", "korthikanti2022-22b-fullrecompute",
              "gptfast-llama-2-7b-bf16-tp1", "gptfast-llama-3-1-8b-bf16-tp8", "gptfast-llama-3-1-70b-8-bit-1gpu",
              "gptfast-llama-2-70b-4-bit-g-32-1gpu",
-             pytest.param("mpt-h100-80gb-fp8-1b-s32768-g8", marks=pytest.mark.xfail(strict=True, reason=_REFIT.format(
-                 "a 1B model at 32k tokens, attention-bound, comes out 0.75x of measured with llm-foundry's "
-                 "FlashAttention-2-generation kernel on H100 (was 0.51x with the measured TensorRT-LLM kernel)"))),
+             # (was an expected failure at 0.75x of measured: a 1B model at 32k tokens is attention-bound, and
+             # since the flash backward runs at its measured rate below the forward's (cost/gemm.py
+             # flash_backward_rate) and the loss passes are timed (training/loss.py) it is within 30%)
+             "mpt-h100-80gb-fp8-1b-s32768-g8",
              "trtllm-v05-ttft-h100-sxm5-80gb-llama-70b-tp4-i2048")
 
 
@@ -112,8 +113,9 @@ def test_calibrated_prediction_of_published_records(rows, accuracy, rid):
     assert row[4] <= row[3] <= row[5] * 1.3  # the roofline stays below
 
 
+# (an expected failure at 11% / 25% until the loss passes and the flash backward's rate were timed:
+# report half 10% / 25% since, docs/validation.md)
 @needs_records
-@pytest.mark.xfail(strict=True, reason=_REFIT.format("report half median 11%, p90 25%"))
 def test_report_half_error_targets(rows):
     errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report")
     assert statistics.median(errs) <= 0.10  # median as accuracy.py prints it (10% target; measured 9%)

@@ -123,9 +123,44 @@ def test_sequence_parallel_ranks_cast_their_own_sequence_shard():
 
 
 def test_the_casts_join_each_micro_batch():
-    """One stage, no TP: a micro-batch is its forward, backward and cast passes."""
+    """One stage, no TP: a micro-batch is its forward, backward and cast passes (and the loss's
+    cross-entropy passes over the logits, training/loss.py)."""
     r = _analysis().training(**KW)
     parts = (r["latency_per_iter_fwd_compute"] + r["latency_per_iter_bwd_compute"]
-             + r["latency_per_iter_fp8_casts"]) / M_STEPS
+             + r["latency_per_iter_fp8_casts"] + r["latency_per_iter_loss"]) / M_STEPS
     assert r["latency_per_iter_fp8_casts"] > 0
     assert r["latency_per_micro_batch"] == pytest.approx(parts, rel=1e-12)
+
+
+def _split_casts_s(recompute_all: bool = False, layers: int = L_, h: int = H_, seq_len: int = S_):
+    """(per micro-batch: inputs (again when recomputed) and output gradients; per iteration: each
+    weight once) when the framework keeps the weights' casts across micro-batches."""
+    tokens = B * seq_len
+    micro_batch = iteration = 0.0
+    for k, n, input_cast, _ in _layer_linears(h):
+        micro_batch += _pass_s(4 * tokens * k if input_cast else 0) * (2 if recompute_all else 1) \
+            + _pass_s(4 * tokens * n)
+        iteration += _pass_s(4 * k * n)
+    return layers * micro_batch, layers * iteration
+
+
+@pytest.mark.parametrize("mode, everything", [(R.NONE, False), (R.FULL, True)])
+def test_weights_cast_once_per_iteration_when_the_framework_keeps_them(mode, everything):
+    """Megatron-Core's TransformerEngine layers pass is_first_microbatch: a weight's FP8 cast is
+    made by the iteration's first micro-batch and reused by the others (and by recomputation)."""
+    r = _analysis().training(**KW, activation_recomputation=mode, fp8_weight_cast_per_iteration=True)
+    per_micro_batch, per_iteration = _split_casts_s(recompute_all=everything)
+    assert r["latency_per_iter_fp8_casts"] == pytest.approx(M_STEPS * per_micro_batch + per_iteration, rel=1e-12)
+    # the iteration is still the sum of its parts; the once-per-iteration casts are not in a micro-batch
+    informative = ("latency_per_iter_dp_comm_total", "latency_per_iter_dp_comm_hidden", "latency_per_iter_using_flops",
+                   "latency_per_iter_lower_bound")
+    assert r["latency_per_iter"] == pytest.approx(
+        sum(v for key, v in r.items() if key.startswith("latency_per_iter_") and key not in informative), rel=1e-12)
+    every = _analysis().training(**KW, activation_recomputation=mode)
+    assert r["latency_per_micro_batch"] < every["latency_per_micro_batch"]
+
+
+def test_the_weight_cast_statement_must_be_a_boolean():
+    from llm_analysis.errors import ConfigError
+    with pytest.raises(ConfigError, match="fp8_weight_cast_per_iteration"):
+        _analysis().training(**KW, fp8_weight_cast_per_iteration="sometimes")
