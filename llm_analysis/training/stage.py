@@ -197,10 +197,11 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     figures = table.figure_array(ph.batch, ph.q_len)
     split = analysis.cost_model.table_split_s(table, figures, ph.q_len)
     kernels, collectives = _stage_roles(table, rc)
-    # sums over [all kernels, recomputed kernels, attention kernels] of each one's time, FLOPs and
-    # FLOPs no kernel executes
-    (fwd, rc_compute, attn_fwd), (flops_fwd, flops_rc, attn_flops), (masked_fwd, masked_rc, attn_masked) = \
-        (np.stack((split.kernels[0] + split.kernels[1], figures[FLOPS], figures[MASKED_FLOPS])) @ kernels.T).tolist()
+    # sums over [all kernels, recomputed kernels, attention kernels] of their (compute_s, memory_s) and
+    # of every figure (FLOPs; FLOPs no kernel executes)
+    fwd, rc_compute, attn_fwd = (c + m for c, m in (kernels @ split.kernels.T).tolist())
+    (flops_fwd, masked_fwd), (flops_rc, masked_rc), (attn_flops, attn_masked) = (
+        (row[FLOPS], row[MASKED_FLOPS]) for row in (kernels @ figures.T).tolist())
     attn_executed = attn_flops - attn_masked
     comm = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "recomputed": 0.0}
     for (every, recomputed, group), t in zip(collectives, split.collectives):
