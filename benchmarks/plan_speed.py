@@ -54,6 +54,16 @@ def main():
     print(f"  CPU {cpu:.2f} s: {r.stats.considered / cpu:.0f} candidates per CPU second")
     print(f"  best: {r.best['layout']} batch {r.best['figures']['batch_size_per_gpu']}: {r.best['why']}")
 
+    # issue 24's target: `plan infer` over four GPU types under the CLI's default perf model, calibrated
+    # (under 2 s)
+    four_gpus = ["h100-sxm-80gb", "a100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-40gb"]
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = plan_inference("meta-llama/Llama-3.1-70B", four_gpus, {"max_ttft_s": 2.0, "max_tpot_s": 0.05}, seq_len=2048,
+                       num_tokens_to_generate=256, perf_model="calibrated")
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"\nplan_inference Llama-3.1-70B on {', '.join(four_gpus)}, calibrated: {wall:.2f} s (CPU {cpu:.2f} s)")
+    print("  " + r.stats.line())
+
     # issue 25's example: continuous batching sized with serve() (target: 8-48 H100s in under 5 s)
     for perf_model in ("roofline", "calibrated"):
         t0, c0 = time.perf_counter(), time.process_time()

@@ -84,7 +84,8 @@ class TableRates(NamedTuple):
     # GEMM plateau or, for kernels that stream bytes only, infinite (no compute time)
     per_stream_byte: np.ndarray  # seconds per HBM byte of each kernel (matmuls at their own streaming
     # efficiency; 0 for a kernel that moves no bytes)
-    works: np.ndarray  # 1 for a kernel that does any work, 0 for none (a skipped block's, a collective's)
+    floor_s: np.ndarray  # the kernel floor of each kernel that does any work, 0 for none (a skipped
+    # block's, a collective's: its compute and memory times are 0, so is its time)
 
 
 def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
@@ -100,7 +101,7 @@ def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
         stream_rate = np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff, cm._hbm * cm._hbm_eff)
         rates = table.memo[key] = TableRates(
             cm, [(cm.gemm_shape(plan.rules[i][1], plan.rules[i][2]), plan.rules[i][3]) for i in plan.shaped_matmuls],
-            base, moves / stream_rate, (moves | computes).astype(float))
+            base, moves / stream_rate, (moves | computes) * cm._floor)
     return rates
 
 
@@ -120,7 +121,7 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
     # bytes through HBM, saturating with the size moved (`_stream_s`)
     memory_s = (nbytes + cm._hbm_half) * rates.per_stream_byte
     # the kernel's time, never below the floor, filed under what bounds it; no work: no kernel
-    t = np.maximum(np.maximum(compute_s, memory_s), cm._floor) * rates.works
+    t = np.maximum(np.maximum(compute_s, memory_s), rates.floor_s)
     kernels = np.empty((2, len(t)))
     np.multiply(t, compute_s >= memory_s, out=kernels[0])
     np.subtract(t, kernels[0], out=kernels[1])

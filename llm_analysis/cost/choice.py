@@ -25,6 +25,7 @@ from llm_analysis.errors import ConfigError
 from llm_analysis.inference import run_inference
 from llm_analysis.inference.lower_bound import inference_lower_bounds
 from llm_analysis.inference.run import cached_inference_times
+from llm_analysis.quantities.setup_entries import static_entries
 from llm_analysis.training import run_training
 from llm_analysis.training.request import TrainingRequest
 from llm_analysis.training.run import iteration_time, stages_for, training_run
@@ -103,15 +104,18 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
 def _rate_entries(a) -> Dict[str, float]:
     """Under the calibrated model the summary's efficiencies are the profile's plateaus (its
     achieved rates over the peaks), not the roofline's inputs; those, and the rates the lower
-    bounds use, go under `lower_bound_*` (a summary never shows efficiency 1 beside 56% of peak)."""
-    expected, bound = a.cost_model, a.lower_bound_cost_model
-    peak_bw = a.gpu_config.hbm_bandwidth_in_GB_per_sec
-    return {"flops_efficiency": expected.flops_per_s / expected.peak_flops_per_s,
-            "hbm_memory_efficiency": expected.achieved_hbm_GB_per_s / peak_bw,
-            "lower_bound_flops_efficiency": a.flops_efficiency,
-            "lower_bound_hbm_memory_efficiency": a.hbm_memory_efficiency,
-            "lower_bound_tflops": bound.achieved_tflops,
-            "lower_bound_memory_bandwidth_GBs": bound.achieved_hbm_GB_per_s}
+    bounds use, go under `lower_bound_*` (a summary never shows efficiency 1 beside 56% of peak).
+    No request changes them: worked out once per analysis configuration (`static_entries`)."""
+    def compute() -> Dict[str, float]:
+        expected, bound = a.cost_model, a.lower_bound_cost_model
+        peak_bw = a.gpu_config.hbm_bandwidth_in_GB_per_sec
+        return {"flops_efficiency": expected.flops_per_s / expected.peak_flops_per_s,
+                "hbm_memory_efficiency": expected.achieved_hbm_GB_per_s / peak_bw,
+                "lower_bound_flops_efficiency": a.flops_efficiency,
+                "lower_bound_hbm_memory_efficiency": a.hbm_memory_efficiency,
+                "lower_bound_tflops": bound.achieved_tflops,
+                "lower_bound_memory_bandwidth_GBs": bound.achieved_hbm_GB_per_s}
+    return static_entries(a, "calibrated_rate_entries", compute)
 
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:

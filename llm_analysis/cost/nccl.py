@@ -140,13 +140,15 @@ def _ring_latency_s(kind: str, n: int, lv: _Level, p: Profile) -> float:
     return p.base_latency_s + (steps - inter_steps) * lv.local_hop_s + inter_steps * p.net_hop_latency_s
 
 
-def _ring_time_s(kind: str, size: float, n: int, lv: _Level, fabric: Fabric, p: Profile) -> float:
-    bus_bytes = _bus_factor(kind, n) * size
+def _ring_time_s(size: float, bus_factor: float, latency_s: float, lv: _Level, fabric: Fabric, p: Profile) -> float:
+    """A ring collective of `size` bytes whose bus factor and latency (`_bus_factor`, `_ring_latency_s`:
+    the group's, no size changes them) are given."""
+    bus_bytes = bus_factor * size
     bw = lv.local_bw * _saturation(size, lv.local_half)
     if lv.islands > 1:  # one ring per NIC: the island's NICs carry every crossing in parallel
         net_bw = lv.ranks_per_island * fabric.nic_share_bytes_per_s * p.net_efficiency
         bw = min(bw, net_bw * _saturation(size, p.net_half_saturation_bytes))
-    return _ring_latency_s(kind, n, lv, p) + bus_bytes / bw
+    return latency_s + bus_bytes / bw
 
 
 def _tree_time_s(size: float, n: int, lv: _Level, fabric: Fabric, p: Profile) -> float:
@@ -219,11 +221,12 @@ def collective_timer(kind: str, group_size: int, fabric: Fabric, profile: Profil
         return lambda size: _all_to_all_time_s(size, n, lv, fabric, p) if size > 0 else 0.0
     tree = kind == "all_reduce" and lv.islands > 1
     nvls = _nvls_candidate(kind, lv, fabric, p)
+    bus_factor, latency_s = _bus_factor(kind, n), _ring_latency_s(kind, n, lv, p)
 
     def time_s(size: float) -> float:
         if size <= 0:
             return 0.0
-        t = _ring_time_s(kind, size, n, lv, fabric, p)
+        t = _ring_time_s(size, bus_factor, latency_s, lv, fabric, p)
         if tree:
             t = min(t, _tree_time_s(size, n, lv, fabric, p))
         elif nvls:

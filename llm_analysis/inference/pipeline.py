@@ -17,10 +17,11 @@ stages it hides all but (p - 1) of the m + p - 1 slots."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 from llm_analysis.model import Phase
 from llm_analysis.model.describer import LayerDescriber
+from llm_analysis.quantities.group_times import timed_table
 
 
 def _micro_batch_counts(batch: int) -> List[int]:
@@ -51,11 +52,44 @@ def _stage_representatives(d, p: int) -> List[int]:
     return d.memoized(("pipeline_stage_representatives", p), build)
 
 
+def _table_stage_times_s(analysis, d, phase: Phase, p: int) -> Optional[List[float]]:
+    """Each stage's seconds for one pass of `phase` (no hand-off) from the whole model's phase table
+    (model/phase_table.py: no operators built), for a model of one layer kind: the table lists the
+    operators before the layers (embedding, a vision tower: the first stage's), one layer's and those
+    after them (the head: the last stage's), each with its repeat count; a stage runs its own number
+    of layers (the last stage's head times as the whole model's: a tied weight's copy there changes
+    its memory, not its FLOPs or bytes). None where there is no such table."""
+    if len(d.layer_groups) != 1:
+        return None
+    cm, x = analysis.cost_model, phase.kv_len  # (x: the prompt length, or a decode step's context)
+    table = timed_table(cm, d, phase.name, x=x)
+    if table is None:
+        return None
+    layer_rows = [i for i, layer in enumerate(table.is_layer) if layer]
+    first, last = layer_rows[0], layer_rows[-1]
+    if len(layer_rows) != last - first + 1:  # (the layer's operators not in one run)
+        return None
+    split = cm.table_split_s(table, table.figure_array(phase.batch, x), x)
+    one_copy_s = (split.kernels[0] + split.kernels[1]).tolist()  # each operator once (collectives: 0 here)
+    for repeats, t in zip(table.collective_repeats, split.collectives):
+        for i, _ in repeats:
+            one_copy_s[i] += t
+    n = table.repeats
+    before_s = sum(n[i] * one_copy_s[i] for i in range(first))
+    layer_s = sum(one_copy_s[first:last + 1])
+    after_s = sum(n[i] * one_copy_s[i] for i in range(last + 1, len(one_copy_s)))
+    return [sum(d.stage_groups[i].values()) * layer_s + (before_s if i == 0 else 0.0)
+            + (after_s if i == p - 1 else 0.0) for i in range(p)]
+
+
 def stage_times_s(analysis, d, phase: Phase) -> List[float]:
     """Seconds of each pipeline stage for one pass of `phase`, hand-off included
     (stages with the same operators timed once: the same floats)."""
     p = analysis.parallelism_config.pp_size
     handoff = analysis.pipeline_handoff_time_s(phase.batch, phase.q_len) / (p - 1)
+    from_table = _table_stage_times_s(analysis, d, phase, p)
+    if from_table is not None:
+        return [t + (handoff if i < p - 1 else 0.0) for i, t in enumerate(from_table)]
     op_time_s, seen = analysis.cost_model.op_time_s, {}
     lists, own = [], []  # the operator lists stay referenced, so no id below is reused during the call
 

@@ -40,8 +40,7 @@ from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZ
                        non_negative_number, positive_int)
 from llm_analysis.model.phase_table import FLOPS, phase_table
 from llm_analysis.cost.precision import kv_cache_bytes_per_element
-from llm_analysis.cost.profile_notes import profile_notes
-from llm_analysis.quantities.setup_entries import static_entries
+from llm_analysis.quantities.setup_entries import calibrated_notes, static_entries
 from llm_analysis.inference.memory import inference_memory
 from llm_analysis.quantities.group_times import PhaseGroups
 from llm_analysis.inference.pipeline import pipelined_decode_ratio, pipelined_prefill_s
@@ -295,5 +294,5 @@ def _notes(analysis, summary: dict) -> List[str]:
         notes.append("efficiencies are 1: times are lower bounds (real kernels reach ~60-90% of HBM bandwidth "
                      "and ~40-70% of peak FLOPs)")
     if analysis.profile is not None:  # a calibrated time resting on another GPU's or dtype's data says so
-        notes.extend(profile_notes(analysis.profile, analysis.gpu_config, analysis.dtype_config))
+        notes.extend(calibrated_notes(analysis))
     return notes

@@ -48,8 +48,8 @@ def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, PhaseGr
         split = analysis.cost_model.table_split_s(table, figures, seq_len)
         groups = table_groups(table, lambda: np.concatenate((split.kernels, figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1])),
                               split.collectives, pp_s)
-        return (table_time_s(table, split.kernels, split.collectives) + pp_s, groups,
-                float(table.repeat_array @ figures[FLOPS]), float(table.repeat_array @ figures[MASKED_FLOPS]))
+        flops, masked = (figures[[FLOPS, MASKED_FLOPS]] @ table.repeat_array).tolist()
+        return table_time_s(table, split.kernels, split.collectives) + pp_s, groups, flops, masked
     ops = d.weighted_ops(Phase("prefill", batch, seq_len, seq_len))
     finished = _with_handoff(GroupTimes().add_ops(analysis.cost_model, ops).finish(), pp_s)
     return (sum(g["latency_s"] for g in finished.values()), PhaseGroups(groups=finished),

@@ -171,5 +171,5 @@ def table_groups(table: PhaseTable, rows: Callable[[], np.ndarray], collectives:
 def table_time_s(table: PhaseTable, kernels: np.ndarray, collectives: List[float]) -> float:
     """`weighted_time_s` of a table's operators ([compute_s, memory_s][operator] of one copy of each
     kernel, seconds of each distinct collective)."""
-    return float((kernels[0] + kernels[1]) @ table.repeat_array) + sum(
-        n * t for n, t in zip(table.collective_counts, collectives))
+    compute_s, memory_s = (kernels @ table.repeat_array).tolist()
+    return compute_s + memory_s + sum(n * t for n, t in zip(table.collective_counts, collectives))

@@ -76,7 +76,8 @@ def active_without_input_embedding(a) -> int:
     Mixtral's "12.9 B"), as `active_total` does. A tied table stays: it is the LM head too."""
     if a.model_config.tie_word_embeddings:
         return active_total(a)
-    return active_total(a) - embedding(a)
+    # (every summary carries it: counted once per describer, not over its operators each call)
+    return a.describer.memoized("active_params_without_input_embedding", lambda: active_total(a) - embedding(a))
 
 
 def breakdown(a) -> Dict[str, int]:

@@ -4,7 +4,9 @@ one tuple instead of asking the views each call (speed of new shapes, issue 12).
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, List, Tuple
+
+from llm_analysis.cost.profile_notes import profile_notes
 
 
 def static_entries(analysis, name: str, compute: Callable[[], Tuple]) -> Tuple:
@@ -22,3 +24,10 @@ def static_entries(analysis, name: str, compute: Callable[[], Tuple]) -> Tuple:
     cached[0] = ((analysis.cost_model, analysis.model_config, analysis.gpu_config, analysis.dtype_config,
                   analysis.parallelism_config), values)
     return values
+
+
+def calibrated_notes(analysis) -> List[str]:
+    """The notes of a calibrated analysis' profile (cost/profile_notes.py), kept as `static_entries`
+    (the caller's copy: a list of its own)."""
+    return list(static_entries(analysis, "profile_notes", lambda: tuple(
+        profile_notes(analysis.profile, analysis.gpu_config, analysis.dtype_config))))

@@ -93,7 +93,7 @@ from llm_analysis.units import GB
 from llm_analysis.errors import DoesNotFitError
 from llm_analysis.model import Phase
 from llm_analysis.model.describer import identity_token
-from llm_analysis.cost.profile_notes import profile_notes
+from llm_analysis.quantities.setup_entries import calibrated_notes
 from llm_analysis.quantities.state import optimizer_step_s
 from llm_analysis.schema.options import ActivationRecomputation, DSZeRO
 from llm_analysis.training.batch import config_batch_size_and_gradient_accumulation_steps
@@ -379,6 +379,6 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
                      "alone by it. A rate measured end to end (as papers report it, e.g. Narayanan et al. 2021) "
                      "already includes those: compare such a rate with the figure from FLOPs")
     if analysis.profile is not None:  # a calibrated time resting on another GPU's or dtype's data says so
-        notes.extend(profile_notes(analysis.profile, analysis.gpu_config, analysis.dtype_config))
+        notes.extend(calibrated_notes(analysis))
     return notes
 

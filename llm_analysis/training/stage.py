@@ -5,7 +5,6 @@ mode repeats is each operator's `recompute_class`."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -211,13 +210,12 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     figures = table.figure_array(ph.batch, ph.q_len)
     split = analysis.cost_model.table_split_s(table, figures, ph.q_len)
     kernels, collectives = _stage_roles(table, rc)
-    op_times = split.kernels.sum(axis=0)
-    fwd, rc_compute = (kernels @ op_times).tolist()
-    flops_fwd, flops_rc = (kernels @ figures[FLOPS]).tolist()
-    masked_fwd, masked_rc = (kernels @ figures[MASKED_FLOPS]).tolist()
-    attention = kernels[0] * np.array([op.kind == "attention" for op in table.ops], dtype=float)
-    attn_fwd = float(attention @ op_times)
-    attn_executed = float(attention @ (figures[FLOPS] - figures[MASKED_FLOPS]))
+    # sums over [all kernels, recomputed kernels, attention kernels] of their (compute_s, memory_s) and
+    # of every figure (FLOPs; FLOPs no kernel executes)
+    fwd, rc_compute, attn_fwd = (c + m for c, m in (kernels @ split.kernels.T).tolist())
+    (flops_fwd, masked_fwd), (flops_rc, masked_rc), (attn_flops, attn_masked) = (
+        (row[FLOPS], row[MASKED_FLOPS]) for row in (kernels @ figures.T).tolist())
+    attn_executed = attn_flops - attn_masked
     comm = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "recomputed": 0.0}
     for (every, recomputed, group), t in zip(collectives, split.collectives):
         if group in comm:
@@ -227,16 +225,17 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     # `add_compute` without LoRA)
     slowdown = _attention_backward_slowdown(analysis, ph)
     bwd = 2.0 * fwd + (FLASH_BACKWARD_OVER_FORWARD * slowdown - 2.0) * attn_fwd
-    return dataclasses.replace(weights, fwd_compute=fwd, bwd_compute=bwd, rc_compute=rc_compute,
-                               rc_comm=comm["recomputed"], tp_fwd=comm["tp"], ep_fwd=comm["ep"], cp_fwd=comm["cp"],
-                               flops_fwd=flops_fwd, flops_bwd=2.0 * flops_fwd, flops_rc=flops_rc,
-                               masked_flops_fwd=masked_fwd, masked_flops_rc=masked_rc,
-                               attention_executed_flops_fwd=attn_executed, attention_backward_slowdown=slowdown)
+    # (the weight fields' Stage with the times: every field is an init field; faster than dataclasses.replace)
+    return Stage(**{**vars(weights), "fwd_compute": fwd, "bwd_compute": bwd, "rc_compute": rc_compute,
+                    "rc_comm": comm["recomputed"], "tp_fwd": comm["tp"], "ep_fwd": comm["ep"], "cp_fwd": comm["cp"],
+                    "flops_fwd": flops_fwd, "flops_bwd": 2.0 * flops_fwd, "flops_rc": flops_rc,
+                    "masked_flops_fwd": masked_fwd, "masked_flops_rc": masked_rc,
+                    "attention_executed_flops_fwd": attn_executed, "attention_backward_slowdown": slowdown})
 
 
 def _stage_roles(table, rc: ActivationRecomputation):
     """What `_add_time` adds each operator to, per table and recomputation (worked out once):
-    [all kernels, recomputed kernels][operator] (the operator's repeat count, or 0), and per
+    [all kernels, recomputed kernels, attention kernels][operator] (the operator's repeat count, or 0), and per
     distinct collective (`PhaseTable.collectives`) its repeat counts in all and recomputed and its
     group (embedding and head are never recomputed)."""
     roles = table.memo.get(("stage_roles", rc))
@@ -244,7 +243,8 @@ def _stage_roles(table, rc: ActivationRecomputation):
         recomputed = [layer and op.recomputed_under(rc) for layer, op in zip(table.is_layer, table.ops)]
         kernels = np.array([[0.0 if coll else n for n, coll in zip(table.repeats, table.is_collective)],
                             [0.0 if coll or not again else n
-                             for n, coll, again in zip(table.repeats, table.is_collective, recomputed)]])
+                             for n, coll, again in zip(table.repeats, table.is_collective, recomputed)],
+                            [n if op.kind == "attention" else 0.0 for n, op in zip(table.repeats, table.ops)]])
         collectives = [(sum(n for _, n in repeats), sum(n for i, n in repeats if recomputed[i]), op.comm_group)
                        for (_, op), repeats in zip(table.collectives, table.collective_repeats)]
         roles = table.memo[("stage_roles", rc)] = (kernels, collectives)

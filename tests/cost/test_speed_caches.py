@@ -180,3 +180,30 @@ def test_unknown_training_argument_is_the_same_type_error_under_both_models():
             a.training(batch_size_per_gpu=1, seq_len=256, no_such_option=3)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1] and "no_such_option" in msgs[0]
+
+
+def test_calibrated_per_analysis_entries_follow_updates():
+    """The entries a calibrated summary computes once per analysis (the rates beside the lower
+    bounds, the profile's notes, the active parameters without the input embedding) follow every
+    update: after update_float_efficiency / update_gpu_config / update_model_config a call returns
+    what a fresh analysis with those inputs returns."""
+    kw = dict(batch_size_per_gpu=2, seq_len=300, num_tokens_to_generate=20)
+    a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), A100_40, BF16, ParallelismConfig(tp_size=2),
+                    perf_model="calibrated")
+    a.inference(**kw), a.training(batch_size_per_gpu=1, seq_len=256, gradient_accumulation_steps=1)
+    a.update_float_efficiency(0.5)
+    fresh = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), A100_40, BF16, ParallelismConfig(tp_size=2),
+                        perf_model="calibrated", flops_efficiency=0.5)
+    got, want = a.inference(**kw), fresh.inference(**kw)
+    assert got["lower_bound_flops_efficiency"] == want["lower_bound_flops_efficiency"] == 0.5
+    assert got["lower_bound_tflops"] == want["lower_bound_tflops"]
+    a.update_gpu_config(get_gpu_config_by_name("l40s-48gb"))  # (a profile derived from another GPU: a note)
+    a.update_model_config(get_model_config_by_name("meta-llama_Llama-3.2-3B"))
+    fresh = LLMAnalysis(get_model_config_by_name("meta-llama_Llama-3.2-3B"), get_gpu_config_by_name("l40s-48gb"),
+                        BF16, ParallelismConfig(tp_size=2), perf_model="calibrated", flops_efficiency=0.5)
+    for method, call in (("inference", kw), ("training", dict(batch_size_per_gpu=1, seq_len=256,
+                                                                gradient_accumulation_steps=1))):
+        got, want = getattr(a, method)(**call), getattr(fresh, method)(**call)
+        for key in ("notes", "flops_efficiency", "hbm_memory_efficiency", "lower_bound_tflops",
+                    "lower_bound_memory_bandwidth_GBs", "num_active_params_without_input_embedding"):
+            assert got[key] == want[key], (method, key)

@@ -44,3 +44,22 @@ def test_one_micro_batch_is_the_stage_after_stage_pass():
     for b in (1, 3, 16):
         assert sum(stage_times_s(a, d, Phase("prefill", b, 1024, 1024))) == pytest.approx(
             prefill_time(a, d, b, 1024)[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("perf_model", ["roofline", "calibrated"])
+@pytest.mark.parametrize("model,pp", [("meta-llama/Llama-3.1-70B", 4), ("facebook/opt-1.3b", 5)])
+def test_stage_times_are_the_sums_over_each_stage_operators(perf_model, model, pp):
+    """Each stage's time for one pass (read off the whole model's phase table: first stage with the
+    embedding, last with the head, each its own layer count: 80 layers over 4 stages, 24 unevenly over 5)
+    is the sum over the operators that stage holds, each timed alone by the cost model, plus the
+    hand-off to the next stage."""
+    from llm_analysis.inference.pipeline import stage_times_s
+    from llm_analysis.model import Phase
+    a = LLMAnalysis(get_model_config_by_name(model), get_gpu_config_by_name("a100-sxm-80gb"),
+                    parallelism_config=ParallelismConfig(tp_size=2, pp_size=pp), perf_model=perf_model)
+    d, cm = a.describer, a.cost_model
+    for phase in (Phase("prefill", 3, 700, 700), Phase("decode", 5, 1, 900)):
+        handoff = a.pipeline_handoff_time_s(phase.batch, phase.q_len) / (pp - 1)
+        by_operator = [sum(n * cm.op_time_s(op) for n, op in d.weighted_ops(phase, stage=i))
+                       + (handoff if i < pp - 1 else 0.0) for i in range(pp)]
+        assert stage_times_s(a, d, phase) == pytest.approx(by_operator, rel=1e-12)
