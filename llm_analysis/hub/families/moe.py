@@ -226,7 +226,12 @@ def _llama4_layers(src: Src, f: Fields, what: str) -> None:
     if len(kinds) != n or set(kinds) - {"chunked_attention", "full_attention"}:
         raise UnmappableConfig(f"{what}: layer_types = {sorted(set(kinds))} ({len(kinds)} entries) must name "
                                f"each of the num_hidden_layers = {n} layers 'chunked_attention' or 'full_attention'")
-    chunk = src.opt_int("attention_chunk_size", default=8192)
+    # transformers' default is 8192; a config that sets it to null has no chunk length (its
+    # chunked layers then fail in create_chunked_causal_mask): Src reads null as absent, so ask the raw
+    # config and the built one
+    unset = (src.raw.get("attention_chunk_size", 0) is None
+             or (src.obj is not None and getattr(src.obj, "attention_chunk_size", 0) is None))
+    chunk = None if unset else src.opt_int("attention_chunk_size", default=8192)
     if "chunked_attention" in kinds and not chunk:
         raise UnmappableConfig(f"{what}: layer_types names chunked_attention layers but attention_chunk_size = "
                                f"{chunk!r}; give the chunk length in tokens")
