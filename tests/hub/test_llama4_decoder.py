@@ -172,9 +172,38 @@ def test_chunked_layers_without_a_chunk_length_are_refused():
         _config(attention_chunk_size=None)
 
 
+def test_one_expert_is_refused_naming_it():
+    """Llama4TextMoe with one expert still holds a router and a shared expert: not a dense layer."""
+    with pytest.raises(ConfigError, match="num_local_experts=1"):
+        _config(num_local_experts=1)
+
+
 def test_model_config_fields_need_what_they_describe():
     base = _config().model_dump()
     with pytest.raises(ConfigError, match="sliding_window_chunked"):
         type(_config())(**{**base, "sliding_window": None, "layer_types": None})
     with pytest.raises(ConfigError, match="moe_eager_all_experts"):
         type(_config())(**{**base, "moe_num_experts": 1, "moe_top_k": 1, "moe_num_shared_experts": 0})
+
+
+@pytest.mark.parametrize("seq_len", [8, 4992])
+def test_dense_chunked_model_decodes_each_step_at_its_chunk(seq_len):
+    """A dense model with chunked layers (no experts: the per-length tables of model/phase_table.py
+    would otherwise apply) sums its decode steps as the chunk restarts: under the serving convention
+    the 12 steps from context seq_len + 1 (a chunk's first position) read 1..8 and then 1..4 keys on
+    each chunked layer; the summed decode time is that of the steps one by one."""
+    base = _config()
+    dense = type(base)(**{**base.model_dump(), "moe_num_experts": 1, "moe_top_k": 1, "moe_num_shared_experts": 0,
+                          "moe_eager_all_experts": False})
+    assert not dense.is_moe and dense.sliding_window_chunked
+    analysis = LLMAnalysis(dense, GPU, conventions="serving")
+    contexts = range(seq_len + 1, seq_len + 13)
+    steps = [analysis.operators("decode", 1, c - 1, context_len=c, per_layer=False) for c in contexts]
+    core = sum(r["flops"] for rows in steps for r in rows if r["kind"] == "attention")
+    assert core == PER_PAIR * (CHUNKED_LAYERS * (sum(range(1, 9)) + sum(range(1, 5))) + FULL_LAYERS * sum(contexts))
+    # n tokens: the prefill and n - 1 steps, at contexts seq_len + 1 .. seq_len + n - 1 (inference/run.py);
+    # one token: the summary's decode_latency is the step at context seq_len + 1
+    summed = analysis.inference(batch_size_per_gpu=1, seq_len=seq_len, num_tokens_to_generate=13)
+    one_by_one = sum(analysis.inference(batch_size_per_gpu=1, seq_len=c - 1, num_tokens_to_generate=1)
+                     ["decode_latency"] for c in contexts)
+    assert summed["total_decode_latency"] == pytest.approx(one_by_one, rel=1e-9)

@@ -207,6 +207,15 @@ def _phimoe_two_experts(src: Src, f: Fields, what: str) -> None:
         f["moe_top_k"] = 2
 
 
+def _llama4_several_experts(src: Src, f: Fields, what: str) -> None:
+    """Llama4TextMoe builds its router, experts and shared expert on every MoE layer whatever the
+    expert count; ModelConfig describes experts only from two on."""
+    n = src.opt_int("num_local_experts", default=16)
+    if n < 2:
+        raise _refuse(what, f"num_local_experts={n}: a Llama 4 MoE layer of one routed expert (router and "
+                            "shared expert around it) is not modelled")
+
+
 def _llama4_layers(src: Src, f: Fields, what: str) -> None:
     """Llama4TextConfig.__post_init__'s per-layer defaults, read from the raw config.json:
     RoPE on layer i unless (i + 1) % no_rope_layer_interval == 0 (`no_rope_layers`, 1 = RoPE),
@@ -271,6 +280,7 @@ MOE_FAMILIES: Dict[str, Family] = {
     "llama4_text": Family(
         {**_LLAMA4_ATTENTION, "ffn_embed_dim": Opt("intermediate_size_mlp", default=16384),
          "max_seq_len": Opt("max_position_embeddings", default=131072), "moe_eager_all_experts": True},
+        checks=(_llama4_several_experts,),
         steps=(MoeRule(experts=Opt("num_local_experts", default=16), top_k=Opt("num_experts_per_tok", default=1),
                        width=Req("intermediate_size"), shared_width=Same("moe_ffn_embed_dim")),
                _llama4_layers)),
