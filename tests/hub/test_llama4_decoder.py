@@ -19,10 +19,12 @@ Conventions (model/records.py Conventions): "transformers" counts what FlopCount
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from llm_analysis.analysis import LLMAnalysis
-from llm_analysis.config import get_gpu_config_by_name
+from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
 from llm_analysis.errors import ConfigError
 from llm_analysis.hub.entry import model_config_from_hf_dict
 
@@ -207,3 +209,18 @@ def test_dense_chunked_model_decodes_each_step_at_its_chunk(seq_len):
     one_by_one = sum(analysis.inference(batch_size_per_gpu=1, seq_len=c - 1, num_tokens_to_generate=1)
                      ["decode_latency"] for c in contexts)
     assert summed["total_decode_latency"] == pytest.approx(one_by_one, rel=1e-9)
+
+
+REAL = Path(__file__).resolve().parents[2] / "tests" / "data" / "hf_configs_aiconfigurator"
+
+
+@pytest.mark.parametrize("stem, total_b", [("meta-llama_Llama-4-Scout-17B-16E-Instruct", 109),
+                                           ("meta-llama_Llama-4-Maverick-17B-128E-Instruct", 400)])
+def test_real_configs_against_the_model_card(stem, total_b):
+    """Meta's model card (https://github.com/meta-llama/llama-models/blob/main/models/llama4/MODEL_CARD.md):
+    Scout 17B active of 109B total parameters, Maverick 17B active of 400B, rounded figures (a regression
+    anchor, 1% on the totals and 5% on the active count; the exact counts are checked against
+    transformers in tests/hub/test_aiconfigurator_configs.py). Active: one routed and the shared expert."""
+    analysis = LLMAnalysis(get_model_config_by_name(str(REAL / f"{stem}.json")), GPU)
+    assert analysis.get_num_params_total() == pytest.approx(total_b * 1e9, rel=0.01)
+    assert analysis.get_num_active_params_total() == pytest.approx(17e9, rel=0.05)
