@@ -72,6 +72,10 @@ def _window_breaks(d, lo: int, hi: int) -> List[int]:
         for kind in d.layer_groups:
             if kind.attention == "sliding_attention" and lo <= model.sliding_window < hi:
                 ws.add(model.sliding_window)
+            if kind.attention == "sliding_attention" and model.sliding_window_chunked:
+                # chunked local attention (Llama 4): the attended length restarts at every chunk
+                chunk = model.sliding_window
+                ws.update(range(-(-lo // chunk) * chunk, hi, chunk))
     return sorted(ws)
 
 

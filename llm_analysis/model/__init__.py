@@ -24,7 +24,13 @@ Conventions (stated in the README):
   through kv_b_proj into per-head K and V; `"absorb"` folds kv_b_proj into the query
   and the output (vLLM, SGLang decode), attending over the latent directly.
 - A sliding-window layer attends to at most `sliding_window` keys and keeps the
-  last `sliding_window - 1` tokens in its cache between steps.
+  last `sliding_window - 1` tokens in its cache between steps. A chunked one
+  (`sliding_window_chunked`, Llama 4) is counted so under `"full"`; under `"causal"`
+  a query at position p attends to the p mod C + 1 keys of its own chunk.
+- Experts the eager code runs on every token (`moe_eager_all_experts`, Llama 4's
+  Llama4TextMoe) are counted E/k times the routed work under `"full"`, the extra as
+  counted-not-executed (`Operator.masked_flops`); `"causal"` counts top-k, as
+  serving engines run them.
 - Bytes moved assume fused kernels: a matmul reads its weights and input and
   writes its output once; attention reads q, k, v (or the KV cache) and writes its
   output without materialising the score matrix (flash attention).

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from llm_analysis.schema.options import ActivationRecomputation
-from llm_analysis.model.records import LayerKind, Operator, Phase, causal_pairs
+from llm_analysis.model.records import LayerKind, Operator, Phase, causal_pairs, chunked_pairs
 from llm_analysis.model.variants import (attention_router_ops, expert_projection_op, indexer_cache_elems, indexer_ops,
                        output_gate_ops, sparse_key_limit)
 
@@ -152,9 +152,21 @@ class AttentionOps:
         return max(self.kv_heads_of(kind) // self.tp, 1)
 
     def attended_len(self, kind: LayerKind, context_len: int) -> int:
-        """Keys a query at context length c attends to (itself included)."""
+        """Keys a query at context length c attends to (itself included). A chunked layer
+        (ModelConfig.sliding_window_chunked) under the causal (executed) conventions: the
+        keys of its own chunk, (c - 1) mod C + 1; under the eager ones transformers'
+        sliding cache of C - 1 tokens and itself, min(c, C)."""
+        chunk = self.chunk_of(kind)
+        if chunk and self.conv.attention_flops == "causal" and context_len > 0:
+            return (context_len - 1) % chunk + 1
         limit = sparse_key_limit(self.model, kind)
         return context_len if limit is None else min(context_len, limit)
+
+    def chunk_of(self, kind: LayerKind) -> int:
+        """C when layers of this kind run chunked local attention (Llama 4), else 0."""
+        m = self.model
+        chunked = m.sliding_window_chunked and kind.attention == "sliding_attention"
+        return m.sliding_window if chunked else 0
 
     def cached_len(self, kind: LayerKind, seq_len: int) -> int:
         """Tokens a layer keeps in its KV cache after `seq_len` tokens: all of them,
@@ -173,7 +185,9 @@ class AttentionOps:
         else:
             # the (query, key) pairs a flash kernel computes (FlashAttention-2/3, cuDNN, FlashInfer in
             # training and serving): tiles above the causal diagonal or outside the window are skipped
-            executed_pairs = causal_pairs(phase.q_len, phase.past_len, window)
+            chunk = self.chunk_of(kind)
+            executed_pairs = (chunked_pairs(phase.q_len, phase.past_len, chunk) if chunk
+                              else causal_pairs(phase.q_len, phase.past_len, window))
             if self.conv.attention_flops == "causal":
                 pairs = executed_pairs
             elif phase.q_len == 1:

@@ -85,6 +85,11 @@ class MlpOps:
             op.bytes_read_per_gpu = op.bytes_read_per_gpu - op.weight_bytes_per_gpu + read_w
             op.params, op.params_per_gpu, op.weight_bytes_per_gpu = one.params * e, w_gpu, w_gpu * self.w_bytes
             op.shapes = f"{op.shapes}, {e} experts top-{k}"
+            if m.moe_eager_all_experts and self.conv.attention_flops == "full":
+                # the eager forward (Llama4TextMoe) runs all e experts on every token: the count
+                # is e/k times the routed one; what a kernel executes stays top-k (flops_per_gpu)
+                eager_flops = op.flops * (e + z) / k
+                op.masked_flops, op.flops = eager_flops - op.flops, eager_flops
             ops.append(op)
         ops += zero_expert_weight_ops(self, one_expert, ep) + out_of_latent
         if m.moe_num_shared_experts:

@@ -291,7 +291,9 @@ def _same_stage(d: LayerDescriber, stage: Optional[int]) -> Optional[int]:
 
 def _has_table(d: LayerDescriber) -> bool:
     m = d.model
-    return type(d) is LayerDescriber and not (m.is_moe or d.par.cp_size > 1)
+    # chunked local attention (sliding_window_chunked): the executed keys restart at every chunk, so
+    # the figures are not one polynomial above the window; such a model is described per length
+    return type(d) is LayerDescriber and not (m.is_moe or d.par.cp_size > 1 or m.sliding_window_chunked)
 
 
 def phase_table(d: LayerDescriber, name: str, stage: Optional[int] = None,

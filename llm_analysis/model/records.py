@@ -348,6 +348,14 @@ def causal_pairs(q_len: int, past_len: int, window: Optional[int]) -> int:
     return grow + window * (last - window + 1)
 
 
+def chunked_pairs(q_len: int, past_len: int, chunk: int) -> int:
+    """(query, key) pairs of chunked local attention (Llama 4's attention_chunk_size C):
+    the query at position p (0-based) sees the p mod C + 1 keys of its own chunk."""
+    def prefix(n: int) -> int:  # pairs of positions 0 .. n-1
+        full, rest = divmod(n, chunk)
+        return full * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
+    return prefix(past_len + q_len) - prefix(past_len)
+
 
 def sum_field(ops: List[Operator], attr: str, groups: Optional[Tuple[str, ...]] = None,
               kinds: Optional[Tuple[str, ...]] = None) -> float:

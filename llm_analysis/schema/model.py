@@ -67,6 +67,15 @@ class ModelConfig(StrictModel):
     # (Mistral 7B v0.1); `layer_types` lists each layer explicitly otherwise.
     sliding_window: Optional[int] = None
     layer_types: Optional[List[AttentionLayerType]] = None
+    # the sliding layers attend within aligned chunks of `sliding_window` tokens rather than
+    # to the last `sliding_window` tokens (Llama 4's chunked local attention, attention_chunk_size):
+    # a query at position p sees the p mod C + 1 keys of its own chunk. transformers' eager
+    # forward masks the whole score matrix and caches the last C - 1 tokens
+    # (DynamicSlidingWindowLayer), as for a window of C: the eager ("full") conventions count
+    # these layers as sliding ones; the causal (executed / serving) conventions count the
+    # chunk's pairs and, in decode, the chunk's keys ((context - 1) mod C + 1). The cache a
+    # layer keeps is at most C - 1 tokens either way (model/attention.py cached_len).
+    sliding_window_chunked: bool = False
 
     # --- multi-head latent attention (DeepSeek-V2/V3, arXiv 2405.04434) -----
     q_lora_rank: Optional[int] = None  # None: q is projected directly from hidden
@@ -95,6 +104,13 @@ class ModelConfig(StrictModel):
     moe_layer_freq: int = 1  # after those, every k-th layer is MoE (1 = all)
     moe_router_bias: bool = False  # bias on the router linear (gpt-oss)
     moe_expert_bias: bool = False  # biases inside each expert's projections (gpt-oss)
+    # transformers' eager forward runs every token through every routed expert, each copy scaled
+    # by its router score (0 outside the top-k): Llama4TextMoe. The output is top-k routing's;
+    # the eager ("full") conventions count moe_num_experts / moe_top_k times the routed experts'
+    # matmul FLOPs, as FlopCounterMode measures, the extra as counted-not-executed
+    # (Operator.masked_flops); the executed / serving conventions count top-k, as vLLM and SGLang
+    # run it. Parameters and weights are those of all experts either way.
+    moe_eager_all_experts: bool = False
 
     # --- MoE / attention variants (issue 14: MLA and MoE decoders) -----------
     # A gate on the attention output before o_proj (Gated Attention, arXiv 2505.06708):
@@ -347,6 +363,12 @@ class ModelConfig(StrictModel):
             if "sliding_attention" in self.layer_types and self.sliding_window is None:
                 raise ValueError("field 'layer_types' names sliding_attention layers but "
                                  "'sliding_window' is not set")
+        if self.sliding_window_chunked and self.sliding_window is None:
+            raise ValueError("field 'sliding_window_chunked' = True needs the chunk length in "
+                             "'sliding_window' (and the chunked layers as sliding_attention in layer_types)")
+        if self.moe_eager_all_experts and self.moe_num_experts <= 1:
+            raise ValueError(f"field 'moe_eager_all_experts' = True needs routed experts (moe_num_experts > 1, "
+                             f"got {self.moe_num_experts}): set it False")
         if self.is_mla:
             missing = [f for f in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
                        if getattr(self, f) is None]

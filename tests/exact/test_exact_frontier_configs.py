@@ -34,7 +34,9 @@ FRONTIER = {
     "deepseek-ai_DeepSeek-V4-Flash": ("DeepseekV4ForCausalLM", None),
     # *ForConditionalGeneration classes holding a vision tower: refused, not counted text-only,
     # unless the Hub import describes the tower (then its description of the whole class is verified)
-    "meta-llama_Llama-4-Scout-17B-16E-Instruct": (None, "vision tower"),
+    # Llama 4: the family table describes its decoder (chunked attention, eager all-expert FLOPs) and
+    # the Hub import its tower, so the whole class is counted (tests/hub/test_llama4_decoder.py)
+    "meta-llama_Llama-4-Scout-17B-16E-Instruct": ("Llama4ForConditionalGeneration", None),
     "Qwen_Qwen3-VL-2B-Instruct": ("Qwen3VLForConditionalGeneration", None),
     "google_gemma-4-26B-A4B": ("Gemma4ForConditionalGeneration", None),
     "nvidia_MiniMax-M3-NVFP4": (None, "vision tower"),

@@ -24,7 +24,7 @@ from llm_analysis.hub.families.bases import (ATTENTION_BIAS, COHERE, DEEPSEEK_ML
                                              LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, NO_BIASES, OLMO2, QWEN3,
                                              QWEN_MOE_EXPERTS)
 from llm_analysis.hub.hooks import RawWindowPattern, qwen_window
-from llm_analysis.hub.source import Fields, Src
+from llm_analysis.hub.source import Fields, Src, attention_layout, moe_layout
 from llm_analysis.hub.spec import (Act, Either, Family, Flag, MoeRule, Opt, Quotient, Refuse, Req, Same, When,
                                    Window)
 
@@ -207,6 +207,55 @@ def _phimoe_two_experts(src: Src, f: Fields, what: str) -> None:
         f["moe_top_k"] = 2
 
 
+def _llama4_several_experts(src: Src, f: Fields, what: str) -> None:
+    """Llama4TextMoe builds its router, experts and shared expert on every MoE layer whatever the
+    expert count; ModelConfig describes experts only from two on."""
+    n = src.opt_int("num_local_experts", default=16)
+    if n < 2:
+        raise _refuse(what, f"num_local_experts={n}: a Llama 4 MoE layer of one routed expert (router and "
+                            "shared expert around it) is not modelled")
+
+
+def _llama4_layers(src: Src, f: Fields, what: str) -> None:
+    """Llama4TextConfig.__post_init__'s per-layer defaults, read from the raw config.json:
+    RoPE on layer i unless (i + 1) % no_rope_layer_interval == 0 (`no_rope_layers`, 1 = RoPE),
+    the RoPE layers "chunked_attention" (attention_chunk_size C) and the NoPE ones
+    "full_attention" (`layer_types`); experts on `moe_layers`, by default every
+    interleave_moe_layer_step-th layer from step - 1 (Maverick: the odd layers; the others
+    dense MLPs of intermediate_size_mlp). Chunked layers are ModelConfig's sliding layers
+    with window C, marked chunked (sliding_window_chunked): the eager forward and its cache
+    are a window of C; the chunk's pairs count under the causal conventions."""
+    n = f["num_layers"]
+    interval = src.opt_int("no_rope_layer_interval", default=4) or 4
+    rope = src.get("no_rope_layers", default=None) or [int((i + 1) % interval != 0) for i in range(n)]
+    kinds = src.get("layer_types", default=None)
+    if kinds is None:
+        kinds = ["chunked_attention" if r else "full_attention" for r in rope]
+    kinds = [str(k) for k in kinds]
+    if len(kinds) != n or set(kinds) - {"chunked_attention", "full_attention"}:
+        raise UnmappableConfig(f"{what}: layer_types = {sorted(set(kinds))} ({len(kinds)} entries) must name "
+                               f"each of the num_hidden_layers = {n} layers 'chunked_attention' or 'full_attention'")
+    # transformers' default is 8192; a config that sets it to null has no chunk length (its
+    # chunked layers then fail in create_chunked_causal_mask): Src reads null as absent, so ask the raw
+    # config and the built one
+    unset = (src.raw.get("attention_chunk_size", 0) is None
+             or (src.obj is not None and getattr(src.obj, "attention_chunk_size", 0) is None))
+    chunk = None if unset else src.opt_int("attention_chunk_size", default=8192)
+    if "chunked_attention" in kinds and not chunk:
+        raise UnmappableConfig(f"{what}: layer_types names chunked_attention layers but attention_chunk_size = "
+                               f"{chunk!r}; give the chunk length in tokens")
+    window, types = attention_layout(["sliding_attention" if k == "chunked_attention" else k for k in kinds],
+                                     chunk, n, what)
+    f.update(sliding_window=window, layer_types=types, sliding_window_chunked=window is not None)
+    if f.get("moe_num_experts", 1) > 1:
+        step = src.opt_int("interleave_moe_layer_step", default=1) or 1
+        layers = src.get("moe_layers", default=None)
+        layers = list(range(step - 1, n, step)) if layers is None else layers
+        f["moe_first_dense_layers"], f["moe_layer_freq"] = moe_layout(layers, n, what)
+
+
+_LLAMA4_ATTENTION = {k: v for k, v in LLAMA.items() if k != ("sliding_window", "layer_types")}
+
 _GRANITE_EXPERTS = MoeRule(**FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"),
                            width=Same("ffn_embed_dim"), shared_width=Opt("shared_intermediate_size"))
 
@@ -220,6 +269,21 @@ _DEEPSEEK_V2 = Family({**DEEPSEEK_MLA, "mlp_bias": Flag("mlp_bias", default=Fals
                    shared_width=Same("moe_ffn_embed_dim")),))
 
 MOE_FAMILIES: Dict[str, Family] = {
+    # Llama 4 text (Llama4TextDecoderLayer, transformers 5.23): Llama attention whose RoPE layers
+    # attend in chunks of attention_chunk_size and whose NoPE layers (every
+    # no_rope_layer_interval-th) attend globally; use_qk_norm is an L2 norm without weights and
+    # the temperature tuning of NoPE layers element-wise (no parameters, no matmul FLOPs). MoE
+    # layers (Llama4TextMoe): a bias-free router [hidden x num_local_experts] (sigmoid of the
+    # top-k logits), experts and one ungated shared expert of intermediate_size; dense layers
+    # an MLP of intermediate_size_mlp. The eager forward runs every token through every expert
+    # (moe_eager_all_experts: counted under the eager conventions, top-k under the executed ones).
+    "llama4_text": Family(
+        {**_LLAMA4_ATTENTION, "ffn_embed_dim": Opt("intermediate_size_mlp", default=16384),
+         "max_seq_len": Opt("max_position_embeddings", default=131072), "moe_eager_all_experts": True},
+        checks=(_llama4_several_experts,),
+        steps=(MoeRule(experts=Opt("num_local_experts", default=16), top_k=Opt("num_experts_per_tok", default=1),
+                       width=Req("intermediate_size"), shared_width=Same("moe_ffn_embed_dim")),
+               _llama4_layers)),
     # Qwen2-MoE: one shared expert behind a sigmoid gate
     "qwen2_moe": Family(
         {**LLAMA, "qkv_bias": Flag("qkv_bias", default=True), "attn_out_bias": False},

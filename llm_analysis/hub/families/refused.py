@@ -47,11 +47,6 @@ REFUSED_FAMILIES: Dict[str, Family] = {
         "layers, with tanh gates, and skip their whole block (MLP included) without vision states "
         "(ModelConfig.cross_attention adds a cross-attention block to every layer)"),)),
     # mixture-of-experts decoders and others whose named feature is absent from ModelConfig
-    "llama4_text": Family({}, checks=(NotModelled(
-        "Llama 4 as transformers implements it runs every token through every routed expert "
-        "(Llama4TextMoe scales the inputs by the router scores; its FLOPs are not top-k's), and "
-        "its chunked attention (attention_chunk_size) and interleaved MoE/dense widths "
-        "(intermediate_size_mlp) are not modelled"),)),
     "deepseek_v4": Family({}, checks=(NotModelled(
         "DeepSeek-V4's hyper-connections (hc_mult streams mixed per sublayer), compressed "
         "attention (compress_rates, the compressor projections) and output low-rank projections "
