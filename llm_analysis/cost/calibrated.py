@@ -235,7 +235,7 @@ class CalibratedCostModel(CostModel):
         if kind == "matmul":
             if not dims:
                 eff = self._plateau
-            elif op.expert_role == "routed":
+            elif getattr(op, "expert_role", None) == "routed":  # (duck-typed ops may lack roles)
                 eff = self.routed_expert_eff(op, dims)
             else:
                 eff = self._matmul_eff(dims)
