@@ -148,9 +148,10 @@ def memory_time_s(num_bytes: float, hbm_bytes_per_s: float, profile: Profile) ->
 
 
 def gemm_time_s(m: int, n: int, k: int, bytes_moved: float, peak_flops: float, hbm_bytes_per_s: float,
-                profile: Profile, num_sms: int, *, fp8: bool = False, launch: str = "graph") -> float:
+                profile: Profile, num_sms: int, *, fp8: bool = False, fp4: bool = False,
+                launch: str = "graph") -> float:
     """Seconds for one GEMM kernel: max(compute at shape efficiency, HBM streaming), floored."""
-    compute_s = 2.0 * m * n * k / (peak_flops * gemm_efficiency(m, n, k, profile, num_sms, fp8=fp8))
+    compute_s = 2.0 * m * n * k / (peak_flops * gemm_efficiency(m, n, k, profile, num_sms, fp8=fp8, fp4=fp4))
     return max(compute_s, memory_time_s(bytes_moved, hbm_bytes_per_s, profile), kernel_floor_s(profile, launch))
 
 
