@@ -18,8 +18,9 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
   permutation, block scales, per-expert tails). Weights are read once per call (a step).
 - attention core: prefill (no KV cache read) at the flash-attention efficiency
-  of its query length (at the 16-bit peak for fp8 and FP4 dtypes: the core runs in 16 bits); decode (reads a KV cache) streams the cache at the
-  paged-attention HBM efficiency; floored.
+  of its query length (at the 16-bit peak for fp8 and FP4 dtypes: the core runs in
+  16 bits); decode (reads a KV cache) streams the cache at the paged-attention HBM
+  efficiency; floored.
 - norms, activations, embeddings: HBM streaming at the streaming efficiency, floored.
 - training: a training step's compute kernels run at `training_compute_efficiency` of
   the rates above (`for_training`). The operator efficiencies are measured in short
