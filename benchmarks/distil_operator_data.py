@@ -21,7 +21,13 @@ with the profile parameters:
   (the convention the profiles' attn_prefill_efficiency was fitted under);
 - attention_decode: KV-cache bytes streamed / HBM spec, by KV length (rows: batch);
 - nccl[collective][group size]: bus bandwidth / NVLink line rate, by message bytes
-  (nccl-tests' busbw: all-reduce x 2(n-1)/n, the others x (n-1)/n).
+  (nccl-tests' busbw: all-reduce x 2(n-1)/n, the others x (n-1)/n);
+- moe[dtype]: the fused MoE layer (routing, permutation, gate/up GEMM, activation, down GEMM,
+  un-permutation) as vLLM runs it (the serving engine most validation rows use: MOE_FRAMEWORK),
+  latency in ms by token count (rows: (hidden, expert intermediate, top-k, experts, moe_tp)
+  layer shapes, experts not split over GPUs), the fastest of the kernels vLLM offers for the dtype
+  (a tuned deployment picks it), tokens routed by aiconfigurator's default power-law distribution
+  (MOE_DISTRIBUTION: real routers are not balanced).
 
 The package does not read these files yet (wiring them into the cost model changes numbers:
 the lead's decision). Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
@@ -56,6 +62,9 @@ SYSTEMS = {"a100_sxm": "a100-sxm-80gb", "h100_sxm": "h100-sxm-80gb", "h100_pcie"
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "nvfp4"}
 GEMM_NK = [(4096, 4096), (8192, 4096), (16384, 4096), (4096, 8192), (8192, 8192), (16384, 8192), (65536, 51200)]
 ATTN_LAYOUT = (32, 8, 128)  # query heads, KV heads, head dim (Llama-3 8B)
+MOE_FRAMEWORK = "vllm"
+MOE_DISTRIBUTION = "power_law_1.01"
+MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384)
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n}
@@ -189,6 +198,29 @@ def attention_tables(mirror, system, gpu, framework) -> dict:
     return out
 
 
+def moe_tables(mirror, system) -> dict:
+    """moe[dtype]: fused MoE layer latency (ms) by token count, per layer shape (module docstring)."""
+    path = mirror.newest(system, "moe", MOE_FRAMEWORK, "moe_perf.parquet")
+    if path is None:
+        return {}
+    df = mirror.table(path)
+    df = df[(df.distribution == MOE_DISTRIBUTION) & (df.moe_ep_size == 1) & df.num_tokens.isin(MOE_TOKENS)]
+    out = {}
+    shape_cols = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
+    for dtype, d in sorted(df.groupby("moe_dtype")):
+        best = d.groupby(shape_cols + ["num_tokens"]).latency.min()  # the fastest kernel per cell
+        tokens = _increasing(sorted(int(t) for t in set(d.num_tokens)), f"{system} moe tokens")
+        shapes = sorted({tuple(int(x) for x in key[:5]) for key in best.index})
+        rows = [[_sig(float(best[shape + (t,)])) if shape + (t,) in best.index else None for t in tokens]
+                for shape in shapes]
+        out[str(dtype)] = {"shapes": [list(x) for x in shapes], "shape_columns": shape_cols,
+                           "num_tokens": tokens, "latency_ms": rows,
+                           "kernels": sorted(str(k) for k in set(d.kernel_source)),
+                           "distribution": MOE_DISTRIBUTION, "moe_ep_size": 1,
+                           "source": _source(mirror, path, str(d.device.iloc[0]))}
+    return {"moe": out} if out else {}
+
+
 def nccl_tables(mirror, system, gpu) -> dict:
     path = mirror.newest(system, "comm", "nccl", "nccl_perf.parquet")
     if path is None:
@@ -214,6 +246,7 @@ def distil(mirror: Mirror, framework: str) -> dict:
         doc["gemm"] = gemm_tables(mirror, system, gpu, framework)
         doc.update(attention_tables(mirror, system, gpu, framework))
         doc.update(nccl_tables(mirror, system, gpu))
+        doc.update(moe_tables(mirror, system))
         if doc["gemm"] or len(doc) > 3:
             docs[gpu_name] = doc
     return docs

@@ -7,9 +7,23 @@ below is the calibrated model's own formula inverted on the measurements, per me
 averaged over the measured GPUs of the profile's generation (one profile per generation):
 
 - gemm_k_half: not measured (below); the plateaus are read at GEMM_K_HALF and the profile takes it;
-- gemm_plateau_efficiency / gemm_fp8_plateau_efficiency: the measured efficiency of every
-  (M, N, K) with M >= GEMM_MIN_M (compute-bound) divided by the model's shape factor at plateau 1
-  (tile and wave quantisation, split-K, K / (K + gemm_k_half): cost/gemm.py); the median;
+- gemm_plateau_efficiency / gemm_fp8_plateau_efficiency / gemm_fp4_plateau_efficiency (NVFP4
+  rows, Blackwell): the measured efficiency of every (M, N, K) with M >= GEMM_MIN_M
+  (compute-bound) divided by the model's shape factor at plateau 1 (tile and wave quantisation,
+  split-K, K / (K + gemm_k_half): cost/gemm.py); the median;
+- moe_gemm_share / moe_gemm_fp8_share / moe_gemm_fp4_share: the fused MoE layer tables (vLLM,
+  power-law routing, the fastest kernel per cell): the model's time of the layer's three expert
+  GEMMs (gate and up: N = intermediate / moe_tp, K = hidden; down: N = hidden, K = intermediate /
+  moe_tp) at M = tokens per expert (tokens x top-k over the experts they reach: calibrated.py
+  `routed_expert_eff`), at the precision's plateau and share 1, over the measured latency, at
+  every cell whose weights stream in at most MOE_STREAM_SHARE of the measured time (the kernel is
+  compute-bound there, so the ratio is the grouped GEMM's share, not a bandwidth figure); the
+  median per GPU, over cells of >= MOE_MIN_TOKENS_PER_EXPERT tokens per expert (below, fixed costs of
+  the fused layer dominate: routing, sorting, several launches; the model's kernel floors hold those). Precisions: 16-bit tensor cores = bfloat16, W4A16 MXFP4 and int4 weight-only
+  kernels; fp8 = block-scaled FP8 (the FP8 checkpoints of the MoE models served: DeepSeek-V3/R1,
+  Kimi-K2, Qwen3, MiniMax-M2 use 128 x 128 block scales) and W4A8 MXFP4; FP4 = NVFP4. Per-tensor
+  FP8 MoE kernels are left out (faster than block-scaled ones: 0.6-0.9 of the dense shape's rate on
+  B200, against 0.3-0.4);
 - attn_prefill_efficiency, attn_prefill_half_seq: E x s / (s + h) (calibrated.py's flash prefill
   efficiency on the executed, causal FLOPs) least-squares fitted in log to the causal-half
   efficiency at s >= PREFILL_MIN_SEQ;
@@ -47,6 +61,13 @@ from llm_analysis.cost.gemm import gemm_efficiency  # noqa: E402
 from llm_analysis.cost.profiles import PROFILE_DIR, generation_of, load_profile  # noqa: E402
 
 MEASURED_DIR = PROFILE_DIR / "measured"
+MOE_STREAM_SHARE = 0.5  # cells whose expert weights stream in more of the measured time are bandwidth-bound
+MOE_MIN_TOKENS_PER_EXPERT = 64  # below, the fused layer's fixed costs (routing, launches) dominate small cells
+# measured MoE dtype -> the tensor cores its GEMMs run on (calibrated.py `gemm_precision`) and the bytes
+# per weight its experts stream (4-bit formats with their block scales)
+MOE_DTYPES = {"bfloat16": ("16-bit", 2.0), "w4a16_mxfp4": ("16-bit", 4.25 / 8), "int4_wo": ("16-bit", 4.25 / 8),
+              "fp8_block": ("fp8", 1.0 + 4.0 / 128 ** 2), "w4a8_mxfp4_mxfp8": ("fp8", 4.25 / 8),
+              "nvfp4": ("fp4", 4.5 / 8)}
 GEMM_MIN_M = 1024  # below, a GEMM of these shapes is bound by streaming its weights or by launch
 PREFILL_MIN_SEQ = 512  # below, the prefill tables' short kernels are bound by launch and tails
 NCCL_GROUP = "8"  # the 8-GPU node the profiles' ring and NVLS figures describe
@@ -76,9 +97,9 @@ def _gemm_log_ratios(doc: dict, dtype: str, generation: str, k_half: float) -> L
     table = doc["gemm"][dtype]
     p = load_profile(generation)
     unit = p.with_values({"gemm_plateau_efficiency": 1.0, "gemm_fp8_plateau_efficiency": 1.0,
-                          "gemm_k_half": k_half}, "plateau 1")
+                          "gemm_fp4_plateau_efficiency": 1.0, "gemm_k_half": k_half}, "plateau 1")
     sms = p.num_sms(doc["gpu"])
-    return [math.log(e / gemm_efficiency(m, n, k, unit, sms, fp8=dtype == "fp8"))
+    return [math.log(e / gemm_efficiency(m, n, k, unit, sms, fp8=dtype == "fp8", fp4=dtype == "nvfp4"))
             for row, (n, k) in zip(table["efficiency"], table["n_k"]) for m, e in zip(table["m"], row)
             if e and m >= GEMM_MIN_M]
 
@@ -94,6 +115,54 @@ def gemm_plateau(doc: dict, dtype: str, generation: str, k_half: float) -> Tuple
                    f"{len(table['n_k'])} weight shapes) of measured efficiency / the model's shape factor "
                    f"(cost/gemm.py at plateau 1, gemm_k_half {k_half:g}) = {value:.3f}; {_table_path(doc['gpu'])} "
                    f"<- {_source_of(table)}")
+
+
+def moe_unit_ratios(doc: dict, generation: str, k_half: float) -> Dict[str, Tuple[float, str]]:
+    """precision -> (median over compute-bound cells of the model's expert-GEMM time at plateau 1 and
+    share 1 over the measured fused-MoE latency, how read) of one GPU (module docstring). The share
+    is this over the precision's plateau."""
+    from llm_analysis.config import get_gpu_config_by_name
+    tables = doc.get("moe")
+    if not tables:
+        return {}
+    gpu = get_gpu_config_by_name(doc["gpu"])
+    p = load_profile(generation)
+    unit = p.with_values({"gemm_plateau_efficiency": 1.0, "gemm_k_half": k_half}, "plateau 1")
+    sms = p.num_sms(doc["gpu"])
+    peaks = {"16-bit": gpu.peak_fp16_TFLOPS, "fp8": gpu.peak_fp8_TFLOPS, "fp4": gpu.peak_fp4_TFLOPS}
+    stream_bytes_per_s = gpu.hbm_bandwidth_in_GB_per_sec * 1e9 * p.hbm_efficiency
+    ratios: Dict[str, List[float]] = {}
+    for dtype, table in tables.items():
+        if dtype not in MOE_DTYPES or not peaks[MOE_DTYPES[dtype][0]]:
+            continue
+        precision, weight_bytes = MOE_DTYPES[dtype]
+        peak = peaks[precision] * 1e12
+        for (hidden, inter, top_k, experts, moe_tp), row in zip(table["shapes"], table["latency_ms"]):
+            f = inter // moe_tp
+            for tokens, ms in zip(table["num_tokens"], row):
+                if not ms:
+                    continue
+                pairs = tokens * top_k
+                active = experts * -math.expm1(pairs * math.log1p(-1.0 / experts))
+                m = max(1, round(pairs / active))
+                if m < MOE_MIN_TOKENS_PER_EXPERT:
+                    continue
+                stream_s = 3.0 * active * hidden * f * weight_bytes / stream_bytes_per_s
+                if stream_s > MOE_STREAM_SHARE * ms * 1e-3:
+                    continue
+                unit_s = sum(2.0 * pairs * n * k / (peak * gemm_efficiency(m, n, k, unit, sms))
+                             for n, k in ((f, hidden), (f, hidden), (hidden, f)))
+                ratios.setdefault(precision, []).append(unit_s / (ms * 1e-3))
+    out = {}
+    for precision, rs in ratios.items():
+        dtypes = sorted(d for d in tables if MOE_DTYPES.get(d, ("",))[0] == precision)
+        r = statistics.median(rs)
+        out[precision] = (r, f"{doc['gpu']} {precision} ({', '.join(dtypes)}): median over {len(rs)} compute-bound "
+                             f"cells (>= {MOE_MIN_TOKENS_PER_EXPERT} tokens per expert, weights stream in <= "
+                             f"{MOE_STREAM_SHARE:g} of the time) of the model's expert "
+                             f"GEMM time at M = tokens per expert, plateau 1 / measured fused-MoE latency = {r:.3f}; "
+                             f"{_table_path(doc['gpu'])} <- {_source_of(next(iter(tables.values())))}")
+    return out
 
 
 def weight_stream(doc: dict) -> Tuple[float | None, float | None, str] | None:
@@ -203,7 +272,8 @@ def generation_values(generation: str) -> Dict[str, Tuple[float, str]]:
     has_nvls = load_profile(generation).nvls_busbw_factor > 0
     out = {"gemm_k_half": (GEMM_K_HALF, GEMM_K_HALF_SOURCE)}
     for gpu, doc in docs.items():
-        for key, dtype in (("gemm_plateau_efficiency", "bf16"), ("gemm_fp8_plateau_efficiency", "fp8")):
+        for key, dtype in (("gemm_plateau_efficiency", "bf16"), ("gemm_fp8_plateau_efficiency", "fp8"),
+                           ("gemm_fp4_plateau_efficiency", "nvfp4")):
             got = gemm_plateau(doc, dtype, generation, GEMM_K_HALF)
             if got:
                 found.setdefault(key, []).append(got)
@@ -231,6 +301,30 @@ def generation_values(generation: str) -> Dict[str, Tuple[float, str]]:
         if dropped:
             source += " | " + " | ".join(dropped)
         out[key] = (float(f"{value:.4g}"), source)
+    out.update(moe_shares(generation, docs, out))
+    return out
+
+
+def moe_shares(generation: str, docs: Dict[str, dict], values: Dict[str, Tuple[float, str]]
+               ) -> Dict[str, Tuple[float, str]]:
+    """moe_gemm_share / moe_gemm_fp8_share / moe_gemm_fp4_share: each GPU's `moe_unit_ratios` over the
+    precision's plateau (the measured one just read, else the profile's: calibrated.py `gemm_plateau`),
+    capped at 1; the mean over the generation's GPUs."""
+    from llm_analysis.cost.calibrated import MOE_SHARE_KEYS, PLATEAU_KEYS, gemm_plateau
+    plateaus = {**load_profile(generation).values, **{k: v for k, (v, _) in values.items()}}
+    found: Dict[str, List[Tuple[float, str]]] = {}
+    for doc in docs.values():
+        for precision, (r, how) in moe_unit_ratios(doc, generation, GEMM_K_HALF).items():
+            plateau = gemm_plateau(plateaus, precision)
+            share = min(1.0, r / plateau)
+            found.setdefault(MOE_SHARE_KEYS[precision], []).append(
+                (share, f"{how}; over the {PLATEAU_KEYS[precision]} {plateau:.4g}: {share:.3f}"
+                        + (" (capped at 1)" if r > plateau else "")))
+    out = {}
+    for key, figures in found.items():
+        value = statistics.mean(v for v, _ in figures)
+        out[key] = (float(f"{value:.4g}"), "measured fused MoE layers (benchmarks/measured_operator_values.py), mean "
+                    f"over {', '.join(how.split(' ')[0] for _, how in figures)}: " + " | ".join(h for _, h in figures))
     return out
 
 
@@ -260,10 +354,41 @@ def _generation(gpu: str) -> str:
         return ""
 
 
-if __name__ == "__main__":
+# the keys `--write` puts into the profiles (the others: benchmarks/fit_profiles.py --operators --write)
+MOE_AND_FP4_KEYS = ("gemm_fp4_plateau_efficiency", "moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")
+
+
+def write_moe_and_fp4_values() -> None:
+    """The FP4 plateau and the MoE shares into the generations' profiles (only those keys)."""
+    for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
+        path = PROFILE_DIR / f"{gen}.json"
+        doc = json.loads(path.read_text())
+        values = generation_values(gen)
+        keys = [k for k in MOE_AND_FP4_KEYS if k in values]
+        for key in keys:
+            doc["parameters"][key] = {"value": values[key][0], "source": values[key][1]}
+        if keys:
+            doc["parameters"] = dict(sorted(doc["parameters"].items()))
+            path.write_text(json.dumps(doc, indent=1) + "\n")
+            print(f"wrote {', '.join(keys)} into {path.name}")
+    load_profile.cache_clear()
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="write " + ", ".join(MOE_AND_FP4_KEYS) + " into the profiles")
+    args = ap.parse_args(argv)
     for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
         p = load_profile(gen)
         for key, (value, source) in sorted(generation_values(gen).items()):
-            print(f"{gen:<16} {key:<30} {p.values[key]:10.4g} -> {value:10.4g}")
+            print(f"{gen:<16} {key:<30} {p.values.get(key, math.nan):10.4g} -> {value:10.4g}")
         for key, note in left_out(gen):
             print(f"{gen:<16} {key:<30} kept {p.values[key]:.4g}: {note}")
+    if args.write:
+        write_moe_and_fp4_values()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,11 +7,20 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
 - matmul (M tokens, N, K from the operator's `kernel_dims`): FLOPs at the shape's
   efficiency (tile and wave quantisation, short-K loss, a plateau below peak;
   `gemm.gemm_efficiency`, fp8 at its own plateau), HBM bytes at the streaming
-  efficiency; time = max(compute, memory, kernel floor). MoE expert matmuls
-  are timed as one grouped GEMM over all routed token-expert pairs.
+  efficiency; time = max(compute, memory, kernel floor). The plateau is that of the
+  tensor cores the GEMM runs on (16-bit, fp8 or FP4: `gemm_precision`; measured FP4
+  GEMMs reach about half the 16-bit plateau's share of their own peak on B200/B300).
+- routed-expert matmuls (MoE): one grouped GEMM over the GPU's experts, each expert
+  a GEMM of M = tokens per expert (the GPU's token-expert pairs over the local
+  experts they reach, uniform routing), at that shape's efficiency times the
+  measured grouped-GEMM share of the precision (`moe_gemm_share`,
+  `moe_gemm_fp8_share`, `moe_gemm_fp4_share`: fused MoE layers as vLLM runs them
+  reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
+  permutation, block scales, per-expert tails). Weights are read once per call (a step).
 - attention core: prefill (no KV cache read) at the flash-attention efficiency
-  of its query length; decode (reads a KV cache) streams the cache at the
-  paged-attention HBM efficiency; floored.
+  of its query length (at the 16-bit peak for fp8 and FP4 dtypes: the core runs in
+  16 bits); decode (reads a KV cache) streams the cache at the paged-attention HBM
+  efficiency; floored.
 - norms, activations, embeddings: HBM streaming at the streaming efficiency, floored.
 - training: a training step's compute kernels run at `training_compute_efficiency` of
   the rates above (`for_training`). The operator efficiencies are measured in short
@@ -48,6 +57,7 @@ is timed from the table's figures (cost/calibrated_table.py), as the roofline's 
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Dict, Optional, Tuple
 
@@ -61,11 +71,41 @@ from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
 from llm_analysis.cost.nccl import fabric_from_gpu_config
 from llm_analysis.cost.profiles import Profile, check_profile_matches_gpu
+from llm_analysis.schema.formats import FP4_FORMATS
 
 
 def _is_fp8(dtype: DtypeConfig) -> bool:
     return (max(dtype.weight_bits, dtype.activation_bits) == 8 and dtype.activation_format == "float"
             and dtype.weight_format == "float")
+
+
+def gemm_precision(dtype: DtypeConfig) -> str:
+    """The tensor cores a matmul of this dtype runs on, as the profiles' GEMM parameters name them:
+    "fp4" (FP4 weights and activations), "fp8" (8-bit float activations with float or FP4
+    weights: FP8 and W4A8 MXFP4), else "16-bit" (16-bit, weight-only, integer and 32-bit GEMMs:
+    the 16-bit plateau, as before these keys existed)."""
+    if dtype.activation_format in FP4_FORMATS:
+        return "fp4"
+    if dtype.activation_bits == 8 and dtype.activation_format == "float" and dtype.weight_format != "int" \
+            and dtype.weight_bits <= 8:
+        return "fp8"
+    return "16-bit"
+
+
+# the profile parameters of each tensor-core precision (absent from a profile: the 16-bit ones)
+PLATEAU_KEYS = {"16-bit": "gemm_plateau_efficiency", "fp8": "gemm_fp8_plateau_efficiency",
+                "fp4": "gemm_fp4_plateau_efficiency"}
+MOE_SHARE_KEYS = {"16-bit": "moe_gemm_share", "fp8": "moe_gemm_fp8_share", "fp4": "moe_gemm_fp4_share"}
+
+
+def gemm_plateau(values, precision: str) -> float:
+    """The GEMM plateau of a precision in a profile's values (its own key, else the 16-bit plateau)."""
+    return values.get(PLATEAU_KEYS[precision], values["gemm_plateau_efficiency"])
+
+
+def moe_gemm_share(values, precision: str) -> float:
+    """The grouped expert GEMM share of a precision (its own key, else the 16-bit one, else 1)."""
+    return values.get(MOE_SHARE_KEYS[precision], values.get("moe_gemm_share", 1.0))
 
 
 def _weight_only_int_bits(dtype: DtypeConfig) -> int:
@@ -103,15 +143,19 @@ class CalibratedCostModel(CostModel):
         self._compute_share = v.get("training_compute_efficiency", 1.0) if training else 1.0
         self._peak = self.peak_flops_per_s * self._compute_share
         self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
-        self._plateau = v.get("gemm_fp8_plateau_efficiency", v["gemm_plateau_efficiency"]) if self._fp8 \
-            else v["gemm_plateau_efficiency"]
+        self._precision = gemm_precision(dtype)
+        self._plateau = gemm_plateau(v, self._precision)
+        self._moe_share = moe_gemm_share(v, self._precision)
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
         # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
         wo_bits = _weight_only_int_bits(dtype)
         self._matmul_hbm_eff = self._hbm_eff * (v[f"weight_only_int{wo_bits}_stream_factor"] if wo_bits else 1.0)
         # fp8 training/serving keeps attention in 16 bits (TransformerEngine runs FP8 only in its
-        # Linear/GEMM layers; the flash-attention core stays bf16): attention at the 16-bit peak
-        self._attn_peak = gpu.peak_fp16_TFLOPS * 1e12 * self._compute_share if self._fp8 else self._peak
+        # Linear/GEMM layers; the flash-attention core stays bf16), and so does FP4 and W4A8 serving
+        # (vLLM / TensorRT-LLM quantise the linear layers; the attention core takes bf16 queries):
+        # attention at the 16-bit peak
+        self._attn_peak = gpu.peak_fp16_TFLOPS * 1e12 * self._compute_share if self._precision != "16-bit" \
+            else self._peak
         self._attn_eff, self._attn_half = v["attn_prefill_efficiency"], v["attn_prefill_half_seq"]
         self._decode_eff = v["attn_decode_hbm_efficiency"]
         self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
@@ -157,12 +201,25 @@ class CalibratedCostModel(CostModel):
         key = (max(1, int(n)), max(1, int(k)))
         g = self._gemms.get(key)
         if g is None:
-            g = self._gemms[key] = GemmShape(*key, self.profile, self._num_sms, fp8=self._fp8)
+            g = self._gemms[key] = GemmShape(*key, self.profile, self._num_sms, plateau=self._plateau)
         return g
 
     def _matmul_eff(self, dims: Tuple[int, ...]) -> float:
         m, n, k = dims[:3]
         return self.gemm_shape(n, k)(max(1, int(m)))
+
+    def routed_expert_eff(self, op, dims: Tuple[int, ...]) -> float:
+        """Efficiency of a routed-expert matmul (M token-expert pairs on this GPU, weight (N, K) per
+        expert): the GPU holds E = params_per_gpu / (N K) experts (the describer's one expert's
+        weights x the local experts); M pairs routed uniformly reach A = E (1 - (1 - 1/E)^M) of them,
+        M / A tokens each; the grouped GEMM runs each at the per-expert shape's efficiency, times the
+        measured grouped-GEMM share of the precision."""
+        m, n, k = dims[:3]
+        m = max(1.0, float(m))
+        local = max(1.0, op.params_per_gpu / (float(n) * float(k)))
+        active = local * -math.expm1(m * math.log1p(-1.0 / local)) if local > 1.0 else 1.0
+        per_expert = max(1, round(m / max(1.0, active)))
+        return self.gemm_shape(n, k)(per_expert) * self._moe_share
 
     # ---------------------------------------------------------- kernels
     def _split(self, compute_s: float, memory_s: float) -> Tuple[float, float]:
@@ -179,7 +236,12 @@ class CalibratedCostModel(CostModel):
         kind = op.kind
         dims = op.kernel_dims if dims is None else dims
         if kind == "matmul":
-            eff = self._matmul_eff(dims) if dims else self._plateau
+            if not dims:
+                eff = self._plateau
+            elif getattr(op, "expert_role", None) == "routed":  # (duck-typed ops may lack roles)
+                eff = self.routed_expert_eff(op, dims)
+            else:
+                eff = self._matmul_eff(dims)
             return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._matmul_hbm_eff))
         if kind == "attention":
             if kv_bytes > 0:  # decode over a KV cache: paged attention streams the cache

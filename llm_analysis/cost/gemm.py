@@ -22,6 +22,8 @@ vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from llm_analysis.errors import ConfigError
 from llm_analysis.cost.gemm_buckets import bucket_levels, tile_winner, wave_fill
 from llm_analysis.cost.profiles import Profile
@@ -44,12 +46,16 @@ class GemmShape:
     __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo", "rows_m", "winners", "coarse_tiles",
                  "left_out_rel", "fine_m", "fine_winners")
 
-    def __init__(self, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False):
+    def __init__(self, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False,
+                 fp4: bool = False, plateau: Optional[float] = None):
+        """`plateau`: the GEMM plateau to use (the caller's precision's); else FP4's, fp8's or 16-bit's."""
         if min(n, k) < 1 or num_sms < 1:
             raise ConfigError(f"GEMM shape (N, K) = ({n}, {k}) and num_sms = {num_sms} must be >= 1")
         self.n, self.k, self.num_sms = n, k, num_sms
-        self.plateau = profile.values.get("gemm_fp8_plateau_efficiency", profile.gemm_plateau_efficiency) if fp8 \
-            else profile.gemm_plateau_efficiency
+        if plateau is None:
+            key = "gemm_fp4_plateau_efficiency" if fp4 else "gemm_fp8_plateau_efficiency" if fp8 else ""
+            plateau = profile.values.get(key, profile.gemm_plateau_efficiency)
+        self.plateau = plateau
         self.k_total = k + profile.gemm_k_half
         splitk = profile.gemm_splitk_min_k
         # per tile: (tm, tm x padded N (padded N = tiles_n * tn), tiles_n, split-K cap, relative
@@ -116,11 +122,12 @@ def _winner(kept: dict, tiles: tuple, shape: GemmShape, g: int, m: int, left_out
     return w
 
 
-def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False) -> float:
+def gemm_efficiency(m: int, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False,
+                    fp4: bool = False) -> float:
     """Fraction of the dense tensor peak a GEMM of this shape reaches (0 < e < 1)."""
     if min(m, n, k) < 1 or num_sms < 1:
         raise ConfigError(f"GEMM shape (M, N, K) = ({m}, {n}, {k}) and num_sms = {num_sms} must be >= 1")
-    return GemmShape(n, k, profile, num_sms, fp8=fp8)(m)
+    return GemmShape(n, k, profile, num_sms, fp8=fp8, fp4=fp4)(m)
 
 
 def hbm_efficiency(num_bytes: float, profile: Profile) -> float:
@@ -141,9 +148,10 @@ def memory_time_s(num_bytes: float, hbm_bytes_per_s: float, profile: Profile) ->
 
 
 def gemm_time_s(m: int, n: int, k: int, bytes_moved: float, peak_flops: float, hbm_bytes_per_s: float,
-                profile: Profile, num_sms: int, *, fp8: bool = False, launch: str = "graph") -> float:
+                profile: Profile, num_sms: int, *, fp8: bool = False, fp4: bool = False,
+                launch: str = "graph") -> float:
     """Seconds for one GEMM kernel: max(compute at shape efficiency, HBM streaming), floored."""
-    compute_s = 2.0 * m * n * k / (peak_flops * gemm_efficiency(m, n, k, profile, num_sms, fp8=fp8))
+    compute_s = 2.0 * m * n * k / (peak_flops * gemm_efficiency(m, n, k, profile, num_sms, fp8=fp8, fp4=fp4))
     return max(compute_s, memory_time_s(bytes_moved, hbm_bytes_per_s, profile), kernel_floor_s(profile, launch))
 
 

@@ -6,8 +6,9 @@ GPU or the dtype asked about: what stands in for the measurement, said once in w
   `fallback` text.
 - A dtype whose GEMMs run at a peak other than the 16-bit one (fp8, fp4, int8, int4, tf32)
   with no plateau efficiency of its own in the profile: the calibrated model times them at
-  the 16-bit GEMM plateau of that peak (cost/calibrated.py); the note says so. fp8 has its
-  own parameter (`gemm_fp8_plateau_efficiency`) where a profile gives it; fp8 on a GPU
+  the 16-bit GEMM plateau of that peak (cost/calibrated.py); the note says so. fp8 and FP4
+  have their own parameters (`gemm_fp8_plateau_efficiency`, `gemm_fp4_plateau_efficiency`)
+  where a profile gives them; fp8 on a GPU
   without fp8 units runs at the 16-bit peak (cost/precision.py), which the 16-bit plateau
   describes: no note.
 - Weight-only int8 / int4 GEMMs on a profile whose streaming factor is the stated default
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import List
 
 from llm_analysis.config import DtypeConfig, GPUConfig
-from llm_analysis.cost.calibrated import _is_fp8, _weight_only_int_bits
+from llm_analysis.cost.calibrated import PLATEAU_KEYS, _weight_only_int_bits, gemm_precision
 from llm_analysis.cost.precision import matmul_peak_tflops
 from llm_analysis.cost.profiles import Profile
 from llm_analysis.schema.formats import FP4_FORMATS
@@ -48,7 +49,8 @@ def profile_notes(profile: Profile, gpu: GPUConfig, dtype: DtypeConfig) -> List[
     peak_tflops = matmul_peak_tflops(gpu, dtype)
     # GEMMs at the 16-bit peak (16-bit dtypes, weight-only ones, fp8 upcast where the GPU has no
     # fp8 units) are what the 16-bit plateau measures: nothing borrowed
-    own = peak_tflops == gpu.peak_fp16_TFLOPS or (_is_fp8(dtype) and "gemm_fp8_plateau_efficiency" in profile.values)
+    precision = gemm_precision(dtype)
+    own = peak_tflops == gpu.peak_fp16_TFLOPS or (precision != "16-bit" and PLATEAU_KEYS[precision] in profile.values)
     if not own:
         precision = _matmul_precision(dtype)
         notes.append(f"no {precision} GEMM efficiency in profile {label}: {precision} GEMMs are timed at its 16-bit "

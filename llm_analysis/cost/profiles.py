@@ -79,6 +79,12 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "net_half_saturation_bytes": ("bytes", "message per GPU at half the network bandwidth plateau"),
     "gemm_plateau_efficiency": ("efficiency", "large 16-bit GEMM throughput / dense peak"),
     "gemm_fp8_plateau_efficiency": ("efficiency", "large fp8 GEMM throughput / dense fp8 peak"),
+    "gemm_fp4_plateau_efficiency": ("efficiency", "large FP4 (NVFP4 / MXFP4 weights and activations) GEMM "
+                                                  "throughput / dense FP4 peak"),
+    "moe_gemm_share": ("efficiency", "routed experts' grouped GEMM throughput / one dense GEMM of the per-expert "
+                                     "shape (M = tokens per expert), on 16-bit tensor cores"),
+    "moe_gemm_fp8_share": ("efficiency", "the same on fp8 tensor cores (block-scaled FP8 experts)"),
+    "moe_gemm_fp4_share": ("efficiency", "the same on FP4 tensor cores (NVFP4 experts)"),
     "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
     "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
@@ -105,6 +111,12 @@ _RATIO_OF = {"weight_only_int8_stream_factor": "hbm_efficiency", "weight_only_in
 # new term was not fitted anywhere.
 DEFAULTS: dict[str, tuple[Any, str]] = {
     "gemm_fp8_plateau_efficiency": (None, "the 16-bit GEMM plateau (fp8 GEMMs at the same efficiency)"),
+    "gemm_fp4_plateau_efficiency": (None, "the 16-bit GEMM plateau (FP4 GEMMs at the same efficiency; the model "
+                                          "before this key existed)"),
+    "moe_gemm_share": (None, "1: the grouped expert GEMM as fast as one dense GEMM of the per-expert shape "
+                             "(no measured MoE kernels for this generation)"),
+    "moe_gemm_fp8_share": (None, "moe_gemm_share (no measured fp8 MoE kernels for this generation)"),
+    "moe_gemm_fp4_share": (None, "moe_gemm_share (no measured FP4 MoE kernels for this generation)"),
     "gemm_splitk_min_k": (256.0, "split-K slices of >= 256 (4 k-tiles of 64), the shipped assumption "
                                  "(CUTLASS 'Split-K'; Osama et al. 2023, arXiv 2301.03598)"),
     "weight_only_int8_stream_factor": (1.0, "int8 weight-only GEMMs stream at the 16-bit rate (the model "
