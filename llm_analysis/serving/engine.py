@@ -119,6 +119,7 @@ class EngineSettings:
     step_overhead_s: float
     step_overhead_per_seq_s: float
     benchmark_rounds: float  # closed loop: the run's requests per client (the starting burst is 1 / R of it)
+    moe_kernels: str  # the MoE kernel family whose measured grouped GEMM share times routed experts
     seed: int
     num_requests: int
 
@@ -203,6 +204,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
             get("step_overhead_per_seq_s", profile["step_overhead_per_seq_s"]["value"]), "step_overhead_per_seq_s",
             1.0),
         benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
+        moe_kernels=profile["moe_kernels"]["value"],
         seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
         num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),
     )
