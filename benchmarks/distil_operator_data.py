@@ -31,8 +31,17 @@ with the profile parameters:
   aiconfigurator's default power-law distribution (MOE_DISTRIBUTION: real routers are not
   balanced). vLLM's table is its newest version folder; SGLang's and TensorRT-LLM's are, per dtype,
   the newest version folder that measured the dtype (TensorRT-LLM's newest folders hold one dtype
-  each). The wide-EP tables (wideep_*_moe_perf.parquet: DeepEP dispatch with the GEMMs) are not
-  read: their rows time experts split over GPUs with the all-to-all inside.
+  each);
+- moe_sglang_wide_ep[dtype], moe_trtllm_wide_ep[dtype]: the expert computation of the wide
+  expert-parallel MoE layers (WIDE_EP_TABLES: SGLang's DeepEP + DeepGEMM prefill path,
+  wideep_context_moe_perf.parquet, the grouped GEMMs on tokens DeepEP has already dispatched;
+  TensorRT-LLM's wide-EP CUTLASS MoE, wideep_moe_perf.parquet), latency in ms by tokens per EP
+  rank (the tables' num_tokens / moe_ep_size: both count the tokens of all ranks), rows (hidden,
+  expert intermediate, top-k, experts, moe_tp, moe_ep); the rank's load balanced (SGLang's
+  "uniform" rows; TensorRT-LLM measured power-law routing only, its "_eplb" rows rebalanced by
+  its expert-parallel load balancer), since the serving model applies the ranks' imbalance apart
+  (serving/layout.py `expert_load_imbalance`). The decode-side wide-EP table (DeepEP low-latency
+  mode) is not read: decode steps are bound by weight streaming, not by this share.
 
 The package does not read these files yet (wiring them into the cost model changes numbers:
 the lead's decision). Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
@@ -69,6 +78,9 @@ GEMM_NK = [(4096, 4096), (8192, 4096), (16384, 4096), (4096, 8192), (8192, 8192)
 ATTN_LAYOUT = (32, 8, 128)  # query heads, KV heads, head dim (Llama-3 8B)
 # serving engine (aiconfigurator framework folder) -> the key of its fused-MoE tables in the JSON
 MOE_TABLES = {"vllm": "moe", "sglang": "moe_sglang", "trtllm": "moe_trtllm"}
+# serving engine -> (the key of its wide expert-parallel tables, file, the routing read: module docstring)
+WIDE_EP_TABLES = {"sglang": ("moe_sglang_wide_ep", "wideep_context_moe_perf.parquet", "uniform"),
+                  "trtllm": ("moe_trtllm_wide_ep", "wideep_moe_perf.parquet", "power_law_1.01_eplb")}
 MOE_DISTRIBUTION = "power_law_1.01"
 MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384)
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
@@ -240,6 +252,36 @@ def moe_tables(mirror, system, framework: str = "vllm") -> dict:
     return {MOE_TABLES[framework]: dict(sorted(out.items()))} if out else {}
 
 
+def wide_ep_tables(mirror, system, framework: str) -> dict:
+    """{key: {dtype: table}}: the wide-EP expert computation's latency (ms) by tokens per EP rank, per
+    layer shape and EP size, as `framework` runs it (module docstring); {} where not measured."""
+    if framework not in WIDE_EP_TABLES:
+        return {}
+    key, name, distribution = WIDE_EP_TABLES[framework]
+    path = mirror.newest(system, "moe", framework, name)
+    if path is None:
+        return {}
+    df = mirror.table(path)
+    df = df[(df.distribution == distribution) & (df.moe_ep_size > 1)]
+    shape_cols = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+    out = {}
+    for dtype, d in sorted(df.groupby("moe_dtype")):
+        per_rank = {}
+        for row in d.itertuples():
+            if row.num_tokens % row.moe_ep_size == 0:
+                cell = tuple(int(getattr(row, c)) for c in shape_cols) + (int(row.num_tokens // row.moe_ep_size),)
+                per_rank[cell] = min(per_rank.get(cell, math.inf), float(row.latency))  # the fastest kernel
+        tokens = _increasing(sorted({c[-1] for c in per_rank}), f"{system} {framework} wide-EP tokens")
+        shapes = sorted({c[:-1] for c in per_rank})
+        rows = [[_sig(per_rank[shape + (t,)]) if shape + (t,) in per_rank else None for t in tokens]
+                for shape in shapes]
+        out[str(dtype)] = {"shapes": [list(x) for x in shapes], "shape_columns": shape_cols,
+                           "num_tokens_per_rank": tokens, "latency_ms": rows,
+                           "kernels": sorted(str(k) for k in set(d.kernel_source)),
+                           "distribution": distribution, "source": _source(mirror, path, str(d.device.iloc[0]))}
+    return {key: out} if out else {}
+
+
 def nccl_tables(mirror, system, gpu) -> dict:
     path = mirror.newest(system, "comm", "nccl", "nccl_perf.parquet")
     if path is None:
@@ -267,6 +309,7 @@ def distil(mirror: Mirror, framework: str) -> dict:
         doc.update(nccl_tables(mirror, system, gpu))
         for framework in MOE_TABLES:
             doc.update(moe_tables(mirror, system, framework))
+            doc.update(wide_ep_tables(mirror, system, framework))
         if doc["gemm"] or len(doc) > 3:
             docs[gpu_name] = doc
     return docs
@@ -351,11 +394,14 @@ def write_moe_tables(mirror: Mirror, out: Path) -> int:
         system = by_gpu.get(doc.get("gpu"))
         if system is None:
             continue
+        keys = [*MOE_TABLES.values(), *(key for key, _, _ in WIDE_EP_TABLES.values())]
         for framework, key in MOE_TABLES.items():
             doc.pop(key, None)
+            doc.pop(WIDE_EP_TABLES.get(framework, ("",))[0], None)
             doc.update(moe_tables(mirror, system, framework))
+            doc.update(wide_ep_tables(mirror, system, framework))
         path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
-        print(f"{path.name}: " + ", ".join(f"{key} {sorted(doc[key])}" for key in MOE_TABLES.values() if key in doc))
+        print(f"{path.name}: " + ", ".join(f"{key} {sorted(doc[key])}" for key in keys if key in doc))
     return 0
 
 
@@ -366,7 +412,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out-dir", default=str(OUT_DIR))
     ap.add_argument("--compare-only", action="store_true", help="print the comparison, write nothing")
     ap.add_argument("--moe-only", action="store_true",
-                    help="rewrite only the fused-MoE tables (" + ", ".join(MOE_TABLES.values()) + ") of the JSON "
+                    help="rewrite only the fused-MoE tables (" + ", ".join(MOE_TABLES.values()) + " and the wide-EP "
+                         "ones) of the JSON "
                          "files already in --out-dir, leaving their other tables as they are")
     args = ap.parse_args(argv)
     try:

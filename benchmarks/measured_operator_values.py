@@ -61,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from llm_analysis.cost.gemm import gemm_efficiency  # noqa: E402
-from llm_analysis.cost.profiles import PROFILE_DIR, generation_of, load_profile  # noqa: E402
+from llm_analysis.cost.profiles import MOE_KERNEL_FAMILIES, PROFILE_DIR, generation_of, load_profile  # noqa: E402
 
 MEASURED_DIR = PROFILE_DIR / "measured"
 MOE_STREAM_SHARE = 0.5  # cells whose expert weights stream in more of the measured time are bandwidth-bound
@@ -121,7 +121,8 @@ def gemm_plateau(doc: dict, dtype: str, generation: str, k_half: float) -> Tuple
 
 
 # MoE kernel family (calibrated.py `moe_share_key`) -> its tables in the measured JSON (distil_operator_data.py)
-MOE_TABLE_KEYS = {"vllm": "moe", "sglang": "moe_sglang", "trtllm": "moe_trtllm"}
+MOE_TABLE_KEYS = {"vllm": "moe", "sglang": "moe_sglang", "trtllm": "moe_trtllm",
+                  "sglang_wide_ep": "moe_sglang_wide_ep", "trtllm_wide_ep": "moe_trtllm_wide_ep"}
 
 
 def moe_unit_ratios(doc: dict, generation: str, k_half: float, kernels: str = "vllm"
@@ -145,13 +146,16 @@ def moe_unit_ratios(doc: dict, generation: str, k_half: float, kernels: str = "v
             continue
         precision, weight_bytes = MOE_DTYPES[dtype]
         peak = peaks[precision] * 1e12
-        for (hidden, inter, top_k, experts, moe_tp), row in zip(table["shapes"], table["latency_ms"]):
+        # a wide-EP table: tokens per EP rank, its experts split over moe_ep ranks (shape's 6th column)
+        tokens_axis = table["num_tokens"] if "num_tokens" in table else table["num_tokens_per_rank"]
+        for (hidden, inter, top_k, experts, moe_tp, *ep), row in zip(table["shapes"], table["latency_ms"]):
             f = inter // moe_tp
-            for tokens, ms in zip(table["num_tokens"], row):
+            local = experts // (ep[0] if ep else 1)  # the rank's experts
+            for tokens, ms in zip(tokens_axis, row):
                 if not ms:
                     continue
                 pairs = tokens * top_k
-                active = experts * -math.expm1(pairs * math.log1p(-1.0 / experts))
+                active = local * -math.expm1(pairs * math.log1p(-1.0 / local)) if local > 1 else 1.0
                 m = max(1, round(pairs / active))
                 if m < MOE_MIN_TOKENS_PER_EXPERT:
                     continue
@@ -365,7 +369,7 @@ def _generation(gpu: str) -> str:
 
 # the keys `--write` puts into the profiles (the others: benchmarks/fit_profiles.py --operators --write)
 MOE_AND_FP4_KEYS = ("gemm_fp4_plateau_efficiency", "moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share",
-                    *(f"{key}_{family}" for family in ("sglang", "trtllm")
+                    *(f"{key}_{family}" for family in MOE_KERNEL_FAMILIES
                       for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")))
 
 

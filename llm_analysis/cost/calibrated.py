@@ -17,9 +17,11 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   `moe_gemm_fp8_share`, `moe_gemm_fp4_share`: fused MoE layers as vLLM runs them
   reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
   permutation, block scales, per-expert tails). Weights are read once per call (a step).
-  A serving engine with MoE kernels of its own (`moe_kernels`: "sglang", "trtllm", named by
-  its engine profile) takes its family's measured share (`moe_gemm_fp8_share_sglang`, ...),
-  else the vLLM one; inference() and training() (no engine) take the vLLM one.
+  A serving engine with MoE kernels of its own (`moe_kernels`, named by its engine profile:
+  "sglang", "trtllm", and "sglang_wide_ep", "trtllm_wide_ep" for experts split over
+  expert-parallel ranks) takes its family's measured share (`moe_gemm_fp8_share_sglang`, ...);
+  where the generation has none, the family's fallback (wide EP -> the engine's fused MoE), else
+  vLLM's. inference() and training() (no engine) take vLLM's.
 - attention core: prefill (no KV cache read) at the flash-attention efficiency
   of its query length (at the 16-bit peak for fp8 and FP4 dtypes: the core runs in
   16 bits); decode (reads a KV cache) streams the cache at the paged-attention HBM
@@ -73,7 +75,7 @@ from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
 from llm_analysis.cost.nccl import fabric_from_gpu_config
-from llm_analysis.cost.profiles import Profile, check_profile_matches_gpu
+from llm_analysis.cost.profiles import MOE_KERNEL_FAMILIES, Profile, check_profile_matches_gpu
 from llm_analysis.schema.formats import FP4_FORMATS
 
 
@@ -106,8 +108,9 @@ def gemm_plateau(values, precision: str) -> float:
     return values.get(PLATEAU_KEYS[precision], values["gemm_plateau_efficiency"])
 
 
-# the MoE kernel families measured apart from vLLM's (whose shares are the unsuffixed keys, the fallback)
-MOE_KERNEL_FAMILIES = ("sglang", "trtllm")
+# a MoE kernel family without a measured share for a precision -> the family whose share it takes
+# (the families of cost/profiles.py MOE_KERNEL_FAMILIES; the last fallback is vLLM's, the unsuffixed keys)
+MOE_KERNEL_FALLBACK = {"sglang_wide_ep": "sglang", "trtllm_wide_ep": "trtllm"}
 
 
 def moe_share_key(precision: str, kernels: Optional[str] = None) -> str:
@@ -119,13 +122,14 @@ def moe_share_key(precision: str, kernels: Optional[str] = None) -> str:
 
 def moe_gemm_share(values, precision: str, kernels: Optional[str] = None) -> float:
     """The grouped expert GEMM share of a precision for a MoE kernel family: the family's own key
-    where measured, else vLLM's (its own key, else the 16-bit one, else 1)."""
-    vllm = values.get(MOE_SHARE_KEYS[precision], values.get("moe_gemm_share", 1.0))
+    where measured, else its fallback family's (MOE_KERNEL_FALLBACK), else vLLM's (its own key, else
+    the 16-bit one, else 1)."""
     if kernels in (None, "vllm"):
-        return vllm
+        return values.get(MOE_SHARE_KEYS[precision], values.get("moe_gemm_share", 1.0))
     if kernels not in MOE_KERNEL_FAMILIES:
         raise ConfigError(f"moe_kernels = {kernels!r}; valid: vllm, {', '.join(MOE_KERNEL_FAMILIES)}")
-    return values.get(moe_share_key(precision, kernels), vllm)
+    own = values.get(moe_share_key(precision, kernels))
+    return own if own is not None else moe_gemm_share(values, precision, MOE_KERNEL_FALLBACK.get(kernels))
 
 
 def _weight_only_int_bits(dtype: DtypeConfig) -> int:

@@ -235,8 +235,10 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
 def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
                       where: str = "") -> StepTimer:
     """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank)."""
-    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where,
-                                       engine.moe_kernels), engine)
+    # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
+    moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
+    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels),
+                     engine)
 
 
 def check_imbalance(value) -> Optional[float]:
