@@ -32,16 +32,18 @@ with the profile parameters:
   balanced). vLLM's table is its newest version folder; SGLang's and TensorRT-LLM's are, per dtype,
   the newest version folder that measured the dtype (TensorRT-LLM's newest folders hold one dtype
   each);
-- moe_sglang_wide_ep[dtype], moe_trtllm_wide_ep[dtype]: the expert computation of the wide
-  expert-parallel MoE layers (WIDE_EP_TABLES: SGLang's DeepEP + DeepGEMM prefill path,
-  wideep_context_moe_perf.parquet, the grouped GEMMs on tokens DeepEP has already dispatched;
-  TensorRT-LLM's wide-EP CUTLASS MoE, wideep_moe_perf.parquet), latency in ms by tokens per EP
-  rank (the tables' num_tokens / moe_ep_size: both count the tokens of all ranks), rows (hidden,
-  expert intermediate, top-k, experts, moe_tp, moe_ep); the rank's load balanced (SGLang's
-  "uniform" rows; TensorRT-LLM measured power-law routing only, its "_eplb" rows rebalanced by
-  its expert-parallel load balancer), since the serving model applies the ranks' imbalance apart
-  (serving/layout.py `expert_load_imbalance`). The decode-side wide-EP table (DeepEP low-latency
-  mode) is not read: decode steps are bound by weight streaming, not by this share.
+- moe_sglang_wide_ep[dtype]: the expert computation of SGLang's wide expert-parallel MoE layer
+  (WIDE_EP_TABLES: the DeepEP + DeepGEMM prefill path, wideep_context_moe_perf.parquet, the
+  grouped GEMMs on tokens DeepEP has already dispatched), latency in ms by tokens per EP rank (the
+  table's num_tokens / moe_ep_size: it counts the tokens of all ranks), rows (hidden, expert
+  intermediate, top-k, experts, moe_tp, moe_ep); the "uniform" rows (every rank equally loaded),
+  since the serving model applies the ranks' imbalance apart (serving/layout.py
+  `expert_load_imbalance`). Not read: the decode-side table (DeepEP low-latency mode; decode steps
+  stream the expert weights, the share hardly counts there) and TensorRT-LLM's
+  wideep_moe_perf.parquet, which measured power-law routing only, timed on rank 0 (the hottest
+  experts' rank; even its "_eplb" rows run at about half the rate of TensorRT-LLM's fused MoE at
+  the same tokens per expert): its figure holds the ranks' imbalance the serving model applies
+  again, so TensorRT-LLM's fused-MoE share stands for its wide EP.
 
 The package does not read these files yet (wiring them into the cost model changes numbers:
 the lead's decision). Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
@@ -79,8 +81,7 @@ ATTN_LAYOUT = (32, 8, 128)  # query heads, KV heads, head dim (Llama-3 8B)
 # serving engine (aiconfigurator framework folder) -> the key of its fused-MoE tables in the JSON
 MOE_TABLES = {"vllm": "moe", "sglang": "moe_sglang", "trtllm": "moe_trtllm"}
 # serving engine -> (the key of its wide expert-parallel tables, file, the routing read: module docstring)
-WIDE_EP_TABLES = {"sglang": ("moe_sglang_wide_ep", "wideep_context_moe_perf.parquet", "uniform"),
-                  "trtllm": ("moe_trtllm_wide_ep", "wideep_moe_perf.parquet", "power_law_1.01_eplb")}
+WIDE_EP_TABLES = {"sglang": ("moe_sglang_wide_ep", "wideep_context_moe_perf.parquet", "uniform")}
 MOE_DISTRIBUTION = "power_law_1.01"
 MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384)
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")

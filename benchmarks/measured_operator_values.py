@@ -24,9 +24,11 @@ averaged over the measured GPUs of the profile's generation (one profile per gen
   Kimi-K2, Qwen3, MiniMax-M2 use 128 x 128 block scales) and W4A8 MXFP4; FP4 = NVFP4. Per-tensor
   FP8 MoE kernels are left out (faster than block-scaled ones: 0.6-0.9 of the dense shape's rate on
   B200, against 0.3-0.4);
-- moe_gemm_share_sglang, moe_gemm_fp8_share_sglang, ... _trtllm: the same, read off the tables of
-  SGLang's and TensorRT-LLM's own MoE kernels (moe_sglang, moe_trtllm; a serving engine profile's
-  `moe_kernels` picks them: calibrated.py `moe_gemm_share`);
+- moe_gemm_share_sglang, moe_gemm_fp8_share_sglang, ... _trtllm, ... _sglang_wide_ep: the same,
+  read off the tables of SGLang's and TensorRT-LLM's own fused MoE kernels and of SGLang's wide-EP
+  expert computation (moe_sglang, moe_trtllm, moe_sglang_wide_ep: tokens per EP rank over the
+  rank's experts; a serving engine profile's `moe_kernels` picks them: calibrated.py
+  `moe_gemm_share`);
 - attn_prefill_efficiency, attn_prefill_half_seq: E x s / (s + h) (calibrated.py's flash prefill
   efficiency on the executed, causal FLOPs) least-squares fitted in log to the causal-half
   efficiency at s >= PREFILL_MIN_SEQ;
@@ -122,7 +124,7 @@ def gemm_plateau(doc: dict, dtype: str, generation: str, k_half: float) -> Tuple
 
 # MoE kernel family (calibrated.py `moe_share_key`) -> its tables in the measured JSON (distil_operator_data.py)
 MOE_TABLE_KEYS = {"vllm": "moe", "sglang": "moe_sglang", "trtllm": "moe_trtllm",
-                  "sglang_wide_ep": "moe_sglang_wide_ep", "trtllm_wide_ep": "moe_trtllm_wide_ep"}
+                  "sglang_wide_ep": "moe_sglang_wide_ep"}
 
 
 def moe_unit_ratios(doc: dict, generation: str, k_half: float, kernels: str = "vllm"

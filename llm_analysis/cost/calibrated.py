@@ -18,8 +18,8 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
   permutation, block scales, per-expert tails). Weights are read once per call (a step).
   A serving engine with MoE kernels of its own (`moe_kernels`, named by its engine profile:
-  "sglang", "trtllm", and "sglang_wide_ep", "trtllm_wide_ep" for experts split over
-  expert-parallel ranks) takes its family's measured share (`moe_gemm_fp8_share_sglang`, ...);
+  "sglang", "trtllm", and "sglang_wide_ep" for SGLang's experts split over expert-parallel
+  ranks) takes its family's measured share (`moe_gemm_fp8_share_sglang`, ...);
   where the generation has none, the family's fallback (wide EP -> the engine's fused MoE), else
   vLLM's. inference() and training() (no engine) take vLLM's.
 - attention core: prefill (no KV cache read) at the flash-attention efficiency
@@ -110,7 +110,7 @@ def gemm_plateau(values, precision: str) -> float:
 
 # a MoE kernel family without a measured share for a precision -> the family whose share it takes
 # (the families of cost/profiles.py MOE_KERNEL_FAMILIES; the last fallback is vLLM's, the unsuffixed keys)
-MOE_KERNEL_FALLBACK = {"sglang_wide_ep": "sglang", "trtllm_wide_ep": "trtllm"}
+MOE_KERNEL_FALLBACK = {"sglang_wide_ep": "sglang"}
 
 
 def moe_share_key(precision: str, kernels: Optional[str] = None) -> str:

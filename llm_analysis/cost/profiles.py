@@ -65,7 +65,6 @@ MOE_KERNEL_FAMILIES = {
     "sglang": "SGLang's fused MoE kernels (experts not split over GPUs)",
     "trtllm": "TensorRT-LLM's fused MoE kernels (experts not split over GPUs)",
     "sglang_wide_ep": "SGLang's wide expert-parallel MoE (DeepEP + DeepGEMM) expert computation",
-    "trtllm_wide_ep": "TensorRT-LLM's wide expert-parallel MoE expert computation",
 }
 # key -> (kind, meaning). kind: one of KINDS, or "tiles" (a table: list of [M, N, relative
 # efficiency], positive integer tile sides, 0 < relative efficiency <= 1, never rising as the
