@@ -22,12 +22,28 @@ with the profile parameters:
 - attention_decode: KV-cache bytes streamed / HBM spec, by KV length (rows: batch);
 - nccl[collective][group size]: bus bandwidth / NVLink line rate, by message bytes
   (nccl-tests' busbw: all-reduce x 2(n-1)/n, the others x (n-1)/n);
-- moe[dtype]: the fused MoE layer (routing, permutation, gate/up GEMM, activation, down GEMM,
-  un-permutation) as vLLM runs it (the serving engine most validation rows use: MOE_FRAMEWORK),
-  latency in ms by token count (rows: (hidden, expert intermediate, top-k, experts, moe_tp)
-  layer shapes, experts not split over GPUs), the fastest of the kernels vLLM offers for the dtype
-  (a tuned deployment picks it), tokens routed by aiconfigurator's default power-law distribution
-  (MOE_DISTRIBUTION: real routers are not balanced).
+- moe[dtype], moe_sglang[dtype], moe_trtllm[dtype]: the fused MoE layer (routing, permutation,
+  gate/up GEMM, activation, down GEMM, un-permutation) as each serving engine runs it (MOE_TABLES:
+  vLLM's fused-MoE kernels, SGLang's (FlashInfer TRT-LLM MoE, Triton fused MoE), TensorRT-LLM's
+  (CUTLASS MoE, DeepGEMM for block FP8)), latency in ms by token count (rows: (hidden, expert
+  intermediate, top-k, experts, moe_tp) layer shapes, experts not split over GPUs), the fastest of
+  the kernels the engine offers for the dtype (a tuned deployment picks it), tokens routed by
+  aiconfigurator's default power-law distribution (MOE_DISTRIBUTION: real routers are not
+  balanced). vLLM's table is its newest version folder; SGLang's and TensorRT-LLM's are, per dtype,
+  the newest version folder that measured the dtype (TensorRT-LLM's newest folders hold one dtype
+  each);
+- moe_sglang_wide_ep[dtype]: the expert computation of SGLang's wide expert-parallel MoE layer
+  (WIDE_EP_TABLES: the DeepEP + DeepGEMM prefill path, wideep_context_moe_perf.parquet, the
+  grouped GEMMs on tokens DeepEP has already dispatched), latency in ms by tokens per EP rank (the
+  table's num_tokens / moe_ep_size: it counts the tokens of all ranks), rows (hidden, expert
+  intermediate, top-k, experts, moe_tp, moe_ep); the "uniform" rows (every rank equally loaded),
+  since the serving model applies the ranks' imbalance apart (serving/layout.py
+  `expert_load_imbalance`). Not read: the decode-side table (DeepEP low-latency mode; decode steps
+  stream the expert weights, the share hardly counts there) and TensorRT-LLM's
+  wideep_moe_perf.parquet, which measured power-law routing only, timed on rank 0 (the hottest
+  experts' rank; even its "_eplb" rows run at about half the rate of TensorRT-LLM's fused MoE at
+  the same tokens per expert): its figure holds the ranks' imbalance the serving model applies
+  again, so TensorRT-LLM's fused-MoE share stands for its wide EP.
 
 The package does not read these files yet (wiring them into the cost model changes numbers:
 the lead's decision). Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
@@ -62,7 +78,10 @@ SYSTEMS = {"a100_sxm": "a100-sxm-80gb", "h100_sxm": "h100-sxm-80gb", "h100_pcie"
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "nvfp4": "nvfp4"}
 GEMM_NK = [(4096, 4096), (8192, 4096), (16384, 4096), (4096, 8192), (8192, 8192), (16384, 8192), (65536, 51200)]
 ATTN_LAYOUT = (32, 8, 128)  # query heads, KV heads, head dim (Llama-3 8B)
-MOE_FRAMEWORK = "vllm"
+# serving engine (aiconfigurator framework folder) -> the key of its fused-MoE tables in the JSON
+MOE_TABLES = {"vllm": "moe", "sglang": "moe_sglang", "trtllm": "moe_trtllm"}
+# serving engine -> (the key of its wide expert-parallel tables, file, the routing read: module docstring)
+WIDE_EP_TABLES = {"sglang": ("moe_sglang_wide_ep", "wideep_context_moe_perf.parquet", "uniform")}
 MOE_DISTRIBUTION = "power_law_1.01"
 MOE_TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384)
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
@@ -198,27 +217,70 @@ def attention_tables(mirror, system, gpu, framework) -> dict:
     return out
 
 
-def moe_tables(mirror, system) -> dict:
-    """moe[dtype]: fused MoE layer latency (ms) by token count, per layer shape (module docstring)."""
-    path = mirror.newest(system, "moe", MOE_FRAMEWORK, "moe_perf.parquet")
+def _moe_paths(mirror, system, framework) -> list:
+    """The fused-MoE tables to read for an engine: vLLM's newest version folder; SGLang's and
+    TensorRT-LLM's every version folder, newest first (each dtype is then taken from the newest
+    folder that measured it: module docstring)."""
+    if framework == "vllm":
+        newest = mirror.newest(system, "moe", framework, "moe_perf.parquet")
+        return [newest] if newest else []
+    prefix = f"{DATA}/{system}/moe/{framework}/"
+    found = [p for p in mirror.files if p.startswith(prefix) and p.endswith("/moe_perf.parquet")]
+    return sorted(found, key=lambda p: _version_key(p[len(prefix):].split("/")[0]), reverse=True)
+
+
+def moe_tables(mirror, system, framework: str = "vllm") -> dict:
+    """{MOE_TABLES[framework]: {dtype: table}}: fused MoE layer latency (ms) by token count, per layer
+    shape, as `framework` runs it (module docstring); {} where the engine has no table."""
+    out = {}
+    shape_cols = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
+    for path in _moe_paths(mirror, system, framework):
+        df = mirror.table(path)
+        df = df[(df.distribution == MOE_DISTRIBUTION) & (df.moe_ep_size == 1) & df.num_tokens.isin(MOE_TOKENS)]
+        for dtype, d in sorted(df.groupby("moe_dtype")):
+            if str(dtype) in out:  # a newer folder measured it
+                continue
+            best = d.groupby(shape_cols + ["num_tokens"]).latency.min()  # the fastest kernel per cell
+            tokens = _increasing(sorted(int(t) for t in set(d.num_tokens)), f"{system} {framework} moe tokens")
+            shapes = sorted({tuple(int(x) for x in key[:5]) for key in best.index})
+            rows = [[_sig(float(best[shape + (t,)])) if shape + (t,) in best.index else None for t in tokens]
+                    for shape in shapes]
+            out[str(dtype)] = {"shapes": [list(x) for x in shapes], "shape_columns": shape_cols,
+                               "num_tokens": tokens, "latency_ms": rows,
+                               "kernels": sorted(str(k) for k in set(d.kernel_source)),
+                               "distribution": MOE_DISTRIBUTION, "moe_ep_size": 1,
+                               "source": _source(mirror, path, str(d.device.iloc[0]))}
+    return {MOE_TABLES[framework]: dict(sorted(out.items()))} if out else {}
+
+
+def wide_ep_tables(mirror, system, framework: str) -> dict:
+    """{key: {dtype: table}}: the wide-EP expert computation's latency (ms) by tokens per EP rank, per
+    layer shape and EP size, as `framework` runs it (module docstring); {} where not measured."""
+    if framework not in WIDE_EP_TABLES:
+        return {}
+    key, name, distribution = WIDE_EP_TABLES[framework]
+    path = mirror.newest(system, "moe", framework, name)
     if path is None:
         return {}
     df = mirror.table(path)
-    df = df[(df.distribution == MOE_DISTRIBUTION) & (df.moe_ep_size == 1) & df.num_tokens.isin(MOE_TOKENS)]
+    df = df[(df.distribution == distribution) & (df.moe_ep_size > 1)]
+    shape_cols = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
     out = {}
-    shape_cols = ["hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
     for dtype, d in sorted(df.groupby("moe_dtype")):
-        best = d.groupby(shape_cols + ["num_tokens"]).latency.min()  # the fastest kernel per cell
-        tokens = _increasing(sorted(int(t) for t in set(d.num_tokens)), f"{system} moe tokens")
-        shapes = sorted({tuple(int(x) for x in key[:5]) for key in best.index})
-        rows = [[_sig(float(best[shape + (t,)])) if shape + (t,) in best.index else None for t in tokens]
+        per_rank = {}
+        for row in d.itertuples():
+            if row.num_tokens % row.moe_ep_size == 0:
+                cell = tuple(int(getattr(row, c)) for c in shape_cols) + (int(row.num_tokens // row.moe_ep_size),)
+                per_rank[cell] = min(per_rank.get(cell, math.inf), float(row.latency))  # the fastest kernel
+        tokens = _increasing(sorted({c[-1] for c in per_rank}), f"{system} {framework} wide-EP tokens")
+        shapes = sorted({c[:-1] for c in per_rank})
+        rows = [[_sig(per_rank[shape + (t,)]) if shape + (t,) in per_rank else None for t in tokens]
                 for shape in shapes]
         out[str(dtype)] = {"shapes": [list(x) for x in shapes], "shape_columns": shape_cols,
-                           "num_tokens": tokens, "latency_ms": rows,
+                           "num_tokens_per_rank": tokens, "latency_ms": rows,
                            "kernels": sorted(str(k) for k in set(d.kernel_source)),
-                           "distribution": MOE_DISTRIBUTION, "moe_ep_size": 1,
-                           "source": _source(mirror, path, str(d.device.iloc[0]))}
-    return {"moe": out} if out else {}
+                           "distribution": distribution, "source": _source(mirror, path, str(d.device.iloc[0]))}
+    return {key: out} if out else {}
 
 
 def nccl_tables(mirror, system, gpu) -> dict:
@@ -246,7 +308,9 @@ def distil(mirror: Mirror, framework: str) -> dict:
         doc["gemm"] = gemm_tables(mirror, system, gpu, framework)
         doc.update(attention_tables(mirror, system, gpu, framework))
         doc.update(nccl_tables(mirror, system, gpu))
-        doc.update(moe_tables(mirror, system))
+        for framework in MOE_TABLES:
+            doc.update(moe_tables(mirror, system, framework))
+            doc.update(wide_ep_tables(mirror, system, framework))
         if doc["gemm"] or len(doc) > 3:
             docs[gpu_name] = doc
     return docs
@@ -323,12 +387,35 @@ def print_comparison(lines) -> None:
         print(f"{gpu:<20} {gen:<10} {key:<36} {fmt(ours)} {fmt(measured):>9}  {how}")
 
 
+def write_moe_tables(mirror: Mirror, out: Path) -> int:
+    """--moe-only: each engine's fused-MoE tables into the GPUs' JSON files already written."""
+    by_gpu = {gpu_name: system for system, gpu_name in SYSTEMS.items()}
+    for path in sorted(out.glob("*.json")):
+        doc = json.loads(path.read_text())
+        system = by_gpu.get(doc.get("gpu"))
+        if system is None:
+            continue
+        keys = [*MOE_TABLES.values(), *(key for key, _, _ in WIDE_EP_TABLES.values())]
+        for framework, key in MOE_TABLES.items():
+            doc.pop(key, None)
+            doc.pop(WIDE_EP_TABLES.get(framework, ("",))[0], None)
+            doc.update(moe_tables(mirror, system, framework))
+            doc.update(wide_ep_tables(mirror, system, framework))
+        path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        print(f"{path.name}: " + ", ".join(f"{key} {sorted(doc[key])}" for key in keys if key in doc))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aic-git-dir", required=True, help="git directory of an ai-dynamo/aiconfigurator clone/mirror")
     ap.add_argument("--framework", default="trtllm", help="aiconfigurator framework folder (default trtllm)")
     ap.add_argument("--out-dir", default=str(OUT_DIR))
     ap.add_argument("--compare-only", action="store_true", help="print the comparison, write nothing")
+    ap.add_argument("--moe-only", action="store_true",
+                    help="rewrite only the fused-MoE tables (" + ", ".join(MOE_TABLES.values()) + " and the wide-EP "
+                         "ones) of the JSON "
+                         "files already in --out-dir, leaving their other tables as they are")
     args = ap.parse_args(argv)
     try:
         import pandas  # noqa: F401
@@ -336,6 +423,8 @@ def main(argv=None) -> int:
     except ImportError:
         print("distil_operator_data: needs pandas and pyarrow (pip install -e .[benchmarks])", file=sys.stderr)
         return 2
+    if args.moe_only:
+        return write_moe_tables(Mirror(args.aic_git_dir), Path(args.out_dir))
     docs = distil(Mirror(args.aic_git_dir), args.framework)
     if not args.compare_only:
         out = Path(args.out_dir)

@@ -24,6 +24,11 @@ averaged over the measured GPUs of the profile's generation (one profile per gen
   Kimi-K2, Qwen3, MiniMax-M2 use 128 x 128 block scales) and W4A8 MXFP4; FP4 = NVFP4. Per-tensor
   FP8 MoE kernels are left out (faster than block-scaled ones: 0.6-0.9 of the dense shape's rate on
   B200, against 0.3-0.4);
+- moe_gemm_share_sglang, moe_gemm_fp8_share_sglang, ... _trtllm, ... _sglang_wide_ep: the same,
+  read off the tables of SGLang's and TensorRT-LLM's own fused MoE kernels and of SGLang's wide-EP
+  expert computation (moe_sglang, moe_trtllm, moe_sglang_wide_ep: tokens per EP rank over the
+  rank's experts; a serving engine profile's `moe_kernels` picks them: calibrated.py
+  `moe_gemm_share`);
 - attn_prefill_efficiency, attn_prefill_half_seq: E x s / (s + h) (calibrated.py's flash prefill
   efficiency on the executed, causal FLOPs) least-squares fitted in log to the causal-half
   efficiency at s >= PREFILL_MIN_SEQ;
@@ -58,7 +63,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from llm_analysis.cost.gemm import gemm_efficiency  # noqa: E402
-from llm_analysis.cost.profiles import PROFILE_DIR, generation_of, load_profile  # noqa: E402
+from llm_analysis.cost.profiles import MOE_KERNEL_FAMILIES, PROFILE_DIR, generation_of, load_profile  # noqa: E402
 
 MEASURED_DIR = PROFILE_DIR / "measured"
 MOE_STREAM_SHARE = 0.5  # cells whose expert weights stream in more of the measured time are bandwidth-bound
@@ -117,12 +122,18 @@ def gemm_plateau(doc: dict, dtype: str, generation: str, k_half: float) -> Tuple
                    f"<- {_source_of(table)}")
 
 
-def moe_unit_ratios(doc: dict, generation: str, k_half: float) -> Dict[str, Tuple[float, str]]:
+# MoE kernel family (calibrated.py `moe_share_key`) -> its tables in the measured JSON (distil_operator_data.py)
+MOE_TABLE_KEYS = {"vllm": "moe", "sglang": "moe_sglang", "trtllm": "moe_trtllm",
+                  "sglang_wide_ep": "moe_sglang_wide_ep"}
+
+
+def moe_unit_ratios(doc: dict, generation: str, k_half: float, kernels: str = "vllm"
+                    ) -> Dict[str, Tuple[float, str]]:
     """precision -> (median over compute-bound cells of the model's expert-GEMM time at plateau 1 and
-    share 1 over the measured fused-MoE latency, how read) of one GPU (module docstring). The share
-    is this over the precision's plateau."""
+    share 1 over the measured fused-MoE latency, how read) of one GPU's `kernels` MoE tables (module
+    docstring). The share is this over the precision's plateau."""
     from llm_analysis.config import get_gpu_config_by_name
-    tables = doc.get("moe")
+    tables = doc.get(MOE_TABLE_KEYS[kernels])
     if not tables:
         return {}
     gpu = get_gpu_config_by_name(doc["gpu"])
@@ -137,13 +148,16 @@ def moe_unit_ratios(doc: dict, generation: str, k_half: float) -> Dict[str, Tupl
             continue
         precision, weight_bytes = MOE_DTYPES[dtype]
         peak = peaks[precision] * 1e12
-        for (hidden, inter, top_k, experts, moe_tp), row in zip(table["shapes"], table["latency_ms"]):
+        # a wide-EP table: tokens per EP rank, its experts split over moe_ep ranks (shape's 6th column)
+        tokens_axis = table["num_tokens"] if "num_tokens" in table else table["num_tokens_per_rank"]
+        for (hidden, inter, top_k, experts, moe_tp, *ep), row in zip(table["shapes"], table["latency_ms"]):
             f = inter // moe_tp
-            for tokens, ms in zip(table["num_tokens"], row):
+            local = experts // (ep[0] if ep else 1)  # the rank's experts
+            for tokens, ms in zip(tokens_axis, row):
                 if not ms:
                     continue
                 pairs = tokens * top_k
-                active = experts * -math.expm1(pairs * math.log1p(-1.0 / experts))
+                active = local * -math.expm1(pairs * math.log1p(-1.0 / local)) if local > 1 else 1.0
                 m = max(1, round(pairs / active))
                 if m < MOE_MIN_TOKENS_PER_EXPERT:
                     continue
@@ -157,7 +171,7 @@ def moe_unit_ratios(doc: dict, generation: str, k_half: float) -> Dict[str, Tupl
     for precision, rs in ratios.items():
         dtypes = sorted(d for d in tables if MOE_DTYPES.get(d, ("",))[0] == precision)
         r = statistics.median(rs)
-        out[precision] = (r, f"{doc['gpu']} {precision} ({', '.join(dtypes)}): median over {len(rs)} compute-bound "
+        out[precision] = (r, f"{doc['gpu']} {kernels} {precision} ({', '.join(dtypes)}): median over {len(rs)} compute-bound "
                              f"cells (>= {MOE_MIN_TOKENS_PER_EXPERT} tokens per expert, weights stream in <= "
                              f"{MOE_STREAM_SHARE:g} of the time) of the model's expert "
                              f"GEMM time at M = tokens per expert, plateau 1 / measured fused-MoE latency = {r:.3f}; "
@@ -310,16 +324,17 @@ def moe_shares(generation: str, docs: Dict[str, dict], values: Dict[str, Tuple[f
     """moe_gemm_share / moe_gemm_fp8_share / moe_gemm_fp4_share: each GPU's `moe_unit_ratios` over the
     precision's plateau (the measured one just read, else the profile's: calibrated.py `gemm_plateau`),
     capped at 1; the mean over the generation's GPUs."""
-    from llm_analysis.cost.calibrated import MOE_SHARE_KEYS, PLATEAU_KEYS, gemm_plateau
+    from llm_analysis.cost.calibrated import PLATEAU_KEYS, gemm_plateau, moe_share_key
     plateaus = {**load_profile(generation).values, **{k: v for k, (v, _) in values.items()}}
     found: Dict[str, List[Tuple[float, str]]] = {}
     for doc in docs.values():
-        for precision, (r, how) in moe_unit_ratios(doc, generation, GEMM_K_HALF).items():
-            plateau = gemm_plateau(plateaus, precision)
-            share = min(1.0, r / plateau)
-            found.setdefault(MOE_SHARE_KEYS[precision], []).append(
-                (share, f"{how}; over the {PLATEAU_KEYS[precision]} {plateau:.4g}: {share:.3f}"
-                        + (" (capped at 1)" if r > plateau else "")))
+        for kernels in MOE_TABLE_KEYS:
+            for precision, (r, how) in moe_unit_ratios(doc, generation, GEMM_K_HALF, kernels).items():
+                plateau = gemm_plateau(plateaus, precision)
+                share = min(1.0, r / plateau)
+                found.setdefault(moe_share_key(precision, kernels), []).append(
+                    (share, f"{how}; over the {PLATEAU_KEYS[precision]} {plateau:.4g}: {share:.3f}"
+                            + (" (capped at 1)" if r > plateau else "")))
     out = {}
     for key, figures in found.items():
         value = statistics.mean(v for v, _ in figures)
@@ -355,7 +370,9 @@ def _generation(gpu: str) -> str:
 
 
 # the keys `--write` puts into the profiles (the others: benchmarks/fit_profiles.py --operators --write)
-MOE_AND_FP4_KEYS = ("gemm_fp4_plateau_efficiency", "moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")
+MOE_AND_FP4_KEYS = ("gemm_fp4_plateau_efficiency", "moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share",
+                    *(f"{key}_{family}" for family in MOE_KERNEL_FAMILIES
+                      for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")))
 
 
 def write_moe_and_fp4_values() -> None:

@@ -17,6 +17,11 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   `moe_gemm_fp8_share`, `moe_gemm_fp4_share`: fused MoE layers as vLLM runs them
   reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
   permutation, block scales, per-expert tails). Weights are read once per call (a step).
+  A serving engine with MoE kernels of its own (`moe_kernels`, named by its engine profile:
+  "sglang", "trtllm", and "sglang_wide_ep" for SGLang's experts split over expert-parallel
+  ranks) takes its family's measured share (`moe_gemm_fp8_share_sglang`, ...);
+  where the generation has none, the family's fallback (wide EP -> the engine's fused MoE), else
+  vLLM's. inference() and training() (no engine) take vLLM's.
 - attention core: prefill (no KV cache read) at the flash-attention efficiency
   of its query length (at the 16-bit peak for fp8 and FP4 dtypes: the core runs in
   16 bits); decode (reads a KV cache) streams the cache at the paged-attention HBM
@@ -70,7 +75,7 @@ from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
 from llm_analysis.cost.nccl import fabric_from_gpu_config
-from llm_analysis.cost.profiles import Profile, check_profile_matches_gpu
+from llm_analysis.cost.profiles import MOE_KERNEL_FAMILIES, Profile, check_profile_matches_gpu
 from llm_analysis.schema.formats import FP4_FORMATS
 
 
@@ -103,9 +108,28 @@ def gemm_plateau(values, precision: str) -> float:
     return values.get(PLATEAU_KEYS[precision], values["gemm_plateau_efficiency"])
 
 
-def moe_gemm_share(values, precision: str) -> float:
-    """The grouped expert GEMM share of a precision (its own key, else the 16-bit one, else 1)."""
-    return values.get(MOE_SHARE_KEYS[precision], values.get("moe_gemm_share", 1.0))
+# a MoE kernel family without a measured share for a precision -> the family whose share it takes
+# (the families of cost/profiles.py MOE_KERNEL_FAMILIES; the last fallback is vLLM's, the unsuffixed keys)
+MOE_KERNEL_FALLBACK = {"sglang_wide_ep": "sglang"}
+
+
+def moe_share_key(precision: str, kernels: Optional[str] = None) -> str:
+    """The profile key of a precision's grouped expert GEMM share for a MoE kernel family
+    (None or "vllm": the unsuffixed vLLM key)."""
+    base = MOE_SHARE_KEYS[precision]
+    return base if kernels in (None, "vllm") else f"{base}_{kernels}"
+
+
+def moe_gemm_share(values, precision: str, kernels: Optional[str] = None) -> float:
+    """The grouped expert GEMM share of a precision for a MoE kernel family: the family's own key
+    where measured, else its fallback family's (MOE_KERNEL_FALLBACK), else vLLM's (its own key, else
+    the 16-bit one, else 1)."""
+    if kernels in (None, "vllm"):
+        return values.get(MOE_SHARE_KEYS[precision], values.get("moe_gemm_share", 1.0))
+    if kernels not in MOE_KERNEL_FAMILIES:
+        raise ConfigError(f"moe_kernels = {kernels!r}; valid: vllm, {', '.join(MOE_KERNEL_FAMILIES)}")
+    own = values.get(moe_share_key(precision, kernels))
+    return own if own is not None else moe_gemm_share(values, precision, MOE_KERNEL_FALLBACK.get(kernels))
 
 
 def _weight_only_int_bits(dtype: DtypeConfig) -> int:
@@ -126,7 +150,8 @@ class CalibratedCostModel(CostModel):
     """Operator -> seconds as frameworks measure it, from a calibration `Profile`."""
 
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
-                 launch: str = "graph", num_gpus_per_node: Optional[int] = None, training: bool = False):
+                 launch: str = "graph", num_gpus_per_node: Optional[int] = None, training: bool = False,
+                 moe_kernels: Optional[str] = None):
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
@@ -145,7 +170,8 @@ class CalibratedCostModel(CostModel):
         self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
         self._precision = gemm_precision(dtype)
         self._plateau = gemm_plateau(v, self._precision)
-        self._moe_share = moe_gemm_share(v, self._precision)
+        self.moe_kernels = moe_kernels
+        self._moe_share = moe_gemm_share(v, self._precision, moe_kernels)
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
         # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
         wo_bits = _weight_only_int_bits(dtype)
@@ -165,17 +191,22 @@ class CalibratedCostModel(CostModel):
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training)."""
-        return self._view(launch, self.training)
+        return self._view(launch, self.training, self.moe_kernels)
 
     def for_training(self, launch: str = "eager") -> "CalibratedCostModel":
         """The model of a training step: kernel floor `launch`, compute at training_compute_efficiency."""
-        return self._view(launch, True)
+        return self._view(launch, True, self.moe_kernels)
 
-    def _view(self, launch: str, training: bool) -> "CalibratedCostModel":
-        if launch == self.launch and training == self.training:
+    def with_moe_kernels(self, moe_kernels: Optional[str]) -> "CalibratedCostModel":
+        """The same model with routed experts at the grouped GEMM share of a serving engine's MoE
+        kernel family (`moe_gemm_share`; None or "vllm": vLLM's)."""
+        return self._view(self.launch, self.training, moe_kernels)
+
+    def _view(self, launch: str, training: bool, moe_kernels: Optional[str]) -> "CalibratedCostModel":
+        if launch == self.launch and training == self.training and moe_kernels == self.moe_kernels:
             return self
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
-                                   self.num_gpus_per_node, training)
+                                   self.num_gpus_per_node, training, moe_kernels)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
         view._gemms, view._timers = self._gemms, self._timers
         return view

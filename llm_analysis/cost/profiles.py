@@ -59,6 +59,13 @@ KINDS: dict[str, tuple[float, bool, float, str]] = {
     "bytes": (0.0, False, 1e12, "0 < v <= 1e12 bytes"),
     "count": (0.0, False, 1e9, "0 < v <= 1e9"),
 }
+# MoE kernel families measured apart from vLLM's fused MoE (whose shares are the unsuffixed
+# moe_gemm_*share keys): the suffix of their share keys -> what was measured
+MOE_KERNEL_FAMILIES = {
+    "sglang": "SGLang's fused MoE kernels (experts not split over GPUs)",
+    "trtllm": "TensorRT-LLM's fused MoE kernels (experts not split over GPUs)",
+    "sglang_wide_ep": "SGLang's wide expert-parallel MoE (DeepEP + DeepGEMM) expert computation",
+}
 # key -> (kind, meaning). kind: one of KINDS, or "tiles" (a table: list of [M, N, relative
 # efficiency], positive integer tile sides, 0 < relative efficiency <= 1, never rising as the
 # tile shrinks: a smaller tile reuses its operands less).
@@ -85,6 +92,11 @@ PARAMETERS: dict[str, tuple[str, str]] = {
                                      "shape (M = tokens per expert), on 16-bit tensor cores"),
     "moe_gemm_fp8_share": ("efficiency", "the same on fp8 tensor cores (block-scaled FP8 experts)"),
     "moe_gemm_fp4_share": ("efficiency", "the same on FP4 tensor cores (NVFP4 experts)"),
+    # the same shares measured on other serving engines' MoE kernels (a serving engine's
+    # `moe_kernels`; absent: cost/calibrated.py `moe_gemm_share` falls back)
+    **{f"{key}_{family}": ("efficiency", f"{key} of {name}")
+       for family, name in MOE_KERNEL_FAMILIES.items()
+       for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")},
     "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
     "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
@@ -117,6 +129,10 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
                              "(no measured MoE kernels for this generation)"),
     "moe_gemm_fp8_share": (None, "moe_gemm_share (no measured fp8 MoE kernels for this generation)"),
     "moe_gemm_fp4_share": (None, "moe_gemm_share (no measured FP4 MoE kernels for this generation)"),
+    **{f"{key}_{family}": (None, f"the fallback of cost/calibrated.py moe_gemm_share (no {name} measured for "
+                                 "this generation)")
+       for family, name in MOE_KERNEL_FAMILIES.items()
+       for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")},
     "gemm_splitk_min_k": (256.0, "split-K slices of >= 256 (4 k-tiles of 64), the shipped assumption "
                                  "(CUTLASS 'Split-K'; Osama et al. 2023, arXiv 2301.03598)"),
     "weight_only_int8_stream_factor": (1.0, "int8 weight-only GEMMs stream at the 16-bit rate (the model "

@@ -59,8 +59,9 @@ _TOP_KEYS = POOLS + ("kv_transfer_GB_per_s", "prefill_contention")
 # the disaggregated rows of serving_dev.csv with prefill batches as _prefill_batch takes them: the least
 # mean Huber loss of log(predicted / measured TTFT) over 0 .. 1 in steps of 0.02, one value for every
 # engine (how a closed-loop benchmark's clients bunch is the benchmark's; 10-37 rows per engine are too
-# few to tell the engines apart) (benchmarks/serving_layout_accuracy.py --fit: 0.50 over 62 rows)
-PREFILL_CONTENTION = {"trtllm": 0.5, "sglang": 0.5, "vllm": 0.5}
+# few to tell the engines apart) (benchmarks/serving_layout_accuracy.py --fit: 0.12 over 62 rows, with the
+# MoE shares per engine; 0.50 when first fitted, 0.14 after the grouped-GEMM expert model, before the refit)
+PREFILL_CONTENTION = {"trtllm": 0.12, "sglang": 0.12, "vllm": 0.12}
 _BISECTIONS = 100
 _FIXED_POINT_STEPS = 60
 

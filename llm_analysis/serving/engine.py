@@ -6,7 +6,10 @@ prompts are chunked, how requests are admitted to the KV pool), its defaults (to
 sequence cap, memory share, block size, CUDA graphs, KV dtype) and the fitted costs the
 arithmetic of the model does not hold: a per-step overhead (scheduler, sampling,
 detokenisation on the host), one per running sequence, and a fixed API / tokenisation latency
-that every time to first token includes.
+that every time to first token includes. It also names the family of MoE kernels the engine runs
+(`moe_kernels`: its fused MoE, and its wide expert-parallel MoE when experts are split over
+ranks), whose measured grouped GEMM share the calibrated cost model times routed experts at
+(cost/calibrated.py `moe_gemm_share`).
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ class EngineSettings:
     step_overhead_s: float
     step_overhead_per_seq_s: float
     benchmark_rounds: float  # closed loop: the run's requests per client (the starting burst is 1 / R of it)
+    moe_kernels: str  # the MoE kernel family whose measured grouped GEMM share times routed experts
+    moe_kernels_wide_ep: str  # the same with the experts split over expert-parallel ranks
     seed: int
     num_requests: int
 
@@ -203,6 +208,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
             get("step_overhead_per_seq_s", profile["step_overhead_per_seq_s"]["value"]), "step_overhead_per_seq_s",
             1.0),
         benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
+        moe_kernels=profile["moe_kernels"]["value"], moe_kernels_wide_ep=profile["moe_kernels"]["wide_ep_value"],
         seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
         num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),
     )

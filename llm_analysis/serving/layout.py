@@ -208,8 +208,9 @@ class LayoutStepCosts:
 
 
 def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imbalance: Optional[float],
-                      where: str = "") -> LayoutStepCosts:
-    """The step costs of one rank of `layout` (kept with the replica analysis' describer per cost model)."""
+                      where: str = "", moe_kernels: Optional[str] = None) -> LayoutStepCosts:
+    """The step costs of one rank of `layout` (kept with the replica analysis' describer per cost model),
+    the routed experts at the grouped GEMM share of the engine's `moe_kernels`."""
     attention = attention_analysis(analysis, layout)
     if imbalance is None:
         imbalance = DEFAULT_EXPERT_LOAD_IMBALANCE if layout.moe_ep > 1 else 1.0
@@ -226,15 +227,18 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
             return _is_routed(op) or (dispatch and op.comm_group == "ep")
 
         de = e.describer
-        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch),
-                               lambda: StepCosts(e, de, token_filter=routed_or_dispatch))
+        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels),
+                               lambda: StepCosts(e, de, token_filter=routed_or_dispatch, moe_kernels=moe_kernels))
     return LayoutStepCosts(att, experts, layout, imbalance)
 
 
 def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
                       where: str = "") -> StepTimer:
     """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank)."""
-    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where), engine)
+    # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
+    moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
+    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels),
+                     engine)
 
 
 def check_imbalance(value) -> Optional[float]:

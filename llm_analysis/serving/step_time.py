@@ -32,7 +32,7 @@ the engine profile: a fixed time per step and one per sequence in the step.
 from __future__ import annotations
 
 import bisect
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from llm_analysis.model import Phase
 
@@ -91,12 +91,17 @@ class StepCosts:
     """The cost-model seconds of the pieces of a step on one replica (analysis under serving
     conventions, its describer with the engine's KV dtype), each worked out once and kept."""
 
-    def __init__(self, analysis, describer, token_filter=None):
+    def __init__(self, analysis, describer, token_filter=None, moe_kernels: Optional[str] = None):
         self.d = describer
         # which token operators this object times (None: all); a worker layout times the attention side
         # and the routed experts on two layouts (serving/layout.py)
         self._keeps = token_filter or (lambda op: True)
         cost_model = analysis.cost_model
+        # routed experts at the grouped GEMM share of the engine's own MoE kernels (the calibrated
+        # model's measured shares; the roofline has none)
+        with_moe_kernels = getattr(cost_model, "with_moe_kernels", None)
+        if with_moe_kernels is not None:
+            cost_model = with_moe_kernels(moe_kernels)
         with_launch = getattr(cost_model, "with_launch", None)  # the calibrated model's kernel floors
         forced = getattr(analysis, "kernel_launch", None)
         if with_launch is None:
@@ -279,9 +284,11 @@ class StepTimer:
 
 def step_timer(analysis, describer, engine) -> StepTimer:
     """The replica's StepTimer; its cost pieces are kept with the describer per cost model, so a
-    later call (any engine, any workload) reuses every piece already worked out."""
-    key = ("serving_step_costs", analysis.kernel_launch)
-    return StepTimer(describer.cost_memo(analysis.cost_model, key, lambda: StepCosts(analysis, describer)), engine)
+    later call (any engine with the same MoE kernels, any workload) reuses every piece already worked out."""
+    key = ("serving_step_costs", analysis.kernel_launch, engine.moe_kernels)
+    return StepTimer(describer.cost_memo(analysis.cost_model, key,
+                                         lambda: StepCosts(analysis, describer, moe_kernels=engine.moe_kernels)),
+                     engine)
 
 
 __all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "step_timer"]
