@@ -83,8 +83,10 @@ def _fit_suggestions(analysis, weights: float, mem: float) -> str:
     tips = []
     if weights > mem:
         tips.append(f"shard the weights further (tp_size={p.tp_size * 2} or pp_size={p.pp_size * 2})")
-        if analysis.dtype_config.weight_bits > 4:
-            tips.append("use fewer weight bits (e.g. dtype w8a16e16 or w4a16e16)")
+        bits = analysis.dtype_config.weight_bits
+        if bits > 4:  # name only dtypes with fewer weight bits than the one given
+            fewer = " or ".join(name for b, name in ((8, "w8a16e16"), (4, "w4a16e16")) if b < bits)
+            tips.append(f"use fewer weight bits (e.g. dtype {fewer})")
     else:
         tips.append("a smaller batch_size_per_gpu or a shorter context (seq_len + num_tokens_to_generate)")
         tips.append(f"more tensor/pipeline parallelism (tp_size={p.tp_size * 2})")

@@ -217,7 +217,12 @@ ERRORS = [
     ("pp larger than layers", ["infer", "--model_name", "meta-llama_Llama-3.1-8B", "--pp_size", "64"],
      [r"pp_size = 64 exceeds num_layers = 32", r"1\.\.32"]),
     ("does not fit", ["infer", "--model_name", "meta-llama_Llama-3.1-70B", "--gpu_name", "a100-sxm-40gb"],
-     [r"needs \d+\.\d+ GB per GPU", r"the GPU has 42\.95 GB", r"To fit: .*tp_size=2"]),
+     [r"needs \d+\.\d+ GB per GPU", r"the GPU has 42\.95 GB", r"To fit: .*tp_size=2",
+      r"fewer weight bits \(e\.g\. dtype w8a16e16 or w4a16e16\)"]),
+    # already at 8-bit weights (70 GB at fp8 on a 40 GiB GPU): only a dtype with fewer bits is suggested
+    ("does not fit at 8 bits", ["infer", "--model_name", "meta-llama_Llama-3.1-70B", "--gpu_name", "a100-sxm-40gb",
+                                "--dtype_name", "w8a16e16"],
+     [r"To fit: .*tp_size=2", r"fewer weight bits \(e\.g\. dtype w4a16e16\)"]),
     ("training does not fit", ["train", "--model_name", "megatron-lm-175b", "--gpu_name", "a100-sxm-80gb",
                                "--total_num_gpus", "8", "--batch_size_per_gpu", "1", "--seq_len", "2048"],
      [r"needs \d+\.\d+ GB per GPU", r"ds_zero=3|tp_size=2"]),
