@@ -83,14 +83,36 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
         pool = share * (mem - weights - workspace)
     result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size)
     if result.requests_that_fit(longest_request_tokens) < 1:
+        need = result.blocks_for(longest_request_tokens) * engine.block_size * per_token + per_request
+        least = least_memory_share(engine.memory_share_of, mem, weights, workspace, need)
+        share_hint = (f"gpu_memory_utilization >= {least:.3f}" if least <= 1.0 else
+                      "no gpu_memory_utilization does (even 1.0 leaves too little)")
+        refuses = (f"; {engine.framework} itself refuses to start here ('Not enough memory', its static share "
+                   f"{share * mem / GB:.2f} GB holds less than the weights)" if engine.memory_share_of == "static"
+                   and share * mem < weights else "")
+        shorter = f"at most {result.capacity_tokens} tokens per request, " if result.capacity_tokens > 0 else ""
         raise ConfigError(
             f"input_len + output_len = {longest_request_tokens} tokens cannot fit the KV pool even alone: "
             f"{analysis.model_config.name} on {gpu.name} (tp={analysis.parallelism_config.tp_size}) under "
             f"{engine.framework} with gpu_memory_utilization = {share:g} keeps {max(pool, 0) / GB:.2f} GB per GPU for "
             f"the KV cache (weights {weights / GB:.2f} GB, workspace {workspace / GB:.2f} GB, {per_token:.0f} bytes "
-            f"per token); valid: at most {result.capacity_tokens} tokens per request, or more GPUs (tp_size), fewer weight "
-            f"bits, kv_cache_dtype='fp8' or a larger gpu_memory_utilization")
+            f"per token){refuses}; valid: {shorter}{share_hint}, or more "
+            f"GPUs (tp_size), fewer weight bits or kv_cache_dtype='fp8'")
     return result
 
 
-__all__ = ["KVPool", "kv_pool"]
+def least_memory_share(share_of: str, memory_bytes: float, weight_bytes: float, workspace_bytes: float,
+                       pool_bytes_needed: float) -> float:
+    """The least memory share (gpu_memory_utilization) whose pool holds `pool_bytes_needed` bytes, as each
+    engine sizes its pool (inf when no share does): 'total' (vLLM): share x memory - weights - workspace;
+    'static' (SGLang): share x memory - weights (the workspace lives outside the share); 'free'
+    (TensorRT-LLM): share x (memory - weights - workspace)."""
+    if share_of == "total":
+        return (weight_bytes + workspace_bytes + pool_bytes_needed) / memory_bytes
+    if share_of == "static":
+        return (weight_bytes + pool_bytes_needed) / memory_bytes
+    free = memory_bytes - weight_bytes - workspace_bytes
+    return pool_bytes_needed / free if free > 0 else math.inf
+
+
+__all__ = ["KVPool", "kv_pool", "least_memory_share"]

@@ -94,3 +94,21 @@ def test_the_open_loop_needs_its_simulation(llama):
 def test_above_saturation_is_not_an_error(llama):
     s = llama.serve(request_rate=1e6, input_len=1024, output_len=128)
     assert s["saturated"] and s["ttft_s"] is None and s["saturation_request_rate_per_s"] > 0
+
+
+def test_sglang_refuses_when_its_static_share_cannot_hold_the_weights(analysis_builder):
+    """DeepSeek-V3 in FP8 on 4 B200s under SGLang's default sizing (v0.5.x _handle_gpu_memory_settings, by hand):
+    180 GiB = 184,320 MiB; reserved = 512 + 1.5 x 16,384 (chunked_prefill_size above 160 GiB) + 2 x 512
+    (cuda_graph_max_bs) + 4 / 8 x 1024 (tp) = 26,624 MiB; mem_fraction_static = round(157,696 / 184,320, 3)
+    = 0.856, which holds less than the ~169 GB of weights per GPU: SGLang itself stops with 'Not enough
+    memory'. The refusal names the least share that holds the weights and one request: (weights + 9,216
+    tokens x 61 layers x (512 + 64) latent elements x 2 bytes) / the GPU's bytes."""
+    a = analysis_builder("deepseek-ai/DeepSeek-V3", gpu="b200-180gb", dtype="fp8", tp_size=4, perf_model="calibrated")
+    kw = dict(concurrency=4, input_len=8192, output_len=1024, framework="sglang")
+    message = _refused(a, "gpu_memory_utilization = 0.856", "sglang itself refuses to start", **kw)
+    weights = a.get_weight_memory_per_gpu()
+    least = (weights + 9216 * 61 * (512 + 64) * 2) / a.gpu_config.memory_bytes
+    assert f"gpu_memory_utilization >= {least:.3f}" in message
+    _refused(a, "cannot fit the KV pool even alone", gpu_memory_utilization=least - 0.002, **kw)
+    s = a.serve(gpu_memory_utilization=least + 0.002, num_requests=0, **kw)
+    assert s["max_running_requests_per_replica"] >= 1
