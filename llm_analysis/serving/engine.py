@@ -105,7 +105,11 @@ class EngineSettings:
     framework: str
     mixed_batches: bool  # prefill chunks share steps with decodes (else prefill-only steps)
     chunked_prefill: bool  # prompts longer than the step's free budget are split over steps
-    admission: str  # "on_demand": KV blocks as tokens arrive (preempt when full); "full_request": reserve all
+    admission: str  # "on_demand": KV blocks as tokens arrive (preempt when full); "full_request": reserve all;
+    # "output_estimate": admit while the pool holds the prompt and (clipped) output of the new request and a share
+    # of every running request's remaining (clipped) output (SGLang's PrefillAdder); blocks as tokens arrive
+    output_reserve_share: float  # "output_estimate": the share of running requests' remaining output kept free
+    output_reserve_clip_tokens: int  # "output_estimate": outputs are counted up to this many tokens
     token_budget: int  # max_num_batched_tokens
     max_num_seqs: int
     memory_share: float
@@ -190,6 +194,8 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         framework=profile["framework"],
         mixed_batches=scheduling["mixed_batches"], chunked_prefill=scheduling["chunked_prefill"],
         admission=scheduling["admission"],
+        output_reserve_share=scheduling.get("output_reserve_share", 0.0),
+        output_reserve_clip_tokens=scheduling.get("output_reserve_clip_tokens", 0),
         token_budget=token_budget,
         max_num_seqs=integer(resolved("max_num_seqs", "max_num_seqs"), "max_num_seqs", 1, MAX_BATCH_SIZE),
         memory_share=number(share, "gpu_memory_utilization", 0.0, 1.0),

@@ -47,9 +47,13 @@ class KVPool:
     def blocks_for(self, tokens: float) -> int:
         return math.ceil(tokens / self.block_size)
 
+    def bytes_for(self, tokens: float) -> float:
+        """The pool bytes a request of `tokens` tokens holds: its blocks and its fixed state."""
+        return self.blocks_for(tokens) * self.block_size * self.bytes_per_token + self.bytes_per_request
+
     def requests_that_fit(self, tokens_per_request: float) -> int:
         """How many requests of `tokens_per_request` tokens the pool holds at once (their fixed state too)."""
-        per = self.blocks_for(tokens_per_request) * self.block_size * self.bytes_per_token + self.bytes_per_request
+        per = self.bytes_for(tokens_per_request)
         return int(self.pool_bytes // per) if per > 0 else 10**12
 
 

@@ -7,7 +7,8 @@ The engine loop, as the engines run it:
   step boundary;
 - waiting requests are admitted first come, first served while fewer than max_num_seqs run
   and the KV pool holds their prompt and 16 tokens of growth for every decoding request (or, for
-  engines that reserve on admission, their prompt and whole output);
+  engines that reserve on admission, their prompt and whole output; for SGLang, their prompt and
+  clipped output beside a share of every running request's clipped remaining output);
 - a step decodes one token for every decoding request and, within the token budget left,
   prefills chunks of the admitted prompts (mixed engines), or runs the prompts alone in a
   prefill-only step whenever any wait (SGLang's default); the step producing a prompt's last
@@ -79,6 +80,7 @@ class _Replica:
         self.rng, self.api = rng, api_latency_s
         self.block = engine.block_size
         self.reserves = engine.admission == "full_request"
+        self.estimates = engine.admission == "output_estimate"
         self.capacity_tokens = pool.capacity_tokens
         self.now = 0.0
         self.arrivals: list = []  # heap of (arrive_s, index, request)
@@ -114,10 +116,20 @@ class _Replica:
             return False
         if self.reserves:
             return self.kv_tokens + self._reservation(r) <= self.capacity_tokens
+        if self.estimates:  # SGLang: a share of the running requests' remaining output stays free
+            e = self.engine
+            clip = e.output_reserve_clip_tokens
+            kept = e.output_reserve_share * sum(min(self._remaining(q), clip) for q in self.running)
+            return self._in_use(1) + r.prefill_left + r.past + min(r.output - r.generated, clip) + kept \
+                <= self.capacity_tokens
         # room for the prompt, and for the growth of every decoder over the next steps (else they would
         # preempt at once what was just admitted)
         headroom = self.decoders * max(self.block, GROWTH_HEADROOM_TOKENS)
         return self._in_use(1) + r.prefill_left + r.past + headroom <= self.capacity_tokens
+
+    def _remaining(self, r: _Request) -> int:
+        """Output tokens `r` has still to produce."""
+        return r.finish_tick - self.ticks if r.finish_tick >= 0 else r.output - r.generated
 
     def _reservation(self, r: _Request) -> int:
         return math.ceil((r.input + r.output) / self.block) * self.block

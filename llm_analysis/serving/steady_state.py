@@ -123,11 +123,40 @@ def prefill_chunks(engine, shape: RequestShape, decoders: float) -> List[Tuple[f
     return chunks
 
 
+def clipped_remaining_output(output: float, clip: float) -> float:
+    """The mean over a decoder's progress of min(its remaining output, clip): with u the share already
+    produced (uniform over the decode), E[min(O (1 - u), c)] = O / 2 when O <= c, else c - c^2 / (2 O)."""
+    if output <= clip:
+        return output / 2
+    return clip - clip * clip / (2 * output)
+
+
 def capacity(engine, pool, shape: RequestShape) -> int:
     """Requests the engine runs at once: max_num_seqs, and what the KV pool holds (at their mean
-    length while they grow, or their whole length when the engine reserves it on admission)."""
-    held = shape.input + shape.output if engine.admission == "full_request" else shape.mean_context
-    return max(1, min(engine.max_num_seqs, pool.requests_that_fit(held)))
+    length while they grow, or their whole length when the engine reserves it on admission, or, for
+    an engine that admits against an estimate of the output still to come, SGLang, see
+    _estimate_admits)."""
+    if engine.admission == "output_estimate":
+        fits = _estimate_admits(engine, pool, shape)
+    else:
+        held = shape.input + shape.output if engine.admission == "full_request" else shape.mean_context
+        fits = pool.requests_that_fit(held)
+    return max(1, min(engine.max_num_seqs, fits))
+
+
+def _estimate_admits(engine, pool, shape: RequestShape) -> int:
+    """Requests an SGLang-style admission keeps running: a waiting request is admitted when the pool,
+    less `output_reserve_share` of each running request's remaining output (clipped at
+    `output_reserve_clip_tokens`), holds its prompt and its clipped output. With n requests running at
+    evenly spread progress, each holds its mean context I + O / 2 and keeps s x E[min(remaining, c)]
+    free, so the n-th is admitted while (n - 1) x (I + O / 2 + s E) + I + min(O, c) fits the pool."""
+    clip = engine.output_reserve_clip_tokens
+    running = shape.mean_context + engine.output_reserve_share * clipped_remaining_output(shape.output, clip)
+    newcomer = shape.input + min(shape.output, clip)
+    per_running, per_new = pool.bytes_for(running), pool.bytes_for(newcomer)
+    if per_new > pool.pool_bytes:
+        return 0
+    return 1 + int((pool.pool_bytes - per_new) // per_running) if per_running > 0 else 10**12
 
 
 class _Balance:
@@ -278,4 +307,4 @@ def saturation_rate(timer, engine, pool, shape: RequestShape) -> float:
     return solve_closed_loop(timer, engine, pool, shape, float(n_max), 0.0).throughput_rps
 
 
-__all__ = ["RequestShape", "SteadyState", "burst_prefill_s", "capacity", "prefill_chunks", "saturation_rate", "solve_closed_loop"]
+__all__ = ["RequestShape", "SteadyState", "burst_prefill_s", "capacity", "clipped_remaining_output", "prefill_chunks", "saturation_rate", "solve_closed_loop"]

@@ -134,3 +134,20 @@ def test_a_multi_head_latent_cache_is_whole_on_every_gpu(analysis_builder):
         a = analysis_builder("deepseek-ai/DeepSeek-V2-Lite", gpu="h100-sxm-80gb", tp_size=tp)
         s = a.serve(concurrency=1, input_len=1024, output_len=128, framework="sglang", num_requests=0)
         assert s["kv_pool_tokens_per_replica"] == int(s["kv_pool_bytes_per_gpu"] // (27 * 576 * 2))
+
+
+def test_sglang_admits_against_an_estimate_of_the_output_to_come(analysis_builder):
+    """SGLang's PrefillAdder admits a request while the pool, less new_token_ratio (0.098 once it has decayed)
+    x each running request's remaining output (counted up to 4096 tokens), holds the newcomer's prompt and
+    output (up to 4096). By hand for I = 1000, O = 6000 on a pool of P one-token slots: a running request
+    holds on average I + O / 2 = 4000 and keeps 0.098 x E[min(remaining, 4096)] free, E = 4096 - 4096^2 /
+    (2 x 6000) = 2697.87; the newcomer needs 1000 + 4096; so n = 1 + floor((P - 5096) / (4000 + 264.39))."""
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb")
+    s = a.serve(concurrency=8, input_len=1000, output_len=6000, framework="sglang", gpu_memory_utilization=0.3,
+                num_requests=0)
+    pool = s["kv_pool_tokens_per_replica"]
+    assert s["block_size"] == 1
+    remaining = 4096 - 4096 ** 2 / (2 * 6000)
+    assert s["max_running_requests_per_replica"] == 1 + int((pool - 5096) // (4000 + 0.098 * remaining))
+    # fewer than a pool of requests at their mean length holds (vLLM-style admission): the estimate binds
+    assert s["max_running_requests_per_replica"] < pool // 4000
