@@ -20,6 +20,8 @@ Also by concurrency band, precision and input x output length.
 
     python benchmarks/serving_accuracy.py [--half report|fit|all] [--perf_model calibrated|roofline] [--rows]
     python benchmarks/serving_accuracy.py --speed   (time of a closed-loop call and of a 10,000-request simulation)
+    python benchmarks/serving_accuracy.py --offsets [--half all]   (each configuration's time to first token
+        beyond the engine's work: what a single fitted API latency has to stand for; see offsets())
 """
 
 from __future__ import annotations
@@ -271,6 +273,40 @@ def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_
     return {name: g for (k, name), g in groups.items() if k in ("engine", "all")}
 
 
+def offsets(rows: List[Row], perf_model: str) -> None:
+    """Per configuration: the measured TTFT at its least concurrency less the predicted engine part (the
+    steady state with no API latency and no starting burst: the wait for the step in progress and the
+    request's own prefill steps), in ms and in measured decode steps (TPOTs), and how TTFT grows from the
+    least to the largest concurrency, measured and predicted (with the profile's burst share). A single
+    API latency per engine stands for the first column; its spread across configurations of one engine
+    (run families: versions, dates, launch settings the rows do not state) bounds the TTFT accuracy."""
+    by_config: Dict[str, List[Row]] = defaultdict(list)
+    for r in rows:
+        by_config[r.config].append(r)
+    excess_by_engine: Dict[str, List[float]] = defaultdict(list)
+    print(f"{'engine':7s} {'version':15s} {'model':22s} {'gpu':9s} {'prec':4s} tp {'lengths':9s} half    c0  "
+          f"TTFT(c0) engine  excess (TPOTs)   growth c0->cmax: measured  predicted")
+    for config, group in sorted(by_config.items()):
+        group = sorted(group, key=lambda r: r.concurrency)
+        low, high = group[0], group[-1]
+        try:
+            engine_s = predict(low, perf_model, api_latency_s=0.0, benchmark_rounds=0)[0]
+            grown = predict(high, perf_model)[0] - predict(low, perf_model)[0]
+        except (Refused, LLMAnalysisError):
+            continue
+        excess = low.ttft_s - engine_s
+        excess_by_engine[low.backend].append(excess)
+        version = config.split("|")[1] or "-"
+        print(f"{low.backend:7s} {version[:15]:15s} {low.model_path.split('/')[-1][:22]:22s} {low.system:9s} "
+              f"{low.precision:4s} {low.tp:2d} {low.isl}x{low.osl:<4d} {low.half:6s} {low.concurrency:4d} "
+              f"{low.ttft_s * 1e3:8.0f} {engine_s * 1e3:6.0f} {excess * 1e3:7.0f} ({excess / low.tpot_s:5.1f})   "
+              f"c{high.concurrency:<4d} {(high.ttft_s - low.ttft_s) * 1e3:8.0f} {grown * 1e3:9.0f}")
+    for engine, xs in sorted(excess_by_engine.items()):
+        q = statistics.quantiles([1e3 * x for x in xs], n=10) if len(xs) > 1 else [1e3 * xs[0]] * 9
+        print(f"{engine}: {len(xs)} configurations, TTFT beyond the engine's work at the least concurrency: "
+              f"median {1e3 * statistics.median(xs):.0f} ms, p10 {q[0]:.0f} ms, p90 {q[-1]:.0f} ms")
+
+
 def speed() -> None:
     """Seconds of serve() calls on Llama-3.1-70B fp8 over 4 H100s (calibrated): closed-loop steady state
     (means only) at 100 concurrencies after a first call, and simulations of 10,000 requests."""
@@ -298,6 +334,8 @@ def main(argv=None) -> int:
     parser.add_argument("--perf_model", choices=("calibrated", "roofline"), default="calibrated")
     parser.add_argument("--rows", action="store_true", help="print every row's prediction")
     parser.add_argument("--speed", action="store_true", help="time serve() calls instead of scoring")
+    parser.add_argument("--offsets", action="store_true",
+                        help="per configuration, the TTFT beyond the engine's work at the least concurrency")
     parser.add_argument("--keep_inconsistent", action="store_true",
                         help="score the configurations inconsistent_configs() leaves out too")
     args = parser.parse_args(argv)
@@ -319,6 +357,9 @@ def main(argv=None) -> int:
               f"clients exceeds {FIRST_TOKEN_SHARE_LIMIT:g} of E2E (see inconsistent_configs; --keep_inconsistent "
               f"scores them): " + "; ".join(excluded.values()))
     t = time.perf_counter()
+    if args.offsets:
+        offsets(chosen, args.perf_model)
+        return 0
     score(chosen, args.perf_model, args.rows)
     print(f"({time.perf_counter() - t:.1f} s)")
     return 0
