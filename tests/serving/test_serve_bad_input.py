@@ -112,3 +112,18 @@ def test_sglang_refuses_when_its_static_share_cannot_hold_the_weights(analysis_b
     _refused(a, "cannot fit the KV pool even alone", gpu_memory_utilization=least - 0.002, **kw)
     s = a.serve(gpu_memory_utilization=least + 0.002, num_requests=0, **kw)
     assert s["max_running_requests_per_replica"] >= 1
+
+
+@pytest.mark.parametrize("framework", ["vllm", "trtllm"])
+def test_the_least_share_a_refusal_names_is_the_least_that_answers(analysis_builder, framework):
+    """vLLM's pool is share x memory - weights - workspace, TensorRT-LLM's share x (memory - weights -
+    workspace): the share a refusal names is the least that holds the request (a little less refuses, a
+    little more answers)."""
+    import re
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="a10-pcie-28gb")  # 16 GB of weights on a 24 GB card
+    kw = dict(concurrency=1, input_len=20000, output_len=4000, framework=framework, gpu_memory_utilization=0.5)
+    message = _refused(a, "cannot fit the KV pool even alone", **kw)
+    least = float(re.search(r"gpu_memory_utilization >= ([0-9.]+)", message).group(1))
+    assert 0.5 < least < 1.0
+    _refused(a, "cannot fit the KV pool even alone", **{**kw, "gpu_memory_utilization": least - 0.002})
+    assert a.serve(num_requests=0, **{**kw, "gpu_memory_utilization": min(1.0, least + 0.002)})["ttft_s"] > 0
