@@ -90,6 +90,8 @@ class _Replica:
         self.finishing: list = []  # heap of (finish_tick, index, request) of the decoders
         self.decoders = 0
         self.ctx_sum = 0.0  # the decoders' contexts at their next step
+        self.finish_sum = 0  # the decoders' finish ticks, summed (their remaining outputs in O(1))
+        self.outputs_unclipped = False  # set when no output exceeds the engine's clip (SGLang's estimate)
         self.ticks = 0  # steps in which the decoders advanced
         self.kv_tokens = 0.0
         self.preemptions = 0
@@ -119,7 +121,7 @@ class _Replica:
         if self.estimates:  # SGLang: a share of the running requests' remaining output stays free
             e = self.engine
             clip = e.output_reserve_clip_tokens
-            kept = e.output_reserve_share * sum(min(self._remaining(q), clip) for q in self.running)
+            kept = e.output_reserve_share * self._remaining_sum(clip)
             return self._in_use(1) + r.prefill_left + r.past + min(r.output - r.generated, clip) + kept \
                 <= self.capacity_tokens
         # room for the prompt, and for the growth of every decoder over the next steps (else they would
@@ -130,6 +132,13 @@ class _Replica:
     def _remaining(self, r: _Request) -> int:
         """Output tokens `r` has still to produce."""
         return r.finish_tick - self.ticks if r.finish_tick >= 0 else r.output - r.generated
+
+    def _remaining_sum(self, clip: int) -> int:
+        """The running requests' remaining outputs, each counted up to `clip`: the decoders' from their
+        finish ticks at once when no output exceeds the clip, else request by request."""
+        if not self.outputs_unclipped:
+            return sum(min(self._remaining(q), clip) for q in self.running)
+        return self.finish_sum - self.decoders * self.ticks + sum(q.output - q.generated for q in self.prefilling)
 
     def _reservation(self, r: _Request) -> int:
         return math.ceil((r.input + r.output) / self.block) * self.block
@@ -157,11 +166,13 @@ class _Replica:
     def _join_decoders(self, r: _Request) -> None:
         r.join_tick = self.ticks
         r.finish_tick = self.ticks + (r.output - r.generated)
+        self.finish_sum += r.finish_tick
         self.decoders += 1
         self.ctx_sum += r.past + 1  # its next step attends to the cache and the token it feeds back
         heapq.heappush(self.finishing, (r.finish_tick, r.index, r))
 
     def _leave_decoders(self, r: _Request) -> None:
+        self.finish_sum -= r.finish_tick
         self.decoders -= 1
         self.ctx_sum -= r.past + 1 + (self.ticks - r.join_tick)
 
@@ -310,6 +321,7 @@ def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None,
     inputs, outputs = lengths.draw(rng, total)
     inputs, outputs = inputs.tolist(), outputs.tolist()
     rep = _Replica(timer, engine, pool, rng, api_latency_s)
+    rep.outputs_unclipped = max(outputs, default=0) <= engine.output_reserve_clip_tokens
     sent = [0]
 
     if concurrency is not None:
