@@ -33,8 +33,14 @@ own requests over its tp GPUs (MLA's latent, kept whole on each tensor-parallel 
 longer copied across the replicas). The engine's settings (token budget, max_num_seqs) are per
 rank, as the engines apply them per attention-DP rank.
 
-Pipeline stages (pp_size > 1), context parallelism and training-style expert parallelism
-(ep_size) in a serving worker are refused by name.
+Pipeline stages (pp_size > 1): the worker is tp x attention_dp x pp GPUs, each stage holding its
+layers' weights and KV cache; a rank's step is a round of micro-batches over the stages
+(serving/pipeline.py). Training-style expert parallelism (ep_size > 1 over dp_size replicas, each
+with its own batch: `ParallelismConfig(tp_size=t, dp_size=D, ep_size=E)`, no serving layout given)
+is read as the serving layout it describes: workers of t x E GPUs, E attention replicas of t GPUs
+each, the experts split t ways and spread E ways (moe_tp = t, moe_ep = E), D / E workers; the
+routed experts then run the engine's wide expert-parallel kernels like any layout with moe_ep > 1.
+Context parallelism in serving is refused by name.
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ from typing import Optional
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.model import Phase
-from llm_analysis.serving.step_time import StepCosts, StepTimer
+from llm_analysis.serving.pipeline import PipelineStepTimer, StageView, gpu_only, stage_representatives
+from llm_analysis.serving.step_time import StepCosts, StepTimer, step_timer
 
 # the busiest expert group's share of the tokens over the mean, with moe_ep > 1 (an assumption:
 # engines balance experts with redundant copies, EPLB; with uniform routing of many tokens the
@@ -67,10 +74,22 @@ class WorkerLayout:
     moe_tp: int
     moe_ep: int
     workers: int
+    pp: int = 1  # pipeline stages, each of tp x attention_dp GPUs
+    first_stage_layers: Optional[int] = None  # uneven stages (ParallelismConfig's num_layers_in_*_pipeline_stage)
+    last_stage_layers: Optional[int] = None
 
     @property
     def gpus_per_worker(self) -> int:
-        return self.tp * self.attention_dp
+        return self.tp * self.attention_dp * self.pp
+
+    def stage_fields(self) -> dict:
+        """The ParallelismConfig fields of the pipeline (for the replica and expert analyses)."""
+        out = {"pp_size": self.pp}
+        if self.first_stage_layers is not None:
+            out["num_layers_in_first_pipeline_stage"] = self.first_stage_layers
+        if self.last_stage_layers is not None:
+            out["num_layers_in_last_pipeline_stage"] = self.last_stage_layers
+        return out
 
     @property
     def ranks(self) -> int:
@@ -83,24 +102,49 @@ class WorkerLayout:
         return self.attention_dp == 1 and self.moe_ep == 1
 
 
+def _from_training_ep(p: ParallelismConfig, model, where: str) -> ParallelismConfig:
+    """A training-style `ep_size` (experts over ep_size data-parallel replicas, each with its own batch)
+    as the serving layout it describes (module docstring); ConfigError where it cannot be read so."""
+    given = sorted(f for f in ("attention_dp_size", "moe_tp_size", "moe_ep_size") if f in p.model_fields_set
+                   and not (f == "attention_dp_size" and p.attention_dp_size == 1))
+    if given:
+        raise ConfigError(f"{where}ep_size = {p.ep_size} together with {', '.join(given)}: give the serving layout "
+                          f"either as ep_size (experts over ep_size data-parallel replicas) or as attention_dp_size / "
+                          f"moe_tp_size / moe_ep_size; valid: ep_size = 1 with the latter")
+    if not model.is_moe:
+        raise ConfigError(f"{where}ep_size = {p.ep_size} but {model.name} has no experts; valid: ep_size = 1")
+    if p.dp_size % p.ep_size:
+        raise ConfigError(f"{where}ep_size = {p.ep_size} must divide dp_size = {p.dp_size} (the data-parallel replicas "
+                          f"the experts are spread over); valid: "
+                          f"{[e for e in range(1, p.dp_size + 1) if p.dp_size % e == 0]}")
+    fields = p.model_dump(exclude={"ep_size", "rdp_size", "dp_shard", "dp_replicate", "sp_size", "moe_tp_size",
+                                   "moe_ep_size"})
+    fields.update(dp_size=p.dp_size // p.ep_size, attention_dp_size=p.ep_size, moe_tp_size=p.tp_size,
+                  moe_ep_size=p.ep_size)
+    return ParallelismConfig(**fields)
+
+
 def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, where: str = "") -> WorkerLayout:
     """The worker layout of `parallelism` (default: the analysis'), checked against the model: one
     ConfigError naming the field for what serve() cannot run. `where` prefixes field names (pools)."""
     p = parallelism or analysis.parallelism_config
     m = analysis.model_config
-    for field, value, why in (("pp_size", p.pp_size, "pipeline stages in a serving worker"),
-                              ("cp_size", p.cp_size, "context parallelism in serving"),
-                              ("ep_size", p.ep_size, "training-style expert parallelism across data-parallel "
-                                                     "replicas (for serving use attention_dp_size and moe_ep_size)")):
-        if value != 1:
-            raise ConfigError(f"{where}{field} = {value}: {why} is not modelled by serve(); valid: {field} = 1 (a "
-                              f"worker is tp_size x attention_dp_size GPUs, experts over moe_tp_size x moe_ep_size "
-                              f"of them; dp_size workers share the load)")
+    if p.cp_size != 1:
+        raise ConfigError(f"{where}cp_size = {p.cp_size}: context parallelism in serving is not modelled by serve(); "
+                          f"valid: cp_size = 1 (a worker is tp_size x attention_dp_size x pp_size GPUs, experts over "
+                          f"moe_tp_size x moe_ep_size of each stage's; dp_size workers share the load)")
+    if p.ep_size != 1:
+        p = _from_training_ep(p, m, where)
+    if p.pp_size > m.num_layers:
+        raise ConfigError(f"{where}pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name} (each "
+                          f"pipeline stage holds at least one layer); valid pp_size: 1..{m.num_layers}")
+    stages = dict(pp=p.pp_size, first_stage_layers=p.num_layers_in_first_pipeline_stage,
+                  last_stage_layers=p.num_layers_in_last_pipeline_stage)
     if not m.is_moe:
         if "moe_ep_size" in p.model_fields_set and p.moe_ep_size > 1:
             raise ConfigError(f"{where}moe_ep_size = {p.moe_ep_size} but {m.name} has no experts; valid: moe_ep_size = 1 "
                               f"(or leave it out: the MLP of a dense model follows the attention layout)")
-        return WorkerLayout(p.tp_size, p.attention_dp_size, p.tp_size, 1, p.dp_size)
+        return WorkerLayout(p.tp_size, p.attention_dp_size, p.tp_size, 1, p.dp_size, **stages)
     if m.moe_num_experts % p.moe_ep_size:
         raise ConfigError(f"{where}moe_ep_size = {p.moe_ep_size} must divide moe_num_experts = {m.moe_num_experts} of "
                           f"{m.name}; valid: {[d for d in range(1, m.moe_num_experts + 1) if m.moe_num_experts % d == 0]}")
@@ -108,7 +152,7 @@ def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, whe
         raise ConfigError(f"{where}moe_tp_size = {p.moe_tp_size} must divide moe_ffn_embed_dim = {m.expert_ffn_dim} of "
                           f"{m.name} (each expert is split by columns); valid: "
                           f"{[d for d in range(1, 65) if m.expert_ffn_dim % d == 0]}")
-    return WorkerLayout(p.tp_size, p.attention_dp_size, p.moe_tp_size, p.moe_ep_size, p.dp_size)
+    return WorkerLayout(p.tp_size, p.attention_dp_size, p.moe_tp_size, p.moe_ep_size, p.dp_size, **stages)
 
 
 def all_to_all_bytes_per_token(model, activation_bytes: float, moe_ep: int) -> float:
@@ -132,8 +176,8 @@ def with_parallelism(analysis, parallelism: ParallelismConfig):
 
 
 def attention_analysis(analysis, layout: WorkerLayout):
-    """The analysis of one attention replica: tensor parallel over tp, one replica."""
-    return with_parallelism(analysis, ParallelismConfig(tp_size=layout.tp))
+    """The analysis of one attention replica: tensor parallel over tp, one replica (its pipeline stages)."""
+    return with_parallelism(analysis, ParallelismConfig(tp_size=layout.tp, **layout.stage_fields()))
 
 
 def expert_analysis(analysis, layout: WorkerLayout, where: str = ""):
@@ -141,7 +185,7 @@ def expert_analysis(analysis, layout: WorkerLayout, where: str = ""):
     tp = moe_tp, experts over ep = moe_ep ranks each with its own batch (model/mlp.py)."""
     try:
         return with_parallelism(analysis, ParallelismConfig(tp_size=layout.moe_tp, dp_size=layout.moe_ep,
-                                                            ep_size=layout.moe_ep))
+                                                            ep_size=layout.moe_ep, **layout.stage_fields()))
     except ConfigError as err:
         raise ConfigError(f"{where}moe_tp_size = {layout.moe_tp}: the experts cannot be split so ({err})") from None
 
@@ -150,19 +194,28 @@ def _is_routed(op) -> bool:
     return op.expert_role == ROUTED
 
 
-def _routed_weight_bytes(analysis) -> float:
-    return sum(n * op.weight_bytes_per_gpu for n, op in analysis.describer.weighted_ops(_WEIGHT_PROBE)
+def _routed_weight_bytes(analysis, stage: Optional[int] = None) -> float:
+    return sum(n * op.weight_bytes_per_gpu for n, op in analysis.describer.weighted_ops(_WEIGHT_PROBE, stage)
                if _is_routed(op))
 
 
 def weight_bytes_per_gpu(analysis, layout: WorkerLayout) -> float:
     """Weights on one GPU of the worker: the attention side's split tp ways (replicated on every
-    replica), the routed experts' moe_tp x moe_ep ways."""
+    replica), the routed experts' moe_tp x moe_ep ways. With pipeline stages, those of the stage
+    whose GPUs hold the most (the attention analysis' per-GPU weights are its heaviest stage's; each
+    stage's routed experts are exchanged for their expert-parallel share)."""
     attention = attention_analysis(analysis, layout)
     if not analysis.model_config.is_moe:
         return attention.get_weight_memory_per_gpu()
     experts = expert_analysis(analysis, layout)
-    return attention.get_weight_memory_per_gpu() - _routed_weight_bytes(attention) + _routed_weight_bytes(experts)
+    if layout.pp == 1:
+        return attention.get_weight_memory_per_gpu() - _routed_weight_bytes(attention) + _routed_weight_bytes(experts)
+    stage_weights = [sum(n * op.weight_bytes_per_gpu for n, op in attention.describer.weighted_ops(_WEIGHT_PROBE, k))
+                     for k in range(layout.pp)]
+    # what the per-GPU weights hold beyond the heaviest stage's operators (a tied head's copy, say)
+    beyond = attention.get_weight_memory_per_gpu() - max(stage_weights)
+    return beyond + max(w - _routed_weight_bytes(attention, k) + _routed_weight_bytes(experts, k)
+                        for k, w in enumerate(stage_weights))
 
 
 class LayoutStepCosts:
@@ -207,17 +260,23 @@ class LayoutStepCosts:
         return self.attention.prefill_form_s(graph, q)
 
 
+def _describer_of(describer, stage: Optional[int]):
+    return describer if stage is None else StageView(describer, stage)
+
+
 def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imbalance: Optional[float],
-                      where: str = "", moe_kernels: Optional[str] = None) -> LayoutStepCosts:
+                      where: str = "", moe_kernels: Optional[str] = None,
+                      stage: Optional[int] = None) -> LayoutStepCosts:
     """The step costs of one rank of `layout` (kept with the replica analysis' describer per cost model),
-    the routed experts at the grouped GEMM share of the engine's `moe_kernels`."""
+    the routed experts at the grouped GEMM share of the engine's `moe_kernels`; `stage`: one pipeline
+    stage's operators only (None: the whole model)."""
     attention = attention_analysis(analysis, layout)
     if imbalance is None:
         imbalance = DEFAULT_EXPERT_LOAD_IMBALANCE if layout.moe_ep > 1 else 1.0
     d = attention.describer_for(kv_cache_bytes)
-    key = ("serving_layout_attention", attention.kernel_launch)
+    key = ("serving_layout_attention", attention.kernel_launch, stage)
     att = d.cost_memo(attention.cost_model, key,
-                      lambda: StepCosts(attention, d, token_filter=lambda op: not _is_routed(op)))
+                      lambda: StepCosts(attention, _describer_of(d, stage), token_filter=lambda op: not _is_routed(op)))
     experts = None
     if analysis.model_config.is_moe:
         e = expert_analysis(analysis, layout, where)
@@ -227,18 +286,45 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
             return _is_routed(op) or (dispatch and op.comm_group == "ep")
 
         de = e.describer
-        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels),
-                               lambda: StepCosts(e, de, token_filter=routed_or_dispatch, moe_kernels=moe_kernels))
+        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels, stage),
+                               lambda: StepCosts(e, _describer_of(de, stage), token_filter=routed_or_dispatch,
+                                                 moe_kernels=moe_kernels))
     return LayoutStepCosts(att, experts, layout, imbalance)
 
 
 def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
-                      where: str = "") -> StepTimer:
+                      where: str = "", stage: Optional[int] = None) -> StepTimer:
     """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank)."""
     # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
     moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
-    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels),
+    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage),
                      engine)
+
+
+def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance, where: str,
+                 stage: Optional[int]) -> StepTimer:
+    """One stage's (or, stage None, the whole model's) StepTimer of a rank."""
+    if not layout.plain:
+        return layout_step_timer(analysis, layout, engine, imbalance, where, stage)
+    if stage is None:
+        return step_timer(rank, describer, engine)
+    key = ("serving_step_costs", rank.kernel_launch, engine.moe_kernels, "stage", stage)
+    return StepTimer(describer.cost_memo(rank.cost_model, key, lambda: StepCosts(
+        rank, StageView(describer, stage), moe_kernels=engine.moe_kernels)), engine)
+
+
+def rank_step_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
+                    where: str = ""):
+    """The step timer of one rank of `layout`: `rank` is its analysis (the replica's, or the analysis
+    itself for its own plain layout) and `describer` that analysis' with the engine's KV dtype. A plain
+    worker is timed on the whole model at once; attention-DP / expert-parallel layouts in two parts
+    (LayoutStepCosts); pipeline stages in rounds of micro-batches (serving/pipeline.py)."""
+    if layout.pp == 1:
+        return _stage_timer(analysis, rank, describer, layout, engine, imbalance, where, None)
+    reps = stage_representatives(describer, layout.pp)
+    stage_engine = gpu_only(engine)
+    timers = {k: _stage_timer(analysis, rank, describer, layout, stage_engine, imbalance, where, k) for k in set(reps)}
+    return PipelineStepTimer(timers, reps, engine, lambda tokens: rank.pipeline_handoff_time_s(1, tokens))
 
 
 def check_imbalance(value) -> Optional[float]:
@@ -252,5 +338,5 @@ def check_imbalance(value) -> Optional[float]:
 
 
 __all__ = ["DEFAULT_EXPERT_LOAD_IMBALANCE", "LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token",
-           "attention_analysis", "check_imbalance", "expert_analysis", "layout_step_timer", "weight_bytes_per_gpu",
-           "worker_layout"]
+           "attention_analysis", "check_imbalance", "expert_analysis", "layout_step_timer", "rank_step_timer",
+           "weight_bytes_per_gpu", "worker_layout"]

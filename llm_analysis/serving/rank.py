@@ -12,11 +12,11 @@ import numpy as np
 
 from llm_analysis.serving.engine import engine_settings
 from llm_analysis.serving.kv_pool import kv_pool
-from llm_analysis.serving.layout import (WorkerLayout, attention_analysis, layout_step_timer, weight_bytes_per_gpu,
+from llm_analysis.errors import ConfigError
+from llm_analysis.serving.layout import (WorkerLayout, attention_analysis, rank_step_timer, weight_bytes_per_gpu,
                                          worker_layout)
 from llm_analysis.serving.simulation import simulate
 from llm_analysis.serving.steady_state import RequestShape, capacity, saturation_rate
-from llm_analysis.serving.step_time import step_timer
 
 
 def request_shape(engine, lengths) -> RequestShape:
@@ -78,12 +78,12 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
         rank = attention_analysis(a, layout)
     engine = engine_settings(rank, framework, options)
     d = rank.describer_for(engine.kv_cache_bytes)
-    if layout.plain:
-        timer, weights = step_timer(rank, d, engine), None
-    else:
-        timer, weights = layout_step_timer(a, layout, engine, imbalance, where), weight_bytes_per_gpu(a, layout)
-    extra = dict(weight_bytes=weights)
+    timer = rank_step_timer(a, rank, d, layout, engine, imbalance, where)
+    extra = dict(weight_bytes=None if layout.plain else weight_bytes_per_gpu(a, layout))
     if speculative is not None:
+        if layout.pp > 1:
+            raise ConfigError(f"{where}pp_size = {layout.pp} with speculative decoding: a draft over pipeline stages "
+                              f"is not modelled by serve(); valid: pp_size = 1 with speculative=, or no speculative=")
         timer = speculative.timer(timer, rank, engine)
         extra.update(extra_weight_bytes=speculative.draft_weight_bytes_per_gpu(rank),
                      extra_bytes_per_token=speculative.draft_kv_bytes_per_token_per_gpu(rank, engine.kv_cache_bytes))
