@@ -116,7 +116,8 @@ def _from_training_ep(p: ParallelismConfig, model, where: str) -> ParallelismCon
     if p.dp_size % p.ep_size:
         raise ConfigError(f"{where}ep_size = {p.ep_size} must divide dp_size = {p.dp_size} (the data-parallel replicas "
                           f"the experts are spread over); valid: "
-                          f"{[e for e in range(1, p.dp_size + 1) if p.dp_size % e == 0]}")
+                          f"{[e for e in range(1, p.dp_size + 1) if p.dp_size % e == 0]}, or the worker's layout as "
+                          f"attention_dp_size = {p.ep_size}, moe_ep_size = {p.ep_size}")
     fields = p.model_dump(exclude={"ep_size", "rdp_size", "dp_shard", "dp_replicate", "sp_size", "moe_tp_size",
                                    "moe_ep_size"})
     fields.update(dp_size=p.dp_size // p.ep_size, attention_dp_size=p.ep_size, moe_tp_size=p.tp_size,
