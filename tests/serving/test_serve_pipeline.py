@@ -142,3 +142,17 @@ def test_worker_layout_carries_uneven_stages(analysis_builder):
     lay = worker_layout(a)
     assert lay == WorkerLayout(1, 1, 1, 1, 1, pp=2, first_stage_layers=12)
     assert lay.stage_fields() == {"pp_size": 2, "num_layers_in_first_pipeline_stage": 12}
+
+
+def test_cli_pp_flag_and_bad_pipeline_exit_2():
+    import subprocess
+    import sys
+    base = [sys.executable, "-m", "llm_analysis", "serve", "--model_name", DENSE, "--gpu_name", "h100-sxm-80gb",
+            "--concurrency", "4", "--input_len", "256", "--output_len", "16", "--num_requests", "0",
+            "--output_format", "json"]
+    ok = subprocess.run(base + ["--pp_size", "2"], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert '"num_gpus": 2' in ok.stdout
+    bad = subprocess.run(base + ["--pp_size", "40"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2
+    assert "pp_size = 40" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
