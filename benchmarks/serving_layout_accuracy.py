@@ -123,13 +123,22 @@ def _agg_layout(raw: Dict[str, str]) -> Dict[str, Optional[int]]:
     root = math.isqrt(stated)
     if m and int(m.group(1)) * int(m.group(2)) == stated and int(m.group(1)) == int(m.group(2)):
         gpus = int(m.group(1))
-    elif m is None and root * root == stated and stated > NODE_GPUS:
+    elif m is None and root * root == stated and (stated > NODE_GPUS or _vllm_squared(raw, tp, adp, moe_tp, moe_ep, root)):
         gpus = root
     else:
         return layout
     attention_tp = min(tp, gpus)
     layout.update(tp=attention_tp, adp=gpus // attention_tp, moe_tp=1, moe_ep=gpus)
     return layout
+
+
+def _vllm_squared(raw: Dict[str, str], tp: int, adp: int, moe_tp: int, moe_ep: int, root: int) -> bool:
+    """A vLLM row stating tp_size = attention_dp_size = N with the experts over N x N (moe_tp_size 1): the
+    squared pattern of an N-GPU worker within a node too. The evidence: MiniMax-M2.5 on B200, fp8, 1024 x 1024:
+    the rows "..._cfg690" (tp 2, attention_dp 2, moe 1 x 4) measure exactly what the id-bearing
+    "..._tp2_ep2_..." rows do at every concurrency (e.g. 4 clients: TTFT 74.273 ms, TPOT 9.5753 ms in both),
+    and "..._cfg691" (4, 4, 1 x 16) what "..._tp4_ep4_..." do. Other engines' rows are read as stated."""
+    return raw.get("backend") == "vllm" and tp == adp == root and moe_tp == 1 and moe_ep == root * root
 
 
 def load_rows() -> List[LayoutRow]:

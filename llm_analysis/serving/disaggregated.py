@@ -134,9 +134,13 @@ def _pools(a, framework: str, disaggregated, options, lengths, imbalance, specul
             opts["max_num_seqs"] = batch
         # a prefill rank holds a prompt's cache until it is sent; a decode rank the whole request's
         longest = lengths.max_input if name == "prefill" else lengths.max_total
+        # a decode pool sized for a stated batch captures its CUDA graphs up to that batch (TensorRT-LLM's
+        # disaggregated decode configs set cuda_graph_config.max_batch_size = max_batch_size, which the engine
+        # requires to be at least the graphs' batch; SGLang --cuda-graph-max-bs likewise)
+        graphs = batch if name == "decode" else None
         rank, layout = build_rank(a, par, framework, opts, lengths, imbalance,
                                   speculative if name == "decode" else None, where=f"disaggregated['{name}'] ",
-                                  longest_tokens=longest)
+                                  longest_tokens=longest, graph_batch=graphs)
         out.append(Pool(name, workers, rank, layout, batch))
     return out[0], out[1]
 

@@ -67,16 +67,21 @@ class Replica:
 
 
 def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths, imbalance=None, speculative=None,
-               where: str = "", longest_tokens: Optional[int] = None) -> Tuple[Replica, WorkerLayout]:
+               where: str = "", longest_tokens: Optional[int] = None,
+               graph_batch: Optional[int] = None) -> Tuple[Replica, WorkerLayout]:
     """One rank of the worker layout `parallelism` (an attention replica; the whole worker when it
     has one): its engine, KV pool, step timer and requests' mean shape. A plain tensor-parallel worker
-    is timed exactly as before layouts existed (one analysis, one describer)."""
+    is timed exactly as before layouts existed (one analysis, one describer). `graph_batch`: decode
+    steps up to this many sequences replay CUDA graphs even where the engine's default captures fewer
+    (a disaggregated decode pool's stated batch)."""
     layout = worker_layout(a, parallelism, where)
     if layout.plain and parallelism is a.parallelism_config:
         rank = a  # the analysis' own layout: its own describer and caches
     else:  # a pool's layout, or one attention replica of the worker
         rank = attention_analysis(a, layout)
     engine = engine_settings(rank, framework, options)
+    if graph_batch is not None and graph_batch > engine.graph_decode_max_batch:  # graphs captured up to the batch
+        engine = dataclasses.replace(engine, graph_decode_max_batch=graph_batch)
     d = rank.describer_for(engine.kv_cache_bytes)
     timer = rank_step_timer(a, rank, d, layout, engine, imbalance, where)
     extra = dict(weight_bytes=None if layout.plain else weight_bytes_per_gpu(a, layout))
