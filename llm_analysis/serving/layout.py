@@ -24,8 +24,8 @@ MoE layer):
   With attention_dp = 1 every GPU already holds every token after the attention all-reduce, and
   the MoE output is summed by the tensor-parallel all-reduce that closes the layer;
 - load imbalance: the experts' side is multiplied by `expert_load_imbalance` (the busiest expert
-  group's tokens over the mean; assumption, default DEFAULT_EXPERT_LOAD_IMBALANCE with
-  moe_ep > 1, 1 without), since the slowest GPU sets the step.
+  group's tokens over the mean; assumption, default per engine DEFAULT_EXPERT_LOAD_IMBALANCE with
+  moe_ep > 1, fitted, 1 without), since the slowest GPU sets the step.
 
 Memory per GPU follows the layout: the attention side's weights replicated on every replica
 (split tp ways), the routed experts' split moe_tp x moe_ep ways, and the KV cache of the rank's
@@ -55,12 +55,16 @@ from llm_analysis.model import Phase
 from llm_analysis.serving.pipeline import PipelineStepTimer, StageView, gpu_only, stage_representatives
 from llm_analysis.serving.step_time import StepCosts, StepTimer, step_timer
 
-# the busiest expert group's share of the tokens over the mean, with moe_ep > 1 (an assumption:
-# engines balance experts with redundant copies, EPLB; with uniform routing of many tokens the
-# spread is small, with few tokens large): benchmarks/serving_layout_accuracy.py --fit scans 1.0 .. 1.5 on
-# the fit half's aggregated layouts; 1.0 gives the least TPOT error there (median 23.7%, against 22.1% at 1.1
-# with a worse p90), so the default states no imbalance beyond what the step model holds
-DEFAULT_EXPERT_LOAD_IMBALANCE = 1.0
+# the routed experts' time with moe_ep > 1 over the balanced model's, per engine: the busiest expert group's
+# tokens over the mean (engines without EPLB leave the routing's spread; few tokens spread more), together with
+# whatever else slows expert-parallel experts against the fused-MoE share they are timed at (the engine's EP
+# kernels and dispatch path), which the measurements cannot tell apart from the imbalance. Fitted per engine on
+# the fit half of serving_dev.csv's aggregated layout rows with moe_ep > 1 (benchmarks/serving_layout_accuracy.py
+# --fit: the least median |TPOT error| over 1.0 .. 1.5 in steps of 0.05): SGLang 1.20 (7.1% over 28 rows, 15.5% at
+# 1.0), vLLM 1.40 (6.5% over 26 rows, all MiniMax-M2.5 on B200: 16.7% at 1.0), TensorRT-LLM 1.00 (16.9% over 52
+# rows; every value above 1 is worse). Before the vLLM rows' layouts were read as their worker's GPUs, one value
+# for every engine, 1.0, was the least error.
+DEFAULT_EXPERT_LOAD_IMBALANCE = {"sglang": 1.2, "vllm": 1.4, "trtllm": 1.0}
 ROUTED = "routed"
 _WEIGHT_PROBE = Phase("decode", 1, 1, 64)  # any phase: weights do not depend on it
 
@@ -269,11 +273,12 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
                       where: str = "", moe_kernels: Optional[str] = None,
                       stage: Optional[int] = None) -> LayoutStepCosts:
     """The step costs of one rank of `layout` (kept with the replica analysis' describer per cost model),
-    the routed experts at the grouped GEMM share of the engine's `moe_kernels`; `stage`: one pipeline
+    the routed experts at the grouped GEMM share of the engine's `moe_kernels` times `imbalance` (None: 1, balanced);
+    `stage`: one pipeline
     stage's operators only (None: the whole model)."""
     attention = attention_analysis(analysis, layout)
     if imbalance is None:
-        imbalance = DEFAULT_EXPERT_LOAD_IMBALANCE if layout.moe_ep > 1 else 1.0
+        imbalance = 1.0
     d = attention.describer_for(kv_cache_bytes)
     key = ("serving_layout_attention", attention.kernel_launch, stage)
     att = d.cost_memo(attention.cost_model, key,
@@ -295,7 +300,10 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
 
 def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
                       where: str = "", stage: Optional[int] = None) -> StepTimer:
-    """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank)."""
+    """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank); `imbalance` None:
+    the engine's default with moe_ep > 1 (DEFAULT_EXPERT_LOAD_IMBALANCE), 1 without."""
+    if imbalance is None:
+        imbalance = DEFAULT_EXPERT_LOAD_IMBALANCE[engine.framework] if layout.moe_ep > 1 else 1.0
     # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
     moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
     return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage),
