@@ -201,6 +201,14 @@ def predict(row: LayoutRow, **options) -> Tuple[float, float]:
     return s["ttft_s"], s["tpot_s"]
 
 
+# TensorRT-LLM's attention-DP balance as the published deployment recipes set it, per model: the DeepSeek-R1
+# recipes (TensorRT-LLM's benchmark configs for DeepSeek R1 with enable_attention_dp, and the InferenceMAX-style
+# launch scripts that generate them) add attention_dp_config {enable_balance: true, batching_wait_iters: 0,
+# timeout_iters: 60}; the gpt-oss recipes set enable_attention_dp alone (the balance is off by default,
+# AttentionDpConfig.enable_balance = False). The csv does not state it, so the row's model tells the recipe.
+TRTLLM_BALANCE_ITERS = {"deepseek-ai/DeepSeek-R1": 60, "deepseek-ai/DeepSeek-V3": 60}
+
+
 def serve_row(row: LayoutRow, disaggregated_extra=None, **options) -> dict:
     """The serve() answer of a row's setup (closed loop, means only)."""
     if row.kind == "disagg-unstated":
@@ -214,6 +222,8 @@ def serve_row(row: LayoutRow, disaggregated_extra=None, **options) -> dict:
         moe = True
     if row.kind == "agg":
         a = analysis_for(row, parallelism(row.layout, moe))
+        if row.backend == "trtllm" and (row.layout["adp"] or 1) > 1 and row.model_path in TRTLLM_BALANCE_ITERS:
+            options.setdefault("attention_dp_balance_iters", TRTLLM_BALANCE_ITERS[row.model_path])
         return a.serve(concurrency=row.concurrency, input_len=row.isl, output_len=row.osl, framework=row.backend,
                        num_requests=0, **options)
     else:

@@ -336,6 +336,32 @@ def rank_step_timer(analysis, rank, describer, layout: WorkerLayout, engine, imb
     return PipelineStepTimer(timers, reps, engine, lambda tokens: rank.pipeline_handoff_time_s(1, tokens))
 
 
+def check_balance_iters(value) -> int:
+    """`attention_dp_balance_iters`: 0 (no hold, the default) or the iterations a prompt may be held."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"attention_dp_balance_iters = {value!r} must be a whole number >= 0 (TensorRT-LLM's "
+                          f"attention_dp_config.timeout_iters with enable_balance: true; 0: no hold)")
+    return value
+
+
+def attention_dp_hold_s(hold_iters: int, ranks: int, step_s: float, worker_rps: float) -> float:
+    """The mean time a prompt is held before its prefill under TensorRT-LLM's attention-DP balance
+    (attention_dp_config enable_balance: the worker schedules prompts only when every one of its `ranks`
+    attention-DP ranks has one waiting, or after `hold_iters` iterations): prompts reach the worker at
+    `worker_rps` (Poisson), each rank at worker_rps / ranks. A hold starts with the first waiting prompt
+    and lasts T = hold_iters x `step_s` (an iteration is one decode step), or less when every other rank
+    receives a prompt first: their last arrives after H(ranks - 1) / (worker_rps / ranks) on average
+    (H the harmonic number), so the hold is h = min(T, that). The first prompt waits h; the n = worker_rps
+    x h arriving during it wait h / 2 on average; all go together: mean wait h (1 + n / 2) / (1 + n)."""
+    if hold_iters <= 0 or ranks <= 1 or worker_rps <= 0:
+        return 0.0
+    per_rank = worker_rps / ranks
+    all_ranks_s = sum(1.0 / k for k in range(1, ranks)) / per_rank
+    hold = min(hold_iters * step_s, all_ranks_s)
+    n = worker_rps * hold
+    return hold * (1.0 + 0.5 * n) / (1.0 + n)
+
+
 def check_imbalance(value) -> Optional[float]:
     """`expert_load_imbalance`: None (the default) or a number >= 1."""
     if value is None:
@@ -347,5 +373,5 @@ def check_imbalance(value) -> Optional[float]:
 
 
 __all__ = ["DEFAULT_EXPERT_LOAD_IMBALANCE", "LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token",
-           "attention_analysis", "check_imbalance", "expert_analysis", "layout_step_timer", "rank_step_timer",
-           "weight_bytes_per_gpu", "worker_layout"]
+           "attention_analysis", "attention_dp_hold_s", "check_balance_iters", "check_imbalance", "expert_analysis",
+           "layout_step_timer", "rank_step_timer", "weight_bytes_per_gpu", "worker_layout"]

@@ -219,3 +219,40 @@ def test_cli_layout_flags_and_bad_layout_exit_2():
                          text=True, timeout=300)
     assert bad.returncode == 2
     assert "moe_tp_size" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_attention_dp_hold_by_hand():
+    """TensorRT-LLM's attention-DP balance holds prompts up to 60 iterations until every rank has one. 8 ranks,
+    a 12 ms decode step: T = 0.72 s. At 4 requests/s over the worker (0.5 a rank) the other 7 ranks all receive
+    a prompt after (1 + 1/2 + ... + 1/7) / 0.5 = 5.19 s on average, later than T: the hold is 0.72 s; 4 x 0.72
+    = 2.88 prompts arrive during it; mean wait 0.72 x (1 + 1.44) / 3.88. At 400 requests/s (50 a rank) the
+    ranks fill in 2.593 / 50 = 0.0519 s: the hold is that."""
+    from llm_analysis.serving.layout import attention_dp_hold_s
+    h7 = 1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 1 / 6 + 1 / 7
+    assert attention_dp_hold_s(60, 8, 0.012, 4.0) == pytest.approx(0.72 * (1 + 0.5 * 2.88) / 3.88, rel=1e-12)
+    hold = h7 / 50
+    n = 400 * hold
+    assert attention_dp_hold_s(60, 8, 0.012, 400.0) == pytest.approx(hold * (1 + 0.5 * n) / (1 + n), rel=1e-12)
+    assert attention_dp_hold_s(0, 8, 0.012, 4.0) == 0 and attention_dp_hold_s(60, 1, 0.012, 4.0) == 0
+
+
+def test_attention_dp_hold_in_serve(analysis_builder):
+    """The hold waits outside the running batch: TTFT grows by about the mean hold at the answer's TPOT and
+    throughput (Little's law still closes); off by default and with one attention rank; bad values name it."""
+    from llm_analysis.serving.layout import attention_dp_hold_s
+    a = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=1, attention_dp_size=8)
+    plain = a.serve(framework="trtllm", **LOAD)
+    held = a.serve(framework="trtllm", attention_dp_balance_iters=60, **LOAD)
+    expected = attention_dp_hold_s(60, 8, held["tpot_s"], held["requests_per_s"])
+    assert held["ttft_s"] - plain["ttft_s"] == pytest.approx(expected, rel=0.05)
+    assert held["requests_per_s"] * held["e2e_s"] == pytest.approx(16, rel=1e-9)
+    one = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=8, moe_ep_size=8)
+    assert one.serve(framework="trtllm", attention_dp_balance_iters=60, **LOAD)["ttft_s"] == \
+        one.serve(framework="trtllm", **LOAD)["ttft_s"]
+    for value in (-1, 2.5, True):
+        with pytest.raises(ConfigError) as err:
+            a.serve(framework="trtllm", attention_dp_balance_iters=value, **LOAD)
+        assert "attention_dp_balance_iters" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        a.serve(framework="trtllm", attention_dp_balance_iters=60, request_rate=1.0, input_len=512, output_len=64)
+    assert "closed loop" in str(err.value)
