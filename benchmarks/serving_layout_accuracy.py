@@ -15,8 +15,8 @@ Prints, per half, the median and p90 |error| of TTFT and TPOT and the share of r
 by engine and by kind (agg layout / disagg), and the refusals with their reasons.
 
     python benchmarks/serving_layout_accuracy.py [--half report|fit|all] [--rows]
-    python benchmarks/serving_layout_accuracy.py --fit     (fit prefill_contention and scan expert_load_imbalance
-                                                            on the fit half)
+    python benchmarks/serving_layout_accuracy.py --fit     (fit prefill_contention and expert_load_imbalance
+                                                            per engine on the fit half)
 """
 
 from __future__ import annotations
@@ -123,13 +123,22 @@ def _agg_layout(raw: Dict[str, str]) -> Dict[str, Optional[int]]:
     root = math.isqrt(stated)
     if m and int(m.group(1)) * int(m.group(2)) == stated and int(m.group(1)) == int(m.group(2)):
         gpus = int(m.group(1))
-    elif m is None and root * root == stated and stated > NODE_GPUS:
+    elif m is None and root * root == stated and (stated > NODE_GPUS or _vllm_squared(raw, tp, adp, moe_tp, moe_ep, root)):
         gpus = root
     else:
         return layout
     attention_tp = min(tp, gpus)
     layout.update(tp=attention_tp, adp=gpus // attention_tp, moe_tp=1, moe_ep=gpus)
     return layout
+
+
+def _vllm_squared(raw: Dict[str, str], tp: int, adp: int, moe_tp: int, moe_ep: int, root: int) -> bool:
+    """A vLLM row stating tp_size = attention_dp_size = N with the experts over N x N (moe_tp_size 1): the
+    squared pattern of an N-GPU worker within a node too. The evidence: MiniMax-M2.5 on B200, fp8, 1024 x 1024:
+    the rows "..._cfg690" (tp 2, attention_dp 2, moe 1 x 4) measure exactly what the id-bearing
+    "..._tp2_ep2_..." rows do at every concurrency (e.g. 4 clients: TTFT 74.273 ms, TPOT 9.5753 ms in both),
+    and "..._cfg691" (4, 4, 1 x 16) what "..._tp4_ep4_..." do. Other engines' rows are read as stated."""
+    return raw.get("backend") == "vllm" and tp == adp == root and moe_tp == 1 and moe_ep == root * root
 
 
 def load_rows() -> List[LayoutRow]:
@@ -192,6 +201,14 @@ def predict(row: LayoutRow, **options) -> Tuple[float, float]:
     return s["ttft_s"], s["tpot_s"]
 
 
+# TensorRT-LLM's attention-DP balance as the published deployment recipes set it, per model: the DeepSeek-R1
+# recipes (TensorRT-LLM's benchmark configs for DeepSeek R1 with enable_attention_dp, and the InferenceMAX-style
+# launch scripts that generate them) add attention_dp_config {enable_balance: true, batching_wait_iters: 0,
+# timeout_iters: 60}; the gpt-oss recipes set enable_attention_dp alone (the balance is off by default,
+# AttentionDpConfig.enable_balance = False). The csv does not state it, so the row's model tells the recipe.
+TRTLLM_BALANCE_ITERS = {"deepseek-ai/DeepSeek-R1": 60, "deepseek-ai/DeepSeek-V3": 60}
+
+
 def serve_row(row: LayoutRow, disaggregated_extra=None, **options) -> dict:
     """The serve() answer of a row's setup (closed loop, means only)."""
     if row.kind == "disagg-unstated":
@@ -205,6 +222,8 @@ def serve_row(row: LayoutRow, disaggregated_extra=None, **options) -> dict:
         moe = True
     if row.kind == "agg":
         a = analysis_for(row, parallelism(row.layout, moe))
+        if row.backend == "trtllm" and (row.layout["adp"] or 1) > 1 and row.model_path in TRTLLM_BALANCE_ITERS:
+            options.setdefault("attention_dp_balance_iters", TRTLLM_BALANCE_ITERS[row.model_path])
         return a.serve(concurrency=row.concurrency, input_len=row.isl, output_len=row.osl, framework=row.backend,
                        num_requests=0, **options)
     else:
@@ -281,11 +300,39 @@ def fit_contention(rows: List[LayoutRow]) -> None:
         print(f"  {engine} alone: {own[2]:.2f} (mean Huber loss {own[0]:.4f} over {own[1]} rows)")
 
 
+IMBALANCE_GRID = [1.0 + i / 20 for i in range(11)]  # expert_load_imbalance values scanned, 1.0 .. 1.5
+
+
+def fit_imbalance(rows: List[LayoutRow]) -> None:
+    """Per engine, the expert_load_imbalance (1.0 .. 1.5 in steps of 0.05) with the least median |TPOT error|
+    over the aggregated layout rows given (the fit half) whose experts are spread (moe_ep > 1): the
+    imbalance acts on the routed experts' time of a decode step, which TPOT measures."""
+    by_engine: Dict[str, List[LayoutRow]] = defaultdict(list)
+    for row in rows:
+        if (row.layout["moe_ep"] or 1) > 1:
+            by_engine[row.backend].append(row)
+    for engine, engine_rows in sorted(by_engine.items()):
+        scores = []
+        for value in IMBALANCE_GRID:
+            errors = []
+            for row in engine_rows:
+                try:
+                    errors.append(abs(serve_row(row, expert_load_imbalance=value)["tpot_s"] / row.tpot_s - 1))
+                except (Refused, LLMAnalysisError):
+                    continue
+            scores.append((statistics.median(errors), value, len(errors)))
+            print(f"  {engine} {value:.2f}: TPOT median |error| {100 * scores[-1][0]:.1f}% over {len(errors)} rows")
+        best = min(scores)
+        print(f"{engine}: expert_load_imbalance {best[1]:.2f} (TPOT median |error| {100 * best[0]:.1f}% over {best[2]} "
+              f"rows)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--half", choices=("report", "fit", "all"), default="report")
     parser.add_argument("--rows", action="store_true", help="print every row's prediction")
-    parser.add_argument("--fit", action="store_true", help="scan expert_load_imbalance on the fit half")
+    parser.add_argument("--fit", action="store_true",
+                        help="fit prefill_contention and expert_load_imbalance per engine on the fit half")
     args = parser.parse_args(argv)
     path = validation_csv()
     if not path.exists():
@@ -294,10 +341,7 @@ def main(argv=None) -> int:
     rows = load_rows()
     if args.fit:
         fit_contention([r for r in rows if r.half == "fit" and r.kind == "disagg"])
-        fit = [r for r in rows if r.half == "fit" and r.kind == "agg"]
-        for value in (1.0, 1.1, 1.2, 1.3, 1.5):
-            print(f"--- expert_load_imbalance = {value} (fit half, aggregated layouts)")
-            score(fit, expert_load_imbalance=value)
+        fit_imbalance([r for r in rows if r.half == "fit" and r.kind == "agg"])
         return 0
     chosen = rows if args.half == "all" else [r for r in rows if r.half == args.half]
     print(f"{len(chosen)} of {len(rows)} layout rows ({args.half} half), perf_model=calibrated")

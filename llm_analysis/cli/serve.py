@@ -42,7 +42,7 @@ def _layout_text(answer: Dict[str, Any], p) -> str:
     if answer.get("disaggregated"):
         return (f"prefill {answer['prefill_workers']} x {answer['prefill_gpus_per_worker']} GPUs, decode "
                 f"{answer['decode_workers']} x {answer['decode_gpus_per_worker']} GPUs")
-    text = f"{answer['num_replicas']} replica(s) of tp={p.tp_size}"
+    text = f"{answer['num_replicas']} replica(s) of tp={p.tp_size}" + (f" x pp={p.pp_size}" if p.pp_size > 1 else "")
     if answer.get("attention_dp_size", 1) > 1 or answer.get("moe_ep_size", 1) > 1:
         text += (f" x attention_dp={answer['attention_dp_size']}, experts moe_tp={answer['moe_tp_size']} x "
                  f"moe_ep={answer['moe_ep_size']}")
@@ -102,7 +102,8 @@ def _json_dict(value, flag: str) -> Optional[dict]:
 
 def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm-80gb",
           dtype_name: str = "w16a16e16", tp_size: int = 1, dp_size: int = 1, attention_dp_size: int = 1,
-          moe_tp_size: Optional[int] = None, moe_ep_size: Optional[int] = None, concurrency: Optional[int] = None,
+          moe_tp_size: Optional[int] = None, moe_ep_size: Optional[int] = None, pp_size: int = 1,
+          concurrency: Optional[int] = None,
           request_rate: Optional[float] = None, input_len: int = 1024, output_len: int = 128,
           input_len_spread: int = 0, output_len_spread: int = 0, lengths_file: Optional[str] = None,
           framework: str = "vllm", max_num_batched_tokens: Optional[int] = None, max_num_seqs: Optional[int] = None,
@@ -141,6 +142,8 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
             worker's GPUs over --moe_ep_size).
         moe_ep_size: routed experts spread over this many GPU groups of the worker (default: attention_dp_size);
             moe_tp_size x moe_ep_size = tp_size x attention_dp_size.
+        pp_size: pipeline stages of one worker, each of tp_size x attention_dp_size GPUs holding its layers (the
+            running requests in micro-batches over the stages).
         concurrency: closed loop: concurrent clients over all replicas, each sending its next request when the
             previous one finishes (give this or --request_rate).
         request_rate: open loop: Poisson arrivals, requests per second over all replicas.
@@ -194,6 +197,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                            get_dtype_config_by_name(dtype_name),
                            build_config(ParallelismConfig, {"tp_size": tp_size, "dp_size": dp_size,
                                                             "attention_dp_size": attention_dp_size,
+                                                            "pp_size": pp_size,
                                                             **({"moe_tp_size": moe_tp_size} if moe_tp_size else {}),
                                                             **({"moe_ep_size": moe_ep_size} if moe_ep_size else {})}),
                            perf_model=perf_model_arg(perf_model, gpu_profile))

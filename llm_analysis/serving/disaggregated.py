@@ -12,8 +12,9 @@ of the KV transfer (default: the link the two pools share, below).
 
 A request's life, in steady state with X requests per second over the deployment:
 - prefill pool (Rp = Wp x attention_dp ranks, the request rate split evenly): a batch of b
-  prompts (at most the prefill batch above; in a closed loop at most a rank's clients, C / Rp; in an open loop
-  the least batch whose rate carries the load) takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
+  prompts (the least batch whose rate carries the load, X < Rp b / s_b: the prompts that arrive while one
+  batch runs wait for the next; at most the prefill batch above, and in a closed loop at most a rank's
+  clients, C / Rp) takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
   model); the ranks serve batches as an M/D/1 queue of service s_b / b per request at utilisation
   rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)) (Poisson arrivals); in a closed loop at
   least prefill_contention (fitted per engine, PREFILL_CONTENTION) of the batches of the other
@@ -56,12 +57,13 @@ _TOP_KEYS = POOLS + ("kv_transfer_GB_per_s", "prefill_contention")
 # closed loop: the share of one prefill batch a request waits per other client of its prefill rank
 # (clients that finish together return together: the aggregated engines' prefill_contention, for the
 # prefill pool; 0.5 is the mean wait of a burst of all of them, every round), fitted on the fit half of
-# the disaggregated rows of serving_dev.csv with prefill batches as _prefill_batch takes them: the least
+# the disaggregated rows of serving_dev.csv with prefill batches as batch_at takes them at the load: the least
 # mean Huber loss of log(predicted / measured TTFT) over 0 .. 1 in steps of 0.02, one value for every
 # engine (how a closed-loop benchmark's clients bunch is the benchmark's; 10-37 rows per engine are too
-# few to tell the engines apart) (benchmarks/serving_layout_accuracy.py --fit: 0.12 over 62 rows, with the
-# MoE shares per engine; 0.50 when first fitted, 0.14 after the grouped-GEMM expert model, before the refit)
-PREFILL_CONTENTION = {"trtllm": 0.12, "sglang": 0.12, "vllm": 0.12}
+# few to tell the engines apart) (benchmarks/serving_layout_accuracy.py --fit: 0.14 over 62 rows, with the
+# per-engine expert imbalance (serving/layout.py); 0.50 when first fitted, 0.14 after the grouped-GEMM expert
+# model, 0.12 with the MoE shares per engine and the largest prefill batch in every closed loop)
+PREFILL_CONTENTION = {"trtllm": 0.14, "sglang": 0.14, "vllm": 0.14}
 _BISECTIONS = 100
 _FIXED_POINT_STEPS = 60
 
@@ -134,9 +136,13 @@ def _pools(a, framework: str, disaggregated, options, lengths, imbalance, specul
             opts["max_num_seqs"] = batch
         # a prefill rank holds a prompt's cache until it is sent; a decode rank the whole request's
         longest = lengths.max_input if name == "prefill" else lengths.max_total
+        # a decode pool sized for a stated batch captures its CUDA graphs up to that batch (TensorRT-LLM's
+        # disaggregated decode configs set cuda_graph_config.max_batch_size = max_batch_size, which the engine
+        # requires to be at least the graphs' batch; SGLang --cuda-graph-max-bs likewise)
+        graphs = batch if name == "decode" else None
         rank, layout = build_rank(a, par, framework, opts, lengths, imbalance,
                                   speculative if name == "decode" else None, where=f"disaggregated['{name}'] ",
-                                  longest_tokens=longest)
+                                  longest_tokens=longest, graph_batch=graphs)
         out.append(Pool(name, workers, rank, layout, batch))
     return out[0], out[1]
 
@@ -248,25 +254,30 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
     if isinstance(contention, bool) or not isinstance(contention, (int, float)) or not 0 <= contention <= 1:
         raise ConfigError(f"disaggregated['prefill_contention'] = {contention!r} must be a share in [0, 1]")
     api = prefill.rank.engine.api_latency_s
-    batch = _prefill_batch(prefill)
-    full_batch_s = _prefill_batch_s(prefill, batch)
-    # the engine takes what waits: a closed loop's rank sees at most its clients at once; an open loop
-    # the least batch whose rate carries the load
+    largest = _prefill_batch(prefill)
+    full_batch_s = _prefill_batch_s(prefill, largest)
+    # the engine takes what waits, within the largest batch; a closed loop's rank never sees more than its clients
     if workload.closed_loop:
-        batch = max(1, min(batch, int(workload.concurrency // prefill.ranks)))
+        largest_here = max(1, min(largest, int(workload.concurrency // prefill.ranks)))
     else:
-        for b in range(1, batch):
-            if prefill.ranks * b / _prefill_batch_s(prefill, b) > workload.request_rate:
-                batch = b
-                break
-    batch_s = _prefill_batch_s(prefill, batch)
-    prefill_s = batch_s  # a request's own prefill: its batch's steps
+        largest_here = largest
+    batch_times_s = [0.0] + [_prefill_batch_s(prefill, b) for b in range(1, largest_here + 1)]
+
+    def batch_at(x: float) -> int:
+        """The prompts one prefill batch holds at X requests per second: the least batch whose rate carries
+        the load (the prompts that arrive while one batch runs wait for the next), at most the largest."""
+        for b in range(1, largest_here):
+            if prefill.ranks * b / batch_times_s[b] > x:
+                return b
+        return largest_here
+
     transfer_s = kv_transfer_s(a, prefill, decode, None if link is None else link * GB)
     decode_steps = shape.output - 1
-    prefill_cap = prefill.ranks * _prefill_batch(prefill) / full_batch_s
+    prefill_cap = prefill.ranks * largest / full_batch_s
     cap = min(prefill_cap, _decode_capacity_rps(decode, decode_steps))
 
-    def wait_s(x: float, clients: Optional[float]) -> float:
+    def wait_s(x: float, clients: Optional[float], batch: int) -> float:
+        batch_s = batch_times_s[batch]
         rho = x * batch_s / (batch * prefill.ranks)
         w = _md1_wait_s(rho, batch_s)
         if clients is not None:  # a closed loop: at most the other clients of a rank ahead
@@ -276,16 +287,18 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
 
     def latencies(x: float, clients: Optional[float]):
         dec = _decode_at(decode, x, decode_steps) if decode_steps > 0 else _Decode(0.0, 0.0)
-        w = wait_s(x, clients)
-        ttft = api + w + prefill_s + transfer_s
+        batch = batch_at(x)
+        w = wait_s(x, clients, batch)
+        ttft = api + w + batch_times_s[batch] + transfer_s  # a request's own prefill: its batch's steps
         return ttft, dec, w
 
     saturated = False
     if workload.closed_loop:
         c = float(workload.concurrency)
         x = _closed_loop_rate(lambda x: latencies(x, c), c, decode_steps,
-                              min(cap, prefill.ranks * batch / batch_s) * (1 - 1e-9))
+                              min(cap, prefill.ranks * largest_here / batch_times_s[largest_here]) * (1 - 1e-9))
         ttft, dec, w = latencies(x, c)
+        prefill_s = batch_times_s[batch_at(x)]  # a request's own prefill: its batch's steps
         ttft = max(ttft, c / x - decode_steps * dec.tpot_s)  # the wait for room, when the deployment is full
         w = ttft - api - prefill_s - transfer_s
     else:
@@ -293,6 +306,8 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         saturated = x >= cap
         if not saturated:
             ttft, dec, w = latencies(x, None)
+    batch = largest_here if saturated else batch_at(x)
+    batch_s = batch_times_s[batch]
     out: Dict[str, Any] = {
         "framework": engine.framework, "mode": "closed_loop" if workload.closed_loop else "open_loop",
         "concurrency": workload.concurrency, "request_rate": workload.request_rate,
@@ -328,6 +343,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "perf_model": a.perf_model if isinstance(a.perf_model, str) else "profile",
         **_pool_entries(prefill, decode, batch, batch_s, transfer_s, None if saturated else w, prefill_cap,
                         _decode_capacity_rps(decode, decode_steps)),
+        "prefill_largest_batch_size": largest_here,
         "notes": _notes(prefill, decode, batch, saturated, cap, workload),
     })
     if speculative is not None:

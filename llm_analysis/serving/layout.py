@@ -24,8 +24,8 @@ MoE layer):
   With attention_dp = 1 every GPU already holds every token after the attention all-reduce, and
   the MoE output is summed by the tensor-parallel all-reduce that closes the layer;
 - load imbalance: the experts' side is multiplied by `expert_load_imbalance` (the busiest expert
-  group's tokens over the mean; assumption, default DEFAULT_EXPERT_LOAD_IMBALANCE with
-  moe_ep > 1, 1 without), since the slowest GPU sets the step.
+  group's tokens over the mean; assumption, default per engine DEFAULT_EXPERT_LOAD_IMBALANCE with
+  moe_ep > 1, fitted, 1 without), since the slowest GPU sets the step.
 
 Memory per GPU follows the layout: the attention side's weights replicated on every replica
 (split tp ways), the routed experts' split moe_tp x moe_ep ways, and the KV cache of the rank's
@@ -33,8 +33,14 @@ own requests over its tp GPUs (MLA's latent, kept whole on each tensor-parallel 
 longer copied across the replicas). The engine's settings (token budget, max_num_seqs) are per
 rank, as the engines apply them per attention-DP rank.
 
-Pipeline stages (pp_size > 1), context parallelism and training-style expert parallelism
-(ep_size) in a serving worker are refused by name.
+Pipeline stages (pp_size > 1): the worker is tp x attention_dp x pp GPUs, each stage holding its
+layers' weights and KV cache; a rank's step is a round of micro-batches over the stages
+(serving/pipeline.py). Training-style expert parallelism (ep_size > 1 over dp_size replicas, each
+with its own batch: `ParallelismConfig(tp_size=t, dp_size=D, ep_size=E)`, no serving layout given)
+is read as the serving layout it describes: workers of t x E GPUs, E attention replicas of t GPUs
+each, the experts split t ways and spread E ways (moe_tp = t, moe_ep = E), D / E workers; the
+routed experts then run the engine's wide expert-parallel kernels like any layout with moe_ep > 1.
+Context parallelism in serving is refused by name.
 """
 
 from __future__ import annotations
@@ -46,14 +52,19 @@ from typing import Optional
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.model import Phase
-from llm_analysis.serving.step_time import StepCosts, StepTimer
+from llm_analysis.serving.pipeline import PipelineStepTimer, StageView, gpu_only, stage_representatives
+from llm_analysis.serving.step_time import StepCosts, StepTimer, step_timer
 
-# the busiest expert group's share of the tokens over the mean, with moe_ep > 1 (an assumption:
-# engines balance experts with redundant copies, EPLB; with uniform routing of many tokens the
-# spread is small, with few tokens large): benchmarks/serving_layout_accuracy.py --fit scans 1.0 .. 1.5 on
-# the fit half's aggregated layouts; 1.0 gives the least TPOT error there (median 23.7%, against 22.1% at 1.1
-# with a worse p90), so the default states no imbalance beyond what the step model holds
-DEFAULT_EXPERT_LOAD_IMBALANCE = 1.0
+# the routed experts' time with moe_ep > 1 over the balanced model's, per engine: the busiest expert group's
+# tokens over the mean (engines without EPLB leave the routing's spread; few tokens spread more), together with
+# whatever else slows expert-parallel experts against the fused-MoE share they are timed at (the engine's EP
+# kernels and dispatch path), which the measurements cannot tell apart from the imbalance. Fitted per engine on
+# the fit half of serving_dev.csv's aggregated layout rows with moe_ep > 1 (benchmarks/serving_layout_accuracy.py
+# --fit: the least median |TPOT error| over 1.0 .. 1.5 in steps of 0.05): SGLang 1.20 (7.1% over 28 rows, 15.5% at
+# 1.0), vLLM 1.40 (6.5% over 26 rows, all MiniMax-M2.5 on B200: 16.7% at 1.0), TensorRT-LLM 1.00 (16.9% over 52
+# rows; every value above 1 is worse). Before the vLLM rows' layouts were read as their worker's GPUs, one value
+# for every engine, 1.0, was the least error.
+DEFAULT_EXPERT_LOAD_IMBALANCE = {"sglang": 1.2, "vllm": 1.4, "trtllm": 1.0}
 ROUTED = "routed"
 _WEIGHT_PROBE = Phase("decode", 1, 1, 64)  # any phase: weights do not depend on it
 
@@ -67,10 +78,22 @@ class WorkerLayout:
     moe_tp: int
     moe_ep: int
     workers: int
+    pp: int = 1  # pipeline stages, each of tp x attention_dp GPUs
+    first_stage_layers: Optional[int] = None  # uneven stages (ParallelismConfig's num_layers_in_*_pipeline_stage)
+    last_stage_layers: Optional[int] = None
 
     @property
     def gpus_per_worker(self) -> int:
-        return self.tp * self.attention_dp
+        return self.tp * self.attention_dp * self.pp
+
+    def stage_fields(self) -> dict:
+        """The ParallelismConfig fields of the pipeline (for the replica and expert analyses)."""
+        out = {"pp_size": self.pp}
+        if self.first_stage_layers is not None:
+            out["num_layers_in_first_pipeline_stage"] = self.first_stage_layers
+        if self.last_stage_layers is not None:
+            out["num_layers_in_last_pipeline_stage"] = self.last_stage_layers
+        return out
 
     @property
     def ranks(self) -> int:
@@ -83,24 +106,50 @@ class WorkerLayout:
         return self.attention_dp == 1 and self.moe_ep == 1
 
 
+def _from_training_ep(p: ParallelismConfig, model, where: str) -> ParallelismConfig:
+    """A training-style `ep_size` (experts over ep_size data-parallel replicas, each with its own batch)
+    as the serving layout it describes (module docstring); ConfigError where it cannot be read so."""
+    given = sorted(f for f in ("attention_dp_size", "moe_tp_size", "moe_ep_size") if f in p.model_fields_set
+                   and not (f == "attention_dp_size" and p.attention_dp_size == 1))
+    if given:
+        raise ConfigError(f"{where}ep_size = {p.ep_size} together with {', '.join(given)}: give the serving layout "
+                          f"either as ep_size (experts over ep_size data-parallel replicas) or as attention_dp_size / "
+                          f"moe_tp_size / moe_ep_size; valid: ep_size = 1 with the latter")
+    if not model.is_moe:
+        raise ConfigError(f"{where}ep_size = {p.ep_size} but {model.name} has no experts; valid: ep_size = 1")
+    if p.dp_size % p.ep_size:
+        raise ConfigError(f"{where}ep_size = {p.ep_size} must divide dp_size = {p.dp_size} (the data-parallel replicas "
+                          f"the experts are spread over); valid: "
+                          f"{[e for e in range(1, p.dp_size + 1) if p.dp_size % e == 0]}, or the worker's layout as "
+                          f"attention_dp_size = {p.ep_size}, moe_ep_size = {p.ep_size}")
+    fields = p.model_dump(exclude={"ep_size", "rdp_size", "dp_shard", "dp_replicate", "sp_size", "moe_tp_size",
+                                   "moe_ep_size"})
+    fields.update(dp_size=p.dp_size // p.ep_size, attention_dp_size=p.ep_size, moe_tp_size=p.tp_size,
+                  moe_ep_size=p.ep_size)
+    return ParallelismConfig(**fields)
+
+
 def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, where: str = "") -> WorkerLayout:
     """The worker layout of `parallelism` (default: the analysis'), checked against the model: one
     ConfigError naming the field for what serve() cannot run. `where` prefixes field names (pools)."""
     p = parallelism or analysis.parallelism_config
     m = analysis.model_config
-    for field, value, why in (("pp_size", p.pp_size, "pipeline stages in a serving worker"),
-                              ("cp_size", p.cp_size, "context parallelism in serving"),
-                              ("ep_size", p.ep_size, "training-style expert parallelism across data-parallel "
-                                                     "replicas (for serving use attention_dp_size and moe_ep_size)")):
-        if value != 1:
-            raise ConfigError(f"{where}{field} = {value}: {why} is not modelled by serve(); valid: {field} = 1 (a "
-                              f"worker is tp_size x attention_dp_size GPUs, experts over moe_tp_size x moe_ep_size "
-                              f"of them; dp_size workers share the load)")
+    if p.cp_size != 1:
+        raise ConfigError(f"{where}cp_size = {p.cp_size}: context parallelism in serving is not modelled by serve(); "
+                          f"valid: cp_size = 1 (a worker is tp_size x attention_dp_size x pp_size GPUs, experts over "
+                          f"moe_tp_size x moe_ep_size of each stage's; dp_size workers share the load)")
+    if p.ep_size != 1:
+        p = _from_training_ep(p, m, where)
+    if p.pp_size > m.num_layers:
+        raise ConfigError(f"{where}pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name} (each "
+                          f"pipeline stage holds at least one layer); valid pp_size: 1..{m.num_layers}")
+    stages = dict(pp=p.pp_size, first_stage_layers=p.num_layers_in_first_pipeline_stage,
+                  last_stage_layers=p.num_layers_in_last_pipeline_stage)
     if not m.is_moe:
         if "moe_ep_size" in p.model_fields_set and p.moe_ep_size > 1:
             raise ConfigError(f"{where}moe_ep_size = {p.moe_ep_size} but {m.name} has no experts; valid: moe_ep_size = 1 "
                               f"(or leave it out: the MLP of a dense model follows the attention layout)")
-        return WorkerLayout(p.tp_size, p.attention_dp_size, p.tp_size, 1, p.dp_size)
+        return WorkerLayout(p.tp_size, p.attention_dp_size, p.tp_size, 1, p.dp_size, **stages)
     if m.moe_num_experts % p.moe_ep_size:
         raise ConfigError(f"{where}moe_ep_size = {p.moe_ep_size} must divide moe_num_experts = {m.moe_num_experts} of "
                           f"{m.name}; valid: {[d for d in range(1, m.moe_num_experts + 1) if m.moe_num_experts % d == 0]}")
@@ -108,7 +157,7 @@ def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, whe
         raise ConfigError(f"{where}moe_tp_size = {p.moe_tp_size} must divide moe_ffn_embed_dim = {m.expert_ffn_dim} of "
                           f"{m.name} (each expert is split by columns); valid: "
                           f"{[d for d in range(1, 65) if m.expert_ffn_dim % d == 0]}")
-    return WorkerLayout(p.tp_size, p.attention_dp_size, p.moe_tp_size, p.moe_ep_size, p.dp_size)
+    return WorkerLayout(p.tp_size, p.attention_dp_size, p.moe_tp_size, p.moe_ep_size, p.dp_size, **stages)
 
 
 def all_to_all_bytes_per_token(model, activation_bytes: float, moe_ep: int) -> float:
@@ -132,8 +181,8 @@ def with_parallelism(analysis, parallelism: ParallelismConfig):
 
 
 def attention_analysis(analysis, layout: WorkerLayout):
-    """The analysis of one attention replica: tensor parallel over tp, one replica."""
-    return with_parallelism(analysis, ParallelismConfig(tp_size=layout.tp))
+    """The analysis of one attention replica: tensor parallel over tp, one replica (its pipeline stages)."""
+    return with_parallelism(analysis, ParallelismConfig(tp_size=layout.tp, **layout.stage_fields()))
 
 
 def expert_analysis(analysis, layout: WorkerLayout, where: str = ""):
@@ -141,7 +190,7 @@ def expert_analysis(analysis, layout: WorkerLayout, where: str = ""):
     tp = moe_tp, experts over ep = moe_ep ranks each with its own batch (model/mlp.py)."""
     try:
         return with_parallelism(analysis, ParallelismConfig(tp_size=layout.moe_tp, dp_size=layout.moe_ep,
-                                                            ep_size=layout.moe_ep))
+                                                            ep_size=layout.moe_ep, **layout.stage_fields()))
     except ConfigError as err:
         raise ConfigError(f"{where}moe_tp_size = {layout.moe_tp}: the experts cannot be split so ({err})") from None
 
@@ -150,19 +199,28 @@ def _is_routed(op) -> bool:
     return op.expert_role == ROUTED
 
 
-def _routed_weight_bytes(analysis) -> float:
-    return sum(n * op.weight_bytes_per_gpu for n, op in analysis.describer.weighted_ops(_WEIGHT_PROBE)
+def _routed_weight_bytes(analysis, stage: Optional[int] = None) -> float:
+    return sum(n * op.weight_bytes_per_gpu for n, op in analysis.describer.weighted_ops(_WEIGHT_PROBE, stage)
                if _is_routed(op))
 
 
 def weight_bytes_per_gpu(analysis, layout: WorkerLayout) -> float:
     """Weights on one GPU of the worker: the attention side's split tp ways (replicated on every
-    replica), the routed experts' moe_tp x moe_ep ways."""
+    replica), the routed experts' moe_tp x moe_ep ways. With pipeline stages, those of the stage
+    whose GPUs hold the most (the attention analysis' per-GPU weights are its heaviest stage's; each
+    stage's routed experts are exchanged for their expert-parallel share)."""
     attention = attention_analysis(analysis, layout)
     if not analysis.model_config.is_moe:
         return attention.get_weight_memory_per_gpu()
     experts = expert_analysis(analysis, layout)
-    return attention.get_weight_memory_per_gpu() - _routed_weight_bytes(attention) + _routed_weight_bytes(experts)
+    if layout.pp == 1:
+        return attention.get_weight_memory_per_gpu() - _routed_weight_bytes(attention) + _routed_weight_bytes(experts)
+    stage_weights = [sum(n * op.weight_bytes_per_gpu for n, op in attention.describer.weighted_ops(_WEIGHT_PROBE, k))
+                     for k in range(layout.pp)]
+    # what the per-GPU weights hold beyond the heaviest stage's operators (a tied head's copy, say)
+    beyond = attention.get_weight_memory_per_gpu() - max(stage_weights)
+    return beyond + max(w - _routed_weight_bytes(attention, k) + _routed_weight_bytes(experts, k)
+                        for k, w in enumerate(stage_weights))
 
 
 class LayoutStepCosts:
@@ -207,17 +265,24 @@ class LayoutStepCosts:
         return self.attention.prefill_form_s(graph, q)
 
 
+def _describer_of(describer, stage: Optional[int]):
+    return describer if stage is None else StageView(describer, stage)
+
+
 def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imbalance: Optional[float],
-                      where: str = "", moe_kernels: Optional[str] = None) -> LayoutStepCosts:
+                      where: str = "", moe_kernels: Optional[str] = None,
+                      stage: Optional[int] = None) -> LayoutStepCosts:
     """The step costs of one rank of `layout` (kept with the replica analysis' describer per cost model),
-    the routed experts at the grouped GEMM share of the engine's `moe_kernels`."""
+    the routed experts at the grouped GEMM share of the engine's `moe_kernels` times `imbalance` (None: 1, balanced);
+    `stage`: one pipeline
+    stage's operators only (None: the whole model)."""
     attention = attention_analysis(analysis, layout)
     if imbalance is None:
-        imbalance = DEFAULT_EXPERT_LOAD_IMBALANCE if layout.moe_ep > 1 else 1.0
+        imbalance = 1.0
     d = attention.describer_for(kv_cache_bytes)
-    key = ("serving_layout_attention", attention.kernel_launch)
+    key = ("serving_layout_attention", attention.kernel_launch, stage)
     att = d.cost_memo(attention.cost_model, key,
-                      lambda: StepCosts(attention, d, token_filter=lambda op: not _is_routed(op)))
+                      lambda: StepCosts(attention, _describer_of(d, stage), token_filter=lambda op: not _is_routed(op)))
     experts = None
     if analysis.model_config.is_moe:
         e = expert_analysis(analysis, layout, where)
@@ -227,18 +292,74 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
             return _is_routed(op) or (dispatch and op.comm_group == "ep")
 
         de = e.describer
-        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels),
-                               lambda: StepCosts(e, de, token_filter=routed_or_dispatch, moe_kernels=moe_kernels))
+        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels, stage),
+                               lambda: StepCosts(e, _describer_of(de, stage), token_filter=routed_or_dispatch,
+                                                 moe_kernels=moe_kernels))
     return LayoutStepCosts(att, experts, layout, imbalance)
 
 
 def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
-                      where: str = "") -> StepTimer:
-    """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank)."""
+                      where: str = "", stage: Optional[int] = None) -> StepTimer:
+    """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank); `imbalance` None:
+    the engine's default with moe_ep > 1 (DEFAULT_EXPERT_LOAD_IMBALANCE), 1 without."""
+    if imbalance is None:
+        imbalance = DEFAULT_EXPERT_LOAD_IMBALANCE[engine.framework] if layout.moe_ep > 1 else 1.0
     # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
     moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
-    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels),
+    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage),
                      engine)
+
+
+def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance, where: str,
+                 stage: Optional[int]) -> StepTimer:
+    """One stage's (or, stage None, the whole model's) StepTimer of a rank."""
+    if not layout.plain:
+        return layout_step_timer(analysis, layout, engine, imbalance, where, stage)
+    if stage is None:
+        return step_timer(rank, describer, engine)
+    key = ("serving_step_costs", rank.kernel_launch, engine.moe_kernels, "stage", stage)
+    return StepTimer(describer.cost_memo(rank.cost_model, key, lambda: StepCosts(
+        rank, StageView(describer, stage), moe_kernels=engine.moe_kernels)), engine)
+
+
+def rank_step_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
+                    where: str = ""):
+    """The step timer of one rank of `layout`: `rank` is its analysis (the replica's, or the analysis
+    itself for its own plain layout) and `describer` that analysis' with the engine's KV dtype. A plain
+    worker is timed on the whole model at once; attention-DP / expert-parallel layouts in two parts
+    (LayoutStepCosts); pipeline stages in rounds of micro-batches (serving/pipeline.py)."""
+    if layout.pp == 1:
+        return _stage_timer(analysis, rank, describer, layout, engine, imbalance, where, None)
+    reps = stage_representatives(describer, layout.pp)
+    stage_engine = gpu_only(engine)
+    timers = {k: _stage_timer(analysis, rank, describer, layout, stage_engine, imbalance, where, k) for k in set(reps)}
+    return PipelineStepTimer(timers, reps, engine, lambda tokens: rank.pipeline_handoff_time_s(1, tokens))
+
+
+def check_balance_iters(value) -> int:
+    """`attention_dp_balance_iters`: 0 (no hold, the default) or the iterations a prompt may be held."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"attention_dp_balance_iters = {value!r} must be a whole number >= 0 (TensorRT-LLM's "
+                          f"attention_dp_config.timeout_iters with enable_balance: true; 0: no hold)")
+    return value
+
+
+def attention_dp_hold_s(hold_iters: int, ranks: int, step_s: float, worker_rps: float) -> float:
+    """The mean time a prompt is held before its prefill under TensorRT-LLM's attention-DP balance
+    (attention_dp_config enable_balance: the worker schedules prompts only when every one of its `ranks`
+    attention-DP ranks has one waiting, or after `hold_iters` iterations): prompts reach the worker at
+    `worker_rps` (Poisson), each rank at worker_rps / ranks. A hold starts with the first waiting prompt
+    and lasts T = hold_iters x `step_s` (an iteration is one decode step), or less when every other rank
+    receives a prompt first: their last arrives after H(ranks - 1) / (worker_rps / ranks) on average
+    (H the harmonic number), so the hold is h = min(T, that). The first prompt waits h; the n = worker_rps
+    x h arriving during it wait h / 2 on average; all go together: mean wait h (1 + n / 2) / (1 + n)."""
+    if hold_iters <= 0 or ranks <= 1 or worker_rps <= 0:
+        return 0.0
+    per_rank = worker_rps / ranks
+    all_ranks_s = sum(1.0 / k for k in range(1, ranks)) / per_rank
+    hold = min(hold_iters * step_s, all_ranks_s)
+    n = worker_rps * hold
+    return hold * (1.0 + 0.5 * n) / (1.0 + n)
 
 
 def check_imbalance(value) -> Optional[float]:
@@ -252,5 +373,5 @@ def check_imbalance(value) -> Optional[float]:
 
 
 __all__ = ["DEFAULT_EXPERT_LOAD_IMBALANCE", "LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token",
-           "attention_analysis", "check_imbalance", "expert_analysis", "layout_step_timer", "weight_bytes_per_gpu",
-           "worker_layout"]
+           "attention_analysis", "attention_dp_hold_s", "check_balance_iters", "check_imbalance", "expert_analysis",
+           "layout_step_timer", "rank_step_timer", "weight_bytes_per_gpu", "worker_layout"]

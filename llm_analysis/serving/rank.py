@@ -12,11 +12,11 @@ import numpy as np
 
 from llm_analysis.serving.engine import engine_settings
 from llm_analysis.serving.kv_pool import kv_pool
-from llm_analysis.serving.layout import (WorkerLayout, attention_analysis, layout_step_timer, weight_bytes_per_gpu,
+from llm_analysis.errors import ConfigError
+from llm_analysis.serving.layout import (WorkerLayout, attention_analysis, rank_step_timer, weight_bytes_per_gpu,
                                          worker_layout)
 from llm_analysis.serving.simulation import simulate
 from llm_analysis.serving.steady_state import RequestShape, capacity, saturation_rate
-from llm_analysis.serving.step_time import step_timer
 
 
 def request_shape(engine, lengths) -> RequestShape:
@@ -67,23 +67,28 @@ class Replica:
 
 
 def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths, imbalance=None, speculative=None,
-               where: str = "", longest_tokens: Optional[int] = None) -> Tuple[Replica, WorkerLayout]:
+               where: str = "", longest_tokens: Optional[int] = None,
+               graph_batch: Optional[int] = None) -> Tuple[Replica, WorkerLayout]:
     """One rank of the worker layout `parallelism` (an attention replica; the whole worker when it
     has one): its engine, KV pool, step timer and requests' mean shape. A plain tensor-parallel worker
-    is timed exactly as before layouts existed (one analysis, one describer)."""
+    is timed exactly as before layouts existed (one analysis, one describer). `graph_batch`: decode
+    steps up to this many sequences replay CUDA graphs even where the engine's default captures fewer
+    (a disaggregated decode pool's stated batch)."""
     layout = worker_layout(a, parallelism, where)
     if layout.plain and parallelism is a.parallelism_config:
         rank = a  # the analysis' own layout: its own describer and caches
     else:  # a pool's layout, or one attention replica of the worker
         rank = attention_analysis(a, layout)
     engine = engine_settings(rank, framework, options)
+    if graph_batch is not None and graph_batch > engine.graph_decode_max_batch:  # graphs captured up to the batch
+        engine = dataclasses.replace(engine, graph_decode_max_batch=graph_batch)
     d = rank.describer_for(engine.kv_cache_bytes)
-    if layout.plain:
-        timer, weights = step_timer(rank, d, engine), None
-    else:
-        timer, weights = layout_step_timer(a, layout, engine, imbalance, where), weight_bytes_per_gpu(a, layout)
-    extra = dict(weight_bytes=weights)
+    timer = rank_step_timer(a, rank, d, layout, engine, imbalance, where)
+    extra = dict(weight_bytes=None if layout.plain else weight_bytes_per_gpu(a, layout))
     if speculative is not None:
+        if layout.pp > 1:
+            raise ConfigError(f"{where}pp_size = {layout.pp} with speculative decoding: a draft over pipeline stages "
+                              f"is not modelled by serve(); valid: pp_size = 1 with speculative=, or no speculative=")
         timer = speculative.timer(timer, rank, engine)
         extra.update(extra_weight_bytes=speculative.draft_weight_bytes_per_gpu(rank),
                      extra_bytes_per_token=speculative.draft_kv_bytes_per_token_per_gpu(rank, engine.kv_cache_bytes))

@@ -22,7 +22,7 @@ import numpy as np
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.serving.answer import notes, percentiles, unbounded_latencies
-from llm_analysis.serving.layout import WorkerLayout, check_imbalance
+from llm_analysis.serving.layout import WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance
 from llm_analysis.serving.rank import Replica, build_rank
 from llm_analysis.serving.steady_state import solve_closed_loop
 from llm_analysis.serving.workload import make_workload
@@ -48,13 +48,26 @@ def _scaled_to(sim, state):
     return sim
 
 
-def _closed_loop(replica: Replica, concurrency: int, replicas: int) -> Dict[str, Any]:
+HOLD_PASSES = 4  # the attention-DP hold depends on the load it changes: a few passes settle it
+
+
+def _closed_loop(replica: Replica, concurrency: int, replicas: int, hold=(0, 1)) -> Dict[str, Any]:
     """Means from the steady state of each replica's clients (round robin), percentiles from their
-    simulations scaled to those means."""
+    simulations scaled to those means. `hold`: (attention_dp_balance_iters, attention-DP ranks of a
+    worker): the mean hold of a prompt before its prefill (serving/layout.py attention_dp_hold_s)
+    waits outside the running batch, like the API latency."""
     engine = replica.engine
     groups = _client_groups(concurrency, replicas)
-    states = [(solve_closed_loop(replica.timer, engine, replica.pool, replica.shape, c, engine.api_latency_s), n)
-              for c, n in groups]
+
+    def solved(c: int):
+        state = solve_closed_loop(replica.timer, engine, replica.pool, replica.shape, c, engine.api_latency_s)
+        for _ in range(HOLD_PASSES if hold[0] > 0 else 0):
+            held = attention_dp_hold_s(hold[0], hold[1], state.tpot_s, state.throughput_rps * hold[1])
+            state = solve_closed_loop(replica.timer, engine, replica.pool, replica.shape, c,
+                                      engine.api_latency_s + held)
+        return state
+
+    states = [(solved(c), n) for c, n in groups]
     rps = sum(s.throughput_rps * n for s, n in states)
     means = {key: sum(getattr(s, key) * s.throughput_rps * n for s, n in states) / rps
              for key in ("ttft_s", "tpot_s", "e2e_s")}
@@ -96,8 +109,12 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
     disaggregated = options.pop("disaggregated", None)
     speculative = speculative_decoding(a, options.pop("speculative", None))
     imbalance = check_imbalance(options.pop("expert_load_imbalance", None))
+    hold_iters = check_balance_iters(options.pop("attention_dp_balance_iters", 0))
     workload = make_workload(a.model_config, concurrency, request_rate, input_len, output_len, lengths)
     if disaggregated is not None:
+        if hold_iters:
+            raise ConfigError(f"attention_dp_balance_iters = {hold_iters} with disaggregated=: the hold of a prefill "
+                              "pool's prompts is not modelled; valid: attention_dp_balance_iters = 0 there")
         return serve_disaggregated(a, workload, framework, disaggregated, options, imbalance, speculative)
     replica, layout = build_rank(a, a.parallelism_config, framework, options, workload.lengths, imbalance,
                                  speculative)
@@ -107,7 +124,11 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
                           "valid: num_requests >= 1 with request_rate (0 only with concurrency)")
     shape = replica.shape
     ranks, per_worker, gpus_per_worker = layout.ranks, layout.attention_dp, layout.gpus_per_worker
-    load = (_closed_loop(replica, workload.concurrency, ranks) if workload.closed_loop else
+    if hold_iters and not workload.closed_loop:
+        raise ConfigError(f"attention_dp_balance_iters = {hold_iters} with request_rate: the hold is modelled in the "
+                          "closed loop only; valid: concurrency=, or attention_dp_balance_iters = 0")
+    load = (_closed_loop(replica, workload.concurrency, ranks, (hold_iters, layout.attention_dp))
+            if workload.closed_loop else
             _open_loop(replica, workload.request_rate, ranks))
     out: Dict[str, Any] = {
         "framework": engine.framework, "mode": "closed_loop" if workload.closed_loop else "open_loop",

@@ -115,9 +115,52 @@ def test_prefill_batch_is_what_the_token_budget_holds(analysis_builder):
         pools = _pools()
         if prefill_batch is not None:
             pools["prefill"]["batch_size"] = prefill_batch
-        return a.serve(concurrency=clients, input_len=IN, output_len=OUT, disaggregated=pools)["prefill_batch_size"]
+        # the most one batch takes (the batch at the load is the least that carries it: the test below)
+        return a.serve(concurrency=clients, input_len=IN, output_len=OUT,
+                       disaggregated=pools)["prefill_largest_batch_size"]
 
     assert batch(64, None) == 4
     assert batch(64, 1) == 4
     assert batch(64, 6) == 6
     assert batch(4, 1) == 2
+
+
+def test_prefill_batch_at_the_load(analysis_builder):
+    """The prompts one prefill batch holds are those that arrive while the previous batch runs: the least
+    batch b whose rate over the pool's ranks, ranks x b / s_b, carries the request rate. Two prefill ranks;
+    a batch of one takes s_1, so below 2 / s_1 requests per second batches are single prompts, and above
+    it (below the pool's capacity) a batch of one cannot keep up: b >= 2, and b - 1 could not carry the rate."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    low = a.serve(request_rate=0.5, input_len=IN, output_len=OUT, disaggregated=_pools())
+    assert low["prefill_batch_size"] == 1
+    s_1 = low["prefill_batch_s"]
+    # between what batches of one carry and what the largest batches do (the prefill pool's capacity)
+    rate = 0.5 * (2 / s_1 + low["prefill_capacity_request_rate_per_s"])
+    assert rate > 2 / s_1
+    high = a.serve(request_rate=rate, input_len=IN, output_len=OUT, disaggregated=_pools())
+    assert not high["saturated"]
+    b, s_b = high["prefill_batch_size"], high["prefill_batch_s"]
+    assert b >= 2 and 2 * b / s_b > rate
+    if b > 2:
+        smaller = a.serve(request_rate=2 * (b - 1) / s_b * 0.999, input_len=IN, output_len=OUT, disaggregated=_pools())
+        assert smaller["prefill_batch_size"] <= b - 1
+    # a closed loop of few clients at low load: single prompts, while the largest batch is what the budget holds
+    few = a.serve(concurrency=8, input_len=IN, output_len=OUT, disaggregated=_pools())
+    assert few["prefill_batch_size"] == 1 and few["prefill_largest_batch_size"] == 4
+
+
+def test_decode_pool_graphs_cover_its_stated_batch(analysis_builder):
+    """TensorRT-LLM captures decode CUDA graphs up to 128 sequences by default (trtllm profile); a decode pool
+    stated at 160 a worker captures them up to 160 (its launch config sets cuda_graph_config.max_batch_size to
+    the batch), so a step of 160 decoders replays a graph; a pool stated at 64 keeps the default 128."""
+    from llm_analysis.serving.disaggregated import _pools as pools_of
+    from llm_analysis.serving.workload import make_workload
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    a = a.with_conventions(a.conventions_named(None))
+    lengths = make_workload(a.model_config, 8, None, IN, OUT, None).lengths
+    for stated, graphs in ((160, 160), (64, 128)):
+        spec = _pools()
+        spec["decode"]["batch_size"] = stated
+        _, decode = pools_of(a, "trtllm", spec, {}, lengths, None, None)
+        assert decode.rank.engine.graph_decode_max_batch == graphs
+        assert decode.rank.engine.uses_graphs(stated, False)

@@ -125,8 +125,10 @@ def test_attention_dp_serves_more_than_one_replica_of_eight(analysis_builder):
 @pytest.mark.parametrize("model,fields,named", [
     (DENSE, dict(tp_size=2, moe_ep_size=2), ("moe_ep_size = 2", "has no experts")),
     (MOE, dict(tp_size=1, attention_dp_size=3), ("moe_ep_size = 3", "moe_num_experts = 128")),
-    (MOE, dict(tp_size=2, pp_size=2), ("pp_size = 2",)),
-    (MOE, dict(tp_size=2, dp_size=2, ep_size=2), ("ep_size = 2", "attention_dp_size")),
+    # pipeline stages are served (test_serve_pipeline.py); one stage per layer at most
+    (MOE, dict(tp_size=2, pp_size=2, cp_size=2), ("cp_size = 2",)),
+    # a training-style ep_size is read as the layout it describes, not beside a serving layout
+    (MOE, dict(tp_size=2, dp_size=2, ep_size=2, attention_dp_size=2), ("ep_size = 2", "attention_dp_size")),
 ])
 def test_bad_layouts_are_refused_by_name(analysis_builder, model, fields, named):
     a = analysis_builder(model, gpu="h100-sxm-80gb", **fields)
@@ -134,6 +136,66 @@ def test_bad_layouts_are_refused_by_name(analysis_builder, model, fields, named)
         a.serve(**LOAD)
     for text in named:
         assert text in str(err.value)
+
+
+def test_training_style_ep_is_the_layout_it_describes(analysis_builder):
+    """ParallelismConfig(tp_size=2, dp_size=4, ep_size=2): 4 data-parallel replicas of 2 GPUs, experts spread over
+    pairs of them = workers of 2 attention replicas (tp 2 each) with the experts split 2 ways and spread 2 ways, 2
+    workers; the same answer as that layout stated (routed experts on the engine's wide-EP kernels, as every
+    layout with moe_ep > 1)."""
+    ep = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, dp_size=4, ep_size=2)
+    lay = worker_layout(ep)
+    assert (lay.tp, lay.attention_dp, lay.moe_tp, lay.moe_ep, lay.workers, lay.gpus_per_worker) == (2, 2, 2, 2, 2, 4)
+    stated = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=2,
+                              moe_tp_size=2, moe_ep_size=2, dp_size=2)
+    for framework in ("sglang", "trtllm"):
+        s_ep, s_stated = ep.serve(framework=framework, **LOAD), stated.serve(framework=framework, **LOAD)
+        for key in ("ttft_s", "tpot_s", "num_gpus", "kv_pool_tokens_per_replica", "moe_ep_size"):
+            assert s_ep[key] == s_stated[key]
+    assert s_ep["num_gpus"] == 8
+
+
+def test_attention_dp_with_split_experts_by_hand(analysis_builder):
+    """tp 2 x attention_dp 2 = moe_tp 2 x moe_ep 2 (4 GPUs). Weights per GPU: the attention side split 2 ways, the
+    routed experts 4 ways (48 x 128 x 3 x 2048 x 768 parameters). A step of x tokens on each rank: the worker's
+    2x tokens reach 2 expert groups, x each, and each group's two GPUs run their half of every expert's columns:
+    per GPU 2 x x x 8 x 3 x 2048 x 768 / 2 FLOPs per MoE layer; the dispatch sends those x tokens' 8 copies
+    (x x 8 x 2048 elements) over the 2 expert groups."""
+    a = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="roofline", tp_size=2, attention_dp_size=2,
+                                  moe_tp_size=2, moe_ep_size=2))
+    lay = worker_layout(a)
+    assert (lay.tp, lay.attention_dp, lay.moe_tp, lay.moe_ep, lay.gpus_per_worker) == (2, 2, 2, 2, 4)
+    total = a.get_num_params_total()
+    routed = 48 * 128 * 3 * 2048 * 768
+    assert weight_bytes_per_gpu(a, lay) == pytest.approx((total - routed) * 2 / 2 + routed * 2 / 4, rel=1e-3)
+    engine = engine_settings(a, "sglang", {})
+    costs = layout_step_costs(a, lay, engine.kv_cache_bytes, 1.0)
+    assert costs.scale == 1.0  # an expert group's tokens per rank's token: 2 ranks' over 2 groups
+    from llm_analysis.model import Phase
+    x = 32
+    e = costs.experts
+    ops = [(n, op) for n, op in e.d.weighted_ops(Phase("decode", x, 1, 64)) if op.expert_role == "routed"
+           and op.kind == "matmul"]
+    assert sum(n * op.flops_per_gpu for n, op in ops) == pytest.approx(48 * 2 * x * 8 * 3 * 2048 * 768 / 2, rel=1e-9)
+    a2a = [op for n, op in e.d.weighted_ops(Phase("decode", x, 1, 64)) if op.comm_group == "ep"]
+    assert len(a2a) == 2 and all(op.comm_group_size == 2 for op in a2a)
+    assert all(op.comm_bytes_per_gpu == x * 8 * 2048 * 2 for op in a2a)
+    # the KV cache of a rank's requests over its own 2 tensor-parallel GPUs: 4 KV heads / 2 per GPU
+    s = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=2,
+                         moe_tp_size=2, moe_ep_size=2).serve(**LOAD)
+    per_token = 48 * 2 * 128 * 2 * 2  # layers x KV heads per GPU x head dim x (K, V) x bf16
+    rank_tokens = s["kv_pool_tokens_per_replica"] / 2
+    assert rank_tokens == pytest.approx(s["kv_pool_bytes_per_gpu"] / per_token, abs=s["block_size"])
+
+
+def test_training_style_ep_in_a_pool_points_at_the_layout_fields(analysis_builder):
+    a = analysis_builder(MOE, gpu="h100-sxm-80gb")
+    with pytest.raises(ConfigError) as err:
+        a.serve(concurrency=4, input_len=256, output_len=16, disaggregated={
+            "prefill": {"workers": 1, "parallelism": ParallelismConfig(tp_size=2)},
+            "decode": {"workers": 1, "parallelism": ParallelismConfig(tp_size=2, ep_size=2)}})
+    text = str(err.value)
+    assert "disaggregated['decode'] ep_size = 2 must divide dp_size = 1" in text and "attention_dp_size = 2" in text
 
 
 def test_dense_model_with_attention_dp_runs_replicas(analysis_builder):
@@ -157,3 +219,40 @@ def test_cli_layout_flags_and_bad_layout_exit_2():
                          text=True, timeout=300)
     assert bad.returncode == 2
     assert "moe_tp_size" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_attention_dp_hold_by_hand():
+    """TensorRT-LLM's attention-DP balance holds prompts up to 60 iterations until every rank has one. 8 ranks,
+    a 12 ms decode step: T = 0.72 s. At 4 requests/s over the worker (0.5 a rank) the other 7 ranks all receive
+    a prompt after (1 + 1/2 + ... + 1/7) / 0.5 = 5.19 s on average, later than T: the hold is 0.72 s; 4 x 0.72
+    = 2.88 prompts arrive during it; mean wait 0.72 x (1 + 1.44) / 3.88. At 400 requests/s (50 a rank) the
+    ranks fill in 2.593 / 50 = 0.0519 s: the hold is that."""
+    from llm_analysis.serving.layout import attention_dp_hold_s
+    h7 = 1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 1 / 6 + 1 / 7
+    assert attention_dp_hold_s(60, 8, 0.012, 4.0) == pytest.approx(0.72 * (1 + 0.5 * 2.88) / 3.88, rel=1e-12)
+    hold = h7 / 50
+    n = 400 * hold
+    assert attention_dp_hold_s(60, 8, 0.012, 400.0) == pytest.approx(hold * (1 + 0.5 * n) / (1 + n), rel=1e-12)
+    assert attention_dp_hold_s(0, 8, 0.012, 4.0) == 0 and attention_dp_hold_s(60, 1, 0.012, 4.0) == 0
+
+
+def test_attention_dp_hold_in_serve(analysis_builder):
+    """The hold waits outside the running batch: TTFT grows by about the mean hold at the answer's TPOT and
+    throughput (Little's law still closes); off by default and with one attention rank; bad values name it."""
+    from llm_analysis.serving.layout import attention_dp_hold_s
+    a = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=1, attention_dp_size=8)
+    plain = a.serve(framework="trtllm", **LOAD)
+    held = a.serve(framework="trtllm", attention_dp_balance_iters=60, **LOAD)
+    expected = attention_dp_hold_s(60, 8, held["tpot_s"], held["requests_per_s"])
+    assert held["ttft_s"] - plain["ttft_s"] == pytest.approx(expected, rel=0.05)
+    assert held["requests_per_s"] * held["e2e_s"] == pytest.approx(16, rel=1e-9)
+    one = analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=8, moe_ep_size=8)
+    assert one.serve(framework="trtllm", attention_dp_balance_iters=60, **LOAD)["ttft_s"] == \
+        one.serve(framework="trtllm", **LOAD)["ttft_s"]
+    for value in (-1, 2.5, True):
+        with pytest.raises(ConfigError) as err:
+            a.serve(framework="trtllm", attention_dp_balance_iters=value, **LOAD)
+        assert "attention_dp_balance_iters" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        a.serve(framework="trtllm", attention_dp_balance_iters=60, request_rate=1.0, input_len=512, output_len=64)
+    assert "closed loop" in str(err.value)

@@ -14,9 +14,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from serving_layout_accuracy import _agg_layout  # noqa: E402
 
 
-def _raw(row_id, tp, adp, moe_tp, moe_ep):
-    return {"id": row_id, "tp_size": str(tp), "attention_dp_size": str(adp), "moe_tp_size": str(moe_tp),
-            "moe_ep_size": str(moe_ep), "pp_size": "1"}
+def _raw(row_id, tp, adp, moe_tp, moe_ep, backend=None):
+    raw = {"id": row_id, "tp_size": str(tp), "attention_dp_size": str(adp), "moe_tp_size": str(moe_tp),
+           "moe_ep_size": str(moe_ep), "pp_size": "1"}
+    if backend is not None:
+        raw["backend"] = backend
+    return raw
 
 
 @pytest.mark.parametrize("row_id,stated,read", [
@@ -35,4 +38,16 @@ def _raw(row_id, tp, adp, moe_tp, moe_ep):
 ])
 def test_squared_layouts_are_read_as_their_root(row_id, stated, read):
     layout = _agg_layout(_raw(row_id, *stated))
+    assert (layout["tp"], layout["adp"], layout["moe_tp"], layout["moe_ep"]) == read
+
+
+@pytest.mark.parametrize("backend,read", [
+    # vLLM: tp 2 = attention_dp 2 with moe 1 x 4 measures what the "_tp2_ep2_" rows do: 2 GPUs
+    ("vllm", (2, 1, 1, 2)),
+    # other engines' tp x attention-DP layouts within a node stay as stated
+    ("trtllm", (2, 2, 1, 4)),
+    ("sglang", (2, 2, 1, 4)),
+])
+def test_vllm_squared_layout_within_a_node(backend, read):
+    layout = _agg_layout(_raw("minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c4_cfg690", 2, 2, 1, 4, backend))
     assert (layout["tp"], layout["adp"], layout["moe_tp"], layout["moe_ep"]) == read

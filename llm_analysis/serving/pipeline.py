@@ -1,0 +1,96 @@
+"""Pipeline stages in a serving worker (pp_size > 1): the step of a rank whose layers are split over
+pp stages, each of tp (x attention_dp) GPUs, the running batch cut into micro-batches.
+
+How the engines run it (the assumption this module states): vLLM (one scheduler per "virtual
+engine", pp of them), SGLang (pp micro-batches in flight) and TensorRT-LLM (pp micro-batches) keep
+pp micro-batches in flight, each of a share of the running requests, so that every stage works on
+one micro-batch while the others are on other stages. One "round" of the serving step model (every
+running request advances by one token, the step's prefill chunks advance once) is then:
+
+- m = min(pp, the step's sequences) micro-batches (with fewer sequences than stages some stages
+  idle: the bubble), each of D / m decoding requests; the step's prefill chunks ride in one of them
+  (the heavy micro-batch; the others are decode-only);
+- a stage serves the m micro-batches in turn: busy_k = heavy_k + (m - 1) x light_k;
+- a micro-batch cannot take its next token before it has left the last stage and the host has
+  scheduled and sampled it: latency = sum over stages of heavy_k + the hand-offs between stages
+  (point to point, the micro-batch's hidden states, quantities/latency.py) + the host's step
+  overhead of one micro-batch;
+- the host schedules the m micro-batches one after another: m x the per-step overhead + the
+  per-sequence overhead of every sequence;
+- the round takes the longest of the three. With pp = 1 it is the plain step (stage = model,
+  m = 1: latency = step + overhead).
+
+Each stage is timed on its own operators (the describer's per-stage operators: its layers, the
+embedding on the first, the LM head on the last; uneven splits as model/pipeline_layout.py makes
+them, the remainder on the earlier stages as vLLM's get_pp_indices does). The KV cache and the
+weights per GPU are those of the stage holding the most (the analysis' per-GPU memory under pp).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Sequence, Tuple
+
+
+class StageView:
+    """One pipeline stage of a describer, seen through the one call StepCosts makes
+    (`weighted_ops(phase)`): that stage's operators instead of the whole model's."""
+
+    def __init__(self, describer, stage: int):
+        self.describer, self.stage = describer, stage
+
+    def weighted_ops(self, phase, stage=None):
+        return self.describer.weighted_ops(phase, self.stage)
+
+
+def stage_representatives(describer, pp: int) -> List[int]:
+    """For each stage, the first stage with the same operators (a stage's operators depend only on
+    its layer kinds and counts and on whether it holds the embedding or the head): the middle stages
+    of an even pipeline are timed once."""
+    first_of, reps = {}, []
+    for i, groups in enumerate(describer.stage_groups):
+        reps.append(first_of.setdefault((i == 0, i == pp - 1, tuple(groups.items())), i))
+    return reps
+
+
+def gpu_only(engine):
+    """The engine with no host overhead: a stage's step is GPU time; the round adds the host's once."""
+    return dataclasses.replace(engine, step_overhead_s=0.0, step_overhead_per_seq_s=0.0)
+
+
+class PipelineStepTimer:
+    """Seconds of one round of a pipelined rank (module docstring): the `StepTimer` interface serve()'s
+    steady state, simulation and disaggregated pools read."""
+
+    def __init__(self, stage_timers: Dict[int, object], representatives: Sequence[int], engine, handoff_s):
+        """`stage_timers`: a StepTimer (on a GPU-only engine) per representative stage;
+        `representatives`: each stage's representative (stage_representatives); `handoff_s(tokens)`:
+        seconds of the hand-offs of a micro-batch of `tokens` tokens across all pp - 1 boundaries."""
+        self.timers, self.reps, self.engine, self.handoff_s = stage_timers, list(representatives), engine, handoff_s
+        self.pp = len(self.reps)
+        self.costs = stage_timers[self.reps[-1]].costs  # where callers keep what they derive (saturation rates)
+        self.memo_key = ("pipeline", self.pp)
+
+    def micro_batches(self, sequences: float) -> float:
+        """m: pp micro-batches in flight, fewer when fewer sequences run (at least one)."""
+        return min(float(self.pp), max(1.0, sequences))
+
+    def step_s(self, decoders: float, decode_context_sum: float, chunks: Sequence[Tuple[float, float]] = (),
+               sampled: float = None) -> float:
+        prefill_tokens = sum(q for q, _ in chunks)
+        if decoders + prefill_tokens <= 0:
+            return 0.0
+        m = self.micro_batches(decoders + len(chunks))
+        d, ctx = decoders / m, decode_context_sum / m
+        heavy_sampled = None if sampled is None else max(sampled - (m - 1) * d, 0.0)
+        heavy = {k: t.step_s(d, ctx, chunks, heavy_sampled) for k, t in self.timers.items()}
+        light = {k: t.step_s(d, ctx) if m > 1 else 0.0 for k, t in self.timers.items()}
+        e = self.engine
+        busy_s = max(heavy[k] + (m - 1) * light[k] for k in self.timers)
+        latency_s = (sum(heavy[k] for k in self.reps) + self.handoff_s(d + prefill_tokens) + e.step_overhead_s
+                     + e.step_overhead_per_seq_s * (d + len(chunks)))
+        host_s = m * e.step_overhead_s + e.step_overhead_per_seq_s * (decoders + len(chunks))
+        return max(busy_s, latency_s, host_s)
+
+
+__all__ = ["PipelineStepTimer", "StageView", "stage_representatives", "gpu_only"]
