@@ -219,8 +219,10 @@ class AttentionOps:
             name="attention_core", group="attention", kind="attention", flops=flops,
             flops_per_gpu=flops_gpu, masked_flops=per_pair * (pairs - executed_pairs),
             bytes_read_per_gpu=q_elems * self.a_bytes + kv_read_bytes + kv_new_bytes,
+            # the new tokens' cache entries (the indexer's keys are written by index_k_cache_write)
             bytes_written_per_gpu=out_elems * self.a_bytes
-            + phase.tokens * self.kv_cache_elems_per_token_per_gpu(kind) * self.kv_bytes,
+            + phase.tokens * (self.kv_cache_elems_per_token_per_gpu(kind) - indexer_cache_elems(m, kind))
+            * self.kv_bytes,
             kv_cache_bytes_read_per_gpu=kv_read_bytes,
             recompute_class=ActivationRecomputation.ATTN_COMPUTE,
             shapes=f"{heads_gpu} heads x {phase.q_len} q x {attended} kv, d={d_qk}/{d_v}",
