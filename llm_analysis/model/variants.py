@@ -138,6 +138,23 @@ def index_topk_op(phase: Phase, topk: int, logits_bytes: float, selected: float)
         shapes=f"top-{topk} of {phase.kv_len} keys x {phase.q_len} q")
 
 
+QK_NORM_STAT_BYTES = 4  # the sums of squares travel in fp32 (vLLM: q.to(float32).pow(2).mean(...))
+
+
+def qk_norm_reduce_ops(d, phase: Phase, with_k: bool = True) -> List[Operator]:
+    """q/k norms over all heads together (ModelConfig.qk_norm_across_heads, MiniMax-M2) split over
+    TP: a rank holds n_head / tp of the heads, so the RMS of a token's q (and k) needs the other
+    ranks' sums of squares: one all-reduce of 2 fp32 values per token (q's and k's, sent together,
+    as vLLM's MiniMaxText01RMSNormTP.forward_qk does) before the norms scale. Nothing with one rank."""
+    if not d.model.qk_norm_across_heads or d.tp == 1:
+        return []
+    stats = 2 if with_k else 1
+    op = d.collective_op("tp_all_reduce_qk_norm", "all_reduce", "tp", d.tp, phase.tokens * stats)
+    op.comm_bytes_per_gpu = phase.tokens * stats * QK_NORM_STAT_BYTES
+    op.shapes = f"{stats} fp32 sums of squares x {phase.tokens} tokens over tp={d.tp}"
+    return [op]
+
+
 def moe_output_ops(d, phase: Phase) -> List[Operator]:
     """On the MoE block's output: A.X-K1's post_mlp_layernorm (a hidden-wide norm) and
     JetMoE's bias (one hidden-wide vector after the experts' outputs are merged)."""

@@ -367,3 +367,32 @@ def test_indexer_q_quantisation_and_key_cache_write():
     assert core.bytes_written_per_gpu - out + k.bytes_written_per_gpu == \
         t * d.kv_cache_elems_per_token_per_gpu(kind) * kv
     assert all((o.flops, o.params) == (0, 0) for o in (q, k))
+
+
+_ACROSS = dict(name="q", num_layers=2, n_head=4, num_key_value_heads=2, hidden_dim=64, head_dim=16,
+               vocab_size=96, ffn_embed_dim=80, qk_norm=True, qk_norm_per_head=True)
+
+
+def test_qk_norm_across_heads_all_reduces_the_sums_of_squares_under_tp():
+    """MiniMax-M2's q/k RMSNorm spans all heads (RMSNorm(n_head*head_dim)); with tp = 2 each rank
+    holds 2 of the 4 query heads, so before scaling the ranks all-reduce each token's two fp32 sums
+    of squares (q's and k's): 6 tokens -> 6 x 2 x 4 = 48 bytes per GPU, once per layer. One rank
+    needs none; the counts (parameters, FLOPs) are those of the same norms per head."""
+    from llm_analysis.model import Phase
+    across = ModelConfig(**_ACROSS, qk_norm_across_heads=True)
+    a = LLMAnalysis(across, GPU, parallelism_config=ParallelismConfig(tp_size=2))
+    kind = next(iter(a.describer.layer_groups))
+    ops = [o for o in a.describer.layer_ops(Phase("decode", 6, 1, 40), kind) if o.name == "tp_all_reduce_qk_norm"]
+    assert len(ops) == 1
+    op = ops[0]
+    assert (op.collective, op.comm_group, op.comm_group_size, op.comm_bytes_per_gpu) == ("all_reduce", "tp", 2, 48)
+    one = LLMAnalysis(across, GPU)
+    assert not [o for o in one.describer.layer_ops(Phase("decode", 6, 1, 40), kind)
+                if o.name == "tp_all_reduce_qk_norm"]
+    per_head = _engine_figures(ModelConfig(**_ACROSS), tp_size=2)
+    assert _engine_figures(across, tp_size=2)[:2] == per_head[:2]
+
+
+def test_qk_norm_across_heads_needs_norms_spanning_the_heads():
+    with pytest.raises(ValueError, match="qk_norm_across_heads"):
+        ModelConfig(**{**_ACROSS, "qk_norm_per_head": False}, qk_norm_across_heads=True)
