@@ -22,6 +22,8 @@ Also by concurrency band, precision and input x output length.
     python benchmarks/serving_accuracy.py --speed   (time of a closed-loop call and of a 10,000-request simulation)
     python benchmarks/serving_accuracy.py --offsets [--half all]   (each configuration's time to first token
         beyond the engine's work: what a single fitted API latency has to stand for; see offsets())
+    python benchmarks/serving_accuracy.py --by_model [--half all] [--with_layouts] [--max_concurrency 8]
+        (TPOT bias per model family and precision, by engine and GPU, at low concurrency; see by_model())
 """
 
 from __future__ import annotations
@@ -307,6 +309,57 @@ def offsets(rows: List[Row], perf_model: str) -> None:
               f"median {1e3 * statistics.median(xs):.0f} ms, p10 {q[0]:.0f} ms, p90 {q[-1]:.0f} ms")
 
 
+def by_model(predicted_rows, max_concurrency: int, spread_limit: float = 0.10) -> None:
+    """TPOT bias per model family and precision, by engine and GPU (and layout kind), over the rows at
+    <= `max_concurrency` clients: there a decode step is mostly the kernels of a small batch (little
+    queueing, few prefills mixed in), so a bias shared by every engine and GPU of a family points at the
+    operator description or the cost model, not at an engine's scheduling. `predicted_rows` yields
+    (row, kind, predicted TPOT s) for the rows answered. A family is listed as consistent when every
+    (engine, GPU, kind) group of it is biased beyond +-`spread_limit` the same way."""
+    groups: Dict[Tuple[str, str], Dict[Tuple[str, str, str], List[float]]] = defaultdict(lambda: defaultdict(list))
+    for row, kind, tpot in predicted_rows:
+        if row.concurrency > max_concurrency:
+            continue
+        family = (row.model_path.split("/")[-1], row.precision)
+        groups[family][(row.backend, row.system, kind)].append(tpot / row.tpot_s - 1)
+    print(f"TPOT bias (median signed error, + predicted too slow) at <= {max_concurrency} clients")
+    print(f"{'model':22s} {'prec':5s} {'engine':7s} {'gpu':9s} {'kind':7s} {'rows':>4s}   bias   [min, max]")
+    consistent = []
+    for family in sorted(groups):
+        biases = []
+        for (engine, gpu, kind), errors in sorted(groups[family].items()):
+            bias = statistics.median(errors)
+            biases.append(bias)
+            print(f"{family[0][:22]:22s} {family[1]:5s} {engine:7s} {gpu:9s} {kind:7s} {len(errors):4d} "
+                  f"{100 * bias:+6.1f}%  [{100 * min(errors):+.0f}, {100 * max(errors):+.0f}]")
+        if all(b > spread_limit for b in biases) or all(b < -spread_limit for b in biases):
+            consistent.append(f"{family[0]} {family[1]} ({len(biases)} groups, {100 * min(biases):+.0f}% .. "
+                              f"{100 * max(biases):+.0f}%)")
+    print(f"families biased beyond +-{100 * spread_limit:.0f}% the same way in every engine/GPU group: "
+          + ("; ".join(consistent) or "none"))
+
+
+def _aggregated_predictions(rows: List[Row], perf_model: str):
+    for row in rows:
+        try:
+            yield row, "agg", predict(row, perf_model)[1]
+        except (Refused, LLMAnalysisError):
+            continue
+
+
+def _layout_predictions(half: str):
+    """The layout rows (benchmarks/serving_layout_accuracy.py: attention-DP, EP, PP, disaggregated) of
+    `half`, answered: imported here, since that script imports this one."""
+    import serving_layout_accuracy as layouts
+    for row in layouts.load_rows():
+        if row.kind.endswith("-unstated") or (half != "all" and row.half != half):
+            continue
+        try:
+            yield row, row.kind, layouts.predict(row)[1]
+        except (Refused, LLMAnalysisError):
+            continue
+
+
 def speed() -> None:
     """Seconds of serve() calls on Llama-3.1-70B fp8 over 4 H100s (calibrated): closed-loop steady state
     (means only) at 100 concurrencies after a first call, and simulations of 10,000 requests."""
@@ -338,6 +391,12 @@ def main(argv=None) -> int:
                         help="per configuration, the TTFT beyond the engine's work at the least concurrency")
     parser.add_argument("--keep_inconsistent", action="store_true",
                         help="score the configurations inconsistent_configs() leaves out too")
+    parser.add_argument("--by_model", action="store_true",
+                        help="TPOT bias per model family and precision, by engine and GPU, at low concurrency")
+    parser.add_argument("--with_layouts", action="store_true",
+                        help="with --by_model: add serving_layout_accuracy.py's rows (layouts, disaggregated)")
+    parser.add_argument("--max_concurrency", type=int, default=LOW_CONCURRENCY,
+                        help="with --by_model: the most clients a row may have (default %(default)s)")
     args = parser.parse_args(argv)
     if args.speed:
         speed()
@@ -359,6 +418,13 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     if args.offsets:
         offsets(chosen, args.perf_model)
+        return 0
+    if args.by_model:
+        predicted = list(_aggregated_predictions(chosen, args.perf_model))
+        if args.with_layouts:
+            sys.path.insert(0, str(REPO / "benchmarks"))
+            predicted += list(_layout_predictions(args.half))
+        by_model(predicted, args.max_concurrency)
         return 0
     score(chosen, args.perf_model, args.rows)
     print(f"({time.perf_counter() - t:.1f} s)")

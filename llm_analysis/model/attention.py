@@ -8,7 +8,7 @@ from typing import List, Optional
 from llm_analysis.schema.options import ActivationRecomputation
 from llm_analysis.model.records import LayerKind, Operator, Phase, causal_pairs, chunked_pairs
 from llm_analysis.model.variants import (attention_router_ops, expert_projection_op, indexer_cache_elems, indexer_ops,
-                       output_gate_ops, sparse_key_limit)
+                       output_gate_ops, qk_norm_reduce_ops, sparse_key_limit)
 
 
 class AttentionOps:
@@ -78,6 +78,7 @@ class AttentionOps:
                     ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_heads * d_v,
                                             m.qkv_bias, shard=kv_shard))
             if m.qk_norm:
+                ops += qk_norm_reduce_ops(self, phase, with_k=not kind.kv_shared)
                 ops += self._qk_norm_ops(t, hd, with_k=not kind.kv_shared, kv_heads=kv_heads)
         ops.append(self._attention_core(phase, kind, d_qk, d_v, heads_gpu))
         return ops + self._attention_out_ops(phase, heads_gpu, d_v, kind)
@@ -219,8 +220,10 @@ class AttentionOps:
             name="attention_core", group="attention", kind="attention", flops=flops,
             flops_per_gpu=flops_gpu, masked_flops=per_pair * (pairs - executed_pairs),
             bytes_read_per_gpu=q_elems * self.a_bytes + kv_read_bytes + kv_new_bytes,
+            # the new tokens' cache entries (the indexer's keys are written by index_k_cache_write)
             bytes_written_per_gpu=out_elems * self.a_bytes
-            + phase.tokens * self.kv_cache_elems_per_token_per_gpu(kind) * self.kv_bytes,
+            + phase.tokens * (self.kv_cache_elems_per_token_per_gpu(kind) - indexer_cache_elems(m, kind))
+            * self.kv_bytes,
             kv_cache_bytes_read_per_gpu=kv_read_bytes,
             recompute_class=ActivationRecomputation.ATTN_COMPUTE,
             shapes=f"{heads_gpu} heads x {phase.q_len} q x {attended} kv, d={d_qk}/{d_v}",

@@ -72,21 +72,87 @@ def indexer_ops(d, phase: Phase, kind: LayerKind) -> List[Operator]:
     ops = [d.matmul_op("index_q_proj", "attention", phase, t, m.q_lora_rank, nh * hd, False),
            d.matmul_op("index_k_proj", "attention", phase, t, m.hidden_dim, hd, False),
            d.norm_op("index_k_norm", "attention", t, hd, bias=True),
-           d.matmul_op("index_weights_proj", "attention", phase, t, m.hidden_dim, nh, False)]
-    if d.conv.attention_flops == "causal" or phase.past_len > 0:
+           d.matmul_op("index_weights_proj", "attention", phase, t, m.hidden_dim, nh, False),
+           *index_qk_store_ops(d, t, nh, hd)]
+    causal = d.conv.attention_flops == "causal" or phase.past_len > 0
+    if causal:
         pairs = causal_pairs(phase.q_len, phase.past_len, None)
-    else:
+        # each query keeps min(top-k, keys it sees): the causal pairs under a "window" of top-k
+        selected = causal_pairs(phase.q_len, phase.past_len, m.index_topk)
+    else:  # eager prefill: the whole score matrix, masked afterwards; top-k of every row
         pairs = phase.q_len * phase.kv_len
+        selected = phase.q_len * min(m.index_topk, phase.kv_len)
     flops = 2.0 * phase.batch * pairs * nh * (hd + 1)
     cached = phase.batch * phase.kv_len * hd * d.kv_bytes if phase.past_len > 0 else 0.0
+    logits_bytes = phase.batch * pairs * INDEX_LOGIT_BYTES
     ops.append(Operator(
         name="index_scores", group="attention", kind="attention", flops=flops, flops_per_gpu=flops,
         bytes_read_per_gpu=t * nh * (hd + 1) * d.a_bytes + cached,
-        # int32 top-k indices (the new keys' cache writes are the attention core's)
-        bytes_written_per_gpu=t * m.index_topk * 4,
+        # one fp32 logit per (query, key) scored (the new keys' cache writes are the attention core's)
+        bytes_written_per_gpu=logits_bytes,
         kv_cache_bytes_read_per_gpu=cached, kernel_dims=(phase.q_len,),
-        shapes=f"{nh} heads x {phase.q_len} q x {phase.kv_len} keys, d={hd}, top-{m.index_topk}"))
+        shapes=f"{nh} heads x {phase.q_len} q x {phase.kv_len} keys, d={hd}"))
+    ops.append(index_topk_op(phase, m.index_topk, logits_bytes, phase.batch * selected))
     return ops
+
+
+def index_qk_store_ops(d, tokens: int, heads: int, dim: int) -> List[Operator]:
+    """The passes that carry the indexer's q and k to the scoring kernel, each a kernel of its own
+    in the engines that run DeepSeek sparse attention (SGLang's and vLLM's indexers, the DeepSeek-V3.2
+    reference): the lightning indexer scores in FP8 (DeepSeek-V3.2-Exp report, 2025), so its queries
+    are quantised to 8 bits with one fp32 scale per 128 elements (the reference's act_quant), and each
+    new key is written into the indexer's key cache (vLLM's indexer_k_quant_and_cache, SGLang's
+    index_k buffer store; the attention core writes only its own latent). Bytes only: no matmul
+    FLOPs. (transformers casts q and k to fp32 instead of 8 bits: the same pass, wider; the
+    engines' form is described.)"""
+    q_elems, k_elems = tokens * heads * dim, tokens * dim
+    q_written = q_elems * INDEX_Q_BYTES + q_elems / INDEX_QUANT_BLOCK * INDEX_SCALE_BYTES
+    return [Operator(name="index_q_quant", group="attention", kind="elementwise",
+                     bytes_read_per_gpu=q_elems * d.a_bytes, bytes_written_per_gpu=q_written,
+                     shapes=f"{heads} heads x {dim} x {tokens}"),
+            Operator(name="index_k_cache_write", group="attention", kind="elementwise",
+                     bytes_read_per_gpu=k_elems * d.a_bytes, bytes_written_per_gpu=k_elems * d.kv_bytes,
+                     shapes=f"[{dim}] x {tokens}")]
+
+
+INDEX_Q_BYTES = 1  # the indexer's queries in FP8 (DeepSeek-V3.2-Exp: the indexer runs in FP8)
+INDEX_QUANT_BLOCK = 128  # elements per fp32 scale (the reference's act_quant block_size)
+INDEX_SCALE_BYTES = 4
+INDEX_LOGIT_BYTES = 4  # the indexer's scores are fp32 (transformers: q.float() @ k; DeepGEMM's MQA logits)
+INDEX_BYTES = 4  # int32 token indices
+
+
+def index_topk_op(phase: Phase, topk: int, logits_bytes: float, selected: float) -> Operator:
+    """The indexer's top-k selection, a pass of its own after the scoring kernel in every
+    implementation: transformers' `index_scores.topk` (GlmMoeDsaIndexer, DeepseekV32Indexer), the
+    DeepSeek-V3.2 reference's fp8_index kernel then `topk`, SGLang's DeepGEMM (paged) MQA-logits
+    kernel then fast_topk_transform, vLLM's and TensorRT-LLM's top-k kernels after the logits. It
+    reads the fp32 logits the scoring wrote and writes the int32 indices of the `selected` keys
+    (min(top-k, keys seen) per query). No matmul FLOPs (comparisons are not counted as FLOPs,
+    as FlopCounterMode does not count them); a sequence operator (kind "attention"): its work
+    follows each sequence's context."""
+    return Operator(
+        name="index_topk", group="attention", kind="attention",
+        bytes_read_per_gpu=logits_bytes, bytes_written_per_gpu=selected * INDEX_BYTES,
+        kernel_dims=(phase.q_len,),
+        shapes=f"top-{topk} of {phase.kv_len} keys x {phase.q_len} q")
+
+
+QK_NORM_STAT_BYTES = 4  # the sums of squares travel in fp32 (vLLM: q.to(float32).pow(2).mean(...))
+
+
+def qk_norm_reduce_ops(d, phase: Phase, with_k: bool = True) -> List[Operator]:
+    """q/k norms over all heads together (ModelConfig.qk_norm_across_heads, MiniMax-M2) split over
+    TP: a rank holds n_head / tp of the heads, so the RMS of a token's q (and k) needs the other
+    ranks' sums of squares: one all-reduce of 2 fp32 values per token (q's and k's, sent together,
+    as vLLM's MiniMaxText01RMSNormTP.forward_qk does) before the norms scale. Nothing with one rank."""
+    if not d.model.qk_norm_across_heads or d.tp == 1:
+        return []
+    stats = 2 if with_k else 1
+    op = d.collective_op("tp_all_reduce_qk_norm", "all_reduce", "tp", d.tp, phase.tokens * stats)
+    op.comm_bytes_per_gpu = phase.tokens * stats * QK_NORM_STAT_BYTES
+    op.shapes = f"{stats} fp32 sums of squares x {phase.tokens} tokens over tp={d.tp}"
+    return [op]
 
 
 def moe_output_ops(d, phase: Phase) -> List[Operator]:

@@ -59,6 +59,10 @@ class ModelConfig(StrictModel):
     # q/k norm weights for every head ([heads x head_dim]: OLMo-2's norm over all heads,
     # Cohere's and StableLM's per-head norms) instead of one [head_dim] shared by all heads
     qk_norm_per_head: bool = False
+    # the q (and k) RMS is taken over all heads together, not per head (MiniMax-M2's
+    # RMSNorm(n_head*head_dim)): under TP each rank holds some heads, so the norm needs every
+    # rank's sum of squares (one all-reduce of 2 values per token; vLLM's MiniMaxText01RMSNormTP)
+    qk_norm_across_heads: bool = False
     qk_norm_bias: bool = False  # the q/k norms are LayerNorms with a bias (Persimmon, Phi)
     attn_sinks: bool = False  # one learned sink logit per head (gpt-oss)
     relative_attention: Optional[RelativeAttention] = None  # DeBERTa-v2 disentangled attention
@@ -417,6 +421,9 @@ class ModelConfig(StrictModel):
         """The variant fields agree: the indexer's three fields come together, on MLA with a
         q latent; a gate bias needs a gate, zero experts routed ones; attention experts fit
         the head counts."""
+        if self.qk_norm_across_heads and not (self.qk_norm and self.qk_norm_per_head):
+            raise ValueError("field 'qk_norm_across_heads' = True describes q/k norms whose weights span "
+                             "every head: set qk_norm=True and qk_norm_per_head=True")
         index = {f: getattr(self, f) for f in ("index_n_heads", "index_head_dim", "index_topk")}
         given = [f for f, v in index.items() if v is not None]
         if given and len(given) != len(index):

@@ -307,3 +307,92 @@ def test_unmodelled_types_refuse_naming_the_feature(model_type, feature):
     with pytest.raises(UnsupportedArchitectureError, match=feature):
         _ours(model_type, {})
     assert model_type not in SUPPORTED_MODEL_TYPES
+
+
+def _indexer_ops(phase, conventions=None):
+    """The operators of one DSA layer (MLA with a 3-head, 16-wide indexer, top-8) at `phase`."""
+    from llm_analysis.model import Phase  # noqa: F401  (phase built by the caller)
+    base = dict(name="i", num_layers=1, n_head=4, hidden_dim=64, vocab_size=96, ffn_embed_dim=80,
+                q_lora_rank=32, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8, v_head_dim=12,
+                index_n_heads=3, index_head_dim=16, index_topk=8)
+    a = LLMAnalysis(ModelConfig(**base), GPU)
+    if conventions is not None:
+        a = a.with_conventions(a.conventions_named(conventions))
+    d = a.describer
+    kind = next(iter(d.layer_groups))
+    return d, kind, {o.name: o for o in d.layer_ops(phase, kind)}
+
+
+def test_indexer_top_k_is_its_own_pass_over_fp32_logits():
+    """Decode at context 100 (batch 2): the scoring writes one fp32 logit per cached key, the top-k
+    pass reads them back and writes 8 int32 indices per sequence; at context 5 (< top-8) it keeps all
+    5. Comparisons are not FLOPs: the new pass adds no FLOPs and no parameters."""
+    from llm_analysis.model import Phase
+    _, _, ops = _indexer_ops(Phase("decode", 2, 1, 100))
+    assert ops["index_scores"].bytes_written_per_gpu == 2 * 100 * 4
+    topk = ops["index_topk"]
+    assert topk.bytes_read_per_gpu == 2 * 100 * 4
+    assert topk.bytes_written_per_gpu == 2 * 8 * 4
+    assert (topk.flops, topk.flops_per_gpu, topk.params) == (0, 0, 0)
+    assert topk.kind == "attention"  # a sequence operator: its work follows each sequence's context
+    _, _, short = _indexer_ops(Phase("decode", 2, 1, 5))
+    assert short["index_topk"].bytes_written_per_gpu == 2 * 5 * 4
+
+
+def test_indexer_top_k_of_a_causal_prefill():
+    """A 16-token prefill under the serving (causal) conventions: query i (1-based) scores i keys
+    (136 logits) and keeps min(i, 8) of them: 1+2+...+8 + 8*8 = 100 indices."""
+    from llm_analysis.model import Phase
+    _, _, ops = _indexer_ops(Phase("prefill", 1, 16, 16), conventions="serving")
+    assert ops["index_scores"].bytes_written_per_gpu == 136 * 4
+    assert ops["index_topk"].bytes_read_per_gpu == 136 * 4
+    assert ops["index_topk"].bytes_written_per_gpu == (36 + 64) * 4
+
+
+def test_indexer_q_quantisation_and_key_cache_write():
+    """The indexer's q (3 heads x 16 per token) leaves in FP8 with one fp32 scale per 128 elements;
+    its key (16 per token) is written into the indexer cache by a pass of its own, so the attention
+    core writes only its latent (16 + 8): together they write the whole cache entry once."""
+    from llm_analysis.model import Phase
+    d, kind, ops = _indexer_ops(Phase("decode", 4, 1, 50))
+    t, a, kv = 4, d.a_bytes, d.kv_bytes
+    q = ops["index_q_quant"]
+    assert q.bytes_read_per_gpu == t * 3 * 16 * a
+    assert q.bytes_written_per_gpu == t * 3 * 16 * 1 + t * 3 * 16 / 128 * 4
+    k = ops["index_k_cache_write"]
+    assert (k.bytes_read_per_gpu, k.bytes_written_per_gpu) == (t * 16 * a, t * 16 * kv)
+    core = ops["attention_core"]
+    out = t * 4 * 12 * a  # 4 heads x v_head_dim 12
+    assert core.bytes_written_per_gpu == out + t * (16 + 8) * kv
+    assert core.bytes_written_per_gpu - out + k.bytes_written_per_gpu == \
+        t * d.kv_cache_elems_per_token_per_gpu(kind) * kv
+    assert all((o.flops, o.params) == (0, 0) for o in (q, k))
+
+
+_ACROSS = dict(name="q", num_layers=2, n_head=4, num_key_value_heads=2, hidden_dim=64, head_dim=16,
+               vocab_size=96, ffn_embed_dim=80, qk_norm=True, qk_norm_per_head=True)
+
+
+def test_qk_norm_across_heads_all_reduces_the_sums_of_squares_under_tp():
+    """MiniMax-M2's q/k RMSNorm spans all heads (RMSNorm(n_head*head_dim)); with tp = 2 each rank
+    holds 2 of the 4 query heads, so before scaling the ranks all-reduce each token's two fp32 sums
+    of squares (q's and k's): 6 tokens -> 6 x 2 x 4 = 48 bytes per GPU, once per layer. One rank
+    needs none; the counts (parameters, FLOPs) are those of the same norms per head."""
+    from llm_analysis.model import Phase
+    across = ModelConfig(**_ACROSS, qk_norm_across_heads=True)
+    a = LLMAnalysis(across, GPU, parallelism_config=ParallelismConfig(tp_size=2))
+    kind = next(iter(a.describer.layer_groups))
+    ops = [o for o in a.describer.layer_ops(Phase("decode", 6, 1, 40), kind) if o.name == "tp_all_reduce_qk_norm"]
+    assert len(ops) == 1
+    op = ops[0]
+    assert (op.collective, op.comm_group, op.comm_group_size, op.comm_bytes_per_gpu) == ("all_reduce", "tp", 2, 48)
+    one = LLMAnalysis(across, GPU)
+    assert not [o for o in one.describer.layer_ops(Phase("decode", 6, 1, 40), kind)
+                if o.name == "tp_all_reduce_qk_norm"]
+    per_head = _engine_figures(ModelConfig(**_ACROSS), tp_size=2)
+    assert _engine_figures(across, tp_size=2)[:2] == per_head[:2]
+
+
+def test_qk_norm_across_heads_needs_norms_spanning_the_heads():
+    with pytest.raises(ValueError, match="qk_norm_across_heads"):
+        ModelConfig(**{**_ACROSS, "qk_norm_per_head": False}, qk_norm_across_heads=True)

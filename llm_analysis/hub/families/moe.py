@@ -328,7 +328,8 @@ MOE_FAMILIES: Dict[str, Family] = {
     # GraniteMoe-SWA: one learned attention sink per head
     "granitemoe_swa": Family({**LLAMA, "attn_sinks": True}, steps=(_GRANITE_EXPERTS,)),
     # MiniMax-M2: q/k RMSNorm over all heads, full-router experts on every layer
-    "minimax_m2": Family({**LLAMA, "qk_norm": True, "qk_norm_per_head": True}, steps=(MoeRule(
+    "minimax_m2": Family({**LLAMA, "qk_norm": True, "qk_norm_per_head": True, "qk_norm_across_heads": True},
+                         steps=(MoeRule(
         **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
     # GLM-4-MoE (Glm4MoeAttention): q/k/v biased by attention_bias, o_proj never;
     # optional q/k RMSNorm(head_dim); experts from first_k_dense_replace on
