@@ -2,6 +2,7 @@
 
     python benchmarks/accuracy.py [--perf_model roofline|calibrated] [--max_records N] [--per_record REGEX]
                                   [--holdout FILE]
+                                  [--loso [--loso_source NAME]]
 
 Reads benchmarks/data/validation/measured_dev.json (every record) and the
 inference/training records of benchmarks/data/validation/published_measurements.json
@@ -151,9 +152,10 @@ def print_records(rows: list[tuple], pattern: str) -> None:
             print(f"  {rid:<70} {half:<6} {meas:10.4g} {roof:10.4g} {pred:10.4g} {pred / meas:6.2f}")
 
 
-def leave_one_source_out(recs: list[dict], iterations: int) -> tuple[list[tuple], list[tuple]]:
+def leave_one_source_out(recs: list[dict], iterations: int, only: str | None = None) -> tuple[list[tuple], list[tuple]]:
     """-> rows (source, 'holdout', id, measured_s, roofline_s, predicted_s) with each record predicted by
-    profiles fitted without its source, and the records skipped (source, id, reason)."""
+    profiles fitted without its source, and the records skipped (source, id, reason). `only`: run
+    that source's fold alone (the others' records still fit it)."""
     from fit_profiles import PARAMETERS, fit_generation, generation_cases  # (imports this module)
     from accuracy_records import gpu_of
     from llm_analysis.cost.profiles import generation_of
@@ -170,7 +172,11 @@ def leave_one_source_out(recs: list[dict], iterations: int) -> tuple[list[tuple]
         except LLMAnalysisError as e:
             skipped.append((fam, rec["id"], f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"))
     rows = []
+    if only is not None and only not in held:
+        raise SystemExit(f"--loso_source {only!r}: no such source; valid: {', '.join(sorted(held))}")
     for fam, members in sorted(held.items()):
+        if only is not None and fam != only:
+            continue
         t0 = time.perf_counter()
         profiles, unfitted = {}, []
         for gen in sorted({g for _, g, _, _ in members} & set(PARAMETERS)):
@@ -191,6 +197,8 @@ def leave_one_source_out(recs: list[dict], iterations: int) -> tuple[list[tuple]
         print(f"  fold {fam}: refitted {', '.join(g for g in profiles if g not in unfitted) or 'nothing'} without it"
               f"{'; borrowed for ' + ', '.join(unfitted) if unfitted else ''} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    if only is not None:
+        skipped = [s for s in skipped if s[0] == only]
     return rows, skipped
 
 
@@ -222,6 +230,8 @@ def main(argv=None) -> int:
                     help="leave-one-source-out: each source predicted by profiles refitted on the others")
     ap.add_argument("--loso_iterations", type=int, default=8,
                     help="Levenberg-Marquardt steps per fold and generation (default 8)")
+    ap.add_argument("--loso_source", default=None, metavar="NAME",
+                    help="with --loso: run only the fold of this source (e.g. FasterTransformer)")
     ap.add_argument("--scope", choices=("framework", "all", "ampere-era"), default="framework",
                     help="with --loso: refit framework terms only (shipped) or all operator efficiencies too")
     args = ap.parse_args(argv)
@@ -240,7 +250,7 @@ def main(argv=None) -> int:
         logging.disable(logging.WARNING)
         from fit_profiles import use_scope
         use_scope(args.scope)
-        rows, skipped = leave_one_source_out(recs, args.loso_iterations)
+        rows, skipped = leave_one_source_out(recs, args.loso_iterations, args.loso_source)
         print(f"leave-one-source-out: {len(recs)} records, {len(rows)} used, {len(skipped)} skipped; errors are "
               "|predicted/measured - 1| of profiles fitted without the record's source\n")
         print_table(rows, skipped, ("holdout",))

@@ -101,7 +101,8 @@ def _int(setup: dict, key: str) -> int:
 
 
 def _launches_eagerly(rec: dict) -> bool:
-    """Engines of the records that launch every kernel from the host, without CUDA graphs:
+    """Engines of the records that launch every kernel from C++ on the host, without CUDA graphs
+    (timed with the native launch floor, `kernel_launch="native"`, not PyTorch's eager one):
     FasterTransformer (C++, its docs/gpt_guide.md) and TensorRT-LLM's static-batching
     gptSessionBenchmark, which runs GptSession without CUDA graphs unless --enable_cuda_graph is
     passed (github:NVIDIA/TensorRT-LLM benchmarks/cpp/gptSessionBenchmark.cpp, 2023; the
@@ -158,7 +159,7 @@ def case_inference(rec: dict) -> Case:
 
     def run(kw: dict) -> float:
         if kw.get("perf_model", "roofline") != "roofline" and eager:
-            kw = {**kw, "kernel_launch": "eager"}
+            kw = {**kw, "kernel_launch": "native"}
         res = LLMAnalysis(model, gpu, dtype, par, **kw).inference(batch_size_per_gpu=batch, seq_len=prompt,
                                                                   num_tokens_to_generate=out)
         return res[key]

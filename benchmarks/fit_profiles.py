@@ -48,7 +48,7 @@ from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 _TRAINING = "training_compute_efficiency"  # training steps below the kernel benchmarks' rate
 PARAMETERS = {
     # the kernel floors are host launch work; weight-only dequantisation has no operator table
-    "ampere": ("kernel_floor_graph_s", "kernel_floor_eager_s", "weight_only_int8_stream_factor",
+    "ampere": ("kernel_floor_graph_s", "kernel_floor_eager_s", "kernel_floor_native_s", "weight_only_int8_stream_factor",
                "weight_only_int4_stream_factor", _TRAINING),
     # kernel_floor_eager_s is not fitted here: one fit-half record (a batch-1 first token) would pin it;
     # Hopper takes Ampere's fitted host launch floor (hopper.json states it)

@@ -37,8 +37,11 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
 - kernel floor: `kernel_floor_graph_s` for inference (serving engines launch
   decode and prefill from CUDA graphs: TensorRT-LLM, vLLM, gpt-fast),
   `kernel_floor_eager_s` for training (eager PyTorch / Megatron launch every
-  kernel from the host). `LLMAnalysis` picks "graph" for inference() and
-  "eager" for training().
+  kernel from Python, through the dispatcher), `kernel_floor_native_s` for a C++
+  engine launching every kernel from the host without graphs (FasterTransformer,
+  TensorRT-LLM's GptSession without CUDA graphs: `kernel_launch="native"`): host
+  launch work differs by the code that issues it, not by the GPU. `LLMAnalysis`
+  picks "graph" for inference() and "eager" for training().
 - collectives: NCCL's algorithms (`nccl.collective_time_s`) on the fabric
   derived from the GPU config (one ring per NIC across nodes, NVLink islands,
   NVLink SHARP, PCIe), ranks laid out TP fastest, then PP, then DP.
@@ -70,7 +73,7 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
 from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
-from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape, flash_backward_rate
+from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape, flash_backward_rate, launch_floor_s
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
@@ -184,13 +187,13 @@ class CalibratedCostModel(CostModel):
             else self._peak
         self._attn_eff, self._attn_half = v["attn_prefill_efficiency"], v["attn_prefill_half_seq"]
         self._decode_eff = v["attn_decode_hbm_efficiency"]
-        self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
+        self._floor = launch_floor_s(v, launch)
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K)
         self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
-        """The same model with another kernel floor ('graph' serving, 'eager' training)."""
+        """The same model with another kernel floor ('graph' serving, 'eager' training, 'native' C++ engines)."""
         return self._view(launch, self.training, self.moe_kernels)
 
     def for_training(self, launch: str = "eager") -> "CalibratedCostModel":

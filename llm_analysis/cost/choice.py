@@ -43,7 +43,8 @@ def roofline_model(a, cls=RooflineCostModel):
 
 def check_launch(kernel_launch):
     """kernel_launch of LLMAnalysis: None (CUDA graphs for inference(), eager for training()),
-    "graph" or "eager" for both (e.g. "eager" for a C++ engine without graphs: FasterTransformer)."""
+    "graph", "eager" (PyTorch, kernels dispatched from Python) or "native" (a C++ engine launching
+    every kernel without CUDA graphs: FasterTransformer) for both."""
     if kernel_launch is not None and kernel_launch not in LAUNCH_MODES:
         raise ConfigError(f"kernel_launch = {kernel_launch!r}; valid: None, {', '.join(map(repr, LAUNCH_MODES))}")
     return kernel_launch
