@@ -154,12 +154,12 @@ class CalibratedCostModel(CostModel):
 
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
                  launch: str = "graph", num_gpus_per_node: Optional[int] = None, training: bool = False,
-                 moe_kernels: Optional[str] = None):
+                 moe_kernels: Optional[str] = None, sustained: bool = False):
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
         check_profile_matches_gpu(profile, gpu.name)
-        self.profile, self.launch, self.training = profile, launch, training
+        self.profile, self.launch, self.training, self.sustained = profile, launch, training, sustained
         v = profile.values
         self._fp8 = _is_fp8(dtype)
         # fp8 training casts each GEMM operand in a kernel of its own (training/fp8_casts.py)
@@ -167,8 +167,8 @@ class CalibratedCostModel(CostModel):
         # the loss over the vocabulary runs element-wise float32 kernels (training/loss.py)
         self.times_training_loss = True
         self._num_sms = profile.num_sms(gpu.name)
-        # a training step's kernels compute below the benchmarks' rate (module docstring)
-        self._compute_share = v.get("training_compute_efficiency", 1.0) if training else 1.0
+        # a training step's or inference() call's kernels compute below the benchmarks' rate (module docstring)
+        self._compute_share = v.get("training_compute_efficiency", 1.0) if (training or sustained) else 1.0
         self._peak = self.peak_flops_per_s * self._compute_share
         self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
         self._precision = gemm_precision(dtype)
@@ -194,22 +194,29 @@ class CalibratedCostModel(CostModel):
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training, 'native' C++ engines)."""
-        return self._view(launch, self.training, self.moe_kernels)
+        return self._view(launch, self.training, self.moe_kernels, self.sustained)
 
     def for_training(self, launch: str = "eager") -> "CalibratedCostModel":
         """The model of a training step: kernel floor `launch`, compute at training_compute_efficiency."""
-        return self._view(launch, True, self.moe_kernels)
+        return self._view(launch, True, self.moe_kernels, self.sustained)
+
+    def for_inference(self) -> "CalibratedCostModel":
+        """The model of an inference() call: compute at the sustained share (training_compute_efficiency,
+        module docstring); serving's step times keep the unscaled model (their engine profiles were
+        fitted on it)."""
+        return self._view(self.launch, self.training, self.moe_kernels, True)
 
     def with_moe_kernels(self, moe_kernels: Optional[str]) -> "CalibratedCostModel":
         """The same model with routed experts at the grouped GEMM share of a serving engine's MoE
         kernel family (`moe_gemm_share`; None or "vllm": vLLM's)."""
-        return self._view(self.launch, self.training, moe_kernels)
+        return self._view(self.launch, self.training, moe_kernels, self.sustained)
 
-    def _view(self, launch: str, training: bool, moe_kernels: Optional[str]) -> "CalibratedCostModel":
-        if launch == self.launch and training == self.training and moe_kernels == self.moe_kernels:
+    def _view(self, launch: str, training: bool, moe_kernels: Optional[str], sustained: bool) -> "CalibratedCostModel":
+        if launch == self.launch and training == self.training and moe_kernels == self.moe_kernels \
+                and sustained == self.sustained:
             return self
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
-                                   self.num_gpus_per_node, training, moe_kernels)
+                                   self.num_gpus_per_node, training, moe_kernels, sustained)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
         view._gemms, view._timers = self._gemms, self._timers
         return view

@@ -74,8 +74,18 @@ def _label(a) -> str:
 
 
 def inference(a, args: Dict[str, Any]) -> dict:
-    """run_inference(a, **args): its summary hook is `inference_summary_hook(a)`."""
-    return run_inference(a, **args)
+    """run_inference(a, **args): its summary hook is `inference_summary_hook(a)`. Under the calibrated
+    model the call is timed by its sustained view (`CalibratedCostModel.for_inference`: compute at the
+    power-limited sustained share, as a training step's); serve() times its steps with the analysis'
+    own model, whose engine profiles were fitted without that share."""
+    cm = a.cost_model
+    if not isinstance(cm, CalibratedCostModel) or cm.sustained:
+        return run_inference(a, **args)
+    # one sustained view per cost model (dropped with it): its phase times stay cached between calls
+    view = cm.__dict__.get("_inference_view")
+    if view is None:
+        view = cm.__dict__["_inference_view"] = cm.for_inference()
+    return run_inference(with_cost_model(a, view), **args)
 
 
 def inference_summary_hook(a):
