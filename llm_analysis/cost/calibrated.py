@@ -350,7 +350,21 @@ class CalibratedCostModel(CostModel):
         if timer is None:
             r = self._group_ranks_per_island(kind, group_size, comm_group)
             timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
-        return timer
+        if self.launch != "native":
+            return timer
+        # launched from a C++ host without CUDA graphs, a collective starts only once every rank has
+        # enqueued it (NCCL's host-side enqueue plus the kernel launch): one launch floor before the
+        # transfer, which queued work cannot hide as it hides a compute kernel's launch (every rank waits)
+        return self._launched_collective(timer, key)
+
+    def _launched_collective(self, timer, key: tuple):
+        """`timer` with one native launch floor added (memoised beside it, per floor)."""
+        key = key + ("native", self._floor)
+        launched = self._timers.get(key)
+        if launched is None:
+            floor_s = self._floor
+            launched = self._timers[key] = lambda nbytes_per_gpu: timer(nbytes_per_gpu) + floor_s
+        return launched
 
     def _group_ranks_per_island(self, kind: str, group_size: int, comm_group: str) -> int:
         stride = group_stride(self.parallelism, comm_group)
