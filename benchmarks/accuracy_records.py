@@ -39,7 +39,11 @@ _GPUS = (("gb200", "gb200-nvl72-186gb"), ("b200", "b200-180gb"), ("h200", "h200-
          ("a100_40gb", "a100-sxm-40gb"), ("a100", "a100-sxm-80gb"), ("l40s", "l40s-48gb"))
 _DTYPES = {"fp16": "w16a16e16", "bf16": "w16a16e16", "amp_bf16": "w16a16e16", "fp8": "fp8", "amp_fp8": "fp8",
            # gpt-fast int4 uses group 32; the catalogue's nearest is group 128 (scales 1/32 vs 1/128 B/param)
-           "int8 weight-only": "w8a16e16", "int4 weight-only (group 32)": "w4a16e16-g128"}
+           "int8 weight-only": "w8a16e16", "int4 weight-only (group 32)": "w4a16e16-g128",
+           # TensorRT-LLM's perf-overview "FP4" rows (B200 / GB200, PyTorch backend ~v1.0): assumed NVFP4 weights
+           # and activations (W4A4), the FP4 format of Blackwell's tensor cores that TensorRT-LLM quantises to;
+           # the rows state a maximum-throughput batch, not a count, so they are skipped for that instead
+           "fp4": "nvfp4"}
 # LLaMA-family public shapes: hidden -> (FFN width, vocab); arXiv 2302.13971 / 2307.09288 / 2407.21783
 _LLAMA = {(4096, False): (11008, 32000), (5120, False): (13824, 32000), (8192, False): (28672, 32000),
           (4096, True): (14336, 128256), (8192, True): (28672, 128256), (16384, True): (53248, 128256)}
