@@ -158,7 +158,7 @@ def leave_one_source_out(recs: list[dict], iterations: int, only: str | None = N
     that source's fold alone (the others' records still fit it)."""
     from fit_profiles import PARAMETERS, fit_generation, generation_cases  # (imports this module)
     from accuracy_records import gpu_of
-    from llm_analysis.cost.profiles import generation_of
+    from llm_analysis.cost.profiles import generation_of, load_profile
     roof_kw = predictor_kwargs("roofline")
     held, skipped = defaultdict(list), []  # source -> [(rid, generation, case, roofline s)]
     for rec in recs:
@@ -187,6 +187,12 @@ def leave_one_source_out(recs: list[dict], iterations: int, only: str | None = N
             profiles[gen] = fit_generation(gen, others, iterations=iterations)[0]
         for gen in unfitted:  # its shipped values were fitted on the held-out source itself
             profiles[gen] = borrowed_profile(gen, profiles)
+        if "ampere" in profiles:  # the others state Ampere's fitted native floor (host work): the fold's
+            native = {"kernel_floor_native_s": profiles["ampere"].values["kernel_floor_native_s"]}
+            for gen in {g for _, g, _, _ in members} - {"ampere"}:
+                if "kernel_floor_native_s" in load_profile(gen).values:
+                    profiles[gen] = profiles.get(gen, load_profile(gen)).with_values(
+                        native, "Ampere's native floor, refitted in this fold")
         for rec, gen, case, roof in members:
             try:
                 pred = case.run({"perf_model": profiles.get(gen, "calibrated")})
