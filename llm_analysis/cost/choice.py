@@ -75,11 +75,14 @@ def _label(a) -> str:
 
 def inference(a, args: Dict[str, Any]) -> dict:
     """run_inference(a, **args): its summary hook is `inference_summary_hook(a)`. Under the calibrated
-    model the call is timed by its sustained view (`CalibratedCostModel.for_inference`: compute at the
-    power-limited sustained share, as a training step's); serve() times its steps with the analysis'
-    own model, whose engine profiles were fitted without that share."""
+    model with kernels launched without CUDA graphs (`kernel_launch="native"` or "eager": a C++ engine's
+    or PyTorch's static batches, FasterTransformer, TensorRT-LLM's GptSession) the call is timed by its
+    sustained view (`CalibratedCostModel.for_inference`: compute at the power-limited sustained share, as
+    a training step's). Under CUDA graphs (the default: the serving engines) it keeps the model serve()
+    times its steps with, whose engine profiles were fitted without that share, so that one client of
+    serve() is one inference() call (an assumption of scope, docs/performance-models.md)."""
     cm = a.cost_model
-    if not isinstance(cm, CalibratedCostModel) or cm.sustained:
+    if not isinstance(cm, CalibratedCostModel) or cm.sustained or a.kernel_launch in (None, "graph"):
         return run_inference(a, **args)
     # one sustained view per cost model (dropped with it): its phase times stay cached between calls
     view = cm.__dict__.get("_inference_view")

@@ -7,8 +7,9 @@ in a trial Profile), the expected times written out from the rules the docstring
   PyTorch one); a profile without that key floors it as an eager one;
 - a collective launched natively waits one native floor before its transfer: its time is the
   CUDA-graph time of the same collective plus `kernel_floor_native_s`;
-- inference() computes at `training_compute_efficiency` of the benchmarks' rate (the power-limited
-  sustained clock, as training does), while the analysis' own cost model (serve()'s) does not.
+- inference() with kernels launched without CUDA graphs computes at `training_compute_efficiency` of the
+  benchmarks' rate (the power-limited sustained clock, as training does); under CUDA graphs (the
+  default) it keeps the model serve() times its steps with, as does the analysis' own cost model.
 """
 
 from __future__ import annotations
@@ -69,18 +70,21 @@ def test_sustained_view_computes_at_the_training_share_and_streams_at_full_rate(
     assert sustained.kernel_split_s(0.0, nbytes) == plain.kernel_split_s(0.0, nbytes)
 
 
-def test_inference_prefill_matmuls_take_one_over_the_share_longer_and_serving_keeps_its_model():
+def test_native_inference_prefill_matmuls_take_one_over_the_share_longer_and_graph_inference_does_not():
     # a wide, shallow model whose prefill matmuls at 64 x 2048 tokens are compute-bound
     model = ModelConfig(name="wide", num_layers=2, n_head=32, hidden_dim=4096, vocab_size=32000,
                         ffn_embed_dim=16384, max_seq_len=4096)
     times = {}
-    for share in (1.0, 0.5):
-        profile = AMPERE.with_values({"training_compute_efficiency": share}, "trial")
-        a = LLMAnalysis(model, A100, FP16, perf_model=profile)
-        out = a.inference(batch_size_per_gpu=64, seq_len=2048, num_tokens_to_generate=1)
-        mlp = out["prefill_latency_breakdown"]["mlp"]
-        times[share] = (mlp["compute_s"], mlp["memory_s"])  # the GEMMs; the activation streams
-        assert not a.cost_model.sustained  # serve() times steps with this one: unscaled
-    assert times[1.0][0] > 10 * times[1.0][1]  # compute-bound, as the case means
-    assert times[0.5][0] == pytest.approx(2 * times[1.0][0], rel=1e-9)
-    assert times[0.5][1] == pytest.approx(times[1.0][1], rel=1e-9)
+    for launch in ("native", None):
+        for share in (1.0, 0.5):
+            profile = AMPERE.with_values({"training_compute_efficiency": share}, "trial")
+            a = LLMAnalysis(model, A100, FP16, perf_model=profile, kernel_launch=launch)
+            out = a.inference(batch_size_per_gpu=64, seq_len=2048, num_tokens_to_generate=1)
+            mlp = out["prefill_latency_breakdown"]["mlp"]
+            times[launch, share] = (mlp["compute_s"], mlp["memory_s"])  # the GEMMs; the activation streams
+            assert not a.cost_model.sustained  # serve() times steps with this one: unscaled
+    assert times["native", 1.0][0] > 10 * times["native", 1.0][1]  # compute-bound, as the case means
+    assert times["native", 0.5][0] == pytest.approx(2 * times["native", 1.0][0], rel=1e-9)
+    assert times["native", 0.5][1] == pytest.approx(times["native", 1.0][1], rel=1e-9)
+    # under CUDA graphs (the default, the serving engines) inference() is serve()'s model: no share
+    assert times[None, 0.5] == times[None, 1.0]
