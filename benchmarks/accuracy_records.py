@@ -49,6 +49,10 @@ _LLAMA = {(4096, False): (11008, 32000), (5120, False): (13824, 32000), (8192, F
           (4096, True): (14336, 128256), (8192, True): (28672, 128256), (16384, True): (53248, 128256)}
 
 
+# the families whose records are training steps (the others time inference runs)
+TRAINING_FAMILIES = ("NVIDIA dgxc NeMo", "MosaicML", "DeepSpeed ZeRO-3", "Megatron", "Korthikanti")
+
+
 def family(rid: str) -> str | None:
     return next((name for prefix, name in FAMILIES if rid.startswith(prefix)), None)
 
