@@ -178,13 +178,14 @@ def leave_one_source_out(recs: list[dict], iterations: int, only: str | None = N
         if only is not None and fam != only:
             continue
         t0 = time.perf_counter()
-        profiles, unfitted = {}, []
+        profiles, unfitted, refitted = {}, [], []
         for gen in sorted({g for _, g, _, _ in members} & set(PARAMETERS)):
             others = generation_cases(gen, lambda rec, fam=fam: (family(rec["id"]) or "other") != fam, recs)
             if len(others) < len(PARAMETERS[gen]):
                 unfitted.append(gen)
                 continue
             profiles[gen] = fit_generation(gen, others, iterations=iterations)[0]
+            refitted.append(gen)
         for gen in unfitted:  # its shipped values were fitted on the held-out source itself
             profiles[gen] = borrowed_profile(gen, profiles)
         if "ampere" in profiles:  # the others state Ampere's fitted native floor (host work): the fold's
@@ -200,7 +201,7 @@ def leave_one_source_out(recs: list[dict], iterations: int, only: str | None = N
                 skipped.append((fam, rec["id"], f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"))
                 continue
             rows.append((fam, "holdout", rec["id"], case.measured_s, roof, pred))
-        print(f"  fold {fam}: refitted {', '.join(g for g in profiles if g not in unfitted) or 'nothing'} without it"
+        print(f"  fold {fam}: refitted {', '.join(refitted) or 'nothing'} without it"
               f"{'; borrowed for ' + ', '.join(unfitted) if unfitted else ''} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     if only is not None:
