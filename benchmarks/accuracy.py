@@ -2,6 +2,7 @@
 
     python benchmarks/accuracy.py [--perf_model roofline|calibrated] [--max_records N] [--per_record REGEX]
                                   [--holdout FILE]
+                                  [--loso [--loso_source NAME]]
 
 Reads benchmarks/data/validation/measured_dev.json (every record) and the
 inference/training records of benchmarks/data/validation/published_measurements.json
@@ -151,12 +152,13 @@ def print_records(rows: list[tuple], pattern: str) -> None:
             print(f"  {rid:<70} {half:<6} {meas:10.4g} {roof:10.4g} {pred:10.4g} {pred / meas:6.2f}")
 
 
-def leave_one_source_out(recs: list[dict], iterations: int) -> tuple[list[tuple], list[tuple]]:
+def leave_one_source_out(recs: list[dict], iterations: int, only: str | None = None) -> tuple[list[tuple], list[tuple]]:
     """-> rows (source, 'holdout', id, measured_s, roofline_s, predicted_s) with each record predicted by
-    profiles fitted without its source, and the records skipped (source, id, reason)."""
+    profiles fitted without its source, and the records skipped (source, id, reason). `only`: run
+    that source's fold alone (the others' records still fit it)."""
     from fit_profiles import PARAMETERS, fit_generation, generation_cases  # (imports this module)
     from accuracy_records import gpu_of
-    from llm_analysis.cost.profiles import generation_of
+    from llm_analysis.cost.profiles import generation_of, load_profile
     roof_kw = predictor_kwargs("roofline")
     held, skipped = defaultdict(list), []  # source -> [(rid, generation, case, roofline s)]
     for rec in recs:
@@ -170,17 +172,28 @@ def leave_one_source_out(recs: list[dict], iterations: int) -> tuple[list[tuple]
         except LLMAnalysisError as e:
             skipped.append((fam, rec["id"], f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"))
     rows = []
+    if only is not None and only not in held:
+        raise SystemExit(f"--loso_source {only!r}: no such source; valid: {', '.join(sorted(held))}")
     for fam, members in sorted(held.items()):
+        if only is not None and fam != only:
+            continue
         t0 = time.perf_counter()
-        profiles, unfitted = {}, []
+        profiles, unfitted, refitted = {}, [], []
         for gen in sorted({g for _, g, _, _ in members} & set(PARAMETERS)):
             others = generation_cases(gen, lambda rec, fam=fam: (family(rec["id"]) or "other") != fam, recs)
             if len(others) < len(PARAMETERS[gen]):
                 unfitted.append(gen)
                 continue
             profiles[gen] = fit_generation(gen, others, iterations=iterations)[0]
+            refitted.append(gen)
         for gen in unfitted:  # its shipped values were fitted on the held-out source itself
             profiles[gen] = borrowed_profile(gen, profiles)
+        if "ampere" in profiles:  # the others state Ampere's fitted native floor (host work): the fold's
+            native = {"kernel_floor_native_s": profiles["ampere"].values["kernel_floor_native_s"]}
+            for gen in {g for _, g, _, _ in members} - {"ampere"}:
+                if "kernel_floor_native_s" in load_profile(gen).values:
+                    profiles[gen] = profiles.get(gen, load_profile(gen)).with_values(
+                        native, "Ampere's native floor, refitted in this fold")
         for rec, gen, case, roof in members:
             try:
                 pred = case.run({"perf_model": profiles.get(gen, "calibrated")})
@@ -188,9 +201,11 @@ def leave_one_source_out(recs: list[dict], iterations: int) -> tuple[list[tuple]
                 skipped.append((fam, rec["id"], f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"))
                 continue
             rows.append((fam, "holdout", rec["id"], case.measured_s, roof, pred))
-        print(f"  fold {fam}: refitted {', '.join(g for g in profiles if g not in unfitted) or 'nothing'} without it"
+        print(f"  fold {fam}: refitted {', '.join(refitted) or 'nothing'} without it"
               f"{'; borrowed for ' + ', '.join(unfitted) if unfitted else ''} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    if only is not None:
+        skipped = [s for s in skipped if s[0] == only]
     return rows, skipped
 
 
@@ -222,6 +237,8 @@ def main(argv=None) -> int:
                     help="leave-one-source-out: each source predicted by profiles refitted on the others")
     ap.add_argument("--loso_iterations", type=int, default=8,
                     help="Levenberg-Marquardt steps per fold and generation (default 8)")
+    ap.add_argument("--loso_source", default=None, metavar="NAME",
+                    help="with --loso: run only the fold of this source (e.g. FasterTransformer)")
     ap.add_argument("--scope", choices=("framework", "all", "ampere-era"), default="framework",
                     help="with --loso: refit framework terms only (shipped) or all operator efficiencies too")
     args = ap.parse_args(argv)
@@ -240,7 +257,7 @@ def main(argv=None) -> int:
         logging.disable(logging.WARNING)
         from fit_profiles import use_scope
         use_scope(args.scope)
-        rows, skipped = leave_one_source_out(recs, args.loso_iterations)
+        rows, skipped = leave_one_source_out(recs, args.loso_iterations, args.loso_source)
         print(f"leave-one-source-out: {len(recs)} records, {len(rows)} used, {len(skipped)} skipped; errors are "
               "|predicted/measured - 1| of profiles fitted without the record's source\n")
         print_table(rows, skipped, ("holdout",))

@@ -39,10 +39,18 @@ _GPUS = (("gb200", "gb200-nvl72-186gb"), ("b200", "b200-180gb"), ("h200", "h200-
          ("a100_40gb", "a100-sxm-40gb"), ("a100", "a100-sxm-80gb"), ("l40s", "l40s-48gb"))
 _DTYPES = {"fp16": "w16a16e16", "bf16": "w16a16e16", "amp_bf16": "w16a16e16", "fp8": "fp8", "amp_fp8": "fp8",
            # gpt-fast int4 uses group 32; the catalogue's nearest is group 128 (scales 1/32 vs 1/128 B/param)
-           "int8 weight-only": "w8a16e16", "int4 weight-only (group 32)": "w4a16e16-g128"}
+           "int8 weight-only": "w8a16e16", "int4 weight-only (group 32)": "w4a16e16-g128",
+           # TensorRT-LLM's perf-overview "FP4" rows (B200 / GB200, PyTorch backend ~v1.0): assumed NVFP4 weights
+           # and activations (W4A4), the FP4 format of Blackwell's tensor cores that TensorRT-LLM quantises to;
+           # the rows state a maximum-throughput batch, not a count, so they are skipped for that instead
+           "fp4": "nvfp4"}
 # LLaMA-family public shapes: hidden -> (FFN width, vocab); arXiv 2302.13971 / 2307.09288 / 2407.21783
 _LLAMA = {(4096, False): (11008, 32000), (5120, False): (13824, 32000), (8192, False): (28672, 32000),
           (4096, True): (14336, 128256), (8192, True): (28672, 128256), (16384, True): (53248, 128256)}
+
+
+# the families whose records are training steps (the others time inference runs)
+TRAINING_FAMILIES = ("NVIDIA dgxc NeMo", "MosaicML", "DeepSpeed ZeRO-3", "Megatron", "Korthikanti")
 
 
 def family(rid: str) -> str | None:
@@ -101,7 +109,8 @@ def _int(setup: dict, key: str) -> int:
 
 
 def _launches_eagerly(rec: dict) -> bool:
-    """Engines of the records that launch every kernel from the host, without CUDA graphs:
+    """Engines of the records that launch every kernel from C++ on the host, without CUDA graphs
+    (timed with the native launch floor, `kernel_launch="native"`, not PyTorch's eager one):
     FasterTransformer (C++, its docs/gpt_guide.md) and TensorRT-LLM's static-batching
     gptSessionBenchmark, which runs GptSession without CUDA graphs unless --enable_cuda_graph is
     passed (github:NVIDIA/TensorRT-LLM benchmarks/cpp/gptSessionBenchmark.cpp, 2023; the
@@ -158,7 +167,7 @@ def case_inference(rec: dict) -> Case:
 
     def run(kw: dict) -> float:
         if kw.get("perf_model", "roofline") != "roofline" and eager:
-            kw = {**kw, "kernel_launch": "eager"}
+            kw = {**kw, "kernel_launch": "native"}
         res = LLMAnalysis(model, gpu, dtype, par, **kw).inference(batch_size_per_gpu=batch, seq_len=prompt,
                                                                   num_tokens_to_generate=out)
         return res[key]

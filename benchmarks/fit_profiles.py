@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from accuracy import load_records, split_of, validation_dir  # noqa: E402
-from accuracy_records import Case, Skip, case_of, gpu_of  # noqa: E402
+from accuracy_records import TRAINING_FAMILIES, Case, Skip, case_of, family, gpu_of  # noqa: E402
 
 from llm_analysis.cost.calibrate import calibrate  # noqa: E402
 from llm_analysis.cost.profiles import PROFILE_DIR, Profile, generation_of, load_profile, save_profile  # noqa: E402
@@ -47,8 +47,10 @@ from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 # NCCL latencies stay at their nccl-tests-anchored values (tests/test_nccl_model.py).
 _TRAINING = "training_compute_efficiency"  # training steps below the kernel benchmarks' rate
 PARAMETERS = {
-    # the kernel floors are host launch work; weight-only dequantisation has no operator table
-    "ampere": ("kernel_floor_graph_s", "kernel_floor_eager_s", "weight_only_int8_stream_factor",
+    # the kernel floors are host launch work; weight-only dequantisation has no operator table. The eager
+    # floor is not fitted: no eager-launched record pins it (the C++ engines' runs, FasterTransformer and
+    # TensorRT-LLM's GptSession, have the native floor; training steps hardly depend on it)
+    "ampere": ("kernel_floor_graph_s", "kernel_floor_native_s", "weight_only_int8_stream_factor",
                "weight_only_int4_stream_factor", _TRAINING),
     # kernel_floor_eager_s is not fitted here: one fit-half record (a batch-1 first token) would pin it;
     # Hopper takes Ampere's fitted host launch floor (hopper.json states it)
@@ -128,17 +130,35 @@ def generation_cases(generation: str, keep: Callable[[dict], bool], records: Opt
 def fit_generation(generation: str, cases: Dict[str, Case], names: Optional[Tuple[str, ...]] = None,
                    iterations: int = 50) -> Tuple[Profile, str]:
     """(the generation's shipped profile with `names` (default PARAMETERS) fitted on `cases`, the
-    rms log error note); the shipped profile unchanged when there are fewer cases than parameters."""
+    rms log error note); the shipped profile unchanged when there are fewer cases than parameters.
+
+    Two stages when the sustained share (`training_compute_efficiency`) is among them: the share on
+    the training records alone (long steps, where it is
+    identifiable: an inference run's compute time trades against its launch floors, and the
+    FasterTransformer rows, a third of the records, would set it for every training source), then
+    the other names on every record with the share fixed. inference() applies it to runs launched
+    without CUDA graphs (cost/choice.py `inference`)."""
     names = PARAMETERS[generation] if names is None else names
     base = load_profile(generation)
     if len(cases) < len(names):
         return base, f"{len(cases)} records for {len(names)} parameters: not fitted"
+    training = {rid: c for rid, c in cases.items() if family(rid) in TRAINING_FAMILIES}
+    if _TRAINING in names and training:
+        share, note = _fit_on(generation, training, base, (_TRAINING,), iterations)
+        rest = tuple(n for n in names if n != _TRAINING)
+        return _fit_on(generation, cases, share, rest, iterations) if rest else (share, note)
+    return _fit_on(generation, cases, base, names, iterations)
+
+
+def _fit_on(generation: str, cases: Dict[str, Case], start: Profile, names: Tuple[str, ...],
+            iterations: int) -> Tuple[Profile, str]:
+    """`start` with `names` least-squares fitted on `cases` (cost/calibrate.py), the rms note."""
     meas = [{"id": rid, "setup": {"record": rid}, "value": c.measured_s, "unit": "s"} for rid, c in cases.items()]
 
     def predict(setup, profile):
         return cases[setup["record"]].run({"perf_model": profile})
     bands = {n: b for n, b in BOUNDS.get(generation, {}).items() if n in names}
-    fitted = calibrate(meas, predict, base, names, bounds=bands, iterations=iterations)
+    fitted = calibrate(meas, predict, start, names, bounds=bands, iterations=iterations)
     return fitted, fitted.sources[names[0]].split("rms log error")[-1].strip()
 
 
@@ -167,9 +187,12 @@ def fit(generation: str, write: bool, half: str) -> None:
     source = (f"fitted on {len(cases)} records of measured_dev.json + published_measurements.json, {which} "
               f"(benchmarks/fit_profiles.py), rms log error {rms_note}")
     out = base
+    n_training = sum(family(rid) in TRAINING_FAMILIES for rid in cases)
     for n in names:  # a value at a band edge says so in its source
-        out = out.with_values({n: fitted.values[n]}, source + _edge_note(fitted.values[n],
-                                                                         BOUNDS.get(generation, {}).get(n)))
+        stage = (f"; on its {n_training} training records alone, the other terms then on all with it fixed "
+                 "(fit_generation)") if n == _TRAINING else ""
+        out = out.with_values({n: fitted.values[n]}, source + stage + _edge_note(fitted.values[n],
+                                                                                 BOUNDS.get(generation, {}).get(n)))
     for n in names:
         print(f"  {generation}.{n}: {base.values[n]:.4g} -> {out.values[n]:.4g}")
     print(f"{generation}: {len(cases)} records, {rms_note} ({time.perf_counter() - t0:.0f} s)")

@@ -37,8 +37,11 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
 - kernel floor: `kernel_floor_graph_s` for inference (serving engines launch
   decode and prefill from CUDA graphs: TensorRT-LLM, vLLM, gpt-fast),
   `kernel_floor_eager_s` for training (eager PyTorch / Megatron launch every
-  kernel from the host). `LLMAnalysis` picks "graph" for inference() and
-  "eager" for training().
+  kernel from Python, through the dispatcher), `kernel_floor_native_s` for a C++
+  engine launching every kernel from the host without graphs (FasterTransformer,
+  TensorRT-LLM's GptSession without CUDA graphs: `kernel_launch="native"`): host
+  launch work differs by the code that issues it, not by the GPU. `LLMAnalysis`
+  picks "graph" for inference() and "eager" for training().
 - collectives: NCCL's algorithms (`nccl.collective_time_s`) on the fabric
   derived from the GPU config (one ring per NIC across nodes, NVLink islands,
   NVLink SHARP, PCIe), ranks laid out TP fastest, then PP, then DP.
@@ -70,7 +73,7 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
 from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
-from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape, flash_backward_rate
+from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape, flash_backward_rate, launch_floor_s
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
@@ -151,12 +154,12 @@ class CalibratedCostModel(CostModel):
 
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
                  launch: str = "graph", num_gpus_per_node: Optional[int] = None, training: bool = False,
-                 moe_kernels: Optional[str] = None):
+                 moe_kernels: Optional[str] = None, sustained: bool = False):
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
         check_profile_matches_gpu(profile, gpu.name)
-        self.profile, self.launch, self.training = profile, launch, training
+        self.profile, self.launch, self.training, self.sustained = profile, launch, training, sustained
         v = profile.values
         self._fp8 = _is_fp8(dtype)
         # fp8 training casts each GEMM operand in a kernel of its own (training/fp8_casts.py)
@@ -164,8 +167,8 @@ class CalibratedCostModel(CostModel):
         # the loss over the vocabulary runs element-wise float32 kernels (training/loss.py)
         self.times_training_loss = True
         self._num_sms = profile.num_sms(gpu.name)
-        # a training step's kernels compute below the benchmarks' rate (module docstring)
-        self._compute_share = v.get("training_compute_efficiency", 1.0) if training else 1.0
+        # a training step's or inference() call's kernels compute below the benchmarks' rate (module docstring)
+        self._compute_share = v.get("training_compute_efficiency", 1.0) if (training or sustained) else 1.0
         self._peak = self.peak_flops_per_s * self._compute_share
         self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
         self._precision = gemm_precision(dtype)
@@ -184,29 +187,36 @@ class CalibratedCostModel(CostModel):
             else self._peak
         self._attn_eff, self._attn_half = v["attn_prefill_efficiency"], v["attn_prefill_half_seq"]
         self._decode_eff = v["attn_decode_hbm_efficiency"]
-        self._floor = v["kernel_floor_graph_s"] if launch == "graph" else v["kernel_floor_eager_s"]
+        self._floor = launch_floor_s(v, launch)
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K)
         self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
-        """The same model with another kernel floor ('graph' serving, 'eager' training)."""
-        return self._view(launch, self.training, self.moe_kernels)
+        """The same model with another kernel floor ('graph' serving, 'eager' training, 'native' C++ engines)."""
+        return self._view(launch, self.training, self.moe_kernels, self.sustained)
 
     def for_training(self, launch: str = "eager") -> "CalibratedCostModel":
         """The model of a training step: kernel floor `launch`, compute at training_compute_efficiency."""
-        return self._view(launch, True, self.moe_kernels)
+        return self._view(launch, True, self.moe_kernels, self.sustained)
+
+    def for_inference(self) -> "CalibratedCostModel":
+        """The model of an inference() call: compute at the sustained share (training_compute_efficiency,
+        module docstring); serving's step times keep the unscaled model (their engine profiles were
+        fitted on it)."""
+        return self._view(self.launch, self.training, self.moe_kernels, True)
 
     def with_moe_kernels(self, moe_kernels: Optional[str]) -> "CalibratedCostModel":
         """The same model with routed experts at the grouped GEMM share of a serving engine's MoE
         kernel family (`moe_gemm_share`; None or "vllm": vLLM's)."""
-        return self._view(self.launch, self.training, moe_kernels)
+        return self._view(self.launch, self.training, moe_kernels, self.sustained)
 
-    def _view(self, launch: str, training: bool, moe_kernels: Optional[str]) -> "CalibratedCostModel":
-        if launch == self.launch and training == self.training and moe_kernels == self.moe_kernels:
+    def _view(self, launch: str, training: bool, moe_kernels: Optional[str], sustained: bool) -> "CalibratedCostModel":
+        if launch == self.launch and training == self.training and moe_kernels == self.moe_kernels \
+                and sustained == self.sustained:
             return self
         view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
-                                   self.num_gpus_per_node, training, moe_kernels)
+                                   self.num_gpus_per_node, training, moe_kernels, sustained)
         # GEMM efficiencies and collective times do not depend on the floor: one memo for both
         view._gemms, view._timers = self._gemms, self._timers
         return view
@@ -340,7 +350,21 @@ class CalibratedCostModel(CostModel):
         if timer is None:
             r = self._group_ranks_per_island(kind, group_size, comm_group)
             timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
-        return timer
+        if self.launch != "native":
+            return timer
+        # launched from a C++ host without CUDA graphs, a collective starts only once every rank has
+        # enqueued it (NCCL's host-side enqueue plus the kernel launch): one launch floor before the
+        # transfer, which queued work cannot hide as it hides a compute kernel's launch (every rank waits)
+        return self._launched_collective(timer, key)
+
+    def _launched_collective(self, timer, key: tuple):
+        """`timer` with one native launch floor added (memoised beside it, per floor)."""
+        key = key + ("native", self._floor)
+        launched = self._timers.get(key)
+        if launched is None:
+            floor_s = self._floor
+            launched = self._timers[key] = lambda nbytes_per_gpu: timer(nbytes_per_gpu) + floor_s
+        return launched
 
     def _group_ranks_per_island(self, kind: str, group_size: int, comm_group: str) -> int:
         stride = group_stride(self.parallelism, comm_group)

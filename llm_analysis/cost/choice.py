@@ -43,7 +43,8 @@ def roofline_model(a, cls=RooflineCostModel):
 
 def check_launch(kernel_launch):
     """kernel_launch of LLMAnalysis: None (CUDA graphs for inference(), eager for training()),
-    "graph" or "eager" for both (e.g. "eager" for a C++ engine without graphs: FasterTransformer)."""
+    "graph", "eager" (PyTorch, kernels dispatched from Python) or "native" (a C++ engine launching
+    every kernel without CUDA graphs: FasterTransformer) for both."""
     if kernel_launch is not None and kernel_launch not in LAUNCH_MODES:
         raise ConfigError(f"kernel_launch = {kernel_launch!r}; valid: None, {', '.join(map(repr, LAUNCH_MODES))}")
     return kernel_launch
@@ -73,8 +74,21 @@ def _label(a) -> str:
 
 
 def inference(a, args: Dict[str, Any]) -> dict:
-    """run_inference(a, **args): its summary hook is `inference_summary_hook(a)`."""
-    return run_inference(a, **args)
+    """run_inference(a, **args): its summary hook is `inference_summary_hook(a)`. Under the calibrated
+    model with kernels launched without CUDA graphs (`kernel_launch="native"` or "eager": a C++ engine's
+    or PyTorch's static batches, FasterTransformer, TensorRT-LLM's GptSession) the call is timed by its
+    sustained view (`CalibratedCostModel.for_inference`: compute at the power-limited sustained share, as
+    a training step's). Under CUDA graphs (the default: the serving engines) it keeps the model serve()
+    times its steps with, whose engine profiles were fitted without that share, so that one client of
+    serve() is one inference() call (an assumption of scope, docs/performance-models.md)."""
+    cm = a.cost_model
+    if not isinstance(cm, CalibratedCostModel) or cm.sustained or a.kernel_launch in (None, "graph"):
+        return run_inference(a, **args)
+    # one sustained view per cost model (dropped with it): its phase times stay cached between calls
+    view = cm.__dict__.get("_inference_view")
+    if view is None:
+        view = cm.__dict__["_inference_view"] = cm.for_inference()
+    return run_inference(with_cost_model(a, view), **args)
 
 
 def inference_summary_hook(a):

@@ -17,7 +17,10 @@ smaller tiles reuse operands less (a relative efficiency per tile, in the
 profile); the heuristics pick the best tile, so the best candidate is taken. The kernel
 time is max(compute, HBM streaming) and never less than the launch floor:
 `kernel_floor_graph_s` when serving runs under CUDA graphs (TensorRT-LLM,
-vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps.
+vLLM, gpt-fast), `kernel_floor_eager_s` for eager training steps (PyTorch: every
+kernel dispatched from Python), `kernel_floor_native_s` for a C++ engine that
+launches every kernel from the host without CUDA graphs (FasterTransformer,
+TensorRT-LLM's GptSession without --enable_cuda_graph): `launch_floor_s`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,21 @@ from llm_analysis.errors import ConfigError
 from llm_analysis.cost.gemm_buckets import bucket_levels, tile_winner, wave_fill
 from llm_analysis.cost.profiles import Profile
 
-LAUNCH_MODES = ("graph", "eager")
+LAUNCH_MODES = ("graph", "eager", "native")
+# the profile key of each launch mode's per-kernel floor
+LAUNCH_FLOOR_KEYS = {"graph": "kernel_floor_graph_s", "eager": "kernel_floor_eager_s", "native": "kernel_floor_native_s"}
+
+
+def launch_floor_s(values, launch: str) -> float:
+    """The least time of one kernel launched in mode `launch` from a profile's values: "graph"
+    (replayed from a CUDA graph), "eager" (dispatched from Python, PyTorch) or "native" (launched
+    from C++ without graphs). A profile without a native floor (one saved before the key existed)
+    takes its eager one: the model before the key existed."""
+    if launch not in LAUNCH_MODES:
+        raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
+    if launch == "native" and values.get("kernel_floor_native_s") is None:
+        return values["kernel_floor_eager_s"]
+    return values[LAUNCH_FLOOR_KEYS[launch]]
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -136,9 +153,7 @@ def hbm_efficiency(num_bytes: float, profile: Profile) -> float:
 
 
 def kernel_floor_s(profile: Profile, launch: str = "graph") -> float:
-    if launch not in LAUNCH_MODES:
-        raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
-    return profile.kernel_floor_graph_s if launch == "graph" else profile.kernel_floor_eager_s
+    return launch_floor_s(profile.values, launch)
 
 
 def memory_time_s(num_bytes: float, hbm_bytes_per_s: float, profile: Profile) -> float:

@@ -111,6 +111,8 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "attn_decode_hbm_efficiency": ("efficiency", "paged-attention KV streaming / HBM spec"),
     "kernel_floor_graph_s": ("seconds", "least time per kernel under CUDA graphs (serving)"),
     "kernel_floor_eager_s": ("seconds", "least time per kernel in eager mode (training)"),
+    "kernel_floor_native_s": ("seconds", "least time per kernel launched from C++ without CUDA graphs "
+                                         "(FasterTransformer)"),
     "training_compute_efficiency": ("efficiency", "compute rate of a training step's kernels / the operator "
                                                   "benchmarks' (long steps run at the power-limited sustained "
                                                   "clock, and overlapped communication kernels hold SMs)"),
@@ -125,6 +127,8 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "gemm_fp8_plateau_efficiency": (None, "the 16-bit GEMM plateau (fp8 GEMMs at the same efficiency)"),
     "gemm_fp4_plateau_efficiency": (None, "the 16-bit GEMM plateau (FP4 GEMMs at the same efficiency; the model "
                                           "before this key existed)"),
+    "kernel_floor_native_s": (None, "kernel_floor_eager_s (C++ launches floored as eager PyTorch ones: the model "
+                                    "before this key existed)"),
     "moe_gemm_share": (None, "1: the grouped expert GEMM as fast as one dense GEMM of the per-expert shape "
                              "(no measured MoE kernels for this generation)"),
     "moe_gemm_fp8_share": (None, "moe_gemm_share (no measured fp8 MoE kernels for this generation)"),

@@ -136,13 +136,16 @@ def test_report_half_error_targets(rows):
 @needs_records
 @pytest.mark.parametrize("fam", (
     pytest.param("FasterTransformer", marks=pytest.mark.xfail(strict=True, reason=_REFIT.format(
-        "FasterTransformer 18% / 30%: its 2022 GEMMs run below the measured A100 plateau"))),
+        "FasterTransformer 18% / 30%; 11% / 24% since its C++ launches have a floor of their own (collectives "
+        "waiting one) and its static batches compute at the sustained share; small models' large-batch "
+        "prefills still come out 0.6-0.75x"))),
     # Korthikanti (9% / 17%) and MosaicML (8% / 22%) meet the targets again since the flash backward is
     # timed as executed and MosaicML's H100 runs time llm-foundry's attention kernel
     "Korthikanti",
     "Megatron",
     "MosaicML",
-    pytest.param("TensorRT-LLM", marks=pytest.mark.xfail(strict=True, reason=_REFIT.format("TensorRT-LLM 15% / 24%"))),
+    pytest.param("TensorRT-LLM", marks=pytest.mark.xfail(strict=True, reason=_REFIT.format(
+        "TensorRT-LLM 15% / 24%; 9% / 35% with its GptSession runs at the native floor and the sustained share"))),
     "gpt-fast"))
 def test_report_half_error_targets_per_family(rows, fam):
     errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report" and r[0] == fam)
