@@ -28,6 +28,9 @@ class Case:
     measured_s: float
     run: Callable[[dict], float]  # analysis kwargs (efficiencies, perf_model) -> predicted seconds
     notes: list = field(default_factory=list)
+    # False: scored, never fitted on (a serve() answer: its step times also hang on the engine
+    # profiles, fitted on serving rows by benchmarks/fit_engine_profiles.py, not on these records)
+    fitted_on: bool = True
 
 
 # the ZeRO-3 rows of Narayanan et al. 2021 Table 2 ran DeepSpeed, not Megatron-LM: their own family
@@ -42,7 +45,7 @@ _DTYPES = {"fp16": "w16a16e16", "bf16": "w16a16e16", "amp_bf16": "w16a16e16", "f
            "int8 weight-only": "w8a16e16", "int4 weight-only (group 32)": "w4a16e16-g128",
            # TensorRT-LLM's perf-overview "FP4" rows (B200 / GB200, PyTorch backend ~v1.0): assumed NVFP4 weights
            # and activations (W4A4), the FP4 format of Blackwell's tensor cores that TensorRT-LLM quantises to;
-           # the rows state a maximum-throughput batch, not a count, so they are skipped for that instead
+           # the rows state a maximum-throughput run, scored by serve()'s saturation rate (case_max_throughput)
            "fp4": "nvfp4"}
 # LLaMA-family public shapes: hidden -> (FFN width, vocab); arXiv 2302.13971 / 2307.09288 / 2407.21783
 _LLAMA = {(4096, False): (11008, 32000), (5120, False): (13824, 32000), (8192, False): (28672, 32000),
@@ -136,10 +139,40 @@ def _pre_xqa_gqa_decode(rec: dict) -> bool:
     return bool(old and gqa and s.get("output_len", 1) > 1)
 
 
+def case_max_throughput(rec: dict) -> Case:
+    """TensorRT-LLM's perf-overview rows: `trtllm-bench throughput` sends every request at once
+    (an infinite request rate) and reports the output tokens/s of all the run's GPUs. That is the
+    engine's saturation throughput: serve() under an open loop above saturation answers the
+    saturation request rate (`saturation_request_rate_per_s`, with TensorRT-LLM's engine profile:
+    in-flight batching, its token budget and KV pool). Compared as seconds per request
+    (output_len / tokens per s, against 1 / the predicted rate); replicas = num_gpus / (tp x pp)."""
+    s, m, notes = rec["setup"], rec["measured"], []
+    gpu, dtype = gpu_of(s["gpu"]), dtype_of(s)
+    model = model_of(s, notes)
+    prompt, out = _int(s, "input_len"), _int(s, "output_len")
+    tp, pp, n = s.get("tp") or 1, s.get("pp") or 1, _int(s, "num_gpus")
+    if n % (tp * pp):
+        raise Skip(f"tp*pp = {tp * pp} does not divide num_gpus {n}")
+    par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=n // (tp * pp))
+    measured = out / m["total_output_tokens_per_s"]
+    notes.append("saturation throughput of serve(framework='trtllm')")
+
+    def run(kw: dict) -> float:
+        # the roofline column is a bound: the engine's host overheads (fitted, not physics) left out
+        bound = kw.get("perf_model", "roofline") == "roofline"
+        host = dict(step_overhead_s=0.0, step_overhead_per_seq_s=0.0) if bound else {}
+        res = LLMAnalysis(model, gpu, dtype, par, **kw).serve(request_rate=1e6, input_len=prompt, output_len=out,
+                                                             framework="trtllm", **host)
+        return 1.0 / res["saturation_request_rate_per_s"]
+    return Case(measured, run, notes, fitted_on=False)
+
+
 def case_inference(rec: dict) -> Case:
     s, m, notes = rec["setup"], rec["measured"], []
     if m.get("oom"):
         raise Skip("measured out of memory: no time")
+    if "max throughput" in str(s.get("batch", "")) and "total_output_tokens_per_s" in m:
+        return case_max_throughput(rec)
     if _pre_xqa_gqa_decode(rec):
         raise Skip("GQA decode on TensorRT-LLM < v0.8 (no XQA kernel; XQA-kernel.md blog: up to 2.4x slower)")
     gpu, dtype = gpu_of(s["gpu"]), dtype_of(s)

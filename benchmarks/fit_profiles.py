@@ -120,6 +120,8 @@ def generation_cases(generation: str, keep: Callable[[dict], bool], records: Opt
             if generation_of(gpu_of(rec["setup"].get("gpu", "?")).name) != generation:
                 continue
             case = case_of(rec)
+            if not case.fitted_on:
+                continue
             case.run({"perf_model": "calibrated"})
         except (Skip, LLMAnalysisError, KeyError):
             continue
