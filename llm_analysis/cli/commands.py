@@ -131,7 +131,7 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           cp_size: int = 1, cp_comm: str = "ring", num_layers_in_first_pipeline_stage: Optional[int] = None,
           num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
           encoder_seq_len: Optional[int] = None, html: Optional[str] = None,
-          image_tokens: Optional[int] = None) -> dict:
+          image_tokens: Optional[int] = None, kernel_launch: Optional[str] = None) -> dict:
     """Inference analysis of a model on a GPU: time to first token, time per output token, memory, largest batch.
 
     Prints a readable report (setup, summary, parameters/FLOPs/time per layer part
@@ -211,6 +211,10 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         image_tokens: image tokens in each request's prompt (vision-language models; part of seq_len): the
             prefill runs the vision tower and projector on them. Without it a text-only request is timed (the
             vision weights still count in memory).
+        kernel_launch: how the engine launches kernels, which sets the calibrated model's per-kernel floor:
+            graph (default: CUDA graphs, as vLLM / SGLang / TensorRT-LLM decode), eager (PyTorch dispatching
+            each kernel from Python) or native (a C++ engine launching every kernel without CUDA graphs:
+            FasterTransformer, TensorRT-LLM's GptSession).
     Returns:
         The summary dict (base units: seconds, bytes, FLOPs).
     """
@@ -232,7 +236,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         conventions="serving" if serving else conventions,
         perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=any(
             v is not None for v in (achieved_tflops, achieved_memory_bandwidth_GBs, flops_efficiency,
-                                    hbm_memory_efficiency))))
+                                    hbm_memory_efficiency))),
+        kernel_launch=kernel_launch)
     analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
     analysis = analysis.with_encoder_seq_len(encoder_seq_len)  # cross-attention models (the report too)
     analysis = analysis.with_image_tokens(image_tokens)  # vision-language models (the report too)

@@ -161,6 +161,23 @@ def test_json_output_stays_clean_with_files_charts_and_warnings(run, tmp_path):
     assert "max_seq_len" not in p.stderr and "wrote" in p.stderr
 
 
+def test_infer_kernel_launch_reaches_the_library(run):
+    """--kernel_launch native times the run as the library does with kernel_launch="native" (a C++
+    engine's floor per kernel), which a batch-1 decode of a small model feels: it differs from the
+    CUDA-graph default."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name
+    args = ["--model_name", "meta-llama_Llama-3.1-8B", "--gpu_name", "a100-sxm-80gb", "--batch_size_per_gpu", "1",
+            "--seq_len", "128", "--num_tokens_to_generate", "32", "--output_format", "json"]
+    native = json.loads(run("infer", *args, "--kernel_launch", "native").stdout)
+    graph = json.loads(run("infer", *args).stdout)
+    lib = LLMAnalysis(get_model_config_by_name("meta-llama_Llama-3.1-8B"), get_gpu_config_by_name("a100-sxm-80gb"),
+                      get_dtype_config_by_name("w16a16e16"), perf_model="calibrated", kernel_launch="native"
+                      ).inference(batch_size_per_gpu=1, seq_len=128, num_tokens_to_generate=32)
+    assert native["total_latency"] == pytest.approx(lib["total_latency"], rel=1e-12)
+    assert native["total_latency"] != pytest.approx(graph["total_latency"], rel=1e-3)
+
+
 def test_train_json(run):
     p = run(*TRAIN_175B, "--output_format", "json")
     assert p.returncode == 0, p.stderr
@@ -228,6 +245,7 @@ ERRORS = [
      [r"needs \d+\.\d+ GB per GPU", r"ds_zero=3|tp_size=2"]),
     ("bad value", ["infer", "--batch_size_per_gpu", "0"], [r"batch_size_per_gpu = 0 must be an integer in \[1, \d+\]"]),
     ("bad output format", ["infer", "--output_format", "xml"], [r"output_format = 'xml'", r"text, json, none"]),
+    ("bad kernel launch", ["infer", "--kernel_launch", "cuda"], [r"kernel_launch = 'cuda'", r"'graph', 'eager', 'native'"]),
     ("plot without output_dir", ["infer", "--plot"], [r"plot=True needs output_dir"]),
     ("output_dir not writable", ["infer", "--model_name", "gpt2", "--output_dir", os.devnull + "/sub"],
      [r"cannot write into output_dir", r"writable directory"]),
