@@ -276,20 +276,28 @@ def test_fit_scopes_add_the_operator_efficiencies_and_restore_the_framework_set(
 
 
 @needs_records
-def test_mosaicml_h100_runs_time_llm_foundrys_attention_kernel(accuracy):
-    """MosaicML's H100 records run llm-foundry's FlashAttention-2-generation kernel: 35% of the H100 peak
-    (FlashAttention-3 paper, arXiv 2407.08608) instead of the measured Hopper-native kernel, whatever
-    profile is tried; the A100 records (FlashAttention-2 native there) are untouched."""
+def test_mosaicml_h100_runs_time_llm_foundrys_triton_attention_kernel(accuracy, monkeypatch):
+    """MosaicML's H100 tables were made by llm-foundry's benchmarking script, whose default attn_impl was
+    'triton' (FlashAttention in Triton). FlashAttention-2 is 1.3-2.5x faster than it (arXiv 2307.08691,
+    section 4; 1.9 the middle) and reaches 35% of the H100 peak (arXiv 2407.08608): the Triton kernel
+    0.35 / 1.9, whatever profile a fit tries. The A100 records keep the Ampere profile's kernel."""
     import accuracy_records as ar
     recs = {r["id"]: r for r in accuracy.load_records(VALIDATION)}
+    triton_on_h100 = 0.35 / 1.9  # the two papers' figures, by hand
     h100 = ar.case_of(recs["mpt-h100-80gb-bf16-1b-s32768-g8"])
-    stated = ar._ampere_style_attention("calibrated")
-    assert stated.values["attn_prefill_efficiency"] == 0.35 < load_profile("hopper").values["attn_prefill_efficiency"]
+    stated = ar._triton_flash_attention_on_hopper("calibrated")
+    assert stated.values["attn_prefill_efficiency"] == pytest.approx(triton_on_h100, rel=1e-12)
     # a trial profile of a fit gets the statement too: its own attention value is not what the run executed
     trial = load_profile("hopper").with_values({"attn_prefill_efficiency": 0.9}, "trial")
-    assert h100.run({"perf_model": "calibrated"}) == pytest.approx(h100.run({"perf_model": stated}), rel=1e-12)
-    assert h100.run({"perf_model": trial}) == pytest.approx(h100.run({"perf_model": stated}), rel=1e-12)
+    triton_s = h100.run({"perf_model": "calibrated"})
+    assert triton_s == pytest.approx(h100.run({"perf_model": stated}), rel=1e-12)
+    assert h100.run({"perf_model": trial}) == pytest.approx(triton_s, rel=1e-12)
     assert h100.run({"perf_model": "roofline"}) < h100.measured_s
     a100 = ar.case_of(recs["mpt-a100-80gb-with-1600-gbps-node--1b-s65536-g8"])
     assert a100.run({"perf_model": "calibrated"}) == pytest.approx(a100.run({"perf_model": load_profile("ampere")}),
                                                                    rel=1e-12)
+    # against FlashAttention-2 itself (35% of peak), the 32k-token step is slower
+    monkeypatch.setattr(ar, "TRITON_FLASH_SLOWDOWN", 1.0)
+    assert triton_s > 1.05 * h100.run({"perf_model": "calibrated"})
+
+
