@@ -191,6 +191,9 @@ class CalibratedCostModel(CostModel):
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K)
         self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer
+        # the views of this model (`_view`): one object per (launch, training, moe_kernels, sustained), so
+        # that what the describer keeps per cost model (phase times) is kept between calls
+        self._views: Dict[tuple, "CalibratedCostModel"] = {}
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training, 'native' C++ engines)."""
@@ -212,13 +215,15 @@ class CalibratedCostModel(CostModel):
         return self._view(self.launch, self.training, moe_kernels, self.sustained)
 
     def _view(self, launch: str, training: bool, moe_kernels: Optional[str], sustained: bool) -> "CalibratedCostModel":
-        if launch == self.launch and training == self.training and moe_kernels == self.moe_kernels \
-                and sustained == self.sustained:
+        key = (launch, training, moe_kernels, sustained)
+        if key == (self.launch, self.training, self.moe_kernels, self.sustained):
             return self
-        view = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
-                                   self.num_gpus_per_node, training, moe_kernels, sustained)
-        # GEMM efficiencies and collective times do not depend on the floor: one memo for both
-        view._gemms, view._timers = self._gemms, self._timers
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
+                                                          self.num_gpus_per_node, training, moe_kernels, sustained)
+            # GEMM efficiencies and collective times do not depend on the floor: one memo for both
+            view._gemms, view._timers, view._views = self._gemms, self._timers, self._views
         return view
 
     # ------------------------------------------------------------ rates

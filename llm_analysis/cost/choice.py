@@ -84,11 +84,7 @@ def inference(a, args: Dict[str, Any]) -> dict:
     cm = a.cost_model
     if not isinstance(cm, CalibratedCostModel) or cm.sustained or a.kernel_launch in (None, "graph"):
         return run_inference(a, **args)
-    # one sustained view per cost model (dropped with it): its phase times stay cached between calls
-    view = cm.__dict__.get("_inference_view")
-    if view is None:
-        view = cm.__dict__["_inference_view"] = cm.for_inference()
-    return run_inference(with_cost_model(a, view), **args)
+    return run_inference(with_cost_model(a, cm.for_inference()), **args)
 
 
 def inference_summary_hook(a):
@@ -192,11 +188,8 @@ def training(a, args: Dict[str, Any]) -> dict:
     if a.profile is None:
         return run_training(a, **args)
     output_dir = args.pop("output_dir")
-    # one eager-floor model per cost model (dropped with it): its phase times stay cached between calls
-    cm, launch = a.cost_model, a.kernel_launch or "eager"
-    eager = cm.__dict__.get("_training_view")
-    if eager is None or eager.launch != launch:  # (training_compute_efficiency: calibrated.py)
-        eager = cm.__dict__["_training_view"] = cm.for_training(launch)
+    # the cost model's training view (kept by it: its phase times stay cached between calls)
+    eager = a.cost_model.for_training(a.kernel_launch or "eager")  # (training_compute_efficiency: calibrated.py)
     summary, req = _eager_run(with_cost_model(a, eager), args)
     # the same call on the roofline (its stages kept per shape with every call's)
     summary.update(_training_bounds(a, req, summary))
