@@ -24,8 +24,8 @@ MoE layer):
   With attention_dp = 1 every GPU already holds every token after the attention all-reduce, and
   the MoE output is summed by the tensor-parallel all-reduce that closes the layer;
 - load imbalance: the experts' side is multiplied by `expert_load_imbalance` (the busiest expert
-  group's tokens over the mean; assumption, default per engine DEFAULT_EXPERT_LOAD_IMBALANCE with
-  moe_ep > 1, fitted, 1 without), since the slowest GPU sets the step.
+  group's tokens over the mean; assumption, default the engine profile's `expert_load_imbalance`
+  with moe_ep > 1, fitted, 1 without), since the slowest GPU sets the step.
 
 Memory per GPU follows the layout: the attention side's weights replicated on every replica
 (split tp ways), the routed experts' split moe_tp x moe_ep ways, and the KV cache of the rank's
@@ -55,16 +55,6 @@ from llm_analysis.model import Phase
 from llm_analysis.serving.pipeline import PipelineStepTimer, StageView, gpu_only, stage_representatives
 from llm_analysis.serving.step_time import StepCosts, StepTimer, step_timer
 
-# the routed experts' time with moe_ep > 1 over the balanced model's, per engine: the busiest expert group's
-# tokens over the mean (engines without EPLB leave the routing's spread; few tokens spread more), together with
-# whatever else slows expert-parallel experts against the fused-MoE share they are timed at (the engine's EP
-# kernels and dispatch path), which the measurements cannot tell apart from the imbalance. Fitted per engine on
-# the fit half of serving_dev.csv's aggregated layout rows with moe_ep > 1 (benchmarks/serving_layout_accuracy.py
-# --fit: the least median |TPOT error| over 1.0 .. 1.5 in steps of 0.05): SGLang 1.20 (7.1% over 28 rows, 15.5% at
-# 1.0), vLLM 1.40 (6.5% over 26 rows, all MiniMax-M2.5 on B200: 16.7% at 1.0), TensorRT-LLM 1.00 (16.9% over 52
-# rows; every value above 1 is worse). Before the vLLM rows' layouts were read as their worker's GPUs, one value
-# for every engine, 1.0, was the least error.
-DEFAULT_EXPERT_LOAD_IMBALANCE = {"sglang": 1.2, "vllm": 1.4, "trtllm": 1.0}
 ROUTED = "routed"
 _WEIGHT_PROBE = Phase("decode", 1, 1, 64)  # any phase: weights do not depend on it
 
@@ -301,9 +291,9 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
 def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
                       where: str = "", stage: Optional[int] = None) -> StepTimer:
     """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank); `imbalance` None:
-    the engine's default with moe_ep > 1 (DEFAULT_EXPERT_LOAD_IMBALANCE), 1 without."""
+    the engine profile's `expert_load_imbalance` with moe_ep > 1, 1 without."""
     if imbalance is None:
-        imbalance = DEFAULT_EXPERT_LOAD_IMBALANCE[engine.framework] if layout.moe_ep > 1 else 1.0
+        imbalance = engine.expert_load_imbalance if layout.moe_ep > 1 else 1.0
     # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
     moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
     return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage),
@@ -372,6 +362,6 @@ def check_imbalance(value) -> Optional[float]:
     return float(value)
 
 
-__all__ = ["DEFAULT_EXPERT_LOAD_IMBALANCE", "LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token",
+__all__ = ["LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token",
            "attention_analysis", "attention_dp_hold_s", "check_balance_iters", "check_imbalance", "expert_analysis",
            "layout_step_timer", "rank_step_timer", "weight_bytes_per_gpu", "worker_layout"]

@@ -3,11 +3,14 @@ serving/layout.py). Expected values are derived by hand from the model's shapes.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import llm_analysis
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.serving.engine import engine_settings
@@ -256,3 +259,23 @@ def test_attention_dp_hold_in_serve(analysis_builder):
     with pytest.raises(ConfigError) as err:
         a.serve(framework="trtllm", attention_dp_balance_iters=60, request_rate=1.0, input_len=512, output_len=64)
     assert "closed loop" in str(err.value)
+
+
+def test_expert_imbalance_defaults_to_the_engine_profiles_value(analysis_builder):
+    """With moe_ep > 1 the routed experts' time is multiplied by the engine profile's fitted
+    `expert_load_imbalance` (read here from the profile file itself): the default answer equals the one
+    with that value given, and (vLLM's 1.4 > 1) is slower than a balanced one; with moe_ep = 1 nothing
+    is multiplied."""
+    path = Path(llm_analysis.__file__).parent / "catalogue" / "engine_profiles" / "vllm.json"
+    stated = json.loads(path.read_text())["expert_load_imbalance"]["value"]
+    assert stated > 1.0
+    ep = dict(gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=2, moe_tp_size=1,
+              moe_ep_size=4)
+    default = analysis_builder(MOE, **ep).serve(**LOAD)["tpot_s"]
+    given = analysis_builder(MOE, **ep).serve(**LOAD, expert_load_imbalance=stated)["tpot_s"]
+    balanced = analysis_builder(MOE, **ep).serve(**LOAD, expert_load_imbalance=1.0)["tpot_s"]
+    assert default == pytest.approx(given, rel=1e-12) and default > balanced * 1.01
+    no_ep = dict(gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=1, moe_tp_size=2,
+                 moe_ep_size=1)
+    assert analysis_builder(MOE, **no_ep).serve(**LOAD)["tpot_s"] == pytest.approx(
+        analysis_builder(MOE, **no_ep).serve(**LOAD, expert_load_imbalance=1.0)["tpot_s"], rel=1e-12)
