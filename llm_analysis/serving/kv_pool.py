@@ -87,8 +87,8 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
         pool = share * (mem - weights - workspace)
     result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size)
     if result.requests_that_fit(longest_request_tokens) < 1:
-        need = result.blocks_for(longest_request_tokens) * engine.block_size * per_token + per_request
-        least = least_memory_share(engine.memory_share_of, mem, weights, workspace, need)
+        least = least_memory_share(engine.memory_share_of, mem, weights, workspace,
+                                   result.bytes_for(longest_request_tokens))
         share_hint = (f"gpu_memory_utilization >= {least:.3f}" if least <= 1.0 else
                       "no gpu_memory_utilization does (even 1.0 leaves too little)")
         refuses = (f"; {engine.framework} itself refuses to start here ('Not enough memory', its static share "
