@@ -17,7 +17,7 @@ A request's life, in steady state with X requests per second over the deployment
   clients, C / Rp) takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
   model); the ranks serve batches as an M/D/1 queue of service s_b / b per request at utilisation
   rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)) (Poisson arrivals); in a closed loop at
-  least prefill_contention (fitted per engine, PREFILL_CONTENTION) of the batches of the other
+  least prefill_contention (the engine profile's, fitted on the disaggregated rows) of the batches of the other
   clients of a rank (clients that finish together return together) and never more than all of
   them, (C / Rp - 1) s_b / b;
 - KV transfer: each GPU of the prefill rank sends its share of the prompt's KV cache (its KV
@@ -54,16 +54,6 @@ from llm_analysis.units import GB
 POOLS = ("prefill", "decode")
 POOL_KEYS = ("workers", "parallelism", "batch_size")
 _TOP_KEYS = POOLS + ("kv_transfer_GB_per_s", "prefill_contention")
-# closed loop: the share of one prefill batch a request waits per other client of its prefill rank
-# (clients that finish together return together: the aggregated engines' prefill_contention, for the
-# prefill pool; 0.5 is the mean wait of a burst of all of them, every round), fitted on the fit half of
-# the disaggregated rows of serving_dev.csv with prefill batches as batch_at takes them at the load: the least
-# mean Huber loss of log(predicted / measured TTFT) over 0 .. 1 in steps of 0.02, one value for every
-# engine (how a closed-loop benchmark's clients bunch is the benchmark's; 10-37 rows per engine are too
-# few to tell the engines apart) (benchmarks/serving_layout_accuracy.py --fit: 0.14 over 62 rows, with the
-# per-engine expert imbalance (serving/layout.py); 0.50 when first fitted, 0.14 after the grouped-GEMM expert
-# model, 0.12 with the MoE shares per engine and the largest prefill batch in every closed loop)
-PREFILL_CONTENTION = {"trtllm": 0.14, "sglang": 0.14, "vllm": 0.14}
 _BISECTIONS = 100
 _FIXED_POINT_STEPS = 60
 
@@ -250,7 +240,8 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         raise ConfigError(f"disaggregated['kv_transfer_GB_per_s'] = {link!r} must be a positive number (inf: "
                           "instantaneous)")
     shape, engine = decode.rank.shape, decode.rank.engine
-    contention = disaggregated.get("prefill_contention", PREFILL_CONTENTION[engine.framework])
+    # default: the engine profile's prefill_contention (its JSON says how it was fitted)
+    contention = disaggregated.get("prefill_contention", engine.prefill_contention)
     if isinstance(contention, bool) or not isinstance(contention, (int, float)) or not 0 <= contention <= 1:
         raise ConfigError(f"disaggregated['prefill_contention'] = {contention!r} must be a share in [0, 1]")
     api = prefill.rank.engine.api_latency_s

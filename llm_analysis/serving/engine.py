@@ -129,6 +129,7 @@ class EngineSettings:
     moe_kernels: str  # the MoE kernel family whose measured grouped GEMM share times routed experts
     moe_kernels_wide_ep: str  # the same with the experts split over expert-parallel ranks
     expert_load_imbalance: float  # routed experts' time over the balanced model's with moe_ep > 1 (serving/layout.py)
+    prefill_contention: float  # disaggregated closed loop: share of a prefill batch waited per other client (serving/disaggregated.py)
     seed: int
     num_requests: int
 
@@ -217,6 +218,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
         moe_kernels=profile["moe_kernels"]["value"], moe_kernels_wide_ep=profile["moe_kernels"]["wide_ep_value"],
         expert_load_imbalance=profile["expert_load_imbalance"]["value"],
+        prefill_contention=profile["prefill_contention"]["value"],
         seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
         num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),
     )

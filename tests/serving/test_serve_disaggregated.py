@@ -164,3 +164,24 @@ def test_decode_pool_graphs_cover_its_stated_batch(analysis_builder):
         _, decode = pools_of(a, "trtllm", spec, {}, lengths, None, None)
         assert decode.rank.engine.graph_decode_max_batch == graphs
         assert decode.rank.engine.uses_graphs(stated, False)
+
+
+@pytest.mark.parametrize("framework", ["vllm", "sglang", "trtllm"])
+def test_prefill_contention_defaults_to_the_engine_profiles_value(analysis_builder, framework):
+    """The closed loop's wait for other clients' prefill batches takes the engine profile's fitted
+    `prefill_contention` (read here from the profile file itself): the default answer equals the one with
+    that value given, and with 64 clients of 512-token prompts on two prefill workers (the prefill pool far from
+    full, so the M/D/1 wait is below the contention floor) it waits longer than with no contention."""
+    import json
+    from pathlib import Path
+
+    import llm_analysis
+    path = Path(llm_analysis.__file__).parent / "catalogue" / "engine_profiles" / f"{framework}.json"
+    stated = json.loads(path.read_text())["prefill_contention"]["value"]
+    assert 0 < stated <= 1
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    load = dict(concurrency=64, input_len=512, output_len=OUT, framework=framework)
+    default = a.serve(**load, disaggregated=_pools())["ttft_s"]
+    given = a.serve(**load, disaggregated=_pools(prefill_contention=stated))["ttft_s"]
+    none = a.serve(**load, disaggregated=_pools(prefill_contention=0.0))["ttft_s"]
+    assert default == pytest.approx(given, rel=1e-12) and default > none
