@@ -34,9 +34,17 @@ averaged over the measured GPUs of the profile's generation (one profile per gen
   efficiency at s >= PREFILL_MIN_SEQ;
 - hbm_efficiency: time = (bytes + h) / (E x HBM spec) fitted to the batch-1 bf16 GEMMs, which
   stream their weights (34 MB to 6.7 GB): E, the streaming plateau. Their fixed part h (3-5 us, 11-37
-  MB at the HBM rate) is not taken as hbm_half_saturation_bytes: the tables time kernels launched one
-  at a time, so h is mostly launch, which the model's kernel floors hold (max, not sum) and CUDA
-  graphs remove (with it, gpt-fast's CUDA-graph decodes came out 20-60% slow);
+  MB at the HBM rate) is not taken as hbm_half_saturation_bytes. (An earlier note called it launch:
+  aiconfigurator times its GEMMs replayed from a CUDA graph, up to five copies per graph,
+  collector/helper.py benchmark_with_power, so it is the kernel's own prologue, tail wave and the
+  graph's gap between kernels, not a host launch.) The model's kernel floor holds it in part (max, not
+  sum); taken in full, gpt-fast's CUDA-graph decodes came out 20-60% slow, and the serving engines'
+  step overheads were fitted without it;
+- gemm_fp8_fixed_s / gemm_fp4_fixed_s (and *_k_serial_s, 0 here): what an fp8 / NVFP4 linear takes at
+  M <= 16 beyond streaming its weights, over what the bf16 GEMMs take beyond theirs
+  (`quantized_gemm_terms`): the activation quantize kernel (the measured Linear.forward runs it) and
+  the low-precision kernel's fixed costs; fp8 with static input scales (the dynamic scale's measured
+  time, FP8_DYNAMIC_SCALE_S, taken off);
 - attn_decode_hbm_efficiency: KV bytes streamed / HBM spec at the measured cell with the most KV
   bytes (a cache far larger than L2);
 - intra_bus_efficiency: ring bus bandwidth / NVLink line rate of the 8-GPU all-gather and
@@ -203,8 +211,8 @@ def weight_stream(doc: dict) -> Tuple[float | None, float | None, str] | None:
     return plateau, half, (f"{doc['gpu']}: batch-1 bf16 GEMMs (weight streaming) over {n} weight shapes "
                            f"({pts[0][0] / 1e6:.0f} MB - {max(b for b, _ in pts) / 1e6:.0f} MB): time = (bytes + h) / "
                            f"(E x HBM spec) fitted: E = {plateau:.3f} (the fixed part h = {half / 2**20:.1f} MiB is "
-                           f"not taken: kernels timed one launch at a time, it is mostly launch, which the kernel "
-                           f"floors hold and CUDA graphs remove); {_table_path(doc['gpu'])} <- {_source_of(table)}")
+                           f"not taken: the kernel's prologue and tail under a CUDA graph, which the kernel floors "
+                           f"hold in part); {_table_path(doc['gpu'])} <- {_source_of(table)}")
 
 
 # bytes per weight of each measured GEMM dtype as the model counts them (NVFP4: 4 bits + one FP8 scale per 16)
@@ -213,12 +221,27 @@ QUANTIZED_GEMM_M = (1, 2, 4, 8, 16)  # decode sizes: the weights' streaming boun
 # seconds per element of K tried for the main loop of one output tile at small M (0 to 4 ns)
 K_SERIAL_GRID_S = tuple(i * 0.05e-9 for i in range(81))
 K_SERIAL_MIN_GAIN = 0.9  # a K term is kept only where it cuts the rms log error by 10% or more
-# dtypes whose small-M GEMMs grow with K beyond streaming. Checked on aiconfigurator's whole N x K grid of
-# B200 (gemm_perf.parquet of trtllm 1.3.0rc20, M = 1, N and K of 512-65536; not distilled): NVFP4's time
-# over streaming grows 6.5 -> 96 us from K = 512 to 51200 at N = 1024 (about 1.8 ns per K while the
-# N / 128 output tiles are fewer than the SMs: one tile's main loop runs all of K), fp8's stays 13-18 us
-# at every K. The seven distilled shapes (K 4096, 8192, 51200) cannot tell the two apart for fp8.
-K_SERIAL_DTYPES = ("nvfp4",)
+# dtypes whose small-M GEMMs get a K term. Checked on aiconfigurator's whole N x K grid of B200
+# (gemm_perf.parquet of trtllm 1.3.0rc20, M = 1, N and K of 512-65536; not distilled): NVFP4's time over
+# streaming grows 6.5 -> 96 us from K = 512 to 51200 at N = 1024 (about 1.8 ns per K while the N / 128
+# output tiles are fewer than the SMs: one tile's main loop runs all of K), fp8's stays 13-18 us at every
+# K. Fitted on the distilled shapes NVFP4's K term is 1.8 ns (Blackwell) and 1.1 ns (Blackwell Ultra) per
+# K, but it is not applied (none here): the operator description times q, k and v, and gate and up, as
+# separate linears, where the engines run one fused QKV and one gate-up GEMM, so a floor per linear counts
+# the K loop three times over q/k/v (N = 1024 for k and v of Llama-3.1-70B); in the serving validation
+# (benchmarks/serving_accuracy.py --by_model --half all) Llama-3.1-70B NVFP4 on vLLM went from -19% to
+# +44%. The fixed part is fitted without it.
+K_SERIAL_DTYPES: tuple = ()
+# Fitted figures shipped as 0 (the model before the key), each with why; the fitted value stays in its source.
+# NVFP4's fixed part (9.7 us on Blackwell) is TensorRT-LLM's: vLLM's FlashInfer CuteDSL NVFP4 linears take
+# 4-6 us over bf16 (aiconfigurator's gemm/vllm/0.24.0 tables, not distilled), and the operator description
+# times q, k, v and gate, up as 7 linears per layer where the engines run 4 kernels; applied, with the engine
+# profiles refitted, it moved the serving report half's TPOT p90 from 31.6% to 38.5% (Kimi-K2.5 and
+# Llama-3.1-70B NVFP4 on vLLM +33% / +18%, against -1% / -19% before).
+NOT_APPLIED = {"gemm_fp4_fixed_s": "TensorRT-LLM's figure; vLLM's NVFP4 kernels take 4-6 us, and q/k/v and "
+                                   "gate/up are timed as 7 linears per layer where engines run 4 kernels: applied, "
+                                   "the serving report half's TPOT p90 went 31.6% -> 38.5% "
+                                   "(benchmarks/measured_operator_values.py NOT_APPLIED)"}
 # The distilled fp8 GEMMs ran TensorRT-LLM's dynamic per-tensor quantisation (aiconfigurator's collector gives
 # the fp8 weights no input scale: collector/trtllm/collect_gemm.py), whose scale computation (an amax
 # reduction over the activations before the quantize kernel) a served FP8 checkpoint with static input
@@ -467,7 +490,10 @@ def write_moe_and_fp4_values() -> None:
         values = generation_values(gen)
         keys = [k for k in MOE_AND_FP4_KEYS if k in values]
         for key in keys:
-            doc["parameters"][key] = {"value": values[key][0], "source": values[key][1]}
+            value, source = values[key]
+            if key in NOT_APPLIED:
+                value, source = 0.0, f"0, not applied: fitted {values[key][0]:.4g} ({NOT_APPLIED[key]}); {source}"
+            doc["parameters"][key] = {"value": value, "source": source}
         if keys:
             doc["parameters"] = dict(sorted(doc["parameters"].items()))
             path.write_text(json.dumps(doc, indent=1) + "\n")
