@@ -422,6 +422,9 @@ def generation_values(generation: str) -> Dict[str, Tuple[float, str]]:
             source += " | " + " | ".join(dropped)
         out[key] = (float(f"{value:.4g}"), source)
     out.update(moe_shares(generation, docs, out))
+    for key in NOT_APPLIED.keys() & out.keys():  # shipped as 0, the fitted figure in the source
+        value, source = out[key]
+        out[key] = (0.0, f"0, not applied: fitted {value:.4g} ({NOT_APPLIED[key]}); {source}")
     return out
 
 
@@ -490,10 +493,7 @@ def write_moe_and_fp4_values() -> None:
         values = generation_values(gen)
         keys = [k for k in MOE_AND_FP4_KEYS if k in values]
         for key in keys:
-            value, source = values[key]
-            if key in NOT_APPLIED:
-                value, source = 0.0, f"0, not applied: fitted {values[key][0]:.4g} ({NOT_APPLIED[key]}); {source}"
-            doc["parameters"][key] = {"value": value, "source": source}
+            doc["parameters"][key] = {"value": values[key][0], "source": values[key][1]}
         if keys:
             doc["parameters"] = dict(sorted(doc["parameters"].items()))
             path.write_text(json.dumps(doc, indent=1) + "\n")
