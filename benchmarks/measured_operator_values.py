@@ -34,9 +34,17 @@ averaged over the measured GPUs of the profile's generation (one profile per gen
   efficiency at s >= PREFILL_MIN_SEQ;
 - hbm_efficiency: time = (bytes + h) / (E x HBM spec) fitted to the batch-1 bf16 GEMMs, which
   stream their weights (34 MB to 6.7 GB): E, the streaming plateau. Their fixed part h (3-5 us, 11-37
-  MB at the HBM rate) is not taken as hbm_half_saturation_bytes: the tables time kernels launched one
-  at a time, so h is mostly launch, which the model's kernel floors hold (max, not sum) and CUDA
-  graphs remove (with it, gpt-fast's CUDA-graph decodes came out 20-60% slow);
+  MB at the HBM rate) is not taken as hbm_half_saturation_bytes. (An earlier note called it launch:
+  aiconfigurator times its GEMMs replayed from a CUDA graph, up to five copies per graph,
+  collector/helper.py benchmark_with_power, so it is the kernel's own prologue, tail wave and the
+  graph's gap between kernels, not a host launch.) The model's kernel floor holds it in part (max, not
+  sum); taken in full, gpt-fast's CUDA-graph decodes came out 20-60% slow, and the serving engines'
+  step overheads were fitted without it;
+- gemm_fp8_fixed_s / gemm_fp4_fixed_s (and *_k_serial_s, 0 here): what an fp8 / NVFP4 linear takes at
+  M <= 16 beyond streaming its weights, over what the bf16 GEMMs take beyond theirs
+  (`quantized_gemm_terms`): the activation quantize kernel (the measured Linear.forward runs it) and
+  the low-precision kernel's fixed costs; fp8 with static input scales (the dynamic scale's measured
+  time, FP8_DYNAMIC_SCALE_S, taken off);
 - attn_decode_hbm_efficiency: KV bytes streamed / HBM spec at the measured cell with the most KV
   bytes (a cache far larger than L2);
 - intra_bus_efficiency: ring bus bandwidth / NVLink line rate of the 8-GPU all-gather and
@@ -203,8 +211,100 @@ def weight_stream(doc: dict) -> Tuple[float | None, float | None, str] | None:
     return plateau, half, (f"{doc['gpu']}: batch-1 bf16 GEMMs (weight streaming) over {n} weight shapes "
                            f"({pts[0][0] / 1e6:.0f} MB - {max(b for b, _ in pts) / 1e6:.0f} MB): time = (bytes + h) / "
                            f"(E x HBM spec) fitted: E = {plateau:.3f} (the fixed part h = {half / 2**20:.1f} MiB is "
-                           f"not taken: kernels timed one launch at a time, it is mostly launch, which the kernel "
-                           f"floors hold and CUDA graphs remove); {_table_path(doc['gpu'])} <- {_source_of(table)}")
+                           f"not taken: the kernel's prologue and tail under a CUDA graph, which the kernel floors "
+                           f"hold in part); {_table_path(doc['gpu'])} <- {_source_of(table)}")
+
+
+# bytes per weight of each measured GEMM dtype as the model counts them (NVFP4: 4 bits + one FP8 scale per 16)
+GEMM_WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "nvfp4": 4.5 / 8}
+QUANTIZED_GEMM_M = (1, 2, 4, 8, 16)  # decode sizes: the weights' streaming bounds these GEMMs
+# seconds per element of K tried for the main loop of one output tile at small M (0 to 4 ns)
+K_SERIAL_GRID_S = tuple(i * 0.05e-9 for i in range(81))
+K_SERIAL_MIN_GAIN = 0.9  # a K term is kept only where it cuts the rms log error by 10% or more
+# dtypes whose small-M GEMMs get a K term. Checked on aiconfigurator's whole N x K grid of B200
+# (gemm_perf.parquet of trtllm 1.3.0rc20, M = 1, N and K of 512-65536; not distilled): NVFP4's time over
+# streaming grows 6.5 -> 96 us from K = 512 to 51200 at N = 1024 (about 1.8 ns per K while the N / 128
+# output tiles are fewer than the SMs: one tile's main loop runs all of K), fp8's stays 13-18 us at every
+# K. Fitted on the distilled shapes NVFP4's K term is 1.8 ns (Blackwell) and 1.1 ns (Blackwell Ultra) per
+# K, but it is not applied (none here): the operator description times q, k and v, and gate and up, as
+# separate linears, where the engines run one fused QKV and one gate-up GEMM, so a floor per linear counts
+# the K loop three times over q/k/v (N = 1024 for k and v of Llama-3.1-70B); in the serving validation
+# (benchmarks/serving_accuracy.py --by_model --half all) Llama-3.1-70B NVFP4 on vLLM went from -19% to
+# +44%. The fixed part is fitted without it.
+K_SERIAL_DTYPES: tuple = ()
+# Fitted figures shipped as 0 (the model before the key), each with why; the fitted value stays in its source.
+# NVFP4's fixed part (9.7 us on Blackwell) is TensorRT-LLM's: vLLM's FlashInfer CuteDSL NVFP4 linears take
+# 4-6 us over bf16 (aiconfigurator's gemm/vllm/0.24.0 tables, not distilled), and the operator description
+# times q, k, v and gate, up as 7 linears per layer where the engines run 4 kernels; applied, with the engine
+# profiles refitted, it moved the serving report half's TPOT p90 from 31.6% to 38.5% (Kimi-K2.5 and
+# Llama-3.1-70B NVFP4 on vLLM +33% / +18%, against -1% / -19% before).
+NOT_APPLIED = {"gemm_fp4_fixed_s": "TensorRT-LLM's figure; vLLM's NVFP4 kernels take 4-6 us, and q/k/v and "
+                                   "gate/up are timed as 7 linears per layer where engines run 4 kernels: applied, "
+                                   "the serving report half's TPOT p90 went 31.6% -> 38.5% "
+                                   "(benchmarks/measured_operator_values.py NOT_APPLIED)"}
+# The distilled fp8 GEMMs ran TensorRT-LLM's dynamic per-tensor quantisation (aiconfigurator's collector gives
+# the fp8 weights no input scale: collector/trtllm/collect_gemm.py), whose scale computation (an amax
+# reduction over the activations before the quantize kernel) a served FP8 checkpoint with static input
+# scales does not run (ModelOpt's FP8 checkpoints, TensorRT-LLM; vLLM's per-tensor static scheme). Its time,
+# measured apart by aiconfigurator (collector/trtllm/collect_computescale.py: dynamic minus static quantize
+# of the same (M, K) under CUDA graphs), the median over M <= 16 and K of 4096-51200 of
+# systems/data/<system>/quantize/trtllm/1.3.0rc20/computescale_perf.parquet (ai-dynamo/aiconfigurator
+# @095f58a, Apache-2.0; 144 cells each), is taken off the fp8 figure, as aiconfigurator derives fp8_static:
+FP8_DYNAMIC_SCALE_S = {"h100-sxm-80gb": 7.44e-6, "h200-sxm-141gb": 7.38e-6, "b200-180gb": 8.47e-6,
+                       "gb200-nvl72-186gb": 8.53e-6, "b300-270gb": 8.66e-6, "gb300-nvl72-279gb": 8.58e-6}
+
+
+def _small_m_cells(doc: dict, dtype: str, generation: str) -> List[Tuple[float, float, int]]:
+    """(measured seconds, the model's streaming seconds, K) of each GEMM of one GPU's `dtype` table at
+    M in QUANTIZED_GEMM_M: the model's streaming is (bytes + h) / (E x HBM spec) (calibrated.py
+    `_stream_s`) at the profile's hbm_efficiency E and half-saturation h; bytes = weights at the
+    dtype's bytes per weight + activations in and out."""
+    from llm_analysis.config import get_gpu_config_by_name
+    table = doc["gemm"][dtype]
+    p = load_profile(generation)
+    rate = get_gpu_config_by_name(doc["gpu"]).hbm_bandwidth_in_GB_per_sec * 1e9 * p.hbm_efficiency
+    half, per_weight, peak = p.hbm_half_saturation_bytes, GEMM_WEIGHT_BYTES[dtype], table["peak_tflops"] * 1e12
+    cells = []
+    for (n, k), row in zip(table["n_k"], table["efficiency"]):
+        for m, e in zip(table["m"], row):
+            if m in QUANTIZED_GEMM_M and e:
+                nbytes = n * k * per_weight + m * (n + k) * min(2.0, per_weight)
+                cells.append((2.0 * m * n * k / (e * peak), (nbytes + half) / rate, k))
+    return cells
+
+
+def quantized_gemm_terms(doc: dict, dtype: str, generation: str) -> Tuple[float, float, str] | None:
+    """(fixed seconds, seconds per element of K, how read) of one GPU's fp8 or NVFP4 linear at decode
+    sizes, against its 16-bit GEMMs: measured time = max(streaming, K x k_serial) + a (calibrated.py
+    `quantized_gemm_terms`) fitted at M in QUANTIZED_GEMM_M (a the median residual, k_serial the grid
+    value of least rms log error, 0 unless it cuts that error by 10%); the 16-bit GEMMs' own median
+    residual r16 (their launch-to-end tail under a CUDA graph, which the model's 16-bit GEMM leaves
+    out and the engine profiles' overheads were fitted without) is taken off: fixed = a - r16. None
+    without both tables or M = 1 rows."""
+    tables = doc.get("gemm", {})
+    if dtype not in tables or "bf16" not in tables or tables[dtype]["m"][0] != 1:
+        return None
+    r16 = statistics.median(t - s for t, s, _ in _small_m_cells(doc, "bf16", generation))
+    cells = _small_m_cells(doc, dtype, generation)
+
+    def fit(c: float) -> Tuple[float, float]:
+        a = statistics.median(t - max(s, c * k) for t, s, k in cells)
+        return math.sqrt(statistics.mean(math.log(t / (max(s, c * k) + a)) ** 2 for t, s, k in cells)), a
+    rms0, a0 = fit(0.0)
+    rms, a, c = min((*fit(c), c) for c in (K_SERIAL_GRID_S if dtype in K_SERIAL_DTYPES else (0.0,)))
+    if rms > K_SERIAL_MIN_GAIN * rms0:
+        rms, a, c = rms0, a0, 0.0
+    dynamic_s = FP8_DYNAMIC_SCALE_S.get(doc["gpu"], 0.0) if dtype == "fp8" else 0.0
+    fixed = max(0.0, a - r16 - dynamic_s)
+    shapes = len(tables[dtype]["n_k"])
+    return fixed, c, (f"{doc['gpu']} {dtype}: {len(cells)} GEMMs at M {QUANTIZED_GEMM_M[0]}-{QUANTIZED_GEMM_M[-1]} "
+                      f"({shapes} weight shapes, K {min(k for *_, k in cells)}-{max(k for *_, k in cells)}): "
+                      f"time = max(weights streamed at the profile's hbm_efficiency, K x {c * 1e9:.2f} ns) + "
+                      f"{a * 1e6:.1f} us (rms log error {rms:.3f}; without the K term {rms0:.3f}); the bf16 "
+                      f"GEMMs' own residual {r16 * 1e6:.1f} us taken off"
+                      + (f", and the dynamic scale's {dynamic_s * 1e6:.2f} us (FP8_DYNAMIC_SCALE_S)" if dynamic_s else "")
+                      + f": fixed {fixed * 1e6:.1f} us; "
+                      f"{_table_path(doc['gpu'])} <- {_source_of(tables[dtype])}")
 
 
 def prefill_fit(doc: dict) -> Tuple[float, float, str] | None:
@@ -294,6 +394,12 @@ def generation_values(generation: str) -> Dict[str, Tuple[float, str]]:
         stream = weight_stream(doc)
         if stream:
             found.setdefault("hbm_efficiency", []).append((stream[0], stream[2]))
+        for precision, dtype in (("fp8", "fp8"), ("fp4", "nvfp4")):
+            # (a GPU whose batch-1 GEMMs read their weights from L2 is left out: hbm_efficiency above)
+            terms = quantized_gemm_terms(doc, dtype, generation) if stream and stream[0] else None
+            if terms:
+                found.setdefault(f"gemm_{precision}_fixed_s", []).append((terms[0], terms[2]))
+                found.setdefault(f"gemm_{precision}_k_serial_s", []).append((terms[1], terms[2]))
         pre = prefill_fit(doc)
         if pre:
             found.setdefault("attn_prefill_efficiency", []).append((pre[0], pre[2]))
@@ -316,6 +422,9 @@ def generation_values(generation: str) -> Dict[str, Tuple[float, str]]:
             source += " | " + " | ".join(dropped)
         out[key] = (float(f"{value:.4g}"), source)
     out.update(moe_shares(generation, docs, out))
+    for key in NOT_APPLIED.keys() & out.keys():  # shipped as 0, the fitted figure in the source
+        value, source = out[key]
+        out[key] = (0.0, f"0, not applied: fitted {value:.4g} ({NOT_APPLIED[key]}); {source}")
     return out
 
 
@@ -370,7 +479,8 @@ def _generation(gpu: str) -> str:
 
 
 # the keys `--write` puts into the profiles (the others: benchmarks/fit_profiles.py --operators --write)
-MOE_AND_FP4_KEYS = ("gemm_fp4_plateau_efficiency", "moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share",
+QUANTIZED_GEMM_KEYS = ("gemm_fp8_fixed_s", "gemm_fp4_fixed_s", "gemm_fp8_k_serial_s", "gemm_fp4_k_serial_s")
+MOE_AND_FP4_KEYS = (*QUANTIZED_GEMM_KEYS, "gemm_fp4_plateau_efficiency", "moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share",
                     *(f"{key}_{family}" for family in MOE_KERNEL_FAMILIES
                       for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")))
 

@@ -106,6 +106,22 @@ PLATEAU_KEYS = {"16-bit": "gemm_plateau_efficiency", "fp8": "gemm_fp8_plateau_ef
 MOE_SHARE_KEYS = {"16-bit": "moe_gemm_share", "fp8": "moe_gemm_fp8_share", "fp4": "moe_gemm_fp4_share"}
 
 
+def quantized_gemm_terms(values, precision: str) -> Tuple[float, float]:
+    """(fixed seconds, seconds per element of K) that a linear of this precision takes at decode sizes
+    beyond streaming its weights, from a profile's values (absent, and for 16-bit GEMMs: 0, 0).
+
+    A serving engine's fp8 or FP4 linear runs a kernel that quantizes the activations (and, with a
+    dynamic scale, one that finds their maximum) before the GEMM, and the low-precision GEMM's
+    prologue (scale loads, TMA descriptors) costs more than a 16-bit one's; at small M an NVFP4 GEMM
+    also runs all of K in one output tile's main loop (K is not split), so its time never falls below
+    K x k_serial however few bytes it streams. Measured (cost/profiles/measured, read by
+    benchmarks/measured_operator_values.py) as: time = max(streaming, K x k_serial) + fixed, with
+    fixed counted over what a 16-bit GEMM of the same bytes takes."""
+    if precision == "16-bit":
+        return 0.0, 0.0
+    return values.get(f"gemm_{precision}_fixed_s", 0.0), values.get(f"gemm_{precision}_k_serial_s", 0.0)
+
+
 def gemm_plateau(values, precision: str) -> float:
     """The GEMM plateau of a precision in a profile's values (its own key, else the 16-bit plateau)."""
     return values.get(PLATEAU_KEYS[precision], values["gemm_plateau_efficiency"])
@@ -179,6 +195,10 @@ class CalibratedCostModel(CostModel):
         # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
         wo_bits = _weight_only_int_bits(dtype)
         self._matmul_hbm_eff = self._hbm_eff * (v[f"weight_only_int{wo_bits}_stream_factor"] if wo_bits else 1.0)
+        # an fp8 / FP4 linear's quantize kernels and fixed costs, and NVFP4's unsplit K loop at small M
+        # (`quantized_gemm_terms`): added to its streaming time, so a compute-bound (large-M) GEMM, whose
+        # plateau was read on the same measured kernels, does not move
+        self._quant_fixed_s, self._quant_k_serial_s = quantized_gemm_terms(v, self._precision)
         # fp8 training/serving keeps attention in 16 bits (TransformerEngine runs FP8 only in its
         # Linear/GEMM layers; the flash-attention core stays bf16), and so does FP4 and W4A8 serving
         # (vLLM / TensorRT-LLM quantise the linear layers; the attention core takes bf16 queries):
@@ -282,13 +302,17 @@ class CalibratedCostModel(CostModel):
         kind = op.kind
         dims = op.kernel_dims if dims is None else dims
         if kind == "matmul":
+            routed = getattr(op, "expert_role", None) == "routed"  # (duck-typed ops may lack roles)
             if not dims:
                 eff = self._plateau
-            elif getattr(op, "expert_role", None) == "routed":  # (duck-typed ops may lack roles)
+            elif routed:
                 eff = self.routed_expert_eff(op, dims)
             else:
                 eff = self._matmul_eff(dims)
-            return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._matmul_hbm_eff))
+            stream_s = self._stream_s(nbytes, self._matmul_hbm_eff)
+            if not routed:  # (routed experts: the fused MoE layer's measured share holds its fixed costs)
+                stream_s = self.quantized_stream_s(stream_s, dims[2] if dims else 0)
+            return self._split(flops / (self._peak * eff), stream_s)
         if kind == "attention":
             if kv_bytes > 0:  # decode over a KV cache: paged attention streams the cache
                 mem = self._stream_s(kv_bytes, self._decode_eff) + self._stream_s(nbytes - kv_bytes, self._hbm_eff)
@@ -297,6 +321,13 @@ class CalibratedCostModel(CostModel):
             eff = self._attn_eff * q / (q + self._attn_half)
             return self._split(flops / (self._attn_peak * eff), self._stream_s(nbytes, self._hbm_eff))
         return self._split(0.0, self._stream_s(nbytes, self._hbm_eff))
+
+    def quantized_stream_s(self, stream_s: float, k: float) -> float:
+        """The streaming side of a dense linear with reduction length `k` (0: unknown) at this model's
+        precision: max(streaming, K x k_serial) + fixed (`quantized_gemm_terms`; 16-bit: unchanged)."""
+        if not (self._quant_fixed_s or self._quant_k_serial_s):
+            return stream_s
+        return max(stream_s, self._quant_k_serial_s * k) + self._quant_fixed_s
 
     def kernel_split_s(self, flops: float, bytes_moved: float) -> Tuple[float, float]:
         """A kernel known only by its FLOPs and bytes: a large matmul's plateau, streaming bytes."""

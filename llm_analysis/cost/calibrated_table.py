@@ -86,6 +86,9 @@ class TableRates(NamedTuple):
     # efficiency; 0 for a kernel that moves no bytes)
     floor_s: np.ndarray  # the kernel floor of each kernel that does any work, 0 for none (a skipped
     # block's, a collective's: its compute and memory times are 0, so is its time)
+    quantized: np.ndarray  # indices of the matmuls whose streaming takes the precision's quantized-linear
+    # terms (`CalibratedCostModel.quantized_stream_s`; none at 16 bits)
+    k_serial_s: np.ndarray  # K x k_serial of each of them (K of a matmul without a shape: 0)
 
 
 def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
@@ -99,9 +102,13 @@ def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
         moves = np.array([any(c) for c in table.coefs[BYTES_PER_GPU]])
         computes = np.array([any(c) for c in table.coefs[FLOPS_PER_GPU]])
         stream_rate = np.where(plan.is_matmul, cm._hbm * cm._matmul_hbm_eff, cm._hbm * cm._hbm_eff)
+        # (a matmul that does no work, a skipped block's, runs no kernel: nothing added)
+        quantized = np.flatnonzero(plan.is_matmul & (moves | computes)) if (cm._quant_fixed_s or cm._quant_k_serial_s) \
+            else np.array([], dtype=int)
+        k = np.array([plan.rules[i][2] if plan.rules[i] else 0 for i in quantized], dtype=float)
         rates = table.memo[key] = TableRates(
             cm, [(cm.gemm_shape(plan.rules[i][1], plan.rules[i][2]), plan.rules[i][3]) for i in plan.shaped_matmuls],
-            base, moves / stream_rate, (moves | computes) * cm._floor)
+            base, moves / stream_rate, (moves | computes) * cm._floor, quantized, k * cm._quant_k_serial_s)
     return rates
 
 
@@ -120,6 +127,9 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
                                       for (gemm, per_row), f in zip(rates.gemms, flops[plan.shaped_matmuls].tolist())]
     # bytes through HBM, saturating with the size moved (`_stream_s`)
     memory_s = (nbytes + cm._hbm_half) * rates.per_stream_byte
+    if len(rates.quantized):  # fp8 / FP4 linears: max(streaming, K x k_serial) + fixed (`quantized_stream_s`)
+        q = rates.quantized
+        memory_s[q] = np.maximum(memory_s[q], rates.k_serial_s) + cm._quant_fixed_s
     # the kernel's time, never below the floor, filed under what bounds it; no work: no kernel
     t = np.maximum(np.maximum(compute_s, memory_s), rates.floor_s)
     kernels = np.empty((2, len(t)))

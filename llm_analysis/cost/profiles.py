@@ -97,6 +97,15 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     **{f"{key}_{family}": ("efficiency", f"{key} of {name}")
        for family, name in MOE_KERNEL_FAMILIES.items()
        for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")},
+    # what a quantized linear (fp8 / FP4 activations) takes at decode sizes beyond streaming its weights:
+    # the activation quantize kernel(s) and the low-precision kernel's fixed costs (cost/calibrated.py
+    # `quantized_gemm_terms`; read off measured GEMMs by benchmarks/measured_operator_values.py)
+    "gemm_fp8_fixed_s": ("seconds", "time an fp8 linear (activation quantize + GEMM) takes beyond streaming its "
+                                    "weights, over a 16-bit GEMM's"),
+    "gemm_fp4_fixed_s": ("seconds", "the same for an FP4 linear (NVFP4 / MXFP4 weights and activations)"),
+    "gemm_fp8_k_serial_s": ("seconds", "seconds per element of K of an fp8 GEMM's main loop at small M "
+                                       "(K not split: the least streaming time is this x K)"),
+    "gemm_fp4_k_serial_s": ("seconds", "the same for an FP4 GEMM"),
     "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
     "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
@@ -137,6 +146,9 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
                                  "this generation)")
        for family, name in MOE_KERNEL_FAMILIES.items()
        for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")},
+    **{key: (None, "0: a quantized linear streams like a 16-bit one (no measured fp8 / FP4 GEMMs for this "
+                   "generation: the model before this key existed)")
+       for key in ("gemm_fp8_fixed_s", "gemm_fp4_fixed_s", "gemm_fp8_k_serial_s", "gemm_fp4_k_serial_s")},
     "gemm_splitk_min_k": (256.0, "split-K slices of >= 256 (4 k-tiles of 64), the shipped assumption "
                                  "(CUTLASS 'Split-K'; Osama et al. 2023, arXiv 2301.03598)"),
     "weight_only_int8_stream_factor": (1.0, "int8 weight-only GEMMs stream at the 16-bit rate (the model "
