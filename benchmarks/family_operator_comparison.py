@@ -13,8 +13,8 @@ shape, per GPU:
 - moe: one fused MoE layer (top-k selection from given router logits, the routed experts' gate/up
   GEMM, activation, down GEMM, combine; `moe/sglang/<v>/moe_perf.parquet`, the model's hidden
   size, expert width, top-k, experts, moe_tp = tp, moe_ep 1, the fastest kernel per cell, tokens
-  routed balanced and by aiconfigurator's power law 1.01): ours = the routed experts' matmuls and
-  activation (the router's GEMM is apart in both);
+  routed balanced and by aiconfigurator's power law 1.01): ours = the routed experts' matmuls,
+  activation, top-k selection, sort and combine (model/mlp.py; the router's GEMM is apart in both);
 - dsa: GLM-5's attention block of one layer (q/kv low-rank projections and norms, the lightning
   indexer, the sparse MLA core, o_proj; `sparse_attention/sglang/0.5.14/dsa_generation_module_perf`,
   GLM-5-FP8, tp 8, bf16 KV cache): ours = the attention group's operators.
@@ -73,7 +73,7 @@ def decode_ops_us(model: str, gpu: str, dtype: str, tp: int, batch: int, context
         s = rep * sum(cm.op_split_s(op))
         if op.name in ("conv1d", "gated_delta_rule"):
             key = "gdn"
-        elif op.group == "experts" and op.name.startswith("expert_"):  # routed experts and their activation
+        elif op.name.startswith("expert_"):  # routed experts, their activation, top-k, sort and combine
             key = "moe"
         elif op.group == "attention" and op.kind != "collective" and op.name not in ("conv1d", "gated_delta_rule"):
             key = "attention"
