@@ -16,7 +16,9 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   measured grouped-GEMM share of the precision (`moe_gemm_share`,
   `moe_gemm_fp8_share`, `moe_gemm_fp4_share`: fused MoE layers as vLLM runs them
   reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
-  permutation, block scales, per-expert tails). Below GROUPED_TILE_TOKENS tokens per
+  permutation, block scales, per-expert tails); their weights stream at the fused MoE's
+  own measured rate (`moe_stream_efficiency`: block-scaled FP8 and FP4 experts stream
+  below the dense GEMMs' `hbm_efficiency`). Below GROUPED_TILE_TOKENS tokens per
   expert (a decode step's one or two) each expert's GEMM is one short row of tiles, and
   the fused kernel's grid runs the reached experts' tiles side by side: each expert's
   GEMM on its share of the SMs (`expert_sms`), one wave schedule for the group, instead
@@ -145,6 +147,33 @@ def moe_share_key(precision: str, kernels: Optional[str] = None) -> str:
     return base if kernels in (None, "vllm") else f"{base}_{kernels}"
 
 
+MOE_STREAM_KEYS = {"16-bit": "moe_stream_efficiency", "fp8": "moe_fp8_stream_efficiency",
+                   "fp4": "moe_fp4_stream_efficiency"}
+
+
+def moe_stream_key(precision: str, kernels: Optional[str] = None) -> str:
+    """The profile key of a precision's fused-MoE weight streaming efficiency for a MoE kernel family
+    (None or "vllm": the unsuffixed vLLM key)."""
+    base = MOE_STREAM_KEYS[precision]
+    return base if kernels in (None, "vllm") else f"{base}_{kernels}"
+
+
+def moe_stream_efficiency(values, precision: str, kernels: Optional[str] = None) -> float:
+    """The rate a fused MoE layer of a kernel family streams its reached experts' weights at decode
+    sizes, over the HBM spec (benchmarks/moe_stream_values.py): the family's own key where measured,
+    else its fallback family's (MOE_KERNEL_FALLBACK), else vLLM's, else the dense GEMMs'
+    `hbm_efficiency` (no fused MoE measured)."""
+    if kernels not in (None, "vllm") and kernels not in MOE_KERNEL_FAMILIES:
+        raise ConfigError(f"moe_kernels = {kernels!r}; valid: vllm, {', '.join(MOE_KERNEL_FAMILIES)}")
+    while True:
+        own = values.get(moe_stream_key(precision, kernels))
+        if own is not None:
+            return own
+        if kernels in (None, "vllm"):
+            return values["hbm_efficiency"]
+        kernels = MOE_KERNEL_FALLBACK.get(kernels)
+
+
 def moe_gemm_share(values, precision: str, kernels: Optional[str] = None) -> float:
     """The grouped expert GEMM share of a precision for a MoE kernel family: the family's own key
     where measured, else its fallback family's (MOE_KERNEL_FALLBACK), else vLLM's (its own key, else
@@ -197,6 +226,7 @@ class CalibratedCostModel(CostModel):
         self._plateau = gemm_plateau(v, self._precision)
         self.moe_kernels = moe_kernels
         self._moe_share = moe_gemm_share(v, self._precision, moe_kernels)
+        self._moe_stream_eff = moe_stream_efficiency(v, self._precision, moe_kernels)
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
         # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
         wo_bits = _weight_only_int_bits(dtype)
@@ -322,7 +352,9 @@ class CalibratedCostModel(CostModel):
             if not dims:
                 eff = self._plateau
             elif getattr(op, "expert_role", None) == "routed":  # (duck-typed ops may lack roles)
-                eff = self.routed_expert_eff(op, dims)
+                # a fused MoE streams the reached experts' weights at its own measured rate
+                return self._split(flops / (self._peak * self.routed_expert_eff(op, dims)),
+                                   self._stream_s(nbytes, self._moe_stream_eff))
             else:
                 eff = self._matmul_eff(dims)
             return self._split(flops / (self._peak * eff), self._stream_s(nbytes, self._matmul_hbm_eff))
