@@ -70,12 +70,15 @@ from typing import Dict, List, Tuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from llm_analysis.cost.calibrated import GROUPED_TILE_TOKENS  # noqa: E402
 from llm_analysis.cost.gemm import gemm_efficiency  # noqa: E402
 from llm_analysis.cost.profiles import MOE_KERNEL_FAMILIES, PROFILE_DIR, generation_of, load_profile  # noqa: E402
 
 MEASURED_DIR = PROFILE_DIR / "measured"
 MOE_STREAM_SHARE = 0.5  # cells whose expert weights stream in more of the measured time are bandwidth-bound
-MOE_MIN_TOKENS_PER_EXPERT = 64  # below, the fused layer's fixed costs (routing, launches) dominate small cells
+# below, the fused layer's fixed costs (routing, launches) dominate small cells, and the model times the
+# experts' GEMMs side by side (calibrated.py GROUPED_TILE_TOKENS): the shares are fitted from there up
+MOE_MIN_TOKENS_PER_EXPERT = GROUPED_TILE_TOKENS
 # measured MoE dtype -> the tensor cores its GEMMs run on (calibrated.py `gemm_precision`) and the bytes
 # per weight its experts stream (4-bit formats with their block scales)
 MOE_DTYPES = {"bfloat16": ("16-bit", 2.0), "w4a16_mxfp4": ("16-bit", 4.25 / 8), "int4_wo": ("16-bit", 4.25 / 8),

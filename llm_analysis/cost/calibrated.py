@@ -16,7 +16,19 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   measured grouped-GEMM share of the precision (`moe_gemm_share`,
   `moe_gemm_fp8_share`, `moe_gemm_fp4_share`: fused MoE layers as vLLM runs them
   reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
-  permutation, block scales, per-expert tails). Weights are read once per call (a step).
+  permutation, block scales, per-expert tails); their weights stream at the fused MoE's
+  own measured rate (`moe_stream_efficiency`: block-scaled FP8 and FP4 experts stream
+  below the dense GEMMs' `hbm_efficiency`). Below GROUPED_TILE_TOKENS tokens per
+  expert (a decode step's one or two) each expert's GEMM is one short row of tiles, and
+  the fused kernel's grid runs the reached experts' tiles side by side: each expert's
+  GEMM on its share of the SMs (`expert_sms`), one wave schedule for the group, instead
+  of one expert's few tiles alone on the GPU (which left most SMs idle and made the
+  layer compute-bound at 2x the measured SGLang fused MoE time at 1-2 tokens per expert:
+  benchmarks/family_operator_comparison.py); there the kernel streams the reached
+  experts' weights. The shares are fitted at >= GROUPED_TILE_TOKENS tokens per expert
+  (benchmarks/measured_operator_values.py), under the per-expert rule, which those
+  measurements fit better (narrow experts after the TP split run below the group
+  rule there). Weights are read once per call (a step).
   A serving engine with MoE kernels of its own (`moe_kernels`, named by its engine profile:
   "sglang", "trtllm", and "sglang_wide_ep" for SGLang's experts split over expert-parallel
   ranks) takes its family's measured share (`moe_gemm_fp8_share_sglang`, ...);
@@ -132,11 +144,50 @@ def gemm_plateau(values, precision: str) -> float:
 MOE_KERNEL_FALLBACK = {"sglang_wide_ep": "sglang"}
 
 
+# tokens per expert from which a routed expert's GEMM is timed alone on the GPU (the rule the measured
+# grouped-GEMM shares are fitted under, at >= this many: benchmarks/measured_operator_values.py
+# MOE_MIN_TOKENS_PER_EXPERT); below, the reached experts' tiles share the SMs (`expert_sms`)
+GROUPED_TILE_TOKENS = 64
+
+
+def expert_sms(num_sms: int, active_experts: float) -> int:
+    """The SMs one of `active_experts` routed experts' GEMMs runs on when a grouped GEMM runs them
+    side by side: the GPU's SMs shared evenly, at least one."""
+    return max(1, round(num_sms / max(1.0, active_experts)))
+
+
 def moe_share_key(precision: str, kernels: Optional[str] = None) -> str:
     """The profile key of a precision's grouped expert GEMM share for a MoE kernel family
     (None or "vllm": the unsuffixed vLLM key)."""
     base = MOE_SHARE_KEYS[precision]
     return base if kernels in (None, "vllm") else f"{base}_{kernels}"
+
+
+MOE_STREAM_KEYS = {"16-bit": "moe_stream_efficiency", "fp8": "moe_fp8_stream_efficiency",
+                   "fp4": "moe_fp4_stream_efficiency"}
+
+
+def moe_stream_key(precision: str, kernels: Optional[str] = None) -> str:
+    """The profile key of a precision's fused-MoE weight streaming efficiency for a MoE kernel family
+    (None or "vllm": the unsuffixed vLLM key)."""
+    base = MOE_STREAM_KEYS[precision]
+    return base if kernels in (None, "vllm") else f"{base}_{kernels}"
+
+
+def moe_stream_efficiency(values, precision: str, kernels: Optional[str] = None) -> float:
+    """The rate a fused MoE layer of a kernel family streams its reached experts' weights at decode
+    sizes, over the HBM spec (benchmarks/moe_stream_values.py): the family's own key where measured,
+    else its fallback family's (MOE_KERNEL_FALLBACK), else vLLM's, else the dense GEMMs'
+    `hbm_efficiency` (no fused MoE measured)."""
+    if kernels not in (None, "vllm") and kernels not in MOE_KERNEL_FAMILIES:
+        raise ConfigError(f"moe_kernels = {kernels!r}; valid: vllm, {', '.join(MOE_KERNEL_FAMILIES)}")
+    while True:
+        own = values.get(moe_stream_key(precision, kernels))
+        if own is not None:
+            return own
+        if kernels in (None, "vllm"):
+            return values["hbm_efficiency"]
+        kernels = MOE_KERNEL_FALLBACK.get(kernels)
 
 
 def moe_gemm_share(values, precision: str, kernels: Optional[str] = None) -> float:
@@ -191,6 +242,7 @@ class CalibratedCostModel(CostModel):
         self._plateau = gemm_plateau(v, self._precision)
         self.moe_kernels = moe_kernels
         self._moe_share = moe_gemm_share(v, self._precision, moe_kernels)
+        self._moe_stream_eff = moe_stream_efficiency(v, self._precision, moe_kernels)
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
         # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
         wo_bits = _weight_only_int_bits(dtype)
@@ -210,6 +262,8 @@ class CalibratedCostModel(CostModel):
         self._floor = launch_floor_s(v, launch)
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K)
+        # per (N, K, SMs): a routed expert's GEMM on its share of the SMs (`routed_expert_eff`)
+        self._expert_gemms: Dict[Tuple[int, int, int], GemmShape] = {}
         self._timers: Dict[tuple, object] = {}  # per (collective, group size, group): nccl.collective_timer
         # the views of this model (`_view`): one object per (launch, training, moe_kernels, sustained), so
         # that what the describer keeps per cost model (phase times) is kept between calls
@@ -244,6 +298,7 @@ class CalibratedCostModel(CostModel):
                                                           self.num_gpus_per_node, training, moe_kernels, sustained)
             # GEMM efficiencies and collective times do not depend on the floor: one memo for both
             view._gemms, view._timers, view._views = self._gemms, self._timers, self._views
+            view._expert_gemms = self._expert_gemms
         return view
 
     # ------------------------------------------------------------ rates
@@ -279,13 +334,25 @@ class CalibratedCostModel(CostModel):
         expert): the GPU holds E = params_per_gpu / (N K) experts (the describer's one expert's
         weights x the local experts); M pairs routed uniformly reach A = E (1 - (1 - 1/E)^M) of them,
         M / A tokens each; the grouped GEMM runs each at the per-expert shape's efficiency, times the
-        measured grouped-GEMM share of the precision."""
+        measured grouped-GEMM share of the precision. Below GROUPED_TILE_TOKENS tokens per expert
+        each expert's GEMM runs on num_sms / A SMs (`expert_sms`: the A experts' tiles share the GPU,
+        one wave schedule for the group; module docstring)."""
         m, n, k = dims[:3]
         m = max(1.0, float(m))
         local = max(1.0, op.params_per_gpu / (float(n) * float(k)))
         active = local * -math.expm1(m * math.log1p(-1.0 / local)) if local > 1.0 else 1.0
         per_expert = max(1, round(m / max(1.0, active)))
-        return self.gemm_shape(n, k)(per_expert) * self._moe_share
+        if per_expert >= GROUPED_TILE_TOKENS:
+            return self.gemm_shape(n, k)(per_expert) * self._moe_share
+        return self.expert_gemm_shape(n, k, expert_sms(self._num_sms, active))(per_expert) * self._moe_share
+
+    def expert_gemm_shape(self, n, k, sms: int) -> GemmShape:
+        """The GEMM efficiency of one routed expert's weight shape (N, K) on `sms` SMs (memoised)."""
+        key = (max(1, int(n)), max(1, int(k)), sms)
+        g = self._expert_gemms.get(key)
+        if g is None:
+            g = self._expert_gemms[key] = GemmShape(key[0], key[1], self.profile, sms, plateau=self._plateau)
+        return g
 
     # ---------------------------------------------------------- kernels
     def _split(self, compute_s: float, memory_s: float) -> Tuple[float, float]:
@@ -306,7 +373,10 @@ class CalibratedCostModel(CostModel):
             if not dims:
                 eff = self._plateau
             elif routed:
-                eff = self.routed_expert_eff(op, dims)
+                # a fused MoE streams the reached experts' weights at its own measured rate (its measured
+                # share holds its fixed costs: no quantized-linear terms)
+                return self._split(flops / (self._peak * self.routed_expert_eff(op, dims)),
+                                   self._stream_s(nbytes, self._moe_stream_eff))
             else:
                 eff = self._matmul_eff(dims)
             stream_s = self._stream_s(nbytes, self._matmul_hbm_eff)

@@ -106,6 +106,12 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "gemm_fp8_k_serial_s": ("seconds", "seconds per element of K of an fp8 GEMM's main loop at small M "
                                        "(K not split: the least streaming time is this x K)"),
     "gemm_fp4_k_serial_s": ("seconds", "the same for an FP4 GEMM"),
+    # the rate a fused MoE layer streams its reached experts' weights at decode sizes (one token per
+    # expert), per tensor-core precision, vLLM's kernels unsuffixed, other engines' suffixed
+    # (benchmarks/moe_stream_values.py; absent: cost/calibrated.py `moe_stream_efficiency` falls back)
+    **{f"{key}{suffix}": ("efficiency", f"routed experts' weight streaming at decode sizes / HBM spec{what}")
+       for suffix, what in (("", ""), *((f"_{family}", f" ({name})") for family, name in MOE_KERNEL_FAMILIES.items()))
+       for key in ("moe_stream_efficiency", "moe_fp8_stream_efficiency", "moe_fp4_stream_efficiency")},
     "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
     "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
@@ -149,6 +155,11 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     **{key: (None, "0: a quantized linear streams like a 16-bit one (no measured fp8 / FP4 GEMMs for this "
                    "generation: the model before this key existed)")
        for key in ("gemm_fp8_fixed_s", "gemm_fp4_fixed_s", "gemm_fp8_k_serial_s", "gemm_fp4_k_serial_s")},
+    **{f"{key}{suffix}": (None, "the fallback of cost/calibrated.py moe_stream_efficiency (no fused MoE measured "
+                                "at decode sizes for this precision and engine; at last hbm_efficiency: the model "
+                                "before this key existed)")
+       for suffix in ("", *(f"_{family}" for family in MOE_KERNEL_FAMILIES))
+       for key in ("moe_stream_efficiency", "moe_fp8_stream_efficiency", "moe_fp4_stream_efficiency")},
     "gemm_splitk_min_k": (256.0, "split-K slices of >= 256 (4 k-tiles of 64), the shipped assumption "
                                  "(CUTLASS 'Split-K'; Osama et al. 2023, arXiv 2301.03598)"),
     "weight_only_int8_stream_factor": (1.0, "int8 weight-only GEMMs stream at the 16-bit rate (the model "

@@ -1,9 +1,20 @@
 """MLP operators of a layer: dense (gated) MLP, MoE router, routed and shared
-experts, expert-parallel all-to-alls."""
+experts, expert-parallel all-to-alls.
+
+A MoE layer's routed experts run as a fused MoE (vLLM's and SGLang's fused_moe, FlashInfer's and
+TensorRT-LLM's MoE kernels), which runs, beside the expert GEMMs and the activation, three passes
+of its own that the description states as operators (`routing_ops`): the top-k selection over the
+router's logits (softmax or sigmoid scores, the k best experts and their weights:
+vLLM/SGLang `select_experts` / `topk_softmax`, TensorRT-LLM's routing kernel), the sort of the
+token-expert pairs by expert (`moe_align_block_size`, TensorRT-LLM's permutation: each expert's
+GEMM reads its tokens through the sorted indices) and the combine (each token's k expert outputs
+weighted and summed: `moe_sum_reduce`, TensorRT-LLM's finalize). At a decode step's few tokens
+each is one small kernel (the kernel floor); the combine reads the k outputs per token.
+"""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from llm_analysis.model.records import LayerKind, Operator, Phase
 from llm_analysis.model.variants import latent_projection_ops, moe_output_ops, zero_expert_weight_ops
@@ -52,6 +63,27 @@ class MlpOps:
         e, k = self.model.moe_num_experts, self.model.moe_top_k
         return e * (1.0 - (1.0 - k / (e + self.model.moe_zero_experts)) ** tokens)
 
+    def routing_ops(self, phase: Phase) -> Tuple[Operator, Operator, Operator]:
+        """The fused MoE's own passes (module docstring): top-k selection, the sort of the
+        token-expert pairs by expert, the combine of each token's k outputs. Each GPU of the
+        tensor-parallel group routes all of the step's tokens (every rank holds a slice of every
+        expert); the combine reads the k partial outputs of the experts' width (the latent of a
+        latent MoE) and writes one. Indices and weights are 4-byte (int32 ids, fp32 weights and
+        logits, as the kernels keep them)."""
+        m, t = self.model, phase.tokens
+        e, k, io = m.moe_num_experts + m.moe_zero_experts, m.moe_top_k, m.expert_io_dim
+        index_bytes = 4
+        select = Operator(name="expert_topk", group="router", kind="elementwise",
+                          bytes_read_per_gpu=t * e * index_bytes,
+                          bytes_written_per_gpu=t * k * 2 * index_bytes, shapes=f"top-{k} of {e} x {t} tokens")
+        sort = Operator(name="expert_sort", group="router", kind="elementwise",
+                        bytes_read_per_gpu=t * k * index_bytes, bytes_written_per_gpu=t * k * index_bytes,
+                        shapes=f"{t * k} token-expert pairs by expert")
+        combine = Operator(name="expert_combine", group="experts", kind="elementwise",
+                           bytes_read_per_gpu=t * k * (io * self.a_bytes + index_bytes),
+                           bytes_written_per_gpu=t * io * self.a_bytes, shapes=f"{k} outputs of [{io}] x {t} tokens")
+        return select, sort, combine
+
     def _moe_ops(self, phase: Phase) -> List[Operator]:
         m, t, ep = self.model, phase.tokens, self.par.ep_size
         e, k, f = m.moe_num_experts, m.moe_top_k, m.expert_ffn_dim
@@ -60,6 +92,8 @@ class MlpOps:
         ops = [self._matmul("router", "router", phase, t, h, e + z, m.moe_router_bias)]
         if m.moe_router_scales:  # Gemma4TextRouter: scale [hidden] on its input, per_expert_scale [experts]
             ops.append(self._params_op("router_scales", "router", h + e))
+        select, sort, combine = self.routing_ops(phase)
+        ops += [select, sort]
         into_latent, out_of_latent = latent_projection_ops(self, phase)
         ops += into_latent
         # routed experts: each token runs through k experts, each expert split over
@@ -91,6 +125,7 @@ class MlpOps:
                 eager_flops = op.flops * (e + z) / k
                 op.masked_flops, op.flops = eager_flops - op.flops, eager_flops
             ops.append(op)
+        ops.append(combine)
         ops += zero_expert_weight_ops(self, one_expert, ep) + out_of_latent
         if m.moe_num_shared_experts:
             ops += self._ffn_ops("shared_expert_", "experts", phase, t, m.shared_expert_ffn_dim,

@@ -175,6 +175,21 @@ def _nemotron_h_state_dtype(src: Src, f: Fields, what: str) -> None:
     f["ssm_state_dtype_bytes"] = _STATE_DTYPE_BYTES[name]
 
 
+def _qwen_gdn_state_dtype(src: Src, f: Fields, what: str) -> None:
+    """mamba_ssm_dtype: the dtype Qwen3.5's checkpoints give the Gated DeltaNet state ("float32" in
+    every Qwen3.5 config.json). SGLang and vLLM keep the recurrent state in it (vLLM's
+    Qwen3_5 model config maps it onto mamba_ssm_cache_dtype; aiconfigurator's GDN collectors
+    allocate it so); the conv state stays in the KV cache's dtype. Absent (Qwen3-Next): the
+    KV cache's dtype, as before."""
+    name = src.get("mamba_ssm_dtype", default=None)
+    if name is None:
+        return
+    if name not in _STATE_DTYPE_BYTES:
+        raise UnsupportedArchitecture(f"{what}: mamba_ssm_dtype = {name!r} is not a state dtype llm-analysis "
+                                      f"knows; valid: {sorted(_STATE_DTYPE_BYTES)}")
+    f["ssm_state_dtype_bytes"] = _STATE_DTYPE_BYTES[name]
+
+
 def _falcon_h1_biases(src: Src, f: Fields, what: str) -> None:
     """FalconH1Mixer: in_proj's bias is mamba_proj_bias, out_proj's projectors_bias."""
     a, b = bool(src.get("mamba_proj_bias", default=False)), bool(src.get("projectors_bias", default=False))
@@ -314,10 +329,10 @@ HYBRID_FAMILIES: Dict[str, Family] = {
             experts=Opt("num_experts"), top_k=Req("num_experts_per_token", "num_experts_per_tok"), top_k_first=False,
             layers="listed", width=Req("moe_intermediate_size"), shared_count=Opt("num_shared_experts", default=0),
             shared_width=Same("moe_ffn_embed_dim")))),
-    "qwen3_next": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
+    "qwen3_next": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS, _qwen_gdn_state_dtype)),
     # Qwen3.5 (Qwen3_5GatedDeltaNet): the same mixer with in_proj_qkv / in_proj_z / in_proj_a /
     # in_proj_b as separate matmuls (the same parameters and FLOPs as the merged two)
-    "qwen3_5_text": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"),)),
+    "qwen3_5_text": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _qwen_gdn_state_dtype)),
     # Qwen3.5-MoE: experts (and the gated shared expert) on every layer, no dense width
-    "qwen3_5_moe_text": Family({**_QWEN3_NEXT, "ffn_embed_dim": Req("moe_intermediate_size")}, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS)),
+    "qwen3_5_moe_text": Family({**_QWEN3_NEXT, "ffn_embed_dim": Req("moe_intermediate_size")}, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS, _qwen_gdn_state_dtype)),
 }
