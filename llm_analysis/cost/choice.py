@@ -52,13 +52,12 @@ def check_launch(kernel_launch):
 
 def cost_model(a):
     if a.profile is not None:
-        # inference runs tensor parallelism as an engine does (cost/engine_allreduce.py): under CUDA graphs
-        # (the serving engines' launch) as vLLM, serve()'s default engine, runs its all-reduces; eager and
-        # native launches (PyTorch, C++ engines' static batches: FasterTransformer) as NCCL all-reduces;
-        # training (for_training) as its layout states, on NCCL
-        launch = a.kernel_launch or "graph"
+        # inference() names no engine: its tensor parallelism runs as NCCL all-reduces (gpt-fast's
+        # torch.distributed, FasterTransformer's ncclAllReduce: cost/engine_allreduce.py); serve() times
+        # its steps with its engine's measured all-reduce (serving/step_time.py); training
+        # (for_training) runs the collectives its layout states
         return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile,
-                                   launch, a.num_gpus_per_node, allreduce_engine="vllm" if launch == "graph" else "nccl")
+                                   a.kernel_launch or "graph", a.num_gpus_per_node, allreduce_engine="nccl")
     if a.cost_model_class is RooflineCostModel:
         return a.lower_bound_cost_model
     return roofline_model(a, a.cost_model_class)
