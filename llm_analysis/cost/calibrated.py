@@ -44,7 +44,9 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   picks "graph" for inference() and "eager" for training().
 - collectives: NCCL's algorithms (`nccl.collective_time_s`) on the fabric
   derived from the GPU config (one ring per NIC across nodes, NVLink islands,
-  NVLink SHARP, PCIe), ranks laid out TP fastest, then PP, then DP.
+  NVLink SHARP, PCIe), ranks laid out TP fastest, then PP, then DP; an inference
+  engine's tensor-parallel all-reduces (`allreduce_engine`: serve()'s engine, or
+  "nccl" for inference()) as cost/engine_allreduce.py times them.
 
 Overlap of communication and compute is the orchestrators' (training/run.py,
 inference/timing.py), the same under both cost models, each item stated there:

@@ -7,6 +7,14 @@ tp 2-8, up to a size limit; NCCL / symmetric memory above it), TensorRT-LLM its 
 strategy AUTO (one-shot, two-shot or NCCL by size). Their latency at decode sizes is 2-5 us where an
 NCCL ring takes 10-20 us, and a 70B model on tp 8 runs 160 of them per decode step.
 
+Who runs what (the calibrated model's `allreduce_engine`, cost/calibrated.py): serve() times its steps
+with its engine's tables ("vllm", "sglang", "trtllm"); inference() names no engine: launched natively
+(FasterTransformer, TensorRT-LLM's GptSession) it runs NCCL all-reduces ("nccl": FasterTransformer's
+layers call ncclAllReduce once per block; its custom all-reduce is off in every shipped config), under
+CUDA graphs or eagerly it keeps, as training does, the collectives its layout states (None; see
+docs/performance-models.md). Under an engine ("nccl" included) tensor parallelism is an all-reduce per
+block, not sequence parallelism (`engine_tp_collective`).
+
 What is timed: the measured latency of the engine's all-reduce (aiconfigurator's
 collector/network/collect_all_reduce.py: each engine's own all-reduce entry point on bf16 tensors,
 replayed from a CUDA graph ("graph") or launched from Python each call ("eager": vLLM and SGLang

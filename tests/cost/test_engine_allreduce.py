@@ -82,7 +82,7 @@ def test_engines_run_all_reduce_not_the_sequence_parallel_pair_and_training_keep
     assert vllm.collective_s("reduce_scatter", 16384, 8, "tp") == pytest.approx(
         _measured_us("h100-sxm-80gb", "vllm", "graph", 8, 16384) * 1e-6)
     assert vllm.collective_s("all_gather", 16384, 8, "tp") == 0.0
-    plain = cm.with_allreduce_engine("nccl")  # inference() without an engine: NCCL's all-reduce
+    plain = cm.with_allreduce_engine("nccl")  # a C++ engine's static batches (native launch): NCCL's all-reduce
     assert plain.collective_s("reduce_scatter", 16384, 8, "tp") == pytest.approx(nccl("all_reduce"))
     assert plain.collective_s("all_gather", 16384, 8, "tp") == 0.0
     training = vllm.for_training()
@@ -92,6 +92,15 @@ def test_engines_run_all_reduce_not_the_sequence_parallel_pair_and_training_keep
     # other groups are never the engine's
     assert vllm.collective_s("all_reduce", 16384, 8, "dp") == cm.with_allreduce_engine(None).collective_s(
         "all_reduce", 16384, 8, "dp")
+
+
+def test_inference_takes_nccl_all_reduces_under_native_launch_only(analysis_builder):
+    """inference() names no engine: FasterTransformer / GptSession (kernel_launch="native") run NCCL
+    all-reduces per block; other launches keep the collectives the layout states, as training does."""
+    kw = dict(gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=8)
+    assert analysis_builder("meta-llama/Llama-3.1-8B", **kw).cost_model.allreduce_engine is None
+    native = analysis_builder("meta-llama/Llama-3.1-8B", kernel_launch="native", **kw).cost_model
+    assert native.allreduce_engine == "nccl" and native.for_training().allreduce_engine is None
 
 
 def test_a_serving_step_times_its_engines_all_reduce(analysis_builder):
