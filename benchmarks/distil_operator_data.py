@@ -9,6 +9,7 @@ can be distilled the same way (`--local file.json`).
 
     python benchmarks/distil_operator_data.py --aic-git-dir <mirror>/repo   # writes the tables, prints the comparison
     python benchmarks/distil_operator_data.py --aic-git-dir <dir> --compare-only
+    python benchmarks/distil_operator_data.py --aic-git-dir <dir> --custom-allreduce-only   # that key alone
 
 Written: llm_analysis/cost/profiles/measured/<catalogue gpu>.json, each table with its source
 (repository, commit, path, framework and version, device string, licence). Efficiencies are
@@ -22,6 +23,11 @@ with the profile parameters:
 - attention_decode: KV-cache bytes streamed / HBM spec, by KV length (rows: batch);
 - nccl[collective][group size]: bus bandwidth / NVLink line rate, by message bytes
   (nccl-tests' busbw: all-reduce x 2(n-1)/n, the others x (n-1)/n);
+- custom_allreduce[engine]: the all-reduce each serving engine runs for a tensor-parallel group inside
+  one node (vLLM's and SGLang's custom one-shot / two-shot kernels and their NCCL paths above a size,
+  TensorRT-LLM's AllReduce with strategy AUTO and no fusion), latency in us by message bytes per group
+  size and launch ('graph', 'eager'), from custom_allreduce_perf.parquet (`custom_allreduce_tables`);
+  read by the package (cost/engine_allreduce.py);
 - moe[dtype], moe_sglang[dtype], moe_trtllm[dtype]: the fused MoE layer (routing, permutation,
   gate/up GEMM, activation, down GEMM, un-permutation) as each serving engine runs it (MOE_TABLES:
   vLLM's fused-MoE kernels, SGLang's (FlashInfer TRT-LLM MoE, Triton fused MoE), TensorRT-LLM's
@@ -45,8 +51,8 @@ with the profile parameters:
   the same tokens per expert): its figure holds the ranks' imbalance the serving model applies
   again, so TensorRT-LLM's fused-MoE share stands for its wide EP.
 
-The package does not read these files yet (wiring them into the cost model changes numbers:
-the lead's decision). Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
+The package reads only the `custom_allreduce` key of these files (cost/engine_allreduce.py); the
+other tables are read into the profiles by benchmarks/measured_operator_values.py. Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
 """
 
 from __future__ import annotations
