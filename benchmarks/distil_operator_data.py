@@ -9,6 +9,7 @@ can be distilled the same way (`--local file.json`).
 
     python benchmarks/distil_operator_data.py --aic-git-dir <mirror>/repo   # writes the tables, prints the comparison
     python benchmarks/distil_operator_data.py --aic-git-dir <dir> --compare-only
+    python benchmarks/distil_operator_data.py --aic-git-dir <dir> --custom-allreduce-only   # that key alone
 
 Written: llm_analysis/cost/profiles/measured/<catalogue gpu>.json, each table with its source
 (repository, commit, path, framework and version, device string, licence). Efficiencies are
@@ -22,6 +23,11 @@ with the profile parameters:
 - attention_decode: KV-cache bytes streamed / HBM spec, by KV length (rows: batch);
 - nccl[collective][group size]: bus bandwidth / NVLink line rate, by message bytes
   (nccl-tests' busbw: all-reduce x 2(n-1)/n, the others x (n-1)/n);
+- custom_allreduce[engine]: the all-reduce each serving engine runs for a tensor-parallel group inside
+  one node (vLLM's and SGLang's custom one-shot / two-shot kernels and their NCCL paths above a size,
+  TensorRT-LLM's AllReduce with strategy AUTO and no fusion), latency in us by message bytes per group
+  size and launch ('graph', 'eager'), from custom_allreduce_perf.parquet (`custom_allreduce_tables`);
+  read by the package (cost/engine_allreduce.py);
 - moe[dtype], moe_sglang[dtype], moe_trtllm[dtype]: the fused MoE layer (routing, permutation,
   gate/up GEMM, activation, down GEMM, un-permutation) as each serving engine runs it (MOE_TABLES:
   vLLM's fused-MoE kernels, SGLang's (FlashInfer TRT-LLM MoE, Triton fused MoE), TensorRT-LLM's
@@ -45,8 +51,8 @@ with the profile parameters:
   the same tokens per expert): its figure holds the ranks' imbalance the serving model applies
   again, so TensorRT-LLM's fused-MoE share stands for its wide EP.
 
-The package does not read these files yet (wiring them into the cost model changes numbers:
-the lead's decision). Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
+The package reads only the `custom_allreduce` key of these files (cost/engine_allreduce.py); the
+other tables are read into the profiles by benchmarks/measured_operator_values.py. Needs pandas and pyarrow (`pip install -e .[benchmarks]`).
 """
 
 from __future__ import annotations
@@ -300,6 +306,58 @@ def nccl_tables(mirror, system, gpu) -> dict:
     return {"nccl": out, "nccl_source": _source(mirror, path, str(d.device.iloc[0]))} if out else {}
 
 
+# serving engine (aiconfigurator framework folder) -> the `framework` column its rows carry (some
+# folders hold another engine's rows: h100_sxm/comm/sglang/0.5.6.post2 holds TensorRT-LLM's)
+CUSTOM_ALLREDUCE_ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TRTLLM"}
+CUSTOM_ALLREDUCE_KEY = "custom_allreduce"
+
+
+def _launch_of(row_backend: str) -> str:
+    """'graph' or 'eager' from a row's backend column (vllm_graph, sglang_eager, ...); TensorRT-LLM's
+    rows (implementation 'trtllm') were captured in one CUDA graph (its collector) : 'graph'."""
+    return "eager" if row_backend.endswith("_eager") else "graph"
+
+
+def custom_allreduce_tables(mirror, system) -> dict:
+    """{CUSTOM_ALLREDUCE_KEY: {engine: table}}: the all-reduce each serving engine runs for a
+    tensor-parallel group inside one node (vLLM's and SGLang's custom one-shot / two-shot kernels over
+    P2P buffers below their size limits and their NCCL paths above, TensorRT-LLM's AllReduce with
+    strategy AUTO and no fusion), latency in microseconds by message bytes per group size and launch
+    ('graph': captured in a CUDA graph and replayed; 'eager': launched from Python each time), from
+    aiconfigurator's collector/network/collect_all_reduce.py runs (bf16; message_size counts elements:
+    bytes = 2 x message_size). Per engine the newest version folder whose rows name that engine. A
+    larger message never takes less time, so each latency is the least measured at that size or any
+    larger one (an upward spike at one size, e.g. SGLang 8 x H100 at 1 KiB, is noise); repeated cells:
+    the median."""
+    out = {}
+    for engine, label in CUSTOM_ALLREDUCE_ENGINES.items():
+        prefix = f"{DATA}/{system}/comm/{engine}/"
+        found = sorted((p for p in mirror.files if p.startswith(prefix) and p.endswith("/custom_allreduce_perf.parquet")),
+                       key=lambda p: _version_key(p[len(prefix):].split("/")[0]), reverse=True)
+        for path in found:
+            df = mirror.table(path)
+            df = df[(df.framework == label) & (df.op_name == "all_reduce") & (df.allreduce_dtype == "bfloat16")]
+            if not df.empty:
+                break
+        else:
+            continue
+        launches = df.backend.map(_launch_of) if "backend" in df else ["graph"] * len(df)
+        df = df.assign(launch=list(launches))
+        table = {}
+        for (launch, n), g in sorted(df.groupby(["launch", "num_gpus"])):
+            by_size = g.groupby("message_size").latency.median()
+            sizes = _increasing([int(s) for s in by_size.index], f"{system} {engine} custom all-reduce")
+            lat_us = [float(by_size[s]) * 1e3 for s in sizes]
+            for i in range(len(lat_us) - 2, -1, -1):  # the least at this size or any larger one
+                lat_us[i] = min(lat_us[i], lat_us[i + 1])
+            table.setdefault(launch, {})[str(int(n))] = {"bytes": [2 * s for s in sizes],
+                                                          "latency_us": [_sig(x) for x in lat_us]}
+        kernels = sorted(str(k) for k in set(df.kernel_source))
+        out[engine] = {**table, "kernels": kernels, "dtype": "bf16",
+                       "source": _source(mirror, path, str(df.device.iloc[0]))}
+    return {CUSTOM_ALLREDUCE_KEY: out} if out else {}
+
+
 def distil(mirror: Mirror, framework: str) -> dict:
     docs = {}
     for system, gpu_name in SYSTEMS.items():
@@ -308,6 +366,7 @@ def distil(mirror: Mirror, framework: str) -> dict:
         doc["gemm"] = gemm_tables(mirror, system, gpu, framework)
         doc.update(attention_tables(mirror, system, gpu, framework))
         doc.update(nccl_tables(mirror, system, gpu))
+        doc.update(custom_allreduce_tables(mirror, system))
         for framework in MOE_TABLES:
             doc.update(moe_tables(mirror, system, framework))
             doc.update(wide_ep_tables(mirror, system, framework))
@@ -406,6 +465,25 @@ def write_moe_tables(mirror: Mirror, out: Path) -> int:
     return 0
 
 
+def write_custom_allreduce_tables(mirror: Mirror, out: Path) -> int:
+    """--custom-allreduce-only: the serving engines' all-reduce tables (CUSTOM_ALLREDUCE_KEY) into the
+    GPUs' JSON files already written, every other key left as it is."""
+    by_gpu = {gpu_name: system for system, gpu_name in SYSTEMS.items()}
+    for path in sorted(out.glob("*.json")):
+        doc = json.loads(path.read_text())
+        system = by_gpu.get(doc.get("gpu"))
+        if system is None:
+            continue
+        doc.pop(CUSTOM_ALLREDUCE_KEY, None)
+        doc.update(custom_allreduce_tables(mirror, system))
+        path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        got = doc.get(CUSTOM_ALLREDUCE_KEY, {})
+        print(f"{path.name}: " + (", ".join(f"{e} {sorted(k for k in t if k in ('graph', 'eager'))} tp "
+                                            f"{sorted(int(n) for n in t.get('graph', t.get('eager', {})))}"
+                                            for e, t in got.items()) or "no custom all-reduce tables"))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aic-git-dir", required=True, help="git directory of an ai-dynamo/aiconfigurator clone/mirror")
@@ -416,6 +494,9 @@ def main(argv=None) -> int:
                     help="rewrite only the fused-MoE tables (" + ", ".join(MOE_TABLES.values()) + " and the wide-EP "
                          "ones) of the JSON "
                          "files already in --out-dir, leaving their other tables as they are")
+    ap.add_argument("--custom-allreduce-only", action="store_true",
+                    help=f"rewrite only the serving engines' all-reduce tables ({CUSTOM_ALLREDUCE_KEY}) of the JSON files "
+                         "already in --out-dir, leaving their other tables as they are")
     args = ap.parse_args(argv)
     try:
         import pandas  # noqa: F401
@@ -423,6 +504,8 @@ def main(argv=None) -> int:
     except ImportError:
         print("distil_operator_data: needs pandas and pyarrow (pip install -e .[benchmarks])", file=sys.stderr)
         return 2
+    if args.custom_allreduce_only:
+        return write_custom_allreduce_tables(Mirror(args.aic_git_dir), Path(args.out_dir))
     if args.moe_only:
         return write_moe_tables(Mirror(args.aic_git_dir), Path(args.out_dir))
     docs = distil(Mirror(args.aic_git_dir), args.framework)

@@ -56,7 +56,9 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   picks "graph" for inference() and "eager" for training().
 - collectives: NCCL's algorithms (`nccl.collective_time_s`) on the fabric
   derived from the GPU config (one ring per NIC across nodes, NVLink islands,
-  NVLink SHARP, PCIe), ranks laid out TP fastest, then PP, then DP.
+  NVLink SHARP, PCIe), ranks laid out TP fastest, then PP, then DP; an inference
+  engine's tensor-parallel all-reduces (`allreduce_engine`: serve()'s engine, or
+  "nccl" for inference()) as cost/engine_allreduce.py times them.
 
 Overlap of communication and compute is the orchestrators' (training/run.py,
 inference/timing.py), the same under both cost models, each item stated there:
@@ -87,6 +89,8 @@ from llm_analysis.errors import ConfigError
 from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
 from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape, flash_backward_rate, launch_floor_s
 from llm_analysis.cost.model import CostModel
+from llm_analysis.cost.engine_allreduce import ENGINES as MEASURED_ENGINES
+from llm_analysis.cost.engine_allreduce import engine_allreduce_timer, engine_tp_collective
 from llm_analysis.cost.links import group_stride
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
 from llm_analysis.cost.nccl import fabric_from_gpu_config
@@ -208,6 +212,12 @@ def _weight_only_int_bits(dtype: DtypeConfig) -> int:
     return dtype.weight_bits if wo and dtype.weight_bits in (4, 8) else 0
 
 
+def _no_time(nbytes_per_gpu: float) -> float:
+    """The timer of a collective an engine does not run (the all-gather of a sequence-parallel pair
+    whose all-reduce is charged on its reduce-scatter: cost/engine_allreduce.py)."""
+    return 0.0
+
+
 def _ranks_per_island(group_size: int, stride: int, island: int) -> int:
     """Ranks of a group spaced `stride` apart that share one NVLink island (a divisor of the group)."""
     r = max(1, min(group_size, island // stride)) if stride < island else 1
@@ -221,7 +231,7 @@ class CalibratedCostModel(CostModel):
 
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
                  launch: str = "graph", num_gpus_per_node: Optional[int] = None, training: bool = False,
-                 moe_kernels: Optional[str] = None, sustained: bool = False):
+                 moe_kernels: Optional[str] = None, sustained: bool = False, allreduce_engine: Optional[str] = None):
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
@@ -241,6 +251,9 @@ class CalibratedCostModel(CostModel):
         self._precision = gemm_precision(dtype)
         self._plateau = gemm_plateau(v, self._precision)
         self.moe_kernels = moe_kernels
+        # the serving engine whose measured all-reduce times tensor-parallel all-reduces (None: NCCL's;
+        # cost/engine_allreduce.py)
+        self.allreduce_engine = allreduce_engine
         self._moe_share = moe_gemm_share(v, self._precision, moe_kernels)
         self._moe_stream_eff = moe_stream_efficiency(v, self._precision, moe_kernels)
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
@@ -271,31 +284,38 @@ class CalibratedCostModel(CostModel):
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training, 'native' C++ engines)."""
-        return self._view(launch, self.training, self.moe_kernels, self.sustained)
+        return self._view(launch, self.training, self.moe_kernels, self.sustained, self.allreduce_engine)
 
     def for_training(self, launch: str = "eager") -> "CalibratedCostModel":
         """The model of a training step: kernel floor `launch`, compute at training_compute_efficiency."""
-        return self._view(launch, True, self.moe_kernels, self.sustained)
+        return self._view(launch, True, self.moe_kernels, self.sustained, None)  # (training runs NCCL)
 
     def for_inference(self) -> "CalibratedCostModel":
         """The model of an inference() call: compute at the sustained share (training_compute_efficiency,
         module docstring); serving's step times keep the unscaled model (their engine profiles were
         fitted on it)."""
-        return self._view(self.launch, self.training, self.moe_kernels, True)
+        return self._view(self.launch, self.training, self.moe_kernels, True, self.allreduce_engine)
 
     def with_moe_kernels(self, moe_kernels: Optional[str]) -> "CalibratedCostModel":
         """The same model with routed experts at the grouped GEMM share of a serving engine's MoE
         kernel family (`moe_gemm_share`; None or "vllm": vLLM's)."""
-        return self._view(self.launch, self.training, moe_kernels, self.sustained)
+        return self._view(self.launch, self.training, moe_kernels, self.sustained, self.allreduce_engine)
 
-    def _view(self, launch: str, training: bool, moe_kernels: Optional[str], sustained: bool) -> "CalibratedCostModel":
-        key = (launch, training, moe_kernels, sustained)
-        if key == (self.launch, self.training, self.moe_kernels, self.sustained):
+    def with_allreduce_engine(self, engine: Optional[str]) -> "CalibratedCostModel":
+        """The same model with tensor-parallel all-reduces as serving engine `engine` runs them
+        (cost/engine_allreduce.py; None: NCCL's)."""
+        return self._view(self.launch, self.training, self.moe_kernels, self.sustained, engine)
+
+    def _view(self, launch: str, training: bool, moe_kernels: Optional[str], sustained: bool,
+              allreduce_engine: Optional[str]) -> "CalibratedCostModel":
+        key = (launch, training, moe_kernels, sustained, allreduce_engine)
+        if key == (self.launch, self.training, self.moe_kernels, self.sustained, self.allreduce_engine):
             return self
         view = self._views.get(key)
         if view is None:
             view = self._views[key] = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
-                                                          self.num_gpus_per_node, training, moe_kernels, sustained)
+                                                          self.num_gpus_per_node, training, moe_kernels, sustained,
+                                                          allreduce_engine)
             # GEMM efficiencies and collective times do not depend on the floor: one memo for both
             view._gemms, view._timers, view._views = self._gemms, self._timers, self._views
             view._expert_gemms = self._expert_gemms
@@ -451,17 +471,37 @@ class CalibratedCostModel(CostModel):
     def collective_timer(self, kind: str, group_size: int, comm_group: str):
         """`collective_s` of this collective and group as a function of the bytes per GPU
         (`nccl.collective_timer`: the group's placement and links worked out once)."""
+        engine = self.allreduce_engine if comm_group == "tp" else None
+        if engine is not None:  # an inference engine's tensor parallelism (cost/engine_allreduce.py)
+            kind = engine_tp_collective(kind)
+            if kind is None:
+                return _no_time
         key = (kind, group_size, comm_group)
         timer = self._timers.get(key)
         if timer is None:
             r = self._group_ranks_per_island(kind, group_size, comm_group)
             timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
+        if engine in MEASURED_ENGINES and kind == "all_reduce":
+            timer, key = self._engine_allreduce(timer, key)
         if self.launch != "native":
             return timer
         # launched from a C++ host without CUDA graphs, a collective starts only once every rank has
         # enqueued it (NCCL's host-side enqueue plus the kernel launch): one launch floor before the
         # transfer, which queued work cannot hide as it hides a compute kernel's launch (every rank waits)
         return self._launched_collective(timer, key)
+
+    def _engine_allreduce(self, nccl_timer_of_group, key: tuple):
+        """(timer, memo key) of a tensor-parallel all-reduce as the serving engine runs it
+        (cost/engine_allreduce.py: its measured table inside one node, NCCL's outside the table)."""
+        key = key + (self.allreduce_engine, self.launch)
+        timer = self._timers.get(key)
+        if timer is None:
+            n = key[1]
+            in_one_node = n <= self._fabric.gpus_per_node and \
+                self._group_ranks_per_island("all_reduce", n, "tp") == n
+            timer = self._timers[key] = engine_allreduce_timer(self.gpu, self.allreduce_engine, self.launch, n,
+                                                               in_one_node, nccl_timer_of_group)
+        return timer, key
 
     def _launched_collective(self, timer, key: tuple):
         """`timer` with one native launch floor added (memoised beside it, per floor)."""

@@ -52,8 +52,13 @@ def check_launch(kernel_launch):
 
 def cost_model(a):
     if a.profile is not None:
-        return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile,
-                                   a.kernel_launch or "graph", a.num_gpus_per_node)
+        # inference() names no engine: under native launches (C++ engines: FasterTransformer, TensorRT-LLM's
+        # GptSession) its tensor parallelism runs as their NCCL all-reduce per block (cost/engine_allreduce.py);
+        # otherwise as the layout states, like training; serve() times its steps with its engine's measured
+        # all-reduce (serving/step_time.py)
+        launch = a.kernel_launch or "graph"
+        return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile, launch,
+                                   a.num_gpus_per_node, allreduce_engine="nccl" if launch == "native" else None)
     if a.cost_model_class is RooflineCostModel:
         return a.lower_bound_cost_model
     return roofline_model(a, a.cost_model_class)

@@ -261,18 +261,20 @@ def _describer_of(describer, stage: Optional[int]):
 
 def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imbalance: Optional[float],
                       where: str = "", moe_kernels: Optional[str] = None,
-                      stage: Optional[int] = None) -> LayoutStepCosts:
+                      stage: Optional[int] = None, allreduce_engine: Optional[str] = None) -> LayoutStepCosts:
     """The step costs of one rank of `layout` (kept with the replica analysis' describer per cost model),
     the routed experts at the grouped GEMM share of the engine's `moe_kernels` times `imbalance` (None: 1, balanced);
     `stage`: one pipeline
-    stage's operators only (None: the whole model)."""
+    stage's operators only (None: the whole model); `allreduce_engine`: the engine whose measured all-reduce
+    times tensor-parallel all-reduces (serving/step_time.py StepCosts; None: the cost model's own)."""
     attention = attention_analysis(analysis, layout)
     if imbalance is None:
         imbalance = 1.0
     d = attention.describer_for(kv_cache_bytes)
-    key = ("serving_layout_attention", attention.kernel_launch, stage)
+    key = ("serving_layout_attention", attention.kernel_launch, stage, allreduce_engine)
     att = d.cost_memo(attention.cost_model, key,
-                      lambda: StepCosts(attention, _describer_of(d, stage), token_filter=lambda op: not _is_routed(op)))
+                      lambda: StepCosts(attention, _describer_of(d, stage), token_filter=lambda op: not _is_routed(op),
+                                        allreduce_engine=allreduce_engine))
     experts = None
     if analysis.model_config.is_moe:
         e = expert_analysis(analysis, layout, where)
@@ -282,9 +284,10 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
             return _is_routed(op) or (dispatch and op.comm_group == "ep")
 
         de = e.describer
-        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels, stage),
+        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels, stage,
+                                              allreduce_engine),
                                lambda: StepCosts(e, _describer_of(de, stage), token_filter=routed_or_dispatch,
-                                                 moe_kernels=moe_kernels))
+                                                 moe_kernels=moe_kernels, allreduce_engine=allreduce_engine))
     return LayoutStepCosts(att, experts, layout, imbalance)
 
 
@@ -296,8 +299,8 @@ def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optiona
         imbalance = engine.expert_load_imbalance if layout.moe_ep > 1 else 1.0
     # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
     moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
-    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage),
-                     engine)
+    return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage,
+                                       allreduce_engine=engine.framework), engine)
 
 
 def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance, where: str,
@@ -307,9 +310,9 @@ def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbala
         return layout_step_timer(analysis, layout, engine, imbalance, where, stage)
     if stage is None:
         return step_timer(rank, describer, engine)
-    key = ("serving_step_costs", rank.kernel_launch, engine.moe_kernels, "stage", stage)
+    key = ("serving_step_costs", rank.kernel_launch, engine.moe_kernels, "stage", stage, engine.framework)
     return StepTimer(describer.cost_memo(rank.cost_model, key, lambda: StepCosts(
-        rank, StageView(describer, stage), moe_kernels=engine.moe_kernels)), engine)
+        rank, StageView(describer, stage), moe_kernels=engine.moe_kernels, allreduce_engine=engine.framework)), engine)
 
 
 def rank_step_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance: Optional[float] = None,

@@ -91,7 +91,8 @@ class StepCosts:
     """The cost-model seconds of the pieces of a step on one replica (analysis under serving
     conventions, its describer with the engine's KV dtype), each worked out once and kept."""
 
-    def __init__(self, analysis, describer, token_filter=None, moe_kernels: Optional[str] = None):
+    def __init__(self, analysis, describer, token_filter=None, moe_kernels: Optional[str] = None,
+                 allreduce_engine: Optional[str] = None):
         self.d = describer
         # which token operators this object times (None: all); a worker layout times the attention side
         # and the routed experts on two layouts (serving/layout.py)
@@ -102,6 +103,11 @@ class StepCosts:
         with_moe_kernels = getattr(cost_model, "with_moe_kernels", None)
         if with_moe_kernels is not None:
             cost_model = with_moe_kernels(moe_kernels)
+        # tensor-parallel all-reduces as the engine runs them (its measured custom all-reduce: the
+        # calibrated model's cost/engine_allreduce.py); None keeps the cost model's own
+        with_allreduce_engine = getattr(cost_model, "with_allreduce_engine", None)
+        if with_allreduce_engine is not None and allreduce_engine is not None:
+            cost_model = with_allreduce_engine(allreduce_engine)
         with_launch = getattr(cost_model, "with_launch", None)  # the calibrated model's kernel floors
         forced = getattr(analysis, "kernel_launch", None)
         if with_launch is None:
@@ -285,9 +291,10 @@ class StepTimer:
 def step_timer(analysis, describer, engine) -> StepTimer:
     """The replica's StepTimer; its cost pieces are kept with the describer per cost model, so a
     later call (any engine with the same MoE kernels, any workload) reuses every piece already worked out."""
-    key = ("serving_step_costs", analysis.kernel_launch, engine.moe_kernels)
+    key = ("serving_step_costs", analysis.kernel_launch, engine.moe_kernels, engine.framework)
     return StepTimer(describer.cost_memo(analysis.cost_model, key,
-                                         lambda: StepCosts(analysis, describer, moe_kernels=engine.moe_kernels)),
+                                         lambda: StepCosts(analysis, describer, moe_kernels=engine.moe_kernels,
+                                                           allreduce_engine=engine.framework)),
                      engine)
 
 

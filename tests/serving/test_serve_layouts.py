@@ -43,7 +43,8 @@ def test_layout_step_model_reduces_to_the_plain_one(analysis_builder, perf_model
     a = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model=perf_model, tp_size=2))
     engine = engine_settings(a, "vllm", {})
     plain = step_timer(a, a.describer_for(engine.kv_cache_bytes), engine)
-    forced = StepTimer(layout_step_costs(a, WorkerLayout(2, 1, 2, 1, 1), engine.kv_cache_bytes, None), engine)
+    forced = StepTimer(layout_step_costs(a, WorkerLayout(2, 1, 2, 1, 1), engine.kv_cache_bytes, None,
+                                         allreduce_engine=engine.framework), engine)
     for decoders, ctx, chunks in ((1, 300.0, ()), (12, 700.0, ()), (40, 1500.0, ((512, 0),)), (3, 90.0, ((100, 64),))):
         assert forced.step_s(decoders, decoders * ctx, chunks) == pytest.approx(
             plain.step_s(decoders, decoders * ctx, chunks), rel=1e-9)
