@@ -47,6 +47,11 @@ averaged over the measured GPUs of the profile's generation (one profile per gen
   time, FP8_DYNAMIC_SCALE_S, taken off);
 - attn_decode_hbm_efficiency: KV bytes streamed / HBM spec at the measured cell with the most KV
   bytes (a cache far larger than L2);
+- attn_decode_fixed_s: what a decode attention call takes beyond streaming its KV cache at the
+  generation's attn_decode_hbm_efficiency (and half-saturation): the median, over the cells whose
+  streaming is at most half their measured time (small batches and short caches), of the measured
+  time less that streaming. The measured op is TensorRT-LLM's attention with RoPE and the KV append
+  fused in, replayed from a CUDA graph, so the fixed part holds those and the kernels' own latency;
 - intra_bus_efficiency: ring bus bandwidth / NVLink line rate of the 8-GPU all-gather and
   reduce-scatter (and all-reduce where the generation has no NVLink SHARP) at the largest message;
 - nvls_busbw_factor: the 8-GPU all-reduce at the largest message on generations with NVLink SHARP
@@ -73,6 +78,7 @@ sys.path.insert(0, str(REPO))
 from llm_analysis.cost.calibrated import GROUPED_TILE_TOKENS  # noqa: E402
 from llm_analysis.cost.gemm import gemm_efficiency  # noqa: E402
 from llm_analysis.cost.profiles import MOE_KERNEL_FAMILIES, PROFILE_DIR, generation_of, load_profile  # noqa: E402
+from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
 
 MEASURED_DIR = PROFILE_DIR / "measured"
 MOE_STREAM_SHARE = 0.5  # cells whose expert weights stream in more of the measured time are bandwidth-bound
@@ -346,6 +352,39 @@ def decode_stream(doc: dict) -> Tuple[float | None, str] | None:
                f"{_table_path(doc['gpu'])} <- {_source_of(table)}")
 
 
+def decode_fixed(doc: dict, generation: str) -> Tuple[float | None, str] | None:
+    """(seconds a decode attention call takes beyond streaming its KV cache, how read): the median over
+    the fixed-dominated cells (streaming <= half the measured time) of measured time - streaming, the
+    streaming at the generation's shipped attn_decode_hbm_efficiency and hbm_half_saturation_bytes."""
+    table = doc.get("attention_decode")
+    if not table:
+        return None
+    stream = decode_stream(doc)
+    if stream and stream[0] is None:  # a table whose bytes are not what the kernel reads: not this either
+        return None, stream[1]
+    profile = load_profile(generation)
+    spec = get_gpu_config_by_name(doc["gpu"]).hbm_bandwidth_in_GB_per_sec * 1e9
+    _, kv_heads, head_dim = table["heads"]
+    residuals = []
+    for b, row in zip(table["batch"], table["kv_bytes_over_hbm_spec"]):
+        for s, x in zip(table["kv_len"], row):
+            if not x:
+                continue
+            kv_bytes = b * s * kv_heads * head_dim * 2 * 2  # K and V, 16-bit
+            measured_s = kv_bytes / (x * spec)
+            stream_s = (kv_bytes + profile.hbm_half_saturation_bytes) / (spec * profile.attn_decode_hbm_efficiency)
+            if stream_s <= 0.5 * measured_s:
+                residuals.append(measured_s - stream_s)
+    if not residuals:
+        return None
+    value = statistics.median(residuals)
+    return value, (f"{doc['gpu']}: {value * 1e6:.1f} us = median over {len(residuals)} cells (batch "
+                   f"{min(table['batch'])}-{max(table['batch'])}, KV length {min(table['kv_len'])}-"
+                   f"{max(table['kv_len'])}, streaming <= half the time) of measured time - KV streaming at "
+                   f"{profile.attn_decode_hbm_efficiency:.3f} of the HBM spec; {_table_path(doc['gpu'])} <- "
+                   f"{_source_of(table)}")
+
+
 def nccl_figures(doc: dict, has_nvls: bool) -> Dict[str, Tuple[float | None, str]]:
     """{'intra_bus_efficiency': (ring figure, how read), 'nvls_busbw_factor': ...} of one GPU."""
     nccl = doc.get("nccl")
@@ -410,6 +449,9 @@ def generation_values(generation: str) -> Dict[str, Tuple[float, str]]:
         dec = decode_stream(doc)
         if dec:
             found.setdefault("attn_decode_hbm_efficiency", []).append(dec)
+        fixed = decode_fixed(doc, generation)
+        if fixed:
+            found.setdefault("attn_decode_fixed_s", []).append(fixed)
         for key, got in nccl_figures(doc, has_nvls).items():
             found.setdefault(key, []).append(got)
     for key, figures in found.items():
@@ -488,13 +530,18 @@ MOE_AND_FP4_KEYS = (*QUANTIZED_GEMM_KEYS, "gemm_fp4_plateau_efficiency", "moe_ge
                       for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")))
 
 
+# with the decode attention's fixed part (written by `--write` too)
+WRITTEN_KEYS = (*MOE_AND_FP4_KEYS, "attn_decode_fixed_s")
+
+
 def write_moe_and_fp4_values() -> None:
-    """The FP4 plateau and the MoE shares into the generations' profiles (only those keys)."""
+    """The FP4 plateau, the quantized linears' terms, the MoE shares and the decode attention's fixed part
+    into the generations' profiles (only those keys)."""
     for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
         path = PROFILE_DIR / f"{gen}.json"
         doc = json.loads(path.read_text())
         values = generation_values(gen)
-        keys = [k for k in MOE_AND_FP4_KEYS if k in values]
+        keys = [k for k in WRITTEN_KEYS if k in values]
         for key in keys:
             doc["parameters"][key] = {"value": values[key][0], "source": values[key][1]}
         if keys:
@@ -507,7 +554,7 @@ def write_moe_and_fp4_values() -> None:
 def main(argv=None) -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="write " + ", ".join(MOE_AND_FP4_KEYS) + " into the profiles")
+    ap.add_argument("--write", action="store_true", help="write " + ", ".join(WRITTEN_KEYS) + " into the profiles")
     args = ap.parse_args(argv)
     for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
         p = load_profile(gen)

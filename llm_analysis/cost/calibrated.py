@@ -272,6 +272,10 @@ class CalibratedCostModel(CostModel):
             else self._peak
         self._attn_eff, self._attn_half = v["attn_prefill_efficiency"], v["attn_prefill_half_seq"]
         self._decode_eff = v["attn_decode_hbm_efficiency"]
+        # a paged-attention decode call's fixed time (TensorRT-LLM's attention op with RoPE and the KV
+        # append fused in, the split-KV reduction, the tail of a kernel chain inside a CUDA graph: ~10-13 us
+        # measured at any batch and KV length too small to stream for longer; absent: 0)
+        self._decode_fixed_s = v.get("attn_decode_fixed_s", 0.0)
         self._floor = launch_floor_s(v, launch)
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K)
@@ -405,7 +409,8 @@ class CalibratedCostModel(CostModel):
             return self._split(flops / (self._peak * eff), stream_s)
         if kind == "attention":
             if kv_bytes > 0:  # decode over a KV cache: paged attention streams the cache
-                mem = self._stream_s(kv_bytes, self._decode_eff) + self._stream_s(nbytes - kv_bytes, self._hbm_eff)
+                mem = (self._decode_fixed_s + self._stream_s(kv_bytes, self._decode_eff)
+                       + self._stream_s(nbytes - kv_bytes, self._hbm_eff))
                 return self._split(flops / (self._attn_peak * self._attn_eff), mem)
             q = dims[0] if dims else 1
             eff = self._attn_eff * q / (q + self._attn_half)

@@ -124,6 +124,8 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "attn_prefill_efficiency": ("efficiency", "flash-attention forward throughput / dense peak (long sequences)"),
     "attn_prefill_half_seq": ("count", "sequence length at half the flash-attention plateau"),
     "attn_decode_hbm_efficiency": ("efficiency", "paged-attention KV streaming / HBM spec"),
+    "attn_decode_fixed_s": ("seconds", "what one paged-attention decode call takes beyond streaming its KV "
+                                       "cache (the attention op's fixed costs inside a CUDA graph)"),
     "kernel_floor_graph_s": ("seconds", "least time per kernel under CUDA graphs (serving)"),
     "kernel_floor_eager_s": ("seconds", "least time per kernel in eager mode (training)"),
     "kernel_floor_native_s": ("seconds", "least time per kernel launched from C++ without CUDA graphs "
@@ -142,6 +144,9 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     "gemm_fp8_plateau_efficiency": (None, "the 16-bit GEMM plateau (fp8 GEMMs at the same efficiency)"),
     "gemm_fp4_plateau_efficiency": (None, "the 16-bit GEMM plateau (FP4 GEMMs at the same efficiency; the model "
                                           "before this key existed)"),
+    "attn_decode_fixed_s": (None, "0: a paged-attention decode call streams its KV cache with no fixed part (no "
+                                  "measured decode attention for this generation: the model before this key "
+                                  "existed)"),
     "kernel_floor_native_s": (None, "kernel_floor_eager_s (C++ launches floored as eager PyTorch ones: the model "
                                     "before this key existed)"),
     "moe_gemm_share": (None, "1: the grouped expert GEMM as fast as one dense GEMM of the per-expert shape "
