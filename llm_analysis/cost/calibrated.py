@@ -208,17 +208,20 @@ def moe_gemm_fixed_s(values, precision: str, kernels: Optional[str] = None) -> f
     """The fixed time a fused MoE layer of a kernel family adds to each of its three expert GEMMs beyond
     streaming the reached experts' weights (block-scale loads, the activations' per-token-group
     quantization, the sorted-token alignment: benchmarks/moe_fixed_values.py): the family's own key
-    where measured and written, else its fallback family's (MOE_KERNEL_FALLBACK), else vLLM's, else 0
-    (the kernel floors hold the layer's fixed costs, as before the key existed)."""
-    if kernels not in (None, "vllm") and kernels not in MOE_KERNEL_FAMILIES:
+    where measured and written, else its fallback family's (MOE_KERNEL_FALLBACK: wide EP -> SGLang's),
+    else 0 (the kernel floors hold the layer's fixed costs, as before the key existed). Unlike the
+    shares and streaming rates, another family never takes vLLM's: the fixed time is one kernel
+    implementation's (on Hopper, block FP8: vLLM's Triton fused_moe 7.1 us per GEMM, SGLang's 2.3 us over
+    its own measured streaming rate, TensorRT-LLM's 14 us)."""
+    if kernels in (None, "vllm"):
+        return values.get(moe_gemm_fixed_key(precision, None), 0.0)
+    if kernels not in MOE_KERNEL_FAMILIES:
         raise ConfigError(f"moe_kernels = {kernels!r}; valid: vllm, {', '.join(MOE_KERNEL_FAMILIES)}")
-    while True:
-        own = values.get(moe_gemm_fixed_key(precision, kernels))
-        if own is not None:
-            return own
-        if kernels in (None, "vllm"):
-            return 0.0
-        kernels = MOE_KERNEL_FALLBACK.get(kernels)
+    own = values.get(moe_gemm_fixed_key(precision, kernels))
+    if own is not None:
+        return own
+    fallback = MOE_KERNEL_FALLBACK.get(kernels)
+    return moe_gemm_fixed_s(values, precision, fallback) if fallback else 0.0
 
 
 def moe_gemm_share(values, precision: str, kernels: Optional[str] = None) -> float:
@@ -283,7 +286,9 @@ class CalibratedCostModel(CostModel):
         self.allreduce_engine = allreduce_engine
         self._moe_share = moe_gemm_share(v, self._precision, moe_kernels)
         self._moe_stream_eff = moe_stream_efficiency(v, self._precision, moe_kernels)
-        self._moe_fixed_s = moe_gemm_fixed_s(v, self._precision, moe_kernels)
+        # a serving engine's fused MoE kernels' fixed time (measured on them); a training step runs other
+        # MoE kernels (Megatron's / TransformerEngine's grouped GEMMs), none measured: 0 there
+        self._moe_fixed_s = 0.0 if training else moe_gemm_fixed_s(v, self._precision, moe_kernels)
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
         # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
         wo_bits = _weight_only_int_bits(dtype)

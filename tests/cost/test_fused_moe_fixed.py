@@ -28,7 +28,8 @@ def test_fixed_time_falls_back_family_then_vllm_then_zero():
     assert moe_gemm_fixed_s({}, "fp8", None) == 0.0  # no key: the model before the key existed
     vllm = {"moe_fp8_gemm_fixed_s": 7e-6}
     assert moe_gemm_fixed_s(vllm, "fp8", "vllm") == 7e-6
-    assert moe_gemm_fixed_s(vllm, "fp8", "trtllm") == 7e-6  # no TensorRT-LLM key: vLLM's
+    assert moe_gemm_fixed_s(vllm, "fp8", "trtllm") == 0.0  # no TensorRT-LLM key: never vLLM's
+    assert moe_gemm_fixed_s(vllm, "fp8", "sglang_wide_ep") == 0.0
     assert moe_gemm_fixed_s(vllm, "16-bit", None) == 0.0  # another precision's key is not read
     sglang = {**vllm, "moe_fp8_gemm_fixed_s_sglang": 2e-6}
     assert moe_gemm_fixed_s(sglang, "fp8", "sglang_wide_ep") == 2e-6  # wide EP -> SGLang's
