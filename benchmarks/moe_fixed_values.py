@@ -28,10 +28,12 @@ Read the model's own way, per cell where it applies:
 
 Profile keys (calibrated.py `moe_gemm_fixed_s`): moe_gemm_fixed_s (16-bit), moe_fp8_gemm_fixed_s,
 moe_fp4_gemm_fixed_s for vLLM's kernels, with _sglang / _trtllm for those engines' own. All are
-printed; `--write` writes only the (generation, key) pairs named by `--keys` (default Hopper's vLLM
-block-FP8 one, the only one whose serving rows got better with it: module docstring of
-docs/serving.md's MiniMax paragraph; on Blackwell vLLM's measured fixed part is absorbed today by the
-vLLM engine profile's fitted step overhead, so writing it there waits for a refit of the profiles).
+printed; `--write` writes only the (generation, key) pairs named by `--keys`: by default Hopper's vLLM
+block-FP8 one (7.06 us: H100 7.0, H200 7.1), which brings MiniMax-M2.5's H200 rows from -29.5% to -23.0%
+(docs/serving.md, "MiniMax-M2.5 fp8 on Hopper"). The others wait for a refit of the engine profiles:
+Blackwell's vLLM figure (4.7 us) is held today by the vLLM profile's fitted step overhead (its rows are
+right without it), SGLang's (2.3 us on Hopper) by its own measured streaming rate, and rows fitted
+without TensorRT-LLM's (14 us) would move.
 
     python benchmarks/moe_fixed_values.py --aic-git-dir <mirror>/repo [--write] [--keys hopper:moe_fp8_gemm_fixed_s]
 """
