@@ -18,7 +18,9 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
   permutation, block scales, per-expert tails); their weights stream at the fused MoE's
   own measured rate (`moe_stream_efficiency`: block-scaled FP8 and FP4 experts stream
-  below the dense GEMMs' `hbm_efficiency`). Below GROUPED_TILE_TOKENS tokens per
+  below the dense GEMMs' `hbm_efficiency`), plus, where a profile has it, the fused MoE's measured
+  fixed time per expert GEMM (`moe_gemm_fixed_s`: block scales, activation quantization, token
+  alignment; benchmarks/moe_fixed_values.py). Below GROUPED_TILE_TOKENS tokens per
   expert (a decode step's one or two) each expert's GEMM is one short row of tiles, and
   the fused kernel's grid runs the reached experts' tiles side by side: each expert's
   GEMM on its share of the SMs (`expert_sms`), one wave schedule for the group, instead
