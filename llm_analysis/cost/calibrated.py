@@ -18,7 +18,9 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   reach a fraction of what one dense GEMM of the per-expert shape reaches: routing,
   permutation, block scales, per-expert tails); their weights stream at the fused MoE's
   own measured rate (`moe_stream_efficiency`: block-scaled FP8 and FP4 experts stream
-  below the dense GEMMs' `hbm_efficiency`). Below GROUPED_TILE_TOKENS tokens per
+  below the dense GEMMs' `hbm_efficiency`), plus, where a profile has it, the fused MoE's measured
+  fixed time per expert GEMM (`moe_gemm_fixed_s`: block scales, activation quantization, token
+  alignment; benchmarks/moe_fixed_values.py). Below GROUPED_TILE_TOKENS tokens per
   expert (a decode step's one or two) each expert's GEMM is one short row of tiles, and
   the fused kernel's grid runs the reached experts' tiles side by side: each expert's
   GEMM on its share of the SMs (`expert_sms`), one wave schedule for the group, instead
@@ -194,6 +196,36 @@ def moe_stream_efficiency(values, precision: str, kernels: Optional[str] = None)
         kernels = MOE_KERNEL_FALLBACK.get(kernels)
 
 
+MOE_FIXED_KEYS = {"16-bit": "moe_gemm_fixed_s", "fp8": "moe_fp8_gemm_fixed_s", "fp4": "moe_fp4_gemm_fixed_s"}
+
+
+def moe_gemm_fixed_key(precision: str, kernels: Optional[str] = None) -> str:
+    """The profile key of a precision's fused-MoE fixed time per expert GEMM for a MoE kernel family
+    (None or "vllm": the unsuffixed vLLM key)."""
+    base = MOE_FIXED_KEYS[precision]
+    return base if kernels in (None, "vllm") else f"{base}_{kernels}"
+
+
+def moe_gemm_fixed_s(values, precision: str, kernels: Optional[str] = None) -> float:
+    """The fixed time a fused MoE layer of a kernel family adds to each of its three expert GEMMs beyond
+    streaming the reached experts' weights (block-scale loads, the activations' per-token-group
+    quantization, the sorted-token alignment: benchmarks/moe_fixed_values.py): the family's own key
+    where measured and written, else its fallback family's (MOE_KERNEL_FALLBACK: wide EP -> SGLang's),
+    else 0 (the kernel floors hold the layer's fixed costs, as before the key existed). Unlike the
+    shares and streaming rates, another family never takes vLLM's: the fixed time is one kernel
+    implementation's (on Hopper, block FP8: vLLM's Triton fused_moe 7.1 us per GEMM, SGLang's 2.3 us over
+    its own measured streaming rate, TensorRT-LLM's 14 us)."""
+    if kernels in (None, "vllm"):
+        return values.get(moe_gemm_fixed_key(precision, None), 0.0)
+    if kernels not in MOE_KERNEL_FAMILIES:
+        raise ConfigError(f"moe_kernels = {kernels!r}; valid: vllm, {', '.join(MOE_KERNEL_FAMILIES)}")
+    own = values.get(moe_gemm_fixed_key(precision, kernels))
+    if own is not None:
+        return own
+    fallback = MOE_KERNEL_FALLBACK.get(kernels)
+    return moe_gemm_fixed_s(values, precision, fallback) if fallback else 0.0
+
+
 def moe_gemm_share(values, precision: str, kernels: Optional[str] = None) -> float:
     """The grouped expert GEMM share of a precision for a MoE kernel family: the family's own key
     where measured, else its fallback family's (MOE_KERNEL_FALLBACK), else vLLM's (its own key, else
@@ -256,6 +288,9 @@ class CalibratedCostModel(CostModel):
         self.allreduce_engine = allreduce_engine
         self._moe_share = moe_gemm_share(v, self._precision, moe_kernels)
         self._moe_stream_eff = moe_stream_efficiency(v, self._precision, moe_kernels)
+        # a serving engine's fused MoE kernels' fixed time (measured on them); a training step runs other
+        # MoE kernels (Megatron's / TransformerEngine's grouped GEMMs), none measured: 0 there
+        self._moe_fixed_s = 0.0 if training else moe_gemm_fixed_s(v, self._precision, moe_kernels)
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
         # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
         wo_bits = _weight_only_int_bits(dtype)
@@ -397,10 +432,11 @@ class CalibratedCostModel(CostModel):
             if not dims:
                 eff = self._plateau
             elif routed:
-                # a fused MoE streams the reached experts' weights at its own measured rate (its measured
-                # share holds its fixed costs: no quantized-linear terms)
+                # a fused MoE streams the reached experts' weights at its own measured rate, plus its
+                # measured fixed time per expert GEMM where a profile has one (`moe_gemm_fixed_s`; a
+                # compute-bound GEMM's measured share holds its fixed costs: no quantized-linear terms)
                 return self._split(flops / (self._peak * self.routed_expert_eff(op, dims)),
-                                   self._stream_s(nbytes, self._moe_stream_eff))
+                                   self._stream_s(nbytes, self._moe_stream_eff) + self._moe_fixed_s)
             else:
                 eff = self._matmul_eff(dims)
             stream_s = self._stream_s(nbytes, self._matmul_hbm_eff)

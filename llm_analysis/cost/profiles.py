@@ -112,6 +112,12 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     **{f"{key}{suffix}": ("efficiency", f"routed experts' weight streaming at decode sizes / HBM spec{what}")
        for suffix, what in (("", ""), *((f"_{family}", f" ({name})") for family, name in MOE_KERNEL_FAMILIES.items()))
        for key in ("moe_stream_efficiency", "moe_fp8_stream_efficiency", "moe_fp4_stream_efficiency")},
+    # a fused MoE layer's fixed time per expert GEMM at decode sizes beyond streaming the reached
+    # experts' weights, same keying (benchmarks/moe_fixed_values.py; absent: 0, cost/calibrated.py
+    # `moe_gemm_fixed_s`)
+    **{f"{key}{suffix}": ("seconds", f"fused MoE fixed time per expert GEMM at decode sizes{what}")
+       for suffix, what in (("", ""), *((f"_{family}", f" ({name})") for family, name in MOE_KERNEL_FAMILIES.items()))
+       for key in ("moe_gemm_fixed_s", "moe_fp8_gemm_fixed_s", "moe_fp4_gemm_fixed_s")},
     "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
     "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
@@ -165,6 +171,10 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
                                 "before this key existed)")
        for suffix in ("", *(f"_{family}" for family in MOE_KERNEL_FAMILIES))
        for key in ("moe_stream_efficiency", "moe_fp8_stream_efficiency", "moe_fp4_stream_efficiency")},
+    **{f"{key}{suffix}": (None, "0: the kernel floors hold a fused MoE layer's fixed costs (no fixed time read "
+                                "or written for this precision and engine: the model before this key existed)")
+       for suffix in ("", *(f"_{family}" for family in MOE_KERNEL_FAMILIES))
+       for key in ("moe_gemm_fixed_s", "moe_fp8_gemm_fixed_s", "moe_fp4_gemm_fixed_s")},
     "gemm_splitk_min_k": (256.0, "split-K slices of >= 256 (4 k-tiles of 64), the shipped assumption "
                                  "(CUTLASS 'Split-K'; Osama et al. 2023, arXiv 2301.03598)"),
     "weight_only_int8_stream_factor": (1.0, "int8 weight-only GEMMs stream at the 16-bit rate (the model "

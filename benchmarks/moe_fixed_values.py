@@ -1,0 +1,166 @@
+"""The fixed time of a fused MoE layer at decode sizes beyond streaming its reached experts' weights, read
+off the measured fused-MoE tables of ai-dynamo/aiconfigurator (Apache-2.0), per serving engine,
+tensor-core precision and GPU generation.
+
+At a decode step's one token per reached expert a fused MoE layer takes a fixed time that does not
+shrink with the weights it reads: vLLM's block-FP8 fused MoE on H200 (Triton's fused_moe with 128 x 128
+block scales; `moe/vllm/<v>/moe_perf.parquet`) takes 37 / 49 / 65 / 90 / 157 us at 1 / 2 / 4 / 8 / 16
+tokens for MiniMax-M2.5's experts (hidden 3072, width 1536 / moe_tp 4, 256 experts, top-8, balanced
+routing), about 34 us plus the weights at 0.8 of the HBM spec (a least-squares line); the calibrated
+model's layer (model/mlp.py, cost/calibrated.py under CUDA graphs: four small kernels at the graph
+floor, top-k, sort, activation, combine, and three expert GEMMs streaming the reached weights) gave
+18 / 24 / 37 / 60 / 99 us. The fixed part is the fused layer's own work (the block-scale loads and the
+per-token-group activation quantization ahead of each grouped GEMM, the sorted-token alignment pass,
+the grid of a Triton kernel sized for every expert), which a kernel floor per launch does not hold.
+
+Read the model's own way, per cell where it applies:
+
+- cells: `moe/<engine>/<version>/moe_perf.parquet`, every version folder, the fastest kernel per cell (a
+  tuned deployment picks it), tokens routed `balanced`, experts not split over GPUs (moe_ep 1), tokens x
+  top-k <= experts (every reached expert gets one token: the decode regime), precisions as
+  benchmarks/measured_operator_values.py MOE_DTYPES;
+- the model's time of such a layer without the fixed part: SMALL_KERNELS graph floors plus three GEMMs,
+  each max(floor, (bytes + hbm_half_saturation_bytes) / (HBM spec x the family's fused-MoE streaming
+  efficiency, calibrated.py `moe_stream_efficiency`)); the GEMMs' FLOPs at one row per expert are far
+  below either;
+- fixed per expert GEMM = (measured latency - that time) / 3; per GPU the median over cells, per
+  generation the mean over its measured GPUs.
+
+Profile keys (calibrated.py `moe_gemm_fixed_s`): moe_gemm_fixed_s (16-bit), moe_fp8_gemm_fixed_s,
+moe_fp4_gemm_fixed_s for vLLM's kernels, with _sglang / _trtllm for those engines' own. All are
+printed; `--write` writes only the (generation, key) pairs named by `--keys`: by default Hopper's vLLM
+block-FP8 one (7.06 us: H100 7.0, H200 7.1), which brings MiniMax-M2.5's H200 rows from -29.5% to -23.0%
+(docs/serving.md, "MiniMax-M2.5 fp8 on Hopper"). The others wait for a refit of the engine profiles:
+Blackwell's vLLM figure (4.7 us) is held today by the vLLM profile's fitted step overhead (its rows are
+right without it), SGLang's (2.3 us on Hopper) by its own measured streaming rate, and rows fitted
+without TensorRT-LLM's (14 us) would move.
+
+    python benchmarks/moe_fixed_values.py --aic-git-dir <mirror>/repo [--write] [--keys hopper:moe_fp8_gemm_fixed_s]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from distil_operator_data import DATA, SYSTEMS, Mirror  # noqa: E402
+from measured_operator_values import MOE_DTYPES  # noqa: E402
+from moe_stream_values import ENGINES, LICENCE, SMALL_KERNELS  # noqa: E402
+
+from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
+from llm_analysis.cost.calibrated import moe_gemm_fixed_key, moe_stream_efficiency  # noqa: E402
+from llm_analysis.cost.profiles import PROFILE_DIR, generation_of, load_profile  # noqa: E402
+
+EXPERT_GEMMS = 3  # gate, up, down (model/mlp.py; vLLM fuses gate and up, the model times them apart)
+DEFAULT_WRITE = "hopper:moe_fp8_gemm_fixed_s"
+
+
+def decode_cells(mirror: Mirror, system: str, engine: str):
+    """(moe dtype, bytes per expert GEMM, latency s) of the decode cells of one GPU and engine, and the
+    tables read."""
+    best: Dict[tuple, float] = {}
+    paths = []
+    for path in mirror.files:
+        if path.startswith(f"{DATA}/{system}/moe/{engine}/") and path.endswith("/moe_perf.parquet"):
+            paths.append(path)
+            df = mirror.table(path)
+            df = df[(df.distribution == "balanced") & (df.moe_ep_size == 1) & df.moe_dtype.isin(list(MOE_DTYPES))
+                    & (df.num_tokens * df.topk <= df.num_experts)]
+            for row in df.itertuples():
+                key = (row.moe_dtype, row.num_tokens, row.hidden_size, row.inter_size, row.topk, row.num_experts,
+                       row.moe_tp_size)
+                best[key] = min(best.get(key, float("inf")), row.latency * 1e-3)
+    out = []
+    for (dtype, tokens, hidden, inter, topk, experts, moe_tp), latency_s in best.items():
+        gemm_bytes = tokens * topk * hidden * (inter // moe_tp) * MOE_DTYPES[dtype][1]
+        out.append((dtype, gemm_bytes, latency_s))
+    return out, sorted(paths)
+
+
+def model_time_without_fixed_s(values, spec_bytes_per_s: float, stream_eff: float, gemm_bytes: float) -> float:
+    """The calibrated model's time of one fused MoE layer at one token per reached expert, fixed part 0."""
+    floor = values["kernel_floor_graph_s"]
+    stream_s = (gemm_bytes + values["hbm_half_saturation_bytes"]) / (spec_bytes_per_s * stream_eff)
+    return SMALL_KERNELS * floor + EXPERT_GEMMS * max(floor, stream_s)
+
+
+def gpu_values(mirror: Mirror, system: str, gpu: str) -> Dict[str, Tuple[float, str]]:
+    """profile key -> (this GPU's median fixed time per expert GEMM, how read)."""
+    spec = get_gpu_config_by_name(gpu).hbm_bandwidth_in_GB_per_sec * 1e9
+    values = load_profile(generation_of(gpu)).values
+    out = {}
+    for engine in ENGINES:
+        found, paths = decode_cells(mirror, system, engine)
+        by_precision: Dict[str, List[float]] = {}
+        for dtype, gemm_bytes, latency_s in found:
+            precision = MOE_DTYPES[dtype][0]
+            stream_eff = moe_stream_efficiency(values, precision, engine)
+            residual_s = latency_s - model_time_without_fixed_s(values, spec, stream_eff, gemm_bytes)
+            by_precision.setdefault(precision, []).append(residual_s / EXPERT_GEMMS)
+        for precision, fixed in by_precision.items():
+            value = statistics.median(fixed)
+            dtypes = sorted({d for d, _, _ in found if MOE_DTYPES[d][0] == precision})
+            out[moe_gemm_fixed_key(precision, engine)] = (value, (
+                f"{gpu} {engine} {precision} ({', '.join(dtypes)}): median over {len(fixed)} cells (balanced routing, "
+                f"tokens x top-k <= experts: one token per reached expert) of (latency - {SMALL_KERNELS} graph "
+                f"floors - {EXPERT_GEMMS} expert GEMMs streaming the reached weights at the family's fused-MoE "
+                f"streaming efficiency) / {EXPERT_GEMMS} = {value * 1e6:.1f} us; github:ai-dynamo/aiconfigurator@"
+                f"{mirror.commit[:12]} {DATA}/{system}/moe/{engine}/*/moe_perf.parquet ({len(paths)} version "
+                f"folders; {LICENCE})"))
+    return out
+
+
+def generation_values(mirror: Mirror) -> Dict[str, Dict[str, Tuple[float, str]]]:
+    """generation -> profile key -> (mean over the generation's measured GPUs, source)."""
+    per_gen: Dict[str, Dict[str, List[Tuple[float, str]]]] = {}
+    for system, gpu in SYSTEMS.items():
+        try:
+            gen = generation_of(gpu)
+        except Exception:  # noqa: BLE001 (a measured GPU no profile lists)
+            continue
+        for key, figure in gpu_values(mirror, system, gpu).items():
+            per_gen.setdefault(gen, {}).setdefault(key, []).append(figure)
+    out: Dict[str, Dict[str, Tuple[float, str]]] = {}
+    for gen, keys in per_gen.items():
+        for key, figures in keys.items():
+            value = float(f"{statistics.mean(v for v, _ in figures):.4g}")
+            out.setdefault(gen, {})[key] = (value, "measured fused MoE layers at decode sizes "
+                                            "(benchmarks/moe_fixed_values.py), mean over "
+                                            f"{len(figures)} GPU(s): " + " | ".join(h for _, h in figures))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--aic-git-dir", required=True, help="git directory of an ai-dynamo/aiconfigurator mirror")
+    ap.add_argument("--write", action="store_true", help="write the --keys into the generations' profiles")
+    ap.add_argument("--keys", default=DEFAULT_WRITE,
+                    help="comma-separated generation:key pairs --write writes (module docstring)")
+    args = ap.parse_args(argv)
+    written = {tuple(pair.split(":", 1)) for pair in args.keys.split(",")}
+    values = generation_values(Mirror(args.aic_git_dir))
+    for gen, keys in sorted(values.items()):
+        for key, (value, _) in sorted(keys.items()):
+            print(f"{gen:16s} {key:32s} {value * 1e6:7.2f} us")
+        keys = {key: figure for key, figure in keys.items() if (gen, key) in written}
+        if args.write and keys:
+            path = PROFILE_DIR / f"{gen}.json"
+            doc = json.loads(path.read_text())
+            for key, (value, source) in keys.items():
+                doc["parameters"][key] = {"value": value, "source": source}
+            doc["parameters"] = dict(sorted(doc["parameters"].items()))
+            path.write_text(json.dumps(doc, indent=1) + "\n")
+            print(f"wrote {len(keys)} keys into {path.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
