@@ -41,7 +41,6 @@ without TensorRT-LLM's (14 us) would move.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -51,38 +50,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from distil_operator_data import DATA, SYSTEMS, Mirror  # noqa: E402
+from distil_operator_data import DATA, Mirror  # noqa: E402
 from measured_operator_values import MOE_DTYPES  # noqa: E402
-from moe_stream_values import ENGINES, LICENCE, SMALL_KERNELS  # noqa: E402
+from moe_stream_values import (ENGINES, LICENCE, SMALL_KERNELS, decode_cells, generation_means,  # noqa: E402
+                               write_profile_keys)
 
 from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
 from llm_analysis.cost.calibrated import moe_gemm_fixed_key, moe_stream_efficiency  # noqa: E402
-from llm_analysis.cost.profiles import PROFILE_DIR, generation_of, load_profile  # noqa: E402
+from llm_analysis.cost.profiles import generation_of, load_profile  # noqa: E402
 
 EXPERT_GEMMS = 3  # gate, up, down (model/mlp.py; vLLM fuses gate and up, the model times them apart)
 DEFAULT_WRITE = "hopper:moe_fp8_gemm_fixed_s"
-
-
-def decode_cells(mirror: Mirror, system: str, engine: str):
-    """(moe dtype, bytes per expert GEMM, latency s) of the decode cells of one GPU and engine, and the
-    tables read."""
-    best: Dict[tuple, float] = {}
-    paths = []
-    for path in mirror.files:
-        if path.startswith(f"{DATA}/{system}/moe/{engine}/") and path.endswith("/moe_perf.parquet"):
-            paths.append(path)
-            df = mirror.table(path)
-            df = df[(df.distribution == "balanced") & (df.moe_ep_size == 1) & df.moe_dtype.isin(list(MOE_DTYPES))
-                    & (df.num_tokens * df.topk <= df.num_experts)]
-            for row in df.itertuples():
-                key = (row.moe_dtype, row.num_tokens, row.hidden_size, row.inter_size, row.topk, row.num_experts,
-                       row.moe_tp_size)
-                best[key] = min(best.get(key, float("inf")), row.latency * 1e-3)
-    out = []
-    for (dtype, tokens, hidden, inter, topk, experts, moe_tp), latency_s in best.items():
-        gemm_bytes = tokens * topk * hidden * (inter // moe_tp) * MOE_DTYPES[dtype][1]
-        out.append((dtype, gemm_bytes, latency_s))
-    return out, sorted(paths)
 
 
 def model_time_without_fixed_s(values, spec_bytes_per_s: float, stream_eff: float, gemm_bytes: float) -> float:
@@ -118,26 +96,6 @@ def gpu_values(mirror: Mirror, system: str, gpu: str) -> Dict[str, Tuple[float, 
     return out
 
 
-def generation_values(mirror: Mirror) -> Dict[str, Dict[str, Tuple[float, str]]]:
-    """generation -> profile key -> (mean over the generation's measured GPUs, source)."""
-    per_gen: Dict[str, Dict[str, List[Tuple[float, str]]]] = {}
-    for system, gpu in SYSTEMS.items():
-        try:
-            gen = generation_of(gpu)
-        except Exception:  # noqa: BLE001 (a measured GPU no profile lists)
-            continue
-        for key, figure in gpu_values(mirror, system, gpu).items():
-            per_gen.setdefault(gen, {}).setdefault(key, []).append(figure)
-    out: Dict[str, Dict[str, Tuple[float, str]]] = {}
-    for gen, keys in per_gen.items():
-        for key, figures in keys.items():
-            value = float(f"{statistics.mean(v for v, _ in figures):.4g}")
-            out.setdefault(gen, {})[key] = (value, "measured fused MoE layers at decode sizes "
-                                            "(benchmarks/moe_fixed_values.py), mean over "
-                                            f"{len(figures)} GPU(s): " + " | ".join(h for _, h in figures))
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--aic-git-dir", required=True, help="git directory of an ai-dynamo/aiconfigurator mirror")
@@ -146,19 +104,13 @@ def main(argv=None) -> int:
                     help="comma-separated generation:key pairs --write writes (module docstring)")
     args = ap.parse_args(argv)
     written = {tuple(pair.split(":", 1)) for pair in args.keys.split(",")}
-    values = generation_values(Mirror(args.aic_git_dir))
+    values = generation_means(Mirror(args.aic_git_dir), gpu_values, "benchmarks/moe_fixed_values.py")
     for gen, keys in sorted(values.items()):
         for key, (value, _) in sorted(keys.items()):
             print(f"{gen:16s} {key:32s} {value * 1e6:7.2f} us")
         keys = {key: figure for key, figure in keys.items() if (gen, key) in written}
         if args.write and keys:
-            path = PROFILE_DIR / f"{gen}.json"
-            doc = json.loads(path.read_text())
-            for key, (value, source) in keys.items():
-                doc["parameters"][key] = {"value": value, "source": source}
-            doc["parameters"] = dict(sorted(doc["parameters"].items()))
-            path.write_text(json.dumps(doc, indent=1) + "\n")
-            print(f"wrote {len(keys)} keys into {path.name}")
+            write_profile_keys(gen, keys)
     return 0
 
 

@@ -57,8 +57,10 @@ SMALL_KERNELS = 4  # top-k, sort, activation, combine: each one kernel floor at 
 LICENCE = "Apache-2.0 (ai-dynamo/aiconfigurator LICENSE)"
 
 
-def cells(mirror: Mirror, system: str, engine: str):
-    """(moe dtype, reached weight bytes, latency s) of the streaming-bound cells of one GPU and engine."""
+def decode_cells(mirror: Mirror, system: str, engine: str):
+    """(moe dtype, bytes one expert GEMM streams over the reached experts, latency s) of every decode cell of
+    one GPU and engine (balanced routing, experts not split over GPUs, tokens x top-k <= experts: one token
+    per reached expert), the fastest kernel per cell over every version folder; and the tables read."""
     best: Dict[tuple, float] = {}
     paths = []
     for path in mirror.files:
@@ -73,10 +75,17 @@ def cells(mirror: Mirror, system: str, engine: str):
                 best[key] = min(best.get(key, float("inf")), row.latency * 1e-3)
     out = []
     for (dtype, tokens, hidden, inter, topk, experts, moe_tp), latency_s in best.items():
-        weight_bytes = 3.0 * tokens * topk * hidden * (inter // moe_tp) * MOE_DTYPES[dtype][1]
-        if weight_bytes >= MIN_WEIGHT_BYTES:
-            out.append((dtype, weight_bytes, latency_s))
+        out.append((dtype, tokens * topk * hidden * (inter // moe_tp) * MOE_DTYPES[dtype][1], latency_s))
     return out, sorted(paths)
+
+
+def cells(mirror: Mirror, system: str, engine: str):
+    """(moe dtype, reached weight bytes of the three expert GEMMs, latency s) of the streaming-bound decode
+    cells of one GPU and engine, and the tables read."""
+    found, paths = decode_cells(mirror, system, engine)
+    out = [(dtype, 3.0 * gemm_bytes, latency_s) for dtype, gemm_bytes, latency_s in found
+           if 3.0 * gemm_bytes >= MIN_WEIGHT_BYTES]
+    return out, paths
 
 
 def gpu_values(mirror: Mirror, system: str, gpu: str) -> Dict[str, Tuple[float, str]]:
@@ -103,8 +112,9 @@ def gpu_values(mirror: Mirror, system: str, gpu: str) -> Dict[str, Tuple[float, 
     return out
 
 
-def generation_values(mirror: Mirror) -> Dict[str, Dict[str, Tuple[float, str]]]:
-    """generation -> profile key -> (mean over the generation's measured GPUs, source)."""
+def generation_means(mirror: Mirror, gpu_values, script: str) -> Dict[str, Dict[str, Tuple[float, str]]]:
+    """generation -> profile key -> (mean over the generation's measured GPUs of `gpu_values(mirror, system,
+    gpu)`'s figures, source naming `script`)."""
     per_gen: Dict[str, Dict[str, List[Tuple[float, str]]]] = {}
     for system, gpu in SYSTEMS.items():
         try:
@@ -117,10 +127,20 @@ def generation_values(mirror: Mirror) -> Dict[str, Dict[str, Tuple[float, str]]]
     for gen, keys in per_gen.items():
         for key, figures in keys.items():
             value = float(f"{statistics.mean(v for v, _ in figures):.4g}")
-            out.setdefault(gen, {})[key] = (value, "measured fused MoE layers at decode sizes "
-                                            "(benchmarks/moe_stream_values.py), mean over "
-                                            f"{len(figures)} GPU(s): " + " | ".join(h for _, h in figures))
+            out.setdefault(gen, {})[key] = (value, f"measured fused MoE layers at decode sizes ({script}), mean "
+                                            f"over {len(figures)} GPU(s): " + " | ".join(h for _, h in figures))
     return out
+
+
+def write_profile_keys(generation: str, keys: Dict[str, Tuple[float, str]]) -> None:
+    """Put `keys` (profile key -> (value, source)) into the generation's profile, the others untouched."""
+    path = PROFILE_DIR / f"{generation}.json"
+    doc = json.loads(path.read_text())
+    for key, (value, source) in keys.items():
+        doc["parameters"][key] = {"value": value, "source": source}
+    doc["parameters"] = dict(sorted(doc["parameters"].items()))
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {len(keys)} keys into {path.name}")
 
 
 def main(argv=None) -> int:
@@ -130,19 +150,13 @@ def main(argv=None) -> int:
     ap.add_argument("--engines", default="sglang", help="the engines whose keys --write writes (module docstring)")
     args = ap.parse_args(argv)
     written = [moe_stream_key(p, e) for e in args.engines.split(",") for p in ("16-bit", "fp8", "fp4")]
-    values = generation_values(Mirror(args.aic_git_dir))
+    values = generation_means(Mirror(args.aic_git_dir), gpu_values, "benchmarks/moe_stream_values.py")
     for gen, keys in sorted(values.items()):
         for key, (value, _) in sorted(keys.items()):
             print(f"{gen:16s} {key:36s} {value:.4f}")
         keys = {key: figure for key, figure in keys.items() if key in written}
         if args.write and keys:
-            path = PROFILE_DIR / f"{gen}.json"
-            doc = json.loads(path.read_text())
-            for key, (value, source) in keys.items():
-                doc["parameters"][key] = {"value": value, "source": source}
-            doc["parameters"] = dict(sorted(doc["parameters"].items()))
-            path.write_text(json.dumps(doc, indent=1) + "\n")
-            print(f"wrote {len(keys)} keys into {path.name}")
+            write_profile_keys(gen, keys)
     return 0
 
 
