@@ -446,20 +446,35 @@ def print_comparison(lines) -> None:
         print(f"{gpu:<20} {gen:<10} {key:<36} {fmt(ours)} {fmt(measured):>9}  {how}")
 
 
-def write_moe_tables(mirror: Mirror, out: Path) -> int:
-    """--moe-only: each engine's fused-MoE tables into the GPUs' JSON files already written."""
+def _measured_files(out: Path):
+    """(path, document, aiconfigurator system) of each GPU's JSON file already written under `out` whose GPU
+    aiconfigurator measured."""
     by_gpu = {gpu_name: system for system, gpu_name in SYSTEMS.items()}
     for path in sorted(out.glob("*.json")):
         doc = json.loads(path.read_text())
         system = by_gpu.get(doc.get("gpu"))
-        if system is None:
-            continue
+        if system is not None:
+            yield path, doc, system
+
+
+def _replace_tables(doc: dict, keys, tables: dict) -> None:
+    """Each of `keys` set to its table in `tables` where it stays in place in the file (a rewritten table
+    keeps its place, so one mode run after another leaves the file as it was), removed where it is gone."""
+    for key in keys:
+        if key in tables:
+            doc[key] = tables[key]
+        else:
+            doc.pop(key, None)
+
+
+def write_moe_tables(mirror: Mirror, out: Path) -> int:
+    """--moe-only: each engine's fused-MoE tables into the GPUs' JSON files already written."""
+    for path, doc, system in _measured_files(out):
         keys = [*MOE_TABLES.values(), *(key for key, _, _ in WIDE_EP_TABLES.values())]
         for framework, key in MOE_TABLES.items():
-            doc.pop(key, None)
-            doc.pop(WIDE_EP_TABLES.get(framework, ("",))[0], None)
-            doc.update(moe_tables(mirror, system, framework))
-            doc.update(wide_ep_tables(mirror, system, framework))
+            tables = {**moe_tables(mirror, system, framework), **wide_ep_tables(mirror, system, framework)}
+            wide_ep = [WIDE_EP_TABLES[framework][0]] if framework in WIDE_EP_TABLES else []
+            _replace_tables(doc, [key, *wide_ep], tables)
         path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
         print(f"{path.name}: " + ", ".join(f"{key} {sorted(doc[key])}" for key in keys if key in doc))
     return 0
@@ -468,14 +483,8 @@ def write_moe_tables(mirror: Mirror, out: Path) -> int:
 def write_custom_allreduce_tables(mirror: Mirror, out: Path) -> int:
     """--custom-allreduce-only: the serving engines' all-reduce tables (CUSTOM_ALLREDUCE_KEY) into the
     GPUs' JSON files already written, every other key left as it is."""
-    by_gpu = {gpu_name: system for system, gpu_name in SYSTEMS.items()}
-    for path in sorted(out.glob("*.json")):
-        doc = json.loads(path.read_text())
-        system = by_gpu.get(doc.get("gpu"))
-        if system is None:
-            continue
-        doc.pop(CUSTOM_ALLREDUCE_KEY, None)
-        doc.update(custom_allreduce_tables(mirror, system))
+    for path, doc, system in _measured_files(out):
+        _replace_tables(doc, [CUSTOM_ALLREDUCE_KEY], custom_allreduce_tables(mirror, system))
         path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
         got = doc.get(CUSTOM_ALLREDUCE_KEY, {})
         print(f"{path.name}: " + (", ".join(f"{e} {sorted(k for k in t if k in ('graph', 'eager'))} tp "
