@@ -525,17 +525,14 @@ def _generation(gpu: str) -> str:
 
 # the keys `--write` puts into the profiles (the others: benchmarks/fit_profiles.py --operators --write)
 QUANTIZED_GEMM_KEYS = ("gemm_fp8_fixed_s", "gemm_fp4_fixed_s", "gemm_fp8_k_serial_s", "gemm_fp4_k_serial_s")
-MOE_AND_FP4_KEYS = (*QUANTIZED_GEMM_KEYS, "gemm_fp4_plateau_efficiency", "moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share",
-                    *(f"{key}_{family}" for family in MOE_KERNEL_FAMILIES
-                      for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")))
+WRITTEN_KEYS = (*QUANTIZED_GEMM_KEYS, "gemm_fp4_plateau_efficiency", "attn_decode_fixed_s",
+                "moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share",
+                *(f"{key}_{family}" for family in MOE_KERNEL_FAMILIES
+                  for key in ("moe_gemm_share", "moe_gemm_fp8_share", "moe_gemm_fp4_share")))
 
 
-# with the decode attention's fixed part (written by `--write` too)
-WRITTEN_KEYS = (*MOE_AND_FP4_KEYS, "attn_decode_fixed_s")
-
-
-def write_moe_and_fp4_values() -> None:
-    """The FP4 plateau, the quantized linears' terms, the MoE shares and the decode attention's fixed part
+def write_operator_values() -> None:
+    """The FP4 plateau, the quantized linears' terms, the decode attention's fixed part and the MoE shares
     into the generations' profiles (only those keys)."""
     for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
         path = PROFILE_DIR / f"{gen}.json"
@@ -563,7 +560,7 @@ def main(argv=None) -> int:
         for key, note in left_out(gen):
             print(f"{gen:<16} {key:<30} kept {p.values[key]:.4g}: {note}")
     if args.write:
-        write_moe_and_fp4_values()
+        write_operator_values()
     return 0
 
 
