@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
+import llm_analysis
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 
@@ -172,10 +175,6 @@ def test_prefill_contention_defaults_to_the_engine_profiles_value(analysis_build
     `prefill_contention` (read here from the profile file itself): the default answer equals the one with
     that value given, and with 64 clients of 512-token prompts on two prefill workers (the prefill pool far from
     full, so the M/D/1 wait is below the contention floor) it waits longer than with no contention."""
-    import json
-    from pathlib import Path
-
-    import llm_analysis
     path = Path(llm_analysis.__file__).parent / "catalogue" / "engine_profiles" / f"{framework}.json"
     stated = json.loads(path.read_text())["prefill_contention"]["value"]
     assert 0 < stated <= 1
