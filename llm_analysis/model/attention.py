@@ -30,18 +30,24 @@ class AttentionOps:
         if m.is_mla:
             d_qk = m.qk_nope_head_dim + m.qk_rope_head_dim
             d_v = m.v_head_dim
+            kv_a = self._matmul("kv_a_proj", "attention", phase, t, m.hidden_dim,
+                                m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias)
             if m.q_lora_rank:
-                # the low-rank down projections are replicated over TP (as vLLM does)
-                ops.append(self._matmul("q_a_proj", "attention", phase, t, m.hidden_dim, m.q_lora_rank, m.qkv_bias))
+                # the low-rank down projections are replicated over TP (as vLLM does), and read the
+                # same input: fused under serving conventions (vLLM's and SGLang's fused_qkv_a_proj)
+                q_a = self._matmul("q_a_proj", "attention", phase, t, m.hidden_dim, m.q_lora_rank, m.qkv_bias)
+                ops += self._fused_projections("fused_qkv_a_proj", [q_a, kv_a])
                 ops.append(self._norm("q_a_norm", "attention", t, m.q_lora_rank))
                 ops.append(self._matmul("q_b_proj", "attention", phase, t, m.q_lora_rank, m.n_head * d_qk,
                                         False, shard=self.tp))
+                if self.conv.projections != "fused":
+                    ops.append(kv_a)
             else:
-                # bias-free whatever attention_bias says (DeepseekV2/V3Attention.q_proj)
+                # bias-free whatever attention_bias says (DeepseekV2/V3Attention.q_proj); q is
+                # sharded over TP, the latent down projection replicated: two kernels
                 ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, m.n_head * d_qk,
                                         False, shard=self.tp))
-            ops.append(self._matmul("kv_a_proj", "attention", phase, t, m.hidden_dim,
-                                    m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias))
+                ops.append(kv_a)
             ops.append(self._norm("kv_a_norm", "attention", t, m.kv_lora_rank))
             ops += indexer_ops(self, phase, kind)
             if self.conv.mla == "absorb" and phase.past_len > 0:
@@ -64,19 +70,22 @@ class AttentionOps:
             hd, d_v, kv_heads = self.head_dim_of(kind), self.v_head_dim_of(kind), self.kv_heads_of(kind)
             d_qk = hd
             q_out, kv_out = m.n_head * hd, kv_heads * hd
+            projections = []
             if m.attn_experts:  # JetMoE: q from moe_top_k of attn_experts experts
                 ops += attention_router_ops(self, phase)
                 ops.append(expert_projection_op(self, "q_proj", phase, m.hidden_dim, kv_out, m.qkv_bias, False))
             else:
-                ops.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
-                                        shard=self.tp))
+                projections.append(self._matmul("q_proj", "attention", phase, t, m.hidden_dim, q_out, m.qkv_bias,
+                                                shard=self.tp))
             kv_shard = kv_heads / self.kv_heads_per_gpu_of(kind)
             if not kind.kv_shared:  # a KV-sharing layer reads an earlier layer's keys and values
-                ops.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
-                                        shard=kv_shard))
+                projections.append(self._matmul("k_proj", "attention", phase, t, m.hidden_dim, kv_out, m.key_bias,
+                                                shard=kv_shard))
                 if not kind.values_from_keys:  # else the values are k_proj's output (Gemma 4's k_eq_v)
-                    ops.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_heads * d_v,
-                                            m.qkv_bias, shard=kv_shard))
+                    projections.append(self._matmul("v_proj", "attention", phase, t, m.hidden_dim, kv_heads * d_v,
+                                                    m.qkv_bias, shard=kv_shard))
+            # q, k and v read the same hidden states: one GEMM under serving conventions
+            ops += self._fused_projections("qkv_proj", projections)
             if m.qk_norm:
                 ops += qk_norm_reduce_ops(self, phase, with_k=not kind.kv_shared)
                 ops += self._qk_norm_ops(t, hd, with_k=not kind.kv_shared, kv_heads=kv_heads)

@@ -270,6 +270,28 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
                          int(-(-d_in // shard)) if shard_input else d_in),
         )
 
+    def _fused_projections(self, name: str, ops: List[Operator]) -> List[Operator]:
+        """`ops` (column-parallel linears reading the same input) as one GEMM when the conventions
+        fuse sibling projections (`Conventions.projections`), else unchanged. The fused GEMM holds
+        their parameters and FLOPs, reads the input once and writes every output; its N is the sum
+        of theirs (what one GPU computes), so a cost model times one kernel of that shape."""
+        if self.conv.projections != "fused" or len(ops) < 2:
+            return ops
+        first = ops[0]
+        input_bytes = first.bytes_read_per_gpu - first.weight_bytes_per_gpu
+        weights = sum(op.weight_bytes_per_gpu for op in ops)
+        m, _, k = first.kernel_dims
+        return [Operator(
+            name=name, group=first.group, kind="matmul", params=sum(op.params for op in ops),
+            params_per_gpu=sum(op.params_per_gpu for op in ops), weight_bytes_per_gpu=weights,
+            flops=sum(op.flops for op in ops), flops_per_gpu=sum(op.flops_per_gpu for op in ops),
+            bytes_read_per_gpu=weights + input_bytes,
+            bytes_written_per_gpu=sum(op.bytes_written_per_gpu for op in ops),
+            shapes=" + ".join(op.shapes for op in ops), in_features=first.in_features,
+            out_features=sum(op.out_features for op in ops), lora_target=name,
+            kernel_dims=(m, sum(op.kernel_dims[1] for op in ops), k),
+            expert_role=first.expert_role, recompute_class=first.recompute_class)]
+
     def _norm(self, name: str, group: str, tokens: int, dim: int, bias: Optional[bool] = None,
               copies: int = 1, recompute_class: ActivationRecomputation = ActivationRecomputation.FULL) -> Operator:
         affine = self.model.norm_affine or bias is not None  # q/k norms pass their bias

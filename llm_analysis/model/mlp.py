@@ -32,11 +32,14 @@ class MlpOps:
         `io_dim`: its input and output width (default hidden_dim; a latent MoE's experts)."""
         m = self.model
         h = m.hidden_dim if io_dim is None else io_dim
-        ops = []
         ups = ["gate_proj", "up_proj"] if m.mlp_gated_linear_units else ["up_proj"]
-        for n in ups:
-            ops.append(self._matmul(f"{prefix}{n}", group, phase, tokens, h, ffn, bias, shard=shard,
-                                    copies=copies, lora_target=n))
+        ops = [self._matmul(f"{prefix}{n}", group, phase, tokens, h, ffn, bias, shard=shard, copies=copies,
+                            lora_target=n) for n in ups]
+        if expert_role != "routed":
+            # gate and up read the same input: one GEMM under serving conventions (a fused MoE's
+            # routed experts keep three operators: their measured shares, cost/calibrated.py, are
+            # per operator of this description)
+            ops = self._fused_projections(f"{prefix}gate_up_proj", ops)
         act_elems = tokens * ffn * copies / shard
         ops.append(Operator(name=f"{prefix}act", group=group, kind="elementwise",
                             bytes_read_per_gpu=act_elems * len(ups) * self.a_bytes,
@@ -104,7 +107,8 @@ class MlpOps:
         routed = self._ffn_ops("expert_", "experts", phase, t * k * e / (e + z), f, m.moe_expert_bias,
                                shard=self.tp, expert_role="routed", io_dim=io)
         # parameters: all e experts exist, the FLOPs use only k per token
-        one_expert = self._ffn_ops("expert_", "experts", phase, 0, f, m.moe_expert_bias, shard=self.tp, io_dim=io)
+        one_expert = self._ffn_ops("expert_", "experts", phase, 0, f, m.moe_expert_bias, shard=self.tp,
+                                   expert_role="routed", io_dim=io)
         experts_gpu = e / ep
         # weights read per GPU in one forward: only the local experts that receive
         # some of the ep ranks' t*ep tokens

@@ -190,12 +190,18 @@ class Conventions:
     "transformers", the eager forward that `FlopCounterMode` measures (whole score
     matrix, logits at every position, MLA re-expanded every decode step), and
     "serving", what vLLM / SGLang / TensorRT-LLM run (causal flash-attention FLOPs,
-    logits only where a token is sampled, MLA absorbed in decode; the paged KV cache
-    holds exactly the context's tokens, as the eager DynamicCache does)."""
+    logits only where a token is sampled, MLA absorbed in decode, sibling projections
+    fused; the paged KV cache holds exactly the context's tokens, as the eager
+    DynamicCache does)."""
 
     attention_flops: str = "full"  # "full" | "causal"
     logits: str = "all"  # "all" | "last"
     mla: str = "expand"  # "expand" | "absorb" (decode of multi-head latent attention)
+    # "separate": q, k, v and gate, up are separate linears (transformers' modules, what
+    # FlopCounterMode sees); "fused": the projections that read the same input run as one
+    # GEMM (vLLM's QKVParallelLinear / MergedColumnParallelLinear, SGLang's, TensorRT-LLM's
+    # fused QKV and gate_up; DeepSeek's fused_qkv_a_proj). The same parameters and FLOPs.
+    projections: str = "separate"
 
     @classmethod
     def named(cls, name: str, **overrides: Optional[str]) -> "Conventions":
@@ -212,11 +218,13 @@ class Conventions:
             raise ConfigError(f"logits = {self.logits!r}; valid: 'all', 'last'")
         if self.mla not in ("expand", "absorb"):
             raise ConfigError(f"mla_attention = {self.mla!r}; valid: 'expand', 'absorb'")
+        if self.projections not in ("separate", "fused"):
+            raise ConfigError(f"projections = {self.projections!r}; valid: 'separate', 'fused'")
 
 
 NAMED_CONVENTIONS = {
-    "serving": dict(attention_flops="causal", logits="last", mla="absorb"),
-    "transformers": dict(attention_flops="full", logits="all", mla="expand"),
+    "serving": dict(attention_flops="causal", logits="last", mla="absorb", projections="fused"),
+    "transformers": dict(attention_flops="full", logits="all", mla="expand", projections="separate"),
 }
 
 
