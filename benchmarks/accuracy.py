@@ -130,7 +130,7 @@ def print_table(rows: list[tuple], skipped: list[tuple], splits=("fit", "report"
         halves = [summarise([r for r in mine if r[1] == h]) for h in splits]
         cells = []
         for s in halves:
-            cells += [s["n"], f"{s['bound_share']:.0%}", f"{s['median']:.0%}", f"{s['p90']:.0%}"]
+            cells += [s["n"], f"{s['bound_share']:.0%}", f"{s['median']:.1%}", f"{s['p90']:.1%}"]
         print(fmt.format(fam, len(mine), sum(skip_count.values()) if fam == "ALL" else skip_count[fam], *cells))
 
 

@@ -243,13 +243,14 @@ K_SERIAL_MIN_GAIN = 0.9  # a K term is kept only where it cuts the rms log error
 K_SERIAL_DTYPES: tuple = ()
 # Fitted figures shipped as 0 (the model before the key), each with why; the fitted value stays in its source.
 # NVFP4's fixed part (9.7 us on Blackwell) is TensorRT-LLM's: vLLM's FlashInfer CuteDSL NVFP4 linears take
-# 4-6 us over bf16 (aiconfigurator's gemm/vllm/0.24.0 tables, not distilled), and the operator description
-# times q, k, v and gate, up as 7 linears per layer where the engines run 4 kernels; applied, with the engine
-# profiles refitted, it moved the serving report half's TPOT p90 from 31.6% to 38.5% (Kimi-K2.5 and
-# Llama-3.1-70B NVFP4 on vLLM +33% / +18%, against -1% / -19% before).
-NOT_APPLIED = {"gemm_fp4_fixed_s": "TensorRT-LLM's figure; vLLM's NVFP4 kernels take 4-6 us, and q/k/v and "
-                                   "gate/up are timed as 7 linears per layer where engines run 4 kernels: applied, "
-                                   "the serving report half's TPOT p90 went 31.6% -> 38.5% "
+# 4-6 us over bf16 (aiconfigurator's gemm/vllm/0.24.0 tables, not distilled). Tried with the serving
+# conventions' fused projections (4 linears per layer, as the engines run them) and the engine profiles
+# refitted each time: at 9.7 us the aggregated report half's TPOT p90 went 31.1% -> 31.8% and the layout
+# rows' (serving_layout_accuracy.py) 29.6% -> 34.7%; at vLLM's 5 us, 31.1% -> 28.4% but 29.6% -> 30.9%
+# with the layouts' median 13.2% -> 15.1%. One figure per generation cannot serve both engines' kernels.
+NOT_APPLIED = {"gemm_fp4_fixed_s": "TensorRT-LLM's figure; vLLM's NVFP4 kernels take 4-6 us over bf16, and one "
+                                   "figure per generation fits neither engine: applied (fused projections, engine "
+                                   "profiles refitted), the serving layout rows' TPOT p90 went 29.6% -> 34.7% "
                                    "(benchmarks/measured_operator_values.py NOT_APPLIED)"}
 # The distilled fp8 GEMMs ran TensorRT-LLM's dynamic per-tensor quantisation (aiconfigurator's collector gives
 # the fp8 weights no input scale: collector/trtllm/collect_gemm.py), whose scale computation (an amax

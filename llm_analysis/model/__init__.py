@@ -31,6 +31,9 @@ Conventions (stated in the README):
   Llama4TextMoe) are counted E/k times the routed work under `"full"`, the extra as
   counted-not-executed (`Operator.masked_flops`); `"causal"` counts top-k, as
   serving engines run them.
+- `projections`: "separate" (transformers: q, k, v, gate, up each a linear) or
+  "fused" (serving: the projections reading the same input as one GEMM, as the
+  engines' QKV and gate_up linears run them; routed experts keep three operators).
 - Bytes moved assume fused kernels: a matmul reads its weights and input and
   writes its output once; attention reads q, k, v (or the KV cache) and writes its
   output without materialising the score matrix (flash attention).

@@ -36,12 +36,12 @@ class AttentionOps:
                 # the low-rank down projections are replicated over TP (as vLLM does), and read the
                 # same input: fused under serving conventions (vLLM's and SGLang's fused_qkv_a_proj)
                 q_a = self._matmul("q_a_proj", "attention", phase, t, m.hidden_dim, m.q_lora_rank, m.qkv_bias)
-                ops += self._fused_projections("fused_qkv_a_proj", [q_a, kv_a])
+                down = self._fused_projections("fused_qkv_a_proj", [q_a, kv_a])
+                ops += down[:1]
                 ops.append(self._norm("q_a_norm", "attention", t, m.q_lora_rank))
                 ops.append(self._matmul("q_b_proj", "attention", phase, t, m.q_lora_rank, m.n_head * d_qk,
                                         False, shard=self.tp))
-                if self.conv.projections != "fused":
-                    ops.append(kv_a)
+                ops += down[1:]  # (separate: kv_a_proj after q's, as the modules run)
             else:
                 # bias-free whatever attention_bias says (DeepseekV2/V3Attention.q_proj); q is
                 # sharded over TP, the latent down projection replicated: two kernels

@@ -17,6 +17,7 @@ from llm_analysis.config import (DtypeConfig, GPUConfig, ParallelismConfig, get_
 from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.inference import sum_max_affine
 from llm_analysis.model import Phase
+from llm_analysis.model.records import Conventions
 
 VALIDATION = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "validation" / "published_measurements.json"
 
@@ -201,11 +202,14 @@ def test_sum_max_affine_matches_brute_force():
 @pytest.mark.parametrize("model,batch", [("meta-llama_Llama-3.1-8B", 64), ("google_gemma-2-2b", 32),
                                          ("mistralai_Mixtral-8x7B-v0.1", 8)])
 def test_closed_form_decode_equals_step_by_step_sum(model, batch):
-    """The closed-form sum over decode steps equals timing every step (context seq+i)."""
+    """The closed-form sum over decode steps equals timing every step (context seq+i), each step's
+    operators as inference() describes them (its serving conventions)."""
     a = make(model, "h100-sxm-80gb", tp_size=2)
     s, n = 3900, 400  # crosses Gemma 2's 4096-token window
     summary = a.inference(batch_size_per_gpu=batch, seq_len=s, num_tokens_to_generate=n)
-    brute = sum(a.weighted_time_s(a.describer.weighted_ops(Phase("decode", batch, 1, s + i))) for i in range(1, n))
+    served = a.with_conventions(Conventions.named("serving"))
+    brute = sum(served.weighted_time_s(served.describer.weighted_ops(Phase("decode", batch, 1, s + i)))
+                for i in range(1, n))
     assert summary["total_decode_latency"] == pytest.approx(brute, rel=1e-9)
 
 
