@@ -89,7 +89,7 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
 from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
-from llm_analysis.cost.gemm import LAUNCH_MODES, GemmShape, flash_backward_rate, launch_floor_s
+from llm_analysis.cost.gemm import LAUNCH_MODES, FusedGemmShape, GemmShape, flash_backward_rate, launch_floor_s
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.engine_allreduce import ENGINES as MEASURED_ENGINES
 from llm_analysis.cost.engine_allreduce import engine_allreduce_timer, engine_tp_collective
@@ -376,17 +376,24 @@ class CalibratedCostModel(CostModel):
             return 0.0
         return (nbytes + self._hbm_half) / (self._hbm * eff)
 
-    def gemm_shape(self, n, k) -> GemmShape:
-        """The GEMM efficiency of weight shape (N, K) as a function of M (`gemm.GemmShape`, memoised)."""
+    def gemm_shape(self, n, k, fused_widths: Tuple[int, ...] = ()):
+        """The GEMM efficiency of weight shape (N, K) as a function of M (`gemm.GemmShape`, memoised);
+        of a fused GEMM of sibling projections of these widths (N their sum), `gemm.FusedGemmShape`."""
         key = (max(1, int(n)), max(1, int(k)))
         g = self._gemms.get(key)
         if g is None:
             g = self._gemms[key] = GemmShape(*key, self.profile, self._num_sms, plateau=self._plateau)
-        return g
+        if len(fused_widths) < 2:
+            return g
+        fused_key = (key, tuple(fused_widths))
+        f = self._gemms.get(fused_key)
+        if f is None:
+            f = self._gemms[fused_key] = FusedGemmShape(g, tuple(self.gemm_shape(w, k) for w in fused_widths))
+        return f
 
-    def _matmul_eff(self, dims: Tuple[int, ...]) -> float:
+    def _matmul_eff(self, dims: Tuple[int, ...], fused_widths: Tuple[int, ...] = ()) -> float:
         m, n, k = dims[:3]
-        return self.gemm_shape(n, k)(max(1, int(m)))
+        return self.gemm_shape(n, k, fused_widths)(max(1, int(m)))
 
     def routed_expert_eff(self, op, dims: Tuple[int, ...]) -> float:
         """Efficiency of a routed-expert matmul (M token-expert pairs on this GPU, weight (N, K) per
@@ -438,7 +445,7 @@ class CalibratedCostModel(CostModel):
                 return self._split(flops / (self._peak * self.routed_expert_eff(op, dims)),
                                    self._stream_s(nbytes, self._moe_stream_eff) + self._moe_fixed_s)
             else:
-                eff = self._matmul_eff(dims)
+                eff = self._matmul_eff(dims, getattr(op, "fused_widths", ()))
             stream_s = self._stream_s(nbytes, self._matmul_hbm_eff)
             if not routed:  # (routed experts: the fused MoE layer's measured share holds its fixed costs)
                 stream_s = self.quantized_stream_s(stream_s, dims[2] if dims else 0)

@@ -25,7 +25,7 @@ TensorRT-LLM's GptSession without --enable_cuda_graph): `launch_floor_s`.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.cost.gemm_buckets import bucket_levels, tile_winner, wave_fill
@@ -123,6 +123,26 @@ class GemmShape:
             if fill > best:
                 best = fill
         return best
+
+
+class FusedGemmShape:
+    """The efficiency of one GEMM that fuses sibling projections (`Operator.fused_widths`: q, k, v or
+    gate, up reading the same input) as a function of M: the better of the whole (N = the widths'
+    sum) and its parts run one after another. A GEMM library picks tiles for the whole GEMM from a
+    far finer set than the profile's tile shapes, so the fused GEMM is never slower than its parts;
+    the coarse set's wave quantisation alone could otherwise make the wider GEMM look slower (M = 128
+    on an A100's 108 SMs: N = 7168 fills one wave of 128 x 128 tiles at 52%, N = 3584 with split-K
+    at 78%)."""
+
+    __slots__ = ("whole", "parts", "n")
+
+    def __init__(self, whole: GemmShape, parts: Tuple[GemmShape, ...]):
+        self.whole, self.parts, self.n = whole, parts, whole.n
+
+    def __call__(self, m: int) -> float:
+        # the parts one after another: their FLOPs (each N) over the sum of their times (N / efficiency)
+        parts = self.n / sum(g.n / g(m) for g in self.parts)
+        return max(self.whole(m), parts)
 
 
 _MEMO_LIMIT = 1 << 16

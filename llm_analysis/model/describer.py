@@ -290,6 +290,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
             shapes=" + ".join(op.shapes for op in ops), in_features=first.in_features,
             out_features=sum(op.out_features for op in ops), lora_target=name,
             kernel_dims=(m, sum(op.kernel_dims[1] for op in ops), k),
+            fused_widths=tuple(op.kernel_dims[1] for op in ops),
             expert_role=first.expert_role, recompute_class=first.recompute_class)]
 
     def _norm(self, name: str, group: str, tokens: int, dim: int, bias: Optional[bool] = None,

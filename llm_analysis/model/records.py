@@ -82,6 +82,9 @@ class Operator:
     # the kernel's shape on one GPU, for cost models that time by shape (cost/calibrated.py):
     # matmuls (M tokens, N outputs, K inputs) of one copy; the attention core (q_len,); else ()
     kernel_dims: Tuple[int, ...] = ()
+    # a matmul fusing sibling projections (serving conventions: q, k, v or gate, up): each one's N on
+    # one GPU, in order (their sum is kernel_dims' N); () for any other operator
+    fused_widths: Tuple[int, ...] = ()
     # roles, set by the describer (never parsed from `name`):
     expert_role: Optional[str] = None  # "routed" (top-k of E, sharded over EP) | "shared" | None
     # the least ActivationRecomputation mode that repeats this layer operator in backward:

@@ -99,3 +99,25 @@ def test_fused_decode_is_not_slower():
 def test_bad_projections_value_names_the_choices():
     with pytest.raises(ConfigError, match="projections = 'merged'; valid: 'separate', 'fused'"):
         Conventions.named("serving", projections="merged")
+
+
+@pytest.mark.parametrize("gpu,dtype,tp", [("a100-sxm-80gb", "w16a16e16", 8), ("a100-sxm-80gb", "fp8", 4),
+                                          ("h100-sxm-80gb", "fp8", 2), ("b200-180gb", "nvfp4", 4)])
+def test_fused_gemm_never_slower_than_its_parts(gpu, dtype, tp):
+    """The calibrated time of the fused qkv and gate_up GEMMs is at most that of q, k, v and gate, up run
+    one after another, at every M from a decode step's few rows to a long prefill (a GEMM library tiles the
+    whole; the profile's coarse tile set alone made N = 7168 slower than two N = 3584 at M = 128 on A100)."""
+    a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-70B"), get_gpu_config_by_name(gpu),
+                    get_dtype_config_by_name(dtype), ParallelismConfig(tp_size=tp), perf_model="calibrated")
+    fused = a.with_conventions(Conventions.named("serving"))
+    separate = a.with_conventions(Conventions.named("serving", projections="separate"))
+    kind = next(iter(fused.describer.layer_groups))
+    groups = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+    for phase in [Phase("decode", b, 1, 512) for b in (1, 8, 64, 256)] + \
+                 [Phase("prefill", 1, s, s) for s in (16, 128, 200, 1000, 4096)]:
+        ops_f = {o.name: o for o in fused.describer.layer_ops(phase, kind)}
+        ops_s = {o.name: o for o in separate.describer.layer_ops(phase, kind)}
+        for name, parts in groups.items():
+            whole_s = sum(fused.cost_model.op_split_s(ops_f[name]))
+            parts_s = sum(sum(separate.cost_model.op_split_s(ops_s[p])) for p in parts)
+            assert whole_s <= parts_s * (1 + 1e-12), (phase, name)
