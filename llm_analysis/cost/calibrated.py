@@ -9,7 +9,9 @@ value with its source); the functions are those of `gemm` (kernels) and `nccl`
   `gemm.gemm_efficiency`, fp8 at its own plateau), HBM bytes at the streaming
   efficiency; time = max(compute, memory, kernel floor). The plateau is that of the
   tensor cores the GEMM runs on (16-bit, fp8 or FP4: `gemm_precision`; measured FP4
-  GEMMs reach about half the 16-bit plateau's share of their own peak on B200/B300).
+  GEMMs reach about half the 16-bit plateau's share of their own peak on B200/B300). A GEMM fusing
+  sibling projections (`Operator.fused_widths`: q/k/v, gate/up under serving conventions) runs at the
+  better of its whole shape's efficiency and that of its parts in turn (`gemm.FusedGemmShape`).
 - routed-expert matmuls (MoE): one grouped GEMM over the GPU's experts, each expert
   a GEMM of M = tokens per expert (the GPU's token-expert pairs over the local
   experts they reach, uniform routing), at that shape's efficiency times the
