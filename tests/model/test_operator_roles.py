@@ -117,7 +117,7 @@ def test_the_quantity_fields_are_the_expected_ones():
         "params", "params_per_gpu", "weight_bytes_per_gpu", "flops", "flops_per_gpu", "bytes_read_per_gpu",
         "bytes_written_per_gpu", "kv_cache_bytes_read_per_gpu", "comm_bytes_per_gpu", "comm_group_size",
         "in_features", "out_features", "shared_weight_bytes_read_per_gpu", "kernel_dims",
-        "overlap_flops_per_gpu", "overlap_bytes_per_gpu", "masked_flops"}
+        "overlap_flops_per_gpu", "overlap_bytes_per_gpu", "masked_flops", "fused_widths"}
 
 
 @pytest.mark.parametrize("field", _QUANTITIES)
@@ -130,8 +130,9 @@ def test_every_quantity_field_is_used(field):
     model, par = _model(name), dict(tp_size=2, dp_size=2)
     if field.startswith("overlap_"):  # only ring attention's K/V exchange runs under kernel work
         par = dict(tp_size=2, cp_size=2)
-    # the kernel's shape is read by the calibrated cost model only (the roofline needs FLOPs and bytes)
-    kw = {"perf_model": "calibrated"} if field == "kernel_dims" else {}
+    # the kernel's shape (and a fused GEMM's parts) is read by the calibrated cost model only (the
+    # roofline needs FLOPs and bytes)
+    kw = {"perf_model": "calibrated"} if field in ("kernel_dims", "fused_widths") else {}
     base = _numbers(LLMAnalysis, model, par, **kw)
     # ring attention's overlapped FLOPs are the flash core's causal share: at these short lengths the
     # core is memory-bound until its FLOPs grow several-fold, so that field is scaled further
