@@ -185,8 +185,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             --conventions.
         serving: same as --conventions serving (the default; kept for older command lines).
         conventions: serving (default: what vLLM/SGLang/TensorRT-LLM run: attention_flops=causal,
-            logits=last, mla_attention=absorb, paged KV) or transformers (the eager forward that
-            torch's FlopCounterMode measures: full, all, expand).
+            logits=last, mla_attention=absorb, q/k/v and gate/up each one fused GEMM, paged KV) or
+            transformers (the eager forward that torch's FlopCounterMode measures: full, all, expand,
+            every projection its own GEMM).
         quiet: print nothing (return the summary only).
         kv_cache_dtype: KV-cache element type: fp16, bf16, fp8 (fp8_e4m3, fp8_e5m2), int8 or fp32; refused
             when the GPU has no unit for it (fp8 needs fp8 tensor cores). Default: the activation dtype.
