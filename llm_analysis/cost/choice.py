@@ -190,6 +190,10 @@ def _eager_run(view, args: Dict[str, Any]):
 def training(a, args: Dict[str, Any]) -> dict:
     """Training under the eager kernel floor; the lower bound from the same call on the roofline
     (batch and accumulation steps depend on memory only, so both runs choose the same)."""
+    if args.get("lora") is not None and a.conventions.projections == "fused":
+        # LoRA adapters attach to the q, k, v, gate and up modules one by one (PEFT on the model's
+        # modules; a fused GEMM has no q_proj to adapt): the run is described with them separate
+        a = a.with_conventions(dataclasses.replace(a.conventions, projections="separate"))
     if a.profile is None:
         return run_training(a, **args)
     output_dir = args.pop("output_dir")

@@ -547,6 +547,23 @@ def test_lora_rejects_unknown_targets_and_bits():
         a.training(batch_size_per_gpu=1, seq_len=LS, lora=dict(rank=4, base_weight_bits=8))
 
 
+@pytest.mark.parametrize("perf_model", ["roofline", "calibrated"])
+def test_lora_on_q_and_v_under_serving_conventions(perf_model):
+    """LoRA adapts the q and v modules one by one even when the analysis counts the serving forward
+    (whose q, k, v run as one fused GEMM): Llama-3.1-8B (32 layers, hidden 4096, 8 KV heads of 128),
+    rank 8 on q_proj [4096 x 4096] and v_proj [4096 x 1024]: 32 x 8 x ((4096 + 4096) + (4096 + 1024))
+    = 3,407,872 trainable parameters, and the same iteration as under the transformers conventions."""
+    from llm_analysis.config import get_dtype_config_by_name, get_model_config_by_name
+    runs = {}
+    for conventions in ("transformers", "serving"):
+        a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                        get_dtype_config_by_name("w16a16e16"), ParallelismConfig(), conventions=conventions,
+                        perf_model=perf_model)
+        runs[conventions] = a.training(batch_size_per_gpu=1, seq_len=256,
+                                       lora=dict(rank=8, target_modules=["q_proj", "v_proj"]))
+    assert runs["serving"]["num_trainable_params_total"] == 32 * 8 * ((4096 + 4096) + (4096 + 1024))
+    assert runs["serving"]["latency_per_iter"] == pytest.approx(runs["transformers"]["latency_per_iter"], rel=1e-12)
+
 # =====================================================================================
 # Invariants (hypothesis)
 # =====================================================================================
