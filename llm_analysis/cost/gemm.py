@@ -134,21 +134,15 @@ class FusedGemmShape:
     on an A100's 108 SMs: N = 7168 fills one wave of 128 x 128 tiles at 52%, N = 3584 with split-K
     at 78%)."""
 
-    __slots__ = ("whole", "parts", "n", "memo")
+    __slots__ = ("whole", "parts", "n")
 
     def __init__(self, whole: GemmShape, parts: Tuple[GemmShape, ...]):
         self.whole, self.parts, self.n = whole, parts, whole.n
-        self.memo = {}  # by M, bounded as GemmShape's
 
     def __call__(self, m: int) -> float:
-        e = self.memo.get(m)
-        if e is None:
-            if len(self.memo) >= _MEMO_LIMIT:
-                self.memo.clear()
-            # the parts one after another: their FLOPs (each N) over the sum of their times (N / efficiency)
-            parts = self.n / sum(g.n / g(m) for g in self.parts)
-            e = self.memo[m] = max(self.whole(m), parts)
-        return e
+        # the parts one after another: their FLOPs (each N) over the sum of their times (N / efficiency)
+        parts = self.n / sum(g.n / g(m) for g in self.parts)
+        return max(self.whole(m), parts)
 
 
 _MEMO_LIMIT = 1 << 16
