@@ -55,9 +55,13 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
         n.append(f"{preemptions} preemptions in the simulation (the KV pool was full)")
     if kv_occupancy is not None and kv_occupancy > 0.95:
         n.append(f"the KV pool is {kv_occupancy:.0%} full on average: memory, not compute, limits the batch")
+    host = (f"the host prepares each step while the GPU runs the one before (overlap scheduler): a step takes the "
+            f"longer of its GPU time + {engine.step_overhead_s * 1e3:.2f} ms left exposed and the host's own "
+            f"{engine.step_overhead_per_seq_s * 1e6:.1f} us per sequence in it" if engine.host_overlap else
+            f"host overhead {engine.step_overhead_s * 1e3:.2f} ms per step and "
+            f"{engine.step_overhead_per_seq_s * 1e6:.1f} us per sequence in it, after the GPU's work")
     n.append(f"fixed API / tokenisation latency {engine.api_latency_s * 1e3:.1f} ms in every time to first token "
-             f"(varying +-50% per request in the simulation); host overhead {engine.step_overhead_s * 1e3:.2f} ms per "
-             f"step and {engine.step_overhead_per_seq_s * 1e6:.1f} us per sequence in it (engine profile)")
+             f"(varying +-50% per request in the simulation); {host} (engine profile)")
     if engine.prefix_cache_share:
         n.append(f"{engine.prefix_cache_share:.0%} of each prompt is found in the prefix cache (whole blocks): not "
                  "prefilled, still counted in each request's KV blocks")

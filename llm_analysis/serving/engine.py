@@ -6,7 +6,9 @@ prompts are chunked, how requests are admitted to the KV pool), its defaults (to
 sequence cap, memory share, block size, CUDA graphs, KV dtype) and the fitted costs the
 arithmetic of the model does not hold: a per-step overhead (scheduler, sampling,
 detokenisation on the host), one per running sequence, and a fixed API / tokenisation latency
-that every time to first token includes. It also names the family of MoE kernels the engine runs
+that every time to first token includes. `host_overlap` says how the host's work meets the GPU's
+(`EngineSettings.step_with_host_s`): added to it, or prepared one step ahead while the GPU runs
+the step before (TensorRT-LLM's overlap scheduler), so that a step takes the longer of the two. It also names the family of MoE kernels the engine runs
 (`moe_kernels`: its fused MoE, and its wide expert-parallel MoE when experts are split over
 ranks), whose measured grouped GEMM share the calibrated cost model times routed experts at
 (cost/calibrated.py `moe_gemm_share`).
@@ -42,8 +44,11 @@ ENGINE_OPTIONS = {
     "seed": "seed of the simulation (arrivals, length draws, API-latency jitter)",
     "num_requests": "requests the simulation measures (tails, open loop); 0: no simulation (closed loop: means only)",
     "api_latency_s": "fixed API / tokenisation latency in every time to first token, seconds",
-    "step_overhead_s": "host overhead of every engine step, seconds",
-    "step_overhead_per_seq_s": "host overhead per running sequence per step, seconds",
+    "step_overhead_s": "host overhead of every engine step, seconds (an engine that overlaps its host's work with "
+                       "the GPU's: the part its lookahead leaves exposed)",
+    "step_overhead_per_seq_s": "host overhead per running sequence per step, seconds (an engine that overlaps its "
+                               "host's work with the GPU's: its host step per sequence, hidden unless longer than "
+                               "the GPU's)",
     "benchmark_rounds": "closed loop: requests per client of the benchmark run the mean is over (its clients start "
                         "together, so the first round queues behind each other's prefills); 0: the steady state "
                         "alone",
@@ -125,6 +130,7 @@ class EngineSettings:
     api_latency_s: float
     step_overhead_s: float
     step_overhead_per_seq_s: float
+    host_overlap: bool  # the host prepares the next step while the GPU runs this one (step_with_host_s)
     benchmark_rounds: float  # closed loop: the run's requests per client (the starting burst is 1 / R of it)
     moe_kernels: str  # the MoE kernel family whose measured grouped GEMM share times routed experts
     moe_kernels_wide_ep: str  # the same with the experts split over expert-parallel ranks
@@ -132,6 +138,18 @@ class EngineSettings:
     prefill_contention: float  # disaggregated closed loop: share of a prefill batch waited per other client (serving/disaggregated.py)
     seed: int
     num_requests: int
+
+    def step_with_host_s(self, gpu_s: float, sequences: float) -> float:
+        """One step of `gpu_s` seconds of GPU work over `sequences` running sequences, with the host's.
+
+        Without `host_overlap` the host's work follows the GPU's: step_overhead_s + step_overhead_per_seq_s
+        per sequence is added. With it (TensorRT-LLM's overlap scheduler, on by default: the host schedules
+        and prepares step n + 1 and handles step n - 1's outputs while the GPU runs step n), the host's own
+        step, step_overhead_per_seq_s per sequence, hides under the GPU's and shows only when it is longer;
+        step_overhead_s is what the lookahead leaves exposed on every step (the hand-over between the two)."""
+        if self.host_overlap:
+            return max(gpu_s + self.step_overhead_s, self.step_overhead_per_seq_s * sequences)
+        return gpu_s + self.step_overhead_s + self.step_overhead_per_seq_s * sequences
 
     def uses_graphs(self, tokens: float, has_prefill: bool) -> bool:
         """Whether a step of `tokens` tokens replays a CUDA graph (else its kernels launch eagerly)."""
@@ -215,6 +233,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         step_overhead_per_seq_s=non_negative_number(
             get("step_overhead_per_seq_s", profile["step_overhead_per_seq_s"]["value"]), "step_overhead_per_seq_s",
             1.0),
+        host_overlap=bool(profile["host_overlap"]["value"]),
         benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
         moe_kernels=profile["moe_kernels"]["value"], moe_kernels_wide_ep=profile["moe_kernels"]["wide_ep_value"],
         expert_load_imbalance=profile["expert_load_imbalance"]["value"],

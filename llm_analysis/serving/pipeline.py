@@ -13,12 +13,14 @@ running request advances by one token, the step's prefill chunks advance once) i
 - a stage serves the m micro-batches in turn: busy_k = heavy_k + (m - 1) x light_k;
 - a micro-batch cannot take its next token before it has left the last stage and the host has
   scheduled and sampled it: latency = sum over stages of heavy_k + the hand-offs between stages
-  (point to point, the micro-batch's hidden states, quantities/latency.py) + the host's step
-  overhead of one micro-batch;
+  (point to point, the micro-batch's hidden states, quantities/latency.py), with the host's step
+  of one micro-batch as the engine adds it (`EngineSettings.step_with_host_s`: after it, or under it
+  where the engine overlaps the two);
 - the host schedules the m micro-batches one after another: m x the per-step overhead + the
-  per-sequence overhead of every sequence;
+  per-sequence overhead of every sequence (an overlapping engine: the per-sequence part alone, its
+  per-step part being what its lookahead leaves exposed, in the latency);
 - the round takes the longest of the three. With pp = 1 it is the plain step (stage = model,
-  m = 1: latency = step + overhead).
+  m = 1: latency = the step with its host work).
 
 Each stage is timed on its own operators (the describer's per-stage operators: its layers, the
 embedding on the first, the LM head on the last; uneven splits as model/pipeline_layout.py makes
@@ -87,9 +89,10 @@ class PipelineStepTimer:
         light = {k: t.step_s(d, ctx) if m > 1 else 0.0 for k, t in self.timers.items()}
         e = self.engine
         busy_s = max(heavy[k] + (m - 1) * light[k] for k in self.timers)
-        latency_s = (sum(heavy[k] for k in self.reps) + self.handoff_s(d + prefill_tokens) + e.step_overhead_s
-                     + e.step_overhead_per_seq_s * (d + len(chunks)))
-        host_s = m * e.step_overhead_s + e.step_overhead_per_seq_s * (decoders + len(chunks))
+        latency_s = e.step_with_host_s(sum(heavy[k] for k in self.reps) + self.handoff_s(d + prefill_tokens),
+                                       d + len(chunks))
+        host_s = ((0.0 if e.host_overlap else m * e.step_overhead_s)
+                  + e.step_overhead_per_seq_s * (decoders + len(chunks)))
         return max(busy_s, latency_s, host_s)
 
 

@@ -139,7 +139,7 @@ class SpeculativeStepTimer:
         for q, past in chunks:
             t += c.chunk_attention_s(graph, q, past) + c.prefill_form_s(graph, q)
         t += self._draft_s(graph, decoders, context)
-        return t + e.step_overhead_s + e.step_overhead_per_seq_s * (decoders + len(chunks))
+        return e.step_with_host_s(t, decoders + len(chunks))
 
     def step_s(self, decoders: float, decode_context_sum: float, chunks=(), sampled: float = None) -> float:
         if decoders <= 0:

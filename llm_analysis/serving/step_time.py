@@ -284,8 +284,7 @@ class StepTimer:
             t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
         for q, past in chunks:
             t += costs.chunk_attention_s(graph, q, past) + costs.prefill_form_s(graph, q)
-        e = self.engine
-        return t + e.step_overhead_s + e.step_overhead_per_seq_s * (decoders + len(chunks))
+        return self.engine.step_with_host_s(t, decoders + len(chunks))
 
 
 def step_timer(analysis, describer, engine) -> StepTimer:

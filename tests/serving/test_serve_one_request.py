@@ -45,6 +45,26 @@ def test_profile_costs_add_by_hand(analysis_builder):
     assert s["e2e_s"] == pytest.approx(s["ttft_s"] + (OUT - 1) * s["tpot_s"], rel=1e-12)
 
 
+def test_overlapped_host_shows_only_when_longer_than_the_gpu_step_by_hand(analysis_builder):
+    """TensorRT-LLM's overlap scheduler (host_overlap): a step takes max(GPU step + the exposed per-step
+    overhead, the host's own step = per-sequence time x sequences). One client, one sequence per step: with
+    a host step shorter than the GPU's only the exposed part shows; with a longer one the host's step is the
+    step. The GPU step is the same call with no host time at all."""
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
+    call = dict(concurrency=1, input_len=IN, output_len=OUT, framework="trtllm", num_requests=0,
+                api_latency_s=0.0, benchmark_rounds=0.0)
+    gpu = a.serve(step_overhead_s=0.0, step_overhead_per_seq_s=0.0, **call)
+    exposed = 0.002
+    hidden = a.serve(step_overhead_s=exposed, step_overhead_per_seq_s=0.0005, **call)  # 0.5 ms < the GPU's step
+    assert 0.0005 < gpu["tpot_s"]
+    assert hidden["tpot_s"] == pytest.approx(gpu["tpot_s"] + exposed, rel=1e-9)
+    assert hidden["ttft_s"] == pytest.approx(gpu["ttft_s"] + exposed, rel=1e-9)
+    host_bound = a.serve(step_overhead_s=exposed, step_overhead_per_seq_s=1.0, **call)  # 1 s per step > the GPU's
+    assert gpu["ttft_s"] + exposed < 1.0
+    assert host_bound["tpot_s"] == pytest.approx(1.0, rel=1e-9)
+    assert host_bound["ttft_s"] == pytest.approx(1.0, rel=1e-9)
+
+
 def test_prefix_cache_skips_whole_blocks(analysis_builder):
     """prefix_cache_share h: the first floor(h I / block) blocks are cached; the rest is prefilled after them
     (a chunk of I - cached tokens attending to the whole prompt): between inference()'s prefill of I - cached

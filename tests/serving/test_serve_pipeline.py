@@ -37,14 +37,16 @@ def _timer(a, framework="vllm", **options):
     return rank_step_timer(a, a, a.describer_for(engine.kv_cache_bytes), lay, engine), engine
 
 
-def test_one_stage_round_is_the_plain_step(analysis_builder):
-    """pp = 1 in the round's rule: one micro-batch, one stage, latency = the step + the host's overhead."""
+@pytest.mark.parametrize("framework", ["vllm", "trtllm"])  # the host's work added, or overlapped (host_overlap)
+def test_one_stage_round_is_the_plain_step(analysis_builder, framework):
+    """pp = 1 in the round's rule: one micro-batch, one stage, latency = the step with the host's work."""
     a = _serving(analysis_builder(DENSE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2))
-    engine = engine_settings(a, "vllm", {})
+    engine = engine_settings(a, framework, {"step_overhead_per_seq_s": 2e-4})  # the host's step binds from ~40 seqs
     d = a.describer_for(engine.kv_cache_bytes)
     plain = step_timer(a, d, engine)
     one = PipelineStepTimer({0: step_timer(a, d, gpu_only(engine))}, [0], engine, lambda tokens: 0.0)
-    for decoders, ctx, chunks in ((1, 300.0, ()), (12, 700.0, ()), (40, 1500.0, ((512, 0),)), (3, 90.0, ((100, 64),))):
+    for decoders, ctx, chunks in ((1, 300.0, ()), (12, 700.0, ()), (40, 1500.0, ((512, 0),)), (3, 90.0, ((100, 64),)),
+                                 (200, 500.0, ())):
         assert one.step_s(decoders, decoders * ctx, chunks) == pytest.approx(plain.step_s(decoders, decoders * ctx,
                                                                                           chunks), rel=1e-12)
 
