@@ -41,10 +41,9 @@ without TensorRT-LLM's (14 us) would move.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -53,7 +52,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from distil_operator_data import DATA, Mirror  # noqa: E402
 from measured_operator_values import MOE_DTYPES  # noqa: E402
 from moe_stream_values import (ENGINES, LICENCE, SMALL_KERNELS, decode_cells, generation_means,  # noqa: E402
-                               write_profile_keys)
+                               medians_by_precision, write_profile_keys)
 
 from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
 from llm_analysis.cost.calibrated import moe_gemm_fixed_key, moe_stream_efficiency  # noqa: E402
@@ -77,22 +76,20 @@ def gpu_values(mirror: Mirror, system: str, gpu: str) -> Dict[str, Tuple[float, 
     out = {}
     for engine in ENGINES:
         found, paths = decode_cells(mirror, system, engine)
-        by_precision: Dict[str, List[float]] = {}
-        for dtype, gemm_bytes, latency_s in found:
-            precision = MOE_DTYPES[dtype][0]
-            stream_eff = moe_stream_efficiency(values, precision, engine)
-            residual_s = latency_s - model_time_without_fixed_s(values, spec, stream_eff, gemm_bytes)
-            by_precision.setdefault(precision, []).append(residual_s / EXPERT_GEMMS)
-        for precision, fixed in by_precision.items():
-            value = statistics.median(fixed)
-            dtypes = sorted({d for d, _, _ in found if MOE_DTYPES[d][0] == precision})
-            out[moe_gemm_fixed_key(precision, engine)] = (value, (
-                f"{gpu} {engine} {precision} ({', '.join(dtypes)}): median over {len(fixed)} cells (balanced routing, "
-                f"tokens x top-k <= experts: one token per reached expert) of (latency - {SMALL_KERNELS} graph "
-                f"floors - {EXPERT_GEMMS} expert GEMMs streaming the reached weights at the family's fused-MoE "
-                f"streaming efficiency) / {EXPERT_GEMMS} = {value * 1e6:.1f} us; github:ai-dynamo/aiconfigurator@"
-                f"{mirror.commit[:12]} {DATA}/{system}/moe/{engine}/*/moe_perf.parquet ({len(paths)} version "
-                f"folders; {LICENCE})"))
+
+        def fixed_per_gemm(dtype, gemm_bytes, latency_s, engine=engine):
+            stream_eff = moe_stream_efficiency(values, MOE_DTYPES[dtype][0], engine)
+            return (latency_s - model_time_without_fixed_s(values, spec, stream_eff, gemm_bytes)) / EXPERT_GEMMS
+
+        def how(precision, dtypes, n, value, engine=engine, paths=paths):
+            return (f"{gpu} {engine} {precision} ({', '.join(dtypes)}): median over {n} cells (balanced routing, "
+                    f"tokens x top-k <= experts: one token per reached expert) of (latency - {SMALL_KERNELS} graph "
+                    f"floors - {EXPERT_GEMMS} expert GEMMs streaming the reached weights at the family's fused-MoE "
+                    f"streaming efficiency) / {EXPERT_GEMMS} = {value * 1e6:.1f} us; github:ai-dynamo/aiconfigurator@"
+                    f"{mirror.commit[:12]} {DATA}/{system}/moe/{engine}/*/moe_perf.parquet ({len(paths)} version "
+                    f"folders; {LICENCE})")
+        out.update(medians_by_precision(found, fixed_per_gemm, lambda p, engine=engine: moe_gemm_fixed_key(p, engine),
+                                        how))
     return out
 
 

@@ -38,7 +38,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -88,6 +88,24 @@ def cells(mirror: Mirror, system: str, engine: str):
     return out, paths
 
 
+def medians_by_precision(found, figure_of: Callable[[str, float, float], Optional[float]],
+                         key_of: Callable[[str], str], how: Callable[[str, List[str], int, float], str]
+                         ) -> Dict[str, Tuple[float, str]]:
+    """profile key -> (median over `found`'s cells of one precision of `figure_of(dtype, bytes, latency_s)`,
+    cells where it is None left out; `how(precision, dtypes, cells, value)`): one figure per precision."""
+    by_precision: Dict[str, List[float]] = {}
+    for dtype, nbytes, latency_s in found:
+        figure = figure_of(dtype, nbytes, latency_s)
+        if figure is not None:
+            by_precision.setdefault(MOE_DTYPES[dtype][0], []).append(figure)
+    out = {}
+    for precision, figures in by_precision.items():
+        value = statistics.median(figures)
+        dtypes = sorted({d for d, _, _ in found if MOE_DTYPES[d][0] == precision})
+        out[key_of(precision)] = (value, how(precision, dtypes, len(figures), value))
+    return out
+
+
 def gpu_values(mirror: Mirror, system: str, gpu: str) -> Dict[str, Tuple[float, str]]:
     """profile key -> (this GPU's median efficiency, how read)."""
     spec = get_gpu_config_by_name(gpu).hbm_bandwidth_in_GB_per_sec * 1e9
@@ -95,20 +113,18 @@ def gpu_values(mirror: Mirror, system: str, gpu: str) -> Dict[str, Tuple[float, 
     out = {}
     for engine in ENGINES:
         found, paths = cells(mirror, system, engine)
-        by_precision: Dict[str, List[float]] = {}
-        for dtype, weight_bytes, latency_s in found:
+
+        def efficiency(dtype, weight_bytes, latency_s):
             streaming_s = latency_s - SMALL_KERNELS * floor
-            if streaming_s > 0:
-                by_precision.setdefault(MOE_DTYPES[dtype][0], []).append(weight_bytes / (streaming_s * spec))
-        for precision, effs in by_precision.items():
-            value = statistics.median(effs)
-            dtypes = sorted({d for d, _, _ in found if MOE_DTYPES[d][0] == precision})
-            out[moe_stream_key(precision, engine)] = (value, (
-                f"{gpu} {engine} {precision} ({', '.join(dtypes)}): median over {len(effs)} cells (balanced routing, "
-                f"tokens x top-k <= experts: one token per reached expert, >= {MIN_WEIGHT_BYTES / 1e6:.0f} MB of "
-                f"weights reached) of weight bytes / ((latency - {SMALL_KERNELS} x {floor * 1e6:.1f} us) x HBM spec) "
-                f"= {value:.3f}; github:ai-dynamo/aiconfigurator@{mirror.commit[:12]} "
-                f"{DATA}/{system}/moe/{engine}/*/moe_perf.parquet ({len(paths)} version folders; {LICENCE})"))
+            return weight_bytes / (streaming_s * spec) if streaming_s > 0 else None
+
+        def how(precision, dtypes, n, value, engine=engine, paths=paths):
+            return (f"{gpu} {engine} {precision} ({', '.join(dtypes)}): median over {n} cells (balanced routing, "
+                    f"tokens x top-k <= experts: one token per reached expert, >= {MIN_WEIGHT_BYTES / 1e6:.0f} MB of "
+                    f"weights reached) of weight bytes / ((latency - {SMALL_KERNELS} x {floor * 1e6:.1f} us) x HBM "
+                    f"spec) = {value:.3f}; github:ai-dynamo/aiconfigurator@{mirror.commit[:12]} "
+                    f"{DATA}/{system}/moe/{engine}/*/moe_perf.parquet ({len(paths)} version folders; {LICENCE})")
+        out.update(medians_by_precision(found, efficiency, lambda p, engine=engine: moe_stream_key(p, engine), how))
     return out
 
 

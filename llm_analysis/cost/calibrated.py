@@ -447,7 +447,7 @@ class CalibratedCostModel(CostModel):
                 return self._split(flops / (self._peak * self.routed_expert_eff(op, dims)),
                                    self._stream_s(nbytes, self._moe_stream_eff) + self._moe_fixed_s)
             else:
-                eff = self._matmul_eff(dims, getattr(op, "fused_widths", ()))
+                eff = self._matmul_eff(dims, getattr(op, "fused_widths", ()))  # (duck-typed ops: none)
             stream_s = self._stream_s(nbytes, self._matmul_hbm_eff)
             if not routed:  # (routed experts: the fused MoE layer's measured share holds its fixed costs)
                 stream_s = self.quantized_stream_s(stream_s, dims[2] if dims else 0)

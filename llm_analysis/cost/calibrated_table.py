@@ -107,7 +107,7 @@ def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
             else np.array([], dtype=int)
         k = np.array([plan.rules[i][2] if plan.rules[i] else 0 for i in quantized], dtype=float)
         rates = table.memo[key] = TableRates(
-            cm, [(cm.gemm_shape(plan.rules[i][1], plan.rules[i][2], getattr(table.ops[i], "fused_widths", ())),
+            cm, [(cm.gemm_shape(plan.rules[i][1], plan.rules[i][2], table.ops[i].fused_widths),
                   plan.rules[i][3]) for i in plan.shaped_matmuls],
             base, moves / stream_rate, (moves | computes) * cm._floor, quantized, k * cm._quant_k_serial_s)
     return rates

@@ -8,7 +8,8 @@ arithmetic of the model does not hold: a per-step overhead (scheduler, sampling,
 detokenisation on the host), one per running sequence, and a fixed API / tokenisation latency
 that every time to first token includes. `host_overlap` says how the host's work meets the GPU's
 (`EngineSettings.step_with_host_s`): added to it, or prepared one step ahead while the GPU runs
-the step before (TensorRT-LLM's overlap scheduler), so that a step takes the longer of the two. It also names the family of MoE kernels the engine runs
+the step before (TensorRT-LLM's overlap scheduler), so that a step takes the longer of the two.
+It also names the family of MoE kernels the engine runs
 (`moe_kernels`: its fused MoE, and its wide expert-parallel MoE when experts are split over
 ranks), whose measured grouped GEMM share the calibrated cost model times routed experts at
 (cost/calibrated.py `moe_gemm_share`).
@@ -148,8 +149,15 @@ class EngineSettings:
         step, step_overhead_per_seq_s per sequence, hides under the GPU's and shows only when it is longer;
         step_overhead_s is what the lookahead leaves exposed on every step (the hand-over between the two)."""
         if self.host_overlap:
-            return max(gpu_s + self.step_overhead_s, self.step_overhead_per_seq_s * sequences)
-        return gpu_s + self.step_overhead_s + self.step_overhead_per_seq_s * sequences
+            return max(gpu_s + self.step_overhead_s, self.host_busy_s(1, sequences))
+        return gpu_s + self.host_busy_s(1, sequences)
+
+    def host_busy_s(self, steps: float, sequences: float) -> float:
+        """The host's own work for `steps` steps over `sequences` sequences in all: per step and per
+        sequence; an overlapping engine's per-step overhead is what its lookahead leaves exposed on the
+        GPU's side (`step_with_host_s`), not host work, so its host works per sequence only."""
+        per_step = 0.0 if self.host_overlap else steps * self.step_overhead_s
+        return per_step + self.step_overhead_per_seq_s * sequences
 
     def uses_graphs(self, tokens: float, has_prefill: bool) -> bool:
         """Whether a step of `tokens` tokens replays a CUDA graph (else its kernels launch eagerly)."""

@@ -91,8 +91,7 @@ class PipelineStepTimer:
         busy_s = max(heavy[k] + (m - 1) * light[k] for k in self.timers)
         latency_s = e.step_with_host_s(sum(heavy[k] for k in self.reps) + self.handoff_s(d + prefill_tokens),
                                        d + len(chunks))
-        host_s = ((0.0 if e.host_overlap else m * e.step_overhead_s)
-                  + e.step_overhead_per_seq_s * (decoders + len(chunks)))
+        host_s = e.host_busy_s(m, decoders + len(chunks))
         return max(busy_s, latency_s, host_s)
 
 
