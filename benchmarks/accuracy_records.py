@@ -160,7 +160,7 @@ def case_max_throughput(rec: dict) -> Case:
     def run(kw: dict) -> float:
         # the roofline column is a bound: the engine's host overheads (fitted, not physics) left out
         bound = kw.get("perf_model", "roofline") == "roofline"
-        host = dict(step_overhead_s=0.0, step_overhead_per_seq_s=0.0) if bound else {}
+        host = dict(step_overhead_s=0.0, step_overhead_per_seq_s=0.0, step_overhead_per_layer_s=0.0) if bound else {}
         res = LLMAnalysis(model, gpu, dtype, par, **kw).serve(request_rate=1e6, input_len=prompt, output_len=out,
                                                              framework="trtllm", **host)
         return 1.0 / res["saturation_request_rate_per_s"]

@@ -7,6 +7,7 @@ Fitted per engine, over every GPU, model and precision of its fit rows, under pe
 - step_overhead_s, step_overhead_per_seq_s: host time per engine step, and per sequence in it (an engine
   that overlaps the host's work with the GPU's, `host_overlap`: the per-step time its lookahead leaves
   exposed; its per-sequence host time is stated from a measurement in its profile, not fitted);
+- step_overhead_per_layer_s: GPU-side time per transformer layer per step beyond the cost model's operators;
 - benchmark_rounds: closed loop, the requests per client of the measured runs (their clients start together,
   so the first round queues behind each other's prefills: 1 / benchmark_rounds of that wait is in the mean).
 The loss is the mean Huber loss (knee 0.5) of log(predicted / measured) of TTFT and TPOT, so that a few
@@ -15,7 +16,7 @@ with the concurrency, so it is fitted on that growth alone: between each configu
 (C0 its least), the Huber loss of log((measured TTFT(C0) + predicted TTFT(C) - predicted TTFT(C0)) / measured
 TTFT(C)), where a miss of the one-request TTFT (the cost model's prefill, the API latency: the same at every
 C) cancels; minimised by coordinate descent (golden section in
-log space, within stated bounds, three sweeps). Deterministic: same rows, same result.
+log space, within stated bounds, sweeps until the loss settles). Deterministic: same rows, same result.
 
     python benchmarks/fit_engine_profiles.py [--write] [--engines vllm,sglang,trtllm]
 """
@@ -42,6 +43,7 @@ BOUNDS = {  # (low, high): searched in log space
     "api_latency_s": (1e-3, 1.0),
     "step_overhead_s": (1e-5, 2e-2),
     "step_overhead_per_seq_s": (1e-8, 2e-4),
+    "step_overhead_per_layer_s": (1e-8, 2e-4),
     "benchmark_rounds": (1.0, 1000.0),
 }
 HUBER_KNEE = 0.5
@@ -114,25 +116,32 @@ def _golden(f, lo: float, hi: float, iterations: int = 14) -> float:
     return math.exp((a + b) / 2)
 
 
-def fit(rows: List[acc.Row], start: Dict[str, float], sweeps: int = 3) -> Dict[str, float]:
-    """The values of `start`'s keys (those of BOUNDS the profile fits) that minimise the loss."""
-    values = dict(start)
-    for sweep in range(sweeps):
+def fit(rows: List[acc.Row], start: Dict[str, float], max_sweeps: int = 30) -> Dict[str, float]:
+    """The values of `start`'s keys (those of BOUNDS the profile fits) that minimise the loss: sweeps of
+    coordinate descent until the loss moves less than 1e-4 relative (the per-step and per-layer overheads
+    trade against each other along a valley, which takes several sweeps)."""
+    values, last = dict(start), math.inf
+    for sweep in range(max_sweeps):
         for name, (lo, hi) in BOUNDS.items():
             if name not in values:
                 continue
             objective = growth_loss if name in GROWTH_FITTED else loss
             values[name] = _golden(lambda v: objective(rows, {**values, name: v}), lo, hi)
-        print(f"  sweep {sweep + 1}: loss {loss(rows, values):.4f} "
-              + ", ".join(f"{k}={v:.3g}" for k, v in values.items()))
+        now = loss(rows, values)
+        print(f"  sweep {sweep + 1}: loss {now:.4f} " + ", ".join(f"{k}={v:.3g}" for k, v in values.items()))
+        if last - now < 1e-4 * now:
+            break
+        last = now
     return values
 
 
 def fitted_keys(profile: Dict) -> List[str]:
     """The keys of BOUNDS the profile fits: all of them, but the per-sequence host time of an engine that
     overlaps its host's work with the GPU's (`host_overlap`), which its profile states from a measurement
-    (at the batches of serving_dev.csv the host's step hides under the GPU's, so they cannot fit it)."""
-    return [k for k in BOUNDS if not (k == "step_overhead_per_seq_s" and profile["host_overlap"]["value"])]
+    (at the batches of serving_dev.csv the host's step hides under the GPU's, so they cannot fit it), and
+    a key its profile marks `"fitted": false` (stated, with the reason in its source)."""
+    return [k for k in BOUNDS if not (k == "step_overhead_per_seq_s" and profile["host_overlap"]["value"])
+            and profile[k].get("fitted", True)]
 
 
 def _errors(rows: List[acc.Row], values: Dict[str, float]):
@@ -177,6 +186,9 @@ def main(argv=None) -> int:
                 lo, hi = BOUNDS[name]
                 how = (" (on how TTFT grows with concurrency within each configuration: see the script)"
                        if name in GROWTH_FITTED else
+                       " (GPU-side, in every layer of every step: what the engine's kernels and the gaps between "
+                       "them take beyond the cost model's operators; it trades against step_overhead_s, and the "
+                       "two are fitted together)" if name == "step_overhead_per_layer_s" else
                        " (host_overlap: the host time per step the overlap scheduler leaves exposed)"
                        if name == "step_overhead_s" and profile["host_overlap"]["value"] else "")
                 profile[name] = {"value": float(f"{value:.4g}"),

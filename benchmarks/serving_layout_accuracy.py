@@ -303,13 +303,20 @@ def fit_contention(rows: List[LayoutRow]) -> None:
 IMBALANCE_GRID = [1.0 + i / 20 for i in range(11)]  # expert_load_imbalance values scanned, 1.0 .. 1.5
 
 
+def _decode_moe_ep(row: LayoutRow) -> int:
+    """moe_ep of the GPUs that decode the row: the worker's (aggregated), the decode pool's (disaggregated)."""
+    layout = row.layout if row.kind == "agg" else row.pools.get("decode", {})
+    return layout.get("moe_ep") or 1
+
+
 def fit_imbalance(rows: List[LayoutRow]) -> None:
     """Per engine, the expert_load_imbalance (1.0 .. 1.5 in steps of 0.05) with the least median |TPOT error|
-    over the aggregated layout rows given (the fit half) whose experts are spread (moe_ep > 1): the
-    imbalance acts on the routed experts' time of a decode step, which TPOT measures."""
+    over the layout rows given (the fit half) whose decoding experts are spread (moe_ep > 1: an aggregated
+    worker's, or a disaggregated deployment's decode pool): the imbalance acts on the routed experts' time
+    of a decode step, which TPOT measures."""
     by_engine: Dict[str, List[LayoutRow]] = defaultdict(list)
     for row in rows:
-        if (row.layout["moe_ep"] or 1) > 1:
+        if row.kind in ("agg", "disagg") and _decode_moe_ep(row) > 1:
             by_engine[row.backend].append(row)
     for engine, engine_rows in sorted(by_engine.items()):
         scores = []
@@ -341,7 +348,7 @@ def main(argv=None) -> int:
     rows = load_rows()
     if args.fit:
         fit_contention([r for r in rows if r.half == "fit" and r.kind == "disagg"])
-        fit_imbalance([r for r in rows if r.half == "fit" and r.kind == "agg"])
+        fit_imbalance([r for r in rows if r.half == "fit"])
         return 0
     chosen = rows if args.half == "all" else [r for r in rows if r.half == args.half]
     print(f"{len(chosen)} of {len(rows)} layout rows ({args.half} half), perf_model=calibrated")

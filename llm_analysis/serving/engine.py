@@ -5,8 +5,10 @@ A profile says how the engine schedules (whether prefills share steps with decod
 prompts are chunked, how requests are admitted to the KV pool), its defaults (token budget,
 sequence cap, memory share, block size, CUDA graphs, KV dtype) and the fitted costs the
 arithmetic of the model does not hold: a per-step overhead (scheduler, sampling,
-detokenisation on the host), one per running sequence, and a fixed API / tokenisation latency
-that every time to first token includes. `host_overlap` says how the host's work meets the GPU's
+detokenisation on the host), one per running sequence, one per transformer layer on the GPU's
+side (the engine's kernels and launch gaps that the cost model's operators do not hold, paid in
+every layer of every step), and a fixed API / tokenisation latency that every time to first
+token includes. `host_overlap` says how the host's work meets the GPU's
 (`EngineSettings.step_with_host_s`): added to it, or prepared one step ahead while the GPU runs
 the step before (TensorRT-LLM's overlap scheduler), so that a step takes the longer of the two.
 It also names the family of MoE kernels the engine runs
@@ -50,6 +52,8 @@ ENGINE_OPTIONS = {
     "step_overhead_per_seq_s": "host overhead per running sequence per step, seconds (an engine that overlaps its "
                                "host's work with the GPU's: its host step per sequence, hidden unless longer than "
                                "the GPU's)",
+    "step_overhead_per_layer_s": "time per transformer layer per step beyond the cost model's operators, seconds "
+                                 "(the engine's extra kernels and launch gaps in every layer)",
     "benchmark_rounds": "closed loop: requests per client of the benchmark run the mean is over (its clients start "
                         "together, so the first round queues behind each other's prefills); 0: the steady state "
                         "alone",
@@ -131,6 +135,7 @@ class EngineSettings:
     api_latency_s: float
     step_overhead_s: float
     step_overhead_per_seq_s: float
+    step_overhead_per_layer_s: float  # GPU-side: time per layer per step beyond the operators (StepTimer.step_s)
     host_overlap: bool  # the host prepares the next step while the GPU runs this one (step_with_host_s)
     benchmark_rounds: float  # closed loop: the run's requests per client (the starting burst is 1 / R of it)
     moe_kernels: str  # the MoE kernel family whose measured grouped GEMM share times routed experts
@@ -241,6 +246,9 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         step_overhead_per_seq_s=non_negative_number(
             get("step_overhead_per_seq_s", profile["step_overhead_per_seq_s"]["value"]), "step_overhead_per_seq_s",
             1.0),
+        step_overhead_per_layer_s=non_negative_number(
+            get("step_overhead_per_layer_s", profile["step_overhead_per_layer_s"]["value"]),
+            "step_overhead_per_layer_s", 1.0),
         host_overlap=bool(profile["host_overlap"]["value"]),
         benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
         moe_kernels=profile["moe_kernels"]["value"], moe_kernels_wide_ep=profile["moe_kernels"]["wide_ep_value"],

@@ -53,7 +53,7 @@ from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.model import Phase
 from llm_analysis.serving.pipeline import PipelineStepTimer, StageView, gpu_only, stage_representatives
-from llm_analysis.serving.step_time import StepCosts, StepTimer, step_timer
+from llm_analysis.serving.step_time import StepCosts, StepTimer, layers_run, step_timer
 
 ROUTED = "routed"
 _WEIGHT_PROBE = Phase("decode", 1, 1, 64)  # any phase: weights do not depend on it
@@ -300,7 +300,8 @@ def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optiona
     # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
     moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
     return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage,
-                                       allreduce_engine=engine.framework), engine)
+                                       allreduce_engine=engine.framework), engine,
+                     layers_run(analysis.describer, stage))
 
 
 def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance, where: str,
@@ -312,7 +313,8 @@ def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbala
         return step_timer(rank, describer, engine)
     key = ("serving_step_costs", rank.kernel_launch, engine.moe_kernels, "stage", stage, engine.framework)
     return StepTimer(describer.cost_memo(rank.cost_model, key, lambda: StepCosts(
-        rank, StageView(describer, stage), moe_kernels=engine.moe_kernels, allreduce_engine=engine.framework)), engine)
+        rank, StageView(describer, stage), moe_kernels=engine.moe_kernels, allreduce_engine=engine.framework)), engine,
+        layers_run(describer, stage))
 
 
 def rank_step_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance: Optional[float] = None,

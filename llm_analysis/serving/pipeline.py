@@ -56,7 +56,8 @@ def stage_representatives(describer, pp: int) -> List[int]:
 
 
 def gpu_only(engine):
-    """The engine with no host overhead: a stage's step is GPU time; the round adds the host's once."""
+    """The engine with no host overhead: a stage's step is GPU time (its layers' per-layer time, GPU-side,
+    stays with it); the round adds the host's once."""
     return dataclasses.replace(engine, step_overhead_s=0.0, step_overhead_per_seq_s=0.0)
 
 

@@ -139,6 +139,7 @@ class SpeculativeStepTimer:
         for q, past in chunks:
             t += c.chunk_attention_s(graph, q, past) + c.prefill_form_s(graph, q)
         t += self._draft_s(graph, decoders, context)
+        t += e.step_overhead_per_layer_s * self.num_layers  # the target's layers (the draft's passes: not counted)
         return e.step_with_host_s(t, decoders + len(chunks))
 
     def step_s(self, decoders: float, decode_context_sum: float, chunks=(), sampled: float = None) -> float:

@@ -255,10 +255,12 @@ class StepCosts:
 
 class StepTimer:
     """Seconds of one engine step: the cost-model pieces (`StepCosts`) of its batch, in CUDA graphs
-    or not as the engine runs it, plus the engine's host overheads."""
+    or not as the engine runs it, the engine's time per layer beyond those pieces, and its host
+    overheads."""
 
-    def __init__(self, costs: StepCosts, engine):
-        self.costs, self.engine = costs, engine
+    def __init__(self, costs: StepCosts, engine, layers: int):
+        """`layers`: the transformer layers the step runs (a pipeline stage's, or the whole model's)."""
+        self.costs, self.engine, self.layers = costs, engine, layers
 
     def step_s(self, decoders: float, decode_context_sum: float, chunks: Sequence[Tuple[float, float]] = (),
                sampled: float = None) -> float:
@@ -284,6 +286,7 @@ class StepTimer:
             t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
         for q, past in chunks:
             t += costs.chunk_attention_s(graph, q, past) + costs.prefill_form_s(graph, q)
+        t += self.engine.step_overhead_per_layer_s * self.layers
         return self.engine.step_with_host_s(t, decoders + len(chunks))
 
 
@@ -294,7 +297,13 @@ def step_timer(analysis, describer, engine) -> StepTimer:
     return StepTimer(describer.cost_memo(analysis.cost_model, key,
                                          lambda: StepCosts(analysis, describer, moe_kernels=engine.moe_kernels,
                                                            allreduce_engine=engine.framework)),
-                     engine)
+                     engine, layers_run(describer))
 
 
-__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "step_timer"]
+def layers_run(describer, stage: Optional[int] = None) -> int:
+    """The transformer layers one step runs: the model's, or pipeline stage `stage`'s."""
+    groups = describer.layer_groups if stage is None else describer.stage_groups[stage]
+    return sum(groups.values())
+
+
+__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "layers_run", "step_timer"]

@@ -44,7 +44,8 @@ def test_layout_step_model_reduces_to_the_plain_one(analysis_builder, perf_model
     engine = engine_settings(a, "vllm", {})
     plain = step_timer(a, a.describer_for(engine.kv_cache_bytes), engine)
     forced = StepTimer(layout_step_costs(a, WorkerLayout(2, 1, 2, 1, 1), engine.kv_cache_bytes, None,
-                                         allreduce_engine=engine.framework), engine)
+                                         allreduce_engine=engine.framework), engine,
+                       plain.layers)
     for decoders, ctx, chunks in ((1, 300.0, ()), (12, 700.0, ()), (40, 1500.0, ((512, 0),)), (3, 90.0, ((100, 64),))):
         assert forced.step_s(decoders, decoders * ctx, chunks) == pytest.approx(
             plain.step_s(decoders, decoders * ctx, chunks), rel=1e-9)
@@ -265,7 +266,7 @@ def test_attention_dp_hold_in_serve(analysis_builder):
 def test_expert_imbalance_defaults_to_the_engine_profiles_value(analysis_builder):
     """With moe_ep > 1 the routed experts' time is multiplied by the engine profile's fitted
     `expert_load_imbalance` (read here from the profile file itself): the default answer equals the one
-    with that value given, and (vLLM's 1.4 > 1) is slower than a balanced one; with moe_ep = 1 nothing
+    with that value given, and (vLLM's fitted value > 1) is slower than a balanced one; with moe_ep = 1 nothing
     is multiplied."""
     path = Path(llm_analysis.__file__).parent / "catalogue" / "engine_profiles" / "vllm.json"
     stated = json.loads(path.read_text())["expert_load_imbalance"]["value"]
@@ -275,7 +276,7 @@ def test_expert_imbalance_defaults_to_the_engine_profiles_value(analysis_builder
     default = analysis_builder(MOE, **ep).serve(**LOAD)["tpot_s"]
     given = analysis_builder(MOE, **ep).serve(**LOAD, expert_load_imbalance=stated)["tpot_s"]
     balanced = analysis_builder(MOE, **ep).serve(**LOAD, expert_load_imbalance=1.0)["tpot_s"]
-    assert default == pytest.approx(given, rel=1e-12) and default > balanced * 1.01
+    assert default == pytest.approx(given, rel=1e-12) and default > balanced * (1 + 1e-6)
     no_ep = dict(gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=1, moe_tp_size=2,
                  moe_ep_size=1)
     assert analysis_builder(MOE, **no_ep).serve(**LOAD)["tpot_s"] == pytest.approx(

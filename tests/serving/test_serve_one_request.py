@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-ZERO = dict(api_latency_s=0.0, step_overhead_s=0.0, step_overhead_per_seq_s=0.0, benchmark_rounds=0.0)
+ZERO = dict(api_latency_s=0.0, step_overhead_s=0.0, step_overhead_per_seq_s=0.0, step_overhead_per_layer_s=0.0, benchmark_rounds=0.0)
 SETUPS = [  # (model, dtype, tolerance): a dense model timed from its phase table in inference(); an MoE with
     # multi-head latent attention built operator by operator; sequence operators on a 5% grid of lengths
     ("meta-llama/Llama-3.1-8B", "w16a16e16", 1e-5),
@@ -34,15 +34,30 @@ def test_one_client_is_inference(analysis_builder, model, dtype, tol, perf_model
 
 
 def test_profile_costs_add_by_hand(analysis_builder):
-    """API latency once per request; per step a fixed overhead plus one per sequence in it (one here)."""
+    """API latency once per request; per step a fixed overhead, one per sequence in it (one here) and one per
+    layer (Llama-3.1-8B: 32)."""
     a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
     inf = a.inference(batch_size_per_gpu=1, seq_len=IN, num_tokens_to_generate=OUT)
-    api, step, per_seq = 0.030, 0.002, 0.0005
+    api, step, per_seq, per_layer = 0.030, 0.002, 0.0005, 0.00002
     s = a.serve(concurrency=1, input_len=IN, output_len=OUT, num_requests=0, api_latency_s=api, step_overhead_s=step,
-                step_overhead_per_seq_s=per_seq, benchmark_rounds=1.0)  # no other client: no burst
-    assert s["ttft_s"] == pytest.approx(api + inf["prefill_latency"] + step + per_seq, rel=1e-6)
-    assert s["tpot_s"] == pytest.approx(inf["decode_latency"] + step + per_seq, rel=1e-6)
+                step_overhead_per_seq_s=per_seq, step_overhead_per_layer_s=per_layer,
+                benchmark_rounds=1.0)  # no other client: no burst
+    assert s["ttft_s"] == pytest.approx(api + inf["prefill_latency"] + step + per_seq + 32 * per_layer, rel=1e-6)
+    assert s["tpot_s"] == pytest.approx(inf["decode_latency"] + step + per_seq + 32 * per_layer, rel=1e-6)
     assert s["e2e_s"] == pytest.approx(s["ttft_s"] + (OUT - 1) * s["tpot_s"], rel=1e-12)
+
+
+def test_per_layer_time_adds_once_per_layer_per_step_by_hand(analysis_builder):
+    """step_overhead_per_layer_s c: Llama-3.1-8B runs 32 layers, so every step (the prefill's and each
+    decode's) takes 32 c more than its operators; with no other engine cost, one client's TTFT and TPOT
+    are inference()'s prefill and decode step + 32 c."""
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="roofline")
+    inf = a.inference(batch_size_per_gpu=1, seq_len=IN, num_tokens_to_generate=OUT)
+    c = 40e-6
+    s = a.serve(concurrency=1, input_len=IN, output_len=OUT, num_requests=0,
+                **{**ZERO, "step_overhead_per_layer_s": c})
+    assert s["ttft_s"] == pytest.approx(inf["prefill_latency"] + 32 * c, rel=1e-5)
+    assert s["tpot_s"] == pytest.approx(inf["decode_latency"] + 32 * c, rel=1e-5)
 
 
 def test_overlapped_host_shows_only_when_longer_than_the_gpu_step_by_hand(analysis_builder):
@@ -53,7 +68,7 @@ def test_overlapped_host_shows_only_when_longer_than_the_gpu_step_by_hand(analys
     a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
     call = dict(concurrency=1, input_len=IN, output_len=OUT, framework="trtllm", num_requests=0,
                 api_latency_s=0.0, benchmark_rounds=0.0)
-    gpu = a.serve(step_overhead_s=0.0, step_overhead_per_seq_s=0.0, **call)
+    gpu = a.serve(step_overhead_s=0.0, step_overhead_per_seq_s=0.0, step_overhead_per_layer_s=0.0, **call)
     exposed = 0.002
     hidden = a.serve(step_overhead_s=exposed, step_overhead_per_seq_s=0.0005, **call)  # 0.5 ms < the GPU's step
     assert 0.0005 < gpu["tpot_s"]

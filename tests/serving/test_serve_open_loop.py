@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-ZERO = dict(api_latency_s=0.0, step_overhead_s=0.0, step_overhead_per_seq_s=0.0)
+ZERO = dict(api_latency_s=0.0, step_overhead_s=0.0, step_overhead_per_seq_s=0.0, step_overhead_per_layer_s=0.0)
 IN, OUT = 256, 32
 
 

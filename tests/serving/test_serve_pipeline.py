@@ -17,7 +17,7 @@ from llm_analysis.serving.step_time import step_timer
 
 DENSE = "meta-llama/Llama-3.1-8B"  # 32 layers, hidden 4096, 8 KV heads of 128
 MOE = "Qwen/Qwen3-30B-A3B"  # 48 layers, 128 experts top-8
-NO_HOST = dict(step_overhead_s=0.0, step_overhead_per_seq_s=0.0)
+NO_HOST = dict(step_overhead_s=0.0, step_overhead_per_seq_s=0.0, step_overhead_per_layer_s=0.0)
 
 
 def _serving(a):
@@ -69,6 +69,16 @@ def test_decode_round_by_hand(analysis_builder, decoders):
     assert timer.step_s(decoders, decoders * ctx) == pytest.approx(expected, rel=1e-6)
     if decoders == 1:
         assert expected == pytest.approx(s0 + s1 + handoff, rel=1e-12)
+
+
+def test_per_layer_time_stays_with_each_stage_by_hand(analysis_builder):
+    """step_overhead_per_layer_s c is GPU-side: each of the two stages of 16 layers takes 16 c more per
+    micro-batch. With one decoder the round is the pass through both stages: 32 c more than without."""
+    a = _serving(analysis_builder(DENSE, gpu="h100-sxm-80gb", perf_model="roofline", tp_size=1, pp_size=2))
+    c = 50e-6
+    without, _ = _timer(a, **NO_HOST)
+    timer, _ = _timer(a, **{**NO_HOST, "step_overhead_per_layer_s": c})
+    assert timer.step_s(1, 1000.0) == pytest.approx(without.step_s(1, 1000.0) + 32 * c, rel=1e-9)
 
 
 def test_host_bound_round_is_one_overhead_per_micro_batch(analysis_builder):
