@@ -321,17 +321,20 @@ def fit_imbalance(rows: List[LayoutRow]) -> None:
     for engine, engine_rows in sorted(by_engine.items()):
         scores = []
         for value in IMBALANCE_GRID:
-            errors = []
+            ratios = []
             for row in engine_rows:
                 try:
-                    errors.append(abs(serve_row(row, expert_load_imbalance=value)["tpot_s"] / row.tpot_s - 1))
+                    ratios.append(serve_row(row, expert_load_imbalance=value)["tpot_s"] / row.tpot_s)
                 except (Refused, LLMAnalysisError):
                     continue
-            scores.append((statistics.median(errors), value, len(errors)))
-            print(f"  {engine} {value:.2f}: TPOT median |error| {100 * scores[-1][0]:.1f}% over {len(errors)} rows")
+            errors = sorted(abs(r - 1) for r in ratios)
+            huber = statistics.mean(_huber(math.log(r)) for r in ratios)
+            scores.append((huber, value, len(ratios), statistics.median(errors), errors[int(0.9 * len(errors))]))
+            print(f"  {engine} {value:.2f}: TPOT mean Huber loss {huber:.4f}, median |error| {100 * scores[-1][3]:.1f}%, "
+                  f"p90 {100 * scores[-1][4]:.1f}% over {len(ratios)} rows")
         best = min(scores)
-        print(f"{engine}: expert_load_imbalance {best[1]:.2f} (TPOT median |error| {100 * best[0]:.1f}% over {best[2]} "
-              f"rows)")
+        print(f"{engine}: expert_load_imbalance {best[1]:.2f} (TPOT mean Huber loss {best[0]:.4f}, median |error| "
+              f"{100 * best[3]:.1f}%, p90 {100 * best[4]:.1f}% over {best[2]} rows)")
 
 
 def main(argv=None) -> int:
