@@ -44,7 +44,7 @@ with the profile parameters:
   table's num_tokens / moe_ep_size: it counts the tokens of all ranks), rows (hidden, expert
   intermediate, top-k, experts, moe_tp, moe_ep); the "uniform" rows (every rank equally loaded),
   since the serving model applies the ranks' imbalance apart (serving/layout.py
-  `expert_load_imbalance`). Not read: the decode-side table (DeepEP low-latency mode; decode steps
+  `busiest_group_factor`). Not read: the decode-side table (DeepEP low-latency mode; decode steps
   stream the expert weights, the share hardly counts there) and TensorRT-LLM's
   wideep_moe_perf.parquet, which measured power-law routing only, timed on rank 0 (the hottest
   experts' rank; even its "_eplb" rows run at about half the rate of TensorRT-LLM's fused MoE at

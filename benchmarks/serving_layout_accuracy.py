@@ -15,7 +15,7 @@ Prints, per half, the median and p90 |error| of TTFT and TPOT and the share of r
 by engine and by kind (agg layout / disagg), and the refusals with their reasons.
 
     python benchmarks/serving_layout_accuracy.py [--half report|fit|all] [--rows]
-    python benchmarks/serving_layout_accuracy.py --fit     (fit prefill_contention and expert_load_imbalance
+    python benchmarks/serving_layout_accuracy.py --fit     (fit prefill_contention and expert_spread_scale
                                                             per engine on the fit half)
 """
 
@@ -300,7 +300,7 @@ def fit_contention(rows: List[LayoutRow]) -> None:
         print(f"  {engine} alone: {own[2]:.2f} (mean Huber loss {own[0]:.4f} over {own[1]} rows)")
 
 
-IMBALANCE_GRID = [1.0 + i / 20 for i in range(11)]  # expert_load_imbalance values scanned, 1.0 .. 1.5
+SPREAD_GRID = [0.5 + i / 20 for i in range(21)]  # expert_spread_scale values scanned, 0.5 .. 1.5
 
 
 def _decode_moe_ep(row: LayoutRow) -> int:
@@ -309,22 +309,23 @@ def _decode_moe_ep(row: LayoutRow) -> int:
     return layout.get("moe_ep") or 1
 
 
-def fit_imbalance(rows: List[LayoutRow]) -> None:
-    """Per engine, the expert_load_imbalance (1.0 .. 1.5 in steps of 0.05) with the least median |TPOT error|
-    over the layout rows given (the fit half) whose decoding experts are spread (moe_ep > 1: an aggregated
-    worker's, or a disaggregated deployment's decode pool): the imbalance acts on the routed experts' time
-    of a decode step, which TPOT measures."""
+def fit_spread(rows: List[LayoutRow]) -> None:
+    """Per engine, the expert_spread_scale (0.5 .. 1.5 in steps of 0.05; serving/layout.py
+    busiest_group_factor) with the least mean Huber loss of log(predicted / measured TPOT), the loss of
+    the other fitted engine values, over the layout rows given (the fit half) whose decoding experts are
+    spread (moe_ep > 1: an aggregated worker's, or a disaggregated deployment's decode pool): the factor
+    acts on the routed experts' time of a decode step, which TPOT measures."""
     by_engine: Dict[str, List[LayoutRow]] = defaultdict(list)
     for row in rows:
         if row.kind in ("agg", "disagg") and _decode_moe_ep(row) > 1:
             by_engine[row.backend].append(row)
     for engine, engine_rows in sorted(by_engine.items()):
         scores = []
-        for value in IMBALANCE_GRID:
+        for value in SPREAD_GRID:
             ratios = []
             for row in engine_rows:
                 try:
-                    ratios.append(serve_row(row, expert_load_imbalance=value)["tpot_s"] / row.tpot_s)
+                    ratios.append(serve_row(row, expert_spread_scale=value)["tpot_s"] / row.tpot_s)
                 except (Refused, LLMAnalysisError):
                     continue
             errors = sorted(abs(r - 1) for r in ratios)
@@ -333,7 +334,7 @@ def fit_imbalance(rows: List[LayoutRow]) -> None:
             print(f"  {engine} {value:.2f}: TPOT mean Huber loss {huber:.4f}, median |error| {100 * scores[-1][3]:.1f}%, "
                   f"p90 {100 * scores[-1][4]:.1f}% over {len(ratios)} rows")
         best = min(scores)
-        print(f"{engine}: expert_load_imbalance {best[1]:.2f} (TPOT mean Huber loss {best[0]:.4f}, median |error| "
+        print(f"{engine}: expert_spread_scale {best[1]:.2f} (TPOT mean Huber loss {best[0]:.4f}, median |error| "
               f"{100 * best[3]:.1f}%, p90 {100 * best[4]:.1f}% over {best[2]} rows)")
 
 
@@ -342,7 +343,7 @@ def main(argv=None) -> int:
     parser.add_argument("--half", choices=("report", "fit", "all"), default="report")
     parser.add_argument("--rows", action="store_true", help="print every row's prediction")
     parser.add_argument("--fit", action="store_true",
-                        help="fit prefill_contention and expert_load_imbalance per engine on the fit half")
+                        help="fit prefill_contention and expert_spread_scale per engine on the fit half")
     args = parser.parse_args(argv)
     path = validation_csv()
     if not path.exists():
@@ -351,7 +352,7 @@ def main(argv=None) -> int:
     rows = load_rows()
     if args.fit:
         fit_contention([r for r in rows if r.half == "fit" and r.kind == "disagg"])
-        fit_imbalance([r for r in rows if r.half == "fit"])
+        fit_spread([r for r in rows if r.half == "fit"])
         return 0
     chosen = rows if args.half == "all" else [r for r in rows if r.half == args.half]
     print(f"{len(chosen)} of {len(rows)} layout rows ({args.half} half), perf_model=calibrated")

@@ -54,6 +54,9 @@ ENGINE_OPTIONS = {
                                "the GPU's)",
     "step_overhead_per_layer_s": "time per transformer layer per step beyond the cost model's operators, seconds "
                                  "(the engine's extra kernels and launch gaps in every layer)",
+    "expert_spread_scale": "experts over expert-parallel groups (moe_ep > 1): scale on the busiest group's load "
+                           "over the mean under uniform routing (serving/layout.py busiest_group_factor; the "
+                           "profile's fitted value by default)",
     "benchmark_rounds": "closed loop: requests per client of the benchmark run the mean is over (its clients start "
                         "together, so the first round queues behind each other's prefills); 0: the steady state "
                         "alone",
@@ -140,7 +143,7 @@ class EngineSettings:
     benchmark_rounds: float  # closed loop: the run's requests per client (the starting burst is 1 / R of it)
     moe_kernels: str  # the MoE kernel family whose measured grouped GEMM share times routed experts
     moe_kernels_wide_ep: str  # the same with the experts split over expert-parallel ranks
-    expert_load_imbalance: float  # routed experts' time over the balanced model's with moe_ep > 1 (serving/layout.py)
+    expert_spread_scale: float  # moe_ep > 1: scale on the busiest expert group's spread (serving/layout.py)
     prefill_contention: float  # disaggregated closed loop: share of a prefill batch waited per other client (serving/disaggregated.py)
     seed: int
     num_requests: int
@@ -252,7 +255,8 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         host_overlap=bool(profile["host_overlap"]["value"]),
         benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
         moe_kernels=profile["moe_kernels"]["value"], moe_kernels_wide_ep=profile["moe_kernels"]["wide_ep_value"],
-        expert_load_imbalance=profile["expert_load_imbalance"]["value"],
+        expert_spread_scale=non_negative_number(
+            get("expert_spread_scale", profile["expert_spread_scale"]["value"]), "expert_spread_scale", 10.0),
         prefill_contention=profile["prefill_contention"]["value"],
         seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
         num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),

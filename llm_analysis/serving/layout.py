@@ -23,9 +23,13 @@ MoE layer):
   node, the NVLink switch domain of NVL72 racks, InfiniBand beyond; cost/links.py, cost/nccl.py).
   With attention_dp = 1 every GPU already holds every token after the attention all-reduce, and
   the MoE output is summed by the tensor-parallel all-reduce that closes the layer;
-- load imbalance: the experts' side is multiplied by `expert_load_imbalance` (the busiest expert
-  group's tokens over the mean; assumption, default the engine profile's `expert_load_imbalance`
-  with moe_ep > 1, fitted, 1 without), since the slowest GPU sets the step.
+- load imbalance: the slowest GPU sets the step, so the experts' side is multiplied by the busiest
+  expert group's load over the mean (`busiest_group_factor`): a step's T = tokens x top_k routed
+  assignments over G = moe_ep groups, spread as uniform routing spreads them (each group's count
+  binomial, the busiest of G about z_G standard deviations above the mean: 1 + z_G sqrt((G - 1) / T),
+  z_G the expected largest of G standard normals), times the engine profile's fitted
+  `expert_spread_scale` and never below 1 (balanced). Few tokens spread more, so the factor falls as
+  the batch grows. A caller's `expert_load_imbalance` replaces it with that constant; moe_ep = 1: 1.
 
 Memory per GPU follows the layout: the attention side's weights replicated on every replica
 (split tp ways), the routed experts' split moe_tp x moe_ep ways, and the KV cache of the rank's
@@ -46,7 +50,9 @@ Context parallelism in serving is refused by name.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Optional
 
 from llm_analysis.config import ParallelismConfig
@@ -218,13 +224,18 @@ class LayoutStepCosts:
     side's on the rank's layout, plus the routed experts' (and their all-to-alls) at the worker's
     tokens on the experts' layout, times the load imbalance."""
 
-    def __init__(self, attention: StepCosts, experts: Optional[StepCosts], layout: WorkerLayout, imbalance: float):
+    def __init__(self, attention: StepCosts, experts: Optional[StepCosts], layout: WorkerLayout, imbalance: float,
+                 spread_scale: Optional[float] = None, top_k: int = 1):
+        """`imbalance`: a constant factor on the experts' time; or, with `spread_scale` given, the busiest
+        expert group's factor for each step's tokens (`busiest_group_factor`, `top_k` routed experts per
+        token), `imbalance` then unused."""
         self.attention, self.experts = attention, experts
         self.scale = layout.attention_dp / layout.moe_ep  # an expert rank's tokens per attention rank's token
-        self.imbalance = imbalance
+        self.imbalance, self.spread_scale = imbalance, spread_scale
+        self.groups, self.worker_tokens_per_rank_token, self.top_k = layout.moe_ep, layout.attention_dp, top_k
         # what callers derive from these costs (saturation rates): apart from the attention side's own,
         # which every layout with the same tensor-parallel replica shares
-        self.memo = attention.memo.setdefault(("layout", layout, imbalance), {})
+        self.memo = attention.memo.setdefault(("layout", layout, imbalance, spread_scale), {})
 
     def experts_s(self, graph: bool, tokens: float) -> float:
         """The routed experts of a step in which every rank runs `tokens` tokens (below one token per
@@ -233,7 +244,10 @@ class LayoutStepCosts:
             return 0.0
         n = tokens * self.scale
         t = self.experts.token_s(graph, n) if n >= 1 else n * self.experts.token_s(graph, 1)
-        return self.imbalance * t
+        if self.spread_scale is None:
+            return self.imbalance * t
+        assignments = tokens * self.worker_tokens_per_rank_token * self.top_k
+        return busiest_group_factor(assignments, self.groups, self.spread_scale) * t
 
     def token_and_head_s(self, graph: bool, count: float):
         token, head = self.attention.token_and_head_s(graph, count)
@@ -255,15 +269,31 @@ class LayoutStepCosts:
         return self.attention.prefill_form_s(graph, q)
 
 
+def busiest_group_factor(assignments: float, groups: int, scale: float = 1.0) -> float:
+    """The busiest of `groups` expert groups' load over the mean when `assignments` token-to-expert
+    assignments are routed uniformly at random: each group's count is binomial (mean a / G, standard
+    deviation sqrt(a (G - 1)) / G), and the largest of G such counts is about z_G standard deviations
+    above the mean, z_G the expected largest of G standard normals (Blom's approximation,
+    inv_cdf((G - 0.375) / (G + 0.25)): within 0.03 of the exact value for G = 2 .. 72). So the factor is
+    1 + z_G sqrt((G - 1) / a); `scale` multiplies it (the engine's fitted departure from uniform
+    routing), and it is never below 1 (balanced)."""
+    if groups <= 1 or assignments <= 0:
+        return max(1.0, scale) if groups > 1 else 1.0
+    z = NormalDist().inv_cdf((groups - 0.375) / (groups + 0.25))
+    return max(1.0, scale * (1.0 + z * math.sqrt((groups - 1) / assignments)))
+
+
 def _describer_of(describer, stage: Optional[int]):
     return describer if stage is None else StageView(describer, stage)
 
 
 def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imbalance: Optional[float],
                       where: str = "", moe_kernels: Optional[str] = None,
-                      stage: Optional[int] = None, allreduce_engine: Optional[str] = None) -> LayoutStepCosts:
+                      stage: Optional[int] = None, allreduce_engine: Optional[str] = None,
+                      spread_scale: Optional[float] = None) -> LayoutStepCosts:
     """The step costs of one rank of `layout` (kept with the replica analysis' describer per cost model),
-    the routed experts at the grouped GEMM share of the engine's `moe_kernels` times `imbalance` (None: 1, balanced);
+    the routed experts at the grouped GEMM share of the engine's `moe_kernels` times `imbalance` (None: 1, balanced),
+    or, `spread_scale` given, times the busiest expert group's factor of each step (`busiest_group_factor`);
     `stage`: one pipeline
     stage's operators only (None: the whole model); `allreduce_engine`: the engine whose measured all-reduce
     times tensor-parallel all-reduces (serving/step_time.py StepCosts; None: the cost model's own)."""
@@ -288,19 +318,21 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
                                               allreduce_engine),
                                lambda: StepCosts(e, _describer_of(de, stage), token_filter=routed_or_dispatch,
                                                  moe_kernels=moe_kernels, allreduce_engine=allreduce_engine))
-    return LayoutStepCosts(att, experts, layout, imbalance)
+    return LayoutStepCosts(att, experts, layout, imbalance, spread_scale, analysis.model_config.moe_top_k)
 
 
 def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
                       where: str = "", stage: Optional[int] = None) -> StepTimer:
     """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank); `imbalance` None:
-    the engine profile's `expert_load_imbalance` with moe_ep > 1, 1 without."""
+    with moe_ep > 1 the busiest expert group's factor of each step at the engine profile's
+    `expert_spread_scale`, 1 without; a number: that constant."""
+    spread_scale = engine.expert_spread_scale if imbalance is None and layout.moe_ep > 1 else None
     if imbalance is None:
-        imbalance = engine.expert_load_imbalance if layout.moe_ep > 1 else 1.0
+        imbalance = 1.0
     # experts split over expert-parallel ranks run the engine's wide-EP MoE kernels
     moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
     return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage,
-                                       allreduce_engine=engine.framework), engine,
+                                       allreduce_engine=engine.framework, spread_scale=spread_scale), engine,
                      layers_run(analysis.describer, stage))
 
 
@@ -367,6 +399,6 @@ def check_imbalance(value) -> Optional[float]:
     return float(value)
 
 
-__all__ = ["LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token",
+__all__ = ["LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token", "busiest_group_factor",
            "attention_analysis", "attention_dp_hold_s", "check_balance_iters", "check_imbalance", "expert_analysis",
            "layout_step_timer", "rank_step_timer", "weight_bytes_per_gpu", "worker_layout"]

@@ -14,8 +14,8 @@ import llm_analysis
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.serving.engine import engine_settings
-from llm_analysis.serving.layout import (WorkerLayout, all_to_all_bytes_per_token, layout_step_costs,
-                                         weight_bytes_per_gpu, worker_layout)
+from llm_analysis.serving.layout import (WorkerLayout, all_to_all_bytes_per_token, busiest_group_factor,
+                                         layout_step_costs, weight_bytes_per_gpu, worker_layout)
 from llm_analysis.serving.step_time import StepTimer, step_timer
 
 MOE = "Qwen/Qwen3-30B-A3B"  # 48 MoE layers, 128 experts top-8, hidden 2048, expert width 768, 32 heads / 4 KV
@@ -263,21 +263,68 @@ def test_attention_dp_hold_in_serve(analysis_builder):
     assert "closed loop" in str(err.value)
 
 
-def test_expert_imbalance_defaults_to_the_engine_profiles_value(analysis_builder):
-    """With moe_ep > 1 the routed experts' time is multiplied by the engine profile's fitted
-    `expert_load_imbalance` (read here from the profile file itself): the default answer equals the one
-    with that value given, and (vLLM's fitted value > 1) is slower than a balanced one; with moe_ep = 1 nothing
-    is multiplied."""
-    path = Path(llm_analysis.__file__).parent / "catalogue" / "engine_profiles" / "vllm.json"
-    stated = json.loads(path.read_text())["expert_load_imbalance"]["value"]
+def _expected_max_of_normals(g: int) -> float:
+    """E[max of g independent standard normals] by numerical integration of g x phi(x) Phi(x)^(g-1) x dx
+    (independent of the package's closed-form approximation)."""
+    from statistics import NormalDist
+    nd, h = NormalDist(), 0.001
+    return sum(x * g * nd.pdf(x) * nd.cdf(x) ** (g - 1) * h for x in (i * h for i in range(-8000, 8001)))
+
+
+def test_busiest_group_factor_by_hand():
+    """T = 64 routed assignments over G = 8 groups (8 tokens, top-8): each group's count is binomial(64, 1/8),
+    mean 8, standard deviation sqrt(64 x 1/8 x 7/8) = 2.6458; the busiest of 8 is E[max of 8 normals] = 1.4236
+    standard deviations above the mean, so 1 + 1.4236 x 2.6458 / 8 = 1.4708 of the mean. The scale multiplies
+    it; the factor is never below 1; one group, or the 1,024 assignments of many tokens, spread little."""
+    z8 = _expected_max_of_normals(8)
+    assert z8 == pytest.approx(1.4236, abs=2e-4)  # tables of expected normal order statistics
+    by_hand = 1 + z8 * (64 * (1 / 8) * (7 / 8)) ** 0.5 / 8
+    assert busiest_group_factor(64, 8) == pytest.approx(by_hand, rel=5e-3)  # Blom's approximation of z8
+    assert busiest_group_factor(64, 8, 1.2) == pytest.approx(1.2 * by_hand, rel=5e-3)
+    assert busiest_group_factor(64, 8, 0.5) == 1.0  # 0.5 x 1.47 < 1: balanced
+    assert busiest_group_factor(64, 1) == 1.0
+    many = 1 + z8 * (1024 * (1 / 8) * (7 / 8)) ** 0.5 / 128
+    assert busiest_group_factor(1024, 8) == pytest.approx(many, rel=5e-3) and many < 1.15
+    for g in (2, 4, 16, 32, 72):  # the approximation holds where the engines run
+        z = _expected_max_of_normals(g)
+        assert busiest_group_factor(10_000, g) == pytest.approx(1 + z * ((g - 1) / 10_000) ** 0.5, abs=3e-3)
+
+
+def test_expert_spread_defaults_to_the_engine_profiles_scale(analysis_builder):
+    """With moe_ep > 1 the routed experts' time is multiplied by the busiest expert group's factor at the
+    engine profile's fitted `expert_spread_scale` (read here from the profile file itself): the default answer
+    equals the one with that scale given; SGLang's fitted scale (> 1) makes a step slower than a balanced one
+    (a constant expert_load_imbalance of 1), and a scale of 0 is balanced; with moe_ep = 1 nothing is
+    multiplied."""
+    path = Path(llm_analysis.__file__).parent / "catalogue" / "engine_profiles" / "sglang.json"
+    stated = json.loads(path.read_text())["expert_spread_scale"]["value"]
     assert stated > 1.0
     ep = dict(gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=2, moe_tp_size=1,
               moe_ep_size=4)
-    default = analysis_builder(MOE, **ep).serve(**LOAD)["tpot_s"]
-    given = analysis_builder(MOE, **ep).serve(**LOAD, expert_load_imbalance=stated)["tpot_s"]
-    balanced = analysis_builder(MOE, **ep).serve(**LOAD, expert_load_imbalance=1.0)["tpot_s"]
+    load = dict(LOAD, framework="sglang")
+    default = analysis_builder(MOE, **ep).serve(**load)["tpot_s"]
+    given = analysis_builder(MOE, **ep).serve(**load, expert_spread_scale=stated)["tpot_s"]
+    balanced = analysis_builder(MOE, **ep).serve(**load, expert_load_imbalance=1.0)["tpot_s"]
     assert default == pytest.approx(given, rel=1e-12) and default > balanced * (1 + 1e-6)
+    assert analysis_builder(MOE, **ep).serve(**load, expert_spread_scale=0.0)["tpot_s"] == pytest.approx(
+        balanced, rel=1e-12)
     no_ep = dict(gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=1, moe_tp_size=2,
                  moe_ep_size=1)
-    assert analysis_builder(MOE, **no_ep).serve(**LOAD)["tpot_s"] == pytest.approx(
-        analysis_builder(MOE, **no_ep).serve(**LOAD, expert_load_imbalance=1.0)["tpot_s"], rel=1e-12)
+    assert analysis_builder(MOE, **no_ep).serve(**load)["tpot_s"] == pytest.approx(
+        analysis_builder(MOE, **no_ep).serve(**load, expert_load_imbalance=1.0)["tpot_s"], rel=1e-12)
+
+
+def test_experts_time_carries_the_step_factor_by_hand(analysis_builder):
+    """A rank of tp 2 x attention_dp 2 over moe_ep 4 (Qwen3-30B-A3B, top-8): a step of 6 tokens per rank is
+    12 tokens on the worker, 96 routed assignments over 4 groups; its experts' time is the balanced one times
+    busiest_group_factor(96, 4, scale)."""
+    a = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2,
+                                  attention_dp_size=2, moe_tp_size=1, moe_ep_size=4))
+    engine = engine_settings(a, "sglang", {})
+    lay = worker_layout(a)
+    plain = layout_step_costs(a, lay, engine.kv_cache_bytes, None)
+    spread = layout_step_costs(a, lay, engine.kv_cache_bytes, None, spread_scale=1.3)
+    factor = busiest_group_factor(96, 4, 1.3)
+    assert factor > 1.3
+    for graph in (True, False):
+        assert spread.experts_s(graph, 6) == pytest.approx(plain.experts_s(graph, 6) * factor, rel=1e-12)
