@@ -47,6 +47,7 @@ from llm_analysis.config import ParallelismConfig
 from llm_analysis.cost.links import collective_time_s, link_for_group
 from llm_analysis.errors import ConfigError
 from llm_analysis.serving.answer import LATENCIES, PERCENTILES, unbounded_latencies
+from llm_analysis.serving.layout import expert_spread_note
 from llm_analysis.serving.rank import Replica, build_rank
 from llm_analysis.serving.steady_state import capacity, prefill_chunks
 from llm_analysis.units import GB
@@ -335,7 +336,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         **_pool_entries(prefill, decode, batch, batch_s, transfer_s, None if saturated else w, prefill_cap,
                         _decode_capacity_rps(decode, decode_steps)),
         "prefill_largest_batch_size": largest_here,
-        "notes": _notes(prefill, decode, batch, saturated, cap, workload),
+        "notes": _notes(prefill, decode, batch, saturated, cap, workload, imbalance, a.model_config.moe_top_k),
     })
     if speculative is not None:
         out.update(speculative.entries())
@@ -365,7 +366,8 @@ def _tails(ttft: float, wait: float, tpot: Optional[float], decode_steps: float)
     return out
 
 
-def _notes(prefill: Pool, decode: Pool, batch: int, saturated: bool, cap: float, workload) -> list:
+def _notes(prefill: Pool, decode: Pool, batch: int, saturated: bool, cap: float, workload, imbalance,
+           top_k: int) -> list:
     n = []
     if saturated:
         n.append(f"request_rate = {workload.request_rate:g}/s is at or above the deployment's capacity {cap:.4g}/s: "
@@ -374,6 +376,9 @@ def _notes(prefill: Pool, decode: Pool, batch: int, saturated: bool, cap: float,
         lay = pool.layout
         n.append(f"{pool.name} pool: {pool.workers} worker(s) of tp={lay.tp} x attention_dp={lay.attention_dp} "
                  f"(experts moe_tp={lay.moe_tp} x moe_ep={lay.moe_ep}), {pool.gpus} GPUs")
+        spread = expert_spread_note(lay, pool.rank.engine, imbalance, top_k, where=f"{pool.name} pool: ")
+        if spread:
+            n.append(spread)
     n.append(f"disaggregated: prefill in batches of {batch} prompt(s) per rank (M/D/1 queue, capped in a closed loop "
              "by the other clients of a rank), the KV cache sent point to point to the decode pool, decode steps of "
              "the mean number of decoding requests per rank (Little's law); tails spread the prefill queue's wait "

@@ -283,6 +283,26 @@ def busiest_group_factor(assignments: float, groups: int, scale: float = 1.0) ->
     return max(1.0, scale * (1.0 + z * math.sqrt((groups - 1) / assignments)))
 
 
+def expert_spread_note(layout: WorkerLayout, engine, imbalance: Optional[float], top_k: int,
+                       running_per_rank: Optional[float] = None, where: str = "") -> Optional[str]:
+    """The answer's note on how the routed experts' time is spread over expert-parallel groups (None: moe_ep = 1);
+    with `running_per_rank`, the factor of a decode step of that many requests per attention rank."""
+    if layout.moe_ep <= 1:
+        return None
+    if imbalance is not None:
+        return (f"{where}routed experts over moe_ep={layout.moe_ep} groups: their time x {imbalance:g} "
+                "(expert_load_imbalance given)")
+    scale = engine.expert_spread_scale
+    at = ""
+    if running_per_rank:
+        assignments = running_per_rank * layout.attention_dp * top_k
+        at = (f"; {busiest_group_factor(assignments, layout.moe_ep, scale):.3g} for a decode step of the mean running "
+              f"requests ({assignments:.4g} assignments)")
+    return (f"{where}routed experts over moe_ep={layout.moe_ep} groups: each step's experts take the busiest group's "
+            f"time, max(1, {scale:g} x (1 + z_G sqrt((G - 1) / T))) of the balanced one for T routed assignments "
+            f"(uniform routing's spread, scale fitted per engine: expert_spread_scale; assumption){at}")
+
+
 def _describer_of(describer, stage: Optional[int]):
     return describer if stage is None else StageView(describer, stage)
 
@@ -400,5 +420,6 @@ def check_imbalance(value) -> Optional[float]:
 
 
 __all__ = ["LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token", "busiest_group_factor",
+           "expert_spread_note",
            "attention_analysis", "attention_dp_hold_s", "check_balance_iters", "check_imbalance", "expert_analysis",
            "layout_step_timer", "rank_step_timer", "weight_bytes_per_gpu", "worker_layout"]

@@ -22,7 +22,8 @@ import numpy as np
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.serving.answer import notes, percentiles, unbounded_latencies
-from llm_analysis.serving.layout import WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance
+from llm_analysis.serving.layout import (WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance,
+                                         expert_spread_note)
 from llm_analysis.serving.rank import Replica, build_rank
 from llm_analysis.serving.steady_state import solve_closed_loop
 from llm_analysis.serving.workload import make_workload
@@ -169,6 +170,10 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         "notes": notes(engine, pool, workload, workload.closed_loop, load["saturated"], sat_rps, preemptions,
                        load["occupancy"]),
     })
+    spread = expert_spread_note(layout, engine, imbalance, a.model_config.moe_top_k,
+                                None if load["saturated"] else load["resident"])
+    if spread:
+        out["notes"].append(spread)
     out.update(layout_entries(layout, replica, speculative))
     return out
 

@@ -302,7 +302,12 @@ def test_expert_spread_defaults_to_the_engine_profiles_scale(analysis_builder):
     ep = dict(gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, attention_dp_size=2, moe_tp_size=1,
               moe_ep_size=4)
     load = dict(LOAD, framework="sglang")
-    default = analysis_builder(MOE, **ep).serve(**load)["tpot_s"]
+    answer = analysis_builder(MOE, **ep).serve(**load)
+    default = answer["tpot_s"]
+    # the answer states the assumption, with the factor of a step of its mean running requests (top-8)
+    factor = busiest_group_factor(answer["mean_running_requests_per_replica"] * 8, 4, stated)
+    assert any("moe_ep=4" in n and "expert_spread_scale" in n and f"{factor:.3g} for a decode step" in n
+               for n in answer["notes"])
     given = analysis_builder(MOE, **ep).serve(**load, expert_spread_scale=stated)["tpot_s"]
     balanced = analysis_builder(MOE, **ep).serve(**load, expert_load_imbalance=1.0)["tpot_s"]
     assert default == pytest.approx(given, rel=1e-12) and default > balanced * (1 + 1e-6)
