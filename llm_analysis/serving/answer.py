@@ -62,7 +62,7 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
             f"{engine.step_overhead_per_seq_s * 1e6:.1f} us per sequence in it, after the GPU's work")
     layer = (f"; {engine.step_overhead_per_layer_s * 1e6:.1f} us per layer per step on the GPU beyond the cost "
              "model's operators (the engine's own kernels and launch gaps, fitted)"
-             if engine.step_overhead_per_layer_s >= 5e-8 else "")
+             if engine.step_overhead_per_layer_s > 0 else "")
     n.append(f"fixed API / tokenisation latency {engine.api_latency_s * 1e3:.1f} ms in every time to first token "
              f"(varying +-50% per request in the simulation); {host}{layer} (engine profile)")
     if engine.prefix_cache_share:

@@ -233,6 +233,7 @@ class LayoutStepCosts:
         self.scale = layout.attention_dp / layout.moe_ep  # an expert rank's tokens per attention rank's token
         self.imbalance, self.spread_scale = imbalance, spread_scale
         self.groups, self.worker_tokens_per_rank_token, self.top_k = layout.moe_ep, layout.attention_dp, top_k
+        self.z = expected_largest_normal(layout.moe_ep)  # worked out once: experts_s runs in every step
         # what callers derive from these costs (saturation rates): apart from the attention side's own,
         # which every layout with the same tensor-parallel replica shares
         self.memo = attention.memo.setdefault(("layout", layout, imbalance, spread_scale), {})
@@ -247,7 +248,7 @@ class LayoutStepCosts:
         if self.spread_scale is None:
             return self.imbalance * t
         assignments = tokens * self.worker_tokens_per_rank_token * self.top_k
-        return busiest_group_factor(assignments, self.groups, self.spread_scale) * t
+        return busiest_group_factor(assignments, self.groups, self.spread_scale, self.z) * t
 
     def token_and_head_s(self, graph: bool, count: float):
         token, head = self.attention.token_and_head_s(graph, count)
@@ -269,17 +270,23 @@ class LayoutStepCosts:
         return self.attention.prefill_form_s(graph, q)
 
 
-def busiest_group_factor(assignments: float, groups: int, scale: float = 1.0) -> float:
+def expected_largest_normal(groups: int) -> float:
+    """z_G, the expected largest of G standard normals, by Blom's approximation
+    inv_cdf((G - 0.375) / (G + 0.25)) (within 0.03 of the exact value for G = 2 .. 72); 0 for one group."""
+    return NormalDist().inv_cdf((groups - 0.375) / (groups + 0.25)) if groups > 1 else 0.0
+
+
+def busiest_group_factor(assignments: float, groups: int, scale: float = 1.0, z: Optional[float] = None) -> float:
     """The busiest of `groups` expert groups' load over the mean when `assignments` token-to-expert
     assignments are routed uniformly at random: each group's count is binomial (mean a / G, standard
     deviation sqrt(a (G - 1)) / G), and the largest of G such counts is about z_G standard deviations
-    above the mean, z_G the expected largest of G standard normals (Blom's approximation,
-    inv_cdf((G - 0.375) / (G + 0.25)): within 0.03 of the exact value for G = 2 .. 72). So the factor is
-    1 + z_G sqrt((G - 1) / a); `scale` multiplies it (the engine's fitted departure from uniform
-    routing), and it is never below 1 (balanced)."""
+    above the mean (`expected_largest_normal`; `z` passes it in when already worked out). So the factor
+    is 1 + z_G sqrt((G - 1) / a); `scale` multiplies it (the engine's fitted departure from uniform
+    routing), and it is never below 1 (balanced). One group, or no assignments (no expert work): 1."""
     if groups <= 1 or assignments <= 0:
-        return max(1.0, scale) if groups > 1 else 1.0
-    z = NormalDist().inv_cdf((groups - 0.375) / (groups + 0.25))
+        return 1.0
+    if z is None:
+        z = expected_largest_normal(groups)
     return max(1.0, scale * (1.0 + z * math.sqrt((groups - 1) / assignments)))
 
 
@@ -420,6 +427,6 @@ def check_imbalance(value) -> Optional[float]:
 
 
 __all__ = ["LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token", "busiest_group_factor",
-           "expert_spread_note",
+           "expected_largest_normal", "expert_spread_note",
            "attention_analysis", "attention_dp_hold_s", "check_balance_iters", "check_imbalance", "expert_analysis",
            "layout_step_timer", "rank_step_timer", "weight_bytes_per_gpu", "worker_layout"]

@@ -29,6 +29,12 @@ def test_every_profile_value_states_its_source(framework):
         stated = overlap and key == "step_overhead_per_seq_s"
         assert profile[key]["source"].startswith("fitted") != stated, key
         assert profile[key]["value"] >= 0
+    # fitted per engine, or marked "fitted": false with the measured reason it is not (fit_engine_profiles.py
+    # skips those)
+    for key in ("step_overhead_per_layer_s", "expert_spread_scale"):
+        entry = profile[key]
+        assert entry["value"] >= 0, key
+        assert entry["source"].startswith("fitted") == entry.get("fitted", True), key
 
 
 def _settings(analysis_builder, framework, gpu, dtype="w16a16e16", tp=1, **options):

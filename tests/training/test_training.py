@@ -564,6 +564,7 @@ def test_lora_on_q_and_v_under_serving_conventions(perf_model):
     assert runs["serving"]["num_trainable_params_total"] == 32 * 8 * ((4096 + 4096) + (4096 + 1024))
     assert runs["serving"]["latency_per_iter"] == pytest.approx(runs["transformers"]["latency_per_iter"], rel=1e-12)
 
+
 # =====================================================================================
 # Invariants (hypothesis)
 # =====================================================================================
