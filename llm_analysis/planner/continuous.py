@@ -13,9 +13,9 @@ For every GPU type, data type, worker layout and KV-cache type the search
    that missed and the first that met every target: latencies fall as each replica's share of the
    load falls. Each count is one serve() call of the whole fleet (dp_size = replicas), so the
    row's figures are exactly what its `reproduce["serve_call"]` returns.
-Layouts are visited fewest GPUs per worker first: a worker wider than the best fleet found is not
-built, and one whose fewest possible GPUs (its GPUs x the replicas that keep up with the rate) are
-above the best fleet is not searched.
+Layouts are searched in order of their fewest possible GPUs (its GPUs x the replicas that keep up
+with the rate), least first (`collect_continuous`): one whose bound is above the best fleet found is
+not searched, and a worker wider than that fleet is not built.
 
 `binding` names what a fleet of one replica fewer misses: a latency target (`ttft`, `tpot`, or
 `ttft_p90` ... on a percentile), `saturation` (the offered rate is above what it completes) or
@@ -27,9 +27,10 @@ second (with a request rate too: the larger of the two).
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.facade import LLMAnalysis
@@ -241,44 +242,36 @@ class _LayoutSearch:
     def fewest_replicas(self) -> Optional[int]:
         """The fewest replicas meeting every target, or None (the closest miss recorded)."""
         cap = self.cap()
-        lo = 0  # the largest count known to miss (0: none tried)
         start = self.first_count()
         if start > cap:
             self._record_miss(cap, saturated=True)
             return None
-        hi, step = start, 1
-        while self.load.misses(self.at(hi)):
-            lo = hi
-            if hi >= cap:
-                self._record_miss(hi)
-                return None
-            hi = min(cap, hi + step)
-            step *= 2
-        while hi - lo > 1:  # latencies fall as replicas are added: bisect between a miss and a meet
-            mid = (lo + hi) // 2
-            if self.load.misses(self.at(mid)):
-                lo = mid
-            else:
-                hi = mid
+        found = _fewest_meeting(lambda n: bool(self.load.misses(self.at(n))), 0, start, cap)
+        if found is None:
+            self._record_miss(cap)
+            return None
         self.stats.considered += cap
         self.stats.decided_by_monotonicity += max(0, cap - len(self.answers))
-        return hi
+        return found
 
     def final(self, replicas: int) -> Optional[Tuple[int, Dict[str, Any], Dict[str, Any], List[str]]]:
         """(replicas, answer, serve() keyword arguments, binding) of the chosen fleet, from the row's own
         call (the engine's full simulation: percentiles, and the open loop's means). A count found on
-        the shorter simulation is confirmed on the full one: a replica is added while the full run
-        misses a target and one taken away while one fewer meets them; None when the full run needs
-        more replicas than the cap."""
+        the shorter simulation is confirmed on the full one: where the full run misses a target, the
+        fewest that meet them from there (`_fewest_meeting`: a short run near saturation has not yet
+        built its queue, so the full count can be several replicas more), and a replica taken away
+        while one fewer meets them; None when the full run needs more replicas than the cap."""
         kwargs = self.load.serve_kwargs(self.kv_name, means_only=False)
         if not self.screening:
             return replicas, self.full_at(replicas), kwargs, self.binding(replicas)
         cap = self.cap()
-        while self.load.misses(self.full_at(replicas)):
-            if replicas >= cap:
-                self._record_miss_full(replicas)
+        if self.load.misses(self.full_at(replicas)):  # the screen's count falls short on the full run
+            more = _fewest_meeting(lambda n: bool(self.load.misses(self.full_at(n))), replicas, replicas + 1, cap) \
+                if replicas < cap else None
+            if more is None:
+                self._record_miss_full(cap)
                 return None
-            replicas += 1
+            replicas = more
         while replicas > self.first_count() and not self.load.misses(self.full_at(replicas - 1)):
             replicas -= 1
         if replicas == 1:
@@ -308,6 +301,26 @@ class _LayoutSearch:
         if fewer is None:  # below the first count tried: one replica fewer cannot keep up with the rate
             return ["saturation"]
         return [m[0] for m in self.load.misses(fewer)] or ["none"]
+
+
+def _fewest_meeting(misses: Callable[[int], bool], known_miss: int, start: int, cap: int) -> Optional[int]:
+    """The fewest replicas in (known_miss, cap] for which `misses` is False, latencies falling as
+    replicas are added: from `start`, steps of 1, 2, 4, ... up to a count that meets the targets, then
+    bisection between the last miss and it; None when even `cap` misses."""
+    lo, hi, step = known_miss, start, 1
+    while misses(hi):
+        lo = hi
+        if hi >= cap:
+            return None
+        hi = min(cap, hi + step)
+        step *= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if misses(mid):
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 ENGINE_SETTING_KEYS = ("max_num_batched_tokens", "max_num_seqs", "gpu_memory_utilization", "block_size",
@@ -390,9 +403,11 @@ def _level_candidates(search, level: List[Worker], load: ContinuousLoad, stats: 
 def collect_continuous(search, load: ContinuousLoad, objective: str, stats: SearchStats, miss: ClosestMiss,
                        max_worker_gpus: Optional[int] = None):
     """(rows, Pareto points) of the (layout, KV type) candidates that meet the targets at some replica
-    count. Layouts are visited by worker width, fewest GPUs (or dollars) first: a width above the best
-    fleet found is not built, and within a width a candidate whose bound (its GPUs x the fewest
-    replicas that keep up with the rate) is above the best fleet is ruled out without its search
+    count. Best first: every candidate has a bound, its GPUs (or dollars) x the fewest replicas that keep
+    up with the rate, and a worker width bounds the candidates not yet built of that width (a fleet holds
+    at least one worker). Widths and candidates are visited in order of their bounds, least first; a
+    width is built only when it comes up (a wide worker is not built once a fleet below its width is
+    found), and a candidate whose bound is above the best fleet found is ruled out without its search
     (with a load, both objectives rank fleets by GPUs or by dollars per hour)."""
     rows: List[Dict[str, Any]] = []
     points: List[Dict[str, Any]] = []
@@ -403,42 +418,51 @@ def collect_continuous(search, load: ContinuousLoad, objective: str, stats: Sear
     levels: Dict[float, List[Worker]] = {}
     for lay in workers_of(search, load.framework, max_worker_gpus):
         levels.setdefault(lay.gpus * weight(lay), []).append(lay)
+    # (bound, kind, order, item): kind 0 a width still to build, 1 a candidate; at equal bounds a width
+    # is built first, so that its candidates join those of the same bound
+    queue = [(width, 0, i, width) for i, width in enumerate(sorted(levels))]
+    heapq.heapify(queue)
+    order = len(queue)
     best = math.inf
-    for width in sorted(levels):
-        if width > best:  # one worker alone costs more than the best fleet
-            n = len(levels[width]) * len(search.kv_options)
-            stats.considered += n
-            stats.ruled_out_by_bound += n
+    while queue:
+        bound, kind, _, item = heapq.heappop(queue)
+        if kind == 0:
+            if bound > best:  # one worker alone costs more than the best fleet
+                n = len(levels[item]) * len(search.kv_options)
+                stats.considered += n
+                stats.ruled_out_by_bound += n
+                continue
+            for one in _level_candidates(search, levels[item], load, stats, miss):
+                heapq.heappush(queue, (one.gpu_bound() * weight(one.lay), 1, order, one))
+                order += 1
             continue
-        candidates = sorted(_level_candidates(search, levels[width], load, stats, miss),
-                            key=lambda c: c.gpu_bound() * weight(c.lay))
-        for one in candidates:
-            if one.gpu_bound() * weight(one.lay) > best:
-                stats.considered += 1
-                stats.ruled_out_by_bound += 1
-                continue
-            if not one.means_only and one.floor(simulate=True) is None:
-                continue
-            replicas = one.fewest_replicas()
-            if replicas is None:
-                continue
-            if one.screening and replicas * one.lay.gpus * weight(one.lay) > best:
-                # worse than the best fleet on the shorter simulation: not confirmed, no row
-                stats.ruled_out_by_bound += 1
-                continue
-            confirmed = one.final(replicas)
-            if confirmed is None:
-                continue
-            replicas, s, kwargs, binding = confirmed
-            row = _row(search, one.lay, one.kv_name, replicas, s, kwargs, binding, load.slo.percentile)
-            best = min(best, row["figures"]["num_gpus"] * weight(one.lay))
-            rows.append(row)
-            for n, ans in sorted((one.full_answers if one.screening else one.answers).items()):
-                if not load.misses(ans):
-                    points.append({**row["layout"], "replicas": n, "num_gpus": ans["num_gpus"],
-                                   "time_per_output_token": ans["tpot_s"] or 0.0,
-                                   "time_to_first_token": ans["ttft_s"],
-                                   "tokens_per_sec_per_gpu": ans["output_tokens_per_s_per_gpu"]})
+        one = item
+        if bound > best:
+            stats.considered += 1
+            stats.ruled_out_by_bound += 1
+            continue
+        if not one.means_only and one.floor(simulate=True) is None:
+            continue
+        replicas = one.fewest_replicas()
+        if replicas is None:
+            continue
+        if one.screening and replicas * one.lay.gpus * weight(one.lay) > best:
+            # worse than the best fleet on the shorter simulation: not confirmed, no row
+            stats.ruled_out_by_bound += 1
+            continue
+        confirmed = one.final(replicas)
+        if confirmed is None:
+            continue
+        replicas, s, kwargs, binding = confirmed
+        row = _row(search, one.lay, one.kv_name, replicas, s, kwargs, binding, load.slo.percentile)
+        best = min(best, row["figures"]["num_gpus"] * weight(one.lay))
+        rows.append(row)
+        for n, ans in sorted((one.full_answers if one.screening else one.answers).items()):
+            if not load.misses(ans):
+                points.append({**row["layout"], "replicas": n, "num_gpus": ans["num_gpus"],
+                               "time_per_output_token": ans["tpot_s"] or 0.0,
+                               "time_to_first_token": ans["ttft_s"],
+                               "tokens_per_sec_per_gpu": ans["output_tokens_per_s_per_gpu"]})
     return rows, points
 
 

@@ -58,6 +58,19 @@ def test_one_replica_fewer_misses_what_the_row_says_binds(issue_plan):
         assert missed[name], (name, s["ttft_s"], s["tpot_s"])
 
 
+def test_no_row_is_a_layout_whose_least_possible_fleet_is_above_the_best(issue_plan):
+    """Layouts are searched least bound first and one whose bound is above the best fleet found is
+    not searched: every row's bound, its GPUs per replica x the fewest replicas that keep up with the
+    rate (one past rate / the saturation rate of one replica alone), is at most the best fleet's GPUs
+    (a wider tp=2 fleet of ~80 GPUs, bound 2 x 23, once came up beside a 20-GPU best)."""
+    best_gpus = issue_plan.best["figures"]["num_gpus"]
+    for row in issue_plan.rows:
+        kw = {k: v for k, v in row["reproduce"]["serve_kwargs"].items() if k != "request_rate"}
+        alone = _fleet(row, 1).serve(**{**kw, "concurrency": 1, "num_requests": 0})
+        fewest = int(TARGETS["request_rate_per_s"] // alone["saturation_request_rate_per_s"]) + 1
+        assert row["figures"]["gpus_per_replica"] * fewest <= best_gpus, row["layout"]
+
+
 def test_the_static_search_stays_available():
     r = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], {**TARGETS, "max_ttft_s": 1.0},
                        seq_len=1024, num_tokens_to_generate=64, max_pp=1, batching="static")
