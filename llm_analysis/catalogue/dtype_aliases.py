@@ -94,8 +94,3 @@ def meaning_hint(name: str) -> str:
         return ""
     return " It could mean: " + ", ".join(
         f"{a} ({DTYPE_ALIASES[a]}: {_DESCRIPTIONS.get(DTYPE_ALIASES[a], DTYPE_ALIASES[a])})" for a in options) + "."
-
-
-def alias_table() -> str:
-    """The aliases as text lines `alias -> catalogue name` (for --help and the docs)."""
-    return "\n".join(f"{alias} -> {name}" for alias, name in DTYPE_ALIASES.items())

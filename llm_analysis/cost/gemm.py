@@ -210,12 +210,6 @@ def flash_backward_rate(seq_len: float) -> float:
     return FLASH_BACKWARD_RATE_PLATEAU * seq_len / (seq_len + FLASH_BACKWARD_RATE_HALF_SEQ)
 
 
-def attention_prefill_time_s(flops: float, seq_len: int, bytes_moved: float, peak_flops: float,
-                             hbm_bytes_per_s: float, profile: Profile, *, launch: str = "graph") -> float:
-    compute_s = flops / (peak_flops * flash_prefill_efficiency(seq_len, profile))
-    return max(compute_s, memory_time_s(bytes_moved, hbm_bytes_per_s, profile), kernel_floor_s(profile, launch))
-
-
 def attention_decode_time_s(kv_bytes: float, flops: float, peak_flops: float, hbm_bytes_per_s: float,
                             profile: Profile, *, launch: str = "graph") -> float:
     """Paged-attention decode: streams the KV cache at attn_decode_hbm_efficiency."""

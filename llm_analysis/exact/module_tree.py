@@ -76,14 +76,6 @@ def _stack(layers: Dict[int, Dict[str, List[int]]]) -> Dict[str, Any]:
             "per_child": per_child, "kinds": kinds}
 
 
-def part_totals(bd: Dict[str, Any]) -> Dict[str, int]:
-    """Coarse totals: `outside` and one entry per stack (for quick comparisons)."""
-    out = {"outside": sum(numel(s) for s in bd["outside"].values())}
-    for prefix, st in bd["stacks"].items():
-        out[prefix] = st["total"]
-    return out
-
-
 def child_totals(bd: Dict[str, Any], prefix: str) -> Dict[str, int]:
     """Parameters per child module summed over the layers of stack `prefix`."""
     acc: Dict[str, int] = {}

@@ -8,9 +8,8 @@ Built only on the public API (`LLMAnalysis(...)`, `.inference(...)`,
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
 from llm_analysis.errors import ConfigError
@@ -18,7 +17,7 @@ from llm_analysis.facade import LLMAnalysis
 import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.batch_search import BatchOutcome, ServeTargets, largest_batch
 from llm_analysis.planner.errors import ClosestMiss
-from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front, rank
+from llm_analysis.planner.result import SearchStats, rank
 from llm_analysis.planner.space import ep_options, pp_options, tp_options, weight_bytes_lower_bound
 
 # Serving engines compute causal attention with flash kernels, only the last

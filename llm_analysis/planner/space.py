@@ -6,7 +6,7 @@ candidate it rules out could never have fitted (tests check this)."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
 from llm_analysis.config import DtypeConfig, ModelConfig
 
@@ -81,10 +81,3 @@ def iteration_time_lower_bound_s(model_flops_per_iter: float, num_gpus: int, flo
     (Narayanan et al. 2021, arXiv 2104.04473 §2.2)."""
     ideal = model_flops_per_iter / (num_gpus * flops_per_gpu_s)
     return ideal * (1 + (pp - 1) / (interleave * micro_batches))
-
-
-def largest_divisor_at_most(n: int, cap: int) -> Optional[int]:
-    for d in range(min(n, cap), 0, -1):
-        if n % d == 0:
-            return d
-    return None

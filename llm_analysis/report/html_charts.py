@@ -11,7 +11,7 @@ PNG charts use (roofline_chart.rates / roofline_point, the labels of labels.py).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple
 
 from llm_analysis.report.html_elements import attrs, esc, legend, raw_number
 from llm_analysis.report.labels import part_label

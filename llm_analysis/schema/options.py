@@ -156,10 +156,6 @@ def number(value, field: str, lo: float = 0.0, hi: float = math.inf, *, lo_open:
     return v
 
 
-def optional_number(value, field: str, lo: float = 0.0, hi: float = math.inf, **kw) -> Optional[float]:
-    return None if value is None else number(value, field, lo, hi, **kw)
-
-
 def choice(value, field: str, valid) -> object:
     """One of `valid` (by equality; bools and unhashable values are simply invalid)."""
     if not isinstance(value, bool):

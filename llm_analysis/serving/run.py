@@ -15,7 +15,6 @@ splits evenly. The closed loop's means come from its steady state in closed form
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Dict, List, Tuple
 
 import numpy as np

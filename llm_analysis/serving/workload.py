@@ -42,10 +42,6 @@ class Lengths:
         return int(self.pairs[:, 0].max()) if self.pairs is not None else int(self.input_mean) + self.input_spread
 
     @property
-    def min_input(self) -> int:
-        return int(self.pairs[:, 0].min()) if self.pairs is not None else int(self.input_mean) - self.input_spread
-
-    @property
     def max_output(self) -> int:
         return int(self.pairs[:, 1].max()) if self.pairs is not None else int(self.output_mean) + self.output_spread
 

@@ -89,7 +89,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from llm_analysis.units import GB
 from llm_analysis.errors import DoesNotFitError
 from llm_analysis.model import Phase
 from llm_analysis.model.describer import identity_token

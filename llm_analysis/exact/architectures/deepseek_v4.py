@@ -40,7 +40,7 @@ the hash routing of the first MoE layers verify as they are (per-token matmuls, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from llm_analysis.exact.architectures.family import AttentionVariant, ClassRule, ModelRule
