@@ -69,7 +69,7 @@ class SimulationResult:
     duration_s: float  # from the first measured send to the last measured completion
     kv_occupancy: float  # time-averaged share of the pool's tokens in use
     preemptions: int
-    mean_running: float
+    mean_running: float  # time-averaged requests admitted and not finished (idle time counts as 0)
 
 
 class _Replica:
@@ -350,7 +350,12 @@ def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None,
         if not rep.running:
             if not rep.arrivals:
                 break
-            rep.now = max(rep.now, rep.arrivals[0][0])
+            # idle until the next arrival: nothing runs and no KV is held, and the time counts in the
+            # averages (mean running requests and KV occupancy are averages over time, as Little's law
+            # takes them, not over the steps alone)
+            idle_s = max(0.0, rep.arrivals[0][0] - rep.now)
+            rep._account(idle_s, rep._in_use())
+            rep.now += idle_s
             continue
         while rep.over_full():
             rep.preempt()

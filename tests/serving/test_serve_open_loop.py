@@ -1,8 +1,8 @@
 """The open loop (Poisson arrivals) against queueing theory: an engine that runs one request at a time
 (max_num_seqs = 1) with fixed lengths is an M/D/1 queue whose service time is one request alone
-(inference()'s prefill + decode), so its mean wait is Pollaczek-Khinchine's rho D / (2 (1 - rho)); at
-a vanishing rate nothing waits; above the service rate the queue grows without bound (no latency is
-a number, the answer says so and gives the saturation rate)."""
+(inference()'s prefill + decode), so its mean wait is Pollaczek-Khinchine's rho D / (2 (1 - rho)) and its
+slot is busy a share rho of the time; at a vanishing rate nothing waits; above the service rate the
+queue grows without bound (no latency is a number, the answer says so and gives the saturation rate)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ def test_one_slot_is_md1(single_slot, rho):
     assert s["ttft_s"] == pytest.approx(wait + prefill, rel=0.06)
     assert s["e2e_s"] == pytest.approx(wait + service, rel=0.06)
     assert s["tpot_s"] == pytest.approx(decode, rel=1e-5)  # served alone: every step is the decode step
+    # one slot, busy a share rho of the time (M/D/1's utilisation): requests running, averaged over time
+    assert s["mean_running_requests_per_replica"] == pytest.approx(rho, rel=0.06)
     assert not s["saturated"]
     assert s["saturation_request_rate_per_s"] == pytest.approx(1 / service, rel=1e-5)
 
