@@ -309,6 +309,31 @@ class RooflineCostModel(CostModel):
         c_m[1] *= ~compute_bound
         return c_m
 
+    def table_total_s(self, table: PhaseTable, figures: np.ndarray) -> float:
+        """The seconds of every operator of `table` at `figures` (`PhaseTable.figure_array`), each its
+        repeat count times: `table_split_s`'s kernels and collectives summed, without the split into
+        compute and memory (a lower bound reports the total alone)."""
+        F, B = self.roofline.flops_per_s, self.roofline.hbm_bytes_per_s
+        kernels_s = float(np.maximum(figures[FLOPS_PER_GPU] / F, figures[BYTES_PER_GPU] / B) @ table.kernel_repeats)
+        if not table.collectives:
+            return kernels_s
+        comm = figures[COMM_BYTES]
+        return kernels_s + sum(n * timer(float(comm[i])) for n, (i, timer)
+                               in zip(table.collective_counts, self._table_collective_timers(table)))
+
+    def table_steps_total_s(self, table: PhaseTable, batch: int, x0: int, n: int) -> float:
+        """n decode steps of `batch` sequences at contexts x0 .. x0 + n - 1: `table_steps_split_s`
+        summed, without the split (every operator n times its first step's seconds, but for the
+        kernels whose work grows with the context: their closed-form sums over the steps)."""
+        figures = table.figure_array(batch, x0)
+        total_s = n * self.table_total_s(table, figures)
+        for i in table.growing if n > 1 else ():
+            a, z = figures[:, i].tolist(), table.operator_figures(i, batch, x0 + n - 1)
+            summed, _ = self._growing_steps_split_s(table, i, (0.0, 0.0), a, z, x0, n)
+            once_s = sum(self.kernel_split_s(a[FLOPS_PER_GPU], a[BYTES_PER_GPU]))
+            total_s += table.repeats[i] * (sum(summed) - n * once_s)
+        return total_s
+
     def _growing_steps_split_s(self, table: PhaseTable, i: int, first: Tuple[float, float], at_first: List[float],
                                at_last: List[float], x0: int, n: int) -> Tuple[Tuple[float, float], ...]:
         """The closed form of `steps_split_s`."""

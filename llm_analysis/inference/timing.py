@@ -31,7 +31,7 @@ def prefill_time(analysis, d, batch: int, seq_len: int) -> Tuple[float, Dict, fl
     return total_s, groups.finished(), flops
 
 
-def _handoff_s(analysis, batch: int, tokens_per_seq: int) -> float:
+def stage_handoff_s(analysis, batch: int, tokens_per_seq: int) -> float:
     """`pipeline_handoff_time_s`, which is 0.0 without pipeline stages (quantities/latency.py)."""
     if analysis.parallelism_config.pp_size == 1:
         return 0.0
@@ -42,7 +42,7 @@ def prefill_phase(analysis, d, batch: int, seq_len: int) -> Tuple[float, PhaseGr
     """`prefill_time` computed, not kept: (seconds, the group breakdown to be read, FLOPs as the
     conventions count them, of those the FLOPs no kernel executes: records.Operator.masked_flops)."""
     table = timed_table(analysis.cost_model, d, "prefill", x=seq_len)
-    pp_s = _handoff_s(analysis, batch, seq_len)
+    pp_s = stage_handoff_s(analysis, batch, seq_len)
     if table is not None:  # every operator from the table's figures
         figures = table.figure_array(batch, seq_len)
         split = analysis.cost_model.table_split_s(table, figures, seq_len)
@@ -121,7 +121,7 @@ def _decode_time_table(analysis, table: PhaseTable, batch: int, seq_len: int,
                        num_steps: int) -> Tuple[float, PhaseGroups, float, float]:
     """`decode_phase` from the phase table (one stretch of contexts: the cost model sums the steps,
     `CostModel.table_steps_split_s`)."""
-    handoff = _handoff_s(analysis, batch, 1)
+    handoff = stage_handoff_s(analysis, batch, 1)
     n = max(num_steps, 1)
     steps = analysis.cost_model.table_steps_split_s(table, batch, seq_len + 1, n)
     first = steps.first

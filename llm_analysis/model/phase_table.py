@@ -120,7 +120,8 @@ class PhaseTable:
     """Repeat counts, roles and figure coefficients of every operator of one phase
     kind (model or pipeline stage), in the order of `LayerDescriber.weighted_ops`."""
 
-    __slots__ = ("repeats", "repeat_array", "is_layer", "ops", "is_collective", "collectives", "collective_repeats",
+    __slots__ = ("repeats", "repeat_array", "kernel_repeats", "is_layer", "ops", "is_collective", "collectives",
+                 "collective_repeats",
                  "collective_counts", "collectives_work", "growing", "coefs", "memo", "_by_term", "_by_field",
                  "_totals", "_last_figures")
 
@@ -134,6 +135,8 @@ class PhaseTable:
         # recompute class, parameters: the same at every shape, checked by the fit)
         self.ops = ops
         self.is_collective = np.array([op.kind == "collective" for op in ops], dtype=bool)
+        # the repeat counts of the kernels (a collective runs no kernel: 0), for sums over kernels alone
+        self.kernel_repeats = self.repeat_array * ~self.is_collective
         # the distinct collectives (kind, group and message size at every shape): (index of the first,
         # operator); the same message over the same group takes the same time (the attention and
         # MLP reductions of a layer, say), so each is timed once
