@@ -549,11 +549,77 @@ def write_operator_values() -> None:
     load_profile.cache_clear()
 
 
+# --knee (round 17, docs/validation.md "a GEMM's knee"): how the model's GEMM time, the longer of its
+# compute and streaming times, compares with the measured GEMMs near the ridge, and the exponent p of
+# (compute^p + streaming^p)^(1/p) that fits them best. Printed only: held out, the knee made the
+# leave-one-source-out figures worse, so no profile takes it.
+KNEE_DTYPES = {"bf16": "16-bit", "fp8": "fp8"}  # (NVFP4's fixed part is not applied: left out here)
+KNEE_RIDGE_SPAN = 4.0  # cells whose compute and streaming times are within this factor of each other
+KNEE_EXPONENTS = tuple(1.0 + 0.25 * i for i in range(21))  # 1 .. 6
+
+
+def knee_cells(generation: str) -> List[Tuple[float, float, float]]:
+    """(measured s, the model's compute s, the model's streaming s) of every measured bf16 and fp8 GEMM
+    of a generation's GPUs: compute at the shape's efficiency (gemm.GemmShape at the precision's
+    plateau), streaming as calibrated.py times a dense linear ((bytes + h) / (E x HBM spec), plus the
+    quantized linear's fixed terms, plus the dynamic scale the measured fp8 GEMMs ran:
+    FP8_DYNAMIC_SCALE_S)."""
+    from llm_analysis.cost.calibrated import gemm_plateau, quantized_gemm_terms
+    from llm_analysis.cost.gemm import GemmShape
+    p = load_profile(generation)
+    v = p.values
+    cells = []
+    for gpu, doc in measured_docs().items():
+        if _generation(gpu) != generation:
+            continue
+        rate = get_gpu_config_by_name(doc["gpu"]).hbm_bandwidth_in_GB_per_sec * 1e9 * v["hbm_efficiency"]
+        for dtype, precision in KNEE_DTYPES.items():
+            table = doc.get("gemm", {}).get(dtype)
+            if not table:
+                continue
+            peak, per_weight = table["peak_tflops"] * 1e12, GEMM_WEIGHT_BYTES[dtype]
+            fixed, k_serial = quantized_gemm_terms(v, precision)
+            fixed += FP8_DYNAMIC_SCALE_S.get(doc["gpu"], 0.0) if dtype == "fp8" else 0.0
+            for (n, k), row in zip(table["n_k"], table["efficiency"]):
+                shape = GemmShape(n, k, p, p.num_sms(doc["gpu"]), plateau=gemm_plateau(v, precision))
+                for m, e in zip(table["m"], row):
+                    if e:
+                        nbytes = n * k * per_weight + m * (n + k) * min(2.0, per_weight)
+                        stream = max((nbytes + v["hbm_half_saturation_bytes"]) / rate, k_serial * k) + fixed
+                        cells.append((2.0 * m * n * k / (e * peak), 2.0 * m * n * k / (peak * shape(m)), stream))
+    return cells
+
+
+def knee_errors(cells, exponent) -> Tuple[float, float]:
+    """(rms, mean) of log(model / measured) with the model's time max(c, m) (exponent None) or the p-norm."""
+    logs = [math.log((max(c, m) if exponent is None else (c ** exponent + m ** exponent) ** (1.0 / exponent)) / t)
+            for t, c, m in cells]
+    return math.sqrt(sum(x * x for x in logs) / len(logs)), sum(logs) / len(logs)
+
+
+def print_knee() -> None:
+    for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
+        cells = knee_cells(gen)
+        near = [c for c in cells if 1.0 / KNEE_RIDGE_SPAN <= c[1] / c[2] <= KNEE_RIDGE_SPAN]
+        if not near:
+            continue
+        best = min(KNEE_EXPONENTS, key=lambda e: knee_errors(near, e)[0])
+        print(f"{gen:<16} {len(cells)} GEMMs, {len(near)} near the ridge: max(compute, streaming) rms %.3f "
+              "mean %+.3f; p = %.2f: rms %.3f mean %+.3f (all GEMMs: %.3f %+.3f -> %.3f %+.3f)"
+              % (*knee_errors(near, None), best, *knee_errors(near, best), *knee_errors(cells, None),
+                 *knee_errors(cells, best)))
+
+
 def main(argv=None) -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write " + ", ".join(WRITTEN_KEYS) + " into the profiles")
+    ap.add_argument("--knee", action="store_true", help="print how a GEMM's compute and streaming times combine "
+                    "near the ridge on the measured GEMMs (nothing written)")
     args = ap.parse_args(argv)
+    if args.knee:
+        print_knee()
+        return 0
     for gen in sorted({_generation(g) for g in measured_docs()} - {""}):
         p = load_profile(gen)
         for key, (value, source) in sorted(generation_values(gen).items()):
