@@ -96,6 +96,7 @@ from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.engine_allreduce import ENGINES as MEASURED_ENGINES
 from llm_analysis.cost.engine_allreduce import engine_allreduce_timer, engine_tp_collective
 from llm_analysis.cost.links import group_stride
+from llm_analysis.cost.measured_nccl import measured_nccl_timer
 from llm_analysis.cost.nccl import collective_timer as nccl_timer
 from llm_analysis.cost.nccl import fabric_from_gpu_config
 from llm_analysis.cost.profiles import MOE_KERNEL_FAMILIES, Profile, check_profile_matches_gpu
@@ -530,7 +531,11 @@ class CalibratedCostModel(CostModel):
         timer = self._timers.get(key)
         if timer is None:
             r = self._group_ranks_per_island(kind, group_size, comm_group)
-            timer = self._timers[key] = nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r)
+            # NCCL's ring model, or inside one node NCCL's measured collective (cost/measured_nccl.py)
+            in_one_node = r == group_size and group_size <= self._fabric.gpus_per_node
+            timer = self._timers[key] = measured_nccl_timer(
+                self.gpu, kind, group_size, in_one_node,
+                nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r))
         if engine in MEASURED_ENGINES and kind == "all_reduce":
             timer, key = self._engine_allreduce(timer, key)
         if self.launch != "native":

@@ -199,9 +199,9 @@ class _Fabric:
         return self.link == "nvlink" and self.fast_group > 2
 
 
-def _stand_in(gpu: _Fabric) -> Optional[Tuple[_Fabric, Dict[Tuple[str, str], AllReduceTable]]]:
-    """(the measured GPU whose tables stand in for `gpu`'s, its tables): one its calibration profile
-    lists (else the profile it is derived from lists) on a switched NVLink fabric, nearest in link rate."""
+def _stand_in(gpu: _Fabric, tables_of: Callable[[str], dict]) -> Optional[Tuple[_Fabric, dict]]:
+    """(the measured GPU whose tables stand in for `gpu`'s, its tables `tables_of(name)`): one its calibration
+    profile lists (else the profile it is derived from lists) on a switched NVLink fabric, nearest in link rate."""
     if not gpu.switched_nvlink:
         return None
     try:
@@ -213,7 +213,7 @@ def _stand_in(gpu: _Fabric) -> Optional[Tuple[_Fabric, Dict[Tuple[str, str], All
             continue
         found = []
         for name in sorted(gen_profile.gpus):
-            tables = measured_tables(name)
+            tables = tables_of(name)
             other = _Fabric.of(get_gpu_config_by_name(name)) if tables else None
             if other is not None and other.switched_nvlink:
                 found.append((abs(other.link_GB_per_s - gpu.link_GB_per_s), name, other, tables))
@@ -223,12 +223,23 @@ def _stand_in(gpu: _Fabric) -> Optional[Tuple[_Fabric, Dict[Tuple[str, str], All
     return None
 
 
+def stand_in_tables(gpu, tables_of: Callable[[str], dict]) -> Optional[Tuple[str, dict, float]]:
+    """(name, tables, bytes scale) of the measured GPU whose tables (`tables_of(name)`) stand in for `gpu`,
+    a GPU config without its own (the rule of the module docstring), or None."""
+    fabric = _Fabric.of(gpu)
+    found = _stand_in(fabric, tables_of)
+    if found is None:
+        return None
+    other, tables = found
+    return other.name, tables, other.link_GB_per_s / fabric.link_GB_per_s
+
+
 @lru_cache(maxsize=None)
 def _tables_for(gpu: _Fabric) -> Tuple[Dict[Tuple[str, str], AllReduceTable], str]:
     own = measured_tables(gpu.name)
     if own:
         return own, f"measured on {gpu.name}"
-    stand_in = _stand_in(gpu)
+    stand_in = _stand_in(gpu, measured_tables)
     if stand_in is None:
         return {}, (f"no measured engine all-reduce for {gpu.name} or a GPU of its profile on an NVLink switch: "
                     "the NCCL model (cost/nccl.py)")
@@ -287,4 +298,4 @@ def engine_allreduce_timer(gpu, engine: str, launch: str, group_size: int, in_on
 
 __all__ = ["AllReduceCurve", "AllReduceTable", "ENGINES", "KEY", "engine_allreduce_timer", "engine_table",
            "engine_tp_collective",
-           "fallback_note", "measured_tables", "parse_tables"]
+           "fallback_note", "measured_tables", "parse_tables", "stand_in_tables"]
