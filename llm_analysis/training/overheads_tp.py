@@ -35,14 +35,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Union
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.options import boolean
 
 TP_OVERLAP_BACKWARD = "backward"
-# forward collectives whose backward conjugate runs under a weight-gradient GEMM
-_HIDDEN_IN_BACKWARD = ("all_reduce", "all_gather")
+# forward collectives whose backward conjugate runs under a weight-gradient GEMM -> that conjugate (an
+# all-gather's is a reduce-scatter of the same buffer: timed as one, since NCCL's measured all-gather and
+# reduce-scatter of one size differ, cost/measured_nccl.py)
+_HIDDEN_IN_BACKWARD = {"all_reduce": "all_reduce", "all_gather": "reduce_scatter"}
 
 
 def tp_overlap_mode(value) -> Union[bool, str]:
@@ -70,7 +73,7 @@ def backward_hidden_tp_s(analysis, ph, stage_index: int, lora=None) -> float:
     for _, n, ops in analysis.describer.stage_parts(ph, stage_index):
         for op in ops:
             if op.kind == "collective" and op.comm_group == "tp" and op.collective in _HIDDEN_IN_BACKWARD:
-                comm_s += n * cost.op_time_s(op)
+                comm_s += n * cost.op_time_s(dataclasses.replace(op, collective=_HIDDEN_IN_BACKWARD[op.collective]))
             elif op.kind == "matmul" and op.params_per_gpu:  # a weight, so a weight-gradient GEMM
                 wgrad_s += n * cost.op_time_s(op)
     return min(comm_s, wgrad_s)
