@@ -116,22 +116,30 @@ def _bad(path: Path, key: str, value, valid: str) -> ConfigError:
     return ConfigError(f"{path.name}: {key} = {value!r}; {valid}")
 
 
-def _curve(path: Path, where: str, entry) -> AllReduceCurve:
-    if not isinstance(entry, dict) or set(entry) != {"bytes", "latency_us"}:
-        raise _bad(path, where, entry, "must be an object with keys 'bytes' and 'latency_us'")
-    xs, ys = entry["bytes"], entry["latency_us"]
-    for name, axis in (("bytes", xs), ("latency_us", ys)):
+def measured_axes(path: Path, where: str, entry, figure: str) -> Tuple[list, list]:
+    """(bytes, figures) of one measured curve `entry` = {"bytes": [...], figure: [...]}: non-empty lists of
+    positive finite numbers, one figure per message size, sizes strictly increasing; else a ConfigError
+    naming the file, the key and the value."""
+    if not isinstance(entry, dict) or set(entry) != {"bytes", figure}:
+        raise _bad(path, where, entry, f"must be an object with keys 'bytes' and '{figure}'")
+    xs, ys = entry["bytes"], entry[figure]
+    for name, axis in (("bytes", xs), (figure, ys)):
         if not isinstance(axis, list) or not axis:
             raise _bad(path, f"{where}.{name}", axis, "must be a non-empty list of numbers")
         for i, v in enumerate(axis):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise _bad(path, f"{where}.{name}[{i}]", v, "must be a positive finite number")
     if len(xs) != len(ys):
-        raise _bad(path, f"{where}.latency_us", ys, f"must have one latency per message size ({len(xs)})")
+        raise _bad(path, f"{where}.{figure}", ys, f"must have one figure per message size ({len(xs)})")
     for i in range(1, len(xs)):
         if xs[i] <= xs[i - 1]:
             raise _bad(path, f"{where}.bytes[{i}]", xs[i], f"must be larger than bytes[{i - 1}] = {xs[i - 1]!r} "
                        "(message sizes strictly increasing)")
+    return xs, ys
+
+
+def _curve(path: Path, where: str, entry) -> AllReduceCurve:
+    xs, ys = measured_axes(path, where, entry, "latency_us")
     return AllReduceCurve(tuple(float(x) for x in xs), tuple(float(y) * 1e-6 for y in ys))
 
 
@@ -285,17 +293,24 @@ def engine_allreduce_timer(gpu, engine: str, launch: str, group_size: int, in_on
     message bytes per GPU: the measured table inside its range, `nccl_timer` outside it (and for a group
     that leaves its node, or a GPU with no table: module docstring)."""
     table = engine_table(gpu, engine, launch) if in_one_node and group_size > 1 else None
+    return table_timer(table, group_size, nccl_timer)
+
+
+def table_timer(table: Optional[AllReduceTable], group_size: int,
+                model_timer: Callable[[float], float]) -> Callable[[float], float]:
+    """Seconds of one collective of `group_size` GPUs by message bytes: the measured `table` inside its
+    range, `model_timer` outside it (and everywhere when there is no table)."""
     if table is None:
-        return nccl_timer
+        return model_timer
 
     def time_s(size_bytes: float) -> float:
         if size_bytes <= 0:
             return 0.0
         t = table.time_s(size_bytes, group_size)
-        return nccl_timer(size_bytes) if t is None else t
+        return model_timer(size_bytes) if t is None else t
     return time_s
 
 
 __all__ = ["AllReduceCurve", "AllReduceTable", "ENGINES", "KEY", "engine_allreduce_timer", "engine_table",
            "engine_tp_collective",
-           "fallback_note", "measured_tables", "parse_tables", "stand_in_tables"]
+           "fallback_note", "measured_axes", "measured_tables", "parse_tables", "stand_in_tables", "table_timer"]

@@ -32,12 +32,12 @@ stand-in rule). The roofline does not read these tables: it stays a lower bound.
 from __future__ import annotations
 
 import json
-import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
-from llm_analysis.cost.engine_allreduce import AllReduceCurve, AllReduceTable, stand_in_tables
+from llm_analysis.cost.engine_allreduce import (AllReduceCurve, AllReduceTable, measured_axes, stand_in_tables,
+                                                table_timer)
 from llm_analysis.errors import ConfigError
 
 MEASURED_DIR = Path(__file__).resolve().parent / "profiles" / "measured"
@@ -55,21 +55,7 @@ def _bad(path: Path, key: str, value, valid: str) -> ConfigError:
 
 def _curve(path: Path, where: str, entry, kind: str, n: int, line_bytes_per_s: float) -> AllReduceCurve:
     """One group size's latency by bytes from its measured bus bandwidths."""
-    if not isinstance(entry, dict) or not {"bytes", "busbw_over_line_rate"} <= set(entry):
-        raise _bad(path, where, entry, "must be an object with keys 'bytes' and 'busbw_over_line_rate'")
-    xs, fs = entry["bytes"], entry["busbw_over_line_rate"]
-    for name, axis in (("bytes", xs), ("busbw_over_line_rate", fs)):
-        if not isinstance(axis, list) or not axis:
-            raise _bad(path, f"{where}.{name}", axis, "must be a non-empty list of numbers")
-        for i, v in enumerate(axis):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise _bad(path, f"{where}.{name}[{i}]", v, "must be a positive finite number")
-    if len(xs) != len(fs):
-        raise _bad(path, f"{where}.busbw_over_line_rate", fs, f"must have one figure per message size ({len(xs)})")
-    for i in range(1, len(xs)):
-        if xs[i] <= xs[i - 1]:
-            raise _bad(path, f"{where}.bytes[{i}]", xs[i], f"must be larger than bytes[{i - 1}] = {xs[i - 1]!r} "
-                       "(message sizes strictly increasing)")
+    xs, fs = measured_axes(path, where, entry, "busbw_over_line_rate")
     factor = _bus_factor(kind, n)
     return AllReduceCurve(tuple(float(x) for x in xs),
                           tuple(factor * float(x) / (float(f) * line_bytes_per_s) for x, f in zip(xs, fs)))
@@ -135,15 +121,7 @@ def measured_nccl_timer(gpu, kind: str, group_size: int, in_one_node: bool,
     the measured table inside its range when the group sits on one NVLink island (`in_one_node`), the
     ring model (`model_timer`) elsewhere (module docstring)."""
     table: Optional[AllReduceTable] = nccl_tables(gpu)[0].get(kind) if in_one_node and group_size > 1 else None
-    if table is None:
-        return model_timer
-
-    def time_s(size_bytes: float) -> float:
-        if size_bytes <= 0:
-            return 0.0
-        t = table.time_s(size_bytes, group_size)
-        return model_timer(size_bytes) if t is None else t
-    return time_s
+    return table_timer(table, group_size, model_timer)
 
 
 __all__ = ["KEY", "KINDS", "measured_nccl_timer", "nccl_tables", "parse_nccl_tables"]
