@@ -532,9 +532,8 @@ class CalibratedCostModel(CostModel):
         if timer is None:
             r = self._group_ranks_per_island(kind, group_size, comm_group)
             # NCCL's ring model, or inside one node NCCL's measured collective (cost/measured_nccl.py)
-            in_one_node = r == group_size and group_size <= self._fabric.gpus_per_node
             timer = self._timers[key] = measured_nccl_timer(
-                self.gpu, kind, group_size, in_one_node,
+                self.gpu, kind, group_size, self._in_one_node(kind, group_size, comm_group),
                 nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r))
         if engine in MEASURED_ENGINES and kind == "all_reduce":
             timer, key = self._engine_allreduce(timer, key)
@@ -552,11 +551,15 @@ class CalibratedCostModel(CostModel):
         timer = self._timers.get(key)
         if timer is None:
             n = key[1]
-            in_one_node = n <= self._fabric.gpus_per_node and \
-                self._group_ranks_per_island("all_reduce", n, "tp") == n
             timer = self._timers[key] = engine_allreduce_timer(self.gpu, self.allreduce_engine, self.launch, n,
-                                                               in_one_node, nccl_timer_of_group)
+                                                               self._in_one_node("all_reduce", n, "tp"),
+                                                               nccl_timer_of_group)
         return timer, key
+
+    def _in_one_node(self, kind: str, group_size: int, comm_group: str) -> bool:
+        """Whether the group's GPUs all sit on one NVLink island of one node (where measured tables hold)."""
+        return group_size <= self._fabric.gpus_per_node and \
+            self._group_ranks_per_island(kind, group_size, comm_group) == group_size
 
     def _launched_collective(self, timer, key: tuple):
         """`timer` with one native launch floor added (memoised beside it, per floor)."""

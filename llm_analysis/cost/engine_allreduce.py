@@ -112,7 +112,8 @@ class AllReduceTable:
         return (1 - w) * lo.at(x) + w * hi.at(x)
 
 
-def _bad(path: Path, key: str, value, valid: str) -> ConfigError:
+def bad_entry(path: Path, key: str, value, valid: str) -> ConfigError:
+    """The error of a malformed measured file: the file, the key, the value and what would be valid."""
     return ConfigError(f"{path.name}: {key} = {value!r}; {valid}")
 
 
@@ -121,19 +122,19 @@ def measured_axes(path: Path, where: str, entry, figure: str) -> Tuple[list, lis
     positive finite numbers, one figure per message size, sizes strictly increasing; else a ConfigError
     naming the file, the key and the value."""
     if not isinstance(entry, dict) or set(entry) != {"bytes", figure}:
-        raise _bad(path, where, entry, f"must be an object with keys 'bytes' and '{figure}'")
+        raise bad_entry(path, where, entry, f"must be an object with keys 'bytes' and '{figure}'")
     xs, ys = entry["bytes"], entry[figure]
     for name, axis in (("bytes", xs), (figure, ys)):
         if not isinstance(axis, list) or not axis:
-            raise _bad(path, f"{where}.{name}", axis, "must be a non-empty list of numbers")
+            raise bad_entry(path, f"{where}.{name}", axis, "must be a non-empty list of numbers")
         for i, v in enumerate(axis):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise _bad(path, f"{where}.{name}[{i}]", v, "must be a positive finite number")
+                raise bad_entry(path, f"{where}.{name}[{i}]", v, "must be a positive finite number")
     if len(xs) != len(ys):
-        raise _bad(path, f"{where}.{figure}", ys, f"must have one figure per message size ({len(xs)})")
+        raise bad_entry(path, f"{where}.{figure}", ys, f"must have one figure per message size ({len(xs)})")
     for i in range(1, len(xs)):
         if xs[i] <= xs[i - 1]:
-            raise _bad(path, f"{where}.bytes[{i}]", xs[i], f"must be larger than bytes[{i - 1}] = {xs[i - 1]!r} "
+            raise bad_entry(path, f"{where}.bytes[{i}]", xs[i], f"must be larger than bytes[{i - 1}] = {xs[i - 1]!r} "
                        "(message sizes strictly increasing)")
     return xs, ys
 
@@ -150,33 +151,41 @@ def parse_tables(doc, path: Path) -> Dict[Tuple[str, str], AllReduceTable]:
     if tables is None:
         return {}
     if not isinstance(tables, dict):
-        raise _bad(path, KEY, tables, f"must be an object keyed by engine ({', '.join(ENGINES)})")
+        raise bad_entry(path, KEY, tables, f"must be an object keyed by engine ({', '.join(ENGINES)})")
     out = {}
     for engine, entry in tables.items():
         if engine not in ENGINES:
-            raise _bad(path, f"{KEY} engine", engine, f"valid: {', '.join(ENGINES)}")
+            raise bad_entry(path, f"{KEY} engine", engine, f"valid: {', '.join(ENGINES)}")
         if not isinstance(entry, dict) or not any(k in entry for k in LAUNCHES):
-            raise _bad(path, f"{KEY}.{engine}", entry, f"must hold a table under {' or '.join(LAUNCHES)}")
+            raise bad_entry(path, f"{KEY}.{engine}", entry, f"must hold a table under {' or '.join(LAUNCHES)}")
         unknown = sorted(set(entry) - _ENTRY_KEYS)
         if unknown:
-            raise _bad(path, f"{KEY}.{engine} key", unknown[0], f"valid: {', '.join(sorted(_ENTRY_KEYS))}")
+            raise bad_entry(path, f"{KEY}.{engine} key", unknown[0], f"valid: {', '.join(sorted(_ENTRY_KEYS))}")
         src = entry.get("source")
         if not isinstance(src, dict) or not src.get("repository"):
-            raise _bad(path, f"{KEY}.{engine}.source", src, "must name the repository the figures come from")
+            raise bad_entry(path, f"{KEY}.{engine}.source", src, "must name the repository the figures come from")
         label = f"{src['repository']} {src.get('path', '')} ({src.get('framework', engine)}, {src.get('device', '')})"
         for launch in LAUNCHES:
             if launch not in entry:
                 continue
-            by_size = entry[launch]
-            if not isinstance(by_size, dict) or not by_size:
-                raise _bad(path, f"{KEY}.{engine}.{launch}", by_size, "must map group sizes to curves")
-            curves = {}
-            for n, curve in by_size.items():
-                if not (isinstance(n, str) and n.isdigit() and int(n) >= 2):
-                    raise _bad(path, f"{KEY}.{engine}.{launch} group size", n, "must be a whole number >= 2")
-                curves[int(n)] = _curve(path, f"{KEY}.{engine}.{launch}.{n}", curve)
+            curves = group_curves(path, f"{KEY}.{engine}.{launch}", entry[launch],
+                                  lambda where, n, curve: _curve(path, where, curve))
             out[(engine, launch)] = AllReduceTable(curves, label)
     return out
+
+
+def group_curves(path: Path, where: str, by_size, curve_of: Callable[[str, int, object], AllReduceCurve]
+                 ) -> Dict[int, AllReduceCurve]:
+    """{group size: curve} of a measured file's `by_size` = {"2": {...}, "4": {...}, ...}, each entry read by
+    `curve_of(key, group size, entry)`; a malformed entry is a ConfigError naming the file, key and value."""
+    if not isinstance(by_size, dict) or not by_size:
+        raise bad_entry(path, where, by_size, "must map group sizes to curves")
+    curves = {}
+    for n, entry in by_size.items():
+        if not (isinstance(n, str) and n.isdigit() and int(n) >= 2):
+            raise bad_entry(path, f"{where} group size", n, "must be a whole number >= 2")
+        curves[int(n)] = curve_of(f"{where}.{n}", int(n), entry)
+    return curves
 
 
 @lru_cache(maxsize=None)
@@ -311,6 +320,6 @@ def table_timer(table: Optional[AllReduceTable], group_size: int,
     return time_s
 
 
-__all__ = ["AllReduceCurve", "AllReduceTable", "ENGINES", "KEY", "engine_allreduce_timer", "engine_table",
-           "engine_tp_collective",
-           "fallback_note", "measured_axes", "measured_tables", "parse_tables", "stand_in_tables", "table_timer"]
+__all__ = ["AllReduceCurve", "AllReduceTable", "ENGINES", "KEY", "bad_entry", "engine_allreduce_timer", "engine_table",
+           "engine_tp_collective", "fallback_note", "group_curves", "measured_axes", "measured_tables", "parse_tables",
+           "stand_in_tables", "table_timer"]

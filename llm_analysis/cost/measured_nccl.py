@@ -3,7 +3,7 @@ all-gather or reduce-scatter whose group sits on one NVLink island, by message s
 
 Why measured: cost/nccl.py's ring model (NCCL's tuning constants for latency, the measured bus
 bandwidth at 512 MiB, and an assumed half-saturation of 512 KiB) is right at the smallest and the
-largest messages and fast in between: against aiconfigurator's NCCL tables it is 1.2-2.7x fast at
+largest messages and fast in between: against aiconfigurator's NCCL tables it is 1.3-2.7x fast at
 1-32 MB (A100, 2 GPUs: 15 us against 41 us at 1 MiB; 8 GPUs: 88 us against 128 us at 8 MiB; H100 and
 B200 alike), where NCCL's protocols (LL, LL128, Simple) and channel counts change. Those are the sizes
 of a tensor-parallel all-reduce in a prefill or a training step.
@@ -33,57 +33,40 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
-from llm_analysis.cost.engine_allreduce import (AllReduceCurve, AllReduceTable, measured_axes, stand_in_tables,
-                                                table_timer)
-from llm_analysis.errors import ConfigError
+from llm_analysis.cost.engine_allreduce import (MEASURED_DIR, AllReduceCurve, AllReduceTable, bad_entry, group_curves,
+                                                measured_axes, stand_in_tables, table_timer)
+from llm_analysis.cost.nccl import bus_factor
 
-MEASURED_DIR = Path(__file__).resolve().parent / "profiles" / "measured"
 KEY = "nccl"
 KINDS = ("all_reduce", "all_gather", "reduce_scatter")  # the measured ring collectives this module times
 
 
-def _bus_factor(kind: str, n: int) -> float:
-    return 2 * (n - 1) / n if kind == "all_reduce" else (n - 1) / n
-
-
-def _bad(path: Path, key: str, value, valid: str) -> ConfigError:
-    return ConfigError(f"{path.name}: {key} = {value!r}; {valid}")
-
-
-def _curve(path: Path, where: str, entry, kind: str, n: int, line_bytes_per_s: float) -> AllReduceCurve:
+def _curve(path, where: str, entry, kind: str, n: int, line_bytes_per_s: float) -> AllReduceCurve:
     """One group size's latency by bytes from its measured bus bandwidths."""
     xs, fs = measured_axes(path, where, entry, "busbw_over_line_rate")
-    factor = _bus_factor(kind, n)
+    factor = bus_factor(kind, n)
     return AllReduceCurve(tuple(float(x) for x in xs),
                           tuple(factor * float(x) / (float(f) * line_bytes_per_s) for x, f in zip(xs, fs)))
 
 
-def parse_nccl_tables(doc, path: Path, line_bytes_per_s: float) -> Dict[str, AllReduceTable]:
+def parse_nccl_tables(doc, path, line_bytes_per_s: float) -> Dict[str, AllReduceTable]:
     """{kind: table} of a measured file's `nccl` key for a GPU of this NVLink rate per direction ({}
     where it has none); a malformed entry is a ConfigError naming the file, the key and the value."""
     tables = doc.get(KEY) if isinstance(doc, dict) else None
     if tables is None:
         return {}
     if not isinstance(tables, dict):
-        raise _bad(path, KEY, tables, "must be an object keyed by collective")
+        raise bad_entry(path, KEY, tables, "must be an object keyed by collective")
     src = doc.get("nccl_source") or {}
     label = f"{src.get('repository', '')} {src.get('path', '')} ({src.get('framework', 'nccl')}, {src.get('device', '')})"
     out = {}
     for kind in KINDS:
-        by_size = tables.get(kind)
-        if by_size is None:
-            continue
-        if not isinstance(by_size, dict) or not by_size:
-            raise _bad(path, f"{KEY}.{kind}", by_size, "must map group sizes to curves")
-        curves = {}
-        for n, entry in by_size.items():
-            if not (isinstance(n, str) and n.isdigit() and int(n) >= 2):
-                raise _bad(path, f"{KEY}.{kind} group size", n, "must be a whole number >= 2")
-            curves[int(n)] = _curve(path, f"{KEY}.{kind}.{n}", entry, kind, int(n), line_bytes_per_s)
-        out[kind] = AllReduceTable(curves, label.strip())
+        if kind in tables:
+            curves = group_curves(path, f"{KEY}.{kind}", tables[kind], lambda where, n, entry, kind=kind:
+                                  _curve(path, where, entry, kind, n, line_bytes_per_s))
+            out[kind] = AllReduceTable(curves, label.strip())
     return out
 
 
@@ -97,9 +80,22 @@ def _own_tables(gpu_name: str) -> Dict[str, AllReduceTable]:
     return parse_nccl_tables(json.loads(path.read_text()), path, line)
 
 
+# what decides a GPU's tables (its name and NVLink fabric) -> (tables, where they come from): worked out
+# once per GPU, as cost/engine_allreduce.py keeps its own
+_FOUND: Dict[tuple, Tuple[Dict[str, AllReduceTable], str]] = {}
+
+
 def nccl_tables(gpu) -> Tuple[Dict[str, AllReduceTable], str]:
     """({kind: table}, where they come from) for `gpu`: its own, a stand-in GPU's (bytes scaled by the
     NVLink rates), or none."""
+    key = (gpu.name, gpu.intra_node_link, gpu.fast_link_group_size, gpu.intra_node_bandwidth_in_GB_per_sec)
+    found = _FOUND.get(key)
+    if found is None:
+        found = _FOUND[key] = _find_tables(gpu)
+    return found
+
+
+def _find_tables(gpu) -> Tuple[Dict[str, AllReduceTable], str]:
     if not (gpu.intra_node_link == "nvlink" and gpu.fast_link_group_size > 2):
         # a PCIe machine's NCCL depends on its PCIe switches and sockets (the measured L40S machine's 8 GPUs
         # reach 0.05 of line rate: not on one switch; benchmarks/measured_operator_values.py leaves it out)

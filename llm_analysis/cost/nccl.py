@@ -130,7 +130,8 @@ def _level(n: int, fabric: Fabric, p: Profile, ranks_per_island: int | None) -> 
     return _Level(bw, hop, half, r, n // r)
 
 
-def _bus_factor(kind: str, n: int) -> float:
+def bus_factor(kind: str, n: int) -> float:
+    """Bus bytes over buffer bytes of a ring collective on n GPUs (nccl-tests' convention)."""
     return 2 * (n - 1) / n if kind == "all_reduce" else (n - 1) / n
 
 
@@ -140,10 +141,10 @@ def _ring_latency_s(kind: str, n: int, lv: _Level, p: Profile) -> float:
     return p.base_latency_s + (steps - inter_steps) * lv.local_hop_s + inter_steps * p.net_hop_latency_s
 
 
-def _ring_time_s(size: float, bus_factor: float, latency_s: float, lv: _Level, fabric: Fabric, p: Profile) -> float:
-    """A ring collective of `size` bytes whose bus factor and latency (`_bus_factor`, `_ring_latency_s`:
+def _ring_time_s(size: float, factor: float, latency_s: float, lv: _Level, fabric: Fabric, p: Profile) -> float:
+    """A ring collective of `size` bytes whose bus factor and latency (`bus_factor`, `_ring_latency_s`:
     the group's, no size changes them) are given."""
-    bus_bytes = bus_factor * size
+    bus_bytes = factor * size
     bw = lv.local_bw * _saturation(size, lv.local_half)
     if lv.islands > 1:  # one ring per NIC: the island's NICs carry every crossing in parallel
         net_bw = lv.ranks_per_island * fabric.nic_share_bytes_per_s * p.net_efficiency
@@ -158,12 +159,12 @@ def _tree_time_s(size: float, n: int, lv: _Level, fabric: Fabric, p: Profile) ->
     ring_bw = min(lv.local_bw * _saturation(size, lv.local_half),
                   lv.ranks_per_island * fabric.nic_share_bytes_per_s * p.net_efficiency
                   * _saturation(size, p.net_half_saturation_bytes))
-    return latency + _bus_factor("all_reduce", n) * size / (ring_bw * p.tree_bw_factor)
+    return latency + bus_factor("all_reduce", n) * size / (ring_bw * p.tree_bw_factor)
 
 
 def _nvls_time_s(size: float, n: int, fabric: Fabric, p: Profile) -> float:
     bw = fabric.nvlink_bytes_per_s * p.nvls_busbw_factor * _saturation(size, p.nvlink_half_saturation_bytes)
-    return p.nvls_latency_s + _bus_factor("all_reduce", n) * size / bw
+    return p.nvls_latency_s + bus_factor("all_reduce", n) * size / bw
 
 
 def _all_to_all_time_s(size: float, n: int, lv: _Level, fabric: Fabric, p: Profile) -> float:
@@ -221,12 +222,12 @@ def collective_timer(kind: str, group_size: int, fabric: Fabric, profile: Profil
         return lambda size: _all_to_all_time_s(size, n, lv, fabric, p) if size > 0 else 0.0
     tree = kind == "all_reduce" and lv.islands > 1
     nvls = _nvls_candidate(kind, lv, fabric, p)
-    bus_factor, latency_s = _bus_factor(kind, n), _ring_latency_s(kind, n, lv, p)
+    factor, latency_s = bus_factor(kind, n), _ring_latency_s(kind, n, lv, p)
 
     def time_s(size: float) -> float:
         if size <= 0:
             return 0.0
-        t = _ring_time_s(size, bus_factor, latency_s, lv, fabric, p)
+        t = _ring_time_s(size, factor, latency_s, lv, fabric, p)
         if tree:
             t = min(t, _tree_time_s(size, n, lv, fabric, p))
         elif nvls:
@@ -245,5 +246,5 @@ def bus_bandwidth_bytes_per_s(kind: str, size_bytes: float, group_size: int, fab
                               **kw) -> float:
     """nccl-tests' busbw for this collective: bus bytes / predicted time."""
     t = collective_time_s(kind, size_bytes, group_size, fabric, profile, **kw)
-    factor = 1.0 if kind == "p2p" else _bus_factor(kind, group_size)
+    factor = 1.0 if kind == "p2p" else bus_factor(kind, group_size)
     return factor * size_bytes / t

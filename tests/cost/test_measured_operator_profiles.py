@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from llm_analysis.analysis import LLMAnalysis
-from llm_analysis.config import (DtypeConfig, ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                                  get_model_config_by_name)
 from llm_analysis.cost import gemm
 from llm_analysis.cost.calibrated import CalibratedCostModel
