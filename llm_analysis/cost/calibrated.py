@@ -315,6 +315,12 @@ class CalibratedCostModel(CostModel):
         # measured at any batch and KV length too small to stream for longer; absent: 0)
         self._decode_fixed_s = v.get("attn_decode_fixed_s", 0.0)
         self._floor = launch_floor_s(v, launch)
+        # quantised activations are a GEMM's input only: the residual stream that tensor parallelism
+        # reduces and gathers between the GEMMs stays in 16 bits (TensorRT-LLM's and vLLM's all-reduce
+        # of the hidden states, the norm then quantising its output for the next fp8 / FP4 GEMM;
+        # TransformerEngine's row-parallel reduce-scatter): TP payloads at 2 bytes per element
+        a_bytes = dtype.activation_bytes_per_element
+        self._tp_payload_scale = max(a_bytes, 2.0) / a_bytes if a_bytes > 0 else 1.0
         self._fabric = fabric_from_gpu_config(gpu, self.num_gpus_per_node)
         self._gemms: Dict[Tuple[int, int], GemmShape] = {}  # per weight shape (N, K)
         # per (N, K, SMs): a routed expert's GEMM on its share of the SMs (`routed_expert_eff`)
@@ -537,6 +543,8 @@ class CalibratedCostModel(CostModel):
                 nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r))
         if engine in MEASURED_ENGINES and kind == "all_reduce":
             timer, key = self._engine_allreduce(timer, key)
+        if comm_group == "tp" and self._tp_payload_scale != 1.0:
+            timer, key = self._residual_payload(timer, key)
         if self.launch != "native":
             return timer
         # launched from a C++ host without CUDA graphs, a collective starts only once every rank has
@@ -555,6 +563,16 @@ class CalibratedCostModel(CostModel):
                                                                self._in_one_node("all_reduce", n, "tp"),
                                                                nccl_timer_of_group)
         return timer, key
+
+    def _residual_payload(self, timer, key: tuple):
+        """(timer, memo key) of a TP collective given the operator's bytes at the quantised activation
+        width, timed at the 16-bit residual stream's (`_tp_payload_scale`)."""
+        key = key + ("residual", self._tp_payload_scale)
+        scaled = self._timers.get(key)
+        if scaled is None:
+            scale = self._tp_payload_scale
+            scaled = self._timers[key] = lambda nbytes_per_gpu: timer(nbytes_per_gpu * scale)
+        return scaled, key
 
     def _in_one_node(self, kind: str, group_size: int, comm_group: str) -> bool:
         """Whether the group's GPUs all sit on one NVLink island of one node (where measured tables hold)."""
