@@ -144,8 +144,9 @@ def test_report_half_error_targets(rows):
     "Korthikanti",
     "Megatron",
     "MosaicML",
-    pytest.param("TensorRT-LLM", marks=pytest.mark.xfail(strict=True, reason=_REFIT.format(
-        "TensorRT-LLM 15% / 24%; 9% / 35% with its GptSession runs at the native floor and the sustained share"))),
+    # TensorRT-LLM (6.4% / 15.0%) meets them since round 18 times the tensor-parallel collectives of fp8 /
+    # FP4 models at the 16-bit residual stream's bytes (it was 10.8% / 20.2%: the 405B max-throughput rows fast)
+    "TensorRT-LLM",
     "gpt-fast"))
 def test_report_half_error_targets_per_family(rows, fam):
     errs = sorted(abs(r[5] / r[3] - 1) for r in rows if r[1] == "report" and r[0] == fam)
