@@ -18,26 +18,39 @@ PACKAGE_LOGGER = "llm_analysis"
 
 
 class _Collector(logging.Handler):
+    """Files each warning, once, into the list of every call collecting at that moment (`open`)."""
+
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
-        self.messages: List[str] = []
+        self.open: List[List[str]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
-        if message not in self.messages:  # the same warning from several cost models: once
-            self.messages.append(message)
+        for messages in self.open:
+            if message not in messages:  # the same warning from several cost models: once
+                messages.append(message)
+
+
+# one handler for every call: attached to the package's logger only while a call collects, so that
+# outside calls a library user's logging (or Python's last-resort stderr handler) is as before
+_COLLECTOR = _Collector()
 
 
 @contextmanager
 def collecting_warnings() -> Iterator[List[str]]:
     """Yields the list that receives, once each, the warnings logged under `llm_analysis` meanwhile."""
     logger = logging.getLogger(PACKAGE_LOGGER)
-    collector = _Collector()
-    logger.addHandler(collector)
+    messages: List[str] = []
+    if not _COLLECTOR.open:
+        logger.addHandler(_COLLECTOR)
+    _COLLECTOR.open.append(messages)
     try:
-        yield collector.messages
+        yield messages
     finally:
-        logger.removeHandler(collector)
+        # (by identity: two lists of the same messages compare equal)
+        del _COLLECTOR.open[next(i for i, m in enumerate(_COLLECTOR.open) if m is messages)]
+        if not _COLLECTOR.open:
+            logger.removeHandler(_COLLECTOR)
 
 
 def merged(*groups: Iterable[str]) -> List[str]:
