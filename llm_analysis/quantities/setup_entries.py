@@ -27,7 +27,18 @@ def static_entries(analysis, name: str, compute: Callable[[], Tuple]) -> Tuple:
 
 
 def calibrated_notes(analysis) -> List[str]:
-    """The notes of a calibrated analysis' profile (cost/profile_notes.py), kept as `static_entries`
-    (the caller's copy: a list of its own)."""
+    """The notes of a calibrated analysis' profile (cost/profile_notes.py) and of what its tensor-parallel
+    times rest on (`_tp_payload_note`), kept as `static_entries` (the caller's copy: a list of its own)."""
     return list(static_entries(analysis, "profile_notes", lambda: tuple(
-        profile_notes(analysis.profile, analysis.gpu_config, analysis.dtype_config))))
+        profile_notes(analysis.profile, analysis.gpu_config, analysis.dtype_config) + _tp_payload_note(analysis))))
+
+
+def _tp_payload_note(analysis) -> List[str]:
+    """With quantised activations and tensor parallelism, the calibrated model times the TP collectives at
+    the 16-bit residual stream's bytes, not the dtype's activation width (cost/calibrated.py): said once."""
+    dtype = analysis.dtype_config
+    if analysis.parallelism_config.tp_size <= 1 or dtype.activation_bytes_per_element >= 2:
+        return []
+    return [f"tensor-parallel collectives are timed at 16 bits per element: {dtype.name}'s "
+            f"{dtype.activation_bits}-bit activations are what its GEMMs read, the residual stream the engines "
+            "reduce between them stays bf16 (the lower bounds keep the activation width)"]

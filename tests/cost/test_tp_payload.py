@@ -65,3 +65,17 @@ def test_the_roofline_keeps_the_stated_bytes():
     bf16 = RooflineCostModel(gpu, get_dtype_config_by_name("w16a16e16"), par)
     assert fp8.collective_s("all_reduce", 1 << 22, 8, "tp") == pytest.approx(
         bf16.collective_s("all_reduce", 1 << 22, 8, "tp"), rel=1e-12)
+
+
+def _notes(dtype: str, tp: int, perf_model: str = "calibrated") -> list:
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_model_config_by_name
+    a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name(GPU),
+                    get_dtype_config_by_name(dtype), ParallelismConfig(tp_size=tp), perf_model=perf_model)
+    return [n for n in a.inference(batch_size_per_gpu=1, seq_len=128, num_tokens_to_generate=4)["notes"]
+            if "tensor-parallel collectives are timed at 16 bits" in n]
+
+
+def test_the_summary_says_so_where_it_applies():
+    assert len(_notes("fp8", 4)) == 1
+    assert _notes("fp8", 1) == [] and _notes("w16a16e16", 4) == [] and _notes("fp8", 4, "roofline") == []
