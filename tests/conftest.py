@@ -6,6 +6,7 @@ check) live in tests/support/, put on sys.path here so a test imports them by na
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -16,6 +17,22 @@ if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
 
 from builders import build_analysis  # noqa: E402  (tests/support/builders.py)
+
+
+@pytest.fixture(autouse=True)
+def package_logger_restored():
+    """An in-process CLI run sets the package logger's level and adds its stderr handler
+    (cli/fire_runner.configure_logging), and some helpers silence warnings (logging.disable): all
+    undone after each test, so that whether a later test's analysis logs its warnings does not depend
+    on which test ran before it."""
+    logger = logging.getLogger("llm_analysis")
+    level, handlers, disabled = logger.level, list(logger.handlers), logging.root.manager.disable
+    yield
+    logging.disable(disabled)  # a helper that silenced warnings and did not restore them
+    logger.setLevel(level)
+    for handler in list(logger.handlers):
+        if handler not in handlers:
+            logger.removeHandler(handler)
 
 
 @pytest.fixture
