@@ -170,6 +170,16 @@ def compare(path_a: str, path_b: str, rel: float = 1e-12) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--compare":
-        sys.exit(compare(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 1e-12))
-    snapshot(sys.argv[1])
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", help="record a snapshot into this .json.gz file")
+    ap.add_argument("--compare", nargs="+", metavar=("BEFORE AFTER", "REL"),
+                    help="compare two snapshots (optional relative tolerance, default 1e-12)")
+    args = ap.parse_args()
+    if args.compare:
+        if len(args.compare) not in (2, 3):
+            ap.error("--compare takes BEFORE AFTER [REL]")
+        sys.exit(compare(args.compare[0], args.compare[1], float(args.compare[2]) if len(args.compare) > 2 else 1e-12))
+    if not args.out:
+        ap.error("give the snapshot file to write, or --compare BEFORE AFTER")
+    snapshot(args.out)

@@ -74,3 +74,13 @@ def loopback_hub():
     yield start
     for hub in started:
         hub.stop()
+
+
+@pytest.fixture(scope="module")
+def quiet_package_warnings():
+    """Warnings silenced while one module runs (`pytestmark = pytest.mark.usefixtures(...)`), for modules
+    whose analyses warn of nothing their tests check: not at import, where a disable silenced every
+    module collected after it too."""
+    logging.disable(logging.WARNING)
+    yield
+    logging.disable(logging.NOTSET)

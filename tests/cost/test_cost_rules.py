@@ -4,8 +4,6 @@ published figure or the formula, never from our own output."""
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from llm_analysis.analysis import ActivationRecomputation as R, LLMAnalysis
@@ -13,14 +11,8 @@ from llm_analysis.config import (DtypeConfig, ModelConfig, ParallelismConfig, ge
                                  get_gpu_config_by_name, get_model_config_by_name)
 from llm_analysis.training import LoRAConfig
 
-
-@pytest.fixture(autouse=True, scope="module")
-def quiet_package_warnings():
-    """This module's analyses warn of nothing its tests check: silenced while it runs, not at import (a
-    disable at collection silenced every later module's warnings too)."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
+# this module's analyses warn of nothing its tests check (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("quiet_package_warnings")
 
 A100 = get_gpu_config_by_name("a100-sxm-80gb")
 H100 = get_gpu_config_by_name("h100-sxm-80gb")

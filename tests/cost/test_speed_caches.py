@@ -8,7 +8,6 @@ that layer counts are grouped without visiting the layers one by one."""
 
 from __future__ import annotations
 
-import logging
 import random
 
 import pytest
@@ -19,14 +18,8 @@ from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, ge
 from llm_analysis.errors import DoesNotFitError
 import llm_analysis.model.records as records
 
-
-@pytest.fixture(autouse=True, scope="module")
-def quiet_package_warnings():
-    """This module's analyses warn of nothing its tests check: silenced while it runs, not at import (a
-    disable at collection silenced every later module's warnings too)."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
+# this module's analyses warn of nothing its tests check (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("quiet_package_warnings")
 
 A100_40 = get_gpu_config_by_name("a100-sxm-40gb")
 H100 = get_gpu_config_by_name("h100-sxm-80gb")

@@ -7,7 +7,6 @@ shortcuts keep the same products in the same order."""
 
 from __future__ import annotations
 
-import logging
 import random
 
 import pytest
@@ -22,14 +21,8 @@ from llm_analysis.inference.memory import _kv_cache_bytes
 from llm_analysis.inference.pipeline import stage_times_s
 from llm_analysis.model import Phase
 
-
-@pytest.fixture(autouse=True, scope="module")
-def quiet_package_warnings():
-    """This module's analyses warn of nothing its tests check: silenced while it runs, not at import (a
-    disable at collection silenced every later module's warnings too)."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
+# this module's analyses warn of nothing its tests check (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("quiet_package_warnings")
 
 H100 = get_gpu_config_by_name("h100-sxm-80gb")
 JAMBA = dict(model_type="jamba", hidden_size=2048, num_attention_heads=16, num_key_value_heads=8, num_hidden_layers=8,

@@ -14,7 +14,6 @@ everything else exactly."""
 from __future__ import annotations
 
 import itertools
-import logging
 import math
 from dataclasses import asdict
 
@@ -33,14 +32,8 @@ from llm_analysis.quantities.group_times import GroupTimes, timed_table
 from llm_analysis.schema.options import ActivationRecomputation
 from llm_analysis.training.stage import build_stage
 
-
-@pytest.fixture(autouse=True, scope="module")
-def quiet_package_warnings():
-    """This module's analyses warn of nothing its tests check: silenced while it runs, not at import (a
-    disable at collection silenced every later module's warnings too)."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
+# this module's analyses warn of nothing its tests check (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("quiet_package_warnings")
 
 
 class PerOperatorRoofline(RooflineCostModel):

@@ -8,7 +8,6 @@ field computed and never read is dead arithmetic that misleads readers)."""
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 import pytest
 
@@ -18,14 +17,8 @@ from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get
 from llm_analysis.errors import DoesNotFitError
 from llm_analysis.model import LayerDescriber, Operator
 
-
-@pytest.fixture(autouse=True, scope="module")
-def quiet_package_warnings():
-    """This module's analyses warn of nothing its tests check: silenced while it runs, not at import (a
-    disable at collection silenced every later module's warnings too)."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
+# this module's analyses warn of nothing its tests check (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("quiet_package_warnings")
 
 H100 = get_gpu_config_by_name("h100-sxm-80gb")
 BF16 = get_dtype_config_by_name("w16a16e16")

@@ -9,7 +9,6 @@ mixers' operator inputs; cross-attention's encoder keys/values) carries b as a f
 shipped model, recomputation mode, attention kernel and layout (tp with and without
 sequence parallelism, context parallelism), up to float rounding.
 """
-import logging
 import os
 
 import pytest
@@ -21,14 +20,8 @@ from llm_analysis.hub.mapping import map_hf_config
 from llm_analysis.schema.options import ActivationRecomputation as AR
 from llm_analysis.training.memory import _activation_parts, _parts
 
-
-@pytest.fixture(autouse=True, scope="module")
-def quiet_package_warnings():
-    """This module's analyses warn of nothing its tests check: silenced while it runs, not at import (a
-    disable at collection silenced every later module's warnings too)."""
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
+# this module's analyses warn of nothing its tests check (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("quiet_package_warnings")
 
 CONFIG_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "llm_analysis", "model_configs")
 SHIPPED = sorted(f[:-5] for f in os.listdir(CONFIG_DIR) if f.endswith(".json"))
