@@ -102,7 +102,11 @@ def _concurrency(raw: Dict[str, str]) -> int:
         key, _, value = part.strip().partition("=")
         if key == "silicon_concurrency":
             return int(value)
-    return int(raw["id"].split("_c")[-1].split("_")[0])
+    from_id = raw["id"].split("_c")[-1].split("_")[0]
+    if from_id.isdigit():
+        return int(from_id)
+    # neither states it (some rows' ids read "_c_"): batch_size is C per attention-DP rank
+    return int(raw["batch_size"]) * (int(raw["attention_dp_size"] or 0) or 1)
 
 
 def half_of(config: str) -> str:
@@ -123,11 +127,16 @@ def tp_splits_the_heads(raw: Dict[str, str]) -> bool:
     return get_model_config_by_name(mapped).n_head % int(raw["tp_size"]) == 0
 
 
+# a layout column's "one": some sources leave attention_dp_size or moe_ep_size empty, or write 0, for
+# "not used" (every such row of serving_dev.csv is one tensor-parallel group: Llama-3.1-8B, Qwen3-32B)
+ONE = ("1", "", "0")
+
+
 def eligible(raw: Dict[str, str]) -> bool:
     """Served by one tensor-parallel group per worker: aggregated, no attention-DP, no expert parallelism,
     and a tp_size that splits the attention heads."""
-    return (raw["mode"] == "agg" and raw["attention_dp_size"] == "1" and raw["moe_ep_size"] in ("1", "")
-            and raw["pp_size"] in ("1", "") and tp_splits_the_heads(raw))
+    return (raw["mode"] == "agg" and raw["attention_dp_size"] in ONE and raw["moe_ep_size"] in ONE
+            and raw["pp_size"] in ONE and raw["moe_tp_size"] in ONE + (raw["tp_size"],) and tp_splits_the_heads(raw))
 
 
 def load_rows() -> List[Row]:
@@ -176,6 +185,10 @@ def dtype_name(row: Row) -> str:
     """The catalogue dtype of a row's precision: fp8 (fp8 and fp8_block GEMMs), nvfp4 on Blackwell; gpt-oss's
     MXFP4 experts run with 16-bit activations on Hopper (no FP4 units) and 8-bit ones on Blackwell."""
     if row.precision == "bf16":
+        return "w16a16e16"
+    if row.precision == "" and not any(q in row.model_path.upper() for q in ("FP8", "FP4", "AWQ", "GPTQ")):
+        # some sources leave precision empty (Llama-3.1-8B-Instruct and Qwen3-32B on H100 / GB200): the
+        # checkpoint named is the 16-bit one and no quantisation column is set, so the engine serves it in bf16
         return "w16a16e16"
     if row.precision == "fp8":
         return "fp8"
