@@ -194,7 +194,8 @@ def main(argv=None) -> int:
                 profile[name] = {"value": float(f"{value:.4g}"),
                                  "source": source.format(lo=f"{lo:g}", hi=f"{hi:g}") + how}
             path.write_text(json.dumps(profile, indent=1) + "\n")
-            print(f"  wrote {path.relative_to(REPO)}")
+            print(f"  wrote {path.relative_to(REPO)}; now restate its accuracy: "
+                  "python benchmarks/serving_accuracy.py --write_accuracy")
     return 0
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import json
 import os
 import statistics
 import sys
@@ -47,6 +48,7 @@ from llm_analysis.analysis import LLMAnalysis  # noqa: E402
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,  # noqa: E402
                                  get_model_config_by_name)
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
+from llm_analysis.serving.engine import FRAMEWORKS, PROFILE_DIR  # noqa: E402
 
 # the csv's model_path -> catalogue model (None: refused, with the reason)
 MODELS: Dict[str, Tuple[Optional[str], str]] = {
@@ -288,6 +290,32 @@ def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_
     return {name: g for (k, name), g in groups.items() if k in ("engine", "all")}
 
 
+def accuracy_of(group: Dict[str, list]) -> Dict[str, float]:
+    """A scored group's figures as a profile states them: rows, share answered, median and p90 of |error|."""
+    def med_p90(errors):
+        e = sorted(abs(x) for x in errors)
+        return round(statistics.median(e), 3), round(e[min(len(e) - 1, int(0.9 * len(e)))], 3)
+    ttft, tpot = med_p90(group["ttft"]), med_p90(group["tpot"])
+    return {"rows": group["n"], "answered": round(group["ok"] / group["n"], 3), "ttft_median": ttft[0],
+            "ttft_p90": ttft[1], "tpot_median": tpot[0], "tpot_p90": tpot[1]}
+
+
+def write_accuracy(groups: Dict[str, dict]) -> None:
+    """State each engine's report-half figures in its profile (`measured_accuracy`), which serve() prints
+    beside its calibrated answers."""
+    for engine in FRAMEWORKS:
+        if engine not in groups or not groups[engine]["ok"]:
+            continue
+        path = PROFILE_DIR / f"{engine}.json"
+        profile = json.loads(path.read_text())
+        profile["measured_accuracy"] = dict(accuracy_of(groups[engine]), source=(
+            "benchmarks/serving_accuracy.py --write_accuracy: the report half of serving_dev.csv (aiconfigurator's "
+            "silicon sample, Apache-2.0; aggregated rows of one tensor-parallel group per worker, not used to fit "
+            "this profile), perf_model calibrated; errors are |predicted / measured - 1| of the mean TTFT and TPOT"))
+        path.write_text(json.dumps(profile, indent=1) + "\n")
+        print(f"wrote {path.relative_to(REPO)}")
+
+
 def offsets(rows: List[Row], perf_model: str) -> None:
     """Per configuration: the measured TTFT at its least concurrency less the predicted engine part (the
     steady state with no API latency and no starting burst: the wait for the step in progress and the
@@ -410,6 +438,8 @@ def main(argv=None) -> int:
                         help="with --by_model: add serving_layout_accuracy.py's rows (layouts, disaggregated)")
     parser.add_argument("--max_concurrency", type=int, default=LOW_CONCURRENCY,
                         help="with --by_model: the most clients a row may have (default %(default)s)")
+    parser.add_argument("--write_accuracy", action="store_true",
+                        help="write each engine's report-half figures into its profile (measured_accuracy)")
     args = parser.parse_args(argv)
     if args.speed:
         speed()
@@ -439,8 +469,12 @@ def main(argv=None) -> int:
             predicted += list(_layout_predictions(args.half))
         by_model(predicted, args.max_concurrency)
         return 0
-    score(chosen, args.perf_model, args.rows)
+    groups = score(chosen, args.perf_model, args.rows)
     print(f"({time.perf_counter() - t:.1f} s)")
+    if args.write_accuracy:
+        if args.half != "report" or args.perf_model != "calibrated" or args.keep_inconsistent:
+            parser.error("--write_accuracy states the report half under perf_model calibrated, as scored by default")
+        write_accuracy(groups)
     return 0
 
 

@@ -28,6 +28,18 @@ def unbounded_latencies() -> Dict[str, None]:
     return dict.fromkeys(keys)
 
 
+def accuracy_note(engine) -> Optional[str]:
+    """How far this engine profile's calibrated answers have been from published runs it was not fitted on
+    (None where its profile states no such figures)."""
+    if engine.measured_accuracy is None:
+        return None
+    rows, ttft_med, ttft_p90, tpot_med, tpot_p90 = engine.measured_accuracy
+    return (f"measured against {rows} published closed-loop runs of {engine.framework} (aggregated, one "
+            f"tensor-parallel group per worker; not used to fit its profile), the calibrated model's TTFT was off by "
+            f"a median {ttft_med:.0%} (p90 {ttft_p90:.0%}) and its TPOT by {tpot_med:.0%} (p90 {tpot_p90:.0%}): "
+            "read the times with that margin (docs/serving.md)")
+
+
 def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, saturation_rps: float,
           preemptions: int, kv_occupancy: Optional[float]) -> List[str]:
     """What the reader should know about how the figures were obtained."""

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from llm_analysis.cost.precision import kv_cache_bytes_per_element
 from llm_analysis.errors import ConfigError
@@ -147,6 +147,9 @@ class EngineSettings:
     prefill_contention: float  # disaggregated closed loop: share of a prefill batch waited per other client (serving/disaggregated.py)
     seed: int
     num_requests: int
+    # the profile's calibrated errors on published runs it was not fitted on (benchmarks/serving_accuracy.py
+    # --write_accuracy): (rows, TTFT median, TTFT p90, TPOT median, TPOT p90) of |predicted / measured - 1|
+    measured_accuracy: Optional[Tuple[int, float, float, float, float]] = None
 
     def step_with_host_s(self, gpu_s: float, sequences: float) -> float:
         """One step of `gpu_s` seconds of GPU work over `sequences` running sequences, with the host's.
@@ -260,7 +263,15 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         prefill_contention=profile["prefill_contention"]["value"],
         seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
         num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),
+        measured_accuracy=_measured_accuracy(profile),
     )
+
+
+def _measured_accuracy(profile: Dict[str, Any]) -> Optional[Tuple[int, float, float, float, float]]:
+    m = profile.get("measured_accuracy")
+    if m is None:
+        return None
+    return (m["rows"], m["ttft_median"], m["ttft_p90"], m["tpot_median"], m["tpot_p90"])
 
 
 def _rounds(value) -> float:

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from llm_analysis.errors import ConfigError
-from llm_analysis.serving.answer import notes, percentiles, unbounded_latencies
+from llm_analysis.serving.answer import accuracy_note, notes, percentiles, unbounded_latencies
 from llm_analysis.serving.layout import (WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance,
                                          expert_spread_note)
 from llm_analysis.serving.rank import Replica, build_rank
@@ -173,6 +173,9 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
                                 None if load["saturated"] else load["resident"])
     if spread:
         out["notes"].append(spread)
+    accuracy = accuracy_note(engine) if out["perf_model"] == "calibrated" else None
+    if accuracy:  # the roofline's times are lower bounds, not forecasts: no error band applies
+        out["notes"].append(accuracy)
     out.update(layout_entries(layout, replica, speculative))
     return out
 
