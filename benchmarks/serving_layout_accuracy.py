@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import re
 import statistics
@@ -38,12 +39,13 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from serving_accuracy import (CONFIG_COLUMNS, GPUS, MODELS, REFUSED_MODELS, Refused, _concurrency,  # noqa: E402
-                              dtype_name, half_of, score_row, tp_splits_the_heads, validation_csv)
+                              accuracy_of, dtype_name, half_of, score_row, tp_splits_the_heads, validation_csv)
 
 from llm_analysis.analysis import LLMAnalysis  # noqa: E402
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,  # noqa: E402
                                  get_model_config_by_name)
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
+from llm_analysis.serving.engine import FRAMEWORKS, PROFILE_DIR  # noqa: E402
 
 
 def _int(value: str) -> Optional[int]:
@@ -262,6 +264,31 @@ def score(rows: List[LayoutRow], show_rows: bool = False, **options) -> Dict[str
     return {name: g for (k, name), g in groups.items()}
 
 
+MIN_STATED_ROWS = 10  # fewer report rows than this and a group's figures are not stated in the profile
+
+
+def write_accuracy(groups: Dict[str, dict]) -> None:
+    """State each engine's report-half figures on layouts in its profile (`measured_accuracy_layouts`:
+    aggregated workers with attention DP, expert or pipeline parallelism; disaggregated pools), which
+    serve() prints beside its calibrated answers on such layouts. A group of fewer than MIN_STATED_ROWS
+    answered rows is left out (vLLM's disaggregated rows: too few to state an error)."""
+    for engine in FRAMEWORKS:
+        path = PROFILE_DIR / f"{engine}.json"
+        profile = json.loads(path.read_text())
+        stated = {}
+        for kind, name in (("agg", "aggregated"), ("disagg", "disaggregated")):
+            g = groups.get(f"{kind} {engine}")
+            if g and g["ok"] >= MIN_STATED_ROWS:
+                stated[name] = accuracy_of(g)
+        profile["measured_accuracy_layouts"] = dict(stated, source=(
+            "benchmarks/serving_layout_accuracy.py --write_accuracy: the report half of serving_dev.csv's rows with "
+            "attention data parallelism, expert or pipeline parallelism (aggregated) or prefill and decode pools "
+            "(disaggregated) whose layout is stated (aiconfigurator's silicon sample, Apache-2.0), perf_model "
+            f"calibrated; a group of fewer than {MIN_STATED_ROWS} answered rows is not stated"))
+        path.write_text(json.dumps(profile, indent=1) + "\n")
+        print(f"wrote {path.relative_to(REPO)}")
+
+
 CONTENTION_GRID = [i / 50 for i in range(51)]  # prefill_contention values scanned, 0 .. 1
 HUBER_KNEE = 0.5  # of log(predicted / measured) TTFT: as benchmarks/fit_engine_profiles.py weighs its rows
 
@@ -344,6 +371,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", action="store_true", help="print every row's prediction")
     parser.add_argument("--fit", action="store_true",
                         help="fit prefill_contention and expert_spread_scale per engine on the fit half")
+    parser.add_argument("--write_accuracy", action="store_true",
+                        help="write each engine's report-half figures on layouts into its profile")
     args = parser.parse_args(argv)
     path = validation_csv()
     if not path.exists():
@@ -357,8 +386,12 @@ def main(argv=None) -> int:
     chosen = rows if args.half == "all" else [r for r in rows if r.half == args.half]
     print(f"{len(chosen)} of {len(rows)} layout rows ({args.half} half), perf_model=calibrated")
     t = time.perf_counter()
-    score(chosen, args.rows)
+    groups = score(chosen, args.rows)
     print(f"({time.perf_counter() - t:.1f} s)")
+    if args.write_accuracy:
+        if args.half != "report":
+            parser.error("--write_accuracy states the report half, as scored by default")
+        write_accuracy(groups)
     return 0
 
 

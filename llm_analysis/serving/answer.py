@@ -28,16 +28,24 @@ def unbounded_latencies() -> Dict[str, None]:
     return dict.fromkeys(keys)
 
 
-def accuracy_note(engine) -> Optional[str]:
-    """How far this engine profile's calibrated answers have been from published runs it was not fitted on
-    (None where its profile states no such figures)."""
-    if engine.measured_accuracy is None:
+_ACCURACY_SCOPE = {
+    "one_group": "aggregated, one tensor-parallel group per worker",
+    "aggregated_layout": "aggregated workers with attention data, expert or pipeline parallelism",
+    "disaggregated": "disaggregated prefill and decode pools",
+}
+
+
+def accuracy_note(engine, kind: str) -> Optional[str]:
+    """How far this engine profile's calibrated answers have been from published runs of deployments of `kind`
+    (serving/engine.py ACCURACY_KINDS) it was not fitted on; None where its profile states no such figures."""
+    stated = engine.accuracy(kind)
+    if stated is None:
         return None
-    rows, ttft_med, ttft_p90, tpot_med, tpot_p90 = engine.measured_accuracy
-    return (f"measured against {rows} published closed-loop runs of {engine.framework} (aggregated, one "
-            f"tensor-parallel group per worker; not used to fit its profile), the calibrated model's TTFT was off by "
-            f"a median {ttft_med:.0%} (p90 {ttft_p90:.0%}) and its TPOT by {tpot_med:.0%} (p90 {tpot_p90:.0%}): "
-            "read the times with that margin (docs/serving.md)")
+    rows, ttft_med, ttft_p90, tpot_med, tpot_p90 = stated
+    return (f"measured against {rows} published closed-loop runs of {engine.framework} ({_ACCURACY_SCOPE[kind]}; "
+            f"not used to fit its profile), the calibrated model's TTFT was off by a median {ttft_med:.0%} (p90 "
+            f"{ttft_p90:.0%}) and its TPOT by {tpot_med:.0%} (p90 {tpot_p90:.0%}): read the times with that margin "
+            "(docs/serving.md)")
 
 
 def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, saturation_rps: float,

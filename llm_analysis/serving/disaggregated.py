@@ -46,7 +46,7 @@ from typing import Any, Dict, Optional, Tuple
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.cost.links import collective_time_s, link_for_group
 from llm_analysis.errors import ConfigError
-from llm_analysis.serving.answer import LATENCIES, PERCENTILES, unbounded_latencies
+from llm_analysis.serving.answer import LATENCIES, PERCENTILES, accuracy_note, unbounded_latencies
 from llm_analysis.serving.layout import expert_spread_note
 from llm_analysis.serving.rank import Replica, build_rank
 from llm_analysis.serving.steady_state import capacity, prefill_chunks
@@ -338,6 +338,9 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "prefill_largest_batch_size": largest_here,
         "notes": _notes(prefill, decode, batch, saturated, cap, workload, imbalance, a.model_config.moe_top_k),
     })
+    accuracy = accuracy_note(engine, "disaggregated") if out["perf_model"] == "calibrated" else None
+    if accuracy:  # the roofline's times are lower bounds: no error band applies
+        out["notes"].append(accuracy)
     if speculative is not None:
         out.update(speculative.entries())
     return out

@@ -147,9 +147,14 @@ class EngineSettings:
     prefill_contention: float  # disaggregated closed loop: share of a prefill batch waited per other client (serving/disaggregated.py)
     seed: int
     num_requests: int
-    # the profile's calibrated errors on published runs it was not fitted on (benchmarks/serving_accuracy.py
-    # --write_accuracy): (rows, TTFT median, TTFT p90, TPOT median, TPOT p90) of |predicted / measured - 1|
-    measured_accuracy: Optional[Tuple[int, float, float, float, float]] = None
+    # the profile's calibrated errors on published runs it was not fitted on (benchmarks/serving_accuracy.py and
+    # serving_layout_accuracy.py --write_accuracy), per kind of deployment (ACCURACY_KINDS): (kind, (rows, TTFT
+    # median, TTFT p90, TPOT median, TPOT p90)) of |predicted / measured - 1|
+    measured_accuracy: Tuple[Tuple[str, Tuple[int, float, float, float, float]], ...] = ()
+
+    def accuracy(self, kind: str) -> Optional[Tuple[int, float, float, float, float]]:
+        """The stated errors for deployments of `kind` (ACCURACY_KINDS), None where the profile states none."""
+        return dict(self.measured_accuracy).get(kind)
 
     def step_with_host_s(self, gpu_s: float, sequences: float) -> float:
         """One step of `gpu_s` seconds of GPU work over `sequences` running sequences, with the host's.
@@ -267,11 +272,17 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
     )
 
 
-def _measured_accuracy(profile: Dict[str, Any]) -> Optional[Tuple[int, float, float, float, float]]:
-    m = profile.get("measured_accuracy")
-    if m is None:
-        return None
-    return (m["rows"], m["ttft_median"], m["ttft_p90"], m["tpot_median"], m["tpot_p90"])
+# the deployments a profile's stated errors cover: one tensor-parallel group per worker; workers with
+# attention DP, expert or pipeline parallelism; disaggregated prefill and decode pools
+ACCURACY_KINDS = ("one_group", "aggregated_layout", "disaggregated")
+
+
+def _measured_accuracy(profile: Dict[str, Any]) -> Tuple[Tuple[str, Tuple[int, float, float, float, float]], ...]:
+    layouts = profile.get("measured_accuracy_layouts", {})
+    stated = {"one_group": profile.get("measured_accuracy"), "aggregated_layout": layouts.get("aggregated"),
+              "disaggregated": layouts.get("disaggregated")}
+    return tuple((kind, (m["rows"], m["ttft_median"], m["ttft_p90"], m["tpot_median"], m["tpot_p90"]))
+                 for kind, m in stated.items() if m is not None)
 
 
 def _rounds(value) -> float:

@@ -173,7 +173,9 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
                                 None if load["saturated"] else load["resident"])
     if spread:
         out["notes"].append(spread)
-    accuracy = accuracy_note(engine) if out["perf_model"] == "calibrated" else None
+    plain = layout.attention_dp == 1 and layout.moe_ep == 1 and layout.pp == 1
+    accuracy = (accuracy_note(engine, "one_group" if plain else "aggregated_layout")
+                if out["perf_model"] == "calibrated" else None)
     if accuracy:  # the roofline's times are lower bounds, not forecasts: no error band applies
         out["notes"].append(accuracy)
     out.update(layout_entries(layout, replica, speculative))
