@@ -39,6 +39,8 @@ from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.layouts import Worker, workers_of
 from llm_analysis.planner.result import SearchStats
 from llm_analysis.planner.space import weight_bytes_lower_bound
+from llm_analysis.serving.answer import accuracy_summary
+from llm_analysis.serving.engine import stated_accuracy
 
 # the planner's KV-cache bytes per element -> the engine's kv_cache_dtype name (None: the engine's default)
 KV_NAME_OF_BYTES = {1: "fp8", 2: "fp16", 4: "fp32"}
@@ -468,7 +470,7 @@ def collect_continuous(search, load: ContinuousLoad, objective: str, stats: Sear
 
 def continuous_assumptions(load: ContinuousLoad) -> Dict[str, Any]:
     stat = "means" if load.slo.percentile is None else f"p{load.slo.percentile} over requests"
-    return {
+    out = {
         "batching": "continuous",
         "batching_detail": (f"continuous (in-flight) batching on {load.framework}: every fleet is timed by "
                             "LLMAnalysis.serve() (engine steps mixing prefill chunks and decodes, the KV pool as the "
@@ -488,6 +490,10 @@ def continuous_assumptions(load: ContinuousLoad) -> Dict[str, Any]:
         "engine": f"{load.framework} with its profile's defaults (llm_analysis/catalogue/engine_profiles)"
                   + (f", options {load.engine_options}" if load.engine_options else ""),
     }
+    margin = accuracy_summary(load.framework, stated_accuracy(load.framework))
+    if margin:  # printed beside calibrated times only (PlanResult.times_line): the roofline gives bounds
+        out["calibrated_measured_error"] = margin
+    return out
 
 
 __all__ = ["CONTINUOUS_COLUMNS", "ContinuousLoad", "collect_continuous", "continuous_assumptions",

@@ -101,8 +101,9 @@ class PlanResult:
         if not model:
             return []
         if model.startswith("calibrated"):
+            margin = self.assumptions.get("calibrated_measured_error")
             return ["", "times: expected (the calibrated model: what a tuned framework measures); "
-                        "--perf_model roofline gives lower bounds"]
+                        "--perf_model roofline gives lower bounds"] + ([margin] if margin else [])
         return ["", "times: lower bounds (the roofline at the efficiencies given: a real run is slower, and "
                     "at efficiency 1 its MFU is above what any run reaches); --perf_model calibrated gives "
                     "expected times"]

@@ -35,6 +35,18 @@ _ACCURACY_SCOPE = {
 }
 
 
+def accuracy_summary(framework: str, stated: Dict[str, tuple]) -> Optional[str]:
+    """The errors an engine profile states, every kind of deployment in one line (the planner's tables);
+    None where it states none."""
+    parts = [f"{_ACCURACY_SCOPE[kind]}, {rows} runs: TTFT median {ttft_med:.0%} (p90 {ttft_p90:.0%}), TPOT "
+             f"median {tpot_med:.0%} (p90 {tpot_p90:.0%})"
+             for kind, (rows, ttft_med, ttft_p90, tpot_med, tpot_p90) in stated.items()]
+    if not parts:
+        return None
+    return (f"measured error of the calibrated model against published closed-loop runs of {framework} not used to "
+            "fit its profile: " + "; ".join(parts) + " (docs/serving.md)")
+
+
 def accuracy_note(engine, kind: str) -> Optional[str]:
     """How far this engine profile's calibrated answers have been from published runs of deployments of `kind`
     (serving/engine.py ACCURACY_KINDS) it was not fitted on; None where its profile states no such figures."""

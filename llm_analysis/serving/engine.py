@@ -277,6 +277,11 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
 ACCURACY_KINDS = ("one_group", "aggregated_layout", "disaggregated")
 
 
+def stated_accuracy(framework: str) -> Dict[str, Tuple[int, float, float, float, float]]:
+    """The errors `framework`'s profile states per kind of deployment (ACCURACY_KINDS order)."""
+    return dict(_measured_accuracy(load_engine_profile(framework)))
+
+
 def _measured_accuracy(profile: Dict[str, Any]) -> Tuple[Tuple[str, Tuple[int, float, float, float, float]], ...]:
     layouts = profile.get("measured_accuracy_layouts", {})
     stated = {"one_group": profile.get("measured_accuracy"), "aggregated_layout": layouts.get("aggregated"),

@@ -129,3 +129,22 @@ def test_cli_plan_infer_with_a_load_and_its_bad_input():
     assert code == 2 and line.startswith("error: --percentile = 95") and "\n" not in line
     code, line = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", request_rate=2, batching="dynamic")
     assert code == 2 and "--batching" in line
+
+
+def test_calibrated_plans_state_the_engines_measured_error():
+    # the table's times line carries what the engine profile states of its calibrated error on published runs
+    import json
+    from llm_analysis.serving.engine import PROFILE_DIR
+    stated = json.loads((PROFILE_DIR / "vllm.json").read_text())["measured_accuracy"]
+    r = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], TARGETS, perf_model="calibrated")
+    assert r.assumptions["batching"] == "continuous"
+    line = [ln for ln in r.table().splitlines() if ln.startswith("measured error of the calibrated model")]
+    assert len(line) == 1
+    assert (f"{stated['rows']} runs: TTFT median {stated['ttft_median']:.0%} (p90 {stated['ttft_p90']:.0%}), "
+            f"TPOT median {stated['tpot_median']:.0%} (p90 {stated['tpot_p90']:.0%})") in line[0]
+
+
+def test_roofline_plans_state_no_error_margin(issue_plan):
+    # the library's default perf_model is the roofline: its times are lower bounds, no error band applies
+    assert issue_plan.assumptions["perf_model"].startswith("llm_analysis roofline")
+    assert "measured error of the calibrated model" not in issue_plan.table()
