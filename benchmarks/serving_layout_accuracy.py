@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from serving_accuracy import (CONFIG_COLUMNS, GPUS, MODELS, REFUSED_MODELS, Refused, _concurrency,  # noqa: E402
-                              accuracy_of, dtype_name, half_of, score_row, tp_splits_the_heads, validation_csv)
+                              accuracy_of, dtype_name, half_of, median_p90, score_row, tp_splits_the_heads, validation_csv)
 
 from llm_analysis.analysis import LLMAnalysis  # noqa: E402
 from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,  # noqa: E402
@@ -239,9 +239,8 @@ def serve_row(row: LayoutRow, disaggregated_extra=None, **options) -> dict:
 def _stats(errors: List[float]) -> str:
     if not errors:
         return "   -      -  "
-    e = sorted(abs(x) for x in errors)
-    p90 = e[min(len(e) - 1, int(0.9 * len(e)))]
-    return f"{100 * statistics.median(e):5.1f}% {100 * p90:5.1f}%"
+    med, p90 = median_p90(errors)
+    return f"{100 * med:5.1f}% {100 * p90:5.1f}%"
 
 
 def score(rows: List[LayoutRow], show_rows: bool = False, **options) -> Dict[str, dict]:

@@ -1,5 +1,5 @@
 """Which rows of serving_dev.csv benchmarks/serving_accuracy.py scores as one tensor-parallel group, and
-how it reads their concurrency and precision. The csv's README (../shared/validation/README.md) says
+how it reads their concurrency and precision. The csv's README (benchmarks/data/validation/README.md) says
 `batch_size` is C per attention-DP rank and dense models carry 1s in the moe columns; some sources leave
 attention_dp_size, moe_ep_size or precision empty (or write 0) where nothing is split or quantised. A row
 the script skips is a row nobody scores, so these rules are checked by hand-made rows."""
