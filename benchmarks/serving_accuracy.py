@@ -39,7 +39,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -50,25 +50,15 @@ from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, ge
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 from llm_analysis.serving.engine import FRAMEWORKS, PROFILE_DIR  # noqa: E402
 
-# the csv's model_path -> catalogue model (None: refused, with the reason)
-MODELS: Dict[str, Tuple[Optional[str], str]] = {
-    "meta-llama/Llama-3.1-70B": ("meta-llama/Llama-3.1-70B", ""),
-    "meta-llama/Llama-3.1-8B-Instruct": ("meta-llama/Llama-3.1-8B", "the base model's architecture"),
-    "nvidia/Llama-3.1-8B-Instruct-FP8": ("meta-llama/Llama-3.1-8B", "the base model's architecture"),
-    "Qwen/Qwen3-32B": ("Qwen/Qwen3-32B", ""),
-    "Qwen/Qwen3-235B-A22B-FP8": ("Qwen/Qwen3-235B-A22B", "the bf16 checkpoint's architecture"),
-    "deepseek-ai/DeepSeek-V3": ("deepseek-ai/DeepSeek-V3", ""),
-    # DeepSeek-R1 is DeepSeek-V3 post-trained: the same architecture (its config.json differs in no shape)
-    "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-V3", "DeepSeek-R1 has DeepSeek-V3's architecture"),
-    "openai/gpt-oss-120b": ("openai/gpt-oss-120b", ""),
-    # catalogue entries from their real config.json (model_configs/: source fields); the two vision-language
-    # checkpoints are their language model (vision tower 0.11% / 0.05% of the weights, left out and said so)
-    "MiniMaxAI/MiniMax-M2.5": ("MiniMaxAI/MiniMax-M2.5", ""),
-    "Qwen/Qwen3.5-397B-A17B": ("Qwen/Qwen3.5-397B-A17B", "the language model (vision tower not counted)"),
-    "zhipuai/GLM-5": ("zhipuai/GLM-5", ""),
-    "moonshotai/Kimi-K2.5": ("moonshotai/Kimi-K2.5", "the language model (vision tower not counted)"),
-}
-REFUSED_MODELS: Dict[str, str] = {}
+def model_of(model_path: str):
+    """The catalogue model a row names (its model_path resolves offline: a catalogue entry or a checkpoint
+    variant of one, llm_analysis/catalogue/checkpoint_variants.json); Refused when it does not."""
+    try:
+        return get_model_config_by_name(model_path)
+    except LLMAnalysisError as err:
+        raise Refused(f"{model_path}: {str(err)[:80]}") from None
+
+
 GPUS = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-180gb", "b300_sxm": "b300-270gb",
         "gb200": "gb200-nvl72-186gb", "gb300": "gb300-nvl72-279gb"}
 HOPPER = ("h100_sxm", "h200_sxm")
@@ -123,10 +113,11 @@ def tp_splits_the_heads(raw: Dict[str, str]) -> bool:
     give (attention data parallelism or wide expert parallelism over the NVL72 rack): they are not the
     layouts this script scores, and benchmarks/serving_layout_accuracy.py lists them as unstated. A model
     the catalogue lacks is taken at its word."""
-    mapped = MODELS.get(raw["model_path"], (None, ""))[0]
-    if mapped is None:
+    try:
+        model = model_of(raw["model_path"])
+    except Refused:
         return True
-    return get_model_config_by_name(mapped).n_head % int(raw["tp_size"]) == 0
+    return model.n_head % int(raw["tp_size"]) == 0
 
 
 # a layout column's "one": some sources leave attention_dp_size or moe_ep_size empty, or write 0, for
@@ -207,17 +198,12 @@ _ANALYSES: Dict[tuple, LLMAnalysis] = {}
 
 
 def analysis_for(row: Row, perf_model: str) -> LLMAnalysis:
-    if row.model_path in REFUSED_MODELS:
-        raise Refused(f"{row.model_path}: {REFUSED_MODELS[row.model_path]}")
-    if row.model_path not in MODELS:
-        raise Refused(f"{row.model_path}: not mapped")
     if row.system not in GPUS:
         raise Refused(f"{row.system}: no catalogue GPU")
     key = (row.model_path, row.system, row.precision, row.tp, perf_model)
     a = _ANALYSES.get(key)
     if a is None:
-        name = MODELS[row.model_path][0]
-        a = _ANALYSES[key] = LLMAnalysis(get_model_config_by_name(name), get_gpu_config_by_name(GPUS[row.system]),
+        a = _ANALYSES[key] = LLMAnalysis(model_of(row.model_path), get_gpu_config_by_name(GPUS[row.system]),
                                          get_dtype_config_by_name(dtype_name(row)),
                                          ParallelismConfig(tp_size=row.tp), perf_model=perf_model)
     return a

@@ -38,12 +38,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from serving_accuracy import (CONFIG_COLUMNS, GPUS, MODELS, REFUSED_MODELS, Refused, _concurrency,  # noqa: E402
+from serving_accuracy import (CONFIG_COLUMNS, GPUS, Refused, _concurrency, model_of,  # noqa: E402
                               accuracy_of, dtype_name, half_of, median_p90, score_row, tp_splits_the_heads, validation_csv)
 
 from llm_analysis.analysis import LLMAnalysis  # noqa: E402
-from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,  # noqa: E402
-                                 get_model_config_by_name)
+from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name  # noqa: E402
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 from llm_analysis.serving.engine import FRAMEWORKS, PROFILE_DIR  # noqa: E402
 
@@ -182,16 +181,12 @@ _ANALYSES: Dict[tuple, LLMAnalysis] = {}
 
 
 def analysis_for(row: LayoutRow, par: ParallelismConfig) -> LLMAnalysis:
-    if row.model_path in REFUSED_MODELS:
-        raise Refused(f"{row.model_path}: {REFUSED_MODELS[row.model_path]}")
-    if row.model_path not in MODELS:
-        raise Refused(f"{row.model_path}: not mapped")
     if row.system not in GPUS:
         raise Refused(f"{row.system}: no catalogue GPU")
     key = (row.model_path, row.system, row.precision, par.model_dump_json())
     a = _ANALYSES.get(key)
     if a is None:
-        a = _ANALYSES[key] = LLMAnalysis(get_model_config_by_name(MODELS[row.model_path][0]),
+        a = _ANALYSES[key] = LLMAnalysis(model_of(row.model_path),
                                          get_gpu_config_by_name(GPUS[row.system]),
                                          get_dtype_config_by_name(dtype_name(row)), par, perf_model="calibrated")
     return a
@@ -218,10 +213,7 @@ def serve_row(row: LayoutRow, disaggregated_extra=None, **options) -> dict:
     if row.kind == "agg-unstated":
         raise Refused("aggregated row's tp_size does not split the attention heads (the worker's GPU count; "
                       "layout not stated)")
-    if row.model_path in MODELS:
-        moe = get_model_config_by_name(MODELS[row.model_path][0]).is_moe
-    else:
-        moe = True
+    moe = model_of(row.model_path).is_moe
     if row.kind == "agg":
         a = analysis_for(row, parallelism(row.layout, moe))
         if row.backend == "trtllm" and (row.layout["adp"] or 1) > 1 and row.model_path in TRTLLM_BALANCE_ITERS:

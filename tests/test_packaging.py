@@ -53,6 +53,7 @@ def test_every_installed_catalogue_file_loads(tmp_path):
             "for n in c.list_model_configs(): c.get_model_config_by_name(n)\n"
             "for n in c.list_gpu_configs(): c.get_gpu_config_by_name(n)\n"
             "for n in c.list_dtype_configs(): c.get_dtype_config_by_name(n)\n"
+            "c.get_model_config_by_name('meta-llama/Llama-3.1-8B-Instruct')  # catalogue/checkpoint_variants.json\n"
             "print('ok', len(c.list_model_configs()))")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     if "No module named 'llm_analysis'" in r.stderr:

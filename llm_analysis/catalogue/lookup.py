@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from llm_analysis.catalogue.dtype_aliases import meaning_hint, resolve_dtype_alias
+from llm_analysis.catalogue.gpu_aliases import resolve_gpu_alias
 from llm_analysis.errors import ConfigError, UnknownNameError, unknown_name_error
 from llm_analysis.schema.dtype import DtypeConfig
 from llm_analysis.schema.gpu import GPUConfig
@@ -23,6 +24,8 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the catalogues stay where t
 MODEL_CONFIGS_DIR = PACKAGE_DIR / "model_configs"
 GPU_CONFIGS_DIR = PACKAGE_DIR / "gpu_configs"
 DTYPE_CONFIGS_DIR = PACKAGE_DIR / "dtype_configs"
+# Hub checkpoints with a catalogue entry's shapes (instruction-tuned, quantised, renamed releases)
+CHECKPOINT_VARIANTS_FILE = Path(__file__).resolve().with_name("checkpoint_variants.json")
 
 
 class Catalogue(dict):
@@ -98,7 +101,8 @@ def hub_id_to_catalogue_name(name: str) -> str:
 
 
 def find_model_config(name: str) -> Optional[ModelConfig]:
-    """A copy of the catalogue entry `name` (also by Hub id, case-insensitively), or None."""
+    """A copy of the catalogue entry `name` (also by Hub id, case-insensitively), or of the entry whose
+    architecture a checkpoint variant has (checkpoint_variants.json), or None."""
     for key in (name, hub_id_to_catalogue_name(name)):
         if key in model_configs:
             return model_configs[key].model_copy(deep=True)
@@ -106,7 +110,39 @@ def find_model_config(name: str) -> Optional[ModelConfig]:
     for key in model_configs.names():
         if key.lower() == lowered:
             return model_configs[key].model_copy(deep=True)
-    return None
+    return _checkpoint_variant(name)
+
+
+def _checkpoint_variants() -> dict:
+    return json.loads(CHECKPOINT_VARIANTS_FILE.read_text())
+
+
+def checkpoint_variant_names() -> List[str]:
+    """The catalogue-style names (org_name) of the checkpoint variants, for suggestions."""
+    return sorted(hub_id_to_catalogue_name(v) for v in _checkpoint_variants()["variants"])
+
+
+def _checkpoint_variant(name: str) -> Optional[ModelConfig]:
+    """A checkpoint of checkpoint_variants.json under its own name: a copy of the entry whose shapes it
+    has, its source saying which and why; a model of a renamed Hub organisation as its new name has it."""
+    table = _checkpoint_variants()
+    lowered = hub_id_to_catalogue_name(name).lower()
+    for variant, entry in table["variants"].items():
+        if hub_id_to_catalogue_name(variant).lower() == lowered:
+            base = model_configs[entry["architecture_of"]]
+            return base.model_copy(deep=True, update={
+                "name": hub_id_to_catalogue_name(variant),
+                "source": f"Checkpoint {variant}: {entry['why']}; so the architecture of catalogue entry "
+                          f"{base.name} ({base.source})"})
+    org, sep, rest = name.partition("/") if "/" in name else name.partition("_")
+    renamed = table["organisations"].get(org.lower()) if sep else None
+    if renamed is None:
+        return None
+    cfg = find_model_config(f"{renamed['now']}/{rest}")
+    if cfg is None:
+        return None
+    return cfg.model_copy(update={"name": hub_id_to_catalogue_name(f"{org}/{rest}"),
+                                  "source": f"{org}/{rest}: {renamed['why']}; as {renamed['now']}/{rest}: {cfg.source}"})
 
 
 def _get_by_name(kind: str, catalogue: Catalogue, cls, name: str):
@@ -122,6 +158,10 @@ def _get_by_name(kind: str, catalogue: Catalogue, cls, name: str):
 
 
 def get_gpu_config_by_name(name: str) -> GPUConfig:
+    """A catalogue GPU by its name (`h100-sxm-80gb`), a .json path, or a name that means one entry (`b200`,
+    aiconfigurator's `h200_sxm`: catalogue/gpu_aliases.py)."""
+    if isinstance(name, str) and name not in gpu_configs and not name.endswith(".json"):
+        name = resolve_gpu_alias(name) or name
     return _get_by_name("gpu", gpu_configs, GPUConfig, name)
 
 

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from llm_analysis.catalogue.lookup import MODEL_CONFIGS_DIR, dump_config, find_model_config, model_configs
+from llm_analysis.catalogue.lookup import (MODEL_CONFIGS_DIR, checkpoint_variant_names, dump_config,
+                                          find_model_config, model_configs)
 from llm_analysis.errors import ConfigError, unknown_name_error
 from llm_analysis.schema.loading import load_config_file
 from llm_analysis.schema.model import ModelConfig
@@ -37,9 +38,14 @@ def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
         # Hub repos are "org/name"; a bare name that is not in the catalogue is a
         # typo far more often than a legacy Hub id: answer at once, do not wait
         # on the network.
-        err = unknown_name_error("model", name_or_path, model_configs.names())
+        err = unknown_name_error("model", name_or_path, _known_names())
         raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
     return _from_hub(name_or_path, revision, trust_remote_code)
+
+
+def _known_names():
+    """The names a model lookup knows without the Hub, for suggestions: entries and checkpoint variants."""
+    return model_configs.names() + checkpoint_variant_names()
 
 
 def _from_json_file(name_or_path: str) -> ModelConfig:
@@ -63,10 +69,10 @@ def _from_hub(name: str, revision: Optional[str], trust_remote_code: bool) -> Mo
         return hf_import.get_model_config_from_hf(name, revision=revision,
                                                   trust_remote_code=trust_remote_code)
     except hf_import.RepoNotFound:
-        err = unknown_name_error("model", name, model_configs.names())
+        err = unknown_name_error("model", name, _known_names())
         raise type(err)(f"{err} It is not on the Hugging Face Hub either.") from None
     except (hf_import.HubOffline, hf_import.HubUnreachable) as hub_err:
-        near = unknown_name_error("model", name, model_configs.names())
+        near = unknown_name_error("model", name, _known_names())
         raise type(hub_err)(f"{hub_err} Not in the catalogue either: {near}") from None
 
 
@@ -113,7 +119,7 @@ def hf_config_by_name(name_or_path: str, revision: Optional[str] = None) -> Tupl
             raise ConfigError(f"model config file {str(path)!r} does not exist")
         return read_json_file(str(path), f"config of {name_or_path}"), None
     elif "/" not in name_or_path:
-        err = unknown_name_error("model", name_or_path, model_configs.names())
+        err = unknown_name_error("model", name_or_path, _known_names())
         raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
     path, _endpoint = download_config_json(name_or_path, revision)
     return read_json_file(path, name_or_path), name_or_path

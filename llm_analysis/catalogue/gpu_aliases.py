@@ -1,0 +1,43 @@
+"""The GPU names users and serving tools type (`b200`, `h200_sxm`, `gb200`) and the catalogue entry each
+stands for.
+
+The catalogue names a GPU by model, form factor and memory (`h100-sxm-80gb`). A shorter name resolves only
+where it can mean one entry: `b200` is the one B200 board, but `h100` could be the SXM, PCIe or NVL card and
+`a100` the 40 or 80 GB one, so those stay errors that list the candidates. aiconfigurator names its systems
+`h100_sxm`, `h200_sxm`, `b200_sxm`, `b300_sxm`, `gb200`, `gb300` (its systems/ folder; the serving
+validation rows' `system` column): each is one entry here (a GB200 / GB300 "system" is the NVL72 rack).
+Spelling is forgiving: case, `_` for `-`, and `rtx4090` for `rtx-4090`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Optional
+
+# alias (normalised: lower case, '_' as '-') -> catalogue GPU name
+GPU_ALIASES: Dict[str, str] = {
+    # aiconfigurator's system names
+    "h100-sxm": "h100-sxm-80gb", "h200-sxm": "h200-sxm-141gb", "b200-sxm": "b200-180gb", "b300-sxm": "b300-270gb",
+    "gb200": "gb200-nvl72-186gb", "gb300": "gb300-nvl72-279gb",
+    # one board by that name
+    "h200": "h200-sxm-141gb", "b200": "b200-180gb", "b300": "b300-270gb", "h20": "h20-96gb",
+    "gb200-nvl72": "gb200-nvl72-186gb", "gb300-nvl72": "gb300-nvl72-279gb",
+    "h100-nvl": "h100-nvl-94gb", "l4": "l4-24gb", "l40s": "l40s-48gb", "a40": "a40-48gb", "a6000": "a6000-48gb",
+    "a10": "a10-pcie-28gb", "a10g": "a10g-pcie-24gb", "t4": "t4-16gb", "rtx-4090": "rtx-4090-24gb",
+    "mi210": "mi210-64gb", "mi250": "mi250-128gb", "mi250x": "mi250x-128gb", "mi300x": "mi300x-192gb",
+    "mi325x": "mi325x-256gb", "mi355x": "mi355x-288gb",
+    "tpu-v4": "tpu-v4-32gb", "tpu-v5e": "tpu-v5e-16gb", "tpu-v5p": "tpu-v5p-95gb", "tpu-v6e": "tpu-v6e-32gb",
+}
+
+
+def _normalised(name: str) -> str:
+    key = name.strip().lower().replace("_", "-")
+    return re.sub(r"^rtx(?=\d)", "rtx-", key)  # rtx4090 -> rtx-4090
+
+
+def resolve_gpu_alias(name: str) -> Optional[str]:
+    """The catalogue name `name` stands for, or None when it is no alias."""
+    return GPU_ALIASES.get(_normalised(name))
+
+
+__all__ = ["GPU_ALIASES", "resolve_gpu_alias"]

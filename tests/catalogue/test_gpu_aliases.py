@@ -1,0 +1,44 @@
+"""GPU names users and serving tools type resolve to the one catalogue entry they mean
+(llm_analysis/catalogue/gpu_aliases.py); a name that could mean several boards stays an error listing them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from llm_analysis.catalogue.gpu_aliases import GPU_ALIASES
+from llm_analysis.config import get_gpu_config_by_name, list_gpu_configs
+from llm_analysis.errors import LLMAnalysisError
+
+
+@pytest.mark.parametrize("alias", sorted(GPU_ALIASES))
+def test_alias_names_an_entry_of_that_board(alias):
+    target = GPU_ALIASES[alias]
+    assert target in list_gpu_configs()
+    # the entry is the board the alias names: its model designation leads the entry's name
+    designation = re.sub(r"-(sxm|nvl72|nvl)$", "", alias)
+    assert target.startswith(designation + "-"), (alias, target)
+    assert get_gpu_config_by_name(alias).name == target
+
+
+# aiconfigurator's system names (its systems/ folder, the serving rows' `system` column) and how users type
+# boards: the board and its HBM capacity, from NVIDIA's spec sheets (H100 SXM 80 GB, H200 141 GB, B200 180 GB
+# in DGX B200's 1,440 GB for eight; GB200 NVL72 186 GB per GPU: 13.4 TB for 72)
+@pytest.mark.parametrize("typed, board, hbm_gb", [
+    ("h100_sxm", "h100-sxm", 80), ("h200_sxm", "h200-sxm", 141), ("b200_sxm", "b200", 180),
+    ("gb200", "gb200-nvl72", 186), ("H200", "h200-sxm", 141), ("B200", "b200", 180), ("RTX4090", "rtx-4090", 24),
+])
+def test_typed_names_resolve_to_the_board(typed, board, hbm_gb):
+    gpu = get_gpu_config_by_name(typed)
+    assert gpu.name == f"{board}-{hbm_gb}gb"
+
+
+@pytest.mark.parametrize("ambiguous, candidates", [("h100", ("h100-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb")),
+                                                   ("a100", ("a100-sxm-80gb", "a100-sxm-40gb"))])
+def test_a_name_of_several_boards_is_refused_with_them(ambiguous, candidates):
+    with pytest.raises(LLMAnalysisError) as err:
+        get_gpu_config_by_name(ambiguous)
+    assert repr(ambiguous) in str(err.value)
+    for c in candidates:
+        assert c in str(err.value)
