@@ -10,6 +10,9 @@ serving engines mean by it:
   activations. `awq` and `gptq` are W4A16 with one 16-bit scale per group of 128 weights, their
   default group size (AWQ, arXiv 2306.00978 §4; GPTQ, arXiv 2210.17323 §5).
 - `fp8`, `nvfp4`, `mxfp4` are catalogue names already.
+- The quantisation modes engines name (`fp8_block`, `int8_sq`, `int4_awq`, `w4a16_mxfp4`, `nvfp4_wo`, ...:
+  TensorRT-LLM's QuantAlgo, aiconfigurator's GEMM / MoE quant modes) are the entry of their weight and
+  activation formats.
 Words that name only a bit width (`8bit`, `4bit`) are ambiguous: they are refused with the candidates.
 """
 
@@ -30,6 +33,14 @@ DTYPE_ALIASES: Dict[str, str] = {
     "int4": "w4a16e16", "w4a16": "w4a16e16",
     "awq": "w4a16e16-g128", "gptq": "w4a16e16-g128",
     "nvfp4": "nvfp4", "mxfp4": "mxfp4",
+    # the quantisation modes serving engines and their planners name (TensorRT-LLM's QuantAlgo, aiconfigurator's
+    # GEMMQuantMode / MoEQuantMode): a format's per-block scales (fp8_block: one per 128 x 128 weights) are a
+    # share of a percent of the bytes, so the format is what decides the entry
+    "fp8_block": "fp8", "fp8_static": "fp8", "fp8_ootb": "fp8", "fp8_block_scales": "fp8",
+    "int8_wo": "w8a16e16", "int4_wo": "w4a16e16", "sq": "w8a8e16", "int8_sq": "w8a8e16",
+    "int4_awq": "w4a16e16-g128", "w4a16_awq": "w4a16e16-g128",
+    "nvfp4_wo": "w4a16e16-nvfp4", "w4a16_nvfp4": "w4a16e16-nvfp4",
+    "w4a16_mxfp4": "w4a16e16-mxfp4", "w4a8_mxfp4_mxfp8": "w4a8e16-mxfp4", "w4a8_mxfp4_fp8": "w4a8e16-mxfp4",
 }
 
 # words that name a width but not a format: refused, with what they could mean

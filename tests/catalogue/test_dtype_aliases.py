@@ -18,6 +18,12 @@ EXPECTED = {
     "int8": (8, 8, "int", None), "int4": (4, 16, "int", None),
     "awq": (4, 16, "int", 128), "gptq": (4, 16, "int", 128),
     "nvfp4": (4, 4, "nvfp4", 16), "mxfp4": (4, 4, "mxfp4", 32),
+    # engines' quantisation modes, by what their names say (TensorRT-LLM QuantAlgo, aiconfigurator quant modes):
+    # fp8 weights and activations with block scales; int8 weight-only; int4 weight-only; SmoothQuant W8A8;
+    # AWQ; NVFP4 weights dequantised to 16-bit; MXFP4 weights with 16-bit or 8-bit (MXFP8) activations
+    "fp8_block": (8, 8, "float", None), "FP8_BLOCK_SCALES": (8, 8, "float", None), "int8_wo": (8, 16, "int", None),
+    "int4_wo": (4, 16, "int", None), "int8_sq": (8, 8, "int", None), "int4_awq": (4, 16, "int", 128),
+    "nvfp4_wo": (4, 16, "nvfp4", 16), "w4a16_mxfp4": (4, 16, "mxfp4", 32), "w4a8_mxfp4_mxfp8": (4, 8, "mxfp4", 32),
 }
 
 
