@@ -78,7 +78,34 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
                     f"{type(exc).__name__}: {exc}") from None
     elif isinstance(auto_map, dict) and "AutoConfig" in auto_map:
         logger.info("%s has custom configuration code (auto_map); not running it without "
-                    "trust_remote_code=True, mapping the raw config.json", what)
+                    "trust_remote_code=True", what)
+    if not trust_remote_code:
+        known = architecture_model_type(d, CONFIG_MAPPING)
+        if known is not None:
+            # a repository that ships a transformers architecture under a model_type of its own
+            # (Kimi-K2: model_type kimi_k2, architectures DeepseekV3ForCausalLM): engines load it by the
+            # architecture's name, so its config is read as that architecture's config class reads it
+            logger.info("%s: model_type %r is not registered in transformers; reading it as %r, the "
+                        "config of the architecture it names (%s)", what, model_type, known, d["architectures"][0])
+            try:
+                with quiet_transformers():
+                    return CONFIG_MAPPING[known].from_dict({k: v for k, v in copy.deepcopy(d).items()
+                                                            if k != "model_type"})
+            except Exception:
+                return None
+    return None
+
+
+def architecture_model_type(d: Dict[str, Any], config_mapping) -> Optional[str]:
+    """The transformers model_type whose causal-LM class is the one `architectures` names, when the config's
+    own model_type is not registered (None otherwise, or when transformers has no such class)."""
+    archs = d.get("architectures")
+    if d.get("model_type") in config_mapping or not isinstance(archs, list) or not archs:
+        return None
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    for model_type, class_name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
+        if class_name == archs[0] and model_type in config_mapping:
+            return model_type
     return None
 
 

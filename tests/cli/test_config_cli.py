@@ -35,9 +35,11 @@ def test_dump_writes_a_catalogue_file_that_loads_back(tmp_path):
 
 
 def test_unknown_names_exit_2_with_one_line(tmp_path):
-    r = run("get_gpu_config_by_name", "h100-sxm", cwd=tmp_path)
+    r = run("get_gpu_config_by_name", "h100-sxm-96gb", cwd=tmp_path)  # no such board ("h100-sxm" is one: an alias)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert "h100-sxm-80gb" in r.stderr  # closest names listed
+    r = run("get_gpu_config_by_name", "h100", cwd=tmp_path)  # SXM, PCIe or NVL: ambiguous, refused with them
+    assert r.returncode == 2 and "h100-pcie-80gb" in r.stderr and "h100-nvl-94gb" in r.stderr
     r = run("get_dtype_config_by_name", "w5a16", cwd=tmp_path)
     assert r.returncode == 2 and "Unknown dtype name 'w5a16'" in r.stderr

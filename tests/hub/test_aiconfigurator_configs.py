@@ -72,7 +72,9 @@ EXPECTED = {
     "meta-llama_Meta-Llama-3.1-8B": EXACT,
     "mistralai_Mixtral-8x22B-v0.1": EXACT,
     "mistralai_Mixtral-8x7B-v0.1": EXACT,
-    "moonshotai_Kimi-K2-Instruct": "multi-head latent attention",  # model_type kimi_k2: remote code only
+    # model_type kimi_k2 is not registered in transformers; its architectures names DeepseekV3ForCausalLM,
+    # the class engines load it as: counted as that class builds it from this config
+    "moonshotai_Kimi-K2-Instruct": EXACT,
     "moonshotai_Kimi-K2.5": EXACT,  # as transformers' Kimi_K25ForConditionalGeneration (the remote class is not run)
     "moonshotai_Kimi-K3": VISION,
     "nvidia_DeepSeek-V3.1-NVFP4": EXACT,
@@ -120,7 +122,7 @@ EXPECTED = {
     "zai-org_GLM-5": EXACT,
 }
 # the floor of the count: raise it when a family becomes exact (issue 29 asks for 60 of its 79)
-MIN_EXACT = 72
+MIN_EXACT = 73
 STEMS = sorted(p.stem for p in RAW.glob("*.json"))
 
 
@@ -139,6 +141,14 @@ def _loaded_class(raw: dict):
         if name:
             return getattr(transformers, name)
     return None
+
+
+def _transformers_config(raw: dict, cls):
+    """transformers' config of `raw`; for a model_type it does not register, the config class of the
+    architecture class `cls` (what an engine loading the checkpoint by its architecture name reads)."""
+    if _transformers_reads(raw):
+        return transformers.AutoConfig.for_model(**raw)
+    return cls.config_class(**{k: v for k, v in raw.items() if k != "model_type"})
 
 
 def _transformers_reads(raw: dict) -> bool:
@@ -176,7 +186,7 @@ def test_real_config_is_exact_or_refused_naming_the_feature(stem):
     assert expected == EXACT, f"{stem} was counted but should be refused naming {expected!r}"
     cls = _loaded_class(raw)
     assert cls is not None, f"{stem}: counted, but transformers builds no class to check it against"
-    hf = transformers.AutoConfig.for_model(**raw)
+    hf = _transformers_config(raw, cls)
     with torch.device("meta"):
         model = cls._from_config(hf, dtype=torch.bfloat16)
     assert LLMAnalysis(cfg, GPU).get_num_params_total() == sum(p.numel() for p in model.parameters())
