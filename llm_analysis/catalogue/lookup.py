@@ -130,10 +130,12 @@ def _checkpoint_variant(name: str) -> Optional[ModelConfig]:
     for variant, entry in table["variants"].items():
         if hub_id_to_catalogue_name(variant).lower() == lowered:
             base = model_configs[entry["architecture_of"]]
-            return base.model_copy(deep=True, update={
-                "name": hub_id_to_catalogue_name(variant),
-                "source": f"Checkpoint {variant}: {entry['why']}; so the architecture of catalogue entry "
-                          f"{base.name} ({base.source})"})
+            update = {"name": hub_id_to_catalogue_name(variant),
+                      "source": f"Checkpoint {variant}: {entry['why']}; so the architecture of catalogue entry "
+                                f"{base.name} ({base.source})"}
+            if "max_seq_len" in entry:  # the release's own context length
+                update["max_seq_len"] = int(entry["max_seq_len"])
+            return base.model_copy(deep=True, update=update)
     org, sep, rest = name.partition("/") if "/" in name else name.partition("_")
     renamed = table["organisations"].get(org.lower()) if sep else None
     if renamed is None:

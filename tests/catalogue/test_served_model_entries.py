@@ -103,7 +103,9 @@ def test_variant_resolves_under_its_own_name_to_a_real_entry(variant):
     cfg = get_model_config_by_name(variant)
     base = model_configs[entry["architecture_of"]]
     assert cfg.name == variant.replace("/", "_") and variant in cfg.source and base.name in cfg.source
-    assert cfg.model_dump(exclude={"name", "source"}) == base.model_dump(exclude={"name", "source"})
+    own = {"name", "source"} | ({"max_seq_len"} if "max_seq_len" in entry else set())
+    assert cfg.model_dump(exclude=own) == base.model_dump(exclude=own)
+    assert cfg.max_seq_len == entry.get("max_seq_len", base.max_seq_len)
     # case-insensitively, as catalogue names are
     assert get_model_config_by_name(variant.lower()).num_layers == base.num_layers
 
@@ -123,6 +125,9 @@ PUBLISHED_PARAMS = {
     "Qwen/Qwen3-8B-FP8": 8.2e9,
     # Qwen3-0.6B model card: 0.6B parameters (0.44B without embeddings; tied embeddings)
     "Qwen/Qwen3-0.6B-FP8": 0.6e9,
+    # Qwen3-235B-A22B-Instruct-2507 / Qwen3-30B-A3B-Instruct-2507 model cards: 235B and 30.5B parameters
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": 235e9,
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": 30.5e9,
 }
 
 
@@ -131,6 +136,21 @@ def test_variant_has_its_published_parameter_count(variant):
     n = LLMAnalysis(get_model_config_by_name(variant), GPU).get_num_params_total()
     assert abs(n / PUBLISHED_PARAMS[variant] - 1) < 0.005 if PUBLISHED_PARAMS[variant] > 1e9 else \
         abs(n / PUBLISHED_PARAMS[variant] - 1) < 0.02
+
+
+# the architecture tables of the model cards (huggingface.co/Qwen/<name>): layers, query / KV heads, experts,
+# activated experts, native context
+MODEL_CARD_ARCHITECTURE = {
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": (94, 64, 4, 128, 8, 262144),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": (48, 32, 4, 128, 8, 262144),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(MODEL_CARD_ARCHITECTURE))
+def test_variant_has_its_model_cards_architecture(variant):
+    cfg = get_model_config_by_name(variant)
+    assert (cfg.num_layers, cfg.n_head, cfg.num_key_value_heads, cfg.moe_num_experts, cfg.moe_top_k,
+            cfg.max_seq_len) == MODEL_CARD_ARCHITECTURE[variant]
 
 
 def test_an_instruction_tuned_variant_has_the_shapes_of_its_quantised_sibling_config():
