@@ -56,11 +56,10 @@ def config_object(hf_config: Any) -> Any:
             f"(or a transformers PretrainedConfig); got {type(hf_config).__name__}")
     d = copy.deepcopy(hf_config)
     mt = d.pop("model_type")
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from llm_analysis.hub.source import architecture_model_type
     # a model_type transformers does not register, on an architecture it has (Kimi-K2: kimi_k2 on
     # DeepseekV3ForCausalLM): built as that architecture, as the Hub import reads it
-    mt = architecture_model_type(hf_config, CONFIG_MAPPING) or mt
+    mt = architecture_model_type(hf_config) or mt
     try:
         with quiet_transformers():
             return AutoConfig.for_model(mt, **d)

@@ -56,6 +56,17 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
     except Exception as exc:  # transformers missing or broken: map the raw JSON
         logger.info("transformers unavailable (%s); mapping the raw config.json of %s", exc, what)
         return None
+    auto_map = d.get("auto_map") or {}
+    remote = isinstance(auto_map, dict) and "AutoConfig" in auto_map
+    if not (isinstance(model_type, str) and model_type in CONFIG_MAPPING) and not (trust_remote_code and remote):
+        # a repository that ships a transformers architecture under a model_type of its own (Kimi-K2:
+        # kimi_k2 on DeepseekV3ForCausalLM): engines load it by the architecture's name, so its config is
+        # read as that architecture's config class reads it
+        known = architecture_model_type(d)
+        if known is not None:
+            logger.info("%s: model_type %r is not registered in transformers; reading it as %r, the config of "
+                        "the architecture it names (%s)", what, model_type, known, d["architectures"][0])
+            model_type, d = known, {k: v for k, v in d.items() if k != "model_type"}
     if isinstance(model_type, str) and model_type in CONFIG_MAPPING:
         try:
             with quiet_transformers():
@@ -65,46 +76,31 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
                            "raw config.json instead", model_type, what, type(exc).__name__,
                            str(exc).strip().splitlines()[-1] if str(exc).strip() else "")
             return None
-    auto_map = d.get("auto_map") or {}
-    if trust_remote_code:
-        if isinstance(auto_map, dict) and "AutoConfig" in auto_map:
-            try:
-                with quiet_transformers():
-                    from transformers import AutoConfig
-                    return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=True)
-            except Exception as exc:
-                raise HubImportError(
-                    f"Running the remote configuration code of {what} failed: "
-                    f"{type(exc).__name__}: {exc}") from None
-    elif isinstance(auto_map, dict) and "AutoConfig" in auto_map:
+    if trust_remote_code and remote:
+        try:
+            with quiet_transformers():
+                from transformers import AutoConfig
+                return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=True)
+        except Exception as exc:
+            raise HubImportError(
+                f"Running the remote configuration code of {what} failed: "
+                f"{type(exc).__name__}: {exc}") from None
+    if remote:
         logger.info("%s has custom configuration code (auto_map); not running it without "
-                    "trust_remote_code=True", what)
-    if not trust_remote_code:
-        known = architecture_model_type(d, CONFIG_MAPPING)
-        if known is not None:
-            # a repository that ships a transformers architecture under a model_type of its own
-            # (Kimi-K2: model_type kimi_k2, architectures DeepseekV3ForCausalLM): engines load it by the
-            # architecture's name, so its config is read as that architecture's config class reads it
-            logger.info("%s: model_type %r is not registered in transformers; reading it as %r, the "
-                        "config of the architecture it names (%s)", what, model_type, known, d["architectures"][0])
-            try:
-                with quiet_transformers():
-                    return CONFIG_MAPPING[known].from_dict({k: v for k, v in copy.deepcopy(d).items()
-                                                            if k != "model_type"})
-            except Exception:
-                return None
+                    "trust_remote_code=True, mapping the raw config.json", what)
     return None
 
 
-def architecture_model_type(d: Dict[str, Any], config_mapping) -> Optional[str]:
+def architecture_model_type(d: Dict[str, Any]) -> Optional[str]:
     """The transformers model_type whose causal-LM class is the one `architectures` names, when the config's
     own model_type is not registered (None otherwise, or when transformers has no such class)."""
-    archs = d.get("architectures")
-    if d.get("model_type") in config_mapping or not isinstance(archs, list) or not archs:
-        return None
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    archs = d.get("architectures")
+    if d.get("model_type") in CONFIG_MAPPING or not isinstance(archs, list) or not archs:
+        return None
     for model_type, class_name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
-        if class_name == archs[0] and model_type in config_mapping:
+        if class_name == archs[0] and model_type in CONFIG_MAPPING:
             return model_type
     return None
 
