@@ -15,6 +15,8 @@ from functools import cached_property
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+from llm_analysis.catalogue.lookup import dtype_for_setup, get_gpu_config_by_name
+from llm_analysis.catalogue.model_lookup import get_model_config_by_name
 from llm_analysis.units import BYTES_FP32
 from llm_analysis.cost import CostModel, RooflineCostModel
 from llm_analysis.cost.calibrated import resolve_perf_model
@@ -25,6 +27,7 @@ from llm_analysis.model.conventions import ConventionChoice, Variants
 from llm_analysis.model.vision_tower import image_entries, image_variant, with_request_images
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates
+from llm_analysis.schema.parallelism import check_expert_split
 from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
                                          efficiency_beside_rate, instance, integer_or_default, keep_number)
 import llm_analysis.quantities.activations as _act
@@ -43,9 +46,15 @@ import llm_analysis.serving as _serving
 
 class LLMAnalysis:
     """Given a model, GPU, data types and parallel layout, estimate the
-    parameters, FLOPs, memory and latency of training and inference."""
+    parameters, FLOPs, memory and latency of training and inference.
 
-    def __init__(self, model_config: ModelConfig, gpu_config: GPUConfig, dtype_config: DtypeConfig = DtypeConfig(),
+    The model, GPU and data type are configuration objects, or the names the CLI takes
+    (`LLMAnalysis("Qwen/Qwen3-32B", "h100-sxm-80gb", "fp8")`), resolved by
+    `get_model_config_by_name`, `get_gpu_config_by_name` and `get_dtype_config_by_name`
+    ("fp4" by the model's checkpoint and the GPU: catalogue/lookup.py `dtype_for_setup`)."""
+
+    def __init__(self, model_config: Union[ModelConfig, str], gpu_config: Union[GPUConfig, str],
+                 dtype_config: Union[DtypeConfig, str] = DtypeConfig(),
                  parallelism_config: ParallelismConfig = ParallelismConfig(), achieved_tflops: Optional[float] = None,
                  achieved_memory_bandwidth_GBs: Optional[float] = None, flops_efficiency: Optional[float] = None,
                  hbm_memory_efficiency: Optional[float] = None, intra_node_memory_efficiency: float = 1.0,
@@ -53,6 +62,12 @@ class LLMAnalysis:
                  logits: Optional[str] = None, num_gpus_per_node: Optional[int] = None,
                  mla_attention: Optional[str] = None, conventions: Optional[str] = None,
                  perf_model: Union[str, Profile] = "roofline", kernel_launch: Optional[str] = None) -> None:
+        # a name is looked up as the CLI looks it up (catalogue, aliases, then the Hub for a model)
+        model_config = get_model_config_by_name(model_config) if isinstance(model_config, str) else model_config
+        gpu_config = get_gpu_config_by_name(gpu_config) if isinstance(gpu_config, str) else gpu_config
+        if isinstance(dtype_config, str):  # "fp4" is read for this model and GPU (dtype_for_setup)
+            dtype_config = dtype_for_setup(dtype_config, instance(model_config, ModelConfig, "model_config"),
+                                           instance(gpu_config, GPUConfig, "gpu_config"))
         self.model_config = instance(model_config, ModelConfig, "model_config")
         self.gpu_config = instance(gpu_config, GPUConfig, "gpu_config")
         self.dtype_config = instance(dtype_config, DtypeConfig, "dtype_config")
@@ -86,6 +101,7 @@ class LLMAnalysis:
         self._variants = Variants()
         with collecting_warnings() as found:  # what the setup alone warns of, for every call's summary
             self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
+            check_expert_split(self.parallelism_config, self.model_config.is_moe)  # 1 x 1: "no experts" only if so
             self.describer  # validate the layout now, not at first use
             check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
         self.setup_warnings = found

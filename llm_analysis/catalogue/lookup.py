@@ -179,6 +179,28 @@ def get_dtype_config_by_name(name: str) -> DtypeConfig:
     return _get_by_name("dtype", dtype_configs, DtypeConfig, name)
 
 
+# the data-type word that names a width and a kind but not a format: which 4-bit float format it is,
+# is the checkpoint's (the one an engine serves), and how it runs is the GPU's
+GENERIC_FP4 = "fp4"
+
+
+def dtype_for_setup(name: str, model: ModelConfig, gpu: GPUConfig) -> DtypeConfig:
+    """`get_dtype_config_by_name(name)`, except that "fp4" (which alone could mean NVFP4 or MXFP4) is read
+    for this model on this GPU:
+    - a checkpoint released in MXFP4 (gpt-oss: `checkpoint_weight_format`) runs as the engines run it:
+      MXFP4 weights with 8-bit activations on GPUs with FP4 tensor cores (Blackwell: TensorRT-LLM's and
+      vLLM's W4A8 MXFP4 x MXFP8 MoE kernels), with 16-bit activations elsewhere (Hopper: weight-only
+      kernels, the weights widened to 16 bits in the GEMM) -- `w4a8e16-mxfp4` / `w4a16e16-mxfp4`;
+    - any other model means NVFP4 (NVIDIA's 4-bit float releases and TensorRT-LLM's / ModelOpt's FP4
+      quantisation), weights and activations, which needs FP4 tensor cores (refused without them, naming
+      the GPUs that have them)."""
+    if not (isinstance(name, str) and name.strip().lower() == GENERIC_FP4):
+        return get_dtype_config_by_name(name)
+    if model.checkpoint_weight_format == "mxfp4":
+        return get_dtype_config_by_name("w4a8e16-mxfp4" if gpu.peak_fp4_TFLOPS else "w4a16e16-mxfp4")
+    return get_dtype_config_by_name("nvfp4")
+
+
 def list_model_configs() -> List[str]:
     return model_configs.names()
 

@@ -98,6 +98,26 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str, raw_top: Dict[st
     return fields
 
 
+def checkpoint_weight_format(d: Dict[str, Any]) -> Optional[str]:
+    """The weight format a checkpoint's config states in its quantization_config (top level, or a
+    multimodal wrapper's text_config): transformers' Mxfp4Config (quant_method "mxfp4", gpt-oss), ModelOpt
+    (quant_method "modelopt", quant_algo "NVFP4"), FineGrainedFP8Config (quant_method "fp8"); None for
+    anything else (mixed precision, compressed-tensors schemes, no quantisation)."""
+    q = d.get("quantization_config")
+    if not isinstance(q, dict) and isinstance(d.get("text_config"), dict):
+        q = d["text_config"].get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    method, algo = str(q.get("quant_method", "")).lower(), str(q.get("quant_algo", "")).upper()
+    if method == "mxfp4":
+        return "mxfp4"
+    if method == "modelopt" and algo == "NVFP4":
+        return "nvfp4"
+    if method == "fp8" and not algo:
+        return "fp8"
+    return None
+
+
 def _remote_code_hint(d: Dict[str, Any], name: str) -> Optional[str]:
     """What to do when a config that ships its own code (auto_map) could not be mapped
     from its raw keys: its meaning is in that code, which is not run by default."""
@@ -147,6 +167,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     fields = {k: v for k, v in fields.items() if v is not None}
     if tower is not None:
         fields["vision_tower"] = tower
+    fields["checkpoint_weight_format"] = checkpoint_weight_format(d)
     fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)
     if fields["model_type"] is None:
         fields.pop("model_type")

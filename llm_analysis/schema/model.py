@@ -238,6 +238,11 @@ class ModelConfig(StrictModel):
     cross_attention: bool = False
     cross_attention_dim: Optional[int] = None  # width of the encoder output; default hidden_dim
     source: str = ""  # where the numbers come from (Hub id, paper)
+    # the weight format of the released checkpoint, as its config.json's quantization_config states it
+    # (gpt-oss: mxfp4; NVIDIA's ModelOpt releases: nvfp4; block-scaled releases: fp8); None: unstated or
+    # 16-bit. No count reads it: it decides only what the generic data-type word "fp4" means for this
+    # model (catalogue/lookup.py dtype_for_setup)
+    checkpoint_weight_format: Optional[Literal["fp8", "nvfp4", "mxfp4"]] = None
 
     # --- dense decoder variants (issue 14); the defaults leave every other model as it was
     # learned scalars inside the MLP activation, per layer (xIELU, Apertus: alpha_p, alpha_n)

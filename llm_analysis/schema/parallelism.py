@@ -11,6 +11,7 @@ from typing import Literal, Optional
 
 from pydantic import model_validator
 
+from llm_analysis.errors import ConfigError
 from llm_analysis.schema.base import StrictModel
 from llm_analysis.schema.hsdp import hsdp_sizes
 
@@ -83,14 +84,35 @@ class ParallelismConfig(StrictModel):
         # the derived sizes stay out of model_fields_set (assignment adds them): serve() tells a given
         # moe_ep_size from a derived one (a dense model may not be given one)
         self.__pydantic_fields_set__.difference_update(derived)
-        if self.moe_tp_size * self.moe_ep_size != gpus:
-            raise ValueError(
-                f"tp_size x attention_dp_size = {self.tp_size} x {self.attention_dp_size} = {gpus} but moe_tp_size x "
-                f"moe_ep_size = {self.moe_tp_size} x {self.moe_ep_size} = {self.moe_tp_size * self.moe_ep_size}: the "
-                f"experts are split over the worker's own GPUs, so the two products must be equal; valid: pairs "
-                f"(moe_tp_size, moe_ep_size) in {[(gpus // e, e) for e in range(1, gpus + 1) if gpus % e == 0]}")
+        # moe_tp_size = moe_ep_size = 1 given on a larger worker is how layout tables (aiconfigurator's
+        # silicon sample: "dense models carry 1s in the moe columns") write "no experts": whether it is
+        # that or a wrong split depends on the model, so check_expert_split decides once the model is known
+        if self.moe_tp_size * self.moe_ep_size != gpus and not self.experts_unsplit_given:
+            raise ValueError(expert_split_mismatch(self))
+
+    @property
+    def experts_unsplit_given(self) -> bool:
+        """moe_tp_size = moe_ep_size = 1 both given on a worker of more GPUs (see _fill_worker_layout)."""
+        return ((self.moe_tp_size, self.moe_ep_size) == (1, 1) and self.tp_size * self.attention_dp_size > 1
+                and {"moe_tp_size", "moe_ep_size"} <= self.model_fields_set)
 
     worker_gpus = property(lambda self: self.tp_size * self.attention_dp_size * self.pp_size)  # one serving worker
     num_gpus = property(lambda self: self.tp_size * self.cp_size * self.pp_size * self.dp_size)
     shard_group_size = property(lambda self: self.dp_shard * self.cp_size)  # gradient reduction, ZeRO shards
     expert_shard_group_size = property(lambda s: max(1, s.rdp_size * s.dp_shard // s.dp_size) * s.cp_size)
+
+
+def expert_split_mismatch(p: "ParallelismConfig") -> str:
+    """The message for experts split over other than the worker's GPUs (tp x attention_dp)."""
+    gpus = p.tp_size * p.attention_dp_size
+    return (f"tp_size x attention_dp_size = {p.tp_size} x {p.attention_dp_size} = {gpus} but moe_tp_size x "
+            f"moe_ep_size = {p.moe_tp_size} x {p.moe_ep_size} = {p.moe_tp_size * p.moe_ep_size}: the "
+            f"experts are split over the worker's own GPUs, so the two products must be equal; valid: pairs "
+            f"(moe_tp_size, moe_ep_size) in {[(gpus // e, e) for e in range(1, gpus + 1) if gpus % e == 0]}")
+
+
+def check_expert_split(p: "ParallelismConfig", is_moe: bool, where: str = "") -> None:
+    """A model with experts given moe_tp_size = moe_ep_size = 1 on a worker of more GPUs: the same
+    ConfigError the schema gives any other unequal split (for a dense model the 1s mean "no experts")."""
+    if is_moe and p.experts_unsplit_given:
+        raise ConfigError(f"{where}Invalid ParallelismConfig: {expert_split_mismatch(p)}")

@@ -56,6 +56,7 @@ from statistics import NormalDist
 from typing import Optional
 
 from llm_analysis.config import ParallelismConfig
+from llm_analysis.schema.parallelism import check_expert_split
 from llm_analysis.errors import ConfigError
 from llm_analysis.model import Phase
 from llm_analysis.serving.pipeline import PipelineStepTimer, StageView, gpu_only, stage_representatives
@@ -136,6 +137,7 @@ def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, whe
                           f"moe_tp_size x moe_ep_size of each stage's; dp_size workers share the load)")
     if p.ep_size != 1:
         p = _from_training_ep(p, m, where)
+    check_expert_split(p, m.is_moe, where)
     if p.pp_size > m.num_layers:
         raise ConfigError(f"{where}pp_size = {p.pp_size} exceeds num_layers = {m.num_layers} of {m.name} (each "
                           f"pipeline stage holds at least one layer); valid pp_size: 1..{m.num_layers}")

@@ -46,3 +46,44 @@ def test_bad_layouts_name_the_fields(fields, named):
         ParallelismConfig(**fields)
     for text in named:
         assert text in str(err.value)
+
+
+# ---- moe_tp_size = moe_ep_size = 1 on a larger worker: layout tables' "no experts" (aiconfigurator's silicon
+# sample README: "dense models carry 1s in the moe columns"), a wrong split for a model with experts
+
+def test_ones_in_the_moe_fields_are_taken_by_the_schema_which_cannot_know_the_model():
+    p = ParallelismConfig(tp_size=4, moe_tp_size=1, moe_ep_size=1)
+    assert (p.moe_tp_size, p.moe_ep_size, p.worker_gpus) == (1, 1, 4)
+    with pytest.raises(ConfigError, match="moe_tp_size x moe_ep_size = 1 x 2"):  # any other short split stays refused
+        ParallelismConfig(tp_size=4, moe_tp_size=1, moe_ep_size=2)
+
+
+def test_a_dense_model_reads_ones_as_no_experts():
+    """A dense model has no experts to split: its answers with the 1s equal those without the fields."""
+    from llm_analysis.analysis import LLMAnalysis
+    ones = LLMAnalysis("Qwen/Qwen3-32B", "h100-sxm-80gb", "fp8", ParallelismConfig(tp_size=4, moe_tp_size=1, moe_ep_size=1),
+                       perf_model="calibrated")
+    plain = LLMAnalysis("Qwen/Qwen3-32B", "h100-sxm-80gb", "fp8", ParallelismConfig(tp_size=4), perf_model="calibrated")
+    for framework in ("vllm", "trtllm"):
+        s1, s2 = (x.serve(concurrency=16, input_len=1024, output_len=128, framework=framework) for x in (ones, plain))
+        assert (s1["ttft_s"], s1["tpot_s"], s1["num_gpus"]) == (s2["ttft_s"], s2["tpot_s"], s2["num_gpus"])
+        assert s1["num_gpus"] == 4
+    i1, i2 = (x.inference(batch_size_per_gpu=2, seq_len=512, num_tokens_to_generate=16) for x in (ones, plain))
+    assert i1["total_latency"] == i2["total_latency"]
+
+
+def test_a_model_with_experts_refuses_ones_as_the_schema_refuses_any_short_split():
+    from llm_analysis.analysis import LLMAnalysis
+    ones = ParallelismConfig(tp_size=4, moe_tp_size=1, moe_ep_size=1)
+    with pytest.raises(ConfigError) as err:
+        LLMAnalysis("Qwen/Qwen3-235B-A22B", "h200-sxm-141gb", "fp8", ones)
+    message = str(err.value)
+    assert "tp_size x attention_dp_size = 4 x 1 = 4" in message and "moe_tp_size x moe_ep_size = 1 x 1 = 1" in message
+    assert "(4, 1), (2, 2), (1, 4)" in message
+    # the same in a disaggregated pool, named by its pool
+    a = LLMAnalysis("Qwen/Qwen3-235B-A22B", "h200-sxm-141gb", "fp8", ParallelismConfig(tp_size=4))
+    pools = {"prefill": {"workers": 1, "parallelism": ParallelismConfig(tp_size=4)},
+             "decode": {"workers": 1, "parallelism": ones}}
+    with pytest.raises(ConfigError) as err:
+        a.serve(concurrency=8, input_len=1024, output_len=128, framework="trtllm", disaggregated=pools)
+    assert "decode" in str(err.value) and "moe_tp_size x moe_ep_size = 1 x 1 = 1" in str(err.value)
