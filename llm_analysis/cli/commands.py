@@ -17,7 +17,8 @@ from llm_analysis.cli.help_text import for_fire
 from llm_analysis.training.micro_batch_choice import fastest_fitting_micro_batch
 from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, run_fire, warnings_for_the_report
 from llm_analysis.cli.serve import serve
-from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
+from llm_analysis.catalogue.lookup import dtype_for_setup
+from llm_analysis.config import ParallelismConfig, build_config, get_gpu_config_by_name, \
     get_model_config_by_name
 from llm_analysis.units import HBM_MEMORY_EFFICIENCY, INTER_NODE_MEMORY_EFFICIENCY, \
     INTRA_NODE_MEMORY_EFFICIENCY, NUM_GPUS_PER_NODE
@@ -223,8 +224,9 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     output_format = _check_outputs(output_format, quiet, plot, output_dir)
     html_file = _html_file(html)
     model, analysis_class = _model_and_class(model_name, exact)
+    gpu = get_gpu_config_by_name(gpu_name)
     analysis = analysis_class(
-        model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
+        model, gpu, dtype_for_setup(dtype_name, model, gpu),  # 'fp4': by checkpoint and GPU
         _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
                      cp_size=cp_size, cp_comm=cp_comm,
                      num_layers_in_first_pipeline_stage=num_layers_in_first_pipeline_stage,
@@ -397,8 +399,9 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
     tp_size, pp_size, dp_size = _train_layout(tp_size, pp_size, dp_size, total_num_gpus, cp_size, dp_shard,
                                               dp_replicate)
     seq_len = seq_len if seq_len is not None else (model.max_seq_len or 2048)
+    gpu = get_gpu_config_by_name(gpu_name)
     analysis = analysis_class(
-        model, get_gpu_config_by_name(gpu_name), get_dtype_config_by_name(dtype_name),
+        model, gpu, dtype_for_setup(dtype_name, model, gpu),  # 'fp4': by checkpoint and GPU
         _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
                      cp_size=cp_size, cp_comm=cp_comm, dp_shard=dp_shard, dp_replicate=dp_replicate,
                      num_layers_in_first_pipeline_stage=num_layers_in_first_pipeline_stage,

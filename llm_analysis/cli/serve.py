@@ -6,7 +6,8 @@ import sys
 from typing import Any, Dict, Optional, Union
 
 from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, warnings_for_the_report
-from llm_analysis.config import ParallelismConfig, build_config, get_dtype_config_by_name, get_gpu_config_by_name, \
+from llm_analysis.catalogue.lookup import dtype_for_setup
+from llm_analysis.config import ParallelismConfig, build_config, get_gpu_config_by_name, \
     get_model_config_by_name
 from llm_analysis.errors import ConfigError
 from llm_analysis.facade import LLMAnalysis
@@ -193,8 +194,8 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
     if html is not None:  # checked before any arithmetic runs (imported only then: start-up time)
         from llm_analysis.report.html import html_path
         html = html_path(html)
-    analysis = LLMAnalysis(get_model_config_by_name(model_name), get_gpu_config_by_name(gpu_name),
-                           get_dtype_config_by_name(dtype_name),
+    model, gpu = get_model_config_by_name(model_name), get_gpu_config_by_name(gpu_name)
+    analysis = LLMAnalysis(model, gpu, dtype_for_setup(dtype_name, model, gpu),  # 'fp4': by checkpoint and GPU
                            build_config(ParallelismConfig, {"tp_size": tp_size, "dp_size": dp_size,
                                                             "attention_dp_size": attention_dp_size,
                                                             "pp_size": pp_size,

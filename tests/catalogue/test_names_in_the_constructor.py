@@ -92,9 +92,22 @@ def test_fp4_without_fp4_tensor_cores_is_refused_for_an_nvfp4_model():
     with pytest.raises(ConfigError) as err:
         LLMAnalysis("Qwen/Qwen3-32B", "h100_sxm", "fp4")
     message = str(err.value)
-    assert "nvfp4" in message and "FP4 tensor cores" in message and "b200-180gb" in message
+    assert "'fp4'" in message and "NVFP4" in message and "FP4 tensor cores" in message and "b200-180gb" in message
 
 
 def test_fp4_alone_stays_ambiguous_without_a_model():
     with pytest.raises(ConfigError, match="nvfp4.*mxfp4"):
         get_dtype_config_by_name("fp4")
+
+
+def test_the_cli_reads_fp4_the_same_way(capsys):
+    """`serve`, `infer` and `train` resolve the word as the constructor does; the refusal is one line, exit 2."""
+    from llm_analysis.cli.commands import main
+    assert main(["serve", "--model_name", "openai/gpt-oss-120b", "--gpu_name", "h100_sxm", "--dtype_name", "fp4",
+                 "--tp_size", "2", "--concurrency", "4", "--input_len", "512", "--output_len", "64",
+                 "--output_format", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["setup"]["dtype_name"] == "w4a16e16-mxfp4"
+    assert main(["infer", "--model_name", "Qwen/Qwen3-32B", "--gpu_name", "h100_sxm", "--dtype_name", "fp4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'fp4'" in err and "w4a16e16-nvfp4" in err
