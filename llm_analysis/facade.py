@@ -15,8 +15,7 @@ from functools import cached_property
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
-from llm_analysis.catalogue.lookup import dtype_for_setup, get_gpu_config_by_name
-from llm_analysis.catalogue.model_lookup import get_model_config_by_name
+from llm_analysis.catalogue.model_lookup import configs_by_name
 from llm_analysis.units import BYTES_FP32
 from llm_analysis.cost import CostModel, RooflineCostModel
 from llm_analysis.cost.calibrated import resolve_perf_model
@@ -51,7 +50,7 @@ class LLMAnalysis:
     The model, GPU and data type are configuration objects, or the names the CLI takes
     (`LLMAnalysis("Qwen/Qwen3-32B", "h100-sxm-80gb", "fp8")`), resolved by
     `get_model_config_by_name`, `get_gpu_config_by_name` and `get_dtype_config_by_name`
-    ("fp4" by the model's checkpoint and the GPU: catalogue/lookup.py `dtype_for_setup`)."""
+    ("fp4" by the model's checkpoint and the GPU): catalogue/model_lookup.py `configs_by_name`."""
 
     def __init__(self, model_config: Union[ModelConfig, str], gpu_config: Union[GPUConfig, str],
                  dtype_config: Union[DtypeConfig, str] = DtypeConfig(),
@@ -62,12 +61,7 @@ class LLMAnalysis:
                  logits: Optional[str] = None, num_gpus_per_node: Optional[int] = None,
                  mla_attention: Optional[str] = None, conventions: Optional[str] = None,
                  perf_model: Union[str, Profile] = "roofline", kernel_launch: Optional[str] = None) -> None:
-        # a name is looked up as the CLI looks it up (catalogue, aliases, then the Hub for a model)
-        model_config = get_model_config_by_name(model_config) if isinstance(model_config, str) else model_config
-        gpu_config = get_gpu_config_by_name(gpu_config) if isinstance(gpu_config, str) else gpu_config
-        if isinstance(dtype_config, str):  # "fp4" is read for this model and GPU (dtype_for_setup)
-            dtype_config = dtype_for_setup(dtype_config, instance(model_config, ModelConfig, "model_config"),
-                                           instance(gpu_config, GPUConfig, "gpu_config"))
+        model_config, gpu_config, dtype_config = configs_by_name(model_config, gpu_config, dtype_config)
         self.model_config = instance(model_config, ModelConfig, "model_config")
         self.gpu_config = instance(gpu_config, GPUConfig, "gpu_config")
         self.dtype_config = instance(dtype_config, DtypeConfig, "dtype_config")

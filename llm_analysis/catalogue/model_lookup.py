@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
-from llm_analysis.catalogue.lookup import (MODEL_CONFIGS_DIR, checkpoint_variant_names, dump_config,
-                                          find_model_config, model_configs)
+from llm_analysis.catalogue.lookup import (MODEL_CONFIGS_DIR, checkpoint_variant_names, dtype_for_setup, dump_config,
+                                          find_model_config, get_gpu_config_by_name, model_configs)
 from llm_analysis.errors import ConfigError, unknown_name_error
+from llm_analysis.schema.dtype import DtypeConfig
+from llm_analysis.schema.gpu import GPUConfig
 from llm_analysis.schema.loading import load_config_file
 from llm_analysis.schema.model import ModelConfig
+from llm_analysis.schema.options import instance
 
 
 def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
@@ -132,3 +135,15 @@ def dump_model_config_by_name(name: str, model_configs_dir: Optional[str] = None
     path = dump_config(cfg, model_configs_dir, MODEL_CONFIGS_DIR)
     model_configs[Path(path).stem] = cfg
     return path
+
+
+def configs_by_name(model: Union[ModelConfig, str], gpu: Union[GPUConfig, str],
+                    dtype: Union[DtypeConfig, str]) -> Tuple[ModelConfig, GPUConfig, DtypeConfig]:
+    """`LLMAnalysis`'s first three arguments with each name looked up as the CLI looks it up (the catalogue and
+    its aliases, then the Hub for a model), the word "fp4" read for that model and GPU (`dtype_for_setup`);
+    anything not a name is returned as given, for the constructor's own type checks."""
+    model = get_model_config_by_name(model) if isinstance(model, str) else model
+    gpu = get_gpu_config_by_name(gpu) if isinstance(gpu, str) else gpu
+    if isinstance(dtype, str):
+        dtype = dtype_for_setup(dtype, instance(model, ModelConfig, "model_config"), instance(gpu, GPUConfig, "gpu_config"))
+    return model, gpu, dtype
