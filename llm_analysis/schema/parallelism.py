@@ -27,7 +27,9 @@ class ParallelismConfig(StrictModel):
     SGLang and TensorRT-LLM): one worker spans tp_size x attention_dp_size GPUs: attention_dp_size
     attention replicas, each tensor-parallel over tp_size GPUs with its own share of the requests;
     the routed experts are split over the same GPUs as moe_tp_size (each expert's columns) x
-    moe_ep_size (whole experts), so tp_size x attention_dp_size = moe_tp_size x moe_ep_size.
+    moe_ep_size (whole experts), so tp_size x attention_dp_size = moe_tp_size x moe_ep_size (both given
+    as 1 is also taken here, as layout tables write "no experts": check_expert_split refuses it for a
+    model with experts).
     dp_size counts workers. Defaults, so that a config without these fields means what it meant:
     attention_dp_size = 1; with neither moe field given, moe_tp_size = tp_size and moe_ep_size =
     attention_dp_size (experts spread over the attention replicas, SGLang's --enable-dp-attention
