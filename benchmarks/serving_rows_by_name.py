@@ -9,7 +9,8 @@ is refused.
 A row's words are taken as the csv's README states them: an empty precision is the 16-bit checkpoint
 ("bf16"); an empty or 0 layout column is 1 (dense models carry 1s in the moe columns, and some sources
 leave them empty); moe_tp_size, when empty, is the worker's GPUs over moe_ep_size; the concurrency is
-`silicon_concurrency=` of the source, else `_c<C>_` of the id, else batch_size x attention_dp_size.
+`silicon_concurrency=` of the source, else `_c<C>_` of the id, else batch_size x attention_dp_size (the
+decode pool's, times its workers, for a disaggregated row): serving_layout_accuracy.py's `concurrency`.
 Disaggregated rows that name no worker counts are not expected to be answered (issue 26) and are counted
 apart. The closed loop's means come from the steady state alone, so by default each call is made with
 `num_requests=0` (no simulated tails: the means and every refusal are the same, in seconds instead of
@@ -31,33 +32,20 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from serving_accuracy import validation_csv  # noqa: E402
+from serving_layout_accuracy import _layout, concurrency  # noqa: E402 (the columns read as both scorers read them)
 
 from llm_analysis.analysis import LLMAnalysis  # noqa: E402
 from llm_analysis.config import ParallelismConfig  # noqa: E402
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 
 
-def size(value: str) -> int:
-    """A layout column: empty or 0 is 1."""
-    return int(value) if value not in ("", None) and int(value) > 0 else 1
-
-
-def concurrency(row: dict) -> int:
-    for part in row["silicon_data_source"].split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == "silicon_concurrency":
-            return int(value)
-    from_id = row["id"].split("_c")[-1].split("_")[0]
-    return int(from_id) if from_id.isdigit() else size(row["batch_size"]) * size(row["attention_dp_size"])
-
-
 def layout(row: dict, prefix: str = "") -> ParallelismConfig:
-    """The row's layout columns (`prefill_` / `decode_` ones for a pool) as written."""
-    tp, adp = size(row[f"{prefix}tp_size"]), size(row[f"{prefix}attention_dp_size"])
-    ep = size(row[f"{prefix}moe_ep_size"])
-    moe_tp = int(row[f"{prefix}moe_tp_size"]) if row[f"{prefix}moe_tp_size"] not in ("", "0") else tp * adp // ep
-    return ParallelismConfig(tp_size=tp, attention_dp_size=adp, moe_tp_size=moe_tp, moe_ep_size=ep,
-                             pp_size=size(row[f"{prefix}pp_size"]))
+    """The row's layout columns (`prefill_` / `decode_` ones for a pool) as written, blank or 0 as 1 and a
+    blank moe_tp_size as the worker's GPUs over moe_ep_size."""
+    given = {k: v or 1 for k, v in _layout(row, prefix).items()}
+    moe_tp = _layout(row, prefix)["moe_tp"] or given["tp"] * given["adp"] // given["moe_ep"]
+    return ParallelismConfig(tp_size=given["tp"], attention_dp_size=given["adp"], moe_tp_size=moe_tp,
+                             moe_ep_size=given["moe_ep"], pp_size=given["pp"])
 
 
 _ANALYSES: dict = {}  # one analysis per setup the rows name (the rows of one setup differ in load only)
@@ -79,7 +67,7 @@ def answer(row: dict, with_tails: bool = False) -> None:
     if row["mode"] == "agg":
         analysis(row).serve(**lengths)
         return
-    pools = {pool: {"workers": size(row[f"{pool}_num_workers"]), "parallelism": layout(row, f"{pool}_"),
+    pools = {pool: {"workers": int(row[f"{pool}_num_workers"] or 1), "parallelism": layout(row, f"{pool}_"),
                     **({"batch_size": int(row[f"{pool}_batch_size"])} if row[f"{pool}_batch_size"] else {})}
              for pool in ("prefill", "decode")}
     analysis(row, "decode_").serve(**lengths, disaggregated=pools)

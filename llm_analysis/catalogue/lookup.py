@@ -179,6 +179,11 @@ def get_dtype_config_by_name(name: str) -> DtypeConfig:
     return _get_by_name("dtype", dtype_configs, DtypeConfig, name)
 
 
+def fp4_gpu_names() -> List[str]:
+    """Catalogue GPUs with FP4 tensor cores (for error messages)."""
+    return sorted(n for n, g in gpu_configs.items() if g.peak_fp4_TFLOPS)
+
+
 # the data-type word that names a width and a kind but not a format: which 4-bit float format it is,
 # is the checkpoint's (the one an engine serves), and how it runs is the GPU's
 GENERIC_FP4 = "fp4"
@@ -199,10 +204,9 @@ def dtype_for_setup(name: str, model: ModelConfig, gpu: GPUConfig) -> DtypeConfi
     if model.checkpoint_weight_format == "mxfp4":
         return get_dtype_config_by_name("w4a8e16-mxfp4" if gpu.peak_fp4_TFLOPS else "w4a16e16-mxfp4")
     if not gpu.peak_fp4_TFLOPS:
-        with_fp4 = sorted(n for n, g in gpu_configs.items() if g.peak_fp4_TFLOPS)
         raise ConfigError(f"dtype {name!r} for {model.name} means NVFP4 weights and activations (its checkpoint states "
                           f"no MXFP4), which need FP4 tensor cores; GPU {gpu.name!r} has none. GPUs with FP4: "
-                          f"{', '.join(with_fp4)}; or FP4 weights only: w4a16e16-nvfp4")
+                          f"{', '.join(fp4_gpu_names())}; or FP4 weights only: w4a16e16-nvfp4")
     return get_dtype_config_by_name("nvfp4")
 
 

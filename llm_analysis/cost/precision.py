@@ -19,20 +19,15 @@ Rules (stated in the README, "Assumptions"):
 from __future__ import annotations
 
 import logging
-from typing import List, Optional
+from typing import Optional
 
+from llm_analysis.catalogue.lookup import fp4_gpu_names
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.formats import FP4_FORMATS, KV_CACHE_DTYPES
 from llm_analysis.schema.dtype import DtypeConfig
 from llm_analysis.schema.gpu import GPUConfig
 
 logger = logging.getLogger(__name__)
-
-
-def fp4_gpu_names() -> List[str]:
-    """Catalogue GPUs with FP4 tensor cores (for error messages)."""
-    from llm_analysis.catalogue.lookup import gpu_configs  # the catalogue sits below this module; read on demand
-    return sorted(n for n, g in gpu_configs.items() if g.peak_fp4_TFLOPS)
 
 
 def _is_fp4(fmt: str) -> bool:

@@ -14,7 +14,8 @@ from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_
 from llm_analysis.errors import ConfigError
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.schema.formats import FP4_FORMATS
-from llm_analysis.cost.precision import (check_dtype_supported, fp4_gpu_names, kv_cache_bytes_per_element,
+from llm_analysis.catalogue.lookup import fp4_gpu_names
+from llm_analysis.cost.precision import (check_dtype_supported, kv_cache_bytes_per_element,
                                     matmul_peak_tflops)
 
 # The mirrored system's current V100 file, verbatim (github.com/cli99/llm-analysis
