@@ -56,10 +56,10 @@ class AttentionOps:
                 # latent (+ rope key), its output leaves the latent per head; no cache expansion
                 r = m.kv_lora_rank
                 ops.append(self._matmul("kv_b_proj_q_absorb", "attention", phase, t, m.qk_nope_head_dim, r,
-                                        False, shard=self.tp, copies=m.n_head))
+                                        False, shard=self.tp, copies=m.n_head, shard_copies=True))
                 ops.append(self._attention_core(phase, kind, r + m.qk_rope_head_dim, r, heads_gpu))
                 ops.append(self._matmul("kv_b_proj_v_up", "attention", phase, t, r, d_v, False,
-                                        shard=self.tp, copies=m.n_head))
+                                        shard=self.tp, copies=m.n_head, shard_copies=True))
                 return ops + self._attention_out_ops(phase, heads_gpu, d_v)
             # eager (transformers): the cache holds the latent, so every step re-expands all
             # cached tokens through kv_b_proj into per-head keys and values

@@ -243,12 +243,17 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
     # --------------------------------------------------------------- builders
     def _matmul(self, name: str, group: str, phase: Phase, tokens: int, d_in: int, d_out: int,
                 bias: bool, shard: int = 1, weight_bytes: Optional[float] = None,
-                shard_input: bool = False, copies: int = 1, lora_target: Optional[str] = None) -> Operator:
+                shard_input: bool = False, copies: int = 1, lora_target: Optional[str] = None,
+                shard_copies: bool = False) -> Operator:
         """y[tokens, d_out] = x[tokens, d_in] @ W[d_in, d_out] (+ b), `copies` times.
 
         `shard` splits W over that many GPUs (column or row parallel); the input
-        is sharded too when `shard_input` (row-parallel layers). `lora_target`:
-        the projection id LoRA matches (default: `name`).
+        is sharded too when `shard_input` (row-parallel layers). `shard_copies`: `shard`
+        splits the copies instead (one matrix per attention head, the heads over the GPUs):
+        each GPU runs copies / shard whole matrices as one batched GEMM (torch.bmm over the
+        heads), timed as one GEMM of tokens x copies / shard rows (its FLOPs, its tiles at
+        M a multiple of the tile height). `lora_target`: the projection id LoRA matches
+        (default: `name`).
         """
         wb = self.w_bytes if weight_bytes is None else weight_bytes
         params = (d_in * d_out + (d_out if bias else 0)) * copies
@@ -266,8 +271,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
             bytes_written_per_gpu=out_elems * self.a_bytes,
             shapes=f"[{d_in}x{d_out}]{'x' + str(copies) if copies > 1 else ''} x {tokens} tokens",
             in_features=d_in, out_features=d_out, lora_target=name if lora_target is None else lora_target,
-            kernel_dims=(int(tokens), d_out if shard_input else int(-(-d_out // shard)),
-                         int(-(-d_in // shard)) if shard_input else d_in),
+            kernel_dims=((int(tokens * copies / shard), d_out, d_in) if shard_copies else
+                         (int(tokens), d_out if shard_input else int(-(-d_out // shard)),
+                          int(-(-d_in // shard)) if shard_input else d_in)),
         )
 
     def _fused_projections(self, name: str, ops: List[Operator]) -> List[Operator]:
