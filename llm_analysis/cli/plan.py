@@ -211,7 +211,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         request_rate: requests per second the fleet must sustain (replicas are added to meet it).
         min_tokens_per_s: output tokens per second the fleet must sustain.
         objective: tokens_per_gpu (default), fewest_gpus, or cost (dollars per million output tokens; needs --gpu_prices).
-        dtype_names: comma-separated data types to try (catalogue names or bf16, fp8, int8, int4, awq, ...).
+        dtype_names: comma-separated data types to try (catalogue names or bf16, fp8, int8, int4, awq, ...; fp4 is read per GPU: MXFP4 checkpoints by the GPU, NVFP4 only on GPUs with FP4 tensor cores).
         kv_cache_dtype_bytes: comma-separated KV-cache bytes per element to try (none = the data type's).
         gpu_prices: dollars per GPU-hour, e.g. h100-sxm-80gb=2.5,a100-sxm-80gb=1.4.
         max_gpus: the most GPUs a plan may use.
@@ -281,7 +281,7 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
         global_batch_size: sequences per iteration.
         seq_len: tokens per sequence (default: the model's maximum).
         objective: time (total training time, the default) or cost (dollars; needs --gpu_prices).
-        dtype_names: comma-separated data types to try (catalogue names or bf16, fp8, ...).
+        dtype_names: comma-separated data types to try (catalogue names or bf16, fp8, ...; fp4 is read per GPU).
         gpu_prices: dollars per GPU-hour, e.g. h100-sxm-80gb=2.5.
         min_gpus: the fewest GPUs a plan may use.
         flops_efficiency: fraction of peak FLOP/s reached, in (0, 1] (roofline model only).

@@ -52,7 +52,7 @@ def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price
     m = inputs.model_config(model)
     gpu_list = inputs.gpu_configs(gpus)
     conv = dict(SERVING_CONVENTIONS if conventions is None else conventions)
-    search = Search(model=m, gpus=gpu_list, dtypes=inputs.dtype_configs(dtypes),
+    search = Search(model=m, gpus=gpu_list, dtypes=inputs.dtype_configs(dtypes, m, gpu_list),
                     kv_options=inputs.kv_options(kv_cache_dtype_bytes),
                     prices=inputs.prices(gpu_prices, gpu_list, objective_needs_price),
                     max_gpus=inputs.optional_positive_int(max_gpus, "max_gpus"),
@@ -64,7 +64,7 @@ def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price
                                      "hbm_memory_efficiency": hbm_memory_efficiency, **conv,
                                      "perf_model": inputs.perf_model(perf_model)})
     # resolves the efficiencies (None -> the package default) and checks them once
-    probe = inputs.probe_analysis(m, gpu_list, search.dtypes[0], search.analysis_kwargs)
+    probe = inputs.probe_analysis(m, gpu_list, search.dtypes, search.analysis_kwargs)
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
@@ -193,6 +193,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         assumptions["percentile"] = (f"static batches have no spread (every request of a batch sees its TTFT and "
                                      f"TPOT): the p{slo.percentile} targets are checked on the batch's times")
     assumptions["targets"] = {**slo.__dict__, "seq_len": s, "num_tokens_to_generate": n}
+    if search.dtypes.assumption():
+        assumptions["fp4"] = search.dtypes.assumption()
     return PlanResult("inference", objective, rows, front, assumptions, stats, extra)
 
 

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Union
 
+from llm_analysis.catalogue.lookup import GENERIC_FP4, dtype_for_setup
 from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                       get_model_config_by_name)
 from llm_analysis.errors import ConfigError
@@ -97,12 +98,61 @@ def gpu_configs(gpus: Any) -> List[GPUConfig]:
     return [g if isinstance(g, GPUConfig) else get_gpu_config_by_name(str(g).strip()) for g in gpus]
 
 
-def dtype_configs(dtypes: Any) -> List[DtypeConfig]:
+@dataclass(frozen=True)
+class DtypesPerGpu:
+    """The data types the search tries on each GPU (`of`). Every name means one catalogue data type on
+    every GPU, except "fp4", which `infer`, `train` and `serve` read for the model on the GPU
+    (catalogue/lookup.py dtype_for_setup): an MXFP4 checkpoint (gpt-oss) runs as w4a8e16-mxfp4 on GPUs
+    with FP4 tensor cores and w4a16e16-mxfp4 elsewhere; any other model as nvfp4, which a GPU without
+    FP4 tensor cores cannot run: that GPU is searched without it, and `skipped` says why."""
+
+    by_gpu: Dict[str, List[DtypeConfig]]
+    resolved: Dict[str, str]  # what "fp4" became on each GPU that runs it
+    skipped: Dict[str, str]  # GPU name: why "fp4" is not searched on it
+
+    def of(self, gpu: GPUConfig) -> List[DtypeConfig]:
+        return self.by_gpu[gpu.name]
+
+    def assumption(self) -> Optional[str]:
+        """The planner's statement of what "fp4" meant per GPU (None when it was not asked for)."""
+        if not self.resolved and not self.skipped:
+            return None
+        parts = [f"{gpu}: {name}" for gpu, name in self.resolved.items()]
+        parts += [f"{gpu}: not searched ({why})" for gpu, why in self.skipped.items()]
+        return "'fp4' read for the model on each GPU (catalogue/lookup.py dtype_for_setup): " + "; ".join(parts)
+
+
+def dtype_configs(dtypes: Any, model: ModelConfig, gpus: List[GPUConfig]) -> DtypesPerGpu:
+    """`dtypes` (names or DtypeConfigs) resolved on each GPU of the search (see DtypesPerGpu); a name
+    that means nothing is refused for all of them, and so is "fp4" when no GPU can run it."""
     if isinstance(dtypes, (str, DtypeConfig)):
         dtypes = [dtypes]
     if not isinstance(dtypes, (list, tuple)) or len(dtypes) == 0:
         raise ConfigError(f"dtypes = {dtypes!r} must be a non-empty list of dtype names (e.g. ['w16a16e16'])")
-    return [d if isinstance(d, DtypeConfig) else get_dtype_config_by_name(str(d).strip()) for d in dtypes]
+    by_gpu: Dict[str, List[DtypeConfig]] = {gpu.name: [] for gpu in gpus}
+    resolved: Dict[str, str] = {}
+    skipped: Dict[str, str] = {}
+    refusal = None
+    for d in dtypes:
+        if isinstance(d, DtypeConfig) or str(d).strip().lower() != GENERIC_FP4:
+            config = d if isinstance(d, DtypeConfig) else get_dtype_config_by_name(str(d).strip())
+            for gpu in gpus:
+                by_gpu[gpu.name].append(config)
+            continue
+        for gpu in gpus:
+            try:
+                config = dtype_for_setup(str(d), model, gpu)
+            except ConfigError as err:  # NVFP4 on a GPU without FP4 tensor cores
+                refusal = refusal or err
+                skipped[gpu.name] = f"{model.name}'s 'fp4' is NVFP4, which needs FP4 tensor cores"
+                continue
+            by_gpu[gpu.name].append(config)
+            resolved[gpu.name] = config.name
+    if not any(by_gpu.values()):
+        raise refusal
+    # a data type named twice on a GPU ("fp4" and "nvfp4") is searched once
+    by_gpu = {gpu: list({c.name: c for c in configs}.values()) for gpu, configs in by_gpu.items()}
+    return DtypesPerGpu(by_gpu, resolved, skipped)
 
 
 def kv_options(values: Any) -> List[Optional[float]]:
@@ -149,9 +199,9 @@ def perf_model_assumption(value: Any, roofline_text: str) -> str:
             "efficiency 1, which is never above them")
 
 
-def probe_analysis(model: ModelConfig, gpus: List[GPUConfig], dtype: DtypeConfig, kwargs: Dict[str, Any]):
-    """The analysis of the first GPU (its resolved efficiencies and parameter count seed the
-    search), after building one per GPU: a perf model that does not fit a GPU (a profile for
-    another GPU, a GPU without a shipped profile) is refused by name, not skipped later."""
+def probe_analysis(model: ModelConfig, gpus: List[GPUConfig], dtypes: DtypesPerGpu, kwargs: Dict[str, Any]):
+    """The analysis of the first GPU that runs a data type, at its first (its resolved efficiencies and
+    parameter count seed the search), after building one per such GPU: a perf model that does not fit a
+    GPU (a profile for another GPU, a GPU without a shipped profile) is refused by name, not skipped later."""
     from llm_analysis.facade import LLMAnalysis
-    return [LLMAnalysis(model, gpu, dtype, **kwargs) for gpu in gpus][0]
+    return [LLMAnalysis(model, gpu, dtypes.of(gpu)[0], **kwargs) for gpu in gpus if dtypes.of(gpu)][0]

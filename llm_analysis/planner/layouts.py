@@ -92,7 +92,7 @@ def workers_of(search, framework: str, max_worker_gpus: Optional[int]) -> Iterat
     for gpu in search.gpus:
         per_node = gpu.num_gpus_per_node
         tps = tp_options(model, search.max_tp or per_node)
-        for dtype in search.dtypes:
+        for dtype in search.dtypes.of(gpu):
             found = []
             if not model.is_moe:
                 found = [Worker(gpu, dtype, tp, 1, tp, 1, False) for tp in tps]

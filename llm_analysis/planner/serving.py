@@ -48,7 +48,7 @@ class Search:
 
     model: ModelConfig
     gpus: List[GPUConfig]
-    dtypes: List[DtypeConfig]
+    dtypes: inputs.DtypesPerGpu
     kv_options: List[Optional[float]]
     prices: Dict[str, float]
     max_gpus: Optional[int]
@@ -62,7 +62,7 @@ class Search:
     def layouts(self) -> Iterator[Layout]:
         for gpu in self.gpus:
             per_node = gpu.num_gpus_per_node
-            for dtype in self.dtypes:
+            for dtype in self.dtypes.of(gpu):
                 for tp in tp_options(self.model, self.max_tp or per_node):
                     for pp in pp_options(self.model, self.max_pp, even_only=False):
                         for ep in ep_options(self.model, self.max_ep or per_node):

@@ -75,7 +75,7 @@ def cp_options(seq_len: int) -> List[int]:
 class TrainSearch:
     model: ModelConfig
     gpus: List[GPUConfig]
-    dtypes: List[DtypeConfig]
+    dtypes: inputs.DtypesPerGpu
     tokens: float
     gbs: int
     seq_len: int
@@ -95,7 +95,7 @@ class TrainSearch:
     def layouts(self) -> List[TrainLayout]:
         out = []
         for gpu in self.gpus:
-            for dtype in self.dtypes:
+            for dtype in self.dtypes.of(gpu):
                 for tp in tp_options(self.model, self.max_tp or gpu.num_gpus_per_node):
                     for pp in pp_options(self.model, self.max_pp, even_only=True):
                         for dp in divisors(self.gbs):
@@ -311,13 +311,13 @@ def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtyp
     zs = [as_enum(DSZeRO, z, "zero_stages") for z in (zero_stages or [0])]
     rcs = sorted({as_enum(ActivationRecomputation, r, "recomputation") for r in (recomputation or [0])},
                  key=lambda r: r.value)  # ascending: each mode recomputes more (and only adds time)
-    search = TrainSearch(m, gpu_list, inputs.dtype_configs(dtypes), tokens, gbs, s, min_g, max_g,
+    search = TrainSearch(m, gpu_list, inputs.dtype_configs(dtypes, m, gpu_list), tokens, gbs, s, min_g, max_g,
                          inputs.optional_positive_int(max_tp, "max_tp"),
                          inputs.positive_int(max_pp if max_pp is not None else m.num_layers, "max_pp"),
                          inputs.positive_int(max_interleave, "max_interleave"), zs, rcs,
                          inputs.prices(gpu_prices, gpu_list, objective == "cost"), objective, dict(analysis_kwargs))
     search.analysis_kwargs["perf_model"] = inputs.perf_model(search.analysis_kwargs.get("perf_model", "roofline"))
-    probe = inputs.probe_analysis(m, gpu_list, search.dtypes[0], search.analysis_kwargs)
+    probe = inputs.probe_analysis(m, gpu_list, search.dtypes, search.analysis_kwargs)
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
@@ -352,7 +352,7 @@ def plan_training(model: Union[str, ModelConfig], gpus: Sequence, tokens: float,
                            "achieved_tflops": achieved_tflops, "perf_model": perf_model})
     ctx = _Ctx(search)
     for gpu in search.gpus:
-        for dtype in search.dtypes:
+        for dtype in search.dtypes.of(gpu):
             ctx.flops_per_gpu_s[(gpu.name, dtype.name)] = _bound_flops_per_gpu_s(search, gpu, dtype)
     layouts = search.layouts()
     layouts.sort(key=lambda lay: search.score(_bound_s(search, lay, 1, ctx.flops_per_gpu_s[
@@ -401,4 +401,5 @@ def _training_assumptions(search: TrainSearch) -> Dict[str, Any]:
         "context_parallel": "cp in {1, 2, 4, ..., 32} for seq_len >= 8192 (2 x cp divides seq_len, >= 2048 "
                             "tokens per rank), ring K/V exchange; 1 below",
         "gpu_prices_per_hour": dict(search.prices),
+        **({"fp4": search.dtypes.assumption()} if search.dtypes.assumption() else {}),
     }
