@@ -262,8 +262,10 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
             # row-parallel: the bias is added after the all-reduce, so every rank keeps all of it
             params_gpu = (d_in * d_out / shard + d_out) * copies
         flops = 2.0 * tokens * d_in * d_out * copies
-        in_elems = tokens * d_in * copies / (shard if shard_input else 1)
-        out_elems = tokens * d_out * copies / (1 if shard_input else shard)
+        # a row-parallel layer's input is split over the GPUs, a column-parallel one's output; heads split
+        # over the GPUs (`shard_copies`) split both: a GPU reads and writes its own heads' rows only
+        in_elems = tokens * d_in * copies / (shard if shard_input or shard_copies else 1)
+        out_elems = tokens * d_out * copies / (1 if shard_input and not shard_copies else shard)
         return Operator(
             name=name, group=group, kind="matmul", params=params, params_per_gpu=params_gpu,
             weight_bytes_per_gpu=params_gpu * wb, flops=flops, flops_per_gpu=flops / shard,

@@ -44,6 +44,20 @@ def test_one_batched_gemm_over_the_heads_of_a_gpu(tp, batch):
         assert op.flops_per_gpu == 2 * m * n * k
 
 
+@pytest.mark.parametrize("tp,batch", [(8, 256), (1, 64)])
+def test_a_gpu_reads_and_writes_its_own_heads_rows_only(tp, batch):
+    """Per GPU: the weights of its heads, the input rows of its heads (q_nope of 128, or the latent
+    output of 512, per head and token) and the output rows of its heads; the "fp8" data type is W8A8
+    (1-byte weights and activations). Counted over all 128 heads, the input of v_up at 256 tokens on
+    eight GPUs was 8x its 2 MiB."""
+    _, q_absorb, v_up = _absorbed_ops(tp, batch)
+    heads_per_gpu, act, w = HEADS // tp, 1, 1
+    assert q_absorb.bytes_read_per_gpu == heads_per_gpu * NOPE * RANK * w + batch * heads_per_gpu * NOPE * act
+    assert q_absorb.bytes_written_per_gpu == batch * heads_per_gpu * RANK * act
+    assert v_up.bytes_read_per_gpu == heads_per_gpu * RANK * V * w + batch * heads_per_gpu * RANK * act
+    assert v_up.bytes_written_per_gpu == batch * heads_per_gpu * V * act
+
+
 def test_a_small_decode_batch_streams_the_weights():
     """Four sequences on eight B200s: each GPU's 16 heads read 16 x 128 x 512 FP8 weights (1 MiB)
     for 2 x 4 x 16 x 128 x 512 = 8.4 MFLOPs: 8 FLOPs per byte, far below the ridge of a B200
