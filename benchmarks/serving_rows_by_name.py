@@ -42,8 +42,9 @@ from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 def layout(row: dict, prefix: str = "") -> ParallelismConfig:
     """The row's layout columns (`prefill_` / `decode_` ones for a pool) as written, blank or 0 as 1 and a
     blank moe_tp_size as the worker's GPUs over moe_ep_size."""
-    given = {k: v or 1 for k, v in _layout(row, prefix).items()}
-    moe_tp = _layout(row, prefix)["moe_tp"] or given["tp"] * given["adp"] // given["moe_ep"]
+    written = _layout(row, prefix)
+    given = {k: v or 1 for k, v in written.items()}
+    moe_tp = written["moe_tp"] or given["tp"] * given["adp"] // given["moe_ep"]
     return ParallelismConfig(tp_size=given["tp"], attention_dp_size=given["adp"], moe_tp_size=moe_tp,
                              moe_ep_size=given["moe_ep"], pp_size=given["pp"])
 

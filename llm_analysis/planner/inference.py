@@ -193,8 +193,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         assumptions["percentile"] = (f"static batches have no spread (every request of a batch sees its TTFT and "
                                      f"TPOT): the p{slo.percentile} targets are checked on the batch's times")
     assumptions["targets"] = {**slo.__dict__, "seq_len": s, "num_tokens_to_generate": n}
-    if search.dtypes.assumption():
-        assumptions["fp4"] = search.dtypes.assumption()
+    if (fp4 := search.dtypes.assumption()) is not None:
+        assumptions["fp4"] = fp4
     return PlanResult("inference", objective, rows, front, assumptions, stats, extra)
 
 

@@ -401,5 +401,5 @@ def _training_assumptions(search: TrainSearch) -> Dict[str, Any]:
         "context_parallel": "cp in {1, 2, 4, ..., 32} for seq_len >= 8192 (2 x cp divides seq_len, >= 2048 "
                             "tokens per rank), ring K/V exchange; 1 below",
         "gpu_prices_per_hour": dict(search.prices),
-        **({"fp4": search.dtypes.assumption()} if search.dtypes.assumption() else {}),
+        **({"fp4": fp4} if (fp4 := search.dtypes.assumption()) is not None else {}),
     }
