@@ -144,22 +144,21 @@ MOE_TABLE_KEYS = {"vllm": "moe", "sglang": "moe_sglang", "trtllm": "moe_trtllm",
                   "sglang_wide_ep": "moe_sglang_wide_ep"}
 
 
-def moe_unit_ratios(doc: dict, generation: str, k_half: float, kernels: str = "vllm"
-                    ) -> Dict[str, Tuple[float, str]]:
-    """precision -> (median over compute-bound cells of the model's expert-GEMM time at plateau 1 and
-    share 1 over the measured fused-MoE latency, how read) of one GPU's `kernels` MoE tables (module
-    docstring). The share is this over the precision's plateau."""
+def moe_cells(doc: dict, generation: str, k_half: float, kernels: str = "vllm"):
+    """Every cell of one GPU's `kernels` MoE tables as (precision, dtype, M = tokens per reached expert,
+    the model's expert-GEMM time at plateau 1 and share 1 over the measured latency, the share of the
+    measured latency the reached experts' weights take to stream): `moe_unit_ratios` reads the shares
+    off the compute-bound ones, `print_moe_by_tokens` shows how the ratio moves with M."""
     from llm_analysis.config import get_gpu_config_by_name
     tables = doc.get(MOE_TABLE_KEYS[kernels])
     if not tables:
-        return {}
+        return
     gpu = get_gpu_config_by_name(doc["gpu"])
     p = load_profile(generation)
     unit = p.with_values({"gemm_plateau_efficiency": 1.0, "gemm_k_half": k_half}, "plateau 1")
     sms = p.num_sms(doc["gpu"])
     peaks = {"16-bit": gpu.peak_fp16_TFLOPS, "fp8": gpu.peak_fp8_TFLOPS, "fp4": gpu.peak_fp4_TFLOPS}
     stream_bytes_per_s = gpu.hbm_bandwidth_in_GB_per_sec * 1e9 * p.hbm_efficiency
-    ratios: Dict[str, List[float]] = {}
     for dtype, table in tables.items():
         if dtype not in MOE_DTYPES or not peaks[MOE_DTYPES[dtype][0]]:
             continue
@@ -176,24 +175,51 @@ def moe_unit_ratios(doc: dict, generation: str, k_half: float, kernels: str = "v
                 pairs = tokens * top_k
                 active = local * -math.expm1(pairs * math.log1p(-1.0 / local)) if local > 1 else 1.0
                 m = max(1, round(pairs / active))
-                if m < MOE_MIN_TOKENS_PER_EXPERT:
-                    continue
                 stream_s = 3.0 * active * hidden * f * weight_bytes / stream_bytes_per_s
-                if stream_s > MOE_STREAM_SHARE * ms * 1e-3:
-                    continue
                 unit_s = sum(2.0 * pairs * n * k / (peak * gemm_efficiency(m, n, k, unit, sms))
                              for n, k in ((f, hidden), (f, hidden), (hidden, f)))
-                ratios.setdefault(precision, []).append(unit_s / (ms * 1e-3))
+                yield precision, dtype, m, unit_s / (ms * 1e-3), stream_s / (ms * 1e-3)
+
+
+def moe_unit_ratios(doc: dict, generation: str, k_half: float, kernels: str = "vllm"
+                    ) -> Dict[str, Tuple[float, str]]:
+    """precision -> (median over compute-bound cells of the model's expert-GEMM time at plateau 1 and
+    share 1 over the measured fused-MoE latency, how read) of one GPU's `kernels` MoE tables (module
+    docstring). The share is this over the precision's plateau."""
+    ratios: Dict[str, List[float]] = {}
+    dtypes: Dict[str, set] = {}
+    for precision, dtype, m, ratio, stream_share in moe_cells(doc, generation, k_half, kernels):
+        dtypes.setdefault(precision, set()).add(dtype)
+        if m < MOE_MIN_TOKENS_PER_EXPERT or stream_share > MOE_STREAM_SHARE:
+            continue
+        ratios.setdefault(precision, []).append(ratio)
     out = {}
     for precision, rs in ratios.items():
-        dtypes = sorted(d for d in tables if MOE_DTYPES.get(d, ("",))[0] == precision)
         r = statistics.median(rs)
-        out[precision] = (r, f"{doc['gpu']} {kernels} {precision} ({', '.join(dtypes)}): median over {len(rs)} compute-bound "
+        out[precision] = (r, f"{doc['gpu']} {kernels} {precision} ({', '.join(sorted(dtypes[precision]))}): median over "
+                             f"{len(rs)} compute-bound "
                              f"cells (>= {MOE_MIN_TOKENS_PER_EXPERT} tokens per expert, weights stream in <= "
                              f"{MOE_STREAM_SHARE:g} of the time) of the model's expert "
                              f"GEMM time at M = tokens per expert, plateau 1 / measured fused-MoE latency = {r:.3f}; "
-                             f"{_table_path(doc['gpu'])} <- {_source_of(next(iter(tables.values())))}")
+                             f"{_table_path(doc['gpu'])} <- {_source_of(next(iter(doc[MOE_TABLE_KEYS[kernels]].values())))}")
     return out
+
+
+def print_moe_by_tokens() -> None:
+    """The ratio `moe_unit_ratios` takes one median of, by tokens per reached expert (powers of two):
+    whether one share per precision fits every M (nothing written; docs/validation.md, round 23)."""
+    for gpu, doc in sorted(measured_docs().items()):
+        gen = _generation(gpu)
+        if not gen:
+            continue
+        for kernels in MOE_TABLE_KEYS:
+            cells: Dict[Tuple[str, int], List[Tuple[float, float]]] = {}
+            for _, dtype, m, ratio, stream_share in moe_cells(doc, gen, GEMM_K_HALF, kernels):
+                cells.setdefault((dtype, 2 ** round(math.log2(m))), []).append((ratio, stream_share))
+            for dtype in sorted({d for d, _ in cells}):
+                row = "  ".join(f"{b}:{statistics.median(r for r, _ in v):.2f}"
+                                for (d, b), v in sorted(cells.items()) if d == dtype and b >= MOE_MIN_TOKENS_PER_EXPERT)
+                print(f"{gpu:<18} {kernels:<15} {dtype:<17} M:ratio  {row}")
 
 
 def weight_stream(doc: dict) -> Tuple[float | None, float | None, str] | None:
@@ -616,7 +642,12 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="write " + ", ".join(WRITTEN_KEYS) + " into the profiles")
     ap.add_argument("--knee", action="store_true", help="print how a GEMM's compute and streaming times combine "
                     "near the ridge on the measured GEMMs (nothing written)")
+    ap.add_argument("--moe_by_tokens", action="store_true", help="print the measured fused-MoE ratio (model at "
+                    "plateau and share 1 / measured) by tokens per expert, per GPU, kernel family and dtype")
     args = ap.parse_args(argv)
+    if args.moe_by_tokens:
+        print_moe_by_tokens()
+        return 0
     if args.knee:
         print_knee()
         return 0
