@@ -187,38 +187,38 @@ def moe_unit_ratios(doc: dict, generation: str, k_half: float, kernels: str = "v
     share 1 over the measured fused-MoE latency, how read) of one GPU's `kernels` MoE tables (module
     docstring). The share is this over the precision's plateau."""
     ratios: Dict[str, List[float]] = {}
-    dtypes: Dict[str, set] = {}
-    for precision, dtype, m, ratio, stream_share in moe_cells(doc, generation, k_half, kernels):
-        dtypes.setdefault(precision, set()).add(dtype)
+    for precision, _, m, ratio, stream_share in moe_cells(doc, generation, k_half, kernels):
         if m < MOE_MIN_TOKENS_PER_EXPERT or stream_share > MOE_STREAM_SHARE:
             continue
         ratios.setdefault(precision, []).append(ratio)
+    tables = doc.get(MOE_TABLE_KEYS[kernels], {})
     out = {}
     for precision, rs in ratios.items():
+        dtypes = sorted(d for d in tables if MOE_DTYPES.get(d, ("",))[0] == precision)
         r = statistics.median(rs)
-        out[precision] = (r, f"{doc['gpu']} {kernels} {precision} ({', '.join(sorted(dtypes[precision]))}): median over "
-                             f"{len(rs)} compute-bound "
+        out[precision] = (r, f"{doc['gpu']} {kernels} {precision} ({', '.join(dtypes)}): median over {len(rs)} compute-bound "
                              f"cells (>= {MOE_MIN_TOKENS_PER_EXPERT} tokens per expert, weights stream in <= "
                              f"{MOE_STREAM_SHARE:g} of the time) of the model's expert "
                              f"GEMM time at M = tokens per expert, plateau 1 / measured fused-MoE latency = {r:.3f}; "
-                             f"{_table_path(doc['gpu'])} <- {_source_of(next(iter(doc[MOE_TABLE_KEYS[kernels]].values())))}")
+                             f"{_table_path(doc['gpu'])} <- {_source_of(next(iter(tables.values())))}")
     return out
 
 
 def print_moe_by_tokens() -> None:
-    """The ratio `moe_unit_ratios` takes one median of, by tokens per reached expert (powers of two):
-    whether one share per precision fits every M (nothing written; docs/validation.md, round 23)."""
+    """The ratio `moe_unit_ratios` takes one median of, by tokens per reached expert (powers of two), over
+    the same cells (compute-bound, >= MOE_MIN_TOKENS_PER_EXPERT): whether one share per precision fits
+    every M (nothing written; docs/validation.md, round 23)."""
     for gpu, doc in sorted(measured_docs().items()):
         gen = _generation(gpu)
         if not gen:
             continue
         for kernels in MOE_TABLE_KEYS:
-            cells: Dict[Tuple[str, int], List[Tuple[float, float]]] = {}
+            ratios: Dict[Tuple[str, int], List[float]] = {}
             for _, dtype, m, ratio, stream_share in moe_cells(doc, gen, GEMM_K_HALF, kernels):
-                cells.setdefault((dtype, 2 ** round(math.log2(m))), []).append((ratio, stream_share))
-            for dtype in sorted({d for d, _ in cells}):
-                row = "  ".join(f"{b}:{statistics.median(r for r, _ in v):.2f}"
-                                for (d, b), v in sorted(cells.items()) if d == dtype and b >= MOE_MIN_TOKENS_PER_EXPERT)
+                if m >= MOE_MIN_TOKENS_PER_EXPERT and stream_share <= MOE_STREAM_SHARE:
+                    ratios.setdefault((dtype, 2 ** round(math.log2(m))), []).append(ratio)
+            for dtype in sorted({d for d, _ in ratios}):
+                row = "  ".join(f"{b}:{statistics.median(v):.2f}" for (d, b), v in sorted(ratios.items()) if d == dtype)
                 print(f"{gpu:<18} {kernels:<15} {dtype:<17} M:ratio  {row}")
 
 
@@ -643,7 +643,8 @@ def main(argv=None) -> int:
     ap.add_argument("--knee", action="store_true", help="print how a GEMM's compute and streaming times combine "
                     "near the ridge on the measured GEMMs (nothing written)")
     ap.add_argument("--moe_by_tokens", action="store_true", help="print the measured fused-MoE ratio (model at "
-                    "plateau and share 1 / measured) by tokens per expert, per GPU, kernel family and dtype")
+                    "plateau and share 1 / measured) by tokens per expert, per GPU, kernel family and dtype, over "
+                    "the cells the shares are read off")
     args = ap.parse_args(argv)
     if args.moe_by_tokens:
         print_moe_by_tokens()
