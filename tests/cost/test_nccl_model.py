@@ -139,3 +139,19 @@ def test_bad_input_is_named():
     with pytest.raises(ConfigError, match="ranks_per_island"):
         collective_time_s("all_reduce", 1, 12, DGX_A100, AMPERE, ranks_per_island=8)
     assert collective_time_s("all_reduce", 1 << 20, 1, DGX_A100, AMPERE) == 0.0
+
+
+def test_ring_all_reduce_is_a_reduce_scatter_then_an_all_gather():
+    """NCCL's ring all-reduce is a reduce-scatter followed by an all-gather over the same ring (NCCL
+    user guide, "Collective Operations"; nccl-tests PERFORMANCE.md: bus bytes 2(n-1)/n of the buffer
+    against (n-1)/n for either half): 2(n-1) steps of size/n each, the halves' (n-1) steps apiece.
+    With one NVLink island and no NVLink SHARP (A100: a ring is NCCL's only all-reduce there), the
+    all-reduce's time is the two halves' times with the launch latency counted once, at every size."""
+    assert AMPERE.nvls_busbw_factor == 0  # no NVLS candidate on Ampere: the ring decides
+    base = AMPERE.base_latency_s
+    for n in (2, 4, 8):
+        for size in (KIB, MIB, 64 * MIB, GIB):
+            rs = collective_time_s("reduce_scatter", size, n, DGX_A100, AMPERE)
+            ag = collective_time_s("all_gather", size, n, DGX_A100, AMPERE)
+            ar = collective_time_s("all_reduce", size, n, DGX_A100, AMPERE)
+            assert ar == pytest.approx(rs + ag - base, rel=1e-12), (n, size)

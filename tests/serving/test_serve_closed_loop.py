@@ -174,3 +174,39 @@ def test_step_in_progress_is_the_length_biased_residual():
         (2 * (0.06 ** 2 + 0.04 ** 2) + 80 * 0.01 ** 2) / 2, rel=1e-12)  # a prefill in two chunks: 80 decode steps
     assert _in_progress(0.01, [0.1], 0.0, resident=8) == pytest.approx(0.005, rel=1e-12)
     assert _in_progress(0.01, [0.1], 2.0, resident=1) == 0.0
+
+
+def test_the_api_latency_overlaps_the_queue(llama):
+    """Beyond what the engine runs at once, a queued request is always ready when a slot frees: the engine
+    never idles, so its throughput is N requests over the engine's time whatever time clients spend before
+    their requests reach it (here 0.05 s of API latency, while each of the 48 queued clients waits seconds)."""
+    a = llama[()]
+    n = 16
+    kw = dict(input_len=1024, output_len=256, max_num_seqs=n, num_requests=0)
+    full = a.serve(concurrency=n, api_latency_s=0.0, **kw)
+    for api in (0.0, 0.05):
+        over = a.serve(concurrency=4 * n, api_latency_s=api, **kw)
+        assert over["requests_per_s"] == pytest.approx(full["requests_per_s"], rel=1e-6), api
+        assert over["e2e_s"] == pytest.approx(4 * n / full["requests_per_s"], rel=1e-6), api
+
+
+def test_one_token_requests_queue_as_md1(llama):
+    """output_len = 1: each request is one prefill of S seconds and the engine runs them back to back, so at
+    X requests per second a request waits the Pollaczek-Khinchine mean of deterministic service,
+    W = rho S / (2 (1 - rho)) with rho = X S, and (no API latency) TTFT = W + S. S is read off the answer
+    at 2 clients and checked against the answers at 4 and 8."""
+    def ttft_at(service_s, rps):
+        rho = rps * service_s
+        return rho * service_s / (2 * (1 - rho)) + service_s
+
+    answers = {c: llama[()].serve(concurrency=c, input_len=2048, output_len=1, api_latency_s=0.0, num_requests=0)
+               for c in (2, 4, 8)}
+    x2, t2 = answers[2]["requests_per_s"], answers[2]["ttft_s"]
+    lo, hi = 0.0, 1.0 / x2
+    for _ in range(200):  # TTFT rises with S on (0, 1 / X)
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if ttft_at(mid, x2) < t2 else (lo, mid)
+    service_s = 0.5 * (lo + hi)
+    for c in (4, 8):
+        assert answers[c]["ttft_s"] == pytest.approx(ttft_at(service_s, answers[c]["requests_per_s"]), rel=1e-6), c
+        assert answers[c]["ttft_s"] > service_s * (1 + 1e-3)  # the clients do queue

@@ -167,3 +167,15 @@ def test_sglang_admits_against_an_estimate_of_the_output_to_come(analysis_builde
     assert s["max_running_requests_per_replica"] == 1 + int((pool - 5096) // (4000 + 0.098 * remaining))
     # fewer than a pool of requests at their mean length holds (vLLM-style admission): the estimate binds
     assert s["max_running_requests_per_replica"] < pool // 4000
+
+
+def test_a_request_holds_whole_blocks(analysis_builder):
+    """A request of I + O tokens holds ceil((I + O) / block_size) blocks: 33 tokens in blocks of 32 take 2,
+    so a reserving engine (TensorRT-LLM) with a pool of B blocks runs floor(B / 2) of them, not B (a pool
+    small enough that max_num_seqs does not cap either)."""
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb")
+    s = a.serve(framework="trtllm", concurrency=8, input_len=20, output_len=13, block_size=32,
+                gpu_memory_utilization=0.2, num_requests=0)
+    blocks = s["kv_pool_tokens_per_replica"] // 32
+    assert blocks // 2 < s["max_num_seqs"] < blocks  # the pool decides, and one block each would not fit
+    assert s["max_running_requests_per_replica"] == blocks // 2
