@@ -291,7 +291,26 @@ def test_bad_inference_input_is_a_clear_error():
 def test_cost_per_1k_tokens_hand_derived():
     a = make("meta-llama_Llama-3.1-8B", "h100-sxm-80gb", tp_size=2)
     s = a.inference(batch_size_per_gpu=8, seq_len=512, num_tokens_to_generate=128, cost_per_gpu_hour=2.0)
-    assert s["total_cost_per_1k_tokens"] == pytest.approx(2.0 * 2 / 3600 * s["total_latency"] / (8 * 128) * 1000)
+    dollars_per_s = 2.0 * 2 / 3600  # $2 per GPU-hour, two GPUs
+    assert s["total_cost_per_1k_tokens"] == pytest.approx(dollars_per_s * s["total_latency"] / (8 * 128) * 1000)
+    # a prefill serves 8 x 512 prompt tokens; a decode step makes one token for each of the 8 sequences
+    assert s["prefill_cost_per_1k_tokens"] == pytest.approx(dollars_per_s * s["prefill_latency"] / (8 * 512) * 1000)
+    assert s["decode_cost_per_1k_tokens"] == pytest.approx(dollars_per_s * s["decode_latency"] / 8 * 1000)
+
+
+def test_per_token_figures_follow_their_definitions():
+    """A request of n output tokens: the first comes from the prefill, the other n - 1 from decode steps, so
+    the time per output token is the decode total over n - 1 steps; the batch makes b x n tokens in the
+    total latency, b x s prompt tokens in the prefill and b tokens per decode step."""
+    a = make("meta-llama_Llama-3.1-8B", "h100-sxm-80gb", tp_size=2)
+    b, s, n = 8, 512, 128
+    r = a.inference(batch_size_per_gpu=b, seq_len=s, num_tokens_to_generate=n)
+    assert r["decode_latency"] == pytest.approx(r["total_decode_latency"] / (n - 1), rel=1e-12)
+    assert r["total_latency"] == pytest.approx(r["prefill_latency"] + r["total_decode_latency"], rel=1e-12)
+    assert r["total_tokens_per_sec"] == pytest.approx(b * n / r["total_latency"], rel=1e-12)
+    assert r["prefill_tokens_per_sec"] == pytest.approx(b * s / r["prefill_latency"], rel=1e-12)
+    assert r["decode_tokens_per_sec"] == pytest.approx(b / r["decode_latency"], rel=1e-12)
+    assert r["total_per_token_latency"] == pytest.approx(r["total_latency"] / n, rel=1e-12)
 
 
 # --------------------------------------------------------------------------- capacity

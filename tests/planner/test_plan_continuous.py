@@ -46,6 +46,18 @@ def test_the_issue_example_answers_with_8_to_48_gpus_meeting_the_targets(issue_p
     assert "serve(request_rate=20" in best["reproduce"]["serve_call"]
 
 
+def test_a_fleet_takes_whole_nodes():
+    """A node holds 8 H100s (DGX H100 / HGX H100 8-GPU): a fleet of G GPUs takes ceil(G / 8) nodes, so a
+    fleet that does not fill its last node still rents it (Llama-3.1-8B at 3 requests/s: fleets of 1-16)."""
+    plan = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"],
+                          {"max_ttft_s": 0.5, "max_tpot_s": 0.05, "request_rate_per_s": 3})
+    partial = 0
+    for row in plan.rows:
+        gpus = row["figures"]["num_gpus"]
+        assert row["figures"]["num_nodes"] == -(-gpus // 8), gpus
+        partial += gpus % 8 != 0
+    assert partial, "no fleet with a partly filled node among the rows: the rule is not exercised"
+
 def test_one_replica_fewer_misses_what_the_row_says_binds(issue_plan):
     row = issue_plan.best
     replicas = row["figures"]["replicas"]

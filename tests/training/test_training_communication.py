@@ -1,0 +1,50 @@
+"""Training's communication per iteration, counted by hand: how many times each collective runs and how
+many bytes it moves (the collectives' own times are the NCCL model's, tests/cost/test_nccl_model.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_expert_all_to_alls_run_in_the_forward_and_again_in_the_backward(analysis_builder):
+    """Expert parallelism dispatches each token to its experts and combines their outputs in the forward;
+    the backward sends the gradients the same two ways back (GShard, Lepikhin et al. 2020, section 2.2;
+    DeepSpeed-MoE). So an iteration of m micro-batches runs 2 m times the forward pass's all-to-alls,
+    which a prefill of the same micro-batch (same layout) shows as its ep_communication group."""
+    a = analysis_builder("mistralai/Mixtral-8x7B-v0.1", gpu="h100-sxm-80gb", tp_size=4, dp_size=4, ep_size=4)
+    forward = a.inference(batch_size_per_gpu=1, seq_len=2048, num_tokens_to_generate=2)
+    forward_s = forward["prefill_latency_breakdown"]["ep_communication"]["latency_s"]
+    assert forward_s > 0
+    t = a.training(batch_size_per_gpu=1, seq_len=2048, global_batch_size=16, ds_zero=1)
+    m = t["gradient_accumulation_steps"]
+    assert m == 16 // 4
+    assert t["latency_per_iter_ep_comm"] == pytest.approx(2 * m * forward_s, rel=1e-12)
+
+
+def test_fp32_gradient_reduction_doubles_the_data_parallel_message(analysis_builder):
+    """Without ZeRO the gradients are all-reduced once per iteration over the dp ranks: 2 bytes per
+    parameter in the 16-bit training dtype, 4 with Megatron's grad_reduce_in_fp32 (an fp32 main_grad buffer
+    reduced as it is). OPT-1.3B on 8 x A100 (dp 8, one GPU holds every parameter)."""
+    a = analysis_builder("facebook/opt-1.3b", gpu="a100-sxm-80gb", dp_size=8)
+    params = a.get_num_params_total()
+    for fp32, grad_bytes in ((False, 2), (True, 4)):
+        t = a.training(batch_size_per_gpu=4, seq_len=2048, global_batch_size=32, grad_reduce_in_fp32=fp32,
+                       overlap_dp_comm=False)
+        expected = a.cost_model.collective_s("all_reduce", grad_bytes * params, 8, "dp")
+        assert t["latency_per_iter_dp_comm_total"] == pytest.approx(expected, rel=1e-12), fp32
+
+
+def test_hsdp_all_reduces_each_ranks_shard_across_the_replicas(analysis_builder):
+    """HSDP (PyTorch FSDP2 / torchtitan): each of dp_replicate copies of the model state is sharded over
+    dp_shard ranks; after the reduce-scatter inside a copy, each rank all-reduces the shard it holds,
+    1 / dp_shard of the gradients, with its peers in the other copies. So two copies of 8 shards add,
+    over plain FSDP on 8 ranks, one all-reduce over 2 ranks of 2 bytes x params / 8."""
+    kw = dict(batch_size_per_gpu=4, seq_len=2048, ds_zero=3, overlap_dp_comm=False)
+    fsdp = analysis_builder("facebook/opt-1.3b", gpu="a100-sxm-80gb", dp_size=8)
+    hsdp = analysis_builder("facebook/opt-1.3b", gpu="a100-sxm-80gb", dp_shard=8, dp_replicate=2)
+    params = fsdp.get_num_params_total()
+    one = fsdp.training(global_batch_size=32, **kw)["latency_per_iter_dp_comm_total"]
+    two = hsdp.training(global_batch_size=64, **kw)["latency_per_iter_dp_comm_total"]
+    across = hsdp.cost_model.collective_s("all_reduce", 2 * params / 8, 2, "dp_replicate")
+    assert across > 0
+    assert two == pytest.approx(one + across, rel=1e-9)
