@@ -203,3 +203,16 @@ def test_kv_transfer_carries_a_hybrid_models_recurrent_state(analysis_builder):
                 disaggregated=_pools(prefill_tp=1, decode_tp=1, prefill_workers=1, decode_workers=1,
                                      kv_transfer_GB_per_s=10.0))
     assert s["kv_transfer_s"] == pytest.approx((IN * kv_per_token + state) / 10e9, rel=1e-12)
+
+
+@pytest.mark.parametrize("rate", [2.0, 8.0])
+def test_open_loop_prefill_pool_queues_as_md1(analysis_builder, rate):
+    """Poisson arrivals at X requests per second over R prefill ranks, each serving batches of b prompts
+    in S seconds (deterministic service): a rank's utilisation is rho = X S / (b R) and a prompt waits the
+    Pollaczek-Khinchine mean of an M/D/1 queue, rho S / (2 (1 - rho))."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    s = a.serve(request_rate=rate, input_len=IN, output_len=OUT, num_requests=0, disaggregated=_pools())
+    ranks, batch, batch_s = 2, s["prefill_batch_size"], s["prefill_batch_s"]
+    rho = rate * batch_s / (batch * ranks)
+    assert 0 < rho < 1
+    assert s["prefill_queue_wait_s"] == pytest.approx(rho * batch_s / (2 * (1 - rho)), rel=1e-9)

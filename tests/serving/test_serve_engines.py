@@ -179,3 +179,21 @@ def test_a_request_holds_whole_blocks(analysis_builder):
     blocks = s["kv_pool_tokens_per_replica"] // 32
     assert blocks // 2 < s["max_num_seqs"] < blocks  # the pool decides, and one block each would not fit
     assert s["max_running_requests_per_replica"] == blocks // 2
+
+
+@pytest.mark.parametrize("framework,decoders,chunks", [
+    # vLLM (mixed steps, chunked prefill): the running decodes take their tokens of the 2048 budget first
+    # and the prompt's chunk fills the rest (vLLM docs, "Chunked prefill": decode requests are scheduled
+    # first, then prefills in the leftover budget): 5000 tokens in chunks of 2048 - 48 = 2000
+    ("vllm", 48, [(2000, 0), (2000, 2000), (1000, 4000)]),
+    ("vllm", 0, [(2048, 0), (2048, 2048), (904, 4096)]),
+    # SGLang prefills in steps of their own (the decodes wait): the whole budget, whatever decodes
+    ("sglang", 48, [(2048, 0), (2048, 2048), (904, 4096)]),
+])
+def test_a_prompts_chunks_take_the_budget_the_decodes_leave(framework, decoders, chunks):
+    from builders import build_analysis
+    from llm_analysis.serving.engine import engine_settings
+    from llm_analysis.serving.steady_state import RequestShape, prefill_chunks
+    a = build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb")
+    e = engine_settings(a, framework, {"max_num_batched_tokens": 2048})
+    assert prefill_chunks(e, RequestShape(5000, 100, 0), decoders) == chunks

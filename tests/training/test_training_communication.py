@@ -48,3 +48,16 @@ def test_hsdp_all_reduces_each_ranks_shard_across_the_replicas(analysis_builder)
     across = hsdp.cost_model.collective_s("all_reduce", 2 * params / 8, 2, "dp_replicate")
     assert across > 0
     assert two == pytest.approx(one + across, rel=1e-9)
+
+
+def test_pipeline_stages_send_activations_forward_and_gradients_back(analysis_builder):
+    """Under pipeline parallelism each micro-batch's activations cross every stage boundary in the forward
+    and their gradients cross it back in the backward (Narayanan et al. 2021, section 2.2): two hand-offs
+    of the boundary's activations per micro-batch, m of them an iteration (v = 1, two stages: one boundary)."""
+    a = analysis_builder("facebook/opt-1.3b", gpu="a100-sxm-80gb", pp_size=2)
+    t = a.training(batch_size_per_gpu=1, seq_len=2048, global_batch_size=8)
+    m = t["gradient_accumulation_steps"]
+    assert m == 8
+    one_way = a.pipeline_handoff_time_s(1, 2048, scatter_gather=True)
+    assert one_way > 0
+    assert t["latency_per_iter_pp_comm"] == pytest.approx(m * 2 * one_way, rel=1e-12)
