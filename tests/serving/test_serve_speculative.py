@@ -72,3 +72,19 @@ def test_bad_speculation_is_refused_by_name(analysis_builder, spec, named):
     with pytest.raises(ConfigError) as err:
         a.serve(**ONE, speculative=spec)
     assert named in str(err.value)
+
+
+def test_a_verify_step_runs_k_tokens_per_request(analysis_builder):
+    """Each decoding request feeds k tokens through the target in a verify step, so with D requests decoding
+    a step does at least the matmul FLOPs of k x D tokens: 2 x (the non-embedding parameters) x k x D, at
+    the roofline's peak (Llama-3.1-8B: 8.03 B parameters, 0.53 B of them the input embedding). With
+    16-token prompts, 1,024-token outputs and 256 clients nearly all requests decode; D is the decode
+    phase's residence by Little's law, requests/s x (e2e - TTFT). A step emits L tokens per request."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb")  # roofline, efficiency 1
+    k, length = 4, 2.0
+    s = a.serve(concurrency=256, input_len=16, output_len=1024, num_requests=0,
+                speculative={"method": "mtp", "draft_length": k, "mean_accepted_length": length})
+    decoding = s["requests_per_s"] * (s["e2e_s"] - s["ttft_s"])
+    assert decoding > 200
+    least_step_s = 2 * (8.03e9 - 128256 * 4096) * k * decoding / (a.get_TFLOPS_per_gpu() * 1e12)
+    assert s["tpot_s"] * length >= least_step_s
