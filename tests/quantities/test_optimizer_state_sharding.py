@@ -2,8 +2,8 @@
 
 ZeRO-1 shards the optimizer states over the ranks that hold a copy of a parameter, ZeRO-2 the gradients too
 (Rajbhandari et al., "ZeRO", SC'20, section 5): a dense parameter has a copy on each of the dp data-parallel
-ranks, a routed expert's on dp / ep of them (the ep ranks hold different experts: DeepSpeed-MoE's expert
-data parallelism, Rajbhandari et al. 2022, section 4)."""
+ranks, a routed expert's on dp / ep of them (the ep ranks hold different experts: DeepSpeed's expert +
+data parallelism)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ import pytest
 
 def test_expert_all_to_alls_run_in_the_forward_and_again_in_the_backward(analysis_builder):
     """Expert parallelism dispatches each token to its experts and combines their outputs in the forward;
-    the backward sends the gradients the same two ways back (GShard, Lepikhin et al. 2020, section 2.2;
-    DeepSpeed-MoE). So an iteration of m micro-batches runs 2 m times the forward pass's all-to-alls,
+    the backward sends the gradients the same two ways back (the gradient of an all-to-all is the reverse
+    all-to-all: GShard, Lepikhin et al. 2020). So an iteration of m micro-batches runs 2 m times the forward pass's all-to-alls,
     which a prefill of the same micro-batch (same layout) shows as its ep_communication group."""
     a = analysis_builder("mistralai/Mixtral-8x7B-v0.1", gpu="h100-sxm-80gb", tp_size=4, dp_size=4, ep_size=4)
     forward = a.inference(batch_size_per_gpu=1, seq_len=2048, num_tokens_to_generate=2)
@@ -52,7 +52,7 @@ def test_hsdp_all_reduces_each_ranks_shard_across_the_replicas(analysis_builder)
 
 def test_pipeline_stages_send_activations_forward_and_gradients_back(analysis_builder):
     """Under pipeline parallelism each micro-batch's activations cross every stage boundary in the forward
-    and their gradients cross it back in the backward (Narayanan et al. 2021, section 2.2): two hand-offs
+    and their gradients cross it back in the backward (Narayanan et al. 2021, arXiv 2104.04473): two hand-offs
     of the boundary's activations per micro-batch, m of them an iteration (v = 1, two stages: one boundary)."""
     a = analysis_builder("facebook/opt-1.3b", gpu="a100-sxm-80gb", pp_size=2)
     t = a.training(batch_size_per_gpu=1, seq_len=2048, global_batch_size=8)
