@@ -88,3 +88,19 @@ def test_a_verify_step_runs_k_tokens_per_request(analysis_builder):
     assert decoding > 200
     least_step_s = 2 * (8.03e9 - 128256 * 4096) * k * decoding / (a.get_TFLOPS_per_gpu() * 1e12)
     assert s["tpot_s"] * length >= least_step_s
+
+
+def test_the_draft_runs_k_minus_1_times_a_step(analysis_builder):
+    """A step verifies k tokens: the last accepted one and k - 1 drafted, so the draft model runs k - 1
+    times. Two draft models beside the same target differ only in those passes (the verify step is the
+    target's), so their step times differ by (k - 1) x (the difference of one pass): 1, 2, 3 such
+    differences at k = 2, 3, 4 (one client, L = 1: TPOT is the step)."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+
+    def tpot(draft, k):
+        return a.serve(**ONE, speculative=dict(method="draft_model", draft_model=draft, draft_length=k,
+                                                mean_accepted_length=1.0))["tpot_s"]
+    gap = {k: tpot("meta-llama/Llama-3.2-3B", k) - tpot("meta-llama/Llama-3.2-1B", k) for k in (2, 3, 4)}
+    assert gap[2] > 0
+    assert gap[3] == pytest.approx(2 * gap[2], rel=1e-9)
+    assert gap[4] == pytest.approx(3 * gap[2], rel=1e-9)
