@@ -111,3 +111,19 @@ def test_norm_attn_norm_keeps_only_the_block_input_and_the_mlp_inner_tensors():
     got = an.get_activation_memory_per_layer(b, s, is_inference=False, activation_recomputation=R.NORM_ATTN_NORM,
                                              layernorm_dtype_bytes=2, flash_attn=False, softmax_dropout=True)
     assert got == 19 * s * b * h
+
+
+@pytest.mark.parametrize("seq_len", [4096, 8192])
+def test_context_parallel_prefill_holds_its_share_of_the_tokens(seq_len):
+    """Context parallelism splits the prompt: each of cp ranks holds the residual stream and the layer
+    activations of its seq_len / cp tokens. Llama-3.1-8B (hidden 4096, MLP 14336, 16-bit) at one sequence:
+    the prefill's peak is the residual stream, s x 4096 x 2 bytes, beside the largest layer buffer, the
+    gated MLP's gate and up outputs and their product, s x 3 x 14336 x 2 bytes; both are per token, so the
+    whole peak is (s / cp) x (4096 + 3 x 14336) x 2 bytes."""
+    from llm_analysis.config import get_model_config_by_name
+    for cp in (1, 2, 4):
+        a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                        parallelism_config=ParallelismConfig(cp_size=cp))
+        r = a.inference(batch_size_per_gpu=1, seq_len=seq_len, num_tokens_to_generate=1)
+        assert r["prefill_activation_memory_per_gpu"] == pytest.approx(
+            seq_len / cp * (4096 + 3 * 14336) * 2, rel=1e-12), cp
