@@ -58,6 +58,7 @@ def test_a_fleet_takes_whole_nodes():
         partial += gpus % 8 != 0
     assert partial, "no fleet with a partly filled node among the rows: the rule is not exercised"
 
+
 def test_one_replica_fewer_misses_what_the_row_says_binds(issue_plan):
     row = issue_plan.best
     replicas = row["figures"]["replicas"]

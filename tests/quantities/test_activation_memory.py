@@ -25,7 +25,8 @@ import pytest
 
 from llm_analysis.analysis import ActivationRecomputation as R
 from llm_analysis.analysis import LLMAnalysis
-from llm_analysis.config import DtypeConfig, ModelConfig, ParallelismConfig, get_gpu_config_by_name
+from llm_analysis.config import (DtypeConfig, ModelConfig, ParallelismConfig, get_gpu_config_by_name,
+                                 get_model_config_by_name)
 
 # GPT 22B of Korthikanti Table 3: a = 64 heads, h = 6144, s = 2048, micro-batch 4, t = 8
 A, H, S, B, T = 64, 6144, 2048, 4, 8
@@ -120,7 +121,6 @@ def test_context_parallel_prefill_holds_its_share_of_the_tokens(seq_len):
     the prefill's peak is the residual stream, s x 4096 x 2 bytes, beside the largest layer buffer, the
     gated MLP's gate and up outputs and their product, s x 3 x 14336 x 2 bytes; both are per token, so the
     whole peak is (s / cp) x (4096 + 3 x 14336) x 2 bytes."""
-    from llm_analysis.config import get_model_config_by_name
     for cp in (1, 2, 4):
         a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
                         parallelism_config=ParallelismConfig(cp_size=cp))

@@ -8,6 +8,9 @@ import pytest
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
 
+from hand_counts import (QWEN35_27B, QWEN35_27B_KV_BYTES_PER_TOKEN,  # tests/support/hand_counts.py
+                         QWEN35_27B_STATE_BYTES_PER_REQUEST)
+
 PER_TOKEN_PER_LAYER_B = 2 * 8 * 128 * 2
 LAYERS = 32
 
@@ -29,15 +32,13 @@ def test_an_fp8_cache_halves_it():
     assert _kv(2, 1000, kv_cache_dtype_bytes=1) == pytest.approx(2 * 1000 * LAYERS * PER_TOKEN_PER_LAYER_B / 2)
 
 
+
 def test_a_hybrid_models_cache_holds_each_mixer_layers_state():
-    """Qwen3.5-27B (config.json): of its 64 layers every 4th is full attention (16 layers: 4 KV heads x head
-    dim 256, K and V, 16-bit) and 48 are gated-delta-net layers, each holding per request a conv state of
-    (2 x 16 key heads x 128 + 48 value heads x 128) channels x kernel 4 at 2 bytes and a recurrent state of
-    48 value heads x 128 x 128 in float32 (ssm_state_dtype_bytes 4), whatever the length. A request of
-    2048 + 2 tokens keeps 2050 tokens of the attention layers' cache and the 48 states."""
-    a = LLMAnalysis(get_model_config_by_name("Qwen/Qwen3.5-27B"), get_gpu_config_by_name("h100-sxm-80gb"))
-    state = 48 * ((2 * 16 * 128 + 48 * 128) * 4 * 2 + 48 * 128 * 128 * 4)
-    one = 2050 * 16 * 4 * (256 + 256) * 2 + state
+    """A hybrid model's cache is its attention layers' K and V per token plus each mixer layer's fixed state
+    per request (tests/support/hand_counts.py: Qwen3.5-27B by hand): a request of 2048 + 2 tokens keeps
+    2050 tokens of the one and all of the other."""
+    a = LLMAnalysis(get_model_config_by_name(QWEN35_27B), get_gpu_config_by_name("h100-sxm-80gb"))
+    one = 2050 * QWEN35_27B_KV_BYTES_PER_TOKEN + QWEN35_27B_STATE_BYTES_PER_REQUEST
     for b in (1, 3):
         r = a.inference(batch_size_per_gpu=b, seq_len=2048, num_tokens_to_generate=2)
         assert r["kv_cache_memory_per_gpu"] == pytest.approx(b * one, rel=1e-12)

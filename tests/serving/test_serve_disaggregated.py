@@ -12,6 +12,9 @@ import llm_analysis
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 
+from hand_counts import (QWEN35_27B, QWEN35_27B_KV_BYTES_PER_TOKEN,  # tests/support/hand_counts.py
+                         QWEN35_27B_STATE_BYTES_PER_REQUEST)
+
 MODEL = "meta-llama/Llama-3.1-8B"
 IN, OUT = 2048, 128
 
@@ -188,22 +191,15 @@ def test_prefill_contention_defaults_to_the_engine_profiles_value(analysis_build
 
 def test_kv_transfer_carries_a_hybrid_models_recurrent_state(analysis_builder):
     """A hybrid model's prompt leaves, besides its attention layers' KV cache per token, each mixer layer's
-    fixed state (the conv window and the recurrent state), which the decode pool needs as much as the cache.
-    Qwen3.5-27B (config.json): 64 layers, every 4th full attention (16 layers: 4 KV heads x head dim 256, K
-    and V, bf16 cache) and 48 gated-delta-net layers, each keeping a conv state of (2 x 16 key heads x 128 +
-    48 value heads x 128) channels x kernel 4 at the cache's 2 bytes and a recurrent state of 48 value heads
-    x 128 x 128 in float32 (ssm_state_dtype_bytes 4). At a given 10 GB/s, 2048 prompt tokens move
+    fixed state (the conv window and the recurrent state), which the decode pool needs as much as the cache
+    (tests/support/hand_counts.py: Qwen3.5-27B by hand). At a given 10 GB/s, 2048 prompt tokens move
     2048 x (KV bytes per token) + (state bytes)."""
-    a = analysis_builder("Qwen/Qwen3.5-27B", gpu="h100-sxm-80gb", perf_model="calibrated")
-    kv_per_token = 16 * 4 * (256 + 256) * 2
-    conv = (2 * 16 * 128 + 48 * 128) * 4 * 2
-    recurrent = 48 * 128 * 128 * 4
-    state = 48 * (conv + recurrent)
+    a = analysis_builder(QWEN35_27B, gpu="h100-sxm-80gb", perf_model="calibrated")
     s = a.serve(concurrency=1, input_len=IN, output_len=OUT, num_requests=0,
                 disaggregated=_pools(prefill_tp=1, decode_tp=1, prefill_workers=1, decode_workers=1,
                                      kv_transfer_GB_per_s=10.0))
-    assert s["kv_transfer_s"] == pytest.approx((IN * kv_per_token + state) / 10e9, rel=1e-12)
-
+    want = IN * QWEN35_27B_KV_BYTES_PER_TOKEN + QWEN35_27B_STATE_BYTES_PER_REQUEST
+    assert s["kv_transfer_s"] == pytest.approx(want / 10e9, rel=1e-12)
 
 @pytest.mark.parametrize("rate", [2.0, 8.0])
 def test_open_loop_prefill_pool_queues_as_md1(analysis_builder, rate):

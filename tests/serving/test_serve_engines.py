@@ -190,10 +190,8 @@ def test_a_request_holds_whole_blocks(analysis_builder):
     # SGLang prefills in steps of their own (the decodes wait): the whole budget, whatever decodes
     ("sglang", 48, [(2048, 0), (2048, 2048), (904, 4096)]),
 ])
-def test_a_prompts_chunks_take_the_budget_the_decodes_leave(framework, decoders, chunks):
-    from builders import build_analysis
-    from llm_analysis.serving.engine import engine_settings
+def test_a_prompts_chunks_take_the_budget_the_decodes_leave(analysis_builder, framework, decoders, chunks):
     from llm_analysis.serving.steady_state import RequestShape, prefill_chunks
-    a = build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb")
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb")
     e = engine_settings(a, framework, {"max_num_batched_tokens": 2048})
     assert prefill_chunks(e, RequestShape(5000, 100, 0), decoders) == chunks
