@@ -10,6 +10,8 @@ Fitted per engine, over every GPU, model and precision of its fit rows, under pe
 - step_overhead_per_layer_s: GPU-side time per transformer layer per step beyond the cost model's operators;
 - benchmark_rounds: closed loop, the requests per client of the measured runs (their clients start together,
   so the first round queues behind each other's prefills: 1 / benchmark_rounds of that wait is in the mean).
+The profiles' stated values (the scheduling lookahead, host overlap, the per-sequence host time of an
+overlapping engine, the engines' defaults) are held as they are while these are fitted.
 The loss is the mean Huber loss (knee 0.1, chosen inside the fit half: `--select_knee`) of
 log(predicted / measured) of TTFT and TPOT, so that a few rows far off (a cost-model miss) do not decide
 the fit, except for benchmark_rounds: it sets how TTFT grows

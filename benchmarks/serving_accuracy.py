@@ -87,6 +87,21 @@ class Row:
     tpot_s: float
     half: str  # "fit" | "report"
     config: str
+    harness: str = ""  # which kind of benchmark run measured it (harness_of)
+
+
+def harness_of(source: str) -> str:
+    """The kind of run a row's silicon_data_source names: "workflow" for the database dumps and dated
+    files of CI workflow runs (workflow_run_id, config_id and a container image; the ISL x OSL grid
+    1024x1024 / 1024x8192 / 8192x1024 of InferenceMAX, whose scripts run 10 requests per client with
+    lengths drawn in [0.8 L, L]: docs/validation.md, round 25), "sweep" for per-engine-version files of
+    a GPU / backend / version tree (aiconfigurator's own gap-analysis sweeps), "other" for the rest."""
+    head = source.split(";")[0]
+    if head.startswith("db-dump") or "workflow_run_id" in source or head.startswith("source_file=20"):
+        return "workflow"
+    if head.startswith("source_file=") and head.count("/") >= 4:
+        return "sweep"
+    return "other"
 
 
 def _concurrency(raw: Dict[str, str]) -> int:
@@ -142,7 +157,7 @@ def load_rows() -> List[Row]:
             rows.append(Row(raw["id"], raw["backend"], raw["model_path"], raw["system"], raw["precision"],
                             int(raw["isl"]), int(raw["osl"]), int(raw["tp_size"]), _concurrency(raw),
                             float(raw["silicon_ttft_ms"]) / 1e3, float(raw["silicon_tpot_ms"]) / 1e3,
-                            half_of(config), config))
+                            half_of(config), config, harness_of(raw["silicon_data_source"])))
     return rows
 
 
@@ -265,11 +280,11 @@ def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_
     for row in rows:
         keys = [("engine", row.backend), ("band", f"{row.backend} {band(row.concurrency)}"),
                 ("precision", f"{row.backend} {row.precision}"), ("lengths", f"{row.backend} {row.isl}x{row.osl}"),
-                ("all", "all")]
+                ("harness", f"{row.backend} {row.harness} runs"), ("all", "all")]
         score_row(row, keys, groups, refusals, show_rows,
                   lambda: predict(row, perf_model, **((options_by_engine or {}).get(row.backend, {}))))
     print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    bias   TPOT med   p90    bias")
-    for kind in ("engine", "all", "band", "precision", "lengths"):
+    for kind in ("engine", "all", "band", "precision", "lengths", "harness"):
         for (k, name), g in sorted(groups.items()):
             if k != kind:
                 continue

@@ -57,6 +57,10 @@ ENGINE_OPTIONS = {
     "expert_spread_scale": "experts over expert-parallel groups (moe_ep > 1): scale on the busiest group's load "
                            "over the mean under uniform routing (serving/layout.py busiest_group_factor; the "
                            "profile's fitted value by default)",
+    "scheduling_lookahead": "steps the scheduler plans ahead of the GPU (1: vLLM's async scheduling, SGLang's and "
+                            "TensorRT-LLM's overlap schedulers, their defaults; 0: a scheduler that plans each step "
+                            "after the previous one ends): a request arriving while others run waits that many more "
+                            "steps for its first",
     "benchmark_rounds": "closed loop: requests per client of the benchmark run the mean is over (its clients start "
                         "together, so the first round queues behind each other's prefills); 0: the steady state "
                         "alone",
@@ -141,6 +145,7 @@ class EngineSettings:
     step_overhead_per_layer_s: float  # GPU-side: time per layer per step beyond the operators (StepTimer.step_s)
     host_overlap: bool  # the host prepares the next step while the GPU runs this one (step_with_host_s)
     benchmark_rounds: float  # closed loop: the run's requests per client (the starting burst is 1 / R of it)
+    scheduling_lookahead: int  # steps planned ahead of the GPU: an arrival joins that many steps later
     moe_kernels: str  # the MoE kernel family whose measured grouped GEMM share times routed experts
     moe_kernels_wide_ep: str  # the same with the experts split over expert-parallel ranks
     expert_spread_scale: float  # moe_ep > 1: scale on the busiest expert group's spread (serving/layout.py)
@@ -262,6 +267,8 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
             "step_overhead_per_layer_s", 1.0),
         host_overlap=bool(profile["host_overlap"]["value"]),
         benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
+        scheduling_lookahead=integer(get("scheduling_lookahead", profile["scheduling_lookahead"]["value"]),
+                                     "scheduling_lookahead", 0, 1),
         moe_kernels=profile["moe_kernels"]["value"], moe_kernels_wide_ep=profile["moe_kernels"]["wide_ep_value"],
         expert_spread_scale=non_negative_number(
             get("expert_spread_scale", profile["expert_spread_scale"]["value"]), "expert_spread_scale", 10.0),

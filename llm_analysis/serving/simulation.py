@@ -4,7 +4,9 @@
 The engine loop, as the engines run it:
 - arrivals (a request reaches the scheduler its API latency after the client sends it; that
   latency varies uniformly over +-50% around the profile's) join the waiting queue at the next
-  step boundary;
+  step boundary, or, where the scheduler plans a step ahead of the GPU (`scheduling_lookahead`:
+  vLLM's async scheduling, SGLang's and TensorRT-LLM's overlap schedulers), at the boundary after
+  it when they arrive while a step runs (that next step was planned as the running one began);
 - waiting requests are admitted first come, first served while fewer than max_num_seqs run
   and the KV pool holds their prompt and 16 tokens of growth for every decoding request (or, for
   engines that reserve on admission, their prompt and whole output; for SGLang, their prompt and
@@ -97,6 +99,8 @@ class _Replica:
         self.preemptions = 0
         self.completed: List[_Request] = []
         self.kv_area = self.running_area = self.area_time = 0.0
+        self.lookahead = engine.scheduling_lookahead
+        self.last_step_s = 0.0  # the step just run (0 after idling): the next one was planned as it began
 
     # ----------------------------------------------------------- requests
     def api_s(self) -> float:
@@ -145,7 +149,9 @@ class _Replica:
 
     def admit(self) -> None:
         arrivals, waiting = self.arrivals, self.waiting
-        while arrivals and arrivals[0][0] <= self.now:
+        # a scheduler one step ahead planned the next step when the last one began: later arrivals wait
+        planned_s = self.now - self.last_step_s if self.lookahead and self.running else self.now
+        while arrivals and arrivals[0][0] <= planned_s:
             waiting.append(heapq.heappop(arrivals)[2])
         while waiting and self._fits(waiting[0]):
             r = waiting.popleft()
@@ -248,6 +254,7 @@ class _Replica:
         t = self.timer.step_s(d, self.ctx_sum if d else 0.0, [(q, r.past) for r, q in chunks], sampled=d + last_chunks)
         kv_before = self.kv_tokens
         self.now += t
+        self.last_step_s = t
         if d:
             self.ticks += 1
             self.ctx_sum += d
@@ -284,11 +291,12 @@ class _Replica:
             k = max(1, min(k, int(room // d)))
         t0 = self.timer.step_s(d, self.ctx_sum)
         slope = (self.timer.step_s(d, self.ctx_sum + (k - 1) * d) - t0) / (k - 1) if k > 1 else 0.0
-        if arrival_interrupts and self.arrivals:
+        if arrival_interrupts and self.arrivals:  # (a scheduler one step ahead admits it a step later: `admit`)
             k = min(k, _steps_to_cover(self.arrivals[0][0] - self.now, t0, slope))
         duration = k * t0 + slope * k * (k - 1) / 2
         kv_before = self.kv_tokens
         self.now += duration
+        self.last_step_s = t0 + slope * (k - 1)
         self.ticks += k
         self.ctx_sum += d * k
         if not self.reserves:
@@ -356,6 +364,7 @@ def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None,
             idle_s = max(0.0, rep.arrivals[0][0] - rep.now)
             rep._account(idle_s, rep._in_use())
             rep.now += idle_s
+            rep.last_step_s = 0.0
             continue
         while rep.over_full():
             rep.preempt()

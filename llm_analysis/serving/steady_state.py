@@ -253,7 +253,10 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
 
     def latency(decoders: float):
         f0, delta, prefill_s, x, tpot, in_progress = balance.at(decoders)
-        # arriving while others run, a request waits for the step in progress (its mean residual)
+        # arriving while others run, a request waits for the step in progress (its mean residual), and
+        # for the steps the scheduler had already planned when it arrived (a mean step each)
+        if resident > 1:
+            in_progress += engine.scheduling_lookahead * tpot
         # the first round's requests wait for each other's prefills: 1 / R of the mean over R rounds
         burst = max(0.0, burst_s - in_progress - prefill_s) / rounds if burst_s > 0 else 0.0
         engine_s = in_progress + burst + prefill_s + decode_steps * tpot

@@ -38,7 +38,9 @@ def test_one_slot_is_md1(single_slot, rho):
 def test_vanishing_rate_waits_for_nothing(single_slot):
     a, prefill, decode, service = single_slot
     s = a.serve(request_rate=0.002 / service, input_len=IN, output_len=OUT, num_requests=500, **ZERO)
-    assert s["ttft_s"] == pytest.approx(prefill, rel=2e-3)
+    # a share ~0.002 of arrivals find another request running and wait half the step in progress and the
+    # step planned ahead (scheduling_lookahead 1): 1.5 decode steps, ~0.3% of the prefill on the mean
+    assert prefill <= s["ttft_s"] <= prefill + 2 * 0.002 * 1.5 * decode
     assert s["tpot_s"] == pytest.approx(decode, rel=2e-3)
     assert s["requests_per_s"] == pytest.approx(0.002 / service, rel=1e-12)
 
