@@ -15,7 +15,10 @@ output O. In steady state, with X requests per second completing:
 - eliminating X: X = D / ((O - 1) f0 + D Delta (n - 1) / n) for a given D;
 - time to first token = API latency + the wait for the step in progress (when other requests
   are running: its mean residual, half a decode step plus what the others' longer prefill-carrying
-  steps add by being more often the one in progress; _in_progress) + the steps that prefill it (+ the wait for a free slot
+  steps add by being more often the one in progress; _in_progress) + the steps the scheduler had
+  planned when it arrived (engine.scheduling_lookahead mean steps, the TPOT each: an engine that plans
+  step n + 1 as step n begins; one-token requests, a queue of prefills, are left without it)
+  + the steps that prefill it (+ the wait for a free slot
   when C exceeds what the engine runs at once, N = min(max_num_seqs, requests the KV pool
   holds at their mean length I + O / 2, or I + O when the engine reserves whole requests));
 - the starting burst: a closed-loop benchmark (vllm bench serve --max-concurrency, genai-perf

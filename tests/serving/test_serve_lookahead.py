@@ -57,3 +57,10 @@ def test_open_loop_arrivals_that_find_others_running_wait_one_step(llama8b, rho)
 def test_the_engines_plan_one_step_ahead_by_default(llama8b):
     from llm_analysis.serving.engine import FRAMEWORKS, engine_settings
     assert all(engine_settings(llama8b, f, {}).scheduling_lookahead == 1 for f in FRAMEWORKS)
+
+
+@pytest.mark.parametrize("value", [2, -1, 0.5, True, "1", None])
+def test_a_lookahead_other_than_zero_or_one_is_refused(llama8b, value):
+    from llm_analysis.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"scheduling_lookahead = .* is not valid; use 0 .* or 1"):
+        llama8b.serve(concurrency=2, input_len=IN, output_len=16, num_requests=0, scheduling_lookahead=value)
