@@ -94,7 +94,8 @@ def harness_of(source: str) -> str:
     """The kind of run a row's silicon_data_source names: "workflow" for the database dumps and dated
     files of CI workflow runs (workflow_run_id, config_id and a container image; the ISL x OSL grid
     1024x1024 / 1024x8192 / 8192x1024 of InferenceMAX, whose scripts run 10 requests per client with
-    lengths drawn in [0.8 L, L]: docs/validation.md, round 25), "sweep" for per-engine-version files of
+    lengths drawn in [0.8 L, L]: they look like its runs, which the rows do not state; docs/validation.md,
+    round 25), "sweep" for per-engine-version files of
     a GPU / backend / version tree (aiconfigurator's own gap-analysis sweeps), "other" for the rest."""
     head = source.split(";")[0]
     if head.startswith("db-dump") or "workflow_run_id" in source or head.startswith("source_file=20"):
