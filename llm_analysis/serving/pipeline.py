@@ -65,6 +65,8 @@ class PipelineStepTimer:
     """Seconds of one round of a pipelined rank (module docstring): the `StepTimer` interface serve()'s
     steady state, simulation and disaggregated pools read."""
 
+    tokens_per_step = 1.0  # a round gives each of its sequences one token
+
     def __init__(self, stage_timers: Dict[int, object], representatives: Sequence[int], engine, handoff_s):
         """`stage_timers`: a StepTimer (on a GPU-only engine) per representative stage;
         `representatives`: each stage's representative (stage_representatives); `handoff_s(tokens)`:

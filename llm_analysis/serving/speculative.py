@@ -114,6 +114,12 @@ class SpeculativeStepTimer:
         self.costs, self.engine = base.costs, base.engine
         self.memo_key = ("speculative",) + spec.key  # its saturation rate differs from the base timer's
 
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a decoder gains per verify step (L): `step_s` is a step's time per token, a step lasts L
+        of it (the wait for a step in progress or planned: serving/steady_state.py)."""
+        return self.spec.mean_accepted_length
+
     def _draft_s(self, graph: bool, decoders: float, context: float) -> float:
         """The draft's k - 1 passes over `decoders` requests at `context` tokens."""
         passes = self.spec.draft_length - 1

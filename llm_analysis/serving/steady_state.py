@@ -178,17 +178,21 @@ class _Balance:
         t, e, s = self.timer, self.engine, self.shape
         others = decoders * (self.resident - 1) / self.resident if self.resident > 0 else 0.0
         ctx = s.mean_context
-        f0 = t.step_s(1.0 + others, (1.0 + others) * ctx)  # the decode step a decoder sees
+        f0 = t.step_s(1.0 + others, (1.0 + others) * ctx)  # the decode step a decoder sees, per token
+        # a step gives each decoder L tokens (speculative decoding: L > 1) and the timer's times are per
+        # token: a step lasts L of them, so a chunk's step, as long as it lasts, adds L - 1 more of the
+        # decode part (what the request waits for: its own prefill's steps, another's step in progress)
+        L = t.tokens_per_step
         chunks = prefill_chunks(e, s, others)
         if e.mixed_batches:
             alone = t.step_s(others, others * ctx) if others > 0 else 0.0
             with_chunk = [t.step_s(others, others * ctx, [c]) for c in chunks]
             delta = sum(w - alone for w in with_chunk)  # what the prefill adds to the engine's time
-            prefill_s = sum(with_chunk)
+            walls = [w + alone * (L - 1.0) for w in with_chunk]
         else:  # prefill-only steps: the decoders wait
-            with_chunk = [t.step_s(0.0, 0.0, [c]) for c in chunks]
-            delta = sum(with_chunk)
-            prefill_s = delta
+            walls = [t.step_s(0.0, 0.0, [c]) for c in chunks]
+            delta = sum(walls)
+        prefill_s = sum(walls)
         decode_steps = s.output - 1
         if decode_steps <= 0:  # one output token: the engine only prefills
             return f0, delta, prefill_s, (1.0 / delta if delta > 0 else math.inf), 0.0, 0.0
@@ -197,7 +201,7 @@ class _Balance:
         x = decoders / (decode_steps * f0 + decoders * delta * share) if decoders > 0 else 0.0
         busy = 1.0 - x * delta * share
         tpot = f0 / busy if busy > 0 else math.inf
-        return f0, delta, prefill_s, x, tpot, _in_progress(f0, with_chunk, x * share, self.resident)
+        return f0, delta, prefill_s, x, tpot, _in_progress(f0 * L, walls, x * share, self.resident)
 
 
 def _in_progress(f0: float, prefill_steps: List[float], others_prefills_per_s: float, resident: float) -> float:
@@ -258,8 +262,8 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
         f0, delta, prefill_s, x, tpot, in_progress = balance.at(decoders)
         # arriving while others run, a request waits for the step in progress (its mean residual), and
         # for the steps the scheduler had already planned when it arrived (a mean step each)
-        if resident > 1:
-            in_progress += engine.scheduling_lookahead * tpot
+        if resident > 1:  # (a step lasts L tokens' time under speculative decoding)
+            in_progress += engine.scheduling_lookahead * tpot * timer.tokens_per_step
         # the first round's requests wait for each other's prefills: 1 / R of the mean over R rounds
         burst = max(0.0, burst_s - in_progress - prefill_s) / rounds if burst_s > 0 else 0.0
         engine_s = in_progress + burst + prefill_s + decode_steps * tpot

@@ -258,6 +258,8 @@ class StepTimer:
     or not as the engine runs it, the engine's time per layer beyond those pieces, and its host
     overheads."""
 
+    tokens_per_step = 1.0  # output tokens a decoder gains per engine step (speculative decoding: more)
+
     def __init__(self, costs: StepCosts, engine, layers: int):
         """`layers`: the transformer layers the step runs (a pipeline stage's, or the whole model's)."""
         self.costs, self.engine, self.layers = costs, engine, layers

@@ -6,7 +6,8 @@ a scheduler that plans each step after the last one ends. Alone in the engine, i
 Hand derivations:
 - closed loop, steady state alone (benchmark_rounds = 0): the extra wait is one step as the decoders see
   it, the TPOT; with outputs of thousands of tokens the throughput barely moves, so
-  TTFT(1) - TTFT(0) = TPOT (to ~1e-4); one client never finds another running: no difference;
+  TTFT(1) - TTFT(0) = TPOT (to ~1e-4); under speculative decoding a step gives each request L tokens,
+  so it lasts L x TPOT; one client never finds another running: no difference;
 - open loop with room for every request (no queue for a slot): Poisson arrivals see the time average
   (PASTA), and the requests in the engine are then Poisson with mean rho = rate x service time (an
   M/G/infinity system), so a share 1 - exp(-rho) of arrivals find others running and wait one decode step
@@ -35,6 +36,28 @@ def test_closed_loop_waits_one_step_more(llama8b, clients):
     ahead, plain = (llama8b.serve(concurrency=clients, input_len=IN, output_len=4000, num_requests=0,
                                   benchmark_rounds=0, scheduling_lookahead=k, **ZERO) for k in (1, 0))
     assert ahead["ttft_s"] - plain["ttft_s"] == pytest.approx(ahead["tpot_s"], rel=1e-3)
+
+
+@pytest.mark.parametrize("accepted", [2.0, 3.0])
+def test_under_speculative_decoding_the_planned_step_is_a_whole_verify_step(llama8b, accepted):
+    """A verify step gives each request L tokens, so it lasts L TPOTs: the step already planned costs
+    L x TPOT (closed loop, steady state alone, long outputs, as above)."""
+    spec = dict(method="mtp", draft_length=4, mean_accepted_length=accepted)
+    ahead, plain = (llama8b.serve(concurrency=8, input_len=IN, output_len=4000, num_requests=0, benchmark_rounds=0,
+                                  scheduling_lookahead=k, speculative=spec, **ZERO) for k in (1, 0))
+    assert ahead["ttft_s"] - plain["ttft_s"] == pytest.approx(accepted * ahead["tpot_s"], rel=1e-3)
+
+
+def test_under_speculative_decoding_a_first_token_waits_for_whole_verify_steps(llama8b):
+    """With the lookahead off and the steady state alone, a request waits for half the verify step in
+    progress and for its own prefill's step, which verifies the others' k tokens too: both last as long
+    whatever L of the k tokens are accepted, so TTFT does not depend on L (8 clients, 4,000-token outputs:
+    the others' prefills are rare enough that the throughput L changes moves it by < 1e-3)."""
+    ttft = [llama8b.serve(concurrency=8, input_len=IN, output_len=4000, num_requests=0, benchmark_rounds=0,
+                          scheduling_lookahead=0, speculative=dict(method="mtp", draft_length=4,
+                                                                   mean_accepted_length=L), **ZERO)["ttft_s"]
+            for L in (1.0, 2.0, 3.0)]
+    assert ttft[1] == pytest.approx(ttft[0], rel=1e-3) and ttft[2] == pytest.approx(ttft[0], rel=1e-3)
 
 
 def test_one_client_finds_nobody_running(llama8b):
