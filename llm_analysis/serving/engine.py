@@ -22,7 +22,6 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import numbers
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -268,7 +267,8 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
             "step_overhead_per_layer_s", 1.0),
         host_overlap=bool(profile["host_overlap"]["value"]),
         benchmark_rounds=_rounds(get("benchmark_rounds", profile["benchmark_rounds"]["value"])),
-        scheduling_lookahead=_lookahead(get("scheduling_lookahead", profile["scheduling_lookahead"]["value"])),
+        scheduling_lookahead=choice(get("scheduling_lookahead", profile["scheduling_lookahead"]["value"]),
+                                    "scheduling_lookahead", (0, 1)),
         moe_kernels=profile["moe_kernels"]["value"], moe_kernels_wide_ep=profile["moe_kernels"]["wide_ep_value"],
         expert_spread_scale=non_negative_number(
             get("expert_spread_scale", profile["expert_spread_scale"]["value"]), "expert_spread_scale", 10.0),
@@ -295,14 +295,6 @@ def _measured_accuracy(profile: Dict[str, Any]) -> Tuple[Tuple[str, Tuple[int, f
               "disaggregated": layouts.get("disaggregated")}
     return tuple((kind, (m["rows"], m["ttft_median"], m["ttft_p90"], m["tpot_median"], m["tpot_p90"]))
                  for kind, m in stated.items() if m is not None)
-
-
-def _lookahead(value) -> int:
-    """scheduling_lookahead: 0 or 1 steps planned ahead of the GPU."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value not in (0, 1):
-        raise ConfigError(f"scheduling_lookahead = {value!r} is not valid; use 0 (each step planned after the last "
-                          "one ends) or 1 (one step ahead of the GPU: the engines' default)")
-    return int(value)
 
 
 def _rounds(value) -> float:

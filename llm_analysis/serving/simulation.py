@@ -99,7 +99,6 @@ class _Replica:
         self.preemptions = 0
         self.completed: List[_Request] = []
         self.kv_area = self.running_area = self.area_time = 0.0
-        self.lookahead = engine.scheduling_lookahead
         self.last_step_s = 0.0  # the step just run (0 after idling): the next one was planned as it began
 
     # ----------------------------------------------------------- requests
@@ -150,7 +149,7 @@ class _Replica:
     def admit(self) -> None:
         arrivals, waiting = self.arrivals, self.waiting
         # a scheduler one step ahead planned the next step when the last one began: later arrivals wait
-        planned_s = self.now - self.last_step_s if self.lookahead and self.running else self.now
+        planned_s = self.now - self.last_step_s if self.engine.scheduling_lookahead and self.running else self.now
         while arrivals and arrivals[0][0] <= planned_s:
             waiting.append(heapq.heappop(arrivals)[2])
         while waiting and self._fits(waiting[0]):

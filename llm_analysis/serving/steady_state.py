@@ -173,8 +173,8 @@ class _Balance:
         self.timer, self.engine, self.shape, self.resident = timer, engine, shape, resident
 
     def at(self, decoders: float):
-        """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait for the step in progress) at
-        `decoders` mean decoders."""
+        """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait of a request arriving while
+        others run: the step in progress and the steps already planned) at `decoders` mean decoders."""
         t, e, s = self.timer, self.engine, self.shape
         others = decoders * (self.resident - 1) / self.resident if self.resident > 0 else 0.0
         ctx = s.mean_context
@@ -201,7 +201,10 @@ class _Balance:
         x = decoders / (decode_steps * f0 + decoders * delta * share) if decoders > 0 else 0.0
         busy = 1.0 - x * delta * share
         tpot = f0 / busy if busy > 0 else math.inf
-        return f0, delta, prefill_s, x, tpot, _in_progress(f0 * L, walls, x * share, self.resident)
+        wait = _in_progress(f0 * L, walls, x * share, self.resident)
+        if self.resident > 1:  # and the steps the scheduler had planned when it arrived: a mean step each
+            wait += e.scheduling_lookahead * tpot * L
+        return f0, delta, prefill_s, x, tpot, wait
 
 
 def _in_progress(f0: float, prefill_steps: List[float], others_prefills_per_s: float, resident: float) -> float:
@@ -260,10 +263,8 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
 
     def latency(decoders: float):
         f0, delta, prefill_s, x, tpot, in_progress = balance.at(decoders)
-        # arriving while others run, a request waits for the step in progress (its mean residual), and
-        # for the steps the scheduler had already planned when it arrived (a mean step each)
-        if resident > 1:  # (a step lasts L tokens' time under speculative decoding)
-            in_progress += engine.scheduling_lookahead * tpot * timer.tokens_per_step
+        # arriving while others run, a request waits for the step in progress (its mean residual) and the
+        # steps already planned (`_Balance.at`)
         # the first round's requests wait for each other's prefills: 1 / R of the mean over R rounds
         burst = max(0.0, burst_s - in_progress - prefill_s) / rounds if burst_s > 0 else 0.0
         engine_s = in_progress + burst + prefill_s + decode_steps * tpot

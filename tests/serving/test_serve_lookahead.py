@@ -85,5 +85,5 @@ def test_the_engines_plan_one_step_ahead_by_default(llama8b):
 @pytest.mark.parametrize("value", [2, -1, 0.5, True, "1", None])
 def test_a_lookahead_other_than_zero_or_one_is_refused(llama8b, value):
     from llm_analysis.errors import ConfigError
-    with pytest.raises(ConfigError, match=r"scheduling_lookahead = .* is not valid; use 0 .* or 1"):
+    with pytest.raises(ConfigError, match=r"scheduling_lookahead = .* is not valid; use one of 0, 1"):
         llama8b.serve(concurrency=2, input_len=IN, output_len=16, num_requests=0, scheduling_lookahead=value)
