@@ -14,6 +14,12 @@ from typing import List, Optional
 from llm_analysis.errors import ConfigError, LLMAnalysisError
 
 _HELP_FLAGS = ("--help", "-h")
+# Flags that name the same input in different commands: `serve` takes a request's lengths as
+# input_len / output_len, `infer` and `plan infer` as seq_len / num_tokens_to_generate (the mirrored
+# system's names); `plan` tries several GPUs and data types. A flag given to the command that spells
+# it the other way is pointed at that command's spelling (spelling alone would not find it).
+SAME_INPUT = (("input_len", "seq_len"), ("output_len", "num_tokens_to_generate"),
+              ("gpu_name", "gpu_names"), ("dtype_name", "dtype_names"))
 
 
 def _wants_debug(argv: List[str]) -> bool:
@@ -61,7 +67,8 @@ def _unknown_flag(component, argv: List[str], prog: str) -> Optional[str]:
         flag = arg[2:].split("=", 1)[0].replace("-", "_")
         if flag in known or (flag.startswith("no") and flag[2:] in known):
             continue
-        near = difflib.get_close_matches(flag, sorted(known), n=3, cutoff=0.6)
+        near = [other for pair in SAME_INPUT if flag in pair for other in pair if other != flag and other in known] \
+            or difflib.get_close_matches(flag, sorted(known), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join('--' + n for n in near)}?" if near else ""
         return (f"{prog} {name}: error: unknown flag --{flag}.{hint} "
                 f"`{prog} {name} --help` lists every flag.")

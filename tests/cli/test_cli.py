@@ -306,3 +306,20 @@ def test_serving_flag_sets_the_serving_conventions(run):
     assert served["prefill_num_flops_fwd_total"] == pytest.approx(lib["prefill_num_flops_fwd_total"], rel=1e-12)
     assert served["prefill_num_flops_fwd_total"] < eager["prefill_num_flops_fwd_total"]
     assert served["time_per_output_token"] < eager["time_per_output_token"]
+
+
+@pytest.mark.parametrize("argv, given, meant", [
+    (["serve", "--model_name", "gpt2", "--concurrency", "2", "--seq_len", "64"], "seq_len", "input_len"),
+    (["serve", "--model_name", "gpt2", "--concurrency", "2", "--num_tokens_to_generate", "8"],
+     "num_tokens_to_generate", "output_len"),
+    (["plan", "infer", "gpt2", "h100-sxm-80gb", "--input_len", "64"], "input_len", "seq_len"),
+    (["plan", "infer", "gpt2", "h100-sxm-80gb", "--output_len", "8"], "output_len", "num_tokens_to_generate"),
+    (["infer", "--model_name", "gpt2", "--gpu_names", "h100-sxm-80gb"], "gpu_names", "gpu_name"),
+])
+def test_a_flag_spelled_as_another_command_spells_it_names_this_commands_flag(run, argv, given, meant):
+    """serve takes input_len / output_len where infer and plan take seq_len / num_tokens_to_generate;
+    no spelling distance connects them, so the hint comes from the stated pairs (cli/fire_runner.py)."""
+    p = run(*argv)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1, p.stderr  # one line
+    assert f"unknown flag --{given}. Did you mean --{meant}?" in p.stderr, p.stderr
