@@ -24,6 +24,8 @@ Also by concurrency band, precision and input x output length.
         beyond the engine's work: what a single fitted API latency has to stand for; see offsets())
     python benchmarks/serving_accuracy.py --by_model [--half all] [--with_layouts] [--max_concurrency 8]
         (TPOT bias per model family and precision, by engine and GPU, at low concurrency; see by_model())
+    python benchmarks/serving_accuracy.py --growth [--half all]   (per engine, kind of run and model, how much
+        of the TTFT growth with concurrency the starting burst explains: what benchmark_rounds stands for; see growth())
 """
 
 from __future__ import annotations
@@ -354,6 +356,48 @@ def offsets(rows: List[Row], perf_model: str) -> None:
               f"median {1e3 * statistics.median(xs):.0f} ms, p10 {q[0]:.0f} ms, p90 {q[-1]:.0f} ms")
 
 
+def growth(rows: List[Row], perf_model: str) -> None:
+    """How much of the measured TTFT growth with concurrency the starting burst explains, per engine, kind of
+    run and model. Per configuration, from its least concurrency C0 to each larger C: the measured growth
+    less the steady state's (serve() with benchmark_rounds=0), over (C - C0) x P, P the request's prefill
+    alone (inference() at batch 1). A burst of C clients prefilled in order gives each a mean wait of about
+    P (C + 1) / 2, 1 / R of it in the mean of R rounds: the ratio is then about 1 / (2 R) whatever the model,
+    and the profile's benchmark_rounds R stands for it. A ratio that moves from model to model within one
+    engine and kind of run says the growth is not the burst's, or P is off for those models."""
+    by_config: Dict[str, List[Row]] = defaultdict(list)
+    for r in rows:
+        by_config[r.config].append(r)
+    ratios: Dict[Tuple[str, str, str], List[float]] = defaultdict(list)
+    for group in by_config.values():
+        group = sorted(group, key=lambda r: r.concurrency)
+        low = group[0]
+        try:
+            a = analysis_for(low, perf_model)
+            prefill_s = a.inference(batch_size_per_gpu=1, seq_len=low.isl, num_tokens_to_generate=1)["prefill_latency"]
+            steady_low = predict(low, perf_model, benchmark_rounds=0)[0]
+            for r in group[1:]:
+                if r.concurrency > low.concurrency:
+                    steady = predict(r, perf_model, benchmark_rounds=0)[0] - steady_low
+                    ratio = (r.ttft_s - low.ttft_s - steady) / ((r.concurrency - low.concurrency) * prefill_s)
+                    ratios[(r.backend, r.harness, f"{r.model_path.split('/')[-1]} {r.system}")].append(ratio)
+        except (Refused, LLMAnalysisError):
+            continue
+    print("measured TTFT growth beyond the steady state's, over (C - C0) x the prefill alone "
+          "(about 1 / (2 benchmark_rounds) when the starting burst explains it)")
+    print(f"{'engine':7s} {'run':9s} {'model gpu':40s} {'points':>6s}  median  [p10, p90]")
+    by_engine: Dict[str, List[float]] = defaultdict(list)
+    for (engine, harness, model), xs in sorted(ratios.items()):
+        by_engine[engine].append(statistics.median(xs))
+        q = statistics.quantiles(xs, n=10) if len(xs) > 1 else [xs[0]] * 9
+        print(f"{engine:7s} {harness:9s} {model[:40]:40s} {len(xs):6d}  {statistics.median(xs):6.3f}  "
+              f"[{q[0]:.3f}, {q[-1]:.3f}]")
+    for engine, medians in sorted(by_engine.items()):
+        rounds = json.loads((PROFILE_DIR / f"{engine}.json").read_text())["benchmark_rounds"]["value"]
+        print(f"{engine}: the groups' medians span {min(medians):.3f} .. {max(medians):.3f} (median "
+              f"{statistics.median(medians):.3f}); its profile's benchmark_rounds {rounds:g} stands for "
+              f"{1 / (2 * rounds):.3f}")
+
+
 def by_model(predicted_rows, max_concurrency: int, spread_limit: float = 0.10) -> None:
     """TPOT bias per model family and precision, by engine and GPU (and layout kind), over the rows at
     <= `max_concurrency` clients: there a decode step is mostly the kernels of a small batch (little
@@ -434,6 +478,8 @@ def main(argv=None) -> int:
     parser.add_argument("--speed", action="store_true", help="time serve() calls instead of scoring")
     parser.add_argument("--offsets", action="store_true",
                         help="per configuration, the TTFT beyond the engine's work at the least concurrency")
+    parser.add_argument("--growth", action="store_true",
+                        help="per engine, kind of run and model: the TTFT growth with concurrency the starting burst explains")
     parser.add_argument("--keep_inconsistent", action="store_true",
                         help="score the configurations inconsistent_configs() leaves out too")
     parser.add_argument("--by_model", action="store_true",
@@ -465,6 +511,9 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     if args.offsets:
         offsets(chosen, args.perf_model)
+        return 0
+    if args.growth:
+        growth(chosen, args.perf_model)
         return 0
     if args.by_model:
         predicted = list(_aggregated_predictions(chosen, args.perf_model))
