@@ -190,7 +190,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                        perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
                        html: Optional[str] = None, concurrency: Optional[int] = None,
                        percentile: Optional[int] = None, batching: Optional[str] = None,
-                       framework: str = "vllm", emit_launch: Optional[str] = None,
+                       framework: Optional[str] = None, emit_launch: Optional[str] = None,
                        max_worker_gpus: Optional[int] = None) -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
@@ -234,7 +234,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
             on the means.
         batching: continuous (default with a load: replicas sized with serve()) or static (one batch per
             replica, prefilled and decoded together: the default without a load).
-        framework: the serving engine continuous batching models: vllm (default), sglang or trtllm.
+        framework: the serving engine continuous batching models: vllm, sglang or trtllm (default: --emit_launch's
+            engine when that is given, so that the launch printed runs what was timed; else vllm).
         emit_launch: vllm, sglang or trtllm: print the engine's launch command for the best row (JSON: every
             row's, under "launch"); needs a load. A layout the engine cannot express is said so.
         max_worker_gpus: the most GPUs one worker of an MoE model may span (tp x attention_dp; default 64).

@@ -111,7 +111,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                    max_batch_size: int = 1024, disaggregate: bool = False,
                    flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                    conventions: Optional[Mapping[str, str]] = None, perf_model: Any = "roofline",
-                   batching: Optional[str] = None, framework: str = "vllm",
+                   batching: Optional[str] = None, framework: Optional[str] = None,
                    engine_options: Optional[Mapping[str, Any]] = None, max_worker_gpus: Optional[int] = None,
                    emit_launch: Optional[str] = None) -> PlanResult:
     """Best serving setups, ranked by `objective` ("cost": $ per million
@@ -127,7 +127,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     bounds.
 
     `batching`: "continuous" sizes each layout's replicas with `LLMAnalysis.serve()` on
-    `framework` ("vllm", "sglang", "trtllm"; `engine_options` are serve()'s engine keyword
+    `framework` ("vllm", "sglang", "trtllm"; None: `emit_launch`'s engine when that is given, so that
+    the launch printed runs what was timed, else "vllm"; `engine_options` are serve()'s engine keyword
     arguments) for the load in `slo` (request_rate_per_s, concurrency or min_tokens_per_s), the
     latency targets on the means or on `slo["percentile"]` (planner/continuous.py); "static" keeps
     the static-batch search (a replica prefills and decodes one batch together). None (default):
@@ -159,7 +160,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                               f"{', '.join(LAUNCH_ENGINES)} with a load, or None")
     stats, miss = SearchStats(), ClosestMiss()
     if batching == "continuous":
-        load = ContinuousLoad(slo, s, n, choice(framework, "framework", FRAMEWORKS), _engine_options(engine_options))
+        engine = framework if framework is not None else emit_launch if emit_launch is not None else "vllm"
+        load = ContinuousLoad(slo, s, n, choice(engine, "framework", FRAMEWORKS), _engine_options(engine_options))
         # what serve() would refuse for every layout is refused here, once, by name
         make_workload(search.model, slo.concurrency, load.request_rate, s, n, None)
         for kv in search.kv_options:

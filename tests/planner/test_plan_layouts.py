@@ -189,3 +189,18 @@ def test_bad_emit_launch_is_one_line_naming_the_flag(args, flag, valid):
     code, text = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", max_ttft=1.0, **kw)
     assert code == 2 and len(text.splitlines()) == 1
     assert text.startswith(f"error: {flag} = ") and valid in text
+
+
+def test_the_launch_asked_for_is_the_engine_timed_unless_another_is_named():
+    """--emit_launch sglang without --framework times the rows on SGLang's profile (the launch printed
+    runs what was timed); naming --framework vllm keeps vLLM's timing and says so beside the launch."""
+    kw = dict(seq_len=1024, num_tokens_to_generate=128, perf_model="roofline", max_worker_gpus=8)
+    slo = {"max_ttft_s": 1.5, "max_tpot_s": 0.05, "request_rate_per_s": 2.0}
+    implied = plan_inference(MIXTRAL, [GPU], slo, emit_launch="sglang", **kw)
+    named = plan_inference(MIXTRAL, [GPU], slo, emit_launch="sglang", framework="vllm", **kw)
+    assert implied.rows and named.rows
+    assert all(r["layout"]["framework"] == "sglang" and "timed_on" not in r["launch"] for r in implied.rows)
+    assert all(r["layout"]["framework"] == "vllm" and "vllm" in r["launch"]["timed_on"] for r in named.rows)
+    # without either, vLLM as before
+    plain = plan_inference(MIXTRAL, [GPU], slo, **kw)
+    assert all(r["layout"]["framework"] == "vllm" for r in plain.rows)
