@@ -110,7 +110,9 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
           framework: str = "vllm", max_num_batched_tokens: Optional[int] = None, max_num_seqs: Optional[int] = None,
           gpu_memory_utilization: Optional[float] = None, block_size: Optional[int] = None,
           prefix_cache_share: float = 0.0, kv_cache_dtype: Optional[str] = None, seed: int = 0,
-          num_requests: Optional[int] = None, speculative: Union[str, dict, None] = None,
+          num_requests: Optional[int] = None, api_latency_s: Optional[float] = None,
+          scheduling_lookahead: Optional[int] = None, benchmark_rounds: Optional[float] = None,
+          speculative: Union[str, dict, None] = None,
           disaggregated: Union[str, dict, None] = None, perf_model: str = "calibrated", gpu_profile: Optional[str] = None,
           output_format: str = "text", quiet: bool = False, log_level: str = "INFO",
           html: Optional[str] = None) -> dict:
@@ -169,6 +171,15 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         seed: seed of the simulation (arrivals, length draws, API-latency jitter); same seed, same answer.
         num_requests: requests the simulation measures after its warm-up (default 4000; 0 with --concurrency:
             no simulation, means only).
+        api_latency_s: fixed API / tokenisation latency in every time to first token, seconds (default: the
+            engine profile's, fitted on measured runs).
+        scheduling_lookahead: steps the scheduler plans ahead of the GPU: 1 (the engines' default: vLLM's async
+            scheduling, SGLang's and TensorRT-LLM's overlap schedulers) or 0 (a scheduler that plans each step
+            after the previous one ends, e.g. --disable-overlap-schedule).
+        benchmark_rounds: closed loop: requests per client of the benchmark run the mean TTFT is over (its
+            clients start together, so the first round queues behind each other's prefills; default: the
+            engine profile's, fitted on measured runs); 0: the steady state alone (a long run, or clients that
+            never start together).
         speculative: speculative decoding, a JSON object: {"method": "mtp" | "draft_model", "draft_length": k
             (tokens verified per step), "mean_accepted_length": L in [1, k] or "acceptance_rate": a,
             "draft_model": name (draft_model only)}.
@@ -204,7 +215,9 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                            perf_model=perf_model_arg(perf_model, gpu_profile))
     options = {k: v for k, v in (("max_num_batched_tokens", max_num_batched_tokens), ("max_num_seqs", max_num_seqs),
                                  ("gpu_memory_utilization", gpu_memory_utilization), ("block_size", block_size),
-                                 ("kv_cache_dtype", kv_cache_dtype), ("num_requests", num_requests))
+                                 ("kv_cache_dtype", kv_cache_dtype), ("num_requests", num_requests),
+                                 ("api_latency_s", api_latency_s), ("scheduling_lookahead", scheduling_lookahead),
+                                 ("benchmark_rounds", benchmark_rounds))
                if v is not None}
     lengths = dict(lengths=lengths_file) if lengths_file is not None else dict(
         input_len=_length(input_len, input_len_spread), output_len=_length(output_len, output_len_spread))

@@ -96,7 +96,8 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
              "model's operators (the engine's own kernels and launch gaps, fitted)"
              if engine.step_overhead_per_layer_s > 0 else "")
     n.append(f"fixed API / tokenisation latency {engine.api_latency_s * 1e3:.1f} ms in every time to first token "
-             f"(varying +-50% per request in the simulation); {host}{layer} (engine profile)")
+             f"(varying +-50% per request in the simulation); {host}{layer} (engine profile"
+             + (f"; {', '.join(engine.given_overheads)} as given)" if engine.given_overheads else ")"))
     if engine.scheduling_lookahead:
         n.append("the scheduler plans each step as the one before begins (scheduling_lookahead=1, the engine's "
                  "default): a request arriving while others run waits for the step in progress and the one "

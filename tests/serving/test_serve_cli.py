@@ -75,3 +75,31 @@ def test_every_flag_is_documented_with_its_unit():
     assert r.returncode == 0
     for flag in flags:
         assert f"--{flag}" in r.stdout, flag
+
+
+def test_the_engine_timing_options_the_notes_name_are_flags_too():
+    """The notes name benchmark_rounds (0: the steady state alone) and scheduling_lookahead (0 or 1), and the
+    fitted API latency: the command line takes them as serve() does, with the same numbers; a latency the
+    caller gives is said to be given, not the profile's. With one client nothing waits for other clients'
+    prefills nor for a planned step, so there TTFT moves by exactly the API latency given less the profile's."""
+    from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name,
+                                     get_model_config_by_name)
+    from llm_analysis.facade import LLMAnalysis
+    a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                    get_dtype_config_by_name("w16a16e16"), ParallelismConfig(), perf_model="calibrated")
+    work = dict(concurrency=32, input_len=2000, output_len=200, num_requests=0)
+    flags = ["--concurrency", "32", "--input_len", "2000", "--output_len", "200", "--num_requests", "0",
+             "--output_format", "json"]
+    for option, value in (("benchmark_rounds", 0), ("scheduling_lookahead", 0), ("api_latency_s", 0.05)):
+        r = _run(*BASE[:5], *flags, f"--{option}", str(value))
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert got["ttft_s"] == pytest.approx(a.serve(**work, **{option: value})["ttft_s"], rel=1e-9), option
+        assert got["ttft_s"] != pytest.approx(a.serve(**work)["ttft_s"], rel=1e-3), option  # the flag took effect
+        assert any(n.endswith("(engine profile; api_latency_s as given)") for n in got["notes"]) \
+            == (option == "api_latency_s")
+    one = dict(work, concurrency=1)
+    profile_s = a.serve(**one)["ttft_s"]
+    given_s = a.serve(**one, api_latency_s=0.05)["ttft_s"]
+    from llm_analysis.serving.engine import load_engine_profile
+    assert given_s - profile_s == pytest.approx(0.05 - load_engine_profile("vllm")["api_latency_s"]["value"], rel=1e-9)
