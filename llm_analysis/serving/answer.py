@@ -7,6 +7,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from llm_analysis.serving.engine import FITTED_OVERHEADS
+
 PERCENTILES = (50, 90, 99)
 LATENCIES = ("ttft", "tpot", "e2e")
 
@@ -95,9 +97,10 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
     layer = (f"; {engine.step_overhead_per_layer_s * 1e6:.1f} us per layer per step on the GPU beyond the cost "
              "model's operators (the engine's own kernels and launch gaps, fitted)"
              if engine.step_overhead_per_layer_s > 0 else "")
+    given = [k for k in engine.given_fitted if k in FITTED_OVERHEADS]
     n.append(f"fixed API / tokenisation latency {engine.api_latency_s * 1e3:.1f} ms in every time to first token "
              f"(varying +-50% per request in the simulation); {host}{layer} (engine profile"
-             + (f"; {', '.join(engine.given_overheads)} as given)" if engine.given_overheads else ")"))
+             + (f"; {', '.join(given)} as given)" if given else ")"))
     if engine.scheduling_lookahead:
         n.append("the scheduler plans each step as the one before begins (scheduling_lookahead=1, the engine's "
                  "default): a request arriving while others run waits for the step in progress and the one "
@@ -111,8 +114,10 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
     if steady_state_means and not saturated and engine.benchmark_rounds > 0:
         n.append(f"closed-loop means are those of a benchmark run of {engine.benchmark_rounds:.3g} requests per "
                  "client whose clients start together: its first round queues behind each other's prefills, which "
-                 "adds 1/benchmark_rounds of that wait to the mean TTFT (benchmark_rounds fitted per engine on "
-                 "measured closed-loop runs; benchmark_rounds=0 gives the steady state alone)")
+                 "adds 1/benchmark_rounds of that wait to the mean TTFT (benchmark_rounds "
+                 + ("as given" if "benchmark_rounds" in engine.given_fitted else
+                    "fitted per engine on measured closed-loop runs")
+                 + "; benchmark_rounds=0 gives the steady state alone)")
     n.append("times are the cost model's for each step's batch (token operators on all the step's tokens, each "
              "sequence's attention over its own context); per-request sampling and detokenisation are in the host "
              "overheads")

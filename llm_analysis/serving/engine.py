@@ -65,8 +65,10 @@ ENGINE_OPTIONS = {
                         "together, so the first round queues behind each other's prefills); 0: the steady state "
                         "alone",
 }
-# the profile's fitted host / API overheads a caller may replace (the notes say which were given)
+# the profile's fitted values a caller may replace (the notes say which were given): the host / API
+# overheads, and the closed loop's benchmark run length
 FITTED_OVERHEADS = ("api_latency_s", "step_overhead_s", "step_overhead_per_seq_s", "step_overhead_per_layer_s")
+FITTED_VALUES = FITTED_OVERHEADS + ("benchmark_rounds",)
 DEFAULT_NUM_REQUESTS = 4000
 MAX_NUM_REQUESTS = 10**6
 
@@ -158,8 +160,8 @@ class EngineSettings:
     # serving_layout_accuracy.py --write_accuracy), per kind of deployment (ACCURACY_KINDS): (kind, (rows, TTFT
     # median, TTFT p90, TPOT median, TPOT p90)) of |predicted / measured - 1|
     measured_accuracy: Tuple[Tuple[str, Tuple[int, float, float, float, float]], ...] = ()
-    # the fitted overheads the caller gave instead of the profile's (the notes name them: not the profile's)
-    given_overheads: Tuple[str, ...] = ()
+    # the fitted values (FITTED_VALUES) the caller gave instead of the profile's (the notes name them)
+    given_fitted: Tuple[str, ...] = ()
 
     def accuracy(self, kind: str) -> Optional[Tuple[int, float, float, float, float]]:
         """The stated errors for deployments of `kind` (ACCURACY_KINDS), None where the profile states none."""
@@ -280,7 +282,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         seed=integer(get("seed", 0), "seed", 0, 2**63 - 1),
         num_requests=integer(get("num_requests", DEFAULT_NUM_REQUESTS), "num_requests", 0, MAX_NUM_REQUESTS),
         measured_accuracy=_measured_accuracy(profile),
-        given_overheads=tuple(k for k in FITTED_OVERHEADS if get(k) is not None),
+        given_fitted=tuple(k for k in FITTED_VALUES if get(k) is not None),
     )
 
 

@@ -98,6 +98,11 @@ def test_the_engine_timing_options_the_notes_name_are_flags_too():
         assert got["ttft_s"] != pytest.approx(a.serve(**work)["ttft_s"], rel=1e-3), option  # the flag took effect
         assert any(n.endswith("(engine profile; api_latency_s as given)") for n in got["notes"]) \
             == (option == "api_latency_s")
+    # the closed loop's run length: fitted unless given
+    given_rounds = a.serve(**work, benchmark_rounds=10)["notes"]
+    assert any("(benchmark_rounds as given;" in n for n in given_rounds)
+    assert not any("fitted per engine" in n for n in given_rounds)
+    assert any("(benchmark_rounds fitted per engine" in n for n in a.serve(**work)["notes"])
     one = dict(work, concurrency=1)
     profile_s = a.serve(**one)["ttft_s"]
     given_s = a.serve(**one, api_latency_s=0.05)["ttft_s"]
