@@ -191,7 +191,9 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                        html: Optional[str] = None, concurrency: Optional[int] = None,
                        percentile: Optional[int] = None, batching: Optional[str] = None,
                        framework: Optional[str] = None, emit_launch: Optional[str] = None,
-                       max_worker_gpus: Optional[int] = None) -> Tuple[int, str]:
+                       max_worker_gpus: Optional[int] = None, api_latency_s: Optional[float] = None,
+                       scheduling_lookahead: Optional[int] = None,
+                       benchmark_rounds: Optional[float] = None) -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
@@ -239,6 +241,13 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
         emit_launch: vllm, sglang or trtllm: print the engine's launch command for the best row (JSON: every
             row's, under "launch"); needs a load. A layout the engine cannot express is said so.
         max_worker_gpus: the most GPUs one worker of an MoE model may span (tp x attention_dp; default 64).
+        api_latency_s: with a load: the fixed API / tokenisation latency in every time to first token, seconds
+            (default: the engine profile's, fitted on measured runs).
+        scheduling_lookahead: with a load: steps the engine's scheduler plans ahead, 1 (the engines' default)
+            or 0.
+        benchmark_rounds: with --concurrency: requests per client of the benchmark run the mean TTFT is over
+            (its clients start together; default: the engine profile's, fitted on measured runs); 0: the
+            steady state alone (clients that never start together, as in production).
     """
     from llm_analysis.planner.inference import plan_inference
 
@@ -259,7 +268,11 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: int = 2048, num
                               perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=flops_efficiency
                                                         is not None or hbm_memory_efficiency is not None),
                               batching=batching,
-                              framework=framework, emit_launch=emit_launch, max_worker_gpus=max_worker_gpus)
+                              framework=framework, emit_launch=emit_launch, max_worker_gpus=max_worker_gpus,
+                              engine_options={k: v for k, v in (("api_latency_s", api_latency_s),
+                                                                ("scheduling_lookahead", scheduling_lookahead),
+                                                                ("benchmark_rounds", benchmark_rounds))
+                                              if v is not None})
     return _run(go, output_format, plot, top, tuple(inspect.signature(plan_infer_command).parameters), html,
                 model_name)
 

@@ -158,6 +158,11 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
             raise ConfigError(f"emit_launch = {emit_launch!r} writes the engine launch of a continuous-batching row: "
                               "give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid: "
                               f"{', '.join(LAUNCH_ENGINES)} with a load, or None")
+    if engine_options and batching != "continuous":  # static batches run no engine: the options would do nothing
+        key, value = next(iter(dict(engine_options).items()))
+        raise ConfigError(f"{key} = {value!r} (engine_options) sets serve()'s engine, which only continuous batching "
+                          "runs: give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid without a "
+                          "load: no engine options")
     stats, miss = SearchStats(), ClosestMiss()
     if batching == "continuous":
         engine = framework if framework is not None else emit_launch if emit_launch is not None else "vllm"

@@ -125,6 +125,8 @@ def test_a_token_rate_is_served_as_requests_per_second():
     ({"concurrency": 8}, {"batching": "dynamic"}, "batching"),
     ({"concurrency": 8}, {"framework": "tgi"}, "framework"),
     ({"concurrency": 8}, {"engine_options": {"max_num_seq": 8}}, "max_num_seq"),
+    # static batches run no engine: an engine option there would change nothing
+    ({"max_tpot_s": 0.05}, {"engine_options": {"benchmark_rounds": 0}}, "benchmark_rounds"),
     ({"concurrency": 8}, {"kv_cache_dtype_bytes": 0.5}, "kv_cache_dtype_bytes"),
     ({"concurrency": 8}, {"seq_len": 200000}, "input_len"),
 ])
@@ -161,3 +163,24 @@ def test_roofline_plans_state_no_error_margin(issue_plan):
     # the library's default perf_model is the roofline: its times are lower bounds, no error band applies
     assert issue_plan.assumptions["perf_model"].startswith("llm_analysis roofline")
     assert "measured error of the calibrated model" not in issue_plan.table()
+
+
+def test_cli_plan_infer_passes_the_engine_timing_flags_to_every_serve_call():
+    """--benchmark_rounds / --scheduling_lookahead / --api_latency_s reach serve() for every fleet: the best
+    row's serve() call carries them and, run again, gives the row's TTFT; without a load they are refused
+    (one line naming the flag)."""
+    import json
+    args = dict(seq_len=512, num_tokens_to_generate=64, max_tpot="50ms", max_ttft="0.3", concurrency=64,
+                output_format="json")
+    code, text = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", benchmark_rounds=0,
+                                    scheduling_lookahead=0, api_latency_s=0.02, **args)
+    assert code == 0, text
+    best = json.loads(text)["rows"][0]
+    kw = best["reproduce"]["serve_kwargs"]
+    assert (kw["benchmark_rounds"], kw["scheduling_lookahead"], kw["api_latency_s"]) == (0, 0, 0.02)
+    assert _fleet(best).serve(**kw)["ttft_s"] == pytest.approx(best["figures"]["ttft_s"], rel=1e-9)
+    code, text = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", **args)
+    assert "benchmark_rounds" not in json.loads(text)["rows"][0]["reproduce"]["serve_kwargs"]
+    code, text = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", seq_len=512,
+                                    num_tokens_to_generate=64, max_tpot="50ms", benchmark_rounds=0)
+    assert code == 2 and text.startswith("error: --benchmark_rounds = 0") and "load" in text
