@@ -158,15 +158,16 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
             raise ConfigError(f"emit_launch = {emit_launch!r} writes the engine launch of a continuous-batching row: "
                               "give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid: "
                               f"{', '.join(LAUNCH_ENGINES)} with a load, or None")
+    engine_options = _engine_options(engine_options)  # checked whatever the batching: a bad name is an error
     if engine_options and batching != "continuous":  # static batches run no engine: the options would do nothing
-        key, value = next(iter(dict(engine_options).items()))
+        key, value = next(iter(engine_options.items()))
         raise ConfigError(f"{key} = {value!r} (engine_options) sets serve()'s engine, which only continuous batching "
                           "runs: give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid without a "
                           "load: no engine options")
     stats, miss = SearchStats(), ClosestMiss()
     if batching == "continuous":
         engine = framework if framework is not None else emit_launch if emit_launch is not None else "vllm"
-        load = ContinuousLoad(slo, s, n, choice(engine, "framework", FRAMEWORKS), _engine_options(engine_options))
+        load = ContinuousLoad(slo, s, n, choice(engine, "framework", FRAMEWORKS), engine_options)
         # what serve() would refuse for every layout is refused here, once, by name
         make_workload(search.model, slo.concurrency, load.request_rate, s, n, None)
         for kv in search.kv_options:

@@ -127,6 +127,9 @@ def test_a_token_rate_is_served_as_requests_per_second():
     ({"concurrency": 8}, {"engine_options": {"max_num_seq": 8}}, "max_num_seq"),
     # static batches run no engine: an engine option there would change nothing
     ({"max_tpot_s": 0.05}, {"engine_options": {"benchmark_rounds": 0}}, "benchmark_rounds"),
+    # checked before the batching is known: not a dict, or not an option, is one error either way
+    ({"max_tpot_s": 0.05}, {"engine_options": [1, 2]}, "engine_options"),
+    ({"max_tpot_s": 0.05}, {"engine_options": {"max_num_seq": 8}}, "max_num_seq"),
     ({"concurrency": 8}, {"kv_cache_dtype_bytes": 0.5}, "kv_cache_dtype_bytes"),
     ({"concurrency": 8}, {"seq_len": 200000}, "input_len"),
 ])
