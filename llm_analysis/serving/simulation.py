@@ -37,7 +37,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -87,8 +87,10 @@ class _Replica:
         self.now = 0.0
         self.arrivals: list = []  # heap of (arrive_s, index, request)
         self.waiting: deque = deque()
-        self.running: List[_Request] = []  # in admission order (the last is preempted first)
-        self.prefilling: List[_Request] = []
+        # by request index, in admission order (the last is preempted first): dicts, so that a request
+        # leaves in O(1) wherever it stands (an overloaded replica runs thousands and preempts often)
+        self.running: Dict[int, _Request] = {}
+        self.prefilling: Dict[int, _Request] = {}
         self.finishing: list = []  # heap of (finish_tick, index, request) of the decoders
         self.decoders = 0
         self.ctx_sum = 0.0  # the decoders' contexts at their next step
@@ -140,8 +142,9 @@ class _Replica:
         """The running requests' remaining outputs, each counted up to `clip`: the decoders' from their
         finish ticks at once when no output exceeds the clip, else request by request."""
         if not self.outputs_unclipped:
-            return sum(min(self._remaining(q), clip) for q in self.running)
-        return self.finish_sum - self.decoders * self.ticks + sum(q.output - q.generated for q in self.prefilling)
+            return sum(min(self._remaining(q), clip) for q in self.running.values())
+        prefilling_left = sum(q.output - q.generated for q in self.prefilling.values())
+        return self.finish_sum - self.decoders * self.ticks + prefilling_left
 
     def _reservation(self, r: _Request) -> int:
         return math.ceil((r.input + r.output) / self.block) * self.block
@@ -159,8 +162,8 @@ class _Replica:
                 self.kv_tokens += r.reserved
             else:
                 self.kv_tokens += r.past  # its cached prefix
-            self.running.append(r)
-            self.prefilling.append(r)
+            self.running[r.index] = r
+            self.prefilling[r.index] = r
 
     def _held(self, r: _Request) -> float:
         """KV tokens `r` holds now."""
@@ -183,7 +186,7 @@ class _Replica:
 
     def _release(self, r: _Request) -> None:
         self.kv_tokens -= self._held(r)
-        self.running.remove(r)
+        del self.running[r.index]
 
     def _finish(self, r: _Request, on_done) -> None:
         r.done_s = self.now
@@ -195,12 +198,12 @@ class _Replica:
     def preempt(self) -> None:
         """Free the most recently admitted request; it is prefilled again (prompt and the tokens it
         produced) when there is room: vLLM's recompute."""
-        r = self.running[-1]
+        r = next(reversed(self.running.values()))
         if r.finish_tick >= 0:  # a decoder (its heap entry goes stale: finish_tick no longer matches)
             r.generated += self.ticks - r.join_tick
             self._leave_decoders(r)
         else:
-            self.prefilling.remove(r)
+            del self.prefilling[r.index]
         self._release(r)
         r.finish_tick = -1
         r.past = r.cached
@@ -228,7 +231,7 @@ class _Replica:
         one chunk when any prompt waits and the budget is not spent by decoders alone)."""
         chunks = []
         chunked = self.engine.chunked_prefill
-        for r in self.prefilling:
+        for r in self.prefilling.values():
             if free_budget <= 0:
                 break
             q = r.prefill_left
@@ -265,7 +268,7 @@ class _Replica:
             if not self.reserves:
                 self.kv_tokens += q
             if r.prefill_left == 0:
-                self.prefilling.remove(r)
+                del self.prefilling[r.index]
                 if r.first_s is None:
                     r.first_s = self.now
                 r.generated += 1  # the prompt's last position samples a token
