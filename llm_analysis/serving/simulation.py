@@ -25,10 +25,11 @@ stretch's time is the trapezoid of its first and last step, and the step at whic
 interrupts it is the root of that quadratic. KV blocks are counted as tokens plus half a block
 per request (the mean fill of a request's last block).
 
-Closed loop: the clients start spread over one mean latency (the steady state's) and each
-sends its next request when the previous completes; open loop: Poisson arrivals. The first
-requests (a tenth, and at least every client's first in the closed loop) warm the engine up
-and are not measured.
+Closed loop: the clients start spread over `spread_s` (serve(): the steady state's time in service,
+E2E less TTFT, so that a saturated engine's queue reaches its steady length within the warm-up round:
+docs/serving.md) and each sends its next request when the previous completes; open loop: Poisson
+arrivals. The first requests (a tenth, and at least every client's first in the closed loop) warm
+the engine up and are not measured.
 """
 
 from __future__ import annotations
