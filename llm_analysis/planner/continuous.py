@@ -8,8 +8,9 @@ For every GPU type, data type, worker layout and KV-cache type the search
    with the experts over moe_tp x moe_ep of them, planner/layouts.py) and asks serve() for a
    request alone (one closed-loop client): the floor of TTFT and TPOT. A layout whose floor misses
    a target is out at any replica count (its miss is recorded);
-2. starts at the fewest replicas whose saturation rate exceeds the offered rate (fewer and the
-   queue grows without bound) and adds replicas, doubling, then bisecting between the last count
+2. starts at the fewest replicas that each run below NEAR_SATURATION (90%) of their saturation rate
+   (at or above it the queue grows without bound; within 10% of it the queue, and TTFT, depend on how
+   long the load lasts: serving/answer.py) and adds replicas, doubling, then bisecting between the last count
    that missed and the first that met every target: latencies fall as each replica's share of the
    load falls. Each count is one serve() call of the whole fleet (dp_size = replicas), so the
    row's figures are exactly what its `reproduce["serve_call"]` returns.
@@ -18,7 +19,7 @@ with the rate), least first (`collect_continuous`): one whose bound is above the
 not searched, and a worker wider than that fleet is not built.
 
 `binding` names what a fleet of one replica fewer misses: a latency target (`ttft`, `tpot`, or
-`ttft_p90` ... on a percentile), `saturation` (the offered rate is above what it completes) or
+`ttft_p90` ... on a percentile), `saturation` (the offered rate is above 90% of what it completes) or
 `min_tokens_per_s`; `none` when one replica meets every target.
 
 A token-rate target alone is served as Poisson requests at min_tokens_per_s / output length per
@@ -39,7 +40,7 @@ from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.layouts import Worker, workers_of
 from llm_analysis.planner.result import SearchStats
 from llm_analysis.planner.space import weight_bytes_lower_bound
-from llm_analysis.serving.answer import accuracy_summary
+from llm_analysis.serving.answer import NEAR_SATURATION, accuracy_summary
 from llm_analysis.serving.engine import stated_accuracy
 
 # the planner's KV-cache bytes per element -> the engine's kv_cache_dtype name (None: the engine's default)
@@ -80,8 +81,8 @@ def continuous_legend(percentile: Optional[int]) -> Dict[str, str]:
         "tpot_ms": f"time per output token, ms ({stat} over requests)",
         "tok/s/gpu": "generated tokens per second per GPU at the offered load",
         "$/Mtok": "dollars per million generated tokens at the offered load",
-        "binding": "what a fleet of one replica fewer misses (saturation: the offered rate is above what it "
-                   "completes; none: one replica meets every target)",
+        "binding": "what a fleet of one replica fewer misses (saturation: the offered rate is above 90% of "
+                   "what it completes; none: one replica meets every target)",
     }
 
 
@@ -120,10 +121,16 @@ class ContinuousLoad:
     def misses(self, s: Dict[str, Any]) -> List[Tuple[str, float, float]]:
         """(constraint, value, limit) of every target the answer `s` misses."""
         out = []
-        if s["saturated"]:
+        # a simulated open loop at or above NEAR_SATURATION of its saturation rate misses: its queue there
+        # depends on how long the run lasts (serving/answer.py); a disaggregated answer's queue is in
+        # closed form (its steady state), which a rate below saturation always has
+        near = (s["request_rate"] is not None and s["num_requests_simulated"] > 0
+                and s["request_rate"] >= NEAR_SATURATION * s["saturation_request_rate_per_s"])
+        if s["saturated"] or near:
             out.append(("saturation", s["request_rate"] / s["num_replicas"],
-                        s["saturation_request_rate_per_s"] / s["num_replicas"]))
-            return out
+                        NEAR_SATURATION * s["saturation_request_rate_per_s"] / s["num_replicas"]))
+            if s["saturated"]:  # no latency is a number: nothing else to check
+                return out
         ttft_key, tpot_key = self.latency_keys()
         suffix = "" if self.slo.percentile is None else f"_p{self.slo.percentile}"
         for name, key, limit in (("ttft", ttft_key, self.slo.max_ttft_s), ("tpot", tpot_key, self.slo.max_tpot_s)):
@@ -226,9 +233,10 @@ class _LayoutSearch:
         return alone
 
     def first_count(self) -> int:
-        """The fewest replicas that keep up with the request rate (1 for closed-loop clients)."""
+        """The fewest replicas that each run below NEAR_SATURATION of their saturation rate (1 for
+        closed-loop clients)."""
         rate = self.load.request_rate
-        return 1 if rate is None else max(1, math.floor(rate / self.saturation_per_replica) + 1)
+        return 1 if rate is None else max(1, math.floor(rate / (NEAR_SATURATION * self.saturation_per_replica)) + 1)
 
     def gpu_bound(self) -> int:
         return self.first_count() * self.lay.gpus

@@ -67,3 +67,17 @@ def test_more_load_never_faster(single_slot):
             assert s["ttft_s"] >= previous["ttft_s"]
             assert s["tpot_s"] >= previous["tpot_s"]
         previous = s
+
+
+@pytest.mark.parametrize("rho,near", [(0.6, False), (0.89, False), (0.91, True), (0.98, True)])
+def test_near_saturation_is_said(single_slot, rho, near):
+    """M/D/1's queue relaxes to its mean in a time that grows as 1 / (1 - rho)^2: within 10% of the
+    service rate a run of a few thousand requests measures a queue that depends on the run's length, and
+    the answer says so (naming the share of saturation and the run's num_requests); further below, it does
+    not."""
+    a, _, _, service = single_slot
+    s = a.serve(request_rate=rho / service, input_len=IN, output_len=OUT, max_num_seqs=1, num_requests=500, **ZERO)
+    said = [n for n in s["notes"] if "depends on how long the load lasts" in n]
+    assert bool(said) is near
+    if near:
+        assert f"is {rho:.0%} of the saturation rate" in said[0] and "num_requests = 500" in said[0]
