@@ -124,7 +124,8 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
     closed loop (--concurrency: clients each sending the next request when the previous finishes) has its
     means in closed form and its percentiles from a seeded simulation; an open loop (--request_rate: Poisson
     arrivals) comes from the simulation. A request rate above what the replicas can serve is not an error:
-    the report says the queue grows without bound and gives the saturation rate. All JSON values are in base
+    the report says the queue grows without bound and gives the saturation rate (within 10% of it, the notes
+    say the queue depends on how long the load lasts: --num_requests). All JSON values are in base
     units (seconds, tokens, requests, bytes). Errors end with one line and exit code 2; add --debug to see
     the traceback.
 
