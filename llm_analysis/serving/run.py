@@ -71,10 +71,11 @@ def _closed_loop(replica: Replica, concurrency: int, replicas: int, hold=(0, 1))
     rps = sum(s.throughput_rps * n for s, n in states)
     means = {key: sum(getattr(s, key) * s.throughput_rps * n for s, n in states) / rps
              for key in ("ttft_s", "tpot_s", "e2e_s")}
-    # the simulated clients start spread over the steady state's time in service (E2E less TTFT): spread
-    # over the whole E2E, a saturated engine's queue would still be growing when measuring starts
+    # the simulated clients start spread over one steady-state cycle (E2E) less its wait for a free slot:
+    # with more clients than the engine runs, spread over the whole E2E they would arrive no faster than
+    # the engine completes requests, and the queue would still be building when measuring starts
     sims = [] if engine.num_requests == 0 else [
-        (_scaled_to(replica.simulate(concurrency=c, seed=engine.seed + i, spread_s=s.e2e_s - s.ttft_s), s), n)
+        (_scaled_to(replica.simulate(concurrency=c, seed=engine.seed + i, spread_s=s.e2e_s - s.queue_wait_s), s), n)
         for i, ((s, n), (c, _)) in enumerate(zip(states, groups))]
     resident = sum(s.resident * n for s, n in states) / replicas
     return dict(rps=rps, means=means, sims=sims, resident=resident, saturated=False,

@@ -25,9 +25,9 @@ stretch's time is the trapezoid of its first and last step, and the step at whic
 interrupts it is the root of that quadratic. KV blocks are counted as tokens plus half a block
 per request (the mean fill of a request's last block).
 
-Closed loop: the clients start spread over `spread_s` (serve(): the steady state's time in service,
-E2E less TTFT, so that a saturated engine's queue reaches its steady length within the warm-up round:
-docs/serving.md) and each sends its next request when the previous completes; open loop: Poisson
+Closed loop: the clients start spread over `spread_s` (serve(): the steady state's E2E less its wait for
+a free slot, so that the queue of more clients than the engine runs reaches its steady length within the
+warm-up round: docs/serving.md) and each sends its next request when the previous completes; open loop: Poisson
 arrivals. The first requests (a tenth, and at least every client's first in the closed loop) warm
 the engine up and are not measured.
 """
