@@ -126,7 +126,8 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
     if steady_state_means and not saturated and engine.benchmark_rounds > 0:
         n.append(f"closed-loop means are those of a benchmark run of {engine.benchmark_rounds:.3g} requests per "
                  "client whose clients start together: its first round queues behind each other's prefills, which "
-                 "adds 1/benchmark_rounds of that wait to the mean TTFT (benchmark_rounds "
+                 "adds 1/benchmark_rounds of that wait to the mean TTFT and puts it in the tail of the percentiles "
+                 "(that round is 1/benchmark_rounds of the requests) (benchmark_rounds "
                  + ("as given" if "benchmark_rounds" in engine.given_fitted else
                     "fitted per engine on measured closed-loop runs")
                  + "; benchmark_rounds=0 gives the steady state alone)")
