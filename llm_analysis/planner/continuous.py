@@ -121,12 +121,9 @@ class ContinuousLoad:
     def misses(self, s: Dict[str, Any]) -> List[Tuple[str, float, float]]:
         """(constraint, value, limit) of every target the answer `s` misses."""
         out = []
-        # a simulated open loop at or above NEAR_SATURATION of its saturation rate misses: its queue there
-        # depends on how long the run lasts (serving/answer.py); a disaggregated answer's queue is in
-        # closed form (its steady state), which a rate below saturation always has
-        near = (s["request_rate"] is not None and s["num_requests_simulated"] > 0
-                and s["request_rate"] >= NEAR_SATURATION * s["saturation_request_rate_per_s"])
-        if s["saturated"] or near:
+        # a simulated open loop near saturation misses: its queue there depends on how long the run lasts
+        # (serve()'s `near_saturation`; a disaggregated answer's queue is in closed form, never near)
+        if s["saturated"] or s["near_saturation"]:
             out.append(("saturation", s["request_rate"] / s["num_replicas"],
                         NEAR_SATURATION * s["saturation_request_rate_per_s"] / s["num_replicas"]))
             if s["saturated"]:  # no latency is a number: nothing else to check

@@ -69,13 +69,13 @@ def accuracy_note(engine, kind: str) -> Optional[str]:
 
 
 def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, saturation_rps: float,
-          preemptions: int, kv_occupancy: Optional[float]) -> List[str]:
+          preemptions: int, kv_occupancy: Optional[float], near_saturation: bool = False) -> List[str]:
     """What the reader should know about how the figures were obtained."""
     n = []
     if saturated:
         n.append(f"request_rate = {workload.request_rate:g}/s is above the saturation rate {saturation_rps:.4g}/s: "
                  "the queue grows without bound, so no latency is a number; below it, the engine keeps up")
-    if not saturated and not steady_state_means and workload.request_rate >= NEAR_SATURATION * saturation_rps:
+    if near_saturation:
         n.append(f"request_rate = {workload.request_rate:g}/s is {workload.request_rate / saturation_rps:.0%} of the "
                  f"saturation rate {saturation_rps:.4g}/s: this close to it the queue, and with it the time to first "
                  f"token, depends on how long the load lasts; the figures are those of num_requests = "

@@ -322,6 +322,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "input_tokens_per_s": rps * shape.input,
         "saturation_request_rate_per_s": cap,
         "saturated": saturated,
+        "near_saturation": False,  # (its queue is in closed form, the steady state: no run length)
         "max_running_requests_per_replica": capacity(engine, decode.rank.pool, shape) * decode.layout.attention_dp,
         "mean_running_requests_per_replica": resident * decode.layout.attention_dp,
         "kv_pool_tokens_per_replica": decode.rank.pool.capacity_tokens * decode.layout.attention_dp,

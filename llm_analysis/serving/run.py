@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from llm_analysis.errors import ConfigError
-from llm_analysis.serving.answer import accuracy_note, notes, percentiles, unbounded_latencies
+from llm_analysis.serving.answer import NEAR_SATURATION, accuracy_note, notes, percentiles, unbounded_latencies
 from llm_analysis.serving.layout import (WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance,
                                          expert_spread_note)
 from llm_analysis.serving.rank import Replica, build_rank
@@ -166,6 +166,9 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         out.update(percentiles(samples))
     rps, sat_rps = load["rps"], replica.saturation_rps() * ranks
     preemptions = sum(sm.preemptions for sm, _ in sims)
+    # a simulated open loop this close to saturation has a queue that depends on the run's length (the note
+    # says so; the planner takes no fleet there)
+    near = not workload.closed_loop and not load["saturated"] and rps >= NEAR_SATURATION * sat_rps
     num_gpus = out["num_gpus"]
     out.update({
         "requests_per_s": rps,
@@ -174,6 +177,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         "input_tokens_per_s": rps * shape.input,
         "saturation_request_rate_per_s": sat_rps,
         "saturated": load["saturated"],
+        "near_saturation": near,
         "max_running_requests_per_replica": replica.capacity * per_worker,
         "mean_running_requests_per_replica": load["resident"] * per_worker,
         "kv_pool_tokens_per_replica": pool.capacity_tokens * per_worker,
@@ -186,7 +190,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         "seed": engine.seed, "num_requests_simulated": engine.num_requests if sims else 0,
         "perf_model": a.perf_model if isinstance(a.perf_model, str) else "profile",
         "notes": notes(engine, pool, workload, workload.closed_loop, load["saturated"], sat_rps, preemptions,
-                       load["occupancy"]),
+                       load["occupancy"], near),
     })
     spread = expert_spread_note(layout, engine, imbalance, a.model_config.moe_top_k,
                                 None if load["saturated"] else load["resident"])
