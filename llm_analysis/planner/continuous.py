@@ -22,7 +22,7 @@ not searched, and a worker wider than that fleet is not built.
 `ttft_p90` ... on a percentile), `saturation` (the offered rate is above 90% of what it completes) or
 `min_tokens_per_s`; `none` when one replica meets every target.
 
-A token-rate target alone is served as Poisson requests at min_tokens_per_s / output length per
+A token-rate target alone is served as Poisson requests at min_tokens_per_s / mean output length per
 second (with a request rate too: the larger of the two).
 """
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -91,23 +92,33 @@ class ContinuousLoad:
     """What the fleet serves, as serve() takes it, and the targets checked on its answer."""
 
     slo: inputs.SLO
-    input_len: int
-    output_len: int
+    workload: Dict[str, Any]  # serve()'s lengths: input_len and output_len (tokens or {mean, spread}), or lengths
+    output_mean: float  # tokens per request, on average
     framework: str
     engine_options: Dict[str, Any]
+    workload_text: str = ""  # the lengths in words
+    lengths_given: Any = None  # `lengths` as the caller gave it (a file path, or pairs), for the rows' reproduce
+
+    def as_given(self, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        """serve() keyword arguments as a row reproduces them: the length pairs the search passes as one
+        checked array (a file is read once) named as the caller gave them (its path, or its list)."""
+        if "lengths" not in kwargs or self.lengths_given is None:
+            return kwargs
+        given = self.lengths_given
+        given = str(given) if isinstance(given, os.PathLike) else given.tolist() if hasattr(given, "tolist") else given
+        return {**kwargs, "lengths": given}
 
     @property
     def request_rate(self) -> Optional[float]:
         rates = [r for r in (self.slo.request_rate_per_s,
                              None if self.slo.min_tokens_per_s is None or self.slo.concurrency is not None
-                             else self.slo.min_tokens_per_s / self.output_len) if r is not None]
+                             else self.slo.min_tokens_per_s / self.output_mean) if r is not None]
         return max(rates) if rates else None
 
     def serve_kwargs(self, kv_name: Optional[str], means_only: bool) -> Dict[str, Any]:
         load = ({"concurrency": int(self.slo.concurrency)} if self.slo.concurrency is not None
                 else {"request_rate": self.request_rate})
-        kw = {**load, "input_len": self.input_len, "output_len": self.output_len, "framework": self.framework,
-              **self.engine_options}
+        kw = {**load, **self.workload, "framework": self.framework, **self.engine_options}
         if kv_name is not None:
             kw["kv_cache_dtype"] = kv_name
         if means_only and self.slo.concurrency is not None:
@@ -221,7 +232,7 @@ class _LayoutSearch:
         slo = self.load.slo
         targets = inputs.SLO(max_ttft_s=slo.max_ttft_s, max_tpot_s=slo.max_tpot_s,
                              percentile=slo.percentile if simulate else None)
-        misses = ContinuousLoad(targets, self.load.input_len, self.load.output_len, self.load.framework,
+        misses = ContinuousLoad(targets, self.load.workload, self.load.output_mean, self.load.framework,
                                 {}).misses(alone)
         if misses and (simulate or self.means_only):
             name, value, limit = max(misses, key=lambda m: m[1] / m[2])
@@ -461,7 +472,7 @@ def collect_continuous(search, load: ContinuousLoad, objective: str, stats: Sear
         if confirmed is None:
             continue
         replicas, s, kwargs, binding = confirmed
-        row = _row(search, one.lay, one.kv_name, replicas, s, kwargs, binding, load.slo.percentile)
+        row = _row(search, one.lay, one.kv_name, replicas, s, load.as_given(kwargs), binding, load.slo.percentile)
         best = min(best, row["figures"]["num_gpus"] * weight(one.lay))
         rows.append(row)
         for n, ans in sorted((one.full_answers if one.screening else one.answers).items()):
@@ -486,7 +497,7 @@ def continuous_assumptions(load: ContinuousLoad) -> Dict[str, Any]:
                   "each replica's share of the load falls)"),
         "load": ("closed loop: concurrency clients spread round robin over the replicas" if load.slo.concurrency
                  is not None else f"open loop: Poisson arrivals at {load.request_rate:g} requests/s"
-                 + (" (min_tokens_per_s / output length)" if load.slo.request_rate_per_s is None else "")
+                 + (" (min_tokens_per_s / mean output length)" if load.slo.request_rate_per_s is None else "")
                  + " split evenly over the replicas"),
         "layouts": ("dense models: one tensor-parallel group per worker; MoE models: every worker layout "
                     f"{load.framework} runs (tp x attention_dp GPUs, experts over moe_tp x moe_ep of them; with "

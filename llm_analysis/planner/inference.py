@@ -4,6 +4,7 @@ load targets (objective: cost, tokens/s per GPU or fewest GPUs)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -19,8 +20,10 @@ from llm_analysis.planner.launch import LAUNCH_ENGINES, check_engine, pools_laun
 from llm_analysis.planner.pools import collect_pools, pools_assumptions
 from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
 from llm_analysis.schema.options import choice
-from llm_analysis.serving.engine import FRAMEWORKS, check_options
-from llm_analysis.serving.workload import make_workload
+from llm_analysis.serving.engine import FRAMEWORKS, check_options, engine_settings
+from llm_analysis.serving.workload import make_lengths, make_workload
+
+DEFAULT_SEQ_LEN, DEFAULT_OUTPUT_LEN = 2048, 256  # tokens per request when the call names none
 
 INFERENCE_COLUMNS = [
     ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
@@ -104,7 +107,8 @@ def _check_targets(slo: inputs.SLO, n: int, disaggregate: bool) -> None:
 
 
 def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[None, inputs.SLO, Mapping] = None, *,
-                   seq_len: int = 2048, num_tokens_to_generate: int = 256, dtypes: Sequence = ("w16a16e16",),
+                   seq_len: Union[int, Mapping, None] = None, num_tokens_to_generate: Union[int, Mapping, None] = None,
+                   lengths: Any = None, dtypes: Sequence = ("w16a16e16",),
                    kv_cache_dtype_bytes=None, objective: str = "tokens_per_gpu",
                    gpu_prices: Optional[Mapping[str, float]] = None, max_gpus: Optional[int] = None,
                    max_tp: Optional[int] = None, max_pp: int = 8, max_ep: Optional[int] = None,
@@ -139,18 +143,48 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     the worker ratio; result.extra["disaggregated"]["rows"]); without a load the pools stay static.
     `emit_launch` ("vllm", "sglang", "trtllm"; continuous batching only) adds to every row the
     engine's launch arguments that reproduce it (row["launch"], planner/launch.py).
+
+    The requests' lengths: `seq_len` (prompt, default 2048) and `num_tokens_to_generate` (output, default
+    256) in tokens. With
+    continuous batching they may also be what serve() takes for a workload of mixed lengths: either
+    one as {"mean": m, "spread": s} (uniform over m - s .. m + s), or `lengths` instead of both (a
+    list of (input, output) pairs, or a .json / .jsonl / .csv file of them, read once); each fleet is
+    then timed on that workload, and a token-rate target becomes requests at min_tokens_per_s / the
+    mean output length per second. Static batches have one length: a spread or `lengths` is refused.
     Raises NoFeasiblePlanError naming the binding constraint (the one that ruled out the
     candidates that fit in memory), ConfigError on bad arguments."""
     t0 = time.perf_counter()
     slo = inputs.SLO.from_any(slo)
     objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_INFERENCE)
-    s = inputs.positive_int(seq_len, "seq_len")
-    n = inputs.positive_int(num_tokens_to_generate, "num_tokens_to_generate")
-    _check_targets(slo, n, bool(disaggregate))
+    batching = _batching(batching, slo)
+    if lengths is not None and (seq_len is not None or num_tokens_to_generate is not None):
+        both = " and ".join(f"{k} = {v!r}" for k, v in (("seq_len", seq_len),
+                                                          ("num_tokens_to_generate", num_tokens_to_generate))
+                            if v is not None)
+        raise ConfigError(f"lengths = {lengths!r} given with {both}: the pairs are the requests' lengths; give the "
+                          "pairs or seq_len and num_tokens_to_generate, not both")
+    if lengths is None:
+        seq_len = DEFAULT_SEQ_LEN if seq_len is None else seq_len
+        num_tokens_to_generate = DEFAULT_OUTPUT_LEN if num_tokens_to_generate is None else num_tokens_to_generate
+    mixed = lengths is not None or isinstance(seq_len, Mapping) or isinstance(num_tokens_to_generate, Mapping)
+    if mixed and batching != "continuous":
+        raise ConfigError(_static_one_length(seq_len, num_tokens_to_generate, lengths))
+    if not mixed:
+        s = inputs.positive_int(seq_len, "seq_len")
+        n = inputs.positive_int(num_tokens_to_generate, "num_tokens_to_generate")
+        _check_targets(slo, n, bool(disaggregate))
     search = make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective == "cost", gpu_prices, max_gpus,
                          max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency, conventions,
                          perf_model)
-    batching = _batching(batching, slo)
+    if batching == "continuous":
+        # what serve() would refuse for every layout is refused here, once, by name; a file is read once
+        spec = make_lengths(search.model, seq_len, num_tokens_to_generate, lengths,
+                            ("seq_len", "num_tokens_to_generate"))
+        workload = ({"lengths": spec.pairs} if spec.pairs is not None
+                    else {"input_len": seq_len, "output_len": num_tokens_to_generate})
+        if mixed:
+            s, n = round(spec.input_mean), spec.max_output  # n: whether any request decodes (max_tpot, pools)
+            _check_targets(slo, n, bool(disaggregate))
     max_worker_gpus = inputs.optional_positive_int(max_worker_gpus, "max_worker_gpus")
     if emit_launch is not None:
         check_engine(emit_launch)
@@ -167,9 +201,14 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     stats, miss = SearchStats(), ClosestMiss()
     if batching == "continuous":
         engine = framework if framework is not None else emit_launch if emit_launch is not None else "vllm"
-        load = ContinuousLoad(slo, s, n, choice(engine, "framework", FRAMEWORKS), engine_options)
-        # what serve() would refuse for every layout is refused here, once, by name
-        make_workload(search.model, slo.concurrency, load.request_rate, s, n, None)
+        load = ContinuousLoad(slo, workload, spec.output_mean, choice(engine, "framework", FRAMEWORKS),
+                              engine_options, _workload_text(spec, lengths), lengths)
+        make_workload(search.model, slo.concurrency, load.request_rate, workload.get("input_len"),
+                      workload.get("output_len"), workload.get("lengths"))
+        # the engine options' values too (a bad one would otherwise be refused by every layout's serve() and
+        # read as no layout fitting)
+        engine_settings(inputs.probe_analysis(search.model, search.gpus, search.dtypes, search.analysis_kwargs),
+                        load.framework, engine_options)
         for kv in search.kv_options:
             kv_cache_name(kv)
         rows, points = collect_continuous(search, load, objective, stats, miss, max_worker_gpus)
@@ -186,7 +225,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         extra["disaggregated"] = plan_disaggregated(search, slo, s, n, objective, stats, ClosestMiss())
     stats.wall_s = time.perf_counter() - t0
     if not rows:
-        raise miss.error(f"serving {search.model.name} (seq_len {s}, {n} tokens)")
+        raise miss.error(f"serving {search.model.name} ("
+                         + (load.workload_text if batching == "continuous" else f"seq_len {s}, {n} tokens") + ")")
     rows = rank_rows(rows, objective, slo.has_load)
     if emit_launch is not None:
         _add_launches(search, model, emit_launch, rows, extra.get("disaggregated", {}).get("rows", []))
@@ -200,7 +240,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     elif slo.percentile is not None:
         assumptions["percentile"] = (f"static batches have no spread (every request of a batch sees its TTFT and "
                                      f"TPOT): the p{slo.percentile} targets are checked on the batch's times")
-    assumptions["targets"] = {**slo.__dict__, "seq_len": s, "num_tokens_to_generate": n}
+    assumptions["targets"] = {**slo.__dict__, **({"seq_len": s, "num_tokens_to_generate": n} if not mixed
+                                                 else {"lengths": load.workload_text})}
     if (fp4 := search.dtypes.assumption()) is not None:
         assumptions["fp4"] = fp4
     return PlanResult("inference", objective, rows, front, assumptions, stats, extra)
@@ -216,6 +257,26 @@ def _add_launches(search: Search, model, engine: str, rows: List[Dict[str, Any]]
         row["launch"] = row_launch(engine, model_arg, row, per_node[row["layout"]["gpu"]], moe)
     for row in pool_rows:
         row["launch"] = pools_launch(engine, model_arg, row["pools"], per_node[row["layout"]["gpu"]], moe)
+
+
+def _static_one_length(seq_len, num_tokens_to_generate, lengths) -> str:
+    given = (f"lengths = {lengths!r}" if lengths is not None
+             else f"seq_len = {seq_len!r}" if isinstance(seq_len, Mapping)
+             else f"num_tokens_to_generate = {num_tokens_to_generate!r}")
+    return (f"{given} is a workload of mixed lengths, which continuous batching serves: a static batch has one "
+            f"prompt and one output length. Give a load (request_rate_per_s, concurrency or min_tokens_per_s), or "
+            f"whole numbers of tokens for seq_len and num_tokens_to_generate")
+
+
+def _workload_text(spec, lengths) -> str:
+    """The requests' lengths in words (the plan's targets, its errors)."""
+    if spec.pairs is not None:
+        source = f" from {str(lengths)!r}" if isinstance(lengths, (str, os.PathLike)) else ""
+        return (f"{len(spec.pairs)} (input, output) length pairs{source}: means {spec.input_mean:.0f} and "
+                f"{spec.output_mean:.0f} tokens")
+    spread = (lambda mean, s: f"{mean:.0f}" + (f" +- {s}" if s else ""))  # noqa: E731
+    return (f"seq_len {spread(spec.input_mean, spec.input_spread)}, "
+            f"{spread(spec.output_mean, spec.output_spread)} tokens")
 
 
 def _batching(batching: Optional[str], slo: inputs.SLO) -> str:

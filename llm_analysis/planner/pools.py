@@ -185,7 +185,7 @@ def _row(search, pair: _PairSearch, wp: int, wd: int) -> Dict[str, Any]:
                 "kv_transfer_s", "prefill_queue_wait_s", "prefill_capacity_request_rate_per_s",
                 "decode_capacity_request_rate_per_s"):
         fig[key] = s.get(key)
-    kwargs = pair.kwargs(wp, wd)
+    kwargs = pair.load.as_given(pair.kwargs(wp, wd))
     serve_kw = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if k != "disaggregated")
     analysis_kw = "".join(f", {k}={v!r}" for k, v in search.analysis_kwargs.items())
     call = (f"LLMAnalysis(get_model_config_by_name({search.model.name!r}), "

@@ -69,8 +69,10 @@ def accuracy_note(engine, kind: str) -> Optional[str]:
 
 
 def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, saturation_rps: float,
-          preemptions: int, kv_occupancy: Optional[float], near_saturation: bool = False) -> List[str]:
-    """What the reader should know about how the figures were obtained."""
+          preemptions: int, kv_occupancy: Optional[float], near_saturation: bool = False,
+          attention_replicas: int = 1) -> List[str]:
+    """What the reader should know about how the figures were obtained (`attention_replicas`: per worker,
+    each with its own KV pool)."""
     n = []
     if saturated:
         n.append(f"request_rate = {workload.request_rate:g}/s is above the saturation rate {saturation_rps:.4g}/s: "
@@ -92,7 +94,10 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
                 "prompts are prefilled whole (no chunking)")
     n.append(f"{engine.framework}: {scheduling}; {chunking}; token budget {engine.token_budget}, at most "
              f"{engine.max_num_seqs} requests running")
-    n.append(f"KV pool: {pool.capacity_tokens} tokens per replica in blocks of {engine.block_size} "
+    # the answer's kv_pool_tokens_per_replica is the worker's: with attention replicas, say both
+    where = ("per replica" if attention_replicas == 1 else
+             f"per attention replica ({pool.capacity_tokens * attention_replicas} per worker of {attention_replicas})")
+    n.append(f"KV pool: {pool.capacity_tokens} tokens {where} in blocks of {engine.block_size} "
              f"({engine.kv_cache_dtype} cache, {pool.pool_bytes / 1e9:.2f} GB per GPU after weights "
              f"{pool.weight_bytes / 1e9:.2f} GB and workspace {pool.workspace_bytes / 1e9:.2f} GB); "
              + ("requests reserve their whole length on admission" if engine.admission == "full_request" else

@@ -190,7 +190,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         "seed": engine.seed, "num_requests_simulated": engine.num_requests if sims else 0,
         "perf_model": a.perf_model if isinstance(a.perf_model, str) else "profile",
         "notes": notes(engine, pool, workload, workload.closed_loop, load["saturated"], sat_rps, preemptions,
-                       load["occupancy"], near),
+                       load["occupancy"], near, per_worker),
     })
     spread = expert_spread_note(layout, engine, imbalance, a.model_config.moe_top_k,
                                 None if load["saturated"] else load["resident"])

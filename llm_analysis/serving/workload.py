@@ -84,7 +84,11 @@ def _length(value, field: str) -> Tuple[float, int]:
             raise ConfigError(f"{field} = {value!r} must be a number of tokens or {{'mean': m, 'spread': s}} "
                               f"(uniform over m - s .. m + s)")
         mean = integer(value["mean"], f"{field}['mean']", 1, MAX_SEQ_LEN)
-        spread = integer(value.get("spread", 0), f"{field}['spread']", 0, mean - 1)
+        spread = integer(value.get("spread", 0), f"{field}['spread']", 0, MAX_SEQ_LEN)
+        if spread >= mean:
+            raise ConfigError(f"{field}['spread'] = {value['spread']!r} must be an integer in [0, {mean - 1}], "
+                              f"below the mean {mean} (lengths are uniform over mean - spread .. mean + spread, each "
+                              "at least 1 token)")
         return float(mean), spread
     return float(integer(value, field, 1, MAX_SEQ_LEN)), 0
 
@@ -121,6 +125,11 @@ def _pairs(value) -> np.ndarray:
         value = _pairs_from_file(Path(value))
     if not isinstance(value, (list, tuple, np.ndarray)) or len(value) == 0:
         raise ConfigError(f"lengths = {source!r} must be {_PAIRS_FORMAT}")
+    if (isinstance(value, np.ndarray) and value.ndim == 2 and value.shape[1] == 2
+            and np.issubdtype(value.dtype, np.integer) and value.min() >= 1 and value.max() <= MAX_SEQ_LEN):
+        # already checked pairs (the planner passes the file it read once to every serve() call): one check
+        # of the whole array; any other array goes through the row-by-row check below, which names the row
+        return value.astype(np.int64)
     rows = []
     for k, pair in enumerate(value):
         if not isinstance(pair, (list, tuple, np.ndarray)) or len(pair) != 2:
@@ -143,6 +152,14 @@ def make_workload(model, concurrency, request_rate, input_len, output_len, lengt
     else:
         request_rate = positive_number(request_rate, "request_rate", "a request rate in requests per second",
                                        MAX_REQUEST_RATE)
+    return Workload(concurrency, request_rate, make_lengths(model, input_len, output_len, lengths))
+
+
+def make_lengths(model, input_len, output_len, lengths, names: Tuple[str, str] = ("input_len", "output_len")) \
+        -> Lengths:
+    """The request lengths of a `serve()` call (or of a plan on it), checked against the model's context:
+    `input_len` / `output_len` (tokens, or {"mean": m, "spread": s}; None: 1024 / 128), or `lengths`
+    (pairs inline, or a file of them), not both; errors name the two lengths `names` (the caller's)."""
     if lengths is not None:
         if input_len is not None or output_len is not None:
             raise ConfigError(f"lengths given with input_len = {input_len!r} / output_len = {output_len!r}: give the "
@@ -150,23 +167,24 @@ def make_workload(model, concurrency, request_rate, input_len, output_len, lengt
         pairs = _pairs(lengths)
         spec = Lengths(float(pairs[:, 0].mean()), 0, float(pairs[:, 1].mean()), 0, pairs)
     else:
-        i_mean, i_spread = _length(1024 if input_len is None else input_len, "input_len")
-        o_mean, o_spread = _length(128 if output_len is None else output_len, "output_len")
+        i_mean, i_spread = _length(1024 if input_len is None else input_len, names[0])
+        o_mean, o_spread = _length(128 if output_len is None else output_len, names[1])
         spec = Lengths(i_mean, i_spread, o_mean, o_spread)
-    _check_context(model, spec)
-    return Workload(concurrency, request_rate, spec)
+    _check_context(model, spec, names)
+    return spec
 
 
-def _check_context(model, spec: Lengths) -> None:
+def _check_context(model, spec: Lengths, names: Tuple[str, str]) -> None:
     """Engines refuse a request whose prompt and output exceed the model's context (vLLM:
     max_model_len), so does serve()."""
     limit = model.max_seq_len
     if limit is not None and spec.max_total > limit:
-        what = "the longest input_len + output_len pair" if spec.pairs is not None else "input_len + output_len"
+        what = ("the longest input_len + output_len pair" if spec.pairs is not None
+                else f"{names[0]} + {names[1]}" + (" (the longest, with the spreads)" if not spec.fixed else ""))
         raise ConfigError(f"{what} = {spec.max_total} tokens exceeds {model.name}'s context max_seq_len = {limit}; "
                           f"valid: at most {limit} tokens per request")
     if model.encoder_only:
         raise ConfigError(f"{model.name} is encoder-only: it generates no tokens to serve; serve() needs a decoder")
 
 
-__all__ = ["Lengths", "Workload", "make_workload"]
+__all__ = ["Lengths", "Workload", "make_lengths", "make_workload"]

@@ -154,12 +154,34 @@ def test_a_token_rate_is_served_as_requests_per_second():
     ({"max_tpot_s": 0.05}, {"engine_options": [1, 2]}, "engine_options"),
     ({"max_tpot_s": 0.05}, {"engine_options": {"max_num_seq": 8}}, "max_num_seq"),
     ({"concurrency": 8}, {"kv_cache_dtype_bytes": 0.5}, "kv_cache_dtype_bytes"),
-    ({"concurrency": 8}, {"seq_len": 200000}, "input_len"),
+    # the planner's own names for the lengths (serve() calls them input_len / output_len)
+    ({"concurrency": 8}, {"seq_len": 200000}, "seq_len + num_tokens_to_generate"),
+    ({"concurrency": 8}, {"seq_len": {"mean": 100, "spread": 100}}, "seq_len['spread']"),
+    ({"concurrency": 8}, {"lengths": [(10, 10)], "seq_len": 100}, "not both"),
+    ({"concurrency": 8}, {"lengths": [(10, 10, 10)]}, "lengths[0]"),
+    ({"concurrency": 8}, {"lengths": "no/such/file.csv"}, "cannot be read"),
+    # a workload of mixed lengths is continuous batching's: static batches have one length
+    ({"max_tpot_s": 0.05}, {"seq_len": {"mean": 100, "spread": 10}}, "static batch has one"),
+    ({"concurrency": 8}, {"lengths": [(10, 10)], "batching": "static"}, "static batch has one"),
 ])
 def test_bad_input_names_the_field(slo, kwargs, field):
     with pytest.raises(ConfigError) as e:
         plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], slo, **kwargs)
     assert field in str(e.value)
+
+
+@pytest.mark.parametrize("slo, options", [
+    ({"concurrency": 8}, {"prefix_cache_share": 1.5}),
+    ({"request_rate_per_s": 2.0}, {"api_latency_s": -1}),
+    ({"request_rate_per_s": 2.0}, {"max_num_batched_tokens": 0}),
+])
+def test_a_bad_engine_option_value_is_the_error_not_a_layout_refusal(slo, options):
+    """Checked once, by name: before, every layout's serve() refused it and the plan said no layout fits
+    (a memory miss), with the option's message buried in the refusals."""
+    key, value = next(iter(options.items()))
+    with pytest.raises(ConfigError) as e:
+        plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], slo, engine_options=options)
+    assert str(e.value).startswith(f"{key} = {value!r}"), str(e.value)
 
 
 def test_cli_plan_infer_with_a_load_and_its_bad_input():

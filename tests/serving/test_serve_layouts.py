@@ -113,6 +113,15 @@ def test_kv_pool_per_attention_replica(analysis_builder):
     assert s["max_running_requests_per_replica"] == 8 * s["max_running_requests_per_rank"]
     # Little's law holds over the ranks
     assert s["requests_per_s"] * s["e2e_s"] == pytest.approx(16, rel=1e-9)
+    # the notes count the same pool: each attention replica's, and the worker's (the answer's figure); they
+    # had called the attention replica's pool "per replica" beside the answer's worker-wide figure
+    note = next(n for n in s["notes"] if n.startswith("KV pool:"))
+    per_rank = s["kv_pool_tokens_per_replica"] // 8
+    assert note.startswith(f"KV pool: {per_rank} tokens per attention replica "
+                           f"({s['kv_pool_tokens_per_replica']} per worker of 8)"), note
+    plain = analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=1, perf_model="calibrated").serve(**LOAD)
+    note = next(n for n in plain["notes"] if n.startswith("KV pool:"))
+    assert note.startswith(f"KV pool: {plain['kv_pool_tokens_per_replica']} tokens per replica in blocks"), note
 
 
 def test_attention_dp_serves_more_than_one_replica_of_eight(analysis_builder):
