@@ -19,7 +19,6 @@ _HELP_FLAGS = ("--help", "-h")
 # system's names); `plan` tries several GPUs and data types. A flag given to the command that spells
 # it the other way is pointed at that command's spelling (spelling alone would not find it).
 SAME_INPUT = (("input_len", "seq_len"), ("output_len", "num_tokens_to_generate"),
-              ("input_len_spread", "seq_len_spread"), ("output_len_spread", "num_tokens_to_generate_spread"),
               ("gpu_name", "gpu_names"), ("dtype_name", "dtype_names"))
 
 

@@ -14,6 +14,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from llm_analysis.cli.fire_runner import perf_model_arg
+from llm_analysis.cli.serve import json_object_flag
 from llm_analysis.errors import ConfigError, LLMAnalysisError
 from llm_analysis.units import seconds
 from llm_analysis.planner.result import PlanResult
@@ -158,14 +159,17 @@ _FLAG_OF = {"lengths": "lengths_file",
             "slo.percentile": "percentile"}
 
 
+_SPREAD_FLAG = {"seq_len": "input_len_spread", "num_tokens_to_generate": "output_len_spread"}
+
+
 def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
     """`message` with a leading planner parameter name (`gpus = []`) written as the flag
     (`--gpu_names = []`)."""
     head = message.split(" ", 1)[0].split("[", 1)[0]
     flag = _FLAG_OF.get(head, head)
-    for part, suffix in (("['spread']", "_spread"), ("['mean']", "")):  # a length given with its spread
-        if message.startswith(head + part) and flag + suffix in flags:
-            return f"--{flag}{suffix}{message[len(head + part):]}"
+    for part, named in (("['spread']", _SPREAD_FLAG.get(flag)), ("['mean']", flag)):  # a length with its spread
+        if message.startswith(head + part) and named in flags:
+            return f"--{named}{message[len(head + part):]}"
     if flag in flags:
         return f"--{flag}{message[len(head):]}"
     return message
@@ -183,26 +187,26 @@ def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = (
         return 2, f"error: {_in_flag_terms(line, flags)}"
 
 
-def _lengths(seq_len, num_tokens_to_generate, seq_len_spread, output_spread, lengths_file,
+def _lengths(seq_len, num_tokens_to_generate, input_len_spread, output_spread, lengths_file,
              continuous: bool) -> Dict[str, Any]:
     """plan_inference's length arguments from the flags: a file of pairs, or each length with its spread
     ({"mean", "spread"} as serve() takes it) when one is given; refused, by flag, for static batches."""
     from llm_analysis.planner.inference import DEFAULT_OUTPUT_LEN, DEFAULT_SEQ_LEN
-    given = [(f, v) for f, v in (("lengths_file", lengths_file), ("seq_len_spread", seq_len_spread),
-                                 ("num_tokens_to_generate_spread", output_spread)) if v]
+    given = [(f, v) for f, v in (("lengths_file", lengths_file), ("input_len_spread", input_len_spread),
+                                 ("output_len_spread", output_spread)) if v]
     if given and not continuous:
         flag, value = given[0]
         raise ConfigError(f"--{flag} = {value!r} gives requests of mixed lengths, which continuous batching serves; a "
                           "static batch has one prompt and one output length: give a load (--request_rate, "
                           f"--concurrency or --min_tokens_per_s) without --batching static, or drop --{flag}")
     if lengths_file is not None:
-        if seq_len_spread or output_spread:
-            raise ConfigError(f"--lengths_file = {lengths_file!r} given with --seq_len_spread / "
-                              "--num_tokens_to_generate_spread: the file's pairs are the lengths; give one or the "
+        if input_len_spread or output_spread:
+            raise ConfigError(f"--lengths_file = {lengths_file!r} given with --input_len_spread / "
+                              "--output_len_spread: the file's pairs are the lengths; give one or the "
                               "other")
         return {"lengths": lengths_file, "seq_len": seq_len, "num_tokens_to_generate": num_tokens_to_generate}
-    return {"seq_len": seq_len if not seq_len_spread else
-            {"mean": DEFAULT_SEQ_LEN if seq_len is None else seq_len, "spread": seq_len_spread},
+    return {"seq_len": seq_len if not input_len_spread else
+            {"mean": DEFAULT_SEQ_LEN if seq_len is None else seq_len, "spread": input_len_spread},
             "num_tokens_to_generate": num_tokens_to_generate if not output_spread else
             {"mean": DEFAULT_OUTPUT_LEN if num_tokens_to_generate is None else num_tokens_to_generate,
              "spread": output_spread}}
@@ -223,11 +227,12 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                        framework: Optional[str] = None, emit_launch: Optional[str] = None,
                        max_worker_gpus: Optional[int] = None, api_latency_s: Optional[float] = None,
                        scheduling_lookahead: Optional[int] = None,
-                       benchmark_rounds: Optional[float] = None, seq_len_spread: int = 0,
-                       num_tokens_to_generate_spread: int = 0, lengths_file: Optional[str] = None,
+                       benchmark_rounds: Optional[float] = None, input_len_spread: int = 0,
+                       output_len_spread: int = 0, lengths_file: Optional[str] = None,
                        prefix_cache_share: Optional[float] = None, max_num_batched_tokens: Optional[int] = None,
                        max_num_seqs: Optional[int] = None,
-                       gpu_memory_utilization: Optional[float] = None) -> Tuple[int, str]:
+                       gpu_memory_utilization: Optional[float] = None,
+                       speculative: Union[str, dict, None] = None) -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
@@ -240,9 +245,9 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
     Args:
         model_name: catalogue name, Hub id, config JSON path or local model directory.
         gpu_names: comma-separated catalogue GPU names to try (e.g. h100-sxm-80gb,a100-sxm-80gb).
-        seq_len: prompt length in tokens (default 2048; the mean when --seq_len_spread is given).
+        seq_len: prompt length in tokens (default 2048; the mean when --input_len_spread is given).
         num_tokens_to_generate: output tokens per request (default 256; the mean when
-            --num_tokens_to_generate_spread is given).
+            --output_len_spread is given).
         max_ttft: time-to-first-token target; seconds, or a number with a unit (500ms, 0.5s, 2min).
         max_tpot: time-per-output-token target; seconds, or a number with a unit (50ms, 0.05s).
         request_rate: requests per second the fleet must sustain (replicas are added to meet it).
@@ -283,10 +288,10 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
         benchmark_rounds: with --concurrency: requests per client of the benchmark run the mean TTFT is over
             (its clients start together; default: the engine profile's, fitted on measured runs); 0: the
             steady state alone (clients that never start together, as in production).
-        seq_len_spread: with a load: prompt lengths uniform over seq_len +- this many tokens (0: fixed; serve's
-            --input_len_spread).
-        num_tokens_to_generate_spread: with a load: output lengths uniform over num_tokens_to_generate +- this
-            many tokens (0: fixed; serve's --output_len_spread).
+        input_len_spread: with a load: prompt lengths uniform over seq_len +- this many tokens (0: fixed; the
+            flag serve takes).
+        output_len_spread: with a load: output lengths uniform over num_tokens_to_generate +- this many tokens
+            (0: fixed; the flag serve takes).
         lengths_file: with a load: a file of (input, output) token-length pairs the requests are drawn from,
             instead of the lengths above: .json (a list of pairs or of {"input_len", "output_len"} objects),
             .jsonl or .csv (input_len,output_len columns); read once.
@@ -297,6 +302,10 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
         max_num_seqs: with a load: requests running at once per attention replica (default: the engine's).
         gpu_memory_utilization: with a load: share of GPU memory the engine may use, in (0, 1] (default: the
             engine's).
+        speculative: with a load: speculative decoding in every fleet, a JSON object as serve takes it:
+            {"method": "mtp" | "draft_model", "draft_length": k (tokens verified per step),
+            "mean_accepted_length": L in [1, k] or "acceptance_rate": a, "draft_model": name (draft_model
+            only)}; --emit_launch then writes the engine's speculative flags.
     """
     from llm_analysis.planner.inference import plan_inference
 
@@ -309,8 +318,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                                "request_rate_per_s": request_rate,
                                "min_tokens_per_s": min_tokens_per_s, "concurrency": concurrency,
                                "percentile": percentile},
-                              **_lengths(seq_len, num_tokens_to_generate, seq_len_spread,
-                                         num_tokens_to_generate_spread, lengths_file,
+                              **_lengths(seq_len, num_tokens_to_generate, input_len_spread,
+                                         output_len_spread, lengths_file,
                                          batching != "static" and any(v is not None for v in (
                                              request_rate, concurrency, min_tokens_per_s))),
                               objective=objective,
@@ -322,6 +331,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                                                         is not None or hbm_memory_efficiency is not None),
                               batching=batching,
                               framework=framework, emit_launch=emit_launch, max_worker_gpus=max_worker_gpus,
+                              speculative=json_object_flag(speculative, "speculative"),
                               engine_options={k: v for k, v in (("api_latency_s", api_latency_s),
                                                                 ("scheduling_lookahead", scheduling_lookahead),
                                                                 ("benchmark_rounds", benchmark_rounds),

@@ -88,7 +88,7 @@ def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _json_dict(value, flag: str) -> Optional[dict]:
+def json_object_flag(value, flag: str) -> Optional[dict]:
     """A dict flag: as fire parsed it (a Python literal) or a JSON string; None when not given."""
     if value is None or isinstance(value, dict):
         return value
@@ -223,7 +223,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
     lengths = dict(lengths=lengths_file) if lengths_file is not None else dict(
         input_len=_length(input_len, input_len_spread), output_len=_length(output_len, output_len_spread))
     for flag, value in (("speculative", speculative), ("disaggregated", disaggregated)):
-        parsed = _json_dict(value, flag)
+        parsed = json_object_flag(value, flag)
         if parsed is not None:
             options[flag] = parsed
     answer = analysis.serve(concurrency=concurrency, request_rate=request_rate, framework=framework,

@@ -98,6 +98,7 @@ class ContinuousLoad:
     engine_options: Dict[str, Any]
     workload_text: str = ""  # the lengths in words
     lengths_given: Any = None  # `lengths` as the caller gave it (a file path, or pairs), for the rows' reproduce
+    speculative: Optional[Dict[str, Any]] = None  # serve()'s speculative decoding, as given
 
     def as_given(self, kwargs: Dict[str, Any]) -> Dict[str, Any]:
         """serve() keyword arguments as a row reproduces them: the length pairs the search passes as one
@@ -119,6 +120,8 @@ class ContinuousLoad:
         load = ({"concurrency": int(self.slo.concurrency)} if self.slo.concurrency is not None
                 else {"request_rate": self.request_rate})
         kw = {**load, **self.workload, "framework": self.framework, **self.engine_options}
+        if self.speculative is not None:
+            kw["speculative"] = self.speculative
         if kv_name is not None:
             kw["kv_cache_dtype"] = kv_name
         if means_only and self.slo.concurrency is not None:

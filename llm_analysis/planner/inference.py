@@ -21,6 +21,7 @@ from llm_analysis.planner.pools import collect_pools, pools_assumptions
 from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
 from llm_analysis.schema.options import choice
 from llm_analysis.serving.engine import FRAMEWORKS, check_options, engine_settings
+from llm_analysis.serving.speculative import speculative_decoding
 from llm_analysis.serving.workload import make_lengths, make_workload
 
 DEFAULT_SEQ_LEN, DEFAULT_OUTPUT_LEN = 2048, 256  # tokens per request when the call names none
@@ -117,7 +118,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                    conventions: Optional[Mapping[str, str]] = None, perf_model: Any = "roofline",
                    batching: Optional[str] = None, framework: Optional[str] = None,
                    engine_options: Optional[Mapping[str, Any]] = None, max_worker_gpus: Optional[int] = None,
-                   emit_launch: Optional[str] = None) -> PlanResult:
+                   emit_launch: Optional[str] = None, speculative: Optional[Mapping[str, Any]] = None) -> PlanResult:
     """Best serving setups, ranked by `objective` ("cost": $ per million
     generated tokens, needs `gpu_prices` {gpu name: $/GPU-hour}; "tokens_per_gpu";
     "fewest_gpus"). Searches GPU type, tp (powers of two, <= GPUs per node or
@@ -151,6 +152,10 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     list of (input, output) pairs, or a .json / .jsonl / .csv file of them, read once); each fleet is
     then timed on that workload, and a token-rate target becomes requests at min_tokens_per_s / the
     mean output length per second. Static batches have one length: a spread or `lengths` is refused.
+
+    `speculative` (continuous batching): serve()'s speculative decoding ({"method": "mtp" | "draft_model",
+    "draft_length": k, "mean_accepted_length": L or "acceptance_rate": a, "draft_model": name}) in every
+    fleet's decode steps and in each row's reproduce and launch arguments.
     Raises NoFeasiblePlanError naming the binding constraint (the one that ruled out the
     candidates that fit in memory), ConfigError on bad arguments."""
     t0 = time.perf_counter()
@@ -193,6 +198,10 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                               "give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid: "
                               f"{', '.join(LAUNCH_ENGINES)} with a load, or None")
     engine_options = _engine_options(engine_options)  # checked whatever the batching: a bad name is an error
+    if speculative is not None and batching != "continuous":
+        raise ConfigError(f"speculative = {speculative!r} sets serve()'s speculative decoding, which only continuous "
+                          "batching runs: give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid "
+                          "without a load: None")
     if engine_options and batching != "continuous":  # static batches run no engine: the options would do nothing
         key, value = next(iter(engine_options.items()))
         raise ConfigError(f"{key} = {value!r} (engine_options) sets serve()'s engine, which only continuous batching "
@@ -202,13 +211,15 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     if batching == "continuous":
         engine = framework if framework is not None else emit_launch if emit_launch is not None else "vllm"
         load = ContinuousLoad(slo, workload, spec.output_mean, choice(engine, "framework", FRAMEWORKS),
-                              engine_options, _workload_text(spec, lengths), lengths)
+                              engine_options, _workload_text(spec, lengths), lengths,
+                              None if speculative is None else dict(speculative))
         make_workload(search.model, slo.concurrency, load.request_rate, workload.get("input_len"),
                       workload.get("output_len"), workload.get("lengths"))
         # the engine options' values too (a bad one would otherwise be refused by every layout's serve() and
         # read as no layout fitting)
-        engine_settings(inputs.probe_analysis(search.model, search.gpus, search.dtypes, search.analysis_kwargs),
-                        load.framework, engine_options)
+        probe = inputs.probe_analysis(search.model, search.gpus, search.dtypes, search.analysis_kwargs)
+        engine_settings(probe, load.framework, engine_options)
+        speculative_decoding(probe, speculative)  # checked once, by key
         for kv in search.kv_options:
             kv_cache_name(kv)
         rows, points = collect_continuous(search, load, objective, stats, miss, max_worker_gpus)
@@ -256,7 +267,8 @@ def _add_launches(search: Search, model, engine: str, rows: List[Dict[str, Any]]
     for row in rows:
         row["launch"] = row_launch(engine, model_arg, row, per_node[row["layout"]["gpu"]], moe)
     for row in pool_rows:
-        row["launch"] = pools_launch(engine, model_arg, row["pools"], per_node[row["layout"]["gpu"]], moe)
+        row["launch"] = pools_launch(engine, model_arg, row["pools"], per_node[row["layout"]["gpu"]], moe,
+                                     row.get("reproduce", {}).get("serve_kwargs", {}).get("speculative"))
 
 
 def _static_one_length(seq_len, num_tokens_to_generate, lengths) -> str:

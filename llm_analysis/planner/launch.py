@@ -191,14 +191,54 @@ def _trtllm(w: WorkerLaunch, model: str, role: Optional[str]):
 _WRITERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}
 
 
-def pool_launch(engine: str, model: str, w: WorkerLaunch, role: Optional[str] = None) -> Dict[str, Any]:
+def _speculative_settings(engine: str, spec: Dict[str, Any]) -> Tuple[List[str], Dict[str, Any], List[str]]:
+    """(argv, TensorRT-LLM speculative_config, notes) of serve()'s `speculative` on `engine`: k tokens verified
+    per step are k - 1 drafted after the last accepted one, as each engine counts its draft tokens."""
+    k, method, draft = spec["draft_length"], spec.get("method", "mtp"), spec.get("draft_model")
+    draft = getattr(draft, "name", draft)  # a ModelConfig: its name
+    argv: List[str] = []
+    trt: Dict[str, Any] = {}
+    if engine == "vllm":  # SpeculativeConfig: method, num_speculative_tokens, model (a draft model's)
+        config = {"method": "mtp", "num_speculative_tokens": k - 1} if method == "mtp" else \
+            {"method": "draft_model", "model": draft, "num_speculative_tokens": k - 1}
+        argv = ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+    elif engine == "sglang":  # a chain of k - 1 draft steps (top-k 1), k tokens verified
+        argv = _flag_args([("--speculative-algorithm", "EAGLE" if method == "mtp" else "STANDALONE"),
+                           ("--speculative-draft-model-path", draft if method == "draft_model" else None),
+                           ("--speculative-num-steps", k - 1), ("--speculative-eagle-topk", 1),
+                           ("--speculative-num-draft-tokens", k)])
+    else:  # TensorRT-LLM's LLM API speculative_config (MTPDecodingConfig, DraftTargetDecodingConfig)
+        trt = {"decoding_type": "MTP", "num_nextn_predict_layers": k - 1} if method == "mtp" else \
+            {"decoding_type": "DraftTarget", "max_draft_len": k - 1, "speculative_model_dir": draft}
+    acceptance = (f"mean accepted length {spec['mean_accepted_length']}" if "mean_accepted_length" in spec
+                  else f"acceptance rate {spec.get('acceptance_rate')}")
+    notes = [f"speculative decoding ({method}, {k} tokens verified per step): the {acceptance} the row was timed "
+             "with is the workload's, which the engine measures and no flag sets"]
+    if method == "mtp":
+        notes.append("multi-token prediction drafts with the checkpoint's own MTP / NextN layer: the model must ship "
+                     "one (DeepSeek-V3/R1, GLM, Qwen3-Next ...)")
+    return argv, trt, notes
+
+
+def pool_launch(engine: str, model: str, w: WorkerLaunch, role: Optional[str] = None,
+                speculative: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """One pool's launch: the worker's argv and command, the engine's config files (TensorRT-LLM), the
-    worker count, notes; or `expressible` False with the reason."""
+    worker count, notes; or `expressible` False with the reason. `speculative` (serve()'s) is set on the
+    workers that decode (an aggregated pool, a decode pool)."""
     reason = engine_refusal(engine, w) or _kv_refusal(w.kv_cache_dtype)
     base = {"engine": engine, "workers": w.workers, "gpus_per_worker": w.gpus}
     if reason is not None:
         return {**base, "expressible": False, "reason": reason}
     argv, config, notes = _WRITERS[engine](w, model, role)
+    if speculative is not None and role != "prefill":
+        spec_argv, trt, spec_notes = _speculative_settings(engine, speculative)
+        argv = argv + spec_argv
+        notes = notes + spec_notes
+        if trt:
+            if not config["extra_llm_api_options_yaml"]:  # the file was not named yet
+                argv += ["--extra_llm_api_options", TRTLLM_EXTRA_OPTIONS_FILE]
+            config["extra_llm_api_options_yaml"]["speculative_config"] = trt
+            config["llm_api_kwargs"]["speculative_config"] = trt
     out = {**base, "expressible": True, "argv": argv, "command": shlex.join(argv), "notes": notes}
     if config is not None:
         out["config"] = config
@@ -223,7 +263,8 @@ def row_launch(engine: str, model: str, row: Dict[str, Any], gpus_per_node: int,
     """The launch of an aggregated row (one pool of `replicas` workers)."""
     fig = row["figures"]
     w = worker_launch(row["layout"], fig["replicas"], gpus_per_node, _engine_settings(fig), is_moe)
-    out = pool_launch(engine, model, w)
+    spec = row.get("reproduce", {}).get("serve_kwargs", {}).get("speculative")  # a row built by hand has none
+    out = pool_launch(engine, model, w, speculative=spec)
     if out["expressible"]:
         out["notes"] = [f"run {w.workers} such worker(s) behind a load balancer"] + out["notes"]
     if engine != row["layout"]["framework"]:
@@ -233,13 +274,13 @@ def row_launch(engine: str, model: str, row: Dict[str, Any], gpus_per_node: int,
 
 
 def pools_launch(engine: str, model: str, pools: Dict[str, Dict[str, Any]], gpus_per_node: int,
-                 is_moe: bool) -> Dict[str, Any]:
+                 is_moe: bool, speculative: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """The launch of a disaggregated row: one command per pool (`pools[name]` with layout, workers and
     engine_settings)."""
     out = {}
     for role, pool in pools.items():
         w = worker_launch(pool["layout"], pool["workers"], gpus_per_node, _engine_settings(pool), is_moe)
-        out[role] = pool_launch(engine, model, w, role)
+        out[role] = pool_launch(engine, model, w, role, speculative)
     return {"engine": engine, "pools": out, "expressible": all(p["expressible"] for p in out.values())}
 
 

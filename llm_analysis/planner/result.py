@@ -123,14 +123,17 @@ class PlanResult:
 
 
 def rank(rows: List[Dict[str, Any]], key: Callable[[Dict[str, Any]], Tuple], label: str,
-         value: Callable[[Dict[str, Any]], float], unit: str) -> List[Dict[str, Any]]:
-    """Sort rows best first and write each row's `why` against its neighbour."""
+         value: Callable[[Dict[str, Any]], float], unit: str, tie_order: str = "") -> List[Dict[str, Any]]:
+    """Sort rows best first and write each row's `why` against its neighbour; `tie_order` says what orders
+    rows equal on `value` (the key's later terms), for the best row when the next one ties it."""
     rows.sort(key=key)
     for i, r in enumerate(rows):
         v = value(r)
         if i == 0:
             nxt = value(rows[1]) if len(rows) > 1 else None
             gap = "" if nxt is None or not v else f"; next best {nxt:.4g} {unit} ({(nxt / v - 1) * 100:+.1f}%)"
+            if tie_order and nxt is not None and v and abs(nxt - v) <= 1e-9 * abs(v):
+                gap += f", a tie: {tie_order}"
             r["why"] = f"best {label}: {v:.4g} {unit}{gap}"
         else:
             b = value(rows[0])

@@ -159,5 +159,7 @@ def rank_rows(rows: List[Dict], objective: str, load: bool) -> List[Dict]:
         label, unit = "fleet cost at the offered load", "$/h"
     tie = lambda r: (-r["figures"]["tokens_per_sec_per_gpu"], r["figures"]["time_per_output_token"])  # noqa: E731
     if objective == "tokens_per_gpu":
-        return rank(rows, lambda r: (-value(r, load),) + tie(r)[1:], label, lambda r: value(r, load), unit)
-    return rank(rows, lambda r: (value(r, load),) + tie(r), label, lambda r: value(r, load), unit)
+        return rank(rows, lambda r: (-value(r, load),) + tie(r)[1:], label, lambda r: value(r, load), unit,
+                    "ranked by the lower time per output token")
+    return rank(rows, lambda r: (value(r, load),) + tie(r), label, lambda r: value(r, load), unit,
+                "ranked by the more generated tokens/s per GPU, then the lower time per output token")

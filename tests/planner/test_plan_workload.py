@@ -71,7 +71,7 @@ def test_cli_plan_infer_takes_serves_workload_flags(tmp_path):
     assert kw["lengths"] == str(path)
     assert (kw["prefix_cache_share"], kw["max_num_batched_tokens"], kw["max_num_seqs"],
             kw["gpu_memory_utilization"]) == (0.5, 4096, 64, 0.85)
-    code, text = plan_infer_command(MODEL, GPU, seq_len=1000, seq_len_spread=200, num_tokens_to_generate_spread=50,
+    code, text = plan_infer_command(MODEL, GPU, seq_len=1000, input_len_spread=200, output_len_spread=50,
                                     **base)
     assert code == 0, text
     kw = json.loads(text)["rows"][0]["reproduce"]["serve_kwargs"]
@@ -80,11 +80,12 @@ def test_cli_plan_infer_takes_serves_workload_flags(tmp_path):
 
 @pytest.mark.parametrize("flags, starts", [
     # static batches (no load) have one length: the flag that asked for more is named
-    (dict(max_tpot="50ms", seq_len_spread=100), "error: --seq_len_spread = 100"),
+    (dict(max_tpot="50ms", input_len_spread=100), "error: --input_len_spread = 100"),
     (dict(max_tpot="50ms", request_rate=4, batching="static", lengths_file="x.csv"), "error: --lengths_file = 'x.csv'"),
     # a spread reaching the mean is named by its flag, with the valid range
-    (dict(max_tpot="50ms", request_rate=4, seq_len=100, seq_len_spread=100), "error: --seq_len_spread = 100"),
-    (dict(max_tpot="50ms", request_rate=4, lengths_file="x.csv", seq_len_spread=10), "error: --lengths_file = 'x.csv'"),
+    (dict(max_tpot="50ms", request_rate=4, seq_len=100, input_len_spread=100), "error: --input_len_spread = 100"),
+    (dict(max_tpot="50ms", request_rate=4, lengths_file="x.csv", input_len_spread=10),
+     "error: --lengths_file = 'x.csv'"),
     (dict(max_tpot="50ms", request_rate=4, lengths_file="no_such.csv"), "error: --lengths_file = 'no_such.csv'"),
     (dict(max_tpot="50ms", request_rate=4, prefix_cache_share=1.5), "error: --prefix_cache_share = 1.5"),
     (dict(max_tpot="50ms", request_rate=4, max_num_seqs=0), "error: --max_num_seqs = 0"),
