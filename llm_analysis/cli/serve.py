@@ -105,7 +105,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
           dtype_name: str = "w16a16e16", tp_size: int = 1, dp_size: int = 1, attention_dp_size: int = 1,
           moe_tp_size: Optional[int] = None, moe_ep_size: Optional[int] = None, pp_size: int = 1,
           concurrency: Optional[int] = None,
-          request_rate: Optional[float] = None, input_len: int = 1024, output_len: int = 128,
+          request_rate: Optional[float] = None, input_len: Optional[int] = None, output_len: Optional[int] = None,
           input_len_spread: int = 0, output_len_spread: int = 0, lengths_file: Optional[str] = None,
           framework: str = "vllm", max_num_batched_tokens: Optional[int] = None, max_num_seqs: Optional[int] = None,
           gpu_memory_utilization: Optional[float] = None, block_size: Optional[int] = None,
@@ -151,8 +151,8 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         concurrency: closed loop: concurrent clients over all replicas, each sending its next request when the
             previous one finishes (give this or --request_rate).
         request_rate: open loop: Poisson arrivals, requests per second over all replicas.
-        input_len: prompt length in tokens (the mean when --input_len_spread is given).
-        output_len: generated tokens per request (the mean when --output_len_spread is given).
+        input_len: prompt length in tokens (default 1024; the mean when --input_len_spread is given).
+        output_len: generated tokens per request (default 128; the mean when --output_len_spread is given).
         input_len_spread: prompt lengths uniform over input_len +- this many tokens (0: fixed).
         output_len_spread: output lengths uniform over output_len +- this many tokens (0: fixed).
         lengths_file: a file of (input, output) token-length pairs to draw requests from, instead of the lengths
@@ -220,8 +220,17 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                                  ("api_latency_s", api_latency_s), ("scheduling_lookahead", scheduling_lookahead),
                                  ("benchmark_rounds", benchmark_rounds))
                if v is not None}
-    lengths = dict(lengths=lengths_file) if lengths_file is not None else dict(
-        input_len=_length(input_len, input_len_spread), output_len=_length(output_len, output_len_spread))
+    if lengths_file is not None:  # the file's pairs are the lengths: a length or spread beside it would be ignored
+        beside = [f"--{f} = {v!r}" for f, v in (("input_len", input_len), ("output_len", output_len),
+                                                ("input_len_spread", input_len_spread),
+                                                ("output_len_spread", output_len_spread)) if v]
+        if beside:
+            raise ConfigError(f"--lengths_file = {lengths_file!r} given with {', '.join(beside)}: the file's pairs are "
+                              "the requests' lengths; give the file or the lengths, not both")
+        lengths = dict(lengths=lengths_file)
+    else:
+        lengths = dict(input_len=_length(1024 if input_len is None else input_len, input_len_spread),
+                       output_len=_length(128 if output_len is None else output_len, output_len_spread))
     for flag, value in (("speculative", speculative), ("disaggregated", disaggregated)):
         parsed = json_object_flag(value, flag)
         if parsed is not None:

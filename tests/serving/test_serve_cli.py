@@ -53,6 +53,10 @@ def test_saturated_is_a_report_not_an_error():
     (["--concurrency", "4", "--framework", "tgi"], ["framework = 'tgi'", "'vllm', 'sglang', 'trtllm'"]),
     (["--concurrency", "4", "--input_len", "200000"], ["exceeds", "max_seq_len = 131072"]),
     (["--concurrency", "4", "--gpu_memory_utilization", "2"], ["gpu_memory_utilization = 2"]),
+    # a file's pairs are the lengths: a length or a spread beside them would be silently ignored
+    (["--concurrency", "4", "--lengths_file", "pairs.csv", "--input_len_spread", "5"],
+     ["--lengths_file = 'pairs.csv' given with --input_len_spread = 5", "not both"]),
+    (["--concurrency", "4", "--lengths_file", "pairs.csv", "--output_len", "64"], ["--output_len = 64", "not both"]),
 ])
 def test_errors_are_one_line_exit_2(flags, words):
     r = _run(*BASE, *flags)
