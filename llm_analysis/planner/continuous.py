@@ -489,7 +489,12 @@ def collect_continuous(search, load: ContinuousLoad, objective: str, stats: Sear
 
 def continuous_assumptions(load: ContinuousLoad) -> Dict[str, Any]:
     stat = "means" if load.slo.percentile is None else f"p{load.slo.percentile} over requests"
+    clients = (f"{load.slo.concurrency:g} closed-loop clients" if load.slo.concurrency is not None
+               else f"{load.request_rate:g} requests/s (Poisson)")
+    spec = "" if load.speculative is None else (f", speculative decoding ({load.speculative.get('method', 'mtp')}, "
+                                               f"{load.speculative.get('draft_length')} tokens verified per step)")
     out = {
+        "workload": f"{clients}; {load.workload_text}; {load.framework}, continuous batching{spec}",
         "batching": "continuous",
         "batching_detail": (f"continuous (in-flight) batching on {load.framework}: every fleet is timed by "
                             "LLMAnalysis.serve() (engine steps mixing prefill chunks and decodes, the KV pool as the "

@@ -248,9 +248,11 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         assumptions.pop("cost")
         assumptions["cost"] = ("cost_per_million_tokens = $/GPU-hour x GPUs / (generated tokens/s x 3600) x 1e6 at "
                                "the offered load")
-    elif slo.percentile is not None:
-        assumptions["percentile"] = (f"static batches have no spread (every request of a batch sees its TTFT and "
-                                     f"TPOT): the p{slo.percentile} targets are checked on the batch's times")
+    else:
+        assumptions["workload"] = f"seq_len {s}, {n} tokens; static batches (each prefilled and decoded together)"
+        if slo.percentile is not None:
+            assumptions["percentile"] = (f"static batches have no spread (every request of a batch sees its TTFT "
+                                         f"and TPOT): the p{slo.percentile} targets are checked on the batch's times")
     assumptions["targets"] = {**slo.__dict__, **({"seq_len": s, "num_tokens_to_generate": n} if not mixed
                                                  else {"lengths": load.workload_text})}
     if (fp4 := search.dtypes.assumption()) is not None:

@@ -94,7 +94,9 @@ class PlanResult:
         lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header] + body]
         cautions = sorted({f"caution: {r['caution']}" for r in self.rows[:top] if "caution" in r})
         fp4 = [f"dtypes: {self.assumptions['fp4']}"] if "fp4" in self.assumptions else []
-        return "\n".join(lines + cautions + fp4 + self.times_line() + self.legend_lines() + ["", self.stats.line()])
+        workload = [f"workload: {self.assumptions['workload']}"] if "workload" in self.assumptions else []
+        return "\n".join(lines + cautions + fp4 + workload + self.times_line() + self.legend_lines()
+                         + ["", self.stats.line()])
 
     def times_line(self) -> List[str]:
         """What the table's times are: expected times, or lower bounds nobody should read as a forecast."""

@@ -93,3 +93,13 @@ def test_cli_plan_infer_takes_serves_workload_flags(tmp_path):
 def test_cli_plan_infer_refuses_a_bad_workload_in_one_line_naming_the_flag(flags, starts):
     code, line = plan_infer_command(MODEL, GPU, **flags)
     assert code == 2 and line.startswith(starts) and "\n" not in line, line
+
+
+def test_the_table_says_what_workload_it_was_planned_for():
+    r = plan_inference(MODEL, [GPU], {"max_tpot_s": 0.05, "concurrency": 16}, lengths=PAIRS,
+                       speculative={"method": "mtp", "draft_length": 2, "acceptance_rate": 0.8})
+    assert ("workload: 16 closed-loop clients; 3 (input, output) length pairs: means 867 and 120 tokens; vllm, "
+            "continuous batching, speculative decoding (mtp, 2 tokens verified per step)") in r.table().splitlines()
+    r = plan_inference(MODEL, [GPU], {"max_tpot_s": 0.05}, seq_len=512, num_tokens_to_generate=64)
+    assert "workload: seq_len 512, 64 tokens; static batches (each prefilled and decoded together)" \
+        in r.table().splitlines()
