@@ -171,6 +171,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     if lengths is None:
         seq_len = DEFAULT_SEQ_LEN if seq_len is None else seq_len
         num_tokens_to_generate = DEFAULT_OUTPUT_LEN if num_tokens_to_generate is None else num_tokens_to_generate
+    seq_len, num_tokens_to_generate = _one_length(seq_len), _one_length(num_tokens_to_generate)
     mixed = lengths is not None or isinstance(seq_len, Mapping) or isinstance(num_tokens_to_generate, Mapping)
     if mixed and batching != "continuous":
         raise ConfigError(_static_one_length(seq_len, num_tokens_to_generate, lengths))
@@ -271,6 +272,14 @@ def _add_launches(search: Search, model, engine: str, rows: List[Dict[str, Any]]
     for row in pool_rows:
         row["launch"] = pools_launch(engine, model_arg, row["pools"], per_node[row["layout"]["gpu"]], moe,
                                      row.get("reproduce", {}).get("serve_kwargs", {}).get("speculative"))
+
+
+def _one_length(value):
+    """{"mean": m} or {"mean": m, "spread": 0} is the one length m (any other value as given)."""
+    if isinstance(value, Mapping) and "mean" in value and set(value) <= {"mean", "spread"} \
+            and value.get("spread", 0) == 0:
+        return value["mean"]
+    return value
 
 
 def _static_one_length(seq_len, num_tokens_to_generate, lengths) -> str:

@@ -103,3 +103,10 @@ def test_the_table_says_what_workload_it_was_planned_for():
     r = plan_inference(MODEL, [GPU], {"max_tpot_s": 0.05}, seq_len=512, num_tokens_to_generate=64)
     assert "workload: seq_len 512, 64 tokens; static batches (each prefilled and decoded together)" \
         in r.table().splitlines()
+
+
+def test_a_spread_of_zero_is_one_length():
+    fixed = plan_inference(MODEL, [GPU], {"max_tpot_s": 0.05}, seq_len=512, num_tokens_to_generate=64)
+    zero = plan_inference(MODEL, [GPU], {"max_tpot_s": 0.05}, seq_len={"mean": 512, "spread": 0},
+                          num_tokens_to_generate={"mean": 64})
+    assert [r["figures"] for r in zero.rows] == [r["figures"] for r in fixed.rows]
