@@ -162,19 +162,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     slo = inputs.SLO.from_any(slo)
     objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_INFERENCE)
     batching = _batching(batching, slo)
-    if lengths is not None and (seq_len is not None or num_tokens_to_generate is not None):
-        both = " and ".join(f"{k} = {v!r}" for k, v in (("seq_len", seq_len),
-                                                          ("num_tokens_to_generate", num_tokens_to_generate))
-                            if v is not None)
-        raise ConfigError(f"lengths = {lengths!r} given with {both}: the pairs are the requests' lengths; give the "
-                          "pairs or seq_len and num_tokens_to_generate, not both")
-    if lengths is None:
-        seq_len = DEFAULT_SEQ_LEN if seq_len is None else seq_len
-        num_tokens_to_generate = DEFAULT_OUTPUT_LEN if num_tokens_to_generate is None else num_tokens_to_generate
-    seq_len, num_tokens_to_generate = _one_length(seq_len), _one_length(num_tokens_to_generate)
-    mixed = lengths is not None or isinstance(seq_len, Mapping) or isinstance(num_tokens_to_generate, Mapping)
-    if mixed and batching != "continuous":
-        raise ConfigError(_static_one_length(seq_len, num_tokens_to_generate, lengths))
+    seq_len, num_tokens_to_generate, mixed = _lengths_given(seq_len, num_tokens_to_generate, lengths, batching)
     if not mixed:
         s = inputs.positive_int(seq_len, "seq_len")
         n = inputs.positive_int(num_tokens_to_generate, "num_tokens_to_generate")
@@ -186,43 +174,20 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         # what serve() would refuse for every layout is refused here, once, by name; a file is read once
         spec = make_lengths(search.model, seq_len, num_tokens_to_generate, lengths,
                             ("seq_len", "num_tokens_to_generate"))
-        workload = ({"lengths": spec.pairs} if spec.pairs is not None
-                    else {"input_len": seq_len, "output_len": num_tokens_to_generate})
         if mixed:
             s, n = round(spec.input_mean), spec.max_output  # n: whether any request decodes (max_tpot, pools)
             _check_targets(slo, n, bool(disaggregate))
     max_worker_gpus = inputs.optional_positive_int(max_worker_gpus, "max_worker_gpus")
-    if emit_launch is not None:
-        check_engine(emit_launch)
-        if batching != "continuous":
-            raise ConfigError(f"emit_launch = {emit_launch!r} writes the engine launch of a continuous-batching row: "
-                              "give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid: "
-                              f"{', '.join(LAUNCH_ENGINES)} with a load, or None")
     engine_options = _engine_options(engine_options)  # checked whatever the batching: a bad name is an error
-    if speculative is not None and batching != "continuous":
-        raise ConfigError(f"speculative = {speculative!r} sets serve()'s speculative decoding, which only continuous "
-                          "batching runs: give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid "
-                          "without a load: None")
-    if engine_options and batching != "continuous":  # static batches run no engine: the options would do nothing
-        key, value = next(iter(engine_options.items()))
-        raise ConfigError(f"{key} = {value!r} (engine_options) sets serve()'s engine, which only continuous batching "
-                          "runs: give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid without a "
-                          "load: no engine options")
+    if batching != "continuous":
+        _refuse_engine_arguments(emit_launch, engine_options, speculative)
+    elif emit_launch is not None:
+        check_engine(emit_launch)
     stats, miss = SearchStats(), ClosestMiss()
     if batching == "continuous":
         engine = framework if framework is not None else emit_launch if emit_launch is not None else "vllm"
-        load = ContinuousLoad(slo, workload, spec.output_mean, choice(engine, "framework", FRAMEWORKS),
-                              engine_options, _workload_text(spec, lengths), lengths,
-                              None if speculative is None else dict(speculative))
-        make_workload(search.model, slo.concurrency, load.request_rate, workload.get("input_len"),
-                      workload.get("output_len"), workload.get("lengths"))
-        # the engine options' values too (a bad one would otherwise be refused by every layout's serve() and
-        # read as no layout fitting)
-        probe = inputs.probe_analysis(search.model, search.gpus, search.dtypes, search.analysis_kwargs)
-        engine_settings(probe, load.framework, engine_options)
-        speculative_decoding(probe, speculative)  # checked once, by key
-        for kv in search.kv_options:
-            kv_cache_name(kv)
+        load = _continuous_load(search, slo, spec, seq_len, num_tokens_to_generate, lengths,
+                                choice(engine, "framework", FRAMEWORKS), engine_options, speculative)
         rows, points = collect_continuous(search, load, objective, stats, miss, max_worker_gpus)
         extra: Dict[str, Any] = {"columns": CONTINUOUS_COLUMNS, "legend": continuous_legend(slo.percentile)}
     else:
@@ -272,6 +237,61 @@ def _add_launches(search: Search, model, engine: str, rows: List[Dict[str, Any]]
     for row in pool_rows:
         row["launch"] = pools_launch(engine, model_arg, row["pools"], per_node[row["layout"]["gpu"]], moe,
                                      row.get("reproduce", {}).get("serve_kwargs", {}).get("speculative"))
+
+
+def _lengths_given(seq_len, num_tokens_to_generate, lengths, batching: str):
+    """(seq_len, num_tokens_to_generate, mixed): the two lengths with their defaults (none beside `lengths`),
+    and whether the requests' lengths vary (a spread, or pairs), which only continuous batching serves."""
+    if lengths is not None and (seq_len is not None or num_tokens_to_generate is not None):
+        both = " and ".join(f"{k} = {v!r}" for k, v in (("seq_len", seq_len),
+                                                          ("num_tokens_to_generate", num_tokens_to_generate))
+                            if v is not None)
+        raise ConfigError(f"lengths = {lengths!r} given with {both}: the pairs are the requests' lengths; give the "
+                          "pairs or seq_len and num_tokens_to_generate, not both")
+    if lengths is None:
+        seq_len = DEFAULT_SEQ_LEN if seq_len is None else seq_len
+        num_tokens_to_generate = DEFAULT_OUTPUT_LEN if num_tokens_to_generate is None else num_tokens_to_generate
+    seq_len, num_tokens_to_generate = _one_length(seq_len), _one_length(num_tokens_to_generate)
+    mixed = lengths is not None or isinstance(seq_len, Mapping) or isinstance(num_tokens_to_generate, Mapping)
+    if mixed and batching != "continuous":
+        raise ConfigError(_static_one_length(seq_len, num_tokens_to_generate, lengths))
+    return seq_len, num_tokens_to_generate, mixed
+
+
+def _refuse_engine_arguments(emit_launch, engine_options: Dict[str, Any], speculative) -> None:
+    """Static batches run no engine: a launch to emit, engine options or speculative decoding would do nothing."""
+    if emit_launch is not None:
+        check_engine(emit_launch)
+        raise ConfigError(f"emit_launch = {emit_launch!r} writes the engine launch of a continuous-batching row: "
+                          "give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid: "
+                          f"{', '.join(LAUNCH_ENGINES)} with a load, or None")
+    if speculative is not None:
+        raise ConfigError(f"speculative = {speculative!r} sets serve()'s speculative decoding, which only continuous "
+                          "batching runs: give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid "
+                          "without a load: None")
+    if engine_options:
+        key, value = next(iter(engine_options.items()))
+        raise ConfigError(f"{key} = {value!r} (engine_options) sets serve()'s engine, which only continuous batching "
+                          "runs: give a load (request_rate_per_s, concurrency or min_tokens_per_s); valid without a "
+                          "load: no engine options")
+
+
+def _continuous_load(search: Search, slo: inputs.SLO, spec, seq_len, num_tokens_to_generate, lengths, framework: str,
+                     engine_options: Dict[str, Any], speculative) -> ContinuousLoad:
+    """What every fleet's serve() call is given, each part checked once here by name (a bad value would
+    otherwise be refused by every layout's serve() and read as no layout fitting)."""
+    workload = ({"lengths": spec.pairs} if spec.pairs is not None  # the file read once, passed as one array
+                else {"input_len": seq_len, "output_len": num_tokens_to_generate})
+    load = ContinuousLoad(slo, workload, spec.output_mean, framework, engine_options, _workload_text(spec, lengths),
+                          lengths, None if speculative is None else dict(speculative))
+    make_workload(search.model, slo.concurrency, load.request_rate, workload.get("input_len"),
+                  workload.get("output_len"), workload.get("lengths"))
+    probe = inputs.probe_analysis(search.model, search.gpus, search.dtypes, search.analysis_kwargs)
+    engine_settings(probe, framework, engine_options)
+    speculative_decoding(probe, speculative)
+    for kv in search.kv_options:
+        kv_cache_name(kv)
+    return load
 
 
 def _one_length(value):
