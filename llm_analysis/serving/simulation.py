@@ -293,8 +293,11 @@ class _Replica:
             room = self.capacity_tokens - self._in_use()
             k = max(1, min(k, int(room // d)))
         t0 = self.timer.step_s(d, self.ctx_sum)
+        interrupts = arrival_interrupts and self.arrivals  # (a scheduler one step ahead admits it a step later)
+        if interrupts and self.arrivals[0][0] - self.now <= t0:
+            k = 1  # the arrival lands in the first step (steps only lengthen): no slope to work out
         slope = (self.timer.step_s(d, self.ctx_sum + (k - 1) * d) - t0) / (k - 1) if k > 1 else 0.0
-        if arrival_interrupts and self.arrivals:  # (a scheduler one step ahead admits it a step later: `admit`)
+        if interrupts and k > 1:
             k = min(k, _steps_to_cover(self.arrivals[0][0] - self.now, t0, slope))
         duration = k * t0 + slope * k * (k - 1) / 2
         kv_before = self.kv_tokens
