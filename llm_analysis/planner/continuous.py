@@ -107,6 +107,8 @@ class ContinuousLoad:
             return kwargs
         given = self.lengths_given
         given = str(given) if isinstance(given, os.PathLike) else given.tolist() if hasattr(given, "tolist") else given
+        if isinstance(given, dict) and isinstance(given.get("file"), os.PathLike):  # a conversation file and tokenizer
+            given = {**given, "file": str(given["file"])}
         return {**kwargs, "lengths": given}
 
     @property

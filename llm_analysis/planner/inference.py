@@ -314,7 +314,10 @@ def _static_one_length(seq_len, num_tokens_to_generate, lengths) -> str:
 def _workload_text(spec, lengths) -> str:
     """The requests' lengths in words (the plan's targets, its errors)."""
     if spec.pairs is not None:
-        source = f" from {str(lengths)!r}" if isinstance(lengths, (str, os.PathLike)) else ""
+        if isinstance(lengths, Mapping):  # a conversation file and its tokenizer
+            source = f" from {str(lengths['file'])!r} (tokenizer {lengths.get('tokenizer')!r})"
+        else:
+            source = f" from {str(lengths)!r}" if isinstance(lengths, (str, os.PathLike)) else ""
         return (f"{len(spec.pairs)} (input, output) length pairs{source}: means {spec.input_mean:.0f} and "
                 f"{spec.output_mean:.0f} tokens")
     spread = (lambda mean, s: f"{mean:.0f}" + (f" +- {s}" if s else ""))  # noqa: E731

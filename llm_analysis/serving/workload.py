@@ -15,11 +15,13 @@ from typing import Optional, Tuple
 import numpy as np
 
 from llm_analysis.errors import ConfigError
+from llm_analysis.serving.conversations import conversation_pairs, is_conversation_list
 from llm_analysis.schema.options import MAX_BATCH_SIZE, MAX_SEQ_LEN, integer, positive_number
 
 MAX_REQUEST_RATE = 1e9  # requests per second: a sanity bound
 _PAIRS_FORMAT = ("a list of [input_len, output_len] pairs: a .json list of pairs or of objects with input_len and "
-                 "output_len, a .jsonl file of such objects, or a .csv with input_len,output_len columns")
+                 "output_len, a .jsonl file of such objects, or a .csv with input_len,output_len columns; or a "
+                 "ShareGPT-style conversation file with its tokenizer: {'file': path, 'tokenizer': name}")
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,9 @@ def _length(value, field: str) -> Tuple[float, int]:
     return float(integer(value, field, 1, MAX_SEQ_LEN)), 0
 
 
-def _pairs_from_file(path: Path) -> list:
+def _pairs_from_file(path: Path, tokenizer=None) -> list:
+    """The file's (input, output) token-length pairs: pairs as stated, or conversations counted with
+    `tokenizer` (serving/conversations.py)."""
     try:
         text = path.read_text()
     except OSError as err:
@@ -102,11 +106,20 @@ def _pairs_from_file(path: Path) -> list:
     try:
         if path.suffix == ".csv":
             rows = list(csv.DictReader(text.splitlines()))
-            return [(r["input_len"], r["output_len"]) for r in rows]
-        if path.suffix == ".jsonl":
-            return [_pair_of(json.loads(line)) for line in text.splitlines() if line.strip()]
-        return [_pair_of(item) for item in json.loads(text)]
+            items = [(r["input_len"], r["output_len"]) for r in rows]
+        elif path.suffix == ".jsonl":
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            items = json.loads(text)
+        if is_conversation_list(items):
+            return conversation_pairs(items, tokenizer, str(path))
+        if tokenizer is not None:
+            raise ConfigError(f"lengths = {str(path)!r} holds token lengths, not conversations: its tokenizer = "
+                              f"{tokenizer!r} counts nothing; give the file alone")
+        return [_pair_of(item) for item in items]
     except (ValueError, KeyError, TypeError) as err:
+        if isinstance(err, ConfigError):
+            raise
         raise ConfigError(f"lengths = {str(path)!r} does not parse ({type(err).__name__}: {err}); give "
                           f"{_PAIRS_FORMAT}") from None
 
@@ -121,7 +134,13 @@ def _pair_of(item) -> tuple:
 
 def _pairs(value) -> np.ndarray:
     source = value
-    if isinstance(value, (str, Path)):
+    if isinstance(value, dict):  # a file and the tokenizer its conversations are counted with
+        unknown = set(value) - {"file", "tokenizer"}
+        if unknown or "file" not in value or not isinstance(value["file"], (str, Path)):
+            raise ConfigError(f"lengths = {value!r} must be {{'file': path, 'tokenizer': name}} (a conversation "
+                              f"file and the tokenizer that counts its tokens), or {_PAIRS_FORMAT}")
+        value = _pairs_from_file(Path(value["file"]), value.get("tokenizer"))
+    elif isinstance(value, (str, Path)):
         value = _pairs_from_file(Path(value))
     if not isinstance(value, (list, tuple, np.ndarray)) or len(value) == 0:
         raise ConfigError(f"lengths = {source!r} must be {_PAIRS_FORMAT}")
