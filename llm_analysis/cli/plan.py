@@ -187,8 +187,8 @@ def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = (
         return 2, f"error: {_in_flag_terms(line, flags)}"
 
 
-def _lengths(seq_len, num_tokens_to_generate, input_len_spread, output_spread, lengths_file, tokenizer,
-             continuous: bool) -> Dict[str, Any]:
+def _lengths(seq_len, num_tokens_to_generate, input_len_spread, output_spread, lengths_file,
+             lengths_tokenizer, continuous: bool) -> Dict[str, Any]:
     """plan_inference's length arguments from the flags: a file of pairs, or each length with its spread
     ({"mean", "spread"} as serve() takes it) when one is given; refused, by flag, for static batches."""
     from llm_analysis.planner.inference import DEFAULT_OUTPUT_LEN, DEFAULT_SEQ_LEN
@@ -204,11 +204,12 @@ def _lengths(seq_len, num_tokens_to_generate, input_len_spread, output_spread, l
             raise ConfigError(f"--lengths_file = {lengths_file!r} given with --input_len_spread / "
                               "--output_len_spread: the file's pairs are the lengths; give one or the "
                               "other")
-        return {"lengths": lengths_file if tokenizer is None else {"file": lengths_file, "tokenizer": tokenizer},
+        return {"lengths": lengths_file if lengths_tokenizer is None
+                else {"file": lengths_file, "tokenizer": lengths_tokenizer},
                 "seq_len": seq_len, "num_tokens_to_generate": num_tokens_to_generate}
-    if tokenizer is not None:
-        raise ConfigError(f"--tokenizer = {tokenizer!r} counts the turns of a conversation --lengths_file, and none is "
-                          "given; give --lengths_file with it, or drop --tokenizer")
+    if lengths_tokenizer is not None:
+        raise ConfigError(f"--lengths_tokenizer = {lengths_tokenizer!r} counts the turns of a conversation "
+                          "--lengths_file, and none is given; give --lengths_file with it, or drop --lengths_tokenizer")
     return {"seq_len": seq_len if not input_len_spread else
             {"mean": DEFAULT_SEQ_LEN if seq_len is None else seq_len, "spread": input_len_spread},
             "num_tokens_to_generate": num_tokens_to_generate if not output_spread else
@@ -236,7 +237,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                        prefix_cache_share: Optional[float] = None, max_num_batched_tokens: Optional[int] = None,
                        max_num_seqs: Optional[int] = None,
                        gpu_memory_utilization: Optional[float] = None,
-                       speculative: Union[str, dict, None] = None, tokenizer: Optional[str] = None) -> Tuple[int, str]:
+                       speculative: Union[str, dict, None] = None,
+                       lengths_tokenizer: Optional[str] = None) -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
@@ -299,9 +301,9 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
         lengths_file: with a load: a file of (input, output) token-length pairs the requests are drawn from,
             instead of the lengths above: .json (a list of pairs or of {"input_len", "output_len"} objects),
             .jsonl or .csv (input_len,output_len columns), or a ShareGPT-style conversation file with
-            --tokenizer; read once.
-        tokenizer: with a conversation --lengths_file: the tokenizer that counts its turns in tokens (a Hub id in
-            the local cache or a local directory), as serve takes it.
+            --lengths_tokenizer; read once.
+        lengths_tokenizer: with a conversation --lengths_file: the tokenizer that counts its turns in tokens (a Hub
+            id in the local cache or a local directory), as serve takes it.
         prefix_cache_share: with a load: share of each prompt already in the engine's prefix cache, in [0, 1)
             (whole blocks are skipped by prefill; default 0).
         max_num_batched_tokens: with a load: tokens one engine step may process, the chunked-prefill budget
@@ -326,7 +328,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                                "min_tokens_per_s": min_tokens_per_s, "concurrency": concurrency,
                                "percentile": percentile},
                               **_lengths(seq_len, num_tokens_to_generate, input_len_spread,
-                                         output_len_spread, lengths_file, tokenizer,
+                                         output_len_spread, lengths_file, lengths_tokenizer,
                                          batching != "static" and any(v is not None for v in (
                                              request_rate, concurrency, min_tokens_per_s))),
                               objective=objective,

@@ -107,7 +107,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
           concurrency: Optional[int] = None,
           request_rate: Optional[float] = None, input_len: Optional[int] = None, output_len: Optional[int] = None,
           input_len_spread: int = 0, output_len_spread: int = 0, lengths_file: Optional[str] = None,
-          tokenizer: Optional[str] = None,
+          lengths_tokenizer: Optional[str] = None,
           framework: str = "vllm", max_num_batched_tokens: Optional[int] = None, max_num_seqs: Optional[int] = None,
           gpu_memory_utilization: Optional[float] = None, block_size: Optional[int] = None,
           prefix_cache_share: float = 0.0, kv_cache_dtype: Optional[str] = None, seed: int = 0,
@@ -158,9 +158,10 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         output_len_spread: output lengths uniform over output_len +- this many tokens (0: fixed).
         lengths_file: a file of (input, output) token-length pairs to draw requests from, instead of the lengths
             above: .json (a list of pairs or of {"input_len", "output_len"} objects), .jsonl or .csv
-            (input_len,output_len columns); or a ShareGPT-style conversation file (.json) with --tokenizer.
-        tokenizer: with a conversation --lengths_file: the tokenizer that counts its turns in tokens (the
-            model's Hub id in the local cache, or a local tokenizer directory); the first turn of each
+            (input_len,output_len columns); or a ShareGPT-style conversation file (.json) with
+            --lengths_tokenizer.
+        lengths_tokenizer: with a conversation --lengths_file: the tokenizer that counts its turns in tokens
+            (the model's Hub id in the local cache, or a local tokenizer directory); the first turn of each
             conversation is the prompt, the second the output, pairs kept as vllm bench serve keeps them (each
             side >= 4 tokens, prompt <= 1024, both <= 2048).
         framework: serving engine whose scheduling, defaults and overheads apply: vllm, sglang or trtllm.
@@ -232,10 +233,11 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         if beside:
             raise ConfigError(f"--lengths_file = {lengths_file!r} given with {', '.join(beside)}: the file's pairs are "
                               "the requests' lengths; give the file or the lengths, not both")
-        lengths = dict(lengths=lengths_file if tokenizer is None else {"file": lengths_file, "tokenizer": tokenizer})
-    elif tokenizer is not None:
-        raise ConfigError(f"--tokenizer = {tokenizer!r} counts the turns of a conversation --lengths_file, and none is "
-                          "given; give --lengths_file with it, or drop --tokenizer")
+        lengths = dict(lengths=lengths_file if lengths_tokenizer is None
+                       else {"file": lengths_file, "tokenizer": lengths_tokenizer})
+    elif lengths_tokenizer is not None:
+        raise ConfigError(f"--lengths_tokenizer = {lengths_tokenizer!r} counts the turns of a conversation "
+                          "--lengths_file, and none is given; give --lengths_file with it, or drop --lengths_tokenizer")
     else:
         lengths = dict(input_len=_length(1024 if input_len is None else input_len, input_len_spread),
                        output_len=_length(128 if output_len is None else output_len, output_len_spread))

@@ -44,7 +44,7 @@ def conversation_pairs(items: List[Any], tokenizer: Any, source: str) -> List[Tu
     if tokenizer is None:
         raise ConfigError(f"lengths = {source!r} holds conversations (ShareGPT-style text), whose lengths in tokens "
                           "need a tokenizer: give lengths={'file': ..., 'tokenizer': 'the model's Hub id or a local "
-                          "tokenizer directory'} (command line: --tokenizer), or a file of token-length pairs")
+                          "tokenizer directory'} (command line: --lengths_tokenizer), or a file of token-length pairs")
     prompts, outputs = [], []
     for k, item in enumerate(items):
         turns = item.get("conversations") if isinstance(item, dict) else None

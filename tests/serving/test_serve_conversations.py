@@ -62,7 +62,7 @@ def test_conversations_are_counted_and_kept_as_vllm_bench_keeps_them(analysis_bu
 
 def test_cli_serve_with_tokenizer(sharegpt_file, tokenizer_dir):
     r = subprocess.run([sys.executable, "-m", "llm_analysis", "serve", "--model_name", MODEL, "--gpu_name", GPU,
-                        "--concurrency", "4", "--lengths_file", sharegpt_file, "--tokenizer", tokenizer_dir,
+                        "--concurrency", "4", "--lengths_file", sharegpt_file, "--lengths_tokenizer", tokenizer_dir,
                         "--num_requests", "0", "--output_format", "json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     answer = json.loads(r.stdout)
@@ -110,7 +110,7 @@ def test_a_hub_tokenizer_is_fetched_through_huggingface_hub(loopback_hub, shareg
     env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf-home"), HF_HUB_DISABLE_TELEMETRY="1",
                NO_PROXY="127.0.0.1,localhost", PYTHONWARNINGS="ignore")
     r = subprocess.run([sys.executable, "-m", "llm_analysis", "serve", "--model_name", MODEL, "--gpu_name", GPU,
-                        "--concurrency", "4", "--lengths_file", sharegpt_file, "--tokenizer", "acme/tiny-words",
+                        "--concurrency", "4", "--lengths_file", sharegpt_file, "--lengths_tokenizer", "acme/tiny-words",
                         "--num_requests", "0", "--output_format", "json"], capture_output=True, text=True, env=env,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
