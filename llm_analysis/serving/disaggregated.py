@@ -344,6 +344,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         out["notes"].append(accuracy)
     if speculative is not None:
         out.update(speculative.entries())
+        out["notes"].append(speculative.note())
     return out
 
 

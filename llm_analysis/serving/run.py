@@ -202,6 +202,8 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
     if accuracy:  # the roofline's times are lower bounds, not forecasts: no error band applies
         out["notes"].append(accuracy)
     out.update(layout_entries(layout, replica, speculative))
+    if speculative is not None:
+        out["notes"].append(speculative.note())
     return out
 
 

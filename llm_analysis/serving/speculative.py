@@ -103,6 +103,16 @@ class Speculative:
         return {"speculative_method": self.method, "speculative_draft_length": self.draft_length,
                 "speculative_mean_accepted_length": self.mean_accepted_length}
 
+    def note(self) -> str:
+        """What serve()'s answer assumed of the speculation, in words (its notes)."""
+        k, L = self.draft_length, self.mean_accepted_length
+        draft = ("one of the target's layers and its LM head (multi-token prediction)" if self.method == "mtp"
+                 else f"the draft model {self.draft_model.name}")
+        return (f"speculative decoding ({self.method}): each decode step drafts {k - 1} token(s) per request with "
+                f"{draft} and verifies {k}; it emits {L:.2f} tokens per request on average (given, not modelled: "
+                f"the acceptance is the workload's), so a decode step counts 1/{L:.2f} of its time per output "
+                "token; the draft's weights and KV cache take GPU memory beside the target's")
+
 
 class SpeculativeStepTimer:
     """Step times under speculative decoding, in tokens emitted: a decode-only step of D requests

@@ -104,3 +104,19 @@ def test_the_draft_runs_k_minus_1_times_a_step(analysis_builder):
     assert gap[2] > 0
     assert gap[3] == pytest.approx(2 * gap[2], rel=1e-9)
     assert gap[4] == pytest.approx(3 * gap[2], rel=1e-9)
+
+
+def test_the_answer_says_what_speculation_it_assumed(analysis_builder):
+    """The notes name the speculation, aggregated and disaggregated: k = 3 verified tokens (2 drafted) at
+    acceptance 0.8 emit 1 + 0.8 + 0.64 = 2.44 tokens a step (by hand); none without speculation."""
+    from llm_analysis.config import ParallelismConfig
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb")
+    spec = {"method": "mtp", "draft_length": 3, "acceptance_rate": 0.8}
+    pools = {"prefill": {"workers": 1, "parallelism": ParallelismConfig()},
+             "decode": {"workers": 1, "parallelism": ParallelismConfig()}}
+    for s in (a.serve(**ONE, speculative=spec), a.serve(**ONE, speculative=spec, disaggregated=pools)):
+        notes = [n for n in s["notes"] if n.startswith("speculative decoding (mtp)")]
+        assert len(notes) == 1, s["notes"]
+        assert "drafts 2 token(s) per request" in notes[0] and "verifies 3" in notes[0]
+        assert "emits 2.44 tokens per request on average" in notes[0]
+    assert not any("speculative" in n for n in a.serve(**ONE)["notes"])
