@@ -14,7 +14,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from llm_analysis.cli.fire_runner import perf_model_arg
-from llm_analysis.cli.serve import json_object_flag
+from llm_analysis.cli.serve import json_object_flag, length_arguments
 from llm_analysis.errors import ConfigError, LLMAnalysisError
 from llm_analysis.units import seconds
 from llm_analysis.planner.result import PlanResult
@@ -189,8 +189,8 @@ def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = (
 
 def _lengths(seq_len, num_tokens_to_generate, input_len_spread, output_spread, lengths_file,
              lengths_tokenizer, continuous: bool) -> Dict[str, Any]:
-    """plan_inference's length arguments from the flags: a file of pairs, or each length with its spread
-    ({"mean", "spread"} as serve() takes it) when one is given; refused, by flag, for static batches."""
+    """plan_inference's length arguments from the flags (serve's rules, `length_arguments`); lengths that
+    vary are refused, by flag, for static batches."""
     from llm_analysis.planner.inference import DEFAULT_OUTPUT_LEN, DEFAULT_SEQ_LEN
     given = [(f, v) for f, v in (("lengths_file", lengths_file), ("input_len_spread", input_len_spread),
                                  ("output_len_spread", output_spread)) if v]
@@ -199,22 +199,9 @@ def _lengths(seq_len, num_tokens_to_generate, input_len_spread, output_spread, l
         raise ConfigError(f"--{flag} = {value!r} gives requests of mixed lengths, which continuous batching serves; a "
                           "static batch has one prompt and one output length: give a load (--request_rate, "
                           f"--concurrency or --min_tokens_per_s) without --batching static, or drop --{flag}")
-    if lengths_file is not None:
-        if input_len_spread or output_spread:
-            raise ConfigError(f"--lengths_file = {lengths_file!r} given with --input_len_spread / "
-                              "--output_len_spread: the file's pairs are the lengths; give one or the "
-                              "other")
-        return {"lengths": lengths_file if lengths_tokenizer is None
-                else {"file": lengths_file, "tokenizer": lengths_tokenizer},
-                "seq_len": seq_len, "num_tokens_to_generate": num_tokens_to_generate}
-    if lengths_tokenizer is not None:
-        raise ConfigError(f"--lengths_tokenizer = {lengths_tokenizer!r} counts the turns of a conversation "
-                          "--lengths_file, and none is given; give --lengths_file with it, or drop --lengths_tokenizer")
-    return {"seq_len": seq_len if not input_len_spread else
-            {"mean": DEFAULT_SEQ_LEN if seq_len is None else seq_len, "spread": input_len_spread},
-            "num_tokens_to_generate": num_tokens_to_generate if not output_spread else
-            {"mean": DEFAULT_OUTPUT_LEN if num_tokens_to_generate is None else num_tokens_to_generate,
-             "spread": output_spread}}
+    return length_arguments({"seq_len": (seq_len, DEFAULT_SEQ_LEN),
+                             "num_tokens_to_generate": (num_tokens_to_generate, DEFAULT_OUTPUT_LEN)},
+                            input_len_spread, output_spread, lengths_file, lengths_tokenizer)
 
 
 def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] = None,

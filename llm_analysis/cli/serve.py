@@ -28,8 +28,32 @@ def _print(text: str) -> None:
         print(text.encode(enc, "replace").decode(enc))
 
 
-def _length(mean: int, spread: Optional[int]):
-    return mean if not spread else {"mean": mean, "spread": spread}
+def length_arguments(lengths: Dict[str, Any], input_len_spread: int, output_len_spread: int,
+                     lengths_file: Optional[str], lengths_tokenizer: Optional[str]) -> Dict[str, Any]:
+    """The length flags as the library takes them, for `serve` and `plan infer`: `lengths` is {name: (value or
+    None, default)} of the command's two length flags (input, then output). Returns those two (a number, or
+    {"mean", "spread"} with a spread), or {"lengths": the file, or {"file", "tokenizer"}}. A length or
+    spread beside a file (it would be ignored), or a tokenizer without one, is one error naming the flags."""
+    (input_name, (input_len, input_default)), (output_name, (output_len, output_default)) = lengths.items()
+    if lengths_file is not None:
+        beside = [f"--{f} = {v!r}" for f, v in ((input_name, input_len), (output_name, output_len),
+                                                ("input_len_spread", input_len_spread),
+                                                ("output_len_spread", output_len_spread)) if v]
+        if beside:
+            raise ConfigError(f"--lengths_file = {lengths_file!r} given with {', '.join(beside)}: the file's pairs are "
+                              "the requests' lengths; give the file or the lengths, not both")
+        return {"lengths": lengths_file if lengths_tokenizer is None
+                else {"file": lengths_file, "tokenizer": lengths_tokenizer}}
+    if lengths_tokenizer is not None:
+        raise ConfigError(f"--lengths_tokenizer = {lengths_tokenizer!r} counts the turns of a conversation "
+                          "--lengths_file, and none is given; give --lengths_file with it, or drop --lengths_tokenizer")
+
+    def length(value, default, spread):
+        mean = default if value is None else value
+        return mean if not spread else {"mean": mean, "spread": spread}
+
+    return {input_name: length(input_len, input_default, input_len_spread),
+            output_name: length(output_len, output_default, output_len_spread)}
 
 
 def _time(seconds: Optional[float]) -> str:
@@ -226,21 +250,8 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                                  ("api_latency_s", api_latency_s), ("scheduling_lookahead", scheduling_lookahead),
                                  ("benchmark_rounds", benchmark_rounds))
                if v is not None}
-    if lengths_file is not None:  # the file's pairs are the lengths: a length or spread beside it would be ignored
-        beside = [f"--{f} = {v!r}" for f, v in (("input_len", input_len), ("output_len", output_len),
-                                                ("input_len_spread", input_len_spread),
-                                                ("output_len_spread", output_len_spread)) if v]
-        if beside:
-            raise ConfigError(f"--lengths_file = {lengths_file!r} given with {', '.join(beside)}: the file's pairs are "
-                              "the requests' lengths; give the file or the lengths, not both")
-        lengths = dict(lengths=lengths_file if lengths_tokenizer is None
-                       else {"file": lengths_file, "tokenizer": lengths_tokenizer})
-    elif lengths_tokenizer is not None:
-        raise ConfigError(f"--lengths_tokenizer = {lengths_tokenizer!r} counts the turns of a conversation "
-                          "--lengths_file, and none is given; give --lengths_file with it, or drop --lengths_tokenizer")
-    else:
-        lengths = dict(input_len=_length(1024 if input_len is None else input_len, input_len_spread),
-                       output_len=_length(128 if output_len is None else output_len, output_len_spread))
+    lengths = length_arguments({"input_len": (input_len, 1024), "output_len": (output_len, 128)}, input_len_spread,
+                               output_len_spread, lengths_file, lengths_tokenizer)
     for flag, value in (("speculative", speculative), ("disaggregated", disaggregated)):
         parsed = json_object_flag(value, flag)
         if parsed is not None:

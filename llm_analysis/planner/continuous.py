@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -97,7 +96,7 @@ class ContinuousLoad:
     framework: str
     engine_options: Dict[str, Any]
     workload_text: str = ""  # the lengths in words
-    lengths_given: Any = None  # `lengths` as the caller gave it (a file path, or pairs), for the rows' reproduce
+    lengths_given: Any = None  # `lengths` as the caller gave it (a path, pairs), as a row's reproduce writes it
     speculative: Optional[Dict[str, Any]] = None  # serve()'s speculative decoding, as given
 
     def as_given(self, kwargs: Dict[str, Any]) -> Dict[str, Any]:
@@ -105,11 +104,7 @@ class ContinuousLoad:
         checked array (a file is read once) named as the caller gave them (its path, or its list)."""
         if "lengths" not in kwargs or self.lengths_given is None:
             return kwargs
-        given = self.lengths_given
-        given = str(given) if isinstance(given, os.PathLike) else given.tolist() if hasattr(given, "tolist") else given
-        if isinstance(given, dict) and isinstance(given.get("file"), os.PathLike):  # a conversation file and tokenizer
-            given = {**given, "file": str(given["file"])}
-        return {**kwargs, "lengths": given}
+        return {**kwargs, "lengths": self.lengths_given}
 
     @property
     def request_rate(self) -> Optional[float]:

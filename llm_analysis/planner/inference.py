@@ -22,7 +22,7 @@ from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each
 from llm_analysis.schema.options import choice
 from llm_analysis.serving.engine import FRAMEWORKS, check_options, engine_settings
 from llm_analysis.serving.speculative import speculative_decoding
-from llm_analysis.serving.workload import make_lengths, make_workload
+from llm_analysis.serving.workload import check_load, make_lengths
 
 DEFAULT_SEQ_LEN, DEFAULT_OUTPUT_LEN = 2048, 256  # tokens per request when the call names none
 
@@ -72,6 +72,7 @@ def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
+    search.probe = probe
     return search
 
 
@@ -283,15 +284,22 @@ def _continuous_load(search: Search, slo: inputs.SLO, spec, seq_len, num_tokens_
     workload = ({"lengths": spec.pairs} if spec.pairs is not None  # the file read once, passed as one array
                 else {"input_len": seq_len, "output_len": num_tokens_to_generate})
     load = ContinuousLoad(slo, workload, spec.output_mean, framework, engine_options, _workload_text(spec, lengths),
-                          lengths, None if speculative is None else dict(speculative))
-    make_workload(search.model, slo.concurrency, load.request_rate, workload.get("input_len"),
-                  workload.get("output_len"), workload.get("lengths"))
-    probe = inputs.probe_analysis(search.model, search.gpus, search.dtypes, search.analysis_kwargs)
-    engine_settings(probe, framework, engine_options)
-    speculative_decoding(probe, speculative)
+                          _as_written(lengths), None if speculative is None else dict(speculative))
+    check_load(slo.concurrency, load.request_rate)
+    engine_settings(search.probe, framework, engine_options)
+    speculative_decoding(search.probe, speculative)
     for kv in search.kv_options:
         kv_cache_name(kv)
     return load
+
+
+def _as_written(lengths):
+    """`lengths` as a row's reproduce writes it (JSON): a path as text, an array as a list."""
+    if isinstance(lengths, os.PathLike):
+        return str(lengths)
+    if isinstance(lengths, Mapping):  # a conversation file and its tokenizer
+        return {**lengths, "file": str(lengths["file"])}
+    return lengths.tolist() if hasattr(lengths, "tolist") else lengths
 
 
 def _one_length(value):

@@ -58,6 +58,7 @@ class Search:
     max_batch: int
     analysis_kwargs: Dict[str, Any]
     num_params: int = 0
+    probe: Any = None  # the first GPU's analysis (make_search): what option checks run on
 
     def layouts(self) -> Iterator[Layout]:
         for gpu in self.gpus:

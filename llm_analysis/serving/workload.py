@@ -105,23 +105,22 @@ def _pairs_from_file(path: Path, tokenizer=None) -> list:
             from None
     try:
         if path.suffix == ".csv":
-            rows = list(csv.DictReader(text.splitlines()))
-            items = [(r["input_len"], r["output_len"]) for r in rows]
+            items = [(r["input_len"], r["output_len"]) for r in csv.DictReader(text.splitlines())]
         elif path.suffix == ".jsonl":
             items = [json.loads(line) for line in text.splitlines() if line.strip()]
         else:
             items = json.loads(text)
-        if is_conversation_list(items):
-            return conversation_pairs(items, tokenizer, str(path))
-        if tokenizer is not None:
-            raise ConfigError(f"lengths = {str(path)!r} holds token lengths, not conversations: its tokenizer = "
-                              f"{tokenizer!r} counts nothing; give the file alone")
-        return [_pair_of(item) for item in items]
+        conversations = is_conversation_list(items)
+        pairs = None if conversations else [_pair_of(item) for item in items]
     except (ValueError, KeyError, TypeError) as err:
-        if isinstance(err, ConfigError):
-            raise
         raise ConfigError(f"lengths = {str(path)!r} does not parse ({type(err).__name__}: {err}); give "
                           f"{_PAIRS_FORMAT}") from None
+    if conversations:
+        return conversation_pairs(items, tokenizer, str(path))
+    if tokenizer is not None:
+        raise ConfigError(f"lengths = {str(path)!r} holds token lengths, not conversations: its tokenizer = "
+                          f"{tokenizer!r} counts nothing; give the file alone")
+    return pairs
 
 
 def _pair_of(item) -> tuple:
@@ -150,7 +149,7 @@ def _pairs(value) -> np.ndarray:
         # of the whole array; any other array goes through the row-by-row check below, which names the row
         return value.astype(np.int64)
     rows = []
-    for k, pair in enumerate(value):
+    for k, pair in enumerate(value.tolist() if isinstance(value, np.ndarray) else value):  # numbers, not np.int64
         if not isinstance(pair, (list, tuple, np.ndarray)) or len(pair) != 2:
             raise ConfigError(f"lengths[{k}] = {pair!r} must be an (input_len, output_len) pair")
         rows.append((integer(pair[0], f"lengths[{k}] input_len", 1, MAX_SEQ_LEN),
@@ -161,6 +160,11 @@ def _pairs(value) -> np.ndarray:
 def make_workload(model, concurrency, request_rate, input_len, output_len, lengths) -> Workload:
     """The workload of a `serve()` call, checked: one of concurrency / request_rate, lengths that
     fit the model's context (ConfigError naming the field, the value and what is valid)."""
+    return Workload(*check_load(concurrency, request_rate), make_lengths(model, input_len, output_len, lengths))
+
+
+def check_load(concurrency, request_rate) -> Tuple[Optional[int], Optional[float]]:
+    """(concurrency, request_rate), checked: exactly one given, each in its range."""
     if (concurrency is None) == (request_rate is None):
         given = "both" if concurrency is not None else "neither"
         raise ConfigError(f"concurrency = {concurrency!r} and request_rate = {request_rate!r}: {given} given; give "
@@ -171,7 +175,7 @@ def make_workload(model, concurrency, request_rate, input_len, output_len, lengt
     else:
         request_rate = positive_number(request_rate, "request_rate", "a request rate in requests per second",
                                        MAX_REQUEST_RATE)
-    return Workload(concurrency, request_rate, make_lengths(model, input_len, output_len, lengths))
+    return concurrency, request_rate
 
 
 def make_lengths(model, input_len, output_len, lengths, names: Tuple[str, str] = ("input_len", "output_len")) \
@@ -206,4 +210,4 @@ def _check_context(model, spec: Lengths, names: Tuple[str, str]) -> None:
         raise ConfigError(f"{model.name} is encoder-only: it generates no tokens to serve; serve() needs a decoder")
 
 
-__all__ = ["Lengths", "Workload", "make_lengths", "make_workload"]
+__all__ = ["Lengths", "Workload", "check_load", "make_lengths", "make_workload"]

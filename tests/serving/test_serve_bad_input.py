@@ -53,6 +53,12 @@ def test_a_lengths_file_that_does_not_parse(llama, tmp_path):
     _refused(llama, "lengths", str(bad), "does not parse", "input_len", concurrency=4, lengths=str(bad))
     _refused(llama, "lengths", "cannot be read", concurrency=4, lengths=str(tmp_path / "missing.csv"))
     _refused(llama, "lengths[1]", "pair", concurrency=4, lengths=[(10, 10), (5,)])
+    # an integer array (what the planner passes) is checked whole, and a bad row is still named
+    import numpy as np
+    _refused(llama, "lengths[1] input_len = 0", "integer in [1,", concurrency=4, lengths=np.array([[10, 10], [0, 5]]))
+    _refused(llama, "lengths[0] output_len", concurrency=4, lengths=np.array([[10, 10 ** 10]]))
+    assert llama.serve(concurrency=4, lengths=np.array([[100, 20], [300, 40]]), num_requests=0)["input_len_mean"] \
+        == 200
     good = tmp_path / "pairs.csv"
     good.write_text("input_len,output_len\n100,20\n300,40\n")
     s = llama.serve(concurrency=4, lengths=str(good), num_requests=0)
