@@ -243,6 +243,12 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
     share = get("gpu_memory_utilization")
     if share is None and "reserved" in profile["memory_share"]:  # the engine keeps back what it needs, the rest is static
         share = _reserved_share(profile["memory_share"]["reserved"], gpu_GiB, tp, token_budget, graph_decode_max_batch)
+        if share <= 0:  # the engine's own rule leaves nothing: name what drove it, not an option never given
+            raise ConfigError(
+                f"max_num_batched_tokens = {token_budget}: {profile['framework']}'s default memory share keeps back "
+                f"memory for the activations of a prefill chunk of that many tokens (and its runtime), more than the "
+                f"{gpu_GiB:g} GiB of {analysis.gpu_config.name} (share {share}); give a smaller max_num_batched_tokens or set "
+                f"gpu_memory_utilization in (0, 1]")
     elif share is None:
         share = _by_rules(profile["memory_share"], gpu_GiB, tp, analysis.gpu_config.name)
     return EngineSettings(

@@ -103,6 +103,18 @@ def test_above_saturation_is_not_an_error(llama):
     assert s["saturated"] and s["ttft_s"] is None and s["saturation_request_rate_per_s"] > 0
 
 
+def test_a_token_budget_that_leaves_sglang_no_static_share_names_the_budget(analysis_builder):
+    """SGLang's default mem_fraction_static keeps back 1.5 MiB per chunked-prefill token (v0.5.x
+    _handle_gpu_memory_settings): at max_num_batched_tokens = 100,000 that alone is 150,000 MiB, more than an
+    H200's 141 GiB = 144,384 MiB, so the share comes out negative. The refusal names the budget the caller gave,
+    not a gpu_memory_utilization they never gave; with a share given, the same budget answers."""
+    a = analysis_builder("facebook_opt-1.3b", gpu="h200-sxm-141gb")
+    kw = dict(concurrency=4, input_len=100, output_len=10, framework="sglang", max_num_batched_tokens=100_000)
+    message = _refused(a, "max_num_batched_tokens = 100000", "141 GiB", "set gpu_memory_utilization", **kw)
+    assert "gpu_memory_utilization = -" not in message
+    assert a.serve(gpu_memory_utilization=0.8, num_requests=0, **kw)["gpu_memory_utilization"] == 0.8
+
+
 def test_sglang_refuses_when_its_static_share_cannot_hold_the_weights(analysis_builder):
     """DeepSeek-V3 in FP8 on 4 B200s under SGLang's default sizing (v0.5.x _handle_gpu_memory_settings, by hand):
     180 GiB = 184,320 MiB; reserved = 512 + 1.5 x 16,384 (chunked_prefill_size above 160 GiB) + 2 x 512
