@@ -7,6 +7,8 @@ much), as the other commands do."""
 
 from __future__ import annotations
 
+import re
+
 import inspect
 import json
 import math
@@ -164,7 +166,11 @@ _SPREAD_FLAG = {"seq_len": "input_len_spread", "num_tokens_to_generate": "output
 
 def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
     """`message` with a leading planner parameter name (`gpus = []`) written as the flag
-    (`--gpu_names = []`)."""
+    (`--gpu_names = []`); a leading sum of lengths (`seq_len + num_tokens_to_generate = 2304`) names
+    both as flags."""
+    sum_of = re.match(r"(\w+)( \(default \d+\))? \+ (\w+)\b", message)
+    if sum_of and sum_of.group(1) in flags and sum_of.group(3) in flags:
+        return f"--{sum_of.group(1)}{sum_of.group(2) or ''} + --{message[len(sum_of.group(1) + (sum_of.group(2) or '') + ' + '):]}"
     head = message.split(" ", 1)[0].split("[", 1)[0]
     flag = _FLAG_OF.get(head, head)
     for part, named in (("['spread']", _SPREAD_FLAG.get(flag)), ("['mean']", flag)):  # a length with its spread

@@ -10,6 +10,7 @@ from llm_analysis.catalogue.lookup import dtype_for_setup
 from llm_analysis.config import ParallelismConfig, build_config, get_gpu_config_by_name, \
     get_model_config_by_name
 from llm_analysis.errors import ConfigError
+from llm_analysis.serving.workload import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.report.collected_warnings import merged
 from llm_analysis.report.render import summary_with_setup, to_json
@@ -49,6 +50,8 @@ def length_arguments(lengths: Dict[str, Any], input_len_spread: int, output_len_
                           "--lengths_file, and none is given; give --lengths_file with it, or drop --lengths_tokenizer")
 
     def length(value, default, spread):
+        if value is None and not spread:  # the library's default, which its errors name as one
+            return None
         mean = default if value is None else value
         return mean if not spread else {"mean": mean, "spread": spread}
 
@@ -250,7 +253,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                                  ("api_latency_s", api_latency_s), ("scheduling_lookahead", scheduling_lookahead),
                                  ("benchmark_rounds", benchmark_rounds))
                if v is not None}
-    lengths = length_arguments({"input_len": (input_len, 1024), "output_len": (output_len, 128)}, input_len_spread,
+    lengths = length_arguments({"input_len": (input_len, DEFAULT_INPUT_LEN), "output_len": (output_len, DEFAULT_OUTPUT_LEN)}, input_len_spread,
                                output_len_spread, lengths_file, lengths_tokenizer)
     for flag, value in (("speculative", speculative), ("disaggregated", disaggregated)):
         parsed = json_object_flag(value, flag)

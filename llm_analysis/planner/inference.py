@@ -19,6 +19,7 @@ from llm_analysis.planner.continuous import (CONTINUOUS_COLUMNS, ContinuousLoad,
 from llm_analysis.planner.launch import LAUNCH_ENGINES, check_engine, pools_launch, row_launch
 from llm_analysis.planner.pools import collect_pools, pools_assumptions
 from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
+from llm_analysis.schema.context_limit import check_context
 from llm_analysis.schema.options import choice
 from llm_analysis.serving.engine import FRAMEWORKS, check_options, engine_settings
 from llm_analysis.serving.speculative import speculative_decoding
@@ -163,6 +164,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     slo = inputs.SLO.from_any(slo)
     objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_INFERENCE)
     batching = _batching(batching, slo)
+    names = _length_names(seq_len, num_tokens_to_generate)
     seq_len, num_tokens_to_generate, mixed = _lengths_given(seq_len, num_tokens_to_generate, lengths, batching)
     if not mixed:
         s = inputs.positive_int(seq_len, "seq_len")
@@ -173,11 +175,12 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                          perf_model)
     if batching == "continuous":
         # what serve() would refuse for every layout is refused here, once, by name; a file is read once
-        spec = make_lengths(search.model, seq_len, num_tokens_to_generate, lengths,
-                            ("seq_len", "num_tokens_to_generate"))
+        spec = make_lengths(search.model, seq_len, num_tokens_to_generate, lengths, names)
         if mixed:
             s, n = round(spec.input_mean), spec.max_output  # n: whether any request decodes (max_tpot, pools)
             _check_targets(slo, n, bool(disaggregate))
+    else:  # (the check inference() makes for every layout, made once with the lengths named as given)
+        check_context(search.model, s + n - 1, f"{names[0]} + {names[1]} - 1")
     max_worker_gpus = inputs.optional_positive_int(max_worker_gpus, "max_worker_gpus")
     engine_options = _engine_options(engine_options)  # checked whatever the batching: a bad name is an error
     if batching != "continuous":
@@ -238,6 +241,14 @@ def _add_launches(search: Search, model, engine: str, rows: List[Dict[str, Any]]
     for row in pool_rows:
         row["launch"] = pools_launch(engine, model_arg, row["pools"], per_node[row["layout"]["gpu"]], moe,
                                      row.get("reproduce", {}).get("serve_kwargs", {}).get("speculative"))
+
+
+def _length_names(seq_len, num_tokens_to_generate) -> tuple:
+    """How an error about the two lengths names them: a default the caller did not give says so (a
+    user who never typed a length must learn where 2304 tokens came from)."""
+    return (("seq_len" if seq_len is not None else f"seq_len (default {DEFAULT_SEQ_LEN})"),
+            ("num_tokens_to_generate" if num_tokens_to_generate is not None
+             else f"num_tokens_to_generate (default {DEFAULT_OUTPUT_LEN})"))
 
 
 def _lengths_given(seq_len, num_tokens_to_generate, lengths, batching: str):

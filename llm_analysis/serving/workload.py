@@ -178,6 +178,10 @@ def check_load(concurrency, request_rate) -> Tuple[Optional[int], Optional[float
     return concurrency, request_rate
 
 
+# serve()'s request lengths when none are given (tokens)
+DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN = 1024, 128
+
+
 def make_lengths(model, input_len, output_len, lengths, names: Tuple[str, str] = ("input_len", "output_len")) \
         -> Lengths:
     """The request lengths of a `serve()` call (or of a plan on it), checked against the model's context:
@@ -190,8 +194,13 @@ def make_lengths(model, input_len, output_len, lengths, names: Tuple[str, str] =
         pairs = _pairs(lengths)
         spec = Lengths(float(pairs[:, 0].mean()), 0, float(pairs[:, 1].mean()), 0, pairs)
     else:
-        i_mean, i_spread = _length(1024 if input_len is None else input_len, names[0])
-        o_mean, o_spread = _length(128 if output_len is None else output_len, names[1])
+        # a default the caller did not give is named as one (where else would 1152 tokens come from?)
+        if input_len is None:
+            input_len, names = DEFAULT_INPUT_LEN, (f"{names[0]} (default {DEFAULT_INPUT_LEN})", names[1])
+        if output_len is None:
+            output_len, names = DEFAULT_OUTPUT_LEN, (names[0], f"{names[1]} (default {DEFAULT_OUTPUT_LEN})")
+        i_mean, i_spread = _length(input_len, names[0])
+        o_mean, o_spread = _length(output_len, names[1])
         spec = Lengths(i_mean, i_spread, o_mean, o_spread)
     _check_context(model, spec, names)
     return spec

@@ -99,6 +99,19 @@ def test_plan_errors_name_the_flag_the_user_typed():
         assert len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
 
 
+def test_plan_infer_names_the_default_lengths_that_exceed_the_context():
+    """OPT-1.3B has 2048 learned positions; plan infer's default lengths are 2048 + 256 tokens. A user who typed no
+    length learns which defaults overflowed (2048 + 256 = 2304 with a load, as engines count a request; 2303
+    positions for a static batch, whose last token is never fed back), written as the flags to change."""
+    cases = [(("-c", "8"), "--seq_len (default 2048) + --num_tokens_to_generate (default 256) = 2304 tokens"),
+             (("--max_tpot", "0.05"), "--seq_len (default 2048) + --num_tokens_to_generate (default 256) - 1 = 2303"),
+             (("-c", "8", "--seq_len", "2000"), "--seq_len + --num_tokens_to_generate (default 256) = 2256 tokens")]
+    for flags, expected in cases:
+        r = _run("infer", "facebook_opt-1.3b", "h200-sxm-141gb", *flags)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert expected in r.stderr, r.stderr
+
+
 def test_plan_infer_emit_launch_prints_the_command_and_refuses_bad_values():
     base = ("infer", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_names", "h100-sxm-80gb", "--seq_len", "1024",
             "--num_tokens_to_generate", "128", "--max_ttft", "1", "--max_tpot", "0.03")

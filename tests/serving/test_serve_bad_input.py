@@ -47,6 +47,15 @@ def test_lengths_beyond_the_context(llama):
     _refused(llama, "input_len['spread']", "integer in [0, 99]", concurrency=4, input_len={"mean": 100, "spread": 100})
 
 
+def test_a_default_length_that_overflows_the_context_is_named_as_the_default(analysis_builder):
+    """serve()'s output_len defaults to 128 tokens; with input_len = 2000 on OPT-1.3B (2048 positions) the sum,
+    2128, is over: the error says the 128 was the default, not a value the caller gave."""
+    a = analysis_builder("facebook_opt-1.3b", gpu="h100-sxm-80gb")
+    _refused(a, "input_len + output_len (default 128) = 2128 tokens", "max_seq_len = 2048", concurrency=4,
+             input_len=2000)
+    _refused(a, "input_len (default 1024) + output_len = 2049 tokens", "at most 2048", concurrency=4, output_len=1025)
+
+
 def test_a_lengths_file_that_does_not_parse(llama, tmp_path):
     bad = tmp_path / "pairs.json"
     bad.write_text("[[1024, 128], [oops]]")
