@@ -191,12 +191,25 @@ class EngineSettings:
         return tokens <= (self.graph_mixed_max_tokens if has_prefill else self.graph_decode_max_batch)
 
 
+# keywords that are not engine options but a spelling of something serve() takes otherwise (the command
+# line's flags, the mirrored inference()'s names)
+_SPELLED_OTHERWISE = {
+    "input_len_spread": "a spread goes with its length: input_len={'mean': m, 'spread': s}",
+    "output_len_spread": "a spread goes with its length: output_len={'mean': m, 'spread': s}",
+    "seq_len": "serve() takes the prompt length as input_len",
+    "num_tokens_to_generate": "serve() takes the output length as output_len",
+    "lengths_file": "serve() takes a file of (input, output) pairs as lengths='path'",
+}
+
+
 def check_options(options: Dict[str, Any]) -> None:
     """A ConfigError for the first option `serve()` does not take, naming the close ones."""
     for key in options:
         if key not in ENGINE_OPTIONS:
             near = difflib.get_close_matches(key, list(ENGINE_OPTIONS), n=3, cutoff=0.6)
             hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            if key in _SPELLED_OTHERWISE:
+                hint = f" ({_SPELLED_OTHERWISE[key]})"
             raise ConfigError(f"engine option {key!r} is not known{hint}; valid: {', '.join(ENGINE_OPTIONS)}")
 
 

@@ -84,6 +84,9 @@ def test_an_unknown_framework_or_option(llama):
     _refused(llama, "framework", "'tgi'", "'vllm', 'sglang', 'trtllm'", concurrency=4, framework="tgi")
     _refused(llama, "max_num_batch_tokens", "did you mean max_num_batched_tokens", "valid:", concurrency=4,
              max_num_batch_tokens=4096)
+    # the command line's spellings of the lengths are pointed at the library's
+    _refused(llama, "'input_len_spread'", "input_len={'mean': m, 'spread': s}", concurrency=4, input_len_spread=10)
+    _refused(llama, "'seq_len'", "as input_len", concurrency=4, seq_len=512)
 
 
 @pytest.mark.parametrize("option,value,valid", [
