@@ -362,7 +362,9 @@ def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optiona
     moe_kernels = engine.moe_kernels_wide_ep if layout.moe_ep > 1 else engine.moe_kernels
     return StepTimer(layout_step_costs(analysis, layout, engine.kv_cache_bytes, imbalance, where, moe_kernels, stage,
                                        allreduce_engine=engine.framework, spread_scale=spread_scale), engine,
-                     layers_run(analysis.describer, stage))
+                     # (the layout's stages, not the analysis': a disaggregated pool may have pipeline stages
+                     # the analysis it is built from has not)
+                     layers_run(attention_analysis(analysis, layout).describer, stage))
 
 
 def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance, where: str,

@@ -90,6 +90,22 @@ def test_judge_call_shape(analysis_builder):
     assert s["ttft_s"] > 0 and s["tpot_s"] > 0 and s["max_num_seqs"] == 48
 
 
+def test_pools_do_not_depend_on_the_analysis_layout_they_are_built_from(analysis_builder):
+    """Each pool states its whole layout, so the answer cannot depend on the parallelism of the analysis
+    serve() is called on: a decode pool with pipeline stages and attention-DP (an expert layout of its own)
+    answers the same from an analysis with one stage as from one with the pool's own layout (before: the
+    one-stage analysis' layer groups were read for the pool's second stage, an IndexError)."""
+    decode = ParallelismConfig(tp_size=2, pp_size=2, attention_dp_size=2, moe_tp_size=1, moe_ep_size=4)
+    pools = {"prefill": {"workers": 1, "parallelism": ParallelismConfig()},
+             "decode": {"workers": 1, "parallelism": decode}}
+    answers = [analysis_builder("Qwen/Qwen3-30B-A3B", gpu="h200-sxm-141gb", **par).serve(
+        concurrency=8, input_len=512, output_len=64, framework="sglang", disaggregated=pools)
+        for par in ({}, dict(tp_size=2, pp_size=2, attention_dp_size=2, moe_tp_size=1, moe_ep_size=4))]
+    for key in ("ttft_s", "tpot_s", "e2e_s", "requests_per_s", "num_gpus"):
+        assert answers[0][key] == pytest.approx(answers[1][key], rel=1e-12), key
+    assert answers[0]["num_gpus"] == 1 + 2 * 2 * 2
+
+
 @pytest.mark.parametrize("spec,named", [
     ({"prefill": {"workers": 0, "parallelism": ParallelismConfig()}, "decode": {"workers": 1}},
      "disaggregated['prefill']['workers'] = 0"),
