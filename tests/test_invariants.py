@@ -164,6 +164,56 @@ def test_max_batch_fits_and_one_more_does_not(model, gpu, seq, gen):
         a.inference(batch_size_per_gpu=b + 1, seq_len=seq, num_tokens_to_generate=gen)
 
 
+# ------------------------------------------------------------------------ serve
+serving = st.fixed_dictionaries({
+    "model": st.sampled_from(["Qwen_Qwen3-0.6B", "meta-llama_Llama-3.2-1B", "Qwen_Qwen3-30B-A3B",
+                              "deepseek-ai_DeepSeek-V2-Lite", "openai_gpt-oss-20b", "google_gemma-2-2b"]),
+    "gpu": st.sampled_from(["h100-sxm-80gb", "b200-180gb", "h200-sxm-141gb"]),
+    "framework": st.sampled_from(["vllm", "sglang", "trtllm"]),
+    "closed": st.booleans(), "load": st.sampled_from([1, 3, 16, 200]), "input": st.sampled_from([1, 100, 3000]),
+    "output": st.sampled_from([1, 2, 300]), "disaggregated": st.booleans(),
+    "decode_layout": st.sampled_from([dict(tp_size=1), dict(tp_size=2, pp_size=2),
+                                      dict(tp_size=1, attention_dp_size=2, moe_tp_size=1, moe_ep_size=2)]),
+})
+
+
+def _serve(s):
+    a = _analysis(s["model"], s["gpu"], perf_model="calibrated")
+    kw = dict(input_len=s["input"], output_len=s["output"], framework=s["framework"], num_requests=300)
+    kw["concurrency" if s["closed"] else "request_rate"] = s["load"]
+    if s["disaggregated"]:
+        layout = dict(s["decode_layout"])
+        if not _model(s["model"]).is_moe:  # (experts over ranks need experts)
+            layout.pop("moe_ep_size", None), layout.pop("moe_tp_size", None)
+        kw["disaggregated"] = {"prefill": {"workers": 1, "parallelism": ParallelismConfig()},
+                               "decode": {"workers": 1, "parallelism": ParallelismConfig(**layout)}}
+    try:
+        return a.serve(**kw)
+    except LLMAnalysisError:
+        assume(False)
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(serving)
+def test_serve_figures_non_negative_and_percentiles_ordered(s):
+    """Every latency, rate and size serve() returns is a number >= 0 (a capacity that no request uses, such as
+    a decode pool when each request yields one token, may be inf; a saturated answer's latencies are None);
+    the percentiles of each latency are ordered p50 <= p90 <= p99; the first token never comes after the last."""
+    out = _serve(s)
+    for key, v in _numbers(out):
+        assert not math.isnan(v) and v >= 0, (key, v)
+        assert math.isfinite(v) or key.endswith("capacity_request_rate_per_s"), (key, v)
+    if out["saturated"]:
+        return
+    for name in ("ttft", "tpot", "e2e"):
+        p = [out[f"{name}_p{q}_s"] for q in (50, 90, 99)]
+        if name == "tpot" and s["output"] == 1:
+            assert p == [None] * 3  # one token: no step between tokens
+            continue
+        assert p[0] <= p[1] <= p[2], (name, p)
+    assert out["ttft_s"] <= out["e2e_s"]
+
+
 # -------------------------------------------------------------- params, training
 @settings(max_examples=12, **SETTINGS)
 @given(st.sampled_from(MODELS), st.sampled_from(DTYPES), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]))

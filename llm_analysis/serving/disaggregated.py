@@ -292,7 +292,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         ttft, dec, w = latencies(x, c)
         prefill_s = batch_times_s[batch_at(x)]  # a request's own prefill: its batch's steps
         ttft = max(ttft, c / x - decode_steps * dec.tpot_s)  # the wait for room, when the deployment is full
-        w = ttft - api - prefill_s - transfer_s
+        w = max(0.0, ttft - api - prefill_s - transfer_s)  # (no wait: a difference of equal sums, not -1e-17)
     else:
         x = workload.request_rate
         saturated = x >= cap
