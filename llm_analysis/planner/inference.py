@@ -22,6 +22,7 @@ from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each
 from llm_analysis.schema.context_limit import check_context
 from llm_analysis.schema.options import choice
 from llm_analysis.serving.engine import FRAMEWORKS, check_options, engine_settings
+from llm_analysis.serving.rank import check_whole_prompts_fit
 from llm_analysis.serving.speculative import speculative_decoding
 from llm_analysis.serving.workload import check_load, make_lengths
 
@@ -297,7 +298,7 @@ def _continuous_load(search: Search, slo: inputs.SLO, spec, seq_len, num_tokens_
     load = ContinuousLoad(slo, workload, spec.output_mean, framework, engine_options, _workload_text(spec, lengths),
                           _as_written(lengths), None if speculative is None else dict(speculative))
     check_load(slo.concurrency, load.request_rate)
-    engine_settings(search.probe, framework, engine_options)
+    check_whole_prompts_fit(engine_settings(search.probe, framework, engine_options), spec)
     speculative_decoding(search.probe, speculative)
     for kv in search.kv_options:
         kv_cache_name(kv)

@@ -264,6 +264,14 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
                 f"gpu_memory_utilization in (0, 1]")
     elif share is None:
         share = _by_rules(profile["memory_share"], gpu_GiB, tp, analysis.gpu_config.name)
+    max_num_seqs = integer(resolved("max_num_seqs", "max_num_seqs"), "max_num_seqs", 1, MAX_BATCH_SIZE)
+    if scheduling.get("token_budget_at_least_max_num_seqs") and token_budget < max_num_seqs:
+        # the engine refuses to start (every running sequence needs a token of the step): so do we
+        given = [k for k in ("max_num_batched_tokens", "max_num_seqs") if get(k) is None]
+        defaults = f" ({' and '.join(given)} the engine's default)" if given else ""
+        raise ConfigError(f"max_num_batched_tokens = {token_budget} < max_num_seqs = {max_num_seqs}{defaults}: "
+                          f"{profile['framework']} refuses to start unless every running sequence has a token of the "
+                          f"step; valid: max_num_batched_tokens >= max_num_seqs (raise the one, or lower the other)")
     return EngineSettings(
         framework=profile["framework"],
         mixed_batches=scheduling["mixed_batches"], chunked_prefill=scheduling["chunked_prefill"],
@@ -271,7 +279,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         output_reserve_share=scheduling.get("output_reserve_share", 0.0),
         output_reserve_clip_tokens=scheduling.get("output_reserve_clip_tokens", 0),
         token_budget=token_budget,
-        max_num_seqs=integer(resolved("max_num_seqs", "max_num_seqs"), "max_num_seqs", 1, MAX_BATCH_SIZE),
+        max_num_seqs=max_num_seqs,
         memory_share=number(share, "gpu_memory_utilization", 0.0, 1.0),
         memory_share_of=profile["memory_share"]["of"],
         block_size=integer(get("block_size", profile["block_size"]["value"]), "block_size", 1, 2**20),

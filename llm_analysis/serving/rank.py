@@ -6,6 +6,7 @@ for aggregated serve() (serving/run.py) and each pool of a disaggregated one
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -28,6 +29,23 @@ def request_shape(engine, lengths) -> RequestShape:
     block = engine.block_size
     cached = np.minimum((np.floor(engine.prefix_cache_share * inputs) // block) * block, inputs - 1)
     return RequestShape(lengths.input_mean, lengths.output_mean, float(cached.mean()))
+
+
+def check_whole_prompts_fit(engine, lengths, where: str = "") -> None:
+    """An engine that prefills a prompt whole (no chunked prefill: TensorRT-LLM's default) rejects a request
+    whose prompt, less the whole blocks its prefix cache holds, is longer than one step's token budget
+    (tensorrt_llm/llmapi/llm.py _check_arguments): a ConfigError naming the longest prompt and the budget."""
+    if engine.chunked_prefill:
+        return
+    longest = lengths.max_input
+    cached = min((math.floor(engine.prefix_cache_share * longest) // engine.block_size) * engine.block_size,
+                 longest - 1)
+    if longest - cached > engine.token_budget:
+        held = f" ({int(cached)} of them in the prefix cache)" if cached else ""
+        raise ConfigError(f"{where}the longest prompt, {longest} tokens{held}, exceeds max_num_batched_tokens = "
+                          f"{engine.token_budget}: {engine.framework} prefills a prompt whole in one step (chunked "
+                          f"prefill off, its default) and rejects a longer one; valid: max_num_batched_tokens >= "
+                          f"{int(longest - cached)}, or shorter prompts")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +98,7 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
     else:  # a pool's layout, or one attention replica of the worker
         rank = attention_analysis(a, layout)
     engine = engine_settings(rank, framework, options)
+    check_whole_prompts_fit(engine, lengths, where)
     if graph_batch is not None and graph_batch > engine.graph_decode_max_batch:  # graphs captured up to the batch
         engine = dataclasses.replace(engine, graph_decode_max_batch=graph_batch)
     d = rank.describer_for(engine.kv_cache_bytes)

@@ -127,6 +127,34 @@ def test_a_token_budget_that_leaves_sglang_no_static_share_names_the_budget(anal
     assert a.serve(gpu_memory_utilization=0.8, num_requests=0, **kw)["gpu_memory_utilization"] == 0.8
 
 
+def test_vllm_refuses_a_token_budget_below_its_running_sequences(llama):
+    """vLLM's SchedulerConfig._verify_args refuses max_num_batched_tokens < max_num_seqs (every running sequence
+    needs a token of the step). On an H100 (80 GiB, not an A100) its default max_num_seqs is 1024
+    (EngineArgs.get_batch_defaults), so a budget of 512 alone is refused, naming the default; with 256 sequences
+    it answers."""
+    message = _refused(llama, "max_num_batched_tokens = 512 < max_num_seqs = 1024", "max_num_seqs the engine's default",
+                       concurrency=4, framework="vllm", max_num_batched_tokens=512)
+    assert "vllm refuses to start" in message
+    assert llama.serve(concurrency=4, framework="vllm", max_num_batched_tokens=512, max_num_seqs=256,
+                       num_requests=0)["max_num_seqs"] == 256
+    # SGLang has no such rule: its decode batches are not bounded by the chunked-prefill size
+    assert llama.serve(concurrency=4, framework="sglang", max_num_batched_tokens=512, num_requests=0)["ttft_s"] > 0
+
+
+def test_trtllm_refuses_a_prompt_longer_than_one_step(llama):
+    """TensorRT-LLM prefills a prompt whole (enable_chunked_prefill defaults to False) and its frontend rejects a
+    prompt longer than max_num_tokens, less what block reuse holds (tensorrt_llm/llmapi/llm.py _check_arguments).
+    2000 tokens against a budget of 1024: refused. With half of each prompt in the prefix cache, whole 32-token
+    blocks: floor(1000 / 32) x 32 = 992 cached, 1008 <= 1024 to prefill: answered."""
+    _refused(llama, "the longest prompt, 2000 tokens", "max_num_batched_tokens = 1024", "valid: max_num_batched_tokens "
+             ">= 2000", concurrency=4, framework="trtllm", input_len=2000, max_num_batched_tokens=1024)
+    s = llama.serve(concurrency=4, framework="trtllm", input_len=2000, max_num_batched_tokens=1024,
+                    prefix_cache_share=0.5, num_requests=0)
+    assert s["block_size"] == 32 and s["ttft_s"] > 0
+    _refused(llama, "(992 of them in the prefix cache)", ">= 1008", concurrency=4, framework="trtllm", input_len=2000,
+             max_num_batched_tokens=1007, prefix_cache_share=0.5)
+
+
 def test_sglang_refuses_when_its_static_share_cannot_hold_the_weights(analysis_builder):
     """DeepSeek-V3 in FP8 on 4 B200s under SGLang's default sizing (v0.5.x _handle_gpu_memory_settings, by hand):
     180 GiB = 184,320 MiB; reserved = 512 + 1.5 x 16,384 (chunked_prefill_size above 160 GiB) + 2 x 512
@@ -153,6 +181,8 @@ def test_the_least_share_a_refusal_names_is_the_least_that_answers(analysis_buil
     import re
     a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="a10-pcie-28gb")  # 16 GB of weights on a 24 GB card
     kw = dict(concurrency=1, input_len=20000, output_len=4000, framework=framework, gpu_memory_utilization=0.5)
+    if framework == "trtllm":  # the same 24,000 tokens, with a prompt its default budget (8192) prefills whole
+        kw.update(input_len=8000, output_len=16000)
     message = _refused(a, "cannot fit the KV pool even alone", **kw)
     least = float(re.search(r"gpu_memory_utilization >= ([0-9.]+)", message).group(1))
     assert 0.5 < least < 1.0
