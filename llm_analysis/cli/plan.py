@@ -7,12 +7,11 @@ much), as the other commands do."""
 
 from __future__ import annotations
 
-import re
-
 import inspect
 import json
 import math
 import os
+import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from llm_analysis.cli.fire_runner import perf_model_arg
@@ -170,7 +169,7 @@ def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
     both as flags."""
     sum_of = re.match(r"(\w+)( \(default \d+\))? \+ (\w+)\b", message)
     if sum_of and sum_of.group(1) in flags and sum_of.group(3) in flags:
-        return f"--{sum_of.group(1)}{sum_of.group(2) or ''} + --{message[len(sum_of.group(1) + (sum_of.group(2) or '') + ' + '):]}"
+        return f"--{sum_of.group(1)}{sum_of.group(2) or ''} + --{message[sum_of.start(3):]}"
     head = message.split(" ", 1)[0].split("[", 1)[0]
     flag = _FLAG_OF.get(head, head)
     for part, named in (("['spread']", _SPREAD_FLAG.get(flag)), ("['mean']", flag)):  # a length with its spread

@@ -10,10 +10,10 @@ from llm_analysis.catalogue.lookup import dtype_for_setup
 from llm_analysis.config import ParallelismConfig, build_config, get_gpu_config_by_name, \
     get_model_config_by_name
 from llm_analysis.errors import ConfigError
-from llm_analysis.serving.workload import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.report.collected_warnings import merged
 from llm_analysis.report.render import summary_with_setup, to_json
+from llm_analysis.serving.workload import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 
 # (no `from __future__ import annotations` here: fire shows the real types in --help)
 
@@ -253,8 +253,9 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                                  ("api_latency_s", api_latency_s), ("scheduling_lookahead", scheduling_lookahead),
                                  ("benchmark_rounds", benchmark_rounds))
                if v is not None}
-    lengths = length_arguments({"input_len": (input_len, DEFAULT_INPUT_LEN), "output_len": (output_len, DEFAULT_OUTPUT_LEN)}, input_len_spread,
-                               output_len_spread, lengths_file, lengths_tokenizer)
+    lengths = length_arguments({"input_len": (input_len, DEFAULT_INPUT_LEN),
+                                "output_len": (output_len, DEFAULT_OUTPUT_LEN)},
+                               input_len_spread, output_len_spread, lengths_file, lengths_tokenizer)
     for flag, value in (("speculative", speculative), ("disaggregated", disaggregated)):
         parsed = json_object_flag(value, flag)
         if parsed is not None:

@@ -259,9 +259,9 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         if share <= 0:  # the engine's own rule leaves nothing: name what drove it, not an option never given
             raise ConfigError(
                 f"max_num_batched_tokens = {token_budget}: {profile['framework']}'s default memory share keeps back "
-                f"memory for the activations of a prefill chunk of that many tokens (and its runtime), more than the "
-                f"{gpu_GiB:g} GiB of {analysis.gpu_config.name} (share {share}); give a smaller max_num_batched_tokens or set "
-                f"gpu_memory_utilization in (0, 1]")
+                f"memory for the activations of a prefill chunk of that many tokens (and its runtime), more than "
+                f"the {gpu_GiB:g} GiB of {analysis.gpu_config.name} (share {share}); give a smaller "
+                f"max_num_batched_tokens or set gpu_memory_utilization in (0, 1]")
     elif share is None:
         share = _by_rules(profile["memory_share"], gpu_GiB, tp, analysis.gpu_config.name)
     max_num_seqs = integer(resolved("max_num_seqs", "max_num_seqs"), "max_num_seqs", 1, MAX_BATCH_SIZE)
