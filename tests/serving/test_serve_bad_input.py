@@ -155,6 +155,19 @@ def test_trtllm_refuses_a_prompt_longer_than_one_step(llama):
              max_num_batched_tokens=1007, prefix_cache_share=0.5)
 
 
+@pytest.mark.parametrize("framework", ["vllm", "sglang", "trtllm"])
+def test_weights_beyond_the_gpu_are_named_as_the_weights(analysis_builder, framework):
+    """Mixtral-8x7B holds 46,702,792,704 parameters: 93.41 GB in 16 bits, beyond an L40S whatever share of its
+    memory an engine takes. The refusal names the weights and suggests more GPUs or fewer weight bits, not a KV
+    dtype or a memory share that could not help."""
+    a = analysis_builder("mistralai/Mixtral-8x7B-v0.1", gpu="l40s-48gb")
+    assert a.get_num_params_total() == 46_702_792_704
+    message = _refused(a, "does not fit l40s-48gb", f"its weights, {46_702_792_704 * 2 / 1e9:.2f} GB per GPU",
+                       "before any KV cache", "more GPUs (tp_size, or the experts over moe_ep_size)",
+                       concurrency=1, input_len=1, output_len=1, framework=framework)
+    assert "kv_cache_dtype" not in message and "gpu_memory_utilization" not in message
+
+
 def test_sglang_refuses_when_its_static_share_cannot_hold_the_weights(analysis_builder):
     """DeepSeek-V3 in FP8 on 4 B200s under SGLang's default sizing (v0.5.x _handle_gpu_memory_settings, by hand):
     180 GiB = 184,320 MiB; reserved = 512 + 1.5 x 16,384 (chunked_prefill_size above 160 GiB) + 2 x 512
