@@ -24,6 +24,7 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, Parallelism
 from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.model import Phase
+from llm_analysis.schema.context_limit import check_context
 from llm_analysis.schema.options import ActivationRecomputation, DSZeRO, as_enum
 import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.errors import ClosestMiss
@@ -182,8 +183,9 @@ def _search_zero(ctx: _Ctx, analysis, lay: TrainLayout, z: DSZeRO) -> None:
                     fitted.add(b)
                 except DoesNotFitError as e:
                     fit_b = e.max_batch_size if e.max_batch_size is not None else 0
-                except ConfigError:
+                except ConfigError as e:
                     st.invalid += 1
+                    ctx.miss.refused(f"{lay.describe()}, ds_zero {z.value}, micro-batch {b}: {e}")
 
 
 def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
@@ -198,6 +200,9 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
     for i, z in enumerate(s.zero_stages):
         if z.value > 0 and lay.dp == 1:  # nothing to shard over: the same candidate as no ZeRO
             st.invalid += per_zero
+            ctx.miss.refused(f"{lay.describe()}: ds_zero {z.value} with dp = 1 shards nothing (the same candidate "
+                             "as ZeRO 0, searched only when zero_stages holds 0); give zero_stages with 0, or more "
+                             "GPUs (max_gpus) so that dp >= 2")
             continue
         # ZeRO / the optimizer shard over dp x cp ranks, as the analysis does (training/run.py)
         need = training_state_bytes_lower_bound(s.num_params, lay.dtype, lay.tp, lay.pp, lay.dp * lay.cp, lay.ep,
@@ -211,8 +216,9 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
                 analysis = LLMAnalysis(s.model, lay.gpu, lay.dtype, ParallelismConfig(
                     tp_size=lay.tp, pp_size=lay.pp, dp_size=lay.dp, ep_size=lay.ep, cp_size=lay.cp),
                     **s.analysis_kwargs)
-            except ConfigError:
+            except ConfigError as e:
                 st.invalid += per_zero * (len(s.zero_stages) - i)
+                ctx.miss.refused(f"{lay.describe()}: {e}")
                 return
         _search_zero(ctx, analysis, lay, z)
 
@@ -303,6 +309,7 @@ def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtyp
         raise ConfigError(f"min_gpus = {min_g} is larger than max_gpus = {max_g}")
     gbs = inputs.positive_int(global_batch_size, "global_batch_size")
     s = inputs.positive_int(seq_len if seq_len is not None else (m.max_seq_len or 0), "seq_len")
+    check_context(m, s, "seq_len")  # what training() refuses for every layout, refused once by name
     if gbs * s > tokens:
         raise ConfigError(f"tokens = {tokens:g} is fewer than one global batch (global_batch_size x seq_len = "
                           f"{gbs * s}): raise tokens or lower global_batch_size")

@@ -214,3 +214,21 @@ def test_context_parallel_training_rows_reproduce():
     assert par["tp_size"] * par["cp_size"] * par["pp_size"] * par["dp_size"] == row["figures"]["num_gpus"]
     s = _run_reproduction(row)
     assert s["total_training_latency"] == row["figures"]["total_training_latency"]
+
+
+def test_training_plan_refuses_a_sequence_beyond_learned_positions_once_by_name():
+    """GPT-2 has 1024 learned positions (n_positions in its published config.json): training at 4096 tokens is
+    refused by every layout; the plan says so by name instead of 'no candidate was generated: widen the search'."""
+    with pytest.raises(ConfigError) as err:
+        plan_training("gpt2", ["b200-180gb"], 1e11, 512, 1024, seq_len=4096)
+    assert "seq_len = 4096" in str(err.value) and "max_seq_len = 1024" in str(err.value)
+
+
+def test_training_plan_says_why_a_zero_stage_has_nothing_to_shard():
+    """On one GPU dp = 1: ZeRO shards optimizer state, gradients and weights over data-parallel ranks, so stage 3
+    alone leaves no candidate; the error names the stage, dp = 1 and what would work (stage 0, or dp >= 2)."""
+    with pytest.raises(NoFeasiblePlanError) as err:
+        plan_training("gpt2", ["a100-sxm-40gb"], 1e9, 1, 64, seq_len=512, zero_stages=[3])
+    message = str(err.value)
+    assert "ds_zero 3 with dp = 1" in message and "zero_stages with 0" in message and "widen the search" not in message
+    assert plan_training("gpt2", ["a100-sxm-40gb"], 1e9, 1, 64, seq_len=512, zero_stages=[0, 3]).rows
