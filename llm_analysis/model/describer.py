@@ -226,7 +226,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         if p.ep_size > 1 and p.dp_size % p.ep_size:
             raise ConfigError(
                 f"ep_size = {p.ep_size} must divide dp_size = {p.dp_size}: experts are sharded over data-parallel "
-                f"ranks (each with its own batch); use dp_size = {p.ep_size} or a multiple of it")
+                f"ranks (each with its own batch); use dp_size = {p.ep_size} or a multiple of it (to spread the "
+                f"experts over the GPUs of one serving worker instead: serve() with moe_ep_size)")
         if not m.is_moe and p.ep_size > 1:
             raise ConfigError(f"ep_size = {p.ep_size} but {m.name} has no experts; use ep_size=1")
 
