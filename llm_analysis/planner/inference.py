@@ -70,11 +70,11 @@ def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price
                                      "hbm_memory_efficiency": hbm_memory_efficiency, **conv,
                                      "perf_model": inputs.perf_model(perf_model)})
     # resolves the efficiencies (None -> the package default) and checks them once
-    probe = inputs.probe_analysis(m, gpu_list, search.dtypes, search.analysis_kwargs)
+    search.probes = inputs.probe_analyses(m, gpu_list, search.dtypes, search.analysis_kwargs)
+    probe = search.probe = search.probes[0]
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
-    search.probe = probe
     return search
 
 
@@ -228,6 +228,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                                                  else {"lengths": load.workload_text})}
     if (fp4 := search.dtypes.assumption()) is not None:
         assumptions["fp4"] = fp4
+    if search.refused_gpus:
+        assumptions["refused_gpus"] = dict(search.refused_gpus)
     return PlanResult("inference", objective, rows, front, assumptions, stats, extra)
 
 
@@ -298,11 +300,28 @@ def _continuous_load(search: Search, slo: inputs.SLO, spec, seq_len, num_tokens_
     load = ContinuousLoad(slo, workload, spec.output_mean, framework, engine_options, _workload_text(spec, lengths),
                           _as_written(lengths), None if speculative is None else dict(speculative))
     check_load(slo.concurrency, load.request_rate)
-    check_whole_prompts_fit(engine_settings(search.probe, framework, engine_options), spec)
+    _check_engine_per_gpu(search, framework, engine_options, spec)
     speculative_decoding(search.probe, speculative)
     for kv in search.kv_options:
         kv_cache_name(kv)
     return load
+
+
+def _check_engine_per_gpu(search: Search, framework: str, engine_options: Dict[str, Any], spec) -> None:
+    """The engine as each GPU type would run it (its defaults depend on the GPU: vLLM's max_num_seqs is 1024
+    on an H100, 256 on an A100), checked once per type: a type the engine refuses outright (a token budget
+    below its default max_num_seqs, a prompt longer than its budget) is left out of the search and named in
+    the plan; when every type is refused, the first refusal is the plan's error."""
+    refusals = {}
+    for probe in search.probes:
+        try:
+            check_whole_prompts_fit(engine_settings(probe, framework, engine_options), spec)
+        except ConfigError as e:
+            refusals[probe.gpu_config.name] = str(e)
+    if refusals and len(refusals) == len(search.probes):
+        raise ConfigError(next(iter(refusals.values())))
+    search.refused_gpus = refusals
+    search.gpus = [g for g in search.gpus if g.name not in refusals]
 
 
 def _as_written(lengths):

@@ -199,9 +199,15 @@ def perf_model_assumption(value: Any, roofline_text: str) -> str:
             "efficiency 1, which is never above them")
 
 
-def probe_analysis(model: ModelConfig, gpus: List[GPUConfig], dtypes: DtypesPerGpu, kwargs: Dict[str, Any]):
-    """The analysis of the first GPU that runs a data type, at its first (its resolved efficiencies and
-    parameter count seed the search), after building one per such GPU: a perf model that does not fit a
-    GPU (a profile for another GPU, a GPU without a shipped profile) is refused by name, not skipped later."""
+def probe_analyses(model: ModelConfig, gpus: List[GPUConfig], dtypes: DtypesPerGpu, kwargs: Dict[str, Any]) -> list:
+    """One analysis per GPU that runs a data type, at its first: a perf model that does not fit a GPU (a
+    profile for another GPU, a GPU without a shipped profile) is refused by name, not skipped later; the
+    first's resolved efficiencies and parameter count seed the search, and each GPU's engine defaults are
+    checked on its own (planner/inference.py)."""
     from llm_analysis.facade import LLMAnalysis
-    return [LLMAnalysis(model, gpu, dtypes.of(gpu)[0], **kwargs) for gpu in gpus if dtypes.of(gpu)][0]
+    return [LLMAnalysis(model, gpu, dtypes.of(gpu)[0], **kwargs) for gpu in gpus if dtypes.of(gpu)]
+
+
+def probe_analysis(model: ModelConfig, gpus: List[GPUConfig], dtypes: DtypesPerGpu, kwargs: Dict[str, Any]):
+    """The first of `probe_analyses`."""
+    return probe_analyses(model, gpus, dtypes, kwargs)[0]

@@ -95,7 +95,8 @@ class PlanResult:
         cautions = sorted({f"caution: {r['caution']}" for r in self.rows[:top] if "caution" in r})
         fp4 = [f"dtypes: {self.assumptions['fp4']}"] if "fp4" in self.assumptions else []
         workload = [f"workload: {self.assumptions['workload']}"] if "workload" in self.assumptions else []
-        return "\n".join(lines + cautions + fp4 + workload + self.times_line() + self.legend_lines()
+        refused = [f"not searched: {gpu}: {why}" for gpu, why in self.assumptions.get("refused_gpus", {}).items()]
+        return "\n".join(lines + cautions + fp4 + workload + refused + self.times_line() + self.legend_lines()
                          + ["", self.stats.line()])
 
     def times_line(self) -> List[str]:

@@ -8,7 +8,7 @@ Built only on the public API (`LLMAnalysis(...)`, `.inference(...)`,
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
@@ -59,6 +59,8 @@ class Search:
     analysis_kwargs: Dict[str, Any]
     num_params: int = 0
     probe: Any = None  # the first GPU's analysis (make_search): what option checks run on
+    probes: List[Any] = field(default_factory=list)  # one per GPU type (engine defaults differ)
+    refused_gpus: Dict[str, str] = field(default_factory=dict)  # GPU types left out, and why
 
     def layouts(self) -> Iterator[Layout]:
         for gpu in self.gpus:

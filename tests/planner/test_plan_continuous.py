@@ -232,3 +232,21 @@ def test_cli_plan_infer_passes_the_engine_timing_flags_to_every_serve_call():
     code, text = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", seq_len=512,
                                     num_tokens_to_generate=64, max_tpot="50ms", benchmark_rounds=0)
     assert code == 2 and text.startswith("error: --benchmark_rounds = 0") and "load" in text
+
+
+def test_a_gpu_type_the_engine_refuses_is_named_and_the_rest_planned_in_any_order():
+    """vLLM's default max_num_seqs is 1024 on an 80 GB GPU that is not an A100 and 256 on an A100
+    (EngineArgs.get_batch_defaults), and it refuses max_num_batched_tokens < max_num_seqs. A budget of 512 runs
+    on the A100 only: the plan is the same whichever GPU is listed first, names the H100 as not searched and
+    why, and is refused outright when no GPU type can run it."""
+    slo = {"concurrency": 8, "max_tpot_s": 0.05}
+    kw = dict(engine_options={"max_num_batched_tokens": 512}, perf_model="calibrated")
+    plans = [plan_inference("meta-llama/Llama-3.1-8B", gpus, slo, **kw)
+             for gpus in (["h100-sxm-80gb", "a100-sxm-80gb"], ["a100-sxm-80gb", "h100-sxm-80gb"])]
+    for plan in plans:
+        assert {row["layout"]["gpu"] for row in plan.rows} == {"a100-sxm-80gb"}
+        assert "max_num_seqs = 1024" in plan.assumptions["refused_gpus"]["h100-sxm-80gb"]
+        assert "not searched: h100-sxm-80gb" in plan.table()
+    assert plans[0].rows[0]["figures"]["tpot_s"] == plans[1].rows[0]["figures"]["tpot_s"]
+    with pytest.raises(ConfigError, match="max_num_batched_tokens = 512 < max_num_seqs = 1024"):
+        plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb", "b200-180gb"], slo, **kw)
