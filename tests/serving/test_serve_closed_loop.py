@@ -236,3 +236,14 @@ def test_one_token_requests_queue_as_md1(llama):
     for c in (4, 8):
         assert answers[c]["ttft_s"] == pytest.approx(ttft_at(service_s, answers[c]["requests_per_s"]), rel=1e-6), c
         assert answers[c]["ttft_s"] > service_s * (1 + 1e-3)  # the clients do queue
+
+
+def test_a_prefill_only_workload_says_its_prompts_are_served_one_per_step(llama):
+    """One output token per request: the closed form serves one prompt per step (a known gap), though vLLM packs
+    prompts into a step up to its token budget and max_num_seqs: 8192 // 128 = 64 prompts of 128 tokens on an
+    H100 (budget 8192, max_num_seqs 1024). The answer says so; with 8192-token prompts one fills a step and
+    nothing is said."""
+    short = llama[()].serve(concurrency=8, input_len=128, output_len=1, num_requests=0)
+    assert any("packs up to 64 such prompts" in note for note in short["notes"])
+    whole = llama[()].serve(concurrency=8, input_len=8192, output_len=1, num_requests=0)
+    assert not any("prefill-only workload" in note for note in whole["notes"])
