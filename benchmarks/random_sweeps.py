@@ -83,20 +83,28 @@ def _answer_faults(s: dict, output_len: int) -> list:
     return faults
 
 
+def _called(what: str, call, setup: tuple, refusals: collections.Counter):
+    """call()'s answer; None when it refused (counted by kind) or crashed (printed with its setup)."""
+    try:
+        return call()
+    except LLMAnalysisError as e:
+        refusals[reason(e)] += 1
+    except Exception:
+        print(f"CRASH {what}", *setup)
+        traceback.print_exc(limit=3)
+    return None
+
+
 def sweep_serve(rng: random.Random, until: float, refusals: collections.Counter) -> int:
     answered = 0
     while time.time() < until:
         model, gpu, dtype = rng.choice(MODELS), rng.choice(GPUS), rng.choice(DTYPES)
         layout, kw = _serve_setup(rng)
         perf_model = rng.choice(["calibrated", "roofline"])
-        try:
-            s = LLMAnalysis(model, gpu, dtype, ParallelismConfig(**layout), perf_model=perf_model).serve(**kw)
-        except LLMAnalysisError as e:
-            refusals[reason(e)] += 1
-            continue
-        except Exception:
-            print("CRASH serve", model, gpu, dtype, layout, perf_model, kw)
-            traceback.print_exc(limit=3)
+        s = _called("serve", lambda: LLMAnalysis(model, gpu, dtype, ParallelismConfig(**layout),
+                                                 perf_model=perf_model).serve(**kw),
+                    (model, gpu, dtype, layout, perf_model, kw), refusals)
+        if s is None:
             continue
         answered += 1
         faults = _answer_faults(s, kw["output_len"])
@@ -119,14 +127,8 @@ def sweep_plan_infer(rng: random.Random, until: float, refusals: collections.Cou
         kw = dict(seq_len=rng.choice([256, 2048]), num_tokens_to_generate=rng.choice([16, 256]),
                   framework=rng.choice(["vllm", "sglang", "trtllm"]), perf_model=rng.choice(["roofline", "calibrated"]),
                   dtypes=rng.sample(["w16a16e16", "fp8", "int4"], rng.choice([1, 2])), disaggregate=rng.random() < 0.3)
-        try:
-            plan = plan_inference(model, gpus, slo, **kw)
-        except LLMAnalysisError as e:
-            refusals[reason(e)] += 1
-            continue
-        except Exception:
-            print("CRASH plan infer", model, gpus, slo, kw)
-            traceback.print_exc(limit=3)
+        plan = _called("plan infer", lambda: plan_inference(model, gpus, slo, **kw), (model, gpus, slo, kw), refusals)
+        if plan is None:
             continue
         answered += 1
         pools = plan.extra.get("disaggregated")
@@ -156,14 +158,9 @@ def sweep_plan_train(rng: random.Random, until: float, refusals: collections.Cou
         if rng.random() < 0.3:
             kw["zero_stages"] = rng.sample([0, 1, 2, 3], rng.choice([1, 2]))
         tokens, max_gpus, batch = rng.choice([1e9, 1e11]), rng.choice([1, 8, 64, 512]), rng.choice([8, 64, 1024])
-        try:
-            plan = plan_training(model, gpus, tokens, max_gpus, batch, **kw)
-        except LLMAnalysisError as e:
-            refusals[reason(e)] += 1
-            continue
-        except Exception:
-            print("CRASH plan train", model, gpus, tokens, max_gpus, batch, kw)
-            traceback.print_exc(limit=3)
+        plan = _called("plan train", lambda: plan_training(model, gpus, tokens, max_gpus, batch, **kw),
+                       (model, gpus, tokens, max_gpus, batch, kw), refusals)
+        if plan is None:
             continue
         answered += 1
         row = plan.rows[0]
