@@ -88,8 +88,9 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
             if steady_state_means else
             "open loop: Poisson arrivals; means and percentiles from the seeded simulation of the step model")
     n.append(mode)
-    per_step = min(engine.max_num_seqs, engine.token_budget // max(1, workload.lengths.max_input))
-    if workload.lengths.max_output == 1 and per_step > 1:
+    per_step = min(engine.max_num_seqs, engine.token_budget // max(1, workload.lengths.max_input)) \
+        if workload.lengths.max_output == 1 else 1
+    if per_step > 1:
         # a known gap (steady_state.py _prefill_only): said, not hidden
         n.append(f"every request yields one token (a prefill-only workload): the saturation rate"
                  f"{' and the closed-loop means' if steady_state_means else ''} serve one prompt per step, though "

@@ -86,8 +86,8 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
         workspace = activations + logits + engine.graph_pool_bytes + engine.runtime_reserved_bytes
         pool = share * (mem - weights - workspace)
     result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size)
-    if result.requests_that_fit(longest_request_tokens) < 1 and least_memory_share(
-            engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0:
+    fits = result.requests_that_fit(longest_request_tokens) >= 1
+    if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0:
         # no share of the GPU holds even an empty pool: the weights are the problem, not the KV cache
         raise ConfigError(
             f"{analysis.model_config.name} does not fit {gpu.name} (tp={analysis.parallelism_config.tp_size}) under "
@@ -95,7 +95,7 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
             f"{workspace / GB:.2f} GB, exceed the GPU's {mem / GB:.2f} GB before any KV cache; valid: more GPUs "
             f"(tp_size{', or the experts over moe_ep_size' if analysis.model_config.is_moe else ''}) or fewer "
             f"weight bits (dtype_name)")
-    if result.requests_that_fit(longest_request_tokens) < 1:
+    if not fits:
         least = least_memory_share(engine.memory_share_of, mem, weights, workspace,
                                    result.bytes_for(longest_request_tokens))
         share_hint = (f"gpu_memory_utilization >= {least:.3f}" if least <= 1.0 else
