@@ -88,15 +88,10 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
             if steady_state_means else
             "open loop: Poisson arrivals; means and percentiles from the seeded simulation of the step model")
     n.append(mode)
-    per_step = min(engine.max_num_seqs, engine.token_budget // max(1, workload.lengths.max_input)) \
-        if workload.lengths.max_output == 1 else 1
-    if per_step > 1:
-        # a known gap (steady_state.py _prefill_only): said, not hidden
-        n.append(f"every request yields one token (a prefill-only workload): the saturation rate"
-                 f"{' and the closed-loop means' if steady_state_means else ''} serve one prompt per step, though "
-                 f"the engine packs up to {per_step} such prompts into a step of its token budget: for prompts this "
-                 f"short they understate throughput and overstate the wait (a rate above that saturation rate may "
-                 f"still be served); the open loop's simulation packs them")
+    if workload.lengths.max_output == 1:
+        n.append("every request yields one token (a prefill-only workload): the engine runs prefill-only steps of as "
+                 "many waiting prompts as its token budget holds (whole prompts where it does not chunk them), at most "
+                 "max_num_seqs")
     scheduling = ("prefill chunks share steps with the decodes (continuous batching)" if engine.mixed_batches else
                   "prompts run in prefill-only steps whenever any wait (the decodes pause), as SGLang does by default")
     chunking = ("prompts longer than the budget left are chunked" if engine.chunked_prefill else

@@ -245,9 +245,9 @@ class _Replica:
             free_budget -= q
         return chunks
 
-    def _account(self, duration: float, kv_mean: float) -> None:
+    def _account(self, duration: float, kv_mean: float, running: int) -> None:
         self.kv_area += kv_mean * duration
-        self.running_area += len(self.running) * duration
+        self.running_area += running * duration
         self.area_time += duration
 
     def prefill_step(self, chunks, on_done) -> None:
@@ -255,7 +255,7 @@ class _Replica:
         d = self.decoders if self.engine.mixed_batches else 0
         last_chunks = sum(1 for r, q in chunks if q == r.prefill_left)
         t = self.timer.step_s(d, self.ctx_sum if d else 0.0, [(q, r.past) for r, q in chunks], sampled=d + last_chunks)
-        kv_before = self.kv_tokens
+        kv_before, running = self.kv_tokens, len(self.running)  # (a one-token request finishes in its step)
         self.now += t
         self.last_step_s = t
         if d:
@@ -278,7 +278,7 @@ class _Replica:
                     self._finish(r, on_done)
                 else:
                     self._join_decoders(r)
-        self._account(t, 0.5 * (kv_before + self.kv_tokens))
+        self._account(t, 0.5 * (kv_before + self.kv_tokens), running)
         if d:
             self._complete_finished(on_done)
 
@@ -307,7 +307,7 @@ class _Replica:
         self.ctx_sum += d * k
         if not self.reserves:
             self.kv_tokens += d * k
-        self._account(duration, 0.5 * (kv_before + self.kv_tokens))
+        self._account(duration, 0.5 * (kv_before + self.kv_tokens), len(self.running))
         self._complete_finished(on_done)
 
 
@@ -368,7 +368,7 @@ def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None,
             # averages (mean running requests and KV occupancy are averages over time, as Little's law
             # takes them, not over the steps alone)
             idle_s = max(0.0, rep.arrivals[0][0] - rep.now)
-            rep._account(idle_s, rep._in_use())
+            rep._account(idle_s, rep._in_use(), 0)
             rep.now += idle_s
             rep.last_step_s = 0.0
             continue

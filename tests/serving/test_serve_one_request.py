@@ -90,3 +90,16 @@ def test_prefix_cache_skips_whole_blocks(analysis_builder):
     short = a.inference(batch_size_per_gpu=1, seq_len=1000 - cached, num_tokens_to_generate=1)["prefill_latency"]
     whole = a.inference(batch_size_per_gpu=1, seq_len=1000, num_tokens_to_generate=1)["prefill_latency"]
     assert short < s["ttft_s"] < whole
+
+
+def test_one_client_of_one_token_is_inference_prefill(analysis_builder):
+    """A prefill-only request (one output token) alone: its time to first token, and its end-to-end time, is
+    inference()'s prefill (vLLM runs a 256-token prefill step in CUDA graphs, as inference() times it), and
+    one client completes one request per prefill: it never waits for another's step."""
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
+    prefill = a.inference(batch_size_per_gpu=1, seq_len=IN, num_tokens_to_generate=1)["prefill_latency"]
+    s = a.serve(concurrency=1, input_len=IN, output_len=1, num_requests=20, **ZERO)
+    assert s["ttft_s"] == pytest.approx(prefill, rel=1e-5)
+    assert s["e2e_s"] == pytest.approx(prefill, rel=1e-5)
+    assert s["ttft_p99_s"] == pytest.approx(prefill, rel=1e-5)
+    assert s["requests_per_s"] == pytest.approx(1 / prefill, rel=1e-5)

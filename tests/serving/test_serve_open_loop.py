@@ -81,3 +81,15 @@ def test_near_saturation_is_said(single_slot, rho, near):
     assert bool(said) is near and s["near_saturation"] is near
     if near:
         assert f"is {rho:.0%} of the saturation rate" in said[0] and "num_requests = 500" in said[0]
+
+
+def test_one_token_requests_are_counted_running_during_their_step(single_slot):
+    """A one-token request is admitted at a step boundary and finishes with the step that prefills it: it runs
+    for that step. At a low rate (a share 0.1 of one prefill's rate, so steps rarely meet), the requests running
+    on a time average are the rate times the prefill (Little's law on the engine), not 0 (they had been
+    counted after finishing in their own step)."""
+    a = single_slot[0]
+    prefill = a.inference(batch_size_per_gpu=1, seq_len=IN, num_tokens_to_generate=1)["prefill_latency"]
+    s = a.serve(request_rate=0.1 / prefill, input_len=IN, output_len=1, num_requests=4000, seed=2,
+                scheduling_lookahead=0, **ZERO)
+    assert s["mean_running_requests_per_replica"] == pytest.approx(0.1, rel=0.1)
