@@ -29,6 +29,10 @@ output O. In steady state, with X requests per second completing:
   that outlives the first round, since clients with equal lengths keep returning together)
   adds (burst TTFT - steady TTFT) / R to the mean TTFT; benchmark_rounds = 0 leaves the
   steady state alone (a long run, or clients that never start together);
+- prompts share steps: when they arrive faster than a step with a prompt runs (X x its wall > 1: short
+  requests, many clients), the engine packs the ones that wait into each step (within the budget the
+  decoders leave), so each adds (step of b - decode step) / b, b = X x the step (_Balance._shared);
+  a prompt longer than the budget is prefilled over its own steps, one at a time;
 - the loop closes with Little's law: C = X x (time to first token + (O - 1) t_d), solved for
   D by bisection (the left side grows with D).
 
@@ -46,6 +50,7 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 _BISECTIONS = 48
+_SHARING_ITERATIONS = 24  # b = min(k, X(b) step(b)) from below: increasing, it settles within a few
 _REL_TOL = 1e-12
 
 
@@ -185,28 +190,57 @@ class _Balance:
         # token: a step lasts L of them, so a chunk's step, as long as it lasts, adds L - 1 more of the
         # decode part (what the request waits for: its own prefill's steps, another's step in progress)
         L = t.tokens_per_step
+        alone = t.step_s(others, others * ctx) if e.mixed_batches and others > 0 else 0.0
         chunks = prefill_chunks(e, s, others)
         if e.mixed_batches:
-            alone = t.step_s(others, others * ctx) if others > 0 else 0.0
             with_chunk = [t.step_s(others, others * ctx, [c]) for c in chunks]
             delta = sum(w - alone for w in with_chunk)  # what the prefill adds to the engine's time
             walls = [w + alone * (L - 1.0) for w in with_chunk]
         else:  # prefill-only steps: the decoders wait
             walls = [t.step_s(0.0, 0.0, [c]) for c in chunks]
             delta = sum(walls)
-        prefill_s = sum(walls)
         decode_steps = s.output - 1
-        if decode_steps <= 0:  # one output token: the engine only prefills
-            return f0, delta, prefill_s, (1.0 / delta if delta > 0 else math.inf), 0.0, 0.0
         # the others' prefills (a share (n - 1) / n of all) take 1 - busy of the engine's time
         share = (self.resident - 1) / self.resident if self.resident > 0 else 0.0
-        x = decoders / (decode_steps * f0 + decoders * delta * share) if decoders > 0 else 0.0
+
+        def rate(delta: float) -> float:
+            return decoders / (decode_steps * f0 + decoders * delta * share) if decoders > 0 else 0.0
+
+        x, per_step = rate(delta), 1.0
+        if len(chunks) == 1 and x * walls[0] > 1.0:  # prompts arrive faster than their steps run: they share
+            per_step, delta, walls = self._shared(decoders, others, ctx, alone, L, x, rate, delta, walls[0])
+            x = rate(delta)
         busy = 1.0 - x * delta * share
         tpot = f0 / busy if busy > 0 else math.inf
-        wait = _in_progress(f0 * L, walls, x * share, self.resident)
+        wait = _in_progress(f0 * L, walls, x * share / per_step, self.resident)
         if self.resident > 1:  # and the steps the scheduler had planned when it arrived: a mean step each
             wait += e.scheduling_lookahead * tpot * L
-        return f0, delta, prefill_s, x, tpot, wait
+        return f0, delta, sum(walls), x, tpot, wait
+
+    def _shared(self, decoders: float, others: float, ctx: float, alone: float, L: float, x: float, rate,
+                delta: float, wall: float):
+        """Prompts sharing a step: a step carries the prompts that arrived during the last (the engine packs
+        every waiting prompt its free budget holds, whole ones where it does not chunk), b = X x the step,
+        at most k = the budget left by the decoders over the prompt and the requests not decoding. Each
+        prompt then adds (step of b - decode step) / b to the engine's time (its own prefill-only step's
+        share, S(b) / b, where decodes wait) and waits for the whole step. b from 1 upwards to the least
+        b = min(k, X(b) x step(b)) (X grows as the shared cost falls). (b, Delta, [the step's wall])."""
+        t, e, s = self.timer, self.engine, self.shape
+        free = e.token_budget - (others if e.mixed_batches else 0.0)
+        most = free / s.prefill if e.chunked_prefill else float(math.floor(free / s.prefill))
+        k = min(most, max(1.0, self.resident - decoders))
+        b, walls = 1.0, [wall]
+        beside = others if e.mixed_batches else 0.0  # the decoders in a step with prompts
+        for _ in range(_SHARING_ITERATIONS):
+            want = min(k, x * walls[0])
+            if want <= b * (1.0 + 1e-6):
+                break
+            b = want
+            step = _mean_step_s(t, s, b, k, beside, beside * ctx)
+            delta = (step - alone) / b
+            walls = [step + alone * (L - 1.0)]
+            x = rate(delta)
+        return b, delta, walls
 
 
 def _in_progress(f0: float, prefill_steps: List[float], others_prefills_per_s: float, resident: float) -> float:
@@ -300,23 +334,26 @@ def prompts_per_step(engine, shape: RequestShape, resident: float) -> float:
     return min(per_budget, resident)
 
 
-def _prompts_step_s(timer, shape: RequestShape, prompts: float) -> float:
-    """A prefill-only step of `prompts` prompts: whole ones and, for a fraction, a chunk of one more."""
+def _prompts_step_s(timer, shape: RequestShape, prompts: float, decoders: float = 0.0,
+                    decode_context_sum: float = 0.0) -> float:
+    """A step of `prompts` prompts (whole ones and, for a fraction, a chunk of one more) beside `decoders`."""
     whole = int(prompts)
     part = (prompts - whole) * shape.prefill
     chunks = [(shape.prefill, shape.cached)] * whole + ([(part, shape.cached)] if part > 0 else [])
-    return timer.step_s(0.0, 0.0, chunks)
+    return timer.step_s(decoders, decode_context_sum, chunks)
 
 
-def _mean_step_s(timer, shape: RequestShape, prompts: float, most: float) -> float:
-    """The mean prefill-only step of a mean `prompts` per step (1 <= prompts <= most): between the steps of
-    the whole numbers around it (the top one `most`, a chunk of a prompt where the budget ends there)."""
+def _mean_step_s(timer, shape: RequestShape, prompts: float, most: float, decoders: float = 0.0,
+                 decode_context_sum: float = 0.0) -> float:
+    """The mean step of a mean `prompts` per step (1 <= prompts <= most) beside `decoders`: between the
+    steps of the whole numbers around it (the top one `most`, a chunk of a prompt where the budget ends)."""
     lo = float(math.floor(prompts))
-    s_lo = _prompts_step_s(timer, shape, lo)
+    s_lo = _prompts_step_s(timer, shape, lo, decoders, decode_context_sum)
     if prompts == lo:
         return s_lo
     hi = min(lo + 1.0, most)
-    return s_lo + (prompts - lo) / (hi - lo) * (_prompts_step_s(timer, shape, hi) - s_lo)
+    s_hi = _prompts_step_s(timer, shape, hi, decoders, decode_context_sum)
+    return s_lo + (prompts - lo) / (hi - lo) * (s_hi - s_lo)
 
 
 def _prefill_only(timer, engine, shape: RequestShape, resident: float, clients: float, api_latency_s: float,
