@@ -32,7 +32,9 @@ output O. In steady state, with X requests per second completing:
 - prompts share steps: when they arrive faster than a step with a prompt runs (X x its wall > 1: short
   requests, many clients), the engine packs the ones that wait into each step (within the budget the
   decoders leave), so each adds (step of b - decode step) / b, b = X x the step (_Balance._shared);
-  a prompt longer than the budget is prefilled over its own steps, one at a time;
+  a prompt longer than the budget is prefilled over its own steps, one at a time; an engine that runs
+  prompts in prefill-only steps before the decodes (SGLang) gives its decoders what a Markov chain of
+  step types leaves them (_Balance._prefill_first);
 - the loop closes with Little's law: C = X x (time to first token + (O - 1) t_d), solved for
   D by bisection (the left side grows with D).
 
@@ -207,11 +209,14 @@ class _Balance:
             return decoders / (decode_steps * f0 + decoders * delta * share) if decoders > 0 else 0.0
 
         x, per_step = rate(delta), 1.0
-        if len(chunks) == 1 and x * walls[0] > 1.0:  # prompts arrive faster than their steps run: they share
-            per_step, delta, walls = self._shared(decoders, others, ctx, alone, L, x, rate, delta, walls[0])
-            x = rate(delta)
-        busy = 1.0 - x * delta * share
-        tpot = f0 / busy if busy > 0 else math.inf
+        if not e.mixed_batches and len(chunks) == 1 and decoders > 0:
+            x, per_step, delta, walls, tpot = self._prefill_first(decoders, f0, walls[0], share)
+        else:
+            if len(chunks) == 1 and x * walls[0] > 1.0:  # prompts arrive faster than their steps run: they share
+                per_step, delta, walls = self._shared(decoders, others, ctx, alone, L, x, rate, delta, walls[0])
+                x = rate(delta)
+            busy = 1.0 - x * delta * share
+            tpot = f0 / busy if busy > 0 else math.inf
         wait = _in_progress(f0 * L, walls, x * share / per_step, self.resident)
         if self.resident > 1:  # and the steps the scheduler had planned when it arrived: a mean step each
             wait += e.scheduling_lookahead * tpot * L
@@ -241,6 +246,43 @@ class _Balance:
             walls = [step + alone * (L - 1.0)]
             x = rate(delta)
         return b, delta, walls
+
+
+    def _prefill_first(self, decoders: float, f0: float, wall: float, share: float):
+        """SGLang's default: whenever prompts wait at a step boundary, a prefill-only step of every waiting
+        prompt (within the budget) runs before the decodes. With the others' prompts arriving at A = X (n - 1)
+        / n per second (Poisson: many clients, jittered), a step of length tau is followed by a prefill step
+        with probability p = 1 - exp(-A tau): after a decode step p_d (tau = f0), after a prefill step p_p
+        (tau = S, the prefill step). The step types form a Markov chain with prefill steps per decode step
+        p_d / (1 - p_p), so a decoder's token takes t_d = f0 + S p_d / (1 - p_p), and a prefill step carries
+        the prompts that arrived during the step before it: a mean b = A (S + f0 (1 - p_p) / p_d) (1 at a
+        light load, A S at a heavy one), S = S(b), up to k (the budget over the prompt, the requests not
+        decoding). Little's law on the decoders, D = X (O - 1) t_d, gives X for each b (bisected: t_d grows
+        with X); b is iterated from 1. (X, b, Delta = S / b, [S], t_d)."""
+        t, e, s = self.timer, self.engine, self.shape
+        most = e.token_budget / s.prefill if e.chunked_prefill else float(math.floor(e.token_budget / s.prefill))
+        k = max(1.0, min(most, self.resident - decoders))
+        decode_steps = s.output - 1
+
+        def token_s(x: float, step: float):
+            a = x * share
+            p_d, stay = -math.expm1(-a * f0), math.exp(-min(a * step, 700.0))  # stay: 1 - p_p
+            return f0 + step * p_d / stay, a, p_d, stay
+
+        b, step = 1.0, wall
+        for _ in range(_SHARING_ITERATIONS):
+            lo, hi = 0.0, decoders / (decode_steps * f0)  # (t_d >= f0); bisected: t_d grows exponentially
+            for _ in range(_BISECTIONS):
+                mid = 0.5 * (lo + hi)
+                lo, hi = (mid, hi) if mid * decode_steps * token_s(mid, step)[0] < decoders else (lo, mid)
+            x = 0.5 * (lo + hi)
+            t_d, a, p_d, stay = token_s(x, step)
+            want = min(k, max(1.0, a * (step + f0 * stay / p_d))) if p_d > 0 else 1.0
+            if abs(want - b) <= 1e-6 * b:
+                break
+            b = want
+            step = _mean_step_s(t, s, b, k) if b > 1.0 else wall
+        return x, b, step / b, [step], t_d
 
 
 def _in_progress(f0: float, prefill_steps: List[float], others_prefills_per_s: float, resident: float) -> float:
