@@ -33,6 +33,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Sequence, Tuple
 
+from llm_analysis.serving.step_time import chunk_totals
+
 
 class StageView:
     """One pipeline stage of a describer, seen through the one call StepCosts makes
@@ -82,10 +84,10 @@ class PipelineStepTimer:
 
     def step_s(self, decoders: float, decode_context_sum: float, chunks: Sequence[Tuple[float, float]] = (),
                sampled: float = None) -> float:
-        prefill_tokens = sum(q for q, _ in chunks)
+        prefill_tokens, sequences = chunk_totals(chunks)
         if decoders + prefill_tokens <= 0:
             return 0.0
-        m = self.micro_batches(decoders + len(chunks))
+        m = self.micro_batches(decoders + sequences)
         d, ctx = decoders / m, decode_context_sum / m
         heavy_sampled = None if sampled is None else max(sampled - (m - 1) * d, 0.0)
         heavy = {k: t.step_s(d, ctx, chunks, heavy_sampled) for k, t in self.timers.items()}
@@ -93,8 +95,8 @@ class PipelineStepTimer:
         e = self.engine
         busy_s = max(heavy[k] + (m - 1) * light[k] for k in self.timers)
         latency_s = e.step_with_host_s(sum(heavy[k] for k in self.reps) + self.handoff_s(d + prefill_tokens),
-                                       d + len(chunks))
-        host_s = e.host_busy_s(m, decoders + len(chunks))
+                                       d + sequences)
+        host_s = e.host_busy_s(m, decoders + sequences)
         return max(busy_s, latency_s, host_s)
 
 

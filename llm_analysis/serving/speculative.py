@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError
+from llm_analysis.serving.step_time import chunk_totals
 
 METHODS = ("mtp", "draft_model")
 _KEYS = ("method", "draft_length", "mean_accepted_length", "acceptance_rate", "draft_model")
@@ -147,22 +148,23 @@ class SpeculativeStepTimer:
     def _verify_s(self, decoders: float, context: float, chunks, sampled_chunks: float) -> float:
         """One target step verifying k tokens for each of `decoders` requests, with prefill `chunks`."""
         k, c, e = self.spec.draft_length, self.costs, self.engine
-        prefill = sum(q for q, _ in chunks)
+        prefill, sequences = chunk_totals(chunks)
         tokens = decoders * k + prefill
         graph = e.uses_graphs(decoders + prefill, bool(chunks))
         t = c.token_s(graph, tokens) + c.head_s(graph, decoders * k + sampled_chunks)
         t += c.decode_attention_s(graph, decoders, context, k)
-        for q, past in chunks:
-            t += c.chunk_attention_s(graph, q, past) + c.prefill_form_s(graph, q)
+        for ch in chunks:
+            t += (c.chunk_attention_s(graph, ch[0], ch[1]) + c.prefill_form_s(graph, ch[0])) * (
+                ch[2] if len(ch) > 2 else 1)
         t += self._draft_s(graph, decoders, context)
         t += e.step_overhead_per_layer_s * self.num_layers  # the target's layers (the draft's passes: not counted)
-        return e.step_with_host_s(t, decoders + len(chunks))
+        return e.step_with_host_s(t, decoders + sequences)
 
     def step_s(self, decoders: float, decode_context_sum: float, chunks=(), sampled: float = None) -> float:
         if decoders <= 0:
             return self.base.step_s(decoders, decode_context_sum, chunks, sampled)
         context = decode_context_sum / decoders
-        sampled_chunks = len(chunks) if sampled is None else max(sampled - decoders, 0.0)
+        sampled_chunks = chunk_totals(chunks)[1] if sampled is None else max(sampled - decoders, 0.0)
         decode_only = self._verify_s(decoders, context, (), 0.0)
         whole = self._verify_s(decoders, context, chunks, sampled_chunks) if chunks else decode_only
         # the step emits L tokens per request: its decode part counts 1 / L per token; the prefill part whole

@@ -52,13 +52,13 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 _BISECTIONS = 48
-_SHARING_ITERATIONS = 24  # b = min(k, X(b) step(b)) from below: increasing, it settles within a few
+_SHARING_TOL = 1e-10  # prompts a step shares, and the rate that goes with them (the closed loop solves to 1e-12)
 _REL_TOL = 1e-12
 
 
-def _increasing_root(f, lo: float, hi: float) -> float:
+def _increasing_root(f, lo: float, hi: float, rel_tol: float = _REL_TOL) -> float:
     """The x in [lo, hi] where the increasing f crosses 0 (f(lo) < 0 <= f(hi)): regula falsi with
-    the Illinois step (a dozen evaluations), bisecting where f is infinite."""
+    the Illinois step (a dozen evaluations), bisecting where f is infinite; to `rel_tol` of x."""
     f_lo, f_hi = f(lo), f(hi)
     if f_hi <= 0:
         return hi
@@ -69,7 +69,7 @@ def _increasing_root(f, lo: float, hi: float) -> float:
         else:
             x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
         fx = f(x)
-        if fx == 0 or hi - lo <= _REL_TOL * max(hi, 1.0):
+        if fx == 0 or hi - lo <= rel_tol * max(hi, 1.0):
             return x
         if fx > 0:
             hi, f_hi = x, fx
@@ -81,7 +81,7 @@ def _increasing_root(f, lo: float, hi: float) -> float:
             if side == -1 and not math.isinf(f_hi):
                 f_hi *= 0.5
             side = -1
-        if abs(fx) <= _REL_TOL * max(abs(f_lo), abs(f_hi), 1.0) * 1e-3:
+        if abs(fx) <= rel_tol * max(abs(f_lo), abs(f_hi), 1.0) * 1e-3:
             return x
     return 0.5 * (lo + hi)
 
@@ -180,6 +180,7 @@ class _Balance:
 
     def __init__(self, timer, engine, shape: RequestShape, resident: float):
         self.timer, self.engine, self.shape, self.resident = timer, engine, shape, resident
+        self.prefill_step_of = _prefill_steps(timer, shape)
 
     def at(self, decoders: float):
         """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait of a request arriving while
@@ -224,29 +225,31 @@ class _Balance:
 
     def _shared(self, decoders: float, others: float, ctx: float, alone: float, L: float, x: float, rate,
                 delta: float, wall: float):
-        """Prompts sharing a step: a step carries the prompts that arrived during the last (the engine packs
-        every waiting prompt its free budget holds, whole ones where it does not chunk), b = X x the step,
-        at most k = the budget left by the decoders over the prompt and the requests not decoding. Each
-        prompt then adds (step of b - decode step) / b to the engine's time (its own prefill-only step's
-        share, S(b) / b, where decodes wait) and waits for the whole step. b from 1 upwards to the least
-        b = min(k, X(b) x step(b)) (X grows as the shared cost falls). (b, Delta, [the step's wall])."""
+        """Prompts sharing a step (engines that mix chunks into the decodes' steps): a step carries the prompts
+        that arrived during the last (the engine packs every waiting prompt its free budget holds, whole ones
+        where it does not chunk), b = X x the step's wall, at most k = the budget the decoders leave over the
+        prompt and the requests not decoding. Each prompt then adds (step of b - decode step) / b to the
+        engine's time and waits for the whole step; X grows as the shared cost falls. b solves
+        b = X(b) x wall(b) on [1, k] (k when more arrive than a full step holds). (b, Delta, [the wall])."""
         t, e, s = self.timer, self.engine, self.shape
-        free = e.token_budget - (others if e.mixed_batches else 0.0)
+        free = e.token_budget - others
         most = free / s.prefill if e.chunked_prefill else float(math.floor(free / s.prefill))
         k = min(most, max(1.0, self.resident - decoders))
-        b, walls = 1.0, [wall]
-        beside = others if e.mixed_batches else 0.0  # the decoders in a step with prompts
-        for _ in range(_SHARING_ITERATIONS):
-            want = min(k, x * walls[0])
-            if want <= b * (1.0 + 1e-6):
-                break
-            b = want
-            step = _mean_step_s(t, s, b, k, beside, beside * ctx)
-            delta = (step - alone) / b
-            walls = [step + alone * (L - 1.0)]
-            x = rate(delta)
-        return b, delta, walls
+        if k <= 1.0:
+            return 1.0, delta, [wall]
 
+        def at(b: float):
+            step = _mean_step_s(lambda n: _prompts_step_s(t, s, n, others, others * ctx), b, k)
+            shared = (step - alone) / b
+            return shared, step + alone * (L - 1.0), rate(shared)
+
+        def carried_less(b: float) -> float:  # b less the prompts arriving during a step of b: < 0 below the root
+            _, w, x_b = at(b)
+            return b - min(k, x_b * w)
+
+        b = _increasing_root(carried_less, 1.0, k, _SHARING_TOL)
+        delta, wall, _ = at(b)
+        return b, delta, [wall]
 
     def _prefill_first(self, decoders: float, f0: float, wall: float, share: float):
         """SGLang's default: whenever prompts wait at a step boundary, a prefill-only step of every waiting
@@ -257,9 +260,9 @@ class _Balance:
         p_d / (1 - p_p), so a decoder's token takes t_d = f0 + S p_d / (1 - p_p), and a prefill step carries
         the prompts that arrived during the step before it: a mean b = A (S + f0 (1 - p_p) / p_d) (1 at a
         light load, A S at a heavy one), S = S(b), up to k (the budget over the prompt, the requests not
-        decoding). Little's law on the decoders, D = X (O - 1) t_d, gives X for each b (bisected: t_d grows
-        with X); b is iterated from 1. (X, b, Delta = S / b, [S], t_d)."""
-        t, e, s = self.timer, self.engine, self.shape
+        decoding). Little's law on the decoders, D = X (O - 1) t_d, gives X for each b (Newton's method: t_d
+        grows with X); b solves b = that mean on [1, k]. (X, b, Delta = S / b, [S], t_d)."""
+        e, s = self.engine, self.shape
         most = e.token_budget / s.prefill if e.chunked_prefill else float(math.floor(e.token_budget / s.prefill))
         k = max(1.0, min(most, self.resident - decoders))
         decode_steps = s.output - 1
@@ -269,19 +272,35 @@ class _Balance:
             p_d, stay = -math.expm1(-a * f0), math.exp(-min(a * step, 700.0))  # stay: 1 - p_p
             return f0 + step * p_d / stay, a, p_d, stay
 
-        b, step = 1.0, wall
-        for _ in range(_SHARING_ITERATIONS):
-            lo, hi = 0.0, decoders / (decode_steps * f0)  # (t_d >= f0); bisected: t_d grows exponentially
+        def rate(step: float) -> float:
+            """X of Little's law on the decoders, D = X (O - 1) t_d(X): Newton's method on its log from the
+            light-load X (t_d = f0 / (1 - X S share)), kept inside the bracket where it would leave it."""
+            lo, hi = 0.0, decoders / (decode_steps * f0)  # (t_d >= f0)
+            x = decoders / (decode_steps * f0 + decoders * step * share)
             for _ in range(_BISECTIONS):
-                mid = 0.5 * (lo + hi)
-                lo, hi = (mid, hi) if mid * decode_steps * token_s(mid, step)[0] < decoders else (lo, mid)
-            x = 0.5 * (lo + hi)
-            t_d, a, p_d, stay = token_s(x, step)
-            want = min(k, max(1.0, a * (step + f0 * stay / p_d))) if p_d > 0 else 1.0
-            if abs(want - b) <= 1e-6 * b:
-                break
-            b = want
-            step = _mean_step_s(t, s, b, k) if b > 1.0 else wall
+                a = x * share
+                grow, p_d = math.exp(min(a * step, 700.0)), -math.expm1(-a * f0)
+                t_d = f0 + step * p_d * grow
+                g = math.log(x * decode_steps * t_d / decoders)
+                lo, hi = (x, hi) if g < 0 else (lo, x)
+                slope = 1.0 / x + share * step * (f0 * (1.0 - p_d) * grow + step * p_d * grow) / t_d
+                nxt = x - g / slope
+                if abs(nxt - x) <= _SHARING_TOL * x:
+                    return nxt
+                x = nxt if lo < nxt < hi else 0.5 * (lo + hi)
+            return x
+
+        def at(b: float):
+            step = _mean_step_s(self.prefill_step_of, b, k) if b > 1.0 else wall
+            x = rate(step)
+            return (step, x) + token_s(x, step)
+
+        def carried_less(b: float) -> float:  # b less the mean prompts a prefill step of b carries
+            step, _, _, a, p_d, stay = at(b)
+            return b - (min(k, max(1.0, a * (step + f0 * stay / p_d))) if p_d > 0 else 1.0)
+
+        b = _increasing_root(carried_less, 1.0, k, _SHARING_TOL) if k > 1.0 and carried_less(1.0) < 0 else 1.0
+        step, x, t_d, _, _, _ = at(b)
         return x, b, step / b, [step], t_d
 
 
@@ -381,21 +400,32 @@ def _prompts_step_s(timer, shape: RequestShape, prompts: float, decoders: float 
     """A step of `prompts` prompts (whole ones and, for a fraction, a chunk of one more) beside `decoders`."""
     whole = int(prompts)
     part = (prompts - whole) * shape.prefill
-    chunks = [(shape.prefill, shape.cached)] * whole + ([(part, shape.cached)] if part > 0 else [])
+    chunks = [(shape.prefill, shape.cached, whole)] + ([(part, shape.cached)] if part > 0 else [])
     return timer.step_s(decoders, decode_context_sum, chunks)
 
 
-def _mean_step_s(timer, shape: RequestShape, prompts: float, most: float, decoders: float = 0.0,
-                 decode_context_sum: float = 0.0) -> float:
-    """The mean step of a mean `prompts` per step (1 <= prompts <= most) beside `decoders`: between the
-    steps of the whole numbers around it (the top one `most`, a chunk of a prompt where the budget ends)."""
+def _mean_step_s(step_of, prompts: float, most: float) -> float:
+    """The mean step of a mean `prompts` per step (1 <= prompts <= most), `step_of(n)` the step of n prompts:
+    between the steps of the whole numbers around it (the top one `most`, a chunk of a prompt where the
+    budget ends)."""
     lo = float(math.floor(prompts))
-    s_lo = _prompts_step_s(timer, shape, lo, decoders, decode_context_sum)
+    s_lo = step_of(lo)
     if prompts == lo:
         return s_lo
     hi = min(lo + 1.0, most)
-    s_hi = _prompts_step_s(timer, shape, hi, decoders, decode_context_sum)
-    return s_lo + (prompts - lo) / (hi - lo) * (s_hi - s_lo)
+    return s_lo + (prompts - lo) / (hi - lo) * (step_of(hi) - s_lo)
+
+
+def _prefill_steps(timer, shape: RequestShape):
+    """step_of(n) of prefill-only steps (no decoder beside them: the same at every load, so each n is timed
+    once per solve)."""
+    known = {}
+
+    def step_of(n: float) -> float:
+        if n not in known:
+            known[n] = _prompts_step_s(timer, shape, n)
+        return known[n]
+    return step_of
 
 
 def _prefill_only(timer, engine, shape: RequestShape, resident: float, clients: float, api_latency_s: float,
@@ -423,6 +453,7 @@ def _prefill_only(timer, engine, shape: RequestShape, resident: float, clients: 
     pass_s = one_s / len(chunks)  # the step planned ahead of an arrival: one of them
     k = prompts_per_step(engine, shape, resident)
     lookahead = engine.scheduling_lookahead
+    step_of = _prefill_steps(timer, shape)
     outside = api_latency_s if clients <= n_max else 0.0
 
     def waits(b: float, step_s: float, busy: float) -> float:
@@ -436,11 +467,11 @@ def _prefill_only(timer, engine, shape: RequestShape, resident: float, clients: 
         b, step_s, busy = 1.0, one_s, x * one_s
     else:
         def batched(b: float) -> float:  # the excess with the engine busy at b prompts a step
-            step_s = _mean_step_s(timer, shape, b, k)
+            step_s = _mean_step_s(step_of, b, k)
             return b / step_s * (outside + waits(b, step_s, 1.0) + step_s) - resident
 
         b = _increasing_root(batched, 1.0, k)
-        step_s = _mean_step_s(timer, shape, b, k)
+        step_s = _mean_step_s(step_of, b, k)
         x, busy = b / step_s, 1.0
     engine_s = waits(b, step_s, busy) + step_s
     # with the engine full, Little's law gives the time the clients beyond its steps queue

@@ -267,17 +267,15 @@ class StepTimer:
     def step_s(self, decoders: float, decode_context_sum: float, chunks: Sequence[Tuple[float, float]] = (),
                sampled: float = None) -> float:
         """One step: `decoders` decode tokens whose contexts sum to `decode_context_sum`, and prefill
-        `chunks` of (q tokens, past tokens); `sampled` sequences run the LM head (default: the
-        decoders and one per chunk)."""
-        prefill_tokens = 0.0
-        for q, _ in chunks:
-            prefill_tokens += q
+        `chunks` of (q tokens, past tokens[, copies]) (chunk_totals); `sampled` sequences run the LM head
+        (default: the decoders and one per chunk)."""
+        prefill_tokens, sequences = chunk_totals(chunks)
         tokens = decoders + prefill_tokens
         if tokens <= 0:
             return 0.0
         graph = self.engine.uses_graphs(tokens, bool(chunks))
         if sampled is None:
-            sampled = decoders + len(chunks)
+            sampled = decoders + sequences
         costs = self.costs
         if sampled == tokens:  # every token samples: one lookup for both
             token, head = costs.token_and_head_s(graph, tokens)
@@ -286,10 +284,22 @@ class StepTimer:
             t = costs.token_s(graph, tokens) + costs.head_s(graph, sampled)
         if decoders > 0:
             t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
-        for q, past in chunks:
-            t += costs.chunk_attention_s(graph, q, past) + costs.prefill_form_s(graph, q)
+        for c in chunks:
+            t += (costs.chunk_attention_s(graph, c[0], c[1]) + costs.prefill_form_s(graph, c[0])) * (
+                c[2] if len(c) > 2 else 1)
         t += self.engine.step_overhead_per_layer_s * self.layers
-        return self.engine.step_with_host_s(t, decoders + len(chunks))
+        return self.engine.step_with_host_s(t, decoders + sequences)
+
+
+def chunk_totals(chunks) -> Tuple[float, float]:
+    """(prefill tokens, sequences) of a step's `chunks`: each (q tokens, past tokens), or (q, past, copies) for
+    `copies` alike chunks (many prompts of one length packed into a step: one entry, not one each)."""
+    tokens = sequences = 0.0
+    for c in chunks:
+        n = c[2] if len(c) > 2 else 1
+        tokens += c[0] * n
+        sequences += n
+    return tokens, sequences
 
 
 def step_timer(analysis, describer, engine) -> StepTimer:
@@ -308,4 +318,4 @@ def layers_run(describer, stage: Optional[int] = None) -> int:
     return sum(groups.values())
 
 
-__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "layers_run", "step_timer"]
+__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "chunk_totals", "layers_run", "step_timer"]
