@@ -168,3 +168,21 @@ def test_cli_pp_flag_and_bad_pipeline_exit_2():
     bad = subprocess.run(base + ["--pp_size", "40"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2
     assert "pp_size = 40" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_chunk_with_copies_is_that_many_alike_chunks(analysis_builder):
+    """(q, past, n) in a step's chunks stands for n alike chunks (prompts of one length packed into a step):
+    the plain, pipelined and speculative timers give the step of the n chunks written out, to 1e-12."""
+    from llm_analysis.serving.speculative import speculative_decoding
+    a = _serving(analysis_builder(DENSE, gpu="h100-sxm-80gb", perf_model="calibrated", tp_size=2, pp_size=4))
+    engine = engine_settings(a, "vllm", {})
+    d = a.describer_for(engine.kv_cache_bytes)
+    plain = step_timer(a, d, engine)
+    piped, _ = _timer(a)
+    spec = speculative_decoding(a, {"method": "mtp", "draft_length": 3, "mean_accepted_length": 2.2})
+    drafted = spec.timer(plain, a, engine)
+    for timer in (plain, piped, drafted):
+        for decoders, ctx, q, past, n in ((0, 0.0, 64, 0, 7), (12, 700.0, 100, 32, 5), (1, 90.0, 256, 0, 3)):
+            written_out = [(q, past)] * n + [(10, 0)]
+            assert timer.step_s(decoders, decoders * ctx, [(q, past, n), (10, 0)]) == pytest.approx(
+                timer.step_s(decoders, decoders * ctx, written_out), rel=1e-12), (type(timer).__name__, n)
