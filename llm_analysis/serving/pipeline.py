@@ -68,6 +68,8 @@ class PipelineStepTimer:
     steady state, simulation and disaggregated pools read."""
 
     tokens_per_step = 1.0  # a round gives each of its sequences one token
+    # the budget binds each micro-batch's step, not the round's decoders: its bound on decoders is not modelled
+    budget_tokens_per_decoder = None
 
     def __init__(self, stage_timers: Dict[int, object], representatives: Sequence[int], engine, handoff_s):
         """`stage_timers`: a StepTimer (on a GPU-only engine) per representative stage;

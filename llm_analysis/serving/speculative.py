@@ -131,6 +131,11 @@ class SpeculativeStepTimer:
         of it (the wait for a step in progress or planned: serving/steady_state.py)."""
         return self.spec.mean_accepted_length
 
+    @property
+    def budget_tokens_per_decoder(self) -> float:
+        """A verify step scores k tokens of each decoding request: k of the step's token budget."""
+        return float(self.spec.draft_length)
+
     def _draft_s(self, graph: bool, decoders: float, context: float) -> float:
         """The draft's k - 1 passes over `decoders` requests at `context` tokens."""
         passes = self.spec.draft_length - 1

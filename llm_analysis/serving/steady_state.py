@@ -35,6 +35,9 @@ output O. In steady state, with X requests per second completing:
   a prompt longer than the budget is prefilled over its own steps, one at a time; an engine that runs
   prompts in prefill-only steps before the decodes (SGLang) gives its decoders what a Markov chain of
   step types leaves them (_Balance._prefill_first);
+- the token budget bounds the decoders of an engine that mixes them with prompts: each step holds D decode
+  tokens and the prompt tokens that keep them coming, so D <= B / (1 + q / (O - 1)); with more clients the
+  prompts queue for room in the steps (decoders_the_budget_holds);
 - the loop closes with Little's law: C = X x (time to first token + (O - 1) t_d), solved for
   D by bisection (the left side grows with D).
 
@@ -348,6 +351,21 @@ def burst_prefill_s(timer, engine, shape: RequestShape, clients: float) -> float
     return pass_s * (k * m * (m + 1) / 2 + r * (m + 1)) / n
 
 
+def decoders_the_budget_holds(timer, engine, shape: RequestShape) -> float:
+    """The most decoders a mixed engine's steady state holds. Each step's token budget B holds its decoders'
+    tokens (k each: 1, or the k a speculative step verifies) and the prompt tokens that keep them coming:
+    X q tokens a second, X = D L / ((O - 1) t) (Little's law on the decode phase, L tokens a step), so
+    D q L / (O - 1) a step, and D <= D* = B / (k + q L / (O - 1)). With more clients the prompts wait for
+    room in the steps, not the decoders for their tokens (inf: an engine whose decodes do not share the
+    budget, SGLang's, or a pipelined round, whose budget binds each micro-batch: not modelled). For an engine
+    that prefills whole prompts this is the bound on the mean; how its steps fit a whole prompt beside the
+    decoders is not modelled."""
+    per = timer.budget_tokens_per_decoder
+    if not engine.mixed_batches or per is None or shape.output <= 1:
+        return math.inf
+    return engine.token_budget / (per + shape.prefill * timer.tokens_per_step / (shape.output - 1))
+
+
 def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, api_latency_s: float) -> SteadyState:
     """The steady state of `clients` closed-loop clients on one replica, with the starting burst's share
     of the mean (engine.benchmark_rounds; 0: none)."""
@@ -377,9 +395,12 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
         _, _, x, tpot, _, _, engine_s = latency(decoders)
         return math.inf if math.isinf(tpot) else x * (outside + engine_s) - resident
 
-    decoders = _increasing_root(excess, 0.0, float(resident))
+    # the budget bounds the decoders (decoders_the_budget_holds): there, prompts queue for room in the steps
+    top = min(float(resident), decoders_the_budget_holds(timer, engine, shape))
+    decoders = _increasing_root(excess, 0.0, top)
     f0, prefill_s, x, tpot, in_progress, burst, engine_s = latency(decoders)
-    queue_wait = max(0.0, clients / x - api_latency_s - engine_s) if clients > n_max else 0.0
+    full = clients > n_max or (top < resident and decoders >= top and excess(top) < 0)
+    queue_wait = max(0.0, clients / x - api_latency_s - engine_s) if full else 0.0
     ttft = api_latency_s + queue_wait + in_progress + burst + prefill_s
     e2e = ttft + decode_steps * tpot
     # Little's law closes exactly: the throughput is the clients over the mean latency
@@ -487,5 +508,6 @@ def saturation_rate(timer, engine, pool, shape: RequestShape) -> float:
     return solve_closed_loop(timer, engine, pool, shape, float(n_max), 0.0).throughput_rps
 
 
-__all__ = ["RequestShape", "SteadyState", "burst_prefill_s", "capacity", "clipped_remaining_output", "prefill_chunks",
+__all__ = ["RequestShape", "SteadyState", "burst_prefill_s", "capacity", "clipped_remaining_output",
+           "decoders_the_budget_holds", "prefill_chunks",
            "prompts_per_step", "saturation_rate", "solve_closed_loop"]

@@ -259,6 +259,7 @@ class StepTimer:
     overheads."""
 
     tokens_per_step = 1.0  # output tokens a decoder gains per engine step (speculative decoding: more)
+    budget_tokens_per_decoder = 1.0  # tokens of the step's budget (max_num_batched_tokens) a decoder takes
 
     def __init__(self, costs: StepCosts, engine, layers: int):
         """`layers`: the transformer layers the step runs (a pipeline stage's, or the whole model's)."""

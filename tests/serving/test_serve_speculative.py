@@ -120,3 +120,19 @@ def test_the_answer_says_what_speculation_it_assumed(analysis_builder):
         assert "drafts 2 token(s) per request" in notes[0] and "verifies 3" in notes[0]
         assert "emits 2.44 tokens per request on average" in notes[0]
     assert not any("speculative" in n for n in a.serve(**ONE)["notes"])
+
+
+def test_verify_steps_take_k_budget_tokens_per_decoder_by_hand(analysis_builder):
+    """A verify step scores k tokens of each decoding request, k of the step's token budget B (vLLM on an
+    H100: 8,192), and gives it L tokens. The prompts that keep D requests decoding need D q L / (O - 1) budget
+    tokens a step (X = D L / ((O - 1) t)), so at most D = B / (k + q L / (O - 1)) decode: 8,192 / (4 + 2,048 x 2
+    / 15) = 29.57 for 2,048-token prompts of 16 output tokens, k = 4, L = 2 (counting one budget token a
+    decoder would allow 29.89). 512 clients keep the engine at the bound; decoders are requests/s x the
+    decode phase's time, (e2e - TTFT)."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    k, length, q, out = 4, 2.0, 2048, 16
+    s = a.serve(concurrency=512, input_len=q, output_len=out, num_requests=0, benchmark_rounds=0,
+                speculative={"method": "mtp", "draft_length": k, "mean_accepted_length": length})
+    assert s["max_num_batched_tokens"] == 8192
+    decoding = s["requests_per_s"] * (s["e2e_s"] - s["ttft_s"])
+    assert decoding == pytest.approx(8192 / (k + q * length / (out - 1)), rel=1e-6)
