@@ -465,10 +465,10 @@ def _prefill_only(timer, engine, shape: RequestShape, resident: float, clients: 
     arrivals). The loop closes with Little's law, N = X (API latency + T): first on X with one prompt a
     step, then on b up to k; with the engine full (b = k) the clients beyond what its steps carry queue.
     One client: T = S(1), inference()'s prefill. Against the simulation of the same steps (request by
-    request; benchmarks/prefill_only.py: 270 setups, Llama-3.1-8B and 70B, 32- to 8,192-token prompts, 1 to
-    256 clients, three engines, H100 and A100) the mean TTFT is off by a median 1.3%, p90 8%, worst 28% (two
-    to four clients, which the simulation often serves in one step), where the closed form of one prompt a
-    step (an M/D/1 queue) was off by 19%, 190% and 845%."""
+    request; benchmarks/closed_form_vs_simulation.py --setups prefill_only: 270 setups, Llama-3.1-8B and 70B,
+    32- to 8,192-token prompts, 1 to 256 clients, three engines, H100 and A100) the mean TTFT is off by a
+    median 0.4%, p90 8%, worst 28% (two to four clients, which the simulation often serves in one step), where
+    the closed form of one prompt a step (an M/D/1 queue) was off by 19%, 191% and 1,180%."""
     chunks = prefill_chunks(engine, shape, 0.0)
     one_s = sum(timer.step_s(0.0, 0.0, [c]) for c in chunks)  # one prompt alone: its steps
     pass_s = one_s / len(chunks)  # the step planned ahead of an arrival: one of them
