@@ -457,10 +457,13 @@ def speed() -> None:
     t = time.perf_counter()
     a.serve(concurrency=64, input_len=1024, output_len=1024, num_requests=0)
     print(f"first closed-loop call (step costs worked out): {1e3 * (time.perf_counter() - t):.1f} ms")
-    t = time.perf_counter()
-    for c in range(1, 201, 2):
-        a.serve(concurrency=c, input_len=1024, output_len=1024, num_requests=0)
-    print(f"closed-loop steady state, concurrency 1..199: {1e3 * (time.perf_counter() - t) / 100:.2f} ms per call")
+    for framework in ("vllm", "sglang", "trtllm"):
+        a.serve(concurrency=64, input_len=1024, output_len=1024, num_requests=0, framework=framework)
+        t = time.perf_counter()
+        for c in range(1, 201, 2):
+            a.serve(concurrency=c, input_len=1024, output_len=1024, num_requests=0, framework=framework)
+        print(f"closed-loop steady state, {framework}, concurrency 1..199: "
+              f"{1e3 * (time.perf_counter() - t) / 100:.2f} ms per call")
     for kw in (dict(concurrency=64, input_len=1024, output_len=1024),
                dict(request_rate=4.0, input_len=1024, output_len=1024),
                dict(request_rate=4.0, input_len={"mean": 1024, "spread": 512},
