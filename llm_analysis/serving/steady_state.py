@@ -265,9 +265,8 @@ class _Balance:
         light load, A S at a heavy one), S = S(b), up to k (the budget over the prompt, the requests not
         decoding). Little's law on the decoders, D = X (O - 1) t_d, gives X for each b (Newton's method: t_d
         grows with X); b solves b = that mean on [1, k]. (X, b, Delta = S / b, [S], t_d)."""
-        e, s = self.engine, self.shape
-        most = e.token_budget / s.prefill if e.chunked_prefill else float(math.floor(e.token_budget / s.prefill))
-        k = max(1.0, min(most, self.resident - decoders))
+        s = self.shape
+        k = max(1.0, prompts_per_step(self.engine, s, self.resident - decoders))
         decode_steps = s.output - 1
 
         def token_s(x: float, step: float):
@@ -275,11 +274,10 @@ class _Balance:
             p_d, stay = -math.expm1(-a * f0), math.exp(-min(a * step, 700.0))  # stay: 1 - p_p
             return f0 + step * p_d / stay, a, p_d, stay
 
-        def rate(step: float) -> float:
-            """X of Little's law on the decoders, D = X (O - 1) t_d(X): Newton's method on its log from the
-            light-load X (t_d = f0 / (1 - X S share)), kept inside the bracket where it would leave it."""
+        def rate(step: float, x: float) -> float:
+            """X of Little's law on the decoders, D = X (O - 1) t_d(X): Newton's method on its log from x,
+            kept inside the bracket where it would leave it."""
             lo, hi = 0.0, decoders / (decode_steps * f0)  # (t_d >= f0)
-            x = decoders / (decode_steps * f0 + decoders * step * share)
             for _ in range(_BISECTIONS):
                 a = x * share
                 grow, p_d = math.exp(min(a * step, 700.0)), -math.expm1(-a * f0)
@@ -293,16 +291,27 @@ class _Balance:
                 x = nxt if lo < nxt < hi else 0.5 * (lo + hi)
             return x
 
+        seen = {}
+        light = decoders / (decode_steps * f0 + decoders * wall * share)  # X at a light load: f0 / (1 - X S share)
+
         def at(b: float):
-            step = _mean_step_s(self.prefill_step_of, b, k) if b > 1.0 else wall
-            x = rate(step)
-            return (step, x) + token_s(x, step)
+            if b not in seen:  # (the root's last b is asked again; each X starts from the last one found)
+                step = _mean_step_s(self.prefill_step_of, b, k) if b > 1.0 else wall
+                x = rate(step, seen[next(reversed(seen))][1] if seen else light)
+                seen[b] = (step, x) + token_s(x, step)
+            return seen[b]
 
         def carried_less(b: float) -> float:  # b less the mean prompts a prefill step of b carries
             step, _, _, a, p_d, stay = at(b)
             return b - (min(k, max(1.0, a * (step + f0 * stay / p_d))) if p_d > 0 else 1.0)
 
-        b = _increasing_root(carried_less, 1.0, k, _SHARING_TOL) if k > 1.0 and carried_less(1.0) < 0 else 1.0
+        b = 1.0
+        if k > 1.0 and carried_less(1.0) < 0:
+            # the root lies above what one-prompt steps carry, g(1) = 1 - carried_less(1), and mostly close to it
+            # (a light load): bracket it there first, then up to k
+            near = min(k, 2.0 * (1.0 - carried_less(1.0)))
+            hi = near if carried_less(near) >= 0 else k
+            b = _increasing_root(carried_less, 1.0, hi, _SHARING_TOL)
         step, x, t_d, _, _, _ = at(b)
         return x, b, step / b, [step], t_d
 
