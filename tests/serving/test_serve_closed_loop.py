@@ -318,6 +318,8 @@ def test_one_token_prompts_are_packed_into_a_step_by_hand(llama, options):
     assert s["requests_per_s"] == pytest.approx(4 / batch_of_4_s, rel=5e-3)
     assert s["requests_per_s"] * s["ttft_s"] == pytest.approx(400, rel=1e-9)  # Little's law
     assert s["e2e_s"] == s["ttft_s"] and s["tpot_s"] is None
+    assert any("prefill-only workload" in n and "as many waiting prompts as its token budget holds" in n
+               for n in s["notes"])  # the answer states the packing it assumed
 
 
 @pytest.mark.parametrize("framework,packs_the_rest", [("trtllm", False), ("vllm", True), ("sglang", True)])
