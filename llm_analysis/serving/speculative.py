@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError
-from llm_analysis.serving.step_time import chunk_totals
+from llm_analysis.serving.step_time import chunk_totals, copies
 
 METHODS = ("mtp", "draft_model")
 _KEYS = ("method", "draft_length", "mean_accepted_length", "acceptance_rate", "draft_model")
@@ -159,8 +159,7 @@ class SpeculativeStepTimer:
         t = c.token_s(graph, tokens) + c.head_s(graph, decoders * k + sampled_chunks)
         t += c.decode_attention_s(graph, decoders, context, k)
         for ch in chunks:
-            t += (c.chunk_attention_s(graph, ch[0], ch[1]) + c.prefill_form_s(graph, ch[0])) * (
-                ch[2] if len(ch) > 2 else 1)
+            t += (c.chunk_attention_s(graph, ch[0], ch[1]) + c.prefill_form_s(graph, ch[0])) * copies(ch)
         t += self._draft_s(graph, decoders, context)
         t += e.step_overhead_per_layer_s * self.num_layers  # the target's layers (the draft's passes: not counted)
         return e.step_with_host_s(t, decoders + sequences)

@@ -183,7 +183,7 @@ class _Balance:
 
     def __init__(self, timer, engine, shape: RequestShape, resident: float):
         self.timer, self.engine, self.shape, self.resident = timer, engine, shape, resident
-        self.prefill_step_of = _prefill_steps(timer, shape)
+        self.prefill_step_of = _steps_of(timer, shape)  # prefill-only steps: the same at every load
 
     def at(self, decoders: float):
         """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait of a request arriving while
@@ -234,15 +234,14 @@ class _Balance:
         prompt and the requests not decoding. Each prompt then adds (step of b - decode step) / b to the
         engine's time and waits for the whole step; X grows as the shared cost falls. b solves
         b = X(b) x wall(b) on [1, k] (k when more arrive than a full step holds). (b, Delta, [the wall])."""
-        t, e, s = self.timer, self.engine, self.shape
-        free = e.token_budget - others
-        most = free / s.prefill if e.chunked_prefill else float(math.floor(free / s.prefill))
-        k = min(most, max(1.0, self.resident - decoders))
+        k = prompts_per_step(self.engine, self.shape, max(1.0, self.resident - decoders),
+                             self.engine.token_budget - others)
         if k <= 1.0:
             return 1.0, delta, [wall]
+        step_of = _steps_of(self.timer, self.shape, others, others * ctx)
 
         def at(b: float):
-            step = _mean_step_s(lambda n: _prompts_step_s(t, s, n, others, others * ctx), b, k)
+            step = _mean_step_s(step_of, b, k)
             shared = (step - alone) / b
             return shared, step + alone * (L - 1.0), rate(shared)
 
@@ -416,12 +415,13 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
     return SteadyState(clients / e2e, decoders, f0, tpot, ttft, e2e, queue_wait, burst, prefill_s, resident)
 
 
-def prompts_per_step(engine, shape: RequestShape, resident: float) -> float:
-    """The most prompts one prefill-only step carries: the token budget over the tokens a prompt prefills
-    (whole prompts where the engine does not chunk them: TensorRT-LLM's default), at most the requests in
-    the engine (`capacity`: max_num_seqs and the KV pool). Below one, a prompt spans several steps."""
-    q = shape.prefill
-    per_budget = engine.token_budget / q if engine.chunked_prefill else float(max(1, engine.token_budget // q))
+def prompts_per_step(engine, shape: RequestShape, resident: float, budget: float = None) -> float:
+    """The most prompts one step carries: the token budget (or the `budget` the decoders leave) over the
+    tokens a prompt prefills (whole prompts where the engine does not chunk them: TensorRT-LLM's default),
+    at most the requests in the engine (`capacity`: max_num_seqs and the KV pool), or `resident` as the
+    caller bounds them. Below one, a prompt spans several steps."""
+    q, budget = shape.prefill, engine.token_budget if budget is None else budget
+    per_budget = budget / q if engine.chunked_prefill else float(max(1, budget // q))
     return min(per_budget, resident)
 
 
@@ -446,14 +446,14 @@ def _mean_step_s(step_of, prompts: float, most: float) -> float:
     return s_lo + (prompts - lo) / (hi - lo) * (step_of(hi) - s_lo)
 
 
-def _prefill_steps(timer, shape: RequestShape):
-    """step_of(n) of prefill-only steps (no decoder beside them: the same at every load, so each n is timed
-    once per solve)."""
+def _steps_of(timer, shape: RequestShape, decoders: float = 0.0, decode_context_sum: float = 0.0):
+    """step_of(n): the step of n prompts beside `decoders`, each n timed once (a root asks the whole numbers
+    around its b again and again)."""
     known = {}
 
     def step_of(n: float) -> float:
         if n not in known:
-            known[n] = _prompts_step_s(timer, shape, n)
+            known[n] = _prompts_step_s(timer, shape, n, decoders, decode_context_sum)
         return known[n]
     return step_of
 
@@ -483,7 +483,7 @@ def _prefill_only(timer, engine, shape: RequestShape, resident: float, clients: 
     pass_s = one_s / len(chunks)  # the step planned ahead of an arrival: one of them
     k = prompts_per_step(engine, shape, resident)
     lookahead = engine.scheduling_lookahead
-    step_of = _prefill_steps(timer, shape)
+    step_of = _steps_of(timer, shape)
     outside = api_latency_s if clients <= n_max else 0.0
 
     def waits(b: float, step_s: float, busy: float) -> float:

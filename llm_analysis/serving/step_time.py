@@ -286,18 +286,22 @@ class StepTimer:
         if decoders > 0:
             t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
         for c in chunks:
-            t += (costs.chunk_attention_s(graph, c[0], c[1]) + costs.prefill_form_s(graph, c[0])) * (
-                c[2] if len(c) > 2 else 1)
+            t += (costs.chunk_attention_s(graph, c[0], c[1]) + costs.prefill_form_s(graph, c[0])) * copies(c)
         t += self.engine.step_overhead_per_layer_s * self.layers
         return self.engine.step_with_host_s(t, decoders + sequences)
 
 
+def copies(chunk) -> int:
+    """How many alike chunks a step's chunk entry stands for: (q tokens, past tokens) is one, (q, past, n) n
+    (many prompts of one length packed into a step: one entry, not one each)."""
+    return chunk[2] if len(chunk) > 2 else 1
+
+
 def chunk_totals(chunks) -> Tuple[float, float]:
-    """(prefill tokens, sequences) of a step's `chunks`: each (q tokens, past tokens), or (q, past, copies) for
-    `copies` alike chunks (many prompts of one length packed into a step: one entry, not one each)."""
+    """(prefill tokens, sequences) of a step's `chunks` (entries as `copies` reads them)."""
     tokens = sequences = 0.0
     for c in chunks:
-        n = c[2] if len(c) > 2 else 1
+        n = copies(c)
         tokens += c[0] * n
         sequences += n
     return tokens, sequences
@@ -319,4 +323,4 @@ def layers_run(describer, stage: Optional[int] = None) -> int:
     return sum(groups.values())
 
 
-__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "chunk_totals", "layers_run", "step_timer"]
+__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "chunk_totals", "copies", "layers_run", "step_timer"]
