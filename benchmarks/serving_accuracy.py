@@ -26,6 +26,8 @@ Also by concurrency band, precision and input x output length.
         (TPOT bias per model family and precision, by engine and GPU, at low concurrency; see by_model())
     python benchmarks/serving_accuracy.py --growth [--half all]   (per engine, kind of run and model, how much
         of the TTFT growth with concurrency the starting burst explains: what benchmark_rounds stands for; see growth())
+    python benchmarks/serving_accuracy.py --simulated_means 1 [--half fit]   (the simulation's means, with this
+        share of the closed form's starting burst, scored instead of the closed form's: tried in round 31, not kept)
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, ge
                                  get_model_config_by_name)
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 from llm_analysis.serving.engine import FRAMEWORKS, PROFILE_DIR  # noqa: E402
+from llm_analysis.serving.rank import build_rank  # noqa: E402
+from llm_analysis.serving.steady_state import solve_closed_loop  # noqa: E402
+from llm_analysis.serving.workload import make_workload  # noqa: E402
 
 def model_of(model_path: str):
     """The catalogue model a row names (its model_path resolves offline: a catalogue entry or a checkpoint
@@ -235,6 +240,22 @@ def predict(row: Row, perf_model: str = "calibrated", **options) -> Tuple[float,
     return s["ttft_s"], s["tpot_s"]
 
 
+def predict_simulated(row: Row, burst_share: float) -> Tuple[float, float]:
+    """(TTFT, TPOT) seconds as the means of the seeded simulation of the row's steady state (1,500 requests,
+    clients spread over the steady state's E2E as serve() starts them), plus `burst_share` x the closed form's
+    share of the starting burst in the TTFT: what the closed loop would answer with its means taken from the
+    simulation, whose clients of one length return in clumps (docs/serving.md, "Means from the simulation")."""
+    plain = analysis_for(row, "calibrated")
+    a = plain.with_conventions(plain.conventions_named(None))  # as serve() runs it
+    lengths = make_workload(a.model_config, row.concurrency, None, row.isl, row.osl, None).lengths
+    replica, _ = build_rank(a, a.parallelism_config, row.backend, {"num_requests": 1500}, lengths)
+    engine = replica.engine
+    state = solve_closed_loop(replica.timer, engine, replica.pool, replica.shape, row.concurrency,
+                              engine.api_latency_s)
+    sim = replica.simulate(concurrency=row.concurrency, seed=engine.seed, spread_s=state.e2e_s - state.queue_wait_s)
+    return float(sim.ttft_s.mean()) + burst_share * state.burst_s, float(sim.tpot_s.mean())
+
+
 def band(c: int) -> str:
     return "c<=8" if c <= 8 else "c16-32" if c <= 32 else "c64-128" if c <= 128 else "c>128"
 
@@ -276,14 +297,19 @@ def score_row(row, keys, groups, refusals, show_rows: bool, predicted) -> None:
               f"({100 * e_ttft:+6.1f}%)  tpot {row.tpot_s * 1e3:6.2f} -> {tpot * 1e3:6.2f} ms ({100 * e_tpot:+6.1f}%)")
 
 
-def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_engine=None) -> Dict[str, dict]:
-    """Print and return the errors per engine (and by band and precision) of `rows`."""
+def score(rows: List[Row], perf_model: str, show_rows: bool = False, options_by_engine=None,
+          simulated_burst_share=None) -> Dict[str, dict]:
+    """Print and return the errors per engine (and by band and precision) of `rows` (with
+    `simulated_burst_share`, of predict_simulated's means instead of the closed form's)."""
     groups: Dict[Tuple[str, str], Dict[str, list]] = defaultdict(lambda: {"ttft": [], "tpot": [], "n": 0, "ok": 0})
     refusals: Dict[str, int] = defaultdict(int)
     for row in rows:
         keys = [("engine", row.backend), ("band", f"{row.backend} {band(row.concurrency)}"),
                 ("precision", f"{row.backend} {row.precision}"), ("lengths", f"{row.backend} {row.isl}x{row.osl}"),
                 ("harness", f"{row.backend} {row.harness} runs"), ("all", "all")]
+        if simulated_burst_share is not None:
+            score_row(row, keys, groups, refusals, show_rows, lambda: predict_simulated(row, simulated_burst_share))
+            continue
         score_row(row, keys, groups, refusals, show_rows,
                   lambda: predict(row, perf_model, **((options_by_engine or {}).get(row.backend, {}))))
     print(f"{'group':28s} {'rows':>5s} {'answered':>9s}   TTFT med   p90    bias   TPOT med   p90    bias")
@@ -493,6 +519,9 @@ def main(argv=None) -> int:
                         help="with --by_model: the most clients a row may have (default %(default)s)")
     parser.add_argument("--write_accuracy", action="store_true",
                         help="write each engine's report-half figures into its profile (measured_accuracy)")
+    parser.add_argument("--simulated_means", type=float, metavar="BURST_SHARE",
+                        help="score the seeded simulation's means (calibrated) plus this share of the closed "
+                             "form's starting-burst TTFT, instead of the closed form's means (round 31: tried)")
     args = parser.parse_args(argv)
     if args.speed:
         speed()
@@ -525,7 +554,9 @@ def main(argv=None) -> int:
             predicted += list(_layout_predictions(args.half))
         by_model(predicted, args.max_concurrency)
         return 0
-    groups = score(chosen, args.perf_model, args.rows)
+    if args.simulated_means is not None and (args.perf_model != "calibrated" or args.write_accuracy):
+        parser.error("--simulated_means scores perf_model calibrated and writes nothing")
+    groups = score(chosen, args.perf_model, args.rows, simulated_burst_share=args.simulated_means)
     print(f"({time.perf_counter() - t:.1f} s)")
     if args.write_accuracy:
         if args.half != "report" or args.perf_model != "calibrated" or args.keep_inconsistent:
