@@ -57,8 +57,10 @@ class ParallelismConfig(StrictModel):
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ParallelismConfig":
-        self._positive("tp_size", "pp_size", "dp_size", "ep_size", "sp_size", "rdp_size", "cp_size",
-                       "dp_shard", "dp_replicate", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+        # the HSDP sizes first: dp_size is derived from them when they are given (schema/hsdp.py), and an
+        # error should name the field the user wrote
+        self._positive("dp_shard", "dp_replicate", "tp_size", "pp_size", "dp_size", "ep_size", "sp_size", "rdp_size",
+                       "cp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
         self._fill_worker_layout()
         if self.sp_size is None:
             self.sp_size = self.tp_size

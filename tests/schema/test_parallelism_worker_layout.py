@@ -87,3 +87,30 @@ def test_a_model_with_experts_refuses_ones_as_the_schema_refuses_any_short_split
     with pytest.raises(ConfigError) as err:
         a.serve(concurrency=8, input_len=1024, output_len=128, framework="trtllm", disaggregated=pools)
     assert "decode" in str(err.value) and "moe_tp_size x moe_ep_size = 1 x 1 = 1" in str(err.value)
+
+
+# ---- every size of the layout has the sanity limit of a parallel group (docs/input-limits.md: 2^24 GPUs in a
+# parallel group). Round 31's CLI sweep of `serve` found attention_dp_size = 10^40 accepted and ending in an
+# OverflowError inside the simulation, where tp_size, pp_size and dp_size were refused with one line.
+
+@pytest.mark.parametrize("field", ["tp_size", "pp_size", "dp_size", "ep_size", "cp_size", "attention_dp_size",
+                                   "moe_tp_size", "moe_ep_size", "dp_shard", "dp_replicate"])
+def test_every_layout_size_has_the_parallel_group_limit(field):
+    limit = 2 ** 24  # the stated limit, docs/input-limits.md
+    with pytest.raises(ConfigError, match=f"'{field}' = {10 ** 40} exceeds the sanity limit"):
+        ParallelismConfig(**{field: 10 ** 40})
+    with pytest.raises(ConfigError, match=f"'{field}' = {limit + 1} exceeds the sanity limit"):
+        ParallelismConfig(**{field: limit + 1})
+
+
+def test_serve_refuses_a_huge_attention_dp_in_one_line(tmp_path):
+    """The command line as the sweep ran it: exit 2 and one line naming the field, not a traceback."""
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "llm_analysis.analysis", "serve", "--model_name", "meta-llama/Llama-3.1-8B",
+           "--gpu_name", "h100-sxm-80gb", "--input_len", "512", "--output_len", "64", "--request_rate", "10",
+           "--attention_dp_size", "9" * 40]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert run.returncode == 2, run.stderr[-2000:]
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "attention_dp_size" in lines[0] and "sanity limit" in lines[0], run.stderr[-2000:]
