@@ -3,7 +3,7 @@ figures' sources, and notes that state the assumptions behind them."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -19,14 +19,30 @@ NEAR_SATURATION = 0.9
 LATENCIES = ("ttft", "tpot", "e2e")
 
 
-def percentiles(samples: Dict[str, np.ndarray]) -> Dict[str, Optional[float]]:
+def percentiles(samples: Dict[str, List[Tuple[np.ndarray, int]]]) -> Dict[str, Optional[float]]:
     """`<latency>_p<q>_s` of each latency's samples (None where there are none: one-token outputs
-    have no time per output token)."""
+    have no time per output token). A latency's samples come in groups (values, count): a simulated
+    replica's requests and how many replicas run like it. Each group's values count `count` times, as
+    if repeated, without repeating them (a million attention replicas would make billions of samples):
+    numpy's linear interpolation between the sorted samples at (N - 1) q / 100, N the total count."""
     out: Dict[str, Optional[float]] = {}
     for name in LATENCIES:
-        values = samples.get(name)
+        groups = [(np.asarray(v, dtype=float), int(n)) for v, n in samples.get(name, ()) if len(v) and n > 0]
+        if not groups:
+            out.update({f"{name}_p{q}_s": None for q in PERCENTILES})
+            continue
+        values = np.concatenate([v for v, _ in groups])
+        counts = np.concatenate([np.full(len(v), n, dtype=np.int64) for v, n in groups])
+        order = np.argsort(values, kind="stable")
+        values, ends = values[order], np.cumsum(counts[order])  # ends[i]: samples up to and including value i
+
+        def at(index: int) -> float:  # the index-th (from 0) of the sorted samples, repeats counted
+            return float(values[np.searchsorted(ends, index, side="right")])
         for q in PERCENTILES:
-            out[f"{name}_p{q}_s"] = float(np.percentile(values, q)) if values is not None and len(values) else None
+            position = (int(ends[-1]) - 1) * q / 100.0
+            below = int(np.floor(position))
+            low, high = at(below), at(min(below + 1, int(ends[-1]) - 1))
+            out[f"{name}_p{q}_s"] = low + (position - below) * (high - low)
     return out
 
 

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from llm_analysis.errors import ConfigError
+from llm_analysis.serving.engine import MAX_NUM_REQUESTS
 from llm_analysis.serving.answer import NEAR_SATURATION, accuracy_note, notes, percentiles, unbounded_latencies
 from llm_analysis.serving.layout import (WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance,
                                          expert_spread_note)
@@ -118,6 +119,21 @@ def _open_loop(replica: Replica, request_rate: float, replicas: int) -> Dict[str
                 occupancy=sim.kv_occupancy)
 
 
+def check_simulated_clients(workload, engine, ranks: int) -> None:
+    """The simulation warms up with every closed-loop client's first request, so the clients of one replica
+    count against the limit of simulated requests (MAX_NUM_REQUESTS): beyond it a run would take minutes and
+    gigabytes (2^30 clients ran a 24 GiB machine out of memory)."""
+    if not workload.closed_loop or engine.num_requests == 0:
+        return
+    per_rank = -(-workload.concurrency // ranks)
+    if per_rank > MAX_NUM_REQUESTS:
+        raise ConfigError(
+            f"concurrency = {workload.concurrency} puts {per_rank} clients on one of {ranks} replica(s), but the "
+            f"simulation that gives the percentiles runs every client's first request and at most {MAX_NUM_REQUESTS} "
+            f"requests; valid: at most {MAX_NUM_REQUESTS * ranks} clients, or num_requests=0 for the closed "
+            f"form's means alone (no percentiles)")
+
+
 def layout_entries(layout: WorkerLayout, replica: Replica, speculative) -> Dict[str, Any]:
     """The worker layout and speculative decoding as the answer states them."""
     out = {"attention_dp_size": layout.attention_dp, "moe_tp_size": layout.moe_tp, "moe_ep_size": layout.moe_ep,
@@ -150,6 +166,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
                           "valid: num_requests >= 1 with request_rate (0 only with concurrency)")
     shape = replica.shape
     ranks, per_worker, gpus_per_worker = layout.ranks, layout.attention_dp, layout.gpus_per_worker
+    check_simulated_clients(workload, engine, ranks)
     if hold_iters and not workload.closed_loop:
         raise ConfigError(f"attention_dp_balance_iters = {hold_iters} with request_rate: the hold is modelled in the "
                           "closed loop only; valid: concurrency=, or attention_dp_balance_iters = 0")
@@ -167,8 +184,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
     if load["saturated"]:
         out.update(unbounded_latencies())
     else:
-        samples = {name: np.concatenate([np.repeat(getattr(s, f"{name}_s"), n) for s, n in sims])
-                   for name in ("ttft", "tpot", "e2e")} if sims else {}
+        samples = {name: [(getattr(s, f"{name}_s"), n) for s, n in sims] for name in ("ttft", "tpot", "e2e")}
         out.update(ttft_s=means["ttft_s"], tpot_s=means["tpot_s"] if shape.output > 1 else None, e2e_s=means["e2e_s"])
         out.update(percentiles(samples))
     rps, sat_rps = load["rps"], replica.saturation_rps() * ranks

@@ -201,3 +201,48 @@ def test_the_least_share_a_refusal_names_is_the_least_that_answers(analysis_buil
     assert 0.5 < least < 1.0
     _refused(a, "cannot fit the KV pool even alone", **{**kw, "gpu_memory_utilization": least - 0.002})
     assert a.serve(num_requests=0, **{**kw, "gpu_memory_utilization": min(1.0, least + 0.002)})["ttft_s"] > 0
+
+
+# ---- found by round 31's sweep of the command line (serve with large, valid layouts and loads)
+
+def test_more_clients_than_the_simulation_can_warm_up(llama):
+    """The simulation warms up with every client's first request, so a replica's clients count against the
+    simulated requests' limit (10^6, serving/engine.py MAX_NUM_REQUESTS); 2^30 clients ran the machine out of
+    memory. The closed form alone (num_requests=0) still answers."""
+    limit = 10 ** 6
+    _refused(llama, f"concurrency = {limit + 1}", "clients", f"{limit}", "num_requests=0",
+             concurrency=limit + 1, input_len=128, output_len=16, num_requests=10)
+    s = llama.serve(concurrency=2 ** 30, input_len=128, output_len=16, num_requests=0)
+    assert s["ttft_s"] > 0 and s["ttft_p90_s"] is None  # means only
+
+
+def test_many_replicas_weigh_their_samples_without_repeating_them():
+    """An open loop over a million attention replicas asked np.repeat for 4 x 10^9 samples (30 GiB). The
+    percentiles of replicas' samples, each weighed by its count of replicas, equal those of the samples
+    repeated that many times (numpy's linear interpolation), here checked on small counts."""
+    import numpy as np
+
+    from llm_analysis.serving.answer import percentiles
+    rng = np.random.default_rng(3)
+    groups = [(rng.exponential(1.0, 57), 3), (rng.exponential(2.0, 40), 1), (rng.exponential(0.5, 11), 6)]
+    repeated = np.concatenate([np.repeat(v, n) for v, n in groups])
+    got = percentiles({"ttft": groups, "e2e": groups})
+    for q in (50, 90, 99):
+        assert got[f"ttft_p{q}_s"] == pytest.approx(float(np.percentile(repeated, q)), rel=1e-12)
+    assert got["tpot_p50_s"] is None
+
+
+def test_a_million_attention_replicas_answer_an_open_loop(analysis_builder):
+    from llm_analysis.config import ParallelismConfig
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb",
+                         parallelism=ParallelismConfig(attention_dp_size=10 ** 6))
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        s = a.serve(request_rate=10.0, input_len=512, output_len=64, num_requests=200)
+        peak_bytes = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert s["num_gpus"] == 10 ** 6 and 0 < s["ttft_p50_s"] <= s["ttft_p99_s"]
+    # 200 samples repeated for 10^6 replicas would be 1.6 GB per latency; weighed, the answer takes a few MB
+    assert peak_bytes < 200e6, peak_bytes
