@@ -73,10 +73,14 @@ DEFAULT_NUM_REQUESTS = 4000
 MAX_NUM_REQUESTS = 10**6
 
 
-@lru_cache(maxsize=None)
 def load_engine_profile(framework: str) -> Dict[str, Any]:
-    """The profile of `framework` (one of FRAMEWORKS) as stored."""
-    framework = choice(framework, "framework", FRAMEWORKS)
+    """The profile of `framework` (one of FRAMEWORKS) as stored (checked before the cache, which would
+    hash a dict or a list given as the framework before any check could name it)."""
+    return _stored_profile(choice(framework, "framework", FRAMEWORKS))
+
+
+@lru_cache(maxsize=None)
+def _stored_profile(framework: str) -> Dict[str, Any]:
     return json.loads((PROFILE_DIR / f"{framework}.json").read_text())
 
 

@@ -4,6 +4,9 @@ search's shortcuts stay valid (times never decrease with the batch; the training
 bound never exceeds a computed time)."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,8 @@ from llm_analysis.facade import LLMAnalysis
 from llm_analysis.planner import plan_inference, plan_training
 from llm_analysis.cli.plan import plan_infer_command, plan_train_command
 from plan_support import run_reproduction
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 _reproduce = run_reproduction
@@ -97,3 +102,20 @@ def test_commands_take_perf_model_and_gpu_profile():
     code, text = plan_infer_command("meta-llama/Llama-3.1-8B", "h100-sxm-80gb", perf_model="bogus",
                                     gpu_profile="x.json")
     assert code == 2 and "--gpu_profile" in text
+
+
+def test_a_gpu_profile_that_is_not_a_file_path_is_named_as_the_gpu_profile():
+    """--gpu_profile 5, '{}' (parsed into a dict by the command line) or 'roofline' had been passed on as the
+    perf_model, so the error named --perf_model, which the user never gave, and 'roofline' ran the roofline
+    (round 31's CLI sweep)."""
+    from llm_analysis.cli.fire_runner import perf_model_arg
+    for value in (5, {}, [1, 2], "roofline", "calibrated", ""):
+        with pytest.raises(ConfigError, match=r"^--gpu_profile = .*valid: the path of a profile \.json file"):
+            perf_model_arg(None, value)
+    assert perf_model_arg(None, "my_profile.json") == "my_profile.json"  # read (and checked) by the analysis
+    for argv in (["--gpu_profile", "5"], ["--gpu_profile", "{}"]):
+        p = subprocess.run([sys.executable, "-m", "llm_analysis.analysis", "infer", "--model_name",
+                            "meta-llama_Llama-3.1-8B", "--gpu_name", "h100-sxm-80gb", *argv],
+                           cwd=REPO, capture_output=True, text=True)
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and "--gpu_profile" in lines[0], p.stderr

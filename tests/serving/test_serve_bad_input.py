@@ -82,6 +82,10 @@ def test_a_request_that_cannot_fit_the_pool_alone(analysis_builder):
 
 def test_an_unknown_framework_or_option(llama):
     _refused(llama, "framework", "'tgi'", "'vllm', 'sglang', 'trtllm'", concurrency=4, framework="tgi")
+    # values the command line parses into a dict or a list (--framework '{}') reached a cached lookup that
+    # hashed them first: a TypeError traceback (round 31's CLI sweep)
+    for value in ({}, ["vllm"], {"vllm": 1}):
+        _refused(llama, "framework", repr(value), "'vllm', 'sglang', 'trtllm'", concurrency=4, framework=value)
     _refused(llama, "max_num_batch_tokens", "did you mean max_num_batched_tokens", "valid:", concurrency=4,
              max_num_batch_tokens=4096)
     # the command line's spellings of the lengths are pointed at the library's
