@@ -168,3 +168,77 @@ def test_fire_usage_errors_are_one_line_naming_help(argv, words, capsys, offline
     for w in words:
         assert w in err, (w, err)
     assert "Usage:" not in err and "ERROR:" not in err
+
+
+# ---- serve and plan infer (round 31): the same contract over the serving commands' flags, with layouts,
+# loads, engine options and JSON-valued flags. A seeded sweep of 2,650 such lines found four crashes
+# (attention_dp_size = 10^40: an OverflowError; --framework '{}': a TypeError; 10^6 attention replicas in an
+# open loop: 30 GiB of repeated samples; 2^30 clients: out of memory), fixed and pinned in the HAND cases.
+
+SERVE_FLAGS = {
+    "model_name": ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B", "gpt2", "nosuchmodel"],
+    "gpu_name": ["h100-sxm-80gb", "a100-sxm-40gb", "t4-16gb"], "dtype_name": ["w16a16e16", "fp8", "nvfp4", "bf16"],
+    "tp_size": ["1", "2", "3"], "dp_size": ["1", "2"], "attention_dp_size": ["1", "2"], "moe_ep_size": ["1", "2"],
+    "moe_tp_size": ["1", "2"], "pp_size": ["1", "2"], "concurrency": ["1", "8", "64"], "request_rate": ["0.5", "1000"],
+    "input_len": ["1", "128", "500000"], "output_len": ["1", "2", "256"], "input_len_spread": ["0", "64", "5000"],
+    "output_len_spread": ["0", "300"], "max_num_batched_tokens": ["1", "16", "2048"], "max_num_seqs": ["1", "256"],
+    "gpu_memory_utilization": ["0.5", "1.5"], "block_size": ["1", "7"], "prefix_cache_share": ["0.5", "1"],
+    "seed": ["7"], "api_latency_s": ["0", "0.05"], "scheduling_lookahead": ["0", "2"], "benchmark_rounds": ["0", "3"],
+    "framework": ["vllm", "sglang", "trtllm", "tgi", "{}", "[1,2]"], "perf_model": ["roofline", "x"],
+    "gpu_profile": ["5", "{}", "x.json"], "output_format": ["text", "json", "csv"],
+    "speculative": ['{"method":"mtp","draft_length":3,"mean_accepted_length":2.5}', '{"method":"mtp"}',
+                    '{"method":"mtp","draft_length":2,"acceptance_rate":1.5}', "[]"],
+    "disaggregated": ['{"prefill":{"workers":1},"decode":{"workers":2,"batch_size":16}}', '{"prefill":{}}',
+                      '{"prefill":{"workers":0},"decode":{"workers":1}}', "null"],
+}
+PLAN_FLAGS = {
+    "seq_len": ["128", "500000"], "num_tokens_to_generate": ["1", "256"], "max_ttft": ["0.5", "0", "-1"],
+    "max_tpot": ["0.05", "0.001"], "min_tokens_per_s": ["100", "1e9"], "objective": ["cost", "x"],
+    "dtype_names": ["w16a16e16,fp8", "x"], "gpu_prices": ['{"h100-sxm-80gb": 2}', "x"], "max_gpus": ["8", "0"],
+    "disaggregate": ["True"], "percentile": ["90", "100"], "batching": ["continuous", "static", "x"],
+    "framework": ["vllm", "sglang", "trtllm", "{}"], "max_worker_gpus": ["8", "3"], "request_rate": ["1", "0"],
+    "concurrency": ["4", "64"], "output_len_spread": ["50"], "output_format": ["text", "json"],
+}
+
+
+def _serving_case(rng: random.Random) -> list:
+    if rng.random() < 0.65:
+        flags = SERVE_FLAGS
+        argv = ["serve", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_name", "h100-sxm-80gb",
+                "--input_len", "512", "--output_len", "64", "--concurrency" if rng.random() < 0.7 else "--request_rate",
+                rng.choice(["4", "32"])]
+    else:
+        flags = PLAN_FLAGS
+        argv = ["plan", "infer", rng.choice(["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-30B-A3B"]), "h100-sxm-80gb",
+                "--request_rate", rng.choice(["2", "10"])]
+    for _ in range(rng.randint(1, 3)):
+        flag = rng.choice(sorted(flags))
+        value = rng.choice(flags[flag]) if rng.random() < 0.8 else rng.choice(JUNK)
+        kind = rng.random()
+        argv += [f"--{flag}"] if kind < 0.08 else [f"--{flag}={value}"] if kind < 0.15 else [f"--{flag}", value]
+    return argv
+
+
+SERVING_CASES = [_serving_case(random.Random(10_000 + seed)) for seed in range(120)]
+SERVING_HAND = [
+    ["serve", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_name", "h100-sxm-80gb", "--input_len", "512",
+     "--output_len", "64", "--request_rate", "10", "--attention_dp_size", "9" * 40],
+    ["serve", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_name", "h100-sxm-80gb", "--input_len", "512",
+     "--output_len", "64", "--concurrency", "4", "--framework", "{}"],
+    ["serve", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_name", "h100-sxm-80gb", "--input_len", "512",
+     "--output_len", "64", "--concurrency", "1073741824"],
+    ["serve", "--model_name", "meta-llama/Llama-3.1-8B", "--gpu_name", "h100-sxm-80gb", "--input_len", "512",
+     "--output_len", "64", "--request_rate", "10", "--attention_dp_size", "1000000", "--output_format", "json"],
+]
+
+
+@pytest.mark.parametrize("argv", [pytest.param(a, id=f"serving-{i}") for i, a in enumerate(SERVING_CASES)] +
+                         [pytest.param(a, id=f"serving-hand-{i}") for i, a in enumerate(SERVING_HAND)])
+def test_serving_commands_in_process(argv, capsys, offline):
+    import llm_analysis.cli.commands as cli
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    _check(code, out, err, argv)
