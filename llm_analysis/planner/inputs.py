@@ -12,6 +12,7 @@ from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_
                       get_model_config_by_name)
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.options import choice, optional_positive_int, positive_int, positive_number  # noqa: F401 (the one set)
+from llm_analysis.serving.engine import MAX_NUM_REQUESTS
 
 OBJECTIVES_INFERENCE = ("cost", "tokens_per_gpu", "fewest_gpus")
 OBJECTIVES_TRAINING = ("time", "cost")
@@ -51,6 +52,13 @@ class SLO:
             elif f.name == "concurrency":
                 if v is not None and not (_is_number(v) and v >= 1 and float(v).is_integer()):
                     raise ConfigError(f"slo.concurrency = {v!r} must be a whole number of clients >= 1 or None")
+                if v is not None and v > MAX_NUM_REQUESTS:
+                    # a row carries serve()'s simulated percentiles, whose warm-up runs every client's first request
+                    raise ConfigError(f"slo.concurrency = {v!r} exceeds {MAX_NUM_REQUESTS}, the most closed-loop "
+                                      "clients the planner sizes fleets for (each row's serve() call simulates every "
+                                      f"client's first request); valid: at most {MAX_NUM_REQUESTS} clients, or the "
+                                      "load as a request rate (request_rate_per_s, on the command line --request_rate: "
+                                      "an open loop has no such limit)")
             elif v is not None and not (_is_number(v) and v > 0):
                 raise ConfigError(f"slo.{f.name} = {v!r} must be a positive number or None")
         if self.concurrency is not None and self.request_rate_per_s is not None:

@@ -144,6 +144,10 @@ def test_a_token_rate_is_served_as_requests_per_second():
     ({"concurrency": 8, "percentile": 95}, {}, "slo.percentile"),
     ({"concurrency": 8, "request_rate_per_s": 2.0}, {}, "slo.concurrency"),
     ({"concurrency": 0}, {}, "slo.concurrency"),
+    # each row carries serve()'s simulated percentiles, whose warm-up runs every client's first request: more
+    # clients than serve() simulates (10^6) had run out of memory, then hit serve()'s own refusal mid-search
+    ({"concurrency": 10 ** 6 + 1}, {}, "slo.concurrency = 1000001 exceeds 1000000"),
+    ({"concurrency": 10 ** 6 + 1}, {}, "request_rate_per_s"),
     ({"max_tpot_s": 0.05}, {"batching": "continuous"}, "batching"),
     ({"concurrency": 8}, {"batching": "dynamic"}, "batching"),
     ({"concurrency": 8}, {"framework": "tgi"}, "framework"),
