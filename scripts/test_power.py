@@ -8,7 +8,9 @@ file is rewritten, `pytest -x -q` runs on the mutant's test paths (or `--tests`)
 as it was (also when the run is interrupted). A mutant is *caught* when some test fails, *survived*
 when all pass; a mutant whose text no longer occurs once is reported as stale (the code moved on: update
 the entry). The last line is the tally. Run it on a clean checkout: it rewrites package files while
-it runs (docs/testing.md, "Test power").
+it runs (docs/testing.md, "Test power"); and the checkout the package is installed from (`pip install -e .`):
+tests that run the command line as a subprocess from a temporary folder import the installed package, so in
+another clone their mutants seem to survive (round 31: S04).
 """
 
 from __future__ import annotations
