@@ -240,9 +240,10 @@ def perf_model_arg(perf_model, gpu_profile, rates_given: bool = False) -> str:
         perf_model = "roofline" if rates_given and gpu_profile is None else "calibrated"
     if gpu_profile is None:
         return perf_model
-    # the file is read (and checked) by the analysis; what is not a .json path (a number, a dict the command
-    # line parsed, a perf_model name) is named here as the flag the user gave
-    if not isinstance(gpu_profile, str) or not gpu_profile.strip().lower().endswith(".json"):
+    # the file is read (and checked) by the analysis; what is not a .json path by the analysis' own rule
+    # (cost/calibrated.py check_perf_model: a number, a dict the command line parsed, a perf_model name) is
+    # named here as the flag the user gave
+    if not (isinstance(gpu_profile, str) and gpu_profile.endswith(".json")):
         raise ConfigError(f"--gpu_profile = {gpu_profile!r}: valid: the path of a profile .json file (a calibration "
                           "profile, e.g. saved from llm_analysis.calibrate); --perf_model names the built-in models")
     if perf_model not in ("roofline", "calibrated"):

@@ -35,9 +35,10 @@ output O. In steady state, with X requests per second completing:
   a prompt longer than the budget is prefilled over its own steps, one at a time; an engine that runs
   prompts in prefill-only steps before the decodes (SGLang) gives its decoders what a Markov chain of
   step types leaves them (_Balance._prefill_first);
-- the token budget bounds the decoders of an engine that mixes them with prompts: each step holds D decode
-  tokens and the prompt tokens that keep them coming, so D <= B / (1 + q / (O - 1)); with more clients the
-  prompts queue for room in the steps (decoders_the_budget_holds);
+- the token budget bounds the decoders of an engine that mixes them with prompts: each step holds k budget
+  tokens per decoder and the prompt tokens that keep them coming, so D <= B / (k + q L / (O - 1)) (k and L,
+  the budget tokens and output tokens a decoder takes a step: 1 and 1 but for speculative decoding); with more
+  clients the prompts queue for room in the steps (decoders_the_budget_holds);
 - the loop closes with Little's law: C = X x (time to first token + (O - 1) t_d), solved for
   D by bisection (the left side grows with D).
 
