@@ -27,9 +27,11 @@ from llm_analysis.model.vision_tower import image_entries, image_variant, with_r
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates
 from llm_analysis.schema.parallelism import check_expert_split
-from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
-                                         efficiency_beside_rate, instance, integer_or_default, keep_number)
+from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, instance,
+                                         integer_or_default, keep_number)
 import llm_analysis.quantities.activations as _act
+from llm_analysis.quantities.arguments import (check_rate_floors, convention_name, count, flag, fraction_of_peak,
+                                               output_dir as checked_output_dir, plain, plain_values, text, unused)
 import llm_analysis.quantities.flops as _flops
 from llm_analysis.quantities.hardware import achieved_link_GB_per_s
 import llm_analysis.quantities.latency as _lat
@@ -62,25 +64,31 @@ class LLMAnalysis:
                  mla_attention: Optional[str] = None, conventions: Optional[str] = None,
                  perf_model: Union[str, Profile] = "roofline", kernel_launch: Optional[str] = None) -> None:
         model_config, gpu_config, dtype_config = configs_by_name(model_config, gpu_config, dtype_config)
+        # numpy scalars read as the Python numbers they hold (quantities/arguments.py)
+        achieved_tflops, achieved_memory_bandwidth_GBs = plain(achieved_tflops), plain(achieved_memory_bandwidth_GBs)
         self.model_config = instance(model_config, ModelConfig, "model_config")
         self.gpu_config = instance(gpu_config, GPUConfig, "gpu_config")
         self.dtype_config = instance(dtype_config, DtypeConfig, "dtype_config")
         self.parallelism_config = instance(parallelism_config, ParallelismConfig, "parallelism_config")
         check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
-        self.flops_efficiency = efficiency_beside_rate(flops_efficiency, "flops_efficiency", achieved_tflops,
-                                                       "achieved_tflops")
-        self.hbm_memory_efficiency = efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
-        self.intra_node_memory_efficiency = efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
-        self.inter_node_memory_efficiency = efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
+        check_rate_floors(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
+        self.flops_efficiency = fraction_of_peak(flops_efficiency, "flops_efficiency", achieved_tflops,
+                                                 "achieved_tflops")
+        self.hbm_memory_efficiency = fraction_of_peak(hbm_memory_efficiency, "hbm_memory_efficiency")
+        self.intra_node_memory_efficiency = fraction_of_peak(intra_node_memory_efficiency,
+                                                             "intra_node_memory_efficiency")
+        self.inter_node_memory_efficiency = fraction_of_peak(inter_node_memory_efficiency,
+                                                             "inter_node_memory_efficiency")
         self.achieved_tflops = keep_number(achieved_tflops)  # validated by check_achieved_rates
         self.achieved_memory_bandwidth_GBs = keep_number(achieved_memory_bandwidth_GBs)
         # what the views and training count, and inference() by default (model/conventions.py)
-        self.convention_choice = ConventionChoice.from_arguments(conventions, attention_flops, logits, mla_attention)
+        self.convention_choice = ConventionChoice.from_arguments(convention_name(conventions), attention_flops, logits,
+                                                                 mla_attention)
         self.conventions = self.convention_choice.counted  # (a variant replaces it: with_conventions)
         self.inference_conventions = self.convention_choice.inference
         self.encoder_seq_len: Optional[int] = None  # None: cross-attention work is refused (with_encoder_seq_len)
         self.image_tokens: Optional[int] = None  # None: no image input, the vision tower idle (with_image_tokens)
-        self.num_gpus_per_node = integer_or_default(num_gpus_per_node, gpu_config.num_gpus_per_node,
+        self.num_gpus_per_node = integer_or_default(plain(num_gpus_per_node), gpu_config.num_gpus_per_node,
                                                     "num_gpus_per_node", 1, MAX_PARALLEL_SIZE)
         self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
         self.kernel_launch = _perf.check_launch(kernel_launch)  # None: CUDA graphs serving, eager training
@@ -117,25 +125,27 @@ class LLMAnalysis:
         self._reset()
 
     def update_float_efficiency(self, flops_efficiency: float) -> None:
-        self.flops_efficiency = efficiency(flops_efficiency, "flops_efficiency")
+        self.flops_efficiency = fraction_of_peak(flops_efficiency, "flops_efficiency")
         self._reset()
 
     def update_hbm_memory_efficiency(self, hbm_memory_efficiency: float) -> None:
-        self.hbm_memory_efficiency = efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
+        self.hbm_memory_efficiency = fraction_of_peak(hbm_memory_efficiency, "hbm_memory_efficiency")
         self._reset()
 
     def update_intra_node_memory_efficiency(self, intra_node_memory_efficiency: float) -> None:
-        self.intra_node_memory_efficiency = efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
+        self.intra_node_memory_efficiency = fraction_of_peak(intra_node_memory_efficiency,
+                                                             "intra_node_memory_efficiency")
         self._reset()
 
     def update_inter_node_memory_efficiency(self, inter_node_memory_efficiency: float) -> None:
-        self.inter_node_memory_efficiency = efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
+        self.inter_node_memory_efficiency = fraction_of_peak(inter_node_memory_efficiency,
+                                                             "inter_node_memory_efficiency")
         self._reset()
 
     # -------------------------------------------------------- conventions
     def conventions_named(self, name: Optional[str]) -> Conventions:
         """The inference conventions for `name` (None: the constructor's), with its overrides."""
-        return self.convention_choice.for_inference(name)
+        return self.convention_choice.for_inference(convention_name(name))
 
     def with_conventions(self, conventions: Conventions) -> "LLMAnalysis":
         """This analysis counted under other conventions (a cached shallow copy; every
@@ -146,14 +156,14 @@ class LLMAnalysis:
         """This analysis with cross-attention over `encoder_seq_len` encoder positions (a
         cached shallow copy; None: this analysis). A model without cross-attention accepts
         only 0 (ConfigError otherwise)."""
-        return self._variants.with_encoder_seq_len(self, encoder_seq_len, self._variant)
+        return self._variants.with_encoder_seq_len(self, plain(encoder_seq_len), self._variant)
 
     def with_image_tokens(self, image_tokens: Optional[int]) -> "LLMAnalysis":
         """This analysis with `image_tokens` image tokens in each request's prompt, whose
         vision encoder work a prefill runs (a shallow copy; None or 0: this analysis with
         no image input). ConfigError for a model without a vision tower, or one whose
         image-token-to-patch rule is not described (model/vision_tower.py)."""
-        return image_variant(self, image_tokens, self._variant)
+        return image_variant(self, plain(image_tokens), self._variant)
 
     def _variant(self, **fields) -> "LLMAnalysis":
         """A shallow copy with `fields` replaced and its derived state rebuilt (its own
@@ -207,7 +217,8 @@ class LLMAnalysis:
         `encoder_seq_len`: see `with_encoder_seq_len` (cross-attention models).
         """
         a = self.with_encoder_seq_len(encoder_seq_len)
-        return _lat.operator_rows(a, make_phase(phase, batch_size, seq_len, context_len), per_layer)
+        return _lat.operator_rows(a, make_phase(phase, batch_size, seq_len, context_len),
+                                  flag(per_layer, "per_layer"))
 
     # ----------------------------------------------------- hardware views
     def get_TFLOPS_per_gpu(self) -> float:
@@ -455,6 +466,7 @@ class LLMAnalysis:
         layers. `is_inference` and `activation_recomputation` are accepted for API
         compatibility and unused: a forward pass costs the same in both, and
         recomputation adds time to the backward pass (see training())."""
+        unused(is_inference, activation_recomputation)
         return _lat.prefill_layer_mean(self, batch_size, seq_len, ("attention",))
 
     def get_latency_fwd_per_layer_mlp(self, batch_size: int, seq_len: int, is_inference: bool = True,
@@ -462,6 +474,7 @@ class LLMAnalysis:
         """Time of one layer's MLP forward (router and experts included), mean over
         layers. `is_inference` and `activation_recomputation`: accepted for API
         compatibility and unused, as in get_latency_fwd_per_layer_attn."""
+        unused(is_inference, activation_recomputation)
         return _lat.prefill_layer_mean(self, batch_size, seq_len, ("mlp", "experts", "router"),
                                        kinds=("matmul", "elementwise", "norm", "attention"))
 
@@ -488,11 +501,13 @@ class LLMAnalysis:
         `ds_zero` are accepted for API compatibility and unused: norms run in the
         activation dtype of the operator records, recomputation is backward time,
         and ZeRO gathers are data-parallel traffic (training()'s breakdown)."""
+        unused(is_inference, activation_recomputation, layernorm_dtype_bytes, ds_zero)
         return _lat.per_layer(self, batch_size, seq_len)
 
     def get_latency_fwd_input_embedding(self, batch_size: int, seq_len: int, dtype_bytes: float = BYTES_FP32) -> float:
         """Embedding lookups (and their TP all-reduce). `dtype_bytes` is accepted
         for API compatibility and unused: the embedding dtype comes from the dtype config."""
+        unused(dtype_bytes=dtype_bytes)
         return _lat.input_embedding(self, batch_size, seq_len)
 
     def get_latency_fwd_output_embedding_loss(self, batch_size: int, seq_len: int) -> float:
@@ -505,7 +520,8 @@ class LLMAnalysis:
         """(forward time of the whole model on one pipeline replica, breakdown).
         `is_inference`, `activation_recomputation`, `layernorm_dtype_bytes` and
         `ds_zero`: accepted for API compatibility and unused, as in get_latency_fwd_per_layer."""
-        return _lat.forward(self, batch_size, seq_len, breakdown_prefix)
+        unused(is_inference, activation_recomputation, layernorm_dtype_bytes, ds_zero)
+        return _lat.forward(self, batch_size, seq_len, text(breakdown_prefix, "breakdown_prefix"))
 
     def get_latency_weight_update(self, ds_zero: DSZeRO = DSZeRO.NONE, master_weights_dtype_bytes: float = BYTES_FP32,
                                   other_op_bytes: Optional[float] = None,
@@ -542,8 +558,11 @@ class LLMAnalysis:
                 "layernorm_dtype_bytes": layernorm_dtype_bytes, "kv_cache_dtype_bytes": kv_cache_dtype_bytes,
                 "cost_per_gpu_hour": cost_per_gpu_hour, "output_dir": output_dir,
                 "output_file_suffix": output_file_suffix, "kv_cache_dtype": kv_cache_dtype}
+        args = plain_values(args)  # numpy scalars as the Python numbers they hold (quantities/arguments.py)
+        checked_output_dir(args["output_dir"])
         a = self.with_conventions(self.conventions_named(conventions)).with_encoder_seq_len(encoder_seq_len)
-        a = with_request_images(a, image_tokens, seq_len)
+        # seq_len as the number it names: the image tokens are checked against it (8.0 or '8' skipped that)
+        a = with_request_images(a, image_tokens, count(args["seq_len"], "seq_len"))
         with collecting_warnings() as found:
             summary = _perf.inference(a, args)
         summary.update(image_entries(a))
@@ -577,8 +596,10 @@ class LLMAnalysis:
                 "mlp_2linear_quant_bits": mlp_2linear_quant_bits,
                 "mlp_recompute_gelu": mlp_recompute_gelu, "output_dir": output_dir,
                 "output_file_suffix": output_file_suffix}
+        args = plain_values({**args, **kwargs})  # numpy scalars as Python numbers (quantities/arguments.py)
+        checked_output_dir(args["output_dir"])
         with collecting_warnings() as found:
-            summary = _perf.training(self.with_encoder_seq_len(encoder_seq_len), {**args, **kwargs})
+            summary = _perf.training(self.with_encoder_seq_len(encoder_seq_len), args)
         summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
         summary["warnings"] = merged(self.setup_warnings, found)
         return summary

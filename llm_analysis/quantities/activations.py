@@ -9,7 +9,8 @@ from typing import Dict, Optional, Tuple, Union
 
 from llm_analysis.quantities.activation_layout import (ActivationLayout, attention_activation_bytes, layer_input_bytes, layout_for,
                       mlp_activation_bytes, norm_activation_bytes)
-from llm_analysis.schema.options import ActivationRecomputation as AR, as_enum
+from llm_analysis.schema.options import ActivationRecomputation as AR
+from llm_analysis.quantities.arguments import bits, count, element_bytes, flag, optional_flag, recomputation
 from llm_analysis.quantities.cross_activations import cross_attention_train_bytes
 from llm_analysis.quantities.phases import make_phase
 
@@ -46,6 +47,8 @@ def inference_live_bytes(a, batch_size: int, seq_len: int, groups: Tuple[str, ..
 
 
 def per_layernorm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float:
+    batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
+    dtype_bytes = element_bytes(dtype_bytes, "dtype_bytes")
     return norm_activation_bytes(layout(a, batch_size, seq_len, False), dtype_bytes)
 
 
@@ -130,6 +133,7 @@ def per_layer_inference(a, batch_size: int, seq_len: int) -> Tuple[float, Dict[s
 
 def input_embedding(a, batch_size: int, seq_len: int) -> float:
     """The embedding output kept for backward (split by t with SP, by cp with CP)."""
+    batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
     p = a.parallelism_config
     return (batch_size * seq_len * a.model_config.hidden_dim * act_bytes(a)
             / (p.tp_size if p.sp_size > 1 else 1) / p.cp_size)
@@ -137,6 +141,7 @@ def input_embedding(a, batch_size: int, seq_len: int) -> float:
 
 def output_embedding(a, batch_size: int, seq_len: int) -> float:
     """The logits (vocab-parallel over TP, the rank's seq/cp positions), in the activation dtype."""
+    batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
     if not a.model_config.lm_head:
         return 0.0
     vocab_gpu = -(-a.model_config.vocab_size // a.parallelism_config.tp_size)
@@ -160,13 +165,16 @@ def mlp_quant_bits(activation_bits: Optional[int], first_linear_bits: Optional[i
 
 
 def _rc(value) -> AR:
-    return as_enum(AR, value, "activation_recomputation")
+    return recomputation(value)
 
 
 def per_layer_attn(a, batch_size: int, seq_len: int, is_inference: bool, flash_attn: bool, softmax_dropout: bool,
                    attn_dropout: bool, activation_recomputation) -> float:
     rc = _rc(activation_recomputation)
-    if is_inference:
+    batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
+    flash_attn, softmax_dropout = flag(flash_attn, "flash_attn"), flag(softmax_dropout, "softmax_dropout")
+    attn_dropout = flag(attn_dropout, "attn_dropout")
+    if flag(is_inference, "is_inference"):
         return inference_live_bytes(a, batch_size, seq_len, ("attention",))
     return attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, attn_dropout, rc)
 
@@ -179,10 +187,16 @@ def per_layer_mlp(a, batch_size: int, seq_len: int, is_inference: bool, activati
     given), with the quantised storage bits of `mlp_quant_bits`; inference: the largest live
     set of the MLP block."""
     rc = _rc(activation_recomputation)
-    if is_inference:
+    batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
+    quant = mlp_quant_bits(bits(activation_bits, "mlp_activation_quant_bits"),
+                           bits(first_linear_bits, "mlp_1linear_quant_bits"),
+                           bits(act_input_bits, "mlp_gelu_input_quant_bits"),
+                           bits(second_linear_bits, "mlp_2linear_quant_bits"))
+    recompute_gelu, with_dropout = flag(recompute_gelu, "recompute_gelu"), flag(with_dropout, "with_dropout")
+    gated_linear_units, moe = optional_flag(gated_linear_units, "gated_linear_units"), optional_flag(moe, "moe")
+    if flag(is_inference, "is_inference"):
         return inference_live_bytes(a, batch_size, seq_len, ("mlp", "experts", "router"))
-    bits = mlp_quant_bits(activation_bits, first_linear_bits, act_input_bits, second_linear_bits)
-    return mlp_train(a, batch_size, seq_len, rc, *bits, recompute_gelu, gated_linear_units, with_dropout, moe)
+    return mlp_train(a, batch_size, seq_len, rc, *quant, recompute_gelu, gated_linear_units, with_dropout, moe)
 
 
 def per_layer(a, batch_size: int, seq_len: int, is_inference: bool, activation_recomputation,
@@ -193,10 +207,17 @@ def per_layer(a, batch_size: int, seq_len: int, is_inference: bool, activation_r
     """Training: what one layer keeps for backward; inference: its largest live set
     (the training-only arguments do not apply). With return_breakdown also its parts."""
     rc = _rc(activation_recomputation)
-    if is_inference:
+    batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
+    layernorm_dtype_bytes = element_bytes(layernorm_dtype_bytes, "layernorm_dtype_bytes")
+    flash_attn, softmax_dropout = flag(flash_attn, "flash_attn"), flag(softmax_dropout, "softmax_dropout")
+    quant = mlp_quant_bits(bits(mlp_activation_bits, "mlp_activation_quant_bits"),
+                           bits(mlp_first_linear_bits, "mlp_1linear_quant_bits"),
+                           bits(mlp_act_input_bits, "mlp_gelu_input_quant_bits"),
+                           bits(mlp_second_linear_bits, "mlp_2linear_quant_bits"))
+    mlp_recompute_gelu = flag(mlp_recompute_gelu, "mlp_recompute_gelu")
+    if flag(is_inference, "is_inference"):
         total, parts = per_layer_inference(a, batch_size, seq_len)
     else:
-        bits = mlp_quant_bits(mlp_activation_bits, mlp_first_linear_bits, mlp_act_input_bits, mlp_second_linear_bits)
         total, parts = per_layer_train(a, batch_size, seq_len, rc, layernorm_dtype_bytes, flash_attn,
-                                       softmax_dropout, bits, mlp_recompute_gelu)
-    return (total, parts) if return_breakdown else total
+                                       softmax_dropout, quant, mlp_recompute_gelu)
+    return (total, parts) if flag(return_breakdown, "return_breakdown") else total

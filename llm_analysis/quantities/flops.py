@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 
 from llm_analysis.model import sum_field
 from llm_analysis.model.phase_table import FIELDS, phase_table
+from llm_analysis.quantities.arguments import count
 from llm_analysis.quantities.phases import layer_mean, make_phase
 
 FLOPS = FIELDS.index("flops")
@@ -43,5 +44,6 @@ def attention_core(a, batch_size: int, seq_len: int) -> float:
 
 def decode_step(a, batch_size: int, context_len: int) -> float:
     """One decode step: batch_size new tokens attending to `context_len` tokens each."""
+    context_len = count(context_len, "context_len")  # (compared below, before make_phase checks it)
     return model_flops(a, batch_size, context_len - 1 if context_len > 1 else 1, phase="decode",
                        context_len=context_len)

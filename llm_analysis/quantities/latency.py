@@ -10,6 +10,8 @@ from llm_analysis.quantities.group_times import GroupTimes
 import llm_analysis.quantities.flops as flops_view
 import llm_analysis.quantities.memory as memory_view
 from llm_analysis.quantities.activations import act_bytes
+from llm_analysis.quantities.arguments import amount, count, element_bytes, flag
+from llm_analysis.schema.options import MAX_BATCH_SIZE, MAX_SEQ_LEN
 from llm_analysis.quantities.phases import layer_mean, make_phase
 
 Weighted = List[Tuple[int, Operator]]
@@ -46,6 +48,8 @@ def prefill_layer_mean(a, batch_size: int, seq_len: int, groups: Optional[Tuple[
 def tp_comm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float:
     """One ring all-reduce of the layer output over the TP group (a sequence split over
     context-parallel ranks all-reduces only its own part, as the operator records do)."""
+    batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
+    dtype_bytes = element_bytes(dtype_bytes, "dtype_bytes")
     p = a.parallelism_config
     if p.tp_size == 1:
         return 0.0
@@ -61,6 +65,8 @@ def moe_alltoall_per_layer(a, batch_size: int, seq_len: int) -> float:
 
 def layernorm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float:
     """One norm: read and write sbh elements of dtype_bytes."""
+    batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
+    dtype_bytes = element_bytes(dtype_bytes, "dtype_bytes")
     elems = batch_size * seq_len * a.model_config.hidden_dim
     op = Operator(name="layernorm", group="norm", kind="norm", bytes_read_per_gpu=elems * dtype_bytes,
                   bytes_written_per_gpu=elems * dtype_bytes)
@@ -95,7 +101,11 @@ def pipeline_handoff_s(a, batch_size: int, tokens_per_seq: int, scatter_gather: 
     default): without sequence parallelism every TP rank holds the same hidden
     states, so each sends only its 1/tp slice to its peer of the next stage (over
     its own NIC) and the receivers all-gather the slices over the TP group's
-    NVLink. Serving engines send the whole tensor from every rank (default)."""
+    NVLink. Serving engines send the whole tensor from every rank (default). `batch_size` and
+    `tokens_per_seq` may be means (serve()'s micro-batches), so any positive number is taken."""
+    batch_size = amount(batch_size, "batch_size", MAX_BATCH_SIZE)
+    tokens_per_seq = amount(tokens_per_seq, "tokens_per_seq", MAX_SEQ_LEN)
+    scatter_gather = flag(scatter_gather, "scatter_gather")
     p = a.parallelism_config
     if p.pp_size == 1:
         return 0.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from llm_analysis.model import LayerKind, Operator, sum_field
+from llm_analysis.quantities.arguments import flag
 from llm_analysis.quantities.phases import ONE_TOKEN, as_count, layer_mean
 
 
@@ -26,7 +27,7 @@ def layer_mean_field(a, attr: str, groups: Tuple[str, ...]):
 def embedding(a, shared_embedding: bool = True) -> int:
     ops = ops0(a)
     n = sum_field(ops, "params", ("embedding",))
-    if not shared_embedding:
+    if not flag(shared_embedding, "shared_embedding"):
         n += sum_field(ops, "params", ("lm_head",))
     return int(n)
 

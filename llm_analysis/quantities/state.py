@@ -19,11 +19,18 @@ from typing import Optional, Tuple
 
 from llm_analysis.config import DtypeConfig, ParallelismConfig
 from llm_analysis.units import ADAM_OPTIMIZER_STATE_BYTES
-from llm_analysis.schema.options import DSZeRO, as_enum
+from llm_analysis.schema.options import non_negative_number
 from llm_analysis.model import sum_field
+from llm_analysis.quantities.arguments import optimizer_bytes, plain, zero_stage
 from llm_analysis.quantities.params import heaviest_stage_params_per_gpu, ops0, routed_expert_params
 from llm_analysis.quantities.params import last_layernorm as params_last_layernorm
 from llm_analysis.quantities.phases import ONE_TOKEN
+
+
+# A sanity limit on a parameter count per GPU given by hand (`trainable_params_per_gpu`): a million
+# times the largest published models' whole parameter count (~2e12), and far inside the range in
+# which the optimizer step's bytes (~28 per parameter) and time stay finite floats.
+MAX_PARAMS_PER_GPU = 10**18
 
 
 def gradient_bytes_per_param(dtype: DtypeConfig) -> float:
@@ -40,7 +47,7 @@ def optimizer_and_gradient_bytes(par: ParallelismConfig, params_dense: float, pa
                                  master_weights_dtype_bytes: float, other_op_bytes: Optional[float], ds_zero,
                                  grad_bytes_per_param: float) -> Tuple[float, float]:
     """(optimizer-state bytes, gradient bytes) per GPU of dense and routed-expert parameters."""
-    ds_zero = as_enum(DSZeRO, ds_zero, "ds_zero")
+    ds_zero = zero_stage(ds_zero)
     dp_dense, dp_expert = par.shard_group_size, par.expert_shard_group_size  # dp_shard x cp ranks
     opt = optimizer_bytes_per_param(master_weights_dtype_bytes, other_op_bytes) * (
         params_dense / (dp_dense if ds_zero.value >= 1 else 1)
@@ -51,6 +58,7 @@ def optimizer_and_gradient_bytes(par: ParallelismConfig, params_dense: float, pa
 
 
 def _of(a, dense: float, expert: float, master: float, other: Optional[float], ds_zero) -> Tuple[float, float]:
+    master, other = optimizer_bytes(master, other)
     return optimizer_and_gradient_bytes(a.parallelism_config, dense, expert, master, other, ds_zero,
                                         gradient_bytes_per_param(a.dtype_config))
 
@@ -86,7 +94,7 @@ def weight_update_bytes_per_param(dtype: DtypeConfig, master_weights_dtype_bytes
 
 def updated_params_per_gpu(a, ds_zero) -> float:
     """Parameters one GPU updates: the heaviest stage's, its 1/dp ZeRO shard from stage 1 on."""
-    ds_zero = as_enum(DSZeRO, ds_zero, "ds_zero")
+    ds_zero = zero_stage(ds_zero)
     p = a.parallelism_config
     dense, expert = heaviest_stage_params_per_gpu(a)
     if ds_zero.value >= 1:
@@ -99,6 +107,10 @@ def optimizer_step_s(a, ds_zero, master_weights_dtype_bytes: float, other_op_byt
     """Seconds of the optimizer step on the heaviest stage's GPU: a memory-bound pass over
     `weight_update_bytes_per_param` bytes of each parameter it updates (`updated_params_per_gpu`,
     or `trainable_params_per_gpu` when given: LoRA adapters, say)."""
+    master_weights_dtype_bytes, other_op_bytes = optimizer_bytes(master_weights_dtype_bytes, other_op_bytes)
+    if trainable_params_per_gpu is not None:
+        trainable_params_per_gpu = non_negative_number(plain(trainable_params_per_gpu), "trainable_params_per_gpu",
+                                                       MAX_PARAMS_PER_GPU)
     params = updated_params_per_gpu(a, ds_zero) if trainable_params_per_gpu is None else trainable_params_per_gpu
     return a.cost_model.memory_pass_s(
         params * weight_update_bytes_per_param(a.dtype_config, master_weights_dtype_bytes, other_op_bytes))

@@ -5,7 +5,25 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from llm_analysis.errors import ConfigError, DoesNotFitError
-from llm_analysis.schema.options import optional_positive_int
+from llm_analysis.quantities.arguments import plain
+from llm_analysis.schema.options import integer, optional_positive_int
+
+# The largest max_batch_size_per_gpu taken: the largest whole number a float holds exactly, above any
+# batch that fits in a GPU (training() derives it as memory // bytes per sequence, memory <= 1e15 bytes,
+# so it may exceed the sanity limit of a batch given by hand).
+MAX_FITTING_BATCH = 2**53
+
+
+def _max_batch(value) -> int:
+    """max_batch_size_per_gpu as a whole number >= 0 (None: 0, nothing fits); int() truncated 8.5 to 8
+    and raised a TypeError or OverflowError for a list or infinity."""
+    if value is None:
+        return 0
+    try:
+        return integer(plain(value), "max_batch_size_per_gpu", 0, MAX_FITTING_BATCH)
+    except ConfigError:
+        raise ConfigError(f"max_batch_size_per_gpu = {value!r} must be a whole number in [0, 2**53] (the largest batch "
+                          "per GPU that fits)") from None
 
 
 def config_batch_size_and_gradient_accumulation_steps(dp_size: int, max_batch_size_per_gpu: int,
@@ -24,11 +42,11 @@ def config_batch_size_and_gradient_accumulation_steps(dp_size: int, max_batch_si
     values. Whether the batch fits in memory is the caller's check (training()
     raises DoesNotFitError with the numbers).
     """
-    dp = optional_positive_int(dp_size, "dp_size")
-    bs = optional_positive_int(batch_size_per_gpu, "batch_size_per_gpu")
-    gas = optional_positive_int(gradient_accumulation_steps, "gradient_accumulation_steps")
-    gbs = optional_positive_int(global_batch_size, "global_batch_size")
-    max_b = int(max_batch_size_per_gpu) if max_batch_size_per_gpu is not None else 0
+    dp = optional_positive_int(plain(dp_size), "dp_size")
+    bs = optional_positive_int(plain(batch_size_per_gpu), "batch_size_per_gpu")
+    gas = optional_positive_int(plain(gradient_accumulation_steps), "gradient_accumulation_steps")
+    gbs = optional_positive_int(plain(global_batch_size), "global_batch_size")
+    max_b = _max_batch(max_batch_size_per_gpu)
 
     def need_fit():
         if max_b < 1:

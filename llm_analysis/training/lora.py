@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from llm_analysis.errors import ConfigError
-from llm_analysis.schema.options import MAX_DIM, dtype_bytes, integer, string_list
+from llm_analysis.quantities.arguments import plain
+from llm_analysis.schema.options import MAX_DIM, boolean, dtype_bytes, integer, string_list
 from llm_analysis.model import Operator
 
 # QLoRA NF4 storage (Dettmers et al. 2023, arXiv 2305.14314 §3): 4-bit codes, one
@@ -39,6 +40,8 @@ class LoRAConfig:
     double_quant: bool = True
 
     def __post_init__(self):
+        for name in ("rank", "base_weight_bits", "adapter_dtype_bytes", "double_quant"):  # numpy scalars as numbers
+            object.__setattr__(self, name, plain(getattr(self, name)))
         if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:  # no float ranks
             raise ConfigError(f"lora rank = {self.rank!r} must be a positive integer")
         if self.base_weight_bits not in (16, 4):
@@ -46,6 +49,8 @@ class LoRAConfig:
         object.__setattr__(self, "target_modules", string_list(self.target_modules, "lora target_modules"))
         object.__setattr__(self, "rank", integer(self.rank, "lora rank", 1, MAX_DIM))
         object.__setattr__(self, "adapter_dtype_bytes", dtype_bytes(self.adapter_dtype_bytes, "lora adapter_dtype_bytes"))
+        # (read by truth: the string "false" or "no" was taken for True)
+        object.__setattr__(self, "double_quant", boolean(self.double_quant, "lora double_quant"))
 
     @property
     def base_bytes_per_param(self) -> float:

@@ -36,6 +36,8 @@ NOT_COUNTING = {"config", "units", "errors", "utils", "training", "report.render
                 "quantities.state", "serving",
                 "hub.entry", "hub.source",
                 "report.collected_warnings",  # the facade's warnings list: no count reads it
+                "quantities.arguments",  # the views' argument checks: they refuse a value or read a numpy
+                                         # scalar as its Python number, never change a valid call's count
                 "hub.errors"}  # exception classes of the Hub import: a refusal's type, not a count
 
 
