@@ -353,3 +353,14 @@ def test_lora_double_quant_is_a_flag():
                                 lora={"rank": 8, "base_weight_bits": 4, "double_quant": dq})
     assert run("no")["estimated_peak_memory_per_gpu"] == run(False)["estimated_peak_memory_per_gpu"]
     _refused(lambda: run([]), "double_quant")
+
+
+def test_summary_writers_refuse_what_is_not_a_summary_or_a_folder(tmp_path):
+    """output_summary_dict / get_readable_summary_dict with a non-dict summary or a non-path folder
+    raised TypeErrors from pathlib and from iterating an int; each now names the argument."""
+    a = _base("llama")
+    summary = a.inference(batch_size_per_gpu=1, seq_len=16, num_tokens_to_generate=2)
+    _refused(lambda: a.output_summary_dict(summary, 8), "output_dir", "8", "folder path")
+    _refused(lambda: a.get_readable_summary_dict(8), "summary_dict", "8", "summary dict")
+    _refused(lambda: a.output_summary_dict([1], str(tmp_path)), "summary_dict", "[1]")
+    assert a.output_summary_dict(summary, str(tmp_path), print_human_readable=False).endswith(".json")

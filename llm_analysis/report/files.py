@@ -36,7 +36,10 @@ def atomic_write_text(path: Path, text: str) -> str:
 
 
 def output_directory(output_dir: str) -> Path:
-    """`output_dir` as a Path; ConfigError when it exists and is not a directory."""
+    """`output_dir` as a Path; ConfigError when it is not a path (a str or os.PathLike) or exists and
+    is not a directory."""
+    if not isinstance(output_dir, (str, os.PathLike)):
+        raise ConfigError(f"output_dir = {output_dir!r} must be a folder path (a str or os.PathLike)")
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output_dir = {output_dir!r} exists and is not a directory")

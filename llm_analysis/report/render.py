@@ -17,6 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from llm_analysis.errors import ConfigError
 from llm_analysis.report.files import atomic_write_text, output_directory, output_file_stem, safe_name
 from llm_analysis.report.units import fmt, format_bytes, format_count, format_number, format_seconds, unit_of
 
@@ -48,6 +49,9 @@ _fmt = fmt  # the name older code used
 
 def readable_summary(summary: Dict[str, Any], title: str = "Summary") -> str:
     """Flat `key : value` lines with units; nested breakdowns indented."""
+    if not isinstance(summary, dict):
+        raise ConfigError(f"summary_dict = {type(summary).__name__} {summary!r:.60}; valid: a summary dict "
+                          "(what inference(), training() or serve() return)")
     lines = [f"-------------------- {title} --------------------"]
     width = max((len(k) for k in summary), default=10)
     for key, value in summary.items():
@@ -127,6 +131,9 @@ def write_summary_files(analysis, summary: Dict[str, Any], output_dir: str, prin
     """Write `<stem>.json` (the summary plus its setup) and `<stem>.txt` (the
     readable report and every value with units) into output_dir, atomically;
     returns the JSON path."""
+    if not isinstance(summary, dict):
+        raise ConfigError(f"summary_dict = {type(summary).__name__} {summary!r:.60}; valid: a summary dict "
+                          "(what inference(), training() or serve() return)")
     kind = kind or ("training" if "gradient_accumulation_steps" in summary else "inference")
     stem = output_file_stem(analysis, kind, output_file_suffix, summary)
     out = output_directory(output_dir)
