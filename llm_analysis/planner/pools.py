@@ -82,9 +82,10 @@ class _PairSearch:
         s = self.at(wp, wd)
         if s["saturated"]:
             rate = s["request_rate"]
+            # (a decode pool with nothing to decode, one-token outputs, states no capacity: None)
             return [name for name, cap in (("prefill_saturation", s["prefill_capacity_request_rate_per_s"]),
                                            ("decode_saturation", s["decode_capacity_request_rate_per_s"]))
-                    if cap <= rate] or ["prefill_saturation"]
+                    if cap is not None and cap <= rate] or ["prefill_saturation"]
         return [m[0] for m in self.load.misses(s)]
 
     def fewest(self, start: Tuple[int, int], cap: int) -> Optional[Tuple[int, int]]:
@@ -114,7 +115,8 @@ def _capacities(search, lay: Worker, load: ContinuousLoad, kv_name: Optional[str
     kw = {k: v for k, v in load.serve_kwargs(kv_name, means_only=True).items()
           if k not in ("request_rate", "concurrency", "num_requests")}
     s = _analysis(search, lay).serve(concurrency=1, num_requests=0, disaggregated=_pools_arg(lay, 1, lay, 1), **kw)
-    return s["prefill_capacity_request_rate_per_s"], s["decode_capacity_request_rate_per_s"]
+    decode = s["decode_capacity_request_rate_per_s"]  # None: nothing to decode (one-token outputs), no bound
+    return s["prefill_capacity_request_rate_per_s"], math.inf if decode is None else decode
 
 
 def _alone(search, lay: Worker, load: ContinuousLoad, kv_name: Optional[str], stats: SearchStats):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from enum import Enum
 from typing import Optional, Type, TypeVar
 
@@ -157,10 +158,12 @@ def number(value, field: str, lo: float = 0.0, hi: float = math.inf, *, lo_open:
 
 
 def choice(value, field: str, valid) -> object:
-    """One of `valid` (by equality; bools and unhashable values are simply invalid)."""
-    if not isinstance(value, bool):
+    """One of `valid` (by equality; bools and unhashable values are simply invalid). Strings and real
+    numbers compare, numpy's included (np.int64(1), np.str_('vllm'): what array code hands over); the valid
+    value itself is returned."""
+    if not isinstance(value, bool) and isinstance(value, (str, numbers.Real)):
         for v in valid:
-            if type(value) in (int, float, str) and value == v:
+            if value == v:
                 return v
     raise ConfigError(f"{field} = {value!r} is not valid; use one of {', '.join(repr(v) for v in valid)}")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
+import numpy as np
 from pydantic import model_validator
 
 from llm_analysis.errors import ConfigError
@@ -54,6 +55,17 @@ class ParallelismConfig(StrictModel):
     moe_ep_size: Optional[int] = None  # routed experts spread over this many of the worker's GPU groups
 
     _hsdp = model_validator(mode="before")(classmethod(lambda cls, d: hsdp_sizes(d) if isinstance(d, dict) else d))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bools(cls, data):
+        # pydantic reads True / False as the sizes 1 / 0 (tp_size=True was served as one GPU): a flag where a
+        # size goes is a slip, refused like the package's other whole-number options refuse it
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if key != "cp_comm" and isinstance(value, (bool, np.bool_)):
+                    raise ValueError(f"field {key!r} = {value!r} must be a whole number, not a bool")
+        return data
 
     @model_validator(mode="after")
     def _fill_and_check(self) -> "ParallelismConfig":

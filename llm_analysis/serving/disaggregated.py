@@ -40,12 +40,14 @@ TPOT the same for every request (every request sees the same steps).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.cost.links import collective_time_s, link_for_group
 from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import MAX_BANDWIDTH_GB_PER_S, MAX_BATCH_SIZE, MAX_PARALLEL_SIZE, integer, number
 from llm_analysis.serving.answer import LATENCIES, PERCENTILES, accuracy_note, unbounded_latencies
 from llm_analysis.serving.layout import expert_spread_note
 from llm_analysis.serving.rank import Replica, build_rank
@@ -78,10 +80,13 @@ class Pool:
         return self.workers * self.layout.gpus_per_worker
 
 
-def _positive_int(value, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{field} = {value!r} must be a whole number >= 1")
-    return value
+def _positive_int(value, field: str, hi: int = MAX_BATCH_SIZE, why: str = "") -> int:
+    """A whole number in [1, hi] (numpy's integers too, which were refused as no whole number; a huge int is
+    refused, not an OverflowError), the message in the pools' words."""
+    try:
+        return integer(value, field, 1, hi)
+    except ConfigError:
+        raise ConfigError(f"{field} = {value!r} must be a whole number in [1, {hi}]{why}") from None
 
 
 def _pool_spec(disaggregated: Dict[str, Any], name: str) -> Tuple[int, ParallelismConfig, Optional[int]]:
@@ -95,13 +100,19 @@ def _pool_spec(disaggregated: Dict[str, Any], name: str) -> Tuple[int, Paralleli
         raise ConfigError(f"{where}[{unknown[0]!r}] is not known; valid: {', '.join(POOL_KEYS)}")
     if "workers" not in spec:
         raise ConfigError(f"{where}['workers'] is missing: the pool's worker count, >= 1")
-    workers = spec["workers"]
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"{where}['workers'] = {workers!r} must be a whole number >= 1 (a pool with no workers "
-                          f"serves nothing)")
+    # (at most the sanity limit of GPUs, MAX_PARALLEL_SIZE: 10^400 workers overflowed the GPU count's float)
+    workers = _positive_int(spec["workers"], f"{where}['workers']", MAX_PARALLEL_SIZE,
+                            " (a pool with no workers serves nothing)")
     par = spec.get("parallelism", ParallelismConfig())
     if isinstance(par, dict):
-        par = ParallelismConfig(**par)
+        # the schema's error names the field, this the pool it is in ({1: 2} was a TypeError of ** before)
+        if not all(isinstance(k, str) for k in par):
+            raise ConfigError(f"{where}['parallelism'] = {par!r} must be a ParallelismConfig or a dict of its fields "
+                              f"by name; valid fields: {', '.join(ParallelismConfig.model_fields)}")
+        try:
+            par = ParallelismConfig(**par)
+        except ConfigError as err:
+            raise ConfigError(f"{where}['parallelism']: {err}") from None
     if not isinstance(par, ParallelismConfig):
         raise ConfigError(f"{where}['parallelism'] = {par!r} must be a ParallelismConfig (or a dict of its fields)")
     if par.dp_size != 1:
@@ -131,9 +142,21 @@ def _pools(a, framework: str, disaggregated, options, lengths, imbalance, specul
         # disaggregated decode configs set cuda_graph_config.max_batch_size = max_batch_size, which the engine
         # requires to be at least the graphs' batch; SGLang --cuda-graph-max-bs likewise)
         graphs = batch if name == "decode" else None
-        rank, layout = build_rank(a, par, framework, opts, lengths, imbalance,
-                                  speculative if name == "decode" else None, where=f"disaggregated['{name}'] ",
-                                  longest_tokens=longest, graph_batch=graphs)
+        where = f"disaggregated['{name}']"
+        try:
+            rank, layout = build_rank(a, par, framework, opts, lengths, imbalance,
+                                      speculative if name == "decode" else None, where=f"{where} ",
+                                      longest_tokens=longest, graph_batch=graphs)
+        except ConfigError as err:
+            text = str(err)
+            if name == "decode" and batch is not None:
+                # the pool's batch_size is its engine's max_num_seqs (whatever max_num_seqs says): name it
+                text = text.replace(f"max_num_seqs = {batch}", f"max_num_seqs = {batch} ({where}['batch_size'])")
+            if text == str(err) and text.startswith(where):
+                raise
+            # a pool's layout (default: one GPU) is not the analysis' own: an error of its analysis or KV pool
+            # ("tp_size = 3 must divide n_head", "does not fit (tp=1)") says which pool it is about
+            raise ConfigError(text if text.startswith(where) else f"{where}: {text}") from None
         out.append(Pool(name, workers, rank, layout, batch))
     return out[0], out[1]
 
@@ -159,6 +182,45 @@ def _prefill_batch_s(pool: Pool, batch: int) -> float:
     """The prefill-only steps of `batch` prompts taken together."""
     r = pool.rank
     return sum(r.timer.step_s(0.0, 0.0, [c] * batch) for c in prefill_chunks(r.engine, r.shape, 0.0))
+
+
+# prompt-steps the prefill batches' times may take to work out: every batch of b = 1 .. B prompts is timed, each
+# of its steps over its b prompts, P x B (B + 1) / 2 in all for P steps a prompt (~0.2 us apiece): 10^5 clients
+# with max_num_seqs = 65,536 and one-token prompts took minutes. The engines' defaults stay far below (B <= 4096)
+MAX_PREFILL_BATCH_TIMINGS = 5 * 10**7
+
+
+def _default(option: str, options: Dict[str, Any]) -> str:
+    """", the engine's default" for an engine option the caller did not give (a message names where it came from)."""
+    return "" if options.get(option) is not None else ", the engine's default"
+
+
+def _check_batch_timings(pool: Pool, largest: int, concurrency: Optional[int], options: Dict[str, Any]) -> None:
+    """A ConfigError when timing the prefill batches up to `largest` prompts takes more than
+    MAX_PREFILL_BATCH_TIMINGS prompt-steps, naming what sets the batch and the prompt's steps."""
+    r = pool.rank
+    steps = len(prefill_chunks(r.engine, r.shape, 0.0))
+    work = steps * largest * (largest + 1) // 2
+    if work <= MAX_PREFILL_BATCH_TIMINGS:
+        return
+    most = int(((8 * MAX_PREFILL_BATCH_TIMINGS / steps + 1) ** 0.5 - 1) / 2)  # B (B + 1) / 2 <= limit / P
+    while steps * most * (most + 1) // 2 > MAX_PREFILL_BATCH_TIMINGS:  # (the square root's rounding)
+        most -= 1
+    # what sets the batch (_prefill_batch, and a closed loop's clients per rank): name that, not an option not given
+    if concurrency is not None and concurrency // pool.ranks == largest:
+        why = f"concurrency = {concurrency} clients over {pool.ranks} prefill rank(s)"
+    elif largest == r.engine.max_num_seqs:
+        why = f"max_num_seqs = {r.engine.max_num_seqs}{_default('max_num_seqs', options)}"
+    elif pool.batch_size == largest:
+        why = f"disaggregated['prefill']['batch_size'] = {pool.batch_size}"
+    else:
+        why = (f"as many prompts as max_num_batched_tokens = {r.engine.token_budget}"
+               f"{_default('max_num_batched_tokens', options)} holds")
+    raise ConfigError(
+        f"disaggregated['prefill']: batches of up to {largest} prompts ({why}) of {steps} prefill step(s) each take "
+        f"{work} prompt-steps to time, beyond the {MAX_PREFILL_BATCH_TIMINGS} serve() works out in seconds; valid: "
+        f"batches of at most {most} prompts (a smaller max_num_seqs or disaggregated['prefill']['batch_size'], "
+        f"fewer clients) or fewer prefill steps a prompt (a larger max_num_batched_tokens)")
 
 
 def kv_transfer_s(a, prefill: Pool, decode: Pool, bytes_per_s: Optional[float]) -> float:
@@ -228,6 +290,27 @@ def _closed_loop_rate(latencies, clients: float, decode_steps: float, highest_rp
     return 0.5 * (lo + hi)
 
 
+# the slowest KV transfer taken, GB/s per GPU (1 MB/s): below it a prompt's transfer time leaves the float
+# range (5e-324 GB/s made TTFT inf), and no link between GPUs is that slow
+MIN_KV_TRANSFER_GB_PER_S = 1e-3
+
+
+def _link_GB_per_s(value) -> Optional[float]:
+    """disaggregated['kv_transfer_GB_per_s']: None (the link the pools share), inf (instantaneous), or a bandwidth
+    in [MIN_KV_TRANSFER_GB_PER_S, MAX_BANDWIDTH_GB_PER_S] (numpy's numbers too; 10^400 was an OverflowError)."""
+    if value is None:
+        return None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == math.inf:
+        return math.inf
+    try:
+        return number(value, "disaggregated['kv_transfer_GB_per_s']", MIN_KV_TRANSFER_GB_PER_S,
+                      MAX_BANDWIDTH_GB_PER_S, lo_open=False)
+    except ConfigError:
+        raise ConfigError(f"disaggregated['kv_transfer_GB_per_s'] = {value!r} must be a bandwidth in "
+                          f"[{MIN_KV_TRANSFER_GB_PER_S:g}, {MAX_BANDWIDTH_GB_PER_S:g}] GB/s per GPU (inf: "
+                          "instantaneous)") from None
+
+
 def _md1_wait_s(rho: float, service_s: float) -> float:
     return rho * service_s / (2.0 * (1.0 - rho)) if rho < 1 else math.inf
 
@@ -236,15 +319,14 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
                         speculative) -> Dict[str, Any]:
     """serve() on a prefill pool and a decode pool (module docstring); the keys of aggregated serve()."""
     prefill, decode = _pools(a, framework, disaggregated, options, workload.lengths, imbalance, speculative)
-    link = disaggregated.get("kv_transfer_GB_per_s")
-    if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float)) or not link > 0):
-        raise ConfigError(f"disaggregated['kv_transfer_GB_per_s'] = {link!r} must be a positive number (inf: "
-                          "instantaneous)")
+    link = _link_GB_per_s(disaggregated.get("kv_transfer_GB_per_s"))
     shape, engine = decode.rank.shape, decode.rank.engine
     # default: the engine profile's prefill_contention (its JSON says how it was fitted)
     contention = disaggregated.get("prefill_contention", engine.prefill_contention)
-    if isinstance(contention, bool) or not isinstance(contention, (int, float)) or not 0 <= contention <= 1:
-        raise ConfigError(f"disaggregated['prefill_contention'] = {contention!r} must be a share in [0, 1]")
+    try:  # (numpy's numbers too: np.float32(0.5) was refused as no share)
+        contention = number(contention, "disaggregated['prefill_contention']", 0.0, 1.0, lo_open=False)
+    except ConfigError:
+        raise ConfigError(f"disaggregated['prefill_contention'] = {contention!r} must be a share in [0, 1]") from None
     api = prefill.rank.engine.api_latency_s
     largest = _prefill_batch(prefill)
     full_batch_s = _prefill_batch_s(prefill, largest)
@@ -253,6 +335,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         largest_here = max(1, min(largest, int(workload.concurrency // prefill.ranks)))
     else:
         largest_here = largest
+    _check_batch_timings(prefill, largest_here, workload.concurrency, options)
     batch_times_s = [0.0] + [_prefill_batch_s(prefill, b) for b in range(1, largest_here + 1)]
 
     def batch_at(x: float) -> int:
@@ -334,11 +417,16 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "kv_cache_dtype": engine.kv_cache_dtype, "prefix_cache_share": engine.prefix_cache_share,
         "seed": engine.seed, "num_requests_simulated": 0,
         "perf_model": a.perf_model if isinstance(a.perf_model, str) else "profile",
+        # one-token outputs leave the decode pool nothing to decode: it bounds no rate, and the answer says so
+        # with None (as it does an unbounded queue's latencies), not inf
         **_pool_entries(prefill, decode, batch, batch_s, transfer_s, None if saturated else w, prefill_cap,
-                        _decode_capacity_rps(decode, decode_steps)),
+                        _decode_capacity_rps(decode, decode_steps) if decode_steps > 0 else None),
         "prefill_largest_batch_size": largest_here,
         "notes": _notes(prefill, decode, batch, saturated, cap, workload, imbalance, a.model_config.moe_top_k),
     })
+    if decode_steps <= 0:
+        out["notes"].append("every request yields one token, which its prefill emits: the decode pool decodes "
+                            "nothing and bounds no rate (decode_capacity_request_rate_per_s None)")
     accuracy = accuracy_note(engine, "disaggregated") if out["perf_model"] == "calibrated" else None
     if accuracy:  # the roofline's times are lower bounds: no error band applies
         out["notes"].append(accuracy)
@@ -349,7 +437,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
 
 
 def _pool_entries(prefill: Pool, decode: Pool, batch: int, batch_s: float, transfer_s: float,
-                  wait_s: Optional[float], prefill_cap: float, decode_cap: float) -> Dict[str, Any]:
+                  wait_s: Optional[float], prefill_cap: float, decode_cap: Optional[float]) -> Dict[str, Any]:
     """The pools' own figures in the answer."""
     return {"disaggregated": True,
             "prefill_workers": prefill.workers, "prefill_gpus_per_worker": prefill.layout.gpus_per_worker,

@@ -87,6 +87,19 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
         pool = share * (mem - weights - workspace)
     result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size)
     fits = result.requests_that_fit(longest_request_tokens) >= 1
+    if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0 \
+            and weights < min(mem, workspace) and engine.memory_share_of != "static":
+        # the weights fit the GPU, and the workspace the engine's options size, larger, leaves them no room
+        # (max_num_seqs = 2^20 kept 640 GB of logits on a 141 GB GPU, and the refusal blamed 17 GB of weights)
+        others = workspace - activations - logits
+        helps = ", or more GPUs (tp_size) or fewer weight bits (dtype_name)" if workspace < mem else ""
+        raise ConfigError(
+            f"{analysis.model_config.name} does not fit {gpu.name} (tp={analysis.parallelism_config.tp_size}) under "
+            f"{engine.framework}: the engine's workspace, {workspace / GB:.2f} GB per GPU (the activations of a step "
+            f"of max_num_batched_tokens = {engine.token_budget} tokens, {activations / GB:.2f} GB; the sampler's "
+            f"logits for max_num_seqs = {engine.max_num_seqs} sequences, {logits / GB:.2f} GB; CUDA graphs and "
+            f"runtime buffers, {others / GB:.2f} GB), and its weights, {weights / GB:.2f} GB, exceed the GPU's "
+            f"{mem / GB:.2f} GB before any KV cache; valid: a smaller max_num_batched_tokens or max_num_seqs{helps}")
     if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0:
         # no share of the GPU holds even an empty pool: the weights are the problem, not the KV cache
         raise ConfigError(
@@ -95,6 +108,16 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
             f"{workspace / GB:.2f} GB, exceed the GPU's {mem / GB:.2f} GB before any KV cache; valid: more GPUs "
             f"(tp_size{', or the experts over moe_ep_size' if analysis.model_config.is_moe else ''}) or fewer "
             f"weight bits (dtype_name)")
+    if not fits and per_token > 0 and longest_request_tokens * per_token + per_request <= result.pool_bytes:
+        # the request's tokens fit the pool, its blocks do not: block_size = 2^20 rounded 110 tokens up to 137 GB,
+        # and the refusal suggested memory shares and KV dtypes that could not help
+        blocks = result.blocks_for(longest_request_tokens)
+        most = int((result.pool_bytes - per_request) // per_token)  # one block of that many tokens still fits
+        raise ConfigError(
+            f"block_size = {engine.block_size}: the longest request, {longest_request_tokens} tokens, holds {blocks} "
+            f"block(s) of {engine.block_size} tokens, {result.bytes_for(longest_request_tokens) / GB:.2f} GB per GPU, "
+            f"more than the {result.pool_bytes / GB:.2f} GB KV pool of {analysis.model_config.name} on {gpu.name} "
+            f"(tp={analysis.parallelism_config.tp_size}) under {engine.framework}; valid: block_size <= {most}")
     if not fits:
         least = least_memory_share(engine.memory_share_of, mem, weights, workspace,
                                    result.bytes_for(longest_request_tokens))

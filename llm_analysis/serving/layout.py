@@ -58,6 +58,7 @@ from typing import Optional
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.schema.parallelism import check_expert_split
 from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import MAX_BATCH_SIZE, MAX_PARALLEL_SIZE, integer, number
 from llm_analysis.model import Phase
 from llm_analysis.serving.pipeline import PipelineStepTimer, StageView, gpu_only, stage_representatives
 from llm_analysis.serving.step_time import StepCosts, StepTimer, layers_run, step_timer
@@ -395,11 +396,14 @@ def rank_step_timer(analysis, rank, describer, layout: WorkerLayout, engine, imb
 
 
 def check_balance_iters(value) -> int:
-    """`attention_dp_balance_iters`: 0 (no hold, the default) or the iterations a prompt may be held."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"attention_dp_balance_iters = {value!r} must be a whole number >= 0 (TensorRT-LLM's "
-                          f"attention_dp_config.timeout_iters with enable_balance: true; 0: no hold)")
-    return value
+    """`attention_dp_balance_iters`: 0 (no hold, the default) or the iterations a prompt may be held (numpy's
+    integers too; at most the sanity limit MAX_BATCH_SIZE: 10^400 iterations overflowed the hold's float)."""
+    try:
+        return integer(value, "attention_dp_balance_iters", 0, MAX_BATCH_SIZE)
+    except ConfigError:
+        raise ConfigError(f"attention_dp_balance_iters = {value!r} must be a whole number in [0, {MAX_BATCH_SIZE}] "
+                          f"(TensorRT-LLM's attention_dp_config.timeout_iters with enable_balance: true; 0: no "
+                          f"hold)") from None
 
 
 def attention_dp_hold_s(hold_iters: int, ranks: int, step_s: float, worker_rps: float) -> float:
@@ -421,13 +425,17 @@ def attention_dp_hold_s(hold_iters: int, ranks: int, step_s: float, worker_rps: 
 
 
 def check_imbalance(value) -> Optional[float]:
-    """`expert_load_imbalance`: None (the default) or a number >= 1."""
+    """`expert_load_imbalance`: None (the default) or a number in [1, MAX_PARALLEL_SIZE]: the busiest of G
+    expert groups holds at most all the tokens, G times the mean, and G = moe_ep_size is at most that limit
+    (10^300 made every step time overflow and the throughput 0, a ZeroDivisionError)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1 or value == float("inf"):
-        raise ConfigError(f"expert_load_imbalance = {value!r} must be a finite number >= 1 (the busiest expert "
-                          f"group's tokens over the mean; 1: perfectly balanced)")
-    return float(value)
+    try:
+        return number(value, "expert_load_imbalance", 1.0, MAX_PARALLEL_SIZE, lo_open=False)
+    except ConfigError:
+        raise ConfigError(f"expert_load_imbalance = {value!r} must be a number in [1, {MAX_PARALLEL_SIZE}] (the "
+                          f"busiest expert group's tokens over the mean; 1: perfectly balanced; at most the number "
+                          f"of groups, moe_ep_size)") from None
 
 
 __all__ = ["LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token", "busiest_group_factor",

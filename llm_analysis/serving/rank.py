@@ -48,6 +48,36 @@ def check_whole_prompts_fit(engine, lengths, where: str = "") -> None:
                           f"{int(longest - cached)}, or shorter prompts")
 
 
+# prefill steps one prompt may take (its tokens over max_num_batched_tokens): the closed form and the simulation
+# walk a prompt's chunks one by one, so a budget of 1 token against a 131,072-token prompt took minutes per call.
+# A sanity limit, like those of schema/options.py: 2^13 steps still chunk the longest contexts (2^17 tokens) in
+# steps of 16 tokens
+MAX_PREFILL_STEPS_PER_PROMPT = 2**13
+
+
+def prefill_steps_per_prompt(engine, lengths) -> int:
+    """The steps the longest prompt takes to prefill, less the whole blocks its prefix cache holds: one for an
+    engine that prefills a prompt whole, else one per max_num_batched_tokens tokens."""
+    if not engine.chunked_prefill:
+        return 1
+    longest = lengths.max_input
+    cached = min((math.floor(engine.prefix_cache_share * longest) // engine.block_size) * engine.block_size,
+                 longest - 1)
+    return max(1, math.ceil((longest - cached) / engine.token_budget))
+
+
+def check_prefill_steps(engine, lengths, where: str = "") -> None:
+    """A ConfigError when the longest prompt takes more than MAX_PREFILL_STEPS_PER_PROMPT steps to prefill,
+    naming the budget and the prompt."""
+    steps = prefill_steps_per_prompt(engine, lengths)
+    if steps > MAX_PREFILL_STEPS_PER_PROMPT:
+        least = math.ceil(lengths.max_input / MAX_PREFILL_STEPS_PER_PROMPT)
+        raise ConfigError(f"{where}max_num_batched_tokens = {engine.token_budget} splits the longest prompt, "
+                          f"{lengths.max_input} tokens, into {steps} prefill steps, more than the "
+                          f"{MAX_PREFILL_STEPS_PER_PROMPT} serve() walks through (sanity limit: each step is "
+                          f"timed on its own); valid: max_num_batched_tokens >= {least}, or shorter prompts")
+
+
 @dataclasses.dataclass(frozen=True)
 class Replica:
     """What one replica is made of: its engine, KV pool, step model and requests' mean shape."""
@@ -99,6 +129,7 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
         rank = attention_analysis(a, layout)
     engine = engine_settings(rank, framework, options)
     check_whole_prompts_fit(engine, lengths, where)
+    check_prefill_steps(engine, lengths, where)
     if graph_batch is not None and graph_batch > engine.graph_decode_max_batch:  # graphs captured up to the batch
         engine = dataclasses.replace(engine, graph_decode_max_batch=graph_batch)
     d = rank.describer_for(engine.kv_cache_bytes)
@@ -119,4 +150,5 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
 
 
 
-__all__ = ["Replica", "build_rank", "request_shape"]
+__all__ = ["MAX_PREFILL_STEPS_PER_PROMPT", "Replica", "build_rank", "check_prefill_steps",
+           "prefill_steps_per_prompt", "request_shape"]

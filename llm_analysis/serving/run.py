@@ -24,7 +24,7 @@ from llm_analysis.serving.engine import MAX_NUM_REQUESTS
 from llm_analysis.serving.answer import NEAR_SATURATION, accuracy_note, notes, percentiles, unbounded_latencies
 from llm_analysis.serving.layout import (WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance,
                                          expert_spread_note)
-from llm_analysis.serving.rank import Replica, build_rank
+from llm_analysis.serving.rank import Replica, build_rank, prefill_steps_per_prompt
 from llm_analysis.serving.steady_state import solve_closed_loop
 from llm_analysis.serving.workload import make_workload
 from llm_analysis.serving.disaggregated import serve_disaggregated
@@ -134,6 +134,62 @@ def check_simulated_clients(workload, engine, ranks: int) -> None:
             f"form's means alone (no percentiles)")
 
 
+# the longest stretch of simulated time, seconds (about 32 years): the simulation keeps its clock in float seconds,
+# which at 10^9 s still resolve 10^-7 s; a rate of 10^-12 requests/s put every arrival ~10^14 s out, where a step's
+# milliseconds rounded away (TTFT 0), and 10^-308 overflowed the clock to inf (a hang)
+MAX_SIMULATED_SPAN_S = 1e9
+# prefill steps the simulation may take: each is simulated on its own, ~5 us apiece (a budget of 16 tokens against
+# 100,000-token prompts, 4,400 requests with the warm-up, was 27 million steps: minutes)
+MAX_SIMULATED_PREFILL_STEPS = 2 * 10**6
+
+
+def _rounded_up(x: float) -> str:
+    """`x` in 3 significant digits, never below it (a bound a refusal states as valid must be)."""
+    text, step = f"{x:.3g}", 0
+    while float(text) < x:
+        step += 1
+        text = f"{x * (1 + step * 1e-3):.3g}"
+    return text
+
+
+def _most_requests(limit: int, clients: int) -> int:
+    """The most num_requests n whose simulation, with its warm-up of max(n // 10, clients) requests (simulate()),
+    runs at most `limit` requests; 0 when none does."""
+    q, rem = divmod(limit, 11)
+    candidates = (10 * q + min(rem, 9), limit - clients)  # the warm-up a tenth of n, or the clients
+    return max([n for n in candidates if n >= 1 and n + max(n // 10, clients) <= limit], default=0)
+
+
+def check_simulation_size(workload, engine, ranks: int) -> None:
+    """The open loop's arrivals within MAX_SIMULATED_SPAN_S, and the simulated prompts' prefill steps within
+    MAX_SIMULATED_PREFILL_STEPS: ConfigErrors naming request_rate / num_requests / max_num_batched_tokens."""
+    if engine.num_requests == 0:
+        return
+    clients = -(-workload.concurrency // ranks) if workload.closed_loop else 0  # one replica's, warmed up first
+    warmup = max(engine.num_requests // 10, clients)  # (as simulate() takes it)
+    total = engine.num_requests + warmup
+    # (a replica's share of the rate, request_rate / ranks, brings its `total` requests in total / share seconds)
+    least_rate = total * ranks / MAX_SIMULATED_SPAN_S
+    if not workload.closed_loop and workload.request_rate < least_rate:
+        share = f" over {ranks} replicas" if ranks > 1 else ""
+        raise ConfigError(
+            f"request_rate = {workload.request_rate:g}/s{share} spreads the simulation's {total} requests "
+            f"(num_requests = {engine.num_requests} and {warmup} of warm-up) over "
+            f"{total * ranks / workload.request_rate:.3g} s, beyond {MAX_SIMULATED_SPAN_S:.0e} s, where its clock "
+            f"(float seconds) no longer resolves an engine step; valid: request_rate >= {_rounded_up(least_rate)}, or "
+            "fewer num_requests")
+    steps = prefill_steps_per_prompt(engine, workload.lengths)
+    if total * steps > MAX_SIMULATED_PREFILL_STEPS:
+        fewer = _most_requests(MAX_SIMULATED_PREFILL_STEPS // steps, clients)
+        fewer = f"num_requests <= {fewer}, " if fewer >= 1 else ""
+        means = ", or num_requests=0 for the closed form's means alone" if workload.closed_loop else ""
+        raise ConfigError(
+            f"max_num_batched_tokens = {engine.token_budget} prefills the longest prompt, {workload.lengths.max_input} "
+            f"tokens, in {steps} steps: the simulation of num_requests = {engine.num_requests} requests (and {warmup} "
+            f"of warm-up) would run {total * steps} prefill steps, beyond the {MAX_SIMULATED_PREFILL_STEPS} it runs "
+            f"in seconds; valid: {fewer}a larger max_num_batched_tokens{means}")
+
+
 def layout_entries(layout: WorkerLayout, replica: Replica, speculative) -> Dict[str, Any]:
     """The worker layout and speculative decoding as the answer states them."""
     out = {"attention_dp_size": layout.attention_dp, "moe_tp_size": layout.moe_tp, "moe_ep_size": layout.moe_ep,
@@ -167,6 +223,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
     shape = replica.shape
     ranks, per_worker, gpus_per_worker = layout.ranks, layout.attention_dp, layout.gpus_per_worker
     check_simulated_clients(workload, engine, ranks)
+    check_simulation_size(workload, engine, ranks)
     if hold_iters and not workload.closed_loop:
         raise ConfigError(f"attention_dp_balance_iters = {hold_iters} with request_rate: the hold is modelled in the "
                           "closed loop only; valid: concurrency=, or attention_dp_balance_iters = 0")

@@ -42,6 +42,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from llm_analysis.errors import ConfigError
+
 API_JITTER = 0.5  # the API latency of a request is uniform over (1 +- API_JITTER) x the mean
 # tokens of growth per decoding request an admission leaves room for: a block of vLLM's default size
 # (SGLang, with one-token pages, reserves a share of each running request's remaining output instead)
@@ -50,7 +52,7 @@ GROWTH_HEADROOM_TOKENS = 16
 
 class _Request:
     __slots__ = ("index", "input", "output", "cached", "sent_s", "arrive_s", "first_s", "done_s", "prefill_left",
-                 "past", "generated", "finish_tick", "join_tick", "client", "reserved")
+                 "past", "generated", "finish_tick", "join_tick", "client", "reserved", "far")
 
     def __init__(self, index, input_len, output_len, cached, sent_s, arrive_s, client):
         self.index, self.input, self.output, self.cached = index, input_len, output_len, cached
@@ -61,6 +63,7 @@ class _Request:
         self.past = cached  # tokens in the KV cache before the next prefill chunk (or at joining the decoders)
         self.finish_tick = self.join_tick = -1  # -1: not decoding
         self.reserved = 0  # KV tokens reserved on admission (engines that reserve whole requests)
+        self.far = False  # a decoder with more than the clip still to produce (_Replica._remaining_sum)
 
 
 @dataclass
@@ -92,6 +95,16 @@ class _Replica:
         # leaves in O(1) wherever it stands (an overloaded replica runs thousands and preempts often)
         self.running: Dict[int, _Request] = {}
         self.prefilling: Dict[int, _Request] = {}
+        # SGLang's admission asks at every admitted request for the running requests' remaining outputs, each
+        # up to the clip (_remaining_sum): summed afresh over thousands of running requests each time, a million
+        # clients took minutes. They are kept as requests come and go instead, in whole tokens (the same sums):
+        # the prefilling requests' (whole, and clipped); the decoders' as those still beyond the clip (`far`,
+        # each counting the clip, in a heap by the tick at which they come within it) and those within it (their
+        # finish ticks summed: remaining = finish tick - ticks)
+        self.clip = engine.output_reserve_clip_tokens
+        self.prefilling_output_left = self.prefilling_clipped_left = 0
+        self.far_decoders = self.near_decoders = self.near_finish_sum = 0
+        self.far_heap: list = []  # (tick at which it comes within the clip, index, request)
         self.finishing: list = []  # heap of (finish_tick, index, request) of the decoders
         self.decoders = 0
         self.ctx_sum = 0.0  # the decoders' contexts at their next step
@@ -135,17 +148,22 @@ class _Replica:
         headroom = self.decoders * max(self.block, GROWTH_HEADROOM_TOKENS)
         return self._in_use(1) + r.prefill_left + r.past + headroom <= self.capacity_tokens
 
-    def _remaining(self, r: _Request) -> int:
-        """Output tokens `r` has still to produce."""
-        return r.finish_tick - self.ticks if r.finish_tick >= 0 else r.output - r.generated
-
     def _remaining_sum(self, clip: int) -> int:
-        """The running requests' remaining outputs, each counted up to `clip`: the decoders' from their
-        finish ticks at once when no output exceeds the clip, else request by request."""
+        """The running requests' remaining outputs, each counted up to `clip` (the engine's: self.clip), from the
+        sums kept as requests come and go (__init__): a decoder's remaining output is its finish tick less the
+        ticks; one beyond the clip counts the clip until it comes within it."""
         if not self.outputs_unclipped:
-            return sum(min(self._remaining(q), clip) for q in self.running.values())
-        prefilling_left = sum(q.output - q.generated for q in self.prefilling.values())
-        return self.finish_sum - self.decoders * self.ticks + prefilling_left
+            heap = self.far_heap
+            while heap and heap[0][0] <= self.ticks:  # decoders come within the clip
+                _, _, r = heapq.heappop(heap)
+                if r.far and r.finish_tick - self.clip <= self.ticks:  # (else a stale entry)
+                    r.far = False
+                    self.far_decoders -= 1
+                    self.near_decoders += 1
+                    self.near_finish_sum += r.finish_tick
+            return (self.far_decoders * clip + self.near_finish_sum - self.near_decoders * self.ticks
+                    + self.prefilling_clipped_left)
+        return self.finish_sum - self.decoders * self.ticks + self.prefilling_output_left
 
     def _reservation(self, r: _Request) -> int:
         return math.ceil((r.input + r.output) / self.block) * self.block
@@ -164,13 +182,25 @@ class _Replica:
             else:
                 self.kv_tokens += r.past  # its cached prefix
             self.running[r.index] = r
-            self.prefilling[r.index] = r
+            self._enter_prefill(r)
 
     def _held(self, r: _Request) -> float:
         """KV tokens `r` holds now."""
         if self.reserves:
             return r.reserved
         return r.past + (self.ticks - r.join_tick if r.finish_tick >= 0 else 0)
+
+    def _enter_prefill(self, r: _Request) -> None:
+        self.prefilling[r.index] = r
+        left = r.output - r.generated  # (constant while it prefills)
+        self.prefilling_output_left += left
+        self.prefilling_clipped_left += min(left, self.clip)
+
+    def _leave_prefill(self, r: _Request) -> None:
+        del self.prefilling[r.index]
+        left = r.output - r.generated
+        self.prefilling_output_left -= left
+        self.prefilling_clipped_left -= min(left, self.clip)
 
     def _join_decoders(self, r: _Request) -> None:
         r.join_tick = self.ticks
@@ -179,11 +209,26 @@ class _Replica:
         self.decoders += 1
         self.ctx_sum += r.past + 1  # its next step attends to the cache and the token it feeds back
         heapq.heappush(self.finishing, (r.finish_tick, r.index, r))
+        if self.estimates:
+            if r.finish_tick - self.ticks > self.clip:
+                r.far = True
+                self.far_decoders += 1
+                heapq.heappush(self.far_heap, (r.finish_tick - self.clip, r.index, r))
+            else:
+                self.near_decoders += 1
+                self.near_finish_sum += r.finish_tick
 
     def _leave_decoders(self, r: _Request) -> None:
         self.finish_sum -= r.finish_tick
         self.decoders -= 1
         self.ctx_sum -= r.past + 1 + (self.ticks - r.join_tick)
+        if self.estimates:
+            if r.far:
+                r.far = False  # (its heap entry goes stale)
+                self.far_decoders -= 1
+            else:
+                self.near_decoders -= 1
+                self.near_finish_sum -= r.finish_tick
 
     def _release(self, r: _Request) -> None:
         self.kv_tokens -= self._held(r)
@@ -204,7 +249,7 @@ class _Replica:
             r.generated += self.ticks - r.join_tick
             self._leave_decoders(r)
         else:
-            del self.prefilling[r.index]
+            self._leave_prefill(r)
         self._release(r)
         r.finish_tick = -1
         r.past = r.cached
@@ -269,7 +314,7 @@ class _Replica:
             if not self.reserves:
                 self.kv_tokens += q
             if r.prefill_left == 0:
-                del self.prefilling[r.index]
+                self._leave_prefill(r)
                 if r.first_s is None:
                     r.first_s = self.now
                 r.generated += 1  # the prompt's last position samples a token
@@ -323,6 +368,27 @@ def _steps_to_cover(gap: float, t0: float, slope: float) -> int:
     return max(1, math.ceil(k - 1e-9))
 
 
+# engine steps (a decode stretch counts one) and preemptions one simulation may take, ~2-10 us apiece: a million
+# requests of an open loop take ~4 x 10^6 (~40 s). Requests whose KV pool holds few of them at once can evict each
+# other hundreds of times each (DeepSeek-R1, 131,072 clients a replica, 60,000-token requests: 10^8 preemptions,
+# many minutes), which no check of the arguments foresees: the simulation stops here instead
+MAX_SIMULATED_EVENTS = 5 * 10**6
+
+
+def _too_long(rep: "_Replica", total: int, num_requests: int, warmup: int, concurrency: Optional[int]) -> None:
+    """The ConfigError of a simulation past MAX_SIMULATED_EVENTS, naming what makes it shorter."""
+    # (a ConfigError of the arguments: what they ask for takes too long, as MAX_NUM_REQUESTS bounds it)
+    remedies = [] if warmup >= num_requests else ["fewer num_requests"]  # (a warm-up of the clients: fewer clients)
+    if concurrency is not None:
+        remedies += [f"fewer clients (concurrency; {concurrency} on this replica, each warmed up)",
+                     "num_requests=0 for the closed form's means alone"]
+    raise ConfigError(
+        f"num_requests = {num_requests}: the simulation of a replica's {total} requests ({warmup} of them warm-up) "
+        f"took {MAX_SIMULATED_EVENTS} engine steps and preemptions without finishing ({len(rep.completed)} done, "
+        f"{rep.preemptions} preemptions: a KV pool of {rep.capacity_tokens} tokens holds few of these requests at "
+        f"once), beyond what serve() simulates in seconds; valid: {', or '.join(remedies)}")
+
+
 def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None, request_rate: Optional[float] = None,
              num_requests: int, seed: int, api_latency_s: float, spread_s: float = 0.0,
              warmup: Optional[int] = None) -> SimulationResult:
@@ -359,7 +425,11 @@ def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None,
             return None
 
     mixed, budget, max_seqs = engine.mixed_batches, engine.token_budget, engine.max_num_seqs
+    loops = 0
     while len(rep.completed) < total:
+        loops += 1
+        if loops + rep.preemptions > MAX_SIMULATED_EVENTS:
+            _too_long(rep, total, num_requests, warmup, concurrency)
         rep.admit()
         if not rep.running:
             if not rep.arrivals:

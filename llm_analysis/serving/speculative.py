@@ -30,11 +30,11 @@ and KV cache on the same layout.
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError
+from llm_analysis.schema.options import choice, integer, number
 from llm_analysis.serving.step_time import chunk_totals, copies
 
 METHODS = ("mtp", "draft_model")
@@ -188,28 +188,36 @@ def speculative_decoding(analysis, value: Optional[Dict[str, Any]]) -> Optional[
     if unknown:
         raise ConfigError(f"speculative key {unknown[0]!r} is not known; valid: {', '.join(_KEYS)}")
     method = value.get("method", "mtp")
-    if method not in METHODS:
-        raise ConfigError(f"speculative['method'] = {method!r} is not known; valid: {', '.join(METHODS)}")
+    try:  # (an array compared with `in` raises; choice compares strings and numbers only)
+        method = choice(method, "speculative['method']", METHODS)
+    except ConfigError:
+        raise ConfigError(f"speculative['method'] = {method!r} is not known; valid: {', '.join(METHODS)}") from None
+    # the numbers go through the package's coercers: numpy's integers and floats are numbers (np.int64(3) was
+    # refused as no whole number), and a huge int is refused, not an OverflowError
     k = value.get("draft_length")
-    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= MAX_DRAFT_LENGTH:
+    try:
+        k = integer(k, "speculative['draft_length']", 2, MAX_DRAFT_LENGTH)
+    except ConfigError:
         raise ConfigError(f"speculative['draft_length'] = {k!r} must be a whole number of tokens verified per step, "
-                          f"2..{MAX_DRAFT_LENGTH} (the last accepted token and at least one drafted)")
+                          f"2..{MAX_DRAFT_LENGTH} (the last accepted token and at least one drafted)") from None
     has_length, has_rate = "mean_accepted_length" in value, "acceptance_rate" in value
     if has_length == has_rate:
         raise ConfigError("speculative: give exactly one of 'mean_accepted_length' (tokens emitted per step, in "
                           f"[1, draft_length = {k}]) and 'acceptance_rate' (each drafted token's, in [0, 1])")
     if has_rate:
-        a = value["acceptance_rate"]
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1:
-            raise ConfigError(f"speculative['acceptance_rate'] = {a!r} must be a number in [0, 1]")
+        given = value["acceptance_rate"]
+        try:
+            a = number(given, "speculative['acceptance_rate']", 0.0, 1.0, lo_open=False)
+        except ConfigError:
+            raise ConfigError(f"speculative['acceptance_rate'] = {given!r} must be a number in [0, 1]") from None
         length = float(k) if a == 1 else (1 - a ** k) / (1 - a)
     else:
-        length = value["mean_accepted_length"]
-        if isinstance(length, bool) or not isinstance(length, (int, float)) or not math.isfinite(length) \
-                or not 1 <= length <= k:
-            raise ConfigError(f"speculative['mean_accepted_length'] = {length!r} must be in [1, draft_length = {k}]: "
-                              "a step emits at least the target's own token and at most every verified one")
-        length = float(length)
+        given = value["mean_accepted_length"]
+        try:
+            length = number(given, "speculative['mean_accepted_length']", 1.0, float(k), lo_open=False)
+        except ConfigError:
+            raise ConfigError(f"speculative['mean_accepted_length'] = {given!r} must be in [1, draft_length = {k}]: "
+                              "a step emits at least the target's own token and at most every verified one") from None
     draft = None
     if method == "draft_model":
         if "draft_model" not in value:
