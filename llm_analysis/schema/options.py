@@ -1,6 +1,6 @@
 """Options users choose, and the one set of coercers that checks them.
 
-Leaf module: imports only `errors` (and logging). The enums keep the mirrored system's names
+Leaf module: imports only `errors` (and logging, numpy for its bool type). The enums keep the mirrored system's names
 and values (`DSZeRO.STAGE_3 == 3`, `ActivationRecomputation.FULL == 4`), so
 code written against it passes ints or members alike.
 """
@@ -13,12 +13,17 @@ import numbers
 from enum import Enum
 from typing import Optional, Type, TypeVar
 
+import numpy as np
+
 from llm_analysis.errors import ConfigError
 
 E = TypeVar("E", bound=Enum)
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
+
+# a flag, never a number: numpy's bool is not a subclass of bool, and float(np.True_) is 1.0 (a batch of one)
+_BOOLS = (bool, np.bool_)
 
 
 class DSZeRO(Enum):
@@ -54,7 +59,7 @@ def as_enum(cls: Type[E], value, field: str) -> E:
     if isinstance(value, str) and value.strip().upper() in cls.__members__:
         return cls[value.strip().upper()]
     try:
-        if isinstance(value, bool) or float(value) != int(value):
+        if isinstance(value, _BOOLS) or float(value) != int(value):
             raise ValueError
         return cls(int(value))
     except (ValueError, TypeError, OverflowError):
@@ -94,8 +99,8 @@ _EXACT_INT = 2**53
 
 def _as_float(value, field: str, what: str) -> float:
     """`value` as a float: ints, floats and numeric strings ('8', '1e3', '0x10');
-    never bools, None, containers or NaN."""
-    if isinstance(value, bool) or value is None:
+    never bools (numpy's included: np.True_ converts to 1.0), None, containers or NaN."""
+    if isinstance(value, _BOOLS) or value is None:
         raise ConfigError(f"{field} = {value!r} must be {what}")
     if isinstance(value, str):
         text = value.strip().replace("_", "")
@@ -176,10 +181,11 @@ def name(value, field: str) -> str:
 
 
 def boolean(value, field: str) -> bool:
-    """True/False (or 0/1, 'true'/'false' as command lines give them)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
+    """True/False (or 0/1, 'true'/'false' as command lines give them; numpy's bools and integers, as
+    array code hands them over)."""
+    if isinstance(value, _BOOLS):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and value in (0, 1):
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
         return value.strip().lower() in ("true", "1", "yes")
