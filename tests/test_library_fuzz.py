@@ -20,6 +20,7 @@ import pytest
 
 from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis, ParallelismConfig
 from llm_analysis.errors import DoesNotFitError, LLMAnalysisError
+from answers import leaves
 
 INF, NAN = float("inf"), float("nan")
 
@@ -131,18 +132,13 @@ def _must_refuse(kind: str, value) -> bool:
     return False
 
 
-def _problems(result, path="result"):
+def _problems(result):
     """NaN / infinity / numpy values anywhere in a result."""
-    if isinstance(result, dict):
-        for k, v in result.items():
-            yield from _problems(v, f"{path}[{k!r}]")
-    elif isinstance(result, (list, tuple)):
-        for i, v in enumerate(result):
-            yield from _problems(v, f"{path}[{i}]")
-    elif isinstance(result, np.generic):
-        yield f"{path} is a numpy {type(result).__name__}"
-    elif isinstance(result, float) and not math.isfinite(result):
-        yield f"{path} = {result}"
+    for path, v in leaves(result, "result"):
+        if isinstance(v, np.generic):
+            yield f"{path} is a numpy {type(v).__name__}"
+        elif isinstance(v, float) and not math.isfinite(v):
+            yield f"{path} = {v}"
 
 
 def _call(base: str, method: str, kwargs: dict):

@@ -18,6 +18,7 @@ import pytest
 
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError, LLMAnalysisError
+from answers import leaves, serve_refused
 
 LLAMA = "meta-llama/Llama-3.1-8B"
 MOE = "Qwen/Qwen3-30B-A3B"  # 128 experts: attention_dp_size 2 x moe_ep_size 2 runs them over 2 GPUs
@@ -36,16 +37,10 @@ def moe():
     return build_analysis(MOE, gpu="h100-sxm-80gb", perf_model="calibrated", attention_dp_size=2, moe_ep_size=2)
 
 
-def _numbers(value, path=""):
+def _numbers(value):
     """(path, number) of every number in an answer, nested dicts and lists included."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _numbers(v, f"{path}.{k}")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _numbers(v, f"{path}[{i}]")
-    elif isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
-        yield path, value
+    return [(p, v) for p, v in leaves(value)
+            if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
 
 
 def _contract(a, kw):
@@ -60,14 +55,7 @@ def _contract(a, kw):
     return s
 
 
-def _refused(a, *words, **kw):
-    with pytest.raises(ConfigError) as err:
-        a.serve(**kw)
-    message = str(err.value)
-    assert "\n" not in message
-    for word in words:
-        assert word in message, (word, message)
-    return message
+_refused = serve_refused
 
 
 # ---- the sweep: a reproducible sample of the generator that found the bugs below
