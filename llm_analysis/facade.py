@@ -27,10 +27,10 @@ from llm_analysis.model.vision_tower import image_entries, image_variant, with_r
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates
 from llm_analysis.schema.parallelism import check_expert_split
-from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, instance,
-                                         integer_or_default, keep_number)
+from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
+                                         efficiency_beside_rate, instance, integer_or_default, keep_number)
 import llm_analysis.quantities.activations as _act
-from llm_analysis.quantities.arguments import (check_rate_floors, convention_name, count, flag, fraction_of_peak,
+from llm_analysis.quantities.arguments import (convention_name, count, flag,
                                                output_dir as checked_output_dir, plain, plain_values, text, unused)
 import llm_analysis.quantities.flops as _flops
 from llm_analysis.quantities.hardware import achieved_link_GB_per_s
@@ -71,14 +71,11 @@ class LLMAnalysis:
         self.dtype_config = instance(dtype_config, DtypeConfig, "dtype_config")
         self.parallelism_config = instance(parallelism_config, ParallelismConfig, "parallelism_config")
         check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
-        check_rate_floors(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
-        self.flops_efficiency = fraction_of_peak(flops_efficiency, "flops_efficiency", achieved_tflops,
-                                                 "achieved_tflops")
-        self.hbm_memory_efficiency = fraction_of_peak(hbm_memory_efficiency, "hbm_memory_efficiency")
-        self.intra_node_memory_efficiency = fraction_of_peak(intra_node_memory_efficiency,
-                                                             "intra_node_memory_efficiency")
-        self.inter_node_memory_efficiency = fraction_of_peak(inter_node_memory_efficiency,
-                                                             "inter_node_memory_efficiency")
+        self.flops_efficiency = efficiency_beside_rate(flops_efficiency, "flops_efficiency", achieved_tflops,
+                                                       "achieved_tflops")
+        self.hbm_memory_efficiency = efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
+        self.intra_node_memory_efficiency = efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
+        self.inter_node_memory_efficiency = efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
         self.achieved_tflops = keep_number(achieved_tflops)  # validated by check_achieved_rates
         self.achieved_memory_bandwidth_GBs = keep_number(achieved_memory_bandwidth_GBs)
         # what the views and training count, and inference() by default (model/conventions.py)
@@ -88,7 +85,7 @@ class LLMAnalysis:
         self.inference_conventions = self.convention_choice.inference
         self.encoder_seq_len: Optional[int] = None  # None: cross-attention work is refused (with_encoder_seq_len)
         self.image_tokens: Optional[int] = None  # None: no image input, the vision tower idle (with_image_tokens)
-        self.num_gpus_per_node = integer_or_default(plain(num_gpus_per_node), gpu_config.num_gpus_per_node,
+        self.num_gpus_per_node = integer_or_default(num_gpus_per_node, gpu_config.num_gpus_per_node,
                                                     "num_gpus_per_node", 1, MAX_PARALLEL_SIZE)
         self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
         self.kernel_launch = _perf.check_launch(kernel_launch)  # None: CUDA graphs serving, eager training
@@ -125,20 +122,20 @@ class LLMAnalysis:
         self._reset()
 
     def update_float_efficiency(self, flops_efficiency: float) -> None:
-        self.flops_efficiency = fraction_of_peak(flops_efficiency, "flops_efficiency")
+        self.flops_efficiency = efficiency(flops_efficiency, "flops_efficiency")
         self._reset()
 
     def update_hbm_memory_efficiency(self, hbm_memory_efficiency: float) -> None:
-        self.hbm_memory_efficiency = fraction_of_peak(hbm_memory_efficiency, "hbm_memory_efficiency")
+        self.hbm_memory_efficiency = efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
         self._reset()
 
     def update_intra_node_memory_efficiency(self, intra_node_memory_efficiency: float) -> None:
-        self.intra_node_memory_efficiency = fraction_of_peak(intra_node_memory_efficiency,
+        self.intra_node_memory_efficiency = efficiency(intra_node_memory_efficiency,
                                                              "intra_node_memory_efficiency")
         self._reset()
 
     def update_inter_node_memory_efficiency(self, inter_node_memory_efficiency: float) -> None:
-        self.inter_node_memory_efficiency = fraction_of_peak(inter_node_memory_efficiency,
+        self.inter_node_memory_efficiency = efficiency(inter_node_memory_efficiency,
                                                              "inter_node_memory_efficiency")
         self._reset()
 

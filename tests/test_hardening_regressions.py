@@ -19,7 +19,7 @@ import pytest
 from llm_analysis.analysis import LLMAnalysis
 from llm_analysis.config import (GPUConfig, ModelConfig, ParallelismConfig, get_dtype_config_by_name,
                                  get_gpu_config_by_name, get_model_config_by_name)
-from llm_analysis.errors import ConfigError, LLMAnalysisError
+from answers import refused
 
 INF, NAN = float("inf"), float("nan")
 
@@ -32,14 +32,7 @@ def _h100():
     return get_gpu_config_by_name("h100-sxm-80gb")
 
 
-def _refused(fn, *words):
-    """fn() raises the package's own error whose message names every word."""
-    with pytest.raises(LLMAnalysisError) as info:
-        fn()
-    msg = str(info.value)
-    for w in words:
-        assert w.lower() in msg.lower(), f"{w!r} not in {msg!r}"
-    return msg
+_refused = refused  # (tests/support/answers.py)
 
 
 # --------------------------------------------------------------- ZeRO-3 decode

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llm_analysis.config import DtypeConfig, GPUConfig
+from llm_analysis.errors import ConfigError
 from llm_analysis.units import GB, TFLOPS
 from llm_analysis.cost.precision import matmul_peak_tflops
 
@@ -48,12 +49,15 @@ class Roofline:
 def check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs) -> None:
     """An achieved rate is finite, positive and at most the GPU's peak (an MFU
     above 1 is impossible)."""
-    from llm_analysis.schema.options import number
-    peak_tflops = peak_tflops_for_dtype(gpu_config, dtype_config)
-    if achieved_tflops is not None:
-        number(achieved_tflops, "achieved_tflops", 0.0, peak_tflops,
-               what=f"in (0, {peak_tflops:g}] TFLOP/s: the {dtype_config.name} peak of {gpu_config.name}")
-    if achieved_memory_bandwidth_GBs is not None:
-        hbm = gpu_config.hbm_bandwidth_in_GB_per_sec
-        number(achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs", 0.0, hbm,
-               what=f"in (0, {hbm:g}] GB/s: the HBM peak of {gpu_config.name}")
+    from llm_analysis.schema.options import MIN_EFFICIENCY, number
+    for value, field, peak, unit, of in (
+            (achieved_tflops, "achieved_tflops", peak_tflops_for_dtype(gpu_config, dtype_config), "TFLOP/s",
+             f"the {dtype_config.name} peak"),
+            (achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs", gpu_config.hbm_bandwidth_in_GB_per_sec,
+             "GB/s", "the HBM peak")):
+        if value is None:
+            continue
+        v = number(value, field, 0.0, peak, what=f"in (0, {peak:g}] {unit}: {of} of {gpu_config.name}")
+        if v < MIN_EFFICIENCY * peak:  # (schema/options.py MIN_EFFICIENCY: a slip, not a measurement)
+            raise ConfigError(f"{field} = {value!r} must be in [{MIN_EFFICIENCY * peak:g}, {peak:g}] {unit} "
+                              f"(below a millionth of the peak of {gpu_config.name} is taken for a slip)")

@@ -36,8 +36,8 @@ from typing import Any, Dict, List, Optional
 from llm_analysis.errors import ConfigError
 from llm_analysis.model.context_parallel import check_cp_seq_len
 from llm_analysis.schema.context_limit import check_context
-from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_SEQ_LEN, DSZeRO, as_enum, boolean,
-                       dtype_bytes, integer, non_negative_number, positive_int)
+from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZeRO, as_enum, boolean, dtype_bytes, integer,
+                       non_negative_number, positive_int)
 from llm_analysis.model.phase_table import FLOPS, phase_table
 from llm_analysis.cost.precision import kv_cache_bytes_per_element
 from llm_analysis.quantities.setup_entries import calibrated_notes, static_entries
@@ -48,11 +48,6 @@ from llm_analysis.inference.timing import (decode_phase, decode_time_without_cac
                      uncached_step_times)
 
 logger = logging.getLogger(__name__)
-
-# The smallest KV-cache element taken: one bit (2- and 4-bit KV quantisations exist; the named KV dtypes
-# start at one byte). schema/options.py `dtype_bytes` checks (0, 8]: near 0 the largest batch and token
-# count (memory / KV bytes per token) overflow (1e-320 bytes: an OverflowError in max_batch).
-MIN_KV_CACHE_BYTES = 1 / 8
 
 
 def _check_request(analysis, b: int, s: int, n) -> int:
@@ -146,9 +141,6 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     dtype_bytes(layernorm_dtype_bytes, "layernorm_dtype_bytes")
     if kv_cache_dtype_bytes is not None:
         kv_cache_dtype_bytes = dtype_bytes(kv_cache_dtype_bytes, "kv_cache_dtype_bytes")
-        if kv_cache_dtype_bytes < MIN_KV_CACHE_BYTES:
-            raise ConfigError(f"kv_cache_dtype_bytes = {kv_cache_dtype_bytes!r} must be a number of bytes in "
-                              f"[{MIN_KV_CACHE_BYTES}, {MAX_DTYPE_BYTES}] (one bit per element at least)")
     kv_cache_dtype_bytes = _kv_bytes(analysis, kv_cache_dtype, kv_cache_dtype_bytes)
     if cost_per_gpu_hour is not None:
         cost_per_gpu_hour = non_negative_number(cost_per_gpu_hour, "cost_per_gpu_hour", MAX_COST_PER_GPU_HOUR)

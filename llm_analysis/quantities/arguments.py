@@ -1,11 +1,11 @@
 """The arguments of `LLMAnalysis` (facade.py) as a user's Python code passes them, checked where
 they enter (the facade only delegates: its checks live here and in schema/options.py).
 
-numpy scalars (np.int64(8), np.float32(0.5), np.bool_(True), a 0-d array) are read as the
-Python values they hold before schema/options.py's coercers see them: those read a numpy
-number through float() but take np.bool_ for a number (np.True_ as a batch size of 1) and
-refuse it as a flag, and a raw np.uint8 or np.float16 overflows in numpy's own width once
-it is multiplied by a hidden size.
+schema/options.py's coercers read numpy scalars (np.int64(8), np.bool_ as a flag, never a
+number) and return Python values. `plain` is for the values no coercer returns: a number kept
+as given (a raw np.uint8 or np.float16 overflows in numpy's own width once it is multiplied by a
+hidden size), the arguments an inference() / training() call hands on, and values checked by
+`isinstance(x, int)` further on (encoder_seq_len, image_tokens).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional
 from llm_analysis.errors import ConfigError
 from llm_analysis.model.records import NAMED_CONVENTIONS
 from llm_analysis.schema.options import (MAX_DTYPE_BYTES, ActivationRecomputation, DSZeRO, as_enum, boolean,
-                                         dtype_bytes, efficiency, efficiency_beside_rate, integer, non_negative_number,
+                                         dtype_bytes, integer, non_negative_number,
                                          positive_int, positive_number, quant_bits)
 from llm_analysis.units import BYTES_FP32
 
@@ -44,7 +44,7 @@ def plain_values(args: Dict[str, Any]) -> Dict[str, Any]:
 
 def count(value, field: str) -> int:
     """A batch size or a length: an integer >= 1 (schema/options.py `positive_int`)."""
-    return positive_int(plain(value), field)
+    return positive_int(value, field)
 
 
 def amount(value, field: str, hi: float) -> float:
@@ -56,7 +56,7 @@ def amount(value, field: str, hi: float) -> float:
 
 
 def flag(value, field: str) -> bool:
-    return value if type(value) is bool else boolean(plain(value), field)
+    return value if type(value) is bool else boolean(value, field)
 
 
 def optional_flag(value, field: str) -> Optional[bool]:
@@ -84,23 +84,23 @@ def optimizer_bytes(master_weights_dtype_bytes, other_op_bytes):
 
 
 def zero_stage(value) -> DSZeRO:
-    return value if type(value) is DSZeRO else as_enum(DSZeRO, plain(value), "ds_zero")
+    return value if type(value) is DSZeRO else as_enum(DSZeRO, value, "ds_zero")
 
 
 def recomputation(value) -> ActivationRecomputation:
     return value if type(value) is ActivationRecomputation else \
-        as_enum(ActivationRecomputation, plain(value), "activation_recomputation")
+        as_enum(ActivationRecomputation, value, "activation_recomputation")
 
 
 def bits(value, field: str) -> Optional[int]:
     """Storage bits of a quantised activation: None or one of schema/options.py `QUANT_BITS`."""
-    return None if value is None else quant_bits(plain(value), field)
+    return None if value is None else quant_bits(value, field)
 
 
 def stage_index(value, pp_size: int) -> int:
     """A pipeline stage: 0 .. pp_size - 1 (a negative index is refused, not read from the end)."""
     try:
-        return integer(plain(value), "stage", 0, pp_size - 1)
+        return integer(value, "stage", 0, pp_size - 1)
     except ConfigError:
         raise ConfigError(f"stage = {value!r}; valid: None (every stage) or a pipeline stage 0 .. {pp_size - 1} "
                           f"(pp_size = {pp_size})") from None
@@ -115,36 +115,6 @@ def text(value, field: str) -> str:
 
 
 # ------------------------------------------------------------------------ the constructor's
-# An efficiency (or an achieved rate) below a millionth of the peak is a slip, not a measurement: real
-# kernels and links reach ~1e-2 .. 1 of their peaks. schema/options.py `efficiency` checks only (0, 1],
-# and from ~1e-300 on the rates it makes are subnormal and every time overflows to inf (or to NaN).
-MIN_EFFICIENCY = 1e-6
-
-
-def fraction_of_peak(value, field: str, rate=None, rate_field: str = "") -> float:
-    """`efficiency` (`efficiency_beside_rate` when a rate is named beside it) of a plain value,
-    at least MIN_EFFICIENCY; None: 1."""
-    value = plain(value)
-    v = efficiency_beside_rate(value, field, rate, rate_field) if rate_field else efficiency(value, field)
-    if v < MIN_EFFICIENCY:
-        raise ConfigError(f"{field} = {value!r} must be in [{MIN_EFFICIENCY:g}, 1] (a fraction of the peak; "
-                          "below a millionth of it is taken for a slip)")
-    return v
-
-
-def check_rate_floors(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs) -> None:
-    """An achieved rate (checked in (0, peak] by cost/roofline.py `check_achieved_rates`) is at least
-    MIN_EFFICIENCY of its peak."""
-    from llm_analysis.cost.roofline import peak_tflops_for_dtype  # (cost/ builds on this package)
-    for value, field, peak, unit in ((achieved_tflops, "achieved_tflops",
-                                      peak_tflops_for_dtype(gpu_config, dtype_config), "TFLOP/s"),
-                                     (achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs",
-                                      gpu_config.hbm_bandwidth_in_GB_per_sec, "GB/s")):
-        if value is not None and float(value) < MIN_EFFICIENCY * peak:
-            raise ConfigError(f"{field} = {value!r} must be in [{MIN_EFFICIENCY * peak:g}, {peak:g}] {unit} "
-                              f"(below a millionth of the peak of {gpu_config.name} is taken for a slip)")
-
-
 def convention_name(value) -> Optional[str]:
     """`conventions`: None (the default) or a name, checked by model/records.py `Conventions.named`.
     A non-string is refused here: `ConventionChoice` would take a false one (0, [], False) for the

@@ -212,13 +212,22 @@ def optional_positive_int(value, field: str) -> Optional[int]:
     return None if value is None else positive_int(value, field)
 
 
+# An efficiency (or an achieved rate, cost/roofline.py) below a millionth of its peak is a slip, not a
+# measurement: real kernels and links reach ~1e-2 .. 1 of their peaks, and from ~1e-300 on the rates it makes
+# are subnormal and every time overflows to inf (or NaN)
+MIN_EFFICIENCY = 1e-6
+
+
 def efficiency(value, field: str, default: float = 1.0) -> float:
-    """A fraction of a peak, in (0, 1]."""
+    """A fraction of a peak, in [MIN_EFFICIENCY, 1]."""
     if value is None:
         return default
     v = _as_float(value, field, "a number in (0, 1]")
     if not 0 < v <= 1:
         raise ConfigError(f"{field} = {value!r} must be in (0, 1] (a fraction of the peak)")
+    if v < MIN_EFFICIENCY:
+        raise ConfigError(f"{field} = {value!r} must be in [{MIN_EFFICIENCY:g}, 1] (a fraction of the peak; "
+                          "below a millionth of it is taken for a slip)")
     return v
 
 
@@ -252,11 +261,17 @@ def non_negative_number(value, field: str, hi: float = math.inf) -> float:
                   what=f"a finite non-negative number{' <= %g' % hi if hi < math.inf else ''}")
 
 
+# the smallest stored element taken: one bit (2- and 4-bit KV quantisations exist); near 0 the largest batch and
+# token count (memory / bytes per token) overflow (1e-320 bytes was an OverflowError)
+MIN_DTYPE_BYTES = 1 / 8
+
+
 def dtype_bytes(value, field: str) -> float:
-    """Bytes of one stored element: (0, MAX_DTYPE_BYTES]."""
-    if _plain_number(value) and 0 < value <= MAX_DTYPE_BYTES:  # before the message is formatted
+    """Bytes of one stored element: [MIN_DTYPE_BYTES, MAX_DTYPE_BYTES]."""
+    if _plain_number(value) and MIN_DTYPE_BYTES <= value <= MAX_DTYPE_BYTES:  # before the message is formatted
         return float(value)
-    return number(value, field, 0.0, MAX_DTYPE_BYTES, what=f"a number of bytes in (0, {MAX_DTYPE_BYTES}]")
+    return number(value, field, MIN_DTYPE_BYTES, MAX_DTYPE_BYTES, lo_open=False,
+                  what=f"a number of bytes in [{MIN_DTYPE_BYTES}, {MAX_DTYPE_BYTES}] (one bit per element at least)")
 
 
 QUANT_BITS = (4, 8, 16, 32)

@@ -1,11 +1,11 @@
-"""Helpers the bad-input tests share: walking an answer's nested values, and a serve() call that must be
-refused with a one-line message."""
+"""Helpers the bad-input tests share: walking an answer's nested values, a call that must be refused by the
+package's own error, and a serve() call that must be refused with a one-line message."""
 
 from __future__ import annotations
 
 import pytest
 
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, LLMAnalysisError
 
 
 def leaves(value, path: str = ""):
@@ -29,3 +29,13 @@ def serve_refused(a, *words, **kw) -> str:
     for word in words:
         assert word in message, (word, message)
     return message
+
+
+def refused(fn, *words):
+    """fn() raises the package's own error whose message names every word."""
+    with pytest.raises(LLMAnalysisError) as info:
+        fn()
+    msg = str(info.value)
+    for w in words:
+        assert w.lower() in msg.lower(), f"{w!r} not in {msg!r}"
+    return msg
