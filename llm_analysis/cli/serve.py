@@ -74,6 +74,8 @@ def _layout_text(answer: Dict[str, Any], p) -> str:
     if answer.get("attention_dp_size", 1) > 1 or answer.get("moe_ep_size", 1) > 1:
         text += (f" x attention_dp={answer['attention_dp_size']}, experts moe_tp={answer['moe_tp_size']} x "
                  f"moe_ep={answer['moe_ep_size']}")
+        if answer.get("moe_redundant_experts"):
+            text += f" with {answer['moe_redundant_experts']} redundant expert copies"
     return text
 
 
@@ -130,8 +132,8 @@ def json_object_flag(value, flag: str) -> Optional[dict]:
 
 def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm-80gb",
           dtype_name: str = "w16a16e16", tp_size: int = 1, dp_size: int = 1, attention_dp_size: int = 1,
-          moe_tp_size: Optional[int] = None, moe_ep_size: Optional[int] = None, pp_size: int = 1,
-          concurrency: Optional[int] = None,
+          moe_tp_size: Optional[int] = None, moe_ep_size: Optional[int] = None,
+          moe_redundant_experts: Optional[int] = None, pp_size: int = 1, concurrency: Optional[int] = None,
           request_rate: Optional[float] = None, input_len: Optional[int] = None, output_len: Optional[int] = None,
           input_len_spread: int = 0, output_len_spread: int = 0, lengths_file: Optional[str] = None,
           lengths_tokenizer: Optional[str] = None,
@@ -174,6 +176,10 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
             worker's GPUs over --moe_ep_size).
         moe_ep_size: routed experts spread over this many GPU groups of the worker (default: attention_dp_size);
             moe_tp_size x moe_ep_size = tp_size x attention_dp_size.
+        moe_redundant_experts: redundant copies of routed experts spread with them over the --moe_ep_size groups
+            (expert-parallel load balancing: SGLang --ep-num-redundant-experts, TensorRT-LLM's load-balancer
+            slots, vLLM's EPLB); experts plus copies must split evenly over the groups, so a --moe_ep_size
+            that does not divide the experts needs them (256 experts over 72 groups: 32); default: none.
         pp_size: pipeline stages of one worker, each of tp_size x attention_dp_size GPUs holding its layers (the
             running requests in micro-batches over the stages).
         concurrency: closed loop: concurrent clients over all replicas, each sending its next request when the
@@ -245,7 +251,9 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                                                             "attention_dp_size": attention_dp_size,
                                                             "pp_size": pp_size,
                                                             **({"moe_tp_size": moe_tp_size} if moe_tp_size else {}),
-                                                            **({"moe_ep_size": moe_ep_size} if moe_ep_size else {})}),
+                                                            **({"moe_ep_size": moe_ep_size} if moe_ep_size else {}),
+                                                            **({"moe_redundant_experts": moe_redundant_experts}
+                                                               if moe_redundant_experts is not None else {})}),
                            perf_model=perf_model_arg(perf_model, gpu_profile))
     options = {k: v for k, v in (("max_num_batched_tokens", max_num_batched_tokens), ("max_num_seqs", max_num_seqs),
                                  ("gpu_memory_utilization", gpu_memory_utilization), ("block_size", block_size),

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional
 
 from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
 from llm_analysis.model import LayerDescriber, LayerKind, Operator, Phase
+from llm_analysis.model.mlp import expert_placement
 from llm_analysis.schema.options import ActivationRecomputation as AR
 from llm_analysis.exact.architectures.family import PLAIN_CORE, RowSource
 from llm_analysis.exact.architectures.recurrent_state import conv_outputs, state_bytes_per_seq, state_op
@@ -130,9 +131,8 @@ class ModuleTreeDescriber(LayerDescriber):
         e, k = copies, self.description["experts"]["top_k"]
         one = self._matmul(s["name"], s["group"], phase, phase.tokens * k * s["calls"], s["in"], s["out"],
                            s["bias"], shard=shard, shard_input=role == "row", lora_target=lora)
-        experts_gpu = e / self.par.ep_size
-        active_gpu = min(experts_gpu, self.expected_active_experts(phase.tokens * self.par.ep_size)
-                         / self.par.ep_size)
+        experts_gpu, active_gpu = expert_placement(e, self.redundant_experts, self.par.ep_size, k / e,
+                                                   phase.tokens * self.par.ep_size)
         w_gpu = one.params_per_gpu * experts_gpu
         return replace(one, params=one.params * e, params_per_gpu=w_gpu, weight_bytes_per_gpu=w_gpu * self.w_bytes,
                        bytes_read_per_gpu=one.bytes_read_per_gpu - one.weight_bytes_per_gpu
@@ -292,10 +292,6 @@ class ModuleTreeDescriber(LayerDescriber):
         tokens = min(seq_len, w - 1) if w else seq_len
         extra = sum(s["variant"].cached_elems(seq_len) for s in specs if s["op"] == "attention" and s.get("variant"))
         return tokens + extra / self.kv_cache_elems_per_token_per_gpu(kind) if extra else tokens
-
-    def expected_active_experts(self, tokens: int) -> float:
-        e, k = self.description["experts"]["count"], self.description["experts"]["top_k"]
-        return e * (1.0 - (1.0 - k / e) ** tokens)
 
     # ------------------------------------------------------- embedding / head
     def embedding_ops(self, phase: Phase) -> List[Operator]:

@@ -221,8 +221,9 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
                 raise ConfigError(
                     f"tp_size = {p.tp_size} must divide {f} = {width} of {m.name} (the MLP is split over "
                     f"TP by columns); valid tp_size: {valid}")
-        if m.is_moe and m.moe_num_experts % p.ep_size:
-            raise ConfigError(f"ep_size = {p.ep_size} must divide moe_num_experts = {m.moe_num_experts}")
+        if m.is_moe and (m.moe_num_experts + self.redundant_experts) % p.ep_size:
+            copies = f" + moe_redundant_experts = {self.redundant_experts}" if self.redundant_experts else ""
+            raise ConfigError(f"ep_size = {p.ep_size} must divide moe_num_experts = {m.moe_num_experts}{copies}")
         if p.ep_size > 1 and p.dp_size % p.ep_size:
             raise ConfigError(
                 f"ep_size = {p.ep_size} must divide dp_size = {p.dp_size}: experts are sharded over data-parallel "
@@ -234,6 +235,13 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
     @property
     def tp(self) -> int:
         return self.par.tp_size
+
+    @property
+    def redundant_experts(self) -> int:
+        """Redundant copies of routed experts spread with them over the ep_size expert-parallel ranks (a
+        serving worker's load balancing, ParallelismConfig.moe_redundant_experts; serving/layout.py
+        passes it to the experts' own analysis); none without expert parallelism."""
+        return (self.par.moe_redundant_experts or 0) if self.par.ep_size > 1 else 0
 
     @property
     def kv_heads_per_gpu(self) -> int:

@@ -20,6 +20,24 @@ from llm_analysis.model.records import LayerKind, Operator, Phase
 from llm_analysis.model.variants import latent_projection_ops, moe_output_ops, zero_expert_weight_ops
 
 
+def expert_placement(experts: int, redundant: int, ep: int, reach: float, tokens: float) -> Tuple[float, float]:
+    """(routed experts held per GPU, of them those the `tokens` tokens of all `ep` expert-parallel ranks reach)
+    for `experts` experts and `redundant` extra copies spread evenly over `ep` ranks; `reach`: the chance
+    that one token picks a given expert (top_k over the experts the router scores).
+
+    Without copies: experts / ep held, and of the experts E (1 - (1 - reach)^tokens) reached on the mean,
+    1 / ep per GPU. With r copies (load balancing: SGLang's --ep-num-redundant-experts, TensorRT-LLM's
+    load-balancer slots, vLLM's EPLB) each expert has c = 1 + r // E copies, r mod E of them one more,
+    and (the assumption) a copied expert's tokens are split evenly over its copies at random, so a copy
+    is reached with chance 1 - (1 - reach / c)^tokens."""
+    if not redundant:
+        return experts / ep, min(experts / ep, experts * (1.0 - (1.0 - reach) ** tokens) / ep)
+    q, extra = divmod(redundant, experts)
+    reached = sum(n * c * (1.0 - (1.0 - reach / c) ** tokens) for n, c in ((experts - extra, q + 1), (extra, q + 2)))
+    held = (experts + redundant) / ep
+    return held, min(held, reached / ep)
+
+
 class MlpOps:
     """Mixin of `LayerDescriber`: dense MLP and mixture of experts."""
 
@@ -59,12 +77,6 @@ class MlpOps:
             ops = self._ffn_ops("", "mlp", phase, t, ffn, m.mlp_bias, shard=self.tp, down_bias=m.mlp_down_bias)
             return self.dense_mlp_extras(ops, phase, t, ffn)
         return self._moe_ops(phase) + moe_output_ops(self, phase)
-
-    def expected_active_experts(self, tokens: int) -> float:
-        """Expected number of distinct FFN experts that `tokens` tokens are routed to,
-        with uniform routing over the E FFN and Z zero experts: E * (1 - (1 - k/(E+Z))^tokens)."""
-        e, k = self.model.moe_num_experts, self.model.moe_top_k
-        return e * (1.0 - (1.0 - k / (e + self.model.moe_zero_experts)) ** tokens)
 
     def routing_ops(self, phase: Phase) -> Tuple[Operator, Operator, Operator]:
         """The fused MoE's own passes (module docstring): top-k selection, the sort of the
@@ -109,10 +121,9 @@ class MlpOps:
         # parameters: all e experts exist, the FLOPs use only k per token
         one_expert = self._ffn_ops("expert_", "experts", phase, 0, f, m.moe_expert_bias, shard=self.tp,
                                    expert_role="routed", io_dim=io)
-        experts_gpu = e / ep
-        # weights read per GPU in one forward: only the local experts that receive
-        # some of the ep ranks' t*ep tokens
-        active_gpu = min(experts_gpu, self.expected_active_experts(t * ep) / ep)
+        # weights held per GPU (the experts and their redundant copies, over ep ranks) and read in one
+        # forward: only the local experts that receive some of the ep ranks' t*ep tokens
+        experts_gpu, active_gpu = expert_placement(e, self.redundant_experts, ep, k / (e + z), t * ep)
         for op, one in zip(routed, one_expert):
             if op.kind != "matmul":
                 ops.append(op)

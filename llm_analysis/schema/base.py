@@ -68,7 +68,7 @@ _LIMITS: Dict[str, float] = {
                      "inter_node_hop_latency"), _lim.MAX_SECONDS),
     **dict.fromkeys(("num_gpus_per_node", "fast_link_group_size", "tp_size", "pp_size", "dp_size", "ep_size",
                      "sp_size", "rdp_size", "cp_size", "dp_shard", "dp_replicate", "attention_dp_size",
-                     "moe_tp_size", "moe_ep_size"), _lim.MAX_PARALLEL_SIZE),
+                     "moe_tp_size", "moe_ep_size", "moe_redundant_experts"), _lim.MAX_PARALLEL_SIZE),
     "quant_group_size": _lim.MAX_DIM, "quant_scale_bits": 64,
 }
 

@@ -53,6 +53,11 @@ class ParallelismConfig(StrictModel):
     attention_dp_size: int = 1  # attention replicas inside one serving worker
     moe_tp_size: Optional[int] = None  # each routed expert's split inside a worker (default above)
     moe_ep_size: Optional[int] = None  # routed experts spread over this many of the worker's GPU groups
+    # redundant copies of routed experts beside the model's own, spread with them over the expert-parallel
+    # ranks (load balancing: SGLang's --ep-num-redundant-experts, TensorRT-LLM's load-balancer num_slots -
+    # experts, vLLM's EPLB num_redundant_experts); experts + copies must split evenly over the ranks, which
+    # lets serve() run a moe_ep_size that does not divide the experts (serving/layout.py); None: no copies
+    moe_redundant_experts: Optional[int] = None
 
     _hsdp = model_validator(mode="before")(classmethod(lambda cls, d: hsdp_sizes(d) if isinstance(d, dict) else d))
 
@@ -73,6 +78,7 @@ class ParallelismConfig(StrictModel):
         # error should name the field the user wrote
         self._positive("dp_shard", "dp_replicate", "tp_size", "pp_size", "dp_size", "ep_size", "sp_size", "rdp_size",
                        "cp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+        self._positive("moe_redundant_experts", lo_open=False)
         self._fill_worker_layout()
         if self.sp_size is None:
             self.sp_size = self.tp_size

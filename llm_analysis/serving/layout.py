@@ -79,6 +79,7 @@ class WorkerLayout:
     pp: int = 1  # pipeline stages, each of tp x attention_dp GPUs
     first_stage_layers: Optional[int] = None  # uneven stages (ParallelismConfig's num_layers_in_*_pipeline_stage)
     last_stage_layers: Optional[int] = None
+    redundant_experts: int = 0  # copies of routed experts beside the model's own, spread with them over moe_ep
 
     @property
     def gpus_per_worker(self) -> int:
@@ -148,15 +149,41 @@ def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, whe
         if "moe_ep_size" in p.model_fields_set and p.moe_ep_size > 1:
             raise ConfigError(f"{where}moe_ep_size = {p.moe_ep_size} but {m.name} has no experts; valid: moe_ep_size = 1 "
                               f"(or leave it out: the MLP of a dense model follows the attention layout)")
+        if p.moe_redundant_experts:
+            raise ConfigError(f"{where}moe_redundant_experts = {p.moe_redundant_experts} but {m.name} has no experts; "
+                              f"valid: 0 (or leave it out)")
         return WorkerLayout(p.tp_size, p.attention_dp_size, p.tp_size, 1, p.dp_size, **stages)
-    if m.moe_num_experts % p.moe_ep_size:
-        raise ConfigError(f"{where}moe_ep_size = {p.moe_ep_size} must divide moe_num_experts = {m.moe_num_experts} of "
-                          f"{m.name}; valid: {[d for d in range(1, m.moe_num_experts + 1) if m.moe_num_experts % d == 0]}")
+    redundant = redundant_experts(p, m, where)
     if m.expert_ffn_dim % p.moe_tp_size:
         raise ConfigError(f"{where}moe_tp_size = {p.moe_tp_size} must divide moe_ffn_embed_dim = {m.expert_ffn_dim} of "
                           f"{m.name} (each expert is split by columns); valid: "
                           f"{[d for d in range(1, 65) if m.expert_ffn_dim % d == 0]}")
-    return WorkerLayout(p.tp_size, p.attention_dp_size, p.moe_tp_size, p.moe_ep_size, p.dp_size, **stages)
+    return WorkerLayout(p.tp_size, p.attention_dp_size, p.moe_tp_size, p.moe_ep_size, p.dp_size, **stages,
+                        redundant_experts=redundant)
+
+
+def redundant_experts(p: ParallelismConfig, model, where: str = "") -> int:
+    """The redundant expert copies of a worker (ParallelismConfig.moe_redundant_experts; not given: none),
+    checked: the experts and their copies split evenly over the moe_ep_size ranks (as SGLang and TensorRT-LLM
+    require of their physical expert slots), no rank holding two copies of one expert. A moe_ep_size that does
+    not divide the experts is refused unless copies are given that make it even (256 experts over 72 ranks:
+    32 copies, 4 slots a GPU)."""
+    e, ep, given = model.moe_num_experts, p.moe_ep_size, p.moe_redundant_experts or 0
+    least = -e % ep
+    if given and ep == 1:
+        raise ConfigError(f"{where}moe_redundant_experts = {given} needs the experts spread over expert-parallel ranks "
+                          f"(moe_ep_size > 1; it is 1); valid: moe_redundant_experts = 0, or moe_ep_size > 1")
+    most = e * (ep - 1)  # each of the ep ranks holding every expert once
+    if (e + given) % ep == 0 and given <= most:
+        return given
+    if not given:
+        raise ConfigError(f"{where}moe_ep_size = {ep} must divide moe_num_experts = {e} of {model.name}; valid: "
+                          f"{[d for d in range(1, e + 1) if e % d == 0]}, or redundant expert copies that make the "
+                          f"split even: moe_redundant_experts = {least} (+ a multiple of {ep}; expert-parallel load "
+                          f"balancing, as SGLang's --ep-num-redundant-experts)")
+    raise ConfigError(f"{where}moe_redundant_experts = {given}: {e} experts of {model.name} and their copies must split "
+                      f"evenly over moe_ep_size = {ep} ranks, a rank holding no expert twice; valid: {least} + a "
+                      f"multiple of {ep}, at most {most}")
 
 
 def all_to_all_bytes_per_token(model, activation_bytes: float, moe_ep: int) -> float:
@@ -189,7 +216,9 @@ def expert_analysis(analysis, layout: WorkerLayout, where: str = ""):
     tp = moe_tp, experts over ep = moe_ep ranks each with its own batch (model/mlp.py)."""
     try:
         return with_parallelism(analysis, ParallelismConfig(tp_size=layout.moe_tp, dp_size=layout.moe_ep,
-                                                            ep_size=layout.moe_ep, **layout.stage_fields()))
+                                                            ep_size=layout.moe_ep,
+                                                            moe_redundant_experts=layout.redundant_experts,
+                                                            **layout.stage_fields()))
     except ConfigError as err:
         raise ConfigError(f"{where}moe_tp_size = {layout.moe_tp}: the experts cannot be split so ({err})") from None
 
@@ -299,8 +328,13 @@ def expert_spread_note(layout: WorkerLayout, engine, imbalance: Optional[float],
     with `running_per_rank`, the factor of a decode step of that many requests per attention rank."""
     if layout.moe_ep <= 1:
         return None
+    copies = ""
+    if layout.redundant_experts:
+        copies = (f" ({layout.redundant_experts} redundant copies beside the experts, each group holding the same "
+                  f"number of expert slots, a copied expert's tokens split evenly over its copies: what expert "
+                  f"load balancing aims at: assumption)")
     if imbalance is not None:
-        return (f"{where}routed experts over moe_ep={layout.moe_ep} groups: their time x {imbalance:g} "
+        return (f"{where}routed experts over moe_ep={layout.moe_ep} groups{copies}: their time x {imbalance:g} "
                 "(expert_load_imbalance given)")
     scale = engine.expert_spread_scale
     at = ""
@@ -308,8 +342,8 @@ def expert_spread_note(layout: WorkerLayout, engine, imbalance: Optional[float],
         assignments = running_per_rank * layout.attention_dp * top_k
         at = (f"; {busiest_group_factor(assignments, layout.moe_ep, scale):.3g} for a decode step of the mean running "
               f"requests ({assignments:.4g} assignments)")
-    return (f"{where}routed experts over moe_ep={layout.moe_ep} groups: each step's experts take the busiest group's "
-            f"time, max(1, {scale:g} x (1 + z_G sqrt((G - 1) / T))) of the balanced one for T routed assignments "
+    return (f"{where}routed experts over moe_ep={layout.moe_ep} groups{copies}: each step's experts take the busiest "
+            f"group's time, max(1, {scale:g} x (1 + z_G sqrt((G - 1) / T))) of the balanced one for T routed assignments "
             f"(uniform routing's spread, scale fitted per engine: expert_spread_scale; assumption){at}")
 
 

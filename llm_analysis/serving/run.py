@@ -193,7 +193,7 @@ def check_simulation_size(workload, engine, ranks: int) -> None:
 def layout_entries(layout: WorkerLayout, replica: Replica, speculative) -> Dict[str, Any]:
     """The worker layout and speculative decoding as the answer states them."""
     out = {"attention_dp_size": layout.attention_dp, "moe_tp_size": layout.moe_tp, "moe_ep_size": layout.moe_ep,
-           "max_running_requests_per_rank": replica.capacity}
+           "moe_redundant_experts": layout.redundant_experts, "max_running_requests_per_rank": replica.capacity}
     if speculative is not None:
         out.update(speculative.entries())
     return out

@@ -190,6 +190,13 @@ def _options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
 
 def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
     """Validate training()'s arguments (ConfigError naming the field and value)."""
+    redundant = analysis.parallelism_config.moe_redundant_experts
+    if redundant and analysis.parallelism_config.ep_size > 1:
+        # the describer would hold the copies' weights and states on every expert-parallel rank: no training
+        # framework places an expert twice (its gradients would have to be summed over the copies)
+        raise ConfigError(f"moe_redundant_experts = {redundant}: redundant expert copies are a serving layout "
+                          f"(expert-parallel load balancing in serve()); training places each expert once; valid: 0, "
+                          f"or leave it out")
     opts = _options(analysis, kw)
     seq_len = _check_seq_len(analysis, kw["seq_len"])
     check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)

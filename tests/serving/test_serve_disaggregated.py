@@ -60,7 +60,8 @@ def test_closed_loop_littles_law_and_keys(analysis_builder):
     a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
     agg = a.serve(concurrency=64, input_len=IN, output_len=OUT, num_requests=0)
     s = a.serve(concurrency=64, input_len=IN, output_len=OUT, disaggregated=_pools())
-    assert set(agg) - {"attention_dp_size", "moe_tp_size", "moe_ep_size", "max_running_requests_per_rank"} <= set(s)
+    assert set(agg) - {"attention_dp_size", "moe_tp_size", "moe_ep_size", "moe_redundant_experts",
+                       "max_running_requests_per_rank"} <= set(s)
     assert s["requests_per_s"] * s["e2e_s"] == pytest.approx(64, rel=1e-6)
     assert s["ttft_p50_s"] <= s["ttft_p90_s"] <= s["ttft_p99_s"]
     # more clients wait longer for the prefill pool
