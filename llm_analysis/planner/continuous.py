@@ -55,7 +55,8 @@ CONTINUOUS_COLUMNS = [
     ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
     ("kv", lambda r: r["layout"]["kv_cache_dtype"]),
     ("tp", lambda r: str(r["layout"]["tp"])), ("adp", lambda r: str(r["layout"]["attention_dp"])),
-    ("moe", lambda r: "-" if r["layout"]["moe_ep"] is None else f"{r['layout']['moe_tp']}x{r['layout']['moe_ep']}"),
+    ("moe", lambda r: "-" if r["layout"]["moe_ep"] is None else f"{r['layout']['moe_tp']}x{r['layout']['moe_ep']}"
+     + (f"+{r['layout']['moe_redundant_experts']}" if r["layout"].get("moe_redundant_experts") else "")),
     ("replicas", lambda r: str(r["figures"]["replicas"])), ("gpus", lambda r: str(r["figures"]["num_gpus"])),
     ("running", lambda r: f"{r['figures']['mean_running_requests_per_replica']:.1f}"),
     ("ttft_ms", lambda r: f"{r['figures']['time_to_first_token'] * 1e3:.1f}"),
@@ -73,7 +74,7 @@ def continuous_legend(percentile: Optional[int]) -> Dict[str, str]:
         "tp": "tensor-parallel GPUs of each attention replica",
         "adp": "attention replicas per worker (attention data parallelism; a worker is tp x adp GPUs)",
         "moe": "routed experts split moe_tp x moe_ep over the worker's GPUs (each expert moe_tp ways, experts over "
-               "moe_ep groups)",
+               "moe_ep groups; +r: r redundant expert copies spread with them)",
         "replicas": "workers (copies of the layout) sharing the load",
         "gpus": "replicas x tp x adp GPUs",
         "running": "mean requests running at once per worker, continuous batching",
@@ -371,6 +372,8 @@ def _row(search, lay: Worker, kv_name: Optional[str], replicas: int, s: Dict[str
               "moe_tp": lay.moe_tp if lay.is_moe else None, "moe_ep": lay.moe_ep if lay.is_moe else None,
               "gpus_per_worker": lay.gpus, "pp": 1, "ep": lay.moe_ep if lay.is_moe else 1,
               "kv_cache_dtype": s["kv_cache_dtype"], "framework": s["framework"]}
+    if lay.redundant_experts:  # the rack worker's expert copies (planner/layouts.py)
+        layout.update(moe_redundant_experts=lay.redundant_experts, moe_expert_slots=lay.expert_slots)
     reproduce = {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
                  "parallelism": lay.parallelism_fields(replicas),
                  "analysis_kwargs": dict(search.analysis_kwargs), "serve_kwargs": dict(kwargs),

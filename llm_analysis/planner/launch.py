@@ -28,8 +28,13 @@ arguments", cites each):
 A layout an engine cannot express is refused with the reason (`engine_refusal`), never emitted
 with flags that would run something else: vLLM splits experts either tensor-parallel or
 expert-parallel over all of a worker's GPUs, not both; TensorRT-LLM's attention data parallelism
-runs attention on one GPU per replica; no engine keeps the KV cache in fp32. The planner searches
-only what the `framework` it times can run, so the row's own engine is always expressible.
+runs attention on one GPU per replica; no engine keeps the KV cache in fp32. Redundant expert copies
+(a rack-wide worker's, planner/layouts.py) are set with each engine's load balancer: vLLM --enable-eplb
+--eplb-config '{"num_redundant_experts": r}' (vllm/config/parallel.py EPLBConfig), SGLang
+--ep-num-redundant-experts r (server_args.py ep_num_redundant_experts), TensorRT-LLM
+moe_config.load_balancer.num_slots = experts + r (llmapi MoeConfig / MoeLoadBalancerConfig). The
+planner searches only what the `framework` it times can run, so the row's own engine is always
+expressible.
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ class WorkerLaunch:
     max_num_seqs: int
     memory_share: float
     kv_cache_dtype: str
+    redundant_experts: int = 0  # copies of routed experts beside the experts (expert-parallel load balancing)
+    expert_slots: int = 0  # experts + copies (TensorRT-LLM's load-balancer num_slots)
 
     @property
     def gpus(self) -> int:
@@ -119,6 +126,9 @@ def _vllm(w: WorkerLaunch, model: str, role: Optional[str]):
         ("--tensor-parallel-size", w.tp),
         ("--data-parallel-size", w.attention_dp if w.attention_dp > 1 else None),
         ("--enable-expert-parallel", w.is_moe and w.moe_ep > 1),
+        ("--enable-eplb", w.redundant_experts > 0),
+        ("--eplb-config", json.dumps({"num_redundant_experts": w.redundant_experts}, separators=(",", ":"))
+         if w.redundant_experts else None),
         ("--max-num-batched-tokens", w.max_num_batched_tokens), ("--max-num-seqs", w.max_num_seqs),
         ("--gpu-memory-utilization", w.memory_share), ("--kv-cache-dtype", kv),
         ("--kv-transfer-config", None if role is None else
@@ -139,6 +149,7 @@ def _sglang(w: WorkerLaunch, model: str, role: Optional[str]):
     argv = ["python", "-m", "sglang.launch_server", "--model-path", model] + _flag_args([
         ("--tp-size", w.gpus), ("--dp-size", w.attention_dp if dp_attention else None),
         ("--enable-dp-attention", dp_attention), ("--ep-size", w.moe_ep if w.is_moe and w.moe_ep > 1 else None),
+        ("--ep-num-redundant-experts", w.redundant_experts or None),
         # SGLang divides both by --dp-size under DP attention: the worker-wide values are given
         ("--chunked-prefill-size", w.max_num_batched_tokens * w.attention_dp),
         ("--max-running-requests", w.max_num_seqs * w.attention_dp),
@@ -163,6 +174,8 @@ def _trtllm(w: WorkerLaunch, model: str, role: Optional[str]):
         extra["enable_attention_dp"] = True
     if w.is_moe:
         extra["moe_tensor_parallel_size"] = w.moe_tp
+    if w.redundant_experts:  # the load balancer's slots: experts and their copies
+        extra["moe_config"] = {"load_balancer": {"num_slots": w.expert_slots}}
     if w.kv_cache_dtype in _FP8_NAMES:
         extra["kv_cache_config"] = {"dtype": "fp8"}
     if role is not None:
@@ -178,6 +191,8 @@ def _trtllm(w: WorkerLaunch, model: str, role: Optional[str]):
     if w.is_moe:
         llm_api.update(moe_expert_parallel_size=w.moe_ep, moe_tensor_parallel_size=w.moe_tp,
                        enable_attention_dp=w.attention_dp > 1)
+    if w.redundant_experts:
+        llm_api["moe_config"] = extra["moe_config"]
     notes = []
     if w.nodes > 1:
         notes.append(f"the worker spans {w.nodes} nodes: launch it under MPI or Slurm across them "
@@ -256,7 +271,8 @@ def worker_launch(layout: Dict[str, Any], workers: int, gpus_per_node: int, sett
     tp = layout["tp"]
     return WorkerLaunch(tp=tp, attention_dp=layout.get("attention_dp", 1), moe_tp=layout.get("moe_tp", tp),
                         moe_ep=layout.get("moe_ep", 1), is_moe=is_moe, workers=workers, gpus_per_node=gpus_per_node,
-                        **settings)
+                        redundant_experts=layout.get("moe_redundant_experts", 0),
+                        expert_slots=layout.get("moe_expert_slots", 0), **settings)
 
 
 def row_launch(engine: str, model: str, row: Dict[str, Any], gpus_per_node: int, is_moe: bool) -> Dict[str, Any]:

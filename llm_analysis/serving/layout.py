@@ -181,9 +181,9 @@ def redundant_experts(p: ParallelismConfig, model, where: str = "") -> int:
                           f"{[d for d in range(1, e + 1) if e % d == 0]}, or redundant expert copies that make the "
                           f"split even: moe_redundant_experts = {least} (+ a multiple of {ep}; expert-parallel load "
                           f"balancing, as SGLang's --ep-num-redundant-experts)")
-    raise ConfigError(f"{where}moe_redundant_experts = {given}: {e} experts of {model.name} and their copies must split "
-                      f"evenly over moe_ep_size = {ep} ranks, a rank holding no expert twice; valid: {least} + a "
-                      f"multiple of {ep}, at most {most}")
+    raise ConfigError(f"{where}moe_redundant_experts = {given}: {e} experts of {model.name} and their copies must "
+                      f"split evenly over moe_ep_size = {ep} ranks, a rank holding no expert twice; valid: {least} + "
+                      f"a multiple of {ep}, at most {most}")
 
 
 def all_to_all_bytes_per_token(model, activation_bytes: float, moe_ep: int) -> float:

@@ -204,3 +204,57 @@ def test_the_launch_asked_for_is_the_engine_timed_unless_another_is_named():
     # without either, vLLM as before
     plain = plan_inference(MIXTRAL, [GPU], slo, **kw)
     assert all(r["layout"]["framework"] == "vllm" for r in plain.rows)
+
+
+# ---------------------------------------------------------------- a rack-wide worker (GB200 / GB300 NVL72)
+
+def _search(model, gpu, **limits):
+    from llm_analysis.planner.inference import make_search
+    return make_search(model, [gpu], ("w16a16e16",), None, False, None, limits.get("max_gpus"), None, 8,
+                       limits.get("max_ep"), 1024, None, None, None)
+
+
+def test_an_nvl72_rack_adds_its_whole_domain_worker_with_the_copies_that_split_the_experts():
+    """GB200 NVL72: the NVLink domain is 72 GPUs (4 a tray): beside the doubling sweep (up to 64 GPUs) the MoE
+    search holds one worker of all 72, attention replicas of one GPU, experts whole; Qwen3-30B-A3B's 128
+    experts over 72 GPUs need 16 copies (144 slots, 2 a GPU: the least r with (128 + r) % 72 == 0)."""
+    from llm_analysis.planner.layouts import workers_of
+    rack = [w for w in workers_of(_search("Qwen/Qwen3-30B-A3B", "gb200"), "sglang", None) if w.gpus == 72]
+    assert len(rack) == 1
+    w = rack[0]
+    assert (w.tp, w.attention_dp, w.moe_tp, w.moe_ep) == (1, 72, 1, 72)
+    assert (w.redundant_experts, w.expert_slots) == (16, 144)
+    assert w.parallelism_fields(2)["moe_redundant_experts"] == 16
+    # a node-sized NVLink domain adds none, and the limits exclude it
+    assert not [w for w in workers_of(_search("Qwen/Qwen3-30B-A3B", "b200"), "sglang", None) if w.gpus > 64]
+    for limits, max_worker_gpus in (({"max_gpus": 64}, None), ({"max_ep": 64}, None), ({}, 64)):
+        assert not [w for w in workers_of(_search("Qwen/Qwen3-30B-A3B", "gb200", **limits), "sglang",
+                                          max_worker_gpus) if w.gpus == 72]
+
+
+def test_the_rack_worker_s_serve_call_serves_its_copies(analysis_builder):
+    """The rack worker's ParallelismConfig fields are a layout serve() runs: 72 GPUs holding 2 expert slots each."""
+    from llm_analysis.planner.layouts import workers_of
+    w = [w for w in workers_of(_search("Qwen/Qwen3-30B-A3B", "gb200"), "trtllm", None) if w.gpus == 72][0]
+    s = analysis_builder("Qwen/Qwen3-30B-A3B", gpu="gb200", **w.parallelism_fields(1)).serve(
+        concurrency=256, input_len=1024, output_len=128, framework="trtllm", num_requests=0)
+    assert s["num_gpus"] == 72 and s["moe_redundant_experts"] == 16
+
+
+def test_launch_lines_set_each_engine_s_expert_copies():
+    """256 experts and 32 copies over 72 GPUs: vLLM's EPLB config, SGLang's --ep-num-redundant-experts and
+    TensorRT-LLM's load-balancer slots (experts + copies = 288)."""
+    row = _row(1, 72, 1, 72)
+    row["layout"].update(moe_redundant_experts=32, moe_expert_slots=288)
+    vllm = row_launch("vllm", "deepseek-ai/DeepSeek-R1", row, gpus_per_node=4, is_moe=True)["argv"]
+    assert "--enable-eplb" in vllm and vllm[vllm.index("--eplb-config") + 1] == '{"num_redundant_experts":32}'
+    sglang = row_launch("sglang", "deepseek-ai/DeepSeek-R1", row, gpus_per_node=4, is_moe=True)["argv"]
+    assert sglang[sglang.index("--ep-num-redundant-experts") + 1] == "32"
+    trt_row = _row(1, 72, 1, 72, "trtllm")
+    trt_row["layout"].update(moe_redundant_experts=32, moe_expert_slots=288)
+    trt = row_launch("trtllm", "deepseek-ai/DeepSeek-R1", trt_row, gpus_per_node=4, is_moe=True)["config"]
+    assert trt["extra_llm_api_options_yaml"]["moe_config"] == {"load_balancer": {"num_slots": 288}}
+    assert trt["llm_api_kwargs"]["moe_config"] == {"load_balancer": {"num_slots": 288}}
+    # without copies, none of these flags
+    plain = row_launch("sglang", "deepseek-ai/DeepSeek-R1", _row(1, 8, 1, 8), gpus_per_node=8, is_moe=True)["argv"]
+    assert "--ep-num-redundant-experts" not in plain
