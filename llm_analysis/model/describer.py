@@ -68,6 +68,19 @@ def identity_token(obj):
     return token
 
 
+def _attention_dp_hint(model, gpus: int) -> str:
+    """For a model with experts, how a serving worker of `gpus` GPUs whose tensor parallelism cannot split the
+    heads is written here: TensorRT-LLM's --tp_size and SGLang's --tp-size count all of a worker's GPUs, and
+    with attention data parallelism each GPU runs its own attention replica (serving/layout.py)."""
+    if not model.is_moe:
+        return ""
+    copies = -model.moe_num_experts % gpus
+    extra = f", moe_redundant_experts={copies}" if copies else ""
+    return (f"; a serving worker of {gpus} GPUs with attention data parallelism (TensorRT-LLM --tp_size {gpus} with "
+            f"enable_attention_dp, SGLang --tp-size {gpus} --dp-size {gpus} --enable-dp-attention) is "
+            f"ParallelismConfig(tp_size=1, attention_dp_size={gpus}, moe_ep_size={gpus}{extra})")
+
+
 class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVariantOps):
     """Builds the operator records of a model under a dtype and parallel layout.
 
@@ -197,7 +210,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         if m.n_head % p.tp_size:
             raise ConfigError(
                 f"tp_size = {p.tp_size} must divide n_head = {m.n_head} of {m.name}; valid tp_size: "
-                f"{[d for d in range(1, m.n_head + 1) if m.n_head % d == 0]}")
+                f"{[d for d in range(1, m.n_head + 1) if m.n_head % d == 0]}{_attention_dp_hint(m, p.tp_size)}")
         for kv in sorted({m.num_key_value_heads, *(m.layer_kv_heads or ())}):  # layer_kv_heads: per layer
             if kv % p.tp_size and p.tp_size % kv:
                 raise ConfigError(

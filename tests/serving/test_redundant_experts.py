@@ -127,3 +127,20 @@ def test_cli_serves_copies_and_refuses_bad_ones_in_one_line(tmp_path):
     assert bad.returncode == 2
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1 and "moe_redundant_experts = 4" in lines[0]
+
+
+def test_a_tensor_parallel_size_that_cannot_split_the_heads_names_the_attention_dp_worker(analysis_builder):
+    """TensorRT-LLM's --tp_size and SGLang's --tp-size count a worker's GPUs: tp_size = 6 for Qwen3-30B-A3B
+    (32 heads) cannot be attention tensor parallelism, and the refusal names the layout that runs 6 GPUs with
+    attention data parallelism, copies included (128 experts over 6: 4); that layout serves. A dense model's
+    refusal names no such layout."""
+    with pytest.raises(ConfigError) as err:
+        analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=6)
+    hint = "ParallelismConfig(tp_size=1, attention_dp_size=6, moe_ep_size=6, moe_redundant_experts=4)"
+    assert "tp_size = 6 must divide n_head = 32" in str(err.value) and hint in str(err.value)
+    s = analysis_builder(MOE, gpu="h100-sxm-80gb", tp_size=1, attention_dp_size=6, moe_ep_size=6,
+                         moe_redundant_experts=4).serve(**LOAD)
+    assert s["num_gpus"] == 6
+    with pytest.raises(ConfigError) as dense:
+        analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", tp_size=6)
+    assert "attention_dp_size" not in str(dense.value)
