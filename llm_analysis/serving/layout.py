@@ -8,7 +8,9 @@ and moe_ep ways (whole experts). serve() models one rank and runs workers x atte
 (the clients round robin over the ranks, the request rate evenly).
 
 The time of a rank's step of x tokens, its ranks in lockstep with equal loads (they meet at every
-MoE layer):
+MoE layer; with fewer clients than ranks an idle rank is timed as running the same batch, as TensorRT-LLM
+pads an idle attention-DP rank with a dummy request, PyExecutor._pad_attention_dp_dummy_request, so the
+experts see every rank's tokens; SGLang's idle ranks run an empty batch: an assumption there):
 - the attention side: every operator but the routed experts on the rank's own layout (tensor
   parallel over tp, x tokens): attention, dense MLPs and shared experts (replicated across the
   replicas), norms, the router, embeddings, the LM head and the tensor-parallel all-reduces;
