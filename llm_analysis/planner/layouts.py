@@ -101,16 +101,15 @@ def _moe_splits(model, worker_gpus: int, max_ep: Optional[int], whole_experts_on
 def _rack_worker(search, gpu: GPUConfig, dtype: DtypeConfig, max_worker_gpus: Optional[int],
                  widths: set) -> Optional[Worker]:
     """The worker of a rack's whole NVLink domain (module docstring), or None: no domain beyond a node, one
-    wider than RACK_WORKER_LIMIT, a width the sweep already has, or one the limits or the model exclude."""
-    model, domain = search.model, gpu.nvlink_domain_size
+    wider than RACK_WORKER_LIMIT, a width the sweep already has, or one the limits exclude. Its copies are
+    fewer than its GPUs, so no GPU holds an expert twice (serving/layout.py redundant_experts)."""
+    domain = gpu.nvlink_domain_size
     if not gpu.num_gpus_per_node < domain <= RACK_WORKER_LIMIT or domain in widths:
         return None
     if any(limit is not None and domain > limit for limit in (max_worker_gpus, search.max_gpus, search.max_ep)):
         return None
-    experts = model.moe_num_experts
+    experts = search.model.moe_num_experts
     copies = -experts % domain
-    if 1 not in tp_options(model, 1) or copies > experts * (domain - 1):
-        return None
     return Worker(gpu, dtype, 1, domain, 1, domain, True, redundant_experts=copies,
                   expert_slots=experts + copies if copies else 0)
 
