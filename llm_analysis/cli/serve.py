@@ -105,6 +105,10 @@ def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
         f"KV pool: {answer['kv_pool_tokens_per_replica']} tokens per replica "
         f"({answer['kv_pool_bytes_per_gpu'] / 1e9:.2f} GB per GPU), {answer['kv_occupancy']:.0%} in use; at most {answer['max_running_requests_per_replica']} "
         f"requests running per replica",
+        f"memory per GPU{' (decode pool)' if answer.get('disaggregated') else ''}: weights "
+        f"{answer['weight_memory_per_gpu'] / 1e9:.2f} GB, KV pool {answer['kv_pool_bytes_per_gpu'] / 1e9:.2f} GB, "
+        f"engine workspace {answer['workspace_memory_per_gpu'] / 1e9:.2f} GB (activations, logits, CUDA graphs, "
+        f"buffers) of {answer['gpu_memory_per_gpu'] / 1e9:.2f} GB",
         f"engine: max_num_batched_tokens {answer['max_num_batched_tokens']}, max_num_seqs {answer['max_num_seqs']}, "
         f"gpu_memory_utilization {answer['gpu_memory_utilization']:g}, block_size {answer['block_size']}, "
         f"kv_cache_dtype {answer['kv_cache_dtype']}",

@@ -410,6 +410,11 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "mean_running_requests_per_replica": resident * decode.layout.attention_dp,
         "kv_pool_tokens_per_replica": decode.rank.pool.capacity_tokens * decode.layout.attention_dp,
         "kv_pool_bytes_per_gpu": decode.rank.pool.pool_bytes,
+        # the decode pool's GPUs, as the KV pool above; the prefill pool's weights beside them
+        "weight_memory_per_gpu": decode.rank.pool.weight_bytes,
+        "workspace_memory_per_gpu": decode.rank.pool.workspace_bytes,
+        "gpu_memory_per_gpu": decode.rank.pool.memory_bytes,
+        "prefill_weight_memory_per_gpu": prefill.rank.pool.weight_bytes,
         "kv_occupancy": min(1.0, resident * shape.mean_context / max(decode.rank.pool.capacity_tokens, 1)),
         "preemptions": 0,
         "max_num_batched_tokens": prefill.rank.engine.token_budget, "max_num_seqs": engine.max_num_seqs,

@@ -262,6 +262,9 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         "mean_running_requests_per_replica": load["resident"] * per_worker,
         "kv_pool_tokens_per_replica": pool.capacity_tokens * per_worker,
         "kv_pool_bytes_per_gpu": pool.pool_bytes,
+        # the rest of each GPU as the engine sizes it (serving/kv_pool.py): what a capacity planner checks
+        "weight_memory_per_gpu": pool.weight_bytes, "workspace_memory_per_gpu": pool.workspace_bytes,
+        "gpu_memory_per_gpu": pool.memory_bytes,
         "kv_occupancy": load["occupancy"],
         "preemptions": preemptions,
         "max_num_batched_tokens": engine.token_budget, "max_num_seqs": engine.max_num_seqs,
