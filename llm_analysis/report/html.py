@@ -363,6 +363,10 @@ def _serve_figures(answer: Dict[str, Any]) -> List[Figure]:
         _figure(a, "GPUs", "num_gpus", str, detail=f"{a.get('num_replicas', 1)} replica(s)"),
         _figure(a, "KV pool in use", "kv_occupancy", lambda v: f"{v:.0%}",
                 detail=f"{a['kv_pool_tokens_per_replica']:,} tokens per replica"),
+        _figure(a, "weights per GPU", "weight_memory_per_gpu", format_bytes,
+                detail=f"KV pool {format_bytes(a['kv_pool_bytes_per_gpu'])}, workspace "
+                       f"{format_bytes(a['workspace_memory_per_gpu'])} of {format_bytes(a['gpu_memory_per_gpu'])}")
+        if "weight_memory_per_gpu" in a else None,
     ]
     return [f for f in figures if f is not None]
 

@@ -59,3 +59,14 @@ def test_the_report_prints_the_memory_line(tmp_path):
     assert out.returncode == 0, out.stderr
     line = [x for x in out.stdout.splitlines() if x.startswith("memory per GPU")]
     assert line and f"weights {_llama_weights_per_gpu_tp2() / 1e9:.2f} GB" in line[0] and "of 85.90 GB" in line[0]
+
+
+def test_the_html_page_shows_the_weights_per_gpu_card(tmp_path):
+    page = tmp_path / "serve.html"
+    out = subprocess.run([sys.executable, "-m", "llm_analysis", "serve", "--model_name", LLAMA, "--gpu_name",
+                          "h100-sxm-80gb", "--tp_size", "2", "--concurrency", "16", "--num_requests", "0", "--quiet",
+                          "--html", str(page)], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    html = page.read_text()
+    assert f'weights per GPU</div><div class="value">{_llama_weights_per_gpu_tp2() / 1e9:.2f} GB</div>' in html
+    assert "of 85.90 GB" in html
