@@ -364,7 +364,8 @@ def _row(search, lay: Worker, kv_name: Optional[str], replicas: int, s: Dict[str
     for key in ("ttft_s", "tpot_s", "e2e_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s",
                 "tpot_p99_s", "requests_per_s", "output_tokens_per_s", "saturation_request_rate_per_s",
                 "mean_running_requests_per_replica", "max_running_requests_per_replica", "kv_occupancy",
-                "kv_pool_tokens_per_replica", "preemptions"):
+                "kv_pool_tokens_per_replica", "preemptions", "weight_memory_per_gpu", "kv_pool_bytes_per_gpu",
+                "workspace_memory_per_gpu", "gpu_memory_per_gpu"):
         fig[key] = s.get(key)
     # the engine settings serve() resolved (per attention replica): what a launch command sets
     fig["engine_settings"] = {k: s[k] for k in ENGINE_SETTING_KEYS}

@@ -75,6 +75,8 @@ def test_every_row_s_serve_call_text_reproduces_its_figures(mixtral_plan):
         assert s["num_gpus"] == row["figures"]["num_gpus"]
         assert s["ttft_s"] == pytest.approx(row["figures"]["ttft_s"], rel=1e-12)
         assert s["tpot_s"] == pytest.approx(row["figures"]["tpot_s"], rel=1e-12)
+        for key in ("weight_memory_per_gpu", "kv_pool_bytes_per_gpu", "workspace_memory_per_gpu"):
+            assert s[key] == row["figures"][key]
         par = row["reproduce"]["parallelism"]
         lay = row["layout"]
         assert par["tp_size"] * par["attention_dp_size"] == par["moe_tp_size"] * par["moe_ep_size"] == lay["gpus_per_worker"]
