@@ -32,6 +32,9 @@ EXPECTED = {
                                        r"selective \+ sequence parallelism\s+13\.75s\s+1[2-5]\.\d\ds",
                                        r"full, no sequence parallelism\s+18\.13s\s+1[6-9]\.\d\ds"],
     "llama_65b_training.py": [r"paper\s+380\s+21\s+1,022,362", r"ours, flops_efficiency 0\.7\s+\d{3}\s+\d\d\.\d"],
+    # 256 experts over 72 GPUs: refused alone, served with 32 copies (4 slots a GPU)
+    "deepseek_nvl72_serving.py": [r"experts over 72\s+refused: moe_ep_size = 72 must divide moe_num_experts = 256",
+                                  r"experts over 72 \+ 32\s+72\s+\d+ms\s+\d+\.\dms"],
     "capacity_planning.py": [r"h100-sxm-80gb\s+w16a16e16\s+tp\d pp\d", r"every layout considered"],
 }
 
