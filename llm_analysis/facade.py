@@ -26,7 +26,7 @@ from llm_analysis.model.conventions import ConventionChoice, Variants
 from llm_analysis.model.vision_tower import image_entries, image_variant, with_request_images
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates
-from llm_analysis.schema.parallelism import check_expert_split
+from llm_analysis.schema.parallelism import check_expert_split, warn_worker_layout_unread
 from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
                                          efficiency_beside_rate, instance, integer_or_default, keep_number)
 import llm_analysis.quantities.activations as _act
@@ -561,6 +561,7 @@ class LLMAnalysis:
         # seq_len as the number it names: the image tokens are checked against it (8.0 or '8' skipped that)
         a = with_request_images(a, image_tokens, count(args["seq_len"], "seq_len"))
         with collecting_warnings() as found:
+            warn_worker_layout_unread(self.parallelism_config, "inference()")
             summary = _perf.inference(a, args)
         summary.update(image_entries(a))
         summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
@@ -596,6 +597,7 @@ class LLMAnalysis:
         args = plain_values({**args, **kwargs})  # numpy scalars as Python numbers (quantities/arguments.py)
         checked_output_dir(args["output_dir"])
         with collecting_warnings() as found:
+            warn_worker_layout_unread(self.parallelism_config, "training()")
             summary = _perf.training(self.with_encoder_seq_len(encoder_seq_len), args)
         summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
         summary["warnings"] = merged(self.setup_warnings, found)

@@ -288,11 +288,14 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
 def _write_html(path, analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
     """The serve page: the answer, and one engine step as `infer` analyses it (a static batch of the
     mean number of running requests per replica at the mean prompt; none for disaggregated pools,
-    whose workers are other analyses)."""
+    whose workers are other analyses, nor for attention-DP / expert-parallel workers)."""
     from llm_analysis.report.html import serve_page, write_page
     step = None
     running = answer.get("mean_running_requests_per_replica")
-    if not answer.get("disaggregated") and running:
+    # inference() times one tensor-parallel group: a worker with attention replicas or expert parallelism
+    # (serving/layout.py) is not one, so its page shows no step it would misstate
+    plain = answer.get("attention_dp_size", 1) == 1 and answer.get("moe_ep_size", 1) == 1
+    if not answer.get("disaggregated") and running and plain:
         step = analysis.inference(batch_size_per_gpu=max(1, round(running)),
                                   seq_len=max(1, round(answer["input_len_mean"])),
                                   num_tokens_to_generate=max(2, round(answer["output_len_mean"])))

@@ -7,6 +7,7 @@ naming field, value and what is valid."""
 
 from __future__ import annotations
 
+import logging
 from typing import Literal, Optional
 
 import numpy as np
@@ -131,6 +132,22 @@ def expert_split_mismatch(p: "ParallelismConfig") -> str:
             f"moe_ep_size = {p.moe_tp_size} x {p.moe_ep_size} = {p.moe_tp_size * p.moe_ep_size}: the "
             f"experts are split over the worker's own GPUs, so the two products must be equal; valid: pairs "
             f"(moe_tp_size, moe_ep_size) in {[(gpus // e, e) for e in range(1, gpus + 1) if gpus % e == 0]}")
+
+
+def warn_worker_layout_unread(p: "ParallelismConfig", call: str) -> None:
+    """Log (a warning the call's summary collects) the serving worker fields `call` (inference() or training())
+    does not read: it times tp_size x pp_size GPUs per replica with every expert split tp_size ways (or over
+    ep_size data-parallel replicas), so with attention replicas, experts over moe_ep_size groups or expert
+    copies its figures are not that worker's; serve() models the worker."""
+    fields = [f"{f} = {getattr(p, f)}" for f, unread in (("attention_dp_size", p.attention_dp_size > 1),
+                                                         ("moe_ep_size", (p.moe_ep_size or 1) > 1),
+                                                         ("moe_redundant_experts", bool(p.moe_redundant_experts)
+                                                          and p.ep_size == 1)) if unread]
+    if fields:
+        logging.getLogger("llm_analysis").warning(
+            "%s: the serving worker layout %s is read by serve() only; %s times tp_size = %d x pp_size = %d GPUs "
+            "per replica with every expert split tp_size ways (ep_size spreads experts over data-parallel "
+            "replicas), so its figures are not that worker's", call, ", ".join(fields), call, p.tp_size, p.pp_size)
 
 
 def check_expert_split(p: "ParallelismConfig", is_moe: bool, where: str = "") -> None:

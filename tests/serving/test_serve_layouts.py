@@ -342,3 +342,21 @@ def test_experts_time_carries_the_step_factor_by_hand(analysis_builder):
     assert factor > 1.3
     for graph in (True, False):
         assert spread.experts_s(graph, 6) == pytest.approx(plain.experts_s(graph, 6) * factor, rel=1e-12)
+
+
+def test_inference_and_training_say_they_do_not_read_a_serving_worker_layout(analysis_builder):
+    """inference() and training() time one tensor-parallel group (experts split tp ways, or over ep_size
+    data-parallel replicas): given attention replicas or experts over moe_ep_size groups, their summaries
+    say so, naming the fields and serve(); a plain layout's say nothing of it."""
+    worker = analysis_builder(MOE, gpu="h200-sxm-141gb", tp_size=1, attention_dp_size=4, moe_ep_size=4)
+    said = [w for w in worker.inference(batch_size_per_gpu=2, seq_len=256, num_tokens_to_generate=8)["warnings"]
+            if "serving worker layout" in w]
+    assert len(said) == 1 and "attention_dp_size = 4, moe_ep_size = 4" in said[0] and "serve()" in said[0]
+    # experts over 8 groups of a tensor-parallel group of 8 (SGLang's --ep-size without DP attention)
+    ep_inside_tp = analysis_builder(MOE, gpu="h200-sxm-141gb", tp_size=8, moe_tp_size=1, moe_ep_size=8)
+    said = [w for w in ep_inside_tp.training(batch_size_per_gpu=1, seq_len=256)["warnings"]
+            if "serving worker layout" in w]
+    assert len(said) == 1 and "moe_ep_size = 8" in said[0] and said[0].startswith("training()")
+    plain = analysis_builder(MOE, gpu="h200-sxm-141gb", tp_size=2, moe_tp_size=2, moe_ep_size=1)
+    assert not [w for w in plain.inference(batch_size_per_gpu=2, seq_len=256, num_tokens_to_generate=8)["warnings"]
+                if "serving worker layout" in w]
