@@ -237,6 +237,10 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         if m.is_moe and (m.moe_num_experts + self.redundant_experts) % p.ep_size:
             copies = f" + moe_redundant_experts = {self.redundant_experts}" if self.redundant_experts else ""
             raise ConfigError(f"ep_size = {p.ep_size} must divide moe_num_experts = {m.moe_num_experts}{copies}")
+        if m.is_moe and self.redundant_experts > m.moe_num_experts * (p.ep_size - 1):
+            # more copies than the other ranks have room for without holding an expert twice
+            raise ConfigError(f"moe_redundant_experts = {self.redundant_experts} puts an expert twice on one of the "
+                              f"ep_size = {p.ep_size} ranks; valid: at most {m.moe_num_experts * (p.ep_size - 1)}")
         if p.ep_size > 1 and p.dp_size % p.ep_size:
             raise ConfigError(
                 f"ep_size = {p.ep_size} must divide dp_size = {p.dp_size}: experts are sharded over data-parallel "

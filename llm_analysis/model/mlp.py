@@ -30,9 +30,7 @@ def expert_placement(experts: int, redundant: int, ep: int, reach: float, tokens
     load-balancer slots, vLLM's EPLB) each expert has c = 1 + r // E copies, r mod E of them one more,
     and (the assumption) a copied expert's tokens are split evenly over its copies at random, so a copy
     is reached with chance 1 - (1 - reach / c)^tokens."""
-    if not redundant:
-        return experts / ep, min(experts / ep, experts * (1.0 - (1.0 - reach) ** tokens) / ep)
-    q, extra = divmod(redundant, experts)
+    q, extra = divmod(redundant, experts)  # (no copies: c = 1 for every expert, the first rule exactly)
     reached = sum(n * c * (1.0 - (1.0 - reach / c) ** tokens) for n, c in ((experts - extra, q + 1), (extra, q + 2)))
     held = (experts + redundant) / ep
     return held, min(held, reached / ep)

@@ -139,6 +139,8 @@ def warn_worker_layout_unread(p: "ParallelismConfig", call: str) -> None:
     does not read: it times tp_size x pp_size GPUs per replica with every expert split tp_size ways (or over
     ep_size data-parallel replicas), so with attention replicas, experts over moe_ep_size groups or expert
     copies its figures are not that worker's; serve() models the worker."""
+    if p.attention_dp_size == 1 and (p.moe_ep_size or 1) == 1 and not p.moe_redundant_experts:
+        return  # (the common case, on every call: nothing built)
     fields = [f"{f} = {getattr(p, f)}" for f, unread in (("attention_dp_size", p.attention_dp_size > 1),
                                                          ("moe_ep_size", (p.moe_ep_size or 1) > 1),
                                                          ("moe_redundant_experts", bool(p.moe_redundant_experts)

@@ -144,3 +144,16 @@ def test_a_tensor_parallel_size_that_cannot_split_the_heads_names_the_attention_
     with pytest.raises(ConfigError) as dense:
         analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", tp_size=6)
     assert "attention_dp_size" not in str(dense.value)
+
+
+def test_a_training_style_expert_parallel_layout_keeps_the_same_rules(analysis_builder):
+    """Experts over ep_size = 2 data-parallel replicas with copies (the describer's own expert parallelism):
+    128 copies put every expert on both ranks (128 + 128 slots, 128 a GPU); 130 would put one twice on a rank."""
+    with pytest.raises(ConfigError) as err:
+        analysis_builder(MOE, gpu="h200-sxm-141gb", tp_size=1, dp_size=2, ep_size=2, moe_redundant_experts=130)
+    assert "moe_redundant_experts = 130" in str(err.value) and "at most 128" in str(err.value)
+    plain = analysis_builder(MOE, gpu="h200-sxm-141gb", tp_size=1, dp_size=2, ep_size=2)
+    full = analysis_builder(MOE, gpu="h200-sxm-141gb", tp_size=1, dp_size=2, ep_size=2, moe_redundant_experts=128)
+    slot_bytes = 48 * 3 * 2048 * 768 * 2
+    assert full.get_weight_memory_per_gpu() - plain.get_weight_memory_per_gpu() == pytest.approx(
+        (128 - 64) * slot_bytes, rel=1e-12)
