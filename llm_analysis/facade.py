@@ -103,6 +103,7 @@ class LLMAnalysis:
             check_expert_split(self.parallelism_config, self.model_config.is_moe)  # 1 x 1: "no experts" only if so
             self.describer  # validate the layout now, not at first use
             check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
+            _perf.warn_roofline_rates_beside_calibrated(self)
         self.setup_warnings = found
 
     def update_model_config(self, model_config: ModelConfig) -> None:

@@ -195,6 +195,24 @@ class _WarningsForTheReport(logging.Filter):
         return False
 
 
+class _OnceEach(logging.Filter):
+    """On the command line's stderr handler: a warning printed once per run, however many analyses log it
+    (a planner builds one per candidate, each warning of the same GPU or dtype)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        message = record.getMessage()
+        if message in self.seen:
+            return False
+        self.seen.add(message)
+        return True
+
+
 _REPORT_WARNINGS: Optional[_WarningsForTheReport] = None
 
 
@@ -225,6 +243,7 @@ def configure_logging(log_level: str = "INFO", warnings_in_report: bool = False)
     _REPORT_WARNINGS = _WarningsForTheReport() if warnings_in_report and level > logging.DEBUG else None
     if _REPORT_WARNINGS is not None:
         handler.addFilter(_REPORT_WARNINGS)
+    handler.addFilter(_OnceEach())
     logger.addHandler(handler)
     logger.setLevel(level)
     logging.captureWarnings(True)  # warnings.warn(...) -> the py.warnings logger (stderr), never stdout

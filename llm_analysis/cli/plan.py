@@ -12,11 +12,13 @@ import json
 import math
 import os
 import re
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from llm_analysis.cli.fire_runner import perf_model_arg
+from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg
 from llm_analysis.cli.serve import json_object_flag, length_arguments
 from llm_analysis.errors import ConfigError, LLMAnalysisError
+from llm_analysis.schema.options import positive_int
 from llm_analysis.units import seconds
 from llm_analysis.planner.result import PlanResult
 
@@ -72,7 +74,7 @@ def _render(result: PlanResult, output_format: str, plot: Any, top: int, html_fi
         if output_format != "json":
             text += f"\nHTML report written to {os.path.abspath(written)}"
     if plot:
-        path = plot if isinstance(plot, str) else f"plan-{result.kind}-pareto.png"
+        path = plot if isinstance(plot, Path) else Path(f"plan-{result.kind}-pareto.png")
         from llm_analysis.report.plan_chart import plot_front
         plot_front(result, path)
         if output_format != "json":
@@ -182,10 +184,15 @@ def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
 
 def _run(fn, output_format: str, plot: Any, top: int, flags: Tuple[str, ...] = (), html: Any = None,
          model_name: str = "") -> Tuple[int, str]:
+    configure_logging("WARNING")  # warnings on stderr once each, not once per candidate analysed
     try:
+        top = positive_int(top, "--top")  # (a Python slice would take 0 and -1 as "none" and "all but one")
         if html is not None:  # checked before the search runs
             from llm_analysis.report.html import html_path
             html = html_path(html)
+        if plot and not (plot is True or plot == 1):  # a path (True: the default name), checked before the search
+            from llm_analysis.report.files import output_file_path
+            plot = output_file_path("--plot", plot, "pareto.png")
         return 0, _render(fn(), output_format, plot, top, html, model_name)
     except LLMAnalysisError as e:
         line = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -125,6 +125,9 @@ def json_object_flag(value, flag: str) -> Optional[dict]:
     """A dict flag: as fire parsed it (a Python literal) or a JSON string; None when not given."""
     if value is None or isinstance(value, dict):
         return value
+    if not isinstance(value, str):  # valid JSON that fire already read as another kind: a list, a number
+        kind = {list: "array", tuple: "array", bool: "boolean", int: "number", float: "number"}.get(type(value), "value")
+        raise ConfigError(f"--{flag} = {value!r} is a JSON {kind}, not an object: give {{\"key\": value, ...}}")
     try:
         parsed = json.loads(value)
     except (TypeError, ValueError) as err:
@@ -272,6 +275,14 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         parsed = json_object_flag(value, flag)
         if parsed is not None:
             options[flag] = parsed
+    if "disaggregated" in options:  # the pools' layouts are in the JSON: a layout flag beside it would go unread
+        given = [f"--{name} {value}" for name, value, default in (
+            ("tp_size", tp_size, 1), ("dp_size", dp_size, 1), ("attention_dp_size", attention_dp_size, 1),
+            ("moe_tp_size", moe_tp_size, None), ("moe_ep_size", moe_ep_size, None),
+            ("moe_redundant_experts", moe_redundant_experts, None), ("pp_size", pp_size, 1)) if value != default]
+        if given:
+            raise ConfigError(f"{', '.join(given)} with --disaggregated: each pool's layout is its \"parallelism\" in "
+                              "the JSON (and its worker count \"workers\"); drop the layout flags or put them there")
     answer = analysis.serve(concurrency=concurrency, request_rate=request_rate, framework=framework,
                             prefix_cache_share=prefix_cache_share, seed=seed, **lengths, **options)
     answer["warnings"] = merged(answer.get("warnings") or [], warnings_for_the_report())  # in the report, not stderr

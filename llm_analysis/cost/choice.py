@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 from functools import lru_cache
 from typing import Any, Dict, Tuple
 
@@ -30,6 +31,8 @@ from llm_analysis.training import run_training
 from llm_analysis.training.request import TrainingRequest
 from llm_analysis.training.run import iteration_time, stages_for, training_run
 
+logger = logging.getLogger(__name__)
+
 TRAINING_BOUND_KEYS = ("latency_fwd", "latency_per_micro_batch", "latency_per_iter", "total_training_latency")
 
 
@@ -39,6 +42,27 @@ def roofline_model(a, cls=RooflineCostModel):
                intra_node_memory_efficiency=a.intra_node_memory_efficiency,
                inter_node_memory_efficiency=a.inter_node_memory_efficiency, achieved_tflops=a.achieved_tflops,
                achieved_memory_bandwidth_GBs=a.achieved_memory_bandwidth_GBs, num_gpus_per_node=a.num_gpus_per_node)
+
+
+def warn_roofline_rates_beside_calibrated(a) -> None:
+    """Under a calibrated model the analysis' efficiencies and achieved rates set only the roofline reported
+    beside its times (`<key>_lower_bound`): at efficiency 1 and the spec sheet's rates a lower bound, below
+    them a figure that can exceed the expected time. Said once per analysis (in every summary's warnings),
+    naming what was given."""
+    if a.profile is None:
+        return
+    given = [f"{name} = {value:g}" for name, value in (
+        ("flops_efficiency", a.flops_efficiency), ("hbm_memory_efficiency", a.hbm_memory_efficiency),
+        ("intra_node_memory_efficiency", a.intra_node_memory_efficiency),
+        ("inter_node_memory_efficiency", a.inter_node_memory_efficiency)) if value != 1]
+    given += [f"{name} = {value:g}" for name, value in (("achieved_tflops", a.achieved_tflops),
+                                                         ("achieved_memory_bandwidth_GBs",
+                                                          a.achieved_memory_bandwidth_GBs)) if value is not None]
+    if given:
+        logger.warning("%s: perf_model=%r takes its rates from its profile and ignores these; they set only the "
+                       "roofline reported beside it (the *_lower_bound entries), which is then no lower bound and can "
+                       "exceed the expected time (perf_model='roofline' uses them)", ", ".join(given),
+                       _label(a))
 
 
 def check_launch(kernel_launch):

@@ -24,6 +24,13 @@ class ServeTargets:
     max_batch: int
     kv_cache_dtype_bytes: Optional[float] = None
     cost_per_gpu_hour: Optional[float] = None
+    # a static batch under an open-loop load: the requests per second the fleet receives, and the requests a
+    # replica batches per batch_size_per_gpu (its expert-parallel replicas); a batch must fill within one
+    # request time (Little's law: rate x request time requests are in flight), else its requests would wait
+    # to be gathered and its figures would be those of a batch the load never forms
+    load_rate_per_s: Optional[float] = None
+    group: int = 1
+    max_batch_binding: str = "max_batch_size"  # what `max_batch` stands for in a row's binding
 
 
 @dataclass
@@ -39,7 +46,15 @@ def _violation(s: Dict[str, Any], t: ServeTargets) -> Optional[tuple]:
         return "ttft", s["time_to_first_token"], t.max_ttft_s
     if t.max_tpot_s is not None and s["time_per_output_token"] > t.max_tpot_s:
         return "tpot", s["time_per_output_token"], t.max_tpot_s
+    if t.load_rate_per_s is not None and s["batch_size_per_gpu"] > 1 and _fill_rate(s, t) > t.load_rate_per_s:
+        return "request_rate", _fill_rate(s, t), t.load_rate_per_s
     return None
+
+
+def _fill_rate(s: Dict[str, Any], t: ServeTargets) -> float:
+    """The requests per second that fill the batch within one request time (it grows with the batch: a
+    request's time grows more slowly than its batch)."""
+    return s["batch_size_per_gpu"] * t.group / s["total_latency"]
 
 
 def largest_batch(analysis, t: ServeTargets, stats: SearchStats, miss: ClosestMiss,
@@ -70,7 +85,7 @@ def largest_batch(analysis, t: ServeTargets, stats: SearchStats, miss: ClosestMi
         miss.record(bad[0], bad[1], bad[2], {**layout, "batch": 1})
         return done(None)
     fit = min(first["prefill_max_batch_size_per_gpu"], first["decode_max_batch_size_per_gpu"], t.max_batch)
-    points, best, binding = [first], first, ["max_batch_size"] if fit == t.max_batch else ["memory"]
+    points, best, binding = [first], first, [t.max_batch_binding] if fit == t.max_batch else ["memory"]
     if fit > 1:
         top = run(fit)
         bad = _violation(top, t)
@@ -89,6 +104,8 @@ def _margin(s: Dict[str, Any], t: ServeTargets) -> float:
         m = max(m, s["time_to_first_token"] / t.max_ttft_s - 1)
     if t.max_tpot_s is not None:
         m = max(m, s["time_per_output_token"] / t.max_tpot_s - 1)
+    if t.load_rate_per_s is not None:
+        m = max(m, _fill_rate(s, t) / t.load_rate_per_s - 1)
     return m
 
 

@@ -262,8 +262,10 @@ class _LayoutSearch:
         """The fewest replicas meeting every target, or None (the closest miss recorded)."""
         cap = self.cap()
         start = self.first_count()
-        if start > cap:
-            self._record_miss(cap, saturated=True)
+        if start > cap:  # even the fewest replicas that keep up with the rate are more than the cap allows
+            self.miss.record("max_gpus", start * self.lay.gpus, cap * self.lay.gpus,
+                             {**self.describe, "replicas": f"{start} (the fewest that keep up with the request rate; "
+                                                            "the latency targets may need more)"})
             return None
         found = _fewest_meeting(lambda n: bool(self.load.misses(self.at(n))), 0, start, cap)
         if found is None:
@@ -305,11 +307,7 @@ class _LayoutSearch:
         name, value, limit = max(self.load.misses(self.full_at(replicas)), key=lambda m: m[1] / m[2])
         self.miss.record(name, value, limit, {**self.describe, "replicas": replicas})
 
-    def _record_miss(self, replicas: int, saturated: bool = False) -> None:
-        if saturated:
-            self.miss.record("max_gpus", (replicas + 1) * self.lay.gpus, replicas * self.lay.gpus,
-                             {**self.describe, "replicas": replicas})
-            return
+    def _record_miss(self, replicas: int) -> None:
         name, value, limit = max(self.load.misses(self.at(replicas)), key=lambda m: m[1] / m[2])
         self.miss.record(name, value, limit, {**self.describe, "replicas": replicas})
 

@@ -393,8 +393,13 @@ def _collect(search: Search, slo: inputs.SLO, s: int, n: int, stats: SearchStats
     points: List[Dict[str, Any]] = []
 
     def targets(lay, kv):
-        return ServeTargets(s, n, slo.max_ttft_s, slo.max_tpot_s, search.max_batch, kv,
-                            search.prices.get(lay.gpu.name))
+        # a load bounds the batch a replica can form: closed-loop clients hold one slot each, and an open-loop
+        # rate fills a batch only as fast as it arrives (batch_search.ServeTargets.load_rate_per_s)
+        most = search.max_batch if slo.concurrency is None else max(1, min(search.max_batch,
+                                                                           int(slo.concurrency) // lay.ep))
+        return ServeTargets(s, n, slo.max_ttft_s, slo.max_tpot_s, most, kv, search.prices.get(lay.gpu.name),
+                            slo.request_rate_per_s, lay.ep,
+                            "max_batch_size" if most == search.max_batch else "concurrency")
 
     for lay, kv, out in each_layout_outcome(search, targets, stats, miss):
         row = _row(search, lay, kv, out, targets(lay, kv), slo)

@@ -25,7 +25,7 @@ from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.model import Phase
 from llm_analysis.schema.context_limit import check_context
-from llm_analysis.schema.options import ActivationRecomputation, DSZeRO, as_enum
+from llm_analysis.schema.options import MAX_TOTAL_TOKENS, ActivationRecomputation, DSZeRO, as_enum
 import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front, rank
@@ -302,7 +302,8 @@ def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtyp
     m = inputs.model_config(model)
     gpu_list = inputs.gpu_configs(gpus)
     objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_TRAINING)
-    tokens = inputs.positive_number(tokens, "tokens")
+    # (training() refuses more for every layout: refused once here, by name, not as every candidate's miss)
+    tokens = inputs.positive_number(tokens, "tokens", "a positive number of training tokens", MAX_TOTAL_TOKENS)
     max_g = inputs.positive_int(max_gpus, "max_gpus")
     min_g = inputs.positive_int(min_gpus, "min_gpus")
     if min_g > max_g:

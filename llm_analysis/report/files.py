@@ -31,6 +31,23 @@ def atomic_write(path: Path, write: Callable[[str], None]) -> str:
     return str(path)
 
 
+def output_file_path(flag: str, value: Any, example: str) -> Path:
+    """The value of an output-file flag (--html, --plot) as the path to write, checked before any
+    arithmetic runs: a ConfigError line naming the flag when it is no path, names a directory, or lies
+    under a file or a folder that cannot be written (missing folders are made when it is written)."""
+    if value is None or isinstance(value, bool) or not str(value).strip():
+        raise ConfigError(f"{flag} = {value!r} must be the path of the file to write (e.g. {flag} {example})")
+    path = Path(str(value)).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"{flag} = {str(path)!r} cannot be written: it is a directory; give a file path")
+    existing = next((p for p in path.absolute().parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigError(f"{flag} = {str(path)!r} cannot be written: {str(existing)!r} is not a directory")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} = {str(path)!r} cannot be written: {str(existing)!r} is not writable")
+    return path
+
+
 def atomic_write_text(path: Path, text: str) -> str:
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 

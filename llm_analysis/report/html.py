@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -34,7 +33,7 @@ from llm_analysis.errors import ConfigError
 from llm_analysis.report.breakdown_charts import (TRAIN_TIME_LEGEND, inference_memory_parts, train_time_color,
                                                   training_memory_parts)
 from llm_analysis.report.chart_common import BOUND_COLORS, memory_color, setup_text
-from llm_analysis.report.files import atomic_write_text
+from llm_analysis.report.files import atomic_write_text, output_file_path
 from llm_analysis.report.html_assets import SCRIPT, STYLE
 from llm_analysis.report.html_charts import (Bar, FrontPoint, MemoryPart, RooflinePhase, bars_svg, memory_svg,
                                              pareto_svg, roofline_svg, swatch)
@@ -502,20 +501,9 @@ def plan_page(result, json_text: str, best_analysis, best_summary: Dict[str, Any
 
 # ------------------------------------------------------------------ writing
 def html_path(value: Any) -> Path:
-    """The --html value as the path to write, checked before any arithmetic runs: a
-    ConfigError line when it is no path, names a directory, or lies under a file or a folder
-    that cannot be written."""
-    if value is None or isinstance(value, bool) or not str(value).strip():
-        raise ConfigError(f"--html = {value!r} must be the path of the page to write (e.g. --html report.html)")
-    path = Path(str(value)).expanduser()
-    if path.is_dir():
-        raise ConfigError(f"--html = {str(path)!r} cannot be written: it is a directory; give a file path")
-    existing = next((p for p in path.absolute().parents if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise ConfigError(f"--html = {str(path)!r} cannot be written: {str(existing)!r} is not a directory")
-    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"--html = {str(path)!r} cannot be written: {str(existing)!r} is not writable")
-    return path
+    """The --html value as the path to write, checked before any arithmetic runs
+    (`report/files.py output_file_path`)."""
+    return output_file_path("--html", value, "report.html")
 
 
 def write_page(path: Any, page: str) -> str:

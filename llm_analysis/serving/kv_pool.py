@@ -58,13 +58,15 @@ class KVPool:
 
 
 def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Optional[float] = None,
-            extra_bytes_per_token: float = 0.0, extra_weight_bytes: float = 0.0) -> KVPool:
+            extra_bytes_per_token: float = 0.0, extra_weight_bytes: float = 0.0, layout_text: Optional[str] = None
+            ) -> KVPool:
     """The pool of one GPU of a replica under `engine` (EngineSettings); ConfigError when the
     weights leave no pool or the longest request cannot fit it even alone. `weight_bytes`: the
     GPU's weights when they differ from the analysis' (worker layouts, serving/layout.py);
     `extra_weight_bytes` / `extra_bytes_per_token`: a speculative draft's weights and KV cache
-    (serving/speculative.py)."""
+    (serving/speculative.py). `layout_text`: the worker's layout as a refusal names it (default: its tp)."""
     gpu = analysis.gpu_config
+    where = layout_text or f"tp={analysis.parallelism_config.tp_size}"
     mem = gpu.memory_bytes
     weights = (analysis.get_weight_memory_per_gpu() if weight_bytes is None else weight_bytes) + extra_weight_bytes
     kv_bytes = engine.kv_cache_bytes
@@ -94,7 +96,7 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
         others = workspace - activations - logits
         helps = ", or more GPUs (tp_size) or fewer weight bits (dtype_name)" if workspace < mem else ""
         raise ConfigError(
-            f"{analysis.model_config.name} does not fit {gpu.name} (tp={analysis.parallelism_config.tp_size}) under "
+            f"{analysis.model_config.name} does not fit {gpu.name} ({where}) under "
             f"{engine.framework}: the engine's workspace, {workspace / GB:.2f} GB per GPU (the activations of a step "
             f"of max_num_batched_tokens = {engine.token_budget} tokens, {activations / GB:.2f} GB; the sampler's "
             f"logits for max_num_seqs = {engine.max_num_seqs} sequences, {logits / GB:.2f} GB; CUDA graphs and "
@@ -103,7 +105,7 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0:
         # no share of the GPU holds even an empty pool: the weights are the problem, not the KV cache
         raise ConfigError(
-            f"{analysis.model_config.name} does not fit {gpu.name} (tp={analysis.parallelism_config.tp_size}) under "
+            f"{analysis.model_config.name} does not fit {gpu.name} ({where}) under "
             f"{engine.framework}: its weights, {weights / GB:.2f} GB per GPU, and the engine's workspace, "
             f"{workspace / GB:.2f} GB, exceed the GPU's {mem / GB:.2f} GB before any KV cache; valid: more GPUs "
             f"(tp_size{', or the experts over moe_ep_size' if analysis.model_config.is_moe else ''}) or fewer "

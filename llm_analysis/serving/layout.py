@@ -96,6 +96,18 @@ class WorkerLayout:
             out["num_layers_in_last_pipeline_stage"] = self.last_stage_layers
         return out
 
+    def text(self) -> str:
+        """The worker as an error names it: tp=2, and the attention replicas, experts and stages beside it."""
+        parts = [f"tp={self.tp}"]
+        if self.attention_dp > 1:
+            parts.append(f"attention_dp={self.attention_dp}")
+        if self.moe_ep > 1 or self.moe_tp != self.tp * self.attention_dp:
+            parts.append(f"moe_tp={self.moe_tp} x moe_ep={self.moe_ep}"
+                         + (f" + {self.redundant_experts} expert copies" if self.redundant_experts else ""))
+        if self.pp > 1:
+            parts.append(f"pp={self.pp}")
+        return ", ".join(parts)
+
     @property
     def ranks(self) -> int:
         """Attention replicas over all workers, each with its own scheduler and requests."""

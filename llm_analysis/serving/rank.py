@@ -143,7 +143,7 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
         extra.update(extra_weight_bytes=speculative.draft_weight_bytes_per_gpu(rank),
                      extra_bytes_per_token=speculative.draft_kv_bytes_per_token_per_gpu(rank, engine.kv_cache_bytes))
     longest = lengths.max_total if longest_tokens is None else longest_tokens
-    pool = kv_pool(rank, d, engine, longest, **extra)
+    pool = kv_pool(rank, d, engine, longest, layout_text=layout.text(), **extra)
     shape = request_shape(engine, lengths)
     return Replica(engine, pool, timer, shape, lengths), layout
 

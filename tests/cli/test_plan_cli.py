@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
 
 
@@ -126,3 +128,46 @@ def test_plan_infer_emit_launch_prints_the_command_and_refuses_bad_values():
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr
         assert "--emit_launch = " in lines[0] and needle in lines[0]
+
+
+def test_plan_plot_path_is_checked_before_the_search_and_its_folder_made(tmp_path):
+    """--plot PATH writes the Pareto front there, making a missing folder as --html does; a path under a
+    file is one line naming --plot, exit 2 (before this, a traceback after the whole search, exit 1)."""
+    pytest.importorskip("matplotlib")
+    base = ("infer", "meta-llama/Llama-3.1-8B", "h100-sxm-80gb", "--max_tpot", "0.05")
+    target = tmp_path / "new" / "folder" / "front.png"
+    r = _run(*base, "--plot", str(target))
+    assert r.returncode == 0, r.stderr
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a PNG file's signature
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    r = _run(*base, "--plot", str(blocker / "front.png"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "--plot" in r.stderr and "is not a directory" in r.stderr
+
+
+def test_plan_top_must_be_a_positive_whole_number():
+    """--top 0 printed a header without rows and --top -1 all rows but the last (a Python slice)."""
+    base = ("infer", "meta-llama/Llama-3.1-8B", "h100-sxm-80gb", "--max_tpot", "0.05")
+    for bad in ("0", "-1", "2.5"):
+        r = _run(*base, "--top", bad)
+        assert r.returncode == 2 and "--top" in r.stderr and bad in r.stderr, (bad, r.stderr)
+    r = _run(*base, "--top", "2")
+    numbers = [line.split()[0] for line in r.stdout.splitlines() if line.split()[1:2] == ["h100-sxm-80gb"]]
+    assert r.returncode == 0 and numbers == ["1", "2"], r.stdout
+
+
+def test_plan_train_refuses_more_tokens_than_the_limit_by_name():
+    """1e18 tokens is above training()'s 1e17: named once, not reported as every candidate missing memory."""
+    r = _run("train", "megatron-lm-175b", "a100-sxm-80gb", "1e18", "1024", "1536", "--seq_len", "2048")
+    assert r.returncode == 2
+    assert "--total_num_tokens" in r.stderr and "1e+18" in r.stderr and "1e+17" in r.stderr
+    assert "memory" not in r.stderr
+
+
+def test_plan_prints_each_warning_once_however_many_candidates_log_it():
+    """Every candidate on an A100 with fp8 logs that the GPU has no fp8 units: stderr says it once."""
+    r = _run("infer", "meta-llama/Llama-3.1-8B", "a100-sxm-80gb,h100-sxm-80gb", "--max_tpot", "0.05",
+             "--dtype_names", "bf16,fp8")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("has no fp8 tensor cores") == 1, r.stderr

@@ -300,5 +300,3 @@ def test_mosaicml_h100_runs_time_llm_foundrys_triton_attention_kernel(accuracy, 
     # against FlashAttention-2 itself (35% of peak), the 32k-token step is slower
     monkeypatch.setattr(ar, "TRITON_FLASH_SLOWDOWN", 1.0)
     assert triton_s > 1.05 * h100.run({"perf_model": "calibrated"})
-
-

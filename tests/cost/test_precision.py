@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name,
-                                 get_gpu_config_by_name)
+from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig, get_dtype_config_by_name,
+                                 get_gpu_config_by_name, get_model_config_by_name)
 from llm_analysis.errors import ConfigError
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.schema.formats import FP4_FORMATS
@@ -174,3 +174,21 @@ def test_fp8_kv_cache_halves_the_cache():
     with pytest.raises(ConfigError, match="kv_cache_dtype"):
         LLMAnalysis(m, _gpu("a100-sxm-80gb")).inference(
             batch_size_per_gpu=4, seq_len=1000, num_tokens_to_generate=24, kv_cache_dtype="fp8")
+
+
+def test_roofline_rates_beside_a_calibrated_model_are_flagged_in_every_summary():
+    """flops_efficiency = 0.5 under perf_model="calibrated" sets only the roofline reported beside the
+    calibrated times: at half the peak that roofline is slower than the calibrated prefill (a "lower bound"
+    above the expected time, as the QA run found: 499 ms against 338 ms). The summary's warnings say so,
+    naming the value; at efficiency 1, and under the roofline, they do not."""
+    args = (get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+            get_dtype_config_by_name("w16a16e16"))
+    call = dict(batch_size_per_gpu=8, seq_len=2048, num_tokens_to_generate=16)
+    slowed = LLMAnalysis(*args, perf_model="calibrated", flops_efficiency=0.5).inference(**call)
+    assert slowed["prefill_latency_lower_bound"] > slowed["prefill_latency"]  # the contradiction flagged
+    assert any("flops_efficiency = 0.5" in w and "no lower bound" in w for w in slowed["warnings"])
+    for quiet in (LLMAnalysis(*args, perf_model="calibrated"), LLMAnalysis(*args, flops_efficiency=0.5)):
+        assert not any("no lower bound" in w for w in quiet.inference(**call)["warnings"])
+    trained = LLMAnalysis(*args, ParallelismConfig(tp_size=8), perf_model="calibrated", achieved_tflops=140)
+    assert any("achieved_tflops = 140" in w for w in trained.training(batch_size_per_gpu=1, seq_len=2048,
+                                                                       gradient_accumulation_steps=1)["warnings"])

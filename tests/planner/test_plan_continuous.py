@@ -11,7 +11,7 @@ from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, ge
                                  get_model_config_by_name)
 from llm_analysis.errors import ConfigError
 from llm_analysis.facade import LLMAnalysis
-from llm_analysis.planner import plan_inference
+from llm_analysis.planner import NoFeasiblePlanError, plan_inference
 
 TARGETS = {"max_ttft_s": 0.5, "max_tpot_s": 0.05, "request_rate_per_s": 20}
 
@@ -254,3 +254,25 @@ def test_a_gpu_type_the_engine_refuses_is_named_and_the_rest_planned_in_any_orde
     assert plans[0].rows[0]["figures"]["tpot_s"] == plans[1].rows[0]["figures"]["tpot_s"]
     with pytest.raises(ConfigError, match="max_num_batched_tokens = 512 < max_num_seqs = 1024"):
         plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb", "b200-180gb"], slo, **kw)
+
+
+def test_a_max_gpus_miss_names_the_fewest_replicas_that_keep_up_with_the_rate():
+    """20,000 tokens/s of 256-token outputs is 78.1 requests/s. Every layout within 16 GPUs falls short, and
+    the error used to name the cap plus one worker (18 GPUs against 16, "12.5% over"), whatever the load.
+    Now it names the fewest replicas of the closest layout that run below 90% of their saturation rate
+    (the search's own start), taken here from that layout's serve() on one replica: a lower bound on the
+    fleet."""
+    with pytest.raises(NoFeasiblePlanError) as err:
+        plan_inference("meta-llama/Llama-3.1-70B", ["h100-sxm-80gb"], {"max_tpot_s": 0.05, "min_tokens_per_s": 20000},
+                       max_gpus=16, perf_model="calibrated")
+    e = err.value
+    assert e.constraint == "max_gpus" and e.limit == 16
+    lay = e.layout
+    replicas = int(str(lay["replicas"]).split()[0])
+    worker = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-70B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                         get_dtype_config_by_name(lay["dtype"]), ParallelismConfig(tp_size=lay["tp"]),
+                         perf_model="calibrated")
+    saturation = worker.serve(request_rate=1.0, input_len=2048, output_len=256)["saturation_request_rate_per_s"]
+    rate = 20000 / 256
+    fewest = int(rate // (0.9 * saturation)) + 1  # the fewest replicas each below 90% of saturation
+    assert replicas == fewest and e.value == fewest * lay["tp"] > 18

@@ -234,3 +234,23 @@ def test_training_plan_says_why_a_zero_stage_has_nothing_to_shard():
     message = str(err.value)
     assert "ds_zero 3 with dp = 1" in message and "zero_stages with 0" in message and "widen the search" not in message
     assert plan_training("gpt2", ["a100-sxm-40gb"], 1e9, 1, 64, seq_len=512, zero_stages=[0, 3]).rows
+
+
+def test_static_batches_under_a_load_are_batches_the_load_can_form():
+    """With --batching static a load bounds the batch: 4 closed-loop clients hold at most 4 requests
+    (the largest batch that met the TPOT target was 141), and at 0.5 requests/s a batch of b fills
+    within one request time T only when b <= 0.5 x T (Little's law: requests in flight = rate x time;
+    the rows had batch 40 against an 80 s wait to gather it). Checked on each row's own inference()."""
+    closed = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], {"max_tpot_s": 0.05, "concurrency": 4},
+                            max_pp=1, batching="static", perf_model="calibrated")
+    assert closed.rows and all(r["figures"]["batch_size_per_gpu"] * r["layout"]["ep"] <= 4 for r in closed.rows)
+    assert closed.best["binding"] == ["concurrency"]  # the clients, not a latency target, stop a larger batch
+    rate = 0.5
+    opened = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"],
+                            {"max_ttft_s": 1.0, "request_rate_per_s": rate}, max_pp=1, batching="static",
+                            perf_model="calibrated")
+    assert opened.rows
+    for row in opened.rows:
+        s = run_reproduction(row)
+        b = row["figures"]["batch_size_per_gpu"] * row["layout"]["ep"]
+        assert b == 1 or b <= rate * s["total_latency"], (b, s["total_latency"])

@@ -244,3 +244,15 @@ def test_a_million_attention_replicas_answer_an_open_loop(analysis_builder):
     assert s["num_gpus"] == 10 ** 6 and 0 < s["ttft_p50_s"] <= s["ttft_p99_s"]
     # 200 samples repeated for 10^6 replicas would be 1.6 GB per latency; weighed, the answer takes a few MB
     assert peak_bytes < 200e6, peak_bytes
+
+
+def test_a_worker_whose_weights_do_not_fit_is_named_by_its_whole_layout():
+    """DeepSeek-V3.2 in fp8 (671 B parameters) on H200 as tp 1 x 4 attention replicas with its experts 2 x 2:
+    183 GB of weights per GPU. The refusal named only tp=1, which with a plain layout would mean the whole
+    model on one GPU (674 GB): it names the attention replicas and the experts' split that set the figure."""
+    from builders import build_analysis
+    from llm_analysis.config import ParallelismConfig
+    a = build_analysis("deepseek-ai/DeepSeek-V3.2", gpu="h200-sxm-141gb", dtype="fp8", perf_model="calibrated",
+                       parallelism=ParallelismConfig(tp_size=1, attention_dp_size=4, moe_tp_size=2, moe_ep_size=2))
+    _refused(a, "does not fit h200-sxm-141gb (tp=1, attention_dp=4, moe_tp=2 x moe_ep=2) under sglang",
+             concurrency=8, input_len=1024, output_len=128, framework="sglang")

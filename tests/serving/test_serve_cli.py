@@ -57,6 +57,13 @@ def test_saturated_is_a_report_not_an_error():
     (["--concurrency", "4", "--lengths_file", "pairs.csv", "--input_len_spread", "5"],
      ["--lengths_file = 'pairs.csv' given with --input_len_spread = 5", "not both"]),
     (["--concurrency", "4", "--lengths_file", "pairs.csv", "--output_len", "64"], ["--output_len = 64", "not both"]),
+    # valid JSON of another kind is not "unparseable": it is named as what it is
+    (["--concurrency", "4", "--speculative", "[1,2]"], ["--speculative = [1, 2]", "JSON array, not an object"]),
+    (["--concurrency", "4", "--disaggregated", "3"], ["--disaggregated = 3", "JSON number, not an object"]),
+    # the pools' layouts are in the JSON: layout flags beside it went unread (2 GPUs served, 48 implied)
+    (["--concurrency", "4", "--tp_size", "2", "--pp_size", "2", "--disaggregated",
+      '{"prefill": {"workers": 1, "parallelism": {"tp_size": 1}}, "decode": {"workers": 1, "parallelism": '
+      '{"tp_size": 1}}}'], ["--tp_size 2, --pp_size 2 with --disaggregated", "\"parallelism\""]),
 ])
 def test_errors_are_one_line_exit_2(flags, words):
     r = _run(*BASE, *flags)
