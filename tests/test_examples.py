@@ -44,14 +44,15 @@ def scripts():
 
 
 def readme_outputs():
-    """{script: the first ```text block of its section in examples/README.md} (a
-    section names its script in its heading: `## ... (`examples/<script>`)`)."""
+    """{script: every ```text block of its section in examples/README.md, joined} (a section names its
+    script in its heading: `## ... (`examples/<script>`)`; the full report a section folds away under
+    <details> is checked as its short table is: it went stale once, 1.57 s shown where 1.56 s was printed)."""
     out = {}
     for section in re.split(r"^## ", (EXAMPLES / "README.md").read_text(), flags=re.M)[1:]:
         named = re.search(r"\(`examples/([\w.-]+\.py)`\)", section.splitlines()[0])
-        block = re.search(r"^```text\n(.*?)^```", section, re.S | re.M)
-        if named and block:
-            out[named.group(1)] = block.group(1)
+        blocks = re.findall(r"^```text\n(.*?)^```", section, re.S | re.M)
+        if named and blocks:
+            out[named.group(1)] = "".join(blocks)
     return out
 
 
