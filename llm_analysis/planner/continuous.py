@@ -295,12 +295,9 @@ class _LayoutSearch:
             replicas = more
         while replicas > self.first_count() and not self.load.misses(self.full_at(replicas - 1)):
             replicas -= 1
-        if replicas == 1:
-            binding = ["none"]
-        elif replicas - 1 < self.first_count():
-            binding = ["saturation"]
-        else:
-            binding = [m[0] for m in self.load.misses(self.full_at(replicas - 1))] or ["none"]
+        # what one replica fewer misses (below the first count tried too: saturation, and the latency targets
+        # its near-saturated queue misses beside it)
+        binding = ["none"] if replicas == 1 else [m[0] for m in self.load.misses(self.full_at(replicas - 1))] or ["none"]
         return replicas, self.full_at(replicas), kwargs, binding
 
     def _record_miss_full(self, replicas: int) -> None:
@@ -314,10 +311,8 @@ class _LayoutSearch:
     def binding(self, replicas: int) -> List[str]:
         if replicas == 1:
             return ["none"]
-        fewer = self.answers.get(replicas - 1)
-        if fewer is None:  # below the first count tried: one replica fewer cannot keep up with the rate
-            return ["saturation"]
-        return [m[0] for m in self.load.misses(fewer)] or ["none"]
+        # (below the first count tried: served now, saturation and whatever latency its queue misses beside it)
+        return [m[0] for m in self.load.misses(self.at(replicas - 1))] or ["none"]
 
 
 def _fewest_meeting(misses: Callable[[int], bool], known_miss: int, start: int, cap: int) -> Optional[int]:
