@@ -412,3 +412,25 @@ def test_short_requests_closed_form_stays_near_its_simulation():
         closed = a.serve(concurrency=clients, input_len=128, output_len=16, framework="vllm",
                          num_requests=0)["requests_per_s"]
         assert closed == pytest.approx(simulated, rel=0.10), (clients, closed, simulated)
+
+
+def test_prompts_that_fill_the_budget_are_prefilled_one_after_another():
+    """8,192-token prompts, 2 output tokens, vLLM's budget of 8,192 tokens on an H100: a step holds one prompt,
+    so the replica completes at most one request per prefill. The closed form overlapped them: 6.7 requests/s
+    at 4 clients, above 1 / inference()'s prefill of one such prompt (the GPU's own time, without the engine's
+    overheads: an upper bound on the rate). Now at most that, and within 5% of the simulation of the same
+    steps (an independent computation, request by request) at 2 to 64 clients."""
+    from builders import build_analysis
+    from llm_analysis.serving.rank import build_rank
+    from llm_analysis.serving.workload import make_workload
+    a = build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
+    one_prefill_s = a.inference(batch_size_per_gpu=1, seq_len=8192, num_tokens_to_generate=1)["prefill_latency"]
+    b = a.with_conventions(a.conventions_named(None))  # as serve() runs it
+    for clients in (2, 4, 16, 64):
+        s = a.serve(concurrency=clients, input_len=8192, output_len=2, framework="vllm", num_requests=0)
+        assert s["requests_per_s"] <= 1 / one_prefill_s, (clients, s["requests_per_s"], 1 / one_prefill_s)
+        lengths = make_workload(b.model_config, clients, None, 8192, 2, None).lengths
+        replica, _ = build_rank(b, b.parallelism_config, "vllm", {"num_requests": 1500}, lengths)
+        sim = replica.simulate(concurrency=clients, seed=0, spread_s=0.3)
+        assert s["requests_per_s"] == pytest.approx(len(sim.e2e_s) / sim.duration_s, rel=0.05), clients
+        assert s["requests_per_s"] * s["e2e_s"] == pytest.approx(clients, rel=1e-9)  # Little's law still closes
