@@ -83,6 +83,10 @@ def fabric_from_gpu_config(gpu_config, num_gpus_per_node: int | None = None, *,
     per_node = num_gpus_per_node or gpu_config.num_gpus_per_node
     fast = gpu_config.intra_node_link in ("nvlink", "xgmi", "ici")
     domain = nvlink_domain_gpus or (gpu_config.nvlink_domain_size if fast else 1)
+    if nvlink_domain_gpus is None and domain <= gpu_config.num_gpus_per_node:
+        # a domain inside one node (HGX, DGX: the node's NVSwitch) ends with the node: with fewer GPUs per node
+        # than the catalogue's, the rest of a group is across the network (a rack's domain spans its nodes)
+        domain = min(domain, per_node)
     nics = nics_per_node or gpu_config.nics_per_node or per_node
     if nic_gbit_per_s is not None:
         nic_bps = nic_gbit_per_s * 1e9 / 8

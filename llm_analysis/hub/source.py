@@ -94,15 +94,21 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
 def architecture_model_type(d: Dict[str, Any]) -> Optional[str]:
     """The transformers model_type whose causal-LM class is the one `architectures` names, when the config's
     own model_type is not registered (None otherwise, or when transformers has no such class)."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_MAPPING_NAMES
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     archs = d.get("architectures")
     if d.get("model_type") in CONFIG_MAPPING or not isinstance(archs, list) or not archs:
         return None
-    for model_type, class_name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
-        if class_name == archs[0] and model_type in CONFIG_MAPPING:
-            return model_type
-    return None
+    # several model types share a class (LlamaForCausalLM serves internlm3 and iquestcoder besides llama, whose
+    # defaults differ: internlm3's head_dim 128 counted a small Llama 78% large): the one whose config class
+    # names the class (LlamaConfig for LlamaForCausalLM), else the first registered
+    candidates = [t for t, name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items() if name == archs[0] and t in CONFIG_MAPPING]
+    named = [t for t in candidates if str(archs[0]).startswith(CONFIG_MAPPING_NAMES.get(t, "").removesuffix("Config"))
+             and CONFIG_MAPPING_NAMES.get(t, "").removesuffix("Config")]
+    if named:  # (the longest name; between model types of one config class, the one spelled like it: gpt2)
+        return max(named, key=lambda t: (len(CONFIG_MAPPING_NAMES[t]), t.replace("-", "").replace("_", "") ==
+                                         CONFIG_MAPPING_NAMES[t].removesuffix("Config").lower()))
+    return candidates[0] if candidates else None
 
 
 def unknown_to_transformers(model_type: Any) -> Optional[str]:

@@ -258,10 +258,16 @@ class MoeRule:
         n = f.get("num_layers")
         experts = self.experts.read(src, f, what)
         top_k = self.top_k.read(src, f, what) if self.top_k_first else None
+        if isinstance(experts, (int, float)) and experts < 0:  # (0 or 1 expert: a dense config of a MoE family)
+            raise UnmappableConfig(f"{what}: the number of routed experts is {experts!r}; valid: a whole number >= 2 for "
+                              "a mixture of experts, or 0 / 1 / no key for a dense model")
         if not experts or experts <= 1:
             return
         if not self.top_k_first:
             top_k = self.top_k.read(src, f, what)
+        if top_k is not None and not (isinstance(top_k, int) and 1 <= top_k <= experts):
+            raise UnmappableConfig(f"{what}: the experts each token is routed to (top-k) is {top_k!r} of {experts} "
+                              f"experts; valid: a whole number from 1 to {experts}")
         if n is not None:
             first, freq = moe_layout(MOE_LAYER_RULES[self.layers](src, n), n, what)
             f.update(moe_num_experts=experts, moe_top_k=top_k or 1, moe_first_dense_layers=first,

@@ -368,6 +368,10 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
                      f"conventions do (FlopCounterMode's whole score matrix); the flash-attention kernels execute "
                      f"only the causal part, num_executed_flops_per_iter = {executed / counted:.1%} of the hardware "
                      f"FLOPs, and the times follow what they execute")
+        if summary["mfu"] > 1 or summary["hfu"] > 1:  # (long sequences at a high rate: more than the GPUs can do)
+            notes.append(f"mfu = {summary['mfu']:.2f} and hfu = {summary['hfu']:.2f} exceed 1 because of that: they "
+                         f"divide the conventions' FLOPs by a time that executes {executed / counted:.1%} of them; "
+                         f"the executed FLOPs use {executed / counted * summary['hfu']:.0%} of the peak")
     if analysis.profile is None and analysis.achieved_tflops is None and analysis.flops_efficiency == 1:
         notes.append("flops_efficiency is 1: latency_per_iter is a lower bound (large-scale training reaches "
                      "~40-55% MFU); pass achieved_tflops or flops_efficiency for realistic days and cost")

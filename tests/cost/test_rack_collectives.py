@@ -66,3 +66,25 @@ def test_nvls_all_reduce_on_an_h100_node():
 def test_a100_nvswitch_has_no_nvls():
     t = _cost("a100-sxm-80gb", tp_size=8).collective_s("all_reduce", MB, 8, "tp")
     assert t == pytest.approx(2 * 7 / 8 * MB / 300e9 + 14 * HOP, rel=1e-12)
+
+
+def test_fewer_gpus_per_node_put_a_tensor_parallel_group_across_the_network():
+    """An H100's NVLink domain is its node's NVSwitch (8 GPUs): with num_gpus_per_node = 4, 2 or 1 a tensor-
+    parallel group of 8 crosses the network (400 Gb/s per GPU against 900 GB/s of NVLink), so a training step
+    can only get slower, and the calibrated time never falls below the roofline reported beside it. Before,
+    the calibrated model kept an 8-GPU NVLink island whatever the node: 1 GPU per node gave 0.091 s per
+    iteration against a lower bound of 0.197 s."""
+    args = (get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+            get_dtype_config_by_name("w16a16e16"), ParallelismConfig(tp_size=8))
+    times = []
+    for per_node in (8, 4, 2, 1):
+        s = LLMAnalysis(*args, perf_model="calibrated", num_gpus_per_node=per_node).training(
+            batch_size_per_gpu=1, seq_len=4096, gradient_accumulation_steps=1)
+        assert s["latency_per_iter"] >= s["latency_per_iter_lower_bound"], per_node
+        times.append(s["latency_per_iter"])
+    assert all(b > a for a, b in zip(times, times[1:])), times
+    # a node's domain ends with the node; a rack's spans its 4-GPU trays (GB200 NVL72: 72 GPUs on NVLink)
+    from llm_analysis.cost.nccl import fabric_from_gpu_config
+    assert fabric_from_gpu_config(get_gpu_config_by_name("h100-sxm-80gb"), 4).nvlink_domain_gpus == 4
+    assert fabric_from_gpu_config(get_gpu_config_by_name("h100-sxm-80gb")).nvlink_domain_gpus == 8
+    assert fabric_from_gpu_config(get_gpu_config_by_name("gb200-nvl72-186gb"), 4).nvlink_domain_gpus == 72

@@ -85,3 +85,23 @@ def test_cli_default_model_runs_exact(fake_hub):
     summary = cli.infer(exact=True, output_format="json", quiet=True)  # the default model, facebook_opt-1.3b
     assert fake_hub == [("facebook/opt-1.3b", None)]
     assert summary["num_params_total"] == expected
+
+
+@pytest.mark.parametrize("field,value", [("hidden_size", "64"), ("tie_word_embeddings", "yes"), ("hidden_size", 64.5)])
+def test_exact_names_a_config_field_of_the_wrong_type_in_one_line(tmp_path, field, value):
+    """A local config.json with a value transformers' config refuses by type: `--exact` printed a 24-frame
+    traceback from huggingface_hub's field validation and exited 1; one line naming the field and value, exit 2."""
+    import subprocess
+    import sys
+    folder = tmp_path / "model"
+    folder.mkdir()
+    keys = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 1000, "hidden_size": 64,
+            "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+    keys[field] = value
+    (folder / "config.json").write_text(json.dumps(keys))
+    run = subprocess.run([sys.executable, "-m", "llm_analysis.analysis", "train", "--model_name", str(folder),
+                          "--exact", "True", "--gpu_name", "h100-sxm-80gb", "--seq_len", "512",
+                          "--batch_size_per_gpu", "1"], capture_output=True, text=True, timeout=300)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert len(lines) == 1 and f"config field {field!r} = {value!r}" in lines[0], lines

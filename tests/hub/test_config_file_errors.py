@@ -50,3 +50,40 @@ def test_cli_unknown_model_type_exits_2_with_one_line(tmp_path):
     assert run.returncode == 2
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and path in lines[0] and "num_hidden_layers" in lines[0], run.stderr
+
+
+@pytest.mark.parametrize("model_type", ["my_llama", None])
+def test_an_unregistered_model_type_is_read_as_the_class_its_architectures_name(tmp_path, model_type):
+    """model_type my_llama (or none) with architectures ["LlamaForCausalLM"]: the class is shared by llama,
+    internlm3 and iquestcoder, and internlm3's head_dim default (128) counted this small Llama at 392,512
+    parameters. Expected: the real LlamaForCausalLM built from the same keys (meta device)."""
+    torch = pytest.importorskip("torch")
+    keys = {"architectures": ["LlamaForCausalLM"], "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 176,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": False}
+    data = dict(keys, **({} if model_type is None else {"model_type": model_type}))
+    cfg = get_model_config_by_name(_write(tmp_path, data))
+    real_keys = {k: v for k, v in keys.items() if k != "architectures"}
+    with torch.device("meta"):
+        real = transformers.LlamaForCausalLM(transformers.LlamaConfig(**real_keys))
+    want = sum(p.numel() for p in real.parameters())  # 220,480
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_gpu_config_by_name
+    assert LLMAnalysis(cfg, get_gpu_config_by_name("h100-sxm-80gb")).get_num_params_total() == want
+
+
+@pytest.mark.parametrize("experts,top_k,words", [
+    (-4, 2, ["routed experts is -4", "whole number >= 2"]),
+    (4, 0, ["(top-k) is 0 of 4 experts", "from 1 to 4"]),
+    (4, 8, ["(top-k) is 8 of 4 experts", "from 1 to 4"]),
+])
+def test_mixture_of_experts_counts_out_of_range_are_refused_by_name(tmp_path, experts, top_k, words):
+    """-4 experts was read as a dense model and top-k 0 as 1, with no word: a token routed to 0 experts, or to
+    more experts than there are, describes no model."""
+    path = _write(tmp_path, {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "vocab_size": 1000,
+                             "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
+                             "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": experts,
+                             "num_experts_per_tok": top_k})
+    with pytest.raises(ConfigError) as info:
+        get_model_config_by_name(path)
+    for w in words:
+        assert w in str(info.value), str(info.value)

@@ -652,3 +652,18 @@ def test_zero3_shards_experts_over_their_own_replicas():
     expert_params = 2 * 8 * 3 * 4096 * 14336  # layers x experts x (gate, up, down)
     dense_params = a.get_num_params_total() - expert_params
     assert s["weight_memory_per_gpu"] == pytest.approx((dense_params / 8 + expert_params / 4 / 2) * 2, rel=1e-9)
+
+
+def test_utilisation_above_one_is_explained_by_the_executed_flops():
+    """Qwen2.5-0.5B at 32,768 tokens on an H100, roofline at peak: the conventions count the whole attention
+    score matrix, the kernels execute the causal part, so mfu = hfu = 1.29, which no GPU reaches. The notes
+    say why, and the executed FLOPs over the time are at most the peak (hand: executed / (time x GPUs x peak))."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name
+    gpu = get_gpu_config_by_name("h100-sxm-80gb")
+    s = LLMAnalysis(get_model_config_by_name("Qwen_Qwen2.5-0.5B"), gpu, get_dtype_config_by_name("w16a16e16")) \
+        .training(batch_size_per_gpu=1, seq_len=32768, gradient_accumulation_steps=1)
+    assert s["mfu"] > 1
+    executed_use = s["num_executed_flops_per_iter"] / (s["latency_per_iter"] * 1 * gpu.peak_fp16_TFLOPS * 1e12)
+    assert executed_use <= 1 + 1e-9
+    assert any("exceed 1" in n and f"{executed_use:.0%} of the peak" in n for n in s["notes"]), s["notes"]
