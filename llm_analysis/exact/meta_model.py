@@ -17,7 +17,6 @@ Repository code is never run: only classes registered in the installed
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -46,10 +45,6 @@ def lm_model_types() -> Dict[str, str]:
     return dict(sorted(types.items()))
 
 
-# transformers' configs validate their fields (huggingface_hub strict dataclasses): named, not imported
-_STRICT_FIELD_ERRORS = ("StrictDataclassFieldValidationError", "StrictDataclassClassValidationError")
-
-
 def config_object(hf_config: Any) -> Any:
     """A transformers config object from a dict (`config.json` content) or an object."""
     from transformers import AutoConfig, PretrainedConfig
@@ -61,7 +56,7 @@ def config_object(hf_config: Any) -> Any:
             f"(or a transformers PretrainedConfig); got {type(hf_config).__name__}")
     d = copy.deepcopy(hf_config)
     mt = d.pop("model_type")
-    from llm_analysis.hub.source import architecture_model_type
+    from llm_analysis.hub.source import architecture_model_type, strict_field_error
     # a model_type transformers does not register, on an architecture it has (Kimi-K2: kimi_k2 on
     # DeepseekV3ForCausalLM): built as that architecture, as the Hub import reads it
     mt = architecture_model_type(hf_config) or mt
@@ -73,13 +68,10 @@ def config_object(hf_config: Any) -> Any:
             f"model_type {mt!r} is not registered in the installed transformers; exact "
             f"verification cannot build it ({str(exc).splitlines()[0]})") from None
     except Exception as exc:  # huggingface_hub's strict config fields: a value of the wrong type ("64" for an int)
-        if type(exc).__name__ not in _STRICT_FIELD_ERRORS:
+        wrong_type = strict_field_error(exc, hf_config, strings_only=False)
+        if wrong_type is None:
             raise
-        lines = str(exc).splitlines() or [type(exc).__name__]
-        named = re.search(r"field '([^']+)'", lines[0])
-        where = f"config field {named.group(1)!r} = {hf_config.get(named.group(1))!r}" if named else "a config field"
-        cause = lines[1].strip() if len(lines) > 1 else lines[0]
-        raise ConfigError(f"{where}: {cause}; exact verification builds the model with transformers, which checks "
+        raise ConfigError(f"{wrong_type}; exact verification builds the model with transformers, which checks "
                           f"each field's type: fix the value in the config") from None
 
 

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import logging
 import math
+import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from llm_analysis.hub.errors import HubImportError, UnmappableConfig
@@ -72,6 +73,9 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
             with quiet_transformers():
                 return CONFIG_MAPPING[model_type].from_dict(copy.deepcopy(d))
         except Exception as exc:
+            wrong_type = strict_field_error(exc, d)
+            if wrong_type is not None:  # a field of the wrong type: a broken config, not one to read around
+                raise UnmappableConfig(f"{what}: {wrong_type}; fix the value in the config.json") from None
             logger.warning("transformers could not build its %r config for %s (%s: %s); mapping the "
                            "raw config.json instead", model_type, what, type(exc).__name__,
                            str(exc).strip().splitlines()[-1] if str(exc).strip() else "")
@@ -89,6 +93,28 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
         logger.info("%s has custom configuration code (auto_map); not running it without "
                     "trust_remote_code=True, mapping the raw config.json", what)
     return None
+
+
+# transformers' configs check their fields' types (huggingface_hub strict dataclasses): named, not imported
+_STRICT_FIELD_ERRORS = ("StrictDataclassFieldValidationError", "StrictDataclassClassValidationError")
+
+
+def strict_field_error(exc: BaseException, d: Dict[str, Any], strings_only: bool = True) -> Optional[str]:
+    """"config field 'hidden_size' = '64': TypeError: ... expected int, got str" when `exc` is transformers'
+    refusal of a string field value of another type (tie_word_embeddings = "yes" was read as tied), else None;
+    `strings_only=False`: of any value (building the model itself, as --exact does, needs every field right)."""
+    if type(exc).__name__ not in _STRICT_FIELD_ERRORS:
+        return None
+    lines = str(exc).splitlines() or [type(exc).__name__]
+    named = re.search(r"field '([^']+)'", lines[0])
+    value = d.get(named.group(1)) if named else None
+    if strings_only and not isinstance(value, str):
+        # a string where the field takes a number or a bool ("yes", "64", "big") is a broken config; other kinds
+        # are left to the mapping's own checks (NaN / Infinity named as config.json spells them; a list where
+        # transformers wants a tuple, as Nemotron-H's time_step_limit, is no size the counts read)
+        return None
+    where = f"config field {named.group(1)!r} = {value!r}" if named else "a config field"
+    return f"{where}: {lines[1].strip() if len(lines) > 1 else lines[0]}"
 
 
 def architecture_model_type(d: Dict[str, Any]) -> Optional[str]:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Dict
 
 from llm_analysis.errors import ConfigError
-from llm_analysis.schema.options import DSZeRO, non_negative_number
+from llm_analysis.schema.options import DSZeRO, boolean, non_negative_number
 
 
 @dataclass(frozen=True)
@@ -56,14 +56,13 @@ class FrameworkMemory:
                 and all(type(kw[k]) in (int, float) and kw[k] == 0
                         for k in ("grad_bucket_params", "cuda_context_bytes", "memory_fragmentation"))):
             return _NO_OVERHEADS  # every term off (the default): nothing to validate or build
-        for flag in ("distributed_optimizer", "grad_reduce_in_fp32"):
-            if not isinstance(kw[flag], bool):
-                raise ConfigError(f"{flag} = {kw[flag]!r} must be True or False")
+        # (as every other flag reads them: True/False, 0/1, "true"/"false", schema/options.py boolean)
+        flags = {flag: boolean(kw[flag], flag) for flag in ("distributed_optimizer", "grad_reduce_in_fp32")}
         frag = non_negative_number(kw["memory_fragmentation"], "memory_fragmentation")
         if frag >= 1:
             raise ConfigError(f"memory_fragmentation = {frag!r} is a fraction of the allocated memory; "
                               "valid: 0 <= memory_fragmentation < 1 (e.g. 0.05)")
-        return cls(kw["distributed_optimizer"], kw["grad_reduce_in_fp32"],
+        return cls(flags["distributed_optimizer"], flags["grad_reduce_in_fp32"],
                    non_negative_number(kw["grad_bucket_params"], "grad_bucket_params"),
                    non_negative_number(kw["cuda_context_bytes"], "cuda_context_bytes"), frag)
 

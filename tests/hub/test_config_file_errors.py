@@ -87,3 +87,15 @@ def test_mixture_of_experts_counts_out_of_range_are_refused_by_name(tmp_path, ex
         get_model_config_by_name(path)
     for w in words:
         assert w in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("field,value", [("tie_word_embeddings", "yes"), ("sliding_window", "big")])
+def test_a_field_transformers_refuses_by_type_is_refused_not_read_around(tmp_path, field, value):
+    """transformers' config refuses tie_word_embeddings = "yes" (a bool field): the import fell back to the raw
+    keys with a warning and read "yes" as tied, counting 156,480 parameters where the untied model it would be
+    has 220,480. A broken field is named instead (the config class, not the raw keys, decides a field's type)."""
+    keys = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 1000, "hidden_size": 64,
+            "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+    keys[field] = value
+    with pytest.raises(ConfigError, match=f"config field {field!r} = {value!r}"):
+        get_model_config_by_name(_write(tmp_path, keys))

@@ -114,3 +114,12 @@ def test_serve_refuses_a_huge_attention_dp_in_one_line(tmp_path):
     assert run.returncode == 2, run.stderr[-2000:]
     lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "attention_dp_size" in lines[0] and "sanity limit" in lines[0], run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("sp", [16, 4, 3])
+def test_sequence_parallel_size_is_the_tensor_parallel_group_or_off(sp):
+    """Megatron's sequence parallelism splits the activations over the tensor-parallel group: sp_size = 16 or 4
+    with tp_size = 8 was read as "on" and answered as sp_size = 8, while the summary printed the size given."""
+    with pytest.raises(ConfigError, match=f"sp_size = {sp} with tp_size = 8.*valid: sp_size = 8 \\(on\\) or 1 \\(off\\)"):
+        ParallelismConfig(tp_size=8, sp_size=sp)
+    assert ParallelismConfig(tp_size=8, sp_size=1).sp_size == 1 and ParallelismConfig(tp_size=8).sp_size == 8

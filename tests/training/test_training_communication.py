@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from llm_analysis.errors import ConfigError
+
 
 def test_expert_all_to_alls_run_in_the_forward_and_again_in_the_backward(analysis_builder):
     """Expert parallelism dispatches each token to its experts and combines their outputs in the forward;
@@ -61,3 +63,19 @@ def test_pipeline_stages_send_activations_forward_and_gradients_back(analysis_bu
     one_way = a.pipeline_handoff_time_s(1, 2048, scatter_gather=True)
     assert one_way > 0
     assert t["latency_per_iter_pp_comm"] == pytest.approx(m * 2 * one_way, rel=1e-12)
+
+
+def test_framework_flags_read_booleans_as_every_other_flag_does():
+    """grad_reduce_in_fp32 and distributed_optimizer refused 1, 0 and "false" where flash_attn takes them: the
+    same spellings now mean the same (the fp32 buffer's 4 bytes a parameter, or the 16-bit 2), others refused."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name, \
+        get_model_config_by_name
+    a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                    get_dtype_config_by_name("bf16"), ParallelismConfig(tp_size=8))
+    peak = {v: a.training(batch_size_per_gpu=1, seq_len=2048, gradient_accumulation_steps=1, grad_reduce_in_fp32=v)
+            ["estimated_peak_memory_per_gpu"] for v in (True, 1, "true", False, 0, "false")}
+    assert peak[True] == peak[1] == peak["true"] > peak[False] == peak[0] == peak["false"]
+    for flag in ("grad_reduce_in_fp32", "distributed_optimizer"):
+        with pytest.raises(ConfigError, match=f"{flag} = 'maybe' must be True or False"):
+            a.training(batch_size_per_gpu=1, seq_len=2048, gradient_accumulation_steps=1, **{flag: "maybe"})
