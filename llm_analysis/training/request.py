@@ -4,6 +4,8 @@ repeats are validated once per describer."""
 
 from __future__ import annotations
 
+import logging
+
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Dict, Optional, Union
@@ -20,6 +22,8 @@ from llm_analysis.training.overheads import FrameworkMemory
 from llm_analysis.training.overheads_tp import tp_overlap_mode
 from llm_analysis.training.stage import LAYER_WEIGHT_GROUPS
 from llm_analysis.training.zero3 import Zero3Traffic, overlap_share
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -198,6 +202,14 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
                           f"(expert-parallel load balancing in serve()); training places each expert once; valid: 0, "
                           f"or leave it out")
     opts = _options(analysis, kw)
+    dtype = analysis.dtype_config
+    if dtype.weight_bits < dtype.activation_bits and opts.get("lora") is None:
+        # weight-only quantised formats (AWQ, GPTQ, w8a16) are inference formats: training updates high-precision
+        # weights; frozen quantised base weights with adapters are QLoRA (lora=)
+        logger.warning("%s stores %g-bit weights beside %g-bit activations, a weight-only inference format: full-"
+                       "parameter training updates 16-bit weights (fp32 master copies); these figures time and hold "
+                       "%g-bit weights. For QLoRA (frozen quantised weights, trained adapters) give lora=LoRAConfig(...)",
+                       dtype.name, dtype.weight_bits, dtype.activation_bits, dtype.weight_bits)
     seq_len = _check_seq_len(analysis, kw["seq_len"])
     check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)
     return TrainingRequest(
