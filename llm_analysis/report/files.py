@@ -85,7 +85,12 @@ def _run_part(kind: str, summary: Optional[Dict[str, Any]]) -> Optional[str]:
     if kind == "inference":
         return f"{head}-gen{summary.get('num_tokens_to_generate')}"
     if kind == "training":
-        return f"{head}-gbs{summary.get('global_batch_size')}"
+        # what else tells two runs of one layout apart, where it is not the default (the name stays the mirrored
+        # one otherwise): four runs differing in ZeRO stage and recomputation wrote one file, the last kept
+        extra = [f"{tag}{_num(summary[key])}" for key, tag, default in (
+            ("ds_zero", "zero", 0), ("activation_recomputation", "rc", 0), ("pipeline_interleave", "vpp", 1))
+            if summary.get(key, default) != default]
+        return "-".join([head, f"gbs{summary.get('global_batch_size')}", *extra])
     return None
 
 
@@ -98,7 +103,8 @@ def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Di
     p = analysis.parallelism_config
     parts = [safe_name(analysis.model_config.name), safe_name(analysis.gpu_config.name),
              safe_name(analysis.dtype_config.name),
-             f"tp{p.tp_size}-pp{p.pp_size}-dp{p.dp_size}-ep{p.ep_size}-sp{p.sp_size}",
+             f"tp{p.tp_size}-pp{p.pp_size}-dp{p.dp_size}-ep{p.ep_size}-sp{p.sp_size}"
+             + (f"-cp{p.cp_size}" if p.cp_size > 1 else ""),
              f"fe{_num(analysis.flops_efficiency)}-hbme{_num(analysis.hbm_memory_efficiency)}"]
     if analysis.achieved_tflops is not None:
         parts.append(f"tflops{_num(analysis.achieved_tflops)}")

@@ -175,3 +175,21 @@ def test_presentation_imports_only_downward():
         assert not {m for m in imported if m.split(".")[0] in upward}, (f.name, imported)
         if f.stem not in ("render", "charts", "__init__"):
             assert not imported & entry_points, (f.name, imported)
+
+
+def test_runs_that_differ_in_context_parallelism_zero_or_recomputation_write_files_of_their_own(tmp_path, caplog):
+    """Four training runs of one layout differing in cp, ZeRO stage and recomputation wrote one file name, the
+    last run kept: each now adds what sets it apart from the defaults (cp2, zero1, rc2), the default run keeps
+    the mirrored name."""
+    import os
+    from llm_analysis.config import get_model_config_by_name
+    runs = [(1, 0, 0), (2, 0, 0), (1, 1, 0), (1, 0, 2), (2, 1, 2)]
+    for cp, zero, rc in runs:
+        a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                        get_dtype_config_by_name("bf16"), ParallelismConfig(tp_size=8, cp_size=cp, dp_size=2))
+        a.training(batch_size_per_gpu=1, seq_len=8192, gradient_accumulation_steps=1, ds_zero=zero,
+                   activation_recomputation=rc, output_dir=str(tmp_path))
+    names = sorted(n for n in os.listdir(tmp_path) if n.endswith(".json"))
+    assert len(names) == len(runs), names
+    assert any(n.endswith("-tp8-pp1-dp2-ep1-sp8-fe1-hbme1-training-bs1-seq8192-gbs2.json") for n in names)
+    assert any("-sp8-cp2-" in n and n.endswith("-gbs2-zero1-rc2.json") for n in names)
