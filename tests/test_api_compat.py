@@ -243,3 +243,22 @@ def test_utils_formatting():
     assert _latency_to_string(5e-6) == "5.0 us"
     assert _latency_to_string(90 * 86400) == "90.0 days"
     assert within_range(1.04, 1.0, 0.05) and not within_range(1.06, 1.0, 0.05)
+
+
+def test_config_classes_take_the_reference_positional_order():
+    """The reference's configs are dataclasses: DtypeConfig('w8a8e16', 8, 8, 16), GPUConfig(name, memory, HBM
+    bandwidth, link bandwidth, link latency, fp16 TFLOPS), ModelConfig(name, layers, heads, hidden, vocab),
+    ParallelismConfig(tp, pp, dp) raised TypeError (keywords only); a value given twice is refused by name."""
+    from llm_analysis.config import GPUConfig, ModelConfig
+    from llm_analysis.errors import ConfigError
+    d = DtypeConfig("w8a8e16", 8, 8, 16)
+    assert (d.name, d.weight_bits, d.activation_bits, d.embedding_bits) == ("w8a8e16", 8, 8, 16)
+    g = GPUConfig("my-gpu", 80, 3350, 450, 8e-6, 989)
+    assert (g.mem_per_GPU_in_GB, g.hbm_bandwidth_in_GB_per_sec, g.peak_fp16_TFLOPS) == (80, 3350, 989)
+    m = ModelConfig("tiny", 2, 4, 64, 1000)
+    assert (m.num_layers, m.n_head, m.hidden_dim, m.vocab_size) == (2, 4, 64, 1000)
+    p = ParallelismConfig(2, 1, 4)
+    assert (p.tp_size, p.pp_size, p.dp_size) == (2, 1, 4)
+    with pytest.raises(ConfigError, match="name given both by position and by name"):
+        DtypeConfig("a", 8, name="b")
+    assert analysis_module.pformat is not None and analysis_module.total_ordering is not None

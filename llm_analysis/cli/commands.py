@@ -239,7 +239,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         conventions="serving" if serving else conventions,
         perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=any(
             v is not None for v in (achieved_tflops, achieved_memory_bandwidth_GBs, flops_efficiency,
-                                    hbm_memory_efficiency))),
+                                    hbm_memory_efficiency))
+            or intra_node_memory_efficiency != 1 or inter_node_memory_efficiency != 1),
         kernel_launch=kernel_launch)
     analysis = analysis.with_conventions(analysis.inference_conventions)  # the report counts as the summary
     analysis = analysis.with_encoder_seq_len(encoder_seq_len)  # cross-attention models (the report too)
@@ -409,8 +410,11 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,
+        # (a rate or efficiency stated: the roofline at it; the mirrored defaults, hbm 1 and links 1, state none)
         perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=achieved_tflops is not None
-                                  or flops_efficiency is not None)).with_encoder_seq_len(encoder_seq_len)
+                                  or flops_efficiency is not None or hbm_memory_efficiency not in (None, 1)
+                                  or intra_node_memory_efficiency != 1 or inter_node_memory_efficiency != 1)
+    ).with_encoder_seq_len(encoder_seq_len)
     kwargs = _set_options(distributed_optimizer=distributed_optimizer, grad_reduce_in_fp32=grad_reduce_in_fp32,
                           grad_bucket_params=grad_bucket_params, cuda_context_bytes=cuda_context_bytes,
                           memory_fragmentation=memory_fragmentation, cost_per_gpu_hour=cost_per_gpu_hour,

@@ -18,9 +18,18 @@ __all__ = ["StrictModel", "format_validation_error"]
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False, frozen=False)
 
-    def __init__(self, /, **data: Any) -> None:
+    def __init__(self, /, *args: Any, **data: Any) -> None:
         # Direct construction (ModelConfig(...)) raises ConfigError too, not pydantic's
         # ValidationError; build_config re-formats it with the file name.
+        if args:  # positional, as the mirrored system's dataclasses take them: the fields in declaration order
+            names = list(type(self).model_fields)
+            if len(args) > len(names):
+                raise ConfigError(f"{type(self).__name__} takes at most {len(names)} positional values "
+                                  f"({', '.join(names)}); got {len(args)}")
+            twice = [n for n in names[:len(args)] if n in data]
+            if twice:
+                raise ConfigError(f"{type(self).__name__}: {twice[0]} given both by position and by name")
+            data = {**dict(zip(names, args)), **data}
         try:
             super().__init__(**data)
         except ValidationError as err:

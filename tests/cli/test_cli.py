@@ -323,3 +323,27 @@ def test_a_flag_spelled_as_another_command_spells_it_names_this_commands_flag(ru
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1, p.stderr  # one line
     assert f"unknown flag --{given}. Did you mean --{meant}?" in p.stderr, p.stderr
+
+
+def test_a_stated_memory_or_link_efficiency_asks_for_the_roofline_at_it():
+    """train(..., hbm_memory_efficiency=0.5) and infer(..., intra_node_memory_efficiency=0.5) were answered by the
+    calibrated default, which ignores them (the same iteration as without them): a command line that states an
+    efficiency gets the roofline at it, as with --flops_efficiency. The mirrored defaults (1) state none."""
+    import contextlib
+    import io
+    from llm_analysis.analysis import LLMAnalysis, infer, train
+    from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name, \
+        get_model_config_by_name
+    with contextlib.redirect_stdout(io.StringIO()):
+        stated = train(batch_size_per_gpu=4, seq_len=512, total_num_tokens=10**9, hbm_memory_efficiency=0.5)
+        default = train(batch_size_per_gpu=4, seq_len=512, total_num_tokens=10**9)
+        linked = infer(tp_size=2, intra_node_memory_efficiency=0.5)
+    roof = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-40gb"),
+                       get_dtype_config_by_name("w16a16e16"), ParallelismConfig(), hbm_memory_efficiency=0.5)
+    want = roof.training(batch_size_per_gpu=4, seq_len=512, total_num_tokens=10**9)["latency_per_iter"]
+    assert stated["latency_per_iter"] == pytest.approx(want, rel=1e-12) and "perf_model" not in stated
+    assert default["perf_model"] == "calibrated"
+    tp2 = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-40gb"),
+                      get_dtype_config_by_name("w16a16e16"), ParallelismConfig(tp_size=2),
+                      intra_node_memory_efficiency=0.5)
+    assert linked["prefill_latency"] == pytest.approx(tp2.inference()["prefill_latency"], rel=1e-12)
