@@ -182,7 +182,7 @@ def _static_entries(analysis) -> tuple:
         return (m.name, analysis.gpu_config.name, analysis.dtype_config.name, p.tp_size, p.ep_size, p.pp_size,
                 p.dp_size, analysis.get_num_params_total(), analysis.get_num_active_params_total(),
                 analysis.get_TFLOPS_per_gpu(), analysis.get_gpu_hbm_bandwidth(), analysis.get_ridge_point(),
-                p.tp_size * p.pp_size)
+                p.tp_size * p.pp_size * p.cp_size)  # (a context-parallel replica spans cp of them)
     return static_entries(analysis, "inference_static_entries", compute)
 
 

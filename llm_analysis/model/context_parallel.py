@@ -138,6 +138,6 @@ def check_context_parallel(describer) -> None:
 def check_cp_seq_len(cp: int, seq_len: int, flag: str = "cp_size") -> None:
     """Causal load balancing splits the sequence into 2 x cp equal chunks."""
     if cp > 1 and seq_len % (2 * cp):
-        valid = [d for d in range(1, min(seq_len, 64) + 1) if seq_len % (2 * d) == 0]
+        valid = [1] + [d for d in range(2, min(seq_len, 64) + 1) if seq_len % (2 * d) == 0]  # (1: no context parallelism)
         raise ConfigError(f"{flag} = {cp} needs 2 x cp_size to divide seq_len = {seq_len} (causal load balancing "
                           f"cuts the sequence into 2 x cp chunks); valid cp_size: {valid}")

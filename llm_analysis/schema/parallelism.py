@@ -84,9 +84,10 @@ class ParallelismConfig(StrictModel):
         if self.sp_size is None:
             self.sp_size = self.tp_size
         elif self.sp_size not in (1, self.tp_size):  # (read as on or off: another size would be silently ignored)
+            valid = f"sp_size = {self.tp_size} (on) or 1 (off)" if self.tp_size > 1 else \
+                "sp_size = 1 (tp_size = 1 has no tensor-parallel group to split over)"
             raise ValueError(f"sp_size = {self.sp_size} with tp_size = {self.tp_size}: sequence parallelism (Megatron) "
-                             f"splits the activations over the tensor-parallel group; valid: sp_size = {self.tp_size} "
-                             "(on) or 1 (off)")
+                             f"splits the activations over the tensor-parallel group; valid: {valid}")
         if self.rdp_size is None:
             self.rdp_size = max(1, self.dp_size // self.ep_size)
         self.dp_shard, self.dp_replicate = self.dp_shard or self.dp_size, self.dp_replicate or 1  # HSDP: schema/hsdp.py

@@ -42,7 +42,13 @@ def test_interpolation_by_bytes_and_group_size_derived_by_hand():
 def test_outside_the_table_or_the_node_the_nccl_timer_answers():
     table_gpu = get_gpu_config_by_name("h100-sxm-80gb")
     timer = engine_allreduce_timer(table_gpu, "vllm", "graph", 8, True, lambda b: 1.0)
-    assert timer(2e9) == 1.0  # 2 GB: beyond the largest measured message (1 GiB)
+    # 2 GB: beyond the largest measured message (1 GiB) the NCCL timer answers, carried on from the table's last
+    # figure (its ratio to the timer there), so a larger message is never faster than the largest measured one
+    top_s = _measured_us("h100-sxm-80gb", "vllm", "graph", 8, 2**30) * 1e-6
+    assert timer(2e9) == pytest.approx(top_s, rel=1e-12)  # the constant timer, times top_s / 1.0
+    linear = engine_allreduce_timer(table_gpu, "vllm", "graph", 8, True, lambda b: b * 1e-11)
+    assert linear(2**30 * (1 + 1e-9)) == pytest.approx(linear(2**30), rel=1e-6)  # continuous at the edge
+    assert linear(2 * 2**30) == pytest.approx(2 * top_s, rel=1e-9)  # the timer's growth beyond it
     assert timer(16384) < 1e-4  # inside: the measured figure
     assert engine_allreduce_timer(table_gpu, "vllm", "graph", 8, False, lambda b: 1.0)(16384) == 1.0  # leaves the node
     assert engine_allreduce_timer(table_gpu, "vllm", "graph", 16, True, lambda b: 1.0)(16384) == 1.0  # 16 GPUs
@@ -155,3 +161,12 @@ def test_unknown_engine_in_the_file_is_refused():
     doc = {"custom_allreduce": {"vllm2": HAND["custom_allreduce"]["vllm"]}}
     with pytest.raises(ConfigError, match=r"bad\.json: custom_allreduce engine = 'vllm2'; valid: vllm, sglang, trtllm"):
         parse_tables(doc, Path("bad.json"))
+
+
+def test_a_larger_prefill_batch_is_never_faster_across_the_measured_edge(analysis_builder):
+    """Llama-3.1-8B on two H100s: the batch-64 prefill of 1,024 tokens sends 512 MiB all-reduces, the end of the
+    measured table; batch 65 went past it to the ring model and came out faster (0.808 s -> 0.787 s)."""
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", tp_size=2, perf_model="calibrated")
+    times = [a.inference(batch_size_per_gpu=b, seq_len=1024, num_tokens_to_generate=1)["prefill_latency"]
+             for b in range(60, 72)]
+    assert all(b >= x for x, b in zip(times, times[1:])), times

@@ -190,3 +190,20 @@ def test_latency_views_follow_context_parallelism():
     cp1 = LLMAnalysis(model, gpu, parallelism_config=ParallelismConfig(tp_size=2))
     assert cp2.get_latency_fwd_per_layer_mlp_moe_alltoall(4, 1024) == 0.0
     assert cp2.get_latency_fwd_per_tp_comm(4, 1024, 2) == cp1.get_latency_fwd_per_tp_comm(4, 512, 2)
+
+
+def test_a_context_parallel_replica_counts_its_gpus_in_throughput_and_cost():
+    """cp_size 2 or 4 split one request over 2 or 4 GPUs: the summary counted 1 GPU per replica, so tokens/s per
+    GPU and the cost per 1k tokens were cp times too good (19,854 -> 76,707 tokens/s per GPU). By hand: a replica
+    is tp x pp x cp GPUs; per GPU = batch x seq_len / prefill / GPUs; cost = price x GPUs x prefill / tokens."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import ParallelismConfig, get_dtype_config_by_name, get_gpu_config_by_name, \
+        get_model_config_by_name
+    for cp in (1, 2, 4):
+        a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                        get_dtype_config_by_name("w16a16e16"), ParallelismConfig(cp_size=cp), perf_model="calibrated")
+        s = a.inference(batch_size_per_gpu=1, seq_len=65536, num_tokens_to_generate=1, cost_per_gpu_hour=2.0)
+        assert s["gpus_per_replica"] == cp
+        assert s["prefill_tokens_per_sec_per_gpu"] == pytest.approx(65536 / s["prefill_latency"] / cp, rel=1e-12)
+        assert s["prefill_cost_per_1k_tokens"] == pytest.approx(2.0 / 3600 * cp * s["prefill_latency"] / 65536 * 1000,
+                                                                rel=1e-12)
