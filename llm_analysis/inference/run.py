@@ -282,6 +282,13 @@ def _notes(analysis, summary: dict) -> List[str]:
             f"uses {used_share:.0%} of the GPU's memory, nothing reserved: serving frameworks keep the rest for the "
             f"CUDA context, GEMM workspaces and allocator slack (vLLM takes {SERVING_MEMORY_SHARE:.0%} by default), "
             "so this batch may not fit in practice")
+    pre, dec = summary["prefill_max_batch_size_per_gpu"], summary["decode_max_batch_size_per_gpu"]
+    if isinstance(pre, int) and isinstance(dec, int) and dec > pre:
+        # (a user read the decode figure as the batch this call can run and was refused at it)
+        notes.append(f"decode_max_batch_size_per_gpu = {dec} counts a decode step alone (the KV cache at the full "
+                     f"length, one token's activations); a static batch of that many requests does not fit its "
+                     f"prefill: the largest batch this call runs is {pre}. Engines prefill such batches in chunks "
+                     f"(serve())")
     counted, executed = summary["prefill_num_flops_fwd_total"], summary["prefill_num_flops_executed_total"]
     if executed < counted:
         notes.append(f"prefill_num_flops_fwd_total counts attention as the conventions do (the whole score matrix); "

@@ -415,3 +415,22 @@ def test_encoder_only_has_no_decode_figures():
     assert s["decode_max_batch_size_per_gpu"] == s["prefill_max_batch_size_per_gpu"]
     with pytest.raises(ConfigError, match="encoder-only"):
         a.inference(num_tokens_to_generate=2)
+
+
+def test_the_decode_batch_beyond_what_a_prefill_holds_is_explained():
+    """Llama-3.1-8B on an H100, 2,048 + 256 tokens: a decode step alone holds 231 sequences, a whole request batch
+    141 (its prefill's activations): the call is refused at 142 and runs at 141 (the memory check), and the notes
+    say the decode figure is not a batch this call runs, where a user read it as one and was refused at 231."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name
+    from llm_analysis.errors import DoesNotFitError
+    a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                    get_dtype_config_by_name("bf16"), perf_model="calibrated")
+    s = a.inference(batch_size_per_gpu=8, seq_len=2048, num_tokens_to_generate=256)
+    pre, dec = s["prefill_max_batch_size_per_gpu"], s["decode_max_batch_size_per_gpu"]
+    assert dec > pre
+    a.inference(batch_size_per_gpu=pre, seq_len=2048, num_tokens_to_generate=256)  # fits
+    with pytest.raises(DoesNotFitError):
+        a.inference(batch_size_per_gpu=pre + 1, seq_len=2048, num_tokens_to_generate=256)
+    assert any(f"decode_max_batch_size_per_gpu = {dec}" in n and f"the largest batch this call runs is {pre}" in n
+               for n in s["notes"])
