@@ -30,15 +30,17 @@ def memory_terms(analysis, d, batch: int, seq_len: int, context_len: int, use_kv
     a_bytes = analysis.dtype_config.activation_bytes_per_element
     h = analysis.model_config.hidden_dim
     kv = _kv_cache_bytes(analysis, d, batch, context_len, kv_cache_dtype_bytes) if use_kv_cache else 0.0
-    return {
-        # the residual stream of the rank's seq_len / cp prompt tokens
-        "prefill_activation": (_max_activation_bytes(d, "prefill", batch, seq_len, seq_len)
-                               + batch * seq_len * h * a_bytes / analysis.parallelism_config.cp_size),
-        # an encoder-only model decodes nothing (one forward pass: inference/run.py)
-        "decode_activation": 0.0 if analysis.model_config.encoder_only else
-        _max_activation_bytes(d, "decode", batch, context_len, 1) + batch * h * a_bytes,
-        "kv_cache": kv,
-    }
+
+    def forward(length: int) -> float:  # the residual stream of the rank's length / cp tokens, and its widest op
+        return (_max_activation_bytes(d, "prefill", batch, length, length)
+                + batch * length * h * a_bytes / analysis.parallelism_config.cp_size)
+    if analysis.model_config.encoder_only:  # an encoder-only model decodes nothing (one forward pass: run.py)
+        decode = 0.0
+    elif use_kv_cache:
+        decode = _max_activation_bytes(d, "decode", batch, context_len, 1) + batch * h * a_bytes
+    else:  # without a cache each step is a forward over the whole context, the last one's context_len - 1 tokens
+        decode = forward(context_len - 1)
+    return {"prefill_activation": forward(seq_len), "decode_activation": decode, "kv_cache": kv}
 
 
 def _kv_plan(d):

@@ -434,3 +434,21 @@ def test_the_decode_batch_beyond_what_a_prefill_holds_is_explained():
         a.inference(batch_size_per_gpu=pre + 1, seq_len=2048, num_tokens_to_generate=256)
     assert any(f"decode_max_batch_size_per_gpu = {dec}" in n and f"the largest batch this call runs is {pre}" in n
                for n in s["notes"])
+
+
+def test_without_a_kv_cache_each_step_holds_a_forward_over_the_whole_context():
+    """use_kv_cache=False times every decode step as a forward over the whole context, but held only a one-token
+    step's activations: 200 sequences of 1,024 + 8,192 tokens on an H100 "fit" in 35 GB. The last step is a
+    forward over 9,215 tokens: its activations are the prefill activations of a 9,215-token prompt (the same call
+    with seq_len 9,215 and one token, no cache), and that batch is refused."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name
+    from llm_analysis.errors import DoesNotFitError
+    a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                    get_dtype_config_by_name("bf16"))
+    s = a.inference(batch_size_per_gpu=2, seq_len=1024, num_tokens_to_generate=8192, use_kv_cache=False)
+    last = a.inference(batch_size_per_gpu=2, seq_len=9215, num_tokens_to_generate=1, use_kv_cache=False)
+    assert s["decode_activation_memory_per_gpu"] == pytest.approx(last["prefill_activation_memory_per_gpu"], rel=1e-12)
+    assert s["decode_max_batch_size_per_gpu"] == last["prefill_max_batch_size_per_gpu"]
+    with pytest.raises(DoesNotFitError):
+        a.inference(batch_size_per_gpu=200, seq_len=1024, num_tokens_to_generate=8192, use_kv_cache=False)
