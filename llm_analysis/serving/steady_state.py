@@ -58,9 +58,9 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 _BISECTIONS = 48
-_SHARING_TOL = 1e-10
-_SPREAD_TAIL = 1e-12  # the Poisson terms of a step's prompts left out beyond the mean (their mass goes to the cap)
-_SPREAD_BISECTIONS = 40  # prompts a step shares, and the rate that goes with them (the closed loop solves to 1e-12)
+_SHARING_TOL = 1e-10  # prompts a step shares, and the rate that goes with them (the closed loop solves to 1e-12)
+_SPREAD_TAIL = 1e-9  # the Poisson terms of a step's prompts left out beyond the mean (their mass goes to the cap)
+_SPREAD_MEAN_TOL = 1e-9  # a step's mean prompts kept to this share (far below the sharing root's tolerance)
 _REL_TOL = 1e-12
 
 
@@ -466,35 +466,61 @@ def _mean_shared_step_s(step_of, prompts: float, most: float) -> float:
     vLLM on an H100)."""
     if prompts <= 1.0 or prompts >= most:
         return _mean_step_s(step_of, prompts, most)
-    return sum(w * _mean_step_s(step_of, n, most) for n, w in prompts_spread(prompts, most))
+    # (a bin's mean, a weighted sum, may round a hair past the cap)
+    return sum(w * _mean_step_s(step_of, min(max(n, 1.0), most), most)
+               for n, w in _in_bins(prompts_spread(prompts, most)))
 
 
-def _capped_poisson(lam: float, most: float) -> Tuple[float, List[Tuple[float, float]]]:
+def _in_bins(spread: List[Tuple[float, float]], bins: int = 5) -> List[Tuple[float, float]]:
+    """`spread` as `bins` equal shares of its probability, each at its own mean number of prompts (the mean kept
+    exactly): a step is timed at 2 x bins whole numbers of prompts (`_mean_step_s` interpolates), not at every
+    number the spread reaches (a dozen at 3 prompts a step, each a step to time, at every trial of the roots)."""
+    out, share, mass, weighted = [], 1.0 / bins, 0.0, 0.0
+    for n, w in spread:
+        while w > 0:
+            take = min(w, share - mass)
+            mass, weighted, w = mass + take, weighted + take * n, w - take
+            if mass >= share * (1 - 1e-12):
+                out.append((weighted / mass, mass))
+                mass, weighted = 0.0, 0.0
+    if mass > 0:
+        out.append((weighted / mass, mass))
+    return out
+
+
+def _capped_poisson(lam: float, most: float, terms: bool = True):
     """(mean, [(n, probability)]) of n = min(1 + Poisson(lam), most): the step's first prompt and the others that
-    arrived meanwhile, as many as its budget holds (the rest wait for the next step)."""
+    arrived meanwhile, as many as its budget holds (the rest wait for the next step); the mean alone with
+    `terms=False` (what the root for lam asks, many times)."""
     p, mass, mean, out, j = math.exp(-lam), 0.0, 0.0, [], 0
     while 1.0 + j < most and (j <= lam or p > _SPREAD_TAIL):
-        out.append((1.0 + j, p))
+        if terms:
+            out.append((1.0 + j, p))
         mass, mean = mass + p, mean + p * (1.0 + j)
         j += 1
         p *= lam / j
-    tail = max(0.0, 1.0 - mass)
-    out.append((most, tail))
-    return mean + tail * most, out
+    # the rest: at the cap where the budget ends the spread, else (the Poisson's own negligible tail) at the next
+    # number of prompts
+    last, tail = min(most, 1.0 + j), max(0.0, 1.0 - mass)
+    out.append((last, tail))
+    return (mean + tail * last, out) if terms else mean + tail * last
 
 
 def prompts_spread(prompts: float, most: float) -> List[Tuple[float, float]]:
     """[(prompts n, probability)] of the steps of a mean `prompts` per step (1 < prompts < most): many clients
     send their prompts as a Poisson stream, so a step holds its first prompt and a Poisson number of the others
-    that arrived meanwhile, capped at `most` (its budget): min(1 + Poisson(lam), most), lam solved (bisection)
-    so that the mean is `prompts` (the closed form's mean number of prompts a step carries)."""
-    lo, hi = prompts - 1.0, max(prompts - 1.0, 1.0)
-    while _capped_poisson(hi, most)[0] < prompts:
+    that arrived meanwhile, capped at `most` (its budget): min(1 + Poisson(lam), most), lam = prompts - 1 where
+    the cap moves the mean by less than _SPREAD_MEAN_TOL, else solved (`_increasing_root`) so that the mean is
+    `prompts` (the closed form's mean number of prompts a step carries). Called at every trial of the sharing
+    root: the common case is one evaluation."""
+    mean, spread = _capped_poisson(prompts - 1.0, most)
+    if abs(mean - prompts) <= prompts * _SPREAD_MEAN_TOL:
+        return spread
+    hi = 2.0 * max(prompts - 1.0, 1.0)
+    while _capped_poisson(hi, most, terms=False) < prompts:
         hi *= 2.0
-    for _ in range(_SPREAD_BISECTIONS):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _capped_poisson(mid, most)[0] < prompts else (lo, mid)
-    return _capped_poisson(0.5 * (lo + hi), most)[1]
+    lam = _increasing_root(lambda x: _capped_poisson(x, most, terms=False) - prompts, prompts - 1.0, hi)
+    return _capped_poisson(lam, most)[1]
 
 
 def _mean_step_s(step_of, prompts: float, most: float) -> float:
