@@ -72,7 +72,7 @@ def _increasing_root(f, lo: float, hi: float, rel_tol: float = _REL_TOL) -> floa
         return hi
     side = 0
     for _ in range(_BISECTIONS):
-        if math.isinf(f_hi) or math.isinf(f_lo):
+        if math.isinf(f_hi) or math.isinf(f_lo) or f_hi == f_lo:  # (no secant to take: bisect)
             x = 0.5 * (lo + hi)
         else:
             x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
