@@ -434,3 +434,43 @@ def test_prompts_that_fill_the_budget_are_prefilled_one_after_another():
         sim = replica.simulate(concurrency=clients, seed=0, spread_s=0.3)
         assert s["requests_per_s"] == pytest.approx(len(sim.e2e_s) / sim.duration_s, rel=0.05), clients
         assert s["requests_per_s"] * s["e2e_s"] == pytest.approx(clients, rel=1e-9)  # Little's law still closes
+
+
+@pytest.mark.parametrize("framework", ["sglang", "vllm"])
+def test_prompts_just_under_the_budget_are_bounded_by_the_prefill(framework):
+    """8,000-token prompts, 2 output tokens, a budget of 8,192 on one H100 (k = 1.02 prompts a step, so the one
+    prompt a step rule above did not apply): SGLang's closed form gave 17.2 requests/s at 64 clients and vLLM's 6.9
+    at 4. Two independent bounds: a step holds at most 8,192 prompt tokens, so at most 8,192 / 8,000 prompts per
+    inference() prefill of one (the GPU's own time, without the engine's overheads); and the prompt tokens' FLOPs,
+    2 x parameters each, cannot exceed the GPU's dense bf16 peak (989 TFLOP/s, the catalogue's H100 SXM)."""
+    from builders import build_analysis
+    a = build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
+    one_prefill_s = a.inference(batch_size_per_gpu=1, seq_len=8000, num_tokens_to_generate=1)["prefill_latency"]
+    params = a.get_num_params_total()
+    for clients in (4, 16, 64):
+        s = a.serve(concurrency=clients, input_len=8000, output_len=2, framework=framework, num_requests=0)
+        assert s["requests_per_s"] <= (8192 / 8000) / one_prefill_s, (clients, s["requests_per_s"])
+        assert s["requests_per_s"] * 8000 * 2 * params <= 989e12, clients
+        assert s["saturation_request_rate_per_s"] <= (8192 / 8000) / one_prefill_s
+        assert s["requests_per_s"] * s["e2e_s"] == pytest.approx(clients, rel=1e-9)  # Little's law still closes
+
+
+def test_the_saturation_rate_is_the_most_the_replica_completes():
+    """Qwen3-32B on two H200s under SGLang, 256 + 4,096 tokens: decode steps of more sequences than the engine's
+    CUDA graphs hold run eagerly, so 256 clients complete more requests per second than all 317 slots busy. The
+    saturation rate, above which an open loop's queue grows without bound, was the latter (1.37 against 1.61):
+    a closed loop sustained 17% more than it. No closed-loop answer exceeds it, and an open loop between the two
+    rates is served, not declared unbounded."""
+    from builders import build_analysis
+    a = build_analysis("Qwen/Qwen3-32B", gpu="h200-sxm-141gb", perf_model="calibrated", tp_size=2)
+    load = dict(input_len=256, output_len=4096, framework="sglang")
+    answers = [a.serve(concurrency=c, num_requests=0, **load) for c in (64, 128, 192, 256, 288, 317, 400)]
+    saturation = answers[0]["saturation_request_rate_per_s"]
+    full = a.serve(concurrency=answers[0]["max_running_requests_per_replica"], num_requests=0, **load)
+    assert max(s["requests_per_s"] for s in answers) > full["requests_per_s"] * 1.05  # the case is the one above
+    for s in answers:
+        assert s["saturation_request_rate_per_s"] == saturation
+        assert s["requests_per_s"] <= saturation * (1 + 1e-9), (s["concurrency"], s["requests_per_s"], saturation)
+    between = 0.5 * (full["requests_per_s"] + saturation)
+    open_loop = a.serve(request_rate=between, num_requests=300, **load)
+    assert open_loop["saturated"] is False and open_loop["ttft_s"] is not None
