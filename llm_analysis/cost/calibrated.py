@@ -540,7 +540,8 @@ class CalibratedCostModel(CostModel):
             # NCCL's ring model, or inside one node NCCL's measured collective (cost/measured_nccl.py)
             timer = self._timers[key] = measured_nccl_timer(
                 self.gpu, kind, group_size, self._in_one_node(kind, group_size, comm_group),
-                nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r))
+                nccl_timer(kind, group_size, self._fabric, self.profile, ranks_per_island=r,
+                           stride=group_stride(self.parallelism, comm_group)))
         if engine in MEASURED_ENGINES and kind == "all_reduce":
             timer, key = self._engine_allreduce(timer, key)
         if comm_group == "tp" and self._tp_payload_scale != 1.0:

@@ -120,12 +120,15 @@ class _Level:
     islands: int
 
 
-def _level(n: int, fabric: Fabric, p: Profile, ranks_per_island: int | None) -> _Level:
+def _level(n: int, fabric: Fabric, p: Profile, ranks_per_island: int | None, stride: int = 1) -> _Level:
     r = min(n, ranks_per_island or min(n, fabric.island_gpus))
     if r > fabric.island_gpus or n % r:
         raise ConfigError(f"ranks_per_island = {r} must divide the group size {n} and fit in an island "
                           f"of {fabric.island_gpus} GPUs")
-    if fabric.nvlink_domain_gpus > 1 and r <= fabric.nvlink_domain_gpus:
+    # NVLink carries the ring where the island's ranks, `stride` apart, all sit in one NVLink domain: they span
+    # (r - 1) x stride + 1 GPUs (PCIe cards bridged in pairs, an A100 PCIe's: ranks 0 and 2 sit on two bridges,
+    # their ring crosses PCIe; the roofline's links.link_for_group reads the same span)
+    if fabric.nvlink_domain_gpus > 1 and (r - 1) * stride + 1 <= fabric.nvlink_domain_gpus:
         bw, hop, half = fabric.nvlink_bytes_per_s * p.intra_bus_efficiency, p.intra_hop_latency_s, \
             p.nvlink_half_saturation_bytes
     else:  # some hop of the ring crosses PCIe: the ring runs at the PCIe rate
@@ -184,32 +187,34 @@ def _all_to_all_time_s(size: float, n: int, lv: _Level, fabric: Fabric, p: Profi
     return latency + p.net_hop_latency_s + remote * p.alltoall_net_per_peer_latency_s + max(local_s, net_s)
 
 
-def _p2p_time_s(size: float, cross_island: bool, fabric: Fabric, p: Profile) -> float:
+def _p2p_time_s(size: float, cross_island: bool, fabric: Fabric, p: Profile, stride: int = 1) -> float:
     if cross_island:
         bw = fabric.nic_share_bytes_per_s * p.net_efficiency * _saturation(size, p.net_half_saturation_bytes)
         return p.base_latency_s + p.net_hop_latency_s + size / bw
-    lv = _level(2, fabric, p, None)
+    lv = _level(2, fabric, p, None, stride)
     return p.base_latency_s + lv.local_hop_s + size / (lv.local_bw * _saturation(size, lv.local_half))
 
 
 def collective_time_s(kind: str, size_bytes: float, group_size: int, fabric: Fabric, profile: Profile, *,
-                      ranks_per_island: int | None = None) -> float:
+                      ranks_per_island: int | None = None, stride: int = 1) -> float:
     """Seconds for one NCCL collective; NCCL's choice of the fastest algorithm is taken.
 
     `ranks_per_island`: how many of the group's ranks share one NVLink island
     (default: ranks placed contiguously, min(group, island)); a data-parallel
     group strided over nodes has 1. For `p2p`, group_size 2 and
-    ranks_per_island 1 mean the two stages sit on different islands.
+    ranks_per_island 1 mean the two stages sit on different islands. `stride`: the ranks' spacing (1:
+    neighbours), which decides whether an island's ranks share one NVLink domain (`_level`).
     """
     if kind not in KINDS:
         raise ConfigError(f"unknown collective {kind!r}; valid: {', '.join(KINDS)}")
     if group_size <= 1 or size_bytes <= 0:
         return 0.0
-    return collective_timer(kind, group_size, fabric, profile, ranks_per_island=ranks_per_island)(size_bytes)
+    return collective_timer(kind, group_size, fabric, profile, ranks_per_island=ranks_per_island,
+                            stride=stride)(size_bytes)
 
 
 def collective_timer(kind: str, group_size: int, fabric: Fabric, profile: Profile, *,
-                     ranks_per_island: int | None = None) -> Callable[[float], float]:
+                     ranks_per_island: int | None = None, stride: int = 1) -> Callable[[float], float]:
     """`collective_time_s` of this collective and group as a function of the message size: the
     group's links and NCCL's candidate algorithms worked out once (a cost model times the
     same group's collectives at many sizes)."""
@@ -220,8 +225,8 @@ def collective_timer(kind: str, group_size: int, fabric: Fabric, profile: Profil
         return lambda size: 0.0
     if kind == "p2p":
         cross = ranks_per_island == 1
-        return lambda size: _p2p_time_s(size, cross, fabric, p) if size > 0 else 0.0
-    lv = _level(n, fabric, p, ranks_per_island)
+        return lambda size: _p2p_time_s(size, cross, fabric, p, stride) if size > 0 else 0.0
+    lv = _level(n, fabric, p, ranks_per_island, stride)
     if kind == "all_to_all":
         return lambda size: _all_to_all_time_s(size, n, lv, fabric, p) if size > 0 else 0.0
     tree = kind == "all_reduce" and lv.islands > 1

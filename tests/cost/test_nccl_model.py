@@ -117,6 +117,46 @@ def test_a40_nvlink_pair_vs_pcie_pair():
     assert within(ratio[0], 2.0) and within(ratio[1], 1.2)
 
 
+def test_a40_pair_two_apart_is_a_pcie_pair():
+    """Ranks 0 and 2 of bridged PCIe cards (A40, A100 PCIe: NVLink bridges join pairs 0-1, 2-3) sit on two
+    bridges: their ring is the PCIe pair's, at SEED003's measured PCIe / NVLink ratios against the bridged pair
+    (2.0 prefill, 1.2 decode). The calibrated model had taken any two ranks for a bridged pair: a data-parallel
+    all-reduce of 1.7 GB over an A100 PCIe's tp 2 x dp 2 at 210 GB/s, against its 32 GB/s PCIe."""
+    a40 = fabric_from_gpu_config(get_gpu_config_by_name("a40-48gb"))
+    hidden, tokens = 4096, 64 * 1024
+    prefill, decode = tokens * hidden * 2, 64 * hidden * 2
+    ratio = [collective_time_s("all_reduce", s, 2, a40, AMPERE, stride=2) / collective_time_s("all_reduce", s, 2, a40, AMPERE)
+             for s in (prefill, decode)]
+    assert within(ratio[0], 2.0) and within(ratio[1], 1.2)
+    # a ring all-reduce moves 2 (n - 1) / n of the message over its slowest link: at least size / 32 GB/s here
+    a100 = fabric_from_gpu_config(get_gpu_config_by_name("a100-pcie-40gb"))
+    assert collective_time_s("all_reduce", GIB, 2, a100, AMPERE, stride=2) >= GIB / 32e9
+    assert collective_time_s("all_to_all", 256 * MIB, 2, a100, AMPERE, stride=2) >= 0.5 * 256 * MIB / 32e9
+    assert collective_time_s("p2p", 256 * MIB, 2, a100, AMPERE, stride=2) >= 256 * MIB / 32e9
+
+
+@pytest.mark.parametrize("layout,call", [
+    (dict(tp_size=4, dp_size=2, ep_size=2), "inference"), (dict(tp_size=2, dp_size=2), "training")])
+def test_calibrated_pcie_groups_stay_above_the_lower_bound(layout, call):
+    """The calibrated time of a call never falls below the roofline's lower bound reported beside it (the bound
+    runs every link at its full rate); on an A100 PCIe the expert and data-parallel groups two ranks apart had
+    been timed on the bridge: a time to first token of 0.43 s against a bound of 0.62 s."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import ParallelismConfig
+    model = "Qwen/Qwen3-30B-A3B" if "ep_size" in layout else "Qwen/Qwen3-1.7B"
+    a = LLMAnalysis(model, "a100-pcie-40gb", "bf16", ParallelismConfig(**layout), perf_model="calibrated")
+    if call == "inference":
+        s = a.inference(batch_size_per_gpu=16, seq_len=512, num_tokens_to_generate=16)
+        assert s["time_to_first_token"] >= s["time_to_first_token_lower_bound"]
+        assert s["total_latency"] >= s["total_latency_lower_bound"]
+    else:
+        s = a.training(batch_size_per_gpu=4, seq_len=2048, total_num_tokens=1e9)
+        assert s["latency_per_iter"] >= s["latency_per_iter_lower_bound"]
+        # the gradients' ring all-reduce over the two data-parallel ranks (2 apart: two bridges) moves
+        # 2 (n - 1) / n = 1 x their bytes over the 32 GB/s PCIe link (the catalogue's A100 PCIe)
+        assert s["latency_per_iter_dp_comm_total"] >= s["gradient_memory_per_gpu"] / 32e9
+
+
 def test_nvl72_domain_keeps_tp16_on_nvlink():
     # GB200 NVL72: 72 GPUs on one NVLink domain, 4 GPUs per compute tray. A 16-GPU group
     # spans 4 trays but never touches the network, unlike 2 HGX B200 nodes.
