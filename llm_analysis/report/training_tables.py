@@ -22,6 +22,7 @@ _FLOPS_ROWS = (("num_flops_fwd_per_micro_batch", "forward, per micro-batch"),
                ("num_flops_recompute_per_micro_batch", "recomputation, per micro-batch"),
                ("num_flops_total_per_micro_batch", "total, per micro-batch"),
                ("num_model_flops_per_iter", "model FLOPs per iteration (all GPUs)"),
+               ("num_model_flops_per_iter_routed", "model FLOPs per iteration, routed experts top-k (mfu's)"),
                ("num_hardware_flops_per_iter", "hardware FLOPs per iteration (all GPUs)"))
 _FROM_FLOPS = "from FLOPs / achieved FLOP/s"
 

@@ -363,11 +363,18 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
         notes.append("data-parallel communication is not hidden by the backward pass: "
                      f"{summary['latency_per_iter_dp_comm'] / it:.0%} of the iteration is exposed")
     executed, counted = summary["num_executed_flops_per_iter"], summary["num_hardware_flops_per_iter"]
+    routed_share = summary["num_model_flops_per_iter_routed"] / summary["num_model_flops_per_iter"]
+    if routed_share < 1:  # (experts the eager code runs on every token: Llama 4)
+        notes.append(f"num_flops_*, num_model_flops_per_iter and num_hardware_flops_per_iter count every routed expert "
+                     f"on every token, as the model's eager forward runs them (FlopCounterMode); the kernels execute "
+                     f"the top-k experts, and mfu and hfu count those, as the active parameters do: "
+                     f"num_model_flops_per_iter_routed = {routed_share:.1%} of num_model_flops_per_iter")
     if executed < counted:
+        experts = ", and the top-k of the routed experts (above)" if routed_share < 1 else ""
         notes.append(f"FLOP counts (num_flops_*, num_model_flops_per_iter, mfu, hfu) count attention as the "
                      f"conventions do (FlopCounterMode's whole score matrix); the flash-attention kernels execute "
-                     f"only the causal part, num_executed_flops_per_iter = {executed / counted:.1%} of the hardware "
-                     f"FLOPs, and the times follow what they execute")
+                     f"only the causal part{experts}, num_executed_flops_per_iter = {executed / counted:.1%} of the "
+                     f"hardware FLOPs, and the times follow what they execute")
         if summary["mfu"] > 1 or summary["hfu"] > 1:  # (long sequences at a high rate: more than the GPUs can do)
             notes.append(f"mfu = {summary['mfu']:.2f} and hfu = {summary['hfu']:.2f} exceed 1 because of that: they "
                          f"divide the conventions' FLOPs by a time that executes {executed / counted:.1%} of them; "

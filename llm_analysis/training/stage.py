@@ -58,6 +58,10 @@ class Stage:
     masked_flops_rc: float = 0.0
     # of flops_fwd, the attention kernels' executed FLOPs (their backward executes 2.5x, not 2x)
     attention_executed_flops_fwd: float = 0.0
+    # of masked_flops_fwd / masked_flops_rc, the routed experts' (experts the eager code runs on every token, Llama 4:
+    # counted E / k times the routed work, model/mlp.py): neither executed nor the model's own FLOPs (mfu, hfu)
+    expert_masked_flops_fwd: float = 0.0
+    expert_masked_flops_rc: float = 0.0
     dense_params_gpu: float = 0.0  # trainable (full training: all; LoRA: adapters)
     expert_params_gpu: float = 0.0
     weight_bytes_gpu: float = 0.0  # unsharded by ZeRO
@@ -74,7 +78,7 @@ class Stage:
                 + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden + self.fp8_cast + self.loss)
 
     def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool, masked_flops: float = 0.0,
-                    is_attention: bool = False) -> None:
+                    is_attention: bool = False, is_routed_expert: bool = False) -> None:
         """A kernel of forward time t and `flops` FLOPs (`masked_flops` of them not executed),
         its backward `bwd` times the forward (FLOPs as counted: 2x; an attention kernel's
         backward time 2.5x, FLASH_BACKWARD_OVER_FORWARD)."""
@@ -86,10 +90,14 @@ class Stage:
         self.masked_flops_fwd += masked_flops
         if is_attention:
             self.attention_executed_flops_fwd += flops - masked_flops
+        if is_routed_expert:
+            self.expert_masked_flops_fwd += masked_flops
         if recomputed:
             self.rc_compute += t
             self.flops_rc += flops
             self.masked_flops_rc += masked_flops
+            if is_routed_expert:
+                self.expert_masked_flops_rc += masked_flops
 
     @property
     def executed_flops(self) -> float:
@@ -212,9 +220,9 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     kernels, collectives = _stage_roles(table, rc)
     # sums over [all kernels, recomputed kernels, attention kernels] of their (compute_s, memory_s) and
     # of every figure (FLOPs; FLOPs no kernel executes)
-    fwd, rc_compute, attn_fwd = (c + m for c, m in (kernels @ split.kernels.T).tolist())
-    (flops_fwd, masked_fwd), (flops_rc, masked_rc), (attn_flops, attn_masked) = (
-        (row[FLOPS], row[MASKED_FLOPS]) for row in (kernels @ figures.T).tolist())
+    fwd, rc_compute, attn_fwd = (c + m for c, m in (kernels[:3] @ split.kernels.T).tolist())
+    (flops_fwd, masked_fwd), (flops_rc, masked_rc), (attn_flops, attn_masked), (_, expert_masked_fwd), \
+        (_, expert_masked_rc) = ((row[FLOPS], row[MASKED_FLOPS]) for row in (kernels @ figures.T).tolist())
     attn_executed = attn_flops - attn_masked
     comm = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "recomputed": 0.0}
     for (every, recomputed, group), t in zip(collectives, split.collectives):
@@ -230,12 +238,14 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
                     "rc_comm": comm["recomputed"], "tp_fwd": comm["tp"], "ep_fwd": comm["ep"], "cp_fwd": comm["cp"],
                     "flops_fwd": flops_fwd, "flops_bwd": 2.0 * flops_fwd, "flops_rc": flops_rc,
                     "masked_flops_fwd": masked_fwd, "masked_flops_rc": masked_rc,
+                    "expert_masked_flops_fwd": expert_masked_fwd, "expert_masked_flops_rc": expert_masked_rc,
                     "attention_executed_flops_fwd": attn_executed, "attention_backward_slowdown": slowdown})
 
 
 def _stage_roles(table, rc: ActivationRecomputation):
     """What `_add_time` adds each operator to, per table and recomputation (worked out once):
-    [all kernels, recomputed kernels, attention kernels][operator] (the operator's repeat count, or 0), and per
+    [all kernels, recomputed kernels, attention kernels, routed experts, recomputed routed experts][operator] (the
+    operator's repeat count, or 0), and per
     distinct collective (`PhaseTable.collectives`) its repeat counts in all and recomputed and its
     group (embedding and head are never recomputed)."""
     roles = table.memo.get(("stage_roles", rc))
@@ -244,7 +254,10 @@ def _stage_roles(table, rc: ActivationRecomputation):
         kernels = np.array([[0.0 if coll else n for n, coll in zip(table.repeats, table.is_collective)],
                             [0.0 if coll or not again else n
                              for n, coll, again in zip(table.repeats, table.is_collective, recomputed)],
-                            [n if op.kind == "attention" else 0.0 for n, op in zip(table.repeats, table.ops)]])
+                            [n if op.kind == "attention" else 0.0 for n, op in zip(table.repeats, table.ops)],
+                            [n if op.is_routed_expert else 0.0 for n, op in zip(table.repeats, table.ops)],
+                            [n if op.is_routed_expert and again else 0.0
+                             for n, op, again in zip(table.repeats, table.ops, recomputed)]])
         collectives = [(sum(n for _, n in repeats), sum(n for i, n in repeats if recomputed[i]), op.comm_group)
                        for (_, op), repeats in zip(table.collectives, table.collective_repeats)]
         roles = table.memo[("stage_roles", rc)] = (kernels, collectives)
@@ -258,7 +271,7 @@ def _add_time(st: Stage, op: Operator, n: int, t: float, flops: float, recompute
         _add_collective(st, op, t, recomputed)
     else:
         st.add_compute(t, flops, _backward_factor(op, lora), recomputed, n * op.masked_flops,
-                       is_attention=op.kind == "attention")
+                       is_attention=op.kind == "attention", is_routed_expert=op.is_routed_expert)
 
 
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],

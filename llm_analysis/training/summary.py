@@ -18,6 +18,13 @@ def _flops(stages: List[Stage], m: int, latency_per_iter: float, st: "_Static") 
     flops_mb = flops_fwd + flops_bwd + flops_rc
     model_flops_iter = (flops_fwd + flops_bwd) * m * dp
     hw_flops_iter = flops_mb * m * dp
+    # mfu and hfu count the model's FLOPs: routed experts top-k, as the active parameters do, also where the
+    # conventions' count runs every expert on every token (Llama 4's eager experts: that count is E / k times
+    # the routed work, and an mfu of 12 followed; Stage.expert_masked_flops_fwd)
+    expert_extra_fwd = sum(s_.expert_masked_flops_fwd for s_ in stages)
+    expert_extra_rc = sum(s_.expert_masked_flops_rc for s_ in stages)
+    routed_model_flops_iter = model_flops_iter - 3.0 * expert_extra_fwd * m * dp
+    routed_hw_flops_iter = hw_flops_iter - (3.0 * expert_extra_fwd + expert_extra_rc) * m * dp
     # what the kernels execute (flash attention skips the masked half that an eager count includes);
     # the time follows it, so the compute-bound time does too
     executed_mb = sum(s_.executed_flops for s_ in stages)
@@ -28,6 +35,7 @@ def _flops(stages: List[Stage], m: int, latency_per_iter: float, st: "_Static") 
         "num_flops_recompute_per_micro_batch": flops_rc,
         "num_flops_total_per_micro_batch": flops_mb,
         "num_model_flops_per_iter": model_flops_iter,
+        "num_model_flops_per_iter_routed": routed_model_flops_iter,
         "num_hardware_flops_per_iter": hw_flops_iter,
         "num_executed_flops_per_micro_batch": executed_mb,
         "num_executed_flops_per_iter": executed_iter,
@@ -35,8 +43,8 @@ def _flops(stages: List[Stage], m: int, latency_per_iter: float, st: "_Static") 
         "achieved_tflops": tflops,
         # the rate the GPUs run at: executed FLOPs (a count that includes masked work would exceed the peak)
         "achieved_flops": executed_iter / n_gpus / latency_per_iter,
-        "mfu": model_flops_iter / (latency_per_iter * n_gpus * peak_flops),
-        "hfu": hw_flops_iter / (latency_per_iter * n_gpus * peak_flops),
+        "mfu": routed_model_flops_iter / (latency_per_iter * n_gpus * peak_flops),
+        "hfu": routed_hw_flops_iter / (latency_per_iter * n_gpus * peak_flops),
         "compute_bound_latency_per_iter": executed_iter / (n_gpus * peak_flops),
     }
 
@@ -150,6 +158,7 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
         "num_flops_recompute_per_micro_batch": flops["num_flops_recompute_per_micro_batch"],
         "num_flops_total_per_micro_batch": flops["num_flops_total_per_micro_batch"],
         "num_model_flops_per_iter": flops["num_model_flops_per_iter"],
+        "num_model_flops_per_iter_routed": flops["num_model_flops_per_iter_routed"],
         "num_hardware_flops_per_iter": flops["num_hardware_flops_per_iter"],
         "num_executed_flops_per_micro_batch": flops["num_executed_flops_per_micro_batch"],
         "num_executed_flops_per_iter": flops["num_executed_flops_per_iter"],
