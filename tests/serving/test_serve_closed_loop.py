@@ -474,3 +474,27 @@ def test_the_saturation_rate_is_the_most_the_replica_completes():
     between = 0.5 * (full["requests_per_s"] + saturation)
     open_loop = a.serve(request_rate=between, num_requests=300, **load)
     assert open_loop["saturated"] is False and open_loop["ttft_s"] is not None
+
+
+@pytest.mark.parametrize("prompt,clients", [(8192, 16), (8192, 64), (4096, 64)])
+def test_prefill_first_engine_at_its_prefill_ceiling_splits_the_wait(prompt, clients):
+    """SGLang runs waiting prompts before its decodes. At the prefill ceiling (the replica completes one request
+    per prefill) the wait beyond the closed form's is half before a request's prefill (the prompts queued ahead of
+    it) and half before its decode step (those that queue meanwhile): its TTFT and TPOT within 10% of the
+    simulation of the same steps (request by request). All of it in TTFT had given 6.0 s and 0.55 s where the
+    simulation gives 3.75 s and 2.91 s (Llama-3.1-70B fp8 on four H100s, 8,192 + 2 tokens, 16 clients), and one
+    token more of prompt (chunked) 4.1 s and 2.9 s: TTFT fell as the prompt grew."""
+    from builders import build_analysis
+    from llm_analysis.serving.rank import build_rank
+    from llm_analysis.serving.steady_state import solve_closed_loop
+    from llm_analysis.serving.workload import make_workload
+    a = build_analysis("meta-llama/Llama-3.1-70B", gpu="h100-sxm-80gb", dtype="fp8", perf_model="calibrated",
+                       tp_size=4)
+    b = a.with_conventions(a.conventions_named(None))
+    lengths = make_workload(b.model_config, clients, None, prompt, 2, None).lengths
+    rep, _ = build_rank(b, b.parallelism_config, "sglang", {"num_requests": 3000, "benchmark_rounds": 0.0}, lengths)
+    st = solve_closed_loop(rep.timer, rep.engine, rep.pool, rep.shape, clients, rep.engine.api_latency_s)
+    sim = rep.simulate(concurrency=clients, seed=1, spread_s=st.e2e_s - st.queue_wait_s)
+    assert st.ttft_s == pytest.approx(sim.ttft_s.mean(), rel=0.10)
+    assert st.tpot_s == pytest.approx(sim.tpot_s.mean(), rel=0.10)
+    assert st.e2e_s == pytest.approx(sim.e2e_s.mean(), rel=0.05)
