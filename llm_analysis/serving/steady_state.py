@@ -193,6 +193,7 @@ class _Balance:
         self.timer, self.engine, self.shape, self.resident = timer, engine, shape, resident
         self.prefill_step_of = _steps_of(timer, shape)  # prefill-only steps: the same at every load
         self.sharing_root = None  # the prompts a step shares at the closed loop's last trial (_sharing_bracket)
+        self.sharing_slope = None  # and carried_less's slope near it, from the probes that bracketed it
 
     def at(self, decoders: float):
         """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait of a request arriving while
@@ -262,7 +263,7 @@ class _Balance:
             return b - min(k, x_b * w)
 
         lo, hi, f_lo, f_hi = self._sharing_bracket(carried_less, k)
-        b = _increasing_root(carried_less, lo, hi, _SHARING_TOL, f_lo, f_hi)
+        b = lo if lo == hi else _increasing_root(carried_less, lo, hi, _SHARING_TOL, f_lo, f_hi)
         self.sharing_root = b
         delta, wall, _ = at(b)
         return b, delta, [wall]
@@ -285,16 +286,28 @@ class _Balance:
         end = k if up else 1.0
         if f_start == 0 or start == end:
             return start, start, f_start, f_start
-        gap, near, f_near = abs(f_start), start, f_start
+        # the first probe: where the slope the last trial's probes found puts the root, a quarter beyond (twice
+        # |carried_less| before there is one); a root nearer than the tolerance is the start itself
+        slope = self.sharing_slope
+        reach = abs(f_start) / slope if slope else 0.0
+        if slope and reach <= 0.5 * _SHARING_TOL * start:
+            return start, start, f_start, f_start
+        gap, near, f_near = max(2.0 * abs(f_start), 1.25 * reach), start, f_start
         while True:
-            gap *= 2.0
             probe = min(start + gap, k) if up else max(start - gap, 1.0)
             if probe == end:  # the whole way out: the root's own first evaluation there
                 f_probe = None
                 break
             f_probe = carried_less(probe)
+            if probe != near and f_probe != f_near:
+                self.sharing_slope = max(0.0, (f_probe - f_near) / (probe - near))
             if (f_probe < 0) != up:
                 break
+            # still short of the root: out to where the secant through the last two trials crosses 0, and a
+            # quarter beyond (carried_less is close to linear over the step; at least doubling the gap)
+            slope = self.sharing_slope
+            reach = abs(probe - start) + abs(f_probe) / slope if slope else 0.0
+            gap = max(2.0 * gap, 1.25 * reach)
             near, f_near = probe, f_probe
         return (near, probe, f_near, f_probe) if up else (probe, near, f_probe, f_near)
 
