@@ -64,10 +64,13 @@ _SPREAD_MEAN_TOL = 1e-9  # a step's mean prompts kept to this share (far below t
 _REL_TOL = 1e-12
 
 
-def _increasing_root(f, lo: float, hi: float, rel_tol: float = _REL_TOL) -> float:
+def _increasing_root(f, lo: float, hi: float, rel_tol: float = _REL_TOL, f_lo: float = None,
+                     f_hi: float = None) -> float:
     """The x in [lo, hi] where the increasing f crosses 0 (f(lo) < 0 <= f(hi)): regula falsi with
-    the Illinois step (a dozen evaluations), bisecting where f is infinite; to `rel_tol` of x."""
-    f_lo, f_hi = f(lo), f(hi)
+    the Illinois step (a dozen evaluations), bisecting where f is infinite; to `rel_tol` of x. `f_lo`
+    and `f_hi`: f at the ends where the caller has it already."""
+    f_lo = f(lo) if f_lo is None else f_lo
+    f_hi = f(hi) if f_hi is None else f_hi
     if f_hi <= 0:
         return hi
     side = 0
@@ -189,6 +192,8 @@ class _Balance:
     def __init__(self, timer, engine, shape: RequestShape, resident: float):
         self.timer, self.engine, self.shape, self.resident = timer, engine, shape, resident
         self.prefill_step_of = _steps_of(timer, shape)  # prefill-only steps: the same at every load
+        self.sharing_root = None  # the prompts a step shares at the closed loop's last trial (_sharing_bracket)
+        self.sharing_slope = None  # and carried_less's slope near it, from the probes that bracketed it
 
     def at(self, decoders: float):
         """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait of a request arriving while
@@ -244,19 +249,67 @@ class _Balance:
         if k <= 1.0:
             return 1.0, delta, [wall]
         step_of = _steps_of(self.timer, self.shape, others, others * ctx)
+        seen = {}  # (the root returns the b it tried last, asked again below)
 
         def at(b: float):
-            step = _mean_shared_step_s(step_of, b, k)
-            shared = (step - alone) / b
-            return shared, step + alone * (L - 1.0), rate(shared)
+            if b not in seen:
+                step = _mean_shared_step_s(step_of, b, k)
+                shared = (step - alone) / b
+                seen[b] = shared, step + alone * (L - 1.0), rate(shared)
+            return seen[b]
 
         def carried_less(b: float) -> float:  # b less the prompts arriving during a step of b: < 0 below the root
             _, w, x_b = at(b)
             return b - min(k, x_b * w)
 
-        b = _increasing_root(carried_less, 1.0, k, _SHARING_TOL)
+        lo, hi, f_lo, f_hi = self._sharing_bracket(carried_less, k)
+        b = lo if lo == hi else _increasing_root(carried_less, lo, hi, _SHARING_TOL, f_lo, f_hi)
+        self.sharing_root = b
         delta, wall, _ = at(b)
         return b, delta, [wall]
+
+    def _sharing_bracket(self, carried_less, k: float):
+        """(lo, hi, carried_less(lo), carried_less(hi)) bracketing the sharing root on [1, k] (None for an end not
+        evaluated), found from the root the closed loop's last trial found (its trials close in on their root,
+        and the sharing root with them), or from one prompt a step at the first trial. carried_less(b) = b -
+        min(k, X(b) wall(b)) rises by at most 1 per prompt (X wall does not fall as b grows: a step of more
+        prompts lasts longer and shares its cost among more), so the root lies at least |carried_less| from a
+        trial b: the probes go twice that far, then four times, eight, ... (a bracket of [1, k] took ten
+        evaluations of the spread's step at every trial of the closed loop, this one a few where the last root
+        is near). At the first trial, [1, k]: probes out from one prompt a step would time steps of prompt
+        counts far from the root (the step of each new count is worked out once: the dearest part of a call)."""
+        start = self.sharing_root
+        if start is None or not 1.0 < start < k:
+            return 1.0, k, None, None
+        f_start = carried_less(start)
+        up = f_start < 0  # the root lies above the start
+        end = k if up else 1.0
+        if f_start == 0 or start == end:
+            return start, start, f_start, f_start
+        # the first probe: where the slope the last trial's probes found puts the root, a quarter beyond (twice
+        # |carried_less| before there is one); a root nearer than the tolerance is the start itself
+        slope = self.sharing_slope
+        reach = abs(f_start) / slope if slope else 0.0
+        if slope and reach <= 0.5 * _SHARING_TOL * start:
+            return start, start, f_start, f_start
+        gap, near, f_near = max(2.0 * abs(f_start), 1.25 * reach), start, f_start
+        while True:
+            probe = min(start + gap, k) if up else max(start - gap, 1.0)
+            if probe == end:  # the whole way out: the root's own first evaluation there
+                f_probe = None
+                break
+            f_probe = carried_less(probe)
+            if probe != near and f_probe != f_near:
+                self.sharing_slope = max(0.0, (f_probe - f_near) / (probe - near))
+            if (f_probe < 0) != up:
+                break
+            # still short of the root: out to where the secant through the last two trials crosses 0, and a
+            # quarter beyond (carried_less is close to linear over the step; at least doubling the gap)
+            slope = self.sharing_slope
+            reach = abs(probe - start) + abs(f_probe) / slope if slope else 0.0
+            gap = max(2.0 * gap, 1.25 * reach)
+            near, f_near = probe, f_probe
+        return (near, probe, f_near, f_probe) if up else (probe, near, f_probe, f_near)
 
     def _prefill_first(self, decoders: float, f0: float, wall: float, share: float):
         """SGLang's default: whenever prompts wait at a step boundary, a prefill-only step of every waiting
@@ -516,36 +569,48 @@ def _in_bins(spread: List[Tuple[float, float]], bins: int = 5) -> List[Tuple[flo
 
 def _capped_poisson(lam: float, most: float, terms: bool = True):
     """(mean, [(n, probability)]) of n = min(1 + Poisson(lam), most): the step's first prompt and the others that
-    arrived meanwhile, as many as its budget holds (the rest wait for the next step); the mean alone with
-    `terms=False` (what the root for lam asks, many times)."""
-    p, mass, mean, out, j = math.exp(-lam), 0.0, 0.0, [], 0
+    arrived meanwhile, as many as its budget holds (the rest wait for the next step); with `terms=False`, (mean,
+    its slope in lam) instead (what the root for lam asks). With J terms kept (n = 1 .. J) and the rest at `last`,
+    d mean / d lam = P(n <= J - 1) + (last - J) P(n = J) (each kept term's weight moves to the next number)."""
+    p, mass, mean, out, j, below = math.exp(-lam), 0.0, 0.0, [], 0, 0.0
     while 1.0 + j < most and (j <= lam or p > _SPREAD_TAIL):
         if terms:
             out.append((1.0 + j, p))
+        below = mass  # P(n <= j), the terms before this one
         mass, mean = mass + p, mean + p * (1.0 + j)
         j += 1
+        p_last = p
         p *= lam / j
     # the rest: at the cap where the budget ends the spread, else (the Poisson's own negligible tail) at the next
     # number of prompts
     last, tail = min(most, 1.0 + j), max(0.0, 1.0 - mass)
-    out.append((last, tail))
-    return (mean + tail * last, out) if terms else mean + tail * last
+    if terms:
+        out.append((last, tail))
+        return mean + tail * last, out
+    return mean + tail * last, (below + (last - j) * p_last if j > 0 else 0.0)
 
 
 def prompts_spread(prompts: float, most: float) -> List[Tuple[float, float]]:
     """[(prompts n, probability)] of the steps of a mean `prompts` per step (1 < prompts < most): many clients
     send their prompts as a Poisson stream, so a step holds its first prompt and a Poisson number of the others
     that arrived meanwhile, capped at `most` (its budget): min(1 + Poisson(lam), most), lam = prompts - 1 where
-    the cap moves the mean by less than _SPREAD_MEAN_TOL, else solved (`_increasing_root`) so that the mean is
-    `prompts` (the closed form's mean number of prompts a step carries). Called at every trial of the sharing
-    root: the common case is one evaluation."""
+    the cap moves the mean by less than _SPREAD_MEAN_TOL, else solved so that the mean is `prompts` (the closed
+    form's mean number of prompts a step carries). Called at every trial of the sharing root: the common case is
+    one evaluation. The capped mean is increasing and concave in lam (the mean of a concave function of a Poisson
+    count), so Newton's method from lam = prompts - 1 (below the root: the cap only lowers the mean) climbs to the
+    root without passing it, in a few steps where a bracketing root took a dozen passes over the terms."""
     mean, spread = _capped_poisson(prompts - 1.0, most)
     if abs(mean - prompts) <= prompts * _SPREAD_MEAN_TOL:
         return spread
-    hi = 2.0 * max(prompts - 1.0, 1.0)
-    while _capped_poisson(hi, most, terms=False) < prompts:
-        hi *= 2.0
-    lam = _increasing_root(lambda x: _capped_poisson(x, most, terms=False) - prompts, prompts - 1.0, hi)
+    lam = prompts - 1.0
+    for _ in range(_BISECTIONS):
+        mean, slope = _capped_poisson(lam, most, terms=False)
+        if slope <= 0:  # (no slope to follow: every term past the cap)
+            break
+        step = (prompts - mean) / slope
+        lam += step
+        if abs(step) <= _REL_TOL * max(lam, 1.0):
+            break
     return _capped_poisson(lam, most)[1]
 
 
