@@ -198,6 +198,13 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         """`phase_memo` of a result that also depends on the cost model (times)."""
         return self.phase_memo((identity_token(cost_model),) + key, compute)
 
+    def cost_kept(self, cost_model, key: tuple, compute):
+        """`memoized` of a long-lived object built from this describer and a cost model (serve()'s step costs,
+        which keep what they time): kept beside the describer, not in the bounded per-shape cache, whose
+        entries the shapes it times would push it out of (a short-request serve() rebuilt its step costs,
+        and their saturation rate, at 86 of 100 calls)."""
+        return self.memoized((identity_token(cost_model),) + key, compute)
+
     # ------------------------------------------------------------------ layout
     def _check_layout(self) -> None:
         m = self.model

@@ -380,7 +380,7 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
         imbalance = 1.0
     d = attention.describer_for(kv_cache_bytes)
     key = ("serving_layout_attention", attention.kernel_launch, stage, allreduce_engine)
-    att = d.cost_memo(attention.cost_model, key,
+    att = d.cost_kept(attention.cost_model, key,
                       lambda: StepCosts(attention, _describer_of(d, stage), token_filter=lambda op: not _is_routed(op),
                                         allreduce_engine=allreduce_engine))
     experts = None
@@ -392,7 +392,7 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
             return _is_routed(op) or (dispatch and op.comm_group == "ep")
 
         de = e.describer
-        experts = de.cost_memo(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels, stage,
+        experts = de.cost_kept(e.cost_model, ("serving_layout_experts", e.kernel_launch, dispatch, moe_kernels, stage,
                                               allreduce_engine),
                                lambda: StepCosts(e, _describer_of(de, stage), token_filter=routed_or_dispatch,
                                                  moe_kernels=moe_kernels, allreduce_engine=allreduce_engine))
@@ -424,7 +424,7 @@ def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbala
     if stage is None:
         return step_timer(rank, describer, engine)
     key = ("serving_step_costs", rank.kernel_launch, engine.moe_kernels, "stage", stage, engine.framework)
-    return StepTimer(describer.cost_memo(rank.cost_model, key, lambda: StepCosts(
+    return StepTimer(describer.cost_kept(rank.cost_model, key, lambda: StepCosts(
         rank, StageView(describer, stage), moe_kernels=engine.moe_kernels, allreduce_engine=engine.framework)), engine,
         layers_run(describer, stage))
 

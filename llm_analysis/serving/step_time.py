@@ -317,7 +317,7 @@ def step_timer(analysis, describer, engine) -> StepTimer:
     """The replica's StepTimer; its cost pieces are kept with the describer per cost model, so a
     later call (any engine with the same MoE kernels, any workload) reuses every piece already worked out."""
     key = ("serving_step_costs", analysis.kernel_launch, engine.moe_kernels, engine.framework)
-    return StepTimer(describer.cost_memo(analysis.cost_model, key,
+    return StepTimer(describer.cost_kept(analysis.cost_model, key,
                                          lambda: StepCosts(analysis, describer, moe_kernels=engine.moe_kernels,
                                                            allreduce_engine=engine.framework)),
                      engine, layers_run(describer))
