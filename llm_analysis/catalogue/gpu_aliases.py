@@ -22,7 +22,7 @@ GPU_ALIASES: Dict[str, str] = {
     # one board by that name
     "h200": "h200-sxm-141gb", "b200": "b200-180gb", "b300": "b300-270gb", "h20": "h20-96gb",
     "gb200-nvl72": "gb200-nvl72-186gb", "gb300-nvl72": "gb300-nvl72-279gb",
-    "h100-nvl": "h100-nvl-94gb", "l4": "l4-24gb", "l40s": "l40s-48gb", "a40": "a40-48gb", "a6000": "a6000-48gb",
+    "h100-nvl": "h100-nvl-94gb", "h100-pcie": "h100-pcie-80gb", "mi100": "mi100-32gb", "l4": "l4-24gb", "l40s": "l40s-48gb", "a40": "a40-48gb", "a6000": "a6000-48gb",
     "a10": "a10-pcie-28gb", "a10g": "a10g-pcie-24gb", "t4": "t4-16gb", "rtx-4090": "rtx-4090-24gb",
     "mi210": "mi210-64gb", "mi250": "mi250-128gb", "mi250x": "mi250x-128gb", "mi300x": "mi300x-192gb",
     "mi325x": "mi325x-256gb", "mi355x": "mi355x-288gb",
@@ -35,9 +35,13 @@ def _normalised(name: str) -> str:
     return re.sub(r"^rtx(?=\d)", "rtx-", key)  # rtx4090 -> rtx-4090
 
 
-def resolve_gpu_alias(name: str) -> Optional[str]:
-    """The catalogue name `name` stands for, or None when it is no alias."""
-    return GPU_ALIASES.get(_normalised(name))
+def resolve_gpu_alias(name: str, catalogue_names=()) -> Optional[str]:
+    """The catalogue name `name` stands for, or None when it is no alias: an alias above, or one of
+    `catalogue_names` spelt forgivingly (`H100-SXM-80GB`, `h100_sxm_80gb`)."""
+    key = _normalised(name)
+    if key in GPU_ALIASES:
+        return GPU_ALIASES[key]
+    return next((n for n in catalogue_names if _normalised(n) == key), None)
 
 
 __all__ = ["GPU_ALIASES", "resolve_gpu_alias"]

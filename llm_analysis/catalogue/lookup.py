@@ -163,7 +163,7 @@ def get_gpu_config_by_name(name: str) -> GPUConfig:
     """A catalogue GPU by its name (`h100-sxm-80gb`), a .json path, or a name that means one entry (`b200`,
     aiconfigurator's `h200_sxm`: catalogue/gpu_aliases.py)."""
     if isinstance(name, str) and name not in gpu_configs and not name.endswith(".json"):
-        name = resolve_gpu_alias(name) or name
+        name = resolve_gpu_alias(name, gpu_configs.names()) or name
     return _get_by_name("gpu", gpu_configs, GPUConfig, name)
 
 

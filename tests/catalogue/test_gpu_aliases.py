@@ -42,3 +42,14 @@ def test_a_name_of_several_boards_is_refused_with_them(ambiguous, candidates):
     assert repr(ambiguous) in str(err.value)
     for c in candidates:
         assert c in str(err.value)
+
+
+@pytest.mark.parametrize("typed, name", [
+    ("H100-SXM-80GB", "h100-sxm-80gb"), ("a100-sxm-80GB", "a100-sxm-80gb"), ("h100_sxm_80gb", "h100-sxm-80gb"),
+    ("TPU_V5P_95GB", "tpu-v5p-95gb"), ("rtx4090-24gb", "rtx-4090-24gb"),
+    # one board by that name: the H100 PCIe card (80 GB, NVIDIA's H100 PCIe datasheet) and the MI100 (32 GB)
+    ("h100-pcie", "h100-pcie-80gb"), ("H100_PCIE", "h100-pcie-80gb"), ("mi100", "mi100-32gb")])
+def test_catalogue_names_are_spelt_forgivingly(typed, name):
+    """The module's promise, case and '_' for '-', holds for the catalogue's own names too: 'H100-SXM-80GB' had
+    been refused with 'Closest known names: h100-sxm-80gb' while 'H100-SXM' resolved."""
+    assert get_gpu_config_by_name(typed).name == name
