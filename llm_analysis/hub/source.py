@@ -221,10 +221,24 @@ _ACTIVATIONS = {
 }
 
 
-def activation(v: Any) -> str:
+# the activation names transformers builds (transformers 5.23 activations.py ACT2CLS, Apache-2.0), and gpt-oss's
+# `swigluoai` (its MLP applies its own clamped SwiGLU; the config names it): any other name is a config transformers
+# refuses to build (ACT2FN raises KeyError), so it is refused here too, not counted as some activation
+KNOWN_ACTIVATIONS = frozenset((
+    "gelu", "gelu_10", "gelu_accurate", "gelu_fast", "gelu_new", "gelu_python", "gelu_python_tanh",
+    "gelu_pytorch_tanh", "hardswish", "laplace", "leaky_relu", "linear", "mish", "prelu", "quick_gelu", "relu",
+    "relu2", "relu6", "sigmoid", "silu", "sqrtsoftplus", "swish", "tanh", "xielu", "swigluoai")) | frozenset(_ACTIVATIONS)
+
+
+def activation(v: Any, key: str = "hidden_act") -> str:
+    """The activation named by a config's `key` value `v`, normalised; a name no model builds is refused."""
     if not isinstance(v, str):
         return "gelu"
-    return _ACTIVATIONS.get(v.lower(), v.lower())
+    name = v.lower()
+    if name not in KNOWN_ACTIVATIONS:
+        raise UnmappableConfig(f"{key} = {v!r} is not an activation transformers builds (its ACT2FN refuses it); "
+                               f"valid: {', '.join(sorted(KNOWN_ACTIVATIONS))}")
+    return _ACTIVATIONS.get(name, name)
 
 
 def _positive_or_none(v: Any) -> Optional[int]:

@@ -73,7 +73,7 @@ class Flag(_Keys):
 
 class Act(_Keys):
     def read(self, src, f, what):
-        return activation(src.get(*self.keys, default=self.default))
+        return activation(src.get(*self.keys, default=self.default), self.keys[0])
 
 
 @dataclass(frozen=True)

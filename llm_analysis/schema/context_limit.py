@@ -46,6 +46,13 @@ def check_context(model, positions: int, what: str) -> None:
                    model.position_embedding_type, declared)
 
 
+# transformers 5.23's ROPE_INIT_FUNCTIONS (modeling_rope_utils.py, Apache-2.0) and 'default', with the spellings its
+# configs still convert: 'su' (longrope's old name) and 'mrope' (Qwen2-VL: default RoPE over sections); any other
+# name transformers refuses to build (KeyError), so it is refused here too, not read as some scaling
+KNOWN_ROPE_TYPES = frozenset(("default", "dynamic", "linear", "llama3", "longrope", "proportional", "yarn", "su",
+                              "mrope"))
+
+
 def rope_scaling_from_hf(value: Any) -> Optional[Dict[str, Any]]:
     """The scaling a Hugging Face `rope_scaling` / `rope_parameters` dict declares, or
     None for plain RoPE (rope_type 'default', or no dict). Per-layer-type dicts (Gemma 3:
@@ -56,6 +63,9 @@ def rope_scaling_from_hf(value: Any) -> Optional[Dict[str, Any]]:
         nested = {str(k): s for k, v in value.items() if (s := rope_scaling_from_hf(v)) is not None}
         return nested or None
     rope_type = value.get("rope_type") or value.get("type")
+    if rope_type is not None and rope_type not in KNOWN_ROPE_TYPES:
+        raise ConfigError(f"rope_scaling rope_type = {rope_type!r} is not a RoPE scaling transformers builds; valid: "
+                          f"{', '.join(sorted(KNOWN_ROPE_TYPES))}")
     if rope_type == "default" or (rope_type is None and value.get("factor") is None):
         return None
     out = {str(k): v for k, v in value.items() if k not in _NOT_SCALING}

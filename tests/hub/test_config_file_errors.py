@@ -99,3 +99,29 @@ def test_a_field_transformers_refuses_by_type_is_refused_not_read_around(tmp_pat
     keys[field] = value
     with pytest.raises(ConfigError, match=f"config field {field!r} = {value!r}"):
         get_model_config_by_name(_write(tmp_path, keys))
+
+
+_SMALL_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 512}
+
+
+@pytest.mark.parametrize("extra, named", [
+    ({"hidden_act": "foo"}, ("hidden_act = 'foo'", "silu", "gelu_new")),
+    ({"rope_scaling": {"rope_type": "nonsense", "factor": 2.0}}, ("rope_type = 'nonsense'", "llama3", "yarn"))])
+def test_values_transformers_refuses_to_build_are_refused_by_name(tmp_path, extra, named):
+    """A config transformers cannot build (ACT2FN has no 'foo'; no RoPE initialiser is called 'nonsense': each a
+    KeyError building the real LlamaForCausalLM, checked below) had been read as a plain Llama and reported in
+    full, exit 0. Now one line naming the field, the value and the valid names; the CLI exits 2."""
+    torch = pytest.importorskip("torch")
+    config = transformers.LlamaConfig(**{k: v for k, v in {**_SMALL_LLAMA, **extra}.items() if k != "model_type"})
+    with pytest.raises(KeyError), torch.device("meta"):
+        transformers.LlamaForCausalLM(config)
+    path = _write(tmp_path, {**_SMALL_LLAMA, **extra})
+    with pytest.raises(ConfigError) as info:
+        get_model_config_by_name(path)
+    for text in named:
+        assert text in str(info.value)
+    run = subprocess.run([sys.executable, "-m", "llm_analysis.analysis", "infer", "--model_name", path,
+                          "--gpu_name", "a100-sxm-80gb"], capture_output=True, text=True)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2 and len(lines) == 1 and named[0] in lines[0], run.stderr
