@@ -71,6 +71,12 @@ class GPUConfig(StrictModel):
         """The GPU's memory in bytes: mem_per_GPU_in_GB GiB."""
         return self.mem_per_GPU_in_GB * GiB
 
+    @property
+    def vendor(self) -> str:
+        """Who makes it, read off its link (which serving engines run on it): "amd" (Instinct GPUs, xGMI),
+        "google" (TPUs, ICI), "nvidia" (every other catalogue GPU: NVLink or PCIe)."""
+        return {"xgmi": "amd", "ici": "google"}.get(self.intra_node_link, "nvidia")
+
     @model_validator(mode="after")
     def _fill_and_check(self) -> "GPUConfig":
         self._positive("mem_per_GPU_in_GB", "hbm_bandwidth_in_GB_per_sec",

@@ -84,6 +84,16 @@ def _stored_profile(framework: str) -> Dict[str, Any]:
     return json.loads((PROFILE_DIR / f"{framework}.json").read_text())
 
 
+def check_runs_on(profile: Dict[str, Any], gpu) -> None:
+    """A ConfigError unless the engine runs on the GPU's vendor's hardware (its profile's `runs_on`): TensorRT-LLM
+    on an AMD or TPU part had been timed and planned as if it ran there, on a profile fitted on NVIDIA GPUs."""
+    vendors = profile["runs_on"]["value"]
+    if gpu.vendor not in vendors:
+        others = [f for f in FRAMEWORKS if gpu.vendor in load_engine_profile(f)["runs_on"]["value"]]
+        raise ConfigError(f"framework = {profile['framework']!r} runs on {', '.join(vendors)} hardware, not on "
+                          f"{gpu.name} ({gpu.vendor}); valid frameworks there: {', '.join(others) or 'none'}")
+
+
 def _rule_holds(rule: Dict[str, Any], gpu_memory_GiB: float, tp_size: int, gpu_name: str) -> bool:
     """Whether every condition a rule states holds: GPU memory bounds (at least `min_gpu_memory_GiB`,
     below `max_gpu_memory_GiB`), tensor-parallel bounds (at least `min_tp`, below `max_tp`), and no
@@ -240,6 +250,7 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
     bad value is one ConfigError naming the option, the value and what is valid)."""
     check_options(options)
     profile = load_engine_profile(framework)
+    check_runs_on(profile, analysis.gpu_config)
     gpu_GiB = analysis.gpu_config.mem_per_GPU_in_GB  # (read in GiB, as the catalogue states it)
     tp = analysis.parallelism_config.tp_size
     get = options.get

@@ -256,3 +256,24 @@ def test_a_worker_whose_weights_do_not_fit_is_named_by_its_whole_layout():
                        parallelism=ParallelismConfig(tp_size=1, attention_dp_size=4, moe_tp_size=2, moe_ep_size=2))
     _refused(a, "does not fit h200-sxm-141gb (tp=1, attention_dp=4, moe_tp=2 x moe_ep=2) under sglang",
              concurrency=8, input_len=1024, output_len=128, framework="sglang")
+
+
+@pytest.mark.parametrize("gpu, vendor", [("mi300x-192gb", "amd"), ("tpu-v5p-95gb", "google")])
+def test_an_engine_is_not_run_on_hardware_it_does_not_run_on(gpu, vendor):
+    """TensorRT-LLM runs on NVIDIA GPUs only (its README; CUDA and TensorRT kernels): on an AMD Instinct or a TPU
+    it had been timed, planned and given a launch command. vLLM and SGLang run on both (their install guides)."""
+    import subprocess
+    import sys
+    from builders import build_analysis
+    a = build_analysis("meta-llama/Llama-3.1-8B", gpu=gpu, perf_model="calibrated")
+    _refused(a, "framework = 'trtllm'", gpu, vendor, "valid frameworks there: vllm, sglang",
+             concurrency=4, input_len=512, output_len=64, framework="trtllm")
+    assert a.serve(concurrency=4, input_len=512, output_len=64, framework="vllm", num_requests=0)["tpot_s"] > 0
+    plan = subprocess.run([sys.executable, "-m", "llm_analysis", "plan", "infer", "meta-llama/Llama-3.1-8B",
+                           f"{gpu},h100-sxm-80gb", "--dtype_names", "bf16", "--request_rate", "2", "--framework",
+                           "trtllm", "--output_format", "json"], capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr
+    import json
+    answer = json.loads(plan.stdout)
+    assert {row["layout"]["gpu"] for row in answer["rows"]} == {"h100-sxm-80gb"}
+    assert "runs on nvidia hardware" in answer["assumptions"]["refused_gpus"][gpu]
