@@ -70,7 +70,9 @@ def _render(result: PlanResult, output_format: str, plot: Any, top: int, html_fi
     text = json_text if output_format == "json" else result.table(top) + _pool_and_launch_text(result)
     if html_file is not None:
         from llm_analysis.report.html import plan_page, write_page
-        written = write_page(html_file, plan_page(result, json_text, *_best_plan_analysis(result, model_name)))
+        # (separate pools alone: no co-located row to show in detail)
+        detail = _best_plan_analysis(result, model_name) if result.rows else (None, None)
+        written = write_page(html_file, plan_page(result, json_text, *detail))
         if output_format != "json":
             text += f"\nHTML report written to {os.path.abspath(written)}"
     if plot:
@@ -103,12 +105,12 @@ def _pool_and_launch_text(result: PlanResult) -> str:
             lines.append(f"  reproduce: {best['reproduce']['serve_call']}")
         else:
             lines += ["", "disaggregated: no pair of pool layouts meets every target"]
+    from llm_analysis.planner.launch import launch_lines
     if result.rows and "launch" in result.best:
-        from llm_analysis.planner.launch import launch_lines
         lines += ["", "best row's " + launch_lines(result.best["launch"])[0]] + launch_lines(result.best["launch"])[1:]
-        if isinstance(pools, dict) and pools.get("rows") and "launch" in pools["rows"][0]:
-            lines += ["best disaggregated " + launch_lines(pools["rows"][0]["launch"])[0]]
-            lines += launch_lines(pools["rows"][0]["launch"])[1:]
+    if isinstance(pools, dict) and pools.get("rows") and "launch" in pools["rows"][0]:
+        lines += ([] if result.rows else [""]) + ["best disaggregated " + launch_lines(pools["rows"][0]["launch"])[0]]
+        lines += launch_lines(pools["rows"][0]["launch"])[1:]
     return "\n".join(lines)
 
 

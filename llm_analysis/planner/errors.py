@@ -52,6 +52,7 @@ class ClosestMiss:
         self.best_fitting: Optional[tuple] = None  # the closest of the candidates that fit in memory
         self.fitting_misses = 0
         self.memory_misses = 0
+        self.fitting_by_constraint: Dict[str, tuple] = {}  # the closest fitting miss of each constraint
         self.refusals: List[str] = []  # candidates the analysis refused with a reason, not a number
 
     def refused(self, reason: str) -> None:
@@ -70,6 +71,8 @@ class ClosestMiss:
             self.fitting_misses += 1
             if self.best_fitting is None or ratio < self.best_fitting[0]:
                 self.best_fitting = entry
+            if constraint not in self.fitting_by_constraint or ratio < self.fitting_by_constraint[constraint][0]:
+                self.fitting_by_constraint[constraint] = entry
 
     @classmethod
     def _figure(cls, entry: tuple) -> str:
@@ -96,9 +99,17 @@ class ClosestMiss:
             name = _NAMES.get(constraint.split("_p")[0] if constraint.startswith(("ttft_p", "tpot_p"))
                               else constraint, constraint)
             rest = ""
+            # candidates that fit miss other targets too (a GPU cap the layouts that meet the latency need):
+            # each with its closest, so that the message names every target a user might loosen
+            others = [e for c, e in self.fitting_by_constraint.items() if c != constraint]
+            if others:
+                rest += "; others miss " + "; ".join(
+                    f"the {_NAMES.get(e[1], e[1])} (closest: {self._figure(e)} with "
+                    f"{', '.join(f'{k} {v}' for k, v in e[4].items())})" for e in sorted(others, key=lambda e: e[0]))
             if self.best is not None and self.best is not self.best_fitting and self.memory_misses:
-                rest = f"; the other candidates do not fit in memory (closest: {self._figure(self.best)})"
-            message = (f"No candidate {what} meets every target. Binding constraint: {constraint}: every "
+                rest += f"; the other candidates do not fit in memory (closest: {self._figure(self.best)})"
+            every = "every" if not others else "the closest"
+            message = (f"No candidate {what} meets every target. Binding constraint: {constraint}: {every} "
                        f"candidate that fits in memory misses the {name}; the best reaches "
                        f"{self._figure(chosen)} with {desc}{rest}.")
         else:

@@ -206,9 +206,14 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         from llm_analysis.planner.disagg import plan_disaggregated
         extra["disaggregated"] = plan_disaggregated(search, slo, s, n, objective, stats, ClosestMiss())
     stats.wall_s = time.perf_counter() - t0
+    what = f"serving {search.model.name} (" + (load.workload_text if batching == "continuous"
+                                               else f"seq_len {s}, {n} tokens") + ")"
     if not rows:
-        raise miss.error(f"serving {search.model.name} ("
-                         + (load.workload_text if batching == "continuous" else f"seq_len {s}, {n} tokens") + ")")
+        if not extra.get("disaggregated", {}).get("rows"):
+            raise miss.error(what)
+        # separate pools meet the targets where no co-located fleet does (a 7-GPU cap: 5 prefill + 1 decode
+        # workers, where every co-located fleet needs 8): those rows, and why no co-located one is listed
+        extra["no_colocated_plan"] = str(miss.error(what))
     rows = rank_rows(rows, objective, slo.has_load)
     if emit_launch is not None:
         _add_launches(search, model, emit_launch, rows, extra.get("disaggregated", {}).get("rows", []))

@@ -92,6 +92,8 @@ class PlanResult:
                 for i, r in enumerate(self.rows[:top])]
         widths = [max(len(x) for x in col) for col in zip(header, *body)]
         lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header] + body]
+        if not self.rows and "no_colocated_plan" in self.extra:  # only separate pools meet the targets (below)
+            lines = [f"no co-located fleet: {self.extra['no_colocated_plan']}"]
         cautions = sorted({f"caution: {r['caution']}" for r in self.rows[:top] if "caution" in r})
         fp4 = [f"dtypes: {self.assumptions['fp4']}"] if "fp4" in self.assumptions else []
         workload = [f"workload: {self.assumptions['workload']}"] if "workload" in self.assumptions else []

@@ -478,11 +478,14 @@ def plan_page(result, json_text: str, best_analysis, best_summary: Dict[str, Any
     the best plan is shown in detail from its analysis and summary (rebuilt by the command from
     the row's `reproduce` arguments)."""
     analysis, summary, kind = best_analysis, best_summary, result.kind
-    model = analysis.model_config.name
+    # (no analysis: only separate prefill and decode pools met the targets, and are shown below)
+    pools = result.extra.get("disaggregated", {}).get("rows", []) if analysis is None else []
+    reproduced = [r["reproduce"] for r in result.rows] or [r["reproduce"] for r in pools]
+    model = analysis.model_config.name if analysis is not None else reproduced[0]["model_name"]
     command = "plan infer" if result.kind == "inference" else "plan train"
-    gpus = ", ".join(dict.fromkeys(r["layout"]["gpu"] for r in result.rows))
-    dtypes = ", ".join(dict.fromkeys(r["layout"]["dtype"] for r in result.rows))
-    perf = result.best["reproduce"]["analysis_kwargs"].get("perf_model", "roofline")
+    gpus = ", ".join(dict.fromkeys(r["gpu_name"] for r in reproduced))
+    dtypes = ", ".join(dict.fromkeys(r["dtype_name"] for r in reproduced))
+    perf = reproduced[0]["analysis_kwargs"].get("perf_model", "roofline")
     body = [_heading(f"{model}: {command}", f"{model} · GPUs in the plans: {gpus} · data types: {dtypes} · "
                                             f"objective {result.objective} · llm-analysis"),
             _perf_model_banner(None if perf == "roofline" else str(perf))]
@@ -491,10 +494,13 @@ def plan_page(result, json_text: str, best_analysis, best_summary: Dict[str, Any
     if "disaggregated" in result.extra:
         body += ["<h3>Disaggregated prefill and decode pools</h3>",
                  f"<pre>{esc(json.dumps(result.extra['disaggregated'], indent=2, default=str))}</pre>"]
-    body += [f"<h2 id=\"section-best\">The best plan in detail: {esc(setup_text(analysis))}</h2>",
-             "<p class=\"note\">Plan 1 rebuilt from its reproduce arguments (in the JSON), analysed as "
-             f"<code>{'infer' if kind == 'inference' else 'train'}</code> would.</p>"]
-    body += _analysis_body(analysis, summary, kind)
+    if analysis is not None:
+        body += [f"<h2 id=\"section-best\">The best plan in detail: {esc(setup_text(analysis))}</h2>",
+                 "<p class=\"note\">Plan 1 rebuilt from its reproduce arguments (in the JSON), analysed as "
+                 f"<code>{'infer' if kind == 'inference' else 'train'}</code> would.</p>"]
+        body += _analysis_body(analysis, summary, kind)
+    else:
+        body += [f"<p class=\"note\">{esc(result.extra.get('no_colocated_plan', ''))}</p>"]
     return _page(f"llm-analysis · {command} · {model}", body, json_text,
                  f"{model}-{result.kind}-plan.json".replace("/", "_"))
 

@@ -286,3 +286,56 @@ def test_a_max_gpus_miss_names_the_fewest_replicas_that_keep_up_with_the_rate():
     rate = 20000 / 256
     fewest = int(rate // (0.9 * saturation)) + 1  # the fewest replicas each below 90% of saturation
     assert replicas == fewest and e.value == fewest * lay["tp"] > 18
+
+
+def test_separate_pools_are_answered_where_no_colocated_fleet_fits_the_gpu_cap():
+    """Llama-3.1-70B fp8 at 10 requests/s, TTFT <= 0.5 s, TPOT <= 40 ms, at most 7 H100s: no co-located fleet
+    meets both (tp 2 x 3 misses TPOT, tp 4 x 2 needs 8 GPUs), but 5 prefill + 1 decode workers do; `--disaggregate`
+    had answered 'No candidate' because the co-located search found nothing. The pools' own serve() call, run
+    again, meets both targets within the cap; the co-located miss is still named."""
+    from llm_analysis.analysis import LLMAnalysis as Analysis
+    plan = plan_inference("meta-llama/Llama-3.1-70B", ["h100-sxm-80gb"],
+                          {"max_ttft_s": 0.5, "max_tpot_s": 0.04, "request_rate_per_s": 10}, dtypes=["fp8"],
+                          max_gpus=7, disaggregate=True, perf_model="calibrated")
+    assert plan.rows == [] and "No candidate" in plan.extra["no_colocated_plan"]
+    best = plan.extra["disaggregated"]["rows"][0]
+    assert best["figures"]["num_gpus"] <= 7
+    call = best["reproduce"]["serve_call"]
+    s = eval(call, {"LLMAnalysis": Analysis, "ParallelismConfig": ParallelismConfig,  # noqa: S307 (our own call)
+                    "get_model_config_by_name": get_model_config_by_name,
+                    "get_gpu_config_by_name": get_gpu_config_by_name,
+                    "get_dtype_config_by_name": get_dtype_config_by_name})
+    assert s["num_gpus"] <= 7 and s["ttft_s"] <= 0.5 and s["tpot_s"] <= 0.04
+
+
+def test_a_gpu_cap_that_rules_out_the_layouts_meeting_the_target_is_named():
+    """TPOT <= 30 ms at 10 requests/s within 6 H100s: tp 1 misses TPOT by 0.4%, while tp 4 meets it (serve(), run
+    here: two replicas of tp 4) but needs 8 GPUs. The error had said 'every candidate that fits in memory misses the
+    TPOT target', sending the user to loosen the wrong target; it names the GPU cap too."""
+    fleet = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-70B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                        get_dtype_config_by_name("fp8"), ParallelismConfig(tp_size=4, dp_size=2),
+                        perf_model="calibrated", attention_flops="causal", logits="last", mla_attention="absorb")
+    s = fleet.serve(request_rate=10, input_len=2048, output_len=256, framework="vllm", num_requests=2000)
+    assert s["tpot_s"] <= 0.03 and s["num_gpus"] == 8
+    with pytest.raises(NoFeasiblePlanError) as err:
+        plan_inference("meta-llama/Llama-3.1-70B", ["h100-sxm-80gb"], {"max_tpot_s": 0.03, "request_rate_per_s": 10},
+                       dtypes=["fp8"], max_gpus=6, perf_model="calibrated")
+    message = str(err.value)
+    assert "every candidate that fits in memory misses" not in message
+    assert "max_gpus" in message and "tp 4" in message
+
+
+def test_separate_pools_alone_are_printed_with_their_launch_and_page(tmp_path):
+    """The command line of the case above prints the pools and their launch commands, and writes the HTML page
+    (it had raised IndexError reading a best co-located row that does not exist)."""
+    import subprocess
+    import sys
+    page = tmp_path / "plan.html"
+    run = subprocess.run([sys.executable, "-m", "llm_analysis", "plan", "infer", "meta-llama/Llama-3.1-70B",
+                          "h100-sxm-80gb", "--dtype_names", "fp8", "--max_ttft", "0.5", "--max_tpot", "0.04",
+                          "--request_rate", "10", "--disaggregate", "--max_gpus", "7", "--emit_launch", "vllm",
+                          "--html", str(page)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.startswith("no co-located fleet: No candidate")
+    assert "best disaggregated launch (vllm)" in run.stdout and "prefill pool, 5 worker(s)" in run.stdout
+    assert page.exists() and "Disaggregated prefill and decode pools" in page.read_text()
