@@ -239,7 +239,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                        max_num_seqs: Optional[int] = None,
                        gpu_memory_utilization: Optional[float] = None,
                        speculative: Union[str, dict, None] = None,
-                       lengths_tokenizer: Optional[str] = None) -> Tuple[int, str]:
+                       lengths_tokenizer: Optional[str] = None, max_tp: Optional[int] = None,
+                       max_ep: Optional[int] = None) -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
@@ -316,6 +317,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
             {"method": "mtp" | "draft_model", "draft_length": k (tokens verified per step),
             "mean_accepted_length": L in [1, k] or "acceptance_rate": a, "draft_model": name (draft_model
             only)}; --emit_launch then writes the engine's speculative flags.
+        max_tp: the largest tensor-parallel size tried (default: every size the model's heads allow up to a node).
+        max_ep: the largest expert-parallel size tried for an MoE model (moe_ep; default: the worker's GPUs).
     """
     from llm_analysis.planner.inference import plan_inference
 
@@ -335,6 +338,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                               objective=objective,
                               dtypes=_names(dtype_names, "dtype_names"), kv_cache_dtype_bytes=kv,
                               gpu_prices=_prices(gpu_prices), max_gpus=max_gpus, max_batch_size=max_batch_size,
+                              max_tp=max_tp, max_ep=max_ep,
                               disaggregate=disaggregate, flops_efficiency=flops_efficiency,
                               hbm_memory_efficiency=hbm_memory_efficiency,
                               perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=flops_efficiency
@@ -360,7 +364,8 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
                        achieved_tflops: Optional[float] = None, output_format: str = "table", plot: Any = False,
                        top: int = 10, perf_model: Optional[str] = None, gpu_profile: Optional[str] = None,
-                       zero_stages: Any = None, html: Optional[str] = None) -> Tuple[int, str]:
+                       zero_stages: Any = None, html: Optional[str] = None, max_tp: Optional[int] = None,
+                       max_pp: Optional[int] = None) -> Tuple[int, str]:
     """`plan train`: the fastest (or cheapest) training setups: tp/cp/pp/dp/ep, interleaving, ZeRO stage,
     recomputation and micro-batch under the memory limit.
 
@@ -387,6 +392,8 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
         zero_stages: comma-separated ZeRO stages to try (default: 0,1,2,3).
         html: write one self-contained HTML page to this file (opens offline, fetches nothing): the Pareto
             front with each point labelled, the sortable plans, and the best plan in detail.
+        max_tp: the largest tensor-parallel size tried (default: up to a node).
+        max_pp: the largest number of pipeline stages tried (default: as the layers allow).
     """
     from llm_analysis.planner.training import plan_training
 
@@ -394,7 +401,8 @@ def plan_train_command(model_name: str, gpu_names: Any, total_num_tokens: float,
         return plan_training(model_name, _names(gpu_names, "gpu_names"), tokens=total_num_tokens,
                              max_gpus=max_gpus, global_batch_size=global_batch_size, seq_len=seq_len,
                              dtypes=_names(dtype_names, "dtype_names"), objective=objective,
-                             gpu_prices=_prices(gpu_prices), min_gpus=min_gpus, flops_efficiency=flops_efficiency,
+                             gpu_prices=_prices(gpu_prices), min_gpus=min_gpus, max_tp=max_tp, max_pp=max_pp,
+                             flops_efficiency=flops_efficiency,
                              hbm_memory_efficiency=hbm_memory_efficiency, achieved_tflops=achieved_tflops,
                              perf_model=perf_model_arg(perf_model, gpu_profile, rates_given=any(
                                  v is not None for v in (flops_efficiency, hbm_memory_efficiency, achieved_tflops))),

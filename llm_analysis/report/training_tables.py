@@ -22,7 +22,7 @@ _FLOPS_ROWS = (("num_flops_fwd_per_micro_batch", "forward, per micro-batch"),
                ("num_flops_recompute_per_micro_batch", "recomputation, per micro-batch"),
                ("num_flops_total_per_micro_batch", "total, per micro-batch"),
                ("num_model_flops_per_iter", "model FLOPs per iteration (all GPUs)"),
-               ("num_model_flops_per_iter_routed", "model FLOPs per iteration, routed experts top-k (mfu's)"),
+               ("num_model_flops_per_iter_routed", "routed-expert model FLOPs (mfu's)"),
                ("num_hardware_flops_per_iter", "hardware FLOPs per iteration (all GPUs)"))
 _FROM_FLOPS = "from FLOPs / achieved FLOP/s"
 
@@ -231,7 +231,10 @@ def _memory_table(rep: RichReport, r: _Reader, mem_total: float) -> None:
 
 
 def _flops(rep: RichReport, r: _Reader) -> None:
-    rows = [(label, fmt("flops", r.get(key))) for key, label in _FLOPS_ROWS if r.has(key)]
+    # (the routed count only where it differs: experts the eager code runs on every token, Llama 4)
+    routed = r.get("num_model_flops_per_iter_routed") if r.has("num_model_flops_per_iter_routed") else None
+    rows = [(label, fmt("flops", r.get(key))) for key, label in _FLOPS_ROWS if r.has(key)
+            and (key != "num_model_flops_per_iter_routed" or routed != r.s.get("num_model_flops_per_iter"))]
     if rows:
         rep.heading("FLOPs")
         rep.key_values(rows)

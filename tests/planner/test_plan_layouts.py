@@ -260,3 +260,23 @@ def test_launch_lines_set_each_engine_s_expert_copies():
     # without copies, none of these flags
     plain = row_launch("sglang", "deepseek-ai/DeepSeek-R1", _row(1, 8, 1, 8), gpus_per_node=8, is_moe=True)["argv"]
     assert "--ep-num-redundant-experts" not in plain
+
+
+def test_the_command_line_bounds_tp_ep_and_pp_as_docs_planner_says():
+    """docs/planner.md: `--max_tp` and `--max_ep` bound tp and moe_ep; the command line had no such flags (exit 2,
+    'unknown flag --max_tp'). Every row keeps within them; plan train takes --max_tp and --max_pp."""
+    import json
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-m", "llm_analysis", "plan", "infer", "Qwen/Qwen3-30B-A3B", "h100-sxm-80gb",
+                          "--request_rate", "4", "--max_tp", "2", "--max_ep", "2", "--output_format", "json"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-1500:]
+    rows = json.loads(run.stdout)["rows"]
+    assert rows and all(r["layout"]["tp"] <= 2 and (r["layout"]["moe_ep"] or 1) <= 2 for r in rows)
+    run = subprocess.run([sys.executable, "-m", "llm_analysis", "plan", "train", "meta-llama/Llama-3.1-8B",
+                          "h100-sxm-80gb", "1e12", "64", "512", "4096", "--max_tp", "2", "--max_pp", "1",
+                          "--output_format", "json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-1500:]
+    rows = json.loads(run.stdout)["rows"]
+    assert rows and all(r["layout"]["tp"] <= 2 and r["layout"]["pp"] == 1 for r in rows)
