@@ -17,10 +17,11 @@ model and pointing at the `[exact]` extra; no number is guessed.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Dict, List, Tuple
 
 from llm_analysis.hub.errors import EXACT_HINT, UnsupportedArchitecture
-from llm_analysis.hub.source import Fields, Src, activation, attention_layout, logger
+from llm_analysis.hub.source import Fields, Src, activation, attention_layout, logger, unknown_to_transformers
 from llm_analysis.hub.spec import Either, MoeRule, Opt, Req
 
 __all__ = ["map_generic", "unmodelled_keys", "NOT_LLAMA_SHAPED", "HARMLESS_KEYS"]
@@ -130,10 +131,24 @@ _FEATURE_HINTS: Dict[str, str] = {
 
 
 def _refuse(src: Src, what: str, features: List[str]) -> None:
+    mt = src.raw.get("model_type")
     raise UnsupportedArchitecture(
-        f"{what}: model_type {src.raw.get('model_type')!r} has no dedicated mapping and the "
-        f"generic (Llama-shaped) mapping cannot count it exactly: {'; '.join(features)}. "
-        f"Describe it with a ModelConfig by hand, or {EXACT_HINT}.")
+        f"{what}: {_unmapped_type_text(mt)} and the generic (Llama-shaped) mapping cannot count it exactly: "
+        f"{'; '.join(features)}. Describe it with a ModelConfig by hand, or {EXACT_HINT}.")
+
+
+def _unmapped_type_text(model_type: Any) -> str:
+    """What is wrong with a model_type no family row maps: none stated, one nobody knows (a typo: the closest
+    names of the families mapped here), or one transformers knows but no row here maps."""
+    if model_type is None:
+        return "the config states no model_type (give the one its modelling code registers, e.g. 'llama')"
+    version = unknown_to_transformers(model_type)
+    if version is None:
+        return f"model_type {model_type!r} has no dedicated mapping"
+    from llm_analysis.hub.families.table import FAMILIES
+    close = difflib.get_close_matches(str(model_type), sorted(FAMILIES), n=5, cutoff=0.5)
+    return (f"model_type {model_type!r} is neither one of the {len(FAMILIES)} families mapped here nor one "
+            f"transformers {version} knows" + (f" (closest mapped: {', '.join(close)})" if close else ""))
 
 
 def _check_shape(src: Src, what: str) -> None:

@@ -125,3 +125,21 @@ def test_values_transformers_refuses_to_build_are_refused_by_name(tmp_path, extr
                           "--gpu_name", "a100-sxm-80gb"], capture_output=True, text=True)
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert run.returncode == 2 and len(lines) == 1 and named[0] in lines[0], run.stderr
+
+
+@pytest.mark.parametrize("model_type, named", [
+    ("qwen4", ("model_type 'qwen4'", "nor one transformers", "closest mapped: qwen3")),
+    (None, ("states no model_type",))])
+def test_an_unmapped_model_type_is_named_for_what_it_is(tmp_path, model_type, named):
+    """A typo'd model_type (transformers registers no 'qwen4': its CONFIG_MAPPING, checked here) or none at all
+    had been refused for 'no rms_norm_eps (not an RMSNorm model)' alone; the message now says the type is unknown
+    and names the closest families mapped, or that the config states none."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    assert model_type not in CONFIG_MAPPING
+    data = {k: v for k, v in _SMALL_LLAMA.items() if k != "model_type"}
+    if model_type is not None:
+        data["model_type"] = model_type
+    with pytest.raises(ConfigError) as info:
+        get_model_config_by_name(_write(tmp_path, data))
+    for text in named:
+        assert text in str(info.value)
