@@ -8,6 +8,7 @@ shipped model never imports them (nor huggingface_hub/transformers).
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
@@ -21,6 +22,8 @@ from llm_analysis.schema.loading import load_config_file
 from llm_analysis.schema.model import ModelConfig
 from llm_analysis.schema.options import instance
 
+logger = logging.getLogger(__name__)
+
 
 def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
                              trust_remote_code: bool = False) -> ModelConfig:
@@ -29,9 +32,13 @@ def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
     if not isinstance(name_or_path, str) or not name_or_path:
         raise ConfigError(f"model name must be a non-empty string, got {name_or_path!r}")
     cfg = find_model_config(name_or_path)
-    if cfg is not None:
-        return cfg
     path = Path(name_or_path)
+    if cfg is not None:
+        if (path / "config.json").is_file():  # (transformers' from_pretrained would read the folder: say which)
+            logger.warning("%r names both a catalogue entry and a local model directory; the catalogue entry is "
+                           "used (the documented order); give the directory as ./%s to read it instead",
+                           name_or_path, name_or_path)
+        return cfg
     if name_or_path.endswith(".json"):
         return _from_json_file(name_or_path)
     if path.is_dir():
