@@ -262,7 +262,9 @@ class LLMAnalysis:
     def get_num_params_embedding(self, shared_embedding: bool = True) -> int:
         """Input embeddings (word, position, token-type, embedding norm, input
         projection); with shared_embedding=False also the output projection
-        (untied LM head, output projection, bias, pooler)."""
+        (untied LM head, output projection, bias, pooler). A model that ties its
+        output projection to its input embedding has none of its own: its count
+        stays the same, with a warning (the mirrored system counted a copy)."""
         return _params.embedding(self, shared_embedding)
 
     def get_num_params_output_embedding(self) -> int:

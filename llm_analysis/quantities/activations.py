@@ -175,7 +175,14 @@ def per_layer_attn(a, batch_size: int, seq_len: int, is_inference: bool, flash_a
     flash_attn, softmax_dropout = flag(flash_attn, "flash_attn"), flag(softmax_dropout, "softmax_dropout")
     attn_dropout = flag(attn_dropout, "attn_dropout")
     if flag(is_inference, "is_inference"):
-        return inference_live_bytes(a, batch_size, seq_len, ("attention",))
+        live = inference_live_bytes(a, batch_size, seq_len, ("attention",))
+        if flash_attn or not a.model_config.has_attention:
+            return live
+        # without flash attention the scores are materialised: the eager code holds the score matrix and its
+        # softmax at once, each batch x local heads x seq^2 in the activation dtype (flash_attn=False had been
+        # ignored here, while training counts its softmax output)
+        L = layout(a, batch_size, seq_len, False)
+        return live + 2.0 * L.n_head / L.tp * L.tokens * L.seq_len * act_bytes(a)
     return attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, attn_dropout, rc)
 
 

@@ -127,3 +127,17 @@ def test_context_parallel_prefill_holds_its_share_of_the_tokens(seq_len):
         r = a.inference(batch_size_per_gpu=1, seq_len=seq_len, num_tokens_to_generate=1)
         assert r["prefill_activation_memory_per_gpu"] == pytest.approx(
             seq_len / cp * (4096 + 3 * 14336) * 2, rel=1e-12), cp
+
+
+@pytest.mark.parametrize("tp, batch", [(1, 1), (2, 2)])
+def test_inference_attention_without_flash_holds_the_score_matrix_and_its_softmax(tp, batch):
+    """Seed 004: get_activation_memory_per_layer_attn(..., is_inference, flash_attn); flash_attn=False had been
+    ignored in inference. Eager attention holds the scores and their softmax at once: by hand, 2 x local heads x
+    batch x seq^2 x 2 bytes (OPT-1.3B: 32 heads, fp16 activations) more than with flash attention."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import ParallelismConfig, get_gpu_config_by_name, get_model_config_by_name
+    a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-80gb"),
+                    parallelism_config=ParallelismConfig(tp_size=tp))
+    flash = a.get_activation_memory_per_layer_attn(batch, 512, True, True)
+    eager = a.get_activation_memory_per_layer_attn(batch, 512, True, False)
+    assert eager - flash == 2 * (32 // tp) * batch * 512 * 512 * 2

@@ -54,3 +54,20 @@ def test_a_tied_table_is_the_lm_head_too_and_stays_active():
     a = _analysis("Qwen/Qwen3-0.6B")  # tie_word_embeddings: true in its config.json
     assert a.model_config.tie_word_embeddings
     assert a.get_num_active_params_without_input_embedding() == a.get_num_active_params_total()
+
+
+def test_an_untied_count_on_a_tied_model_says_what_a_copy_would_add(caplog):
+    """get_num_params_embedding(shared_embedding=False) (seed 004: 'whether the output embedding shares weights with
+    the input embedding'): on a model whose output projection is its input embedding (OPT-1.3B ties them) the count
+    stays the model's, and a warning gives what a separate copy would add, vocab x hidden = 50,272 x 2,048; an
+    untied model (Llama-3.1-8B) adds its LM head, 128,256 x 4,096 (its config.json)."""
+    import logging
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_gpu_config_by_name, get_model_config_by_name
+    gpu = get_gpu_config_by_name("a100-sxm-80gb")
+    tied = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), gpu)
+    with caplog.at_level(logging.WARNING, logger="llm_analysis"):
+        assert tied.get_num_params_embedding(False) == tied.get_num_params_embedding(True)
+    assert any(str(50272 * 2048) in r.getMessage() for r in caplog.records)
+    untied = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), gpu)
+    assert untied.get_num_params_embedding(False) - untied.get_num_params_embedding(True) == 128256 * 4096
