@@ -140,7 +140,7 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
             raise ConfigError(f"{where}pp_size = {layout.pp} with speculative decoding: a draft over pipeline stages "
                               f"is not modelled by serve(); valid: pp_size = 1 with speculative=, or no speculative=")
         timer = speculative.timer(timer, rank, engine)
-        extra.update(extra_weight_bytes=speculative.draft_weight_bytes_per_gpu(rank),
+        extra.update(extra_weight_bytes=speculative.draft_weight_bytes_per_gpu(rank, extra["weight_bytes"]),
                      extra_bytes_per_token=speculative.draft_kv_bytes_per_token_per_gpu(rank, engine.kv_cache_bytes))
     longest = lengths.max_total if longest_tokens is None else longest_tokens
     pool = kv_pool(rank, d, engine, longest, layout_text=layout.text(), **extra)

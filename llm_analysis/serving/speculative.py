@@ -83,10 +83,17 @@ class Speculative:
 
         return analysis.describer.memoized(("speculative_draft", self.draft_model.model_dump_json()), build)
 
-    def draft_weight_bytes_per_gpu(self, analysis) -> float:
+    def draft_weight_bytes_per_gpu(self, analysis, target_weight_bytes_per_gpu: Optional[float] = None) -> float:
+        """The draft's weights on each GPU: a draft model's, or one of the target's layers (MTP) as the worker
+        layout holds the target's (`target_weight_bytes_per_gpu`: the layout's per-GPU weights, experts split over
+        the expert-parallel ranks, as the engines split the MTP layer's; None: `analysis`' own). Read off the
+        attention replica's analysis alone, the MTP layer of DeepSeek-R1 over attention-DP 8 x EP 8 had been
+        11.0 GB a GPU, its 256 experts unsplit, where the layout holds 1.7 GB of it."""
         if self.method == "draft_model":
             return self.draft_analysis(analysis).get_weight_memory_per_gpu()
-        return analysis.get_weight_memory_per_gpu() / analysis.model_config.num_layers
+        target = analysis.get_weight_memory_per_gpu() if target_weight_bytes_per_gpu is None \
+            else target_weight_bytes_per_gpu
+        return target / analysis.model_config.num_layers
 
     def draft_kv_bytes_per_token_per_gpu(self, analysis, kv_cache_bytes: float) -> float:
         source = self.draft_analysis(analysis) if self.method == "draft_model" else analysis

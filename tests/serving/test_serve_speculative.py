@@ -136,3 +136,19 @@ def test_verify_steps_take_k_budget_tokens_per_decoder_by_hand(analysis_builder)
     assert s["max_num_batched_tokens"] == 8192
     decoding = s["requests_per_s"] * (s["e2e_s"] - s["ttft_s"])
     assert decoding == pytest.approx(8192 / (k + q * length / (out - 1)), rel=1e-6)
+
+
+def test_the_mtp_layer_is_split_as_the_worker_layout_splits_the_target(analysis_builder):
+    """DeepSeek-R1 fp8 over attention-DP 8 x EP 8 on H200s: the MTP layer's 256 routed experts are spread over the
+    8 expert-parallel ranks as the target's are. By hand (its config.json: 256 experts of 3 x 7,168 x 2,048, one
+    byte each): 1.41 GB of experts a GPU, plus its attention, shared expert and projection (under 0.5 GB): 1.41 to
+    1.91 GB beside the target's weights. It had been 11.0 GB, the experts unsplit, and the KV pool 30% smaller."""
+    a = analysis_builder("deepseek-ai/DeepSeek-R1", gpu="h200-sxm-141gb", dtype="fp8", perf_model="calibrated",
+                         tp_size=1, attention_dp_size=8, moe_ep_size=8)
+    load = dict(concurrency=256, input_len=1024, output_len=1024, framework="sglang", num_requests=0)
+    plain = a.serve(**load)
+    mtp = a.serve(speculative={"method": "mtp", "draft_length": 2, "mean_accepted_length": 1.0}, **load)
+    experts = 256 * 3 * 7168 * 2048 / 8
+    charge = mtp["weight_memory_per_gpu"] - plain["weight_memory_per_gpu"]
+    assert experts <= charge <= experts + 0.5e9, charge
+    assert plain["kv_pool_bytes_per_gpu"] - mtp["kv_pool_bytes_per_gpu"] == pytest.approx(charge, rel=0.05)
