@@ -146,8 +146,10 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
         n.append(f"{engine.prefix_cache_share:.0%} of each prompt is found in the prefix cache (whole blocks): not "
                  "prefilled, still counted in each request's KV blocks")
     if not workload.lengths.fixed:
-        n.append("the closed-form means use the mean input and output lengths; the simulation draws each request's "
-                 "own")
+        n.append(("the closed-form means and " if steady_state_means else "")
+                 + "the saturation rate use the mean input and output lengths, with the KV tokens a running request "
+                 "holds (and its decode steps read) weighted by how long it runs, E[(I + O/2) O] / E[O]; the "
+                 "simulation draws each request's own")
     if steady_state_means and not saturated and engine.benchmark_rounds > 0:
         n.append(f"closed-loop means are those of a benchmark run of {engine.benchmark_rounds:.3g} requests per "
                  "client whose clients start together: its first round queues behind each other's prefills, which "

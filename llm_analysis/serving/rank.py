@@ -28,7 +28,21 @@ def request_shape(engine, lengths) -> RequestShape:
         inputs = np.array([lengths.input_mean])
     block = engine.block_size
     cached = np.minimum((np.floor(engine.prefix_cache_share * inputs) // block) * block, inputs - 1)
-    return RequestShape(lengths.input_mean, lengths.output_mean, float(cached.mean()))
+    return RequestShape(lengths.input_mean, lengths.output_mean, float(cached.mean()), *_resident_means(lengths))
+
+
+def _resident_means(lengths):
+    """(E[(I + O/2) O] / E[O], E[(I + O) O] / E[O]): the KV tokens a running request holds on average, each request
+    weighted by how long it runs (RequestShape.resident_context_mean); (None, None) for fixed lengths. Pairs: over
+    the pairs; a uniform spread (input and output drawn apart): E[I] + (E[O]^2 + Var O) / (2 E[O]) and
+    E[I] + E[O] + Var O / E[O], Var O = s (s + 1) / 3 for integers over mean +- s."""
+    if lengths.fixed:
+        return None, None
+    if lengths.pairs is not None:
+        i, o = lengths.pairs[:, 0].astype(float), lengths.pairs[:, 1].astype(float)
+        return float(((i + o / 2) * o).mean() / o.mean()), float(((i + o) * o).mean() / o.mean())
+    o, var = lengths.output_mean, lengths.output_spread * (lengths.output_spread + 1) / 3
+    return lengths.input_mean + (o * o + var) / (2 * o), lengths.input_mean + o + var / o
 
 
 def check_whole_prompts_fit(engine, lengths, where: str = "") -> None:
@@ -104,8 +118,8 @@ class Replica:
 
     def occupancy(self, resident: float) -> float:
         """The KV pool's share `resident` requests hold: their mean length as they grow (whole when reserved)."""
-        held = self.shape.input + self.shape.output if self.engine.admission == "full_request" else \
-            self.shape.mean_context
+        held = self.shape.resident_total if self.engine.admission == "full_request" else \
+            self.shape.resident_context
         return min(1.0, resident * held / max(self.pool.capacity_tokens, 1))
 
     def simulate(self, **kw):

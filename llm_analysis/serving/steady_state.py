@@ -55,7 +55,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 _BISECTIONS = 48
 _SHARING_TOL = 1e-10  # prompts a step shares, and the rate that goes with them (the closed loop solves to 1e-12)
@@ -104,6 +104,14 @@ class RequestShape:
     input: float
     output: float
     cached: float  # prompt tokens found in the prefix cache
+    # the KV tokens a request resident in the engine holds on average: mean over the running requests, each
+    # weighted by how long it runs (its output): E[(I + O/2) O] / E[O] while it grows, E[(I + O) O] / E[O] when the
+    # engine reserves its whole length (`capacity`); None: fixed lengths, the mean shape's. Long requests hold more
+    # for longer, so a spread of lengths fits fewer in the pool than its mean shape does: pairs of 512 + 128 and
+    # 2,048 + 1,024 tokens hold 1.5x the mean shape's, and the saturation rate from the mean shape had been 1.6-2x
+    # what the simulation of the same requests completes (an open loop at 0.6 of it grew its queue without bound)
+    resident_context_mean: Optional[float] = None
+    resident_total_mean: Optional[float] = None
 
     @property
     def prefill(self) -> float:
@@ -113,6 +121,16 @@ class RequestShape:
     def mean_context(self) -> float:
         """A decoder's mean context over its decode steps (I + 1 .. I + O - 1)."""
         return self.input + self.output / 2
+
+    @property
+    def resident_context(self) -> float:
+        """The KV tokens a running request holds on average while it grows (see resident_context_mean)."""
+        return self.mean_context if self.resident_context_mean is None else self.resident_context_mean
+
+    @property
+    def resident_total(self) -> float:
+        """The KV tokens a running request reserves on average when reserved whole (see resident_total_mean)."""
+        return self.input + self.output if self.resident_total_mean is None else self.resident_total_mean
 
 
 @dataclass(frozen=True)
@@ -162,7 +180,7 @@ def capacity(engine, pool, shape: RequestShape) -> int:
     if engine.admission == "output_estimate":
         fits = _estimate_admits(engine, pool, shape)
     else:
-        held = shape.input + shape.output if engine.admission == "full_request" else shape.mean_context
+        held = shape.resident_total if engine.admission == "full_request" else shape.resident_context
         fits = pool.requests_that_fit(held)
     return max(1, min(engine.max_num_seqs, fits))
 
@@ -174,7 +192,7 @@ def _estimate_admits(engine, pool, shape: RequestShape) -> int:
     evenly spread progress, each holds its mean context I + O / 2 and keeps s x E[min(remaining, c)]
     free, so the n-th is admitted while (n - 1) x (I + O / 2 + s E) + I + min(O, c) fits the pool."""
     clip = engine.output_reserve_clip_tokens
-    running = shape.mean_context + engine.output_reserve_share * clipped_remaining_output(shape.output, clip)
+    running = shape.resident_context + engine.output_reserve_share * clipped_remaining_output(shape.output, clip)
     newcomer = shape.input + min(shape.output, clip)
     per_running, per_new = pool.bytes_for(running), pool.bytes_for(newcomer)
     if per_new > pool.pool_bytes:
@@ -200,7 +218,7 @@ class _Balance:
         others run: the step in progress and the steps already planned) at `decoders` mean decoders."""
         t, e, s = self.timer, self.engine, self.shape
         others = decoders * (self.resident - 1) / self.resident if self.resident > 0 else 0.0
-        ctx = s.mean_context
+        ctx = s.resident_context  # (the decoders of a step: each weighted by how long it decodes)
         f0 = t.step_s(1.0 + others, (1.0 + others) * ctx)  # the decode step a decoder sees, per token
         # a step gives each decoder L tokens (speculative decoding: L > 1) and the timer's times are per
         # token: a step lasts L of them, so a chunk's step, as long as it lasts, adds L - 1 more of the
