@@ -355,6 +355,12 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
         notes.append(f"the pipeline bubble is {bubble / it:.0%} of the iteration with {m} micro-batches over "
                      f"{summary['pp_size']} stages; {how}a smaller batch_size_per_gpu (more micro-batches) or "
                      f"pipeline_interleave > 1 shrinks it")
+    dt = analysis.dtype_config
+    if dt.weight_bits == 8 and dt.weight_format == "float" and summary.get("num_trainable_params_total") == \
+            summary.get("num_params_total"):  # (full training in fp8: how the weights are held matters)
+        notes.append("fp8 training holds the weights in 8 bits beside the fp32 master copy and 16-bit gradients, as "
+                     "Megatron-Core's --fp8-param-gather (NeMo's fp8_param) does; TransformerEngine without it keeps "
+                     "16-bit parameters and casts a copy: weight memory then 2 bytes per parameter, not 1")
     used = summary["estimated_peak_memory_per_gpu"] / summary["gpu_memory_per_gpu"]
     if used > 0.9:
         notes.append(f"the peak uses {used:.0%} of GPU memory; frameworks reserve some (allocator fragmentation, "

@@ -164,3 +164,16 @@ def test_the_weight_cast_statement_must_be_a_boolean():
     from llm_analysis.errors import ConfigError
     with pytest.raises(ConfigError, match="fp8_weight_cast_per_iteration"):
         _analysis().training(**KW, fp8_weight_cast_per_iteration="sometimes")
+
+
+def test_fp8_training_says_how_its_weights_are_held():
+    """An fp8 training run holds its weights in 8 bits (Megatron-Core's --fp8-param-gather), half a bf16 run's
+    (the embedding stays 16-bit): the notes say so and what TransformerEngine without it holds instead."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import ParallelismConfig
+    run = dict(batch_size_per_gpu=1, seq_len=8192, global_batch_size=64, total_num_tokens=1e11)
+    fp8 = LLMAnalysis("meta-llama/Llama-3.1-8B", "b200-180gb", "fp8", ParallelismConfig(dp_size=8)).training(**run)
+    bf16 = LLMAnalysis("meta-llama/Llama-3.1-8B", "b200-180gb", "bf16", ParallelismConfig(dp_size=8)).training(**run)
+    assert fp8["weight_memory_per_gpu"] < 0.6 * bf16["weight_memory_per_gpu"]
+    assert any("--fp8-param-gather" in n and "2 bytes per parameter" in n for n in fp8["notes"])
+    assert not any("--fp8-param-gather" in n for n in bf16["notes"])
