@@ -591,8 +591,9 @@ class CalibratedCostModel(CostModel):
 
     def _group_ranks_per_island(self, kind: str, group_size: int, comm_group: str) -> int:
         stride = group_stride(self.parallelism, comm_group)
-        if kind == "p2p":  # a pipeline hand-off crosses an island when its stages sit in different ones
-            return 1 if stride >= self._fabric.island_gpus else 2
+        if kind == "p2p":  # a send crosses an island when the group's ranks span more than one (pipeline
+            # stages in different ones; a context-parallel ring over nodes, paced by its slowest hop)
+            return 1 if (group_size - 1) * stride + 1 > self._fabric.island_gpus else 2
         return _ranks_per_island(group_size, stride, self._fabric.island_gpus)
 
 

@@ -69,8 +69,12 @@ def _ring_ops(describer, phase: Phase, kind: LayerKind, core: Operator) -> List[
     block = kv_block_bytes(describer, phase, kind)
     # the cp - 1 blocks received are computed on while the next one travels
     hidden = (cp - 1) / cp
+    # point-to-point sends, one block a step to the next rank (TransformerEngine's and Megatron's ring attention:
+    # batched isend / irecv), cp - 1 steps one after another: paced by the ring's slowest hop, one rank's NIC where
+    # the group spans nodes. Timed as an all-gather, whose rings use every NIC of a node at once, a cp group of
+    # 16 over two nodes had moved its blocks 8x faster than the one NIC each step crosses on
     return [Operator(name="cp_ring_kv_exchange", group="communication", kind="collective",
-                     collective="all_gather", comm_bytes_per_gpu=cp * block, comm_group_size=cp, comm_group="cp",
+                     collective="p2p", comm_bytes_per_gpu=(cp - 1) * block, comm_group_size=cp, comm_group="cp",
                      overlap_flops_per_gpu=core.flops_per_gpu * hidden,
                      overlap_bytes_per_gpu=core.bytes_per_gpu * hidden,
                      recompute_class=ActivationRecomputation.ATTN_COMPUTE,

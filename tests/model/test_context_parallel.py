@@ -55,8 +55,9 @@ def test_ring_exchange_bytes_are_kv_of_the_local_block_times_cp_minus_1():
     ops = d.layer_ops(Phase("train", B, S, S), next(iter(d.layer_groups)))
     (ring,) = [o for o in ops if o.comm_group == "cp"]
     block = B * (S // cp) * 2 * kv * (H // A) * 2  # K + V, 2 bytes each
-    # an all-gather of cp blocks moves (cp - 1)/cp of its buffer per rank: exactly the cp - 1 ring steps
-    assert ring.comm_bytes_per_gpu * (cp - 1) / cp == pytest.approx((cp - 1) * block, rel=1e-12)
+    # cp - 1 point-to-point steps of one block each (TransformerEngine's ring: batched isend / irecv)
+    assert ring.collective == "p2p"
+    assert ring.comm_bytes_per_gpu == pytest.approx((cp - 1) * block, rel=1e-12)
     assert ring.comm_group_size == cp
 
 
@@ -81,7 +82,7 @@ def test_ring_exchange_hidden_behind_block_attention_only_up_to_its_time():
     ring = next(o for o in ops if o.comm_group == "cp")
     core = next(o for o in ops if o.kind == "attention")
     link = a.cost_model.link("cp", 2)
-    coll = collective_time_s("all_gather", ring.comm_bytes_per_gpu, 2, link)
+    coll = collective_time_s("p2p", ring.comm_bytes_per_gpu, 2, link)
     attn_hidden = a.cost_model.op_time_s(core) * (2 - 1) / 2  # the one received block's attention
     assert a.cost_model.op_time_s(ring) == pytest.approx(max(0.0, coll - attn_hidden), rel=1e-9)
 
@@ -207,3 +208,20 @@ def test_a_context_parallel_replica_counts_its_gpus_in_throughput_and_cost():
         assert s["prefill_tokens_per_sec_per_gpu"] == pytest.approx(65536 / s["prefill_latency"] / cp, rel=1e-12)
         assert s["prefill_cost_per_1k_tokens"] == pytest.approx(2.0 / 3600 * cp * s["prefill_latency"] / 65536 * 1000,
                                                                 rel=1e-12)
+
+
+@pytest.mark.parametrize("perf_model", ["roofline", "calibrated"])
+def test_a_ring_over_nodes_is_paced_by_the_one_nic_a_step_crosses(perf_model):
+    """cp 16 at tp 1 over two 8-GPU H100 nodes: every ring step sends one K/V block to the next rank, and one of
+    those sends crosses the network on one rank's NIC, so the exchange takes at least (cp - 1) x block / the
+    GPU's inter-node bandwidth (by hand; the catalogue's H100 SXM: 25 GB/s per GPU, one 400 Gb/s NIC at about
+    half its line rate). As an all-gather, whose rings use the node's eight NICs at once, it had come out 8x
+    faster and hidden under the attention."""
+    cp = 16
+    a = LLMAnalysis(_gpt(kv_heads=8), H100, FP16, ParallelismConfig(cp_size=cp), perf_model=perf_model)
+    d = a.describer
+    ops = d.layer_ops(Phase("train", 1, S, S), next(iter(d.layer_groups)))
+    ring = next(o for o in ops if o.comm_group == "cp")
+    block = (S // cp) * 2 * 8 * (H // A) * 2
+    by_hand = (cp - 1) * block / (H100.inter_node_bandwidth_in_GB_per_sec * 1e9)
+    assert a.cost_model.collective_s("p2p", ring.comm_bytes_per_gpu, cp, "cp") >= by_hand * 0.999
