@@ -129,6 +129,7 @@ def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analy
             # fire offers a flag's first letter as its short form when no other flag shares it; `-h` is
             # help here (above), so `-h, --html` would promise what it does not do
             text = re.sub(r"(?m)^(\s+)-h, (--\w+)", r"\1\2", text)
+            text = _unambiguous_short_flags(text)
             (sys.stdout if code == 0 else real_stderr).write(text.lstrip("\n"))
         else:
             real_stderr.write(text)
@@ -144,6 +145,21 @@ def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analy
         sys.stderr, _LOG_STREAM = real_stderr, None
         real_stderr.write(captured.getvalue())  # warnings and the like, passed on
     return 0
+
+
+def _unambiguous_short_flags(text: str) -> str:
+    """The help with no short flag whose letter another argument also starts with: fire's help offers `-t, --top`
+    when only one flag starts with t, but its parser counts the positional arguments too (`plan train`'s
+    TOTAL_NUM_TOKENS), and refused `-t 1` as ambiguous."""
+    # the arguments' own lines: flags (`    -s, --seq_len=SEQ_LEN`, `    --top=TOP`) and positional arguments
+    # (`    TOTAL_NUM_TOKENS`), not flags named in a description
+    names = set(re.findall(r"(?m)^[ \t]+(?:-\w, )?--(\w+)[=\s]", text))
+    names |= {n.lower() for n in re.findall(r"(?m)^[ \t]+([A-Z][A-Z0-9_]+)[ \t]*$", text)}
+
+    def keep(m) -> str:
+        shared = any(other != m["name"] and other.startswith(m["letter"]) for other in names)
+        return m["indent"] + m["long"] if shared else m[0]
+    return re.sub(r"(?m)^(?P<indent>[ \t]+)-(?P<letter>\w), (?P<long>--(?P<name>\w+))", keep, text)
 
 
 def _member(component, name: str):

@@ -26,3 +26,18 @@ def test_short_flags_keep_their_parameters(command):
     shown = dict(re.findall(r"^\s+(-[a-zA-Z]), --([a-z_]+)=", r.stdout, flags=re.M))
     for short, name in SHORT[command].items():
         assert shown.get(short) == name, (command, short, name, shown)
+
+
+@pytest.mark.parametrize("command", ["infer", "train", "serve", "plan infer", "plan train"])
+def test_every_short_flag_the_help_shows_is_one_argument_s_alone(command):
+    """fire's parser refuses a short flag whose letter two arguments start with, positional ones included
+    (`plan train ... -t 1`: 'ambiguous: total_num_tokens, top'), while its help had still shown `-t, --top`."""
+    prog = ["-m", "llm_analysis.analysis"] if command in ("infer", "train") else ["-m", "llm_analysis"]
+    r = subprocess.run([sys.executable, *prog, *command.split(), "--help"], capture_output=True, text=True,
+                       timeout=120)
+    flags = re.findall(r"(?m)^[ \t]+(?:-\w, )?--(\w+)[=\s]", r.stdout)
+    positional = [n.lower() for n in re.findall(r"(?m)^[ \t]+([A-Z][A-Z0-9_]+)[ \t]*$", r.stdout)]
+    assert flags
+    for letter, name in re.findall(r"(?m)^[ \t]+-(\w), --(\w+)", r.stdout):
+        others = [n for n in flags + positional if n != name and n.startswith(letter)]
+        assert not others, (command, letter, name, others)
