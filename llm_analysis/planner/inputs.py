@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 from llm_analysis.catalogue.lookup import GENERIC_FP4, dtype_for_setup
 from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                       get_model_config_by_name)
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, LLMAnalysisError
 from llm_analysis.schema.options import choice, optional_positive_int, positive_int, positive_number  # noqa: F401 (the one set)
 from llm_analysis.serving.engine import MAX_NUM_REQUESTS
 
@@ -177,16 +177,36 @@ def kv_options(values: Any) -> List[Optional[float]]:
 
 def prices(gpu_prices: Optional[Mapping[str, float]], gpus: List[GPUConfig], required: bool) -> Dict[str, float]:
     """$/GPU-hour per GPU name; every GPU must have one when the objective is cost."""
-    gpu_prices = dict(gpu_prices or {})
-    for name, v in gpu_prices.items():
+    searched = {g.name for g in gpus}
+    named = {}
+    for name, v in dict(gpu_prices or {}).items():
         if not (_is_number(v) and v >= 0):
             raise ConfigError(f"gpu_prices[{name!r}] = {v!r} must be a non-negative number of dollars per GPU-hour")
+        named[_priced_gpu(name, searched)] = v
+    gpu_prices = named
     if required:
         missing = [g.name for g in gpus if g.name not in gpu_prices]
         if missing:
             raise ConfigError(f"gpu_prices has no $/GPU-hour for {', '.join(missing)}; the cost objective needs "
                               f"one per GPU (e.g. gpu_prices={{{missing[0]!r}: 2.5}})")
     return gpu_prices
+
+
+def _priced_gpu(name: Any, searched) -> str:
+    """The searched GPU a gpu_prices name stands for (its catalogue spelling or an alias of it); a price for a GPU
+    not searched, or for no GPU, is refused by name: it had been dropped without a word (`--gpu_prices h100=2`
+    left every $/Mtok blank)."""
+    resolved = name
+    if name not in searched:
+        from llm_analysis.catalogue.lookup import get_gpu_config_by_name
+        try:
+            resolved = get_gpu_config_by_name(name).name
+        except LLMAnalysisError as err:
+            raise ConfigError(f"gpu_prices names {name!r}: {err}") from None
+    if resolved not in searched:
+        raise ConfigError(f"gpu_prices names {name!r}, which is not a GPU this plan searches; valid: "
+                          f"{', '.join(sorted(searched))}")
+    return resolved
 
 
 def perf_model(value: Any) -> Any:

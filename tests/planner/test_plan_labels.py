@@ -98,3 +98,17 @@ def test_the_table_says_whether_its_times_are_expected_or_lower_bounds():
     expected = plan_training("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], perf_model="calibrated", **kw).table()
     assert "times: lower bounds" in bound and "times: expected" not in bound
     assert "times: expected" in expected and "times: lower bounds" not in expected
+
+
+def test_a_price_for_no_searched_gpu_is_refused_by_name():
+    """--gpu_prices h100=2 (a name of three boards) or a price for a GPU the plan does not search had been dropped
+    without a word, every $/Mtok left blank; a price under an alias of a searched GPU counts for it."""
+    import pytest
+    from llm_analysis.errors import ConfigError
+    from llm_analysis.planner import plan_inference
+    for prices, named in (({"h100": 2.0}, "'h100'"), ({"a100-sxm-80gb": 2.0}, "not a GPU this plan searches")):
+        with pytest.raises(ConfigError) as err:
+            plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], gpu_prices=prices, objective="cost")
+        assert named in str(err.value) and "gpu_prices" in str(err.value)
+    plan = plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], gpu_prices={"h100-sxm": 2.0}, objective="cost")
+    assert plan.assumptions["gpu_prices_per_hour"] == {"h100-sxm-80gb": 2.0}
