@@ -64,9 +64,12 @@ def _derive_record(hf_config: Dict[str, Any], name: str) -> Dict[str, Any]:
         raise UnsupportedArchitectureError(
             f"the exact path needs torch and transformers (pip install \"llm-analysis[exact]\"): {exc}") from None
     from llm_analysis.exact.architectures import encode_description
+    from llm_analysis.exact.meta_model import ExactDependencyMissing
     try:
         return {"kind": _KIND, "description": encode_description(derive_description(hf_config, name)),
                 "message": None}
+    except ExactDependencyMissing:  # no verdict on the model: raised, not stored as its refusal
+        raise
     except UnsupportedArchitectureError as exc:
         return {"kind": _KIND, "description": None, "message": explained(str(exc), hf_config)}
 

@@ -24,6 +24,19 @@ from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
 from llm_analysis.hub.source import quiet_transformers
 
 
+class ExactDependencyMissing(UnsupportedArchitectureError):
+    """The model code could not run for want of a module (torch, a kernel package): no verdict on the model, so
+    never cached as its refusal (a refusal made without torch had stuck once torch was installed)."""
+
+
+def _dependency_missing(exc: BaseException) -> None:
+    """Raise ExactDependencyMissing when `exc` is an ImportError (a missing module, not the model's own refusal)."""
+    if isinstance(exc, ImportError):
+        raise ExactDependencyMissing(
+            f"the exact path needs torch and transformers (pip install \"llm-analysis[exact]\"): "
+            f"{type(exc).__name__}: {_first_line(exc)}") from None
+
+
 @dataclass
 class MetaModels:
     """The models built for one config: `lm` (causal or masked LM), `base` (bare
@@ -151,6 +164,7 @@ def build_meta_models(hf_config: Any, with_base: bool = True, dtype: str = "bflo
         try:
             return MetaModels(_instantiate(wrapper, cfg, dtype), None, cfg, wrapper, None, "causal-lm")
         except Exception as exc:  # the model code refuses this config
+            _dependency_missing(exc)
             raise UnsupportedArchitectureError(
                 f"transformers could not build {wrapper} (model_type {cfg.model_type!r}) on the meta device: "
                 f"{type(exc).__name__}: {_first_line(exc)}") from None
@@ -170,6 +184,7 @@ def build_meta_models(hf_config: Any, with_base: bool = True, dtype: str = "bflo
         try:
             lm = _instantiate(class_name, sub, dtype)
         except Exception as exc:  # any failure of the model code: try the next candidate
+            _dependency_missing(exc)
             errors.append(f"{class_name}: {type(exc).__name__}: {_first_line(exc)}")
             continue
         base, base_class = _base_model(sub) if with_base else (None, None)

@@ -100,3 +100,25 @@ def test_unknown_model_type_is_refused():
     from llm_analysis.exact.truth import architecture_truth
     with pytest.raises(UnsupportedArchitectureError, match="not registered"):
         architecture_truth({"model_type": "no-such-architecture"})
+
+
+def test_a_refusal_for_want_of_torch_is_not_kept_as_the_model_s(tmp_path):
+    """A model built while torch cannot be imported fails for want of a module, not for anything in the model: the
+    error says the exact path needs torch, and nothing is cached, so the next run with torch derives the model
+    (its refusal had been cached and kept refusing after torch was installed)."""
+    env = dict(os.environ, LLM_ANALYSIS_CACHE=str(tmp_path), PYTHONPATH=str(ROOT))
+    blocked = ("import sys, logging; logging.disable(logging.WARNING); sys.modules['torch'] = None\n"
+               "from llm_analysis.exact.entry import description_for\n"
+               "try:\n"
+               f"    description_for({TINY_LLAMA!r}, 'acme/tiny', 'main')\n"
+               "except Exception as exc:\n"
+               "    print(type(exc).__name__, exc)\n")
+    first = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, env=env, cwd=ROOT,
+                           timeout=300).stdout
+    assert "needs torch" in first, first
+    ok = ("import logging; logging.disable(logging.WARNING)\n"
+          "from llm_analysis.exact.entry import description_for\n"
+          f"print(bool(description_for({TINY_LLAMA!r}, 'acme/tiny', 'main')))\n")
+    second = subprocess.run([sys.executable, "-c", ok], capture_output=True, text=True, env=env, cwd=ROOT,
+                            timeout=300)
+    assert second.stdout.strip().endswith("True"), second.stderr[-1500:]
