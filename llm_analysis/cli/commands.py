@@ -165,7 +165,8 @@ def infer(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         kv_cache_dtype_bytes: bytes per cached element (default: the activation dtype).
         achieved_tflops: achieved TFLOP/s per GPU; overrides flops_efficiency.
         achieved_memory_bandwidth_GBs: achieved HBM GB/s; overrides hbm_memory_efficiency.
-        flops_efficiency: fraction of peak FLOP/s reached, in (0, 1] (default 1: lower-bound times).
+        flops_efficiency: fraction of peak FLOP/s reached, in (0, 1]; given, it times the roofline at it (default:
+            the calibrated model's expected times; with --perf_model roofline, 1: lower-bound times).
         hbm_memory_efficiency: fraction of peak HBM bandwidth reached, in (0, 1].
         intra_node_memory_efficiency: fraction of the intra-node link bandwidth reached.
         inter_node_memory_efficiency: fraction of the inter-node bandwidth reached.
