@@ -98,8 +98,10 @@ def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Di
     """The common stem of every output file of one run, from its setup:
 
     `<model>-<gpu>-<dtype>-tp<t>-pp<p>-dp<d>-ep<e>-sp<s>-fe<flops eff>-hbme<HBM eff>
-    [-tflops<achieved>][-bw<achieved GB/s>]-<kind>[-bs<batch>-seq<len>...][-<suffix>]`,
-    with every character outside [A-Za-z0-9._+=-] replaced by '_'."""
+    [-tflops<achieved>][-bw<achieved GB/s>][-calibrated]-<kind>[-bs<batch>-seq<len>...][-<suffix>]`,
+    with every character outside [A-Za-z0-9._+=-] replaced by '_'. `-calibrated`: times from the calibrated model,
+    whose efficiencies are its profile's, not fe / hbme (a calibrated run and a roofline one of the same command had
+    written the same files, the second over the first)."""
     p = analysis.parallelism_config
     parts = [safe_name(analysis.model_config.name), safe_name(analysis.gpu_config.name),
              safe_name(analysis.dtype_config.name),
@@ -110,6 +112,8 @@ def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Di
         parts.append(f"tflops{_num(analysis.achieved_tflops)}")
     if analysis.achieved_memory_bandwidth_GBs is not None:
         parts.append(f"bw{_num(analysis.achieved_memory_bandwidth_GBs)}")
+    if analysis.profile is not None:
+        parts.append("calibrated")
     parts.append(safe_name(kind))
     run = _run_part(kind, summary)
     if run:

@@ -193,3 +193,15 @@ def test_runs_that_differ_in_context_parallelism_zero_or_recomputation_write_fil
     assert len(names) == len(runs), names
     assert any(n.endswith("-tp8-pp1-dp2-ep1-sp8-fe1-hbme1-training-bs1-seq8192-gbs2.json") for n in names)
     assert any("-sp8-cp2-" in n and n.endswith("-gbs2-zero1-rc2.json") for n in names)
+
+
+def test_a_calibrated_run_and_a_roofline_one_write_different_files(tmp_path):
+    """The same inference under both perf models: each writes its own .json and .txt (the calibrated one named so);
+    the second had overwritten the first, and the file names' fe1-hbme1 read as the calibrated run's rates."""
+    from llm_analysis.config import get_model_config_by_name
+    for perf_model in ("calibrated", "roofline"):
+        LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                    get_dtype_config_by_name("bf16"), perf_model=perf_model).inference(
+            batch_size_per_gpu=8, output_dir=str(tmp_path))
+    names = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json")
+    assert len(names) == 2 and sum("-calibrated-" in n for n in names) == 1, names
