@@ -247,7 +247,7 @@ class _Decode:
 def _decode_at(pool: Pool, x: float, decode_steps: float) -> _Decode:
     """Decoders per rank and TPOT at X requests per second (the fixed point of Little's law)."""
     r = pool.rank
-    ctx = r.shape.mean_context
+    ctx = r.shape.resident_context  # (the decoders of a step, each weighted by how long it decodes: steady_state)
     d = 1.0
     tpot = r.timer.step_s(1.0, ctx)
     for _ in range(_FIXED_POINT_STEPS):
@@ -267,7 +267,7 @@ def _decode_capacity_rps(pool: Pool, decode_steps: float) -> float:
     n = capacity(r.engine, r.pool, r.shape)
     if decode_steps <= 0:
         return math.inf
-    return pool.ranks * n / (decode_steps * r.timer.step_s(float(n), n * r.shape.mean_context))
+    return pool.ranks * n / (decode_steps * r.timer.step_s(float(n), n * r.shape.resident_context))
 
 
 def _closed_loop_rate(latencies, clients: float, decode_steps: float, highest_rps: float) -> float:
@@ -415,7 +415,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "workspace_memory_per_gpu": decode.rank.pool.workspace_bytes,
         "gpu_memory_per_gpu": decode.rank.pool.memory_bytes,
         "prefill_weight_memory_per_gpu": prefill.rank.pool.weight_bytes,
-        "kv_occupancy": min(1.0, resident * shape.mean_context / max(decode.rank.pool.capacity_tokens, 1)),
+        "kv_occupancy": decode.rank.occupancy(resident),  # (as an aggregated replica's: Replica.occupancy)
         "preemptions": 0,
         "max_num_batched_tokens": prefill.rank.engine.token_budget, "max_num_seqs": engine.max_num_seqs,
         "gpu_memory_utilization": engine.memory_share, "block_size": engine.block_size,

@@ -65,20 +65,6 @@ def test_stage_times_are_the_sums_over_each_stage_operators(perf_model, model, p
         assert stage_times_s(a, d, phase) == pytest.approx(by_operator, rel=1e-12)
 
 
-def test_an_uneven_split_is_timed_at_its_largest_micro_batch():
-    """7 prompts over 2 stages (compute-bound prefill): 4 micro-batches of at most 2 prompts (the others padded to
-    2) take, by the GPipe schedule, sum(stages at 2) + 3 x max(stages at 2), exactly what 8 prompts in 4
-    micro-batches take; only divisors of 7 (1 and 7) had been tried, and 7 prompts came out slower than 8."""
-    from llm_analysis.inference.pipeline import stage_times_s
-    from llm_analysis.model import Phase
-    a = _analysis(2)
-    stages = stage_times_s(a, a.describer, Phase("prefill", 2, 2048, 2048))
-    by_hand = sum(stages) + 3 * max(stages)
-    seven = a.inference(batch_size_per_gpu=7, seq_len=2048, num_tokens_to_generate=1)["prefill_latency"]
-    eight = a.inference(batch_size_per_gpu=8, seq_len=2048, num_tokens_to_generate=1)["prefill_latency"]
-    assert seven <= by_hand * (1 + 1e-12) and seven <= eight
-
-
 def test_decode_steps_do_not_shrink_as_the_batch_grows_under_pipeline_stages():
     """OPT-1.3B over 4 stages: a step of b + 1 sequences does at least the work of one of b. 7 sequences had taken
     11% longer a step than 8 (only divisors of the batch were tried as micro-batch counts); what remains is the
