@@ -25,7 +25,7 @@ from llm_analysis.model import Conventions, LayerDescriber, Operator
 from llm_analysis.model.conventions import ConventionChoice, Variants
 from llm_analysis.model.vision_tower import image_entries, image_variant, with_request_images
 from llm_analysis.cost.precision import check_dtype_supported
-from llm_analysis.cost.roofline import check_achieved_rates
+from llm_analysis.cost.roofline import check_achieved_rates, peak_tflops_for_dtype
 from llm_analysis.schema.parallelism import check_expert_split, warn_worker_layout_unread
 from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
                                          efficiency_beside_rate, instance, integer_or_default, keep_number)
@@ -71,9 +71,13 @@ class LLMAnalysis:
         self.dtype_config = instance(dtype_config, DtypeConfig, "dtype_config")
         self.parallelism_config = instance(parallelism_config, ParallelismConfig, "parallelism_config")
         check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
+        # an achieved rate overrides the efficiency given beside it, which then reads as the rate over its peak
+        # (as the mirrored system's constructor sets it; the cost model times with the rate itself)
         self.flops_efficiency = efficiency_beside_rate(flops_efficiency, "flops_efficiency", achieved_tflops,
-                                                       "achieved_tflops")
-        self.hbm_memory_efficiency = efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
+                                                       "achieved_tflops", peak_tflops_for_dtype(gpu_config, dtype_config))
+        self.hbm_memory_efficiency = efficiency_beside_rate(hbm_memory_efficiency, "hbm_memory_efficiency",
+                                                            achieved_memory_bandwidth_GBs, "achieved_memory_bandwidth_GBs",
+                                                            gpu_config.hbm_bandwidth_in_GB_per_sec)
         self.intra_node_memory_efficiency = efficiency(intra_node_memory_efficiency, "intra_node_memory_efficiency")
         self.inter_node_memory_efficiency = efficiency(inter_node_memory_efficiency, "inter_node_memory_efficiency")
         self.achieved_tflops = keep_number(achieved_tflops)  # validated by check_achieved_rates
@@ -87,6 +91,7 @@ class LLMAnalysis:
         self.image_tokens: Optional[int] = None  # None: no image input, the vision tower idle (with_image_tokens)
         self.num_gpus_per_node = integer_or_default(num_gpus_per_node, gpu_config.num_gpus_per_node,
                                                     "num_gpus_per_node", 1, MAX_PARALLEL_SIZE)
+        self._num_gpus_per_node_given = num_gpus_per_node  # None: the GPU's, which update_gpu_config follows
         self.perf_model = perf_model  # "roofline" | "calibrated" | profile path | Profile (cost/calibrated.py)
         self.kernel_launch = _perf.check_launch(kernel_launch)  # None: CUDA graphs serving, eager training
         self._reset()
@@ -112,6 +117,8 @@ class LLMAnalysis:
 
     def update_gpu_config(self, gpu_config: GPUConfig) -> None:
         self.gpu_config = gpu_config
+        self.num_gpus_per_node = integer_or_default(self._num_gpus_per_node_given, gpu_config.num_gpus_per_node,
+                                                    "num_gpus_per_node", 1, MAX_PARALLEL_SIZE)
         self._reset()
 
     def update_dtype_config(self, dtype_config: DtypeConfig) -> None:
@@ -124,10 +131,12 @@ class LLMAnalysis:
 
     def update_float_efficiency(self, flops_efficiency: float) -> None:
         self.flops_efficiency = efficiency(flops_efficiency, "flops_efficiency")
+        self.achieved_tflops = None  # the efficiency set last is the one that times (the rate was read at init)
         self._reset()
 
     def update_hbm_memory_efficiency(self, hbm_memory_efficiency: float) -> None:
         self.hbm_memory_efficiency = efficiency(hbm_memory_efficiency, "hbm_memory_efficiency")
+        self.achieved_memory_bandwidth_GBs = None
         self._reset()
 
     def update_intra_node_memory_efficiency(self, intra_node_memory_efficiency: float) -> None:

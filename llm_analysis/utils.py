@@ -2,46 +2,42 @@
 
 from __future__ import annotations
 
-import math
 
 
-def _num_to_string(num, precision: int = 2, divisor: int = 1000) -> str:
-    """1234567 -> '1.23 M' (decimal prefixes by default; divisor=1024 for binary)."""
+def _num_to_string(num, precision=2, divisor=1024):
+    """The mirrored system's count formatting, kept to the letter: binary steps (divisor 1024) by default,
+    ' K' / ' M' / ' G' / ' T' from the largest whole step, the number as given below one step. (The
+    reports format counts with decimal prefixes: report/units.py.)"""
     if num is None:
         return "None"
-    if not isinstance(num, (int, float)) or isinstance(num, bool):
-        return str(num)
-    if math.isnan(num) or math.isinf(num):
-        return str(num)
-    sign = "-" if num < 0 else ""
-    num = abs(num)
-    for unit in ("", " K", " M", " G", " T", " P"):
-        if num < divisor:
-            return f"{sign}{round(num, precision)}{unit}"
-        num /= divisor
-    return f"{sign}{round(num, precision)} E"
+    for power, unit in ((4, " T"), (3, " G"), (2, " M"), (1, " K")):
+        if num // divisor ** power > 0:
+            return str(round(num / divisor ** power, precision)) + unit
+    return str(num)
 
 
-def _latency_to_string(latency_in_s, precision: int = 2) -> str:
-    """Seconds to a readable string: '12.3 us', '4.56 ms', '1.2 s', '3.4 min', '2.1 h', '5 days'."""
+# (seconds in a unit, its name) from the largest: the mirrored system's steps
+_LATENCY_UNITS = ((86400, " days"), (3600, " hours"), (60, " minutes"))
+
+
+def _latency_to_string(latency_in_s, precision=2):
+    """The mirrored system's latency formatting, kept to the letter: days, hours and minutes from one whole
+    unit on, seconds above 1 s, milliseconds above 1 ms, microseconds below (1.0 s reads '1000.0 ms')."""
     if latency_in_s is None:
         return "None"
-    if latency_in_s < 1e-3:
-        return f"{round(latency_in_s * 1e6, precision)} us"
-    if latency_in_s < 1:
-        return f"{round(latency_in_s * 1e3, precision)} ms"
-    if latency_in_s < 60:
-        return f"{round(latency_in_s, precision)} s"
-    if latency_in_s < 3600:
-        return f"{round(latency_in_s / 60, precision)} minutes"
-    if latency_in_s < 86400:
-        return f"{round(latency_in_s / 3600, precision)} hours"
-    return f"{round(latency_in_s / 86400, precision)} days"
+    for seconds, unit in _LATENCY_UNITS:
+        if latency_in_s // seconds > 0:
+            return str(round(latency_in_s / seconds, precision)) + unit
+    if latency_in_s > 1:
+        return str(round(latency_in_s, precision)) + " s"
+    if latency_in_s > 1e-3:
+        return str(round(latency_in_s * 1e3, precision)) + " ms"
+    return str(round(latency_in_s * 1e6, precision)) + " us"
 
 
-def within_range(val, target, tolerance) -> bool:
-    """True when val is within `tolerance` (a fraction) of target."""
-    return abs(val - target) / target <= tolerance
+def within_range(val, target, tolerance):
+    """True when val is strictly within `tolerance` (a fraction) of target (the mirrored system's test)."""
+    return abs(val - target) / target < tolerance
 
 
 def load_json_object(path, what: str, error_cls=None, allow_non_finite: bool = False) -> dict:

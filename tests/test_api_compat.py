@@ -14,7 +14,8 @@ import pytest
 
 import llm_analysis.analysis as analysis_module
 from llm_analysis.analysis import ActivationRecomputation, DSZeRO, LLMAnalysis
-from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig
+from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig, get_gpu_config_by_name,
+                                 get_model_config_by_name)
 from llm_analysis.utils import _latency_to_string, _num_to_string, within_range
 
 SEEDS = Path(__file__).resolve().parent / "data" / "mirrored"  # the mirrored API reference (SOURCE.md)
@@ -237,8 +238,17 @@ def test_presentation_helpers(tmp_path):
 
 
 def test_utils_formatting():
-    assert _num_to_string(1_234_567) == "1.23 M"
+    """The mirrored system's helpers, to the letter (llm-analysis 0.2.2, utils.py / analysis.py): counts in
+    binary steps by default (2^30 -> '1.0 G'; 1,234,567 / 2^20 = 1.177 -> '1.18 M'), divisor=1000 for decimal;
+    latencies from a whole unit on, seconds only above 1 s (1.0 s -> '1000.0 ms'); within_range strict."""
+    assert _num_to_string(2 ** 30) == "1.0 G"
+    assert _num_to_string(1_234_567) == "1.18 M"
+    assert _num_to_string(1_234_567, divisor=1000) == "1.23 M"
+    assert _num_to_string(None) == "None"
     assert _num_to_string(999) == "999"
+    assert _latency_to_string(1.0) == "1000.0 ms"
+    assert _latency_to_string(60) == "1.0 minutes"
+    assert not within_range(110, 100, 0.1) and within_range(109, 100, 0.1)
     assert _latency_to_string(0.0123) == "12.3 ms"
     assert _latency_to_string(5e-6) == "5.0 us"
     assert _latency_to_string(90 * 86400) == "90.0 days"
@@ -262,3 +272,35 @@ def test_config_classes_take_the_reference_positional_order():
     with pytest.raises(ConfigError, match="name given both by position and by name"):
         DtypeConfig("a", 8, name="b")
     assert analysis_module.pformat is not None and analysis_module.total_ordering is not None
+
+
+def test_update_gpu_config_takes_the_new_boards_node_size():
+    """A GB200 NVL72 tray holds 4 GPUs, an HGX H100 node 8 (the catalogue's num_gpus_per_node): after
+    update_gpu_config the analysis is the one built on the new GPU, unless the node size was given."""
+    m = get_model_config_by_name("facebook_opt-1.3b")
+    h100 = get_gpu_config_by_name("h100-sxm-80gb")
+    fresh = LLMAnalysis(m, h100, parallelism_config=ParallelismConfig(tp_size=8))
+    a = LLMAnalysis(m, get_gpu_config_by_name("gb200-nvl72-186gb"), parallelism_config=ParallelismConfig(tp_size=8))
+    assert a.num_gpus_per_node == 4 and h100.num_gpus_per_node == 8
+    a.update_gpu_config(h100)
+    assert a.num_gpus_per_node == 8
+    assert a.inference(seq_len=512)["decode_latency"] == fresh.inference(seq_len=512)["decode_latency"]
+    given = LLMAnalysis(m, get_gpu_config_by_name("gb200-nvl72-186gb"), num_gpus_per_node=2)
+    given.update_gpu_config(h100)
+    assert given.num_gpus_per_node == 2
+
+
+def test_an_achieved_rate_sets_the_efficiency_beside_it():
+    """The mirrored constructor: achieved_tflops 'will override the flops_efficiency passed in' (seed 004), which
+    reads as the rate over the peak: 200 / 312 on an A100's 16-bit peak, 1,000 / 1,555 GB/s of its HBM."""
+    m = get_model_config_by_name("facebook_opt-1.3b")
+    gpu = get_gpu_config_by_name("a100-sxm-40gb")
+    assert (gpu.peak_fp16_TFLOPS, gpu.hbm_bandwidth_in_GB_per_sec) == (312, 1555)
+    a = LLMAnalysis(m, gpu, achieved_tflops=200, flops_efficiency=0.5, achieved_memory_bandwidth_GBs=1000)
+    assert a.flops_efficiency == pytest.approx(200 / 312, rel=1e-12)
+    assert a.hbm_memory_efficiency == pytest.approx(1000 / 1555, rel=1e-12)
+    s = a.inference()
+    assert s["flops_efficiency"] == pytest.approx(200 / 312, rel=1e-12)
+    assert a.get_TFLOPS_per_gpu() == pytest.approx(200, rel=1e-12)
+    a.update_float_efficiency(0.5)  # the efficiency set last times, as in the mirrored system
+    assert a.get_TFLOPS_per_gpu() == pytest.approx(156, rel=1e-12)

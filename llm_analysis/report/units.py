@@ -7,7 +7,42 @@ import math
 from enum import Enum
 from typing import Any, Optional
 
-from llm_analysis.utils import _latency_to_string, _num_to_string
+
+
+def _num_to_string(num, precision: int = 2, divisor: int = 1000) -> str:
+    """1234567 -> '1.23 M': decimal prefixes (the mirrored `utils._num_to_string` steps by 1024)."""
+    if num is None:
+        return "None"
+    if not isinstance(num, (int, float)) or isinstance(num, bool):
+        return str(num)
+    if math.isnan(num) or math.isinf(num):
+        return str(num)
+    sign = "-" if num < 0 else ""
+    num = abs(num)
+    for unit in ("", " K", " M", " G", " T", " P"):
+        if num < divisor:
+            return f"{sign}{round(num, precision)}{unit}"
+        num /= divisor
+    return f"{sign}{round(num, precision)} E"
+
+
+def _latency_to_string(latency_in_s, precision: int = 2) -> str:
+    """Seconds to a readable string: '12.3 us', '4.56 ms', '1.2 s', '3.4 minutes', '2.1 hours', '5 days'
+    (1.0 s reads '1.0 s'; the mirrored `utils._latency_to_string` reads it '1000.0 ms')."""
+    if latency_in_s is None:
+        return "None"
+    if latency_in_s < 1e-3:
+        return f"{round(latency_in_s * 1e6, precision)} us"
+    if latency_in_s < 1:
+        return f"{round(latency_in_s * 1e3, precision)} ms"
+    if latency_in_s < 60:
+        return f"{round(latency_in_s, precision)} s"
+    if latency_in_s < 3600:
+        return f"{round(latency_in_s / 60, precision)} minutes"
+    if latency_in_s < 86400:
+        return f"{round(latency_in_s / 3600, precision)} hours"
+    return f"{round(latency_in_s / 86400, precision)} days"
+
 
 def unit_of(key: str) -> Optional[str]:
     """The unit a summary key's value is in, guessed from its name (base units).

@@ -231,12 +231,17 @@ def efficiency(value, field: str, default: float = 1.0) -> float:
     return v
 
 
-def efficiency_beside_rate(value, field: str, rate, rate_field: str) -> float:
-    """`efficiency(value, field)`; when an achieved rate is given beside it, the log says that
-    the rate wins (the cost model times operators at the rate: cost/model.py)."""
-    if rate is not None and value is not None:
+def efficiency_beside_rate(value, field: str, rate, rate_field: str, peak: float) -> float:
+    """`efficiency(value, field)`, or with an achieved rate given (checked against `peak` by
+    cost/roofline.py check_achieved_rates) the rate over the peak: the rate wins, as in the mirrored
+    system's constructor (the cost model times operators at the rate itself: cost/model.py); the log
+    says so when both are given."""
+    if rate is None:
+        return efficiency(value, field)
+    if value is not None:
+        efficiency(value, field)  # still a valid efficiency, or refused as one
         logger.info("%s given: it overrides %s", rate_field, field)
-    return efficiency(value, field)
+    return float(rate) / peak
 
 
 def instance(value: T, cls: type, field: str) -> T:

@@ -123,7 +123,8 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     if not fits:
         least = least_memory_share(engine.memory_share_of, mem, weights, workspace,
                                    result.bytes_for(longest_request_tokens))
-        share_hint = (f"gpu_memory_utilization >= {least:.3f}" if least <= 1.0 else
+        # (rounded up: the share a refusal states as valid must be enough)
+        share_hint = (f"gpu_memory_utilization >= {math.ceil(least * 1000) / 1000:.3f}" if least <= 1.0 else
                       "no gpu_memory_utilization does (even 1.0 leaves too little)")
         refuses = (f"; {engine.framework} itself refuses to start here ('Not enough memory', its static share "
                    f"{share * mem / GB:.2f} GB holds less than the weights)" if engine.memory_share_of == "static"

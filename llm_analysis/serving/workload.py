@@ -150,8 +150,11 @@ def _pairs(value) -> np.ndarray:
         return value.astype(np.int64)
     rows = []
     for k, pair in enumerate(value.tolist() if isinstance(value, np.ndarray) else value):  # numbers, not np.int64
+        if isinstance(pair, dict) and {"input_len", "output_len"} <= set(pair):  # as a .json file's objects read
+            pair = (pair["input_len"], pair["output_len"])
         if not isinstance(pair, (list, tuple, np.ndarray)) or len(pair) != 2:
-            raise ConfigError(f"lengths[{k}] = {pair!r} must be an (input_len, output_len) pair")
+            raise ConfigError(f"lengths[{k}] = {pair!r} must be an (input_len, output_len) pair or an object with "
+                              "input_len and output_len")
         rows.append((integer(pair[0], f"lengths[{k}] input_len", 1, MAX_SEQ_LEN),
                      integer(pair[1], f"lengths[{k}] output_len", 1, MAX_SEQ_LEN)))
     return np.array(rows, dtype=np.int64)
