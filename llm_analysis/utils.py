@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 
-
 def _num_to_string(num, precision=2, divisor=1024):
     """The mirrored system's count formatting, kept to the letter: binary steps (divisor 1024) by default,
     ' K' / ' M' / ' G' / ' T' from the largest whole step, the number as given below one step. (The

@@ -83,6 +83,7 @@ is timed from the table's figures (cost/calibrated_table.py), as the roofline's 
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from typing import Dict, Optional, Tuple
@@ -329,6 +330,20 @@ class CalibratedCostModel(CostModel):
         # the views of this model (`_view`): one object per (launch, training, moe_kernels, sustained), so
         # that what the describer keeps per cost model (phase times) is kept between calls
         self._views: Dict[tuple, "CalibratedCostModel"] = {}
+
+    @property
+    def kernel_floor_s(self) -> float:
+        return self._floor
+
+    def without_kernel_floor(self) -> "CalibratedCostModel":
+        """This model with no kernel floor (`CostModel.without_kernel_floor`): a copy sharing its memos
+        (GEMM efficiencies and collective timers do not depend on the floor), kept per model."""
+        view = self._views.get(("no floor", id(self)))
+        if view is None:
+            view = copy.copy(self)
+            view._floor = 0.0
+            self._views[("no floor", id(self))] = view
+        return view
 
     def with_launch(self, launch: str) -> "CalibratedCostModel":
         """The same model with another kernel floor ('graph' serving, 'eager' training, 'native' C++ engines)."""

@@ -77,6 +77,16 @@ class CostModel:
 
     # ------------------------------------------------------------ kernels
     @property
+    def kernel_floor_s(self) -> float:
+        """The least time of any kernel that does work (its launch): none on a roofline."""
+        return 0.0
+
+    def without_kernel_floor(self) -> "CostModel":
+        """The same model with kernels timed by their work alone (no launch floor): a caller that
+        runs several operators' work as one kernel adds the floor once (serving/step_time.py)."""
+        return self
+
+    @property
     def flops_per_s(self) -> float:
         """Achieved FLOP/s of a large matmul (for FLOPs-based estimates and reports)."""
         raise NotImplementedError

@@ -309,8 +309,8 @@ class LayoutStepCosts:
     def decode_attention_s(self, graph: bool, decoders: float, mean_context: float, q_len: int = 1) -> float:
         return self.attention.decode_attention_s(graph, decoders, mean_context, q_len)
 
-    def chunk_attention_s(self, graph: bool, q: float, past: float) -> float:
-        return self.attention.chunk_attention_s(graph, q, past)
+    def chunks_attention_s(self, graph: bool, chunks) -> float:
+        return self.attention.chunks_attention_s(graph, chunks)
 
     def prefill_form_s(self, graph: bool, q: float) -> float:
         return self.attention.prefill_form_s(graph, q)

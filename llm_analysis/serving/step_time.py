@@ -34,6 +34,10 @@ from __future__ import annotations
 import bisect
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from llm_analysis.errors import LLMAnalysisError
+
 from llm_analysis.model import Phase
 
 SEQUENCE_KINDS = frozenset({"attention", "conv", "scan"})
@@ -83,10 +87,6 @@ def _bracket(x: float, grid: List[int] = LENGTH_GRID) -> Tuple[int, int, float]:
     return a, b, (x - a) / (b - a)
 
 
-def _split_seconds(cost_model, weighted) -> float:
-    return sum(n * sum(cost_model.op_split_s(op)) for n, op in weighted)
-
-
 class StepCosts:
     """The cost-model seconds of the pieces of a step on one replica (analysis under serving
     conventions, its describer with the engine's KV dtype), each worked out once and kept."""
@@ -116,6 +116,12 @@ class StepCosts:
             self._models = {True: with_launch(forced), False: with_launch(forced)}
         else:
             self._models = {True: with_launch("graph"), False: with_launch("eager")}
+        # a step's prompts run as one attention kernel per sequence operator (FlashAttention's varlen call,
+        # FlashInfer's batch prefill, TensorRT-LLM's context FMHA): each prompt adds its work, the kernel's
+        # launch floor is paid once; so the prompts' work is timed without the floor and the floor added per step
+        self._work_models = {g: m.without_kernel_floor() for g, m in self._models.items()}
+        self._floor_s = {g: m.kernel_floor_s for g, m in self._models.items()}
+        self._sequence_repeats: Dict[bool, np.ndarray] = {}  # per launch mode: each sequence operator's count
         self._token: Dict[Tuple[bool, int], Tuple[float, float]] = {}
         self._decode_ops: Dict[int, list] = {}
         self._decode_attention: Dict[Tuple[bool, int, int], float] = {}
@@ -207,21 +213,39 @@ class StepCosts:
 
         return at(lo) if frac == 0 else (1 - frac) * at(lo) + frac * at(lo + 1)
 
-    def _prefill_attention_at(self, graph: bool, length: int) -> float:
+    def _prefill_attention_at(self, graph: bool, length: int) -> np.ndarray:
+        """[sequence operator] seconds of work (no launch floor) of one prompt of `length` tokens from an
+        empty cache, kept; the operators' counts go to `_sequence_repeats`."""
         key = (graph, length)
         got = self._prefill_attention.get(key)
         if got is None:
-            got = self._prefill_attention[key] = _split_seconds(
-                self._models[graph], self._sequence_ops(Phase("prefill", 1, length, length)))
+            weighted = self._sequence_ops(Phase("prefill", 1, length, length))
+            cm = self._work_models[graph]
+            got = self._prefill_attention[key] = np.array([sum(cm.op_split_s(op)) for _, op in weighted])
+            repeats = np.array([n for n, _ in weighted], dtype=float)
+            kept = self._sequence_repeats.setdefault(graph, repeats)
+            if kept.shape != repeats.shape or (kept != repeats).any():
+                raise LLMAnalysisError(f"{self.d.model.name}: the sequence operators of a {length}-token "
+                                       "prefill differ from another length's; a step's prompts cannot be summed")
         return got
+
+    def _prefill_work(self, graph: bool, length: float) -> np.ndarray:
+        a, b, w = _bracket(length)
+        t = self._prefill_attention_at(graph, a)
+        return t if w == 0.0 else (1 - w) * t + w * self._prefill_attention_at(graph, b)
+
+    def _launched_s(self, graph: bool, work: np.ndarray) -> float:
+        """Sequence operators of summed `work` [operator], each one kernel: its work, never below the launch
+        floor, times its count; an operator without work launches nothing."""
+        floor = self._floor_s[graph]
+        launched = np.where(work > 0, np.maximum(work, floor), 0.0) if floor else work
+        return float(launched @ self._sequence_repeats[graph])
 
     def prefill_attention_s(self, graph: bool, length: float) -> float:
         """Sequence operators of a prefill of `length` tokens from an empty cache."""
         if length <= 0:
             return 0.0
-        a, b, w = _bracket(length)
-        t = self._prefill_attention_at(graph, a)
-        return t if w == 0.0 else (1 - w) * t + w * self._prefill_attention_at(graph, b)
+        return self._launched_s(graph, self._prefill_work(graph, length))
 
     def _prefill_form_at(self, graph: bool, length: int) -> float:
         key = (graph, length)
@@ -248,9 +272,26 @@ class StepCosts:
         t = self._prefill_form_at(graph, a)
         return t if w == 0.0 else (1 - w) * t + w * self._prefill_form_at(graph, b)
 
+    def chunk_attention_work(self, graph: bool, q: float, past: float) -> np.ndarray:
+        """[sequence operator] seconds of work of a prefill chunk of q tokens after `past` tokens already in
+        the cache (its kernels' floors: `chunks_attention_s`)."""
+        work = self._prefill_work(graph, past + q)
+        return work - self._prefill_work(graph, past) if past > 0 else work
+
+    def chunks_attention_s(self, graph: bool, chunks) -> float:
+        """The sequence operators of a step's prefill `chunks` (entries as `copies` reads them): each
+        operator one kernel over every chunk, its work summed, its launch floor once."""
+        work, last, per = 0.0, None, None
+        for c in chunks:
+            # a batch of alike prompts repeats one chunk object ([c] * b, serving/disaggregated.py): looked up once
+            if c is not last:
+                last, per = c, self.chunk_attention_work(graph, c[0], c[1])
+            work = work + per * copies(c)
+        return self._launched_s(graph, work) if chunks else 0.0
+
     def chunk_attention_s(self, graph: bool, q: float, past: float) -> float:
-        """A prefill chunk of q tokens after `past` tokens already in the cache."""
-        return self.prefill_attention_s(graph, past + q) - (self.prefill_attention_s(graph, past) if past else 0.0)
+        """A prefill chunk of q tokens after `past` tokens already in the cache, alone in its step."""
+        return self.chunks_attention_s(graph, [(q, past)])
 
 
 class StepTimer:
@@ -285,16 +326,21 @@ class StepTimer:
             t = costs.token_s(graph, tokens) + costs.head_s(graph, sampled)
         if decoders > 0:
             t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
-        last = per = None
-        for c in chunks:
-            # a batch of alike prompts repeats one chunk object ([c] * b, serving/disaggregated.py): its time is
-            # looked up once, then added as before (the same sum, in a fraction of the time: a prefill pool of
-            # thousands of prompts a batch timed every batch size from 1 up and took minutes)
-            if c is not last:
-                last, per = c, costs.chunk_attention_s(graph, c[0], c[1]) + costs.prefill_form_s(graph, c[0])
-            t += per * copies(c)
+        if chunks:
+            t += costs.chunks_attention_s(graph, chunks) + prefill_forms_s(costs, graph, chunks)
         t += self.engine.step_overhead_per_layer_s * self.layers
         return self.engine.step_with_host_s(t, decoders + sequences)
+
+
+def prefill_forms_s(costs, graph: bool, chunks) -> float:
+    """`StepCosts.prefill_form_s` of every chunk of a step (a batch of alike prompts repeats one chunk object,
+    [c] * b: looked up once; a prefill pool of thousands of prompts a batch had taken minutes)."""
+    t, last, per = 0.0, None, 0.0
+    for c in chunks:
+        if c is not last:
+            last, per = c, costs.prefill_form_s(graph, c[0])
+        t += per * copies(c)
+    return t
 
 
 def copies(chunk) -> int:
@@ -329,4 +375,5 @@ def layers_run(describer, stage: Optional[int] = None) -> int:
     return sum(groups.values())
 
 
-__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "chunk_totals", "copies", "layers_run", "step_timer"]
+__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "chunk_totals", "copies", "layers_run", "prefill_forms_s",
+           "step_timer"]
