@@ -106,14 +106,14 @@ class Replica:
     def capacity(self) -> int:
         return capacity(self.engine, self.pool, self.shape)
 
-    def saturation_rps(self) -> float:
-        """Requests per second one replica completes flat out (kept: the planner asks at every load)."""
-        key = ("saturation", getattr(self.timer, "memo_key", None), dataclasses.replace(self.engine, seed=0,
-                                                                                          num_requests=0),
-               self.shape, self.pool)
+    def saturation_rps(self, scan: bool = False) -> float:
+        """Requests per second one replica completes flat out (kept: the planner asks at every load); `scan`:
+        over the running counts below the slots too (`saturation_rate`: an open loop's verdict)."""
+        key = ("saturation", scan, getattr(self.timer, "memo_key", None),
+               dataclasses.replace(self.engine, seed=0, num_requests=0), self.shape, self.pool)
         memo = self.timer.costs.memo
         if key not in memo:
-            memo[key] = saturation_rate(self.timer, self.engine, self.pool, self.shape)
+            memo[key] = saturation_rate(self.timer, self.engine, self.pool, self.shape, scan)
         return memo[key]
 
     def occupancy(self, resident: float) -> float:

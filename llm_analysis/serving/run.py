@@ -102,21 +102,24 @@ def _closed_loop(replica: Replica, concurrency: int, replicas: int, hold=(0, 1))
     # (engines that pause the decodes for them; speculative decoding's steps give several tokens)
     stretch = max((s.tpot_s * replica.timer.tokens_per_step / s.decode_step_s for s, _ in states
                    if s.decode_step_s > 0 and s.tpot_s), default=0.0)
+    # the two-point saturation rate (`saturation_rate`), never below what these clients complete (a sawtooth in
+    # the running count can put a closed loop above it; the scan an open loop's verdict takes costs ~10 ms)
+    sat = max(replica.saturation_rps(), max((s.throughput_rps for s, _ in states), default=0.0))
     return dict(rps=rps, means=means, sims=sims, resident=resident, saturated=False,
-                occupancy=replica.occupancy(resident), prefill_stretch=stretch)
+                occupancy=replica.occupancy(resident), prefill_stretch=stretch, saturation_rps=sat)
 
 
 def _open_loop(replica: Replica, request_rate: float, replicas: int) -> Dict[str, Any]:
     """The simulation of Poisson arrivals at each replica's share of the rate; none above saturation."""
-    rate, sat = request_rate / replicas, replica.saturation_rps()
+    rate, sat = request_rate / replicas, replica.saturation_rps(scan=True)
     if rate >= sat:  # the queue grows without bound: the engine runs full, at its saturation rate
         return dict(rps=sat * replicas, means={}, sims=[], resident=float(replica.capacity), saturated=True,
-                    occupancy=replica.occupancy(replica.capacity))
+                    occupancy=replica.occupancy(replica.capacity), saturation_rps=sat)
     sim = replica.simulate(request_rate=rate, seed=replica.engine.seed)
     means = {"ttft_s": float(sim.ttft_s.mean()), "e2e_s": float(sim.e2e_s.mean()),
              "tpot_s": float(sim.tpot_s.mean()) if len(sim.tpot_s) else None}
     return dict(rps=request_rate, means=means, sims=[(sim, replicas)], resident=sim.mean_running, saturated=False,
-                occupancy=sim.kv_occupancy)
+                occupancy=sim.kv_occupancy, saturation_rps=sat)
 
 
 def check_simulated_clients(workload, engine, ranks: int) -> None:
@@ -244,7 +247,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
         samples = {name: [(getattr(s, f"{name}_s"), n) for s, n in sims] for name in ("ttft", "tpot", "e2e")}
         out.update(ttft_s=means["ttft_s"], tpot_s=means["tpot_s"] if shape.output > 1 else None, e2e_s=means["e2e_s"])
         out.update(percentiles(samples))
-    rps, sat_rps = load["rps"], replica.saturation_rps() * ranks
+    rps, sat_rps = load["rps"], load["saturation_rps"] * ranks
     preemptions = sum(sm.preemptions for sm, _ in sims)
     # a simulated open loop this close to saturation has a queue that depends on the run's length (the note
     # says so; the planner takes no fleet there)

@@ -114,3 +114,19 @@ def test_a_spread_of_lengths_saturates_at_what_its_requests_hold(framework):
     overloaded = replica.simulate(request_rate=2 * sat, seed=0)
     completed = len(overloaded.e2e_s) / overloaded.duration_s
     assert sat <= 1.2 * completed, (sat, completed)
+
+
+def test_a_rate_a_closed_loop_completes_is_not_called_unbounded():
+    """Llama-3.1-8B on one H100 under vLLM, 128 + 1,024 tokens: a mixed step whose tokens pass the largest CUDA
+    graph (512) runs eagerly, so the completions per second are a sawtooth in the running count, and 384 clients
+    complete more (16.56 requests/s) than the 690 slots full (16.25) or the graphs' 512 (16.32). A replica that
+    completes 16.56 requests/s for 384 clients holds a Poisson stream of 16.45: it is served, not declared
+    saturated; and no answer reports a saturation rate below the rate it shows completed."""
+    from builders import build_analysis
+    a = build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
+    kw = dict(input_len=128, output_len=1024, framework="vllm")
+    closed = a.serve(concurrency=384, num_requests=0, **kw)
+    assert closed["requests_per_s"] > 16.45 and closed["saturation_request_rate_per_s"] >= closed["requests_per_s"]
+    open_loop = a.serve(request_rate=16.45, num_requests=2000, **kw)
+    assert not open_loop["saturated"] and open_loop["e2e_s"] is not None
+    assert open_loop["saturation_request_rate_per_s"] >= closed["requests_per_s"] * (1 - 1e-9)
