@@ -49,7 +49,7 @@ from llm_analysis.cost.links import collective_time_s, link_for_group
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.options import MAX_BANDWIDTH_GB_PER_S, MAX_BATCH_SIZE, MAX_PARALLEL_SIZE, integer, number
 from llm_analysis.serving.answer import LATENCIES, PERCENTILES, accuracy_note, unbounded_latencies
-from llm_analysis.serving.layout import expert_spread_note
+from llm_analysis.serving.layout import check_imbalance_applies, column_split_note, expert_spread_note
 from llm_analysis.serving.rank import Replica, build_rank
 from llm_analysis.serving.steady_state import capacity, prefill_chunks
 from llm_analysis.units import GB
@@ -319,6 +319,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
                         speculative) -> Dict[str, Any]:
     """serve() on a prefill pool and a decode pool (module docstring); the keys of aggregated serve()."""
     prefill, decode = _pools(a, framework, disaggregated, options, workload.lengths, imbalance, speculative)
+    check_imbalance_applies(imbalance, [prefill.layout, decode.layout])
     link = _link_GB_per_s(disaggregated.get("kv_transfer_GB_per_s"))
     shape, engine = decode.rank.shape, decode.rank.engine
     # default: the engine profile's prefill_contention (its JSON says how it was fitted)
@@ -477,6 +478,9 @@ def _notes(prefill: Pool, decode: Pool, batch: int, saturated: bool, cap: float,
         spread = expert_spread_note(lay, pool.rank.engine, imbalance, top_k, where=f"{pool.name} pool: ")
         if spread:
             n.append(spread)
+        split = column_split_note(lay, where=f"{pool.name} pool: ")
+        if split:
+            n.append(split)
     n.append(f"disaggregated: prefill in batches of {batch} prompt(s) per rank (M/D/1 queue, capped in a closed loop "
              "by the other clients of a rank), the KV cache sent point to point to the decode pool, decode steps of "
              "the mean number of decoding requests per rank (Little's law); tails spread the prefill queue's wait "

@@ -89,11 +89,13 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
         pool = share * (mem - weights - workspace)
     result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size)
     fits = result.requests_that_fit(longest_request_tokens) >= 1
+    others = workspace - activations - logits  # CUDA graphs and runtime buffers: no option of the engine's sizes them
     if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0 \
-            and weights < min(mem, workspace) and engine.memory_share_of != "static":
-        # the weights fit the GPU, and the workspace the engine's options size, larger, leaves them no room
-        # (max_num_seqs = 2^20 kept 640 GB of logits on a 141 GB GPU, and the refusal blamed 17 GB of weights)
-        others = workspace - activations - logits
+            and weights + others < mem and engine.memory_share_of != "static":
+        # the weights and the fixed buffers fit the GPU; the part of the workspace the engine's options size
+        # leaves them no room (max_num_seqs = 2^20 kept 640 GB of logits on a 141 GB GPU, and the refusal blamed
+        # 17 GB of weights; DeepSeek-R1's 100.7 GB of weights fit an H200 beside max_num_seqs = 4,096's 5.3 GB
+        # workspace, not beside 100,000's 55 GB)
         helps = ", or more GPUs (tp_size) or fewer weight bits (dtype_name)" if workspace < mem else ""
         raise ConfigError(
             f"{analysis.model_config.name} does not fit {gpu.name} ({where}) under "
@@ -101,7 +103,8 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
             f"of max_num_batched_tokens = {engine.token_budget} tokens, {activations / GB:.2f} GB; the sampler's "
             f"logits for max_num_seqs = {engine.max_num_seqs} sequences, {logits / GB:.2f} GB; CUDA graphs and "
             f"runtime buffers, {others / GB:.2f} GB), and its weights, {weights / GB:.2f} GB, exceed the GPU's "
-            f"{mem / GB:.2f} GB before any KV cache; valid: a smaller max_num_batched_tokens or max_num_seqs{helps}")
+            f"{mem / GB:.2f} GB before any KV cache; valid: a smaller max_num_batched_tokens or max_num_seqs (a "
+            f"disaggregated pool's batch_size){helps}")
     if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0:
         # no share of the GPU holds even an empty pool: the weights are the problem, not the KV cache
         raise ConfigError(

@@ -361,6 +361,20 @@ def expert_spread_note(layout: WorkerLayout, engine, imbalance: Optional[float],
             f"(uniform routing's spread, scale fitted per engine: expert_spread_scale; assumption){at}")
 
 
+def column_split_note(layout: WorkerLayout, where: str = "") -> Optional[str]:
+    """The answer's note when the experts' column split spans attention-DP ranks (moe_tp_size > tp_size with
+    attention_dp_size > 1: SGLang's DP attention over a tensor-parallel MoE, its common DeepSeek layout): each
+    MoE layer then all-gathers the replicas' tokens and reduce-scatters the partial outputs, which serve() does
+    not time (the experts' all-to-all is the only exchange between attention-DP ranks it models), so the figures
+    are optimistic by that much (None: the split stays within a replica)."""
+    if layout.attention_dp <= 1 or layout.moe_tp <= layout.tp:
+        return None
+    return (f"{where}moe_tp_size = {layout.moe_tp} over attention_dp_size = {layout.attention_dp} replicas of tp_size = "
+            f"{layout.tp}: the all-gather of the replicas' tokens before each MoE layer and the reduce-scatter of its "
+            f"partial outputs are not timed, so TTFT and TPOT here are optimistic by them; moe_tp_size = {layout.tp} "
+            f"with moe_ep_size = {layout.moe_tp * layout.moe_ep // layout.tp} is timed whole")
+
+
 def _describer_of(describer, stage: Optional[int]):
     return describer if stage is None else StageView(describer, stage)
 
@@ -486,7 +500,17 @@ def check_imbalance(value) -> Optional[float]:
                           f"of groups, moe_ep_size)") from None
 
 
-__all__ = ["LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token", "busiest_group_factor",
+def check_imbalance_applies(imbalance: Optional[float], layouts) -> None:
+    """A stated `expert_load_imbalance` scales the busiest expert group of a layout whose experts are spread over
+    moe_ep_size > 1 ranks; with none (dense model, or experts split by columns alone) it would change nothing,
+    so it is refused rather than ignored."""
+    if imbalance is not None and imbalance != 1.0 and all(lay.moe_ep <= 1 for lay in layouts):  # (1: balanced, as is)
+        raise ConfigError(f"expert_load_imbalance = {imbalance:g}, but no GPUs of this layout hold different experts "
+                          f"(moe_ep_size = 1): the busiest expert group's load applies to expert parallelism only; "
+                          f"valid: leave expert_load_imbalance out, or spread the experts (moe_ep_size > 1)")
+
+
+__all__ = ["LayoutStepCosts", "check_imbalance_applies", "column_split_note", "WorkerLayout", "all_to_all_bytes_per_token", "busiest_group_factor",
            "expected_largest_normal", "expert_spread_note",
            "attention_analysis", "attention_dp_hold_s", "check_balance_iters", "check_imbalance", "expert_analysis",
            "layout_step_timer", "rank_step_timer", "weight_bytes_per_gpu", "worker_layout"]

@@ -23,7 +23,7 @@ from llm_analysis.errors import ConfigError
 from llm_analysis.serving.engine import MAX_NUM_REQUESTS
 from llm_analysis.serving.answer import NEAR_SATURATION, accuracy_note, notes, percentiles, unbounded_latencies
 from llm_analysis.serving.layout import (WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance,
-                                         expert_spread_note)
+                                         check_imbalance_applies, column_split_note, expert_spread_note)
 from llm_analysis.serving.rank import Replica, build_rank, prefill_steps_per_prompt
 from llm_analysis.serving.steady_state import solve_closed_loop
 from llm_analysis.serving.workload import make_workload
@@ -220,6 +220,7 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
     replica, layout = build_rank(a, a.parallelism_config, framework, options, workload.lengths, imbalance,
                                  speculative)
     engine, pool = replica.engine, replica.pool
+    check_imbalance_applies(imbalance, [layout])
     if engine.num_requests == 0 and not workload.closed_loop:
         raise ConfigError("num_requests = 0 turns the simulation off, but the open loop's latencies come from it; "
                           "valid: num_requests >= 1 with request_rate (0 only with concurrency)")
@@ -288,6 +289,9 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
                                 None if load["saturated"] else load["resident"])
     if spread:
         out["notes"].append(spread)
+    split = column_split_note(layout)
+    if split:
+        out["notes"].append(split)
     plain = layout.attention_dp == 1 and layout.moe_ep == 1 and layout.pp == 1
     accuracy = (accuracy_note(engine, "one_group" if plain else "aggregated_layout")
                 if out["perf_model"] == "calibrated" else None)

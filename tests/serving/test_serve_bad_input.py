@@ -297,3 +297,49 @@ def test_an_engine_is_not_run_on_hardware_it_does_not_run_on(gpu, vendor):
     answer = json.loads(plan.stdout)
     assert {row["layout"]["gpu"] for row in answer["rows"]} == {"h100-sxm-80gb"}
     assert "runs on nvidia hardware" in answer["assumptions"]["refused_gpus"][gpu]
+
+
+def test_experts_split_by_columns_across_attention_dp_ranks_say_what_is_not_timed(analysis_builder):
+    """DeepSeek-R1 fp8 on 8 H200s with 8 attention replicas and the experts split by columns over all 8 GPUs
+    (moe_ep_size = 1: SGLang's DP attention over a tensor-parallel MoE): every MoE layer all-gathers the 8
+    replicas' tokens and reduce-scatters the partial outputs, which no operator times, and it read faster (TPOT
+    38.9 ms at 64 clients) than the same worker with expert parallelism (47.9 ms), silently. The answer says
+    what is left out and which layout is timed whole; the EP layout carries no such note."""
+    kw = dict(concurrency=64, input_len=1024, output_len=1024, framework="sglang", num_requests=0)
+    for moe_tp, moe_ep in ((8, 1), (2, 4)):
+        a = analysis_builder("deepseek-ai/DeepSeek-R1", gpu="h200-sxm-141gb", dtype="fp8", tp_size=1,
+                             attention_dp_size=8, moe_tp_size=moe_tp, moe_ep_size=moe_ep, perf_model="calibrated")
+        notes = [n for n in a.serve(**kw)["notes"] if "all-gather" in n]
+        assert len(notes) == 1 and f"moe_tp_size = {moe_tp}" in notes[0] and "optimistic" in notes[0] \
+            and "moe_ep_size = 8 is timed whole" in notes[0], notes
+    ep = analysis_builder("deepseek-ai/DeepSeek-R1", gpu="h200-sxm-141gb", dtype="fp8", tp_size=1,
+                          attention_dp_size=8, moe_ep_size=8, perf_model="calibrated")
+    assert not [n for n in ep.serve(**kw)["notes"] if "all-gather" in n]
+
+
+def test_an_expert_load_imbalance_that_cannot_apply_is_refused(analysis_builder):
+    """The busiest of G expert groups holds at most all the tokens: G times the mean, so the factor is at most
+    moe_ep_size (50 over 8 groups had timed 1.2 s steps); with the experts on every GPU (moe_ep_size = 1) no group
+    is busier than another and the value changed nothing, silently."""
+    kw = dict(concurrency=64, input_len=1024, output_len=1024, framework="sglang")
+    tp = analysis_builder("deepseek-ai/DeepSeek-R1", gpu="h200-sxm-141gb", dtype="fp8", tp_size=8,
+                          perf_model="calibrated")
+    _refused(tp, "expert_load_imbalance = 5", "moe_ep_size = 1", expert_load_imbalance=5, **kw)
+    ep = analysis_builder("deepseek-ai/DeepSeek-R1", gpu="h200-sxm-141gb", dtype="fp8", tp_size=1,
+                          attention_dp_size=8, moe_ep_size=8, perf_model="calibrated")
+    _refused(ep, "expert_load_imbalance = 50", "moe_ep_size = 8", "<= 8", expert_load_imbalance=50, **kw)
+    assert ep.serve(num_requests=0, expert_load_imbalance=8, **kw)["tpot_s"] > 0
+
+
+def test_a_workspace_sized_by_max_num_seqs_is_named_even_beside_large_weights(analysis_builder):
+    """DeepSeek-R1 fp8 over 8 H200s with expert parallelism holds 100.7 GB of weights a GPU, which fit its 151.4 GB
+    beside the few GB of buffers no option sizes; max_num_seqs = 100,000 adds the sampler's logits of 100,000
+    sequences (100,000 x 129,280 vocabulary x 4 bytes = 51.7 GB) and leaves no room. The refusal names
+    max_num_seqs, not the weights (it had said 'more GPUs or fewer weight bits'); 4,096 answers."""
+    a = analysis_builder("deepseek-ai/DeepSeek-R1", gpu="h200-sxm-141gb", dtype="fp8", tp_size=1,
+                         attention_dp_size=8, moe_ep_size=8)
+    kw = dict(concurrency=64, input_len=1024, output_len=1024, framework="trtllm")
+    message = _refused(a, "max_num_seqs = 100000", f"{100_000 * 129_280 * 4 / 1e9:.2f} GB", "valid: a smaller",
+                       max_num_seqs=100_000, **kw)
+    assert message.index("max_num_seqs") < message.index("weights")
+    assert a.serve(max_num_seqs=4096, num_requests=0, **kw)["tpot_s"] > 0
