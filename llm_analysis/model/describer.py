@@ -368,9 +368,16 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         # the MLP (recomputed from NORM_ATTN_NORM on); sandwich norms only under FULL
         classes = (ActivationRecomputation.ATTN, ActivationRecomputation.NORM_ATTN_NORM)
         first = 1 if getattr(kind, "first", False) else 0  # no norm before attention (ModernBERT's layer 0)
-        return [self._norm(f"norm_{i + 1}", "norm", phase.tokens, m.hidden_dim,
+        return [self._norm(f"norm_{i + 1}", "norm", self.sequence_parallel_tokens(phase.tokens), m.hidden_dim,
                            recompute_class=classes[i] if i < len(classes) else ActivationRecomputation.FULL)
                 for i in range(first, m.num_norms_per_layer)]
+
+    def sequence_parallel_tokens(self, tokens: int) -> float:
+        """The tokens one GPU normalises: with sequence parallelism (sp_size > 1, Megatron: sp = tp) the
+        layer norms run between the reduce-scatter and the all-gather, on a 1/tp slice of the sequence
+        (Korthikanti et al. 2022, arXiv 2205.05198 section 4.2.2); without it, every token on every GPU."""
+        # (a share, not rounded: Megatron asks the sequence to divide by tp; a share keeps the phase tables exact)
+        return tokens / self.tp if self.par.sp_size > 1 and self.tp > 1 else tokens
 
     def tp_comm_ops(self, phase: Phase, kind: LayerKind) -> List[Operator]:
         """Megatron TP: an all-reduce after attention and after the MLP (one when
@@ -467,7 +474,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         m = self.model
         ops: List[Operator] = self.head_extra_ops(phase)
         if m.final_norm:
-            ops.append(self._norm("final_norm", "norm", phase.tokens, m.hidden_dim, bias=m.final_norm_bias))
+            ops.append(self._norm("final_norm", "norm", self.sequence_parallel_tokens(phase.tokens), m.hidden_dim,
+                                  bias=m.final_norm_bias))
         if m.pooler:
             ops.append(self._matmul("pooler", "lm_head", phase, phase.batch, m.hidden_dim, m.hidden_dim, True))
         if not m.lm_head:

@@ -515,3 +515,15 @@ def test_a_steps_prompts_share_one_attention_kernel(llama, framework):
     rates = [llama[()].serve(concurrency=c, input_len=1, output_len=1, framework=framework, num_requests=0)
              ["requests_per_s"] for c in (256, 768, 1000)]
     assert all(b >= r * (1 - 1e-9) for r, b in zip(rates, rates[1:])), rates
+
+
+def test_more_prompts_in_a_step_never_take_less_time(analysis_builder):
+    """A step that prefills 1,000 one-token prompts does everything a step of one of them does, and more: never
+    less time, never a negative time. DeepSeek-V2-Lite's latent attention runs other token operators in prefill
+    than in decode (the up-projections); at one token that difference is launch-bound and negative (-68 us), and
+    charged per prompt it made a step of 1,000 such prompts negative, and the replica's saturation rate with it."""
+    a = analysis_builder("deepseek-ai/DeepSeek-V2-Lite", gpu="h100-sxm-80gb", perf_model="calibrated")
+    _, _, timer = _replica(a, "vllm")
+    one, many = timer.step_s(0.0, 0.0, [(1, 0, 1)]), timer.step_s(0.0, 0.0, [(1, 0, 1000)])
+    assert 0 < one <= many, (one, many)
+    assert a.serve(request_rate=1, input_len=1, output_len=1, num_requests=200)["saturation_request_rate_per_s"] > 1
