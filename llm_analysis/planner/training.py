@@ -290,7 +290,9 @@ def _row(search: TrainSearch, lay: TrainLayout, best: Dict[str, Any]) -> Dict[st
                total_training_cost=out.get("total_training_cost"))
     return {"layout": {**lay.describe(), "ds_zero": z.value, "activation_recomputation": rc.value,
                        "micro_batch": b}, "figures": fig, "binding": binding or ["none"], "why": "",
-            **({"caution": _zero3_caution(lay.dp)} if z == DSZeRO.STAGE_3 and lay.dp > ZERO3_TRUSTED_RANKS else {}),
+            # (ZeRO-3 shards over dp x cp ranks: context-parallel ranks hold shards of the same replica)
+            **({"caution": _zero3_caution(lay.dp * lay.cp)}
+               if z == DSZeRO.STAGE_3 and lay.dp * lay.cp > ZERO3_TRUSTED_RANKS else {}),
             "reproduce": {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
                           "parallelism": {"tp_size": lay.tp, "pp_size": lay.pp, "dp_size": lay.dp,
                                           "ep_size": lay.ep, **({"cp_size": lay.cp} if lay.cp > 1 else {})},

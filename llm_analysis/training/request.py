@@ -90,6 +90,14 @@ def _check_interleave(analysis, v: int) -> int:
     if v > fewest:  # uneven stages (operators/pipeline_layout.py): each virtual stage needs a layer
         raise ConfigError(f"pipeline_interleave = {v} needs at least {v} layers on every pipeline stage; the "
                           f"smallest holds {fewest} (num_layers_in_first/last_pipeline_stage): valid 1..{fewest}")
+    if v > 1:
+        # each stage runs its layers as v equal chunks (Megatron-LM: the layers of a pipeline stage must be
+        # divisible by the layers of a virtual stage); an uneven split's fill and drain follow its largest chunk
+        counts = d.memoized(("stage_layer_counts",), lambda: tuple(sum(g.values()) for g in d.stage_groups))
+        if any(c % v for c in counts):
+            valid = [k for k in range(1, fewest + 1) if all(c % k == 0 for c in counts)]
+            raise ConfigError(f"pipeline_interleave = {v} must divide every pipeline stage's layers into equal virtual "
+                              f"stages; the stages hold {sorted(set(counts))} layers of {m.name}: valid {valid}")
     return v
 
 

@@ -171,3 +171,17 @@ def test_plan_prints_each_warning_once_however_many_candidates_log_it():
              "--dtype_names", "bf16,fp8")
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("has no fp8 tensor cores") == 1, r.stderr
+
+
+def test_plan_train_zero3_caution_counts_context_parallel_ranks():
+    """ZeRO-3 shards a replica's states over dp x cp ranks (context-parallel ranks hold shards of the same
+    replica; the plan table's legend says so): Llama-3.1-8B at 16K tokens on 1,024 GPUs with tp = pp = 1 searches
+    dp x cp = 1,024 for every cp, and each such row is beyond the 512 ranks ZeRO-3's timing was checked on."""
+    from llm_analysis.planner.training import ZERO3_TRUSTED_RANKS, plan_training
+    plan = plan_training("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], tokens=1e12, max_gpus=1024, min_gpus=1024,
+                         global_batch_size=256, seq_len=16384, zero_stages=(3,), max_tp=1, max_pp=1)
+    with_cp = [r for r in plan.rows if r["layout"].get("cp", 1) > 1]
+    assert with_cp, "expected rows with context parallelism"
+    for r in plan.rows:
+        ranks = r["layout"]["dp"] * r["layout"].get("cp", 1)
+        assert ("caution" in r) == (ranks > ZERO3_TRUSTED_RANKS), r["layout"]
