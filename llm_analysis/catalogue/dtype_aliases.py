@@ -29,6 +29,11 @@ DTYPE_ALIASES: Dict[str, str] = {
     "fp16": "w16a16e16", "float16": "w16a16e16", "half": "w16a16e16",
     "fp32": "w32a32e32", "float32": "w32a32e32",
     "fp8": "fp8", "float8": "fp8",
+    # E4M3 is the format the fp8 entry is (weights and activations; E5M2 is a gradient format), as the KV-cache
+    # dtype names it (--kv_cache_dtype fp8_e4m3) and torch spells it (float8_e4m3fn)
+    "fp8_e4m3": "fp8", "e4m3": "fp8", "float8_e4m3fn": "fp8",
+    # the catalogue's names without their embedding width (16 bits: what every engine keeps it in)
+    "w16a16": "w16a16e16", "w32a32": "w32a32e32", "w8a16": "w8a16e16", "w4a8": "w4a8e16", "w4a4": "w4a4e16",
     "int8": "w8a8e16", "w8a8": "w8a8e16",
     "int4": "w4a16e16", "w4a16": "w4a16e16",
     "awq": "w4a16e16-g128", "gptq": "w4a16e16-g128",

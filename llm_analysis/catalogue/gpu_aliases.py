@@ -31,17 +31,25 @@ GPU_ALIASES: Dict[str, str] = {
 
 
 def _normalised(name: str) -> str:
-    key = name.strip().lower().replace("_", "-")
+    key = re.sub(r"[\s_]+", "-", name.strip().lower())  # 'H100 SXM', 'h100_sxm': h100-sxm
     return re.sub(r"^rtx(?=\d)", "rtx-", key)  # rtx4090 -> rtx-4090
 
 
 def resolve_gpu_alias(name: str, catalogue_names=()) -> Optional[str]:
     """The catalogue name `name` stands for, or None when it is no alias: an alias above, or one of
-    `catalogue_names` spelt forgivingly (`H100-SXM-80GB`, `h100_sxm_80gb`)."""
+    `catalogue_names` spelt forgivingly (`H100-SXM-80GB`, `h100_sxm_80gb`, `H100 SXM`). A name that begins
+    several entries and is no alias (`h100`: the SXM, PCIe and NVL cards) is refused as ambiguous, listing them."""
+    from llm_analysis.errors import UnknownNameError
     key = _normalised(name)
     if key in GPU_ALIASES:
         return GPU_ALIASES[key]
-    return next((n for n in catalogue_names if _normalised(n) == key), None)
+    found = next((n for n in catalogue_names if _normalised(n) == key), None)
+    if found is None and key:
+        boards = sorted(n for n in catalogue_names if _normalised(n).startswith(key + "-"))
+        if len(boards) > 1:
+            raise UnknownNameError(f"gpu name {name!r} is ambiguous: it could mean {', '.join(boards)}; give one of "
+                                   "those names")
+    return found
 
 
 __all__ = ["GPU_ALIASES", "resolve_gpu_alias"]

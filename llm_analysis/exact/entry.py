@@ -114,8 +114,10 @@ def _verified_table(hf_config: Dict[str, Any], model_id: Optional[str], revision
         model_config = model_config_from_hf_dict(hf_config, name=name)
         verify_hf_config(hf_config, model_id, revision, model_config=model_config, use_cache=use_cache)
     except ConfigError as table_refusal:  # HubImportError / UnsupportedArchitectureError included
-        raise UnsupportedArchitectureError(
-            f"{derive_refusal}\nThe family table does not describe it exactly either: "
-            f"{str(table_refusal).splitlines()[0]}") from None
+        # one line (a command-line error is one line); the table's reason only where it says something else
+        derived, table = " ".join(str(derive_refusal).split()), " ".join(str(table_refusal).split())
+        either = "" if table in derived or derived in table else \
+            f"; the family table does not describe it exactly either: {table}"
+        raise UnsupportedArchitectureError(f"{derived}{either}") from None
     return LLMAnalysis, model_config
 

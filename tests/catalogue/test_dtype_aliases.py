@@ -74,3 +74,17 @@ def test_catalogue_style_names_still_get_the_closest_spellings():
     from llm_analysis.errors import UnknownNameError
     with pytest.raises(UnknownNameError, match="Closest known names: w4a16e16"):
         get_dtype_config_by_name("w4a16e17")
+
+
+@pytest.mark.parametrize("typed,entry,bits", [
+    ("fp8_e4m3", "fp8", (8, 8)),          # what --kv_cache_dtype already takes; E4M3 is the fp8 entry's format
+    ("float8_e4m3fn", "fp8", (8, 8)),     # torch's spelling
+    ("w16a16", "w16a16e16", (16, 16)),    # the catalogue names without the embedding width
+    ("w8a16", "w8a16e16", (8, 16)),
+    ("w4a8", "w4a8e16", (4, 8)),
+    ("w4a4", "w4a4e16", (4, 4)),
+])
+def test_names_users_type_for_formats_the_catalogue_has(typed, entry, bits):
+    """Each name means one catalogue entry whose weight and activation widths are the ones it spells."""
+    d = get_dtype_config_by_name(typed)
+    assert d.name == entry and (d.weight_bits, d.activation_bits) == bits

@@ -53,3 +53,21 @@ def test_catalogue_names_are_spelt_forgivingly(typed, name):
     """The module's promise, case and '_' for '-', holds for the catalogue's own names too: 'H100-SXM-80GB' had
     been refused with 'Closest known names: h100-sxm-80gb' while 'H100-SXM' resolved."""
     assert get_gpu_config_by_name(typed).name == name
+
+
+@pytest.mark.parametrize("typed,entry", [("H100 SXM", "h100-sxm-80gb"), ("h100 pcie", "h100-pcie-80gb"),
+                                         ("rtx 4090", "rtx-4090-24gb"), ("GB200 NVL72", "gb200-nvl72-186gb")])
+def test_names_with_spaces_are_spelt_forgivingly(typed, entry):
+    """A space stands where the catalogue writes '-', as '_' does (datasheets write 'H100 SXM')."""
+    assert get_gpu_config_by_name(typed).name == entry
+
+
+def test_a_name_several_boards_begin_is_refused_as_ambiguous_listing_only_them():
+    """'h100' is the SXM, the PCIe and the NVL card (80, 80, 94 GB): the refusal says so and lists those three,
+    not the closest spellings of other GPUs (mi100, v100)."""
+    from llm_analysis.errors import UnknownNameError
+    with pytest.raises(UnknownNameError) as err:
+        get_gpu_config_by_name("h100")
+    message = str(err.value)
+    assert "ambiguous" in message and all(b in message for b in ("h100-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb"))
+    assert "mi100" not in message and "v100" not in message
