@@ -51,10 +51,12 @@ def warn_roofline_rates_beside_calibrated(a) -> None:
     naming what was given."""
     if a.profile is None:
         return
-    given = [f"{name} = {value:g}" for name, value in (
-        ("flops_efficiency", a.flops_efficiency), ("hbm_memory_efficiency", a.hbm_memory_efficiency),
-        ("intra_node_memory_efficiency", a.intra_node_memory_efficiency),
-        ("inter_node_memory_efficiency", a.inter_node_memory_efficiency)) if value != 1]
+    # (an efficiency beside an achieved rate is the rate over its peak, not an input: the rate is named instead)
+    given = [f"{name} = {value:g}" for name, value, derived in (
+        ("flops_efficiency", a.flops_efficiency, a.achieved_tflops is not None),
+        ("hbm_memory_efficiency", a.hbm_memory_efficiency, a.achieved_memory_bandwidth_GBs is not None),
+        ("intra_node_memory_efficiency", a.intra_node_memory_efficiency, False),
+        ("inter_node_memory_efficiency", a.inter_node_memory_efficiency, False)) if value != 1 and not derived]
     given += [f"{name} = {value:g}" for name, value in (("achieved_tflops", a.achieved_tflops),
                                                          ("achieved_memory_bandwidth_GBs",
                                                           a.achieved_memory_bandwidth_GBs)) if value is not None]

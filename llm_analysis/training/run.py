@@ -388,7 +388,9 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
     if analysis.profile is None and analysis.achieved_tflops is None and analysis.flops_efficiency == 1:
         notes.append("flops_efficiency is 1: latency_per_iter is a lower bound (large-scale training reaches "
                      "~40-55% MFU); pass achieved_tflops or flops_efficiency for realistic days and cost")
-    if analysis.achieved_tflops is not None and it > 1.05 * summary["latency_per_iter_using_flops"]:
+    # (a calibrated run times with its profile's rates, not achieved_tflops: a warning says it is not used)
+    if analysis.profile is None and analysis.achieved_tflops is not None \
+            and it > 1.05 * summary["latency_per_iter_using_flops"]:
         notes.append(f"achieved_tflops = {analysis.achieved_tflops:g} is taken as the rate of the matmuls: the "
                      f"iteration ({it:.3g} s) adds the pipeline bubble, communication and the optimizer step to "
                      f"them; 'from FLOPs' ({summary['latency_per_iter_using_flops']:.3g} s) divides the FLOPs "

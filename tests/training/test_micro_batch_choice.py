@@ -68,3 +68,17 @@ def test_the_choice_is_the_fastest_of_those_that_fit_and_the_library_default_is_
     others = [a.training(batch_size_per_gpu=b, **kw)["latency_per_iter"] for b in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)]
     assert chosen["latency_per_iter"] <= min(others + [largest["latency_per_iter"]])
     assert largest["latency_per_iter"] > 4 * chosen["latency_per_iter"]  # the 83% bubble of micro-batch 64
+
+
+def test_a_calibrated_run_does_not_say_it_times_at_a_rate_it_ignores():
+    """Under perf_model='calibrated' the times come from the profile's rates and achieved_tflops only sets the
+    roofline beside them (a warning says so): the note that 'from FLOPs divides the FLOPs by achieved_tflops'
+    would be false (16.8 TFLOPs / 400 TFLOP/s = 42 ms, the figure printed was 24.8 ms), and the warning names the
+    rate given, not the efficiency derived from it (400 / 989 = 0.404)."""
+    import logging
+    from llm_analysis.analysis import LLMAnalysis
+    a = LLMAnalysis("meta-llama/Llama-3.2-1B", "h100-sxm-80gb", perf_model="calibrated", achieved_tflops=400)
+    s = a.training(seq_len=2048, batch_size_per_gpu=1)
+    assert not any("taken as the rate of the matmuls" in n for n in s["notes"])
+    warned = [w for w in s["warnings"] if "ignores these" in w]
+    assert warned and "achieved_tflops = 400" in warned[0] and "flops_efficiency" not in warned[0]
