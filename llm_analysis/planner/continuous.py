@@ -263,7 +263,10 @@ class _LayoutSearch:
         cap = self.cap()
         start = self.first_count()
         if start > cap:  # even the fewest replicas that keep up with the rate are more than the cap allows
-            self.miss.record("max_gpus", start * self.lay.gpus, cap * self.lay.gpus,
+            # the limit stated is the user's max_gpus where it binds (not the whole workers it leaves room for)
+            limit = self.search.max_gpus if self.search.max_gpus is not None and \
+                start * self.lay.gpus > self.search.max_gpus else cap * self.lay.gpus
+            self.miss.record("max_gpus", start * self.lay.gpus, limit,
                              {**self.describe, "replicas": f"{start} (the fewest that keep up with the request rate; "
                                                             "the latency targets may need more)"})
             return None
