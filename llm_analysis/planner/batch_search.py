@@ -51,6 +51,16 @@ def _violation(s: Dict[str, Any], t: ServeTargets) -> Optional[tuple]:
     return None
 
 
+def _violations(s: Dict[str, Any], t: ServeTargets) -> List[tuple]:
+    """(constraint, value, limit) of every latency target the summary misses (`_violation` names the first)."""
+    out = []
+    if t.max_ttft_s is not None and s["time_to_first_token"] > t.max_ttft_s:
+        out.append(("ttft", s["time_to_first_token"], t.max_ttft_s))
+    if t.max_tpot_s is not None and s["time_per_output_token"] > t.max_tpot_s:
+        out.append(("tpot", s["time_per_output_token"], t.max_tpot_s))
+    return out or [_violation(s, t)]
+
+
 def _fill_rate(s: Dict[str, Any], t: ServeTargets) -> float:
     """The requests per second that fill the batch within one request time (it grows with the batch: a
     request's time grows more slowly than its batch)."""
@@ -81,8 +91,8 @@ def largest_batch(analysis, t: ServeTargets, stats: SearchStats, miss: ClosestMi
         miss.record("memory", e.needed_bytes, e.available_bytes, {**layout, "batch": 1})
         return done(None)
     bad = _violation(first, t)
-    if bad:
-        miss.record(bad[0], bad[1], bad[2], {**layout, "batch": 1})
+    if bad:  # every target batch 1 misses, so that the refusal names each one a user would loosen
+        miss.record_all(_violations(first, t), {**layout, "batch": 1})
         return done(None)
     fit = min(first["prefill_max_batch_size_per_gpu"], first["decode_max_batch_size_per_gpu"], t.max_batch)
     points, best, binding = [first], first, [t.max_batch_binding] if fit == t.max_batch else ["memory"]

@@ -236,8 +236,7 @@ class _LayoutSearch:
         misses = ContinuousLoad(targets, self.load.workload, self.load.output_mean, self.load.framework,
                                 {}).misses(alone)
         if misses and (simulate or self.means_only):
-            name, value, limit = max(misses, key=lambda m: m[1] / m[2])
-            self.miss.record(name, value, limit, {**self.describe, "replicas": "any (a request alone)"})
+            self.miss.record_all(misses, {**self.describe, "replicas": "any (a request alone)"})
             return None
         return alone
 
@@ -304,12 +303,10 @@ class _LayoutSearch:
         return replicas, self.full_at(replicas), kwargs, binding
 
     def _record_miss_full(self, replicas: int) -> None:
-        name, value, limit = max(self.load.misses(self.full_at(replicas)), key=lambda m: m[1] / m[2])
-        self.miss.record(name, value, limit, {**self.describe, "replicas": replicas})
+        self.miss.record_all(self.load.misses(self.full_at(replicas)), {**self.describe, "replicas": replicas})
 
     def _record_miss(self, replicas: int) -> None:
-        name, value, limit = max(self.load.misses(self.at(replicas)), key=lambda m: m[1] / m[2])
-        self.miss.record(name, value, limit, {**self.describe, "replicas": replicas})
+        self.miss.record_all(self.load.misses(self.at(replicas)), {**self.describe, "replicas": replicas})
 
     def binding(self, replicas: int) -> List[str]:
         if replicas == 1:

@@ -74,6 +74,19 @@ class ClosestMiss:
             if constraint not in self.fitting_by_constraint or ratio < self.fitting_by_constraint[constraint][0]:
                 self.fitting_by_constraint[constraint] = entry
 
+    def record_all(self, misses, layout: Dict[str, Any]) -> None:
+        """A candidate's every missed target, `misses` [(constraint, value, limit)]: the one it misses most
+        ranks it (`record`), the others are kept per constraint, so that the refusal names every target a
+        user would have to loosen (TTFT and TPOT both out of reach: both named), not only the worst."""
+        worst = max(misses, key=lambda m: m[1] / m[2])
+        self.record(*worst, layout)
+        for constraint, value, limit in misses:
+            if (constraint, value, limit) == worst or constraint == MEMORY:
+                continue
+            entry = (value / limit, constraint, value, limit, dict(layout), False)
+            if constraint not in self.fitting_by_constraint or entry[0] < self.fitting_by_constraint[constraint][0]:
+                self.fitting_by_constraint[constraint] = entry
+
     @classmethod
     def _figure(cls, entry: tuple) -> str:
         ratio, constraint, value, limit, layout, higher = entry

@@ -15,3 +15,15 @@ def test_a_gpu_limit_refusal_states_the_users_limit():
                         "--max_gpus", "19"], capture_output=True, text=True)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "max_gpus = 20 GPUs vs 19 GPUs" in p.stderr and f"{20 / 19 - 1:.1%} over the limit" in p.stderr, p.stderr
+
+
+def test_an_impossible_plan_names_every_target_out_of_reach():
+    """Llama-3.1-70B on H100s: a request alone reaches ~12 ms per token and ~100 ms to its first at best, so
+    neither a 1 ms TPOT nor a 10 ms TTFT is reachable by any fleet. The refusal names both targets (a user who
+    loosened only the one named would be refused again), continuous and static alike."""
+    for extra in ((), ("--batching", "static")):
+        p = subprocess.run([sys.executable, "-m", "llm_analysis.analysis", "plan", "infer", "meta-llama/Llama-3.1-70B",
+                            "h100-sxm-80gb", "--max_ttft", "0.01", "--max_tpot", "0.001", "--request_rate", "20",
+                            *extra], capture_output=True, text=True)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "(TPOT) target" in p.stderr and "(TTFT) target" in p.stderr, (extra, p.stderr)
