@@ -304,3 +304,16 @@ def test_an_achieved_rate_sets_the_efficiency_beside_it():
     assert a.get_TFLOPS_per_gpu() == pytest.approx(200, rel=1e-12)
     a.update_float_efficiency(0.5)  # the efficiency set last times, as in the mirrored system
     assert a.get_TFLOPS_per_gpu() == pytest.approx(156, rel=1e-12)
+
+
+def test_output_summary_dict_writes_any_dict(tmp_path):
+    """The mirrored output_summary_dict json.dumps whatever dict it is given: a dict of the caller's own, or a
+    subset of a summary, is written as it is (a report needs a whole summary's keys; it had raised a TypeError
+    from deep inside the report after writing the JSON)."""
+    a = make()
+    path = a.output_summary_dict({"a": 1}, str(tmp_path / "own"), print_human_readable=False)
+    assert json.loads(Path(path).read_text())["a"] == 1
+    s = a.inference(batch_size_per_gpu=1, seq_len=128, num_tokens_to_generate=4)
+    subset = {k: s[k] for k in ("batch_size_per_gpu", "seq_len", "prefill_latency")}
+    path = a.output_summary_dict(subset, str(tmp_path / "subset"), print_human_readable=True)
+    assert json.loads(Path(path).read_text())["prefill_latency"] == pytest.approx(s["prefill_latency"])

@@ -139,9 +139,15 @@ def write_summary_files(analysis, summary: Dict[str, Any], output_dir: str, prin
     out = output_directory(output_dir)
     json_path = out / f"{stem}.json"
     atomic_write_text(json_path, to_json(summary_with_setup(analysis, summary)) + "\n")
-    report = render(analysis, summary, kind, color=False)
     flat = readable_summary(summary, f"All values ({kind})")
-    atomic_write_text(out / f"{stem}.txt", f"{report}\n\n{flat}\n")
+    try:
+        report = render(analysis, summary, kind, color=False)
+    except (KeyError, TypeError, ValueError):
+        # a dict that is not a whole summary (a subset, the caller's own): the mirrored method writes any dict,
+        # so its values are written and printed as they are, without the report that needs a summary's keys
+        report = flat
+        flat = ""
+    atomic_write_text(out / f"{stem}.txt", f"{report}\n\n{flat}\n" if flat else f"{report}\n")
     logger.info("wrote %s/%s.json and .txt", out, stem)
     if print_human_readable:
         print(report)
