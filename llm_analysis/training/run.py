@@ -351,7 +351,10 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
     bubble = summary["latency_per_iter_pipeline_bubble"]
     if it and bubble / it > 0.1:
         m = summary["gradient_accumulation_steps"]
-        how = ("batch_size_per_gpu was chosen as the largest that fits; " if batch_was_chosen else "")
+        how = ("batch_size_per_gpu was chosen as the largest that fits (the mirrored rule; the command line "
+               "picks the micro-batch with the shortest iteration among those that fit, and "
+               "llm_analysis.training.micro_batch_choice.fastest_fitting_micro_batch does so for a library call); "
+               if batch_was_chosen else "")
         notes.append(f"the pipeline bubble is {bubble / it:.0%} of the iteration with {m} micro-batches over "
                      f"{summary['pp_size']} stages; {how}a smaller batch_size_per_gpu (more micro-batches) or "
                      f"pipeline_interleave > 1 shrinks it")
@@ -396,6 +399,11 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
                      f"them; 'from FLOPs' ({summary['latency_per_iter_using_flops']:.3g} s) divides the FLOPs "
                      "alone by it. A rate measured end to end (as papers report it, e.g. Narayanan et al. 2021) "
                      "already includes those: compare such a rate with the figure from FLOPs")
+    iterations = summary.get("num_iterations")
+    if iterations is not None and 0 < iterations < 1:  # the whole run is a share of an iteration, as mirrored
+        notes.append(f"total_num_tokens is {iterations:.3g} of one iteration's {summary['global_batch_size']} x "
+                     f"{summary['seq_len']} tokens: the whole run's figures are that share of an iteration (as the "
+                     f"mirrored system computes them); a run takes at least one whole iteration")
     if analysis.profile is not None:  # a calibrated time resting on another GPU's or dtype's data says so
         notes.extend(calibrated_notes(analysis))
     return notes
