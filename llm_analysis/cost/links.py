@@ -154,7 +154,11 @@ def _hierarchical_time_s(kind: str, bytes_per_gpu: float, n: int, link: Link) ->
             local_factor = min(local_factor, 1.0)  # NVLS inside the node / rack (NCCL's NVLS tree)
         local_s = local_factor * bytes_per_gpu / link.local.bytes_per_s if link.local else 0.0
     ways = 2 if kind == "all_reduce" else 1
-    latency = ways * math.ceil(math.log2(nodes)) * link.hop_latency_s
+    # the tree's hops between nodes, and the ring's inside one (r - 1 hops each way: a group of r ranks in a node
+    # does not reach the others in fewer; without them a tp-8 group over two nodes of 4 timed below one node of 8)
+    local_hops = 1 if kind == "all_reduce" and link.local is not None and link.local.switch_reduction else r - 1
+    local_hops_s = local_hops * link.local.hop_latency_s if link.local is not None else 0.0  # (NVLS: the switch)
+    latency = ways * (math.ceil(math.log2(nodes)) * link.hop_latency_s + local_hops_s)
     return max(max(net_s, local_s) + latency, link.min_latency_s)
 
 

@@ -172,10 +172,12 @@ def test_tp_group_spanning_nodes_uses_the_network():
     a = make("meta-llama_Llama-3.1-405B", gpu, tp_size=16)  # 16 > 8 GPUs per node
     bytes_ = 4096 * 16384 * 2
     # NCCL's hierarchy: 2 nodes x 8 ranks; the 8 NICs of a node carry its share together while the
-    # 8 ranks of a node reduce over NVLink; one tree step across the 2 nodes each way
+    # 8 ranks of a node reduce over NVLink; one tree step across the 2 nodes each way, and the node's ring of
+    # 8 ranks, 7 hops each way (an A100's NVSwitch does not reduce: no NVLS)
     net_s = 2 * 1 / 2 * bytes_ / (8 * gpu.inter_node_bandwidth_in_GB_per_sec * 1e9)
     nvlink_s = 2 * 7 / 8 * bytes_ / (gpu.intra_node_bandwidth_in_GB_per_sec * 1e9)
-    hand = max(gpu.inter_node_min_message_latency, max(net_s, nvlink_s) + 2 * gpu.inter_node_hop_latency)
+    hand = max(gpu.inter_node_min_message_latency, max(net_s, nvlink_s) + 2 * gpu.inter_node_hop_latency
+               + 2 * 7 * gpu.intra_node_hop_latency)
     assert _tp_allreduce_s(a, 4096) == pytest.approx(hand, rel=1e-9)
 
 
