@@ -56,6 +56,9 @@ def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price
                 conventions, perf_model="roofline") -> Search:
     """Checks the shared arguments of the serving planners and builds the search."""
     m = inputs.model_config(model)
+    if max_ep is not None and not m.is_moe:  # a bound on the experts' spread bounds nothing on a dense model
+        raise ConfigError(f"max_ep = {max_ep!r}: {m.name} has no experts, so no expert-parallel size is searched; "
+                          "valid: leave max_ep out (its layouts' GPUs are bounded by max_tp, max_pp and max_gpus)")
     gpu_list = inputs.gpu_configs(gpus)
     conv = dict(SERVING_CONVENTIONS if conventions is None else conventions)
     search = Search(model=m, gpus=gpu_list, dtypes=inputs.dtype_configs(dtypes, m, gpu_list),
@@ -206,8 +209,12 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         from llm_analysis.planner.disagg import plan_disaggregated
         extra["disaggregated"] = plan_disaggregated(search, slo, s, n, objective, stats, ClosestMiss())
     stats.wall_s = time.perf_counter() - t0
+    # the load the plan was asked for beside the lengths (a refusal for want of GPUs is the load's doing)
+    asked = "; ".join(w for w in (f"{slo.request_rate_per_s:g} requests/s" if slo.request_rate_per_s else "",
+                                  f"{slo.concurrency:g} clients" if slo.concurrency else "",
+                                  f"{slo.min_tokens_per_s:g} tokens/s" if slo.min_tokens_per_s else "") if w)
     what = f"serving {search.model.name} (" + (load.workload_text if batching == "continuous"
-                                               else f"seq_len {s}, {n} tokens") + ")"
+                                               else f"seq_len {s}, {n} tokens") + (f"; {asked}" if asked else "") + ")"
     if not rows:
         if not extra.get("disaggregated", {}).get("rows"):
             raise miss.error(what)

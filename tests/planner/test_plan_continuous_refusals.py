@@ -27,3 +27,14 @@ def test_an_impossible_plan_names_every_target_out_of_reach():
                             *extra], capture_output=True, text=True)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert "(TPOT) target" in p.stderr and "(TTFT) target" in p.stderr, (extra, p.stderr)
+
+
+def test_max_ep_on_a_dense_model_is_refused_and_a_refusal_names_the_load():
+    """--max_ep bounds the experts' spread, which a dense model does not have (it had been ignored, the plan
+    unchanged); and a refusal for want of GPUs names the load that asked for them beside the lengths."""
+    base = [sys.executable, "-m", "llm_analysis.analysis", "plan", "infer", "meta-llama/Llama-3.1-70B", "h100-sxm-80gb",
+            "--max_ttft", "0.5", "--max_tpot", "0.05", "--request_rate", "20"]
+    p = subprocess.run(base + ["--max_ep", "2"], capture_output=True, text=True)
+    assert p.returncode == 2 and "max_ep = 2" in p.stderr and "has no experts" in p.stderr, p.stderr
+    p = subprocess.run(base + ["--max_gpus", "19"], capture_output=True, text=True)
+    assert p.returncode == 2 and "20 requests/s" in p.stderr, p.stderr
