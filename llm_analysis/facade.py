@@ -23,6 +23,7 @@ from llm_analysis.cost.profiles import Profile
 import llm_analysis.cost.choice as _perf
 from llm_analysis.model import Conventions, LayerDescriber, Operator
 from llm_analysis.model.conventions import ConventionChoice, Variants
+from llm_analysis.model.subclass_overrides import warn_unread_overrides
 from llm_analysis.model.vision_tower import image_entries, image_variant, with_request_images
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates, peak_tflops_for_dtype
@@ -182,6 +183,10 @@ class LLMAnalysis:
 
     # ---------------------------------------------------- collaborators
     describer_class = LayerDescriber  # subclasses swap in their own describer
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        warn_unread_overrides(cls, LLMAnalysis)  # a mirrored get_* override reaches no other figure: said once
     cost_model_class = RooflineCostModel  # ... and their own cost model
 
     @cached_property

@@ -92,3 +92,25 @@ def test_example_script_runs():
                        cwd=EXAMPLE.parent)
     assert r.returncode == 0, r.stderr
     assert "adapter params per layer:         528,448" in r.stdout  # 2*4096*64 + 64 + 4096
+
+
+def test_a_mirrored_get_override_is_said_to_reach_no_other_figure(caplog):
+    """In the mirrored system a subclass overriding get_num_params_per_layer_mlp changed the totals built from it;
+    here every figure comes from the operator description, so the totals do not move (checked) and the class is
+    told so when it is defined, with the way that does reach them. A subclass that only sets describer_class
+    is told nothing."""
+    import logging
+    from llm_analysis.analysis import LLMAnalysis
+    with caplog.at_level(logging.WARNING, logger="llm_analysis"):
+        class Doubled(LLMAnalysis):
+            def get_num_params_per_layer_mlp(self):
+                return 2 * super().get_num_params_per_layer_mlp()
+
+        class Plain(LLMAnalysis):
+            describer_class = LLMAnalysis.describer_class
+    said = [r.getMessage() for r in caplog.records if "overrides" in r.getMessage()]
+    assert len(said) == 1 and "Doubled overrides get_num_params_per_layer_mlp" in said[0] and "describer_class" in said[0]
+    base = LLMAnalysis("facebook_opt-1.3b", "a100-sxm-40gb")
+    doubled = Doubled("facebook_opt-1.3b", "a100-sxm-40gb")
+    assert doubled.get_num_params_per_layer_mlp() == 2 * base.get_num_params_per_layer_mlp()
+    assert doubled.inference()["num_params_total"] == base.inference()["num_params_total"]
