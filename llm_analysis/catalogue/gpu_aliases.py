@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional
 
+from llm_analysis.errors import UnknownNameError
+
 # alias (normalised: lower case, '_' as '-') -> catalogue GPU name
 GPU_ALIASES: Dict[str, str] = {
     # aiconfigurator's system names
@@ -39,7 +41,6 @@ def resolve_gpu_alias(name: str, catalogue_names=()) -> Optional[str]:
     """The catalogue name `name` stands for, or None when it is no alias: an alias above, or one of
     `catalogue_names` spelt forgivingly (`H100-SXM-80GB`, `h100_sxm_80gb`, `H100 SXM`). A name that begins
     several entries and is no alias (`h100`: the SXM, PCIe and NVL cards) is refused as ambiguous, listing them."""
-    from llm_analysis.errors import UnknownNameError
     key = _normalised(name)
     if key in GPU_ALIASES:
         return GPU_ALIASES[key]

@@ -40,25 +40,22 @@ class BatchOutcome:
     feasible_points: List[Dict[str, Any]] = field(default_factory=list)
 
 
-def _violation(s: Dict[str, Any], t: ServeTargets) -> Optional[tuple]:
-    """(constraint, value, limit) of the first target the summary misses."""
-    if t.max_ttft_s is not None and s["time_to_first_token"] > t.max_ttft_s:
-        return "ttft", s["time_to_first_token"], t.max_ttft_s
-    if t.max_tpot_s is not None and s["time_per_output_token"] > t.max_tpot_s:
-        return "tpot", s["time_per_output_token"], t.max_tpot_s
-    if t.load_rate_per_s is not None and s["batch_size_per_gpu"] > 1 and _fill_rate(s, t) > t.load_rate_per_s:
-        return "request_rate", _fill_rate(s, t), t.load_rate_per_s
-    return None
-
-
 def _violations(s: Dict[str, Any], t: ServeTargets) -> List[tuple]:
-    """(constraint, value, limit) of every latency target the summary misses (`_violation` names the first)."""
+    """(constraint, value, limit) of every target the summary misses, in the order `_violation` checks them."""
     out = []
     if t.max_ttft_s is not None and s["time_to_first_token"] > t.max_ttft_s:
         out.append(("ttft", s["time_to_first_token"], t.max_ttft_s))
     if t.max_tpot_s is not None and s["time_per_output_token"] > t.max_tpot_s:
         out.append(("tpot", s["time_per_output_token"], t.max_tpot_s))
-    return out or [_violation(s, t)]
+    if t.load_rate_per_s is not None and s["batch_size_per_gpu"] > 1 and _fill_rate(s, t) > t.load_rate_per_s:
+        out.append(("request_rate", _fill_rate(s, t), t.load_rate_per_s))
+    return out
+
+
+def _violation(s: Dict[str, Any], t: ServeTargets) -> Optional[tuple]:
+    """(constraint, value, limit) of the first target the summary misses, or None."""
+    missed = _violations(s, t)
+    return missed[0] if missed else None
 
 
 def _fill_rate(s: Dict[str, Any], t: ServeTargets) -> float:

@@ -510,7 +510,8 @@ def check_imbalance_applies(imbalance: Optional[float], layouts) -> None:
                           f"valid: leave expert_load_imbalance out, or spread the experts (moe_ep_size > 1)")
 
 
-__all__ = ["LayoutStepCosts", "check_imbalance_applies", "column_split_note", "WorkerLayout", "all_to_all_bytes_per_token", "busiest_group_factor",
+__all__ = ["LayoutStepCosts", "WorkerLayout", "all_to_all_bytes_per_token", "busiest_group_factor",
+           "check_imbalance_applies", "column_split_note",
            "expected_largest_normal", "expert_spread_note",
            "attention_analysis", "attention_dp_hold_s", "check_balance_iters", "check_imbalance", "expert_analysis",
            "layout_step_timer", "rank_step_timer", "weight_bytes_per_gpu", "worker_layout"]

@@ -137,7 +137,7 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
     steps up to this many sequences replay CUDA graphs even where the engine's default captures fewer
     (a disaggregated decode pool's stated batch)."""
     layout = worker_layout(a, parallelism, where)
-    if imbalance is not None and imbalance > max(layout.moe_ep, 1) and layout.moe_ep > 1:
+    if imbalance is not None and layout.moe_ep > 1 and imbalance > layout.moe_ep:
         raise ConfigError(f"expert_load_imbalance = {imbalance:g} exceeds {where}moe_ep_size = {layout.moe_ep}: the "
                           f"busiest of {layout.moe_ep} expert groups holds at most all the tokens, {layout.moe_ep} "
                           f"times the mean; valid: 1 <= expert_load_imbalance <= {layout.moe_ep}")

@@ -35,7 +35,7 @@ from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.options import choice, integer, number
-from llm_analysis.serving.step_time import chunk_totals, prefill_forms_s
+from llm_analysis.serving.step_time import chunk_totals
 
 METHODS = ("mtp", "draft_model")
 _KEYS = ("method", "draft_length", "mean_accepted_length", "acceptance_rate", "draft_model")
@@ -166,7 +166,7 @@ class SpeculativeStepTimer:
         t = c.token_s(graph, tokens) + c.head_s(graph, decoders * k + sampled_chunks)
         t += c.decode_attention_s(graph, decoders, context, k)
         if chunks:
-            t += c.chunks_attention_s(graph, chunks) + prefill_forms_s(c, graph, chunks)
+            t += c.chunks_attention_s(graph, chunks) + c.prefill_form_s(graph, prefill)  # (the step's prompts at once)
         t += self._draft_s(graph, decoders, context)
         t += e.step_overhead_per_layer_s * self.num_layers  # the target's layers (the draft's passes: not counted)
         return e.step_with_host_s(t, decoders + sequences)

@@ -37,7 +37,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from llm_analysis.errors import LLMAnalysisError
-
 from llm_analysis.model import Phase
 
 SEQUENCE_KINDS = frozenset({"attention", "conv", "scan"})
@@ -289,10 +288,6 @@ class StepCosts:
             work = work + per * copies(c)
         return self._launched_s(graph, work) if chunks else 0.0
 
-    def chunk_attention_s(self, graph: bool, q: float, past: float) -> float:
-        """A prefill chunk of q tokens after `past` tokens already in the cache, alone in its step."""
-        return self.chunks_attention_s(graph, [(q, past)])
-
 
 class StepTimer:
     """Seconds of one engine step: the cost-model pieces (`StepCosts`) of its batch, in CUDA graphs
@@ -327,17 +322,12 @@ class StepTimer:
         if decoders > 0:
             t += costs.decode_attention_s(graph, decoders, decode_context_sum / decoders)
         if chunks:
-            t += costs.chunks_attention_s(graph, chunks) + prefill_forms_s(costs, graph, chunks)
+            # (the prefill form's token operators run over every prompt's tokens at once, one GEMM: the step's
+            # prefill tokens together, not a sum per prompt; per prompt, a launch-bound difference at one token,
+            # -68 us for DeepSeek-V2-Lite, made steps of many one-token prompts negative)
+            t += costs.chunks_attention_s(graph, chunks) + costs.prefill_form_s(graph, prefill_tokens)
         t += self.engine.step_overhead_per_layer_s * self.layers
         return self.engine.step_with_host_s(t, decoders + sequences)
-
-
-def prefill_forms_s(costs, graph: bool, chunks) -> float:
-    """`StepCosts.prefill_form_s` of a step's prefill `chunks`: token operators run over every prompt's tokens at
-    once (one GEMM), so the difference is that of the step's prefill tokens together, not a sum per prompt (per
-    prompt, a launch-bound difference at one token, -68 us for DeepSeek-V2-Lite, made steps of many one-token
-    prompts negative once their attention paid one launch)."""
-    return costs.prefill_form_s(graph, chunk_totals(chunks)[0]) if chunks else 0.0
 
 
 def copies(chunk) -> int:
@@ -372,5 +362,4 @@ def layers_run(describer, stage: Optional[int] = None) -> int:
     return sum(groups.values())
 
 
-__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "chunk_totals", "copies", "layers_run", "prefill_forms_s",
-           "step_timer"]
+__all__ = ["SEQUENCE_KINDS", "StepCosts", "StepTimer", "chunk_totals", "copies", "layers_run", "step_timer"]
