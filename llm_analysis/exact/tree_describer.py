@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional
 
 from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
 from llm_analysis.model import LayerDescriber, LayerKind, Operator, Phase
-from llm_analysis.model.mlp import expert_placement
+from llm_analysis.model.mlp import combine_bytes_per_element, expert_placement
 from llm_analysis.schema.options import ActivationRecomputation as AR
 from llm_analysis.exact.architectures.family import PLAIN_CORE, RowSource
 from llm_analysis.exact.architectures.recurrent_state import conv_outputs, state_bytes_per_seq, state_op
@@ -254,7 +254,8 @@ class ModuleTreeDescriber(LayerDescriber):
         if self.par.ep_size > 1 and kind.moe:
             moved = elems * self.description["experts"]["top_k"]
             ops.append(self._collective("ep_all_to_all_dispatch", "all_to_all", "ep", self.par.ep_size, moved))
-            ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", self.par.ep_size, moved))
+            ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", self.par.ep_size, moved,
+                                        bytes_per_element=combine_bytes_per_element(self.a_bytes)))
         return ops
 
     def _warn_train_rows(self, phase: Phase) -> None:

@@ -349,9 +349,13 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         )
 
     def _collective(self, name: str, kind: str, group: str, size: int, elems: float,
-                    recompute_class: ActivationRecomputation = ActivationRecomputation.FULL) -> Operator:
+                    recompute_class: ActivationRecomputation = ActivationRecomputation.FULL,
+                    bytes_per_element: Optional[float] = None) -> Operator:
+        """A collective moving `elems` elements per GPU, each of `bytes_per_element` bytes (default: the
+        activation width)."""
+        width = self.a_bytes if bytes_per_element is None else bytes_per_element
         return Operator(name=name, group="communication", kind="collective", collective=kind,
-                        comm_bytes_per_gpu=elems * self.a_bytes, comm_group_size=size,
+                        comm_bytes_per_gpu=elems * width, comm_group_size=size,
                         comm_group=group, shapes=f"{elems:.0f} elements over {group}={size}",
                         recompute_class=recompute_class)
 

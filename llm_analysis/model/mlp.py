@@ -20,6 +20,15 @@ from llm_analysis.model.records import LayerKind, Operator, Phase
 from llm_analysis.model.variants import latent_projection_ops, moe_output_ops, zero_expert_weight_ops
 
 
+def combine_bytes_per_element(activation_bytes: float) -> float:
+    """Bytes per element of the expert-parallel combine: the experts' outputs go back in 16 bits even when
+    the dispatch carries quantised activations (DeepEP's dispatch sends FP8 with its scales and its
+    combine BF16; TensorRT-LLM's MoE all-to-all quantises the dispatch to FP8 / NVFP4 and combines
+    in BF16; Megatron-Core's token dispatcher keeps both in BF16), since an expert's output is a
+    16-bit GEMM result summed over its top-k: never narrower than 2 bytes, 4 in an fp32 run."""
+    return max(activation_bytes, 2.0)
+
+
 def expert_placement(experts: int, redundant: int, ep: int, reach: float, tokens: float) -> Tuple[float, float]:
     """(routed experts held per GPU, of them those the `tokens` tokens of all `ep` expert-parallel ranks reach)
     for `experts` experts and `redundant` extra copies spread evenly over `ep` ranks; `reach`: the chance
@@ -150,5 +159,6 @@ class MlpOps:
             # experts and back
             elems = t * k * io  # the (ep-1)/ep that leaves the GPU is in the all-to-all time
             ops.append(self._collective("ep_all_to_all_dispatch", "all_to_all", "ep", ep, elems))
-            ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", ep, elems))
+            ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", ep, elems,
+                                        bytes_per_element=combine_bytes_per_element(self.a_bytes)))
         return ops

@@ -21,7 +21,8 @@ experts see every rank's tokens; SGLang's idle ranks run an empty batch: an assu
   ep = dp = moe_ep, timed on the analysis' cost model);
 - dispatch and combine: with attention_dp > 1 the replicas hold different tokens, so each MoE
   layer sends every token's hidden state to its k experts and back: two all-to-alls over the
-  moe_ep group (`all_to_all_bytes_per_token`), on the link that group spans (NVLink inside a
+  moe_ep group (`all_to_all_bytes_per_token`; the dispatch at the activations' width, the combine
+  in 16 bits), on the link that group spans (NVLink inside a
   node, the NVLink switch domain of NVL72 racks, InfiniBand beyond; cost/links.py, cost/nccl.py).
   With attention_dp = 1 every GPU already holds every token after the attention all-reduce, and
   the MoE output is summed by the tensor-parallel all-reduce that closes the layer;
@@ -203,7 +204,8 @@ def redundant_experts(p: ParallelismConfig, model, where: str = "") -> int:
 def all_to_all_bytes_per_token(model, activation_bytes: float, moe_ep: int) -> float:
     """Bytes one token sends to other GPUs in one MoE layer's dispatch (its hidden state, a latent
     MoE's latent, to each of its top-k experts; uniform routing: a share (moe_ep - 1) / moe_ep of
-    them live elsewhere); the combine sends as many back."""
+    them live elsewhere); the combine sends as many elements back, in 16 bits
+    (`model.mlp.combine_bytes_per_element`: pass it as `activation_bytes` for the combine's bytes)."""
     if moe_ep <= 1:
         return 0.0
     return model.moe_top_k * model.expert_io_dim * activation_bytes * (moe_ep - 1) / moe_ep

@@ -358,3 +358,15 @@ def test_inference_and_training_say_they_do_not_read_a_serving_worker_layout(ana
     plain = analysis_builder(MOE, gpu="h200-sxm-141gb", tp_size=2, moe_tp_size=2, moe_ep_size=1)
     assert not [w for w in plain.inference(batch_size_per_gpu=2, seq_len=256, num_tokens_to_generate=8)["warnings"]
                 if "serving worker layout" in w]
+
+
+def test_the_combine_goes_back_in_16_bits_under_quantised_activations(analysis_builder):
+    """fp8 activations (1 byte): the dispatch carries 1 byte per element (DeepEP / TensorRT-LLM quantise
+    it), the combine the experts' 16-bit outputs (2 bytes: DeepEP's combine and TensorRT-LLM's MoE
+    all-to-all combine in BF16). By hand for Qwen3-30B-A3B, t = 32 tokens per rank, top-8, hidden 2048:
+    dispatch 32 x 8 x 2048 x 1 bytes, combine 32 x 8 x 2048 x 2 bytes per GPU."""
+    from llm_analysis.model import Phase
+    e = _serving(analysis_builder(MOE, gpu="h100-sxm-80gb", dtype="w8a8e16-fp8", tp_size=1, dp_size=8, ep_size=8))
+    ops = {op.name: op for _, op in e.describer.weighted_ops(Phase("decode", 32, 1, 64)) if op.comm_group == "ep"}
+    assert ops["ep_all_to_all_dispatch"].comm_bytes_per_gpu == 32 * 8 * 2048 * 1
+    assert ops["ep_all_to_all_combine"].comm_bytes_per_gpu == 32 * 8 * 2048 * 2
