@@ -12,6 +12,12 @@ Each row is derived from the transformers 5.23 modelling code of the class a use
   spatial_merge_size^2 patches concatenated (width h m^2 -> h m^2, bias), GELU, fc2 to
   out_hidden_size (bias); one more merger per `deepstack_visual_indexes` entry (norm after
   the merge, over h m^2). An image token is spatial_merge_size^2 patches.
+- Gemma 3 (`SiglipVisionModel`, `Gemma3MultiModalProjector`): a Conv2d patch embedding with bias
+  over num_channels x patch_size^2 pixels, a learned position per patch ((image_size /
+  patch_size)^2 rows), blocks with biased LayerNorms, biased q/k/v/o and a biased non-gated
+  GELU MLP, a final LayerNorm; the projector: the patches average-pooled to
+  mm_tokens_per_image tokens, an RMSNorm, one bias-free linear map to the decoder's width.
+  Every image (or pan-and-scan crop) is resized to image_size: mm_tokens_per_image tokens each.
 - Gemma 4 (`Gemma4VisionModel`, `Gemma4MultimodalEmbedder`): a bias-free linear patch
   embedding over 3 x patch_size^2 pixels, a 2-D position table (2 x
   position_embedding_size rows), blocks with RMSNorm sandwich norms (4 per block),
@@ -97,6 +103,32 @@ def _gemma4(v: Any, what: str, text_hidden: int) -> Dict[str, Any]:
     }
 
 
+def _gemma3_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
+    """Gemma 3's SigLIP encoder (SiglipVisionModel: a conv patch embedding with bias, a learned position
+    per patch, LayerNorm blocks with biased q/k/v/o and a plain GELU MLP, a final LayerNorm) and its
+    projector (Gemma3MultiModalProjector: the patches average-pooled to mm_tokens_per_image tokens, an
+    RMSNorm, one linear map without bias to the decoder's width). Every image is resized to image_size,
+    so each gives mm_tokens_per_image tokens."""
+    if getattr(v, "vision_use_head", False):
+        raise UnmappableConfig(f"Cannot map the vision tower of {what}: vision_config.vision_use_head = True "
+                               "(SigLIP's attention-pooling head) is not part of Gemma 3's tower; set it False")
+    h, patch = _int(v, "hidden_size", what), _int(v, "patch_size", what)
+    patches = (_int(v, "image_size", what) // patch) ** 2
+    tokens = _int(wrapper, "mm_tokens_per_image", what)
+    if patches % tokens:
+        raise UnmappableConfig(f"Cannot map the vision tower of {what}: mm_tokens_per_image = {tokens} does not "
+                               f"divide the {patches} patches of an image")
+    return {
+        "num_layers": _int(v, "num_hidden_layers", what), "hidden_dim": h,
+        "n_head": _int(v, "num_attention_heads", what), "ffn_embed_dim": _int(v, "intermediate_size", what),
+        "patch_input_dim": _int(v, "num_channels", what) * patch * patch, "position_embeddings": patches,
+        "outer_norms": 1, "patches_per_token": patches // tokens, "tokens_per_image": tokens,
+        "activation": "gelu_tanh",
+        "projector": [{"kind": "norm", "d_in": h},
+                      {"kind": "linear", "d_in": h, "d_out": _int(wrapper.get_text_config(), "hidden_size", what)}],
+    }
+
+
 def _kimi_k25_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
     h = _int(v, "hidden_size", what)
     kernel = getattr(v, "merge_kernel_size", None)
@@ -150,6 +182,7 @@ VISION_TOWER_ROWS: Dict[str, Callable[[Any, str, Any], Dict[str, Any]]] = {
     "qwen3_vl_moe": _qwen_row,
     "qwen3_5": _qwen_row,
     "qwen3_5_moe": _qwen_row,
+    "gemma3": _gemma3_row,
     "gemma4": _gemma4_row,
     "kimi_k25": _kimi_k25_row,
     "llama4": _llama4_row,

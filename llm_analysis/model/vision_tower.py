@@ -9,7 +9,8 @@ no work, so they cost no time.
 
 Image work, per request of a prefill with `image_tokens` = N (`phase.batch` requests):
 - one image per request, its N image tokens made of P = N x `patches_per_token` patches
-  (Qwen-VL's 2 x 2 spatial merge: P = 4N);
+  (Qwen-VL's 2 x 2 spatial merge: P = 4N); where the family resizes every image to one size
+  (`tokens_per_image`, Gemma 3: 256 tokens of 4,096 patches), N / tokens_per_image images;
 - the patch embedding, each block's q/k/v/o projections and MLP on P patches, the
   attention core over the image's own patches (bidirectional: P^2 score pairs per head,
   as eager attention computes within each image);
@@ -54,6 +55,10 @@ def check_image_tokens(model, image_tokens: Optional[int]) -> Optional[int]:
     if v is None:
         raise ConfigError(f"image_tokens = {image_tokens} but {model.name} has no vision tower (a text-only "
                           "model); drop image_tokens")
+    if v.tokens_per_image and image_tokens % v.tokens_per_image:
+        raise ConfigError(f"image_tokens = {image_tokens}: {model.name} resizes every image (or crop) to one size of "
+                          f"{v.tokens_per_image} image tokens, so a request's image tokens are a multiple of "
+                          f"{v.tokens_per_image}; valid: {v.tokens_per_image}, {2 * v.tokens_per_image}, ...")
     if v.patches_per_token is None:
         raise ConfigError(
             f"image_tokens = {image_tokens}: {model.name}'s vision tower is counted (parameters, weight memory) "
@@ -107,8 +112,10 @@ class _Builder:
     def __init__(self, d, phase: Phase, image_tokens: Optional[int]):
         self.d, self.v = d, d.model.vision_tower
         runs = image_tokens is not None and phase.name == "prefill" and phase.past_len == 0 and not phase.shapes_only
-        self.images = phase.batch if runs else 0
-        self.image_tokens = self.images * (image_tokens or 0)
+        # one image per request, or, where every image has one size, as many as its image tokens make
+        per_request = image_tokens // self.v.tokens_per_image if runs and self.v.tokens_per_image else 1
+        self.images = phase.batch * per_request if runs else 0
+        self.image_tokens = phase.batch * image_tokens if runs else 0
         self.patches = self.image_tokens * (self.v.patches_per_token or 0)
         self.shard = vision_shard(self.v, d.tp)
 
@@ -175,7 +182,7 @@ def block_ops(b: _Builder) -> List[Operator]:
 
 
 def _attention_core(b: _Builder) -> Operator:
-    """Scores and weighted values within each image: P^2 pairs per head and image."""
+    """Scores and weighted values within each image: P_image^2 pairs per head and image."""
     v = b.v
     per_image = b.patches // b.images if b.images else 0
     pairs = b.images * per_image * per_image

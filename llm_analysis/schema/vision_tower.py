@@ -62,7 +62,10 @@ class VisionTower(StrictModel):
     `patches_per_token`: patches merged into one image token of the language model
     (Qwen-VL: spatial_merge_size^2 = 4); None when the family's rule from image tokens
     to patches is not described, and then an image input is refused (the weights still
-    count). `class_tokens`: learned hidden-wide vectors prepended per image (Llama 4)."""
+    count). `class_tokens`: learned hidden-wide vectors prepended per image (Llama 4).
+    `tokens_per_image`: the image tokens of every image when the family resizes each image to
+    one size (Gemma 3's SigLIP: 256); a request's image tokens are then a whole number of such
+    images, each attending within its own patches."""
 
     num_layers: int
     hidden_dim: int
@@ -82,13 +85,16 @@ class VisionTower(StrictModel):
     class_tokens: int = 0
     outer_norms: int = 0  # hidden-wide norms before / after the blocks (Llama 4: 2)
     patches_per_token: Optional[int] = None
+    # image tokens of one image when every image has the same size (Gemma 3: each image or crop resized to
+    # image_size, pooled to mm_tokens_per_image tokens); None: one image per request of any size (Qwen-VL)
+    tokens_per_image: Optional[int] = None
     projector: List[ProjectorLayer] = []
     activation: str = "gelu"
 
     @model_validator(mode="after")
     def _check(self) -> "VisionTower":
         self._positive("num_layers", "hidden_dim", "n_head", "head_dim", "ffn_embed_dim", "patch_input_dim",
-                       "num_norms_per_layer", "patches_per_token")
+                       "num_norms_per_layer", "patches_per_token", "tokens_per_image")
         self._positive("position_embeddings", "class_tokens", "outer_norms", lo_open=False)
         if self.head_dim is None:
             if self.hidden_dim % self.n_head:

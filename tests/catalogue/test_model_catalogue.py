@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_analysis.config import (MODEL_CONFIGS_DIR, ModelConfig, get_model_config_by_name,
+from llm_analysis.analysis import LLMAnalysis
+from llm_analysis.config import (MODEL_CONFIGS_DIR, ModelConfig, get_gpu_config_by_name, get_model_config_by_name,
                                  list_model_configs)
 
 transformers = pytest.importorskip("transformers")
@@ -304,6 +305,24 @@ def test_gemma3_multimodal_files_hold_the_text_config():
     for stem in ("google_gemma-3-4b-pt", "google_gemma-3-12b-pt", "google_gemma-3-27b-pt"):
         raw = json.loads((HF_CONFIGS_DIR / f"{stem}.json").read_text())
         assert raw["model_type"] == "gemma3_text"
+
+
+@pytest.mark.parametrize("stem", ["google_gemma-3-4b-pt", "google_gemma-3-12b-pt", "google_gemma-3-27b-pt"])
+def test_gemma3_multimodal_entries_count_the_checkpoint_whole(stem):
+    """The Gemma 3 4B / 12B / 27B checkpoints load as Gemma3ForConditionalGeneration: the decoder (the text
+    config kept in tests/data/hf_configs) plus the SigLIP tower and projector, whose vision_config the three
+    share (Gemma 3 report, arXiv 2503.19786, section 2.1; published copy: tests/data/hub_fixtures/
+    google_gemma-3-4b-it.json). The catalogue entry's total equals transformers' build of that class."""
+    import torch
+    text = json.loads((HF_CONFIGS_DIR / f"{stem}.json").read_text())
+    vlm = json.loads((Path(__file__).resolve().parents[1] / "data" / "hub_fixtures" /
+                      "google_gemma-3-4b-it.json").read_text())
+    wrapper = transformers.Gemma3Config(text_config=text, vision_config=vlm["vision_config"],
+                                        mm_tokens_per_image=vlm["mm_tokens_per_image"])
+    with torch.device("meta"):
+        model = transformers.Gemma3ForConditionalGeneration(wrapper)
+    ours = LLMAnalysis(get_model_config_by_name(stem), get_gpu_config_by_name("a100-sxm-80gb"))
+    assert ours.get_num_params_total() == sum(p.numel() for p in model.parameters())
 
 
 # ---------------------------------------------------------------------------

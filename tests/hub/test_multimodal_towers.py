@@ -2,8 +2,8 @@
 (issue 29): the class a user loads (the config's `architectures`, else the Auto class
 for generation) decides what is counted. A class that takes the whole multimodal config is
 counted whole (vision tower, projector, decoder, head) where its tower is described
-(Qwen3-VL, Qwen3-VL-MoE, Qwen3.5: hub/vision.py) and otherwise refused naming its vision
-tower (Gemma 3 *ForConditionalGeneration; Kimi-K2.5's remote class); a text-only class that
+(Qwen3-VL, Qwen3-VL-MoE, Qwen3.5, Gemma 3, Kimi-K2.5: hub/vision.py) and otherwise refused naming
+its vision tower; a text-only class that
 reads `text_config` alone (Qwen3_5ForCausalLM, Gemma3ForCausalLM) is counted exactly.
 
 Configs are built from transformers' own defaults at small sizes (AutoConfig.for_model),
@@ -123,19 +123,37 @@ def test_kimi_k25_shaped_remote_code_config_is_counted_whole():
     assert analysis.get_num_params_total() == sum(p.numel() for p in model.parameters())
 
 
-def test_published_gemma3_config_is_refused():
+def test_published_gemma3_config_is_counted_whole():
+    """google/gemma-3-4b-it as published: the SigLIP tower (416,866,032 parameters in transformers' build)
+    and projector are counted beside the decoder, the total equal to Gemma3ForConditionalGeneration's."""
     raw = json.loads(GEMMA3_4B_IT.read_text())
     assert raw["architectures"] == ["Gemma3ForConditionalGeneration"]
-    _refused_naming_the_tower(raw, "Gemma3ForConditionalGeneration")
+    model = _meta_build(raw, "Gemma3ForConditionalGeneration")
+    parts = LLMAnalysis(_import(raw), GPU).get_num_params_breakdown()
+    assert parts["vision tower"] + parts["projector"] == _vision_params(model)
+    assert LLMAnalysis(_import(raw), GPU).get_num_params_total() == sum(p.numel() for p in model.parameters())
+
+
+def test_gemma3_with_the_siglip_pooling_head_is_refused():
+    """vision_use_head = True adds SigLIP's attention-pooling head, which Gemma 3's tower does not run:
+    refused by name rather than counted without it."""
+    raw = json.loads(GEMMA3_4B_IT.read_text())
+    raw["vision_config"]["vision_use_head"] = True
+    assert "head" in {n.split(".")[2] for n, _ in _meta_build(raw, "Gemma3ForConditionalGeneration")
+                      .named_parameters() if n.startswith("model.vision_tower.")}
+    with pytest.raises(Exception, match="vision_use_head = True"):
+        _import(raw)
 
 
 def test_gemma3_text_only_class_is_counted_exactly():
     text = dict(SMALL_TEXT, sliding_window=8, layer_types=["sliding_attention", "full_attention"])
     vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                  image_size=28, patch_size=14)
+                  image_size=28, patch_size=14, vision_use_head=False)  # as Gemma 3's published configs
     whole = _wrapper("gemma3", text, vision, ["Gemma3ForConditionalGeneration"])
-    assert _vision_params(_meta_build(whole, "Gemma3ForConditionalGeneration")) > 0
-    _refused_naming_the_tower(whole, "Gemma3ForConditionalGeneration")
+    whole["mm_tokens_per_image"] = 4
+    model = _meta_build(whole, "Gemma3ForConditionalGeneration")
+    assert _vision_params(model) > 0
+    assert LLMAnalysis(_import(whole), GPU).get_num_params_total() == sum(p.numel() for p in model.parameters())
     text_only = dict(whole, architectures=["Gemma3ForCausalLM"])
     model = _meta_build(text_only, "Gemma3ForCausalLM")
     assert LLMAnalysis(_import(text_only), GPU).get_num_params_total() == sum(p.numel() for p in model.parameters())

@@ -185,3 +185,44 @@ def test_infer_cli_with_image_tokens_as_a_user_runs_it(tmp_path):
     bad = subprocess.run(base + ["--image_tokens", "65"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "image_tokens = 65 exceeds seq_len = 64" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+# Gemma 3: SigLIP at 56 x 56 pixels in 14 x 14 patches (16 patches), pooled to 4 image tokens per image
+GEMMA3_TEXT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, vocab_size=256, sliding_window=8,
+                   layer_types=["sliding_attention", "full_attention"])
+GEMMA3_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                     image_size=56, patch_size=14, vision_use_head=False)
+
+
+def _gemma3_config() -> dict:
+    return {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": GEMMA3_TEXT,
+            "vision_config": GEMMA3_VISION, "mm_tokens_per_image": 4}
+
+
+def test_gemma3_parameters_per_part_match_transformers():
+    raw = _gemma3_config()
+    model = _model(raw)
+    parts = _analysis(raw).get_num_params_breakdown()
+    assert parts["vision tower"] == sum(p.numel() for p in model.model.vision_tower.parameters())
+    assert parts["projector"] == sum(p.numel() for p in model.model.multi_modal_projector.parameters())
+    assert _analysis(raw).get_num_params_total() == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("images", [1, 3])
+def test_gemma3_image_flops_match_flop_counter_mode(images):
+    """Each image gives 4 image tokens from its 16 patches, attention within each image's own patches:
+    `images` images of one request are 4 x images image tokens."""
+    raw = _gemma3_config()
+    model = _model(raw)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model.model.get_image_features(torch.randn(images, 3, 56, 56))
+    engine = _vision_flops(_analysis(raw).with_image_tokens(4 * images), 1, 64)
+    assert engine == counter.get_total_flops()
+
+
+def test_gemma3_image_tokens_are_whole_images():
+    """Every Gemma 3 image is resized to one size: 4 image tokens each here, so 6 is refused naming the rule."""
+    with pytest.raises(ConfigError, match=r"image_tokens = 6: .* multiple of 4"):
+        _analysis(_gemma3_config()).with_image_tokens(6)
