@@ -109,7 +109,11 @@ class TrainSearch:
         return out
 
     def micro_batches(self, lay: TrainLayout) -> List[int]:
-        return divisors(self.gbs // lay.dp)
+        """The micro-batches that split the global batch over the layout's data-parallel ranks; an
+        interleaved layout only those leaving at least pp micro-batches per iteration (the schedule's rule:
+        training/run.py `check_interleaved_micro_batches`)."""
+        per_rank = self.gbs // lay.dp
+        return [b for b in divisors(per_rank) if lay.v == 1 or per_rank // b >= lay.pp]
 
     def score(self, seconds: float, lay: TrainLayout) -> float:
         """The objective of a run of `seconds`: its time, or its cost in dollars."""

@@ -15,12 +15,15 @@ from llm_analysis.training.stage import Stage
 
 
 def _in_flight(stage: int, p: int, m: int, v: int) -> float:
-    """Micro-batches whose activations stage `stage` holds at the 1F1B peak."""
+    """Micro-batches whose activations stage `stage` holds at the 1F1B peak. Interleaved (v > 1):
+    Megatron's warm-up runs (p - stage - 1) x 2 + (v - 1) x p model chunks, each 1/v of the stage's
+    layers, before the steady state's one more: p + (p - 2 stage - 1) / v micro-batches' worth
+    (the first stage's p + (p - 1) / v of Korthikanti et al. 2022, section 4.2.3)."""
     if p == 1:
         return 1.0
     if v == 1:
         return float(min(m, p - stage))
-    return float(min(m, (p - stage) + (p - 1) / v))
+    return float(min(m, p + (p - 2 * stage - 1) / v))
 
 
 def trained_gradient_bytes_per_param(analysis, lora: Optional[LoRAConfig],

@@ -15,8 +15,10 @@ largest stage:
 - activations after Korthikanti et al. 2022 (arXiv 2205.05198) per layer,
   times the layers of the stage, times the micro-batches in flight: with 1F1B
   stage i (0-based) holds min(m, p - i) micro-batches; with v interleaved
-  virtual stages the first stage holds p + (p - 1)/v (their §4.2.3), later
-  stages p - i + (p - 1)/v. Plus the embedding output on the first stage and
+  virtual stages stage i holds p + (p - 2i - 1)/v (Megatron's warm-up of
+  2(p - i - 1) + (v - 1)p chunks of 1/v of the stage, plus one; the first
+  stage's p + (p - 1)/v is their §4.2.3), at least p micro-batches per
+  iteration (the interleaved schedule's rule). Plus the embedding output on the first stage and
   the logits of one micro-batch on the last.
 - recomputation working set: while one layer's backward runs, what that layer
   did not keep is rematerialised, so one layer's (stored-without-recompute minus
@@ -89,7 +91,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from llm_analysis.errors import DoesNotFitError
+from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.model import Phase
 from llm_analysis.model.describer import identity_token
 from llm_analysis.quantities.setup_entries import calibrated_notes
@@ -163,6 +165,19 @@ def _fit_batch(analysis, req: TrainingRequest, stages: List[Stage], mk: tuple, m
         req.framework))
 
 
+def check_interleaved_micro_batches(v: int, p: int, m: int, b: int) -> None:
+    """An interleaved schedule (v > 1) needs at least p micro-batches per iteration: Megatron-Core's
+    interleaved 1F1B runs micro-batches in groups of microbatch_group_size_per_vp_stage (default pp) through
+    each virtual stage and refuses fewer (RuntimeError in forward_backward_pipelining_with_interleaving;
+    Megatron-LM before it required a multiple of pp). With fewer, one micro-batch still crosses every stage
+    in turn, so the (p - 1) / (v m) bubble would describe a schedule that cannot run."""
+    if v > 1 and m < p:
+        raise ConfigError(f"pipeline_interleave = {v} needs at least pp_size = {p} micro-batches per iteration "
+                          f"(Megatron-Core's interleaved schedule); this run has gradient_accumulation_steps = {m} "
+                          f"(micro-batch {b}): give a global_batch_size or gradient_accumulation_steps of at least "
+                          f"{p} micro-batches, a smaller batch_size_per_gpu, or pipeline_interleave = 1")
+
+
 def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     """Micro-batch, accumulation steps and global batch; the memory of the peak
     stage. Raises DoesNotFitError with the numbers and what would help."""
@@ -181,6 +196,7 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
         b, m, gbs = 1, gas or p.pp_size, None
     else:
         b, m, gbs = config_batch_size_and_gradient_accumulation_steps(p.dp_size, max_b, bs, gas, gbs_in)
+    check_interleaved_micro_batches(req.interleave, p.pp_size, m, b)
     mem_stages = _memory(analysis, req, stages1, mk, b, m)
     peak_stage = max(range(p.pp_size), key=lambda i: mem_stages[i]["peak"])
     need = mem_stages[peak_stage]

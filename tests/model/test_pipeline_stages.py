@@ -141,3 +141,24 @@ def test_training_peak_is_on_the_heaviest_stage():
     """Stage 1 holds 4 layers x 3 micro-batches in flight, more than stage 0's 1 x 4."""
     s = _uneven().training(batch_size_per_gpu=B, global_batch_size=8 * B, seq_len=S)
     assert s["peak_memory_pipeline_stage"] == 1
+
+
+@pytest.mark.parametrize("v", [2, 4])
+def test_interleaved_stages_hold_megatrons_warm_up_chunks(v):
+    """Megatron's interleaved 1F1B (m >= p): stage s runs (p - s - 1) x 2 + (v - 1) x p model chunks of
+    warm-up and one more in the steady state, each chunk 1/v of the stage's layers, so it holds
+    ((p - s - 1) x 2 + (v - 1) x p + 1) / v micro-batches' worth of its layers' activations (the first
+    stage's p + (p - 1)/v of Korthikanti et al. 2022, section 4.2.3), over the stages' own layers."""
+    a = _analysis(pp_size=4)
+    kw = dict(layernorm_dtype_bytes=2)
+    per_layer = a.get_activation_memory_per_layer(B, S, False, ActivationRecomputation.NONE, **kw)
+    emb = a.get_activation_memory_input_embedding(B, S)
+    logits = a.get_activation_memory_output_embedding(B, S)
+    stages = _stages(a)
+    mem = stage_memory(a, stages, B, S, 8, v, DSZeRO.NONE, ActivationRecomputation.NONE, kw, 4, None, None)
+    p = 4
+    for s, (d, st) in enumerate(zip(mem, stages)):
+        first, last = _ends(s, p)
+        chunks = (p - s - 1) * 2 + (v - 1) * p + 1
+        assert d["activations"] == pytest.approx(
+            st.num_layers * per_layer * chunks / v + first * emb * chunks / v + last * logits, rel=1e-12)

@@ -254,3 +254,20 @@ def test_static_batches_under_a_load_are_batches_the_load_can_form():
         s = run_reproduction(row)
         b = row["figures"]["batch_size_per_gpu"] * row["layout"]["ep"]
         assert b == 1 or b <= rate * s["total_latency"], (b, s["total_latency"])
+
+
+@pytest.mark.parametrize("gbs", [2, 4])
+def test_training_plan_offers_no_interleaved_layout_with_fewer_micro_batches_than_stages(gbs):
+    """Megatron-Core's interleaved schedule needs at least pp micro-batches per iteration (training() refuses
+    fewer): a row may interleave only where m = gbs / (dp x micro_batch) >= pp, checked on every row; with a
+    global batch of 4 interleaved rows remain (the search offers them where they can run)."""
+    r = plan_training("facebook/opt-1.3b", ["a100-sxm-80gb"], tokens=1e9, max_gpus=8, global_batch_size=gbs,
+                      seq_len=2048, flops_efficiency=0.5)
+    assert r.rows
+    for row in r.rows:
+        lay = row["layout"]
+        m = gbs // (lay["dp"] * lay["micro_batch"])
+        if lay["pipeline_interleave"] > 1:
+            assert m >= lay["pp"], lay
+    if gbs == 4:
+        assert any(row["layout"]["pipeline_interleave"] > 1 for row in r.rows)

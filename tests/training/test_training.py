@@ -402,6 +402,18 @@ def test_interleaving_adds_p_minus_1_over_v_micro_batches():
     assert r["activation_memory_per_gpu"] == pytest.approx((per_layer * L / p + S_ * H_ * 2) * k, rel=1e-12)
 
 
+def test_interleaving_needs_pp_micro_batches():
+    """Megatron-Core's interleaved schedule refuses fewer micro-batches than pipeline stages: 2 micro-batches
+    over pp = 4 with pipeline_interleave = 2 is refused naming both; 4 runs."""
+    a = analysis(gpt(8, H_, A_, V_, S_), pp=4)
+    with pytest.raises(ConfigError, match=r"pipeline_interleave = 2 needs at least pp_size = 4 micro-batches.*"
+                                          r"gradient_accumulation_steps = 2"):
+        a.training(batch_size_per_gpu=1, gradient_accumulation_steps=2, seq_len=S_, pipeline_interleave=2)
+    assert a.training(batch_size_per_gpu=1, gradient_accumulation_steps=4, seq_len=S_,
+                      pipeline_interleave=2)["latency_per_iter"] > 0
+    assert a.training(batch_size_per_gpu=1, gradient_accumulation_steps=2, seq_len=S_)["latency_per_iter"] > 0
+
+
 def test_max_batch_fits_and_one_more_does_not():
     a = analysis(gpt(24, 2048, 16, 51200, 2048))
     r = a.training(batch_size_per_gpu=1, gradient_accumulation_steps=1, seq_len=2048,
