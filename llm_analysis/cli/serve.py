@@ -79,8 +79,43 @@ def _layout_text(answer: Dict[str, Any], p) -> str:
     return text
 
 
+def _short_time(seconds: Optional[float]) -> str:
+    """A time that may be microseconds (a KV transfer over NVLink), to three significant digits."""
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} us"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def _rate(requests_per_s: Optional[float]) -> str:
+    return "none (nothing to decode)" if requests_per_s is None else f"{requests_per_s:.3g} requests/s"
+
+
+def _pools_lines(answer: Dict[str, Any]) -> list:
+    """The disaggregated pools as the answer states them: each pool's workers, layout and capacity, the
+    pool that limits the deployment, the prefill queue and the KV transfer between the pools (figures of
+    serving/disaggregated.py, formatted here, none worked out)."""
+    limiting = answer["limiting_pool"]
+    lines = []
+    for pool in ("prefill", "decode"):
+        binds = " -- limits the deployment" if limiting in (pool, "both") else ""
+        lines.append(f"{pool} pool: {answer[f'{pool}_workers']} worker(s) x {answer[f'{pool}_gpus_per_worker']} GPUs "
+                     f"({answer[f'{pool}_layout']}), capacity "
+                     f"{_rate(answer[f'{pool}_capacity_request_rate_per_s'])}{binds}")
+    wait = answer["prefill_queue_wait_s"]
+    lines.append(f"prefill queue: wait {'unbounded' if wait is None else _short_time(wait)}, then batches of "
+                 f"{answer['prefill_batch_size']} prompt(s) per rank taking {_short_time(answer['prefill_batch_s'])}")
+    link = answer["kv_transfer_link"]
+    over = "at the stated kv_transfer_GB_per_s" if link == "stated" else f"point to point over {link}"
+    lines.append(f"KV transfer: {_short_time(answer['kv_transfer_s'])} per request, "
+                 f"{answer['kv_transfer_bytes_per_gpu'] / 1e6:.4g} MB from each prefill GPU, {over}")
+    return lines
+
+
 def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
-    """The answer as text: setup, load, latencies (mean and percentiles), throughput, KV pool, notes."""
+    """The answer as text: setup, load, latencies (mean and percentiles), throughput, saturation (with
+    disaggregated pools: each pool, the prefill queue, the KV transfer), KV pool, notes."""
     p = analysis.parallelism_config
     load = (f"{answer['concurrency']} concurrent clients (closed loop)" if answer["concurrency"] is not None else
             f"{answer['request_rate']:g} requests/s (open loop, Poisson)")
@@ -102,6 +137,7 @@ def report(analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
         f"({answer['output_tokens_per_s_per_gpu']:.4g} per GPU)",
         f"saturation: {answer['saturation_request_rate_per_s']:.3g} requests/s"
         + (" -- the request rate is above it: the queue grows without bound" if answer["saturated"] else ""),
+        *(_pools_lines(answer) if answer.get("disaggregated") else []),
         f"KV pool: {answer['kv_pool_tokens_per_replica']} tokens per replica "
         f"({answer['kv_pool_bytes_per_gpu'] / 1e9:.2f} GB per GPU), {answer['kv_occupancy']:.0%} in use; at most {answer['max_running_requests_per_replica']} "
         f"requests running per replica",

@@ -223,17 +223,26 @@ def _check_batch_timings(pool: Pool, largest: int, concurrency: Optional[int], o
         f"fewer clients) or fewer prefill steps a prompt (a larger max_num_batched_tokens)")
 
 
-def kv_transfer_s(a, prefill: Pool, decode: Pool, bytes_per_s: Optional[float]) -> float:
-    """Seconds to move one prompt's KV cache from its prefill rank to the decode pool: each prefill
-    GPU sends its share at once, point to point over the link both pools' GPUs share."""
+@dataclass(frozen=True)
+class KVTransfer:
+    """One prompt's KV cache on its way to the decode pool: what each prefill GPU sends, over what, how long."""
+
+    bytes_per_gpu: float
+    link: str  # cost/links.py's link name (nvlink, pcie, inter_node, ...), or "stated": kv_transfer_GB_per_s
+    seconds: float
+
+
+def kv_transfer(a, prefill: Pool, decode: Pool, bytes_per_s: Optional[float]) -> KVTransfer:
+    """Moving one prompt's KV cache from its prefill rank to the decode pool: each prefill GPU sends its
+    share at once, point to point over the link both pools' GPUs share (or at the stated bandwidth)."""
     r = prefill.rank
     nbytes = r.pool.bytes_per_token * r.shape.input + r.pool.bytes_per_request
     if bytes_per_s is not None:
-        return 0.0 if math.isinf(bytes_per_s) else nbytes / bytes_per_s
+        return KVTransfer(nbytes, "stated", 0.0 if math.isinf(bytes_per_s) else nbytes / bytes_per_s)
     gpus = prefill.gpus + decode.gpus
     link = link_for_group(a.gpu_config, 2, max(1, gpus - 1), a.intra_node_memory_efficiency,
                           a.inter_node_memory_efficiency, a.num_gpus_per_node)
-    return collective_time_s("p2p", nbytes, 2, link)
+    return KVTransfer(nbytes, link.name, collective_time_s("p2p", nbytes, 2, link))
 
 
 @dataclass(frozen=True)
@@ -347,7 +356,8 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
                 return b
         return largest_here
 
-    transfer_s = kv_transfer_s(a, prefill, decode, None if link is None else link * GB)
+    transfer = kv_transfer(a, prefill, decode, None if link is None else link * GB)
+    transfer_s = transfer.seconds
     decode_steps = shape.output - 1
     prefill_cap = prefill.ranks * largest / full_batch_s
     cap = min(prefill_cap, _decode_capacity_rps(decode, decode_steps))
@@ -425,7 +435,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
         "perf_model": a.perf_model if isinstance(a.perf_model, str) else "profile",
         # one-token outputs leave the decode pool nothing to decode: it bounds no rate, and the answer says so
         # with None (as it does an unbounded queue's latencies), not inf
-        **_pool_entries(prefill, decode, batch, batch_s, transfer_s, None if saturated else w, prefill_cap,
+        **_pool_entries(prefill, decode, batch, batch_s, transfer, None if saturated else w, prefill_cap,
                         _decode_capacity_rps(decode, decode_steps) if decode_steps > 0 else None),
         "prefill_largest_batch_size": largest_here,
         "notes": _notes(prefill, decode, batch, saturated, cap, workload, imbalance, a.model_config.moe_top_k),
@@ -442,15 +452,26 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
     return out
 
 
-def _pool_entries(prefill: Pool, decode: Pool, batch: int, batch_s: float, transfer_s: float,
+def _limiting_pool(prefill_cap: float, decode_cap: Optional[float]) -> str:
+    """The pool whose capacity is the deployment's (the lower one; "both" when they are equal)."""
+    if decode_cap is None or prefill_cap < decode_cap:  # (None: nothing to decode, the decode pool bounds nothing)
+        return "prefill"
+    return "decode" if decode_cap < prefill_cap else "both"
+
+
+def _pool_entries(prefill: Pool, decode: Pool, batch: int, batch_s: float, transfer: KVTransfer,
                   wait_s: Optional[float], prefill_cap: float, decode_cap: Optional[float]) -> Dict[str, Any]:
     """The pools' own figures in the answer."""
     return {"disaggregated": True,
             "prefill_workers": prefill.workers, "prefill_gpus_per_worker": prefill.layout.gpus_per_worker,
+            "prefill_layout": prefill.layout.text(),
             "decode_workers": decode.workers, "decode_gpus_per_worker": decode.layout.gpus_per_worker,
-            "prefill_batch_size": batch, "prefill_batch_s": batch_s, "kv_transfer_s": transfer_s,
+            "decode_layout": decode.layout.text(),
+            "prefill_batch_size": batch, "prefill_batch_s": batch_s, "kv_transfer_s": transfer.seconds,
+            "kv_transfer_bytes_per_gpu": transfer.bytes_per_gpu, "kv_transfer_link": transfer.link,
             "prefill_queue_wait_s": wait_s, "prefill_capacity_request_rate_per_s": prefill_cap,
-            "decode_capacity_request_rate_per_s": decode_cap}
+            "decode_capacity_request_rate_per_s": decode_cap,
+            "limiting_pool": _limiting_pool(prefill_cap, decode_cap)}
 
 
 def _tails(ttft: float, wait: float, tpot: Optional[float], decode_steps: float) -> Dict[str, Optional[float]]:
@@ -488,4 +509,4 @@ def _notes(prefill: Pool, decode: Pool, batch: int, saturated: bool, cap: float,
     return n
 
 
-__all__ = ["POOLS", "kv_transfer_s", "serve_disaggregated"]
+__all__ = ["POOLS", "KVTransfer", "kv_transfer", "serve_disaggregated"]

@@ -56,6 +56,42 @@ def test_kv_transfer_by_hand(analysis_builder):
     assert d["kv_transfer_s"] >= IN * 131072 / nvlink
 
 
+def test_kv_transfer_bytes_and_link_by_hand(analysis_builder):
+    """The answer states what each prefill GPU sends and over what: Llama-3.1-8B at tp=1 sends all of its
+    131072 bytes per token (the hand count above); a prefill pool at tp=2 splits the 8 KV heads, half each.
+    2 + 3 x 2 = 8 GPUs fit one 8-GPU H100 node (NVLink); 2 + 4 x 2 = 10 do not (the network); a stated
+    bandwidth is named as such."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    one_node = a.serve(concurrency=1, input_len=IN, output_len=OUT, disaggregated=_pools())
+    assert one_node["kv_transfer_bytes_per_gpu"] == IN * 131072
+    assert one_node["kv_transfer_link"] == "nvlink"
+    two_nodes = a.serve(concurrency=1, input_len=IN, output_len=OUT, disaggregated=_pools(decode_workers=4))
+    assert two_nodes["kv_transfer_link"] == "inter_node"
+    split = a.serve(concurrency=1, input_len=IN, output_len=OUT, disaggregated=_pools(prefill_tp=2))
+    assert split["kv_transfer_bytes_per_gpu"] == IN * 131072 / 2
+    stated = a.serve(concurrency=1, input_len=IN, output_len=OUT, disaggregated=_pools(kv_transfer_GB_per_s=10.0))
+    assert stated["kv_transfer_link"] == "stated"
+    assert stated["kv_transfer_s"] == pytest.approx(stated["kv_transfer_bytes_per_gpu"] / 10e9, rel=1e-12)
+
+
+@pytest.mark.parametrize("workers, load, expected", [((1, 8), {"request_rate": 1.0}, "prefill"),
+                                                     ((8, 1), {"request_rate": 1.0}, "decode"),
+                                                     ((1, 8), {"request_rate": 1.0, "output_len": 1}, "prefill")])
+def test_limiting_pool_is_the_one_whose_capacity_is_the_deployments(analysis_builder, workers, load, expected):
+    """limiting_pool names the pool of the lower capacity, which is the saturation rate; one-token outputs
+    leave the decode pool nothing to bound (capacity None): the prefill pool limits. One-GPU workers of the
+    same layout: eight times the workers of one pool outweigh the other's (a prefill of 2048 tokens against
+    127 decode steps of a full batch, each pool's rank rates within a factor 3 of each other here)."""
+    a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    s = a.serve(input_len=IN, **{"output_len": OUT, **load},
+                disaggregated=_pools(prefill_workers=workers[0], decode_workers=workers[1], decode_tp=1))
+    caps = {pool: s[f"{pool}_capacity_request_rate_per_s"] for pool in ("prefill", "decode")}
+    bounding = {pool: cap for pool, cap in caps.items() if cap is not None}
+    assert s["limiting_pool"] == min(bounding, key=bounding.get) == expected
+    assert s[f"{s['limiting_pool']}_capacity_request_rate_per_s"] == s["saturation_request_rate_per_s"]
+    assert s["prefill_layout"] == "tp=1" and s["decode_layout"] == "tp=1"
+
+
 def test_closed_loop_littles_law_and_keys(analysis_builder):
     a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
     agg = a.serve(concurrency=64, input_len=IN, output_len=OUT, num_requests=0)

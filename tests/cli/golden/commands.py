@@ -15,4 +15,9 @@ COMMANDS = {
     "train_json": ["train", "--model_name", "megatron-lm-175b", "--gpu_name", "a100-sxm-80gb", "--tp_size", "8",
                    "--pp_size", "16", "--total_num_gpus", "1024", "--global_batch_size", "1536", "--seq_len", "2048",
                    "--total_num_tokens", "300e9", "--activation_recomputation", "4", "--output_format", "json"],
+    # aggregated serving (the README's serve command): the report's sections as they were before the disaggregated
+    # pools got theirs (the pools' lines print only for a disaggregated answer)
+    "serve_llama31_70b": ["serve", "--model_name", "meta-llama/Llama-3.1-70B", "--gpu_name", "h100-sxm-80gb",
+                          "--dtype_name", "fp8", "--tp_size", "4", "--concurrency", "64", "--input_len", "1024",
+                          "--output_len", "1024", "--framework", "vllm"],
 }
