@@ -25,7 +25,8 @@ largest stage:
   stored-with-recompute) activations are added.
 - ZeRO buffers: DeepSpeed gathers ZeRO-3 weights module by module, so two of
   the stage's largest weight matrices are live unsharded (the running one and the
-  prefetched next); ZeRO-2/3 keep the largest matrix's unsharded gradient before
+  prefetched next; the embedding and the LM head count, gathered whole like any
+  module); ZeRO-2/3 keep the largest matrix's unsharded gradient before
   its reduce-scatter. (DeepSpeed's bucket sizes are tunables; this is the floor.)
 
 Time of one iteration (seconds), on the bottleneck pipeline stage:

@@ -65,7 +65,7 @@ class Stage:
     dense_params_gpu: float = 0.0  # trainable (full training: all; LoRA: adapters)
     expert_params_gpu: float = 0.0
     weight_bytes_gpu: float = 0.0  # unsharded by ZeRO
-    max_op_weight_bytes_gpu: float = 0.0  # largest single weight matrix of a layer
+    max_op_weight_bytes_gpu: float = 0.0  # largest single weight matrix (layers, embedding, head)
     max_op_trainable_params_gpu: float = 0.0
     dp_weight_bytes_gpu: float = 0.0  # bytes ZeRO all-gathers (dense)
     dp_expert_weight_bytes_gpu: float = 0.0
@@ -148,8 +148,9 @@ def _add_full_training_weights(st: Stage, op: Operator, n: int, is_layer: bool) 
         st.dp_weight_bytes_gpu += n * w
         if is_layer:
             st.layer_dp_weight_bytes_gpu += n * w
-    if is_layer:
-        st.max_op_trainable_params_gpu = max(st.max_op_trainable_params_gpu, op.params_per_gpu)
+    # every module's weights are gathered whole under ZeRO-3, the embedding and the LM head too (often the
+    # largest matrices: Llama-3's 128,256 x 4,096 head), and their gradients exist whole before the reduce
+    st.max_op_trainable_params_gpu = max(st.max_op_trainable_params_gpu, op.params_per_gpu)
     return w
 
 
@@ -200,8 +201,7 @@ def _add_weights(st: Stage, analysis, op: Operator, n: int, is_layer: bool, lora
     else:
         w = _add_lora_weights(analysis, st, op, n, is_layer, lora, recomputed)
     st.weight_bytes_gpu += n * w
-    if is_layer:
-        st.max_op_weight_bytes_gpu = max(st.max_op_weight_bytes_gpu, w)
+    st.max_op_weight_bytes_gpu = max(st.max_op_weight_bytes_gpu, w)  # any module's: ZeRO-3 gathers each whole
 
 
 def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation) -> Stage:
