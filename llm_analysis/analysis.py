@@ -27,6 +27,6 @@ def __getattr__(name: str):
     resolved lazily because cli.py builds on the classes above (PEP 562)."""
     if name in ("infer", "train"):
         import llm_analysis.cli.commands as cli
-        return getattr(cli, name)
+        return cli.library_call(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -317,3 +317,23 @@ def test_output_summary_dict_writes_any_dict(tmp_path):
     subset = {k: s[k] for k in ("batch_size_per_gpu", "seq_len", "prefill_latency")}
     path = a.output_summary_dict(subset, str(tmp_path / "subset"), print_human_readable=True)
     assert json.loads(Path(path).read_text())["prefill_latency"] == pytest.approx(s["prefill_latency"])
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("train", dict(model_name="facebook_opt-1.3b", gpu_name="a100-sxm-80gb", total_num_gpus=8, tp_size=2, seq_len=2048,
+                   batch_size_per_gpu=2, global_batch_size=16, total_num_tokens=1e9, flops_efficiency=0.5)),
+    ("infer", dict(model_name="facebook_opt-1.3b", gpu_name="a100-sxm-80gb", seq_len=512, num_tokens_to_generate=32)),
+])
+def test_module_level_calls_print_nothing_above_info(name, kw, capsys):
+    """The mirrored system logs the report of its module-level infer() / train() at INFO (its `logger.info` of
+    the summary), so log_level='ERROR' prints nothing and the call returns the summary: a script that prints
+    its own output gets nothing mixed in. At INFO the report is printed; an explicit output_format still is."""
+    call = getattr(analysis_module, name)
+    assert list(inspect.signature(call).parameters)[:3] == ["model_name", "gpu_name", "dtype_name"]
+    summary = call(**kw, log_level="ERROR")
+    assert isinstance(summary, dict) and summary["num_params_total"] > 0
+    assert capsys.readouterr().out == ""
+    call(**kw, log_level="INFO")
+    assert "facebook_opt-1.3b" in capsys.readouterr().out
+    call(**kw, log_level="ERROR", output_format="json")
+    assert json.loads(capsys.readouterr().out)["num_params_total"] == summary["num_params_total"]

@@ -6,6 +6,8 @@ mirrored system) and the `fire` command line around them:
     llm-analysis train ...                (installed console script)
 """
 
+import functools
+import inspect
 import logging
 import os
 import sys
@@ -490,6 +492,26 @@ class LLMAnalysisCLI:
     train = staticmethod(for_fire(train))
     serve = staticmethod(for_fire(serve))
     plan = _PlanCLI
+
+
+def library_call(name: str):
+    """The module-level `infer` / `train` as `from llm_analysis.analysis import train` gives them (the
+    mirrored API). The mirrored system logs its report at INFO, so a call with log_level WARNING or ERROR
+    prints nothing there and only returns the summary: so here, unless the call names output_format or
+    quiet itself. At INFO or DEBUG it prints the report as the command does. The command line
+    (`python -m llm_analysis.analysis train ...`) runs the commands themselves: its report is its output."""
+    command = {"infer": infer, "train": train}[name]
+    signature = inspect.signature(command)
+
+    @functools.wraps(command)
+    def call(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        level = str(bound.arguments.get("log_level", "INFO")).upper()
+        if level in ("WARNING", "ERROR", "CRITICAL") and not {"quiet", "output_format"} & set(bound.arguments):
+            bound.arguments["quiet"] = True
+        return command(*bound.args, **bound.kwargs)
+
+    return call
 
 
 def main(argv: Optional[List[str]] = None) -> int:
