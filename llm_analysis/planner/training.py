@@ -163,7 +163,7 @@ class _Ctx:
         best = self.best_per_layout.get(lay.key)
         if best is None or score < best["score"]:
             self.best_per_layout[lay.key] = {"score": score, "summary": out, "ds_zero": z, "recompute": rc,
-                                             "layout": lay}
+                                             "layout": lay, "analysis": analysis, "micro_batch": b}
         return out
 
 
@@ -273,11 +273,30 @@ def _zero3_caution(dp: int) -> str:
             "--zero_stages 0,1,2 leaves ZeRO-3 out")
 
 
+def _memory_binds(search: TrainSearch, lay: TrainLayout, best: Dict[str, Any]) -> bool:
+    """Whether memory binds the row: its peak leaves under 10% of the GPU free, or it shards (ZeRO) or
+    recomputes because the same layout and micro-batch without either does not fit. A ZeRO stage or
+    recomputation chosen because it is faster (ZeRO-1's sharded optimizer step) does not make memory bind."""
+    out, z, rc = best["summary"], best["ds_zero"], best["recompute"]
+    if out["memory_left_per_gpu"] < 0.1 * out["gpu_memory_per_gpu"]:
+        return True
+    if z.value == 0 and rc.value == 0:
+        return False
+    try:
+        best["analysis"].training(batch_size_per_gpu=best["micro_batch"], global_batch_size=search.gbs,
+                                  seq_len=search.seq_len, total_num_tokens=search.tokens,
+                                  activation_recomputation=ActivationRecomputation.NONE, ds_zero=DSZeRO.NONE,
+                                  pipeline_interleave=lay.v)
+    except DoesNotFitError:
+        return True
+    return False
+
+
 def _row(search: TrainSearch, lay: TrainLayout, best: Dict[str, Any]) -> Dict[str, Any]:
     out, z, rc = best["summary"], best["ds_zero"], best["recompute"]
     b = out["batch_size_per_gpu"]
     binding = []
-    if out["memory_left_per_gpu"] < 0.1 * out["gpu_memory_per_gpu"] or z.value > 0 or rc.value > 0:
+    if _memory_binds(search, lay, best):
         binding.append("memory")
     if lay.gpus == search.max_gpus:
         binding.append("max_gpus")

@@ -271,3 +271,28 @@ def test_training_plan_offers_no_interleaved_layout_with_fewer_micro_batches_tha
             assert m >= lay["pp"], lay
     if gbs == 4:
         assert any(row["layout"]["pipeline_interleave"] > 1 for row in r.rows)
+
+
+def test_memory_binds_only_where_memory_forced_the_choice():
+    """The legend: binding is the constraint that stops a larger batch, fewer GPUs or a faster layout. A row
+    that shards (ZeRO) or recomputes names memory only where the same layout and micro-batch without either
+    does not fit (or its peak leaves under 10% free): OPT-1.3b on 80 GB fits everywhere without them, so ZeRO
+    rows chosen for their faster sharded optimizer step do not name memory."""
+    from llm_analysis.errors import DoesNotFitError
+    r = plan_training("facebook/opt-1.3b", ["a100-sxm-80gb"], tokens=1e9, max_gpus=8, global_batch_size=16,
+                      seq_len=2048, flops_efficiency=0.5)
+    sharded = [row for row in r.rows if row["layout"]["ds_zero"] > 0 or row["layout"]["activation_recomputation"] > 0]
+    assert sharded
+    for row in sharded:
+        repro = dict(row["reproduce"])
+        lay = row["layout"]
+        a = LLMAnalysis(repro["model_name"], lay["gpu"], lay["dtype"], ParallelismConfig(
+            tp_size=lay["tp"], pp_size=lay["pp"], dp_size=lay["dp"], ep_size=lay["ep"]), flops_efficiency=0.5)
+        try:
+            a.training(batch_size_per_gpu=lay["micro_batch"], global_batch_size=16, seq_len=2048,
+                       total_num_tokens=1e9, pipeline_interleave=lay["pipeline_interleave"])
+            fits = True
+        except DoesNotFitError:
+            fits = False
+        assert ("memory" in row["binding"]) == (not fits or row["figures"]["estimated_peak_memory_per_gpu"]
+                                                > 0.9 * a.gpu_config.memory_bytes), row
