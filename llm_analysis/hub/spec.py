@@ -202,11 +202,19 @@ def _sparse_step_layers(src: Src, n: int) -> List[int]:
 
 
 def _dense_first_layers(src: Src, n: int) -> List[int]:
-    """DeepSeek's reference code: MoE iff layer_idx >= first_k_dense_replace and
-    layer_idx % moe_layer_freq == 0."""
+    """MoE iff layer_idx >= first_k_dense_replace, as transformers' classes build these families
+    (DeepseekV2/V3DecoderLayer, Glm4MoeDecoderLayer). DeepSeek's reference code and vLLM also require
+    layer_idx % moe_layer_freq == 0, which transformers never reads: a config with moe_layer_freq != 1
+    describes two different models, so it is refused (every published checkpoint has 1)."""
     first_k = src.opt_int("first_k_dense_replace", default=0) or 0
     freq = src.opt_int("moe_layer_freq", default=1) or 1
-    return [i for i in range(n) if i >= first_k and i % freq == 0]
+    if freq != 1:
+        raise ValueError(
+            f"moe_layer_freq = {freq}. transformers' class builds a MoE block on "
+            f"every layer from first_k_dense_replace = {first_k} on and ignores moe_layer_freq, while DeepSeek's "
+            "reference code and vLLM make only every moe_layer_freq-th layer MoE: the two count different models. "
+            "Set moe_layer_freq = 1 (as every published DeepSeek / GLM checkpoint has)")
+    return [i for i in range(n) if i >= first_k]
 
 
 def _listed_layers(src: Src, n: int) -> List[int]:
@@ -269,7 +277,11 @@ class MoeRule:
             raise UnmappableConfig(f"{what}: the experts each token is routed to (top-k) is {top_k!r} of {experts} "
                               f"experts; valid: a whole number from 1 to {experts}")
         if n is not None:
-            first, freq = moe_layout(MOE_LAYER_RULES[self.layers](src, n), n, what)
+            try:
+                layers = MOE_LAYER_RULES[self.layers](src, n)
+            except ValueError as err:  # a rule's refusal of the config's layer pattern
+                raise UnmappableConfig(f"Cannot map the config of {what}: {err}") from None
+            first, freq = moe_layout(layers, n, what)
             f.update(moe_num_experts=experts, moe_top_k=top_k or 1, moe_first_dense_layers=first,
                      moe_layer_freq=freq)
         if self.width is not None:

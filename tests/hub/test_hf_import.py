@@ -849,3 +849,29 @@ def test_unreachable_hub_is_a_clear_error(refused_client):
     r = refused_client()
     _err(r, hf_import.HubUnreachable, "openai-community/gpt2", "'main'", r["dead_endpoint"],
          "could not be reached")
+
+
+def test_deepseek_moe_layer_freq_other_than_one_is_refused():
+    """transformers' DeepseekV3DecoderLayer builds a MoE block on every layer from first_k_dense_replace on and
+    never reads moe_layer_freq (checked here on its meta build: 3 MoE layers of 4 with moe_layer_freq = 2),
+    while DeepSeek's reference code and vLLM make every second layer MoE: the config is refused naming the
+    field, not counted as one of the two."""
+    import torch
+    import transformers
+    from llm_analysis.hub.errors import UnmappableConfig
+    from llm_analysis.hub.mapping import map_hf_config
+    raw = transformers.AutoConfig.for_model(
+        "deepseek_v3", vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+        first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
+        v_head_dim=8).to_dict()
+    raw["moe_layer_freq"] = 2
+    with torch.device("meta"):
+        built = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(**raw))
+    assert sum(hasattr(layer.mlp, "experts") for layer in built.model.layers) == 3
+    with pytest.raises(UnmappableConfig, match=r"moe_layer_freq = 2.*first_k_dense_replace = 1") as info:
+        map_hf_config(dict(raw), name="t", source="t", what="test config", trust_remote_code=False, revision=None)
+    assert "\n" not in str(info.value)
+    raw["moe_layer_freq"] = 1
+    cfg = map_hf_config(dict(raw), name="t", source="t", what="test config", trust_remote_code=False, revision=None)
+    assert (cfg.moe_first_dense_layers, cfg.moe_layer_freq) == (1, 1)
