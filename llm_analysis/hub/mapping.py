@@ -168,6 +168,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     if tower is not None:
         fields["vision_tower"] = tower
     fields["checkpoint_weight_format"] = checkpoint_weight_format(d)
+    _warn_decoder_of_encoder_decoder(d, fields, what)
     fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)
     if fields["model_type"] is None:
         fields.pop("model_type")
@@ -176,3 +177,16 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     except ConfigError as exc:
         raise UnmappableConfig(f"The config of {what} (model_type {model_type!r}) maps to an "
                                f"invalid ModelConfig: {exc}") from None
+
+
+def _warn_decoder_of_encoder_decoder(d: Dict[str, Any], fields: Fields, what: str) -> None:
+    """An encoder-decoder config maps to its decoder (docs/hub-import.md); when its `architectures` names the
+    whole model (BartForConditionalGeneration, WhisperForConditionalGeneration), what that class holds beyond
+    the decoder, the encoder, is not counted: say so rather than count it silently short."""
+    arch = d.get("architectures")
+    named = arch[0] if isinstance(arch, (list, tuple)) and arch and isinstance(arch[0], str) else None
+    if fields.get("cross_attention") and named and not named.endswith("ForCausalLM"):
+        logger.warning("%s: architectures names %s, which holds the encoder beside the decoder; only the decoder "
+                       "(with its cross-attention, as the *ForCausalLM class) is counted: the encoder's parameters, "
+                       "weight memory and work are not (its output length is the encoder_seq_len input)",
+                       what, named)

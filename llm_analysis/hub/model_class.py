@@ -9,11 +9,11 @@ transformers' Auto classes pick for generation (`AutoModelForCausalLM`, then
 A multimodal wrapper (`text_config` plus `vision_config` / `audio_config` / `vq_config`)
 is counted by its language model only when that class is a text-only class (its
 `config_class` is not the wrapper's config class: e.g. `Qwen3_5ForCausalLM`, which reads
-`text_config` alone). A class that takes the whole wrapper config (Qwen3-VL's and Gemma 3's
-`*ForConditionalGeneration`, Fuyu's `FuyuForCausalLM` with its patch projection) holds parts
-beyond the language model that ModelConfig does not describe, so the config is refused
-(`towers_refusal`) rather than counted without them (Fuyu, whose parts beside the decoder
-have no sub-config, is refused by its row in families/refused.py).
+`text_config` alone). A class that takes the whole wrapper config (a `*ForConditionalGeneration`)
+is counted whole where its tower is described (hub/vision.py: Qwen3-VL, Qwen3.5, Gemma 3 and 4,
+Kimi-K2.5, Llama 4); otherwise it holds parts beyond the language model that ModelConfig does not
+describe, so the config is refused (`towers_refusal`) rather than counted without them (Fuyu,
+whose parts beside the decoder have no sub-config, is refused by its row in families/refused.py).
 
 `transformers` is imported only when a wrapper is met (start-up time).
 """

@@ -875,3 +875,33 @@ def test_deepseek_moe_layer_freq_other_than_one_is_refused():
     raw["moe_layer_freq"] = 1
     cfg = map_hf_config(dict(raw), name="t", source="t", what="test config", trust_remote_code=False, revision=None)
     assert (cfg.moe_first_dense_layers, cfg.moe_layer_freq) == (1, 1)
+
+
+@pytest.mark.parametrize("named,warned", [("BartForConditionalGeneration", True), ("BartForCausalLM", False)])
+def test_encoder_decoder_class_named_whole_warns_that_the_encoder_is_not_counted(named, warned, caplog):
+    """An encoder-decoder config maps to its decoder; a config whose architectures names the whole model
+    (BartForConditionalGeneration) holds the encoder too, which transformers' meta build shows (its parameters
+    beyond BartForCausalLM's are the encoder's): that is warned, naming the class; naming the decoder-only
+    class is counted exactly, unwarned."""
+    import logging
+    import torch
+    import transformers
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import get_gpu_config_by_name
+    from llm_analysis.hub.mapping import map_hf_config
+    raw = transformers.AutoConfig.for_model(
+        "bart", vocab_size=256, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64).to_dict()
+    raw["architectures"] = [named]
+    with torch.device("meta"):
+        whole = transformers.BartForConditionalGeneration(transformers.BartConfig(**raw))
+        decoder = transformers.BartForCausalLM(transformers.BartConfig(**raw))
+    encoder = sum(p.numel() for n, p in whole.named_parameters() if ".encoder." in n and "embed_tokens" not in n)
+    assert sum(p.numel() for p in whole.parameters()) > sum(p.numel() for p in decoder.parameters()) and encoder > 0
+    with caplog.at_level(logging.WARNING, logger="llm_analysis"):
+        cfg = map_hf_config(dict(raw), name="t", source="t", what="test config", trust_remote_code=False,
+                            revision=None)
+    said = [r.getMessage() for r in caplog.records if "encoder" in r.getMessage() and named in r.getMessage()]
+    assert bool(said) == warned
+    assert LLMAnalysis(cfg, get_gpu_config_by_name("a100-sxm-80gb")).get_num_params_total() == \
+        sum(p.numel() for p in decoder.parameters())
