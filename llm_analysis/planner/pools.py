@@ -3,10 +3,11 @@ load): each pool's worker layout and the prefill:decode worker ratio, every depl
 `serve(..., disaggregated={...})` (serving/disaggregated.py), under the same targets as the
 aggregated plan.
 
-The search, per GPU type, data type and KV-cache type:
-1. every worker layout the engine runs (planner/layouts.py) is timed alone (one request on one worker,
-   aggregated): a layout whose prefill alone misses the TTFT target cannot be a prefill pool, one
-   whose decode step alone misses the TPOT target cannot be a decode pool;
+The search:
+1. every worker layout the engine runs (planner/layouts.py), of each GPU type, data type and KV-cache
+   type, is timed alone (one request on one worker, aggregated): a layout whose prefill alone misses
+   the TTFT target cannot be a prefill pool, one whose decode step alone misses the TPOT target
+   cannot be a decode pool;
 2. one disaggregated call with one worker in each pool gives each layout's capacity per worker
    (prefill: prompts/s at its batches; decode: requests/s its ranks hold at once over their decode
    time), hence the fewest workers of it that keep up with the request rate (one without a rate);
@@ -15,13 +16,15 @@ The search, per GPU type, data type and KV-cache type:
    cost objective) of those fewest workers in each pool; pairs are searched in order of their bounds,
    least first, over every GPU type, data type and KV-cache type, and a pair whose bound is above the
    best deployment found is ruled out without its search, so the deployment with the fewest GPUs
-   (dollars) among the pairs is found, and every pair that ties with it. A pair's worker counts start
-   at its bound's and grow one worker at a time in the pool whose target is missed (TTFT or prefill
-   saturation: the prefill pool; TPOT or decode saturation: the decode pool) until the deployment
-   meets every target, or it passes the best found. Each count is one serve() call, so a row's
-   figures are what its `reproduce["serve_call"]` returns. (The layouts with the most capacity per
-   GPU need not make the fewest GPUs: at a modest rate one wide worker holds far more than the load,
-   while a narrower one holds just enough.)
+   (dollars) among the pairs is found, and every pair that ties with it (the ranking puts the least
+   TPOT first). A worker width is timed (steps 1-2) only when its own bound, one worker of it and one
+   of the narrowest layout, comes up, so the widest are not timed once a smaller deployment is found.
+   A pair's worker counts start at its bound's and grow one worker at a time in the pool whose target
+   is missed (TTFT or prefill saturation: the prefill pool; TPOT or decode saturation: the decode
+   pool) until the deployment meets every target, or it passes the best found. Each count is one
+   serve() call, so a row's figures are what its `reproduce["serve_call"]` returns. (The layouts with
+   the most capacity per GPU need not make the fewest GPUs: at a modest rate one wide worker holds far
+   more than the load, while a narrower one holds just enough.)
 `binding` names what one worker fewer in each pool misses ("prefill:ttft", "decode:tpot", ...).
 Assumption: each pool's batch is the engine's default (prefill: the prompts its token budget holds;
 decode: its max_num_seqs), as serve() takes it when `batch_size` is not given; the KV transfer runs
@@ -48,10 +51,22 @@ MAX_WORKERS_PER_POOL = 512
 _PREFILL_MISSES = ("ttft", "prefill_saturation")
 
 
-def _analysis(search, lay: Worker) -> LLMAnalysis:
+class _Analyses:
     """The analysis a disaggregated call runs on (its GPU, data type and cost model; the pools carry
-    their own layouts, so its parallelism is the default)."""
-    return LLMAnalysis(search.model, lay.gpu, lay.dtype, ParallelismConfig(), **search.analysis_kwargs)
+    their own layouts, so its parallelism is the default), one per GPU type and data type for the whole
+    search: each pool layout's analysis and step costs are kept with its describer
+    (serving/layout.with_parallelism), so the calls of every pair and worker count reuse them."""
+
+    def __init__(self, search):
+        self.search = search
+        self.built: Dict[Tuple[str, str], LLMAnalysis] = {}
+
+    def __call__(self, lay: Worker) -> LLMAnalysis:
+        key = (lay.gpu.name, lay.dtype.name)
+        if key not in self.built:
+            self.built[key] = LLMAnalysis(self.search.model, lay.gpu, lay.dtype, ParallelismConfig(),
+                                          **self.search.analysis_kwargs)
+        return self.built[key]
 
 
 def _pools_arg(prefill: Worker, prefill_workers: int, decode: Worker, decode_workers: int) -> Dict[str, Any]:
@@ -67,9 +82,9 @@ def _pools_text(prefill: Worker, prefill_workers: int, decode: Worker, decode_wo
 class _PairSearch:
     """The worker counts of one (prefill layout, decode layout, KV type)."""
 
-    def __init__(self, search, load: ContinuousLoad, kv_name: Optional[str], prefill: Worker, decode: Worker,
-                 stats: SearchStats):
-        self.search, self.load, self.kv_name = search, load, kv_name
+    def __init__(self, analyses: _Analyses, load: ContinuousLoad, kv_name: Optional[str], prefill: Worker,
+                 decode: Worker, stats: SearchStats):
+        self.analyses, self.load, self.kv_name = analyses, load, kv_name
         self.prefill, self.decode, self.stats = prefill, decode, stats
         self.answers: Dict[Tuple[int, int], Dict[str, Any]] = {}
 
@@ -81,7 +96,7 @@ class _PairSearch:
     def at(self, wp: int, wd: int) -> Dict[str, Any]:
         if (wp, wd) not in self.answers:
             self.stats.evaluated_full += 1
-            self.answers[(wp, wd)] = _analysis(self.search, self.prefill).serve(**self.kwargs(wp, wd))
+            self.answers[(wp, wd)] = self.analyses(self.prefill).serve(**self.kwargs(wp, wd))
         return self.answers[(wp, wd)]
 
     def misses(self, wp: int, wd: int) -> List[str]:
@@ -116,12 +131,13 @@ class _PairSearch:
         return out or ["none"]
 
 
-def _capacities(search, lay: Worker, load: ContinuousLoad, kv_name: Optional[str], stats: SearchStats):
+def _capacities(analyses: _Analyses, lay: Worker, load: ContinuousLoad, kv_name: Optional[str],
+                stats: SearchStats):
     """(prefill, decode) requests/s of one worker of `lay` in each pool."""
     stats.evaluated_full += 1
     kw = {k: v for k, v in load.serve_kwargs(kv_name, means_only=True).items()
           if k not in ("request_rate", "concurrency", "num_requests")}
-    s = _analysis(search, lay).serve(concurrency=1, num_requests=0, disaggregated=_pools_arg(lay, 1, lay, 1), **kw)
+    s = analyses(lay).serve(concurrency=1, num_requests=0, disaggregated=_pools_arg(lay, 1, lay, 1), **kw)
     decode = s["decode_capacity_request_rate_per_s"]  # None: nothing to decode (one-token outputs), no bound
     return s["prefill_capacity_request_rate_per_s"], math.inf if decode is None else decode
 
@@ -158,8 +174,9 @@ def _fewest_workers(rate: Optional[float], capacity_per_s: float) -> Optional[in
     return math.floor(rate / capacity_per_s) + 1
 
 
-def _pool_candidates(search, layouts: List[Worker], load: ContinuousLoad, kv_name: Optional[str],
-                     stats: SearchStats, miss: ClosestMiss) -> Tuple[List[_Candidate], List[_Candidate]]:
+def _pool_candidates(search, analyses: _Analyses, layouts: List[Worker], load: ContinuousLoad,
+                     kv_name: Optional[str], stats: SearchStats,
+                     miss: ClosestMiss) -> Tuple[List[_Candidate], List[_Candidate]]:
     """(prefill candidates, decode candidates): every layout that meets the pool's target alone."""
     prefill: List[_Candidate] = []
     decode: List[_Candidate] = []
@@ -171,7 +188,7 @@ def _pool_candidates(search, layouts: List[Worker], load: ContinuousLoad, kv_nam
         describe = {**lay.describe(), "kv_cache_dtype": kv_name or "engine default"}
         try:
             alone = _alone(search, lay, load, kv_name, stats)
-            cap_prefill, cap_decode = _capacities(search, lay, load, kv_name, stats)
+            cap_prefill, cap_decode = _capacities(analyses, lay, load, kv_name, stats)
         except DoesNotFitError as e:
             miss.record("memory", e.needed_bytes, e.available_bytes, describe)
             continue
@@ -272,6 +289,7 @@ def collect_pools(search, load: ContinuousLoad, objective: str, stats: SearchSta
     groups = [_Group(layouts, kv_cache_name(kv), weight(layouts[0]))
               for layouts in by_gpu_dtype.values() for kv in search.kv_options]
     cap = search.max_gpus or MAX_WORKERS_PER_POOL * 2
+    analyses = _Analyses(search)
     # (bound, kind, order, item): kind 0 a group's width still to time (group, width), 1 a pair (group,
     # prefill candidate, decode candidate); at equal bounds a width is timed first, so that its pairs join
     # those of the same bound
@@ -291,8 +309,8 @@ def collect_pools(search, load: ContinuousLoad, objective: str, stats: SearchSta
             if bound > best:  # any pair with a worker this wide costs more than the best deployment
                 stats.ruled_out_by_bound += sum(lay.gpus == width for lay in g.layouts)
                 continue
-            prefill, decode = _pool_candidates(search, [lay for lay in g.layouts if lay.gpus == width], load,
-                                               g.kv_name, stats, miss)
+            prefill, decode = _pool_candidates(search, analyses, [lay for lay in g.layouts if lay.gpus == width],
+                                               load, g.kv_name, stats, miss)
             # the new candidates with every candidate timed so far (themselves included), each pair once
             new_pairs = [(p, d) for p in prefill for d in g.decode + decode] + [(p, d) for p in g.prefill
                                                                                  for d in decode]
@@ -312,7 +330,7 @@ def collect_pools(search, load: ContinuousLoad, objective: str, stats: SearchSta
             continue
         # a pair that grows past the best found cannot beat it (ties are searched: the better latency wins)
         limit = cap if best == math.inf else min(cap, math.floor(best / g.weight * (1 + 1e-12)))
-        pair = _PairSearch(search, load, g.kv_name, p.layout, d.layout, stats)
+        pair = _PairSearch(analyses, load, g.kv_name, p.layout, d.layout, stats)
         found = pair.fewest((p.fewest_workers, d.fewest_workers), limit)
         if found is None:
             if limit == cap:
@@ -328,7 +346,7 @@ def collect_pools(search, load: ContinuousLoad, objective: str, stats: SearchSta
 
 def pools_assumptions(load: ContinuousLoad) -> str:
     return (f"disaggregated pools on {load.framework}, timed by serve(disaggregated=...): "
-            + __doc__.split("The search, per GPU type, data type and KV-cache type:")[1].strip().replace("\n", " "))
+            + " ".join(__doc__.split("The search:")[1].split()))
 
 
 __all__ = ["collect_pools", "pools_assumptions"]
