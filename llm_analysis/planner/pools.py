@@ -3,19 +3,28 @@ load): each pool's worker layout and the prefill:decode worker ratio, every depl
 `serve(..., disaggregated={...})` (serving/disaggregated.py), under the same targets as the
 aggregated plan.
 
-The search, per GPU type, data type and KV-cache type:
-1. every worker layout the engine runs (planner/layouts.py) is timed alone (one request on one worker,
-   aggregated): a layout whose prefill alone misses the TTFT target cannot be a prefill pool, one
-   whose decode step alone misses the TPOT target cannot be a decode pool;
+The search:
+1. every worker layout the engine runs (planner/layouts.py), of each GPU type, data type and KV-cache
+   type, is timed alone (one request on one worker, aggregated): a layout whose prefill alone misses
+   the TTFT target cannot be a prefill pool, one whose decode step alone misses the TPOT target
+   cannot be a decode pool;
 2. one disaggregated call with one worker in each pool gives each layout's capacity per worker
    (prefill: prompts/s at its batches; decode: requests/s its ranks hold at once over their decode
-   time); the SHORTLIST layouts with the most capacity per GPU (per dollar under the cost objective)
-   are each pool's candidates;
-3. for every (prefill layout, decode layout) pair the worker counts start at the fewest that keep up
-   with the request rate (one each in a closed loop) and grow one worker at a time in the pool whose
-   target is missed (TTFT or prefill saturation: the prefill pool; TPOT or decode saturation: the
-   decode pool) until the deployment meets every target. Each count is one serve() call, so a row's
-   figures are what its `reproduce["serve_call"]` returns.
+   time), hence the fewest workers of it that keep up with the request rate (one without a rate);
+   every layout that meets its pool's own target alone is that pool's candidate;
+3. every (prefill candidate, decode candidate) pair has a lower bound, the GPUs (dollars under the
+   cost objective) of those fewest workers in each pool; pairs are searched in order of their bounds,
+   least first, over every GPU type, data type and KV-cache type, and a pair whose bound is above the
+   best deployment found is ruled out without its search, so the deployment with the fewest GPUs
+   (dollars) among the pairs is found, and every pair that ties with it (the ranking puts the least
+   TPOT first). A worker width is timed (steps 1-2) only when its own bound, one worker of it and one
+   of the narrowest layout, comes up, so the widest are not timed once a smaller deployment is found.
+   A pair's worker counts start at its bound's and grow one worker at a time in the pool whose target
+   is missed (TTFT or prefill saturation: the prefill pool; TPOT or decode saturation: the decode
+   pool) until the deployment meets every target, or it passes the best found. Each count is one
+   serve() call, so a row's figures are what its `reproduce["serve_call"]` returns. (The layouts with
+   the most capacity per GPU need not make the fewest GPUs: at a modest rate one wide worker holds far
+   more than the load, while a narrower one holds just enough.)
 `binding` names what one worker fewer in each pool misses ("prefill:ttft", "decode:tpot", ...).
 Assumption: each pool's batch is the engine's default (prefill: the prompts its token budget holds;
 decode: its max_num_seqs), as serve() takes it when `batch_size` is not given; the KV transfer runs
@@ -24,7 +33,9 @@ over the link the pools share (serving/disaggregated.py).
 
 from __future__ import annotations
 
+import heapq
 import math
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from llm_analysis.config import ParallelismConfig
@@ -36,15 +47,26 @@ from llm_analysis.planner.layouts import Worker, workers_of
 from llm_analysis.planner.result import SearchStats
 from llm_analysis.planner.space import weight_bytes_lower_bound
 
-SHORTLIST = 2  # layouts per pool whose pairs are searched
 MAX_WORKERS_PER_POOL = 512
 _PREFILL_MISSES = ("ttft", "prefill_saturation")
 
 
-def _analysis(search, lay: Worker) -> LLMAnalysis:
+class _Analyses:
     """The analysis a disaggregated call runs on (its GPU, data type and cost model; the pools carry
-    their own layouts, so its parallelism is the default)."""
-    return LLMAnalysis(search.model, lay.gpu, lay.dtype, ParallelismConfig(), **search.analysis_kwargs)
+    their own layouts, so its parallelism is the default), one per GPU type and data type for the whole
+    search: each pool layout's analysis and step costs are kept with its describer
+    (serving/layout.with_parallelism), so the calls of every pair and worker count reuse them."""
+
+    def __init__(self, search):
+        self.search = search
+        self.built: Dict[Tuple[str, str], LLMAnalysis] = {}
+
+    def __call__(self, lay: Worker) -> LLMAnalysis:
+        key = (lay.gpu.name, lay.dtype.name)
+        if key not in self.built:
+            self.built[key] = LLMAnalysis(self.search.model, lay.gpu, lay.dtype, ParallelismConfig(),
+                                          **self.search.analysis_kwargs)
+        return self.built[key]
 
 
 def _pools_arg(prefill: Worker, prefill_workers: int, decode: Worker, decode_workers: int) -> Dict[str, Any]:
@@ -60,9 +82,9 @@ def _pools_text(prefill: Worker, prefill_workers: int, decode: Worker, decode_wo
 class _PairSearch:
     """The worker counts of one (prefill layout, decode layout, KV type)."""
 
-    def __init__(self, search, load: ContinuousLoad, kv_name: Optional[str], prefill: Worker, decode: Worker,
-                 stats: SearchStats):
-        self.search, self.load, self.kv_name = search, load, kv_name
+    def __init__(self, analyses: _Analyses, load: ContinuousLoad, kv_name: Optional[str], prefill: Worker,
+                 decode: Worker, stats: SearchStats):
+        self.analyses, self.load, self.kv_name = analyses, load, kv_name
         self.prefill, self.decode, self.stats = prefill, decode, stats
         self.answers: Dict[Tuple[int, int], Dict[str, Any]] = {}
 
@@ -74,7 +96,7 @@ class _PairSearch:
     def at(self, wp: int, wd: int) -> Dict[str, Any]:
         if (wp, wd) not in self.answers:
             self.stats.evaluated_full += 1
-            self.answers[(wp, wd)] = _analysis(self.search, self.prefill).serve(**self.kwargs(wp, wd))
+            self.answers[(wp, wd)] = self.analyses(self.prefill).serve(**self.kwargs(wp, wd))
         return self.answers[(wp, wd)]
 
     def misses(self, wp: int, wd: int) -> List[str]:
@@ -109,12 +131,13 @@ class _PairSearch:
         return out or ["none"]
 
 
-def _capacities(search, lay: Worker, load: ContinuousLoad, kv_name: Optional[str], stats: SearchStats):
+def _capacities(analyses: _Analyses, lay: Worker, load: ContinuousLoad, kv_name: Optional[str],
+                stats: SearchStats):
     """(prefill, decode) requests/s of one worker of `lay` in each pool."""
     stats.evaluated_full += 1
     kw = {k: v for k, v in load.serve_kwargs(kv_name, means_only=True).items()
           if k not in ("request_rate", "concurrency", "num_requests")}
-    s = _analysis(search, lay).serve(concurrency=1, num_requests=0, disaggregated=_pools_arg(lay, 1, lay, 1), **kw)
+    s = analyses(lay).serve(concurrency=1, num_requests=0, disaggregated=_pools_arg(lay, 1, lay, 1), **kw)
     decode = s["decode_capacity_request_rate_per_s"]  # None: nothing to decode (one-token outputs), no bound
     return s["prefill_capacity_request_rate_per_s"], math.inf if decode is None else decode
 
@@ -127,10 +150,36 @@ def _alone(search, lay: Worker, load: ContinuousLoad, kv_name: Optional[str], st
                        **search.analysis_kwargs).serve(concurrency=1, num_requests=0, **kw)
 
 
-def _pool_candidates(search, layouts: List[Worker], load: ContinuousLoad, kv_name: Optional[str],
-                     stats: SearchStats, miss: ClosestMiss, weight):
-    """(prefill shortlist, decode shortlist): (layout, requests/s per worker) best first."""
-    prefill, decode = [], []
+@dataclass
+class _Candidate:
+    """A layout that meets one pool's target alone, with the fewest of its workers that keep up with the
+    load (a pool of fewer workers is saturated, so no deployment holds fewer)."""
+
+    layout: Worker
+    capacity_per_s: float  # requests/s one worker of it holds in this pool
+    fewest_workers: int
+
+    @property
+    def fewest_gpus(self) -> int:
+        return self.fewest_workers * self.layout.gpus
+
+
+def _fewest_workers(rate: Optional[float], capacity_per_s: float) -> Optional[int]:
+    """The fewest workers that keep up with `rate` (serve() calls a pool saturated at capacity <= rate);
+    one without a rate; None when a worker holds nothing."""
+    if rate is None:
+        return 1
+    if capacity_per_s <= 0:
+        return None
+    return math.floor(rate / capacity_per_s) + 1
+
+
+def _pool_candidates(search, analyses: _Analyses, layouts: List[Worker], load: ContinuousLoad,
+                     kv_name: Optional[str], stats: SearchStats,
+                     miss: ClosestMiss) -> Tuple[List[_Candidate], List[_Candidate]]:
+    """(prefill candidates, decode candidates): every layout that meets the pool's target alone."""
+    prefill: List[_Candidate] = []
+    decode: List[_Candidate] = []
     slo = load.slo
     for lay in layouts:
         if weight_bytes_lower_bound(search.num_params, lay.dtype, lay.gpus, 1, 1) > lay.gpu.memory_bytes:
@@ -139,7 +188,7 @@ def _pool_candidates(search, layouts: List[Worker], load: ContinuousLoad, kv_nam
         describe = {**lay.describe(), "kv_cache_dtype": kv_name or "engine default"}
         try:
             alone = _alone(search, lay, load, kv_name, stats)
-            cap_prefill, cap_decode = _capacities(search, lay, load, kv_name, stats)
+            cap_prefill, cap_decode = _capacities(analyses, lay, load, kv_name, stats)
         except DoesNotFitError as e:
             miss.record("memory", e.needed_bytes, e.available_bytes, describe)
             continue
@@ -147,18 +196,17 @@ def _pool_candidates(search, layouts: List[Worker], load: ContinuousLoad, kv_nam
             stats.invalid += 1
             miss.refused(f"{describe}: {e}")
             continue
-        per_cost = lay.gpus * weight(lay)
         if slo.max_ttft_s is None or alone["ttft_s"] <= slo.max_ttft_s:
-            prefill.append((cap_prefill / per_cost, lay, cap_prefill))
+            if (workers := _fewest_workers(load.request_rate, cap_prefill)) is not None:
+                prefill.append(_Candidate(lay, cap_prefill, workers))
         else:
             miss.record("ttft", alone["ttft_s"], slo.max_ttft_s, {**describe, "pool": "prefill (a request alone)"})
         if slo.max_tpot_s is None or (alone["tpot_s"] or 0.0) <= slo.max_tpot_s:
-            decode.append((cap_decode / per_cost, lay, cap_decode))
+            if (workers := _fewest_workers(load.request_rate, cap_decode)) is not None:
+                decode.append(_Candidate(lay, cap_decode, workers))
         else:
             miss.record("tpot", alone["tpot_s"], slo.max_tpot_s, {**describe, "pool": "decode (a request alone)"})
-    order = lambda c: -c[0]  # noqa: E731
-    return ([c[1:] for c in sorted(prefill, key=order)[:SHORTLIST]],
-            [c[1:] for c in sorted(decode, key=order)[:SHORTLIST]])
+    return prefill, decode
 
 
 def _pool_entry(lay: Worker, workers: int, s: Dict[str, Any], kv_cache_dtype: str) -> Dict[str, Any]:
@@ -209,38 +257,96 @@ def _row(search, pair: _PairSearch, wp: int, wd: int) -> Dict[str, Any]:
                           "serve_call": call}}
 
 
+@dataclass
+class _Group:
+    """The layouts of one GPU type and data type under one KV-cache type, and the pool candidates among
+    those timed so far."""
+
+    layouts: List[Worker]
+    kv_name: Optional[str]
+    weight: float  # what the objective counts per GPU
+    prefill: List[_Candidate] = field(default_factory=list)
+    decode: List[_Candidate] = field(default_factory=list)
+
+
 def collect_pools(search, load: ContinuousLoad, objective: str, stats: SearchStats, miss: ClosestMiss,
                   max_worker_gpus: Optional[int] = None) -> List[Dict[str, Any]]:
-    """Rows of disaggregated deployments (one per searched pair of pool layouts) that meet the targets."""
-    def weight(lay: Worker) -> float:
+    """Rows of disaggregated deployments that meet the targets: the one with the fewest GPUs (dollars under
+    the cost objective) among every pair of pool candidates, every pair tied with it, and the pairs
+    searched before it was found (module docstring, step 3).
+
+    Best first: a worker width of a group bounds its pairs not yet built (one worker of that width in
+    one pool, at least the group's narrowest in the other), a pair is bounded by its pools' fewest
+    workers; widths and pairs are visited in order of their bounds, least first, so a width's layouts
+    are timed only when it comes up (the widest are not timed once a deployment below their bound is
+    found)."""
+    def weight(lay: Worker) -> float:  # (a pair's pools share one GPU type)
         return search.prices.get(lay.gpu.name, 1.0) if objective == "cost" else 1.0
 
     by_gpu_dtype: Dict[Tuple[str, str], List[Worker]] = {}
     for lay in workers_of(search, load.framework, max_worker_gpus):
         by_gpu_dtype.setdefault((lay.gpu.name, lay.dtype.name), []).append(lay)
+    groups = [_Group(layouts, kv_cache_name(kv), weight(layouts[0]))
+              for layouts in by_gpu_dtype.values() for kv in search.kv_options]
     cap = search.max_gpus or MAX_WORKERS_PER_POOL * 2
-    rate = load.request_rate
-    rows = []
-    for layouts in by_gpu_dtype.values():
-        for kv in search.kv_options:
-            kv_name = kv_cache_name(kv)
-            prefill, decode = _pool_candidates(search, layouts, load, kv_name, stats, miss, weight)
-            for p_lay, p_cap in prefill:
-                for d_lay, d_cap in decode:
-                    stats.considered += 1
-                    pair = _PairSearch(search, load, kv_name, p_lay, d_lay, stats)
-                    start = (1, 1) if rate is None else (math.floor(rate / p_cap) + 1, math.floor(rate / d_cap) + 1)
-                    found = pair.fewest(start, cap)
-                    if found is None:
-                        miss.record("max_gpus", cap + 1, cap, {"prefill": p_lay.describe(), "decode": d_lay.describe()})
-                        continue
-                    rows.append(_row(search, pair, *found))
+    analyses = _Analyses(search)
+    # (bound, kind, order, item): kind 0 a group's width still to time (group, width), 1 a pair (group,
+    # prefill candidate, decode candidate); at equal bounds a width is timed first, so that its pairs join
+    # those of the same bound
+    queue: List[Tuple[float, int, int, Any]] = []
+    for g in groups:
+        narrowest = min(lay.gpus for lay in g.layouts)
+        for width in sorted({lay.gpus for lay in g.layouts}):
+            queue.append(((width + narrowest) * g.weight, 0, len(queue), (g, width)))
+    heapq.heapify(queue)
+    order = len(queue)
+    rows: List[Dict[str, Any]] = []
+    best = math.inf  # the least GPUs (dollars) of a deployment found
+    while queue:
+        bound, kind, _, item = heapq.heappop(queue)
+        if kind == 0:
+            g, width = item
+            if bound > best:  # any pair with a worker this wide costs more than the best deployment
+                stats.ruled_out_by_bound += sum(lay.gpus == width for lay in g.layouts)
+                continue
+            prefill, decode = _pool_candidates(search, analyses, [lay for lay in g.layouts if lay.gpus == width],
+                                               load, g.kv_name, stats, miss)
+            # the new candidates with every candidate timed so far (themselves included), each pair once
+            new_pairs = [(p, d) for p in prefill for d in g.decode + decode] + [(p, d) for p in g.prefill
+                                                                                 for d in decode]
+            g.prefill += prefill
+            g.decode += decode
+            for p, d in new_pairs:
+                stats.considered += 1
+                heapq.heappush(queue, ((p.fewest_gpus + d.fewest_gpus) * g.weight, 1, order, (g, p, d)))
+                order += 1
+            continue
+        g, p, d = item
+        gpus = p.fewest_gpus + d.fewest_gpus
+        if bound > best or gpus > cap:
+            if gpus > cap:
+                miss.record("max_gpus", gpus, cap, {"prefill": p.layout.describe(), "decode": d.layout.describe()})
+            stats.ruled_out_by_bound += 1
+            continue
+        # a pair that grows past the best found cannot beat it (ties are searched: the better latency wins)
+        limit = cap if best == math.inf else min(cap, math.floor(best / g.weight * (1 + 1e-12)))
+        pair = _PairSearch(analyses, load, g.kv_name, p.layout, d.layout, stats)
+        found = pair.fewest((p.fewest_workers, d.fewest_workers), limit)
+        if found is None:
+            if limit == cap:
+                miss.record("max_gpus", cap + 1, cap, {"prefill": p.layout.describe(), "decode": d.layout.describe()})
+            else:
+                stats.ruled_out_by_bound += 1
+            continue
+        row = _row(search, pair, *found)
+        rows.append(row)
+        best = min(best, row["figures"]["num_gpus"] * g.weight)
     return rows
 
 
 def pools_assumptions(load: ContinuousLoad) -> str:
     return (f"disaggregated pools on {load.framework}, timed by serve(disaggregated=...): "
-            + __doc__.split("The search, per GPU type, data type and KV-cache type:")[1].strip().replace("\n", " "))
+            + " ".join(__doc__.split("The search:")[1].split()))
 
 
 __all__ = ["collect_pools", "pools_assumptions"]
