@@ -312,7 +312,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           memory_fragmentation: float = 0, num_layers_in_first_pipeline_stage: Optional[int] = None,
           num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
           encoder_seq_len: Optional[int] = None, zero3_gather_bytes_per_s: Optional[float] = None,
-          zero3_recompute_gather: bool = False, html: Optional[str] = None) -> dict:
+          zero3_recompute_gather: bool = False, html: Optional[str] = None,
+          overlap_dp_comm: Optional[float] = None) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -393,6 +394,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
             layers' weights again (DeepSpeed's ZeRO-3; not PyTorch FSDP).
         html: write one self-contained HTML page to this file (opens offline, fetches nothing): summary,
             sortable per-operator table, roofline chart with hoverable operators, time and memory breakdowns.
+        overlap_dp_comm: the share in [0, 1] of each data-parallel transfer that runs under the compute it
+            overlaps (default: all of it, training()'s True; DeepSpeed v0.3's ZeRO-3: ~0.62, docs/planner.md).
     Returns:
         The summary dict (base units).
     """
@@ -423,6 +426,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
                           memory_fragmentation=memory_fragmentation, cost_per_gpu_hour=cost_per_gpu_hour,
                           pipeline_interleave=pipeline_interleave, zero3_gather_bytes_per_s=zero3_gather_bytes_per_s,
                           zero3_recompute_gather=zero3_recompute_gather)
+    if overlap_dp_comm is not None:  # (a given 0 is a share too: no overlap)
+        kwargs["overlap_dp_comm"] = overlap_dp_comm
     if isinstance(total_num_tokens, float) and total_num_tokens.is_integer():
         total_num_tokens = int(total_num_tokens)  # 300e9 on the command line is a float
     train_kwargs = dict(

@@ -186,6 +186,23 @@ def test_train_json(run):
     assert data["total_num_gpus"] == 1024 and data["dp_size"] == 8
 
 
+def test_train_overlap_dp_comm_flag_is_the_library_argument(run):
+    """`--overlap_dp_comm 0.5` is training(overlap_dp_comm=0.5): under ZeRO-3 half of each data-parallel transfer
+    is exposed, so the iteration is the library's at that share, longer than with full overlap (the default)."""
+    from llm_analysis.analysis import LLMAnalysis
+    from llm_analysis.config import ParallelismConfig
+    args = ("train", "--model_name", "facebook_opt-1.3b", "--gpu_name", "a100-sxm-80gb", "--total_num_gpus", "8",
+            "--ds_zero", "3", "--batch_size_per_gpu", "4", "--global_batch_size", "64", "--seq_len", "2048",
+            "--total_num_tokens", "1e9", "--perf_model", "roofline", "--output_format", "json")
+    half = json.loads(run(*args, "--overlap_dp_comm", "0.5").stdout)
+    full = json.loads(run(*args).stdout)
+    lib = LLMAnalysis("facebook_opt-1.3b", "a100-sxm-80gb", parallelism_config=ParallelismConfig(dp_size=8)).training(
+        batch_size_per_gpu=4, global_batch_size=64, seq_len=2048, total_num_tokens=10**9, ds_zero=3,
+        overlap_dp_comm=0.5)
+    assert half["latency_per_iter"] == pytest.approx(lib["latency_per_iter"], rel=1e-12)
+    assert half["latency_per_iter"] > full["latency_per_iter"]
+
+
 def test_output_format_none_prints_nothing(run):
     p = run("infer", "--model_name", "gpt2", "--output_format", "none")
     assert p.returncode == 0 and p.stdout == ""
