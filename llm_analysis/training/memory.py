@@ -81,7 +81,9 @@ def static_bytes(analysis, stages: List[Stage], ds_zero, master_bytes: float, ot
                                                  other_op_bytes, state_zero, grad_bytes)
         zero_buf = 0.0
         if ds_zero.value >= 3:
-            zero_buf += 2 * st.max_op_weight_bytes_gpu
+            # the module running and the one prefetched next: the largest matrix (the embedding or LM head
+            # where they are the largest) beside a layer's largest, its neighbour in the order modules run
+            zero_buf += st.max_op_weight_bytes_gpu + st.max_layer_op_weight_bytes_gpu
         if ds_zero.value >= 2:
             zero_buf += grad_bytes * st.max_op_trainable_params_gpu
         bucket = grad_bytes * min(fw.grad_bucket_params, st.dense_params_gpu + st.expert_params_gpu)

@@ -23,10 +23,11 @@ largest stage:
 - recomputation working set: while one layer's backward runs, what that layer
   did not keep is rematerialised, so one layer's (stored-without-recompute minus
   stored-with-recompute) activations are added.
-- ZeRO buffers: DeepSpeed gathers ZeRO-3 weights module by module, so two of
-  the stage's largest weight matrices are live unsharded (the running one and the
-  prefetched next; the embedding and the LM head count, gathered whole like any
-  module); ZeRO-2/3 keep the largest matrix's unsharded gradient before
+- ZeRO buffers: DeepSpeed gathers ZeRO-3 weights module by module, so two
+  weight matrices are live unsharded, the running one and the prefetched next:
+  the stage's largest (the embedding or LM head where they are the largest,
+  gathered whole like any module) and a layer's largest, its neighbour in the
+  order modules run; ZeRO-2/3 keep the largest matrix's unsharded gradient before
   its reduce-scatter. (DeepSpeed's bucket sizes are tunables; this is the floor.)
 
 Time of one iteration (seconds), on the bottleneck pipeline stage:

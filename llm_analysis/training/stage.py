@@ -66,6 +66,7 @@ class Stage:
     expert_params_gpu: float = 0.0
     weight_bytes_gpu: float = 0.0  # unsharded by ZeRO
     max_op_weight_bytes_gpu: float = 0.0  # largest single weight matrix (layers, embedding, head)
+    max_layer_op_weight_bytes_gpu: float = 0.0  # largest single weight matrix of a layer
     max_op_trainable_params_gpu: float = 0.0
     dp_weight_bytes_gpu: float = 0.0  # bytes ZeRO all-gathers (dense)
     dp_expert_weight_bytes_gpu: float = 0.0
@@ -202,6 +203,8 @@ def _add_weights(st: Stage, analysis, op: Operator, n: int, is_layer: bool, lora
         w = _add_lora_weights(analysis, st, op, n, is_layer, lora, recomputed)
     st.weight_bytes_gpu += n * w
     st.max_op_weight_bytes_gpu = max(st.max_op_weight_bytes_gpu, w)  # any module's: ZeRO-3 gathers each whole
+    if is_layer:
+        st.max_layer_op_weight_bytes_gpu = max(st.max_layer_op_weight_bytes_gpu, w)
 
 
 def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation) -> Stage:

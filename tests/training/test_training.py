@@ -382,12 +382,14 @@ def test_zero_stage_shards_what_it_should(zero):
 
 def test_zero3_gathers_the_embedding_and_head_whole_too():
     """DeepSpeed ZeRO-3 gathers every module's weights whole, the LM head too: with a 50,000-token vocabulary
-    (V h = 12.8 M parameters, above a layer's 4h^2 + 4h = 263,168) the buffer is two gathered 16-bit copies of
-    the V x h matrix plus its 16-bit gradient before the reduce-scatter: 3 x 2 x V x h bytes."""
+    (V h = 12.8 M parameters, above a layer's 4h^2 + 4h = 263,168) the live pair is the gathered V x h matrix
+    beside its neighbour, a layer's largest (the MLP's 4h x h + 4h), in 16 bits, plus the V x h matrix's 16-bit
+    gradient before the reduce-scatter: 2 V h + 2 (4h^2 + 4h) + 2 V h bytes."""
     V = 50_000
     r = analysis(gpt(L_, H_, A_, V, S_), dp=4).training(batch_size_per_gpu=1, gradient_accumulation_steps=1,
                                                          seq_len=S_, ds_zero=3)
-    assert r["zero_buffer_memory_per_gpu"] == pytest.approx(3 * 2 * V * H_, rel=1e-12)
+    big = 4 * H_ * H_ + 4 * H_
+    assert r["zero_buffer_memory_per_gpu"] == pytest.approx(2 * V * H_ + 2 * big + 2 * V * H_, rel=1e-12)
 
 
 @pytest.mark.parametrize("m,in_flight", [(8, 4), (2, 2)])
