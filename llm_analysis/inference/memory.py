@@ -80,18 +80,43 @@ def max_batch(available_bytes: float, per_seq_bytes: float) -> int:
     return int(available_bytes // per_seq_bytes)
 
 
+def _next_valid_tp(analysis):
+    """The smallest tp_size above the analysis' that the model can be split by (heads, KV heads, MLP widths,
+    mixers: whatever the describer checks), or None: so a suggestion is never one the next call refuses
+    (Llama-4-Maverick's 40 heads take 10 after 8, not 16). Only on the refusal path: each try builds a
+    describer."""
+    import copy
+    from llm_analysis.config import ParallelismConfig
+    from llm_analysis.errors import ConfigError
+    p = analysis.parallelism_config
+    for t in range(p.tp_size + 1, 8 * p.tp_size + 1):
+        other = copy.copy(analysis)
+        try:
+            other.update_parallelism_config(ParallelismConfig(tp_size=t, pp_size=p.pp_size, dp_size=p.dp_size,
+                                                              ep_size=p.ep_size, cp_size=p.cp_size))
+        except ConfigError:
+            continue
+        return t
+    return None
+
+
 def _fit_suggestions(analysis, weights: float, mem: float) -> str:
     p = analysis.parallelism_config
     tips = []
+    tp = _next_valid_tp(analysis)
+    pp = p.pp_size * 2 if p.pp_size * 2 <= analysis.model_config.num_layers else None
+    more = " or ".join(f"{k}={v}" for k, v in (("tp_size", tp), ("pp_size", pp)) if v is not None)
     if weights > mem:
-        tips.append(f"shard the weights further (tp_size={p.tp_size * 2} or pp_size={p.pp_size * 2})")
+        if more:
+            tips.append(f"shard the weights further ({more})")
         bits = analysis.dtype_config.weight_bits
         if bits > 4:  # name only dtypes with fewer weight bits than the one given
             fewer = " or ".join(name for b, name in ((8, "w8a16e16"), (4, "w4a16e16")) if b < bits)
             tips.append(f"use fewer weight bits (e.g. dtype {fewer})")
     else:
         tips.append("a smaller batch_size_per_gpu or a shorter context (seq_len + num_tokens_to_generate)")
-        tips.append(f"more tensor/pipeline parallelism (tp_size={p.tp_size * 2})")
+        if more:
+            tips.append(f"more tensor/pipeline parallelism ({more})")
         tips.append("a smaller KV-cache dtype (kv_cache_dtype_bytes=1)")
     return "; ".join(tips)
 

@@ -454,3 +454,22 @@ def test_without_a_kv_cache_each_step_holds_a_forward_over_the_whole_context():
     assert s["decode_max_batch_size_per_gpu"] == last["prefill_max_batch_size_per_gpu"]
     with pytest.raises(DoesNotFitError):
         a.inference(batch_size_per_gpu=200, seq_len=1024, num_tokens_to_generate=8192, use_kv_cache=False)
+
+
+@pytest.mark.parametrize("model,gpu,tp", [("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "h100-sxm-80gb", 8),
+                                          ("meta-llama/Llama-3.1-70B", "l4-24gb", 1)])
+def test_does_not_fit_suggests_only_layouts_the_model_accepts(model, gpu, tp):
+    """Every tp_size / pp_size the refusal suggests builds (its heads, KV heads and widths divide): Maverick's
+    40 heads with 8 KV heads and a 8192-wide expert take no tp above 8 (10 and 20 split no KV head, 40 no
+    expert), so only pp_size=2 is named there; Llama-3.1-70B at tp 1 is told tp_size=2."""
+    import re
+    from llm_analysis.errors import DoesNotFitError
+    a = LLMAnalysis(model, gpu, "bf16", ParallelismConfig(tp_size=tp))
+    with pytest.raises(DoesNotFitError) as info:
+        a.inference(batch_size_per_gpu=1, seq_len=256, num_tokens_to_generate=8)
+    said = dict(re.findall(r"\b(tp_size|pp_size)=(\d+)", str(info.value)))
+    assert said, str(info.value)
+    for key, value in said.items():
+        layout = {"tp_size": tp, key: int(value)}
+        LLMAnalysis(model, gpu, "bf16", ParallelismConfig(**layout))  # builds: no ConfigError
+    assert ("tp_size" in said) == (model == "meta-llama/Llama-3.1-70B")
