@@ -203,10 +203,15 @@ def flash_prefill_efficiency(seq_len: int, profile: Profile) -> float:
 # 16k (each kernel within 0.05 of the mean from 1k on). Least squares of R x s / (s + H) on them:
 FLASH_BACKWARD_RATE_PLATEAU = 0.872
 FLASH_BACKWARD_RATE_HALF_SEQ = 175.0
+# Below the shortest length measured the rate is held at its value there (0.65 at 512): the fit's own
+# extrapolation fell to 0.23 at 64 tokens, a backward 4.3x slower per FLOP than nothing measured shows.
+FLASH_BACKWARD_RATE_SHORTEST_SEQ = 512.0
 
 
 def flash_backward_rate(seq_len: float) -> float:
-    """The flash-attention backward's FLOP rate over its forward's at this query length (per GPU)."""
+    """The flash-attention backward's FLOP rate over its forward's at this query length (per GPU; held
+    at the shortest measured length's below it)."""
+    seq_len = max(seq_len, FLASH_BACKWARD_RATE_SHORTEST_SEQ)
     return FLASH_BACKWARD_RATE_PLATEAU * seq_len / (seq_len + FLASH_BACKWARD_RATE_HALF_SEQ)
 
 

@@ -44,8 +44,10 @@ class Stage:
     ep_fwd: float = 0.0
     cp_fwd: float = 0.0  # exposed context-parallel K/V exchange (operators/context_parallel.py)
     tp_bwd_hidden: float = 0.0  # backward TP collectives under weight-gradient GEMMs (overheads_tp.py)
-    # the attention backward's time per executed FLOP over its forward's (calibrated models: above 1)
+    # the attention backward's time per executed FLOP over its forward's (calibrated models: above 1),
+    # for a kernel whose forward runs above the kernel floor (one at the floor is launch-bound, not slower)
     attention_backward_slowdown: float = 1.0
+    kernel_floor_s: float = 0.0
     fp8_cast: float = 0.0  # FP8 training's cast kernels (fp8_casts.py; calibrated models only)
     fp8_weight_cast: float = 0.0  # of them, the weight casts made once per iteration (not per micro-batch)
     loss: float = 0.0  # the cross-entropy passes over the logits (loss.py; last stage, calibrated models only)
@@ -79,13 +81,15 @@ class Stage:
                 + 2 * (self.tp_fwd + self.ep_fwd + self.cp_fwd) - self.tp_bwd_hidden + self.fp8_cast + self.loss)
 
     def add_compute(self, t: float, flops: float, bwd: float, recomputed: bool, masked_flops: float = 0.0,
-                    is_attention: bool = False, is_routed_expert: bool = False) -> None:
-        """A kernel of forward time t and `flops` FLOPs (`masked_flops` of them not executed),
-        its backward `bwd` times the forward (FLOPs as counted: 2x; an attention kernel's
-        backward time 2.5x, FLASH_BACKWARD_OVER_FORWARD)."""
+                    is_attention: bool = False, is_routed_expert: bool = False, kernels: float = 1.0) -> None:
+        """`kernels` kernels of forward time t together and `flops` FLOPs (`masked_flops` of them not
+        executed), its backward `bwd` times the forward (FLOPs as counted: 2x; an attention kernel's
+        backward time 2.5x, FLASH_BACKWARD_OVER_FORWARD, slower per FLOP above the kernel floor)."""
         self.fwd_compute += t
         attention = is_attention and bwd == 2.0
-        self.bwd_compute += (FLASH_BACKWARD_OVER_FORWARD * self.attention_backward_slowdown if attention else bwd) * t
+        self.bwd_compute += (FLASH_BACKWARD_OVER_FORWARD * _above_floor_slowdown(
+            t / kernels if kernels else t, self.attention_backward_slowdown, self.kernel_floor_s)
+            if attention else bwd) * t
         self.flops_fwd += flops
         self.flops_bwd += bwd * flops
         self.masked_flops_fwd += masked_flops
@@ -107,6 +111,15 @@ class Stage:
         return (self.flops_fwd + self.flops_bwd + self.flops_rc
                 - 3.0 * self.masked_flops_fwd - self.masked_flops_rc
                 + (FLASH_BACKWARD_OVER_FORWARD - 2.0) * self.attention_executed_flops_fwd)
+
+
+def _above_floor_slowdown(t, slowdown: float, floor_s: float):
+    """The backward's slowdown of an attention kernel of forward time `t` (a float or an array): the
+    rate's only where the forward runs above the kernel floor; a kernel at the floor is launch-bound,
+    and its backward, 2.5x the work, is no slower per FLOP (so the backward never shrinks as the
+    sequence grows while the forward sits at the floor)."""
+    return np.where(t > floor_s * (1 + 1e-9), slowdown, 1.0) if isinstance(t, np.ndarray) else \
+        (slowdown if t > floor_s * (1 + 1e-9) else 1.0)
 
 
 def _attention_backward_slowdown(analysis, ph: Phase) -> float:
@@ -235,14 +248,18 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     # (backward: 2x the forward, input and weight gradients; attention 2.5x at its slower rate: as
     # `add_compute` without LoRA)
     slowdown = _attention_backward_slowdown(analysis, ph)
-    bwd = 2.0 * fwd + (FLASH_BACKWARD_OVER_FORWARD * slowdown - 2.0) * attn_fwd
+    floor_s = analysis.cost_model.kernel_floor_s
+    attn_t = split.kernels[0] + split.kernels[1]  # each operator's forward time; the attention rows weighted below
+    attn_bwd = float(kernels[2] @ (attn_t * _above_floor_slowdown(attn_t, slowdown, floor_s)))
+    bwd = 2.0 * fwd + FLASH_BACKWARD_OVER_FORWARD * attn_bwd - 2.0 * attn_fwd
     # (the weight fields' Stage with the times: every field is an init field; faster than dataclasses.replace)
     return Stage(**{**vars(weights), "fwd_compute": fwd, "bwd_compute": bwd, "rc_compute": rc_compute,
                     "rc_comm": comm["recomputed"], "tp_fwd": comm["tp"], "ep_fwd": comm["ep"], "cp_fwd": comm["cp"],
                     "flops_fwd": flops_fwd, "flops_bwd": 2.0 * flops_fwd, "flops_rc": flops_rc,
                     "masked_flops_fwd": masked_fwd, "masked_flops_rc": masked_rc,
                     "expert_masked_flops_fwd": expert_masked_fwd, "expert_masked_flops_rc": expert_masked_rc,
-                    "attention_executed_flops_fwd": attn_executed, "attention_backward_slowdown": slowdown})
+                    "attention_executed_flops_fwd": attn_executed, "attention_backward_slowdown": slowdown,
+                    "kernel_floor_s": floor_s})
 
 
 def _stage_roles(table, rc: ActivationRecomputation):
@@ -274,7 +291,7 @@ def _add_time(st: Stage, op: Operator, n: int, t: float, flops: float, recompute
         _add_collective(st, op, t, recomputed)
     else:
         st.add_compute(t, flops, _backward_factor(op, lora), recomputed, n * op.masked_flops,
-                       is_attention=op.kind == "attention", is_routed_expert=op.is_routed_expert)
+                       is_attention=op.kind == "attention", is_routed_expert=op.is_routed_expert, kernels=n)
 
 
 def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: Optional[LoRAConfig],
@@ -284,7 +301,8 @@ def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: 
         st = _table_stage(analysis, table, ph, s, rc)
     else:
         st = Stage(index=s, num_layers=sum(analysis.describer.stage_groups[s].values()),
-                   attention_backward_slowdown=_attention_backward_slowdown(analysis, ph))
+                   attention_backward_slowdown=_attention_backward_slowdown(analysis, ph),
+                   kernel_floor_s=analysis.cost_model.kernel_floor_s)
         for is_layer, n, op, t, flops in _rows(analysis, ph, s, lora):
             recomputed = is_layer and op.recomputed_under(rc)  # embedding and head are never recomputed
             _add_time(st, op, n, t, flops, recomputed, lora)

@@ -706,3 +706,15 @@ def test_training_a_weight_only_inference_format_is_flagged():
                 if "weight-only inference format" in w]
     assert warned("awq") and "lora=LoRAConfig" in warned("awq")[0]
     assert not warned("nvfp4") and not warned("w4a4e16") and not warned("bf16")
+
+
+@pytest.mark.parametrize("model", ["gpt2-xl", "facebook_opt-125m", "Qwen/Qwen3-0.6B"])
+def test_calibrated_iteration_never_shortens_with_a_longer_sequence(model):
+    """Every kernel of a training step does at least as much work on a longer sequence, so the calibrated
+    iteration (one micro-batch) cannot get shorter as seq_len grows from 64 to 1024: the flash backward's
+    lower FLOP rate applies to attention kernels above the launch floor only, and is held at the shortest
+    measured length's (512) below it (the extrapolated rate had made 64 tokens 12% slower than 512)."""
+    a = LLMAnalysis(model, "h100-sxm-80gb", "bf16", perf_model="calibrated")
+    times = [a.training(batch_size_per_gpu=1, seq_len=s, global_batch_size=1)["latency_per_iter"]
+             for s in (64, 128, 256, 512, 1024)]
+    assert all(b >= a_ * (1 - 1e-12) for a_, b in zip(times, times[1:])), times
