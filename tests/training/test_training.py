@@ -718,3 +718,21 @@ def test_calibrated_iteration_never_shortens_with_a_longer_sequence(model):
     times = [a.training(batch_size_per_gpu=1, seq_len=s, global_batch_size=1)["latency_per_iter"]
              for s in (64, 128, 256, 512, 1024)]
     assert all(b >= a_ * (1 - 1e-12) for a_, b in zip(times, times[1:])), times
+
+
+def test_flash_backward_slowdown_by_hand():
+    """The measured flash backward / forward FLOP rate (FlashAttention-3 paper's H100 plots, mean of three
+    kernels: 0.66 at 512 tokens) is held below 512: the rate at 64 tokens is the 512-token value,
+    0.872 x 512 / (512 + 175). A stage's attention kernel of forward time t above the launch floor takes
+    2.5 x t x slowdown in backward; one at the floor (launch-bound) 2.5 x t."""
+    from llm_analysis.cost.gemm import flash_backward_rate
+    from llm_analysis.training.stage import Stage
+    assert flash_backward_rate(64) == flash_backward_rate(512) == pytest.approx(0.872 * 512 / 687, rel=1e-12)
+    assert flash_backward_rate(512) == pytest.approx(0.66, abs=0.02)
+    floor, slow = 2.5e-6, 1.5
+    at_floor = Stage(index=0, attention_backward_slowdown=slow, kernel_floor_s=floor)
+    at_floor.add_compute(3 * floor, 1.0, 2.0, False, is_attention=True, kernels=3)  # three kernels at the floor
+    assert at_floor.bwd_compute == pytest.approx(2.5 * 3 * floor, rel=1e-12)
+    above = Stage(index=0, attention_backward_slowdown=slow, kernel_floor_s=floor)
+    above.add_compute(3 * 4 * floor, 1.0, 2.0, False, is_attention=True, kernels=3)
+    assert above.bwd_compute == pytest.approx(2.5 * slow * 3 * 4 * floor, rel=1e-12)
