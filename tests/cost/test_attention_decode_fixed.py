@@ -86,3 +86,15 @@ def test_a_negative_fixed_part_is_refused():
     with pytest.raises(ConfigError) as err:
         load_profile("hopper").with_values(dict(attn_decode_fixed_s=-1e-6), "hand-set")
     assert "attn_decode_fixed_s" in str(err.value)
+
+
+@pytest.mark.parametrize("model", ["gpt2", "Qwen/Qwen2.5-0.5B", "meta-llama/Llama-3.1-8B"])
+def test_an_a100_never_decodes_faster_than_an_h100(model):
+    """An H100 SXM has 1.6x an A100's HBM bandwidth and ~3x its 16-bit compute, with the same software; a
+    decode step of the same model and layout cannot be faster on the A100 (it was for small models when
+    Ampere's fitted graph floor was 0.58 us and its paged-attention call had no fixed time)."""
+    from llm_analysis.analysis import LLMAnalysis
+    decode = {gpu: LLMAnalysis(model, gpu, "bf16", perf_model="calibrated").inference(
+        batch_size_per_gpu=1, seq_len=512, num_tokens_to_generate=64)["decode_latency"]
+        for gpu in ("a100-sxm-80gb", "h100-sxm-80gb")}
+    assert decode["h100-sxm-80gb"] <= decode["a100-sxm-80gb"], decode
