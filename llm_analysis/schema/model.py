@@ -225,7 +225,9 @@ class ModelConfig(StrictModel):
     lm_head_transform: Literal["none", "dense", "dense_bias"] = "none"
     pooler: bool = False  # BERT pooler: Linear(hidden, hidden) with bias
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
-    hidden_dropout: bool = True  # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False)
+    # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False), which no catalogue entry
+    # or Hub import sets yet (docs/training.md)
+    hidden_dropout: bool = True
     encoder_only: bool = False  # bidirectional attention, no generation / KV cache
     # layers holding their own weights when the stack reuses them (ALBERT): num_layers layer
     # executions run over this many distinct layers; None: every layer has its own
