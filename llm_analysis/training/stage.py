@@ -249,8 +249,11 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     # `add_compute` without LoRA)
     slowdown = _attention_backward_slowdown(analysis, ph)
     floor_s = analysis.cost_model.kernel_floor_s
-    attn_t = split.kernels[0] + split.kernels[1]  # each operator's forward time; the attention rows weighted below
-    attn_bwd = float(kernels[2] @ (attn_t * _above_floor_slowdown(attn_t, slowdown, floor_s)))
+    attention = table.memo.get("attention_rows")
+    if attention is None:
+        attention = table.memo["attention_rows"] = np.flatnonzero(kernels[2])
+    attn_t = split.kernels[0, attention] + split.kernels[1, attention]  # one kernel's forward time each
+    attn_bwd = float(kernels[2, attention] @ (attn_t * _above_floor_slowdown(attn_t, slowdown, floor_s)))
     bwd = 2.0 * fwd + FLASH_BACKWARD_OVER_FORWARD * attn_bwd - 2.0 * attn_fwd
     # (the weight fields' Stage with the times: every field is an init field; faster than dataclasses.replace)
     return Stage(**{**vars(weights), "fwd_compute": fwd, "bwd_compute": bwd, "rc_compute": rc_compute,
