@@ -165,6 +165,8 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     if fields.get("position_embedding_type") == "rotary":  # the scaling any rotary family declares
         fields["rope_scaling"] = rope_scaling_from_hf(src.get("rope_parameters", "rope_scaling", default=None))
     fields = {k: v for k, v in fields.items() if v is not None}
+    if not residual_dropout(src):
+        fields["hidden_dropout"] = False
     if tower is not None:
         fields["vision_tower"] = tower
     fields["checkpoint_weight_format"] = checkpoint_weight_format(d)
@@ -190,3 +192,21 @@ def _warn_decoder_of_encoder_decoder(d: Dict[str, Any], fields: Fields, what: st
                        "(with its cross-attention, as the *ForCausalLM class) is counted: the encoder's parameters, "
                        "weight memory and work are not (its output length is the encoder_seq_len input)",
                        what, named)
+
+
+# the attributes under which transformers' classes take the dropout on the residual stream (after the
+# attention output and after the MLP: Korthikanti's two 1-byte masks per layer in training): GPT-2, GPT-J
+# and Phi `resid_pdrop`, BLOOM, Falcon and GPT-NeoX `hidden_dropout`, BERT `hidden_dropout_prob`, OPT and
+# BART `dropout`. LLaMA, Mistral, Qwen, Gemma and DeepSeek have none: their classes apply no such dropout.
+RESIDUAL_DROPOUT_KEYS = ("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout")
+
+
+def residual_dropout(src: Src) -> bool:
+    """Whether training stores residual dropout masks: a positive probability under one of
+    RESIDUAL_DROPOUT_KEYS (as the configuration class fills it in). At probability 0 PyTorch's dropout
+    returns its input and keeps no mask."""
+    for key in RESIDUAL_DROPOUT_KEYS:
+        value = src.get(key, default=None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return True
+    return False

@@ -225,8 +225,8 @@ class ModelConfig(StrictModel):
     lm_head_transform: Literal["none", "dense", "dense_bias"] = "none"
     pooler: bool = False  # BERT pooler: Linear(hidden, hidden) with bias
     parallel_attn_mlp: bool = False  # GPT-J / GPT-NeoX / Falcon: attention and MLP read the same input
-    # training stores Korthikanti's dropout masks; LLaMA / MPT use none (False), which no catalogue entry
-    # or Hub import sets yet (docs/training.md)
+    # training stores Korthikanti's residual dropout masks; False where the model applies none (the Hub
+    # import reads the configuration's probability: LLaMA / Qwen / Mistral have none; docs/training.md)
     hidden_dropout: bool = True
     encoder_only: bool = False  # bidirectional attention, no generation / KV cache
     # layers holding their own weights when the stack reuses them (ALBERT): num_layers layer

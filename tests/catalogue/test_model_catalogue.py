@@ -376,3 +376,20 @@ def test_bloom_175b_is_bigscience_bloom():
     assert (c.num_layers, c.hidden_dim, c.n_head, c.vocab_size, c.max_seq_len) == \
         (70, 14336, 112, 250880, 2048)
     assert c.position_embedding_type == "alibi" and c.embedding_norm
+
+
+# the attributes transformers' configuration classes give the dropout on the residual stream (after the
+# attention output and the MLP): GPT-2 / GPT-J / Phi, BLOOM / Falcon / NeoX, BERT, OPT / BART
+_RESIDUAL_DROPOUT = ("resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout")
+
+
+@pytest.mark.parametrize("stem", [s for s in HF_STEMS if s not in MIRRORED_NAMES and s in set(list_model_configs())])
+def test_hidden_dropout_follows_the_configs_residual_dropout(stem):
+    """Training stores Korthikanti's residual dropout masks only where the model applies that dropout: a
+    positive probability in the transformers configuration (GPT-2's resid_pdrop 0.1, OPT's dropout 0.1);
+    LLaMA / Qwen / Mistral / Gemma configs have none and BLOOM / Falcon / NeoX / Phi set 0, so their entries
+    say hidden_dropout False. (The mirrored system's names keep its default.)"""
+    text = _hf_config(stem)  # the transformers configuration, defaults filled in
+    values = [getattr(text, k, None) for k in _RESIDUAL_DROPOUT]
+    applies = any(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)
+    assert get_model_config_by_name(stem).hidden_dropout == applies

@@ -736,3 +736,15 @@ def test_flash_backward_slowdown_by_hand():
     above = Stage(index=0, attention_backward_slowdown=slow, kernel_floor_s=floor)
     above.add_compute(3 * 4 * floor, 1.0, 2.0, False, is_attention=True, kernels=3)
     assert above.bwd_compute == pytest.approx(2.5 * slow * 3 * 4 * floor, rel=1e-12)
+
+
+def test_llama_stores_no_residual_dropout_masks():
+    """Llama-3.1-8B applies no residual dropout (its configuration has none), so training keeps none of
+    Korthikanti's two 1-byte masks per layer: per layer, 2 x b x s x h bytes fewer than with them
+    (b = 2, s = 1024, h = 4096: 16 MiB)."""
+    from llm_analysis.config import get_model_config_by_name
+    m = get_model_config_by_name("meta-llama/Llama-3.1-8B")
+    without = LLMAnalysis(m, "h100-sxm-80gb").get_activation_memory_per_layer(2, 1024, False)
+    masked = LLMAnalysis(m.model_copy(update={"hidden_dropout": True}), "h100-sxm-80gb")
+    assert m.hidden_dropout is False
+    assert masked.get_activation_memory_per_layer(2, 1024, False) - without == 2 * 2 * 1024 * 4096
