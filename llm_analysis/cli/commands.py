@@ -499,6 +499,7 @@ class LLMAnalysisCLI:
     plan = _PlanCLI
 
 
+@functools.lru_cache(maxsize=None)  # (one wrapper per name: `analysis.train is analysis.train`)
 def library_call(name: str):
     """The module-level `infer` / `train` as `from llm_analysis.analysis import train` gives them (the
     mirrored API). The mirrored system logs its report at INFO, so a call with log_level WARNING or ERROR

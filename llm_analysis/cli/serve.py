@@ -12,6 +12,7 @@ from llm_analysis.config import ParallelismConfig, build_config, get_gpu_config_
 from llm_analysis.errors import ConfigError
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.report.collected_warnings import merged
+from llm_analysis.report.units import format_seconds
 from llm_analysis.report.render import summary_with_setup, to_json
 from llm_analysis.serving.workload import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 
@@ -79,15 +80,6 @@ def _layout_text(answer: Dict[str, Any], p) -> str:
     return text
 
 
-def _short_time(seconds: Optional[float]) -> str:
-    """A time that may be microseconds (a KV transfer over NVLink), to three significant digits."""
-    if seconds is None:
-        return "-"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.3g} us"
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
-
-
 def _rate(requests_per_s: Optional[float]) -> str:
     return "none (nothing to decode)" if requests_per_s is None else f"{requests_per_s:.3g} requests/s"
 
@@ -104,11 +96,11 @@ def _pools_lines(answer: Dict[str, Any]) -> list:
                      f"({answer[f'{pool}_layout']}), capacity "
                      f"{_rate(answer[f'{pool}_capacity_request_rate_per_s'])}{binds}")
     wait = answer["prefill_queue_wait_s"]
-    lines.append(f"prefill queue: wait {'unbounded' if wait is None else _short_time(wait)}, then batches of "
-                 f"{answer['prefill_batch_size']} prompt(s) per rank taking {_short_time(answer['prefill_batch_s'])}")
+    lines.append(f"prefill queue: wait {'unbounded' if wait is None else format_seconds(wait)}, then batches of "
+                 f"{answer['prefill_batch_size']} prompt(s) per rank taking {format_seconds(answer['prefill_batch_s'])}")
     link = answer["kv_transfer_link"]
     over = "at the stated kv_transfer_GB_per_s" if link == "stated" else f"point to point over {link}"
-    lines.append(f"KV transfer: {_short_time(answer['kv_transfer_s'])} per request, "
+    lines.append(f"KV transfer: {format_seconds(answer['kv_transfer_s'])} per request, "
                  f"{answer['kv_transfer_bytes_per_gpu'] / 1e6:.4g} MB from each prefill GPU, {over}")
     return lines
 

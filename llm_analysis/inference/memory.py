@@ -5,10 +5,12 @@ weights is linear in the batch, which gives the largest batch that fits."""
 
 from __future__ import annotations
 
+import copy
 from typing import Dict
 
 from llm_analysis.units import GB
-from llm_analysis.errors import DoesNotFitError
+from llm_analysis.errors import ConfigError, DoesNotFitError
+from llm_analysis.schema.parallelism import ParallelismConfig
 from llm_analysis.model import Phase
 from llm_analysis.model.describer import LayerDescriber
 from llm_analysis.model.phase_table import ACTIVATION_BYTES, phase_table
@@ -85,9 +87,6 @@ def _next_valid_tp(analysis):
     mixers: whatever the describer checks), or None: so a suggestion is never one the next call refuses
     (Llama-4-Maverick's 40 heads take 10 after 8, not 16). Only on the refusal path: each try builds a
     describer."""
-    import copy
-    from llm_analysis.config import ParallelismConfig
-    from llm_analysis.errors import ConfigError
     p = analysis.parallelism_config
     for t in range(p.tp_size + 1, 8 * p.tp_size + 1):
         other = copy.copy(analysis)
