@@ -27,6 +27,7 @@ from llm_analysis.model.subclass_overrides import warn_unread_overrides
 from llm_analysis.model.vision_tower import image_entries, image_variant, with_request_images
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates, peak_tflops_for_dtype
+from llm_analysis.schema.edits import ConfigEdits, derived
 from llm_analysis.schema.parallelism import check_expert_split, warn_worker_layout_unread
 from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
                                          efficiency_beside_rate, instance, integer_or_default, keep_number)
@@ -100,9 +101,10 @@ class LLMAnalysis:
     # ------------------------------------------------------------ updates
     def _reset(self) -> None:
         """Drop everything derived from the inputs (after a change, or in a new variant)."""
-        self.__dict__.pop("describer", None)  # (cached properties: the next read rebuilds them)
-        self.__dict__.pop("cost_model", None)
-        self.__dict__.pop("lower_bound_cost_model", None)
+        self._drop_derived()
+        # an assignment to a field of a configuration is followed (schema/edits.py)
+        self.config_edits = ConfigEdits((self.model_config, self.gpu_config, self.dtype_config,
+                                         self.parallelism_config), self._configs_assigned)
         self._variants = Variants()
         with collecting_warnings() as found:  # what the setup alone warns of, for every call's summary
             self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
@@ -111,6 +113,17 @@ class LLMAnalysis:
             check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
             _perf.warn_roofline_rates_beside_calibrated(self)
         self.setup_warnings = found
+
+    def _drop_derived(self) -> None:
+        self.__dict__.pop("describer", None)  # (cached properties: the next read rebuilds them)
+        self.__dict__.pop("cost_model", None)
+        self.__dict__.pop("lower_bound_cost_model", None)
+
+    def _configs_assigned(self) -> None:
+        """A field of one of the configurations was assigned: what was derived from it is dropped now,
+        and rebuilt at the next read of the describer or a cost model (schema/edits.py)."""
+        self._drop_derived()
+        self._variants = Variants()  # (variants share the configurations: they are rebuilt from this one)
 
     def update_model_config(self, model_config: ModelConfig) -> None:
         self.model_config = model_config
@@ -176,6 +189,7 @@ class LLMAnalysis:
     def _variant(self, **fields) -> "LLMAnalysis":
         """A shallow copy with `fields` replaced and its derived state rebuilt (its own
         describer, cost model and variants; the original keeps its caches)."""
+        self.config_edits.follow(self)  # (a variant is built from the configurations as they are now)
         other = copy.copy(self)
         other.__dict__ = {**self.__dict__, **fields}
         other._reset()
@@ -191,6 +205,9 @@ class LLMAnalysis:
 
     @cached_property
     def describer(self) -> LayerDescriber:
+        return derived(self, "describer", self._new_describer)
+
+    def _new_describer(self) -> LayerDescriber:
         d = self.describer_class(self.model_config, self.dtype_config, self.parallelism_config,
                                  self.conventions)
         return d.with_encoder_seq_len(self.encoder_seq_len).with_image_tokens(self.image_tokens)
@@ -205,7 +222,7 @@ class LLMAnalysis:
         """Operator -> seconds and bound (`cost/`): the only place a time is computed.
         perf_model="roofline": `cost_model_class`; otherwise the calibrated model
         of `self.profile` (facade_perf.py)."""
-        return _perf.cost_model(self)
+        return derived(self, "cost_model", lambda: _perf.cost_model(self))
 
     @property
     def inference_summary_hook(self):
@@ -215,7 +232,7 @@ class LLMAnalysis:
     @cached_property
     def lower_bound_cost_model(self) -> CostModel:
         """The roofline at this analysis' efficiencies (default 1: a true lower bound), whatever perf_model is."""
-        return _perf.roofline_model(self, RooflineCostModel)
+        return derived(self, "lower_bound_cost_model", lambda: _perf.roofline_model(self, RooflineCostModel))
 
     def operators(self, phase: str = "prefill", batch_size: int = 1, seq_len: int = 512,
                   context_len: Optional[int] = None, per_layer: bool = True,

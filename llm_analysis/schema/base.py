@@ -5,14 +5,15 @@ valid, and the sanity limits of numeric fields (options.MAX_*; README 'Input lim
 from __future__ import annotations
 
 import math
-from typing import Any, Dict
+import weakref
+from typing import Any, Callable, Dict, List
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import llm_analysis.schema.options as _lim
 from llm_analysis.errors import ConfigError
 
-__all__ = ["StrictModel", "format_validation_error"]
+__all__ = ["StrictModel", "check_fields", "format_validation_error", "on_field_assigned"]
 
 
 class StrictModel(BaseModel):
@@ -36,6 +37,10 @@ class StrictModel(BaseModel):
             exc = ConfigError(format_validation_error(type(self).__name__, err, None, type(self)))
             exc.validation_error = err
             raise exc from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        _tell_listeners(self)
 
     def _positive(self, *fields: str, allow_none: bool = True, lo_open: bool = True) -> None:
         """Each field finite, > 0 (>= 0 with lo_open=False) and within its sanity
@@ -80,6 +85,74 @@ _LIMITS: Dict[str, float] = {
                      "moe_tp_size", "moe_ep_size", "moe_redundant_experts"), _lim.MAX_PARALLEL_SIZE),
     "quant_group_size": _lim.MAX_DIM, "quant_scale_bits": 64,
 }
+
+# Who is told when a field of a configuration object is assigned (`config.num_layers = 40`): an analysis
+# keeps operator descriptions and cost models derived from the values it read at construction, and must
+# rebuild them, as the mirrored system (which reads its configurations at every call) follows such edits.
+# id(config) -> _Watch of that config (entries leave with their configs).
+_watches: Dict[int, "_Watch"] = {}
+
+
+class _Watch:
+    """One configuration object's listeners (bound methods, held weakly so that their owners, analyses,
+    are freed as usual) and the configurations that hold it (a model config holds its vision tower),
+    whose listeners an assignment inside it reaches too."""
+
+    def __init__(self, config: "StrictModel") -> None:
+        key = id(config)
+        self.config = weakref.ref(config, lambda _: _watches.pop(key, None))
+        self.listeners: List[weakref.WeakMethod] = []
+        self.holders: List[weakref.ref] = []
+        self.watch_inside(config)
+
+    def watch_inside(self, config: "StrictModel") -> None:
+        """Make the configurations among `config`'s field values report to it (walked once per object,
+        and again when one of its fields is assigned)."""
+        for value in config.__dict__.values():
+            for item in (value if isinstance(value, (list, tuple)) else (value,)):
+                if isinstance(item, StrictModel):
+                    holders = _watch_of(item).holders
+                    if not any(h is self.config for h in holders):
+                        holders.append(self.config)
+
+
+def _watch_of(config: "StrictModel") -> _Watch:
+    watch = _watches.get(id(config))
+    if watch is None or watch.config() is not config:  # (an id is reused only after its object is freed)
+        watch = _watches[id(config)] = _Watch(config)
+    return watch
+
+
+def on_field_assigned(config: "StrictModel", listener: Callable[[], None]) -> None:
+    """Call `listener()` (a bound method) after each assignment to a field of `config` or of a
+    configuration inside it. In-place changes to a list or dict field are not assignments: they are
+    not seen (assign a new value instead)."""
+    listeners = _watch_of(config).listeners
+    if len(listeners) >= 8 and (len(listeners) & (len(listeners) - 1)) == 0:  # at 8, 16, 32...: drop the dead
+        listeners[:] = [m for m in listeners if m() is not None]
+    listeners.append(weakref.WeakMethod(listener))
+
+
+def _tell_listeners(config: "StrictModel") -> None:
+    watch = _watches.get(id(config))
+    if watch is None or watch.config() is not config:
+        return
+    watch.watch_inside(config)  # (a configuration just assigned to one of its fields reports to it from now on)
+    for method in list(watch.listeners):
+        bound = method()
+        if bound is not None:
+            bound()
+    for holder in list(watch.holders):
+        outer = holder()
+        if outer is not None:
+            _tell_listeners(outer)
+
+
+def check_fields(config: "StrictModel") -> None:
+    """Validate `config`'s current values as its construction would (ConfigError naming the field and value):
+    assignments are not validated when made (validate_assignment=False, so that several can be made in turn)."""
+    type(config)(**config.model_dump())
+
 
 def format_validation_error(cls_name: str, err: ValidationError, source: str | None,
                              cls: Any = None) -> str:
