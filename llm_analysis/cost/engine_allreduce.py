@@ -49,7 +49,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
@@ -92,11 +92,16 @@ class AllReduceTable:
     curves: Dict[int, AllReduceCurve]
     source: str  # where the figures come from (and, for a fallback, which GPU's they are)
     bytes_scale: float = 1.0  # a fallback GPU's message of B bytes is the measured GPU's of B x this
+    # the measured group sizes in order, sorted once here: `time_s` runs for every collective of a call
+    sizes: Tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sizes", tuple(sorted(self.curves)))
 
     def largest_bytes(self, group_size: int) -> Optional[float]:
         """The largest message (the caller's bytes) `time_s` answers for `group_size`, or None outside the measured
         group sizes."""
-        sizes = sorted(self.curves)
+        sizes = self.sizes
         if group_size < sizes[0] or group_size > sizes[-1]:
             return None
         k = bisect.bisect_left(sizes, group_size)
@@ -107,7 +112,7 @@ class AllReduceTable:
 
     def time_s(self, size_bytes: float, group_size: int) -> Optional[float]:
         """Seconds of one all-reduce, or None outside the measured range (module docstring)."""
-        sizes = sorted(self.curves)
+        sizes = self.sizes
         if group_size < sizes[0] or group_size > sizes[-1]:
             return None
         x = size_bytes * self.bytes_scale

@@ -6,7 +6,7 @@ mode repeats is each operator's `recompute_class`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, NamedTuple, Optional
 
 import numpy as np
 
@@ -233,31 +233,35 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
         weights = table.memo[("stage_weights", s)] = st
     figures = table.figure_array(ph.batch, ph.q_len)
     split = analysis.cost_model.table_split_s(table, figures, ph.q_len)
-    kernels, collectives = _stage_roles(table, rc)
+    kernels, collectives, attention = _stage_roles(table, rc)
     # sums over [all kernels, recomputed kernels, attention kernels] of their (compute_s, memory_s) and
     # of every figure (FLOPs; FLOPs no kernel executes)
     fwd, rc_compute, attn_fwd = (c + m for c, m in (kernels[:3] @ split.kernels.T).tolist())
     (flops_fwd, masked_fwd), (flops_rc, masked_rc), (attn_flops, attn_masked), (_, expert_masked_fwd), \
         (_, expert_masked_rc) = ((row[FLOPS], row[MASKED_FLOPS]) for row in (kernels @ figures.T).tolist())
     attn_executed = attn_flops - attn_masked
-    comm = {"tp": 0.0, "ep": 0.0, "cp": 0.0, "recomputed": 0.0}
+    tp = ep = cp = recomputed_s = 0.0
     for (every, recomputed, group), t in zip(collectives, split.collectives):
-        if group in comm:
-            comm[group] += every * t
-        comm["recomputed"] += recomputed * t
+        if group == "tp":
+            tp += every * t
+        elif group == "ep":
+            ep += every * t
+        elif group == "cp":
+            cp += every * t
+        recomputed_s += recomputed * t
     # (backward: 2x the forward, input and weight gradients; attention 2.5x at its slower rate: as
-    # `add_compute` without LoRA)
+    # `add_compute` without LoRA; the attention kernels are a few per table: summed one by one, in
+    # floats, which costs less than the array operations on so few)
     slowdown = _attention_backward_slowdown(analysis, ph)
     floor_s = analysis.cost_model.kernel_floor_s
-    attention = table.memo.get("attention_rows")
-    if attention is None:
-        attention = table.memo["attention_rows"] = np.flatnonzero(kernels[2])
-    attn_t = split.kernels[0, attention] + split.kernels[1, attention]  # one kernel's forward time each
-    attn_bwd = float(kernels[2, attention] @ (attn_t * _above_floor_slowdown(attn_t, slowdown, floor_s)))
+    attn_bwd = 0.0
+    for n, (c, m) in zip(attention.repeats, split.kernels[:, attention.rows].T.tolist()):
+        t = c + m  # one kernel's forward time
+        attn_bwd += n * (t * _above_floor_slowdown(t, slowdown, floor_s))
     bwd = 2.0 * fwd + FLASH_BACKWARD_OVER_FORWARD * attn_bwd - 2.0 * attn_fwd
     # (the weight fields' Stage with the times: every field is an init field; faster than dataclasses.replace)
     return Stage(**{**vars(weights), "fwd_compute": fwd, "bwd_compute": bwd, "rc_compute": rc_compute,
-                    "rc_comm": comm["recomputed"], "tp_fwd": comm["tp"], "ep_fwd": comm["ep"], "cp_fwd": comm["cp"],
+                    "rc_comm": recomputed_s, "tp_fwd": tp, "ep_fwd": ep, "cp_fwd": cp,
                     "flops_fwd": flops_fwd, "flops_bwd": 2.0 * flops_fwd, "flops_rc": flops_rc,
                     "masked_flops_fwd": masked_fwd, "masked_flops_rc": masked_rc,
                     "expert_masked_flops_fwd": expert_masked_fwd, "expert_masked_flops_rc": expert_masked_rc,
@@ -265,12 +269,19 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
                     "kernel_floor_s": floor_s})
 
 
+class _AttentionRows(NamedTuple):
+    """The attention kernels of a phase table: their indices and repeat counts."""
+
+    rows: List[int]
+    repeats: List[float]
+
+
 def _stage_roles(table, rc: ActivationRecomputation):
     """What `_add_time` adds each operator to, per table and recomputation (worked out once):
     [all kernels, recomputed kernels, attention kernels, routed experts, recomputed routed experts][operator] (the
     operator's repeat count, or 0), and per
     distinct collective (`PhaseTable.collectives`) its repeat counts in all and recomputed and its
-    group (embedding and head are never recomputed)."""
+    group (embedding and head are never recomputed), and the attention kernels (`_AttentionRows`)."""
     roles = table.memo.get(("stage_roles", rc))
     if roles is None:
         recomputed = [layer and op.recomputed_under(rc) for layer, op in zip(table.is_layer, table.ops)]
@@ -283,7 +294,9 @@ def _stage_roles(table, rc: ActivationRecomputation):
                              for n, op, again in zip(table.repeats, table.ops, recomputed)]])
         collectives = [(sum(n for _, n in repeats), sum(n for i, n in repeats if recomputed[i]), op.comm_group)
                        for (_, op), repeats in zip(table.collectives, table.collective_repeats)]
-        roles = table.memo[("stage_roles", rc)] = (kernels, collectives)
+        attention = np.flatnonzero(kernels[2]).tolist()
+        roles = table.memo[("stage_roles", rc)] = (kernels, collectives,
+                                                   _AttentionRows(attention, kernels[2, attention].tolist()))
     return roles
 
 
