@@ -113,13 +113,12 @@ class Stage:
                 + (FLASH_BACKWARD_OVER_FORWARD - 2.0) * self.attention_executed_flops_fwd)
 
 
-def _above_floor_slowdown(t, slowdown: float, floor_s: float):
-    """The backward's slowdown of an attention kernel of forward time `t` (a float or an array): the
-    rate's only where the forward runs above the kernel floor; a kernel at the floor is launch-bound,
-    and its backward, 2.5x the work, is no slower per FLOP (so the backward never shrinks as the
-    sequence grows while the forward sits at the floor)."""
-    return np.where(t > floor_s * (1 + 1e-9), slowdown, 1.0) if isinstance(t, np.ndarray) else \
-        (slowdown if t > floor_s * (1 + 1e-9) else 1.0)
+def _above_floor_slowdown(t: float, slowdown: float, floor_s: float) -> float:
+    """The backward's slowdown of an attention kernel of forward time `t`: the rate's only where the
+    forward runs above the kernel floor; a kernel at the floor is launch-bound, and its backward, 2.5x
+    the work, is no slower per FLOP (so the backward never shrinks as the sequence grows while the
+    forward sits at the floor)."""
+    return slowdown if t > floor_s * (1 + 1e-9) else 1.0
 
 
 def _attention_backward_slowdown(analysis, ph: Phase) -> float:
