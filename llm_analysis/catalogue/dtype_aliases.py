@@ -28,6 +28,8 @@ DTYPE_ALIASES: Dict[str, str] = {
     "bf16": "w16a16e16", "bfloat16": "w16a16e16",
     "fp16": "w16a16e16", "float16": "w16a16e16", "half": "w16a16e16",
     "fp32": "w32a32e32", "float32": "w32a32e32",
+    # fp32 values with TF32 matmuls (torch.backends.cuda.matmul.allow_tf32 = True; off by default since PyTorch 1.12)
+    "tf32": "w32a32e32-tf32", "tensorfloat32": "w32a32e32-tf32",
     "fp8": "fp8", "float8": "fp8",
     # E4M3 is the format the fp8 entry is (weights and activations; E5M2 is a gradient format), as the KV-cache
     # dtype names it (--kv_cache_dtype fp8_e4m3) and torch spells it (float8_e4m3fn)
@@ -69,10 +71,11 @@ def resolve_dtype_alias(name: str) -> Optional[str]:
 _FAMILIES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("bf8", ("fp8",)),  # AMD's name for fp8 E5M2
     ("int", ("int8", "int4", "awq", "gptq")), ("q", ("int8", "int4", "awq", "gptq")),
-    ("bf", ("bf16",)), ("half", ("fp16",)), ("float", ("fp32", "bf16", "fp16", "fp8", "nvfp4", "mxfp4")),
-    ("fp", ("fp32", "bf16", "fp16", "fp8", "nvfp4", "mxfp4")),
+    ("bf", ("bf16",)), ("half", ("fp16",)), ("float", ("fp32", "tf32", "bf16", "fp16", "fp8", "nvfp4", "mxfp4")),
+    ("fp", ("fp32", "tf32", "bf16", "fp16", "fp8", "nvfp4", "mxfp4")),
 )
-_DESCRIPTIONS = {"w16a16e16": "16-bit weights and activations", "w32a32e32": "32-bit", "fp8": "fp8 weights and "
+_DESCRIPTIONS = {"w16a16e16": "16-bit weights and activations", "w32a32e32": "32-bit (fp32 matmuls)",
+                 "w32a32e32-tf32": "32-bit values, TF32 matmuls", "fp8": "fp8 weights and "
                  "activations", "w8a8e16": "int8 weights and activations", "w4a16e16": "int4 weights, 16-bit "
                  "activations", "w4a16e16-g128": "int4 weights in groups of 128", "nvfp4": "NVIDIA fp4",
                  "mxfp4": "OCP microscaling fp4"}

@@ -41,6 +41,10 @@ def check_dtype_supported(gpu: GPUConfig, dtype: DtypeConfig) -> None:
             f"dtype {dtype.name!r} ({dtype.weight_format} weights and activations) needs FP4 tensor "
             f"cores; GPU {gpu.name!r} has none (peak_fp4_TFLOPS unset). GPUs with FP4: "
             f"{', '.join(fp4_gpu_names())}; or use FP4 weights only (w4a16e16-{dtype.activation_format})")
+    if dtype.activation_format == "tf32" and not gpu.peak_tf32_TFLOPS:
+        raise ConfigError(
+            f"dtype {dtype.name!r} (TF32 matmuls of fp32 values) needs TF32 tensor cores; GPU {gpu.name!r} has "
+            "none (peak_tf32_TFLOPS unset): use fp32 (w32a32e32), timed at its fp32 rate")
     bits = max(dtype.weight_bits, dtype.activation_bits)
     integer = dtype.activation_format == "int" or (
         dtype.weight_format == "int" and dtype.activation_bits <= 8)
@@ -60,9 +64,13 @@ def matmul_peak_tflops(gpu: GPUConfig, dtype: DtypeConfig) -> float:
         return gpu.peak_fp4_TFLOPS
     bits = max(dtype.weight_bits, dtype.activation_bits)
     if bits >= 32:
-        peak = gpu.peak_tf32_TFLOPS or gpu.peak_fp32_TFLOPS
+        if dtype.activation_format == "tf32":  # (check_dtype_supported: the GPU has a TF32 rate)
+            return gpu.peak_tf32_TFLOPS
+        # fp32 matmuls do not use TF32 unless asked (PyTorch's default since 1.12,
+        # torch.backends.cuda.matmul.allow_tf32 = False): the GPU's fp32 rate
+        peak = gpu.peak_fp32_TFLOPS
         if peak is None:
-            logger.warning("%s lists no fp32/tf32 peak; assuming half the fp16 peak", gpu.name)
+            logger.warning("%s lists no fp32 peak; assuming half the fp16 peak", gpu.name)
             peak = gpu.peak_fp16_TFLOPS / 2
         return peak
     if bits == 16:

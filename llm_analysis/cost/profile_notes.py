@@ -34,7 +34,7 @@ def _matmul_precision(dtype: DtypeConfig) -> str:
         return "fp4"
     bits = max(dtype.weight_bits, dtype.activation_bits)
     if bits >= 32:
-        return "tf32/fp32"
+        return "tf32" if dtype.activation_format == "tf32" else "fp32"
     if bits == 8 and dtype.activation_format == "float" and dtype.weight_format != "int":
         return "fp8"
     return f"int{bits}"

@@ -58,7 +58,7 @@ def _gpu_line(analysis) -> str:
 def _dtype_line(analysis) -> str:
     d = analysis.dtype_config
     def bits(n, f):
-        return f"{n}-bit{' ' + f if f and n <= 8 else ''}"
+        return f"{n}-bit{' ' + f if f and (n <= 8 or f == 'tf32') else ''}"
     wf = getattr(d, "weight_format", "")
     af = getattr(d, "activation_format", "")
     line = (f"{d.name}: weights {bits(d.weight_bits, wf)}, activations {bits(d.activation_bits, af)}, "

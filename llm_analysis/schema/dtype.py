@@ -24,9 +24,11 @@ class DtypeConfig(StrictModel):
     activation_bits: int = 16
     embedding_bits: int = 16
     # 8 bits + float = fp8, + int = int8; nvfp4 / mxfp4: block-scaled 4-bit floats
-    # (formats.FP4_FORMATS), their block scales counted in the bytes per value
+    # (formats.FP4_FORMATS), their block scales counted in the bytes per value; "tf32" (32-bit activations
+    # only): fp32 values whose matmuls round them to TF32 on tensor cores (torch.backends.cuda.matmul.allow_tf32),
+    # where 32-bit "float" matmuls run at the GPU's fp32 rate, PyTorch's default since 1.12
     weight_format: Literal["float", "int", "nvfp4", "mxfp4"] = "float"
-    activation_format: Literal["float", "int", "nvfp4", "mxfp4"] = "float"
+    activation_format: Literal["float", "int", "nvfp4", "mxfp4", "tf32"] = "float"
     # Weight-only quantization stores scales: one `quant_scale_bits` scale per
     # `quant_group_size` weights (e.g. 4-bit, group 128, fp16 scales). None = no overhead.
     # An FP4 weight format fills them from the format (NVFP4 16 x 8 bits, MXFP4 32 x 8).
@@ -43,6 +45,11 @@ class DtypeConfig(StrictModel):
         self._positive("quant_group_size", "quant_scale_bits")
         if self.weight_format == "int" and self.weight_bits > 16:
             raise ValueError(f"field 'weight_format' = 'int' with weight_bits = {self.weight_bits}")
+        if self.activation_format == "tf32" and (self.activation_bits, self.weight_bits, self.weight_format) != \
+                (32, 32, "float"):
+            raise ValueError(f"field 'activation_format' = 'tf32' (TF32 matmuls of fp32 values) needs "
+                             f"activation_bits = 32 and 32-bit float weights; got activation_bits = "
+                             f"{self.activation_bits}, weight_bits = {self.weight_bits} ({self.weight_format})")
         self._check_block_formats()
         return self
 

@@ -192,3 +192,33 @@ def test_roofline_rates_beside_a_calibrated_model_are_flagged_in_every_summary()
     trained = LLMAnalysis(*args, ParallelismConfig(tp_size=8), perf_model="calibrated", achieved_tflops=140)
     assert any("achieved_tflops = 140" in w for w in trained.training(batch_size_per_gpu=1, seq_len=2048,
                                                                        gradient_accumulation_steps=1)["warnings"])
+
+
+# --- fp32 and TF32 ------------------------------------------------------------------
+# NVIDIA A100 datasheet (dense): FP32 19.5 TFLOPS (CUDA cores), TF32 tensor cores 156 TFLOPS.
+# PyTorch runs fp32 matmuls in fp32 unless asked (torch.backends.cuda.matmul.allow_tf32 = False
+# by default since 1.12), so "fp32" is timed at 19.5 and "tf32" at 156.
+
+def test_fp32_matmuls_run_at_the_fp32_rate_and_tf32_at_the_tensor_core_rate():
+    a100 = _gpu("a100-sxm-80gb")
+    assert matmul_peak_tflops(a100, _dtype("fp32")) == 19.5
+    assert matmul_peak_tflops(a100, _dtype("tf32")) == 156
+
+
+def test_a_compute_bound_fp32_matmul_takes_its_flops_over_19_5_tflops():
+    a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), _gpu("a100-sxm-80gb"), _dtype("fp32"))
+    ops = {op["name"]: op for op in a.operators("prefill", batch_size=8, seq_len=2048)}
+    fc1 = ops["up_proj"] if "up_proj" in ops else ops["fc1"]
+    assert fc1["bound"] == "compute"
+    assert fc1["latency_s"] == pytest.approx(fc1["flops_per_gpu"] / 19.5e12, rel=1e-9)
+
+
+def test_tf32_is_refused_where_there_are_no_tf32_tensor_cores():
+    # V100 (Volta): FP32 15.7 TFLOPS, no TF32 (introduced with Ampere)
+    with pytest.raises(ConfigError, match="needs TF32 tensor cores.*use fp32"):
+        LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), _gpu("v100-sxm-32gb"), _dtype("tf32"))
+
+
+def test_tf32_needs_32_bit_values():
+    with pytest.raises(ConfigError, match="activation_format' = 'tf32'.*activation_bits = 32"):
+        DtypeConfig(name="bad", weight_bits=16, activation_bits=16, embedding_bits=16, activation_format="tf32")
