@@ -49,8 +49,7 @@ a = LLMAnalysis(model, get_gpu_config_by_name("h200-sxm-141gb"), get_dtype_confi
 print("\nMixtral-8x7B on one H200, decode step vs batch (experts read = expected distinct experts per layer)")
 for batch in (1, 2, 4, 8, 16, 64):
     s = a.inference(batch_size_per_gpu=batch, seq_len=PROMPT, num_tokens_to_generate=OUTPUT)
-    experts = s["decode_latency_breakdown"]["experts"]
-    steps = OUTPUT - 1
-    read = experts["bytes_per_gpu"] / steps / 1e9
+    experts = s["decode_latency_breakdown"]["experts"]  # (the mean decode step's)
+    read = experts["bytes_per_gpu"] / 1e9
     print(f"  batch {batch:>4}: time per output token {s['time_per_output_token'] * 1e3:6.2f} ms, "
           f"expert bytes read per step {read:6.1f} GB, {s['decode_tokens_per_sec']:7.0f} tokens/s")

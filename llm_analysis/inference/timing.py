@@ -172,7 +172,8 @@ def zero3_weight_gather_time(analysis) -> float:
 
 
 def _exposed(seconds: float) -> Dict[str, float]:
-    return {"latency_s": seconds, "communication_s": seconds, "bound": "communication"}
+    """The group entry of an exposed weight gather (a communication, however short)."""
+    return dict(finished_group(0.0, 0.0, seconds, 0.0, 0.0), bound="communication")
 
 
 def expose_zero3_gather(analysis, t: Dict, steps: int) -> None:

@@ -42,6 +42,12 @@ def finished_group(compute_s: float, memory_s: float, comm_s: float, flops: floa
             "bound": _bound(compute_s, memory_s, comm_s), "arithmetic_intensity": flops / bytes_ if bytes_ else 0.0}
 
 
+def mean_step_group(entry: Dict, steps: int) -> Dict:
+    """A decode phase's group entry (summed over its `steps` steps) as that of its mean step."""
+    return finished_group(entry["compute_s"] / steps, entry["memory_s"] / steps, entry["communication_s"] / steps,
+                          entry["flops_per_gpu"] / steps, entry["bytes_per_gpu"] / steps)
+
+
 class PhaseGroups:
     """A phase's time per group, as `GroupTimes.finish` leaves it, made each time it is read
     (`finished`: every reader gets dicts of its own), from the phase's sums or a finished breakdown

@@ -15,19 +15,19 @@ from llm_analysis.report.units import format_bytes, format_seconds
 
 def latency_chart(analysis, summary: Dict[str, Any], path: Path) -> str:
     steps = max(summary.get("num_tokens_to_generate", 1) - 1, 0)
-    panels = [("prefill_latency_breakdown", 1.0,
+    panels = [("prefill_latency_breakdown",
                f"Prefill (time to first token {format_seconds(summary.get('prefill_latency', 0))}): "
                f"batch {summary.get('batch_size_per_gpu')} x {summary.get('seq_len')} tokens")]
     if steps and summary.get("decode_latency_breakdown"):
-        panels.append(("decode_latency_breakdown", float(steps),
+        panels.append(("decode_latency_breakdown",
                        f"Decode, one step (mean of {steps}): {format_seconds(summary.get('decode_latency', 0))}"))
     fig = figure(10, 3.0 + 2.4 * len(panels))
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     bounds = set()
-    for ax, (key, divide, title) in zip(axes, panels):
+    for ax, (key, title) in zip(axes, panels):
         groups = summary.get(key) or {}
         keys = sorted(groups, key=part_sort_key)
-        values = [groups[k]["latency_s"] / divide for k in keys]
+        values = [groups[k]["latency_s"] for k in keys]
         scale, unit = time_unit(max(values) if values else 1.0)
         cols = [BOUND_COLORS.get(groups[k].get("bound"), "grey") for k in keys]
         bounds.update(groups[k].get("bound") for k in keys)

@@ -132,16 +132,16 @@ def _training_figures(summary: Dict[str, Any], capacity: float) -> List[Figure]:
 
 
 # ------------------------------------------------------------ time and memory
-def _part_bars(groups: Dict[str, Dict[str, Any]], divide: float) -> List[Bar]:
+def _part_bars(groups: Dict[str, Dict[str, Any]]) -> List[Bar]:
     """A bar per layer part of a latency breakdown ({part: {latency_s, bound, flops_per_gpu, ...}})."""
-    total = sum(g.get("latency_s", 0.0) for g in groups.values()) / divide or 1.0
+    total = sum(g.get("latency_s", 0.0) for g in groups.values()) or 1.0
     out = []
     for key in sorted(groups, key=part_sort_key):
         g = groups[key]
-        t = g.get("latency_s", 0.0) / divide
+        t = g.get("latency_s", 0.0)
         tip = (f"{part_label(key)}: {format_seconds(t)} ({t / total:.1%})\nbound: {g.get('bound', '')}\n"
-               f"FLOPs per GPU: {format_number(g.get('flops_per_gpu', 0.0) / divide, 'FLOPs')}\n"
-               f"bytes moved per GPU: {format_bytes(g.get('bytes_per_gpu', 0.0) / divide)}")
+               f"FLOPs per GPU: {format_number(g.get('flops_per_gpu', 0.0), 'FLOPs')}\n"
+               f"bytes moved per GPU: {format_bytes(g.get('bytes_per_gpu', 0.0))}")
         out.append(Bar(part_label(key), t, BOUND_COLORS.get(g.get("bound", ""), "#adb5bd"), tip, key))
     return out
 
@@ -156,16 +156,16 @@ def _inference_time(summary: Dict[str, Any]) -> List[str]:
     prefill = summary.get("prefill_latency_breakdown") or {}
     steps = max((summary.get("num_tokens_to_generate") or 1) - 1, 0)
     b, seq = summary.get("batch_size_per_gpu"), summary.get("seq_len")
-    panels = [("prefill", prefill, 1.0, f"Prefill (time to first token {format_seconds(summary.get('prefill_latency', 0))}"
+    panels = [("prefill", prefill, f"Prefill (time to first token {format_seconds(summary.get('prefill_latency', 0))}"
                                         f"): batch {b} x {seq} tokens")]
     decode = summary.get("decode_latency_breakdown") or {}
     if steps and decode:
-        panels.append(("decode", decode, float(steps), f"Decode, one step (mean of {steps} steps): "
-                                                       f"{format_seconds(summary.get('decode_latency', 0))}"))
-    for name, groups, divide, title in panels:
+        panels.append(("decode", decode, f"Decode, one step (mean of {steps} steps): "
+                                          f"{format_seconds(summary.get('decode_latency', 0))}"))
+    for name, groups, title in panels:
         if not groups:
             continue
-        bars = _part_bars(groups, divide)
+        bars = _part_bars(groups)
         total = sum(bar.value for bar in bars)
         out.append(f"<figure>{bars_svg(bars, total, format_seconds, title, f'time-{name}')}"
                    f"<figcaption>{esc(title)}</figcaption>{_bound_legend(groups)}</figure>")

@@ -117,7 +117,7 @@ def _phases(rep: RichReport, analysis, s: Dict[str, Any], get: Getter, steps: in
     if decode and steps:
         rep.console.print()
         phase_table(rep, f"Decode, one step (mean of {steps} steps at context {seq + 1}..{seq + steps}): "
-                         f"{format_seconds(s.get('decode_latency', 0))}", decode, divide=steps)
+                         f"{format_seconds(s.get('decode_latency', 0))}", decode)
     get("kv_cache_latency")
 
 

@@ -54,28 +54,27 @@ def _intensity(ai: float) -> str:
     return f"{ai:,.0f}" if ai >= 100 else f"{ai:.3g}"
 
 
-def _phase_row(rep: RichReport, key: str, g: Dict[str, Any], divide: float, total_s: float) -> List[Any]:
+def _phase_row(rep: RichReport, key: str, g: Dict[str, Any], total_s: float) -> List[Any]:
     comm = g.get("bound") == "communication"
-    flops = g.get("flops_per_gpu", 0.0) / divide
-    bytes_ = g.get("bytes_per_gpu", 0.0) / divide
+    flops = g.get("flops_per_gpu", 0.0)
+    bytes_ = g.get("bytes_per_gpu", 0.0)
     return [part_label(key),
             "-" if comm else format_number(flops, "FLOPs"),
             "-" if comm else format_bytes(bytes_),
             "-" if comm or not flops else _intensity(g.get("arithmetic_intensity", 0.0)),
             rep.bound_cell(g.get("bound", "")),
-            format_seconds(g.get("latency_s", 0.0) / divide),
+            format_seconds(g.get("latency_s", 0.0)),
             f"{g.get('latency_s', 0.0) / total_s:.1%}"]
 
 
-def phase_table(rep: RichReport, title: str, groups: Dict[str, Dict[str, float]], divide: float = 1.0,
+def phase_table(rep: RichReport, title: str, groups: Dict[str, Dict[str, float]],
                 caption: Optional[str] = None) -> None:
-    """One row per part of a latency breakdown ({part: {latency_s, bound, ...}});
-    `divide` turns the sum over decode steps into one step."""
+    """One row per part of a latency breakdown ({part: {latency_s, bound, ...}})."""
     total = sum(g.get("latency_s", 0.0) for g in groups.values()) or 1.0
-    rows = [_phase_row(rep, key, groups[key], divide, total) for key in sorted(groups, key=part_sort_key)]
-    footer = ["total", format_number(sum(g.get("flops_per_gpu", 0.0) for g in groups.values()) / divide, "FLOPs"),
-              format_bytes(sum(g.get("bytes_per_gpu", 0.0) for g in groups.values()) / divide), "", "",
-              format_seconds(sum(g.get("latency_s", 0.0) for g in groups.values()) / divide), "100%"]
+    rows = [_phase_row(rep, key, groups[key], total) for key in sorted(groups, key=part_sort_key)]
+    footer = ["total", format_number(sum(g.get("flops_per_gpu", 0.0) for g in groups.values()), "FLOPs"),
+              format_bytes(sum(g.get("bytes_per_gpu", 0.0) for g in groups.values())), "", "",
+              format_seconds(sum(g.get("latency_s", 0.0) for g in groups.values())), "100%"]
     rep.table(title, [("part", "left"), ("FLOPs/GPU", "right"), ("bytes moved/GPU", "right"),
                       ("FLOPs/byte", "right"), ("bound", "left"), ("time", "right"), ("share", "right")],
               rows, caption, footer=footer)

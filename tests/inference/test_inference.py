@@ -473,3 +473,15 @@ def test_does_not_fit_suggests_only_layouts_the_model_accepts(model, gpu, tp):
         layout = {"tp_size": tp, key: int(value)}
         LLMAnalysis(model, gpu, "bf16", ParallelismConfig(**layout))  # builds: no ConfigError
     assert ("tp_size" in said) == (model == "meta-llama/Llama-3.1-70B")
+
+
+def test_the_decode_breakdown_is_that_of_one_mean_step():
+    """decode_latency_breakdown sits beside decode_latency (one step): its parts add up to it, and the
+    memory-bound MLP of a batch-1 decode step moves its weights once. By hand, OPT-1.3b (h 2048, FFN
+    8192, 24 layers, 16-bit): fc1 + fc2 with biases, 24 x (2 x 2048 x 8192 + 8192 + 2048) x 2 bytes."""
+    a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-80gb"))
+    s = a.inference(batch_size_per_gpu=1, seq_len=128, num_tokens_to_generate=33)
+    parts = s["decode_latency_breakdown"]
+    assert sum(g["latency_s"] for g in parts.values()) == pytest.approx(s["decode_latency"], rel=1e-9)
+    mlp_weight_bytes = 24 * (2 * 2048 * 8192 + 8192 + 2048) * 2
+    assert parts["mlp"]["bytes_per_gpu"] == pytest.approx(mlp_weight_bytes, rel=0.01)
