@@ -76,7 +76,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from llm_analysis.cost.calibrated import GROUPED_TILE_TOKENS  # noqa: E402
-from llm_analysis.cost.gemm import gemm_efficiency  # noqa: E402
+from llm_analysis.cost.gemm import GemmShape, gemm_efficiency, gemm_wave_tail_for  # noqa: E402
 from llm_analysis.cost.profiles import MOE_KERNEL_FAMILIES, PROFILE_DIR, generation_of, load_profile  # noqa: E402
 from llm_analysis.config import get_gpu_config_by_name  # noqa: E402
 
@@ -176,7 +176,10 @@ def moe_cells(doc: dict, generation: str, k_half: float, kernels: str = "vllm"):
                 active = local * -math.expm1(pairs * math.log1p(-1.0 / local)) if local > 1 else 1.0
                 m = max(1, round(pairs / active))
                 stream_s = 3.0 * active * hidden * f * weight_bytes / stream_bytes_per_s
-                unit_s = sum(2.0 * pairs * n * k / (peak * gemm_efficiency(m, n, k, unit, sms))
+                # (at plateau 1 and the precision's wave tail: gemm_wave_tail_for)
+                unit_s = sum(2.0 * pairs * n * k / (peak * GemmShape(n, k, unit, sms, plateau=1.0,
+                                                                      wave_tail=gemm_wave_tail_for(unit.values,
+                                                                                                   precision))(m))
                              for n, k in ((f, hidden), (f, hidden), (hidden, f)))
                 yield precision, dtype, m, unit_s / (ms * 1e-3), stream_s / (ms * 1e-3)
 
@@ -607,7 +610,8 @@ def knee_cells(generation: str) -> List[Tuple[float, float, float]]:
             fixed, k_serial = quantized_gemm_terms(v, precision)
             fixed += FP8_DYNAMIC_SCALE_S.get(doc["gpu"], 0.0) if dtype == "fp8" else 0.0
             for (n, k), row in zip(table["n_k"], table["efficiency"]):
-                shape = GemmShape(n, k, p, p.num_sms(doc["gpu"]), plateau=gemm_plateau(v, precision))
+                shape = GemmShape(n, k, p, p.num_sms(doc["gpu"]), plateau=gemm_plateau(v, precision),
+                                  wave_tail=gemm_wave_tail_for(v, precision))
                 for m, e in zip(table["m"], row):
                     if e:
                         nbytes = n * k * per_weight + m * (n + k) * min(2.0, per_weight)

@@ -92,7 +92,8 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
 from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
-from llm_analysis.cost.gemm import LAUNCH_MODES, FusedGemmShape, GemmShape, flash_backward_rate, launch_floor_s
+from llm_analysis.cost.gemm import (LAUNCH_MODES, FusedGemmShape, GemmShape, flash_backward_rate, gemm_wave_tail_for,
+                                    launch_floor_s)
 from llm_analysis.cost.model import CostModel
 from llm_analysis.cost.engine_allreduce import ENGINES as MEASURED_ENGINES
 from llm_analysis.cost.engine_allreduce import engine_allreduce_timer, engine_tp_collective
@@ -286,6 +287,7 @@ class CalibratedCostModel(CostModel):
         self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
         self._precision = gemm_precision(dtype)
         self._plateau = gemm_plateau(v, self._precision)
+        self._wave_tail = gemm_wave_tail_for(v, self._precision)
         self.moe_kernels = moe_kernels
         # the serving engine whose measured all-reduce times tensor-parallel all-reduces (None: NCCL's;
         # cost/engine_allreduce.py)
@@ -406,7 +408,8 @@ class CalibratedCostModel(CostModel):
         key = (max(1, int(n)), max(1, int(k)))
         g = self._gemms.get(key)
         if g is None:
-            g = self._gemms[key] = GemmShape(*key, self.profile, self._num_sms, plateau=self._plateau)
+            g = self._gemms[key] = GemmShape(*key, self.profile, self._num_sms, plateau=self._plateau,
+                                                      wave_tail=self._wave_tail)
         if len(fused_widths) < 2:
             return g
         fused_key = (key, tuple(fused_widths))
@@ -441,7 +444,8 @@ class CalibratedCostModel(CostModel):
         key = (max(1, int(n)), max(1, int(k)), sms)
         g = self._expert_gemms.get(key)
         if g is None:
-            g = self._expert_gemms[key] = GemmShape(key[0], key[1], self.profile, sms, plateau=self._plateau)
+            g = self._expert_gemms[key] = GemmShape(key[0], key[1], self.profile, sms, plateau=self._plateau,
+                                                              wave_tail=self._wave_tail)
         return g
 
     # ---------------------------------------------------------- kernels

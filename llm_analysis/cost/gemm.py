@@ -48,6 +48,14 @@ def launch_floor_s(values, launch: str) -> float:
     return values[LAUNCH_FLOOR_KEYS[launch]]
 
 
+def gemm_wave_tail_for(values, precision: str) -> float:
+    """The idle-tail share of a GEMM's last wave (`wave_fill`) on tensor cores of `precision` ("16-bit",
+    "fp8", "fp4"): the profile's gemm_wave_tail for 16-bit GEMMs; fp8 and FP4 GEMMs run whole waves
+    (measured: aiconfigurator's fp8 GEMM tables on H100, H200 and B200 keep the wave steps that the
+    16-bit tables do not show)."""
+    return values.get("gemm_wave_tail", 1.0) if precision == "16-bit" else 1.0
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -61,11 +69,12 @@ class GemmShape:
     """
 
     __slots__ = ("n", "k", "num_sms", "plateau", "k_total", "tiles", "memo", "rows_m", "winners", "coarse_tiles",
-                 "left_out_rel", "fine_m", "fine_winners")
+                 "left_out_rel", "fine_m", "fine_winners", "wave_tail")
 
     def __init__(self, n: int, k: int, profile: Profile, num_sms: int, *, fp8: bool = False,
-                 fp4: bool = False, plateau: Optional[float] = None):
-        """`plateau`: the GEMM plateau to use (the caller's precision's); else FP4's, fp8's or 16-bit's."""
+                 fp4: bool = False, plateau: Optional[float] = None, wave_tail: Optional[float] = None):
+        """`plateau`, `wave_tail`: the GEMM plateau and wave tail to use (the caller's precision's:
+        `gemm_wave_tail_for`); else FP4's, fp8's or 16-bit's."""
         if min(n, k) < 1 or num_sms < 1:
             raise ConfigError(f"GEMM shape (N, K) = ({n}, {k}) and num_sms = {num_sms} must be >= 1")
         self.n, self.k, self.num_sms = n, k, num_sms
@@ -73,6 +82,10 @@ class GemmShape:
             key = "gemm_fp4_plateau_efficiency" if fp4 else "gemm_fp8_plateau_efficiency" if fp8 else ""
             plateau = profile.values.get(key, profile.gemm_plateau_efficiency)
         self.plateau = plateau
+        # the idle tail of the last wave: 16-bit GEMMs at the profile's gemm_wave_tail (stream-K schedules
+        # pay none); fp8 and FP4 GEMMs run whole waves (their measured times keep the steps: profile source)
+        self.wave_tail = gemm_wave_tail_for(profile.values, "fp4" if fp4 else "fp8" if fp8 else "16-bit") \
+            if wave_tail is None else wave_tail
         self.k_total = k + profile.gemm_k_half
         splitk = profile.gemm_splitk_min_k
         # per tile: (tm, tm x padded N (padded N = tiles_n * tn), tiles_n, split-K cap, relative
@@ -119,7 +132,7 @@ class GemmShape:
             tiles_m = -(-m // tm)
             # tile quantisation (a partly covered tile costs a whole one) x wave quantisation
             # (tiles_m x tm x padded N, an integer product: exact in any order)
-            fill = rel * (mn / (tiles_m * tile_area) * wave_fill(tiles_m * tiles_n, splitk_cap, sms))
+            fill = rel * (mn / (tiles_m * tile_area) * wave_fill(tiles_m * tiles_n, splitk_cap, sms, self.wave_tail))
             if fill > best:
                 best = fill
         return best
@@ -155,7 +168,7 @@ def _winner(kept: dict, tiles: tuple, shape: GemmShape, g: int, m: int, left_out
     if w is None:
         if len(kept) >= _MEMO_LIMIT:
             kept.clear()
-        w = kept[q] = tile_winner(tiles, shape.n, shape.num_sms, g, q, left_out_rel)
+        w = kept[q] = tile_winner(tiles, shape.n, shape.num_sms, g, q, left_out_rel, shape.wave_tail)
     return w
 
 

@@ -25,11 +25,15 @@ _WIN_MARGIN = 1e-9
 _KEEP = 1 - _WIN_MARGIN
 
 
-def wave_fill(tiles: int, splitk_cap: int, sms: int) -> float:
+def wave_fill(tiles: int, splitk_cap: int, sms: int, tail: float = 1.0) -> float:
     """Share of the SM slots of its waves that `tiles` output tiles keep busy. Split-K
     (CUTLASS/cuBLAS): a GEMM with fewer tiles than SMs cuts K into slices of at least
     gemm_splitk_min_k (splitk_cap = K // that) so idle SMs share the tiles' main loops:
-    max(1, min(sms // tiles, splitk_cap)) splits, written without the calls."""
+    max(1, min(sms // tiles, splitk_cap)) splits, written without the calls.
+    `tail` (the profile's gemm_wave_tail): the share of the idle slots the GEMM pays, 1 for kernels
+    that run whole waves of tiles (the last one partly empty) and whole splits; 0 for a stream-K
+    schedule, which spreads the main-loop iterations evenly over the SMs (Osama et al. 2023, arXiv
+    2301.03598): no idle tail, and K split as finely as its slices allow."""
     work = tiles
     if tiles < sms:
         splits = sms // tiles
@@ -37,7 +41,14 @@ def wave_fill(tiles: int, splitk_cap: int, sms: int) -> float:
             splits = splitk_cap
         if splits > 1:
             work = tiles * splits
-    return work / (-(-work // sms) * sms)
+        if tail == 1.0:
+            return work / (-(-work // sms) * sms)
+        spread = max(tiles, min(tiles * splitk_cap, sms))  # stream-K's busy slots
+        return (work + (1.0 - tail) * (spread - work)) / sms
+    if tail == 1.0:
+        return work / (-(-work // sms) * sms)
+    slots = -(-work // sms) * sms
+    return work / (work + tail * (slots - work))
 
 
 def bucket_levels(tiles: tuple) -> Tuple[int, tuple, float, int]:
@@ -51,7 +62,7 @@ def bucket_levels(tiles: tuple) -> Tuple[int, tuple, float, int]:
     return coarse, tuple(t for t in tiles if t[0] % coarse == 0), max(left_out, default=-1.0), fine
 
 
-def tile_winner(tiles: tuple, n: int, sms: int, g: int, q: int, left_out_rel: float):
+def tile_winner(tiles: tuple, n: int, sms: int, g: int, q: int, left_out_rel: float, tail: float = 1.0):
     """(relative efficiency, tiles_m x tm x padded N, wave fill) of the tile the search picks at
     every M with ceil(M / g) = q among `tiles` (heights multiples of g; those left out fill at
     most `left_out_rel`), or () when no tile wins the whole bucket for sure."""
@@ -61,7 +72,7 @@ def tile_winner(tiles: tuple, n: int, sms: int, g: int, q: int, left_out_rel: fl
         if rel < best * _KEEP:  # (most efficient first: no later tile comes close)
             break
         tiles_m = -(-q // (tm // g))  # = ceil(M / tm) at every M of the bucket
-        wave = wave_fill(tiles_m * tiles_n, splitk_cap, sms)
+        wave = wave_fill(tiles_m * tiles_n, splitk_cap, sms, tail)
         fill = rel * (mn / (tiles_m * tile_area) * wave)
         if fill > best:
             second, best, winner = best, fill, (rel, tiles_m * tile_area, wave)

@@ -121,6 +121,8 @@ PARAMETERS: dict[str, tuple[str, str]] = {
     "gemm_tile_shapes": ("tiles", "threadblock tiles [M, N, relative efficiency] the GEMM heuristics choose from"),
     "gemm_k_half": ("count", "K at which the main loop equals prologue+epilogue time"),
     "gemm_splitk_min_k": ("count", "least K per split-K slice when a GEMM has fewer tiles than SMs"),
+    "gemm_wave_tail": ("ratio0", "share of a partly filled last wave's idle SM slots a 16-bit GEMM pays "
+                                 "(1: whole waves; 0: a stream-K schedule, no idle tail)"),
     "hbm_efficiency": ("efficiency", "streaming bandwidth plateau / HBM spec"),
     "hbm_half_saturation_bytes": ("bytes", "bytes moved at half the streaming plateau"),
     "weight_only_int8_stream_factor": ("ratio", "int8 weight-only GEMM streaming / 16-bit GEMM streaming "
@@ -175,6 +177,7 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
                                 "or written for this precision and engine: the model before this key existed)")
        for suffix in ("", *(f"_{family}" for family in MOE_KERNEL_FAMILIES))
        for key in ("moe_gemm_fixed_s", "moe_fp8_gemm_fixed_s", "moe_fp4_gemm_fixed_s")},
+    "gemm_wave_tail": (1.0, "16-bit GEMMs run whole waves of tiles (the model before this key existed)"),
     "gemm_splitk_min_k": (256.0, "split-K slices of >= 256 (4 k-tiles of 64), the shipped assumption "
                                  "(CUTLASS 'Split-K'; Osama et al. 2023, arXiv 2301.03598)"),
     "weight_only_int8_stream_factor": (1.0, "int8 weight-only GEMMs stream at the 16-bit rate (the model "

@@ -39,15 +39,43 @@ def test_efficiency_stays_below_the_plateau():
 
 
 def test_wave_quantisation_step_at_the_tile_boundary():
-    # Hand derivation, N = 12 x 256 = 3072. With 128x256 tiles, M = 11 x 128 = 1408 gives
-    # 11 x 12 = 132 tiles = exactly one wave on 132 SMs (tile and wave fill 1). One more row
-    # (M = 1409) needs 12 x 12 = 144 tiles = 2 waves, 144/264 = 0.545 full. The best candidate is
-    # then 64x128 (relative efficiency 0.8): 23 x 24 = 552 tiles in 5 waves (660 slots), tile fill
-    # 1409/1472 -> 0.8 x 0.836 x 0.957 = 0.64 of the one-wave case.
-    before = gemm.gemm_efficiency(1408, 3072, 8192, HOPPER, SMS)
-    after = gemm.gemm_efficiency(1409, 3072, 8192, HOPPER, SMS)
+    # Hand derivation for kernels that run whole waves (gemm_wave_tail 1: fp8 GEMMs, Ampere), N = 12 x 256 =
+    # 3072. With 128x256 tiles, M = 11 x 128 = 1408 gives 11 x 12 = 132 tiles = exactly one wave on 132 SMs
+    # (tile and wave fill 1). One more row (M = 1409) needs 12 x 12 = 144 tiles = 2 waves, 144/264 = 0.545
+    # full. The best candidate is then 64x128 (relative efficiency 0.8): 23 x 24 = 552 tiles in 5 waves
+    # (660 slots), tile fill 1409/1472 -> 0.8 x 0.836 x 0.957 = 0.64 of the one-wave case.
+    whole_waves = HOPPER.with_values({"gemm_wave_tail": 1.0}, "whole waves")
+    before = gemm.gemm_efficiency(1408, 3072, 8192, whole_waves, SMS)
+    after = gemm.gemm_efficiency(1409, 3072, 8192, whole_waves, SMS)
     assert after < 0.8 * before
     assert after == pytest.approx(0.8 * (552 / 660) * (1409 / 1472) * before, rel=1e-9)
+    # fp8 GEMMs run whole waves whatever the profile's 16-bit tail
+    assert gemm.gemm_efficiency(1409, 3072, 8192, HOPPER, SMS, fp8=True) == pytest.approx(
+        0.8 * (552 / 660) * (1409 / 1472) * gemm.gemm_efficiency(1408, 3072, 8192, HOPPER, SMS, fp8=True), rel=1e-9)
+
+
+def test_a_stream_k_schedule_pays_the_partial_tile_not_the_idle_wave():
+    # Hopper's 16-bit GEMMs (gemm_wave_tail 0): the same M = 1409 keeps 128x256 tiles, 12 x 12 = 144 tiles
+    # spread over the 132 SMs with no idle tail; only the partly covered row tile costs: 1409 / 1536
+    assert HOPPER.values["gemm_wave_tail"] == 0.0
+    before = gemm.gemm_efficiency(1408, 3072, 8192, HOPPER, SMS)
+    after = gemm.gemm_efficiency(1409, 3072, 8192, HOPPER, SMS)
+    assert after == pytest.approx(1409 / 1536 * before, rel=1e-9)
+    # fewer tiles than SMs: stream-K splits K as finely as its slices allow (K 4096 / 256 = 16 slices),
+    # so M = 512 and 513 (64 and 80 tiles of 128 x 256 at N = 4096) both keep every SM busy: their
+    # efficiencies differ by the partial row tile alone, 513 / 640
+    e512 = gemm.gemm_efficiency(512, 4096, 4096, HOPPER, SMS)
+    e513 = gemm.gemm_efficiency(513, 4096, 4096, HOPPER, SMS)
+    assert e513 >= e512 * 513 / 640 * (1 - 1e-12)
+
+
+def test_one_row_past_a_tile_costs_what_the_measured_gemms_show():
+    # aiconfigurator's H100 bf16 GEMM table (github:ai-dynamo/aiconfigurator @ 095f58a, aic-core/.../h100_sxm/
+    # gemm/trtllm/1.3.0rc20/gemm_perf.parquet, Apache-2.0), N = K = 4096: M = 512 25.2 us, 513 26.0 us
+    # (+3%); 1024 45.3 us, 1025 46.7 us (+3%). Whole waves and whole splits had made 513 take 88% longer.
+    for m, measured_ratio in ((512, 26.0 / 25.2), (1024, 46.7 / 45.3)):
+        ratio = gemm_s(m + 1, 4096, 4096) / gemm_s(m, 4096, 4096)
+        assert ratio < 1.25 * measured_ratio
 
 
 def test_small_m_is_memory_or_latency_bound():
@@ -102,19 +130,27 @@ def test_profiles_refuse_unknown_keys_and_other_gpus(tmp_path):
 def test_gemm_shape_is_the_tile_model():
     """`GemmShape` (N, K worked out once) against the tile and wave quantisation of
     gemm.py's docstring written out for each candidate tile, on shapes around tile and wave
-    edges (hand derivation: tiles = ceil(M/tm) ceil(N/tn); split-K when tiles < SMs)."""
+    edges (hand derivation: tiles = ceil(M/tm) ceil(N/tn); split-K when tiles < SMs; whole waves
+    and whole splits with a wave tail of 1 (Ampere), none with 0 (Hopper's 16-bit GEMMs: K split
+    into as many slices as fill the SMs, capped by K / gemm_splitk_min_k, and no idle tail))."""
     for gpu, sms in (("a100-sxm-80gb", 108), ("h100-sxm-80gb", 132)):
         p = profile_for_gpu(gpu)
+        tail = p.values.get("gemm_wave_tail", 1.0)
         for n, k in ((768, 768), (11008, 4096), (50272, 2048), (128, 100)):
             shape = gemm.GemmShape(n, k, p, sms)
             for m in (1, 7, 64, 127, 128, 129, 1000, 13824, 13825, 50000):
                 best = 0.0
                 for tm, tn, rel in p.gemm_tile_shapes:
                     tiles = math.ceil(m / tm) * math.ceil(n / tn)
-                    splits = max(1, min(sms // tiles, int(k // p.gemm_splitk_min_k))) if tiles < sms else 1
-                    waves = math.ceil(tiles * splits / sms)
                     fill = m * n / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn)
-                    best = max(best, rel * fill * (tiles * splits / (waves * sms)))
+                    if tail == 1.0:
+                        splits = max(1, min(sms // tiles, int(k // p.gemm_splitk_min_k))) if tiles < sms else 1
+                        waves = math.ceil(tiles * splits / sms)
+                        busy = tiles * splits / (waves * sms)
+                    else:
+                        assert tail == 0.0
+                        busy = 1.0 if tiles >= sms else max(tiles, min(tiles * int(k // p.gemm_splitk_min_k), sms)) / sms
+                    best = max(best, rel * fill * busy)
                 want = p.gemm_plateau_efficiency * best * k / (k + p.gemm_k_half)
                 assert shape(m) == pytest.approx(want, rel=1e-14)
                 assert shape(m) == gemm.gemm_efficiency(m, n, k, p, sms)  # memoised: the same float
