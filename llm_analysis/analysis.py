@@ -15,7 +15,6 @@ from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, Parallelis
                      get_dtype_config_by_name, get_gpu_config_by_name, get_model_config_by_name)
 from llm_analysis.facade import LLMAnalysis  # noqa: F401,E402
 from llm_analysis.schema.options import ActivationRecomputation, DSZeRO  # noqa: F401,E402
-from llm_analysis.schema.options import as_enum as _enum, efficiency as _efficiency, positive_int as _positive_int  # noqa: F401,E402
 from llm_analysis.utils import _latency_to_string, _num_to_string, within_range  # noqa: F401,E402 (re-exported)
 # the standard-library names the mirrored module's reference lists among its members (it imported them)
 from enum import Enum  # noqa: F401,E402

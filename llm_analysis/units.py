@@ -10,19 +10,13 @@ import re
 from llm_analysis.errors import ConfigError
 
 BYTES_FP32 = 4
-BYTES_FP16 = 2
-BYTES_INT8 = 1
-BYTES_INT4 = 0.5
 
 GB = 10**9  # decimal gigabyte, the unit of bandwidths and of reported sizes
 GiB = 2**30  # binary gigabyte, the unit of mem_per_GPU_in_GB (as the mirrored system reads it)
 TFLOPS = 10**12
-MB = 10**6
-KB = 10**3
 
 # Efficiencies default to 1: the model then gives a lower bound on time
 # (the hardware can never beat its own peak).
-FLOPS_EFFICIENCY = 1.0
 HBM_MEMORY_EFFICIENCY = 1.0
 INTRA_NODE_MEMORY_EFFICIENCY = 1.0
 INTER_NODE_MEMORY_EFFICIENCY = 1.0

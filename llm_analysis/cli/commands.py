@@ -10,14 +10,13 @@ import functools
 import inspect
 import logging
 import os
-import sys
 from typing import List, Optional
 
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.schema.options import MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, as_enum as _enum, integer, optional_integer
 from llm_analysis.cli.help_text import for_fire
 from llm_analysis.training.micro_batch_choice import fastest_fitting_micro_batch
-from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, run_fire, warnings_for_the_report
+from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, run_fire, warnings_for_the_report, write_stdout
 from llm_analysis.cli.serve import serve
 from llm_analysis.catalogue.lookup import dtype_for_setup
 from llm_analysis.config import ParallelismConfig, build_config, get_gpu_config_by_name, \
@@ -60,15 +59,6 @@ def _model_and_class(model_name: str, exact: bool):
     return model, cls
 
 
-def _write_stdout(text: str) -> None:
-    """print(), but never failing on a terminal that cannot encode the report."""
-    try:
-        print(text)
-    except UnicodeEncodeError:
-        enc = getattr(sys.stdout, "encoding", None) or "ascii"
-        print(text.encode(enc, "replace").decode(enc))
-
-
 def _html_file(html):
     """--html checked before any arithmetic runs (None: no page to write)."""
     if html is None:
@@ -105,11 +95,11 @@ def _present(analysis: LLMAnalysis, summary: dict, kind: str, output_format: str
             raise ConfigError(f"cannot write into output_dir = {output_dir!r}: {err.strerror or err} "
                               f"({err.filename or output_dir}); choose a writable directory") from None
     if output_format == "json":
-        _write_stdout(report.to_json(report.summary_with_setup(analysis, summary)))
+        write_stdout(report.to_json(report.summary_with_setup(analysis, summary)))
     elif output_format == "text":
-        _write_stdout(report.render(analysis, summary, kind))
+        write_stdout(report.render(analysis, summary, kind))
         if written is not None:
-            _write_stdout(f"\nHTML report written to {os.path.abspath(written)}")
+            write_stdout(f"\nHTML report written to {os.path.abspath(written)}")
 
 
 def _parallelism(**fields) -> ParallelismConfig:
@@ -468,7 +458,7 @@ def _plan_command(command):
         code, text = command(*args, **kwargs)
         if code != 0:
             raise ConfigError(text[len("error: "):] if text.startswith("error: ") else text)
-        _write_stdout(text)
+        write_stdout(text)
     return for_fire(command, call=run)
 
 

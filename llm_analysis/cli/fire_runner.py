@@ -232,6 +232,15 @@ class _OnceEach(logging.Filter):
 _REPORT_WARNINGS: Optional[_WarningsForTheReport] = None
 
 
+def write_stdout(text: str) -> None:
+    """print(), but never failing on a terminal that cannot encode the report."""
+    try:
+        print(text)
+    except UnicodeEncodeError:
+        enc = getattr(sys.stdout, "encoding", None) or "ascii"
+        print(text.encode(enc, "replace").decode(enc))
+
+
 def warnings_for_the_report() -> List[str]:
     """The warnings logged since configure_logging(..., warnings_in_report=True)."""
     return list(_REPORT_WARNINGS.messages) if _REPORT_WARNINGS is not None else []

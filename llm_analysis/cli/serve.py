@@ -2,10 +2,9 @@
 
 import json
 import os
-import sys
 from typing import Any, Dict, Optional, Union
 
-from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, warnings_for_the_report
+from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, warnings_for_the_report, write_stdout
 from llm_analysis.catalogue.lookup import dtype_for_setup
 from llm_analysis.config import ParallelismConfig, build_config, get_gpu_config_by_name, \
     get_model_config_by_name
@@ -19,15 +18,6 @@ from llm_analysis.serving.workload import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
 # (no `from __future__ import annotations` here: fire shows the real types in --help)
 
 _OUTPUT_FORMATS = ("text", "json", "none")
-
-
-def _print(text: str) -> None:
-    """print(), but never failing on a terminal that cannot encode the report."""
-    try:
-        print(text)
-    except UnicodeEncodeError:
-        enc = getattr(sys.stdout, "encoding", None) or "ascii"
-        print(text.encode(enc, "replace").decode(enc))
 
 
 def length_arguments(lengths: Dict[str, Any], input_len_spread: int, output_len_spread: int,
@@ -316,11 +306,11 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
     answer["warnings"] = merged(answer.get("warnings") or [], warnings_for_the_report())  # in the report, not stderr
     written = None if html is None else _write_html(html, analysis, answer)
     if output_format == "json":
-        _print(to_json(summary_with_setup(analysis, answer)))
+        write_stdout(to_json(summary_with_setup(analysis, answer)))
     elif output_format == "text":
-        _print(report(analysis, answer))
+        write_stdout(report(analysis, answer))
         if written is not None:
-            _print(f"\nHTML report written to {os.path.abspath(written)}")
+            write_stdout(f"\nHTML report written to {os.path.abspath(written)}")
     return answer
 
 

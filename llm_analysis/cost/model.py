@@ -36,7 +36,6 @@ from llm_analysis.cost.links import Link, collective_timer, group_stride, link_f
 from llm_analysis.cost.roofline import Roofline, peak_tflops_for_dtype
 
 Split = Tuple[float, float, float]  # (compute_s, memory_s, communication_s)
-BOUNDS = ("compute", "memory", "communication")
 
 
 class TableSplit(NamedTuple):
@@ -354,4 +353,4 @@ class RooflineCostModel(CostModel):
                 self.kernel_split_s(f1, b1))
 
 
-__all__ = ["BOUNDS", "CostModel", "RooflineCostModel", "Split", "TableSplit", "TableSteps"]
+__all__ = ["CostModel", "RooflineCostModel", "Split", "TableSplit", "TableSteps"]

@@ -249,11 +249,3 @@ def _nvls_candidate(kind: str, lv: _Level, fabric: Fabric, p: Profile) -> bool:
     """NVLink SHARP all-reduce is a candidate: one island on an NVSwitch fabric that has it."""
     return (kind == "all_reduce" and lv.islands == 1 and fabric.nvlink_switched and p.nvls_busbw_factor > 0
             and lv.ranks_per_island <= fabric.nvlink_domain_gpus)
-
-
-def bus_bandwidth_bytes_per_s(kind: str, size_bytes: float, group_size: int, fabric: Fabric, profile: Profile,
-                              **kw) -> float:
-    """nccl-tests' busbw for this collective: bus bytes / predicted time."""
-    t = collective_time_s(kind, size_bytes, group_size, fabric, profile, **kw)
-    factor = 1.0 if kind == "p2p" else bus_factor(kind, group_size)
-    return factor * size_bytes / t

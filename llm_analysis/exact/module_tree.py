@@ -76,15 +76,6 @@ def _stack(layers: Dict[int, Dict[str, List[int]]]) -> Dict[str, Any]:
             "per_child": per_child, "kinds": kinds}
 
 
-def child_totals(bd: Dict[str, Any], prefix: str) -> Dict[str, int]:
-    """Parameters per child module summed over the layers of stack `prefix`."""
-    acc: Dict[str, int] = {}
-    for children in bd["stacks"][prefix]["per_child"]:
-        for child, n in children.items():
-            acc[child] = acc.get(child, 0) + n
-    return acc
-
-
 def main_stack(bd: Dict[str, Any]) -> str | None:
     """The stack holding the most parameters (the transformer layers)."""
     stacks = bd["stacks"]

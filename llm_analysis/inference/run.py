@@ -30,7 +30,6 @@ Time model (README "Assumptions"):
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Dict, List, Optional
 
 from llm_analysis.errors import ConfigError
@@ -47,7 +46,6 @@ from llm_analysis.inference.pipeline import pipelined_decode_ratio, pipelined_pr
 from llm_analysis.inference.timing import (decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
                      uncached_step_times)
 
-logger = logging.getLogger(__name__)
 
 
 def _check_request(analysis, b: int, s: int, n) -> int:

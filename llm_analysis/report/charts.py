@@ -15,7 +15,6 @@ matplotlib is imported only when a chart is drawn, through
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -27,7 +26,6 @@ from llm_analysis.report.files import output_directory, output_file_stem
 from llm_analysis.report.roofline_chart import rates, roofline_chart
 from llm_analysis.report.sweep_chart import sweep_chart
 
-logger = logging.getLogger(__name__)
 
 
 def _inference_charts(analysis, summary: Dict[str, Any], out: Path, stem: str,

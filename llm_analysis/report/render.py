@@ -14,8 +14,7 @@ import json
 import logging
 import math
 from enum import Enum
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.report.files import atomic_write_text, output_directory, output_file_stem, safe_name
@@ -42,9 +41,6 @@ def jsonable(obj: Any) -> Any:
 
 def to_json(summary: Dict[str, Any]) -> str:
     return json.dumps(jsonable(summary), indent=2, allow_nan=False)
-
-
-_fmt = fmt  # the name older code used
 
 
 def readable_summary(summary: Dict[str, Any], title: str = "Summary") -> str:
@@ -154,12 +150,6 @@ def write_summary_files(analysis, summary: Dict[str, Any], output_dir: str, prin
     return str(json_path)
 
 
-def output_paths(analysis, summary: Dict[str, Any], output_dir: str, kind: str, suffix: str = "") -> List[str]:
-    """The JSON and text paths write_summary_files uses for this run."""
-    stem = output_file_stem(analysis, kind, suffix, summary)
-    return [str(Path(output_dir) / f"{stem}.json"), str(Path(output_dir) / f"{stem}.txt")]
-
-
 __all__ = ["jsonable", "to_json", "unit_of", "format_bytes", "format_seconds", "format_count", "format_number",
            "fmt", "readable_summary", "render", "format_configs", "setup_dict", "summary_with_setup", "safe_name",
-           "output_file_stem", "write_summary_files", "output_paths"]
+           "output_file_stem", "write_summary_files"]

@@ -35,9 +35,6 @@ FP4_FORMATS: Dict[str, BlockFormat] = {
     "mxfp4": BlockFormat(4, 32, 8, "OCP MX v1.0 MXFP4: E2M1 + E8M0 scale per 32 values"),
 }
 
-# `weight_format` / `activation_format` values: plain floats, integers, or a block format.
-VALUE_FORMATS = ("float", "int") + tuple(FP4_FORMATS)
-
 
 @dataclass(frozen=True)
 class KVCacheType:

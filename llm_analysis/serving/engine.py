@@ -33,7 +33,6 @@ from llm_analysis.schema.options import MAX_BATCH_SIZE, MAX_SEQ_LEN, choice, int
 
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "catalogue" / "engine_profiles"
-GiB = 2**30  # engines state their memory thresholds in binary gigabytes
 DECIMAL_GB = 10**9  # the engine profiles state their memory sizes in decimal GB
 
 # what `serve()` accepts besides the workload, with what each stands for (for the error on an unknown one)
@@ -365,11 +364,4 @@ def _share_below_one(value, field: str) -> float:
     return v
 
 
-def profile_source(framework: str, key: str) -> Optional[str]:
-    """Where a profile value comes from (for notes and reports)."""
-    entry = load_engine_profile(framework).get(key)
-    return entry.get("source") if isinstance(entry, dict) else None
-
-
-__all__ = ["ENGINE_OPTIONS", "EngineSettings", "FRAMEWORKS", "engine_settings", "load_engine_profile",
-           "profile_source"]
+__all__ = ["ENGINE_OPTIONS", "EngineSettings", "FRAMEWORKS", "engine_settings", "load_engine_profile"]

@@ -240,12 +240,6 @@ class StepCosts:
         launched = np.where(work > 0, np.maximum(work, floor), 0.0) if floor else work
         return float(launched @ self._sequence_repeats[graph])
 
-    def prefill_attention_s(self, graph: bool, length: float) -> float:
-        """Sequence operators of a prefill of `length` tokens from an empty cache."""
-        if length <= 0:
-            return 0.0
-        return self._launched_s(graph, self._prefill_work(graph, length))
-
     def _prefill_form_at(self, graph: bool, length: int) -> float:
         key = (graph, length)
         got = self._prefill_form.get(key)

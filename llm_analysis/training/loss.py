@@ -13,7 +13,7 @@ llm-foundry / Composer loss of the MosaicML runs:
   the saved output, write the input gradient: 4 + 4 + 4), the cast back to bf16 (read 4, write
   2): 22 bytes.
 
-36 bytes per logit element in all (CROSS_ENTROPY_BYTES_PER_LOGIT). Megatron's vocab-parallel
+36 bytes per logit element in all. Megatron's vocab-parallel
 cross-entropy (max, subtract, exp, sum and divide as separate float32 passes) moves more, a fused
 cross-entropy kernel (Megatron-Core's `cross_entropy_loss_fusion`, Liger) less; one figure is
 taken for all (the PyTorch one). With tensor parallelism the logits are split over the vocabulary
@@ -37,7 +37,6 @@ from __future__ import annotations
 # float32 cross-entropy under autocast: forward 2 + 4 + 4 + 4, backward 4 + 12 + 6 (module docstring)
 CROSS_ENTROPY_FORWARD_BYTES_PER_LOGIT = 14
 CROSS_ENTROPY_BACKWARD_BYTES_PER_LOGIT = 22
-CROSS_ENTROPY_BYTES_PER_LOGIT = CROSS_ENTROPY_FORWARD_BYTES_PER_LOGIT + CROSS_ENTROPY_BACKWARD_BYTES_PER_LOGIT
 
 
 def loss_s(analysis, stage: int, batch: int, seq_len: int) -> float:

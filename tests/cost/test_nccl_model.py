@@ -28,7 +28,7 @@ import dataclasses
 import pytest
 
 from llm_analysis.config import get_gpu_config_by_name
-from llm_analysis.cost.nccl import bus_bandwidth_bytes_per_s, collective_time_s, fabric_from_gpu_config
+from llm_analysis.cost.nccl import bus_factor, collective_time_s, fabric_from_gpu_config
 from llm_analysis.cost.profiles import load_profile
 from llm_analysis.errors import ConfigError
 
@@ -39,7 +39,9 @@ DGX_H100 = fabric_from_gpu_config(get_gpu_config_by_name("h100-sxm-80gb"))
 
 
 def busbw_gbs(kind, size, n, fabric, profile, **kw):
-    return bus_bandwidth_bytes_per_s(kind, size, n, fabric, profile, **kw) / 1e9
+    """nccl-tests' busbw of the predicted collective, GB/s: bus bytes (a p2p moves its buffer once) / time."""
+    factor = 1.0 if kind == "p2p" else bus_factor(kind, n)
+    return factor * size / collective_time_s(kind, size, n, fabric, profile, **kw) / 1e9
 
 
 def within(pred, ref, tol=0.20):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from llm_analysis.errors import UnsupportedArchitectureError
-from llm_analysis.exact.module_tree import breakdown, child_totals
+from llm_analysis.exact.module_tree import breakdown
 
 torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_breakdown_groups_layers_and_folds_experts():
     assert st["count"] == 2 and st["per_index"] == [16 + 64, 16 + 48]
     assert [k["indices"] for k in st["kinds"]] == [[0], [1]]  # per-layer widths: two kinds
     assert st["kinds"][0]["params"]["mlp.experts.#.w.weight"] == [[8, 4], 2]
-    assert child_totals(bd, "layers") == {"attn": 32, "mlp": 112}
+    assert st["per_child"] == [{"attn": 16, "mlp": 64}, {"attn": 16, "mlp": 48}]  # per layer, by child module
     assert set(bd["outside"]) == {"embed.weight", "norm.weight"}
 
 
