@@ -8,7 +8,7 @@ from llm_analysis.cli.fire_runner import configure_logging, perf_model_arg, warn
 from llm_analysis.catalogue.lookup import dtype_for_setup
 from llm_analysis.config import ParallelismConfig, build_config, get_gpu_config_by_name, \
     get_model_config_by_name
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.report.collected_warnings import merged
 from llm_analysis.report.units import format_seconds
@@ -319,13 +319,27 @@ def _write_html(path, analysis: LLMAnalysis, answer: Dict[str, Any]) -> str:
     mean number of running requests per replica at the mean prompt; none for disaggregated pools,
     whose workers are other analyses, nor for attention-DP / expert-parallel workers)."""
     from llm_analysis.report.html import serve_page, write_page
-    step = None
+    step = left_out = None
     running = answer.get("mean_running_requests_per_replica")
     # inference() times one tensor-parallel group: a worker with attention replicas or expert parallelism
     # (serving/layout.py) is not one, so its page shows no step it would misstate
     plain = answer.get("attention_dp_size", 1) == 1 and answer.get("moe_ep_size", 1) == 1
     if not answer.get("disaggregated") and running and plain:
-        step = analysis.inference(batch_size_per_gpu=max(1, round(running)),
-                                  seq_len=max(1, round(answer["input_len_mean"])),
-                                  num_tokens_to_generate=max(2, round(answer["output_len_mean"])))
-    return write_page(path, serve_page(analysis, answer, to_json(summary_with_setup(analysis, answer)), step))
+        batch = max(1, round(running))
+        try:
+            step = analysis.inference(batch_size_per_gpu=batch, seq_len=max(1, round(answer["input_len_mean"])),
+                                      num_tokens_to_generate=max(2, round(answer["output_len_mean"])))
+        except DoesNotFitError as e:
+            # infer's static batch holds every prompt's prefill activations at once; the engine prefills a
+            # token budget a step, so a batch it runs can be one infer refuses: the page leaves the step out
+            # and says why, instead of failing the command whose report stands (the text report prints)
+            left_out = (f"The engine step of {batch} running requests (the mean number per replica) at the mean "
+                        f"prompt is left out: as <code>infer</code> analyses it, a static batch that prefills "
+                        f"every prompt at once, it needs {e.needed_bytes / 1e9:.2f} GB per GPU of the "
+                        f"{e.available_bytes / 1e9:.2f} GB the GPU has"
+                        + (f" (it fits {e.max_batch_size} such requests)" if e.max_batch_size else "")
+                        + f". The engine runs this batch: it prefills at most max_num_batched_tokens = "
+                        f"{answer.get('max_num_batched_tokens')} tokens a step. The serving figures above do "
+                        f"not depend on it.")
+    return write_page(path, serve_page(analysis, answer, to_json(summary_with_setup(analysis, answer)), step,
+                                       left_out))

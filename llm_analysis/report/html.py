@@ -383,10 +383,12 @@ def _serve_latency_table(answer: Dict[str, Any]) -> List[str]:
                        "from the seeded simulation of the same engine steps")]
 
 
-def serve_page(analysis, answer: Dict[str, Any], json_text: str, step_summary: Optional[Dict[str, Any]]) -> str:
+def serve_page(analysis, answer: Dict[str, Any], json_text: str, step_summary: Optional[Dict[str, Any]],
+               step_left_out: Optional[str] = None) -> str:
     """The page of a `serve` answer. `step_summary`: `inference()` of a static batch as large as the
     mean number of requests running per replica, at the mean prompt (or None): its operators,
-    roofline and memory show what one engine step is made of; the serving figures are the answer's."""
+    roofline and memory show what one engine step is made of; the serving figures are the answer's.
+    `step_left_out`: why that step is not on the page (HTML), where it was left out."""
     model, gpu = analysis.model_config.name, analysis.gpu_config.name
     load = (f"{answer['concurrency']} concurrent clients" if answer.get("concurrency") is not None
             else f"{answer['request_rate']:g} requests/s (Poisson)")
@@ -408,6 +410,9 @@ def serve_page(analysis, answer: Dict[str, Any], json_text: str, step_summary: O
                  f"their time goes and the memory per GPU. Its latencies are a static batch's, not the serving "
                  f"figures above.</p>"]
         body += _analysis_body(analysis, step_summary, "inference")
+    elif step_left_out:
+        body += ["<h2 id=\"section-step\">One engine step in detail</h2>",
+                 f"<p class=\"note\">{step_left_out}</p>"]
     return _page(f"llm-analysis · serve · {model} on {gpu}", body, json_text,
                  f"{model}-serve.json".replace("/", "_"))
 

@@ -47,13 +47,26 @@ def _as_benchmark_run(sim, state, rounds: float):
     burst's passes prefill the clients in turn (`burst_prefill_s`: the j-th finishes after ~j passes). The
     means are then the closed form's exactly, and the burst sits in the tail where it belongs: scaling
     every request by the mean's share of it had put a 300-client vLLM run's TTFT p50 at 4.4 times the
-    steady state's and its p99 below the first round's mean extra wait."""
+    steady state's and its p99 below the first round's mean extra wait.
+
+    A request's E2E is its TTFT and its decode (E2E - TTFT), each scaled to its own steady mean: scaling
+    E2E and TTFT apart, when the closed form's TTFT is above the simulation's and its decode below (long
+    prompts, few clients), left half the requests with E2E < TTFT and E2E's p90 below TTFT's. Scaled in
+    parts, every E2E stays at or above its TTFT, and the means stay the closed form's (the decode's mean
+    is that of E2E less TTFT's)."""
     burst_s = state.burst_s
-    for name in ("ttft", "tpot", "e2e"):
-        samples = getattr(sim, f"{name}_s")
-        steady = getattr(state, f"{name}_s") - (0.0 if name == "tpot" else burst_s)
-        if len(samples) and samples.mean() > 0:
-            setattr(sim, f"{name}_s", samples * (steady / samples.mean()))
+    ttft, e2e = sim.ttft_s, sim.e2e_s
+    decode = e2e - ttft  # (>= 0: a request completes after its first token)
+    steady_ttft = state.ttft_s - burst_s
+    steady_decode = max(0.0, state.e2e_s - state.ttft_s)  # (the burst delays the first token alone)
+    if len(ttft) and ttft.mean() > 0:
+        ttft = ttft * (steady_ttft / ttft.mean())
+    if len(decode):
+        # (one-token outputs have no decode in the simulation: the closed form's, if any, is added alike)
+        decode = decode * (steady_decode / decode.mean()) if decode.mean() > 0 else decode + steady_decode
+    sim.ttft_s, sim.e2e_s = ttft, ttft + decode
+    if len(sim.tpot_s) and sim.tpot_s.mean() > 0:
+        sim.tpot_s = sim.tpot_s * (state.tpot_s / sim.tpot_s.mean())
     n = len(sim.ttft_s)
     if burst_s > 0 and n and rounds > 0:
         first = max(1, min(n, round(n / rounds)))

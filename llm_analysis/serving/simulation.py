@@ -73,9 +73,11 @@ class SimulationResult:
     e2e_s: np.ndarray
     output_tokens: np.ndarray
     duration_s: float  # from the first measured send to the last measured completion
-    kv_occupancy: float  # time-averaged share of the pool's tokens in use
+    kv_occupancy: float  # time-averaged share of the pool's tokens in use (over the measured window)
     preemptions: int
-    mean_running: float  # time-averaged requests admitted and not finished (idle time counts as 0)
+    # time-averaged requests admitted and not finished (idle time counts as 0), over the measured window: from
+    # the first measured request's send to the last request's send (_Replica._account)
+    mean_running: float
 
 
 class _Replica:
@@ -114,7 +116,15 @@ class _Replica:
         self.kv_tokens = 0.0
         self.preemptions = 0
         self.completed: List[_Request] = []
+        # the time averages (KV in use, running requests) over the window the latencies are measured on:
+        # from the first measured request's send to the last request's send (`window_s`; the end is set when
+        # the closed loop's last request is sent). The warm-up's ramp and the drain after the last send lie
+        # outside it: over the whole run they put the open loop's mean running requests 5-11% below Little's
+        # law on the measured latencies (rate x (E2E - API latency)). The whole run's averages stay beside
+        # them for a window of no length (a single measured request).
+        self.window_s = [math.inf, math.inf]
         self.kv_area = self.running_area = self.area_time = 0.0
+        self.whole_kv_area = self.whole_running_area = self.whole_time = 0.0
         self.last_step_s = 0.0  # the step just run (0 after idling): the next one was planned as it began
 
     # ----------------------------------------------------------- requests
@@ -290,10 +300,26 @@ class _Replica:
             free_budget -= q
         return chunks
 
-    def _account(self, duration: float, kv_mean: float, running: int) -> None:
-        self.kv_area += kv_mean * duration
-        self.running_area += running * duration
-        self.area_time += duration
+    def _account(self, start_s: float, end_s: float, kv_mean: float, running: int) -> None:
+        """Time averages' areas of the stretch [start_s, end_s], in which `running` requests ran and `kv_mean`
+        KV tokens were in use on average: its part within the measured window, and the whole of it."""
+        duration = end_s - start_s
+        self.whole_kv_area += kv_mean * duration
+        self.whole_running_area += running * duration
+        self.whole_time += duration
+        inside = min(end_s, self.window_s[1]) - max(start_s, self.window_s[0])
+        if inside > 0:
+            self.kv_area += kv_mean * inside
+            self.running_area += running * inside
+            self.area_time += inside
+
+    def averages(self):
+        """(mean KV tokens in use, mean running requests) over the measured window, or the whole run where the
+        window has no length."""
+        if self.area_time > 0:
+            return self.kv_area / self.area_time, self.running_area / self.area_time
+        time = self.whole_time or 1.0
+        return self.whole_kv_area / time, self.whole_running_area / time
 
     def prefill_step(self, chunks, on_done) -> None:
         """One step with prefill chunks and, in a mixed engine, every decoder's next token."""
@@ -323,7 +349,7 @@ class _Replica:
                     self._finish(r, on_done)
                 else:
                     self._join_decoders(r)
-        self._account(t, 0.5 * (kv_before + self.kv_tokens), running)
+        self._account(self.now - t, self.now, 0.5 * (kv_before + self.kv_tokens), running)
         if d:
             self._complete_finished(on_done)
 
@@ -352,7 +378,7 @@ class _Replica:
         self.ctx_sum += d * k
         if not self.reserves:
             self.kv_tokens += d * k
-        self._account(duration, 0.5 * (kv_before + self.kv_tokens), len(self.running))
+        self._account(self.now - duration, self.now, 0.5 * (kv_before + self.kv_tokens), len(self.running))
         self._complete_finished(on_done)
 
 
@@ -404,21 +430,31 @@ def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None,
     rep.outputs_unclipped = max(outputs, default=0) <= engine.output_reserve_clip_tokens
     sent = [0]
 
+    def window_at(index: int, sent_s: float) -> None:
+        # the measured window: from the first measured request's send to the last request's
+        if index == warmup:
+            rep.window_s[0] = sent_s
+        if index == total - 1:
+            rep.window_s[1] = sent_s
+
     if concurrency is not None:
         starts = np.sort(rng.uniform(0.0, spread_s, concurrency)) if spread_s > 0 else np.zeros(concurrency)
         for c in range(min(concurrency, total)):
             rep.send(sent[0], inputs[sent[0]], outputs[sent[0]], float(starts[c]), c)
+            window_at(sent[0], float(starts[c]))
             sent[0] += 1
 
         def on_done(r):
             if sent[0] < total:
                 rep.send(sent[0], inputs[sent[0]], outputs[sent[0]], rep.now, r.client)
+                window_at(sent[0], rep.now)
                 sent[0] += 1
     else:
         gaps = rng.exponential(1.0 / request_rate, total)
         times = np.cumsum(gaps) - gaps[0]
         for i in range(total):
             rep.send(i, inputs[i], outputs[i], float(times[i]), -1)
+            window_at(i, float(times[i]))
         sent[0] = total
 
         def on_done(r):
@@ -438,7 +474,7 @@ def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None,
             # averages (mean running requests and KV occupancy are averages over time, as Little's law
             # takes them, not over the steps alone)
             idle_s = max(0.0, rep.arrivals[0][0] - rep.now)
-            rep._account(idle_s, rep._in_use(), 0)
+            rep._account(rep.now, rep.now + idle_s, rep._in_use(), 0)
             rep.now += idle_s
             rep.last_step_s = 0.0
             continue
@@ -462,10 +498,9 @@ def simulate(timer, engine, pool, lengths, *, concurrency: Optional[int] = None,
     out = np.array([r.output for r in measured])
     first_sent = min((r.sent_s for r in measured), default=0.0)
     last_done = max((r.done_s for r in measured), default=0.0)
-    area = rep.area_time or 1.0
+    kv_mean, running_mean = rep.averages()
     return SimulationResult(ttft, tpot, e2e, out, last_done - first_sent,
-                            rep.kv_area / area / max(rep.capacity_tokens, 1), rep.preemptions,
-                            rep.running_area / area)
+                            kv_mean / max(rep.capacity_tokens, 1), rep.preemptions, running_mean)
 
 
 __all__ = ["SimulationResult", "simulate"]
