@@ -100,18 +100,22 @@ def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Di
     `<model>-<gpu>-<dtype>-tp<t>-pp<p>-dp<d>-ep<e>-sp<s>-fe<flops eff>-hbme<HBM eff>
     [-tflops<achieved>][-bw<achieved GB/s>][-calibrated]-<kind>[-bs<batch>-seq<len>...][-<suffix>]`,
     with every character outside [A-Za-z0-9._+=-] replaced by '_'. `-calibrated`: times from the calibrated model,
-    whose efficiencies are its profile's, not fe / hbme (a calibrated run and a roofline one of the same command had
-    written the same files, the second over the first)."""
+    whose efficiencies are its profile's, not the constructor's (a calibrated run and a roofline one of the same
+    command had written the same files, the second over the first); there the constructor's efficiencies and rates
+    are those of the roofline lower bounds only, and the name says so: `lbfe<..>-lbhbme<..>[-lbtflops<..>][-lbbw<..>]`,
+    as the JSON's `setup` names them `lower_bound_*` (a name reading `fe1-hbme1` beside a summary's
+    flops_efficiency 0.83 read as the run's efficiency)."""
     p = analysis.parallelism_config
+    lb = "lb" if analysis.profile is not None else ""
     parts = [safe_name(analysis.model_config.name), safe_name(analysis.gpu_config.name),
              safe_name(analysis.dtype_config.name),
              f"tp{p.tp_size}-pp{p.pp_size}-dp{p.dp_size}-ep{p.ep_size}-sp{p.sp_size}"
              + (f"-cp{p.cp_size}" if p.cp_size > 1 else ""),
-             f"fe{_num(analysis.flops_efficiency)}-hbme{_num(analysis.hbm_memory_efficiency)}"]
+             f"{lb}fe{_num(analysis.flops_efficiency)}-{lb}hbme{_num(analysis.hbm_memory_efficiency)}"]
     if analysis.achieved_tflops is not None:
-        parts.append(f"tflops{_num(analysis.achieved_tflops)}")
+        parts.append(f"{lb}tflops{_num(analysis.achieved_tflops)}")
     if analysis.achieved_memory_bandwidth_GBs is not None:
-        parts.append(f"bw{_num(analysis.achieved_memory_bandwidth_GBs)}")
+        parts.append(f"{lb}bw{_num(analysis.achieved_memory_bandwidth_GBs)}")
     if analysis.profile is not None:
         parts.append("calibrated")
     parts.append(safe_name(kind))
