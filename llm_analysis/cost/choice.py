@@ -138,11 +138,11 @@ def _calibrated_entries(a, d, t: Dict[str, Any], summary: Dict[str, Any], ds_zer
     summary["decode_latency_lower_bound"] = summary["time_per_output_token_lower_bound"] = step_s
     summary["total_decode_latency_lower_bound"] = decode_s
     summary["total_latency_lower_bound"] = total_s
-    summary.update(_rate_entries(a))
+    summary.update(calibrated_rate_entries(a))
     summary["perf_model"] = _label(a)
 
 
-def _rate_entries(a) -> Dict[str, float]:
+def calibrated_rate_entries(a) -> Dict[str, float]:
     """Under the calibrated model the summary's efficiencies are the profile's plateaus (its
     achieved rates over the peaks), not the roofline's inputs; those, and the rates the lower
     bounds use, go under `lower_bound_*` (a summary never shows efficiency 1 beside 56% of peak).
@@ -228,7 +228,7 @@ def training(a, args: Dict[str, Any]) -> dict:
     summary, req = _eager_run(with_cost_model(a, eager), args)
     # the same call on the roofline (its stages kept per shape with every call's)
     summary.update(_training_bounds(a, req, summary))
-    summary.update(_rate_entries(a))
+    summary.update(calibrated_rate_entries(a))
     summary["perf_model"] = _label(a)
     if output_dir is not None:
         a.output_summary_dict(summary, output_dir, print_human_readable=True,

@@ -87,20 +87,28 @@ class RichReport:
 
         return Text(bound, style=_BOUND_STYLE.get(bound, "")) if self.color else bound
 
-    def warnings(self, notes: Sequence[str]) -> None:
+    def warnings(self, warnings: Sequence[str]) -> None:
+        """What the call logged (the JSON's `warnings`), marked `!`."""
+        self._marked("Warnings", "!", "yellow", warnings)
+
+    def notes(self, notes: Sequence[str]) -> None:
+        """The assumptions that matter for the figures (the JSON's `notes`): under their own heading, so that
+        the report's Warnings block holds what the JSON's `warnings` holds (the notes had been printed there)."""
+        self._marked("Notes", "-", "", notes)
+
+    def _marked(self, heading: str, mark: str, color_style: str, items: Sequence[str]) -> None:
+        from rich.table import Table
         from rich.text import Text
 
-        from rich.table import Table
-
-        if not notes:
+        if not items:
             return
-        self.heading("Warnings")
+        self.heading(heading)
         t = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1, 0, 1))
         t.add_column(no_wrap=True)
         t.add_column(overflow="fold")
-        style = "yellow" if self.color else ""
-        for note in notes:
-            t.add_row(Text("!", style=style), Text(str(note), style=style))
+        style = color_style if self.color else ""
+        for item in items:
+            t.add_row(Text(mark, style=style), Text(str(item), style=style))
         self.console.print(t)
 
     def text(self) -> str:
@@ -182,11 +190,15 @@ class PlainReport(RichReport):
     def bound_cell(self, bound: str):
         return bound
 
-    def warnings(self, notes: Sequence[str]) -> None:
-        if not notes:
-            return
-        self.heading("Warnings")
-        self._wrapped_pairs([("!", n) for n in notes], gap=2)
+    def warnings(self, warnings: Sequence[str]) -> None:
+        if warnings:
+            self.heading("Warnings")
+            self._wrapped_pairs([("!", w) for w in warnings], gap=2)
+
+    def notes(self, notes: Sequence[str]) -> None:
+        if notes:
+            self.heading("Notes")
+            self._wrapped_pairs([("-", n) for n in notes], gap=2)
 
 
 def make_report(color: bool) -> RichReport:

@@ -101,7 +101,9 @@ def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Di
     [-tflops<achieved>][-bw<achieved GB/s>][-calibrated]-<kind>[-bs<batch>-seq<len>...][-<suffix>]`,
     with every character outside [A-Za-z0-9._+=-] replaced by '_'. `-calibrated`: times from the calibrated model,
     whose efficiencies are its profile's, not fe / hbme (a calibrated run and a roofline one of the same command had
-    written the same files, the second over the first)."""
+    written the same files, the second over the first): fe / hbme / tflops / bw are the constructor's arguments
+    whatever the model (under the calibrated one those of its roofline lower bounds, the JSON's `lower_bound_*`);
+    the names stay what the mirrored system's are, for scripts that find the files by them."""
     p = analysis.parallelism_config
     parts = [safe_name(analysis.model_config.name), safe_name(analysis.gpu_config.name),
              safe_name(analysis.dtype_config.name),

@@ -400,6 +400,10 @@ def serve_page(analysis, answer: Dict[str, Any], json_text: str, step_summary: O
     if notes:
         body += ["<h2 id=\"section-notes\">How these figures were made</h2>",
                  "<ul class=\"notes\">" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"]
+    warnings = answer.get("warnings") or []
+    if warnings:  # what the call logged, apart from the notes, as the text report and the JSON keep them
+        body += ["<h2 id=\"section-warnings\">Warnings</h2>",
+                 "<ul class=\"warnings\">" + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul>"]
     body += _all_values(answer, "serve-values", "serve-values-table",
                         "Every value of the serving answer (base units, as in the JSON)")
     if step_summary is not None:

@@ -58,7 +58,7 @@ svg.chart [data-tip]:focus { outline: none; stroke: var(--accent); stroke-width:
 ul.legend { list-style: none; padding: 0; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 4px 16px; }
 ul.legend li { display: flex; align-items: center; gap: 6px; }
 ul.legend svg { flex: none; }
-ul.warnings li { margin: 2px 0; }
+ul.warnings li, ul.notes li { margin: 2px 0; }
 #tooltip { position: absolute; z-index: 10; max-width: 460px; padding: 6px 9px; background: #212529; color: #fff;
            border-radius: 4px; font-size: 12px; white-space: pre-line; pointer-events: none;
            box-shadow: 0 2px 8px rgba(0, 0, 0, .3); }

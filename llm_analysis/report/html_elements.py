@@ -152,10 +152,15 @@ class HtmlSections:
     def bound_cell(self, bound: str) -> str:
         return _BoundText(bound)
 
-    def warnings(self, notes: Sequence[str]) -> None:
-        if notes:
+    def warnings(self, warnings: Sequence[str]) -> None:
+        if warnings:
             self.heading("Warnings")
-            self._out.append("<ul class=\"warnings\">" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+            self._out.append("<ul class=\"warnings\">" + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul>")
+
+    def notes(self, notes: Sequence[str]) -> None:
+        if notes:
+            self.heading("Notes")
+            self._out.append("<ul class=\"notes\">" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
 
     def text(self) -> str:
         return "\n".join(self._out)

@@ -98,10 +98,24 @@ def configs_desc(analysis) -> str:
             f"-ep{p.ep_size}-hbme{round(analysis.hbm_memory_efficiency, 2)}")
 
 
-def setup_dict(analysis) -> Dict[str, Any]:
-    """What the analysis ran on: names, layout and efficiencies (for the JSON files)."""
+# the efficiencies and rates a summary may state at its top level: under the calibrated model they are the
+# profile's (what the times reach), not the constructor's, which go under `lower_bound_*` (cost/choice.py)
+_RATE_KEYS = ("flops_efficiency", "hbm_memory_efficiency", "achieved_tflops", "achieved_memory_bandwidth_GBs")
+_LOWER_BOUND_KEYS = ("lower_bound_flops_efficiency", "lower_bound_hbm_memory_efficiency", "lower_bound_tflops",
+                     "lower_bound_memory_bandwidth_GBs")
+
+
+def setup_dict(analysis, summary: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """What the analysis ran on: names, layout and efficiencies (for the JSON files).
+
+    The efficiencies and rates are the ones the times use, as the summary's top-level keys of the same
+    names state them: under the calibrated model the profile's, with the constructor's (which only the
+    roofline lower bounds use) as `lower_bound_flops_efficiency` / `lower_bound_hbm_memory_efficiency`
+    and `perf_model`; before, `setup.flops_efficiency` was 1.0 beside a top-level 0.83, and a script
+    reproducing the run from `setup` took the lower bound's efficiency for the run's. Under the roofline
+    they are the constructor's, as the summary's. `perf_model` says which ("roofline" or the profile)."""
     p = analysis.parallelism_config
-    return {
+    setup = {
         "model_name": analysis.model_config.name, "gpu_name": analysis.gpu_config.name,
         "dtype_name": analysis.dtype_config.name,
         "tp_size": p.tp_size, "pp_size": p.pp_size, "dp_size": p.dp_size, "ep_size": p.ep_size,
@@ -112,13 +126,31 @@ def setup_dict(analysis) -> Dict[str, Any]:
         "achieved_tflops": analysis.achieved_tflops,
         "achieved_memory_bandwidth_GBs": analysis.achieved_memory_bandwidth_GBs,
     }
+    if analysis.profile is None:
+        # a training summary states the rate its times use (achieved_tflops = peak x flops_efficiency) where the
+        # constructor had none: the setup says the same
+        setup.update({k: summary[k] for k in _RATE_KEYS if isinstance(summary, dict) and k in summary})
+        setup["perf_model"] = "roofline"
+        return setup
+    from llm_analysis.cost.choice import calibrated_rate_entries
+    # the profile's efficiencies and the lower bound's (the constructor's) as every calibrated summary states
+    # them (a serve() answer states none: its setup still must not read the constructor's as the run's)
+    setup.update(calibrated_rate_entries(analysis))
+    summary = summary if isinstance(summary, dict) else {}
+    setup.update({k: summary[k] for k in (*_RATE_KEYS, *_LOWER_BOUND_KEYS) if k in summary})
+    for key in ("achieved_tflops", "achieved_memory_bandwidth_GBs"):
+        if key not in summary:  # the constructor's rates are the lower bound's (lower_bound_*), not the run's
+            setup[key] = None
+    setup["perf_model"] = summary.get("perf_model", analysis.perf_model if isinstance(analysis.perf_model, str)
+                                      else "calibrated")
+    return setup
 
 
 def summary_with_setup(analysis, summary: Dict[str, Any]) -> Dict[str, Any]:
     """The summary plus a `setup` entry (unless it has one): what the JSON files hold."""
     if "setup" in summary:
         return dict(summary)
-    return {**summary, "setup": setup_dict(analysis)}
+    return {**summary, "setup": setup_dict(analysis, summary)}
 
 
 # ------------------------------------------------------------------ files

@@ -36,7 +36,11 @@ def report_sections(rep, analysis, summary: Dict[str, Any], kind: str) -> None:
     else:
         from llm_analysis.report.training_tables import training_sections
         training_sections(rep, analysis, summary, used)
-    used.add("warnings")  # printed in the Warnings block below, with the notes
+    used.add("warnings")  # printed in the Warnings block below
     other_values(rep, summary, used)
     notes = summary.get("notes") or []
-    rep.warnings(merged([notes] if isinstance(notes, str) else notes, summary.get("warnings") or []))
+    warnings = merged(summary.get("warnings") or [])
+    # the JSON's two lists under two headings: the notes (assumptions) had been printed under "Warnings" while
+    # the JSON's `warnings` was empty; a message in both lists prints once, as a warning
+    rep.notes([n for n in merged([notes] if isinstance(notes, str) else notes) if n not in warnings])
+    rep.warnings(warnings)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Dict, Optional, Union
 
+from llm_analysis.cost.calibrated import trains_integer_gemms
 from llm_analysis.schema.context_limit import check_context
 from llm_analysis.errors import ConfigError
 from llm_analysis.model import Phase
@@ -218,6 +219,16 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
                        "parameter training updates 16-bit weights (fp32 master copies); these figures time and hold "
                        "%g-bit weights. For QLoRA (frozen quantised weights, trained adapters) give lora=LoRAConfig(...)",
                        dtype.name, dtype.weight_bits, dtype.activation_bits, dtype.weight_bits)
+    if trains_integer_gemms(dtype) and opts.get("lora") is None:
+        # int8 (W8A8) GEMMs forward and backward: no mainstream framework trains so; timed as fp8's recipe
+        # (cost/calibrated.py trains_integer_gemms), so that int8 is no faster than fp8 where the peaks are equal
+        logger.warning("%s trains with integer GEMMs (%g-bit integer weights and %g-bit integer activations) "
+                       "forward and backward, which no mainstream framework does (Megatron-LM, TransformerEngine "
+                       "and DeepSpeed train in bf16 or fp8): these figures assume fp8 training's recipe on the "
+                       "integer tensor cores: weights held in %g bits beside the fp32 master copy, every GEMM operand "
+                       "quantised per tensor in a kernel of its own (latency_per_iter_fp8_casts) and, under the "
+                       "calibrated model, the GEMMs at the profile's fp8 plateau; for a recipe that exists, train "
+                       "with bf16 or fp8", dtype.name, dtype.weight_bits, dtype.activation_bits, dtype.weight_bits)
     seq_len = _check_seq_len(analysis, kw["seq_len"])
     check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)
     return TrainingRequest(

@@ -44,6 +44,20 @@ def test_a_name_of_several_boards_is_refused_with_them(ambiguous, candidates):
         assert c in str(err.value)
 
 
+# NVIDIA's datasheets: the A100 80GB and the H100 (80 GB) each ship as an SXM module and a PCIe card (the A100
+# datasheet's "A100 80GB PCIe" / "A100 80GB SXM" columns; the H100 datasheet's "H100 SXM" / "H100 PCIe"),
+# so the memory without the form factor names two boards, as the model alone names several
+@pytest.mark.parametrize("ambiguous, candidates", [("a100-80gb", ("a100-sxm-80gb", "a100-pcie-80gb")),
+                                                   ("h100-80gb", ("h100-sxm-80gb", "h100-pcie-80gb")),
+                                                   ("A100_40GB", ("a100-sxm-40gb", "a100-pcie-40gb"))])
+def test_the_memory_without_the_form_factor_is_as_ambiguous(ambiguous, candidates):
+    with pytest.raises(LLMAnalysisError) as err:
+        get_gpu_config_by_name(ambiguous)
+    assert "is ambiguous" in str(err.value) and "Unknown" not in str(err.value)
+    listed = str(err.value).split("could mean ", 1)[1].split(";")[0].split(", ")
+    assert sorted(listed) == sorted(candidates)
+
+
 @pytest.mark.parametrize("typed, name", [
     ("H100-SXM-80GB", "h100-sxm-80gb"), ("a100-sxm-80GB", "a100-sxm-80gb"), ("h100_sxm_80gb", "h100-sxm-80gb"),
     ("TPU_V5P_95GB", "tpu-v5p-95gb"), ("rtx4090-24gb", "rtx-4090-24gb"),

@@ -94,7 +94,7 @@ def test_infer_report_on_a_shipped_model(run):
     out = p.stdout
     for needle in ("Summary", "time to first token", "time per output token", "throughput", "memory per GPU",
                    "largest batch", "per replica (tp 8 = 8 GPUs)", "Parameters and weights by layer part", "Prefill", "Decode, one step",
-                   "bound", "FLOPs/byte", "Memory per GPU", "Warnings"):
+                   "bound", "FLOPs/byte", "Memory per GPU", "Notes"):
         assert needle in out, needle
     assert re.search(r"KV cache\s+1\.68 GB", out)  # seeds/000: 1.68 GB
     assert "decode 306" in out  # hand-derived at 40 GiB in tests/test_inference.py (seeds/000: 271 at 40e9 bytes)

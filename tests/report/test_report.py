@@ -61,7 +61,7 @@ def test_report_has_every_section_and_the_seed_figures(llama70b):
     a, s = llama70b
     text = report.render(a, s, "inference", color=False)
     for section in ("llm-analysis · inference", "Summary", "Per layer part", "Parameters and weights by layer part",
-                    "Prefill (time to first token", "Decode, one step", "Memory per GPU", "Warnings"):
+                    "Prefill (time to first token", "Decode, one step", "Memory per GPU", "Notes"):
         assert section in text, section
     # seeds/000: KV cache 1.68 GB (weights 17.25 GB: our untied LM head counts too); its decode max
     # batch 271 divides 40e9 bytes, the report shows the summary's figure (40 GiB: tests/test_inference.py)
@@ -81,11 +81,11 @@ def test_color_only_when_asked(llama70b):
     assert ANSI.search(report.render(a, s, "inference", color=True))
 
 
-def test_notes_are_printed_as_warnings(llama70b):
+def test_notes_are_printed_as_notes(llama70b):
     a, s = llama70b
-    s = dict(s, notes=["a note that matters"])
+    s = dict(s, notes=["a note that matters"], warnings=[])
     text = report.render(a, s, "inference", color=False)
-    assert re.search(r"Warnings.*\n.*!\s+a note that matters", text)
+    assert re.search(r"Notes.*\n(.*\n)*.*-\s+a note that matters", text) and "Warnings" not in text
 
 
 def test_unknown_keys_are_still_shown(llama70b):
