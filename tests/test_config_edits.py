@@ -125,3 +125,28 @@ def test_a_deep_copy_follows_its_own_configurations():
     b.model_config.num_layers += 1
     assert b.get_num_params_total() - before == 12 * h * h + 13 * h  # (as test_more_layers_...)
     assert a.get_num_params_total() == before  # the original's configuration is not the copy's
+
+
+def test_a_script_exits_without_noise_from_the_watch(tmp_path):
+    # analyses built in a loop and left to the interpreter's exit: the edit watch holds no weakref callback
+    # that runs during shutdown ("Exception ignored in: <function WeakMethod.__new__.<locals>._cb>" before)
+    import subprocess
+    import sys
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "from llm_analysis.analysis import LLMAnalysis\n"
+        "from llm_analysis.config import ParallelismConfig\n"
+        "from llm_analysis.schema.options import ActivationRecomputation as AR\n"
+        "for tp, sp in [(1, 1), (8, 1), (8, 8)]:\n"
+        "    a = LLMAnalysis('megatron-lm-175b', 'a100-sxm-80gb', 'w16a16e16', ParallelismConfig(tp_size=tp, sp_size=sp))\n"
+        "    mc = a.model_config\n"  # (a configuration still held by a module global at exit)
+        "    for rc in [AR.NONE, AR.ATTN_COMPUTE, AR.FULL]:\n"
+        "        print(a.get_activation_memory_per_layer(1, 2048, is_inference=False, activation_recomputation=rc,\n"
+        "                                                layernorm_dtype_bytes=2, flash_attn=False, softmax_dropout=True))\n")
+    import os
+    from pathlib import Path
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))  # (this checkout's package)
+    for _ in range(3):
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stderr
+        assert "Exception ignored" not in r.stderr, r.stderr

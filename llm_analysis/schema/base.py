@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -94,14 +94,15 @@ _watches: Dict[int, "_Watch"] = {}
 
 
 class _Watch:
-    """One configuration object's listeners (bound methods, held weakly so that their owners, analyses,
-    are freed as usual) and the configurations that hold it (a model config holds its vision tower),
-    whose listeners an assignment inside it reaches too."""
+    """One configuration object's listeners (bound methods, held as a weak reference to their owner, an
+    analysis, freed as usual, and the plain function: no callback runs when an owner goes, which at
+    interpreter exit could find the weakref module already torn down) and the configurations that hold it
+    (a model config holds its vision tower), whose listeners an assignment inside it reaches too."""
 
     def __init__(self, config: "StrictModel") -> None:
-        key = id(config)
-        self.config = weakref.ref(config, lambda _: _watches.pop(key, None))
-        self.listeners: List[weakref.WeakMethod] = []
+        key, watches = id(config), _watches  # (bound here: the callback must not need this module's globals)
+        self.config = weakref.ref(config, lambda _: watches.pop(key, None))
+        self.listeners: List[Tuple[weakref.ref, Callable]] = []
         self.holders: List[weakref.ref] = []
         self.watch_inside(config)
 
@@ -129,8 +130,8 @@ def on_field_assigned(config: "StrictModel", listener: Callable[[], None]) -> No
     not seen (assign a new value instead)."""
     listeners = _watch_of(config).listeners
     if len(listeners) >= 8 and (len(listeners) & (len(listeners) - 1)) == 0:  # at 8, 16, 32...: drop the dead
-        listeners[:] = [m for m in listeners if m() is not None]
-    listeners.append(weakref.WeakMethod(listener))
+        listeners[:] = [(owner, f) for owner, f in listeners if owner() is not None]
+    listeners.append((weakref.ref(listener.__self__), listener.__func__))
 
 
 def _tell_listeners(config: "StrictModel") -> None:
@@ -138,10 +139,10 @@ def _tell_listeners(config: "StrictModel") -> None:
     if watch is None or watch.config() is not config:
         return
     watch.watch_inside(config)  # (a configuration just assigned to one of its fields reports to it from now on)
-    for method in list(watch.listeners):
-        bound = method()
-        if bound is not None:
-            bound()
+    for owner_ref, function in list(watch.listeners):
+        owner = owner_ref()
+        if owner is not None:
+            function(owner)
     for holder in list(watch.holders):
         outer = holder()
         if outer is not None:
