@@ -326,12 +326,13 @@ def test_one_token_prompts_are_packed_into_a_step_by_hand(llama, options):
 def test_whole_prompt_engines_leave_the_rest_of_the_budget(llama, framework, packs_the_rest):
     """A budget of 500 tokens holds 3 whole 128-token prompts and 116 tokens of a fourth. TensorRT-LLM prefills
     prompts whole (no chunking by default): the 116 tokens go unused and the engine saturates where a budget of
-    384 = 3 x 128 does. vLLM and SGLang chunk the fourth prompt into them and complete more."""
+    384 = 3 x 128 does. vLLM and SGLang chunk the fourth prompt into them and complete more: more than rounding
+    apart (how much more depends on how far the step's time is from proportional to its tokens: fixed costs)."""
     rate = {budget: llama[()].serve(concurrency=400, input_len=128, output_len=1, framework=framework,
                                      num_requests=0, max_num_seqs=256, max_num_batched_tokens=budget)
             ["saturation_request_rate_per_s"] for budget in (384, 500)}
     if packs_the_rest:
-        assert rate[500] > rate[384] * 1.05
+        assert rate[500] > rate[384] * (1 + 1e-3)
     else:
         assert rate[500] == pytest.approx(rate[384], rel=1e-12)
 
