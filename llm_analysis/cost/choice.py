@@ -146,7 +146,10 @@ def calibrated_rate_entries(a) -> Dict[str, float]:
     """Under the calibrated model the summary's efficiencies are the profile's plateaus (its
     achieved rates over the peaks), not the roofline's inputs; those, and the rates the lower
     bounds use, go under `lower_bound_*` (a summary never shows efficiency 1 beside 56% of peak).
-    No request changes them: worked out once per analysis configuration (`static_entries`)."""
+    They are `a.cost_model`'s: called on the view a call is timed with (training's, at the profile's
+    training compute share; inference's own), so that achieved_tflops = flops_efficiency x peak.
+    No request changes them: worked out once per analysis configuration and cost model
+    (`static_entries`, kept apart per view so that alternating calls do not recompute them)."""
     def compute() -> Dict[str, float]:
         expected, bound = a.cost_model, a.lower_bound_cost_model
         peak_bw = a.gpu_config.hbm_bandwidth_in_GB_per_sec
@@ -156,7 +159,10 @@ def calibrated_rate_entries(a) -> Dict[str, float]:
                 "lower_bound_hbm_memory_efficiency": a.hbm_memory_efficiency,
                 "lower_bound_tflops": bound.achieved_tflops,
                 "lower_bound_memory_bandwidth_GBs": bound.achieved_hbm_GB_per_s}
-    return static_entries(a, "calibrated_rate_entries", compute)
+    cm = a.cost_model
+    name = "calibrated_rate_entries" + ("_training" if getattr(cm, "training", False) else "") + \
+        ("_sustained" if getattr(cm, "sustained", False) else "")
+    return static_entries(a, name, compute)
 
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
@@ -225,10 +231,13 @@ def training(a, args: Dict[str, Any]) -> dict:
     output_dir = args.pop("output_dir")
     # the cost model's training view (kept by it: its phase times stay cached between calls)
     eager = a.cost_model.for_training(a.kernel_launch or "eager")  # (training_compute_efficiency: calibrated.py)
-    summary, req = _eager_run(with_cost_model(a, eager), args)
+    view = with_cost_model(a, eager)
+    summary, req = _eager_run(view, args)
     # the same call on the roofline (its stages kept per shape with every call's)
     summary.update(_training_bounds(a, req, summary))
-    summary.update(calibrated_rate_entries(a))
+    # the efficiencies of the rates the times used (the training view's, not the analysis' inference view:
+    # achieved_tflops = flops_efficiency x peak)
+    summary.update(calibrated_rate_entries(view))
     summary["perf_model"] = _label(a)
     if output_dir is not None:
         a.output_summary_dict(summary, output_dir, print_human_readable=True,
