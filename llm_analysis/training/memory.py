@@ -91,6 +91,26 @@ def static_bytes(analysis, stages: List[Stage], ds_zero, master_bytes: float, ot
     return out
 
 
+def zero_shards_nothing(p) -> bool:
+    """ZeRO over a shard group of one rank (dp_shard x cp = 1, the experts' group likewise): every rank holds
+    the whole state, as without ZeRO, while DeepSpeed still allocates its stage's buffers (`static_bytes`)."""
+    return p.shard_group_size == 1 and p.expert_shard_group_size == 1
+
+
+def zero_without_sharding_text(ds_zero: int, buffer_bytes: Optional[float] = None) -> str:
+    """What ZeRO stage `ds_zero` over one data-parallel rank costs, one wording for training()'s note and the
+    planner's reason: it shards nothing; stages 2 and 3 keep DeepSpeed's buffers (`buffer_bytes` per GPU where
+    known), so ZeRO 0 fits the same layout with less memory; stage 1 has none and is the same as ZeRO 0."""
+    head = f"ds_zero {ds_zero} over one data-parallel rank (dp x cp = 1) shards nothing"
+    if ds_zero < 2 or buffer_bytes == 0:
+        return f"{head}: the same memory and time as ds_zero 0"
+    if buffer_bytes is None:
+        return (f"{head}, and DeepSpeed still allocates its ZeRO-{ds_zero} buffers: ds_zero 0 fits the same layout "
+                "with less memory (dominated)")
+    return (f"{head}, and DeepSpeed still allocates its ZeRO-{ds_zero} buffers ({buffer_bytes / GB:.2f} GB per GPU, "
+            f"in the peak): ds_zero 0 fits the same layout with {buffer_bytes / GB:.2f} GB less memory")
+
+
 def _activation_parts(analysis, b: int, seq_len: int, rc, act_kwargs: Dict[str, Any]) -> Tuple[float, ...]:
     """(per layer under rc, per layer without recomputation, input embedding, logits) bytes."""
     per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
