@@ -350,6 +350,12 @@ class CalibratedCostModel(CostModel):
     def kernel_floor_s(self) -> float:
         return self._floor
 
+    @property
+    def compute_share(self) -> float:
+        """The share of the operator benchmarks' compute rate this model's kernels reach: the profile's
+        training_compute_efficiency in a training step's (or sustained) view, 1 otherwise."""
+        return self._compute_share
+
     def without_kernel_floor(self) -> "CalibratedCostModel":
         """This model with no kernel floor (`CostModel.without_kernel_floor`): a copy sharing its memos
         (GEMM efficiencies and collective timers do not depend on the floor), kept per model."""

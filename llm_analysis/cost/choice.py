@@ -14,6 +14,7 @@ default 1: a true lower bound), plus `perf_model` naming the profile.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import logging
 from functools import lru_cache
@@ -27,6 +28,7 @@ from llm_analysis.inference import run_inference
 from llm_analysis.inference.lower_bound import inference_lower_bounds
 from llm_analysis.inference.run import cached_inference_times
 from llm_analysis.quantities.setup_entries import static_entries
+from llm_analysis.schema.parallelism import ParallelismConfig
 from llm_analysis.training import run_training
 from llm_analysis.training.request import TrainingRequest
 from llm_analysis.training.run import iteration_time, stages_for, training_run
@@ -146,7 +148,10 @@ def calibrated_rate_entries(a) -> Dict[str, float]:
     """Under the calibrated model the summary's efficiencies are the profile's plateaus (its
     achieved rates over the peaks), not the roofline's inputs; those, and the rates the lower
     bounds use, go under `lower_bound_*` (a summary never shows efficiency 1 beside 56% of peak).
-    No request changes them: worked out once per analysis configuration (`static_entries`)."""
+    They are `a.cost_model`'s: called on the view a call is timed with (training's, at the profile's
+    training compute share; inference's own), so that achieved_tflops = flops_efficiency x peak.
+    No request changes them: worked out once per analysis configuration and cost model
+    (`static_entries`, kept apart per view so that alternating calls do not recompute them)."""
     def compute() -> Dict[str, float]:
         expected, bound = a.cost_model, a.lower_bound_cost_model
         peak_bw = a.gpu_config.hbm_bandwidth_in_GB_per_sec
@@ -156,7 +161,10 @@ def calibrated_rate_entries(a) -> Dict[str, float]:
                 "lower_bound_hbm_memory_efficiency": a.hbm_memory_efficiency,
                 "lower_bound_tflops": bound.achieved_tflops,
                 "lower_bound_memory_bandwidth_GBs": bound.achieved_hbm_GB_per_s}
-    return static_entries(a, "calibrated_rate_entries", compute)
+    cm = a.cost_model
+    name = "calibrated_rate_entries" + ("_training" if getattr(cm, "training", False) else "") + \
+        ("_sustained" if getattr(cm, "sustained", False) else "")
+    return static_entries(a, name, compute)
 
 
 def _inference_bounds(a, d, shape) -> Tuple[float, float, float, float]:
@@ -200,15 +208,36 @@ def _training_bounds(a, req: TrainingRequest, summary: Dict[str, Any]) -> Dict[s
             "latency_per_iter_lower_bound": it, "total_training_latency_lower_bound": total}
 
 
-def _eager_run(view, args: Dict[str, Any]):
-    """`training_run` of the call's arguments (output_dir popped) on the eager-floor view: the
-    summary and the validated request. An argument run_training does not take raises the
-    TypeError a call of run_training would."""
+def unexpected_training_keyword(name: str) -> TypeError:
+    """The error of a training() keyword it does not take: named as training()'s (not the internal
+    run_training's), with the closest valid keywords and all of them; a ParallelismConfig field (cp_comm,
+    tp_size) is pointed to ParallelismConfig(...), where the layout is given. A TypeError, Python's
+    convention for an unexpected keyword argument."""
+    valid = sorted([*_run_training_defaults(), "encoder_seq_len"])  # (encoder_seq_len: the facade's own)
+    layout = list(ParallelismConfig.model_fields)
+    head = f"training() got an unexpected keyword argument {name!r}"
+    if name in layout:
+        return TypeError(f"{head}: {name} is a ParallelismConfig field; give it when building the analysis, "
+                         f"LLMAnalysis(..., parallelism_config=ParallelismConfig({name}=...))")
+    near = difflib.get_close_matches(name, valid + layout, n=3, cutoff=0.6)
+    hint = "; closest: " + ", ".join(f"{n} (ParallelismConfig({n}=...))" if n in layout else n for n in near) \
+        if near else ""
+    return TypeError(f"{head}{hint}; valid keywords: {', '.join(valid)}")
+
+
+def check_training_keywords(args: Dict[str, Any]) -> None:
+    """Every keyword of a training() call is one it takes, under either model (the roofline calls
+    run_training, the calibrated model training_run with its own arguments): the same error for both."""
     defaults = _run_training_defaults()
-    kw = dict(defaults, **args)
-    if len(kw) != len(defaults):  # (every known name is in the defaults: one more is unknown)
-        unknown = next(k for k in args if k not in defaults)
-        raise TypeError(f"run_training() got an unexpected keyword argument {unknown!r}")
+    unknown = next((k for k in args if k not in defaults), None)
+    if unknown is not None:
+        raise unexpected_training_keyword(unknown)
+
+
+def _eager_run(view, args: Dict[str, Any]):
+    """`training_run` of the call's arguments (output_dir popped, checked by `check_training_keywords`)
+    on the eager-floor view: the summary and the validated request."""
+    kw = dict(_run_training_defaults(), **args)
     kw["output_dir"] = None
     return training_run(view, kw)
 
@@ -216,6 +245,7 @@ def _eager_run(view, args: Dict[str, Any]):
 def training(a, args: Dict[str, Any]) -> dict:
     """Training under the eager kernel floor; the lower bound from the same call on the roofline
     (batch and accumulation steps depend on memory only, so both runs choose the same)."""
+    check_training_keywords(args)
     if args.get("lora") is not None and a.conventions.projections == "fused":
         # LoRA adapters attach to the q, k, v, gate and up modules one by one (PEFT on the model's
         # modules; a fused GEMM has no q_proj to adapt): the run is described with them separate
@@ -225,10 +255,13 @@ def training(a, args: Dict[str, Any]) -> dict:
     output_dir = args.pop("output_dir")
     # the cost model's training view (kept by it: its phase times stay cached between calls)
     eager = a.cost_model.for_training(a.kernel_launch or "eager")  # (training_compute_efficiency: calibrated.py)
-    summary, req = _eager_run(with_cost_model(a, eager), args)
+    view = with_cost_model(a, eager)
+    summary, req = _eager_run(view, args)
     # the same call on the roofline (its stages kept per shape with every call's)
     summary.update(_training_bounds(a, req, summary))
-    summary.update(calibrated_rate_entries(a))
+    # the efficiencies of the rates the times used (the training view's, not the analysis' inference view:
+    # achieved_tflops = flops_efficiency x peak)
+    summary.update(calibrated_rate_entries(view))
     summary["perf_model"] = _label(a)
     if output_dir is not None:
         a.output_summary_dict(summary, output_dir, print_human_readable=True,

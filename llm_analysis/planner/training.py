@@ -26,6 +26,7 @@ from llm_analysis.facade import LLMAnalysis
 from llm_analysis.model import Phase
 from llm_analysis.schema.context_limit import check_context
 from llm_analysis.schema.options import MAX_TOTAL_TOKENS, ActivationRecomputation, DSZeRO, as_enum
+from llm_analysis.training.memory import zero_without_sharding_text
 import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front, rank
@@ -202,11 +203,11 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
     analysis = None
     mem = lay.gpu.memory_bytes
     for i, z in enumerate(s.zero_stages):
-        if z.value > 0 and lay.dp == 1:  # nothing to shard over: the same candidate as no ZeRO
+        if z.value > 0 and lay.dp * lay.cp == 1:  # nothing to shard over: ZeRO 0 is as good or better
+            # (training() keeps such a run as asked and says the same in a note: training/memory.py)
             st.invalid += per_zero
-            ctx.miss.refused(f"{lay.describe()}: ds_zero {z.value} with dp = 1 shards nothing (the same candidate "
-                             "as ZeRO 0, searched only when zero_stages holds 0); give zero_stages with 0, or more "
-                             "GPUs (max_gpus) so that dp >= 2")
+            ctx.miss.refused(f"{lay.describe()}: {zero_without_sharding_text(z.value)} (searched only when "
+                             "zero_stages holds 0); give zero_stages with 0, or more GPUs (max_gpus) so that dp >= 2")
             continue
         # ZeRO / the optimizer shard over dp x cp ranks, as the analysis does (training/run.py)
         need = training_state_bytes_lower_bound(s.num_params, lay.dtype, lay.tp, lay.pp, lay.dp * lay.cp, lay.ep,

@@ -98,22 +98,31 @@ def _rates(model, given_tflops, given_bw) -> str:
     return f"{c}, {m}"
 
 
-def _rate_rows(analysis) -> List[Tuple[str, str]]:
+def _rate_rows(analysis, training: bool = False) -> List[Tuple[str, str]]:
     """The rates the times use. Under a calibrated model two sets: the profile's plateaus (what the
-    expected times reach on large kernels) and the roofline's (what the lower bounds use)."""
+    expected times reach on large kernels) and the roofline's (what the lower bounds use). A training
+    report states its training view's (cost/choice.py `training`: compute at the profile's
+    training_compute_efficiency), the rates its times and its summary's flops_efficiency use."""
     given = analysis.achieved_tflops is not None, analysis.achieved_memory_bandwidth_GBs is not None
     bound = _rates(analysis.lower_bound_cost_model, *given)
-    ridge = (f"ridge point {analysis.get_ridge_point():.0f} FLOPs/byte (operators above it are "
-             "compute-bound)")
     if analysis.profile is None:
+        ridge = (f"ridge point {analysis.get_ridge_point():.0f} FLOPs/byte (operators above it are "
+                 "compute-bound)")
         return [("achieved rates", f"{bound}; {ridge}")]
-    expected = _rates(analysis.cost_model, False, False)
-    return [("expected rates", f"large GEMMs and streaming at {expected} (calibrated plateaus; smaller "
+    model = analysis.cost_model
+    share = ""
+    if training and hasattr(model, "for_training"):
+        model = model.for_training(analysis.kernel_launch or "eager")
+        share = f", with the training compute share of {model.compute_share:.0%}"
+    ridge = (f"ridge point {model.ridge_point:.0f} FLOPs/byte (operators above it are compute-bound)")
+    expected = _rates(model, False, False)
+    return [("expected rates", f"large GEMMs and streaming at {expected} (calibrated plateaus{share}; smaller "
                                f"kernels reach less); {ridge}"),
             ("lower-bound rates", bound)]
 
 
-def setup_rows(analysis) -> List[Tuple[str, str]]:
+def setup_rows(analysis, training: bool = False) -> List[Tuple[str, str]]:
+    """The setup lines; `training`: a training report's (its rates the training view's)."""
     return [("model", _model_line(analysis.model_config)), ("GPU", _gpu_line(analysis)),
             ("data types", _dtype_line(analysis)), ("parallelism", _layout_line(analysis)),
-            *_rate_rows(analysis)]
+            *_rate_rows(analysis, training)]

@@ -100,7 +100,7 @@ def _run_line(r: _Reader) -> str:
 def _setup(rep: RichReport, analysis, r: _Reader) -> None:
     r.used.update(k for k in _SHOWN_IN_SETUP if k in r.s and not isinstance(r.s[k], dict))
     rep.heading(f"llm-analysis · training · {analysis.model_config.name} on {analysis.gpu_config.name}")
-    rows = setup_rows(analysis)
+    rows = setup_rows(analysis, training=True)
     for label, line in (("batch", _batch_line(r, per_replica(analysis))), ("run", _run_line(r))):
         if line:
             rows.append((label, line))

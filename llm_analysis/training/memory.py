@@ -91,6 +91,26 @@ def static_bytes(analysis, stages: List[Stage], ds_zero, master_bytes: float, ot
     return out
 
 
+def zero_shards_nothing(p) -> bool:
+    """ZeRO over a shard group of one rank (dp_shard x cp = 1, the experts' group likewise): every rank holds
+    the whole state, as without ZeRO, while DeepSpeed still allocates its stage's buffers (`static_bytes`)."""
+    return p.shard_group_size == 1 and p.expert_shard_group_size == 1
+
+
+def zero_without_sharding_text(ds_zero: int, buffer_bytes: Optional[float] = None) -> str:
+    """What ZeRO stage `ds_zero` over one data-parallel rank costs, one wording for training()'s note and the
+    planner's reason: it shards nothing; stages 2 and 3 keep DeepSpeed's buffers (`buffer_bytes` per GPU where
+    known), so ZeRO 0 fits the same layout with less memory; stage 1 has none and is the same as ZeRO 0."""
+    head = f"ds_zero {ds_zero} over one data-parallel rank (dp x cp = 1) shards nothing"
+    if ds_zero < 2 or buffer_bytes == 0:
+        return f"{head}: the same memory and time as ds_zero 0"
+    if buffer_bytes is None:
+        return (f"{head}, and DeepSpeed still allocates its ZeRO-{ds_zero} buffers: ds_zero 0 fits the same layout "
+                "with less memory (dominated)")
+    return (f"{head}, and DeepSpeed still allocates its ZeRO-{ds_zero} buffers ({buffer_bytes / GB:.2f} GB per GPU, "
+            f"in the peak): ds_zero 0 fits the same layout with {buffer_bytes / GB:.2f} GB less memory")
+
+
 def _activation_parts(analysis, b: int, seq_len: int, rc, act_kwargs: Dict[str, Any]) -> Tuple[float, ...]:
     """(per layer under rc, per layer without recomputation, input embedding, logits) bytes."""
     per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
@@ -189,14 +209,18 @@ def fit_message(analysis, need: Dict[str, float], mem: float, b: int, seq_len: i
         tips.append(f"a smaller micro-batch (batch_size_per_gpu <= {max_b} fits)")
     else:
         tips.append("no micro-batch fits as is")
+    def peak(key: str) -> str:
+        # an alternative's own peak, said to be still too large where it is (it helps only with another change)
+        over = f", still above the GPU's {mem / GB:.2f} GB" if alt[key] > mem else ""
+        return f"peak {alt[key] / GB:.2f} GB{over}"
     if "zero3" in alt and p.dp_size > 1:
-        tips.append(f"ZeRO stage 3 (ds_zero=3, peak {alt['zero3'] / GB:.2f} GB)")
+        tips.append(f"ZeRO stage 3 (ds_zero=3, {peak('zero3')})")
     elif ds_zero.value < 3:
         static = need["weights"] + need["gradients"] + need["optimizer_states"]
         tips.append(f"data parallelism with ZeRO (ds_zero=3 over dp_size=8 would leave {static / 8 / GB:.2f} GB "
                     "of the weights, gradients and optimizer states per GPU)")
     if "full_recompute" in alt:
-        tips.append(f"full activation recomputation (activation_recomputation=4, peak {alt['full_recompute'] / GB:.2f} GB)")
+        tips.append(f"full activation recomputation (activation_recomputation=4, {peak('full_recompute')})")
     tips.append(f"more tensor or pipeline parallelism (tp_size={p.tp_size * 2} or pp_size={p.pp_size * 2} "
                 "roughly halves weights, gradients and optimizer states per GPU)")
     return f"{head} What would help: {'; '.join(tips)}."

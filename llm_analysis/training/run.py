@@ -104,7 +104,8 @@ from llm_analysis.training.dp import dp_times
 from llm_analysis.training.fp8_casts import fp8_cast_s
 from llm_analysis.training.loss import loss_s
 from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
-from llm_analysis.training.memory import activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes
+from llm_analysis.training.memory import (activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes,
+                                          zero_shards_nothing, zero_without_sharding_text)
 from llm_analysis.training.request import TrainingRequest, check_request
 from llm_analysis.training.stage import Stage, build_stage
 from llm_analysis.training.zero3 import exposed_s
@@ -382,6 +383,9 @@ def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -
         notes.append("fp8 training holds the weights in 8 bits beside the fp32 master copy and 16-bit gradients, as "
                      "Megatron-Core's --fp8-param-gather (NeMo's fp8_param) does; TransformerEngine without it keeps "
                      "16-bit parameters and casts a copy: weight memory then 2 bytes per parameter, not 1")
+    if summary["ds_zero"] > 0 and zero_shards_nothing(analysis.parallelism_config):
+        # kept as asked (DeepSpeed allocates the buffers whatever the group), but said: the planner skips it
+        notes.append(zero_without_sharding_text(summary["ds_zero"], summary["zero_buffer_memory_per_gpu"]))
     used = summary["estimated_peak_memory_per_gpu"] / summary["gpu_memory_per_gpu"]
     if used > 0.9:
         notes.append(f"the peak uses {used:.0%} of GPU memory; frameworks reserve some (allocator fragmentation, "

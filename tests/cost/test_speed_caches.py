@@ -171,7 +171,8 @@ def test_cached_training_options_still_validate_each_call():
 
 def test_unknown_training_argument_is_the_same_type_error_under_both_models():
     # the calibrated path validates its arguments without calling run_training: an argument
-    # run_training does not take must still raise what run_training would
+    # training() does not take raises the same error under both models, naming training() (the
+    # caller's function, not the internal run_training) and the valid keywords
     msgs = []
     for pm in ("roofline", "calibrated"):
         a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-80gb"),
@@ -180,6 +181,7 @@ def test_unknown_training_argument_is_the_same_type_error_under_both_models():
             a.training(batch_size_per_gpu=1, seq_len=256, no_such_option=3)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1] and "no_such_option" in msgs[0]
+    assert msgs[0].startswith("training() got an unexpected keyword argument") and "valid keywords:" in msgs[0]
 
 
 def test_calibrated_per_analysis_entries_follow_updates():
