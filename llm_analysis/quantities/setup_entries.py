@@ -4,7 +4,7 @@ one tuple instead of asking the views each call (speed of new shapes, issue 12).
 
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 from llm_analysis.cost.profile_notes import profile_notes
 
@@ -24,6 +24,29 @@ def static_entries(analysis, name: str, compute: Callable[[], Tuple]) -> Tuple:
     cached[0] = ((analysis.cost_model, analysis.model_config, analysis.gpu_config, analysis.dtype_config,
                   analysis.parallelism_config), values)
     return values
+
+
+def calibrated_rate_entries(a) -> Dict[str, float]:
+    """Under the calibrated model the summary's efficiencies are the profile's plateaus (its
+    achieved rates over the peaks), not the roofline's inputs; those, and the rates the lower
+    bounds use, go under `lower_bound_*` (a summary never shows efficiency 1 beside 56% of peak).
+    They are `a.cost_model`'s: called on the view a call is timed with (training's, at the profile's
+    training compute share; inference's own), so that achieved_tflops = flops_efficiency x peak.
+    No request changes them: worked out once per analysis configuration and cost model
+    (`static_entries`, kept apart per view so that alternating calls do not recompute them)."""
+    def compute() -> Dict[str, float]:
+        expected, bound = a.cost_model, a.lower_bound_cost_model
+        peak_bw = a.gpu_config.hbm_bandwidth_in_GB_per_sec
+        return {"flops_efficiency": expected.flops_per_s / expected.peak_flops_per_s,
+                "hbm_memory_efficiency": expected.achieved_hbm_GB_per_s / peak_bw,
+                "lower_bound_flops_efficiency": a.flops_efficiency,
+                "lower_bound_hbm_memory_efficiency": a.hbm_memory_efficiency,
+                "lower_bound_tflops": bound.achieved_tflops,
+                "lower_bound_memory_bandwidth_GBs": bound.achieved_hbm_GB_per_s}
+    cm = a.cost_model
+    name = "calibrated_rate_entries" + ("_training" if getattr(cm, "training", False) else "") + \
+        ("_sustained" if getattr(cm, "sustained", False) else "")
+    return static_entries(a, name, compute)
 
 
 def calibrated_notes(analysis) -> List[str]:

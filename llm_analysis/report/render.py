@@ -16,6 +16,7 @@ import math
 from enum import Enum
 from typing import Any, Dict, Optional
 
+from llm_analysis.quantities.setup_entries import calibrated_rate_entries
 from llm_analysis.errors import ConfigError
 from llm_analysis.report.files import atomic_write_text, output_directory, output_file_stem, safe_name
 from llm_analysis.report.units import fmt, format_bytes, format_count, format_number, format_seconds, unit_of
@@ -132,7 +133,6 @@ def setup_dict(analysis, summary: Optional[Dict[str, Any]] = None) -> Dict[str, 
         setup.update({k: summary[k] for k in _RATE_KEYS if isinstance(summary, dict) and k in summary})
         setup["perf_model"] = "roofline"
         return setup
-    from llm_analysis.cost.choice import calibrated_rate_entries
     # the profile's efficiencies and the lower bound's (the constructor's) as every calibrated summary states
     # them (a serve() answer states none: its setup still must not read the constructor's as the run's)
     setup.update(calibrated_rate_entries(analysis))
