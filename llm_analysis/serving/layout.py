@@ -188,14 +188,14 @@ def redundant_experts(p: ParallelismConfig, model, where: str = "") -> int:
     if given and ep == 1:
         raise ConfigError(f"{where}moe_redundant_experts = {given} needs the experts spread over expert-parallel ranks "
                           f"(moe_ep_size > 1; it is 1); valid: moe_redundant_experts = 0, or moe_ep_size > 1")
-    most = e * (ep - 1)  # each of the ep ranks holding every expert once
-    if (e + given) % ep == 0 and given <= most:
+    if (e + given) % ep == 0:  # (no rank holding an expert twice: the expert describer checks it, model/describer.py)
         return given
     if not given:
         raise ConfigError(f"{where}moe_ep_size = {ep} must divide moe_num_experts = {e} of {model.name}; valid: "
                           f"{[d for d in range(1, e + 1) if e % d == 0]}, or redundant expert copies that make the "
                           f"split even: moe_redundant_experts = {least} (+ a multiple of {ep}; expert-parallel load "
                           f"balancing, as SGLang's --ep-num-redundant-experts)")
+    most = e * (ep - 1)  # each of the ep ranks holding every expert once
     raise ConfigError(f"{where}moe_redundant_experts = {given}: {e} experts of {model.name} and their copies must "
                       f"split evenly over moe_ep_size = {ep} ranks, a rank holding no expert twice; valid: {least} + "
                       f"a multiple of {ep}, at most {most}")

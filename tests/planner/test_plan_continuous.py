@@ -65,7 +65,15 @@ def issue_plan_calibrated():
     return plan_inference("meta-llama/Llama-3.1-70B", ["h100-sxm-80gb"], TARGETS, perf_model="calibrated")
 
 
-@pytest.mark.parametrize("plan", ["issue_plan", "issue_plan_calibrated"])
+@pytest.fixture(scope="module")
+def plan_binding_below_the_first_count():
+    """16 requests/s, calibrated: the best row's replicas are the fewest that keep up (one fewer is below the
+    first count the search tries), and that fleet misses TPOT as well as saturating."""
+    return plan_inference("meta-llama/Llama-3.1-70B", ["h100-sxm-80gb"], dict(TARGETS, request_rate_per_s=16),
+                          perf_model="calibrated")
+
+
+@pytest.mark.parametrize("plan", ["issue_plan", "issue_plan_calibrated", "plan_binding_below_the_first_count"])
 def test_one_replica_fewer_misses_what_the_row_says_binds(plan, request):
     row = request.getfixturevalue(plan).best
     replicas = row["figures"]["replicas"]
