@@ -20,7 +20,8 @@ from llm_analysis.hub.generic import map_generic
 from llm_analysis.hub.guards import check_unread_shape_keys
 from llm_analysis.hub.model_class import (loaded_class_name, loaded_class_takes_wrapper, masked_lm_refusal,
                                          named_masked_lm_class, non_text_parts, towers_refusal)
-from llm_analysis.hub.source import Fields, Src, logger, transformers_config, unknown_to_transformers
+from llm_analysis.hub.source import (Fields, Src, decode_special_floats, logger, transformers_config,
+                                     unknown_to_transformers)
 from llm_analysis.hub.spec import read_family, read_masked_lm_head
 from llm_analysis.hub.vision import read_vision_tower
 from llm_analysis.schema.loading import build_config
@@ -135,6 +136,7 @@ def _remote_code_hint(d: Dict[str, Any], name: str) -> Optional[str]:
 def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust_remote_code: bool,
                   revision: Optional[str]) -> ModelConfig:
     """The ModelConfig of config dict `d` of model `name` (`what` names it in messages)."""
+    d = decode_special_floats(d)  # as transformers reads a config.json: the raw keys the same values
     model_type = d.get("model_type")
     obj = transformers_config(d, name=name, revision=revision,
                               trust_remote_code=trust_remote_code, what=what)
