@@ -19,8 +19,10 @@ from llm_analysis.hub.families.table import FAMILIES
 from llm_analysis.hub.generic import map_generic
 from llm_analysis.hub.guards import check_unread_shape_keys
 from llm_analysis.hub.model_class import (loaded_class_name, loaded_class_takes_wrapper, masked_lm_refusal,
-                                         named_masked_lm_class, non_text_parts, towers_refusal)
-from llm_analysis.hub.source import Fields, Src, logger, transformers_config, unknown_to_transformers
+                                         named_decoder_class, named_masked_lm_class, non_text_parts,
+                                         task_head_refusal, towers_refusal)
+from llm_analysis.hub.source import (Fields, Src, decode_special_floats, logger, transformers_config,
+                                     unknown_to_transformers)
 from llm_analysis.hub.spec import read_family, read_masked_lm_head
 from llm_analysis.hub.vision import read_vision_tower
 from llm_analysis.schema.loading import build_config
@@ -135,6 +137,7 @@ def _remote_code_hint(d: Dict[str, Any], name: str) -> Optional[str]:
 def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust_remote_code: bool,
                   revision: Optional[str]) -> ModelConfig:
     """The ModelConfig of config dict `d` of model `name` (`what` names it in messages)."""
+    d = decode_special_floats(d)  # as transformers reads a config.json: the raw keys the same values
     model_type = d.get("model_type")
     obj = transformers_config(d, name=name, revision=revision,
                               trust_remote_code=trust_remote_code, what=what)
@@ -148,6 +151,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
         if hint is None:
             raise
         raise type(exc)(f"{str(exc).rstrip('.')}. {hint}") from None
+    _count_the_named_decoder_class(d, raw, fields, mt, what)
     top_tie = d.get("tie_word_embeddings")
     if tower is not None and wrapper_obj is not None:  # the wrapper's class is loaded: its config's flag, defaults filled
         top_tie = getattr(wrapper_obj, "tie_word_embeddings", top_tie)
@@ -179,6 +183,23 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     except ConfigError as exc:
         raise UnmappableConfig(f"The config of {what} (model_type {model_type!r}) maps to an "
                                f"invalid ModelConfig: {exc}") from None
+
+
+def _count_the_named_decoder_class(d: Dict[str, Any], raw: Dict[str, Any], fields: Fields, mt: Any,
+                                   what: str) -> None:
+    """A decoder is counted as the class its `architectures` names (docs/hub-import.md): the bare
+    model (Qwen3Model) without the LM head; a task head (Qwen3ForSequenceClassification) is refused.
+    Encoders (their own pooler / masked-LM rules), encoder-decoders and multimodal wrappers (their
+    class is chosen in `_language_model`) are left as they are."""
+    if raw is not d or fields.get("encoder_only") or fields.get("cross_attention") or not fields.get("lm_head", True):
+        return
+    named = named_decoder_class(d, mt)
+    if named is None:
+        return
+    if named != "base":
+        raise task_head_refusal(what, d.get("model_type"), named)
+    logger.info("%s: architectures names %s, the bare model: counted without an LM head", what, d["architectures"][0])
+    fields["lm_head"] = False
 
 
 def _warn_decoder_of_encoder_decoder(d: Dict[str, Any], fields: Fields, what: str) -> None:

@@ -25,7 +25,8 @@ from typing import Any, Dict, List, Optional
 from llm_analysis.hub.errors import UnsupportedArchitecture, not_modelled
 
 __all__ = ["NON_TEXT_PARTS", "non_text_parts", "loaded_class_name", "loaded_class_takes_wrapper",
-           "towers_refusal", "named_masked_lm_class", "masked_lm_refusal"]
+           "towers_refusal", "named_masked_lm_class", "masked_lm_refusal", "named_decoder_class",
+           "task_head_refusal"]
 
 #: sub-config keys of the parts a multimodal wrapper holds beside its language model,
 #: with how messages name them
@@ -127,3 +128,50 @@ def masked_lm_refusal(what: str, model_type: Any, class_name: str) -> Unsupporte
         "(its own projections, norms or output embedding) ModelConfig does not describe for this family "
         "(masked-LM head not modelled). To count the bare encoder, remove architectures or name the "
         "encoder's base class there")
+
+
+# transformers' task heads on a decoder that ModelConfig does not describe (a `score` /
+# `qa_outputs` / `classifier` projection of num_labels in place of the LM head), by the Auto
+# mapping that lists them and the suffix their class names share
+_TASK_HEADS = {
+    "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES": "ForSequenceClassification",
+    "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES": "ForTokenClassification",
+    "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES": "ForQuestionAnswering",
+    "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES": "ForMultipleChoice",
+}
+
+
+def named_decoder_class(d: Dict[str, Any], model_type: Any) -> Optional[str]:
+    """What the class a decoder config's `architectures` names holds in place of the LM head:
+    "base" for the bare model (transformers' MODEL_MAPPING class of the model_type, e.g. Qwen3Model:
+    no head at all), the class name for a task head (Qwen3ForSequenceClassification: its score
+    projection), else None (a causal LM, no `architectures`, or a class not known here)."""
+    arch = d.get("architectures")
+    if not (isinstance(arch, (list, tuple)) and arch and isinstance(arch[0], str)):
+        return None
+    name = arch[0]
+    try:
+        from transformers.models.auto import modeling_auto
+    except Exception:  # transformers absent: the task heads are still named by their suffix
+        modeling_auto = None
+
+    def listed(mapping: str) -> bool:
+        value = getattr(modeling_auto, mapping, {}).get(model_type) if modeling_auto is not None else None
+        return name == value or (isinstance(value, (list, tuple)) and name in value)
+
+    if isinstance(model_type, str) and any(listed(m) for m in _AUTO_MAPPINGS[:3]):
+        return None  # a class that holds an LM head (causal, image-text-to-text, masked)
+    if any(listed(m) or name.endswith(suffix) for m, suffix in _TASK_HEADS.items()):
+        return name
+    if isinstance(model_type, str) and listed("MODEL_MAPPING_NAMES"):
+        return "base"
+    return None
+
+
+def task_head_refusal(what: str, model_type: Any, class_name: str) -> UnsupportedArchitecture:
+    """The one-line refusal of a decoder config whose architectures names a task-head class."""
+    return UnsupportedArchitecture(
+        f"{what}: architectures names {class_name} (model_type {model_type!r}), whose task head (a projection "
+        "of num_labels outputs in place of the LM head) ModelConfig does not describe (task head not modelled); "
+        "counting the causal LM instead would add an LM head that class does not hold. To count the causal LM, "
+        "name its *ForCausalLM class in architectures; for the bare model (no head), its base *Model class")

@@ -21,8 +21,8 @@ from llm_analysis.hub.errors import HubImportError, UnmappableConfig
 # one logger for the whole Hub import, under the name users already filter on
 logger = logging.getLogger("llm_analysis.hub.entry")
 
-__all__ = ["Src", "Fields", "transformers_config", "as_int", "activation", "attention_layout",
-           "moe_layout"]
+__all__ = ["Src", "Fields", "transformers_config", "decode_special_floats", "as_int", "activation",
+           "attention_layout", "moe_layout"]
 
 Fields = Dict[str, Any]
 
@@ -47,9 +47,29 @@ def quiet_transformers():
         tlog.set_verbosity(old)
 
 
+# transformers 5 writes the floats plain JSON has no spelling for as {"__float__": "Infinity"} (its
+# PreTrainedConfig._encode_special_floats: Bamba's default time_step_limit (0.0, inf)) and decodes them when
+# it reads a config file (_decode_special_floats); a dict handed to from_dict is not decoded
+_FLOAT_TAG_KEY = "__float__"
+_FLOAT_TAG_VALUES = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def decode_special_floats(obj: Any) -> Any:
+    """`obj` with every {"__float__": "Infinity" | "-Infinity" | "NaN"} replaced by that float, as
+    transformers reads a config.json (an object with another tag or other keys is left as it is)."""
+    if isinstance(obj, dict):
+        if set(obj) == {_FLOAT_TAG_KEY} and isinstance(obj[_FLOAT_TAG_KEY], str):
+            return _FLOAT_TAG_VALUES.get(obj[_FLOAT_TAG_KEY], obj)
+        return {k: decode_special_floats(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [decode_special_floats(v) for v in obj]
+    return obj
+
+
 def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str],
                          trust_remote_code: bool, what: str):
     """The transformers config object for `d`, or None (unknown type / transformers absent)."""
+    d = decode_special_floats(d)
     model_type = d.get("model_type")
     try:
         with quiet_transformers():

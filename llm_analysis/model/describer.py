@@ -324,6 +324,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         m, _, k = first.kernel_dims
         return [Operator(
             name=name, group=first.group, kind="matmul", params=sum(op.params for op in ops),
+            active_params=(None if all(op.active_params is None for op in ops) else
+                           sum(op.params if op.active_params is None else op.active_params for op in ops)),
             params_per_gpu=sum(op.params_per_gpu for op in ops), weight_bytes_per_gpu=weights,
             flops=sum(op.flops for op in ops), flops_per_gpu=sum(op.flops_per_gpu for op in ops),
             bytes_read_per_gpu=weights + input_bytes,

@@ -140,6 +140,8 @@ class MlpOps:
             # `op` was built just above for this list: set in place (dataclasses.replace is slow)
             op.bytes_read_per_gpu = op.bytes_read_per_gpu - op.weight_bytes_per_gpu + read_w
             op.params, op.params_per_gpu, op.weight_bytes_per_gpu = one.params * e, w_gpu, w_gpu * self.w_bytes
+            if z:  # a token runs k·E/(E+Z) real experts on average (the FLOPs' expectation above)
+                op.active_params = one.params * k * e / (e + z)
             op.shapes = f"{op.shapes}, {e} experts top-{k}"
             if m.moe_eager_all_experts and self.conv.attention_flops == "full":
                 # the eager forward (Llama4TextMoe) runs all e experts on every token: the count

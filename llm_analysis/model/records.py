@@ -87,6 +87,11 @@ class Operator:
     fused_widths: Tuple[int, ...] = ()
     # roles, set by the describer (never parsed from `name`):
     expert_role: Optional[str] = None  # "routed" (top-k of E, sharded over EP) | "shared" | None
+    # of `params`, those one token's forward uses, where the describer knows it to be fewer than a
+    # routed expert's top-k share of E (quantities/params.py): LongCat's routed experts
+    # (k·E/(E+Z) of E run per token) and their never-read zero-expert weights (0), JetMoE's attention
+    # experts (top-k of attn_experts); None: all of `params`, or top-k of E for a routed expert
+    active_params: Optional[float] = None
     # the least ActivationRecomputation mode that repeats this layer operator in backward:
     # ATTN_COMPUTE the attention core, ATTN the attention block with the norm before it and
     # its TP collective, NORM_ATTN_NORM also the norm before the MLP, FULL everything else
@@ -125,6 +130,7 @@ class Operator:
         return replace(
             self,
             params=int(self.params * factor),
+            active_params=None if self.active_params is None else self.active_params * factor,
             params_per_gpu=self.params_per_gpu * factor,
             weight_bytes_per_gpu=self.weight_bytes_per_gpu * factor,
             flops=self.flops * factor,

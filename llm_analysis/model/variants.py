@@ -198,6 +198,7 @@ def expert_projection_op(d, name: str, phase: Phase, d_in: int, d_out: int, bias
     active = min(e, e * (1.0 - (1.0 - k / e) ** t))  # distinct experts the tokens reach (uniform routing)
     bias_params = d_out if bias else 0
     op.params = one.params * e + bias_params
+    op.active_params = one.params * k + bias_params  # a token's q / o: its top-k experts' projections
     op.params_per_gpu = one.params_per_gpu * e + bias_params
     op.weight_bytes_per_gpu = op.params_per_gpu * d.w_bytes
     op.bytes_read_per_gpu += (one.params_per_gpu * (active - 1) + bias_params) * d.w_bytes
@@ -223,7 +224,7 @@ def zero_expert_weight_ops(d, one_expert: List[Operator], ep_size: int) -> List[
     ups = [op for op in one_expert if op.kind == "matmul"][:-1]  # gate/up; _ffn_ops ends with down_proj
     params = m.moe_zero_experts * sum(op.params for op in ups)
     params_gpu = m.moe_zero_experts * sum(op.params_per_gpu for op in ups) / ep_size
-    return [Operator(name="zero_expert_weights", group="experts", kind="elementwise", params=params,
+    return [Operator(name="zero_expert_weights", group="experts", kind="elementwise", params=params, active_params=0,
                      params_per_gpu=params_gpu, weight_bytes_per_gpu=params_gpu * d.w_bytes,
                      expert_role="routed", shapes=f"{m.moe_zero_experts} unused gate/up weights")]
 

@@ -1,6 +1,8 @@
 """Parameter counts: the sum of the operators' `params` (tied weights counted
-once); active parameters replace each MoE layer's routed experts by their top-k
-share (`expert_role == "routed"`)."""
+once); active parameters are those one token's forward uses: an operator's own
+`active_params` where the describer sets it (experts of LongCat-Flash and JetMoE's
+attention), else a routed expert's top-k share (`expert_role == "routed"`) in a MoE
+layer, else all of its `params`."""
 
 from __future__ import annotations
 
@@ -55,12 +57,19 @@ def total(a) -> int:
     return a.describer.memoized("params_total", lambda: int(sum_field(ops0(a), "params")))
 
 
+def op_active_params(m, kind: LayerKind, o: Operator) -> float:
+    """Parameters of operator `o` (in a layer of `kind`) one token uses."""
+    if o.active_params is not None:
+        return o.active_params
+    if o.is_routed_expert and kind.moe:
+        return o.params * (m.moe_top_k / m.moe_num_experts)
+    return o.params
+
+
 def _active_layer(a, kind: LayerKind, ops: List[Operator]) -> float:
     """Parameters one token uses in a layer of this kind."""
     m = a.model_config
-    routed = routed_expert_params(ops)
-    active_routed = routed * (m.moe_top_k / m.moe_num_experts) if kind.moe else 0.0
-    return sum(o.params for o in ops) - routed + active_routed
+    return sum(op_active_params(m, kind, o) for o in ops)
 
 
 def active_per_layer(a):
@@ -74,9 +83,7 @@ def active_total(a) -> int:
         t = total(a)
         m = a.model_config
         for kind, n in a.describer.layer_groups.items():
-            if kind.moe:
-                routed = routed_expert_params(a.describer.layer_ops(ONE_TOKEN, kind))
-                t -= n * (routed - routed * (m.moe_top_k / m.moe_num_experts))
+            t -= n * sum(o.params - op_active_params(m, kind, o) for o in a.describer.layer_ops(ONE_TOKEN, kind))
         return int(round(t))
     return a.describer.memoized("active_params_total", compute)
 

@@ -117,7 +117,7 @@ def test_the_quantity_fields_are_the_expected_ones():
         "params", "params_per_gpu", "weight_bytes_per_gpu", "flops", "flops_per_gpu", "bytes_read_per_gpu",
         "bytes_written_per_gpu", "kv_cache_bytes_read_per_gpu", "comm_bytes_per_gpu", "comm_group_size",
         "in_features", "out_features", "shared_weight_bytes_read_per_gpu", "kernel_dims",
-        "overlap_flops_per_gpu", "overlap_bytes_per_gpu", "masked_flops", "fused_widths"}
+        "overlap_flops_per_gpu", "overlap_bytes_per_gpu", "masked_flops", "fused_widths", "active_params"}
 
 
 @pytest.mark.parametrize("field", _QUANTITIES)
@@ -139,7 +139,10 @@ def test_every_quantity_field_is_used(field):
     factors = (8, 0) if field == "overlap_flops_per_gpu" else (2, 0)
     for factor in factors:
         def perturbed(op, factor=factor):
-            setattr(op, field, getattr(op, field) * factor)
+            value = getattr(op, field)
+            if value is None:  # active_params: None is "all of params" (or a routed expert's top-k share)
+                value = op.params
+            setattr(op, field, value * factor)
             return op
         if _numbers(_transforming(perturbed), model, par, **kw) != base:
             return

@@ -9,7 +9,7 @@ and are refused by the generic mapping, naming their mixer (hub/generic.py).
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from llm_analysis.hub.families.bases import ATTENTION_BIAS, LLAMA, QWEN3, QWEN_MOE_EXPERTS
 from llm_analysis.hub.errors import UnmappableConfig, UnsupportedArchitecture
@@ -26,16 +26,24 @@ _MIXER_NAMES = ("linear_attention", "mamba", "conv")
 
 class MixerLayers:
     """A step: `layer_types` from the config's per-layer kinds (every layer the mixer
-    when the config lists none), each layer named in `names` of kind `mixer`."""
+    when the config lists none), each layer named in `names` of kind `mixer`.
 
-    def __init__(self, mixer: str, key: str = "layer_types", names: tuple = _MIXER_NAMES):
-        self.mixer, self.key, self.names = mixer, key, names
+    `indices_key`: the config names its attention layers by index instead (BambaConfig's
+    attn_layer_indices, from which its layers_block_type property builds the kinds: layer i
+    attends when i is listed). Read from the raw config.json too, when transformers did not
+    build the config object, so a hybrid is never counted as all-mixer for want of the property."""
+
+    def __init__(self, mixer: str, key: str = "layer_types", names: tuple = _MIXER_NAMES,
+                 indices_key: Optional[str] = None):
+        self.mixer, self.key, self.names, self.indices_key = mixer, key, names, indices_key
 
     def __call__(self, src: Src, f: Fields, what: str) -> None:
         n = f.get("num_layers")
         if n is None:
             return
         kinds = src.get(self.key, default=None)
+        if kinds is None and self.indices_key is not None:
+            kinds = self._kinds_from_indices(src.get(self.indices_key, default=None), n, what)
         if kinds is None:
             f["layer_types"] = [self.mixer] * n
             return
@@ -46,6 +54,18 @@ class MixerLayers:
                                    f"({len(kinds)} entries for {n} layers, kinds {odd or 'known'}): one "
                                    f"attention or {self.mixer} layer per layer is what ModelConfig describes")
         f["layer_types"] = [_ATTENTION_KINDS.get(k, self.mixer) for k in kinds]
+
+    def _kinds_from_indices(self, indices: Any, n: int, what: str) -> Optional[list]:
+        """The per-layer kinds of attention-layer `indices` (None: none listed, every layer the mixer,
+        as transformers builds it); indices that are not layer numbers are refused, not guessed at."""
+        if indices is None:
+            return None
+        if not isinstance(indices, (list, tuple)) or any(
+                isinstance(i, bool) or not isinstance(i, int) for i in indices):
+            raise UnmappableConfig(f"{what}: {self.indices_key} = {indices!r} must be a list of layer "
+                                   f"indices (integers); cannot tell which layers attend")
+        # (an index past the last layer names none, as in transformers' property)
+        return ["full_attention" if i in indices else "linear_attention" for i in range(n)]
 
 
 def _inner_dim(expand_key: str, inner_key: Optional[str] = None):
@@ -234,6 +254,8 @@ _MAMBA2_KEYS = {"ssm_state_size": Req("mamba_d_state"), "ssm_num_heads": Req("ma
                 "mixer_proj_bias": Flag("mamba_proj_bias", default=False)}
 _MAMBA2_KEY_STEPS = (_inner_dim("mamba_expand"), _heads_fit("mamba_n_heads", "mamba_d_head"),
                      MixerLayers("mamba2"))
+# BambaConfig: attention on the layers attn_layer_indices lists (its layers_block_type property)
+_BAMBA_STEPS = _MAMBA2_KEY_STEPS[:-1] + (MixerLayers("mamba2", indices_key="attn_layer_indices"),)
 
 # Qwen3-Next / Qwen3.5 (Qwen3NextDecoderLayer): gated DeltaNet mixers (no conv bias) or
 # gated attention (q_proj doubled for the output gate, q/k RMSNorm(head_dim)), per layer_types
@@ -256,7 +278,7 @@ HYBRID_FAMILIES: Dict[str, Family] = {
     # Bamba (BambaDecoderLayer): input_layernorm, Mamba-2 mixer or Llama attention,
     # pre_ff_layernorm, gated MLP (mlp_bias)
     "bamba": Family({**LLAMA, **_NO_WINDOW, "mlp_bias": Flag("mlp_bias", default=False), **_MAMBA2_KEYS},
-                    steps=_MAMBA2_KEY_STEPS),
+                    steps=_BAMBA_STEPS),
     # Jamba (JambaDecoderLayer): Mamba-1 mixers with RMSNorms on dt, B and C, attention
     # without positions on layer_types' full_attention layers, experts of intermediate_size
     # on every expert_layer_period-th layer from expert_layer_offset

@@ -46,7 +46,15 @@ REFUSED_FAMILIES: Dict[str, Family] = {
         "cross-attention layers (cross_attention_layers) that replace self-attention in some "
         "layers, with tanh gates, and skip their whole block (MLP included) without vision states "
         "(ModelConfig.cross_attention adds a cross-attention block to every layer)"),)),
+    # HunYuanDenseV1Attention / HunYuanMoEV1Attention: RMSNorm(head_dim) on each head's query and key
+    # applied after the rotary embedding (ModelConfig's qk_norm normalises before it, as Qwen3)
+    "hunyuan_v1_dense": Family({}, checks=(_has(
+        "RMSNorms on each head's query and key applied after the rotary embedding (query_layernorm / "
+        "key_layernorm)"),)),
     # mixture-of-experts decoders and others whose named feature is absent from ModelConfig
+    "hunyuan_v1_moe": Family({}, checks=(_has(
+        "RMSNorms on each head's query and key applied after the rotary embedding (query_layernorm / "
+        "key_layernorm), beside its experts (moe_topk of num_experts, a shared MLP on every layer)"),)),
     "deepseek_v4": Family({}, checks=(NotModelled(
         "DeepSeek-V4's hyper-connections (hc_mult streams mixed per sublayer), compressed "
         "attention (compress_rates, the compressor projections) and output low-rank projections "
