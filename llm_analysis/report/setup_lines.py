@@ -102,7 +102,8 @@ def _rate_rows(analysis, training: bool = False) -> List[Tuple[str, str]]:
     """The rates the times use. Under a calibrated model two sets: the profile's plateaus (what the
     expected times reach on large kernels) and the roofline's (what the lower bounds use). A training
     report states its training view's (cost/choice.py `training`: compute at the profile's
-    training_compute_efficiency), the rates its times and its summary's flops_efficiency use."""
+    training_compute_efficiency), the rates its times and its summary's flops_efficiency use; an inference
+    report without CUDA graphs (kernel_launch "eager" or "native") its sustained view's, likewise."""
     given = analysis.achieved_tflops is not None, analysis.achieved_memory_bandwidth_GBs is not None
     bound = _rates(analysis.lower_bound_cost_model, *given)
     if analysis.profile is None:
@@ -114,6 +115,10 @@ def _rate_rows(analysis, training: bool = False) -> List[Tuple[str, str]]:
     if training and hasattr(model, "for_training"):
         model = model.for_training(analysis.kernel_launch or "eager")
         share = f", with the training compute share of {model.compute_share:.0%}"
+    elif analysis.kernel_launch not in (None, "graph") and hasattr(model, "for_inference"):
+        # an inference() call without CUDA graphs is timed by the sustained view (cost/choice.py `inference`)
+        model = model.for_inference()
+        share = f", with the sustained compute share of {model.compute_share:.0%}"
     ridge = (f"ridge point {model.ridge_point:.0f} FLOPs/byte (operators above it are compute-bound)")
     expected = _rates(model, False, False)
     return [("expected rates", f"large GEMMs and streaming at {expected} (calibrated plateaus{share}; smaller "

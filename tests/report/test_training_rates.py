@@ -50,3 +50,17 @@ def test_training_report_expected_rates_line_is_the_training_views(analysis, qui
     assert float(m.group(1)) == pytest.approx(s["achieved_tflops"], abs=0.05)
     assert int(m.group(2)) == round(100 * s["flops_efficiency"])
     assert "training compute share" in text
+
+
+@pytest.mark.parametrize("launch", ["native", "eager"])
+def test_inference_report_without_graphs_states_the_sustained_rate(analysis_builder, quiet_package_warnings, launch):
+    # inference() without CUDA graphs is timed by the sustained view (compute at the profile's share): its
+    # summary and the report's "expected rates" line state that rate (achieved_tflops = flops_efficiency x peak)
+    a = analysis_builder("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated", kernel_launch=launch)
+    s = a.inference(batch_size_per_gpu=8, seq_len=2048, num_tokens_to_generate=16)
+    assert s["achieved_tflops"] == pytest.approx(s["flops_efficiency"] * a.gpu_config.peak_fp16_TFLOPS, rel=1e-9)
+    text = " ".join(render(a, s, "inference", color=False).split())
+    m = re.search(r"expected rates large GEMMs and streaming at ([\d.]+) TFLOP/s \((\d+)% of peak\)", text)
+    assert m, text[:2000]
+    assert float(m.group(1)) == pytest.approx(s["achieved_tflops"], abs=0.05)
+    assert "sustained compute share" in text
