@@ -47,8 +47,8 @@ def test_an_edited_analysis_answers_as_a_new_one_on_the_same_values(edit):
         a.gpu_config.hbm_bandwidth_in_GB_per_sec /= 2
     else:
         a.dtype_config.weight_bits = 8
-    fresh = _same_values_fresh(a)
     got = a.inference(batch_size_per_gpu=2, seq_len=128, num_tokens_to_generate=8)
+    fresh = _same_values_fresh(a)  # (after the call: with what the configurations derive from the edit, sp_size)
     want = fresh.inference(batch_size_per_gpu=2, seq_len=128, num_tokens_to_generate=8)
     for key in ("total_latency", "prefill_latency", "weight_memory_per_gpu", "kv_cache_memory_per_gpu"):
         assert got[key] == pytest.approx(want[key], rel=1e-12), key
@@ -150,3 +150,21 @@ def test_a_script_exits_without_noise_from_the_watch(tmp_path):
         r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
         assert r.returncode == 0, r.stderr
         assert "Exception ignored" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("model, before, after", [
+    ("mistralai/Mixtral-8x7B-v0.1", 2, 4),  # experts split moe_tp_size = tp_size ways, derived at construction
+    ("meta-llama/Llama-2-70b-hf", 8, 4),
+    ("NousResearch_Llama-2-7b-hf", 1, 4),   # sequence parallelism: sp_size = tp_size, derived too
+])
+def test_a_tp_size_edit_derives_what_the_constructor_derives(model, before, after):
+    a = LLMAnalysis(model, "h100-sxm-80gb", "w16a16e16", ParallelismConfig(tp_size=before))
+    a.inference(batch_size_per_gpu=2, seq_len=256, num_tokens_to_generate=8)
+    a.parallelism_config.tp_size = after
+    got = a.inference(batch_size_per_gpu=2, seq_len=256, num_tokens_to_generate=8)
+    fresh = LLMAnalysis(model, "h100-sxm-80gb", "w16a16e16", ParallelismConfig(tp_size=after))
+    want = fresh.inference(batch_size_per_gpu=2, seq_len=256, num_tokens_to_generate=8)
+    assert got["time_per_output_token"] == pytest.approx(want["time_per_output_token"], rel=1e-12)
+    assert got["weight_memory_per_gpu"] == pytest.approx(want["weight_memory_per_gpu"], rel=1e-12)
+    p = a.parallelism_config
+    assert (p.sp_size, p.moe_tp_size, p.moe_ep_size) == (after, after, 1)

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 import llm_analysis.schema.options as _lim
 from llm_analysis.errors import ConfigError
 
-__all__ = ["StrictModel", "check_fields", "format_validation_error", "on_field_assigned"]
+__all__ = ["StrictModel", "format_validation_error", "on_field_assigned", "refresh_fields"]
 
 
 class StrictModel(BaseModel):
@@ -149,10 +149,16 @@ def _tell_listeners(config: "StrictModel") -> None:
             _tell_listeners(outer)
 
 
-def check_fields(config: "StrictModel") -> None:
-    """Validate `config`'s current values as its construction would (ConfigError naming the field and value):
-    assignments are not validated when made (validate_assignment=False, so that several can be made in turn)."""
-    type(config)(**config.model_dump())
+def refresh_fields(config: "StrictModel") -> None:
+    """Validate `config` as its construction from the fields given to it (its model_fields_set: those passed
+    or assigned) would (ConfigError naming the field and value), and fill the fields its validators derive
+    from them again (ParallelismConfig's sp_size and expert split from tp_size): assignments are not
+    validated when made (validate_assignment=False, so that several can be made in turn), and a derived
+    field kept from before would contradict an assigned one (tp_size 2 -> 4 with moe_tp_size still 2)."""
+    fresh = type(config)(**{name: getattr(config, name) for name in config.model_fields_set})
+    for name in type(config).model_fields:
+        if name not in config.model_fields_set:
+            config.__dict__[name] = getattr(fresh, name)  # (not an assignment: nobody is told, nothing is given)
 
 
 def format_validation_error(cls_name: str, err: ValidationError, source: str | None,

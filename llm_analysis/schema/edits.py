@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Callable, Iterable
 
-from llm_analysis.schema.base import StrictModel, check_fields, on_field_assigned
+from llm_analysis.schema.base import StrictModel, on_field_assigned, refresh_fields
 
 
 class ConfigEdits:
@@ -38,15 +38,16 @@ class ConfigEdits:
         self._on_assigned()
 
     def follow(self, analysis) -> None:
-        """After assignments: the configurations re-validated (ConfigError naming the field and value),
-        and the analysis rebuilt from them by `update_gpu_config` (which re-reads the GPU's node size
-        too, then drops and rebuilds everything derived)."""
+        """After assignments: the configurations re-validated from their given fields, what their validators
+        derive filled again (ConfigError naming a bad field and value: schema/base.py `refresh_fields`), and the
+        analysis rebuilt from them by `update_gpu_config` (which re-reads the GPU's node size too, then drops
+        and rebuilds everything derived)."""
         if not self.pending:
             return
         self.pending = False
         for config in (analysis.model_config, analysis.gpu_config, analysis.dtype_config,
                        analysis.parallelism_config):
-            check_fields(config)
+            refresh_fields(config)
         analysis.update_gpu_config(analysis.gpu_config)
 
 

@@ -80,6 +80,10 @@ class ParallelismConfig(StrictModel):
         self._positive("dp_shard", "dp_replicate", "tp_size", "pp_size", "dp_size", "ep_size", "sp_size", "rdp_size",
                        "cp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
         self._positive("moe_redundant_experts", lo_open=False)
+        # the sizes filled in below stay out of model_fields_set, as the worker layout's (an analysis that follows
+        # an assignment to tp_size derives them again: schema/edits.py)
+        filled = {f for f in ("sp_size", "rdp_size") if getattr(self, f) is None} | \
+            {f for f in ("dp_shard", "dp_replicate") if not getattr(self, f)}
         self._fill_worker_layout()
         if self.sp_size is None:
             self.sp_size = self.tp_size
@@ -91,6 +95,7 @@ class ParallelismConfig(StrictModel):
         if self.rdp_size is None:
             self.rdp_size = max(1, self.dp_size // self.ep_size)
         self.dp_shard, self.dp_replicate = self.dp_shard or self.dp_size, self.dp_replicate or 1  # HSDP: schema/hsdp.py
+        self.__pydantic_fields_set__.difference_update(filled)
         return self
 
     def _fill_worker_layout(self) -> None:
