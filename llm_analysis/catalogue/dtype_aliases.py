@@ -7,8 +7,9 @@ serving engines mean by it:
 - `int8` is int8 weights *and* activations on int8 tensor cores (SmoothQuant W8A8, TensorRT-LLM's
   `int8_sq`, vLLM's w8a8); weight-only int8 is `w8a16e16` by its catalogue name.
 - `int4` is 4-bit integer weights with 16-bit activations (W4A16): no mainstream engine runs int4
-  activations. `awq` and `gptq` are W4A16 with one 16-bit scale per group of 128 weights, their
-  default group size (AWQ, arXiv 2306.00978 §4; GPTQ, arXiv 2210.17323 §5).
+  activations. `awq` and `gptq` are W4A16 with a 16-bit scale and a 4-bit zero point per group of 128
+  weights, their default group size (AWQ, arXiv 2306.00978 §4; GPTQ, arXiv 2210.17323 §5; the checkpoints'
+  scales and qzeros tensors).
 - `fp8`, `nvfp4`, `mxfp4` are catalogue names already.
 - The quantisation modes engines name (`fp8_block`, `int8_sq`, `int4_awq`, `w4a16_mxfp4`, `nvfp4_wo`, ...:
   TensorRT-LLM's QuantAlgo, aiconfigurator's GEMM / MoE quant modes) are the entry of their weight and
@@ -77,7 +78,7 @@ _FAMILIES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 _DESCRIPTIONS = {"w16a16e16": "16-bit weights and activations", "w32a32e32": "32-bit (fp32 matmuls)",
                  "w32a32e32-tf32": "32-bit values, TF32 matmuls", "fp8": "fp8 weights and "
                  "activations", "w8a8e16": "int8 weights and activations", "w4a16e16": "int4 weights, 16-bit "
-                 "activations", "w4a16e16-g128": "int4 weights in groups of 128", "nvfp4": "NVIDIA fp4",
+                 "activations", "w4a16e16-g128": "int4 weights in groups of 128 (scale and zero point each)", "nvfp4": "NVIDIA fp4",
                  "mxfp4": "OCP microscaling fp4"}
 
 

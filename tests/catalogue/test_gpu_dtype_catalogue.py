@@ -349,6 +349,10 @@ def test_weight_bytes_per_param():
     assert get_dtype_config_by_name("w32a32e32").weight_bytes_per_param == 4
     assert get_dtype_config_by_name("w4a16e16").weight_bytes_per_param == 0.5
     g128 = get_dtype_config_by_name("w4a16e16-g128")
-    assert (g128.quant_group_size, g128.quant_scale_bits) == (128, 16)
-    assert g128.weight_bytes_per_param == pytest.approx((4 + 16 / 128) / 8)
-    assert g128.weight_bytes_per_param == pytest.approx(0.515625)
+    # AutoAWQ's GEMM checkpoint of a [K x N] linear: qweight K x N / 8 int32 (4 bits a weight), scales
+    # K/128 x N fp16 and qzeros K/128 x N / 8 int32 (a 4-bit zero point a group and column): 16 + 4 bits a group
+    assert (g128.quant_group_size, g128.quant_scale_bits) == (128, 20)
+    assert g128.weight_bytes_per_param == pytest.approx((4 + (16 + 4) / 128) / 8)
+    k, n = 4096, 14336
+    awq_bytes = k * n // 8 * 4 + (k // 128) * n * 2 + (k // 128) * n // 8 * 4
+    assert g128.weight_bytes_per_param * k * n == pytest.approx(awq_bytes, rel=1e-12)
