@@ -380,6 +380,18 @@ class CalibratedCostModel(CostModel):
         fitted on it)."""
         return self._view(self.launch, self.training, self.moe_kernels, True, self.allreduce_engine)
 
+    def for_call(self, kernel_launch: Optional[str], training: bool) -> "CalibratedCostModel":
+        """The view an inference() or training() call is timed with, whose rates its summary and report
+        state: a training step's (`for_training`, eager floor unless `kernel_launch` says otherwise); an
+        inference() call without CUDA graphs (`kernel_launch` "eager" or "native": static batches of C++
+        engines or PyTorch) the sustained one (`for_inference`); else this model, the one serve() times its
+        steps with (its engine profiles were fitted on it)."""
+        if training:
+            return self.for_training(kernel_launch or "eager")
+        if kernel_launch in (None, "graph") or self.sustained:
+            return self
+        return self.for_inference()
+
     def with_moe_kernels(self, moe_kernels: Optional[str]) -> "CalibratedCostModel":
         """The same model with routed experts at the grouped GEMM share of a serving engine's MoE
         kernel family (`moe_gemm_share`; None or "vllm": vLLM's)."""

@@ -115,9 +115,8 @@ def inference(a, args: Dict[str, Any]) -> dict:
     times its steps with, whose engine profiles were fitted without that share, so that one client of
     serve() is one inference() call (an assumption of scope, docs/performance-models.md)."""
     cm = a.cost_model
-    if not isinstance(cm, CalibratedCostModel) or cm.sustained or a.kernel_launch in (None, "graph"):
-        return run_inference(a, **args)
-    return run_inference(with_cost_model(a, cm.for_inference()), **args)
+    view = cm.for_call(a.kernel_launch, training=False) if isinstance(cm, CalibratedCostModel) else cm
+    return run_inference(a if view is cm else with_cost_model(a, view), **args)
 
 
 def inference_summary_hook(a):
@@ -231,8 +230,7 @@ def training(a, args: Dict[str, Any]) -> dict:
         return run_training(a, **args)
     output_dir = args.pop("output_dir")
     # the cost model's training view (kept by it: its phase times stay cached between calls)
-    eager = a.cost_model.for_training(a.kernel_launch or "eager")  # (training_compute_efficiency: calibrated.py)
-    view = with_cost_model(a, eager)
+    view = with_cost_model(a, a.cost_model.for_call(a.kernel_launch, training=True))  # (compute share: calibrated.py)
     summary, req = _eager_run(view, args)
     # the same call on the roofline (its stages kept per shape with every call's)
     summary.update(_training_bounds(a, req, summary))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 from typing import List, Tuple
 
+from llm_analysis.cost.calibrated import CalibratedCostModel
+
 
 def _model_line(m) -> str:
     kv = m.num_key_value_heads or m.n_head
@@ -112,13 +114,10 @@ def _rate_rows(analysis, training: bool = False) -> List[Tuple[str, str]]:
         return [("achieved rates", f"{bound}; {ridge}")]
     model = analysis.cost_model
     share = ""
-    if training and hasattr(model, "for_training"):
-        model = model.for_training(analysis.kernel_launch or "eager")
-        share = f", with the training compute share of {model.compute_share:.0%}"
-    elif analysis.kernel_launch not in (None, "graph") and hasattr(model, "for_inference"):
-        # an inference() call without CUDA graphs is timed by the sustained view (cost/choice.py `inference`)
-        model = model.for_inference()
-        share = f", with the sustained compute share of {model.compute_share:.0%}"
+    if isinstance(model, CalibratedCostModel):  # the view the call was timed with (CalibratedCostModel.for_call)
+        model = model.for_call(analysis.kernel_launch, training)
+        if model.compute_share != 1.0:
+            share = f", with the {'training' if training else 'sustained'} compute share of {model.compute_share:.0%}"
     ridge = (f"ridge point {model.ridge_point:.0f} FLOPs/byte (operators above it are compute-bound)")
     expected = _rates(model, False, False)
     return [("expected rates", f"large GEMMs and streaming at {expected} (calibrated plateaus{share}; smaller "
