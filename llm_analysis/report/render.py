@@ -16,8 +16,8 @@ import math
 from enum import Enum
 from typing import Any, Dict, Optional
 
-from llm_analysis.quantities.setup_entries import calibrated_rate_entries
 from llm_analysis.errors import ConfigError
+from llm_analysis.quantities.setup_entries import calibrated_rate_entries
 from llm_analysis.report.files import atomic_write_text, output_directory, output_file_stem, safe_name
 from llm_analysis.report.units import fmt, format_bytes, format_count, format_number, format_seconds, unit_of
 
@@ -100,7 +100,8 @@ def configs_desc(analysis) -> str:
 
 
 # the efficiencies and rates a summary may state at its top level: under the calibrated model they are the
-# profile's (what the times reach), not the constructor's, which go under `lower_bound_*` (cost/choice.py)
+# profile's (what the times reach), not the constructor's, which go under `lower_bound_*`
+# (quantities/setup_entries.py calibrated_rate_entries)
 _RATE_KEYS = ("flops_efficiency", "hbm_memory_efficiency", "achieved_tflops", "achieved_memory_bandwidth_GBs")
 _LOWER_BOUND_KEYS = ("lower_bound_flops_efficiency", "lower_bound_hbm_memory_efficiency", "lower_bound_tflops",
                      "lower_bound_memory_bandwidth_GBs")
