@@ -28,9 +28,11 @@ from llm_analysis.model.vision_tower import image_entries, image_variant, with_r
 from llm_analysis.cost.precision import check_dtype_supported
 from llm_analysis.cost.roofline import check_achieved_rates, peak_tflops_for_dtype
 from llm_analysis.schema.edits import ConfigEdits, derived
-from llm_analysis.schema.parallelism import check_expert_split, warn_worker_layout_unread
+from llm_analysis.schema.dtype import SIGNATURE_DEFAULT_DTYPE
+from llm_analysis.schema.parallelism import SIGNATURE_DEFAULT_PARALLELISM, check_expert_split, warn_worker_layout_unread
 from llm_analysis.schema.options import (MAX_PARALLEL_SIZE, ActivationRecomputation, DSZeRO, efficiency,
-                                         efficiency_beside_rate, instance, integer_or_default, keep_number)
+                                         efficiency_beside_rate, instance, integer_or_default, keep_number,
+                                         owned_instance)
 import llm_analysis.quantities.activations as _act
 from llm_analysis.quantities.arguments import (convention_name, count, flag,
                                                output_dir as checked_output_dir, plain, plain_values, text, unused)
@@ -57,8 +59,8 @@ class LLMAnalysis:
     ("fp4" by the model's checkpoint and the GPU): catalogue/model_lookup.py `configs_by_name`."""
 
     def __init__(self, model_config: Union[ModelConfig, str], gpu_config: Union[GPUConfig, str],
-                 dtype_config: Union[DtypeConfig, str] = DtypeConfig(),
-                 parallelism_config: ParallelismConfig = ParallelismConfig(), achieved_tflops: Optional[float] = None,
+                 dtype_config: Union[DtypeConfig, str] = SIGNATURE_DEFAULT_DTYPE,
+                 parallelism_config: ParallelismConfig = SIGNATURE_DEFAULT_PARALLELISM, achieved_tflops: Optional[float] = None,
                  achieved_memory_bandwidth_GBs: Optional[float] = None, flops_efficiency: Optional[float] = None,
                  hbm_memory_efficiency: Optional[float] = None, intra_node_memory_efficiency: float = 1.0,
                  inter_node_memory_efficiency: float = 1.0, attention_flops: Optional[str] = None,
@@ -70,8 +72,9 @@ class LLMAnalysis:
         achieved_tflops, achieved_memory_bandwidth_GBs = plain(achieved_tflops), plain(achieved_memory_bandwidth_GBs)
         self.model_config = instance(model_config, ModelConfig, "model_config")
         self.gpu_config = instance(gpu_config, GPUConfig, "gpu_config")
-        self.dtype_config = instance(dtype_config, DtypeConfig, "dtype_config")
-        self.parallelism_config = instance(parallelism_config, ParallelismConfig, "parallelism_config")
+        self.dtype_config = owned_instance(dtype_config, DtypeConfig, "dtype_config", SIGNATURE_DEFAULT_DTYPE)
+        self.parallelism_config = owned_instance(parallelism_config, ParallelismConfig, "parallelism_config",
+                                                 SIGNATURE_DEFAULT_PARALLELISM)
         check_achieved_rates(gpu_config, dtype_config, achieved_tflops, achieved_memory_bandwidth_GBs)
         # an achieved rate overrides the efficiency given beside it, which then reads as the rate over its peak
         # (as the mirrored system's constructor sets it; the cost model times with the rate itself)

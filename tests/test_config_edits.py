@@ -168,3 +168,18 @@ def test_a_tp_size_edit_derives_what_the_constructor_derives(model, before, afte
     assert got["weight_memory_per_gpu"] == pytest.approx(want["weight_memory_per_gpu"], rel=1e-12)
     p = a.parallelism_config
     assert (p.sp_size, p.moe_tp_size, p.moe_ep_size) == (after, after, 1)
+
+
+def test_an_edit_of_a_default_layout_or_dtype_stays_in_its_analysis():
+    # Python evaluates a default argument once: an analysis built without a layout or data type that
+    # handed out that one object would pass an edit of it to every later analysis (and to the planner's).
+    # Hand count: an analysis built afterwards still has tp_size 1 and 16-bit weights, so its weight memory
+    # is its parameter count x 2 bytes, whatever the first analysis was edited to.
+    a = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-40gb"))
+    a.parallelism_config.tp_size = 2
+    a.dtype_config.weight_bits = 8
+    b = LLMAnalysis(get_model_config_by_name("facebook_opt-1.3b"), get_gpu_config_by_name("a100-sxm-40gb"))
+    assert (b.parallelism_config.tp_size, b.dtype_config.weight_bits) == (1, 16)
+    assert b.get_weight_memory_per_gpu() == 2 * b.get_num_params_total()
+    # the edited analysis follows its own edit: 8-bit weights over 2 GPUs (tp splits all but norms/embeddings)
+    assert a.get_weight_memory_per_gpu() < b.get_weight_memory_per_gpu() / 3

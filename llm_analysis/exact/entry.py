@@ -21,6 +21,8 @@ import copy
 from typing import Any, Dict, Optional, Tuple
 
 from llm_analysis.config import DtypeConfig, ParallelismConfig
+from llm_analysis.schema.dtype import SIGNATURE_DEFAULT_DTYPE
+from llm_analysis.schema.parallelism import SIGNATURE_DEFAULT_PARALLELISM
 from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
 import llm_analysis.exact.cache as cache
 from llm_analysis.exact.known_limits import explained
@@ -74,8 +76,8 @@ def _derive_record(hf_config: Dict[str, Any], name: str) -> Dict[str, Any]:
         return {"kind": _KIND, "description": None, "message": explained(str(exc), hf_config)}
 
 
-def analysis_from_hf(model: Any, gpu_config: Any, dtype_config: DtypeConfig = DtypeConfig(),
-                     parallelism_config: ParallelismConfig = ParallelismConfig(), revision: Optional[str] = None,
+def analysis_from_hf(model: Any, gpu_config: Any, dtype_config: DtypeConfig = SIGNATURE_DEFAULT_DTYPE,
+                     parallelism_config: ParallelismConfig = SIGNATURE_DEFAULT_PARALLELISM, revision: Optional[str] = None,
                      use_cache: bool = True, **kwargs: Any) -> Any:
     """An LLMAnalysis (subclass) of `model` (Hub id, local dir, config.json path or dict)
     whose operators are derived from the transformers module tree: parameters and

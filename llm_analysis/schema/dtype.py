@@ -84,3 +84,8 @@ class DtypeConfig(StrictModel):
         """Bytes per activation value, with the block scales of an FP4 format."""
         fmt = FP4_FORMATS.get(self.activation_format)
         return (fmt.bits_per_value if fmt else self.activation_bits) / 8
+
+
+# The default of the `dtype_config` arguments (LLMAnalysis, analysis_from_hf): one object, which each analysis
+# replaces by its own copy (schema/options.py owned_instance).
+SIGNATURE_DEFAULT_DTYPE = DtypeConfig()

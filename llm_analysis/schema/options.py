@@ -251,6 +251,14 @@ def instance(value: T, cls: type, field: str) -> T:
     return value
 
 
+def owned_instance(value: T, cls: type, field: str, signature_default: T) -> T:
+    """`instance`, with the signature's default object replaced by a fresh one: a Python default argument is
+    one object shared by every call, so an analysis built without a layout or data type must own its default
+    (an edit to `analysis.parallelism_config.tp_size` must not reach every later analysis, nor the planner's)."""
+    value = instance(value, cls, field)
+    return cls() if value is signature_default else value
+
+
 def positive_number(value, field: str, what: str = "a positive number", hi: float = math.inf) -> float:
     """A finite number > 0 (and <= hi)."""
     if _plain_number(value) and 0 < value <= hi and math.isfinite(value):  # before any message is formatted

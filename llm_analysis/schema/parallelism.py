@@ -167,3 +167,8 @@ def check_expert_split(p: "ParallelismConfig", is_moe: bool, where: str = "") ->
     ConfigError the schema gives any other unequal split (for a dense model the 1s mean "no experts")."""
     if is_moe and p.experts_unsplit_given:
         raise ConfigError(f"{where}Invalid ParallelismConfig: {expert_split_mismatch(p)}")
+
+
+# The default of the `parallelism_config` arguments (LLMAnalysis, analysis_from_hf): one object, which each
+# analysis replaces by its own copy (schema/options.py owned_instance).
+SIGNATURE_DEFAULT_PARALLELISM = ParallelismConfig()
