@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError
+from llm_analysis.model import LayerDescriber
 from llm_analysis.schema.options import choice, integer, number
 from llm_analysis.serving.step_time import chunk_totals
 
@@ -71,9 +72,11 @@ class Speculative:
 
     def draft_analysis(self, analysis):
         """The target's analysis with the draft model in its place (same GPUs, dtype and layout),
-        kept with the analysis' describer."""
+        kept with the analysis' describer. The draft is a catalogue model: described by the stock describer,
+        not by a subclass' own (a custom layer, or an exact description, is the target's alone)."""
         def build():
             other = copy.copy(analysis)
+            other.describer_class = LayerDescriber
             try:
                 other.update_model_config(self.draft_model)
             except ConfigError as err:

@@ -152,3 +152,22 @@ def test_the_mtp_layer_is_split_as_the_worker_layout_splits_the_target(analysis_
     charge = mtp["weight_memory_per_gpu"] - plain["weight_memory_per_gpu"]
     assert experts <= charge <= experts + 0.5e9, charge
     assert plain["kv_pool_bytes_per_gpu"] - mtp["kv_pool_bytes_per_gpu"] == pytest.approx(charge, rel=0.05)
+
+
+def test_a_draft_model_is_described_stock_under_a_custom_target():
+    # A subclass' describer (here the example's bottleneck adapter after each MLP) describes the target alone:
+    # the named draft is a catalogue model. Llama-3.2-1B has 1,235,814,400 parameters (its safetensors
+    # checkpoint; tied embeddings), so a bf16 draft adds 2 x that many bytes to each GPU of a tp-1 worker.
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "examples" / "custom_architecture.py"
+    spec = importlib.util.spec_from_file_location("custom_architecture_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    draft = {"method": "draft_model", "draft_model": "meta-llama/Llama-3.2-1B", "draft_length": 3,
+             "acceptance_rate": 0.7}
+    kw = dict(concurrency=4, input_len=500, output_len=100)
+    target = example.AdapterLLMAnalysis("meta-llama/Llama-3.1-8B", "h100-sxm-80gb")
+    with_draft = target.serve(**kw, speculative=draft)["weight_memory_per_gpu"]
+    alone = target.serve(**kw)["weight_memory_per_gpu"]
+    assert with_draft - alone == 2 * 1_235_814_400
