@@ -1,11 +1,26 @@
 """Error types users can catch. All are ValueError subclasses so that code written
 against the mirrored system (which raised ValueError/AssertionError) keeps working
-with `except ValueError`."""
+with `except ValueError`. Also `warn`, the one way the package warns."""
 
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+import logging
+from typing import Iterable, List
+
+# the `warnings` lists of the analysis calls running now (report/collected_warnings.py opens and closes them)
+OPEN_WARNING_LISTS: List[List[str]] = []
+
+
+def warn(logger: logging.Logger, msg: str, *args) -> None:
+    """Log a warning and file it, once, in the `warnings` of every call running now. Filed here and not by a
+    logging handler: a summary's `warnings` must not depend on the caller's logging setup (a logger set to
+    ERROR, or logging.disable, creates no record for a handler to see)."""
+    message = msg % args if args else msg
+    for messages in OPEN_WARNING_LISTS:
+        if message not in messages:  # the same warning from several cost models: once
+            messages.append(message)
+    logger.warning(msg, *args, stacklevel=2)
 
 
 class LLMAnalysisError(ValueError):

@@ -25,7 +25,7 @@ from llm_analysis.model import Conventions, LayerDescriber, Operator
 from llm_analysis.model.conventions import ConventionChoice, Variants
 from llm_analysis.model.subclass_overrides import warn_unread_overrides
 from llm_analysis.model.vision_tower import image_entries, image_variant, with_request_images
-from llm_analysis.cost.precision import check_dtype_supported
+from llm_analysis.cost.precision import matmul_peak_tflops
 from llm_analysis.cost.roofline import check_achieved_rates, peak_tflops_for_dtype
 from llm_analysis.schema.edits import ConfigEdits, derived
 from llm_analysis.schema.dtype import SIGNATURE_DEFAULT_DTYPE
@@ -113,7 +113,9 @@ class LLMAnalysis:
             self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
             check_expert_split(self.parallelism_config, self.model_config.is_moe)  # 1 x 1: "no experts" only if so
             self.describer  # validate the layout now, not at first use
-            check_dtype_supported(self.gpu_config, self.dtype_config)  # FP4 / int8 units present
+            # FP4 / int8 units present (refused if not), and a fallback rate (fp8 on a GPU without fp8 units) warned
+            # of here, with the setup: the cost model that also reads it is built once, at some call
+            matmul_peak_tflops(self.gpu_config, self.dtype_config)
             _perf.warn_roofline_rates_beside_calibrated(self)
         self.setup_warnings = found
 
@@ -598,7 +600,7 @@ class LLMAnalysis:
         # seq_len as the number it names: the image tokens are checked against it (8.0 or '8' skipped that)
         a = with_request_images(a, image_tokens, count(args["seq_len"], "seq_len"))
         with collecting_warnings() as found:
-            warn_worker_layout_unread(self.parallelism_config, "inference()")
+            warn_worker_layout_unread(self.parallelism_config, "inference()", self.model_config.is_moe)
             summary = _perf.inference(a, args)
         summary.update(image_entries(a))
         summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
@@ -634,7 +636,7 @@ class LLMAnalysis:
         args = plain_values({**args, **kwargs})  # numpy scalars as Python numbers (quantities/arguments.py)
         checked_output_dir(args["output_dir"])
         with collecting_warnings() as found:
-            warn_worker_layout_unread(self.parallelism_config, "training()")
+            warn_worker_layout_unread(self.parallelism_config, "training()", self.model_config.is_moe)
             summary = _perf.training(self.with_encoder_seq_len(encoder_seq_len), args)
         summary["num_active_params_without_input_embedding"] = self.get_num_active_params_without_input_embedding()
         summary["warnings"] = merged(self.setup_warnings, found)
@@ -674,5 +676,8 @@ class LLMAnalysis:
         gpu_memory_utilization, block_size, prefix_cache_share, kv_cache_dtype, seed, num_requests, ...).
         Means, p50/p90/p99 of TTFT, TPOT and end-to-end latency, throughput, KV pool, saturation rate
         and notes, in base units. See serving/run.py."""
-        return _serving.serve(self, concurrency, request_rate, input_len, output_len, framework, lengths,
-                              **engine_options)
+        with collecting_warnings() as found:
+            summary = _serving.serve(self, concurrency, request_rate, input_len, output_len, framework, lengths,
+                                     **engine_options)
+        summary["warnings"] = merged(self.setup_warnings, found)  # (as inference() and training() file them)
+        return summary

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 from llm_analysis.catalogue.lookup import (MODEL_CONFIGS_DIR, checkpoint_variant_names, dtype_for_setup, dump_config,
                                           find_model_config, get_gpu_config_by_name, model_configs)
-from llm_analysis.errors import ConfigError, unknown_name_error
+from llm_analysis.errors import ConfigError, unknown_name_error, warn
 from llm_analysis.schema.dtype import DtypeConfig
 from llm_analysis.schema.gpu import GPUConfig
 from llm_analysis.schema.loading import load_config_file
@@ -35,9 +35,9 @@ def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
     path = Path(name_or_path)
     if cfg is not None:
         if (path / "config.json").is_file():  # (transformers' from_pretrained would read the folder: say which)
-            logger.warning("%r names both a catalogue entry and a local model directory; the catalogue entry is "
-                           "used (the documented order); give the directory as ./%s to read it instead",
-                           name_or_path, name_or_path)
+            warn(logger, "%r names both a catalogue entry and a local model directory; the catalogue entry is "
+                         "used (the documented order); give the directory as ./%s to read it instead",
+                         name_or_path, name_or_path)
         return cfg
     if name_or_path.endswith(".json"):
         return _from_json_file(name_or_path)

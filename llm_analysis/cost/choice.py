@@ -23,7 +23,7 @@ from typing import Any, Dict, Tuple
 from llm_analysis.cost import RooflineCostModel
 from llm_analysis.cost.calibrated import CalibratedCostModel
 from llm_analysis.cost.gemm import LAUNCH_MODES
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, warn
 from llm_analysis.inference import run_inference
 from llm_analysis.inference.lower_bound import inference_lower_bounds
 from llm_analysis.inference.run import cached_inference_times
@@ -63,10 +63,10 @@ def warn_roofline_rates_beside_calibrated(a) -> None:
                                                          ("achieved_memory_bandwidth_GBs",
                                                           a.achieved_memory_bandwidth_GBs)) if value is not None]
     if given:
-        logger.warning("%s: perf_model=%r takes its rates from its profile and ignores these; they set only the "
-                       "roofline reported beside it (the *_lower_bound entries), which is then no lower bound and can "
-                       "exceed the expected time (perf_model='roofline' uses them)", ", ".join(given),
-                       _label(a))
+        warn(logger, "%s: perf_model=%r takes its rates from its profile and ignores these; they set only the "
+                     "roofline reported beside it (the *_lower_bound entries), which is then no lower bound and can "
+                     "exceed the expected time (perf_model='roofline' uses them)", ", ".join(given),
+                     _label(a))
 
 
 def check_launch(kernel_launch):

@@ -22,7 +22,7 @@ import logging
 from typing import Optional
 
 from llm_analysis.catalogue.lookup import fp4_gpu_names
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, warn
 from llm_analysis.schema.formats import FP4_FORMATS, KV_CACHE_DTYPES
 from llm_analysis.schema.dtype import DtypeConfig
 from llm_analysis.schema.gpu import GPUConfig
@@ -70,7 +70,7 @@ def matmul_peak_tflops(gpu: GPUConfig, dtype: DtypeConfig) -> float:
         # torch.backends.cuda.matmul.allow_tf32 = False): the GPU's fp32 rate
         peak = gpu.peak_fp32_TFLOPS
         if peak is None:
-            logger.warning("%s lists no fp32 peak; assuming half the fp16 peak", gpu.name)
+            warn(logger, "%s lists no fp32 peak; assuming half the fp16 peak", gpu.name)
             peak = gpu.peak_fp16_TFLOPS / 2
         return peak
     if bits == 16:
@@ -78,7 +78,7 @@ def matmul_peak_tflops(gpu: GPUConfig, dtype: DtypeConfig) -> float:
     if bits == 8:
         if dtype.activation_format == "float" and dtype.weight_format != "int":
             if gpu.peak_fp8_TFLOPS is None:
-                logger.warning("%s has no fp8 tensor cores; fp8 matmuls timed at the fp16 peak", gpu.name)
+                warn(logger, "%s has no fp8 tensor cores; fp8 matmuls timed at the fp16 peak", gpu.name)
                 return gpu.peak_fp16_TFLOPS
             return gpu.peak_fp8_TFLOPS
         return gpu.peak_i8_TFLOPS

@@ -40,7 +40,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, warn
 
 logger = logging.getLogger(__name__)
 
@@ -371,8 +371,8 @@ def _fill_defaults(values: dict, sources: dict, origin: str) -> None:
     for k in filled:
         values[k], sources[k] = DEFAULTS[k][0], f"default (absent from {origin}): {DEFAULTS[k][1]}"
     if filled:
-        logger.warning("profile %s predates parameter(s) %s: using the defaults %s", origin, ", ".join(filled),
-                       ", ".join(f"{k}={values[k]:g}" for k in filled))
+        warn(logger, "profile %s predates parameter(s) %s: using the defaults %s", origin, ", ".join(filled),
+                     ", ".join(f"{k}={values[k]:g}" for k in filled))
 
 
 @lru_cache(maxsize=None)

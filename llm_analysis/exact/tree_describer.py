@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
 
-from llm_analysis.errors import ConfigError, UnsupportedArchitectureError
+from llm_analysis.errors import ConfigError, UnsupportedArchitectureError, warn
 from llm_analysis.model import LayerDescriber, LayerKind, Operator, Phase
 from llm_analysis.model.mlp import combine_bytes_per_element, expert_placement
 from llm_analysis.schema.options import ActivationRecomputation as AR
@@ -268,7 +268,7 @@ class ModuleTreeDescriber(LayerDescriber):
         checked[0] = True
         note = rows_note(self.description)
         if note:
-            logger.warning("%s: FLOPs and bytes follow each layer's rows%s", self.description.get("model_type"), note)
+            warn(logger, "%s: FLOPs and bytes follow each layer's rows%s", self.description.get("model_type"), note)
 
     def mixer_state_bytes_per_seq_per_gpu(self, groups: Dict[LayerKind, int]) -> float:
         """State bytes of one sequence over the recurrent mixers of `groups` (architectures/recurrent_state.py)."""

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Tuple
 from llm_analysis.hub.errors import EXACT_HINT, UnsupportedArchitecture
 from llm_analysis.hub.source import Fields, Src, activation, attention_layout, logger, unknown_to_transformers
 from llm_analysis.hub.spec import Either, MoeRule, Opt, Req
+from llm_analysis.errors import warn
 
 __all__ = ["map_generic", "unmodelled_keys", "NOT_LLAMA_SHAPED", "HARMLESS_KEYS"]
 
@@ -193,7 +194,7 @@ def map_generic(src: Src, what: str) -> Fields:
         sliding_window=window, layer_types=lt,
         tie_word_embeddings=bool(src.get("tie_word_embeddings", default=True)))
     _GENERIC_MOE(src, f, what)
-    logger.warning(
+    warn(logger, 
         "%s: model_type %r has no dedicated mapping; every key of its config matches the Llama "
         "shape, so it is assumed to be one (pre-norm RMSNorm, gated %s MLP, rotary positions, "
         "%s biases). If in doubt, %s.", what, src.raw.get("model_type"), f["activation"],

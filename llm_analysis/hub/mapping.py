@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Tuple
 
 from llm_analysis.schema.context_limit import rope_scaling_from_hf
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, warn
 from llm_analysis.hub.errors import EXACT_HINT, HubImportError, UnmappableConfig, UnsupportedArchitecture
 from llm_analysis.hub.families.table import FAMILIES
 from llm_analysis.hub.generic import map_generic
@@ -209,10 +209,10 @@ def _warn_decoder_of_encoder_decoder(d: Dict[str, Any], fields: Fields, what: st
     arch = d.get("architectures")
     named = arch[0] if isinstance(arch, (list, tuple)) and arch and isinstance(arch[0], str) else None
     if fields.get("cross_attention") and named and not named.endswith("ForCausalLM"):
-        logger.warning("%s: architectures names %s, which holds the encoder beside the decoder; only the decoder "
-                       "(with its cross-attention, as the *ForCausalLM class) is counted: the encoder's parameters, "
-                       "weight memory and work are not (its output length is the encoder_seq_len input)",
-                       what, named)
+        warn(logger, "%s: architectures names %s, which holds the encoder beside the decoder; only the decoder "
+                     "(with its cross-attention, as the *ForCausalLM class) is counted: the encoder's parameters, "
+                     "weight memory and work are not (its output length is the encoder_seq_len input)",
+                     what, named)
 
 
 # the attributes under which transformers' classes take the dropout on the residual stream (after the

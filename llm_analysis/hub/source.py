@@ -17,6 +17,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from llm_analysis.hub.errors import HubImportError, UnmappableConfig
+from llm_analysis.errors import warn
 
 # one logger for the whole Hub import, under the name users already filter on
 logger = logging.getLogger("llm_analysis.hub.entry")
@@ -96,9 +97,9 @@ def transformers_config(d: Dict[str, Any], *, name: str, revision: Optional[str]
             wrong_type = strict_field_error(exc, d)
             if wrong_type is not None:  # a field of the wrong type: a broken config, not one to read around
                 raise UnmappableConfig(f"{what}: {wrong_type}; fix the value in the config.json") from None
-            logger.warning("transformers could not build its %r config for %s (%s: %s); mapping the "
-                           "raw config.json instead", model_type, what, type(exc).__name__,
-                           str(exc).strip().splitlines()[-1] if str(exc).strip() else "")
+            warn(logger, "transformers could not build its %r config for %s (%s: %s); mapping the "
+                         "raw config.json instead", model_type, what, type(exc).__name__,
+                         str(exc).strip().splitlines()[-1] if str(exc).strip() else "")
             return None
     if trust_remote_code and remote:
         try:

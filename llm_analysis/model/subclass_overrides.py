@@ -9,6 +9,7 @@ it is told so when the class is defined, with the way that does reach every figu
 from __future__ import annotations
 
 import logging
+from llm_analysis.errors import warn
 
 logger = logging.getLogger("llm_analysis")
 
@@ -19,10 +20,10 @@ def warn_unread_overrides(cls, base) -> None:
                         if name.startswith("get_") and callable(getattr(base, name, None)) and value is not
                         getattr(base, name))
     if overridden:
-        logger.warning("%s overrides %s: inference(), training(), serve() and the other get_* methods do not call "
-                       "it (every figure comes from the operator description), so only its own answers change; to "
-                       "change the model, override the operators of a LayerDescriber subclass set as the class's "
-                       "describer_class (docs/custom-architectures.md)", cls.__name__, ", ".join(overridden))
+        warn(logger, "%s overrides %s: inference(), training(), serve() and the other get_* methods do not call "
+                     "it (every figure comes from the operator description), so only its own answers change; to "
+                     "change the model, override the operators of a LayerDescriber subclass set as the class's "
+                     "describer_class (docs/custom-architectures.md)", cls.__name__, ", ".join(overridden))
 
 
 __all__ = ["warn_unread_overrides"]

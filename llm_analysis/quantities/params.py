@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 from llm_analysis.model import LayerKind, Operator, sum_field
 from llm_analysis.quantities.arguments import flag
 from llm_analysis.quantities.phases import ONE_TOKEN, as_count, layer_mean
+from llm_analysis.errors import warn
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +38,10 @@ def embedding(a, shared_embedding: bool = True) -> int:
         if not head and a.model_config.lm_head and a.model_config.tie_word_embeddings:
             # the model's own count: its output projection is the input embedding (transformers counts it once);
             # the mirrored system took the flag as the model's and counted a copy, vocab x hidden more
-            logger.warning("shared_embedding=False on %s, which ties its output projection to its input embedding: "
-                           "the count is the model's (no separate output embedding); a separate copy would add "
-                           "vocab_size x hidden_dim = %d parameters", a.model_config.name,
-                           a.model_config.vocab_size * a.model_config.hidden_dim)
+            warn(logger, "shared_embedding=False on %s, which ties its output projection to its input embedding: "
+                         "the count is the model's (no separate output embedding); a separate copy would add "
+                         "vocab_size x hidden_dim = %d parameters", a.model_config.name,
+                         a.model_config.vocab_size * a.model_config.hidden_dim)
         n += head
     return int(n)
 

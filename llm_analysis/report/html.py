@@ -29,7 +29,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, warn
 from llm_analysis.report.breakdown_charts import (TRAIN_TIME_LEGEND, inference_memory_parts, train_time_color,
                                                   training_memory_parts)
 from llm_analysis.report.chart_common import BOUND_COLORS, memory_color, setup_text
@@ -241,7 +241,7 @@ def _operators(phases: Sequence[Tuple[str, str, Callable[[], List[Dict[str, Any]
         try:
             out.append(RooflinePhase(label, shape, records()))
         except Exception as err:  # noqa: BLE001 - an optional section must not lose the page
-            logger.warning("HTML report: no operator table for %s (%s)", label, err)
+            warn(logger, "HTML report: no operator table for %s (%s)", label, err)
     return out
 
 

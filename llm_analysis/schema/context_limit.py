@@ -17,7 +17,7 @@ from typing import Annotated, Any, Dict, Optional
 
 from pydantic import AfterValidator
 
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, warn
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +41,9 @@ def check_context(model, positions: int, what: str) -> None:
             f"{what} = {positions} exceeds {model.name}'s max_seq_len = {max_len}: it has learned absolute "
             f"positions ({table} rows) and cannot encode position {positions}; use at most {max_len} tokens")
     declared = describe_rope_scaling(getattr(model, "rope_scaling", None))
-    logger.warning("%s = %d exceeds %s's max_seq_len = %d (%s positions; the config %s): quality past the "
-                   "trained context is not modelled", what, positions, model.name, max_len,
-                   model.position_embedding_type, declared)
+    warn(logger, "%s = %d exceeds %s's max_seq_len = %d (%s positions; the config %s): quality past the "
+                 "trained context is not modelled", what, positions, model.name, max_len,
+                 model.position_embedding_type, declared)
 
 
 # transformers 5.23's ROPE_INIT_FUNCTIONS (modeling_rope_utils.py, Apache-2.0) and 'default', with the spellings its

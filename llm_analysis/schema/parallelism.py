@@ -13,7 +13,7 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import model_validator
 
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, warn
 from llm_analysis.schema.base import StrictModel
 from llm_analysis.schema.hsdp import hsdp_sizes
 
@@ -144,22 +144,25 @@ def expert_split_mismatch(p: "ParallelismConfig") -> str:
             f"(moe_tp_size, moe_ep_size) in {[(gpus // e, e) for e in range(1, gpus + 1) if gpus % e == 0]}")
 
 
-def warn_worker_layout_unread(p: "ParallelismConfig", call: str) -> None:
+def warn_worker_layout_unread(p: "ParallelismConfig", call: str, is_moe: bool) -> None:
     """Log (a warning the call's summary collects) the serving worker fields `call` (inference() or training())
     does not read: it times tp_size x pp_size GPUs per replica with every expert split tp_size ways (or over
     ep_size data-parallel replicas), so with attention replicas, experts over moe_ep_size groups or expert
-    copies its figures are not that worker's; serve() models the worker."""
+    copies its figures are not that worker's; serve() models the worker. A dense model has no experts: its
+    moe_ep_size (filled in to match the worker) and the experts' wording are left out."""
     if p.attention_dp_size == 1 and (p.moe_ep_size or 1) == 1 and not p.moe_redundant_experts:
         return  # (the common case, on every call: nothing built)
     fields = [f"{f} = {getattr(p, f)}" for f, unread in (("attention_dp_size", p.attention_dp_size > 1),
-                                                         ("moe_ep_size", (p.moe_ep_size or 1) > 1),
+                                                         ("moe_ep_size", is_moe and (p.moe_ep_size or 1) > 1),
                                                          ("moe_redundant_experts", bool(p.moe_redundant_experts)
                                                           and p.ep_size == 1)) if unread]
     if fields:
-        logging.getLogger("llm_analysis").warning(
-            "%s: the serving worker layout %s is read by serve() only; %s times tp_size = %d x pp_size = %d GPUs "
-            "per replica with every expert split tp_size ways (ep_size spreads experts over data-parallel "
-            "replicas), so its figures are not that worker's", call, ", ".join(fields), call, p.tp_size, p.pp_size)
+        how = ("with every expert split tp_size ways (ep_size spreads experts over data-parallel replicas)"
+               if is_moe else "as one tensor-parallel group")
+        warn(logging.getLogger("llm_analysis"),
+             "%s: the serving worker layout %s is read by serve() only; %s times tp_size = %d x pp_size = %d GPUs "
+             "per replica %s, so its figures are not that worker's", call, ", ".join(fields), call, p.tp_size,
+             p.pp_size, how)
 
 
 def check_expert_split(p: "ParallelismConfig", is_moe: bool, where: str = "") -> None:

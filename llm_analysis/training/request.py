@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Union
 
 from llm_analysis.cost.calibrated import trains_integer_gemms
 from llm_analysis.schema.context_limit import check_context
-from llm_analysis.errors import ConfigError
+from llm_analysis.errors import ConfigError, warn
 from llm_analysis.model import Phase
 from llm_analysis.model.context_parallel import check_cp_seq_len
 from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
@@ -215,20 +215,20 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
     if dtype.weight_bits < dtype.activation_bits and opts.get("lora") is None:
         # weight-only quantised formats (AWQ, GPTQ, w8a16) are inference formats: training updates high-precision
         # weights; frozen quantised base weights with adapters are QLoRA (lora=)
-        logger.warning("%s stores %g-bit weights beside %g-bit activations, a weight-only inference format: full-"
-                       "parameter training updates 16-bit weights (fp32 master copies); these figures time and hold "
-                       "%g-bit weights. For QLoRA (frozen quantised weights, trained adapters) give lora=LoRAConfig(...)",
-                       dtype.name, dtype.weight_bits, dtype.activation_bits, dtype.weight_bits)
+        warn(logger, "%s stores %g-bit weights beside %g-bit activations, a weight-only inference format: full-"
+                     "parameter training updates 16-bit weights (fp32 master copies); these figures time and hold "
+                     "%g-bit weights. For QLoRA (frozen quantised weights, trained adapters) give lora=LoRAConfig(...)",
+                     dtype.name, dtype.weight_bits, dtype.activation_bits, dtype.weight_bits)
     if trains_integer_gemms(dtype) and opts.get("lora") is None:
         # int8 (W8A8) GEMMs forward and backward: no mainstream framework trains so; timed as fp8's recipe
         # (cost/calibrated.py trains_integer_gemms), so that int8 is no faster than fp8 where the peaks are equal
-        logger.warning("%s trains with integer GEMMs (%g-bit integer weights and %g-bit integer activations) "
-                       "forward and backward, which no mainstream framework does (Megatron-LM, TransformerEngine "
-                       "and DeepSpeed train in bf16 or fp8): these figures assume fp8 training's recipe on the "
-                       "integer tensor cores: weights held in %g bits beside the fp32 master copy, every GEMM operand "
-                       "quantised per tensor in a kernel of its own (latency_per_iter_fp8_casts) and, under the "
-                       "calibrated model, the GEMMs at the profile's fp8 plateau; for a recipe that exists, train "
-                       "with bf16 or fp8", dtype.name, dtype.weight_bits, dtype.activation_bits, dtype.weight_bits)
+        warn(logger, "%s trains with integer GEMMs (%g-bit integer weights and %g-bit integer activations) "
+                     "forward and backward, which no mainstream framework does (Megatron-LM, TransformerEngine "
+                     "and DeepSpeed train in bf16 or fp8): these figures assume fp8 training's recipe on the "
+                     "integer tensor cores: weights held in %g bits beside the fp32 master copy, every GEMM operand "
+                     "quantised per tensor in a kernel of its own (latency_per_iter_fp8_casts) and, under the "
+                     "calibrated model, the GEMMs at the profile's fp8 plateau; for a recipe that exists, train "
+                     "with bf16 or fp8", dtype.name, dtype.weight_bits, dtype.activation_bits, dtype.weight_bits)
     seq_len = _check_seq_len(analysis, kw["seq_len"])
     check_cp_seq_len(analysis.parallelism_config.cp_size, seq_len)
     return TrainingRequest(
