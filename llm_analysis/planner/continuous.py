@@ -130,6 +130,12 @@ class ContinuousLoad:
         q = self.slo.percentile
         return ("ttft_s", "tpot_s") if q is None else (f"ttft_p{q}_s", f"tpot_p{q}_s")
 
+    def alone_kwargs(self, kv_name: Optional[str]) -> Dict[str, Any]:
+        """serve() keyword arguments of a request alone: one closed-loop client, its steady state only."""
+        kw = {k: v for k, v in self.serve_kwargs(kv_name, True).items()
+              if k not in ("request_rate", "concurrency", "num_requests")}
+        return {**kw, "concurrency": 1, "num_requests": 0}
+
     def misses(self, s: Dict[str, Any]) -> List[Tuple[str, float, float]]:
         """(constraint, value, limit) of every target the answer `s` misses."""
         out = []
@@ -167,13 +173,16 @@ def _fleet(search, lay: Worker, replicas: int) -> LLMAnalysis:
     return LLMAnalysis(search.model, lay.gpu, lay.dtype, lay.parallelism(replicas), **search.analysis_kwargs)
 
 
-def serve_call_text(search, lay: Worker, replicas: int, kwargs: Dict[str, Any]) -> str:
+def serve_call_text(search, lay: Worker, parallelism_text: str, serve_kw: str) -> str:
     """The Python call that reproduces a row (the `serve()` arguments as a readable string)."""
     analysis_kw = "".join(f", {k}={v!r}" for k, v in search.analysis_kwargs.items())
-    serve_kw = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     return (f"LLMAnalysis(get_model_config_by_name({search.model.name!r}), get_gpu_config_by_name({lay.gpu.name!r}), "
-            f"get_dtype_config_by_name({lay.dtype.name!r}), {lay.parallelism_text(replicas)}"
-            f"{analysis_kw}).serve({serve_kw})")
+            f"get_dtype_config_by_name({lay.dtype.name!r}), {parallelism_text}{analysis_kw}).serve({serve_kw})")
+
+
+def objective_weight(search, objective: str) -> Callable[[Worker], float]:
+    """What the objective counts per GPU of a layout: its price under "cost", else 1."""
+    return lambda lay: search.prices.get(lay.gpu.name, 1.0) if objective == "cost" else 1.0
 
 
 class _LayoutSearch:
@@ -221,12 +230,11 @@ class _LayoutSearch:
         """A request alone on one replica (one closed-loop client); None (miss recorded) when even it
         misses a latency target: no replica count can then meet it. Without `simulate`, the steady
         state only (its means; the percentile targets are checked with `simulate`)."""
-        kw = {k: v for k, v in self.load.serve_kwargs(self.kv_name, True).items()
-              if k not in ("request_rate", "concurrency", "num_requests")}
-        kw.update(concurrency=1, **({"num_requests": self.search_kwargs().get("num_requests", kw.get("num_requests"))}
-                                    if simulate else {"num_requests": 0}))
-        if kw["num_requests"] is None:
-            del kw["num_requests"]
+        kw = self.load.alone_kwargs(self.kv_name)
+        if simulate:
+            kw.pop("num_requests")
+            if "num_requests" in self.search_kwargs():
+                kw["num_requests"] = self.search_kwargs()["num_requests"]
         self.stats.evaluated_full += 1
         alone = _fleet(self.search, self.lay, 1).serve(**kw)
         self.saturation_per_replica = alone["saturation_request_rate_per_s"]
@@ -271,7 +279,7 @@ class _LayoutSearch:
             return None
         found = _fewest_meeting(lambda n: bool(self.load.misses(self.at(n))), 0, start, cap)
         if found is None:
-            self._record_miss(cap)
+            self._record_miss(self.at(cap), cap)
             return None
         self.stats.considered += cap
         self.stats.decided_by_monotonicity += max(0, cap - len(self.answers))
@@ -286,33 +294,26 @@ class _LayoutSearch:
         while one fewer meets them; None when the full run needs more replicas than the cap."""
         kwargs = self.load.serve_kwargs(self.kv_name, means_only=False)
         if not self.screening:
-            return replicas, self.full_at(replicas), kwargs, self.binding(replicas)
+            return replicas, self.full_at(replicas), kwargs, self.binding(replicas, self.at)
         cap = self.cap()
         if self.load.misses(self.full_at(replicas)):  # the screen's count falls short on the full run
             more = _fewest_meeting(lambda n: bool(self.load.misses(self.full_at(n))), replicas, replicas + 1, cap) \
                 if replicas < cap else None
             if more is None:
-                self._record_miss_full(cap)
+                self._record_miss(self.full_at(cap), cap)
                 return None
             replicas = more
         while replicas > self.first_count() and not self.load.misses(self.full_at(replicas - 1)):
             replicas -= 1
-        # what one replica fewer misses (below the first count tried too: saturation, and the latency targets
-        # its near-saturated queue misses beside it)
-        binding = ["none"] if replicas == 1 else [m[0] for m in self.load.misses(self.full_at(replicas - 1))] or ["none"]
-        return replicas, self.full_at(replicas), kwargs, binding
+        return replicas, self.full_at(replicas), kwargs, self.binding(replicas, self.full_at)
 
-    def _record_miss_full(self, replicas: int) -> None:
-        self.miss.record_all(self.load.misses(self.full_at(replicas)), {**self.describe, "replicas": replicas})
+    def _record_miss(self, answer: Dict[str, Any], replicas: int) -> None:
+        self.miss.record_all(self.load.misses(answer), {**self.describe, "replicas": replicas})
 
-    def _record_miss(self, replicas: int) -> None:
-        self.miss.record_all(self.load.misses(self.at(replicas)), {**self.describe, "replicas": replicas})
-
-    def binding(self, replicas: int) -> List[str]:
-        if replicas == 1:
-            return ["none"]
-        # (below the first count tried: served now, saturation and whatever latency its queue misses beside it)
-        return [m[0] for m in self.load.misses(self.at(replicas - 1))] or ["none"]
+    def binding(self, replicas: int, answer_at: Callable[[int], Dict[str, Any]]) -> List[str]:
+        """What one replica fewer misses (below the first count tried too: saturation, and the latency
+        targets its near-saturated queue misses beside it)."""
+        return ["none"] if replicas == 1 else [m[0] for m in self.load.misses(answer_at(replicas - 1))] or ["none"]
 
 
 def _fewest_meeting(misses: Callable[[int], bool], known_miss: int, start: int, cap: int) -> Optional[int]:
@@ -339,27 +340,34 @@ ENGINE_SETTING_KEYS = ("max_num_batched_tokens", "max_num_seqs", "gpu_memory_uti
                        "kv_cache_dtype")
 
 
-def _row(search, lay: Worker, kv_name: Optional[str], replicas: int, s: Dict[str, Any], kwargs: Dict[str, Any],
-         binding: List[str], percentile: Optional[int]) -> Dict[str, Any]:
-    ttft_key, tpot_key = ("ttft_s", "tpot_s") if percentile is None else (f"ttft_p{percentile}_s",
-                                                                         f"tpot_p{percentile}_s")
+def fleet_figures(search, lay: Worker, s: Dict[str, Any], load: ContinuousLoad, head: Dict[str, Any],
+                  pools: Dict[str, Any], answer_keys: Tuple[str, ...]) -> Dict[str, Any]:
+    """A serving row's figures from its serve() answer `s`: `head` and `pools` (the worker counts) around
+    its GPUs and nodes, the latencies at the targets' statistic, tokens/s and cost, then `answer_keys`
+    of the answer as they are."""
+    ttft_key, tpot_key = load.latency_keys()
+    percentile = load.slo.percentile
     gpus = s["num_gpus"]
     price = search.prices.get(lay.gpu.name)
     fleet_cost = None if price is None else price * gpus
     tokens_per_s = s["output_tokens_per_s"]
-    fig = {"replicas": replicas, "gpus_per_replica": lay.gpus, "num_gpus": gpus,
-           "num_nodes": math.ceil(gpus / lay.gpu.num_gpus_per_node),
-           "time_to_first_token": s[ttft_key], "time_per_output_token": s[tpot_key] or 0.0,
-           "latency_statistic": "mean" if percentile is None else f"p{percentile}",
-           "tokens_per_sec_per_gpu": s["output_tokens_per_s_per_gpu"], "fleet_cost_per_hour": fleet_cost,
-           "cost_per_million_tokens": None if fleet_cost is None or not tokens_per_s
-           else fleet_cost / 3600 / tokens_per_s * 1e6}
-    for key in ("ttft_s", "tpot_s", "e2e_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s",
-                "tpot_p99_s", "requests_per_s", "output_tokens_per_s", "saturation_request_rate_per_s",
-                "mean_running_requests_per_replica", "max_running_requests_per_replica", "kv_occupancy",
-                "kv_pool_tokens_per_replica", "preemptions", "weight_memory_per_gpu", "kv_pool_bytes_per_gpu",
-                "workspace_memory_per_gpu", "gpu_memory_per_gpu"):
-        fig[key] = s.get(key)
+    return {**head, "num_gpus": gpus, "num_nodes": math.ceil(gpus / lay.gpu.num_gpus_per_node), **pools,
+            "time_to_first_token": s[ttft_key], "time_per_output_token": s[tpot_key] or 0.0,
+            "latency_statistic": "mean" if percentile is None else f"p{percentile}",
+            "tokens_per_sec_per_gpu": s["output_tokens_per_s_per_gpu"], "fleet_cost_per_hour": fleet_cost,
+            "cost_per_million_tokens": None if fleet_cost is None or not tokens_per_s
+            else fleet_cost / 3600 / tokens_per_s * 1e6, **{key: s.get(key) for key in answer_keys}}
+
+
+def _row(search, lay: Worker, replicas: int, s: Dict[str, Any], kwargs: Dict[str, Any], binding: List[str],
+         load: ContinuousLoad) -> Dict[str, Any]:
+    fig = fleet_figures(search, lay, s, load, {"replicas": replicas, "gpus_per_replica": lay.gpus}, {},
+                        ("ttft_s", "tpot_s", "e2e_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
+                         "tpot_p90_s", "tpot_p99_s", "requests_per_s", "output_tokens_per_s",
+                         "saturation_request_rate_per_s", "mean_running_requests_per_replica",
+                         "max_running_requests_per_replica", "kv_occupancy", "kv_pool_tokens_per_replica",
+                         "preemptions", "weight_memory_per_gpu", "kv_pool_bytes_per_gpu", "workspace_memory_per_gpu",
+                         "gpu_memory_per_gpu"))
     # the engine settings serve() resolved (per attention replica): what a launch command sets
     fig["engine_settings"] = {k: s[k] for k in ENGINE_SETTING_KEYS}
     layout = {"gpu": lay.gpu.name, "dtype": lay.dtype.name, "tp": lay.tp, "attention_dp": lay.attention_dp,
@@ -371,7 +379,8 @@ def _row(search, lay: Worker, kv_name: Optional[str], replicas: int, s: Dict[str
     reproduce = {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
                  "parallelism": lay.parallelism_fields(replicas),
                  "analysis_kwargs": dict(search.analysis_kwargs), "serve_kwargs": dict(kwargs),
-                 "serve_call": serve_call_text(search, lay, replicas, kwargs)}
+                 "serve_call": serve_call_text(search, lay, lay.parallelism_text(replicas),
+                                               ", ".join(f"{k}={v!r}" for k, v in kwargs.items()))}
     return {"layout": layout, "figures": fig, "binding": binding, "why": "", "reproduce": reproduce}
 
 
@@ -418,18 +427,13 @@ def _level_candidates(search, level: List[Worker], load: ContinuousLoad, stats: 
 def collect_continuous(search, load: ContinuousLoad, objective: str, stats: SearchStats, miss: ClosestMiss,
                        max_worker_gpus: Optional[int] = None):
     """(rows, Pareto points) of the (layout, KV type) candidates that meet the targets at some replica
-    count. Best first: every candidate has a bound, its GPUs (or dollars) x the fewest replicas that keep
-    up with the rate, and a worker width bounds the candidates not yet built of that width (a fleet holds
-    at least one worker). Widths and candidates are visited in order of their bounds, least first; a
-    width is built only when it comes up (a wide worker is not built once a fleet below its width is
-    found), and a candidate whose bound is above the best fleet found is ruled out without its search
-    (with a load, both objectives rank fleets by GPUs or by dollars per hour)."""
+    count, searched best first (module docstring). A worker width bounds its candidates not yet built (a
+    fleet holds at least one worker), so a width is built only when its bound comes up; with a load,
+    both objectives rank fleets by GPUs or by dollars per hour."""
     rows: List[Dict[str, Any]] = []
     points: List[Dict[str, Any]] = []
 
-    def weight(lay: Worker) -> float:  # what the objective counts per GPU
-        return search.prices.get(lay.gpu.name, 1.0) if objective == "cost" else 1.0
-
+    weight = objective_weight(search, objective)
     levels: Dict[float, List[Worker]] = {}
     for lay in workers_of(search, load.framework, max_worker_gpus):
         levels.setdefault(lay.gpus * weight(lay), []).append(lay)
@@ -469,7 +473,7 @@ def collect_continuous(search, load: ContinuousLoad, objective: str, stats: Sear
         if confirmed is None:
             continue
         replicas, s, kwargs, binding = confirmed
-        row = _row(search, one.lay, one.kv_name, replicas, s, load.as_given(kwargs), binding, load.slo.percentile)
+        row = _row(search, one.lay, replicas, s, load.as_given(kwargs), binding, load)
         best = min(best, row["figures"]["num_gpus"] * weight(one.lay))
         rows.append(row)
         for n, ans in sorted((one.full_answers if one.screening else one.answers).items()):

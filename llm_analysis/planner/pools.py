@@ -41,7 +41,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError, DoesNotFitError
 from llm_analysis.facade import LLMAnalysis
-from llm_analysis.planner.continuous import ENGINE_SETTING_KEYS, ContinuousLoad, kv_cache_name
+from llm_analysis.planner.continuous import (ENGINE_SETTING_KEYS, ContinuousLoad, fleet_figures, kv_cache_name,
+                                             objective_weight, serve_call_text)
 from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.layouts import Worker, workers_of
 from llm_analysis.planner.result import SearchStats
@@ -52,10 +53,9 @@ _PREFILL_MISSES = ("ttft", "prefill_saturation")
 
 
 class _Analyses:
-    """The analysis a disaggregated call runs on (its GPU, data type and cost model; the pools carry
-    their own layouts, so its parallelism is the default), one per GPU type and data type for the whole
-    search: each pool layout's analysis and step costs are kept with its describer
-    (serving/layout.with_parallelism), so the calls of every pair and worker count reuse them."""
+    """The analysis a disaggregated call runs on, one per GPU type and data type (the pools carry their
+    own layouts, so its parallelism is the default): each pool layout's step costs are kept with its
+    describer (serving/layout.with_parallelism), so the calls of every pair and worker count reuse them."""
 
     def __init__(self, search):
         self.search = search
@@ -69,14 +69,12 @@ class _Analyses:
         return self.built[key]
 
 
-def _pools_arg(prefill: Worker, prefill_workers: int, decode: Worker, decode_workers: int) -> Dict[str, Any]:
-    return {"prefill": {"workers": prefill_workers, "parallelism": prefill.parallelism(1)},
-            "decode": {"workers": decode_workers, "parallelism": decode.parallelism(1)}}
-
-
-def _pools_text(prefill: Worker, prefill_workers: int, decode: Worker, decode_workers: int) -> str:
-    return (f"{{'prefill': {{'workers': {prefill_workers}, 'parallelism': {prefill.parallelism_text(1)}}}, "
-            f"'decode': {{'workers': {decode_workers}, 'parallelism': {decode.parallelism_text(1)}}}}}")
+def _pools_arg(prefill: Worker, prefill_workers: int, decode: Worker, decode_workers: int,
+               parallelism: str = "parallelism") -> Dict[str, Any]:
+    """serve()'s `disaggregated` argument: each pool's workers and one worker's ParallelismConfig (or its
+    fields, with parallelism="parallelism_fields", as a row's reproduce writes them)."""
+    return {"prefill": {"workers": prefill_workers, "parallelism": getattr(prefill, parallelism)(1)},
+            "decode": {"workers": decode_workers, "parallelism": getattr(decode, parallelism)(1)}}
 
 
 class _PairSearch:
@@ -135,19 +133,9 @@ def _capacities(analyses: _Analyses, lay: Worker, load: ContinuousLoad, kv_name:
                 stats: SearchStats):
     """(prefill, decode) requests/s of one worker of `lay` in each pool."""
     stats.evaluated_full += 1
-    kw = {k: v for k, v in load.serve_kwargs(kv_name, means_only=True).items()
-          if k not in ("request_rate", "concurrency", "num_requests")}
-    s = analyses(lay).serve(concurrency=1, num_requests=0, disaggregated=_pools_arg(lay, 1, lay, 1), **kw)
+    s = analyses(lay).serve(**load.alone_kwargs(kv_name), disaggregated=_pools_arg(lay, 1, lay, 1))
     decode = s["decode_capacity_request_rate_per_s"]  # None: nothing to decode (one-token outputs), no bound
     return s["prefill_capacity_request_rate_per_s"], math.inf if decode is None else decode
-
-
-def _alone(search, lay: Worker, load: ContinuousLoad, kv_name: Optional[str], stats: SearchStats):
-    stats.evaluated_full += 1
-    kw = {k: v for k, v in load.serve_kwargs(kv_name, means_only=True).items()
-          if k not in ("request_rate", "concurrency", "num_requests")}
-    return LLMAnalysis(search.model, lay.gpu, lay.dtype, lay.parallelism(1),
-                       **search.analysis_kwargs).serve(concurrency=1, num_requests=0, **kw)
 
 
 @dataclass
@@ -187,7 +175,9 @@ def _pool_candidates(search, analyses: _Analyses, layouts: List[Worker], load: C
             continue
         describe = {**lay.describe(), "kv_cache_dtype": kv_name or "engine default"}
         try:
-            alone = _alone(search, lay, load, kv_name, stats)
+            stats.evaluated_full += 1
+            alone = LLMAnalysis(search.model, lay.gpu, lay.dtype, lay.parallelism(1),
+                                **search.analysis_kwargs).serve(**load.alone_kwargs(kv_name))
             cap_prefill, cap_decode = _capacities(analyses, lay, load, kv_name, stats)
         except DoesNotFitError as e:
             miss.record("memory", e.needed_bytes, e.available_bytes, describe)
@@ -219,33 +209,16 @@ def _pool_entry(lay: Worker, workers: int, s: Dict[str, Any], kv_cache_dtype: st
 
 def _row(search, pair: _PairSearch, wp: int, wd: int) -> Dict[str, Any]:
     s = pair.at(wp, wd)
-    percentile = pair.load.slo.percentile
-    ttft_key, tpot_key = pair.load.latency_keys()
-    gpus = s["num_gpus"]
-    price = search.prices.get(pair.prefill.gpu.name)
-    fleet_cost = None if price is None else price * gpus
-    fig = {"num_gpus": gpus, "num_nodes": math.ceil(gpus / pair.prefill.gpu.num_gpus_per_node),
-           "prefill_workers": wp, "decode_workers": wd,
-           "time_to_first_token": s[ttft_key], "time_per_output_token": s[tpot_key] or 0.0,
-           "latency_statistic": "mean" if percentile is None else f"p{percentile}",
-           "tokens_per_sec_per_gpu": s["output_tokens_per_s_per_gpu"], "fleet_cost_per_hour": fleet_cost,
-           "cost_per_million_tokens": None if fleet_cost is None or not s["output_tokens_per_s"]
-           else fleet_cost / 3600 / s["output_tokens_per_s"] * 1e6}
-    for key in ("ttft_s", "tpot_s", "e2e_s", "ttft_p90_s", "tpot_p90_s", "requests_per_s", "output_tokens_per_s",
-                "kv_transfer_s", "prefill_queue_wait_s", "prefill_capacity_request_rate_per_s",
-                "decode_capacity_request_rate_per_s"):
-        fig[key] = s.get(key)
-    kwargs = pair.load.as_given(pair.kwargs(wp, wd))
-    serve_kw = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if k != "disaggregated")
-    analysis_kw = "".join(f", {k}={v!r}" for k, v in search.analysis_kwargs.items())
-    call = (f"LLMAnalysis(get_model_config_by_name({search.model.name!r}), "
-            f"get_gpu_config_by_name({pair.prefill.gpu.name!r}), get_dtype_config_by_name({pair.prefill.dtype.name!r}), "
-            f"ParallelismConfig(){analysis_kw}).serve({serve_kw}, disaggregated="
-            f"{_pools_text(pair.prefill, wp, pair.decode, wd)})")
-    serve_kwargs = {k: v for k, v in kwargs.items() if k != "disaggregated"}
-    serve_kwargs["disaggregated"] = {
-        "prefill": {"workers": wp, "parallelism": pair.prefill.parallelism_fields(1)},
-        "decode": {"workers": wd, "parallelism": pair.decode.parallelism_fields(1)}}
+    fig = fleet_figures(search, pair.prefill, s, pair.load, {}, {"prefill_workers": wp, "decode_workers": wd},
+                        ("ttft_s", "tpot_s", "e2e_s", "ttft_p90_s", "tpot_p90_s", "requests_per_s",
+                         "output_tokens_per_s", "kv_transfer_s", "prefill_queue_wait_s",
+                         "prefill_capacity_request_rate_per_s", "decode_capacity_request_rate_per_s"))
+    serve_kwargs = {k: v for k, v in pair.load.as_given(pair.kwargs(wp, wd)).items() if k != "disaggregated"}
+    pools_text = (f"{{'prefill': {{'workers': {wp}, 'parallelism': {pair.prefill.parallelism_text(1)}}}, "
+                  f"'decode': {{'workers': {wd}, 'parallelism': {pair.decode.parallelism_text(1)}}}}}")
+    call = serve_call_text(search, pair.prefill, "ParallelismConfig()", ", ".join(
+        [f"{k}={v!r}" for k, v in serve_kwargs.items()] + [f"disaggregated={pools_text}"]))
+    serve_kwargs["disaggregated"] = _pools_arg(pair.prefill, wp, pair.decode, wd, "parallelism_fields")
     return {"pools": {"prefill": _pool_entry(pair.prefill, wp, s, s["kv_cache_dtype"]),
                       "decode": _pool_entry(pair.decode, wd, s, s["kv_cache_dtype"])},
             "layout": {"gpu": pair.prefill.gpu.name, "dtype": pair.prefill.dtype.name,
@@ -273,16 +246,9 @@ def collect_pools(search, load: ContinuousLoad, objective: str, stats: SearchSta
                   max_worker_gpus: Optional[int] = None) -> List[Dict[str, Any]]:
     """Rows of disaggregated deployments that meet the targets: the one with the fewest GPUs (dollars under
     the cost objective) among every pair of pool candidates, every pair tied with it, and the pairs
-    searched before it was found (module docstring, step 3).
-
-    Best first: a worker width of a group bounds its pairs not yet built (one worker of that width in
-    one pool, at least the group's narrowest in the other), a pair is bounded by its pools' fewest
-    workers; widths and pairs are visited in order of their bounds, least first, so a width's layouts
-    are timed only when it comes up (the widest are not timed once a deployment below their bound is
-    found)."""
-    def weight(lay: Worker) -> float:  # (a pair's pools share one GPU type)
-        return search.prices.get(lay.gpu.name, 1.0) if objective == "cost" else 1.0
-
+    searched before it was found (module docstring, step 3). A worker width of a group bounds its pairs
+    not yet built: one worker of that width in one pool, at least the group's narrowest in the other."""
+    weight = objective_weight(search, objective)  # (a pair's pools share one GPU type)
     by_gpu_dtype: Dict[Tuple[str, str], List[Worker]] = {}
     for lay in workers_of(search, load.framework, max_worker_gpus):
         by_gpu_dtype.setdefault((lay.gpu.name, lay.dtype.name), []).append(lay)

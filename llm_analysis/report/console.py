@@ -143,7 +143,7 @@ class PlainReport(RichReport):
         self._out()
         self._out(f"{text} " + "─" * max(self.width - len(text) - 1, 3))
 
-    def _wrapped_pairs(self, rows: Sequence[Tuple[str, str]], lead: str = " ", gap: int = 2) -> None:
+    def key_values(self, rows: Sequence[Tuple[str, str]], lead: str = " ", gap: int = 2) -> None:
         import textwrap
         key_w = max((len(str(k)) for k, _ in rows), default=0)
         text_w = max(self.width - key_w - len(lead) - gap, 20)
@@ -152,9 +152,6 @@ class PlainReport(RichReport):
             self._out(f"{lead}{str(k).ljust(key_w)}{' ' * gap}{lines[0]}")
             for more in lines[1:]:
                 self._out(f"{' ' * (len(lead) + key_w + gap)}{more}")
-
-    def key_values(self, rows: Sequence[Tuple[str, str]]) -> None:
-        self._wrapped_pairs(rows)
 
     @staticmethod
     def _cells(cells: Sequence[Any], widths: Sequence[int], justify: Sequence[str], sep: str) -> str:
@@ -190,15 +187,10 @@ class PlainReport(RichReport):
     def bound_cell(self, bound: str):
         return bound
 
-    def warnings(self, warnings: Sequence[str]) -> None:
-        if warnings:
-            self.heading("Warnings")
-            self._wrapped_pairs([("!", w) for w in warnings], gap=2)
-
-    def notes(self, notes: Sequence[str]) -> None:
-        if notes:
-            self.heading("Notes")
-            self._wrapped_pairs([("-", n) for n in notes], gap=2)
+    def _marked(self, heading: str, mark: str, color_style: str, items: Sequence[str]) -> None:
+        if items:
+            self.heading(heading)
+            self.key_values([(mark, item) for item in items])
 
 
 def make_report(color: bool) -> RichReport:

@@ -37,7 +37,8 @@ from llm_analysis.report.files import atomic_write_text, output_file_path
 from llm_analysis.report.html_assets import SCRIPT, STYLE
 from llm_analysis.report.html_charts import (Bar, FrontPoint, MemoryPart, RooflinePhase, bars_svg, memory_svg,
                                              pareto_svg, roofline_svg, swatch)
-from llm_analysis.report.html_elements import Cell, Figure, HtmlSections, cards, esc, key_values, legend, table
+from llm_analysis.report.html_elements import (Cell, Figure, HtmlSections, cards, esc, item_list, key_values, legend,
+                                               table)
 from llm_analysis.report.labels import gpu_memory_bytes, part_label, part_sort_key, train_time_label, train_time_parts
 from llm_analysis.report.roofline_chart import rates
 from llm_analysis.report.tables import report_sections
@@ -396,14 +397,10 @@ def serve_page(analysis, answer: Dict[str, Any], json_text: str, step_summary: O
                 f"output {answer['output_len_mean']:g} tokens · llm-analysis")
     body = [_heading(f"{model} on {gpu}: serving under load", subtitle), _perf_model_banner(answer.get("perf_model")),
             cards(_serve_figures(answer))] + _serve_latency_table(answer)
-    notes = answer.get("notes") or []
-    if notes:
-        body += ["<h2 id=\"section-notes\">How these figures were made</h2>",
-                 "<ul class=\"notes\">" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"]
-    warnings = answer.get("warnings") or []
-    if warnings:  # what the call logged, apart from the notes, as the text report and the JSON keep them
-        body += ["<h2 id=\"section-warnings\">Warnings</h2>",
-                 "<ul class=\"warnings\">" + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul>"]
+    # what the call logged (warnings) apart from the notes, as the text report and the JSON keep them
+    for key, heading in (("notes", "How these figures were made"), ("warnings", "Warnings")):
+        if answer.get(key):
+            body += [f"<h2 id=\"section-{key}\">{heading}</h2>", item_list(key, answer[key])]
     body += _all_values(answer, "serve-values", "serve-values-table",
                         "Every value of the serving answer (base units, as in the JSON)")
     if step_summary is not None:

@@ -212,7 +212,8 @@ def roofline_svg(rates: Rates, phases: Sequence[RooflinePhase], title: str, char
     body.append(f'<clipPath id="{chart_id}-area"><rect x="{left}" y="{top}" width="{width - left - right}" '
                 f'height="{height - top - bottom}"/></clipPath><g clip-path="url(#{chart_id}-area)">')
     roof_tip = f"roof: {rates.tflops:.4g} TFLOP/s, {rates.bw_gbs:.4g} GB/s HBM (the rates the times use)"
-    if abs(rates.peak_tflops - rates.tflops) > 1e-9 or abs(rates.peak_bw_gbs - rates.bw_gbs) > 1e-9:
+    below_peak = abs(rates.peak_tflops - rates.tflops) > 1e-9 or abs(rates.peak_bw_gbs - rates.bw_gbs) > 1e-9
+    if below_peak:
         body.append(f'<polyline points="{_roof_path(x, y, rates.peak_tflops, rates.peak_bw_gbs)}" fill="none" '
                     f'stroke="#868e96" stroke-width="1.5" stroke-dasharray="6,4"/>')
     body.append(f'<polyline class="roof" points="{_roof_path(x, y, rates.tflops, rates.bw_gbs)}" fill="none" '
@@ -229,7 +230,7 @@ def roofline_svg(rates: Rates, phases: Sequence[RooflinePhase], title: str, char
     items = [(swatch("#fff", ph.shape), ph.label) for ph in phases]
     items += [(swatch(group_color(g)), part_label(g)) for g in groups]
     items.append((swatch("#000", "line"), roof_tip))
-    if abs(rates.peak_tflops - rates.tflops) > 1e-9 or abs(rates.peak_bw_gbs - rates.bw_gbs) > 1e-9:
+    if below_peak:
         items.append((swatch("#868e96", "line", dashed=True),
                       f"hardware peak: {rates.peak_tflops:.4g} TFLOP/s, {rates.peak_bw_gbs:g} GB/s"))
     return _svg(width, height, "".join(body), title, chart_id), legend(items)

@@ -98,6 +98,10 @@ def cards(figures: Sequence[Figure]) -> str:
     return "".join(out)
 
 
+def item_list(css: str, items: Sequence[str]) -> str:
+    return f"<ul class=\"{css}\">" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>"
+
+
 def legend(items: Sequence[Tuple[str, str]]) -> str:
     """A legend of (swatch SVG markup, label)."""
     lis = "".join(f"<li>{swatch}<span>{esc(label)}</span></li>" for swatch, label in items)
@@ -155,12 +159,12 @@ class HtmlSections:
     def warnings(self, warnings: Sequence[str]) -> None:
         if warnings:
             self.heading("Warnings")
-            self._out.append("<ul class=\"warnings\">" + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul>")
+            self._out.append(item_list("warnings", warnings))
 
     def notes(self, notes: Sequence[str]) -> None:
         if notes:
             self.heading("Notes")
-            self._out.append("<ul class=\"notes\">" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+            self._out.append(item_list("notes", notes))
 
     def text(self) -> str:
         return "\n".join(self._out)

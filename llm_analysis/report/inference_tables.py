@@ -65,20 +65,19 @@ def _latency_rows(get: Getter, steps: int, n) -> List[Tuple[str, str]]:
     return rows
 
 
-def _three(get: Getter, label_keys: Tuple[Tuple[str, str], ...], key_of: Callable[[str], str],
-           unit: str) -> str:
-    """'prefill X · decode Y · end-to-end Z' of three summary values."""
-    return " · ".join(f"{label} {fmt(unit, get(key_of(k)))}" for label, k in label_keys)
-
-
 _PHASES = (("prefill", "prefill"), ("decode", "decode"), ("end-to-end", "total"))
 
 
+def _three(get: Getter, key_suffix: str, unit: str) -> str:
+    """'prefill X · decode Y · end-to-end Z' of the three summary values `<phase><key_suffix>`."""
+    return " · ".join(f"{label} {fmt(unit, get(k + key_suffix))}" for label, k in _PHASES)
+
+
 def _throughput_rows(get: Getter, used: Set[str]) -> List[Tuple[str, str]]:
-    rows = [("throughput", _three(get, _PHASES, lambda k: f"{k}_tokens_per_sec", "tokens_per_sec"))]
+    rows = [("throughput", _three(get, "_tokens_per_sec", "tokens_per_sec"))]
     gpus = get("gpus_per_replica", 1)
     if gpus and gpus > 1:
-        rows.append(("  per GPU", _three(get, _PHASES, lambda k: f"{k}_tokens_per_sec_per_gpu", "tokens_per_sec")))
+        rows.append(("  per GPU", _three(get, "_tokens_per_sec_per_gpu", "tokens_per_sec")))
     else:
         used.update(f"{k}_tokens_per_sec_per_gpu" for _, k in _PHASES)
     return rows
@@ -97,7 +96,7 @@ def _capacity_rows(analysis, s: Dict[str, Any], get: Getter, mem_total: float) -
     rows.append(("FLOPs", f"prefill {fmt('flops', get('prefill_num_flops_fwd_total'))} · "
                           f"first decode step {fmt('flops', get('decode_num_flops_fwd_total'))}"))
     if "total_cost_per_1k_tokens" in s:
-        rows.append(("cost per 1k tokens", _three(get, _PHASES, lambda k: f"{k}_cost_per_1k_tokens", "cost")))
+        rows.append(("cost per 1k tokens", _three(get, "_cost_per_1k_tokens", "cost")))
     return rows
 
 

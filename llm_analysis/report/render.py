@@ -1,12 +1,5 @@
-"""Presentation of summary dicts: units, readable text reports and output files.
-
-Arithmetic never happens here: the orchestrators return plain dicts in base
-units (seconds, bytes, FLOPs, counts) and this module only formats them. Units and
-number formats live in `presentation/units.py`, the tables of the terminal
-report in `presentation/tables.py` (rich, imported only when a report is
-rendered), file writing in `presentation/files.py`; charts in `plots.py`
-(matplotlib, optional).
-"""
+"""Summary dicts (plain, in base units: the orchestrators do the arithmetic) as JSON, the flat
+readable summary, the terminal report (report/tables.py) and the .json / .txt output files."""
 
 from __future__ import annotations
 
@@ -44,11 +37,15 @@ def to_json(summary: Dict[str, Any]) -> str:
     return json.dumps(jsonable(summary), indent=2, allow_nan=False)
 
 
-def readable_summary(summary: Dict[str, Any], title: str = "Summary") -> str:
-    """Flat `key : value` lines with units; nested breakdowns indented."""
+def _check_summary(summary: Any) -> None:
     if not isinstance(summary, dict):
         raise ConfigError(f"summary_dict = {type(summary).__name__} {summary!r:.60}; valid: a summary dict "
                           "(what inference(), training() or serve() return)")
+
+
+def readable_summary(summary: Dict[str, Any], title: str = "Summary") -> str:
+    """Flat `key : value` lines with units; nested breakdowns indented."""
+    _check_summary(summary)
     lines = [f"-------------------- {title} --------------------"]
     width = max((len(k) for k in summary), default=10)
     for key, value in summary.items():
@@ -69,8 +66,7 @@ def readable_summary(summary: Dict[str, Any], title: str = "Summary") -> str:
 
 
 def render(analysis, summary: Dict[str, Any], kind: str, color: Optional[bool] = None) -> str:
-    """The terminal report: rich tables (presentation/tables.py); without rich,
-    the flat readable summary."""
+    """The terminal report (report/tables.py); without rich, the flat readable summary."""
     try:
         from llm_analysis.report.tables import render_tables
     except ImportError:  # rich not installed
@@ -110,12 +106,10 @@ _LOWER_BOUND_KEYS = ("lower_bound_flops_efficiency", "lower_bound_hbm_memory_eff
 def setup_dict(analysis, summary: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """What the analysis ran on: names, layout and efficiencies (for the JSON files).
 
-    The efficiencies and rates are the ones the times use, as the summary's top-level keys of the same
-    names state them: under the calibrated model the profile's, with the constructor's (which only the
-    roofline lower bounds use) as `lower_bound_flops_efficiency` / `lower_bound_hbm_memory_efficiency`
-    and `perf_model`; before, `setup.flops_efficiency` was 1.0 beside a top-level 0.83, and a script
-    reproducing the run from `setup` took the lower bound's efficiency for the run's. Under the roofline
-    they are the constructor's, as the summary's. `perf_model` says which ("roofline" or the profile)."""
+    The efficiencies and rates are the ones the times use, as the summary's top-level keys state them:
+    under the calibrated model the profile's, with the constructor's (only the roofline lower bounds use
+    them) as `lower_bound_*`, so that a script reproducing the run from `setup` does not take the lower
+    bound's efficiency for the run's; under the roofline the constructor's. `perf_model` says which."""
     p = analysis.parallelism_config
     setup = {
         "model_name": analysis.model_config.name, "gpu_name": analysis.gpu_config.name,
@@ -160,9 +154,7 @@ def write_summary_files(analysis, summary: Dict[str, Any], output_dir: str, prin
     """Write `<stem>.json` (the summary plus its setup) and `<stem>.txt` (the
     readable report and every value with units) into output_dir, atomically;
     returns the JSON path."""
-    if not isinstance(summary, dict):
-        raise ConfigError(f"summary_dict = {type(summary).__name__} {summary!r:.60}; valid: a summary dict "
-                          "(what inference(), training() or serve() return)")
+    _check_summary(summary)
     kind = kind or ("training" if "gradient_accumulation_steps" in summary else "inference")
     stem = output_file_stem(analysis, kind, output_file_suffix, summary)
     out = output_directory(output_dir)

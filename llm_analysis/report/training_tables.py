@@ -206,7 +206,7 @@ def _time_table(rep: RichReport, r: _Reader) -> None:
                           f"{format_seconds(r.get('compute_bound_latency_per_iter'))} per iteration", style="dim")
 
 
-def _memory_rows(r: _Reader, mem_total: float) -> List[List[str]]:
+def _memory_table(rep: RichReport, r: _Reader, mem_total: float) -> None:
     def row(label: str, v: float) -> List[str]:
         return [label, format_bytes(v), f"{v / mem_total:.1%}"]
     rows = [row(label, r.get(key)) for key, label, _, _ in TRAIN_MEMORY_TERMS if r.has(key)]
@@ -219,11 +219,6 @@ def _memory_rows(r: _Reader, mem_total: float) -> List[List[str]]:
         rows.append(row("estimated peak", r.s["estimated_peak_memory_per_gpu"]))
     if rows and r.has("memory_left_per_gpu"):
         rows.append(row("free", r.get("memory_left_per_gpu")))
-    return rows
-
-
-def _memory_table(rep: RichReport, r: _Reader, mem_total: float) -> None:
-    rows = _memory_rows(r, mem_total)
     if rows:
         rep.heading("Memory per GPU")
         rep.table(None, [("", "left"), ("size", "right"), ("share", "right")], rows,

@@ -8,7 +8,6 @@ from enum import Enum
 from typing import Any, Optional
 
 
-
 def _num_to_string(num, precision: int = 2, divisor: int = 1000) -> str:
     """1234567 -> '1.23 M': decimal prefixes (the mirrored `utils._num_to_string` steps by 1024)."""
     if num is None:
@@ -83,15 +82,9 @@ def unit_of(key: str) -> Optional[str]:
 
 
 def format_bytes(value: float) -> str:
-    a = abs(value)
-    if a >= 1e12:
-        return f"{value / 1e12:.2f} TB"
-    if a >= 1e9:
-        return f"{value / 1e9:.2f} GB"
-    if a >= 1e6:
-        return f"{value / 1e6:.2f} MB"
-    if a >= 1e3:
-        return f"{value / 1e3:.2f} KB"
+    for size, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
     return f"{value:.0f} B"
 
 
