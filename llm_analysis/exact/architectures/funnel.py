@@ -50,8 +50,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from llm_analysis.errors import UnsupportedArchitectureError
 from llm_analysis.exact.architectures.family import AttentionVariant, ClassRule, ModelRule, RowSource
 from llm_analysis.exact.architectures.records import kind_signature
-from llm_analysis.exact.derive_roles import assign_tp_roles, block_group
-from llm_analysis.exact.derive_specs import module_specs, new_params
+from llm_analysis.exact.derive_specs import assign_tp_roles, block_group, module_specs, new_params
 
 _LINEAR_OPS = ("linear", "conv")
 
