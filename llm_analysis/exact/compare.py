@@ -1,11 +1,6 @@
-"""Compare the engine's description of a model with the real model's figures.
-
-Torch-free: the real figures are a truth record (`truth.architecture_truth`, or the
-cached JSON of it); the engine's are read through the public `LLMAnalysis` views
-(`get_num_params_total`, `get_num_params_breakdown`, `operators`). The result
-says whether parameters and prefill FLOPs agree exactly, and if not, which parts
-differ (embeddings and head, attention, MLP/experts, norms, router, per layer)
-and by how much.
+"""Compare the engine's description of a model with the real model's figures (torch-free):
+a truth record (`truth.architecture_truth`, or its cached JSON) against the public
+`LLMAnalysis` views; differences are listed per part and layer.
 """
 
 from __future__ import annotations

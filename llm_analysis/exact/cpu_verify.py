@@ -1,19 +1,12 @@
 """Verification on a real CPU model when the meta-device forward cannot run.
 
-Meta tensors carry shapes only; a forward that reads a value (Longformer's
-`is_index_global_attn.flatten().any().item()`) fails on them. For a model that small,
-the same forward can simply run: the model is built on the CPU in float32 with a fixed
-seed (random weights: FlopCounterMode counts the matmuls the code runs, which depend
-on the shapes and, for such models, on the control flow the inputs select, never on
-the weights' values), and every probe of the derivation runs on it, with the same
-inputs as on meta (token id 0, an all-ones attention mask).
-
-Limit: the fp32 weights must fit in `CPU_MAX_WEIGHT_BYTES` (2 GiB, about 537M
-parameters), well under the memory of a developer machine or CI runner (this one has
-23 GiB shared by several jobs); the probes' activations (at most 1024 tokens) are small
-next to that. A larger model whose meta forward fails is refused, as before, and the
-refusal says why (its weight bytes and the bound). The fallback runs only for failures
-that come from meta tensors having no values; any other failure is the model's own.
+A forward that reads a value (Longformer's `is_index_global_attn.flatten().any().item()`)
+fails on meta tensors. A small enough model is built on the CPU in float32 from a fixed
+seed and probed with the same inputs: FlopCounterMode counts the matmuls the code runs,
+which depend on shapes and control flow, never on the weights' values. Its fp32 weights
+must fit in `CPU_MAX_WEIGHT_BYTES` (2 GiB, about 537M parameters: well under a CI
+runner's memory); a larger one is refused with its size. Only failures caused by meta
+tensors having no values fall back; any other failure is the model's own.
 """
 
 from __future__ import annotations
@@ -31,13 +24,12 @@ def needs_values(reason: Optional[str]) -> bool:
     return bool(reason) and any(s in reason for s in _NEEDS_VALUES)
 
 
-def fp32_weight_bytes(model: Any) -> int:
-    return 4 * sum(int(p.numel()) for p in model.parameters())
-
-
-def too_large(model: Any) -> Optional[str]:
-    """Why `model` is not run on the CPU, or None."""
-    size = fp32_weight_bytes(model)
+def _why_not_cpu(model: Any, reason: Optional[str]) -> Optional[str]:
+    """Why `model`, whose meta forward failed with `reason`, is not run on the CPU
+    ("" when the failure is the model's own, not a meta tensor's), or None to run it."""
+    if not needs_values(reason):
+        return ""
+    size = 4 * sum(int(p.numel()) for p in model.parameters())  # fp32 weights
     if size <= CPU_MAX_WEIGHT_BYTES:
         return None
     return (f"too large to run on the CPU instead ({size / 2 ** 30:.1f} GiB of fp32 weights, bound "
@@ -57,25 +49,16 @@ def cpu_model(class_name: str, cfg: Any) -> Any:
     return model.eval()
 
 
-def cpu_models(models: Any, reason: Optional[str]) -> Tuple[Optional[Any], str]:
-    """(MetaModels-like record on the CPU, "") when the meta failure `reason` needs values
-    and the model is small enough; else (None, why not)."""
-    if not needs_values(reason):
-        return None, ""
-    why = too_large(models.lm)
-    if why:
-        return None, why
-    from dataclasses import replace
-    return replace(models, lm=cpu_model(models.lm_class, models.config), base=None, base_class=None), ""
-
-
 def cpu_probe(models: Any, reason: Optional[str], batch: int, seq_len: int) -> Tuple[Optional[Any], Any, str]:
-    """(probe, CPU models, "") from a CPU run when the meta run failed with `reason`;
-    (None, None, why not) otherwise."""
+    """(probe, MetaModels-like record on the CPU, "") from a CPU run when the meta run failed
+    with `reason`; (None, None, why not) otherwise."""
+    from dataclasses import replace
+
     from llm_analysis.exact.probe import run_probe
-    cpu, why = cpu_models(models, reason)
-    if cpu is None:
+    why = _why_not_cpu(models.lm, reason)
+    if why is not None:
         return None, None, why
+    cpu = replace(models, lm=cpu_model(models.lm_class, models.config), base=None, base_class=None)
     probe, cpu_reason = run_probe(cpu.lm, batch, seq_len)
     if probe is None:
         return None, None, f"it fails on the CPU too ({cpu_reason})"
@@ -87,9 +70,7 @@ def cpu_prefill_flops(class_name: str, cfg: Any, meta_model: Any, reason: Option
     """flops.prefill_flops of the CPU twin of `meta_model` when its meta run failed with
     `reason` and it is small enough; else (None, `reason` with why the CPU did not help)."""
     from llm_analysis.exact.flops import prefill_flops
-    if not needs_values(reason):
-        return None, reason
-    why = too_large(meta_model)
-    if why:
-        return None, f"{reason}; {why}"
+    why = _why_not_cpu(meta_model, reason)
+    if why is not None:
+        return None, f"{reason}; {why}" if why else reason
     return prefill_flops(cpu_model(class_name, cfg), batch, seq_len)

@@ -1,48 +1,30 @@
 """Experts that transformers' eager code runs densely, described as the routed model.
 
-The walk (derive.py) finds such a module by its shapes, whatever the family: a fused
-experts module whose [E, ...] weights see E rows per token (`dense_experts`). With a
-routing top-k in the config it is described as routed and marked (`mark_dense`);
-without one it is refused (`dense_experts_reason`): nothing says which routed
-computation the model stands for.
+The walk (derive.py) finds a fused experts module whose [E, ...] weights see E rows per
+token (`dense_experts`). With a routing top-k in the config it is described as routed
+and marked (`mark_dense`); without one it is refused (`dense_experts_reason`).
 
-Llama 4 (Meta's model card, https://github.com/meta-llama/llama-models/blob/main/models/llama4/MODEL_CARD.md:
-Scout has 17B active of 109B total parameters with 16 experts, Maverick 17B active of
-400B with 128; each token uses one routed expert plus a shared expert) routes every
-token to its top-k experts. transformers 5.23 implements the layer (`Llama4TextMoe`,
-`Llama4TextExperts` in models/llama4/modeling_llama4.py) densely: it repeats every
-token once per expert, multiplies each copy by its router score (the sigmoid of the
-top-k logits scattered into a row of -inf, so exactly 0 outside the top-k) and runs all
-E copies through two batched matmuls. The output is that of top-k routing; the work is
-E/k times the routed expert matmuls (16x for Scout's top-1 of 16).
+Llama 4 (model card, https://github.com/meta-llama/llama-models/blob/main/models/llama4/MODEL_CARD.md:
+Scout 17B active of 109B with 16 experts, Maverick 17B of 400B with 128; one routed plus
+a shared expert per token) routes each token to its top-k experts, but transformers 5.23
+(`Llama4TextExperts`, models/llama4/modeling_llama4.py) repeats every token once per
+expert, scales each copy by its router score (0 outside the top-k) and runs all E copies:
+the output of top-k routing at E/k times the routed matmuls. The description states the
+routed FLOPs (what a serving engine computes and the active-parameter count implies) and
+all E experts' parameters. Verification derives the eager extra from the weight shapes,
+never a tolerance:
 
-What the description states (and so what every phase of the analysis reports): the
-routed FLOPs, tokens x k per expert weight, what a serving engine (and Meta's reference
-code) computes and what the model card's active-parameter count implies. Parameters
-are all E experts, as always.
+    FlopCounterMode(module) = described routed FLOPs + 2 x tokens x (E - k) x in x out (per weight),
 
-How it is verified, exactly and explicitly (never a tolerance): the extra work of the
-eager code is derived from the expert module's weight shapes, not fitted,
-
-    FlopCounterMode(module) = described routed FLOPs + (E/k - 1) x routed FLOPs
-                            = described routed FLOPs + 2 x tokens x (E - k) x in x out (per weight),
-
-with E the leading dimension of the module's [E, a, b] weights (the copies of its
-spec), in x out one expert's projection and k the config's routing top-k. The
-derivation checks it per module at the probe (derive_check.module_differences) and as
-a total at the probe and the long probe (derive_check.total_differences); the coverage
-reports (tests/exact_coverage.py) compare the analysis's prefill FLOPs plus the same
-`eager_extra_flops` with the cached FlopCounterMode count. A model without such specs
-has an extra of 0: the general comparison is unchanged.
-
-Torch-free: the functions read attributes of live modules or a description.
+per module at the probe and in total at both probes (derive_check.py); the coverage
+reports (tests/exact_coverage.py) add the same `eager_extra_flops`. Torch-free.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from llm_analysis.exact.derive_roles import rows_per_token
+from llm_analysis.exact.derive_specs import rows_per_token
 from llm_analysis.exact.layer_phase import prefix_of
 
 EAGER_EXPERTS = "eager_experts"  # spec field: E, the experts transformers runs every token through

@@ -17,7 +17,7 @@ device, runs one small prefill under FlopCounterMode with a hook on every module
      "refused_phases": {phase: why},  # only when a phase cannot be described (derive_stacks.py)
      ...}                             # fields of a family's rule (architectures/: Funnel's `pooling`)
 
-Spec fields: see `derive_roles.py`; attention cores are specs with op "attention"
+Spec fields: see `derive_specs.py`; attention cores are specs with op "attention"
 (heads, kv_heads, d_qk, d_v, window, cache_elems). Families whose modules the generic
 reading cannot describe register rules by transformers class name (architectures/): the
 specs of their modules (recurrent mixers' `state`), the `variant` of their attention cores,
@@ -42,12 +42,11 @@ import llm_analysis.exact.architectures as families
 from llm_analysis.exact.architectures.family import PLAIN_CORE
 from llm_analysis.exact.dense_experts import dense_experts, dense_experts_reason, mark_dense
 from llm_analysis.exact.derive_lengths import full_attention_path
-from llm_analysis.exact.derive_refusals import missing_top_k
-from llm_analysis.exact.derive_roles import (assign_tp_roles, block_group, config_int, expert_role, fold_expert_index,
-                                             is_embedding, num_experts, rows_per_token, token_source, top_k)
 from llm_analysis.exact.derive_sites import (FIT_SEQ_LEN, attention_sites, core_helper_children, layer_calls,
                                              same_length_conv_rows)
-from llm_analysis.exact.derive_specs import attention_spec, module_specs, new_params, row_flops_spec
+from llm_analysis.exact.derive_specs import (assign_tp_roles, attention_spec, block_group, config_int, expert_role,
+                                             fold_expert_index, is_embedding, missing_top_k, module_specs, new_params,
+                                             num_experts, row_flops_spec, rows_per_token, token_source, top_k)
 from llm_analysis.exact.derive_stacks import idle_roots, idle_spec, inside_any, layer_stacks, refused_phases
 from llm_analysis.exact.diagnose import MIXER_PARAMS as _MIXER
 from llm_analysis.exact.layer_phase import is_prefixed, prefix_rows
@@ -71,7 +70,7 @@ class _Walk:
         self.seen: set = set()
         self.prefix = 0  # tokens the model prepends to every sequence (layer_phase.py)
         self.idle = idle_roots(lm, probe.calls)
-        self.dense: List[str] = []  # experts every token runs through, no top-k (derive_refusals.py)
+        self.dense: List[str] = []  # experts every token runs through, no top-k (dense_experts.py)
         self.dense_eager: Dict[str, int] = {}  # ... with a top-k: described routed (dense_experts.py)
         self.absorbed: Dict[str, int] = {}  # core helper children: their FLOPs are the parent's
         self.fit_probe: Any = None
@@ -417,8 +416,7 @@ def derive_description(hf_config: Any, name: str) -> Dict[str, Any]:
     or the description does not match its parameters and FLOPs exactly). Any other
     failure of the model code or of the reading is a refusal too, never a number."""
     from llm_analysis.exact.derive_check import verify_description
-    from llm_analysis.exact.derive_refusals import towers_beside_the_language_model
-    from llm_analysis.exact.meta_model import config_object
+    from llm_analysis.exact.meta_model import config_object, towers_beside_the_language_model
     towers = towers_beside_the_language_model(hf_config, config_object(hf_config))
     if towers:
         raise UnsupportedArchitectureError(towers)

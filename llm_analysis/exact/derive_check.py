@@ -1,14 +1,7 @@
-"""Check a derived description against the model it was read from (torch-free).
-
-Two levels, both against independent figures recorded by the probe:
-* per module: the FLOPs the description predicts for the probe's prefill (through
-  `ModuleTreeDescriber`, the same code the analysis uses) against what
-  FlopCounterMode attributed to that module;
-* whole model: the analysis's parameter count against the model's numel (tied
-  weights once) and its prefill matmul FLOPs against FlopCounterMode's total.
-
-Any difference is listed by module; `verify_description` raises
-UnsupportedArchitectureError with the list.
+"""Check a derived description against the model it was read from (torch-free): per module,
+the FLOPs `ModuleTreeDescriber` predicts for the probe against FlopCounterMode's; in total,
+parameters against numel (tied once) and prefill FLOPs at both probes.
+`verify_description` raises UnsupportedArchitectureError listing the differences.
 """
 
 from __future__ import annotations

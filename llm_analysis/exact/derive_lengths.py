@@ -1,18 +1,12 @@
-"""Models whose forward takes another code path above some input length.
+"""Models whose forward takes another code path above some input length (torch-free).
 
-BigBird (Zaheer et al. 2020, arXiv 2007.14062) computes block-sparse attention only when
-an input is longer than its global, sliding and random tokens together,
-(5 + 2 x num_random_blocks) x block_size tokens (704 by default); for shorter inputs
-transformers switches the model to full attention (`set_attention_type("original_full")`,
-for good: the model stays on full attention afterwards). Block-sparse attention pads the
-input to whole blocks and gathers random blocks, work the operator description cannot
-carry. The derivation therefore describes the full-attention path (the module tree with
-`attention_type="original_full"`, the same parameters) and records the longest input
-for which transformers runs it; the analysis refuses a forward over more new tokens than
-that (`check_input_len`), and the long probe stays within it. A decode step feeds one
-token, always below the limit: full attention over the cached context.
-
-Torch-free.
+BigBird (Zaheer et al. 2020, arXiv 2007.14062) computes block-sparse attention only for
+inputs longer than (5 + 2 x num_random_blocks) x block_size tokens (704 by default);
+shorter ones switch the model to full attention for good. Block-sparse attention pads
+to whole blocks and gathers random blocks, which no operator carries; so the
+full-attention path is described (`attention_type="original_full"`, same parameters)
+with the longest input it runs: longer forwards are refused (`check_input_len`), and
+decode steps (one token: full attention over the cache) are described.
 """
 
 from __future__ import annotations

@@ -1,25 +1,18 @@
-"""Which repeated module lists are the model's layer stacks, and which executions of
-them train (used by `derive.py`; needs the live model, imports torch lazily).
+"""Which repeated module lists are the model's layer stacks, and which executions of them
+train (used by `derive.py`; imports torch lazily).
 
-Most models have one stack (`model.layers`). A recurrent-depth model runs several
-stacks of identical layers, each several times: HRM-Text (Wang et al., "Hierarchical
-Reasoning Model", arXiv 2506.21734) alternates a low-level stack run `L_cycles` times
-with a high-level one, `H_cycles` times over. Every stack of the same layer shape
-as the largest one, under the same parent module, is a layer stack; the probe's call
-counts give each layer's executions, and each execution has its own KV-cache slot
-(the model indexes the cache by execution), so every execution is a layer of the
-description.
-
-Such models may run some executions without gradients (HRM's one-step gradient
-approximation: `L_bp_cycles`), so training's backward pass covers only some of them;
-`forward_only_layers` finds those executions so that the training phase is refused
-(the analysis has no forward-only layer execution).
+Most models have one stack. HRM-Text (Wang et al., "Hierarchical Reasoning Model",
+arXiv 2506.21734) runs a low-level stack `L_cycles` times within each of `H_cycles` runs
+of a high-level one: every stack of the largest one's layer shape under the same parent
+is a layer stack, and every execution (its own KV-cache slot) is a layer of the
+description. Executions run without gradients (HRM's `L_bp_cycles`) refuse training.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
+from llm_analysis.exact.derive_specs import base_spec
 from llm_analysis.exact.module_tree import breakdown, main_stack
 
 
@@ -123,5 +116,4 @@ def idle_spec(name: str, module: Any, seen: set) -> Dict[str, Any]:
         if id(p) not in seen:
             seen.add(id(p))
             params += int(p.numel())
-    return {"name": name, "op": "param", "params": params, "tokens": "none", "calls": 0, "group": "other",
-            "in": 0, "out": 0, "bias": False, "copies": 1, "expert_role": None, "tp": "replicated", "idle": True}
+    return dict(base_spec(name, "param", params, "none", 0, "other"), idle=True)

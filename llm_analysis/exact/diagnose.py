@@ -1,11 +1,5 @@
-"""Name the architecture features behind a parameter mismatch.
-
-Torch-free. Reads the real model's layer parameters (names and shapes from the
-truth breakdown) and the engine's ModelConfig, and lists the features where they
-disagree, most structural first: a non-attention mixer, cross-attention, MLA,
-experts, shared or missing layers, per-layer widths, an undetected gated MLP, the
-FFN width, norms, attention details, embeddings/head. The first is the likely
-cause; the rest help whoever adds the family.
+"""Name the architecture features behind a parameter mismatch (torch-free): the real
+model's layer parameters against the engine's ModelConfig, most structural cause first.
 """
 
 from __future__ import annotations

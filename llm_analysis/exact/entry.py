@@ -1,18 +1,10 @@
 """Public entry of the exact path: an `LLMAnalysis` of any model transformers can build.
 
-    from llm_analysis.exact import analysis_from_hf
-    a = analysis_from_hf("org/model", gpu_config)          # Hub id, local dir, config.json path
-    a = analysis_from_hf(config_dict, gpu_config)           # or a config.json dict
-
 The first call for a (model id, revision, config, transformers version, engine code)
-derives the operator description from the model's module tree on the meta device
-and verifies it against the model's parameters and FlopCounterMode (derive.py,
-derive_check.py); the description, or the refusal, is cached on disk (cache.py).
-When the module tree cannot be derived, the family table's description is used if
-it verifies exactly against the same model (verify.py), else the call refuses.
-Every later call reads that JSON file: it imports neither torch nor transformers, and
-the analysis itself never does. Repository code is never run (no trust_remote_code):
-only classes registered in the installed transformers are used.
+derives and verifies the description (derive.py, derive_check.py) and caches it, or the
+refusal (cache.py); when the tree cannot be derived, the family table's description is
+used if it verifies exactly (verify.py). Later calls read the JSON and import neither
+torch nor transformers. Repository code is never run (no trust_remote_code).
 """
 
 from __future__ import annotations

@@ -1,29 +1,24 @@
 """Forward FLOPs of one small prefill, counted by `torch.utils.flop_counter.FlopCounterMode`.
 
-The model runs on meta tensors (shapes only, no arithmetic), so the count is free
-of memory and time. FlopCounterMode counts 2*m*n*k per matmul (and the matmuls of
-attention kernels); element-wise operations are not counted. Models whose forward
-needs real values (data-dependent routing, `.item()`, `nonzero`) fail on meta; the
-error is returned so the caller can record why.
+The model runs on meta tensors (shapes only, no arithmetic). FlopCounterMode counts
+2*m*n*k per matmul (and the matmuls of attention kernels), no element-wise operations.
+Models whose forward needs real values (`.item()`, `nonzero`) fail on meta; the error
+is returned so the caller can record why.
 
-torch 2.13 has no FLOP formula for `aten._grouped_mm`, the kernel of fused experts
-in transformers 5; `grouped_mm_flops` supplies it. Its count does not depend on the
-routing: the token-expert pairs are the rows of the first operand.
+torch 2.13 has no FLOP formula for `aten._grouped_mm`, the kernel of fused experts in
+transformers 5; `grouped_mm_flops` supplies it (the token-expert pairs are the rows of
+the first operand, whatever the routing).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import re
-from typing import Any, Dict, Iterator, Optional, Tuple
-
-_LAYER_INDEX = re.compile(r"\.(\d+)(?=\.|$)")
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 
 def grouped_mm_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    """2 x (output elements) x (reduction length): each output element is a dot
-    product over the last axis of the first operand."""
+    """2 x (output elements) x (reduction length over the first operand's last axis)."""
     return 2 * math.prod(out_shape) * a_shape[-1]
 
 
@@ -52,7 +47,18 @@ def forward_only() -> Iterator[None]:
         yield
 
 
-def _run(model: Any, kwargs: Dict[str, Any]):
+def forward_inputs(batch: int, seq_len: int, device: str) -> List[Dict[str, Any]]:
+    """The forward arguments to try in turn: some forwards accept only some of them."""
+    import torch
+    ids = torch.zeros(batch, seq_len, dtype=torch.long, device=device)
+    # an all-ones mask keeps transformers from inspecting values (packed-sequence detection)
+    mask = torch.ones(batch, seq_len, dtype=torch.long, device=device)
+    return [dict(input_ids=ids, attention_mask=mask, use_cache=False), dict(input_ids=ids, use_cache=False),
+            dict(input_ids=ids, attention_mask=mask), dict(input_ids=ids)]
+
+
+def counted_forward(model: Any, kwargs: Dict[str, Any]) -> Any:
+    """The FlopCounterMode of one forward without gradients."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     counter = FlopCounterMode(display=False, custom_mapping=_custom_formulas())
@@ -63,30 +69,16 @@ def _run(model: Any, kwargs: Dict[str, Any]):
 
 def prefill_flops(model: Any, batch_size: int = 1, seq_len: int = 16
                   ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-    """({"total", "by_op", "by_module"}, None) or (None, reason)."""
-    import torch
-    device = model_device(model)  # meta, or the CPU (cpu_verify.py)
-    ids = torch.zeros(batch_size, seq_len, dtype=torch.long, device=device)
-    # an explicit all-ones mask keeps transformers from inspecting values to detect
-    # packed sequences (a `.item()` that meta tensors cannot answer)
-    mask = torch.ones(batch_size, seq_len, dtype=torch.long, device=device)
+    """({"total": FLOPs}, None) or (None, reason)."""
     model.eval()
-    # Some forwards accept only some of these arguments, and some inspect the mask's
-    # values (which meta tensors cannot answer) unless it is absent: try in turn.
-    attempts = [dict(input_ids=ids, attention_mask=mask, use_cache=False),
-                dict(input_ids=ids, use_cache=False), dict(input_ids=ids, attention_mask=mask),
-                dict(input_ids=ids)]
     reasons = []
-    for kwargs in attempts:
+    for kwargs in forward_inputs(batch_size, seq_len, model_device(model)):  # meta, or the CPU (cpu_verify.py)
         try:
-            counter = _run(model, kwargs)
+            counter = counted_forward(model, kwargs)
         except Exception as exc:
             reasons.append(_reason(exc))
             continue
-        counts = counter.get_flop_counts()
-        by_op = {str(op): int(n) for op, n in counts.get("Global", {}).items()}
-        return {"total": int(counter.get_total_flops()), "by_op": by_op,
-                "by_module": _first_layer_modules(counts)}, None
+        return {"total": int(counter.get_total_flops())}, None
     # the first attempt's error is the informative one (the others mostly reject arguments)
     return None, reasons[0]
 
@@ -95,20 +87,6 @@ def model_device(model: Any) -> str:
     """The device type of the model's first parameter ("meta" for a parameter-free one)."""
     first = next(iter(model.parameters()), None)
     return first.device.type if first is not None else "meta"
-
-
-def _first_layer_modules(counts: Dict[str, Dict[Any, int]]) -> Dict[str, int]:
-    """Per-module totals, keeping modules outside the layer stacks and those of index 0
-    (the others repeat them, or differ only in ways the parameter breakdown shows)."""
-    out = {}
-    for module, ops in counts.items():
-        if module == "Global":
-            continue
-        indices = _LAYER_INDEX.findall(module)
-        if any(i != "0" for i in indices) or module.count(".") > 6:
-            continue
-        out[module] = int(sum(ops.values()))
-    return out
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,12 +1,6 @@
-"""Why some architectures cannot be derived: the structures whose FLOPs depend on the
-input length in a way no per-token, per-pair or per-sequence operator carries.
-
-When a derivation refuses (derive.py / derive_check.py), the refusal names the modules
-that did not match; for the structures below, whose config keys identify them, it also
-says what in the architecture makes the description impossible, so the user learns the
-real limit rather than a symptom. The table only explains refusals: it never makes a
-model refused that derives and verifies.
-
+"""Why some architectures cannot be derived: structures whose FLOPs depend on the input
+in a way no per-token, per-pair or per-sequence operator carries. The table only
+explains refusals (found by config keys); it never refuses a model that verifies.
 Torch-free.
 """
 

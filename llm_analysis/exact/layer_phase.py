@@ -1,22 +1,14 @@
 """The phase a model's layers run, given the phase asked for (torch-free).
 
-Two models change it themselves: CPM-Ant prepends tokens to every sequence, Longformer
-pads every input to a multiple of its attention window (architectures/longformer.py).
+Prepended tokens: CPM-Ant (`CpmAntModel.forward`) puts `prompt_length` learned ids before
+every sequence, runs its layers over both and drops them before the head. The probe sees
+layers with a constant P more rows per sequence (at two lengths); the description records
+`prefix_tokens` and the layers run `prefixed_phase`: P more keys and, over the prompt, P
+more queries; embedding and head keep the phase. (A decode step also re-embeds the whole
+sequence: lookups, no FLOPs; not counted.)
 
-Prepended tokens. CPM-Ant (transformers `CpmAntModel.forward`) puts `prompt_length` learned prompt ids
-before the input ids of every sequence, runs its layers over both and drops the
-prompt's hidden states before the LM head. A prefill of s tokens therefore runs the
-layers over P + s tokens per sequence, attention over (P + s)^2 pairs; a decode step
-runs the new tokens only, attending to the P prompt positions kept in the cache too.
-
-The probe sees it as layers whose rows per sequence exceed the prompt length by a
-constant P (at two probe lengths). The description records `prefix_tokens`: P, and
-the layers' operators (projections, attention cores, collectives, the KV cache) are
-those of `prefixed_phase`: P more keys and, in a pass over the prompt (nothing
-cached yet), P more queries; the embedding and the head keep the phase as given.
-Verification checks all of it against FlopCounterMode at two lengths, like every
-other reading. (A decode step also re-embeds the whole sequence before dropping all
-but the new tokens: lookups, no FLOPs; they are not counted.)
+Padded inputs: Longformer pads every input to a multiple of its window
+(architectures/longformer.py): `pad_to_multiple`, `padded_phase`.
 """
 
 from __future__ import annotations

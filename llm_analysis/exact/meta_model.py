@@ -1,17 +1,10 @@
 """Build the `transformers` model of a config on the `meta` device (no memory, no weights).
 
-Which model: the language model a user analyses. For a causal-LM type that is its
-`AutoModelForCausalLM` class; for a masked-LM-only type (BERT family) its
-`AutoModelForMaskedLM` class, plus the bare encoder (`AutoModel`) because the engine
-may describe the encoder without the MLM head. Multimodal configs are reduced to their
-text config (`PretrainedConfig.get_text_config()`), as the Hub import does, unless
-`with_towers`: then a wrapper whose loaded class holds a vision tower beside its language
-model (hub/model_class.py: `architectures`, else the Auto class for image-text-to-text)
-is built whole, as a user loads it for generation (`tower_parameter_names` tells its
-tower's parameters from the language model's).
-
-Repository code is never run: only classes registered in the installed
-`transformers` are used (`trust_remote_code` is not involved at all).
+The model is the causal LM (`AutoModelForCausalLM`), else the masked LM plus the bare
+encoder (`AutoModel`: the engine may describe an encoder without its MLM head).
+Multimodal configs are reduced to their text config, as the Hub import does, unless
+`with_towers`: a wrapper whose loaded class holds a vision tower is then built whole.
+Only classes registered in the installed transformers are used (no trust_remote_code).
 """
 
 from __future__ import annotations
@@ -121,25 +114,57 @@ def _instantiate(class_name: str, cfg: Any, dtype: str = "bfloat16") -> Any:
     return model
 
 
+def _wrapper_parts(hf_config: Any, cfg: Any) -> Optional[Tuple[Dict[str, Any], List[str], Optional[str]]]:
+    """(config dict, its non-text parts, the class a user loads) of a wrapper config whose
+    loaded class holds towers beside its language model (hub/model_class.py), else None."""
+    from llm_analysis.hub.model_class import loaded_class_name, loaded_class_takes_wrapper, non_text_parts
+    try:
+        if cfg.get_text_config() is cfg:
+            return None
+    except ValueError:  # several text configs: build_meta_models refuses it with its own reason
+        return None
+    raw = hf_config if isinstance(hf_config, dict) else cfg.to_dict()
+    parts, name = non_text_parts(raw, cfg), loaded_class_name(raw)
+    return (raw, parts, name) if parts and loaded_class_takes_wrapper(name, cfg) else None
+
+
 def _wrapper_class(hf_config: Any, cfg: Any) -> Optional[str]:
     """The class a user loads for a wrapper config when it holds towers beside its language
     model (a remote class named in `architectures`, which is never run, stands for transformers'
     own image-text-to-text class of the type: Kimi-K2.5), else None."""
     import transformers
-    from llm_analysis.hub.model_class import loaded_class_name, loaded_class_takes_wrapper, non_text_parts
-    try:
-        if cfg.get_text_config() is cfg:
-            return None
-    except ValueError:
-        return None
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
-    raw = hf_config if isinstance(hf_config, dict) else cfg.to_dict()
-    name = loaded_class_name(raw)
-    if not non_text_parts(raw, cfg) or not loaded_class_takes_wrapper(name, cfg):
+    wrapper = _wrapper_parts(hf_config, cfg)
+    if wrapper is None:
         return None
+    name = wrapper[2]
     if name is None or not hasattr(transformers, name):  # a remote class (not run): transformers' own for the type
         name = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(cfg.model_type)
     return name if isinstance(name, str) and hasattr(transformers, name) else None
+
+
+def towers_beside_the_language_model(hf_config: Any, cfg: Any) -> Optional[str]:
+    """Why a multimodal wrapper cannot be derived from its language model, or None.
+
+    The derivation builds a wrapper's language model (`text_config`), but the class a user loads
+    may also hold a vision tower, audio encoder or image tokenizer (Llama 4's and Qwen3-VL's
+    `*ForConditionalGeneration`): counting the language model alone would leave their weights
+    out, silently. The rule is the Hub import's (hub/model_class.py), so both paths count the same
+    class or refuse the same config; a text-only class in `architectures` (Llama4ForCausalLM)
+    counts the language model alone."""
+    from llm_analysis.hub.model_class import towers_refusal
+    wrapper = _wrapper_parts(hf_config, cfg)
+    if wrapper is None:
+        return None
+    _, parts, class_name = wrapper
+    from llm_analysis.hub.vision import read_vision_tower
+    if parts == ["vision_config"] and read_vision_tower(cfg, f"model_type {cfg.model_type!r}") is not None:
+        # the Hub import describes this tower (hub/vision.py); the module tree reader does not
+        return (f"model_type {cfg.model_type!r}: {class_name or 'the class it is loaded with'} holds the vision tower "
+                "and its projector (vision_config) beside its language model; the module-tree derivation reads language "
+                "models only (the Hub import's description of the whole class, hub/vision.py, is verified in its "
+                "place)")
+    return str(towers_refusal(f"model_type {cfg.model_type!r}", cfg.model_type, parts, class_name))
 
 
 def tower_parameter_names(model: Any) -> List[str]:

@@ -1,18 +1,9 @@
-"""Parameter breakdown of a model's module tree, from (parameter name, shape) pairs.
+"""Parameter breakdown of a model's module tree, from (name, shape) pairs (torch-free; a
+tied parameter is listed once, as `named_parameters` does).
 
-Torch-free: the caller lists `model.named_parameters()` (which yields a tied
-parameter once) as names and shapes. The breakdown groups the parameters:
-
-* `outside`: every parameter not inside a repeated block (embeddings, final norm,
-  head, pooler), by name, with its shape;
-* `stacks`: each repeated block container (a `ModuleList` such as `model.layers`),
-  with the number of parameters per index and per child module of each index
-  (`self_attn`, `mlp`, `input_layernorm`, ...), and the distinct layer kinds
-  (identical parameter shapes) with the indices that use them. Inside a layer,
-  nested indices (expert lists) are folded to `#` with a multiplicity.
-
-That is enough to say which part of a model differs from a description and by
-how much, and to tell uniform stacks from per-layer widths.
+`outside`: parameters not inside a repeated block, with shapes; `stacks`: each repeated
+container (`model.layers`) with parameters per index and per child, and its distinct
+layer kinds (nested indices such as expert lists folded to `#` with a multiplicity).
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Run a meta-device model once and record what each module does.
-
-One forward of `batch` sequences of `seq_len` tokens under
-`torch.utils.flop_counter.FlopCounterMode`, with a forward hook on every module.
-The record says, per module path (relative to the model):
-
-* `calls`: how many times the module ran (a shared ALBERT layer runs once per
-  layer; cross-attention of a decoder used alone never runs);
-* `tokens`: the rows of its first tensor input on each call (the tokens a
-  projection sees: batch x seq_len, or one per sequence for a pooler);
-* `flops`: the FLOPs FlopCounterMode attributes to it (its children included).
-
-Meta tensors carry shapes only, so the run costs neither memory nor arithmetic;
-models whose forward needs values fail, and the failure is returned as a reason.
+"""Run a model once under FlopCounterMode with a forward hook on every module, recording
+per module path: `calls` (runs: a shared ALBERT layer once per layer), `tokens` (rows of
+its first tensor input per call), `elems` and `flops` (children included). Meta tensors
+carry shapes only; a model whose forward needs values fails, and the reason is returned.
 """
 
 from __future__ import annotations
@@ -20,7 +10,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from llm_analysis.exact.flops import _custom_formulas, _reason, forward_only, model_device
+from llm_analysis.exact.flops import _reason, counted_forward, forward_inputs, model_device
 
 
 @dataclass
@@ -66,15 +56,6 @@ def _module_flops(counts: Dict[str, Dict[Any, int]], root: str) -> Dict[str, int
     return out
 
 
-def _attempts(batch: int, seq_len: int, device: str = "meta") -> List[Dict[str, Any]]:
-    import torch
-    ids = torch.zeros(batch, seq_len, dtype=torch.long, device=device)
-    # an all-ones mask keeps transformers from inspecting values (packed-sequence detection)
-    mask = torch.ones(batch, seq_len, dtype=torch.long, device=device)
-    return [dict(input_ids=ids, attention_mask=mask, use_cache=False), dict(input_ids=ids, use_cache=False),
-            dict(input_ids=ids, attention_mask=mask), dict(input_ids=ids)]
-
-
 @contextlib.contextmanager
 def _masks_built_without_reading_values() -> Iterator[None]:
     """transformers skips building an attention mask when it sees that no token is
@@ -98,18 +79,14 @@ def run_probe(model: Any, batch: int = 2, seq_len: int = 16) -> Tuple[Optional[P
 
 
 def _run_probe(model: Any, batch: int, seq_len: int) -> Tuple[Optional[Probe], Optional[str]]:
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
     model.eval()
     reasons = []
     # the model's device: meta, or the CPU for a small model whose forward reads values (cpu_verify.py)
-    for kwargs in _attempts(batch, seq_len, model_device(model)):
+    for kwargs in forward_inputs(batch, seq_len, model_device(model)):
         probe = Probe(batch, seq_len)
         handles = _hooks(model, probe)
-        counter = FlopCounterMode(display=False, custom_mapping=_custom_formulas())
         try:
-            with torch.no_grad(), forward_only(), counter:
-                model(**kwargs)
+            counter = counted_forward(model, kwargs)
         except Exception as exc:  # any failure of the model code on meta tensors
             reasons.append(_reason(exc))
             continue

@@ -1,21 +1,12 @@
-"""`ModuleTreeDescriber`: operator records from a derived description (derive.py).
+"""`ModuleTreeDescriber`: operator records from a derived description (derive.py). Torch-free.
 
-Torch-free. Each spec of the description becomes one `Operator` for any phase
-(prefill, decode, train) through the builders of `LayerDescriber`, so parameters,
-FLOPs, bytes, memory and time follow the engine's usual conventions:
-
-* a projection sees every token of the phase (`all`), one per sequence (`batch`,
-  a pooler), the logits positions (`logits`, the LM head) or, for routed experts,
-  top-k of E per token (`routed`: FLOPs of t*k tokens, parameters of all E);
-* tensor parallelism splits column-parallel projections by output, row-parallel
-  ones by input (Megatron), the vocabulary of embedding and head, and attention by
-  heads; a projection whose role is `unknown` makes tp_size > 1 a ConfigError;
-* a layer execution that does not own its parameters (ALBERT's shared layer run
-  again) has the same FLOPs and bytes read but adds no parameters or weight memory;
-* what a family changes is in the typed records of its specs (architectures/): the rows
-  of a `tokens` record (`RowSource`), an attention core's `variant` (`AttentionVariant`:
-  its pairs, FLOPs, cache, or its whole operator), a recurrent mixer's `state`
-  (architectures/recurrent_state.py).
+Each spec becomes one `Operator` per phase through `LayerDescriber`'s builders, so the
+engine's conventions hold. A projection sees `all` tokens, one per sequence (`batch`),
+the `logits` positions, or top-k of E per token (`routed`: FLOPs of t*k tokens,
+parameters of all E). TP splits column-parallel projections by output, row-parallel by
+input (Megatron), embedding and head by vocabulary, attention by heads; an `unknown`
+role refuses tp_size > 1. A shared layer run again adds no parameters. A family's
+changes are typed records (architectures/): `RowSource`, `AttentionVariant`, `state`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Parallel layouts a derived description can be split into (torch-free).
-
-A layout is refused (ConfigError naming the module, the value and what is valid)
-when a projection cannot be sharded: its tensor-parallel role is unknown or its
-sharded width is not divisible by tp_size, attention heads do not split, expert
-parallelism has no experts to split, or the pipeline has more stages than layers.
+"""Parallel layouts a derived description can be split into (torch-free): a ConfigError
+names the module, the value and what is valid.
 """
 
 from __future__ import annotations

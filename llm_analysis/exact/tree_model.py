@@ -1,12 +1,7 @@
-"""The `ModelConfig` that accompanies a derived description (torch-free).
-
-Parameters, FLOPs, bytes and the KV cache come from the description itself
-(`ModuleTreeDescriber`); the ModelConfig carries what the rest of the engine reads
-from a model's fields: its name, layer count, hidden width, heads, vocabulary and
-length (reports, collectives, the Korthikanti activation-memory estimate of
-training), the MLP width and experts (activation memory, active parameters) and the
-sliding-window layout (where decode steps stop growing). These are read from the
-description's first layer of each kind, so they describe a typical layer.
+"""The `ModelConfig` that accompanies a derived description (torch-free): the fields the
+rest of the engine reads (name, layers, widths, heads, vocabulary, length, MLP width,
+experts, sliding windows), from the first layer of each kind. Counts come from the
+description itself.
 """
 
 from __future__ import annotations

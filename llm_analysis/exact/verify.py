@@ -1,12 +1,7 @@
-"""Verify the engine's description of a Hugging Face config against the real model.
-
-`verify_hf_config(hf_config)` maps the config as the Hub import does (or takes the
-ModelConfig you give), builds the `transformers` model on the meta device, and
-compares parameters (total and per part) and the matmul FLOPs of one small
-prefill (FlopCounterMode). A difference raises `UnsupportedArchitectureError`
-naming the parts that differ and by how much. The verdict and the real model's
-figures are cached on disk (see cache.py): a second call with the same inputs reads
-one small JSON file and imports neither torch nor transformers.
+"""Verify the engine's (Hub import's) description of a config against the real model:
+parameters, total and per part, and one small prefill's matmul FLOPs (FlopCounterMode)
+of the transformers model on the meta device. A difference raises
+`UnsupportedArchitectureError` naming the parts; verdicts are cached (cache.py).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def test_deepseek_v2_default_config_refusal_names_the_field_and_the_valid_values
     # its parameters are defined, its FLOPs are not (transformers' topk(k=None) fails)
     import pytest
     transformers = pytest.importorskip("transformers")
-    from llm_analysis.exact.derive_refusals import missing_top_k
+    from llm_analysis.exact.derive_specs import missing_top_k
     why = missing_top_k(transformers.DeepseekV2Config())
     assert "num_experts_per_tok = None" in why and "from 1 to 64" in why
     assert missing_top_k(transformers.DeepseekV2Config(num_experts_per_tok=6)) is None

@@ -15,13 +15,9 @@ DeepSeek-V4 (transformers 5.23 `DeepseekV4Attention`, models/deepseek_v4; the V4
   floor(L / m) entries and masks the rest.
 
 So the core and the scorer compute q_len x (window keys + floor(L / m)) and
-q_len x floor(L / m) pairs per head: a step function of the length (zero below m tokens),
-which no per-pair or per-token operator carries. Fitted as a wider score per pair instead
-(exact only when L / m is whole), the HCA entries and the scorer's growth were missed: at
-1024 tokens FlopCounterMode counted 109,253,230,592 FLOPs more than such a description of
-the default config (23 HCA cores x 1,073,741,824 = 8 entries x 1024 queries x 64 heads x 2 x
-(512 + 512), and 20 scorers x 4,227,858,432 = 2 x 1024 x 64 x 128 x (256 - the 4 entries per
-query fitted at the probe)).
+q_len x floor(L / m) pairs per head: a step function of the length (zero below m tokens)
+that no per-pair or per-token operator carries (fitted as a wider score per pair, the
+default config missed 109,253,230,592 FLOPs at 1024 tokens).
 
 Described here as the `CompressedKeys` variant of the attention core (the scorer is a core
 with `only` the compressed keys and no value matmul):

@@ -1,23 +1,12 @@
 """What a family's rule can change in the exact path, and the typed records it writes.
 
-A family that needs its own rule registers, per transformers class it handles, a
-`ClassRule` (architectures/__init__.py keeps them by class name). Each hook is optional:
-
-* `specs(rel, module, fresh, calls, parent)`: the specs of a module of that class (a
-  recurrent mixer, a state-keeping convolution), or None to leave it to the generic walk;
-  `rel` its path in its layer, `fresh` its new parameters, `calls` its runs per layer
-  execution, `parent` the module holding it;
-* `child_specs(...)`: the same for the children of a module of that class (ZAYA's
-  convolutions inside its CCA projection);
-* `attention_core(core, module, cfg, layer_index)`: the attention core the generic walk read
-  in a module of that class, with the family's `AttentionVariant` (its pairs, FLOPs, cache);
-* `model(lm, cfg, probe, module)`: a `ModelRule` when a module of that class is in the model
-  (`module`: the first one): what the family changes in the walk over the whole model.
-
-The records a family puts into a description are frozen dataclasses with typed fields: a
-`RowSource` (below) as a spec's `tokens`, an `AttentionVariant` (below) as an attention
-core's `variant`, a `RecurrentState` (recurrent_state.py) as a state spec's `state`.
-records.py writes them to the cached JSON and reads them back. Torch-free.
+A family registers a `ClassRule` per transformers class it handles; each hook is optional:
+`specs(rel, module, fresh, calls, parent)` gives a module's specs (None: the generic walk
+reads it); `child_specs` the same for the children of such a module (ZAYA's CCA
+convolutions); `attention_core` adds the family's `AttentionVariant` to a core; `model`
+makes a `ModelRule` when the class is in the model. Records in a description (`RowSource`
+tokens, `AttentionVariant`, `RecurrentState`) are frozen dataclasses that records.py
+writes to JSON and reads back. Torch-free.
 """
 
 from __future__ import annotations

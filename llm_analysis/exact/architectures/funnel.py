@@ -34,11 +34,8 @@ stage:
   positions: with separate_cls and truncate_seq, 2..2^(blocks-1) tokens) fails in
   transformers and is refused.
 
-Options the description does not carry are refused: `block_repeats` other than 1 (a
-repeated layer would run pooled once, then unpooled). A decode step has no meaning for this
-encoder-only model (the library generates no tokens with one); a phase continuing a context
-is refused all the same. Everything is verified like any derived description (per module at
-the probe, in total at the long probe).
+Refused: `block_repeats` other than 1 (a repeated layer would run pooled once, then
+unpooled) and a phase continuing a context (an encoder has no decode step).
 """
 
 from __future__ import annotations
@@ -50,8 +47,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from llm_analysis.errors import UnsupportedArchitectureError
 from llm_analysis.exact.architectures.family import AttentionVariant, ClassRule, ModelRule, RowSource
 from llm_analysis.exact.architectures.records import kind_signature
-from llm_analysis.exact.derive_roles import assign_tp_roles, block_group
-from llm_analysis.exact.derive_specs import module_specs, new_params
+from llm_analysis.exact.derive_specs import assign_tp_roles, block_group, module_specs, new_params
 
 _LINEAR_OPS = ("linear", "conv")
 

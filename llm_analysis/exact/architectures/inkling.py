@@ -24,7 +24,7 @@ Inkling2's full-attention layers convolve keys and values with per-token taps
 multiply-and-sum over an unfolded window, which FlopCounterMode does not count (0 FLOPs,
 prefill and decode); its state is the same k float32 inputs per channel. The site's block
 (attention or MLP) is read from its path as the generic walk reads a projection's
-(derive_roles.block_group): state and timing are filed under it.
+(derive_specs.block_group): state and timing are filed under it.
 
 Block attention residuals (Block AttnRes, "Attention Residuals", MoonshotAI, 2026;
 repository MoonshotAI/Attention-Residuals) replace the residual sum with a softmax attention
@@ -50,7 +50,7 @@ from typing import Any, Dict, List
 from llm_analysis.exact.architectures.family import ClassRule
 from llm_analysis.exact.architectures.recurrent_state import (RecurrentState, ShortConvolution, StatePart,
                                                               elementwise_specs, mixer_spec, state_spec)
-from llm_analysis.exact.derive_roles import block_group
+from llm_analysis.exact.derive_specs import block_group
 
 _SOURCE = "short causal convolution of transformers' Inkling / Inkling2"
 

@@ -18,13 +18,10 @@ window of w keys on either side (w = `attention_window / 2`, the module's
   the values: 2 x heads x (L/w) x w x 3w x d_v FLOPs per sequence
   (`_sliding_chunks_matmul_attn_probs_value`).
 
-Global attention (tokens chosen by the caller's `global_attention_mask`) is not part
-of the description: a forward without that mask (the masked-LM call this describes)
-has none. Longformer is an encoder: it has no decode step, and the analysis treats it
-as it treats every encoder (inference/run.py: one forward pass, num_tokens_to_generate
-> 1 refused, no decode time); the placeholder step with cached context it still builds
-for the decode-activation bound is left unpadded and its core read as the encoders'
-eager one (one query against every key, more than the 2w + 1 a chunk holds).
+Global attention (the caller's `global_attention_mask`) is not described: the
+masked-LM call has none. As an encoder it has no decode step (inference/run.py); the
+placeholder step with cached context built for the decode-activation bound is left
+unpadded, its core read as the encoders' eager one.
 """
 
 from __future__ import annotations

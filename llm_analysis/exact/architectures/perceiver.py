@@ -5,10 +5,8 @@ over the input tokens: an encoder layer cross-attends from a fixed array of N le
 latents (config.num_latents) to the inputs, a stack of self-attention layers runs on
 the latents only (num_self_attends_per_block layers, applied num_blocks times with the
 same weights), and a decoder layer cross-attends from a fixed set of M output queries
-back to the latents. transformers' PerceiverForMaskedLM queries M =
-max_position_embeddings positions whatever the input length (its trainable output
-position encoding), and its logits are M rows per sequence. Work therefore scales
-with N x seq (encoder cross-attention) and not with seq^2.
+back to the latents (PerceiverForMaskedLM: M = max_position_embeddings whatever the
+input length, so its logits are M rows per sequence). Work scales with N x seq, not seq^2.
 
 The family changes the generic walk (derive.py) in three places (`_LatentModel`):
 * the layers: both cross-attention layers and the latent stack;
@@ -24,9 +22,8 @@ The family changes the generic walk (derive.py) in three places (`_LatentModel`)
   cross-attention from N latents to s tokens is N x s per head, not s^2. Any other
   computing module among them is a `row_flops` spec per fixed row (the MLM head's matmul
   with the input embedding).
-A phase continuing a context is refused: the encoder-only model has no decode step; so is
-an input longer than the learned input position table (`max_seq_len`). Verification is the
-usual one: per module at the probe, in total at the long probe.
+A phase continuing a context (no decode step) and an input longer than the learned
+position table (`max_seq_len`) are refused.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The JSON form of the typed records families write into descriptions.
-
-A description is cached as JSON (cache.py, entry.py); the records in it (token sources,
-attention variants, recurrent states: family.py) are frozen dataclasses and enums. A
-record is written as {"record": its class name, field: value, ...}, an enum member as
-{"record": its class name, "value": its value}; reading one back needs the record classes
-by name, which the registry collects from the families (architectures/__init__.py).
+"""The JSON form of the typed records (family.py) in a cached description: a record is
+{"record": class name, field: value, ...}, an enum member {"record": class name, "value": v};
+reading back takes the classes by name (architectures/__init__.py).
 """
 
 from __future__ import annotations

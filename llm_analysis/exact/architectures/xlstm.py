@@ -1,15 +1,11 @@
 """xLSTM's mLSTM cell: its specs and its FLOPs.
 
-transformers' xLSTM (Beck et al. 2024, arXiv 2405.04517) runs its sequence mixing in
-`mlstm_layer.mlstm_backend` (xLSTMBackend), a module without parameters whose forward
-calls pure-torch kernels (when the external `xlstm` package is absent): the chunkwise
-form for whole chunks, then a token-by-token recurrence for what is left. FlopCounterMode
-counts their matmuls, which the generic walk cannot explain: the backend has neither
-projections of its own nor an attention core (no query-key matrix over the whole
-sequence; its work grows with the chunk, not with the context). It is described as a
-`state` spec whose recurrence is an `MlstmCell`, and whose parts are the state
-transformers' xLSTMCache keeps per layer and sequence: C (heads x d_qk x d_v), n (heads x
-d_qk) and m (heads), allocated at the model's dtype (the KV-cache dtype here).
+transformers' xLSTM (Beck et al. 2024, arXiv 2405.04517) mixes the sequence in
+`mlstm_layer.mlstm_backend`, a parameter-free module running pure-torch kernels (without
+the external `xlstm` package) whose matmuls are neither projections nor an attention
+core. It is a `state` spec with an `MlstmCell` recurrence; its parts are what xLSTMCache
+keeps per layer and sequence: C (heads x d_qk x d_v), n (heads x d_qk), m (heads), at
+the model's dtype (the KV-cache dtype here).
 
 Only the "inference" mode (the default config's) is described: the "train" modes refuse
 lengths that are not whole chunks or cannot return the state, so they are refused here

@@ -31,9 +31,6 @@ the KV cache: the last c columns of [q, k] per channel (the convolutions' input)
 delayed value of the last token (G d / 2), in the model dtype as transformers' cache holds
 them. The attention core after it is the usual one (its KV cache holds the full keys and
 values, G x 2d per token).
-
-Everything is verified against the model's parameters and FlopCounterMode per module,
-at the probe and the long probe, like every derived description.
 """
 
 from __future__ import annotations
