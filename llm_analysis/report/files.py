@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from llm_analysis.errors import ConfigError
+from llm_analysis.model import LayerDescriber
 
 
 def atomic_write(path: Path, write: Callable[[str], None]) -> str:
@@ -94,10 +95,16 @@ def _run_part(kind: str, summary: Optional[Dict[str, Any]]) -> Optional[str]:
     return None
 
 
+def described_by(analysis) -> list:
+    """[the analysis class' name] when its own describer counts the model (a custom architecture, an exact
+    description), else []: a custom run and a stock one of the same setup must not write the same files."""
+    return [] if analysis.describer_class is LayerDescriber else [safe_name(type(analysis).__name__)]
+
+
 def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Dict[str, Any]] = None) -> str:
     """The common stem of every output file of one run, from its setup:
 
-    `<model>-<gpu>-<dtype>-tp<t>-pp<p>-dp<d>-ep<e>-sp<s>-fe<flops eff>-hbme<HBM eff>
+    `<model>[-<analysis class>]-<gpu>-<dtype>-tp<t>-pp<p>-dp<d>-ep<e>-sp<s>-fe<flops eff>-hbme<HBM eff>
     [-tflops<achieved>][-bw<achieved GB/s>][-calibrated]-<kind>[-bs<batch>-seq<len>...][-<suffix>]`,
     with every character outside [A-Za-z0-9._+=-] replaced by '_'. `-calibrated`: times from the calibrated model,
     whose efficiencies are its profile's, not fe / hbme (a calibrated run and a roofline one of the same command had
@@ -105,7 +112,7 @@ def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Di
     whatever the model (under the calibrated one those of its roofline lower bounds, the JSON's `lower_bound_*`);
     the names stay what the mirrored system's are, for scripts that find the files by them."""
     p = analysis.parallelism_config
-    parts = [safe_name(analysis.model_config.name), safe_name(analysis.gpu_config.name),
+    parts = [safe_name(analysis.model_config.name), *described_by(analysis), safe_name(analysis.gpu_config.name),
              safe_name(analysis.dtype_config.name),
              f"tp{p.tp_size}-pp{p.pp_size}-dp{p.dp_size}-ep{p.ep_size}-sp{p.sp_size}"
              + (f"-cp{p.cp_size}" if p.cp_size > 1 else ""),

@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.quantities.setup_entries import calibrated_rate_entries
-from llm_analysis.report.files import atomic_write_text, output_directory, output_file_stem, safe_name
+from llm_analysis.report.files import atomic_write_text, described_by, output_directory, output_file_stem, safe_name
 from llm_analysis.report.units import fmt, format_bytes, format_count, format_number, format_seconds, unit_of
 
 logger = logging.getLogger(__name__)
@@ -103,6 +103,13 @@ _LOWER_BOUND_KEYS = ("lower_bound_flops_efficiency", "lower_bound_hbm_memory_eff
                      "lower_bound_memory_bandwidth_GBs")
 
 
+def _analysis_class(analysis) -> Dict[str, str]:
+    """{"analysis_class": name} for a run whose own describer counts the model (a subclass' custom layers, an
+    exact description): a script reproducing it from `setup` needs that class, not LLMAnalysis."""
+    named = described_by(analysis)
+    return {"analysis_class": type(analysis).__name__} if named else {}
+
+
 def setup_dict(analysis, summary: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """What the analysis ran on: names, layout and efficiencies (for the JSON files).
 
@@ -113,7 +120,7 @@ def setup_dict(analysis, summary: Optional[Dict[str, Any]] = None) -> Dict[str, 
     p = analysis.parallelism_config
     setup = {
         "model_name": analysis.model_config.name, "gpu_name": analysis.gpu_config.name,
-        "dtype_name": analysis.dtype_config.name,
+        "dtype_name": analysis.dtype_config.name, **_analysis_class(analysis),
         "tp_size": p.tp_size, "pp_size": p.pp_size, "dp_size": p.dp_size, "ep_size": p.ep_size,
         "sp_size": p.sp_size,
         "flops_efficiency": analysis.flops_efficiency, "hbm_memory_efficiency": analysis.hbm_memory_efficiency,

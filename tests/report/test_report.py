@@ -206,3 +206,25 @@ def test_a_calibrated_run_and_a_roofline_one_write_different_files(tmp_path):
             batch_size_per_gpu=8, output_dir=str(tmp_path))
     names = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json")
     assert len(names) == 2 and sum("-calibrated-" in n for n in names) == 1, names
+
+
+def test_a_custom_architecture_writes_its_own_files_and_names_its_class(tmp_path):
+    # A subclass' describer counts another model than the stock one (examples/custom_architecture.py: an adapter
+    # after each MLP): in a base-vs-custom loop the second run must not overwrite the first's files, and the
+    # written setup must name the class a script needs to reproduce it.
+    import importlib.util
+    path = Path(__file__).resolve().parents[2] / "examples" / "custom_architecture.py"
+    spec = importlib.util.spec_from_file_location("custom_architecture_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    kw = dict(batch_size_per_gpu=1, seq_len=100, num_tokens_to_generate=4, output_dir=str(tmp_path))
+    example.AdapterLLMAnalysis("meta-llama/Llama-3.1-8B", "h100-sxm-80gb").inference(**kw)
+    LLMAnalysis("meta-llama/Llama-3.1-8B", "h100-sxm-80gb").inference(**kw)
+    written = sorted(tmp_path.glob("*.json"))
+    assert len(written) == 2
+    setups = {p.name: json.loads(p.read_text())["setup"] for p in written}
+    custom = [n for n, s in setups.items() if s.get("analysis_class") == "AdapterLLMAnalysis"]
+    assert len(custom) == 1 and "AdapterLLMAnalysis" in custom[0]
+    stock = [n for n, s in setups.items() if "analysis_class" not in s]  # the mirrored names, unchanged
+    assert stock == ["meta-llama_Llama-3.1-8B-h100-sxm-80gb-w16a16e16-tp1-pp1-dp1-ep1-sp1-fe1-hbme1-inference-bs1-"
+                     "seq100-gen4.json"]
