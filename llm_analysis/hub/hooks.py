@@ -1,9 +1,7 @@
-"""Named hooks of the Hub family table: the few architecture details that are not
-"read a key into a field" (each cites the transformers modelling code it follows).
-
-A hook is a step `(src, fields, what) -> None` that edits the fields of one config,
-or a `Reader` for the fields it yields. Raw-dict hooks (`src.obj is None`) redo what
-the transformers config class would have derived when the library cannot build it.
+"""Named hooks of the Hub family table: the architecture details that are not "read a key into a field",
+each citing the transformers modelling code it follows. A hook is a step `(src, fields, what) -> None`
+editing the fields, or a `Reader`. Raw-dict hooks (`src.obj is None`) redo what the transformers config
+class would have derived when the library cannot build it.
 """
 
 from __future__ import annotations
