@@ -1,18 +1,13 @@
-"""Fetch a model's `config.json` from the Hugging Face Hub with `huggingface_hub`.
+"""Fetch a model's `config.json` from the Hugging Face Hub with `huggingface_hub` (imported only when a
+download is asked for). `hf_hub_download` honours `HF_TOKEN`, `HF_ENDPOINT`, `HF_HUB_OFFLINE`,
+`HF_HOME`/`HF_HUB_CACHE` and the standard cache. Every failure becomes a `HubImportError` subclass naming
+the model id and revision, with a hint on what to do, not chained (`raise ... from None`).
 
-`hf_hub_download` honours `HF_TOKEN`, `HF_ENDPOINT`, `HF_HUB_OFFLINE`,
-`HF_HOME`/`HF_HUB_CACHE` and the standard cache. Every failure becomes a
-`HubImportError` subclass naming the model id and revision, with a hint on what to do;
-tracebacks from inside `huggingface_hub` are not chained (`raise ... from None`).
-`huggingface_hub` is imported only when a download is asked for (start-up time).
-
-Bounded wait: `hf_hub_download` retries a failed metadata request (timeouts, network
-errors, HTTP 5xx) with exponential back-off and a 60 s timeout when nothing is cached,
-about 23 s of retries on a Hub that refuses connections. We first ask for the file's
-metadata once (`get_hf_file_metadata`, no retries) with the timeout `hub_timeout_s()`
-(`LLM_ANALYSIS_HUB_TIMEOUT`, else huggingface_hub's `HF_HUB_ETAG_TIMEOUT`, default 10 s);
-when that fails transiently the cached copy is used if there is one, otherwise one error
-states the wait. The download itself stays `hf_hub_download` (cache, token, endpoint).
+Bounded wait: `hf_hub_download` retries a failed metadata request (timeouts, network errors, HTTP 5xx)
+with exponential back-off and a 60 s timeout when nothing is cached, about 23 s of retries on a Hub that
+refuses connections. We first ask for the file's metadata once (`get_hf_file_metadata`, no retries) with
+the timeout `hub_timeout_s()`; when that fails transiently the cached copy is used if there is one,
+otherwise one error states the wait.
 """
 
 from __future__ import annotations

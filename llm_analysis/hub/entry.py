@@ -1,28 +1,15 @@
 """Import a model's shapes from a Hugging Face `config.json`: the public entry points.
 
-`get_model_config_from_hf` downloads `config.json` with
-`huggingface_hub.hf_hub_download` (which honours `HF_TOKEN`, `HF_ENDPOINT`,
-`HF_HUB_OFFLINE`, `HF_HOME`/`HF_HUB_CACHE` and the standard cache) and maps it to a
-`ModelConfig`. When `transformers` knows the `model_type`, the dict is first turned
-into the library's own config class (`CONFIG_MAPPING[model_type].from_dict`), so the
-defaults the real model code would use are filled in (e.g. Gemma 3's `text_config`
-lists only what differs from `Gemma3TextConfig`); otherwise the raw JSON is mapped.
-No code from a repository is ever run unless `trust_remote_code=True`.
+`get_model_config_from_hf` downloads `config.json` (hub/download.py) and maps it to a `ModelConfig`
+(hub/mapping.py). When `transformers` knows the `model_type`, the dict is first turned into the library's
+own config class, so the defaults the real model code would use are filled in (e.g. Gemma 3's
+`text_config` lists only what differs from `Gemma3TextConfig`). No code from a repository is run unless
+`trust_remote_code=True`. Every failure raises a `HubImportError` subclass naming the model id and
+revision. Neither library is imported at module import time.
 
-The mapping is a table with one row per family (`hub/families/`, keyed by
-`model_type`), derived from the modelling code of `transformers`: which projections
-carry biases, how many norms a block has, whether the MLP is gated, which layers are
-MoE or slide. Anything the `ModelConfig` fields cannot describe exactly raises
-`UnmappableConfig` rather than being approximated silently.
-
-Every failure raises a `HubImportError` subclass whose message names the model id
-and revision; tracebacks from inside `huggingface_hub`/`transformers` are not chained
-(`raise ... from None`). Neither library is imported at module import time.
-
-Layout (in `hub/`): `errors` (error classes) <- `download` (fetch) and `source`
-(reading a config) <- `spec` (table vocabulary) <- `hooks` <- `families/` (the table:
-rows by kind, merged in `families/table.py`) and `model_class` (which transformers class a
-config is counted as: multimodal wrappers, masked-LM heads) <- `mapping` (driver) <- this module.
+Layout (in `hub/`): `errors` <- `download` (fetch) and `source` (reading a config) <- `spec` (table
+vocabulary) <- `hooks` <- `families/` (the table, rows by kind) and `model_class` (which transformers class
+a config is counted as) <- `mapping` (driver) <- this module.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""The generic mapping of a `model_type` without a family row: it maps a config only
-when the config is exactly the shape it knows, and refuses otherwise.
-
-The shape it knows is the Llama decoder (transformers' LlamaDecoderLayer): pre-norm
-RMSNorm without bias, q/k/v/o projections (GQA), a gated SiLU MLP (or Mixtral-style
-full-router experts on every layer), rotary positions. A config is that shape when
-1. every key it holds (in config.json, and in the transformers config object's
-   defaults) is either a key this mapping reads or one known to change neither the
-   parameters nor the matmul FLOPs (`HARMLESS_KEYS`, `HARMLESS_IF` for keys harmless
-   only at some values), and
-2. its model_type is not one of the types whose modelling code differs from Llama
-   although their keys look the same (`NOT_LLAMA_SHAPED`, measured against the meta
-   model of every text model type of transformers by tests/hub/test_architecture_coverage.py).
-Anything else raises `UnsupportedArchitecture` naming the keys or features it does not
-model and pointing at the `[exact]` extra; no number is guessed.
+"""The generic mapping of a `model_type` without a family row: it maps a config only when it is exactly
+the Llama decoder (LlamaDecoderLayer: pre-norm RMSNorm without bias, q/k/v/o projections with GQA, a gated
+SiLU MLP or Mixtral-style experts on every layer, rotary positions), that is when
+1. every key it holds (in config.json and in the config object's defaults) is one this mapping reads or
+   one known to change neither the parameters nor the matmul FLOPs (`HARMLESS_KEYS`, `HARMLESS_IF`), and
+2. its model_type is not one whose modelling code differs from Llama although its keys look the same
+   (`NOT_LLAMA_SHAPED`, measured by tests/hub/test_architecture_coverage.py).
+Anything else raises `UnsupportedArchitecture` naming what it does not model and pointing at the `[exact]`
+extra; no number is guessed.
 """
 
 from __future__ import annotations

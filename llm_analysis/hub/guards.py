@@ -1,11 +1,8 @@
-"""Checks every family row passes after its fields are read: config keys that change
-the shapes in any transformers model that honours them, which a row may not read.
-
-Found by the varied-config check (scripts/generate_variant_truth.py, issue 14): a
-family row maps the keys its default config uses; a published checkpoint may set
-one more, e.g. `add_cross_attention` on a GPT-2 decoder (GPT2Block then holds a
-cross-attention block and its LayerNorm). A row that does not model such a key must
-refuse it, naming the key and the value, rather than count without it.
+"""Checks every family row passes after its fields are read: config keys that change the shapes in any
+transformers model that honours them, which a row may not read. Found by the varied-config check
+(scripts/generate_variant_truth.py, issue 14): a published checkpoint may set e.g. `add_cross_attention` on
+a GPT-2 decoder (GPT2Block then holds a cross-attention block); a row that does not model such a key must
+refuse it rather than count without it.
 """
 
 from __future__ import annotations

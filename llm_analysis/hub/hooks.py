@@ -1,9 +1,7 @@
-"""Named hooks of the Hub family table: the few architecture details that are not
-"read a key into a field" (each cites the transformers modelling code it follows).
-
-A hook is a step `(src, fields, what) -> None` that edits the fields of one config,
-or a `Reader` for the fields it yields. Raw-dict hooks (`src.obj is None`) redo what
-the transformers config class would have derived when the library cannot build it.
+"""Named hooks of the Hub family table: the architecture details that are not "read a key into a field",
+each citing the transformers modelling code it follows. A hook is a step `(src, fields, what) -> None`
+editing the fields, or a `Reader`. Raw-dict hooks (`src.obj is None`) redo what the transformers config
+class would have derived when the library cannot build it.
 """
 
 from __future__ import annotations
@@ -91,13 +89,10 @@ def falcon_decoder_architecture(src: Src, f: Fields, what: str) -> None:
         kv = 1
     else:
         kv = heads
-    num_ln = src.opt_int("num_ln_in_parallel_attn", default=None)
-    if num_ln is None and new_arch:
-        num_ln = 2  # FalconDecoderLayer's default for the new decoder architecture
-    if not parallel:
-        norms = 2  # input_layernorm + post_attention_layernorm
-    else:
-        norms = 2 if num_ln == 2 else 1  # ln_attn + ln_mlp, or one shared input_layernorm
+    # FalconDecoderLayer's default for the new decoder architecture: 2
+    num_ln = src.opt_int("num_ln_in_parallel_attn", default=2 if new_arch else None)
+    # sequential: input_layernorm + post_attention_layernorm; parallel: ln_attn + ln_mlp, or one shared norm
+    norms = 2 if not parallel or num_ln == 2 else 1
     f.update(num_key_value_heads=kv, parallel_attn_mlp=parallel or new_arch,
              num_norms_per_layer=norms)
 

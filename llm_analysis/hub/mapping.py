@@ -1,11 +1,9 @@
-"""Map a Hugging Face config (dict, plus the transformers config object when the
-library can build it) to a ModelConfig: unwrap multimodal configs to their language
-model where the class a user loads reads it alone (else refuse: hub/model_class.py), pick
-the family row of `hub/families/table.py` by `model_type` (or the generic mapping), read
-the fields (with the masked-LM head when `architectures` names that class), and validate them.
-
-Anything the ModelConfig fields cannot describe exactly raises `UnmappableConfig`
-rather than being approximated silently; malformed attribute values too.
+"""Map a Hugging Face config (dict, plus the transformers config object when the library can build it)
+to a ModelConfig: unwrap a multimodal config to its language model where the class a user loads reads it
+alone (else refuse: hub/model_class.py), pick the family row by `model_type` (or the generic mapping),
+read the fields (with the masked-LM head when `architectures` names that class) and validate them.
+Anything the ModelConfig fields cannot describe exactly, or a malformed value, raises `UnmappableConfig`
+rather than being approximated silently.
 """
 
 from __future__ import annotations
@@ -32,11 +30,9 @@ __all__ = ["map_hf_config", "map_generic"]
 
 def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
                     ) -> Tuple[Any, Dict[str, Any], Optional[str], Optional[Dict[str, Any]]]:
-    """(config object, raw dict, model_type, vision tower fields or None) of the part to map:
-    the config itself, or the language model (`text_config`) of a multimodal wrapper whose
-    loaded class reads the language model alone (hub/model_class.py), or holds beside it
-    only a vision tower hub/vision.py describes (then its fields come along); a wrapper whose
-    class also holds another tower, audio encoder or image tokenizer is refused."""
+    """(config object, raw dict, model_type, vision tower fields or None) of the part to map: the config
+    itself, or the `text_config` of a multimodal wrapper whose loaded class reads it alone or holds beside
+    it only a vision tower hub/vision.py describes; a wrapper whose class holds other parts is refused."""
     model_type = d.get("model_type")
     mt = getattr(obj, "model_type", None) or model_type
     text_cfg = getattr(obj, "text_config", None) if obj is not None else None
@@ -70,8 +66,7 @@ def _language_model(d: Dict[str, Any], obj: Any, *, name: str, what: str
 
 
 def _read_fields(src: Src, mt: Any, model_type: Any, what: str, raw_top: Dict[str, Any]) -> Fields:
-    """The fields of the family row of `mt` (or the generic mapping); `raw_top`: the config as
-    given (its `architectures` names the class counted)."""
+    """The fields of the family row of `mt` (or the generic mapping); `raw_top`: the config as given."""
     family = FAMILIES.get(mt) if isinstance(mt, str) else None
     try:
         fields = read_family(family, src, what) if family else map_generic(src, what)
@@ -101,10 +96,9 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str, raw_top: Dict[st
 
 
 def checkpoint_weight_format(d: Dict[str, Any]) -> Optional[str]:
-    """The weight format a checkpoint's config states in its quantization_config (top level, or a
-    multimodal wrapper's text_config): transformers' Mxfp4Config (quant_method "mxfp4", gpt-oss), ModelOpt
-    (quant_method "modelopt", quant_algo "NVFP4"), FineGrainedFP8Config (quant_method "fp8"); None for
-    anything else (mixed precision, compressed-tensors schemes, no quantisation)."""
+    """The weight format a checkpoint's quantization_config states (top level, or a wrapper's text_config):
+    Mxfp4Config (quant_method "mxfp4", gpt-oss), ModelOpt (quant_method "modelopt", quant_algo "NVFP4"),
+    FineGrainedFP8Config (quant_method "fp8"); None for anything else (mixed precision, compressed-tensors)."""
     q = d.get("quantization_config")
     if not isinstance(q, dict) and isinstance(d.get("text_config"), dict):
         q = d["text_config"].get("quantization_config")
@@ -121,8 +115,7 @@ def checkpoint_weight_format(d: Dict[str, Any]) -> Optional[str]:
 
 
 def _remote_code_hint(d: Dict[str, Any], name: str) -> Optional[str]:
-    """What to do when a config that ships its own code (auto_map) could not be mapped
-    from its raw keys: its meaning is in that code, which is not run by default."""
+    """What to do when a config that ships its own code (auto_map, not run by default) could not be mapped."""
     auto_map = d.get("auto_map")
     if not isinstance(auto_map, dict) or not auto_map:
         return None
@@ -153,7 +146,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
         raise type(exc)(f"{str(exc).rstrip('.')}. {hint}") from None
     _count_the_named_decoder_class(d, raw, fields, mt, what)
     top_tie = d.get("tie_word_embeddings")
-    if tower is not None and wrapper_obj is not None:  # the wrapper's class is loaded: its config's flag, defaults filled
+    if tower is not None and wrapper_obj is not None:  # the wrapper's class is loaded: its flag, defaults filled
         top_tie = getattr(wrapper_obj, "tie_word_embeddings", top_tie)
     if top_tie is not None and raw is not d and fields.get("lm_head", True):  # no head: no tie to decide
         text_tie = raw.get("tie_word_embeddings")
@@ -187,10 +180,9 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
 
 def _count_the_named_decoder_class(d: Dict[str, Any], raw: Dict[str, Any], fields: Fields, mt: Any,
                                    what: str) -> None:
-    """A decoder is counted as the class its `architectures` names (docs/hub-import.md): the bare
-    model (Qwen3Model) without the LM head; a task head (Qwen3ForSequenceClassification) is refused.
-    Encoders (their own pooler / masked-LM rules), encoder-decoders and multimodal wrappers (their
-    class is chosen in `_language_model`) are left as they are."""
+    """A decoder is counted as the class its `architectures` names (docs/hub-import.md): the bare model
+    (Qwen3Model) without the LM head; a task head is refused. Encoders, encoder-decoders and multimodal
+    wrappers (their class is chosen in `_language_model`) are left as they are."""
     if raw is not d or fields.get("encoder_only") or fields.get("cross_attention") or not fields.get("lm_head", True):
         return
     named = named_decoder_class(d, mt)
@@ -203,9 +195,8 @@ def _count_the_named_decoder_class(d: Dict[str, Any], raw: Dict[str, Any], field
 
 
 def _warn_decoder_of_encoder_decoder(d: Dict[str, Any], fields: Fields, what: str) -> None:
-    """An encoder-decoder config maps to its decoder (docs/hub-import.md); when its `architectures` names the
-    whole model (BartForConditionalGeneration, WhisperForConditionalGeneration), what that class holds beyond
-    the decoder, the encoder, is not counted: say so rather than count it silently short."""
+    """An encoder-decoder config maps to its decoder (docs/hub-import.md); when `architectures` names the whole
+    model (BartForConditionalGeneration), say that its encoder is not counted rather than count silently short."""
     arch = d.get("architectures")
     named = arch[0] if isinstance(arch, (list, tuple)) and arch and isinstance(arch[0], str) else None
     if fields.get("cross_attention") and named and not named.endswith("ForCausalLM"):
@@ -224,10 +215,6 @@ RESIDUAL_DROPOUT_KEYS = ("resid_pdrop", "hidden_dropout", "hidden_dropout_prob",
 
 def residual_dropout(src: Src) -> bool:
     """Whether training stores residual dropout masks: a positive probability under one of
-    RESIDUAL_DROPOUT_KEYS (as the configuration class fills it in). At probability 0 PyTorch's dropout
-    returns its input and keeps no mask."""
-    for key in RESIDUAL_DROPOUT_KEYS:
-        value = src.get(key, default=None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return True
-    return False
+    RESIDUAL_DROPOUT_KEYS (at probability 0 PyTorch's dropout returns its input and keeps no mask)."""
+    values = (src.get(key, default=None) for key in RESIDUAL_DROPOUT_KEYS)
+    return any(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)

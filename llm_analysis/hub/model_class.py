@@ -1,20 +1,10 @@
-"""Which transformers class a user loads for a config, and what it holds beyond a
-language model.
+"""Which transformers class a user loads for a config, and what it holds beyond a language model.
 
-The count must be that of the model a user puts on the GPU: the class the config's
-`architectures` names (what `from_pretrained` of the checkpoint builds), else the one
-transformers' Auto classes pick for generation (`AutoModelForCausalLM`, then
-`AutoModelForImageTextToText`, then `AutoModelForMaskedLM`, then `AutoModel`).
-
-A multimodal wrapper (`text_config` plus `vision_config` / `audio_config` / `vq_config`)
-is counted by its language model only when that class is a text-only class (its
-`config_class` is not the wrapper's config class: e.g. `Qwen3_5ForCausalLM`, which reads
-`text_config` alone). A class that takes the whole wrapper config (a `*ForConditionalGeneration`)
-is counted whole where its tower is described (hub/vision.py: Qwen3-VL, Qwen3.5, Gemma 3 and 4,
-Kimi-K2.5, Llama 4); otherwise it holds parts beyond the language model that ModelConfig does not
-describe, so the config is refused (`towers_refusal`) rather than counted without them (Fuyu,
-whose parts beside the decoder have no sub-config, is refused by its row in families/refused.py).
-
+The count is that of the model a user puts on the GPU: the class the config's `architectures` names, else
+the one transformers' Auto classes pick for generation (causal LM, then image-text-to-text, masked LM, bare
+model). A multimodal wrapper is counted by its language model only when that class reads `text_config`
+alone (e.g. `Qwen3_5ForCausalLM`); a class that takes the whole wrapper config is counted whole where
+hub/vision.py describes its tower, else refused (`towers_refusal`) rather than counted without its parts.
 `transformers` is imported only when a wrapper is met (start-up time).
 """
 
@@ -43,20 +33,12 @@ _AUTO_MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_
 
 
 def non_text_parts(d: Dict[str, Any], obj: Any) -> List[str]:
-    """The keys of NON_TEXT_PARTS the config sets (in the raw dict, or filled in by the
-    transformers config class)."""
-    found = []
-    for key in NON_TEXT_PARTS:
-        raw = d.get(key)
-        filled = getattr(obj, key, None) if obj is not None else None
-        if raw or filled is not None:
-            found.append(key)
-    return found
+    """The keys of NON_TEXT_PARTS the config sets (raw, or filled in by the transformers config class)."""
+    return [key for key in NON_TEXT_PARTS if d.get(key) or getattr(obj, key, None) is not None]
 
 
 def loaded_class_name(d: Dict[str, Any]) -> Optional[str]:
-    """The class a user loads: the first of `architectures`, else the Auto mapping's
-    choice for the config's model_type; None when neither names one."""
+    """The first of `architectures`, else the Auto mappings' choice for the model_type; None: neither names one."""
     arch = d.get("architectures")
     if isinstance(arch, (list, tuple)) and arch and isinstance(arch[0], str):
         return arch[0]
@@ -75,10 +57,9 @@ def loaded_class_name(d: Dict[str, Any]) -> Optional[str]:
 
 
 def loaded_class_takes_wrapper(class_name: Optional[str], wrapper_obj: Any) -> bool:
-    """True unless transformers' class `class_name` is known to read the language model's
-    config alone (its `config_class` differs from the wrapper's). An unknown class
-    (remote code, transformers absent) counts as taking the wrapper: what it holds
-    cannot be shown to be the language model alone."""
+    """True unless transformers' class `class_name` is known to read the language model's config alone (its
+    `config_class` differs from the wrapper's); an unknown class (remote code, no transformers) counts as
+    taking the wrapper."""
     if class_name is None or wrapper_obj is None:
         return True
     try:
@@ -94,8 +75,6 @@ def loaded_class_takes_wrapper(class_name: Optional[str], wrapper_obj: Any) -> b
 
 def towers_refusal(what: str, model_type: Any, parts: List[str], class_name: Optional[str]
                    ) -> UnsupportedArchitecture:
-    """The one-line refusal of a multimodal model whose loaded class holds parts beyond its
-    language model (`parts`: keys of NON_TEXT_PARTS)."""
     named = " and ".join(f"{NON_TEXT_PARTS[k]} ({k})" for k in parts)
     # not `not_modelled`: its pointer to the exact path would lead to the same refusal there
     return UnsupportedArchitecture(
@@ -107,9 +86,8 @@ def towers_refusal(what: str, model_type: Any, parts: List[str], class_name: Opt
 
 
 def named_masked_lm_class(d: Dict[str, Any], model_type: Any) -> Optional[str]:
-    """The masked-LM class of `model_type` when the config's `architectures` names it (what
-    `from_pretrained` of such a checkpoint builds: encoder plus MLM head), else None (the bare
-    encoder, as embedding and feature-extraction code loads it)."""
+    """The masked-LM class of `model_type` when `architectures` names it (encoder plus MLM head), else None
+    (the bare encoder, as embedding and feature-extraction code loads it)."""
     arch = d.get("architectures")
     if not (isinstance(arch, (list, tuple)) and arch and isinstance(model_type, str)):
         return None
@@ -122,7 +100,6 @@ def named_masked_lm_class(d: Dict[str, Any], model_type: Any) -> Optional[str]:
 
 
 def masked_lm_refusal(what: str, model_type: Any, class_name: str) -> UnsupportedArchitecture:
-    """The refusal of a masked-LM class whose head the family row does not describe."""
     return not_modelled(
         f"{what}: architectures names {class_name} (model_type {model_type!r}), whose masked-LM head "
         "(its own projections, norms or output embedding) ModelConfig does not describe for this family "
@@ -142,10 +119,9 @@ _TASK_HEADS = {
 
 
 def named_decoder_class(d: Dict[str, Any], model_type: Any) -> Optional[str]:
-    """What the class a decoder config's `architectures` names holds in place of the LM head:
-    "base" for the bare model (transformers' MODEL_MAPPING class of the model_type, e.g. Qwen3Model:
-    no head at all), the class name for a task head (Qwen3ForSequenceClassification: its score
-    projection), else None (a causal LM, no `architectures`, or a class not known here)."""
+    """What the class a decoder config's `architectures` names holds in place of the LM head: "base" for the
+    bare model (e.g. Qwen3Model), the class name for a task head (Qwen3ForSequenceClassification), else None
+    (a causal LM, no `architectures`, or a class not known here)."""
     arch = d.get("architectures")
     if not (isinstance(arch, (list, tuple)) and arch and isinstance(arch[0], str)):
         return None
@@ -169,7 +145,6 @@ def named_decoder_class(d: Dict[str, Any], model_type: Any) -> Optional[str]:
 
 
 def task_head_refusal(what: str, model_type: Any, class_name: str) -> UnsupportedArchitecture:
-    """The one-line refusal of a decoder config whose architectures names a task-head class."""
     return UnsupportedArchitecture(
         f"{what}: architectures names {class_name} (model_type {model_type!r}), whose task head (a projection "
         "of num_labels outputs in place of the LM head) ModelConfig does not describe (task head not modelled); "

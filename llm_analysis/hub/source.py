@@ -1,10 +1,7 @@
-"""Reading a Hugging Face model config: the transformers config object (defaults
-filled in) when the library knows the `model_type`, else the raw `config.json` dict;
-attribute access that records what is missing; and the value conversions every
-family mapping shares (integers, activation names, per-layer attention kinds,
-MoE layer sets).
-
-`transformers` is imported only inside `transformers_config` (start-up time).
+"""Reading a Hugging Face model config: the transformers config object (defaults filled in) when the
+library knows the `model_type`, else the raw `config.json` dict; attribute access that records what is
+missing; and the value conversions every family mapping shares. `transformers` is imported only inside
+the functions that need it (start-up time).
 """
 
 from __future__ import annotations
@@ -27,10 +24,6 @@ __all__ = ["Src", "Fields", "transformers_config", "decode_special_floats", "as_
 
 Fields = Dict[str, Any]
 
-
-# ---------------------------------------------------------------------------
-# transformers config construction
-# ---------------------------------------------------------------------------
 
 @contextlib.contextmanager
 def quiet_transformers():
@@ -149,7 +142,8 @@ def architecture_model_type(d: Dict[str, Any]) -> Optional[str]:
     # several model types share a class (LlamaForCausalLM serves internlm3 and iquestcoder besides llama, whose
     # defaults differ: internlm3's head_dim 128 counted a small Llama 78% large): the one whose config class
     # names the class (LlamaConfig for LlamaForCausalLM), else the first registered
-    candidates = [t for t, name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items() if name == archs[0] and t in CONFIG_MAPPING]
+    candidates = [t for t, name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
+                  if name == archs[0] and t in CONFIG_MAPPING]
     named = [t for t in candidates if str(archs[0]).startswith(CONFIG_MAPPING_NAMES.get(t, "").removesuffix("Config"))
              and CONFIG_MAPPING_NAMES.get(t, "").removesuffix("Config")]
     if named:  # (the longest name; between model types of one config class, the one spelled like it: gpt2)
@@ -172,10 +166,6 @@ def unknown_to_transformers(model_type: Any) -> Optional[str]:
     return None if model_type in CONFIG_MAPPING else transformers.__version__
 
 
-# ---------------------------------------------------------------------------
-# attribute access over a transformers config object or a raw dict
-# ---------------------------------------------------------------------------
-
 _MISSING = object()
 
 
@@ -192,12 +182,9 @@ class Src:
         if self.obj is not None:
             try:
                 return getattr(self.obj, key)
-            except AttributeError:
+            except Exception:  # absent, or a transformers property that raises on an odd config
                 pass
-            except Exception:  # transformers properties may raise on odd configs
-                pass
-        v = self.raw.get(key, _MISSING)
-        return v
+        return self.raw.get(key, _MISSING)
 
     def has(self, key: str) -> bool:
         v = self._lookup(key)
@@ -215,9 +202,7 @@ class Src:
 
     def req_int(self, *keys: str) -> Optional[int]:
         v = self.get(*keys)
-        if v is None:
-            return None
-        return as_int(v, keys[0])
+        return None if v is None else as_int(v, keys[0])
 
     def opt_int(self, *keys: str, default: Any = None) -> Optional[int]:
         v = self.get(*keys, default=default)
@@ -248,7 +233,8 @@ _ACTIVATIONS = {
 KNOWN_ACTIVATIONS = frozenset((
     "gelu", "gelu_10", "gelu_accurate", "gelu_fast", "gelu_new", "gelu_python", "gelu_python_tanh",
     "gelu_pytorch_tanh", "hardswish", "laplace", "leaky_relu", "linear", "mish", "prelu", "quick_gelu", "relu",
-    "relu2", "relu6", "sigmoid", "silu", "sqrtsoftplus", "swish", "tanh", "xielu", "swigluoai")) | frozenset(_ACTIVATIONS)
+    "relu2", "relu6", "sigmoid", "silu", "sqrtsoftplus", "swish", "tanh", "xielu", "swigluoai",
+)) | frozenset(_ACTIVATIONS)
 
 
 def activation(v: Any, key: str = "hidden_act") -> str:
@@ -263,13 +249,11 @@ def activation(v: Any, key: str = "hidden_act") -> str:
 
 
 def _positive_or_none(v: Any) -> Optional[int]:
-    if v is None or isinstance(v, bool):
-        return None
     try:
-        iv = int(v)
-    except (TypeError, ValueError):
+        iv = None if isinstance(v, bool) else int(v)
+    except (TypeError, ValueError):  # (None among them)
         return None
-    return iv if iv > 0 else None
+    return iv if iv is not None and iv > 0 else None
 
 
 def attention_layout(layer_types: Any, sliding_window: Any, num_layers: Optional[int],

@@ -1,24 +1,20 @@
-"""The vocabulary of the Hub family table (`hub/families/`): how one ModelConfig
-field is read from a Hugging Face config, what a family row holds, and the
-interpreter that turns a row and a config into ModelConfig fields.
+"""The vocabulary of the Hub family table (`hub/families/`) and the interpreter that turns a row and a
+config into ModelConfig fields.
 
-A row maps ModelConfig field names to either a constant (a fixed flag of the family:
-`"rmsnorm"`, `True`, `2`) or a reader:
+A row maps ModelConfig field names to a constant (a fixed flag of the family: `"rmsnorm"`, `True`, `2`)
+or a reader:
 - `Req(*keys)`: an integer the config must have (the first present key wins);
-- `Opt(*keys, default=None)`: an optional integer;
-- `Flag(*keys, default=...)`: a boolean;
+- `Opt(*keys, default=None)`: an optional integer; `Flag(*keys, default=...)`: a boolean;
 - `Act(*keys, default=...)`: an activation name, normalised;
 - `Same(field, times=1, plus=0)`: derived from a field read earlier in the row;
 - `Either(reader, reader)`: the first reader's value unless it is empty;
 - `When(flag, then, otherwise=None)`: a constant chosen by a boolean reader;
-- `Sum(*fields)`: the sum of earlier fields (None unless all are set);
-- `Total(key)`: the sum of a list of integers the config must have;
-- `Quotient(field, by)`: `f[field] // f[by]` (a head width the code derives by floor division).
-A tuple of field names maps to a reader returning a tuple (e.g. `Window`, which
-yields `sliding_window` and `layer_types` together). Fields are read in row order;
-reads that miss a required key are collected and reported together by the caller.
-After the fields, the row's `checks` run first-to-last before anything is read and
-its `steps` (named hooks and `MoeRule`s) run after, each editing the fields.
+- `Sum(*fields)`: the sum of earlier fields (None unless all are set); `Total(key)`: the sum of a list
+  the config must have; `Quotient(field, by)`: `f[field] // f[by]`.
+A tuple of field names maps to a reader returning a tuple (e.g. `Window`: `sliding_window` and
+`layer_types`). Fields are read in row order; reads that miss a required key are collected and reported
+together by the caller. The row's `checks` run before anything is read, its `steps` (named hooks and
+`MoeRule`s) after, each editing the fields.
 """
 
 from __future__ import annotations
@@ -29,8 +25,8 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 from llm_analysis.hub.errors import UnmappableConfig, not_modelled
 from llm_analysis.hub.source import Fields, Src, activation, attention_layout, moe_layout
 
-__all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Total", "Quotient", "Window", "Refuse", "NotModelled",
-           "MoeRule", "Family", "read_family", "read_masked_lm_head"]
+__all__ = ["Req", "Opt", "Flag", "Act", "Same", "Either", "When", "Sum", "Total", "Quotient", "Window", "Refuse",
+           "NotModelled", "MoeRule", "Family", "read_family", "read_masked_lm_head"]
 
 Step = Callable[[Src, Fields, str], None]
 
@@ -145,10 +141,8 @@ class Total(Reader):
 
 @dataclass(frozen=True)
 class Window(Reader):
-    """(sliding_window, layer_types) from the config's per-layer kinds and window size.
-
-    `types_key` None: the family ignores per-layer kinds (every layer slides when a
-    window is set, as HF Mistral/Phi-3/Mixtral do)."""
+    """(sliding_window, layer_types) from the config's per-layer kinds and window size. `types_key` None: the
+    family ignores per-layer kinds (every layer slides when a window is set, as HF Mistral/Phi-3/Mixtral do)."""
     types_key: Optional[str] = "layer_types"
     window_key: str = "sliding_window"
     default_window: Optional[int] = None
@@ -161,10 +155,9 @@ class Window(Reader):
 
 @dataclass(frozen=True)
 class Refuse:
-    """A check: refuse a config whose `key` (default `default`) is not in `allowed`.
-    `unsupported`: the value names a feature of a well-formed config that ModelConfig does
-    not describe (UnsupportedArchitecture, with the [exact] hint) rather than a config the
-    row cannot read (UnmappableConfig)."""
+    """A check: refuse a config whose `key` (default `default`) is not in `allowed`. `unsupported`: the value
+    names a feature of a well-formed config ModelConfig does not describe (UnsupportedArchitecture, with the
+    [exact] hint) rather than a config the row cannot read (UnmappableConfig)."""
     key: str
     allowed: Tuple[Any, ...]
     default: Any
@@ -182,8 +175,7 @@ class Refuse:
 
 @dataclass(frozen=True)
 class NotModelled:
-    """A check that refuses every config of a family, naming what ModelConfig lacks (a
-    row, so the refusal says why rather than listing unknown keys)."""
+    """A check that refuses every config of a family, naming what ModelConfig lacks."""
     reason: str
 
     def __call__(self, src: Src, f: Fields, what: str) -> None:
@@ -249,10 +241,8 @@ MOE_LAYER_RULES: Mapping[str, Callable[[Src, int], List[int]]] = {
 
 @dataclass(frozen=True)
 class MoeRule:
-    """A step: routed experts (count, top-k, which layers, width) and shared experts.
-
-    `top_k_first`: the top-k key is read (and required) even for a dense config, as the
-    family's HF code does; otherwise only when the config has experts."""
+    """A step: routed experts (count, top-k, which layers, width) and shared experts. `top_k_first`: the
+    top-k key is read (and required) even for a dense config, as the family's HF code does."""
     experts: Reader
     top_k: Reader
     layers: str = "all"
@@ -267,8 +257,8 @@ class MoeRule:
         experts = self.experts.read(src, f, what)
         top_k = self.top_k.read(src, f, what) if self.top_k_first else None
         if isinstance(experts, (int, float)) and experts < 0:  # (0 or 1 expert: a dense config of a MoE family)
-            raise UnmappableConfig(f"{what}: the number of routed experts is {experts!r}; valid: a whole number >= 2 for "
-                              "a mixture of experts, or 0 / 1 / no key for a dense model")
+            raise UnmappableConfig(f"{what}: the number of routed experts is {experts!r}; valid: a whole number "
+                                   ">= 2 for a mixture of experts, or 0 / 1 / no key for a dense model")
         if not experts or experts <= 1:
             return
         if not self.top_k_first:
@@ -300,12 +290,9 @@ class MoeRule:
 @dataclass(frozen=True)
 class Family:
     """One row of the family table: fields in reading order, checks run before, steps after.
-    `ignores`: shape keys that hub/guards.py refuses in general but this family's transformers
-    code never reads (e.g. LUKE ignores add_cross_attention), so a config setting them is
-    counted as the code runs it.
-    `masked_lm_head`: for an encoder, the fields that describe its `*ForMaskedLM` class when
-    the config's `architectures` names that class (the head, and no pooler where the class
-    drops it); None: that class is refused (hub/model_class.py, `masked_lm_refusal`)."""
+    `ignores`: shape keys hub/guards.py refuses in general but this family's code never reads (LUKE's
+    add_cross_attention). `masked_lm_head`: for an encoder, the fields of its `*ForMaskedLM` class when
+    `architectures` names that class; None: that class is refused (hub/model_class.py)."""
     fields: Mapping[Any, Any]
     checks: Tuple[Step, ...] = ()
     steps: Tuple[Step, ...] = ()

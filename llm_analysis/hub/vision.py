@@ -1,44 +1,27 @@
-"""The vision tower of a vision-language config: its `VisionTower` fields
-(schema/vision_tower.py), read from the wrapper config's `vision_config` as transformers
-fills it in, by a row per wrapper `model_type` (the wrapper's class decides the projector).
-
-Each row is derived from the transformers 5.23 modelling code of the class a user loads:
-- Qwen3-VL / Qwen3-VL-MoE / Qwen3.5 / Qwen3.5-MoE (`Qwen3VLVisionModel`,
-  `Qwen3_5VisionModel`): a Conv3d patch embedding with bias over in_channels x
-  temporal_patch_size x patch_size^2 pixels, a learned position table
-  (num_position_embeddings rows), `depth` blocks (LayerNorm with bias before attention
-  and MLP, fused qkv and proj with biases, linear_fc1 / linear_fc2 with biases, not
-  gated), then the patch merger: LayerNorm over each patch, fc1 over the
-  spatial_merge_size^2 patches concatenated (width h m^2 -> h m^2, bias), GELU, fc2 to
-  out_hidden_size (bias); one more merger per `deepstack_visual_indexes` entry (norm after
-  the merge, over h m^2). An image token is spatial_merge_size^2 patches.
-- Gemma 3 (`SiglipVisionModel`, `Gemma3MultiModalProjector`): a Conv2d patch embedding with bias
-  over num_channels x patch_size^2 pixels, a learned position per patch ((image_size /
-  patch_size)^2 rows), blocks with biased LayerNorms, biased q/k/v/o and a biased non-gated
-  GELU MLP, a final LayerNorm; the projector: the patches average-pooled to
-  mm_tokens_per_image tokens, an RMSNorm, one bias-free linear map to the decoder's width.
-  Every image (or pan-and-scan crop) is resized to image_size: mm_tokens_per_image tokens each.
-- Gemma 4 (`Gemma4VisionModel`, `Gemma4MultimodalEmbedder`): a bias-free linear patch
-  embedding over 3 x patch_size^2 pixels, a 2-D position table (2 x
-  position_embedding_size rows), blocks with RMSNorm sandwich norms (4 per block),
-  separate bias-free q/k/v/o with per-head q/k RMSNorms, a gated bias-free MLP; the
-  projector is one bias-free linear map to the decoder's width after a weightless norm.
-  An image token averages pooling_kernel_size^2 patches.
-- Kimi-K2.5 (`Kimi_K25VisionModel`, `Kimi_K25MultimodalProjection`; transformers' own class for
-  model_type kimi_k25, which `AutoModelForImageTextToText` builds without the repository's
-  remote code): a Conv2d patch embedding with bias over 3 x patch_size^2 pixels, a
-  pos_emb_height x pos_emb_width position grid, blocks like Qwen-VL's (separate q/k/v
-  with biases), a final LayerNorm; the projector: LayerNorm over each patch, in_proj over the
-  merge_kernel_size patches concatenated (bias), GELU, out_proj to the decoder's width (bias).
-  An image token is merge_kernel_size[0] x merge_kernel_size[1] patches.
-- Llama 4 (`Llama4VisionModel`, `Llama4MultiModalProjector`): a bias-free linear patch
-  embedding over num_channels x patch_size^2 pixels, one class embedding, a position table of
-  (image_size / patch_size)^2 + 1 rows, LayerNorms before and after the blocks, blocks with
-  biased q/k/v/o, a biased non-gated MLP and biased LayerNorms; the projector: the
-  pixel-shuffle MLP (fc1 intermediate_size -> projector_input_dim, fc2 projector_output_dim ->
-  projector_output_dim, no biases) and linear_1 (vision_output_dim -> the decoder's width,
-  multi_modal_projector_bias). Its image work is not described (the class token, tiles and
-  the pixel shuffle decide the patches per image token): weights counted, an image input refused.
+"""The vision tower of a vision-language config: its `VisionTower` fields (schema/vision_tower.py), read
+from the wrapper config's `vision_config` as transformers fills it in, by a row per wrapper `model_type`
+(the wrapper's class decides the projector). Each row follows the transformers 5.23 modelling code of the
+class a user loads:
+- Qwen3-VL / Qwen3.5 (`Qwen3VLVisionModel`, `Qwen3_5VisionModel`): a Conv3d patch embedding over
+  in_channels x temporal_patch_size x patch_size^2 pixels, LayerNorm blocks with biases everywhere, then the
+  patch merger (per-patch LayerNorm, fc1 over the spatial_merge_size^2 patches concatenated, GELU, fc2 to
+  out_hidden_size), one more merger per `deepstack_visual_indexes` entry (its norm after the merge). An
+  image token is spatial_merge_size^2 patches.
+- Gemma 3 (`SiglipVisionModel`, `Gemma3MultiModalProjector`): a SigLIP encoder with a learned position per
+  patch and a final LayerNorm; the projector average-pools the patches to mm_tokens_per_image tokens, then an
+  RMSNorm and one bias-free linear map. Every image (or pan-and-scan crop) is resized to image_size.
+- Gemma 4 (`Gemma4VisionModel`, `Gemma4MultimodalEmbedder`): a bias-free linear patch embedding, a 2-D
+  position table (2 x position_embedding_size rows), RMSNorm sandwich blocks (4 norms) with per-head q/k
+  RMSNorms and a gated MLP; the projector one bias-free linear map after a weightless norm. An image token
+  averages pooling_kernel_size^2 patches.
+- Kimi-K2.5 (`Kimi_K25VisionModel`, `Kimi_K25MultimodalProjection`; transformers' own class, built without
+  remote code): Qwen-VL-like blocks on a pos_emb_height x pos_emb_width position grid, a final LayerNorm;
+  the projector a per-patch LayerNorm, in_proj over the merge_kernel_size patches concatenated, GELU,
+  out_proj. An image token is merge_kernel_size[0] x merge_kernel_size[1] patches.
+- Llama 4 (`Llama4VisionModel`, `Llama4MultiModalProjector`): a bias-free linear patch embedding, one class
+  embedding, LayerNorms before and after the blocks; the projector the pixel-shuffle MLP and linear_1. Its
+  image work is not described (the class token, tiles and the pixel shuffle decide the patches per image
+  token): weights counted, an image input refused.
 
 A wrapper type without a row keeps the refusal of hub/model_class.py (`towers_refusal`).
 """
@@ -60,7 +43,11 @@ def _int(v: Any, key: str, what: str) -> int:
     return value
 
 
-def _qwen_vl(v: Any, what: str) -> Dict[str, Any]:
+def _text_hidden(wrapper: Any, what: str) -> int:
+    return _int(wrapper.get_text_config(), "hidden_size", what)
+
+
+def _qwen_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
     h = _int(v, "hidden_size", what)
     merge = _int(v, "spatial_merge_size", what)
     merged = h * merge * merge
@@ -82,7 +69,7 @@ def _qwen_vl(v: Any, what: str) -> Dict[str, Any]:
     }
 
 
-def _gemma4(v: Any, what: str, text_hidden: int) -> Dict[str, Any]:
+def _gemma4_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
     h = _int(v, "hidden_size", what)
     pool = _int(v, "pooling_kernel_size", what)
     if getattr(v, "use_clipped_linears", False):
@@ -93,22 +80,18 @@ def _gemma4(v: Any, what: str, text_hidden: int) -> Dict[str, Any]:
         "num_layers": _int(v, "num_hidden_layers", what), "hidden_dim": h,
         "n_head": _int(v, "num_attention_heads", what), "head_dim": _int(v, "head_dim", what),
         "ffn_embed_dim": _int(v, "intermediate_size", what), "mlp_gated_linear_units": True,
-        "qkv_bias": bool(getattr(v, "attention_bias", False)), "attn_out_bias": bool(getattr(v, "attention_bias", False)),
+        "qkv_bias": bool(getattr(v, "attention_bias", False)),
+        "attn_out_bias": bool(getattr(v, "attention_bias", False)),
         "mlp_bias": False, "qk_norm": True, "norm_bias": False, "num_norms_per_layer": 4,
         "patch_input_dim": 3 * _int(v, "patch_size", what) ** 2, "patch_embedding_bias": False,
         "position_embeddings": 2 * _int(v, "position_embedding_size", what),
         "patches_per_token": pool * pool,
         "projector": [{"kind": "norm", "d_in": h, "affine": False},
-                      {"kind": "linear", "d_in": h, "d_out": text_hidden}],
+                      {"kind": "linear", "d_in": h, "d_out": _text_hidden(wrapper, what)}],
     }
 
 
 def _gemma3_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
-    """Gemma 3's SigLIP encoder (SiglipVisionModel: a conv patch embedding with bias, a learned position
-    per patch, LayerNorm blocks with biased q/k/v/o and a plain GELU MLP, a final LayerNorm) and its
-    projector (Gemma3MultiModalProjector: the patches average-pooled to mm_tokens_per_image tokens, an
-    RMSNorm, one linear map without bias to the decoder's width). Every image is resized to image_size,
-    so each gives mm_tokens_per_image tokens."""
     if getattr(v, "vision_use_head", False):
         raise UnmappableConfig(f"Cannot map the vision tower of {what}: vision_config.vision_use_head = True "
                                "(SigLIP's attention-pooling head) is not part of Gemma 3's tower; set it False")
@@ -125,7 +108,7 @@ def _gemma3_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
         "outer_norms": 1, "patches_per_token": patches // tokens, "tokens_per_image": tokens,
         "activation": "gelu_tanh",
         "projector": [{"kind": "norm", "d_in": h},
-                      {"kind": "linear", "d_in": h, "d_out": _int(wrapper.get_text_config(), "hidden_size", what)}],
+                      {"kind": "linear", "d_in": h, "d_out": _text_hidden(wrapper, what)}],
     }
 
 
@@ -146,7 +129,7 @@ def _kimi_k25_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
         "projector": [{"kind": "norm", "d_in": norm_width, "bias": True, "per_patch": True},
                       {"kind": "linear", "d_in": h * merge, "d_out": h * merge, "bias": True},
                       {"kind": "linear", "d_in": h * merge,
-                       "d_out": _int(wrapper.get_text_config(), "hidden_size", what), "bias": True}],
+                       "d_out": _text_hidden(wrapper, what), "bias": True}],
     }
 
 
@@ -163,17 +146,9 @@ def _llama4_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
                       {"kind": "linear", "d_in": _int(v, "projector_output_dim", what),
                        "d_out": _int(v, "projector_output_dim", what)},
                       {"kind": "linear", "d_in": _int(v, "vision_output_dim", what),
-                       "d_out": _int(wrapper.get_text_config(), "hidden_size", what),
+                       "d_out": _text_hidden(wrapper, what),
                        "bias": bool(getattr(v, "multi_modal_projector_bias", False))}],
     }
-
-
-def _gemma4_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
-    return _gemma4(v, what, _int(wrapper.get_text_config(), "hidden_size", what))
-
-
-def _qwen_row(v: Any, what: str, wrapper: Any) -> Dict[str, Any]:
-    return _qwen_vl(v, what)
 
 
 #: wrapper model_type -> reader(vision_config, what, wrapper config) -> VisionTower fields

@@ -10,7 +10,7 @@ from functools import partial
 
 from llm_analysis.hub.spec import Act, Either, Flag, Opt, Refuse, Req, Same, Sum, Window
 
-__all__ = ["GELU_TANH", "BIASES", "NO_BIASES", "LAYERNORM", "ATTENTION_BIAS", "GPT2", "LLAMA",
+__all__ = ["GELU_TANH", "MLP_BIAS", "BIASES", "NO_BIASES", "LAYERNORM", "ATTENTION_BIAS", "GPT2", "LLAMA",
            "LLAMA_NO_BIAS_NO_TYPES", "QWEN3", "GEMMA", "GEMMA2", "BERT", "QWEN_MOE_EXPERTS",
            "FULL_WIDTH_EXPERTS", "DEEPSEEK_MLA", "OLMO2", "COHERE", "ERNIE4_5", "MODERNBERT",
            "RefuseFeature"]
@@ -24,6 +24,7 @@ BIASES = dict(qkv_bias=True, attn_out_bias=True, mlp_bias=True)
 NO_BIASES = dict(qkv_bias=False, attn_out_bias=False, mlp_bias=False)
 LAYERNORM = dict(norm_type="layernorm", norm_bias=True)
 ATTENTION_BIAS = Flag("attention_bias", default=False)
+MLP_BIAS = Flag("mlp_bias", default=False)
 
 # GPT-2 (GPT2Block): pre-LN, learned positions, 4x GELU MLP, biases everywhere, tied
 GPT2 = {
@@ -126,7 +127,7 @@ MODERNBERT = {
     "max_seq_len": Opt("max_position_embeddings"), "ffn_embed_dim": Req("intermediate_size"),
     "mlp_gated_linear_units": True, "activation": Act("hidden_activation", default="gelu"),
     "qkv_bias": Flag("attention_bias", default=False), "attn_out_bias": Flag("attention_bias", default=False),
-    "mlp_bias": Flag("mlp_bias", default=False), "norm_type": "layernorm",
+    "mlp_bias": MLP_BIAS, "norm_type": "layernorm",
     "norm_bias": Flag("norm_bias", default=False), "embedding_norm": True,
     "position_embedding_type": "rotary", "first_layer_attn_norm": False,
     "encoder_only": True, "lm_head": False,

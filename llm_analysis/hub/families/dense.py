@@ -1,15 +1,7 @@
-"""Rows of the Hub family table for dense decoders: one MLP per layer, no experts
-(`hub/families/table.py` merges them into FAMILIES). The common shapes (GPT-2 and its
-descendants, OPT, BLOOM, Falcon, Llama, Qwen, Gemma, ...), the decoders whose norms,
-biases or block layout differ from them (OLMo, Cohere, StableLM, Phi, MPT, CodeGen, ...),
-and the variants whose layers hold something the common shapes do not: learned
-activation scalars (Apertus), sub-norms (BitNet), differential attention (DiffLlama),
-dynamic-mask attention (Doge), a bias on one layer only (GPT-NeoX-Japanese), a fused
-gated MLP and one extra embedding row (Moshi), sinusoidal positions with a biased head
-(CTRL), per-layer widths and embeddings (Gemma 3n / 4), keys reused as values and an MoE
-block beside the MLP (Gemma 4); the variants' operators are in `model/dense_variants.py`. Each row follows the transformers modelling code it names
-(which projections are `nn.Linear(..., bias=...)`, which norms a block holds, whether
-the MLP is gated).
+"""Rows of the Hub family table for dense decoders (one MLP per layer, no experts): the common
+shapes of bases.py, the decoders whose norms, biases or block layout differ from them, and the
+variants whose layers hold more (operators in `model/dense_variants.py`). Each row follows the
+transformers modelling code it names.
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ from typing import Dict
 
 from llm_analysis.hub.errors import UnmappableConfig, UnsupportedArchitecture
 from llm_analysis.hub.families.bases import (ATTENTION_BIAS, BERT, BIASES, COHERE, ERNIE4_5, GELU_TANH, GEMMA,
-                                             GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES,
+                                             GEMMA2, GPT2, LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, MLP_BIAS,
                                              MODERNBERT, NO_BIASES, OLMO2, QWEN3, RefuseFeature)
 from llm_analysis.hub.hooks import (GptNeoWindow, RawWindowPattern, falcon_decoder_architecture, mpt_attention,
                                     opt_projection_and_final_norm, qwen_window)
@@ -146,9 +138,9 @@ def gemma4_moe_block(src: Src, f: Fields, what: str) -> None:
     pre_feedforward_layernorm_2) make seven per layer."""
     if not bool(src.get("enable_moe_block", default=False)):
         return
-    experts, top_k, width = (src.get(k, default=None) for k in ("num_experts", "top_k_experts", "moe_intermediate_size"))
-    missing = [k for k, v in (("num_experts", experts), ("top_k_experts", top_k),
-                              ("moe_intermediate_size", width)) if v is None]
+    keys = ("num_experts", "top_k_experts", "moe_intermediate_size")
+    experts, top_k, width = (src.get(k, default=None) for k in keys)
+    missing = [k for k, v in zip(keys, (experts, top_k, width)) if v is None]
     if missing:
         raise UnmappableConfig(f"{what}: enable_moe_block=True needs {', '.join(missing)} "
                                "(the routed experts' count, top-k and width)")
@@ -162,12 +154,13 @@ def gemma4_moe_block(src: Src, f: Fields, what: str) -> None:
 # layers (attention_k_eq_v), an MoE block beside the MLP (enable_moe_block), per-layer
 # embeddings (PLE) and KV sharing in the last num_kv_shared_layers layers; v_norm has no
 # weight, final_logit_softcapping and the layer_scalar buffer no parameter
-_GEMMA4_CHECKS = (
-    RefuseFeature("use_bidirectional_attention", (None, "vision"), default=None, reason="bidirectional attention"),)
-_GEMMA4_STEPS = (gemma4_per_layer_widths, gemma4_double_wide, gemma4_values_from_keys, gemma4_moe_block)
-_GEMMA4 = {**GEMMA2, "qk_norm": True, "kv_shared_layers": Opt("num_kv_shared_layers", default=0),
-           "per_layer_input_dim": Opt("hidden_size_per_layer_input", default=0),
-           "per_layer_input_vocab_size": Opt("vocab_size_per_layer_input")}
+_GEMMA4 = Family(
+    {**GEMMA2, "qk_norm": True, "kv_shared_layers": Opt("num_kv_shared_layers", default=0),
+     "per_layer_input_dim": Opt("hidden_size_per_layer_input", default=0),
+     "per_layer_input_vocab_size": Opt("vocab_size_per_layer_input")},
+    checks=(RefuseFeature("use_bidirectional_attention", (None, "vision"), default=None,
+                          reason="bidirectional attention"), needs_layer_types),
+    steps=(gemma4_per_layer_widths, gemma4_double_wide, gemma4_values_from_keys, gemma4_moe_block))
 
 
 @dataclass(frozen=True)
@@ -214,6 +207,15 @@ def _helium_o_proj(src: Src, f: Fields, what: str) -> None:
             "(Helium's o_proj is hidden_size x hidden_size) cannot be described by ModelConfig")
 
 
+# GPT-J (GPTJBlock): parallel attention + MLP on one LayerNorm, rotary, bias-free attention,
+# biased MLP and lm_head, untied
+_GPTJ = {**GPT2, "max_seq_len": Opt("n_positions", "max_position_embeddings"), "qkv_bias": False,
+         "attn_out_bias": False, "position_embedding_type": "rotary", "num_position_embeddings": None,
+         "parallel_attn_mlp": True, "num_norms_per_layer": 1,
+         "tie_word_embeddings": Flag("tie_word_embeddings", default=False), "lm_head_bias": True}
+_LLAMA_MLP_BIAS = {**LLAMA, "mlp_bias": MLP_BIAS}
+_GLM = {**LLAMA, "qkv_bias": ATTENTION_BIAS, "attn_out_bias": False}
+
 # StarCoder2 / Jais2 style: LayerNorm with bias, non-gated MLP, biases from one flag
 _LN_PLAIN_MLP = {**LLAMA, **LAYERNORM, "mlp_gated_linear_units": False}
 
@@ -223,14 +225,7 @@ DENSE_FAMILIES: Dict[str, Family] = {
     # GPTBigCode: GPT-2 with multi-query attention (one KV head) unless multi_query=False
     "gpt_bigcode": Family({**GPT2, "activation": Act("activation_function", default=GELU_TANH),
                            "num_key_value_heads": When(Flag("multi_query", default=True), 1)}),
-    # GPT-J: parallel attention + MLP on one LayerNorm, rotary, bias-free attention,
-    # biased MLP and lm_head, untied
-    "gptj": Family({**GPT2, "max_seq_len": Opt("n_positions", "max_position_embeddings"),
-                    "qkv_bias": False, "attn_out_bias": False, "position_embedding_type": "rotary",
-                    "num_position_embeddings": None, "parallel_attn_mlp": True,
-                    "num_norms_per_layer": 1,
-                    "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
-                    "lm_head_bias": True}),
+    "gptj": Family(_GPTJ),
     # GPT-Neo: bias-free q/k/v, local (windowed) and global layers
     "gpt_neo": Family({
         "hidden_dim": Req("hidden_size"), "num_layers": Req("num_layers", "num_hidden_layers"),
@@ -290,7 +285,7 @@ DENSE_FAMILIES: Dict[str, Family] = {
          "position_embedding_type": When(Flag("alibi", default=False), "alibi", "rotary"),
          "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
         steps=(falcon_decoder_architecture,)),
-    "llama": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
+    "llama": Family(_LLAMA_MLP_BIAS),
     # MistralAttention/MistralMLP have no biases; HF Mistral (and Phi-3) ignore layer_types
     "mistral": Family(LLAMA_NO_BIAS_NO_TYPES),
     "phi3": Family(LLAMA_NO_BIAS_NO_TYPES),
@@ -319,10 +314,9 @@ DENSE_FAMILIES: Dict[str, Family] = {
         checks=(Refuse("qk_layernorm", (False,), default=False, as_bool=True,
                        reason="per-head q/k LayerNorms"),)),
     # GLM (GlmAttention): q/k/v biased, o_proj not; gate_up_proj is one fused linear
-    "glm": Family({**LLAMA, "qkv_bias": ATTENTION_BIAS, "attn_out_bias": False}),
+    "glm": Family(_GLM),
     # GLM-4 adds post_self_attn_layernorm and post_mlp_layernorm (4 norms)
-    "glm4": Family({**LLAMA, "qkv_bias": ATTENTION_BIAS, "attn_out_bias": False,
-                    "num_norms_per_layer": 4}),
+    "glm4": Family({**_GLM, "num_norms_per_layer": 4}),
     # Phi (PhiDecoderLayer): one LayerNorm, attention and GELU MLP in parallel, biases
     # everywhere incl. lm_head; qk_layernorm: one LayerNorm(head_dim) with bias for q and k
     "phi": Family({**LLAMA, **BIASES, **LAYERNORM, "mlp_gated_linear_units": False,
@@ -331,23 +325,20 @@ DENSE_FAMILIES: Dict[str, Family] = {
                    "qk_norm": Flag("qk_layernorm", default=False), "qk_norm_bias": True,
                    "lm_head_bias": True, ("sliding_window", "layer_types"): Window(None)}),
     # Granite: Llama with scalar multipliers (no parameters)
-    "granite": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
+    "granite": Family(_LLAMA_MLP_BIAS),
     # Granite-SWA: one learned attention sink per head
-    "granite_swa": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False),
-                           "attn_sinks": True}),
+    "granite_swa": Family({**_LLAMA_MLP_BIAS, "attn_sinks": True}),
     # EXAONE 4: q/k RMSNorm(head_dim), norms after attention and MLP (two)
     "exaone4": Family(QWEN3),
     # Seed-OSS: q/k/v biases from attention_bias, o_proj's from attention_out_bias
     # SeedOssMLP: gate/up/down_proj biased when mlp_bias is set
-    "seed_oss": Family({**LLAMA, "attn_out_bias": Flag("attention_out_bias", default=False),
-                        "mlp_bias": Flag("mlp_bias", default=False)}),
+    "seed_oss": Family({**_LLAMA_MLP_BIAS, "attn_out_bias": Flag("attention_out_bias", default=False)}),
     "ernie4_5": Family(ERNIE4_5),
     # Arcee: Llama with a non-gated ReLU^2 MLP
-    "arcee": Family({**LLAMA, "mlp_gated_linear_units": False,
-                     "mlp_bias": Flag("mlp_bias", default=False)}),
+    "arcee": Family({**_LLAMA_MLP_BIAS, "mlp_gated_linear_units": False}),
     "jais2": Family({**_LN_PLAIN_MLP, "mlp_bias": Flag("mlp_bias", default=True)}),
     # SmolLM3: Llama; the NoPE layers (no_rope_layers) only skip the (parameter-free) rotation
-    "smollm3": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False)}),
+    "smollm3": Family(_LLAMA_MLP_BIAS),
     "starcoder2": Family({**_LN_PLAIN_MLP, "qkv_bias": Flag("use_bias", default=True),
                           "attn_out_bias": Flag("use_bias", default=True),
                           "mlp_bias": Flag("use_bias", default=True),
@@ -368,14 +359,8 @@ DENSE_FAMILIES: Dict[str, Family] = {
          "tie_word_embeddings": Flag("tie_word_embeddings", default=True)},
         checks=(Refuse("expansion_ratio", (4, 4.0), default=4, reason="MLP width"),
                 mpt_attention)),
-    # CodeGen (CodeGenBlock): GPT-J layout (parallel, one LayerNorm), bias-free attention,
-    # biased MLP and lm_head, rotary, untied
-    "codegen": Family({**GPT2, "max_seq_len": Opt("n_positions", "max_position_embeddings"),
-                       "qkv_bias": False, "attn_out_bias": False,
-                       "position_embedding_type": "rotary", "num_position_embeddings": None,
-                       "parallel_attn_mlp": True, "num_norms_per_layer": 1,
-                       "tie_word_embeddings": Flag("tie_word_embeddings", default=False),
-                       "lm_head_bias": True}),
+    # CodeGen (CodeGenBlock): GPT-J's layout
+    "codegen": Family(_GPTJ),
     # Persimmon (and Fuyu's language model): LayerNorm with bias, ReLU^2 MLP, biases
     # everywhere, q/k LayerNorm(head_dim) with bias shared by the heads, untied, multi-head
     # attention whatever num_key_value_heads says
@@ -393,8 +378,7 @@ DENSE_FAMILIES: Dict[str, Family] = {
     # nanochat: RMSNorms without weights, non-gated ReLU^2 MLP, untied
     "nanochat": Family({**LLAMA, "mlp_gated_linear_units": False, "norm_affine": False}),
     # HyperCLOVA X: Peri-LN (use_post_norm: a norm after attention and after the MLP too)
-    "hyperclovax": Family({**LLAMA, "mlp_bias": Flag("mlp_bias", default=False),
-                           "num_norms_per_layer": When(Flag("use_post_norm", default=True), 4, 2)}),
+    "hyperclovax": Family({**_LLAMA_MLP_BIAS, "num_norms_per_layer": When(Flag("use_post_norm", default=True), 4, 2)}),
     # XGLM (XGLMDecoderLayer): pre-LN, sinusoidal positions (no parameters), biases, tied
     "xglm": Family(
         {"num_layers": Req("num_layers"), "n_head": Req("attention_heads"),
@@ -407,8 +391,7 @@ DENSE_FAMILIES: Dict[str, Family] = {
                        reason="cross-attention to an encoder"),)),
     # Helium (HeliumAttention / HeliumMLP): Llama with a bias-free o_proj whatever
     # attention_bias says, mlp_bias on the MLP
-    "helium": Family({**LLAMA, "attn_out_bias": False, "mlp_bias": Flag("mlp_bias", default=False)},
-                     steps=(_helium_o_proj,)),
+    "helium": Family({**_LLAMA_MLP_BIAS, "attn_out_bias": False}, steps=(_helium_o_proj,)),
     # Apertus (ApertusDecoderLayer): Llama with a non-gated MLP under xIELU (two learned
     # scalars per layer), q/k RMSNorm(head_dim), bias-free MLP
     "apertus": Family({**LLAMA, "mlp_gated_linear_units": False, "qk_norm": True,
@@ -421,8 +404,8 @@ DENSE_FAMILIES: Dict[str, Family] = {
     "diffllama": Family({**LLAMA, "differential_attention": True}),
     # Doge (DogeDecoderLayer): q/k RMSNorm(head_dim), dynamic-mask dt_proj and A, two
     # [hidden] residual weights per layer; the CDMoE MLP (is_moe) is not described
-    "doge": Family({**LLAMA, "qk_norm": True, "mlp_bias": Flag("mlp_bias", default=False),
-                    "attn_dynamic_mask": True, "residual_scale_vectors": 2, **_NO_WINDOW},
+    "doge": Family({**_LLAMA_MLP_BIAS, "qk_norm": True, "attn_dynamic_mask": True, "residual_scale_vectors": 2,
+                    **_NO_WINDOW},
                    checks=(RefuseFeature("is_moe", (False,), default=False, as_bool=True,
                                   reason="Doge's CDMoE mixture of product-key experts"),
                            RefuseFeature("sliding_window", (None,), default=None,
@@ -446,8 +429,8 @@ DENSE_FAMILIES: Dict[str, Family] = {
                     "ffn_embed_dim": Req("dff"), "activation": "relu",
                     "position_embedding_type": "sinusoidal", "num_position_embeddings": None,
                     "lm_head_bias": True}),
-    "gemma4_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS + (needs_layer_types,), steps=_GEMMA4_STEPS),
-    "gemma4_unified_text": Family(_GEMMA4, checks=_GEMMA4_CHECKS + (needs_layer_types,), steps=_GEMMA4_STEPS),
+    "gemma4_text": _GEMMA4,
+    "gemma4_unified_text": _GEMMA4,
     "gemma3n_text": Family(_GEMMA3N, checks=(RefuseFeature(
         "altup_num_inputs", tuple(range(2, 65)), default=4, reason="AltUp needs at least two streams"),
         needs_layer_types)),

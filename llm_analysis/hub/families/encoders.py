@@ -1,12 +1,6 @@
-"""Rows of the Hub family table for encoders (`hub/families/table.py` merges them into
-FAMILIES): BERT and the BERT-style encoders whose backbone differs from BERT's in its
-embeddings, biases, positions, layer norms or MLP, BERT variants with extra lookup
-tables (LayoutLM, MPNet, RoFormer, LUKE's entities), the XLM / FlauBERT encoders, ALBERT's
-shared layers, DeBERTa's relative attention, ModernBERT and the Llama-shaped
-bidirectional encoders (UltraBERT, ESM C). Each row describes the bare encoder (the
-`*Model` class: no LM head), following the transformers modelling code it names; what a
-row cannot describe exactly (attention variants whose FLOPs are not those of dense
-attention, ...) is refused by a check naming it.
+"""Rows of the Hub family table for encoders. Each row describes the bare encoder (the `*Model`
+class: no LM head; the `*ForMaskedLM` head at the end of this file), following the transformers
+modelling code it names; what a row cannot describe exactly is refused by a check naming it.
 """
 
 from __future__ import annotations
@@ -22,20 +16,17 @@ from llm_analysis.hub.spec import Act, Family, Flag, Opt, Reader, Refuse, Req, S
 
 __all__ = ["ENCODER_FAMILIES"]
 
-# Relative position embeddings and cross-attention (is_decoder + add_cross_attention adds
-# a cross-attention block to every layer) are refused. The rows written first refuse them
-# as a config the row cannot read (UnmappableConfig), the later ones (`*_FEATURE`) as a
-# feature ModelConfig lacks (UnsupportedArchitecture, with the [exact] hint): each row
-# keeps the refusal its users have seen.
-_ABSOLUTE = Refuse("position_embedding_type", ("absolute", None), default="absolute",
-                   reason="relative position embeddings")
-_NO_CROSS = Refuse("add_cross_attention", (False,), default=False, as_bool=True,
-                   reason="cross-attention to an encoder")
+# Relative position embeddings and cross-attention (is_decoder + add_cross_attention adds a
+# cross-attention block to every layer) are refused. The rows written first refuse them as a config the
+# row cannot read (UnmappableConfig), the later ones (`*_FEATURE`) as a feature ModelConfig lacks
+# (UnsupportedArchitecture, with the [exact] hint): each row keeps the refusal its users have seen.
+_ABSOLUTE, _ABSOLUTE_FEATURE = (
+    refuse("position_embedding_type", ("absolute", None), default="absolute", reason="relative position embeddings")
+    for refuse in (Refuse, RefuseFeature))
+_NO_CROSS, _NO_CROSS_FEATURE = (
+    refuse("add_cross_attention", (False,), default=False, as_bool=True, reason="cross-attention to an encoder")
+    for refuse in (Refuse, RefuseFeature))
 _BERT_CHECKS = (_ABSOLUTE, _NO_CROSS)
-_ABSOLUTE_FEATURE = RefuseFeature("position_embedding_type", ("absolute", None), default="absolute",
-                                  reason="relative position embeddings")
-_NO_CROSS_FEATURE = RefuseFeature("add_cross_attention", (False,), default=False, as_bool=True,
-                                  reason="cross-attention to an encoder")
 # Rotary post-LN encoders (JinaEmbeddingsV3Layer, GteLayer, NomicBertLayer): BERT's
 # embedding LayerNorm and post-attention / post-MLP LayerNorms, no position table
 _ROTARY_BERT = {**BERT, "position_embedding_type": "rotary", "num_position_embeddings": None,
@@ -68,16 +59,6 @@ def _tables(*specs):
         tables = [(value(r), value(w)) for r, w in specs]
         f["extra_embedding_tables"] = [t for t in tables if None not in t]
     return step
-
-
-def _head_dim(src: Src, f: Fields) -> int:
-    return f["hidden_dim"] // f["n_head"]
-
-
-def _layoutlm_boxes(src: Src, f: Fields, what: str) -> None:
-    """LayoutLMEmbeddings: x, y, h and w tables of max_2d_position_embeddings rows, hidden
-    wide, added to the word, position and token-type embeddings."""
-    _tables(*[("max_2d_position_embeddings", "hidden_dim")] * 4)(src, f, what)
 
 
 def _xlm_languages(src: Src, f: Fields, what: str) -> None:
@@ -179,30 +160,26 @@ def _span(src: Src, f: Fields) -> int:
     return span if span >= 1 else f["max_seq_len"]
 
 
-def _deberta_v1_relative(src: Src, f: Fields, what: str) -> None:
-    """DeBERTa v1's DisentangledSelfAttention: own pos_proj (c2p, no bias) and pos_q_proj
-    (p2c) over the 2 x min(length, max_relative_positions) central table rows."""
-    _deberta_embeddings(src, f, what)
-    if bool(src.get("relative_attention", default=False)):
+def _deberta_relative(version: int):
+    """A step: DeBERTa's embeddings and, with relative_attention, its DisentangledSelfAttention. v1: own
+    pos_proj (c2p, no bias) and pos_q_proj (p2c) over the 2 x min(length, max_relative_positions) central
+    table rows; v2: span position_buckets, else max_relative_positions, else max_position_embeddings."""
+    def step(src: Src, f: Fields, what: str) -> None:
+        _deberta_embeddings(src, f, what)
+        if not bool(src.get("relative_attention", default=False)):
+            return
         kinds = _pos_att_types(src, what)
-        f["relative_attention"] = dict(span=_span(src, f), c2p="c2p" in kinds, p2c="p2c" in kinds,
-                                       span_follows_length=True, c2p_bias=False)
-
-
-def _deberta_v2_relative(src: Src, f: Fields, what: str) -> None:
-    """DisentangledSelfAttention of DeBERTa-v2 (span: position_buckets, else
-    max_relative_positions, else max_position_embeddings)."""
-    _deberta_embeddings(src, f, what)
-    if not bool(src.get("relative_attention", default=False)):
-        return
-    span = src.opt_int("position_buckets", default=-1) or -1
-    span = span if span > 0 else _span(src, f)
-    kinds = _pos_att_types(src, what)
-    norm = str(src.get("norm_rel_ebd", default="none") or "none").lower()
-    f["relative_attention"] = dict(
-        span=span, c2p="c2p" in kinds, p2c="p2c" in kinds,
-        shared_projections=bool(src.get("share_att_key", default=False)),
-        table_norm="layer_norm" in [x.strip() for x in norm.split("|")])
+        if version == 1:
+            f["relative_attention"] = dict(span=_span(src, f), c2p="c2p" in kinds, p2c="p2c" in kinds,
+                                           span_follows_length=True, c2p_bias=False)
+            return
+        span = src.opt_int("position_buckets", default=-1) or -1
+        norm = str(src.get("norm_rel_ebd", default="none") or "none").lower()
+        f["relative_attention"] = dict(
+            span=span if span > 0 else _span(src, f), c2p="c2p" in kinds, p2c="p2c" in kinds,
+            shared_projections=bool(src.get("share_att_key", default=False)),
+            table_norm="layer_norm" in [x.strip() for x in norm.split("|")])
+    return step
 
 
 # XLMModel / FlaubertModel: post-LN BERT-like blocks of emb_dim, FFN 4 x emb_dim,
@@ -293,11 +270,11 @@ ENCODER_FAMILIES: Dict[str, Family] = {
     # NomicBERT: no linear biases (the norms keep theirs), gated MLP, no pooler by default
     "nomic_bert": Family({**_ROTARY_BERT, **NO_BIASES, "mlp_gated_linear_units": True,
                           "activation": Act("hidden_act", default="silu"), "pooler": False}),
-    "deberta-v2": Family(_DEBERTA, steps=(_deberta_v2_relative,)),
+    "deberta-v2": Family(_DEBERTA, steps=(_deberta_relative(2),)),
     "deberta": Family({**_DEBERTA, "k_proj_bias": False},
                       checks=(RefuseFeature("talking_head", (False,), default=False, as_bool=True,
                                             reason="talking-head attention"),),
-                      steps=(_deberta_v1_relative,)),
+                      steps=(_deberta_relative(1),)),
     "roc_bert": Family(BERT, checks=(_ABSOLUTE_FEATURE, _NO_CROSS_FEATURE), steps=(_roc_bert_inputs,)),
     # XmodModel (post-LN; pre_norm adds norms elsewhere): BERT with language adapters
     "xmod": Family(BERT, checks=(_ABSOLUTE_FEATURE, _NO_CROSS_FEATURE, RefuseFeature(
@@ -305,7 +282,10 @@ ENCODER_FAMILIES: Dict[str, Family] = {
         steps=(_xmod_adapters,)),
     # ModernBertModel (bases.MODERNBERT; its causal-LM decoder is a row of dense.py)
     "modernbert": Family(MODERNBERT),
-    "layoutlm": Family(BERT, checks=(_ABSOLUTE_FEATURE, _NO_CROSS_FEATURE), steps=(_layoutlm_boxes,)),
+    # LayoutLMEmbeddings: x, y, h and w tables of max_2d_position_embeddings rows, hidden wide, added to
+    # the word, position and token-type embeddings
+    "layoutlm": Family(BERT, checks=(_ABSOLUTE_FEATURE, _NO_CROSS_FEATURE),
+                       steps=(_tables(*[("max_2d_position_embeddings", "hidden_dim")] * 4),)),
     # MPNetModel: no token types; one relative-position bias table [buckets x heads]
     # in the encoder, shared by all layers (its bias add is not a matmul)
     "mpnet": Family({**BERT, "type_vocab_size": 0},
@@ -316,7 +296,7 @@ ENCODER_FAMILIES: Dict[str, Family] = {
     "roformer": Family({**BERT, "position_embedding_type": "rotary", "num_position_embeddings": None,
                         "embedding_dim": Opt("embedding_size"), "factorized_embeddings": True,
                         "embedding_proj_bias": True, "pooler": False},
-                       checks=(_NO_CROSS_FEATURE,), steps=(_tables(("max_seq_len", _head_dim)),)),
+                       checks=(_NO_CROSS_FEATURE,), steps=(_tables(("max_seq_len", lambda src, f: f["hidden_dim"] // f["n_head"])),)),
     "xlm": Family(_XLM, checks=_XLM_CHECKS, steps=(_xlm_languages,)),
     "flaubert": Family(_XLM, checks=_XLM_CHECKS, steps=(_xlm_languages,)),
     # AlbertModel (arXiv 1909.11942): factorised embeddings projected with a bias, one
@@ -381,9 +361,8 @@ _MASKED_LM_HEADS: Dict[str, Dict[str, Any]] = {
     "layoutlm": {**_BERT_MLM_HEAD, "pooler": True},
     # XLMWithLMHeadModel / FlaubertWithLMHeadModel: XLMPredLayer, the output projection with a
     # bias and no transform (its adaptive softmax, asm=True, is refused)
-    "xlm": {"lm_head": True, "lm_head_bias": True, "lm_head_transform": _XlmPlainSoftmax(), "tie_word_embeddings": _TIED},
-    "flaubert": {"lm_head": True, "lm_head_bias": True, "lm_head_transform": _XlmPlainSoftmax(),
-                 "tie_word_embeddings": _TIED},
+    **dict.fromkeys(("xlm", "flaubert"), {"lm_head": True, "lm_head_bias": True,
+                                          "lm_head_transform": _XlmPlainSoftmax(), "tie_word_embeddings": _TIED}),
     # ModernBertPredictionHead: dense (bias: classifier_bias), activation, norm (the model's
     # norm_bias); the decoder's bias is decoder_bias
     "modernbert": {"lm_head": True, "lm_head_bias": Flag("decoder_bias", default=True), "tie_word_embeddings": _TIED,

@@ -1,10 +1,6 @@
-"""Rows of the Hub family table for state-space models and attention / mixer hybrids
-(`hub/families/table.py` merges them into FAMILIES). Their mixer layers are the kinds of
-`model/mixers.py` ("mamba", "mamba2", "short_conv", "gated_delta_net", "kda" in
-ModelConfig.layer_types; Falcon-H1's mixer runs beside attention in one layer,
-Nemotron-H has MLP-only layers); each row follows the transformers modelling code it
-names. Hybrids whose layers hold a mixer those kinds do not describe have no row here
-and are refused by the generic mapping, naming their mixer (hub/generic.py).
+"""Rows of the Hub family table for state-space models and attention / mixer hybrids. Their mixer
+layers are the kinds of `model/mixers.py`; a hybrid whose mixer those kinds do not describe has no row
+and is refused by the generic mapping, naming its mixer (hub/generic.py).
 """
 
 from __future__ import annotations
@@ -182,32 +178,22 @@ def _nemotron_h_inner(src: Src, f: Fields, what: str) -> None:
 _STATE_DTYPE_BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "float16": 2, "auto": None}
 
 
-def _nemotron_h_state_dtype(src: Src, f: Fields, what: str) -> None:
-    """mamba_ssm_cache_dtype: the dtype of the SSM state cache. vLLM keeps NemotronH's SSM state
-    in it (NemotronHForCausalLMConfig sets the engine's mamba_ssm_cache_dtype from the config);
-    the conv state stays in the KV cache's dtype."""
-    name = src.get("mamba_ssm_cache_dtype", default=None)
-    if name is None or "mamba2" not in (f.get("layer_types") or ()):  # no Mamba layer: no SSM state
-        return
-    if name not in _STATE_DTYPE_BYTES:
-        raise UnsupportedArchitecture(f"{what}: mamba_ssm_cache_dtype = {name!r} is not a state dtype llm-analysis "
-                                      f"knows; valid: {sorted(_STATE_DTYPE_BYTES)}")
-    f["ssm_state_dtype_bytes"] = _STATE_DTYPE_BYTES[name]
-
-
-def _qwen_gdn_state_dtype(src: Src, f: Fields, what: str) -> None:
-    """mamba_ssm_dtype: the dtype Qwen3.5's checkpoints give the Gated DeltaNet state ("float32" in
-    every Qwen3.5 config.json). SGLang and vLLM keep the recurrent state in it (vLLM's
-    Qwen3_5 model config maps it onto mamba_ssm_cache_dtype; aiconfigurator's GDN collectors
-    allocate it so); the conv state stays in the KV cache's dtype. Absent (Qwen3-Next): the
-    KV cache's dtype, as before."""
-    name = src.get("mamba_ssm_dtype", default=None)
-    if name is None:
-        return
-    if name not in _STATE_DTYPE_BYTES:
-        raise UnsupportedArchitecture(f"{what}: mamba_ssm_dtype = {name!r} is not a state dtype llm-analysis "
-                                      f"knows; valid: {sorted(_STATE_DTYPE_BYTES)}")
-    f["ssm_state_dtype_bytes"] = _STATE_DTYPE_BYTES[name]
+def _state_dtype(key: str, mamba_only: bool = False):
+    """A step: the recurrent (SSM) state's dtype from `key`; the conv state stays in the KV cache's dtype.
+    Nemotron-H's mamba_ssm_cache_dtype: vLLM keeps the SSM state in it (NemotronHForCausalLMConfig sets the
+    engine's mamba_ssm_cache_dtype from it; `mamba_only`: only a model with Mamba layers has that state).
+    Qwen3.5's mamba_ssm_dtype ("float32" in every Qwen3.5 config.json): SGLang and vLLM keep the Gated
+    DeltaNet state in it (vLLM maps it onto mamba_ssm_cache_dtype; aiconfigurator's GDN collectors allocate
+    it so). Absent (Qwen3-Next): the KV cache's dtype."""
+    def step(src: Src, f: Fields, what: str) -> None:
+        name = src.get(key, default=None)
+        if name is None or (mamba_only and "mamba2" not in (f.get("layer_types") or ())):
+            return
+        if name not in _STATE_DTYPE_BYTES:
+            raise UnsupportedArchitecture(f"{what}: {key} = {name!r} is not a state dtype llm-analysis "
+                                          f"knows; valid: {sorted(_STATE_DTYPE_BYTES)}")
+        f["ssm_state_dtype_bytes"] = _STATE_DTYPE_BYTES[name]
+    return step
 
 
 def _falcon_h1_biases(src: Src, f: Fields, what: str) -> None:
@@ -270,6 +256,7 @@ _NO_GATED_ATTN_BIAS = Refuse("attention_bias", (False,), default=False, as_bool=
 # Qwen-MoE experts on decoder_sparse_step layers, a shared expert behind a sigmoid gate
 _QWEN_NEXT_EXPERTS = MoeRule(experts=Opt("num_experts"), **QWEN_MOE_EXPERTS,
                              shared_width=Opt("shared_expert_intermediate_size"), shared_gate=True)
+_GDN_LAYERS, _GDN_STATE_DTYPE = MixerLayers("gated_delta_net"), _state_dtype("mamba_ssm_dtype")
 
 HYBRID_FAMILIES: Dict[str, Family] = {
     "mamba": _MAMBA,
@@ -322,10 +309,11 @@ HYBRID_FAMILIES: Dict[str, Family] = {
          "activation": Act("mlp_hidden_act", default="relu2"), "mlp_bias": Flag("mlp_bias", default=False),
          "num_layers": Opt("num_hidden_layers"), "layer_mlp": False, "num_norms_per_layer": 1,
          "position_embedding_type": "none", "ssm_state_size": Req("ssm_state_size"),
-         "ssm_num_heads": Req("mamba_num_heads"), "ssm_num_groups": Req("n_groups"), "ssm_chunk_size": Req("chunk_size"),
+         "ssm_num_heads": Req("mamba_num_heads"), "ssm_num_groups": Req("n_groups"),
+         "ssm_chunk_size": Req("chunk_size"),
          "mixer_conv_kernel": Req("conv_kernel"), "mixer_conv_bias": Flag("use_conv_bias", default=True),
          "mixer_proj_bias": Flag("use_bias", default=False)},
-        steps=(_nemotron_h_layers, _nemotron_h_inner, _nemotron_h_state_dtype)),
+        steps=(_nemotron_h_layers, _nemotron_h_inner, _state_dtype("mamba_ssm_cache_dtype", mamba_only=True))),
     # OLMo hybrid (OlmoHybridDecoderLayer): gated DeltaNet layers (q/k/v/g/a/b as separate
     # bias-free projections, the same shapes as the merged ones; conv without bias) and
     # OLMo-2-style attention (q/k RMSNorm over all heads, norms after attention and MLP)
@@ -351,10 +339,13 @@ HYBRID_FAMILIES: Dict[str, Family] = {
             experts=Opt("num_experts"), top_k=Req("num_experts_per_token", "num_experts_per_tok"), top_k_first=False,
             layers="listed", width=Req("moe_intermediate_size"), shared_count=Opt("num_shared_experts", default=0),
             shared_width=Same("moe_ffn_embed_dim")))),
-    "qwen3_next": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS, _qwen_gdn_state_dtype)),
+    "qwen3_next": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(_GDN_LAYERS, _QWEN_NEXT_EXPERTS,
+                                                                              _GDN_STATE_DTYPE)),
     # Qwen3.5 (Qwen3_5GatedDeltaNet): the same mixer with in_proj_qkv / in_proj_z / in_proj_a /
     # in_proj_b as separate matmuls (the same parameters and FLOPs as the merged two)
-    "qwen3_5_text": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _qwen_gdn_state_dtype)),
+    "qwen3_5_text": Family(_QWEN3_NEXT, checks=(_NO_GATED_ATTN_BIAS,), steps=(_GDN_LAYERS, _GDN_STATE_DTYPE)),
     # Qwen3.5-MoE: experts (and the gated shared expert) on every layer, no dense width
-    "qwen3_5_moe_text": Family({**_QWEN3_NEXT, "ffn_embed_dim": Req("moe_intermediate_size")}, checks=(_NO_GATED_ATTN_BIAS,), steps=(MixerLayers("gated_delta_net"), _QWEN_NEXT_EXPERTS, _qwen_gdn_state_dtype)),
+    "qwen3_5_moe_text": Family({**_QWEN3_NEXT, "ffn_embed_dim": Req("moe_intermediate_size")},
+                               checks=(_NO_GATED_ATTN_BIAS,),
+                               steps=(_GDN_LAYERS, _QWEN_NEXT_EXPERTS, _GDN_STATE_DTYPE)),
 }

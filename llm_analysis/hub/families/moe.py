@@ -1,28 +1,22 @@
-"""Rows of the Hub family table for mixture-of-experts decoders and decoders with
-DeepSeek's multi-head latent attention (MLA, arXiv 2405.04434; the dense MLA rows,
-MiniCPM3 and Youtu, sit here beside the DeepSeek rows whose attention they reuse);
-`hub/families/table.py` merges them into FAMILIES. Their layers are Llama-, Qwen3-,
-Cohere- or DeepSeek-shaped; the experts differ in naming, layer pattern (dense-first
-layers, `mlp_layer_types` lists, interval ranges), shared experts, and variants the base
-rows do not have (issue 14): a norm on the MoE output, gated attention outputs, the
-sparse-attention indexer (the variant fields are documented in `schema/model.py`).
-Each row follows the transformers modelling code it names.
+"""Rows of the Hub family table for mixture-of-experts decoders and decoders with DeepSeek's
+multi-head latent attention (MLA, arXiv 2405.04434; the dense MLA rows sit beside the DeepSeek rows
+whose attention they reuse). Each row follows the transformers modelling code it names; the variant
+fields (issue 14) are documented in `schema/model.py`.
 
-Routers whose `e_score_correction_bias` is a buffer hold no parameter; where it (or
-AFMoE's `expert_bias`, ERNIE 4.5's per-expert correction) is an `nn.Parameter` it holds
-one value per expert: counted as the router's bias (`moe_router_bias`; it is added to
-the scores, no matmul).
+Routers whose `e_score_correction_bias` is a buffer hold no parameter; where it (or AFMoE's
+`expert_bias`, ERNIE 4.5's per-expert correction) is an `nn.Parameter` it holds one value per
+expert: counted as the router's bias (`moe_router_bias`; added to the scores, no matmul).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict
+from dataclasses import dataclass, replace
+from typing import Any, Dict, Optional
 
-from llm_analysis.hub.errors import UnmappableConfig, UnsupportedArchitecture, not_modelled
+from llm_analysis.hub.errors import UnmappableConfig, not_modelled
 from llm_analysis.hub.families.bases import (ATTENTION_BIAS, COHERE, DEEPSEEK_MLA, ERNIE4_5, FULL_WIDTH_EXPERTS,
-                                             LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, NO_BIASES, OLMO2, QWEN3,
-                                             QWEN_MOE_EXPERTS)
+                                             LAYERNORM, LLAMA, LLAMA_NO_BIAS_NO_TYPES, MLP_BIAS, NO_BIASES, OLMO2,
+                                             QWEN3, QWEN_MOE_EXPERTS)
 from llm_analysis.hub.hooks import RawWindowPattern, qwen_window
 from llm_analysis.hub.source import Fields, Src, attention_layout, moe_layout
 from llm_analysis.hub.spec import (Act, Either, Family, Flag, MoeRule, Opt, Quotient, Refuse, Req, Same, When,
@@ -30,11 +24,22 @@ from llm_analysis.hub.spec import (Act, Either, Family, Flag, MoeRule, Opt, Quot
 
 __all__ = ["MOE_FAMILIES"]
 
-_MLP_BIAS = Flag("mlp_bias", default=False)
-# DeepSeek-style routed + shared experts, all moe_intermediate_size wide; the shared
-# ones are one MLP of n_shared * moe_intermediate_size (the same shapes)
-_DEEPSEEK_STYLE = dict(top_k=Req("num_experts_per_tok"), top_k_first=False,
-                       width=Req("moe_intermediate_size"), shared_width=Same("moe_ffn_embed_dim"))
+
+
+def _experts(experts: Opt, layers: str, width: Any = Req("moe_intermediate_size"), shared: Optional[str] = None,
+             **rest: Any) -> MoeRule:
+    """Routed experts whose top-k (num_experts_per_tok) is read only when the config has experts.
+    `shared`: the key of a DeepSeek-style shared-expert count, all routed-width (HF builds one MLP of
+    n_shared * moe_intermediate_size: the same shapes as n_shared MLPs)."""
+    if shared is not None:
+        rest.update(shared_count=Opt(shared, default=0), shared_width=Same("moe_ffn_embed_dim"))
+    return MoeRule(experts=experts, top_k=Req("num_experts_per_tok"), top_k_first=False, layers=layers,
+                   width=width, **rest)
+
+
+# Mixtral-style: a full router, every layer MoE, each expert a full-width MLP
+_FULL_WIDTH = MoeRule(**FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim"))
+_OLMOE_EXPERTS = MoeRule(experts=Req("num_experts"), top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim"))
 
 
 def _shared_experts_one_mlp(src: Src, f: Fields, what: str) -> None:
@@ -65,17 +70,8 @@ def _hy_v3_zero_shared(src: Src, f: Fields, what: str) -> None:
         f.update(moe_num_shared_experts=1, moe_shared_expert_ffn_dim=f["ffn_embed_dim"])
 
 
-def _refuse(what: str, detail: str) -> UnsupportedArchitecture:
-    return not_modelled(f"{what}: {detail}")
-
-
-def _deepseek_experts(layers: str, **extra) -> MoeRule:
-    """DeepSeek-V3's routed experts and shared experts (one MLP of n_shared *
-    moe_intermediate_size: the same shapes as n_shared MLPs)."""
-    return MoeRule(experts=Opt("n_routed_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
-                   layers=layers, width=Req("moe_intermediate_size"),
-                   shared_count=Opt("n_shared_experts", default=0), shared_width=Same("moe_ffn_embed_dim"),
-                   **extra)
+def _deepseek_experts(layers: str) -> MoeRule:
+    return _experts(Opt("n_routed_experts"), layers, shared="n_shared_experts")
 
 
 @dataclass(frozen=True)
@@ -101,8 +97,8 @@ class UniformList:
         values = src.get(self.key, default=None)
         one = src.get(self.scalar, default=None)
         if values is not None and any(v != one for v in values):
-            raise _refuse(what, f"{self.key}={list(values)!r} (per-layer head counts) differ from "
-                                f"{self.scalar}={one!r}; ModelConfig has one head count")
+            raise not_modelled(f"{what}: {self.key}={list(values)!r} (per-layer head counts) differ from "
+                                     f"{self.scalar}={one!r}; ModelConfig has one head count")
 
 
 # the name the DSA layers had before transformers' layer-type rename (configuration_utils
@@ -138,13 +134,13 @@ class SparseAttentionIndexer:
                  index_topk=src.req_int("index_topk"))
         kinds = src.get("layer_types", default=None)
         if kinds is not None and any(k not in _INDEXED_LAYER_NAMES for k in kinds):
-            raise _refuse(what, f"layer_types = {sorted(set(map(str, kinds)))}: only layers that all are "
-                                "'indexed_attention' are described (DeepSeek sparse attention on every layer)")
+            raise not_modelled(f"{what}: layer_types = {sorted(set(map(str, kinds)))}: only layers that all are "
+                                     "'indexed_attention' are described (DeepSeek sparse attention on every layer)")
         indexers = src.get("indexer_types", default=None)
         if not self.shared_layers:
             if indexers is not None and any(k != "full" for k in indexers):
-                raise _refuse(what, f"indexer_types = {sorted(set(map(str, indexers)))}: this model type has "
-                                    "one indexer on every layer ('full' only)")
+                raise not_modelled(f"{what}: indexer_types = {sorted(set(map(str, indexers)))}: this model type has "
+                                         "one indexer on every layer ('full' only)")
             return
         layers = f.get("num_layers")
         if indexers is None and layers is not None:  # the raw config.json, without transformers
@@ -166,8 +162,8 @@ def _longcat_qk_head_dim(src: Src, f: Fields, what: str) -> None:
     qk = src.get("qk_head_dim", default=None)
     parts = (src.get("qk_nope_head_dim", default=0) or 0) + (src.get("qk_rope_head_dim", default=0) or 0)
     if qk is not None and qk != parts:
-        raise _refuse(what, f"qk_head_dim={qk!r} differs from qk_nope_head_dim + qk_rope_head_dim = "
-                            f"{parts}; ModelConfig has no separate query width")
+        raise not_modelled(f"{what}: qk_head_dim={qk!r} differs from qk_nope_head_dim + qk_rope_head_dim = "
+                                 f"{parts}; ModelConfig has no separate query width")
 
 
 def _every_other_layer(src: Src, f: Fields, what: str) -> None:
@@ -181,8 +177,8 @@ def _several_experts(src: Src, f: Fields, what: str) -> None:
     describes experts only from two on."""
     n = src.get("num_local_experts", default=None)
     if isinstance(n, int) and n < 2:
-        raise _refuse(what, f"num_local_experts={n}: a mixture of one expert (router and output "
-                            "bias around a single MLP) is not modelled")
+        raise not_modelled(f"{what}: num_local_experts={n}: a mixture of one expert (router and output "
+                                 "bias around a single MLP) is not modelled")
 
 
 def _mimo_layer_attention(src: Src, f: Fields, what: str) -> None:
@@ -212,8 +208,8 @@ def _llama4_several_experts(src: Src, f: Fields, what: str) -> None:
     expert count; ModelConfig describes experts only from two on."""
     n = src.opt_int("num_local_experts", default=16)
     if n < 2:
-        raise _refuse(what, f"num_local_experts={n}: a Llama 4 MoE layer of one routed expert (router and "
-                            "shared expert around it) is not modelled")
+        raise not_modelled(f"{what}: num_local_experts={n}: a Llama 4 MoE layer of one routed expert (router and "
+                                 "shared expert around it) is not modelled")
 
 
 def _llama4_layers(src: Src, f: Fields, what: str) -> None:
@@ -256,17 +252,14 @@ def _llama4_layers(src: Src, f: Fields, what: str) -> None:
 
 _LLAMA4_ATTENTION = {k: v for k, v in LLAMA.items() if k != ("sliding_window", "layer_types")}
 
-_GRANITE_EXPERTS = MoeRule(**FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"),
-                           width=Same("ffn_embed_dim"), shared_width=Opt("shared_intermediate_size"))
+_GRANITE_EXPERTS = replace(_FULL_WIDTH, shared_width=Opt("shared_intermediate_size"))
 
 # DeepSeek-V2/V3: multi-head latent attention (arXiv 2405.04434), the first
 # first_k_dense_replace layers dense, n_shared_experts of moe_intermediate_size
 # (HF builds one MLP of n_shared * moe_intermediate_size: the same shapes)
-_DEEPSEEK_V2 = Family({**DEEPSEEK_MLA, "mlp_bias": Flag("mlp_bias", default=False)},
-    steps=(MoeRule(experts=Opt("n_routed_experts"), top_k=Req("num_experts_per_tok"),
-                   top_k_first=False, layers="dense_first", width=Req("moe_intermediate_size"),
-                   shared_count=Opt("n_shared_experts", default=0),
-                   shared_width=Same("moe_ffn_embed_dim")),))
+_DEEPSEEK_V2 = Family({**DEEPSEEK_MLA, "mlp_bias": MLP_BIAS}, steps=(_deepseek_experts("dense_first"),))
+_QWEN3_MOE = Family(QWEN3, steps=(qwen_window, MoeRule(experts=Opt("num_experts", "num_local_experts"),
+                                                       **QWEN_MOE_EXPERTS)))
 
 MOE_FAMILIES: Dict[str, Family] = {
     # Llama 4 text (Llama4TextDecoderLayer, transformers 5.23): Llama attention whose RoPE layers
@@ -290,14 +283,11 @@ MOE_FAMILIES: Dict[str, Family] = {
         steps=(qwen_window, MoeRule(experts=Opt("num_experts"), **QWEN_MOE_EXPERTS,
                                     shared_width=Opt("shared_expert_intermediate_size"),
                                     shared_gate=True))),
-    "qwen3_moe": Family(QWEN3, steps=(qwen_window, MoeRule(
-        experts=Opt("num_experts", "num_local_experts"), **QWEN_MOE_EXPERTS))),
+    "qwen3_moe": _QWEN3_MOE,
     # the language model of Qwen3-VL-MoE (Qwen3VLMoeTextModel): Qwen3-MoE's layers (fused expert weights)
-    "qwen3_vl_moe_text": Family(QWEN3, steps=(qwen_window, MoeRule(
-        experts=Opt("num_experts", "num_local_experts"), **QWEN_MOE_EXPERTS))),
+    "qwen3_vl_moe_text": _QWEN3_MOE,
     # Mixtral: every layer MoE, each expert a full-width SwiGLU MLP
-    "mixtral": Family(LLAMA_NO_BIAS_NO_TYPES, steps=(MoeRule(
-        **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
+    "mixtral": Family(LLAMA_NO_BIAS_NO_TYPES, steps=(_FULL_WIDTH,)),
     "deepseek_v2": _DEEPSEEK_V2,
     "deepseek_v3": Family(DEEPSEEK_MLA, steps=_DEEPSEEK_V2.steps),  # bias-free MLPs
     # MiniCPM3 (MiniCPM3Attention): DeepSeek-V2's MLA without experts; scale_emb/scale_depth are scalars
@@ -311,16 +301,13 @@ MOE_FAMILIES: Dict[str, Family] = {
         steps=(RawWindowPattern(period=2, default_window=128), MoeRule(
             **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok", "experts_per_token")))),
     # OLMoE: OLMo-2-style q/k norms, full-router experts of intermediate_size on every layer
-    "olmoe": Family({**LLAMA, "qk_norm": True, "qk_norm_per_head": True}, steps=(MoeRule(
-        experts=Req("num_experts"), top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
-    "flex_olmo": Family(OLMO2, steps=(MoeRule(
-        experts=Req("num_experts"), top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
+    "olmoe": Family({**LLAMA, "qk_norm": True, "qk_norm_per_head": True}, steps=(_OLMOE_EXPERTS,)),
+    "flex_olmo": Family(OLMO2, steps=(_OLMOE_EXPERTS,)),
     # PhiMoE: Mixtral with LayerNorms (bias), q/k/v/o biases from attention_bias, lm_head bias
     "phimoe": Family(
         {**LLAMA_NO_BIAS_NO_TYPES, **LAYERNORM, "qkv_bias": ATTENTION_BIAS,
          "attn_out_bias": ATTENTION_BIAS, "lm_head_bias": Flag("lm_head_bias", default=True)},
-        steps=(MoeRule(**FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"),
-                       width=Same("ffn_embed_dim")), _phimoe_two_experts)),
+        steps=(_FULL_WIDTH, _phimoe_two_experts)),
     # GraniteMoe(Shared): Granite's layers with full-width experts (ParallelExperts), an
     # optional shared MLP of shared_intermediate_size
     "granitemoe": Family(LLAMA, steps=(_GRANITE_EXPERTS,)),
@@ -329,8 +316,7 @@ MOE_FAMILIES: Dict[str, Family] = {
     "granitemoe_swa": Family({**LLAMA, "attn_sinks": True}, steps=(_GRANITE_EXPERTS,)),
     # MiniMax-M2: q/k RMSNorm over all heads, full-router experts on every layer
     "minimax_m2": Family({**LLAMA, "qk_norm": True, "qk_norm_per_head": True, "qk_norm_across_heads": True},
-                         steps=(MoeRule(
-        **FULL_WIDTH_EXPERTS, top_k=Req("num_experts_per_tok"), width=Same("ffn_embed_dim")),)),
+                         steps=(_FULL_WIDTH,)),
     # GLM-4-MoE (Glm4MoeAttention): q/k/v biased by attention_bias, o_proj never;
     # optional q/k RMSNorm(head_dim); experts from first_k_dense_replace on
     "glm4_moe": Family(
@@ -338,23 +324,18 @@ MOE_FAMILIES: Dict[str, Family] = {
          "qk_norm": Flag("use_qk_norm", default=False),
          # Glm4MoeAttention: getattr(config, "head_dim", hidden_size // num_attention_heads)
          "head_dim": Either(Opt("head_dim"), Quotient("hidden_dim", "n_head"))},
-        steps=(MoeRule(experts=Opt("n_routed_experts"), layers="dense_first",
-                       shared_count=Opt("n_shared_experts", default=0), **_DEEPSEEK_STYLE),)),
+        steps=(_deepseek_experts("dense_first"),)),
     # Solar Open: GLM-4-MoE's attention without q/k norms, experts on every layer
     "solar_open": Family(
         {**LLAMA, "ffn_embed_dim": Req("moe_intermediate_size"), "qkv_bias": ATTENTION_BIAS,
          "attn_out_bias": False},
-        steps=(MoeRule(experts=Opt("n_routed_experts"), layers="all",
-                       shared_count=Opt("n_shared_experts", default=0), **_DEEPSEEK_STYLE),)),
+        steps=(_deepseek_experts("all"),)),
     # EXAONE-MoE: EXAONE 4 attention (q/k RMSNorm(head_dim), no biases), mlp_layer_types
-    "exaone_moe": Family(QWEN3, steps=(MoeRule(
-        experts=Opt("num_experts"), layers="listed",
-        shared_count=Opt("num_shared_experts", default=0), **_DEEPSEEK_STYLE),)),
+    "exaone_moe": Family(QWEN3, steps=(_experts(Opt("num_experts"), "listed", shared="num_shared_experts"),)),
     # HY-V3: q/k RMSNorm(head_dim), biases from attention_bias / mlp_bias, mlp_layer_types
-    "hy_v3": Family({**QWEN3, "attn_out_bias": ATTENTION_BIAS, "mlp_bias": _MLP_BIAS},
-                    steps=(MoeRule(experts=Opt("num_experts", "num_local_experts"), layers="listed",
-                                   shared_count=Opt("num_shared_experts", default=0),
-                                   **_DEEPSEEK_STYLE), _hy_v3_zero_shared)),
+    "hy_v3": Family({**QWEN3, "attn_out_bias": ATTENTION_BIAS, "mlp_bias": MLP_BIAS},
+                    steps=(_experts(Opt("num_experts", "num_local_experts"), "listed", shared="num_shared_experts"),
+                           _hy_v3_zero_shared)),
     # ERNIE 4.5 MoE: experts on (layer+1) % interval == 0 within [start, end], shared
     # experts of moe_intermediate_size, a per-expert e_score_correction_bias parameter
     "ernie4_5_moe": Family(
@@ -367,7 +348,7 @@ MOE_FAMILIES: Dict[str, Family] = {
                        shared_width=Same("moe_ffn_embed_dim")), _shared_experts_one_mlp)),
     # Aria (AriaTextMoELayer): experts and shared experts of intermediate_size on every layer
     "aria_text": Family(
-        {**LLAMA, "mlp_bias": _MLP_BIAS},
+        {**LLAMA, "mlp_bias": MLP_BIAS},
         steps=(MoeRule(experts=Req("moe_num_experts"), top_k=Req("moe_topk"), layers="all",
                        width=Same("ffn_embed_dim"),
                        shared_count=Opt("moe_num_shared_experts", default=0),
@@ -376,35 +357,27 @@ MOE_FAMILIES: Dict[str, Family] = {
     # pattern (decoder_sparse_step, mlp_only_layers), an ungated shared expert
     "flint": Family(
         {**QWEN3, "attn_out_bias": ATTENTION_BIAS, "attn_sinks": True},
-        steps=(MoeRule(experts=Opt("num_experts"), top_k=Req("num_experts_per_tok"),
-                       top_k_first=False, layers="sparse_step", width=Req("moe_intermediate_size"),
-                       shared_width=Opt("shared_expert_intermediate_size")),)),
+        steps=(_experts(Opt("num_experts"), "sparse_step", shared_width=Opt("shared_expert_intermediate_size")),)),
     # Kolibri-1: bias-free attention with q/k RMSNorm(head_dim), four norms per layer,
     # experts on every layer and one shared expert of shared_expert_intermediate_size
     "kolibri1": Family(
         {**QWEN3, **NO_BIASES, "ffn_embed_dim": Req("moe_intermediate_size"),
          "num_norms_per_layer": 4},
-        steps=(MoeRule(experts=Opt("num_local_experts", "num_experts"),
-                       top_k=Req("num_experts_per_tok"), top_k_first=False, layers="all",
-                       width=Req("moe_intermediate_size"),
-                       shared_width=Opt("shared_expert_intermediate_size")),)),
+        steps=(_experts(Opt("num_local_experts", "num_experts"), "all",
+                        shared_width=Opt("shared_expert_intermediate_size")),)),
     # Mellum: Qwen3-style attention (biases from attention_bias), experts per
     # mlp_layer_types, no shared expert; its MTP weights are not built by transformers
-    "mellum": Family({**QWEN3, "attn_out_bias": ATTENTION_BIAS}, steps=(MoeRule(
-        experts=Opt("num_local_experts", "num_experts"), top_k=Req("num_experts_per_tok"),
-        top_k_first=False, layers="listed", width=Req("moe_intermediate_size")),)),
+    "mellum": Family({**QWEN3, "attn_out_bias": ATTENTION_BIAS},
+                     steps=(_experts(Opt("num_local_experts", "num_experts"), "listed"),)),
     # Cohere2-MoE: Cohere's parallel block on one bias-free LayerNorm (RMSNorm when
     # rms_norm_eps is set: the same weights), experts of intermediate_size per
     # mlp_layer_types, shared experts one MLP of num_shared * intermediate_size
     "cohere2_moe": Family(
         {**COHERE, "qk_norm": False,
          "norm_type": When(Flag("rms_norm_eps", default=None), "rmsnorm", "layernorm")},
-        checks=(),
-        steps=(_cohere2_moe_dense_width, MoeRule(
-            experts=Opt("num_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
-            layers="listed", width=Same("ffn_embed_dim"),
-            shared_count=Opt("num_shared_experts", default=0), shared_width=Same("ffn_embed_dim"))),
-    ),
+        steps=(_cohere2_moe_dense_width, _experts(
+            Opt("num_experts"), "listed", width=Same("ffn_embed_dim"),
+            shared_count=Opt("num_shared_experts", default=0), shared_width=Same("ffn_embed_dim")))),
     # GLM-4.7-Flash (Glm4MoeLite): DeepseekV3Attention, Glm4Moe experts per mlp_layer_types
     # (default: the first layer dense)
     "glm4_moe_lite": Family(DEEPSEEK_MLA, steps=(_deepseek_experts("listed"),)),
@@ -441,19 +414,14 @@ MOE_FAMILIES: Dict[str, Family] = {
     "afmoe": Family(
         {**QWEN3, "qkv_bias": ATTENTION_BIAS, "attn_out_bias": ATTENTION_BIAS,
          "num_norms_per_layer": 4, "attn_output_gate": "per_element", "moe_router_bias": True},
-        steps=(MoeRule(experts=Opt("num_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
-                       layers="all", width=Req("moe_intermediate_size"),
-                       shared_count=Opt("num_shared_experts", default=0),
-                       shared_width=Same("moe_ffn_embed_dim")),
-               DenseFirst("num_dense_layers"))),
+        steps=(_experts(Opt("num_experts"), "all", shared="num_shared_experts"), DenseFirst("num_dense_layers"))),
     # Beam (BeamAttention): Qwen3-style attention with a sigmoid gate Linear(hidden,
     # heads*head_dim) plus one gate bias per head, four norms per layer; experts per
     # mlp_layer_types, no shared expert, the correction bias a buffer
     "beam": Family(
         {**QWEN3, "qkv_bias": ATTENTION_BIAS, "attn_out_bias": ATTENTION_BIAS,
          "num_norms_per_layer": 4, "attn_output_gate": "per_element", "attn_output_gate_head_bias": True},
-        steps=(MoeRule(experts=Opt("num_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
-                       layers="listed", width=Req("moe_intermediate_size")),)),
+        steps=(_experts(Opt("num_experts"), "listed"),)),
     # MiniMax-M3 text (MiniMaxM3VLTextModel): bias-free GQA with q/k RMSNorm(head_dim),
     # experts of intermediate_size plus one shared MLP of shared_intermediate_size, dense
     # layers of dense_intermediate_size per mlp_layer_types; the clamped SwiGLU is
@@ -462,9 +430,8 @@ MOE_FAMILIES: Dict[str, Family] = {
     "minimax_m3_vl_text": Family(
         {**QWEN3, "qkv_bias": False, "attn_out_bias": False,
          "ffn_embed_dim": Req("dense_intermediate_size")},
-        steps=(MoeRule(experts=Opt("num_local_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
-                       layers="listed", width=Req("intermediate_size"),
-                       shared_width=Opt("shared_intermediate_size")),)),
+        steps=(_experts(Opt("num_local_experts"), "listed", width=Req("intermediate_size"),
+                        shared_width=Opt("shared_intermediate_size")),)),
     # JetMoE (JetMoeAttention, JetMoeMoE): mixture of attention heads, num_local_experts
     # q/o expert pairs of num_key_value_heads * kv_channels (the config derives
     # num_attention_heads = kv_heads * top_k), one shared kv_proj, one output bias after
@@ -490,10 +457,8 @@ MOE_FAMILIES: Dict[str, Family] = {
          "moe_router_bias": True},
         checks=(Refuse("attention_bias", (False,), False, "biased attention projections", as_bool=True),
                 UniformList("num_attention_heads_per_layer", "num_attention_heads")),
-        steps=(_laguna_gate, MoeRule(
-            experts=Opt("num_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
-            layers="listed", width=Req("moe_intermediate_size"),
-            shared_width=Opt("shared_expert_intermediate_size")))),
+        steps=(_laguna_gate, _experts(Opt("num_experts"), "listed",
+                                      shared_width=Opt("shared_expert_intermediate_size")))),
     # MiMo-V2-Flash (MiMoV2FlashAttention, transformers 5.23): GQA with queries/keys of
     # head_dim and values of v_head_dim, o_proj bias-free; per layer_types, sliding layers
     # double the KV heads and hold sinks (_mimo_layer_attention); values scaled by
@@ -501,7 +466,5 @@ MOE_FAMILIES: Dict[str, Family] = {
     # mlp_layer_types, the correction bias a buffer; dense layers of intermediate_size
     "mimo_v2_flash": Family(
         {**LLAMA, "attn_out_bias": False, "v_head_dim": Opt("v_head_dim")},
-        steps=(_mimo_layer_attention,
-               MoeRule(experts=Opt("n_routed_experts"), top_k=Req("num_experts_per_tok"), top_k_first=False,
-                       layers="listed", width=Req("moe_intermediate_size")))),
+        steps=(_mimo_layer_attention, _experts(Opt("n_routed_experts"), "listed"))),
 }

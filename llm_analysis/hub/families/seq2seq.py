@@ -1,19 +1,12 @@
-"""Rows of the Hub family table for encoder-decoder models (`hub/families/table.py` merges
-them into FAMILIES). Each row describes the decoder side: the model's `*ForCausalLM`
-class (embeddings, decoder layers with self-attention, cross-attention to the encoder
-output and MLP, the LM head), following the transformers modelling code it names.
-The encoder is not described; the encoder length the decoder attends to is an input
-of the analysis (`encoder_seq_len`, model/cross_attention.py).
+"""Rows of the Hub family table for encoder-decoder models: each describes the decoder side, the
+model's `*ForCausalLM` class, following the transformers modelling code it names. The encoder is not
+described; the encoder length is an input of the analysis (`encoder_seq_len`, model/cross_attention.py).
 
-Every decoder layer (BartDecoderLayer and its copies) holds self_attn,
-self_attn_layer_norm, encoder_attn, encoder_attn_layer_norm, fc1, fc2 and
-final_layer_norm: two norms besides the cross-attention's own, a non-gated MLP.
-What differs between the families is around the layers: the position table
-(learned with BART's 2-row offset, learned without, or a sinusoidal table that
-transformers stores as a frozen `nn.Embedding` weight and so counts as a parameter),
-a norm after the embeddings (`layernorm_embedding`), a norm after the last layer,
-biases, and whether the LM head is tied. `scale_embedding` multiplies by a scalar
-(no parameter, no matmul); `final_logits_bias` is a buffer of the
+Every decoder layer (BartDecoderLayer and its copies) holds self-attention, cross-attention, a
+non-gated MLP and three norms. The families differ around the layers: the position table (learned
+with BART's 2-row offset, learned without, or a sinusoidal table that transformers stores as a frozen
+`nn.Embedding` weight, so a parameter), a norm after the embeddings, a norm after the last layer,
+biases and tying. `scale_embedding` is a scalar; `final_logits_bias` is a buffer of the
 ForConditionalGeneration classes only.
 """
 

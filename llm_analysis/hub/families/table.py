@@ -1,19 +1,11 @@
 """The Hub family table: one row per Hugging Face `model_type` we map exactly.
 
-Each row says which config keys feed which ModelConfig field, the family's fixed
-flags (gated MLP, norm kind and bias, projection biases, tied embeddings, positions,
-block layout), its per-layer attention pattern and its MoE rule; the vocabulary is
-documented in `hub/spec.py`, the few odd details are the named hooks of
-`hub/hooks.py`. The flags follow the modelling code of `transformers` (which
-projections are `nn.Linear(..., bias=...)`, how many norms a block holds, whether
-the MLP is gated). A family of the common shape is one row, e.g. a Llama-style model
-with biased q/k/v: `"newfam": Family({**LLAMA, "qkv_bias": True})`.
-
-The rows live by kind: `dense.py` (decoders with one MLP per layer), `moe.py`
-(mixture-of-experts and multi-head latent attention decoders), `hybrid.py`
-(state-space and mixer hybrids), `encoders.py` (bare encoders), `seq2seq.py` (the
-decoder of encoder-decoder models) and `refused.py` (types refused by name); the
-shapes they share are in `bases.py`.
+A row says which config keys feed which ModelConfig field, the family's fixed flags, its per-layer
+attention pattern and its MoE rule (vocabulary: `hub/spec.py`; odd details: `hub/hooks.py`). The
+flags follow the modelling code of `transformers` (which projections are `nn.Linear(..., bias=...)`,
+how many norms a block holds, whether the MLP is gated). A family of a common shape is one row, e.g.
+`"newfam": Family({**LLAMA, "qkv_bias": True})`. The rows live by kind (dense.py, moe.py, hybrid.py,
+encoders.py, seq2seq.py, refused.py); the shapes they share are in `bases.py`.
 """
 
 from __future__ import annotations
