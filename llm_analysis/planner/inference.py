@@ -251,11 +251,13 @@ def _add_launches(search: Search, model, engine: str, rows: List[Dict[str, Any]]
     model_arg = model if isinstance(model, str) else search.model.name
     per_node = {g.name: g.num_gpus_per_node for g in search.gpus}
     moe = search.model.is_moe
+    checkpoint = search.model.checkpoint_weight_format  # what the emitted model's weights are stored in
     for row in rows:
-        row["launch"] = row_launch(engine, model_arg, row, per_node[row["layout"]["gpu"]], moe)
+        row["launch"] = row_launch(engine, model_arg, row, per_node[row["layout"]["gpu"]], moe, checkpoint)
     for row in pool_rows:
         row["launch"] = pools_launch(engine, model_arg, row["pools"], per_node[row["layout"]["gpu"]], moe,
-                                     row.get("reproduce", {}).get("serve_kwargs", {}).get("speculative"))
+                                     row.get("reproduce", {}).get("serve_kwargs", {}).get("speculative"),
+                                     row["layout"]["dtype"], checkpoint)
 
 
 def _length_names(seq_len, num_tokens_to_generate) -> tuple:

@@ -44,7 +44,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from llm_analysis.catalogue.lookup import get_dtype_config_by_name
 from llm_analysis.errors import ConfigError
+from llm_analysis.schema.dtype import DtypeConfig
 
 LAUNCH_ENGINES = ("vllm", "sglang", "trtllm")
 _FP8_NAMES = ("fp8", "fp8_e4m3", "fp8_e5m2")
@@ -70,6 +72,9 @@ class WorkerLaunch:
     kv_cache_dtype: str
     redundant_experts: int = 0  # copies of routed experts beside the experts (expert-parallel load balancing)
     expert_slots: int = 0  # experts + copies (TensorRT-LLM's load-balancer num_slots)
+    # how the row's timed weights and the model's released checkpoint store them (`stored_weights`; None: 16-bit)
+    timed_weights: Optional[str] = None
+    checkpoint_weights: Optional[str] = None
 
     @property
     def gpus(self) -> int:
@@ -91,6 +96,40 @@ def _kv_refusal(kv: str) -> Optional[str]:
     if kv in _FP8_NAMES or kv in _SIXTEEN_BIT_NAMES:
         return None
     return f"a {kv} KV cache: the engines keep it in the model's 16-bit type or fp8, none has a flag for {kv}"
+
+
+def stored_weights(dtype: DtypeConfig) -> Optional[str]:
+    """How `dtype` stores weights, in the terms of a model's `checkpoint_weight_format`: None for 16-bit floats,
+    "fp8", "nvfp4", "mxfp4", or e.g. "int4" / "int8" (AWQ / GPTQ / W8A8 checkpoints, never a catalogue release's)."""
+    if dtype.weight_format in ("nvfp4", "mxfp4"):
+        return dtype.weight_format
+    if dtype.weight_format == "float":
+        return {16: None, 8: "fp8"}.get(dtype.weight_bits, f"float{dtype.weight_bits}")
+    return f"{dtype.weight_format}{dtype.weight_bits}"
+
+
+def online_quantization(engine: str, w: WorkerLaunch) -> Optional[str]:
+    """The --quantization value that makes `engine` run the row's weights from the model's checkpoint: fp8
+    from a 16-bit checkpoint is quantised at load by vLLM and SGLang (`--quantization fp8`, dynamic per-tensor
+    scales: docs.vllm.ai features/quantization/fp8, SGLang server arguments); every other pair needs a
+    checkpoint stored as timed (`weight_refusal`)."""
+    if w.checkpoint_weights is None and w.timed_weights == "fp8" and engine in ("vllm", "sglang"):
+        return "fp8"
+    return None
+
+
+def weight_refusal(engine: str, w: WorkerLaunch) -> Optional[str]:
+    """Why the command would not run the weights the row was timed with, or None. The engines load a
+    checkpoint's weights as it stores them (a quantised release's quantization_config decides), so the emitted
+    model must store them as timed, unless the engine quantises at load (`online_quantization`)."""
+    if w.timed_weights == w.checkpoint_weights or online_quantization(engine, w) is not None:
+        return None
+    timed, stored = w.timed_weights or "16-bit", w.checkpoint_weights or "16-bit"
+    # the data-type name that times the checkpoint's own weights (catalogue/lookup.py reads "fp4" by checkpoint)
+    name = {None: "bf16", "fp8": "fp8", "nvfp4": "nvfp4", "mxfp4": "fp4"}.get(w.checkpoint_weights)
+    return (f"the row was timed with {timed} weights, but the model's checkpoint stores {stored} weights, which "
+            f"{engine} loads as stored; plan with the checkpoint's data type (--dtype_names {name}), or give the "
+            f"model of a checkpoint released in {timed}")
 
 
 def engine_refusal(engine: str, worker) -> Optional[str]:
@@ -131,6 +170,11 @@ def _vllm(w: WorkerLaunch, model: str, role: Optional[str]):
          if w.redundant_experts else None),
         ("--max-num-batched-tokens", w.max_num_batched_tokens), ("--max-num-seqs", w.max_num_seqs),
         ("--gpu-memory-utilization", w.memory_share), ("--kv-cache-dtype", kv),
+        ("--quantization", online_quantization("vllm", w)),
+        # the all-to-all serve() times for experts spread over the worker (vLLM's default, allgather_reducescatter,
+        # gathers every token on every rank): DeepEP, its high-throughput kernels for prefill, low-latency for decode
+        ("--all2all-backend", ("deepep_low_latency" if role == "decode" else "deepep_high_throughput")
+         if w.is_moe and w.moe_ep > 1 else None),
         ("--kv-transfer-config", None if role is None else
          json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":")))])
     notes = []
@@ -154,6 +198,11 @@ def _sglang(w: WorkerLaunch, model: str, role: Optional[str]):
         ("--chunked-prefill-size", w.max_num_batched_tokens * w.attention_dp),
         ("--max-running-requests", w.max_num_seqs * w.attention_dp),
         ("--mem-fraction-static", w.memory_share), ("--kv-cache-dtype", kv),
+        ("--quantization", online_quantization("sglang", w)),
+        # the all-to-all serve() times (SGLang's default, --moe-a2a-backend none, dispatches by all-reduce or
+        # all-gather): DeepEP, in the mode auto picks per batch (normal for prefill, low-latency for decode)
+        ("--moe-a2a-backend", "deepep" if w.is_moe and w.moe_ep > 1 else None),
+        ("--deepep-mode", "auto" if w.is_moe and w.moe_ep > 1 else None),
         ("--nnodes", w.nodes if w.nodes > 1 else None), ("--disaggregation-mode", role)])
     notes = []
     if w.nodes > 1:
@@ -240,7 +289,7 @@ def pool_launch(engine: str, model: str, w: WorkerLaunch, role: Optional[str] = 
     """One pool's launch: the worker's argv and command, the engine's config files (TensorRT-LLM), the
     worker count, notes; or `expressible` False with the reason. `speculative` (serve()'s) is set on the
     workers that decode (an aggregated pool, a decode pool)."""
-    reason = engine_refusal(engine, w) or _kv_refusal(w.kv_cache_dtype)
+    reason = engine_refusal(engine, w) or _kv_refusal(w.kv_cache_dtype) or weight_refusal(engine, w)
     base = {"engine": engine, "workers": w.workers, "gpus_per_worker": w.gpus}
     if reason is not None:
         return {**base, "expressible": False, "reason": reason}
@@ -267,18 +316,23 @@ def _engine_settings(fig: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def worker_launch(layout: Dict[str, Any], workers: int, gpus_per_node: int, settings: Dict[str, Any],
-                  is_moe: bool) -> WorkerLaunch:
+                  is_moe: bool, dtype_name: str, checkpoint_weights: Optional[str]) -> WorkerLaunch:
     tp = layout["tp"]
     return WorkerLaunch(tp=tp, attention_dp=layout.get("attention_dp", 1), moe_tp=layout.get("moe_tp", tp),
                         moe_ep=layout.get("moe_ep", 1), is_moe=is_moe, workers=workers, gpus_per_node=gpus_per_node,
                         redundant_experts=layout.get("moe_redundant_experts", 0),
-                        expert_slots=layout.get("moe_expert_slots", 0), **settings)
+                        expert_slots=layout.get("moe_expert_slots", 0),
+                        timed_weights=stored_weights(get_dtype_config_by_name(dtype_name)),
+                        checkpoint_weights=checkpoint_weights, **settings)
 
 
-def row_launch(engine: str, model: str, row: Dict[str, Any], gpus_per_node: int, is_moe: bool) -> Dict[str, Any]:
-    """The launch of an aggregated row (one pool of `replicas` workers)."""
+def row_launch(engine: str, model: str, row: Dict[str, Any], gpus_per_node: int, is_moe: bool,
+               checkpoint_weights: Optional[str] = None) -> Dict[str, Any]:
+    """The launch of an aggregated row (one pool of `replicas` workers); `checkpoint_weights`: the model's
+    `checkpoint_weight_format` (None: 16-bit)."""
     fig = row["figures"]
-    w = worker_launch(row["layout"], fig["replicas"], gpus_per_node, _engine_settings(fig), is_moe)
+    w = worker_launch(row["layout"], fig["replicas"], gpus_per_node, _engine_settings(fig), is_moe,
+                      row["layout"].get("dtype", "w16a16e16"), checkpoint_weights)  # (a row built by hand: none)
     spec = row.get("reproduce", {}).get("serve_kwargs", {}).get("speculative")  # a row built by hand has none
     out = pool_launch(engine, model, w, speculative=spec)
     if out["expressible"]:
@@ -290,12 +344,14 @@ def row_launch(engine: str, model: str, row: Dict[str, Any], gpus_per_node: int,
 
 
 def pools_launch(engine: str, model: str, pools: Dict[str, Dict[str, Any]], gpus_per_node: int,
-                 is_moe: bool, speculative: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                 is_moe: bool, speculative: Optional[Dict[str, Any]] = None, dtype_name: str = "w16a16e16",
+                 checkpoint_weights: Optional[str] = None) -> Dict[str, Any]:
     """The launch of a disaggregated row: one command per pool (`pools[name]` with layout, workers and
-    engine_settings)."""
+    engine_settings), both pools' weights of `dtype_name`."""
     out = {}
     for role, pool in pools.items():
-        w = worker_launch(pool["layout"], pool["workers"], gpus_per_node, _engine_settings(pool), is_moe)
+        w = worker_launch(pool["layout"], pool["workers"], gpus_per_node, _engine_settings(pool), is_moe,
+                          dtype_name, checkpoint_weights)
         out[role] = pool_launch(engine, model, w, role, speculative)
     return {"engine": engine, "pools": out, "expressible": all(p["expressible"] for p in out.values())}
 
@@ -319,5 +375,5 @@ def launch_lines(launch: Dict[str, Any]) -> List[str]:
     return lines
 
 
-__all__ = ["LAUNCH_ENGINES", "WorkerLaunch", "check_engine", "engine_refusal", "launch_lines", "pool_launch",
-           "pools_launch", "row_launch"]
+__all__ = ["LAUNCH_ENGINES", "WorkerLaunch", "check_engine", "engine_refusal", "launch_lines", "online_quantization",
+           "pool_launch", "pools_launch", "row_launch", "stored_weights", "weight_refusal"]

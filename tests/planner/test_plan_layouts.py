@@ -11,7 +11,7 @@ from llm_analysis.config import (ParallelismConfig, get_dtype_config_by_name, ge
                                  get_model_config_by_name)
 from llm_analysis.facade import LLMAnalysis
 from llm_analysis.planner import plan_inference
-from llm_analysis.planner.launch import row_launch
+from llm_analysis.planner.launch import LAUNCH_ENGINES, row_launch
 
 MIXTRAL = "mistralai/Mixtral-8x7B-v0.1"
 GPU = "a100-sxm-40gb"
@@ -111,13 +111,19 @@ def test_emitted_flags_equal_the_hand_written_command_lines():
     # running-request cap by --dp-size, so the per-replica 8192 tokens and 256 requests are given x 4
     assert sglang["command"] == ("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
                                  "--dp-size 4 --enable-dp-attention --ep-size 8 --chunked-prefill-size 32768 "
-                                 "--max-running-requests 1024 --mem-fraction-static 0.85 --kv-cache-dtype fp8_e4m3")
+                                 "--max-running-requests 1024 --mem-fraction-static 0.85 --kv-cache-dtype fp8_e4m3 "
+                                 "--moe-a2a-backend deepep --deepep-mode auto")
+    # (the experts spread over 8 GPUs are timed as a top-k all-to-all: SGLang's default dispatch, --moe-a2a-backend
+    # none, all-reduces or all-gathers instead (docs.sglang.io, expert parallelism), so DeepEP is named)
     assert sglang["workers"] == 3
     vllm = row_launch("vllm", model, _row(2, 4, 1, 8), gpus_per_node=8, is_moe=True)
     # vLLM: one engine core per data-parallel rank, each with its own budget and cap
     assert vllm["command"] == ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 2 --data-parallel-size 4 "
                                "--enable-expert-parallel --max-num-batched-tokens 8192 --max-num-seqs 256 "
-                               "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8")
+                               "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8 "
+                               "--all2all-backend deepep_high_throughput")
+    # (vLLM's default all2all backend, allgather_reducescatter, gathers every token on every rank; DeepEP's
+    # high-throughput kernels do the all-to-all timed: docs.vllm.ai, expert parallel deployment)
     assert "timed_on" in vllm  # the row was timed on SGLang's profile, and says so
     trtllm = row_launch("trtllm", model, _row(1, 8, 1, 8, "trtllm"), gpus_per_node=8, is_moe=True)
     assert trtllm["command"] == ("trtllm-serve deepseek-ai/DeepSeek-V3 --tp_size 8 --ep_size 8 --max_batch_size 256 "
@@ -280,3 +286,43 @@ def test_the_command_line_bounds_tp_ep_and_pp_as_docs_planner_says():
     assert run.returncode == 0, run.stderr[-1500:]
     rows = json.loads(run.stdout)["rows"]
     assert rows and all(r["layout"]["tp"] <= 2 and r["layout"]["pp"] == 1 for r in rows)
+
+
+def _row_of(dtype, framework="vllm"):
+    row = _row(8, 1, 8, 1, framework)
+    row["layout"]["dtype"] = dtype
+    return row
+
+
+def test_a_launch_runs_the_weights_the_row_was_timed_with():
+    # The engines load a checkpoint's weights as stored (its quantization_config decides). fp8 from a 16-bit
+    # checkpoint is quantised at load by vLLM and SGLang with --quantization fp8 (docs.vllm.ai
+    # features/quantization/fp8: "dynamic"; SGLang's --quantization fp8); TensorRT-LLM's PyTorch backend serves
+    # fp8 only from a quantised checkpoint, so that pair is refused, as is 16-bit timing of a quantised release.
+    fp8_on_bf16 = {e: row_launch(e, "m", _row_of("fp8", e), gpus_per_node=8, is_moe=False) for e in LAUNCH_ENGINES}
+    for engine in ("vllm", "sglang"):
+        argv = fp8_on_bf16[engine]["argv"]
+        assert argv[argv.index("--quantization") + 1] == "fp8"
+    assert not fp8_on_bf16["trtllm"]["expressible"] and "fp8" in fp8_on_bf16["trtllm"]["reason"]
+    # gpt-oss ships MXFP4 weights: a row timed at 16 bits is not what `vllm serve openai/gpt-oss-120b` runs
+    bf16_on_mxfp4 = row_launch("vllm", "m", _row_of("w16a16e16"), gpus_per_node=8, is_moe=False,
+                               checkpoint_weights="mxfp4")
+    assert not bf16_on_mxfp4["expressible"] and "--dtype_names fp4" in bf16_on_mxfp4["reason"]
+    # timed as stored: no flag, nothing refused
+    same = row_launch("vllm", "m", _row_of("w4a16e16-mxfp4"), gpus_per_node=8, is_moe=False,
+                      checkpoint_weights="mxfp4")
+    assert same["expressible"] and "--quantization" not in same["argv"]
+    bf16 = row_launch("sglang", "m", _row_of("w16a16e16", "sglang"), gpus_per_node=8, is_moe=False)
+    assert bf16["expressible"] and "--quantization" not in bf16["argv"]
+    # an int4 (AWQ) row: no catalogue release stores it, whatever the engine
+    awq = row_launch("vllm", "m", _row_of("awq"), gpus_per_node=8, is_moe=False)
+    assert not awq["expressible"] and "int4" in awq["reason"]
+
+
+def test_the_planner_reads_the_checkpoint_the_launch_names():
+    # openai/gpt-oss-20b's catalogue entry states its MXFP4 release (checkpoint_weight_format): planned at the
+    # default 16-bit data type, the emitted vLLM command would load MXFP4 weights, so it is not emitted
+    slo = {"max_tpot_s": 0.05, "request_rate_per_s": 2}
+    plan = plan_inference("openai/gpt-oss-20b", ["h100-sxm-80gb"], slo, seq_len=1024, num_tokens_to_generate=128,
+                          emit_launch="vllm", max_gpus=8)
+    assert not plan.best["launch"]["expressible"] and "mxfp4" in plan.best["launch"]["reason"]
