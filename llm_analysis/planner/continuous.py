@@ -179,7 +179,8 @@ def serve_call_text(search, lay: Worker, parallelism_text: str, serve_kw: str) -
     """The Python call that reproduces a row (the `serve()` arguments as a readable string), on the plan's
     analysis class (a custom architecture's subclass by its name: the caller imports it)."""
     analysis_kw = "".join(f", {k}={v!r}" for k, v in search.analysis_kwargs.items())
-    return (f"{search.analysis_class.__name__}(get_model_config_by_name({search.model.name!r}), get_gpu_config_by_name({lay.gpu.name!r}), "
+    return (f"{search.analysis_class.__name__}(get_model_config_by_name({search.model.name!r}), "
+            f"get_gpu_config_by_name({lay.gpu.name!r}), "
             f"get_dtype_config_by_name({lay.dtype.name!r}), {parallelism_text}{analysis_kw}).serve({serve_kw})")
 
 
