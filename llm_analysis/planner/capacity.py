@@ -31,7 +31,8 @@ from llm_analysis.facade import LLMAnalysis
 from llm_analysis.planner.batch_search import ServeTargets, largest_batch
 from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.inference import plan_inference
-from llm_analysis.planner.inputs import SLO, positive_number
+from llm_analysis.planner.inputs import SLO, class_named, positive_number, refuse_analysis_as_model
+from llm_analysis.planner.inputs import analysis_class as analysis_class_checked
 from llm_analysis.planner.result import SearchStats
 from llm_analysis.planner.space import pp_options, tp_options
 
@@ -64,13 +65,17 @@ def plan_capacity(model: ModelConfig, gpu: GPUConfig, dtype: DtypeConfig, prompt
                   concurrent_requests: int, per_token_latency_target_s: Optional[float] = None,
                   kv_cache_dtype_bytes: Optional[float] = None, max_pp_size: int = 8,
                   flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
-                  num_gpus_per_node: Optional[int] = None) -> Dict[str, Any]:
+                  num_gpus_per_node: Optional[int] = None, *, analysis_class: type = LLMAnalysis) -> Dict[str, Any]:
     """Best layout per node and the GPUs / nodes needed for `concurrent_requests`.
 
     Returns {"best": {...}, "candidates": [...]} where each entry has tp_size,
     pp_size, batch_per_replica, replicas, num_gpus, num_nodes,
-    time_per_output_token, time_to_first_token and the memory split.
+    time_per_output_token, time_to_first_token and the memory split. `analysis_class`: the class every
+    layout is analysed as, LLMAnalysis (default) or a subclass describing a custom architecture
+    (docs/custom-architectures.md); the result names it ("analysis_class") when it is not LLMAnalysis.
     """
+    refuse_analysis_as_model(model)
+    cls = analysis_class_checked(analysis_class)
     _check_concurrency_inputs(prompt_len, output_len, concurrent_requests, per_token_latency_target_s)
     per_node = num_gpus_per_node or gpu.num_gpus_per_node
     targets = ServeTargets(seq_len=prompt_len, num_tokens_to_generate=output_len, max_ttft_s=None,
@@ -81,9 +86,9 @@ def plan_capacity(model: ModelConfig, gpu: GPUConfig, dtype: DtypeConfig, prompt
         for pp in (p for p in pp_options(model, max_pp_size, even_only=False) if p in PP_SIZES):
             if tp * pp > per_node:
                 continue  # keep a replica inside one node
-            analysis = LLMAnalysis(model, gpu, dtype, ParallelismConfig(tp_size=tp, pp_size=pp),
-                                   flops_efficiency=flops_efficiency, hbm_memory_efficiency=hbm_memory_efficiency,
-                                   num_gpus_per_node=per_node)
+            analysis = cls(model, gpu, dtype, ParallelismConfig(tp_size=tp, pp_size=pp),
+                           flops_efficiency=flops_efficiency, hbm_memory_efficiency=hbm_memory_efficiency,
+                           num_gpus_per_node=per_node)
             out = largest_batch(analysis, targets, stats, miss, {"tp": tp, "pp": pp})
             if out is not None:
                 candidates.append(_layout_candidate(out.summary, tp, pp, concurrent_requests, per_node))
@@ -98,7 +103,7 @@ def plan_capacity(model: ModelConfig, gpu: GPUConfig, dtype: DtypeConfig, prompt
     candidates.sort(key=lambda c: (c["num_gpus"], c["time_per_output_token"]))
     return {"best": candidates[0], "candidates": candidates, "concurrent_requests": concurrent_requests,
             "prompt_len": prompt_len, "output_len": output_len, "model_name": model.name, "gpu_name": gpu.name,
-            "dtype_name": dtype.name}
+            "dtype_name": dtype.name, **class_named(cls)}
 
 
 # ---------------------------------------------------------------------------

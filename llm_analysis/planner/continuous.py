@@ -170,13 +170,17 @@ def kv_cache_name(kv_bytes: Optional[float]) -> Optional[str]:
 
 
 def _fleet(search, lay: Worker, replicas: int) -> LLMAnalysis:
-    return LLMAnalysis(search.model, lay.gpu, lay.dtype, lay.parallelism(replicas), **search.analysis_kwargs)
+    """One serve() fleet of `replicas` workers of `lay`, as the plan's analysis class."""
+    return search.analysis_class(search.model, lay.gpu, lay.dtype, lay.parallelism(replicas),
+                                 **search.analysis_kwargs)
 
 
 def serve_call_text(search, lay: Worker, parallelism_text: str, serve_kw: str) -> str:
-    """The Python call that reproduces a row (the `serve()` arguments as a readable string)."""
+    """The Python call that reproduces a row (the `serve()` arguments as a readable string), on the plan's
+    analysis class (a custom architecture's subclass by its name: the caller imports it)."""
     analysis_kw = "".join(f", {k}={v!r}" for k, v in search.analysis_kwargs.items())
-    return (f"LLMAnalysis(get_model_config_by_name({search.model.name!r}), get_gpu_config_by_name({lay.gpu.name!r}), "
+    return (f"{search.analysis_class.__name__}(get_model_config_by_name({search.model.name!r}), "
+            f"get_gpu_config_by_name({lay.gpu.name!r}), "
             f"get_dtype_config_by_name({lay.dtype.name!r}), {parallelism_text}{analysis_kw}).serve({serve_kw})")
 
 
@@ -379,6 +383,7 @@ def _row(search, lay: Worker, replicas: int, s: Dict[str, Any], kwargs: Dict[str
     reproduce = {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
                  "parallelism": lay.parallelism_fields(replicas),
                  "analysis_kwargs": dict(search.analysis_kwargs), "serve_kwargs": dict(kwargs),
+                 **inputs.class_named(search.analysis_class),
                  "serve_call": serve_call_text(search, lay, lay.parallelism_text(replicas),
                                                ", ".join(f"{k}={v!r}" for k, v in kwargs.items()))}
     return {"layout": layout, "figures": fig, "binding": binding, "why": "", "reproduce": reproduce}

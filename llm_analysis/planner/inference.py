@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from llm_analysis.config import ModelConfig
 from llm_analysis.errors import ConfigError
+from llm_analysis.facade import LLMAnalysis
 import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.batch_search import ServeTargets
 from llm_analysis.planner.errors import ClosestMiss
@@ -53,9 +54,10 @@ INFERENCE_LEGEND = {
 
 def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price: bool, gpu_prices,
                 max_gpus, max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency,
-                conventions, perf_model="roofline") -> Search:
+                conventions, perf_model="roofline", analysis_class=LLMAnalysis) -> Search:
     """Checks the shared arguments of the serving planners and builds the search."""
     m = inputs.model_config(model)
+    cls = inputs.analysis_class(analysis_class)
     if max_ep is not None and not m.is_moe:  # a bound on the experts' spread bounds nothing on a dense model
         raise ConfigError(f"max_ep = {max_ep!r}: {m.name} has no experts, so no expert-parallel size is searched; "
                           "valid: leave max_ep out (its layouts' GPUs are bounded by max_tp, max_pp and max_gpus)")
@@ -71,9 +73,10 @@ def make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective_needs_price
                     max_batch=inputs.positive_int(max_batch_size, "max_batch_size"),
                     analysis_kwargs={"flops_efficiency": flops_efficiency,
                                      "hbm_memory_efficiency": hbm_memory_efficiency, **conv,
-                                     "perf_model": inputs.perf_model(perf_model)})
+                                     "perf_model": inputs.perf_model(perf_model)},
+                    analysis_class=cls)
     # resolves the efficiencies (None -> the package default) and checks them once
-    search.probes = inputs.probe_analyses(m, gpu_list, search.dtypes, search.analysis_kwargs)
+    search.probes = inputs.probe_analyses(m, gpu_list, search.dtypes, search.analysis_kwargs, cls)
     probe = search.probe = search.probes[0]
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
@@ -102,6 +105,7 @@ def serving_assumptions(search: Search) -> Dict[str, Any]:
         "expert_parallel": "ep ranks are data-parallel for the dense part (dp_size = ep_size in ParallelismConfig)",
         "memory": "GPU memory = mem_per_GPU_in_GB x 1024**3 bytes, nothing reserved for the framework",
         "gpu_prices_per_hour": dict(search.prices),
+        **inputs.class_named(search.analysis_class),
     }
 
 
@@ -124,7 +128,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                    conventions: Optional[Mapping[str, str]] = None, perf_model: Any = "roofline",
                    batching: Optional[str] = None, framework: Optional[str] = None,
                    engine_options: Optional[Mapping[str, Any]] = None, max_worker_gpus: Optional[int] = None,
-                   emit_launch: Optional[str] = None, speculative: Optional[Mapping[str, Any]] = None) -> PlanResult:
+                   emit_launch: Optional[str] = None, speculative: Optional[Mapping[str, Any]] = None,
+                   analysis_class: type = LLMAnalysis) -> PlanResult:
     """Best serving setups, ranked by `objective` ("cost": $ per million
     generated tokens, needs `gpu_prices` {gpu name: $/GPU-hour}; "tokens_per_gpu";
     "fewest_gpus"). Searches GPU type, tp (powers of two, <= GPUs per node or
@@ -162,6 +167,10 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     `speculative` (continuous batching): serve()'s speculative decoding ({"method": "mtp" | "draft_model",
     "draft_length": k, "mean_accepted_length": L or "acceptance_rate": a, "draft_model": name}) in every
     fleet's decode steps and in each row's reproduce and launch arguments.
+    `analysis_class`: the class every analysis of the plan is built as, LLMAnalysis (default) or a subclass
+    describing a custom architecture (docs/custom-architectures.md): probes, rows, pools and bounds are all
+    of it, and each row's reproduce names it (reproduce["analysis_class"], the class in serve_call).
+
     Raises NoFeasiblePlanError naming the binding constraint (the one that ruled out the
     candidates that fit in memory), ConfigError on bad arguments."""
     t0 = time.perf_counter()
@@ -176,7 +185,7 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
         _check_targets(slo, n, bool(disaggregate))
     search = make_search(model, gpus, dtypes, kv_cache_dtype_bytes, objective == "cost", gpu_prices, max_gpus,
                          max_tp, max_pp, max_ep, max_batch_size, flops_efficiency, hbm_memory_efficiency, conventions,
-                         perf_model)
+                         perf_model, analysis_class)
     if batching == "continuous":
         # what serve() would refuse for every layout is refused here, once, by name; a file is read once
         spec = make_lengths(search.model, seq_len, num_tokens_to_generate, lengths, names)

@@ -95,7 +95,34 @@ def model_config(model: Union[str, ModelConfig]) -> ModelConfig:
         return model
     if isinstance(model, str) and model:
         return get_model_config_by_name(model)
+    refuse_analysis_as_model(model)
     raise ConfigError(f"model = {model!r} must be a model name or a ModelConfig")
+
+
+def refuse_analysis_as_model(model: Any) -> None:
+    """An LLMAnalysis class or instance given as the model: the planner builds an analysis per candidate
+    layout, so a custom architecture is named by its class (`analysis_class=`), the model by its config."""
+    from llm_analysis.facade import LLMAnalysis
+    if isinstance(model, type) and issubclass(model, LLMAnalysis):
+        raise ConfigError(f"model = {model.__name__} is an analysis class, not a model: give the model's name or "
+                          f"ModelConfig as `model` and the class as analysis_class={model.__name__} (the planner "
+                          "builds one analysis of that class per candidate layout)")
+    if isinstance(model, LLMAnalysis):
+        cls = type(model).__name__
+        raise ConfigError(f"model = a {cls} instance is an analysis, not a model: give its .model_config as `model` "
+                          f"and its class as analysis_class={cls} (the planner builds one analysis of that class "
+                          "per candidate layout, on its own GPUs, data types and parallelism)")
+
+
+def analysis_class(value: Any) -> type:
+    """The class every analysis of a plan is built as: LLMAnalysis or a subclass (a custom architecture,
+    docs/custom-architectures.md)."""
+    from llm_analysis.facade import LLMAnalysis
+    if isinstance(value, type) and issubclass(value, LLMAnalysis):
+        return value
+    raise ConfigError(f"analysis_class = {value!r} must be LLMAnalysis or a subclass of it (a class, not an "
+                      "instance: e.g. analysis_class=AdapterLLMAnalysis from examples/custom_architecture.py)")
+
 
 
 def gpu_configs(gpus: Any) -> List[GPUConfig]:
@@ -209,6 +236,13 @@ def _priced_gpu(name: Any, searched) -> str:
     return resolved
 
 
+def class_named(cls: type) -> Dict[str, str]:
+    """A row's reproduce names the analysis class when it is not LLMAnalysis (a stock plan's rows stay as
+    they were): {"analysis_class": its name}."""
+    from llm_analysis.facade import LLMAnalysis
+    return {} if cls is LLMAnalysis else {"analysis_class": cls.__name__}
+
+
 def perf_model(value: Any) -> Any:
     """The planner's `perf_model`, as LLMAnalysis takes it (cost/calibrated.py
     `check_perf_model`); checked against each GPU when the search is built."""
@@ -227,15 +261,17 @@ def perf_model_assumption(value: Any, roofline_text: str) -> str:
             "efficiency 1, which is never above them")
 
 
-def probe_analyses(model: ModelConfig, gpus: List[GPUConfig], dtypes: DtypesPerGpu, kwargs: Dict[str, Any]) -> list:
+def probe_analyses(model: ModelConfig, gpus: List[GPUConfig], dtypes: DtypesPerGpu, kwargs: Dict[str, Any],
+                   cls: type) -> list:
     """One analysis per GPU that runs a data type, at its first: a perf model that does not fit a GPU (a
     profile for another GPU, a GPU without a shipped profile) is refused by name, not skipped later; the
     first's resolved efficiencies and parameter count seed the search, and each GPU's engine defaults are
-    checked on its own (planner/inference.py)."""
-    from llm_analysis.facade import LLMAnalysis
-    return [LLMAnalysis(model, gpu, dtypes.of(gpu)[0], **kwargs) for gpu in gpus if dtypes.of(gpu)]
+    checked on its own (planner/inference.py). `cls`: the plan's analysis_class (the parameter count
+    that seeds the pruning bounds is the custom architecture's)."""
+    return [cls(model, gpu, dtypes.of(gpu)[0], **kwargs) for gpu in gpus if dtypes.of(gpu)]
 
 
-def probe_analysis(model: ModelConfig, gpus: List[GPUConfig], dtypes: DtypesPerGpu, kwargs: Dict[str, Any]):
+def probe_analysis(model: ModelConfig, gpus: List[GPUConfig], dtypes: DtypesPerGpu, kwargs: Dict[str, Any],
+                   cls: type):
     """The first of `probe_analyses`."""
-    return probe_analyses(model, gpus, dtypes, kwargs)[0]
+    return probe_analyses(model, gpus, dtypes, kwargs, cls)[0]

@@ -44,6 +44,7 @@ from llm_analysis.facade import LLMAnalysis
 from llm_analysis.planner.continuous import (ENGINE_SETTING_KEYS, ContinuousLoad, fleet_figures, kv_cache_name,
                                              objective_weight, serve_call_text)
 from llm_analysis.planner.errors import ClosestMiss
+from llm_analysis.planner.inputs import class_named
 from llm_analysis.planner.layouts import Worker, workers_of
 from llm_analysis.planner.result import SearchStats
 from llm_analysis.planner.space import weight_bytes_lower_bound
@@ -64,8 +65,8 @@ class _Analyses:
     def __call__(self, lay: Worker) -> LLMAnalysis:
         key = (lay.gpu.name, lay.dtype.name)
         if key not in self.built:
-            self.built[key] = LLMAnalysis(self.search.model, lay.gpu, lay.dtype, ParallelismConfig(),
-                                          **self.search.analysis_kwargs)
+            self.built[key] = self.search.analysis_class(self.search.model, lay.gpu, lay.dtype, ParallelismConfig(),
+                                                         **self.search.analysis_kwargs)
         return self.built[key]
 
 
@@ -176,8 +177,8 @@ def _pool_candidates(search, analyses: _Analyses, layouts: List[Worker], load: C
         describe = {**lay.describe(), "kv_cache_dtype": kv_name or "engine default"}
         try:
             stats.evaluated_full += 1
-            alone = LLMAnalysis(search.model, lay.gpu, lay.dtype, lay.parallelism(1),
-                                **search.analysis_kwargs).serve(**load.alone_kwargs(kv_name))
+            alone = search.analysis_class(search.model, lay.gpu, lay.dtype, lay.parallelism(1),
+                                          **search.analysis_kwargs).serve(**load.alone_kwargs(kv_name))
             cap_prefill, cap_decode = _capacities(analyses, lay, load, kv_name, stats)
         except DoesNotFitError as e:
             miss.record("memory", e.needed_bytes, e.available_bytes, describe)
@@ -227,7 +228,7 @@ def _row(search, pair: _PairSearch, wp: int, wd: int) -> Dict[str, Any]:
             "reproduce": {"model_name": search.model.name, "gpu_name": pair.prefill.gpu.name,
                           "dtype_name": pair.prefill.dtype.name, "parallelism": {},
                           "analysis_kwargs": dict(search.analysis_kwargs), "serve_kwargs": serve_kwargs,
-                          "serve_call": call}}
+                          **class_named(search.analysis_class), "serve_call": call}}
 
 
 @dataclass

@@ -61,6 +61,9 @@ class Search:
     probe: Any = None  # the first GPU's analysis (make_search): what option checks run on
     probes: List[Any] = field(default_factory=list)  # one per GPU type (engine defaults differ)
     refused_gpus: Dict[str, str] = field(default_factory=dict)  # GPU types left out, and why
+    # every analysis the search builds (probes, rows, pools, bounds) is of this class: a custom architecture
+    # (an LLMAnalysis subclass, docs/custom-architectures.md) is planned as itself, not as the stock model
+    analysis_class: type = LLMAnalysis
 
     def layouts(self) -> Iterator[Layout]:
         for gpu in self.gpus:
@@ -75,12 +78,13 @@ class Search:
 
     def analysis(self, lay: Layout) -> LLMAnalysis:
         par = ParallelismConfig(tp_size=lay.tp, pp_size=lay.pp, dp_size=lay.ep, ep_size=lay.ep)
-        return LLMAnalysis(self.model, lay.gpu, lay.dtype, par, **self.analysis_kwargs)
+        return self.analysis_class(self.model, lay.gpu, lay.dtype, par, **self.analysis_kwargs)
 
     def reproduce(self, lay: Layout, kwargs: Dict[str, Any]) -> Dict[str, Any]:
         return {"model_name": self.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
                 "parallelism": {"tp_size": lay.tp, "pp_size": lay.pp, "dp_size": lay.ep, "ep_size": lay.ep},
-                "analysis_kwargs": dict(self.analysis_kwargs), "inference_kwargs": kwargs}
+                "analysis_kwargs": dict(self.analysis_kwargs), "inference_kwargs": kwargs,
+                **inputs.class_named(self.analysis_class)}
 
 
 def each_layout_outcome(search: Search, targets_for, stats: SearchStats, miss: ClosestMiss

@@ -93,6 +93,9 @@ class TrainSearch:
     analysis_kwargs: Dict[str, Any]
     num_params: int = 0
     model_flops_per_iter: float = 0.0
+    # every analysis the search builds (the probe, each layout's, the bounds' rate) is of this class: a custom
+    # architecture (an LLMAnalysis subclass, docs/custom-architectures.md) is planned as itself
+    analysis_class: type = LLMAnalysis
 
     def layouts(self) -> List[TrainLayout]:
         out = []
@@ -218,7 +221,7 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
             continue
         if analysis is None:
             try:
-                analysis = LLMAnalysis(s.model, lay.gpu, lay.dtype, ParallelismConfig(
+                analysis = s.analysis_class(s.model, lay.gpu, lay.dtype, ParallelismConfig(
                     tp_size=lay.tp, pp_size=lay.pp, dp_size=lay.dp, ep_size=lay.ep, cp_size=lay.cp),
                     **s.analysis_kwargs)
             except ConfigError as e:
@@ -320,12 +323,15 @@ def _row(search: TrainSearch, lay: TrainLayout, best: Dict[str, Any]) -> Dict[st
             "reproduce": {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
                           "parallelism": {"tp_size": lay.tp, "pp_size": lay.pp, "dp_size": lay.dp,
                                           "ep_size": lay.ep, **({"cp_size": lay.cp} if lay.cp > 1 else {})},
-                          "analysis_kwargs": dict(search.analysis_kwargs), "training_kwargs": kwargs}}
+                          "analysis_kwargs": dict(search.analysis_kwargs), "training_kwargs": kwargs,
+                          **inputs.class_named(search.analysis_class)}}
 
 
 def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtypes, objective, gpu_prices,
-                 min_gpus, max_tp, max_pp, max_interleave, zero_stages, recomputation, analysis_kwargs) -> TrainSearch:
+                 min_gpus, max_tp, max_pp, max_interleave, zero_stages, recomputation, analysis_kwargs,
+                 analysis_class=LLMAnalysis) -> TrainSearch:
     m = inputs.model_config(model)
+    cls = inputs.analysis_class(analysis_class)
     gpu_list = inputs.gpu_configs(gpus)
     objective = inputs.choice(objective, "objective", inputs.OBJECTIVES_TRAINING)
     # (training() refuses more for every layout: refused once here, by name, not as every candidate's miss)
@@ -349,9 +355,10 @@ def _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtyp
                          inputs.optional_positive_int(max_tp, "max_tp"),
                          inputs.positive_int(max_pp if max_pp is not None else m.num_layers, "max_pp"),
                          inputs.positive_int(max_interleave, "max_interleave"), zs, rcs,
-                         inputs.prices(gpu_prices, gpu_list, objective == "cost"), objective, dict(analysis_kwargs))
+                         inputs.prices(gpu_prices, gpu_list, objective == "cost"), objective, dict(analysis_kwargs),
+                         analysis_class=cls)
     search.analysis_kwargs["perf_model"] = inputs.perf_model(search.analysis_kwargs.get("perf_model", "roofline"))
-    probe = inputs.probe_analysis(m, gpu_list, search.dtypes, search.analysis_kwargs)
+    probe = inputs.probe_analysis(m, gpu_list, search.dtypes, search.analysis_kwargs, cls)
     search.analysis_kwargs.update(flops_efficiency=probe.flops_efficiency,
                                   hbm_memory_efficiency=probe.hbm_memory_efficiency)
     search.num_params = probe.get_num_params_total()
@@ -368,7 +375,8 @@ def plan_training(model: Union[str, ModelConfig], gpus: Sequence, tokens: float,
                   max_tp: Optional[int] = None, max_pp: Optional[int] = None, max_interleave: int = 8,
                   zero_stages: Sequence = (0, 1, 2, 3), recomputation: Sequence = DEFAULT_RECOMPUTATION,
                   flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
-                  achieved_tflops: Optional[float] = None, perf_model: Any = "roofline") -> PlanResult:
+                  achieved_tflops: Optional[float] = None, perf_model: Any = "roofline",
+                  analysis_class: type = LLMAnalysis) -> PlanResult:
     """Best training setups for `tokens` tokens on min_gpus..max_gpus GPUs with
     `global_batch_size` sequences of `seq_len` per iteration, ranked by
     `objective` ("time": total training time; "cost": dollars, needs
@@ -378,12 +386,14 @@ def plan_training(model: Union[str, ModelConfig], gpus: Sequence, tokens: float,
     max_interleave), ZeRO stage, recomputation mode and micro-batch. One row
     per layout (its best ZeRO/recomputation/micro-batch). `perf_model` times
     every candidate as LLMAnalysis does ("roofline", "calibrated", a profile
-    path or Profile)."""
+    path or Profile). `analysis_class`: the class every analysis of the plan is built as, LLMAnalysis
+    (default) or a subclass describing a custom architecture (docs/custom-architectures.md); each row's
+    reproduce names it (reproduce["analysis_class"])."""
     t0 = time.perf_counter()
     search = _make_search(model, gpus, tokens, max_gpus, global_batch_size, seq_len, dtypes, objective,
                           gpu_prices, min_gpus, max_tp, max_pp, max_interleave, zero_stages, recomputation,
                           {"flops_efficiency": flops_efficiency, "hbm_memory_efficiency": hbm_memory_efficiency,
-                           "achieved_tflops": achieved_tflops, "perf_model": perf_model})
+                           "achieved_tflops": achieved_tflops, "perf_model": perf_model}, analysis_class)
     ctx = _Ctx(search)
     for gpu in search.gpus:
         for dtype in search.dtypes.of(gpu):
@@ -416,7 +426,7 @@ def _bound_flops_per_gpu_s(search: TrainSearch, gpu, dtype) -> float:
     kwargs = search.analysis_kwargs
     if kwargs.get("perf_model", "roofline") != "roofline":
         kwargs = {}
-    return LLMAnalysis(search.model, gpu, dtype, **kwargs).get_TFLOPS_per_gpu() * 1e12
+    return search.analysis_class(search.model, gpu, dtype, **kwargs).get_TFLOPS_per_gpu() * 1e12
 
 
 _ROOFLINE_TRAINING = ("llm_analysis training model (LLMAnalysis.training): roofline operator times, backward = 2x "
@@ -435,5 +445,6 @@ def _training_assumptions(search: TrainSearch) -> Dict[str, Any]:
         "context_parallel": "cp in {1, 2, 4, ..., 32} for seq_len >= 8192 (2 x cp divides seq_len, >= 2048 "
                             "tokens per rank), ring K/V exchange; 1 below",
         "gpu_prices_per_hour": dict(search.prices),
+        **inputs.class_named(search.analysis_class),
         **({"fp4": fp4} if (fp4 := search.dtypes.assumption()) is not None else {}),
     }
