@@ -234,6 +234,15 @@ def speculative_decoding(analysis, value: Optional[Dict[str, Any]]) -> Optional[
             raise ConfigError("speculative['method'] = 'draft_model' needs speculative['draft_model']: a catalogue "
                               "name, Hub id or ModelConfig of the draft")
         draft = _draft_model_config(value["draft_model"])
+        # the draft proposes token ids the target verifies: both must share one vocabulary, and the engines check
+        # the sizes are equal (vLLM refuses a draft of another vocab_size: vllm-project/vllm#5203, #7252; a
+        # padded-vocabulary draft of the same family needs its embedding padded to the target's first)
+        target = analysis.model_config
+        if draft.vocab_size != target.vocab_size:
+            raise ConfigError(f"speculative['draft_model'] = {draft.name!r} has vocab_size = {draft.vocab_size}, the "
+                              f"target {target.name!r} {target.vocab_size}: a draft must share the target's "
+                              f"vocabulary (the engines refuse other sizes); valid: a draft model with vocab_size = "
+                              f"{target.vocab_size} (of the target's family)")
     elif "draft_model" in value:
         raise ConfigError("speculative['draft_model'] is given but method = 'mtp' drafts with a layer of the target; "
                           "use method = 'draft_model' or drop the key")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.serving.speculative import speculative_decoding
 
@@ -171,3 +172,17 @@ def test_a_draft_model_is_described_stock_under_a_custom_target():
     with_draft = target.serve(**kw, speculative=draft)["weight_memory_per_gpu"]
     alone = target.serve(**kw)["weight_memory_per_gpu"]
     assert with_draft - alone == 2 * 1_235_814_400
+
+
+def test_a_draft_of_another_vocabulary_is_refused():
+    # The draft proposes token ids the target verifies, so both share one vocabulary; vLLM refuses a draft of
+    # another vocab_size (vllm-project/vllm#5203). Llama-3.2-1B (128,256 ids, Llama 3 tokenizer) cannot draft for
+    # DeepSeek-V3 (129,280), but can for Llama-3.1-8B (the same 128,256).
+    from llm_analysis.analysis import LLMAnalysis
+    draft = {"method": "draft_model", "draft_model": "meta-llama/Llama-3.2-1B", "draft_length": 4,
+             "acceptance_rate": 0.6}
+    kw = dict(concurrency=4, input_len=500, output_len=100, speculative=draft)
+    with pytest.raises(ConfigError, match=r"vocab_size = 128256.*129280.*valid: a draft model with vocab_size = 129280"):
+        LLMAnalysis("deepseek-ai/DeepSeek-V3", "h200-sxm-141gb", "fp8",
+                    parallelism_config=ParallelismConfig(tp_size=8)).serve(**kw)
+    assert LLMAnalysis("meta-llama/Llama-3.1-8B", "h100-sxm-80gb").serve(**kw)["tpot_s"] > 0
