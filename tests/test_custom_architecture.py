@@ -4,9 +4,6 @@ real nn.Linear adapters attached (parameters by numel, FLOPs by FlopCounterMode)
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -16,15 +13,10 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, ParallelismConfig  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_architecture.py"
+from builders import CUSTOM_ARCHITECTURE_EXAMPLE as EXAMPLE, custom_architecture_example  # noqa: E402
+
 RANK = 8
-
-
-def _load_example():
-    spec = importlib.util.spec_from_file_location("custom_architecture", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+_load_example = custom_architecture_example
 
 
 class AdaptedMLP(torch.nn.Module):

@@ -10,8 +10,6 @@ a 16-bit data type that is L / pp x (2 x hidden x r + r + hidden) x 2 bytes of w
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +20,8 @@ from llm_analysis.facade import LLMAnalysis
 from llm_analysis.planner import plan_inference, plan_training
 from llm_analysis.planner.capacity import plan_capacity
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_architecture.py"
+from builders import custom_architecture_example  # tests/support/builders.py
+
 MODEL = "meta-llama/Llama-3.1-8B"
 GPU = "h100-sxm-80gb"
 TARGETS = {"max_ttft_s": 0.5, "max_tpot_s": 0.05}
@@ -30,14 +29,7 @@ LOAD = dict(TARGETS, request_rate_per_s=3)
 BYTES_16BIT = 2
 
 
-def _example():
-    spec = importlib.util.spec_from_file_location("custom_architecture_for_plans", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-EX = _example()
+EX = custom_architecture_example("custom_architecture_for_plans")
 Adapter = EX.AdapterLLMAnalysis
 
 

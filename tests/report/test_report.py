@@ -212,11 +212,8 @@ def test_a_custom_architecture_writes_its_own_files_and_names_its_class(tmp_path
     # A subclass' describer counts another model than the stock one (examples/custom_architecture.py: an adapter
     # after each MLP): in a base-vs-custom loop the second run must not overwrite the first's files, and the
     # written setup must name the class a script needs to reproduce it.
-    import importlib.util
-    path = Path(__file__).resolve().parents[2] / "examples" / "custom_architecture.py"
-    spec = importlib.util.spec_from_file_location("custom_architecture_example", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    from builders import custom_architecture_example  # tests/support/builders.py
+    example = custom_architecture_example()
     kw = dict(batch_size_per_gpu=1, seq_len=100, num_tokens_to_generate=4, output_dir=str(tmp_path))
     example.AdapterLLMAnalysis("meta-llama/Llama-3.1-8B", "h100-sxm-80gb").inference(**kw)
     LLMAnalysis("meta-llama/Llama-3.1-8B", "h100-sxm-80gb").inference(**kw)

@@ -159,12 +159,8 @@ def test_a_draft_model_is_described_stock_under_a_custom_target():
     # A subclass' describer (here the example's bottleneck adapter after each MLP) describes the target alone:
     # the named draft is a catalogue model. Llama-3.2-1B has 1,235,814,400 parameters (its safetensors
     # checkpoint; tied embeddings), so a bf16 draft adds 2 x that many bytes to each GPU of a tp-1 worker.
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[2] / "examples" / "custom_architecture.py"
-    spec = importlib.util.spec_from_file_location("custom_architecture_example", path)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    from builders import custom_architecture_example  # tests/support/builders.py
+    example = custom_architecture_example()
     draft = {"method": "draft_model", "draft_model": "meta-llama/Llama-3.2-1B", "draft_length": 3,
              "acceptance_rate": 0.7}
     kw = dict(concurrency=4, input_len=500, output_len=100)
