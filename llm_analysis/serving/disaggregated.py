@@ -1,40 +1,24 @@
 """Disaggregated serving: a prefill pool and a decode pool of workers, the KV cache moved between them.
 
-`serve(..., disaggregated={"prefill": {"workers": Wp, "parallelism": ParallelismConfig(...),
-"batch_size": Bp}, "decode": {"workers": Wd, "parallelism": ParallelismConfig(...), "batch_size":
-Bd}})`; each pool's workers have their own layout (serving/layout.py: tp x attention_dp GPUs,
-experts over moe_tp x moe_ep) and engine (the call's framework and options). `batch_size` is per
-attention rank (per worker when attention_dp_size = 1; the validation data's convention):
-prefill: the prompts one prefill batch takes when that many wait (at least as many whole prompts as
-the token budget holds: the engines take every waiting prompt within it, see _prefill_batch); decode: the requests one rank decodes at once (default: the engine's max_num_seqs), both
-also bounded by the rank's KV pool. An optional "kv_transfer_GB_per_s" sets the per-GPU bandwidth
-of the KV transfer (default: the link the two pools share, below).
+`serve(..., disaggregated={"prefill": {"workers": Wp, "parallelism": ParallelismConfig(...), "batch_size":
+Bp}, "decode": {...}})`: each pool's workers have their own layout (serving/layout.py) and engine.
+`batch_size` is per attention rank: prefill, the prompts one batch takes when that many wait (at least the
+whole prompts the token budget holds: _prefill_batch); decode, the requests a rank decodes at once (default
+max_num_seqs); both bounded by the rank's KV pool. "kv_transfer_GB_per_s" sets the transfer's per-GPU
+bandwidth (default: the link the pools share).
 
-A request's life, in steady state with X requests per second over the deployment:
-- prefill pool (Rp = Wp x attention_dp ranks, the request rate split evenly): a batch of b
-  prompts (the least batch whose rate carries the load, X < Rp b / s_b: the prompts that arrive while one
-  batch runs wait for the next; at most the prefill batch above, and in a closed loop at most a rank's
-  clients, C / Rp) takes s_b (its prefill-only steps, chunked within the token budget, on the rank's step
-  model); the ranks serve batches as an M/D/1 queue of service s_b / b per request at utilisation
-  rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)) (Poisson arrivals); in a closed loop at
-  least prefill_contention (the engine profile's, fitted on the disaggregated rows) of the batches of the other
-  clients of a rank (clients that finish together return together) and never more than all of
-  them, (C / Rp - 1) s_b / b;
-- KV transfer: each GPU of the prefill rank sends its share of the prompt's KV cache (its KV
-  bytes per token x input length) to the decode worker, point to point over the link the two
-  pools share: NVLink when all their GPUs fit one NVLink domain (a node, or an NVL72 rack),
-  InfiniBand otherwise (cost/links.py);
-- time to first token = API latency + queue wait + s_b + transfer (the prefill emits the first
-  token);
-- decode pool (Rd = Wd x attention_dp ranks): D = X (O - 1) TPOT / Rd requests decode on each rank
-  (Little's law), a step of max(D, 1) decoders at the mean context I + O / 2 on the decode rank's
-  step model (speculative decoding included when given): TPOT;
-- closed loop: C = X (TTFT + (O - 1) TPOT), solved for X by bisection below the pools' capacity
-  (prefill: Rp b / s_b; decode: Rd min(Bd, KV pool) requests at once); more clients than the
-  deployment holds wait before their prefill (in TTFT). Open loop: X = the request rate; at or
-  above the capacity the queue grows without bound (no latency is a number).
-Tails: the prefill queue's wait spread exponentially around its mean (p = mean x ln(1 / (1 - q))),
-TPOT the same for every request (every request sees the same steps).
+In steady state with X requests per second:
+- prefill pool (Rp ranks): a batch of b prompts (the least whose rate carries the load, X < Rp b / s_b; in a
+  closed loop at most C / Rp) takes s_b; the ranks are an M/D/1 queue of service s_b / b at
+  rho = X s_b / (b Rp): wait rho s_b / (2 (1 - rho)); in a closed loop at least prefill_contention (fitted on
+  the disaggregated rows) of the other clients' batches, at most all of them, (C / Rp - 1) s_b / b;
+- KV transfer: each prefill GPU sends its share of the prompt's cache point to point over the link both
+  pools share (NVLink within one NVLink domain, else InfiniBand: cost/links.py);
+- TTFT = API latency + queue wait + s_b + transfer (the prefill emits the first token);
+- decode pool (Rd ranks): D = X (O - 1) TPOT / Rd decoders a rank (Little's law) at the mean context: TPOT;
+- closed loop: C = X (TTFT + (O - 1) TPOT), solved for X below the pools' capacity (Rp b / s_b; Rd full
+  decode ranks); extra clients wait before their prefill. Open loop: at or above capacity, no latency.
+Tails: the prefill wait spread exponentially around its mean; TPOT the same for every request.
 """
 
 from __future__ import annotations
@@ -81,8 +65,7 @@ class Pool:
 
 
 def _positive_int(value, field: str, hi: int = MAX_BATCH_SIZE, why: str = "") -> int:
-    """A whole number in [1, hi] (numpy's integers too, which were refused as no whole number; a huge int is
-    refused, not an OverflowError), the message in the pools' words."""
+    """A whole number in [1, hi] (numpy's integers too), the message in the pools' words."""
     try:
         return integer(value, field, 1, hi)
     except ConfigError:
@@ -138,9 +121,8 @@ def _pools(a, framework: str, disaggregated, options, lengths, imbalance, specul
             opts["max_num_seqs"] = batch
         # a prefill rank holds a prompt's cache until it is sent; a decode rank the whole request's
         longest = lengths.max_input if name == "prefill" else lengths.max_total
-        # a decode pool sized for a stated batch captures its CUDA graphs up to that batch (TensorRT-LLM's
-        # disaggregated decode configs set cuda_graph_config.max_batch_size = max_batch_size, which the engine
-        # requires to be at least the graphs' batch; SGLang --cuda-graph-max-bs likewise)
+        # a decode pool sized for a stated batch captures its CUDA graphs up to it (TensorRT-LLM's disaggregated
+        # configs set cuda_graph_config.max_batch_size = max_batch_size; SGLang --cuda-graph-max-bs likewise)
         graphs = batch if name == "decode" else None
         where = f"disaggregated['{name}']"
         try:
@@ -162,16 +144,11 @@ def _pools(a, framework: str, disaggregated, options, lengths, imbalance, specul
 
 
 def _prefill_batch(pool: Pool) -> int:
-    """Prompts one prefill batch takes when that many wait: as many whole prompts as the token budget
-    holds (at least one), or batch_size when it is larger (a batch of prompts longer than the budget is
-    prefilled over several chunked steps), within max_num_seqs.
-
-    batch_size does not cap the batch below what the budget holds: the engines' schedulers take every
-    waiting prompt within max_num_batched_tokens, and the measured disaggregated runs serve more
-    requests per second than one prompt per step could (serving_dev.csv states prefill batch_size 1
-    for deployments whose measured rate needs several prompts per step: e.g. Kimi-K2.5 on GB200 with
-    one 4-GPU vLLM prefill worker at 1,024 clients, 44 requests/s of 1,024-token prompts, 23 ms a prompt,
-    about the time one step takes to read the worker's FP4 weights once)."""
+    """Prompts one prefill batch takes when that many wait: the whole prompts the token budget holds (at least
+    one), or batch_size when larger, within max_num_seqs. batch_size does not cap the batch below the budget:
+    the engines take every waiting prompt within max_num_batched_tokens, and the measured runs need it
+    (serving_dev.csv's prefill batch_size 1 for Kimi-K2.5 on GB200, one 4-GPU vLLM prefill worker, 1,024
+    clients: 44 requests/s of 1,024-token prompts, 23 ms a prompt, about one step's read of the FP4 weights)."""
     r = pool.rank
     by_budget = max(1, int(r.engine.token_budget // max(r.shape.prefill, 1.0)))
     wanted = by_budget if pool.batch_size is None else max(pool.batch_size, by_budget)
@@ -184,20 +161,18 @@ def _prefill_batch_s(pool: Pool, batch: int) -> float:
     return sum(r.timer.step_s(0.0, 0.0, [c] * batch) for c in prefill_chunks(r.engine, r.shape, 0.0))
 
 
-# prompt-steps the prefill batches' times may take to work out: every batch of b = 1 .. B prompts is timed, each
-# of its steps over its b prompts, P x B (B + 1) / 2 in all for P steps a prompt (~0.2 us apiece): 10^5 clients
-# with max_num_seqs = 65,536 and one-token prompts took minutes. The engines' defaults stay far below (B <= 4096)
+# prompt-steps the prefill batches' timing may take: batches of b = 1 .. B prompts, P x B (B + 1) / 2 for P steps
+# a prompt (~0.2 us apiece): max_num_seqs = 65,536 took minutes; the engines' defaults stay at B <= 4096
 MAX_PREFILL_BATCH_TIMINGS = 5 * 10**7
 
 
 def _default(option: str, options: Dict[str, Any]) -> str:
-    """", the engine's default" for an engine option the caller did not give (a message names where it came from)."""
+    """", the engine's default" for an option the caller did not give."""
     return "" if options.get(option) is not None else ", the engine's default"
 
 
 def _check_batch_timings(pool: Pool, largest: int, concurrency: Optional[int], options: Dict[str, Any]) -> None:
-    """A ConfigError when timing the prefill batches up to `largest` prompts takes more than
-    MAX_PREFILL_BATCH_TIMINGS prompt-steps, naming what sets the batch and the prompt's steps."""
+    """A ConfigError when timing the prefill batches up to `largest` prompts passes MAX_PREFILL_BATCH_TIMINGS."""
     r = pool.rank
     steps = len(prefill_chunks(r.engine, r.shape, 0.0))
     work = steps * largest * (largest + 1) // 2
@@ -233,8 +208,8 @@ class KVTransfer:
 
 
 def kv_transfer(a, prefill: Pool, decode: Pool, bytes_per_s: Optional[float]) -> KVTransfer:
-    """Moving one prompt's KV cache from its prefill rank to the decode pool: each prefill GPU sends its
-    share at once, point to point over the link both pools' GPUs share (or at the stated bandwidth)."""
+    """One prompt's KV cache from its prefill rank to the decode pool: each prefill GPU sends its share point to
+    point over the link both pools share (or at the stated bandwidth)."""
     r = prefill.rank
     nbytes = r.pool.bytes_per_token * r.shape.input + r.pool.bytes_per_request
     if bytes_per_s is not None:
@@ -280,8 +255,8 @@ def _decode_capacity_rps(pool: Pool, decode_steps: float) -> float:
 
 
 def _closed_loop_rate(latencies, clients: float, decode_steps: float, highest_rps: float) -> float:
-    """The X with clients = X (TTFT + (O - 1) TPOT), by bisection below `highest_rps` (the left side grows
-    with X); `highest_rps` itself when even there the deployment holds fewer clients (the rest wait)."""
+    """The X with clients = X (TTFT + (O - 1) TPOT), by bisection below `highest_rps` (itself when even there the
+    deployment holds fewer clients)."""
     def excess(x: float) -> float:
         ttft, dec, _ = latencies(x)
         return x * (ttft + decode_steps * dec.tpot_s) - clients
@@ -305,8 +280,8 @@ MIN_KV_TRANSFER_GB_PER_S = 1e-3
 
 
 def _link_GB_per_s(value) -> Optional[float]:
-    """disaggregated['kv_transfer_GB_per_s']: None (the link the pools share), inf (instantaneous), or a bandwidth
-    in [MIN_KV_TRANSFER_GB_PER_S, MAX_BANDWIDTH_GB_PER_S] (numpy's numbers too; 10^400 was an OverflowError)."""
+    """disaggregated['kv_transfer_GB_per_s']: None (the shared link), inf (instantaneous), or a bandwidth in
+    [MIN_KV_TRANSFER_GB_PER_S, MAX_BANDWIDTH_GB_PER_S] (numpy's numbers too)."""
     if value is None:
         return None
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == math.inf:
@@ -349,8 +324,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
     batch_times_s = [0.0] + [_prefill_batch_s(prefill, b) for b in range(1, largest_here + 1)]
 
     def batch_at(x: float) -> int:
-        """The prompts one prefill batch holds at X requests per second: the least batch whose rate carries
-        the load (the prompts that arrive while one batch runs wait for the next), at most the largest."""
+        """The least batch whose rate carries X requests per second, at most the largest."""
         for b in range(1, largest_here):
             if prefill.ranks * b / batch_times_s[b] > x:
                 return b
@@ -453,7 +427,7 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
 
 
 def _limiting_pool(prefill_cap: float, decode_cap: Optional[float]) -> str:
-    """The pool whose capacity is the deployment's (the lower one; "both" when they are equal)."""
+    """The pool whose capacity is the deployment's (the lower; "both" when equal)."""
     if decode_cap is None or prefill_cap < decode_cap:  # (None: nothing to decode, the decode pool bounds nothing)
         return "prefill"
     return "decode" if decode_cap < prefill_cap else "both"

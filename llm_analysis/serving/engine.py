@@ -1,20 +1,9 @@
-"""The serving engine a deployment runs: its profile (catalogue/engine_profiles/<framework>.json,
-each value with its source) and the options a caller sets, resolved for one GPU and layout.
-
-A profile says how the engine schedules (whether prefills share steps with decodes, whether
-prompts are chunked, how requests are admitted to the KV pool), its defaults (token budget,
-sequence cap, memory share, block size, CUDA graphs, KV dtype) and the fitted costs the
-arithmetic of the model does not hold: a per-step overhead (scheduler, sampling,
-detokenisation on the host), one per running sequence, one per transformer layer on the GPU's
-side (the engine's kernels and launch gaps that the cost model's operators do not hold, paid in
-every layer of every step), and a fixed API / tokenisation latency that every time to first
-token includes. `host_overlap` says how the host's work meets the GPU's
-(`EngineSettings.step_with_host_s`): added to it, or prepared one step ahead while the GPU runs
-the step before (TensorRT-LLM's overlap scheduler), so that a step takes the longer of the two.
-It also names the family of MoE kernels the engine runs
-(`moe_kernels`: its fused MoE, and its wide expert-parallel MoE when experts are split over
-ranks), whose measured grouped GEMM share the calibrated cost model times routed experts at
-(cost/calibrated.py `moe_gemm_share`).
+"""The serving engine a deployment runs: its profile (catalogue/engine_profiles/<framework>.json, each
+value with its source) and the caller's options, resolved for one GPU and layout: how it schedules,
+its defaults, and the fitted costs the cost model does not hold (per step, per sequence, per layer,
+API latency). `host_overlap`: the host's work added to the GPU's, or prepared a step ahead (TensorRT-LLM's
+overlap scheduler: the longer of the two; `EngineSettings.step_with_host_s`). `moe_kernels`: the MoE
+kernel family whose measured grouped GEMM share times routed experts (cost/calibrated.py).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""The KV-cache pool, sized as the engines size it on each GPU of a replica.
-
-- vLLM: gpu_memory_utilization x the GPU's memory holds everything the worker allocates:
-  weights, the activation peak of its profiling run (a forward of max_num_batched_tokens
-  tokens), the sampler's logits for max_num_seqs sequences, CUDA graphs and runtime buffers;
-  the KV cache takes the rest.
-- SGLang: mem_fraction_static x the GPU's memory holds the weights and the KV pool; activations
-  and CUDA graphs live in the remainder.
-- TensorRT-LLM: free_gpu_memory_fraction of the memory left after the weights, the runtime's
-  buffers and the activation workspace.
-
-The pool is cut into blocks of block_size tokens; a request holds ceil(tokens / block_size)
-blocks on every GPU (each GPU keeps its share of the heads or, for MLA, its copy of the latent).
+"""The KV-cache pool, sized as the engines size it on each GPU of a replica: vLLM's
+gpu_memory_utilization x the GPU's memory holds weights, the profiling run's activation peak (a forward of
+max_num_batched_tokens), the sampler's logits for max_num_seqs, CUDA graphs and buffers, the KV cache the
+rest; SGLang's mem_fraction_static holds the weights and the KV pool; TensorRT-LLM's
+free_gpu_memory_fraction is of the memory left after weights, buffers and activations. A request holds
+ceil(tokens / block_size) blocks on every GPU (its share of the heads, or MLA's whole latent).
 """
 
 from __future__ import annotations

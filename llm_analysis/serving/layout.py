@@ -1,52 +1,29 @@
 """Serving worker layouts: attention data parallelism and the experts' own split (DESIGN.md section 5).
 
-A worker spans tp x attention_dp GPUs (ParallelismConfig, schema/parallelism.py). Each of its
-attention_dp attention replicas ("ranks") runs its own scheduler, KV pool and share of the
-requests (SGLang's --enable-dp-attention, TensorRT-LLM's enable_attention_dp, vLLM's data-parallel
-attention); the routed experts are split over the same GPUs moe_tp ways (each expert's columns)
-and moe_ep ways (whole experts). serve() models one rank and runs workers x attention_dp of them
-(the clients round robin over the ranks, the request rate evenly).
+A worker spans tp x attention_dp (x pp) GPUs. Each of its attention_dp attention replicas ("ranks") runs
+its own scheduler, KV pool and share of the requests (SGLang's --enable-dp-attention, TensorRT-LLM's
+enable_attention_dp, vLLM's data-parallel attention); the routed experts are split over the same GPUs
+moe_tp ways (each expert's columns) and moe_ep ways (whole experts). serve() models one rank.
 
-The time of a rank's step of x tokens, its ranks in lockstep with equal loads (they meet at every
-MoE layer; with fewer clients than ranks an idle rank is timed as running the same batch, as TensorRT-LLM
-pads an idle attention-DP rank with a dummy request, PyExecutor._pad_attention_dp_dummy_request, so the
-experts see every rank's tokens; SGLang's idle ranks run an empty batch: an assumption there):
-- the attention side: every operator but the routed experts on the rank's own layout (tensor
-  parallel over tp, x tokens): attention, dense MLPs and shared experts (replicated across the
-  replicas), norms, the router, embeddings, the LM head and the tensor-parallel all-reduces;
-- the routed experts: the worker's x * attention_dp tokens, k expert passes each, spread over
-  moe_ep GPU groups of moe_tp GPUs: per GPU the work of x * attention_dp / moe_ep tokens' top-k
-  passes through experts split moe_tp ways, and only the local experts' weights that the worker's
-  tokens reach are read (the describer's expert-parallel operators with tp = moe_tp and
-  ep = dp = moe_ep, timed on the analysis' cost model);
-- dispatch and combine: with attention_dp > 1 the replicas hold different tokens, so each MoE
-  layer sends every token's hidden state to its k experts and back: two all-to-alls over the
-  moe_ep group (`all_to_all_bytes_per_token`; the dispatch at the activations' width, the combine
-  in 16 bits), on the link that group spans (NVLink inside a
-  node, the NVLink switch domain of NVL72 racks, InfiniBand beyond; cost/links.py, cost/nccl.py).
-  With attention_dp = 1 every GPU already holds every token after the attention all-reduce, and
-  the MoE output is summed by the tensor-parallel all-reduce that closes the layer;
-- load imbalance: the slowest GPU sets the step, so the experts' side is multiplied by the busiest
-  expert group's load over the mean (`busiest_group_factor`): a step's T = tokens x top_k routed
-  assignments over G = moe_ep groups, spread as uniform routing spreads them (each group's count
-  binomial, the busiest of G about z_G standard deviations above the mean: 1 + z_G sqrt((G - 1) / T),
-  z_G the expected largest of G standard normals), times the engine profile's fitted
-  `expert_spread_scale` and never below 1 (balanced). Few tokens spread more, so the factor falls as
-  the batch grows. A caller's `expert_load_imbalance` replaces it with that constant; moe_ep = 1: 1.
+A rank's step of x tokens, the ranks in lockstep with equal loads (they meet at every MoE layer; an idle
+rank is timed as running the same batch, as TensorRT-LLM pads it with a dummy request,
+PyExecutor._pad_attention_dp_dummy_request; SGLang's idle ranks run an empty batch: an assumption there):
+- the attention side: every operator but the routed experts, tensor parallel over tp, on x tokens;
+- the routed experts: the worker's x * attention_dp tokens' top-k passes over moe_ep groups of moe_tp GPUs,
+  reading only the local experts' weights the tokens reach (the describer's expert-parallel operators with
+  tp = moe_tp, ep = dp = moe_ep);
+- dispatch and combine: with attention_dp > 1 each MoE layer sends every token to its k experts and back,
+  two all-to-alls over the moe_ep group (`all_to_all_bytes_per_token`) on the link it spans (cost/links.py);
+  with attention_dp = 1 the tensor-parallel all-reduce already holds every token;
+- load imbalance: the busiest expert group sets the step (`busiest_group_factor`: T routed assignments over
+  G groups, binomial counts, the busiest about z_G standard deviations above the mean,
+  1 + z_G sqrt((G - 1) / T), times the profile's fitted `expert_spread_scale`, at least 1); a caller's
+  `expert_load_imbalance` replaces it with a constant.
 
-Memory per GPU follows the layout: the attention side's weights replicated on every replica
-(split tp ways), the routed experts' split moe_tp x moe_ep ways, and the KV cache of the rank's
-own requests over its tp GPUs (MLA's latent, kept whole on each tensor-parallel GPU, is no
-longer copied across the replicas). The engine's settings (token budget, max_num_seqs) are per
-rank, as the engines apply them per attention-DP rank.
-
-Pipeline stages (pp_size > 1): the worker is tp x attention_dp x pp GPUs, each stage holding its
-layers' weights and KV cache; a rank's step is a round of micro-batches over the stages
-(serving/pipeline.py). Training-style expert parallelism (ep_size > 1 over dp_size replicas, each
-with its own batch: `ParallelismConfig(tp_size=t, dp_size=D, ep_size=E)`, no serving layout given)
-is read as the serving layout it describes: workers of t x E GPUs, E attention replicas of t GPUs
-each, the experts split t ways and spread E ways (moe_tp = t, moe_ep = E), D / E workers; the
-routed experts then run the engine's wide expert-parallel kernels like any layout with moe_ep > 1.
+Memory per GPU: the attention side's weights split tp ways on every replica, the routed experts' moe_tp x
+moe_ep ways, the KV cache of the rank's own requests over its tp GPUs. The engine's settings are per rank.
+Pipeline stages: serving/pipeline.py. A training-style ep_size (ParallelismConfig(tp_size=t, dp_size=D,
+ep_size=E)) is read as workers of E attention replicas of t GPUs, moe_tp = t, moe_ep = E, D / E workers.
 Context parallelism in serving is refused by name.
 """
 
@@ -89,7 +66,7 @@ class WorkerLayout:
         return self.tp * self.attention_dp * self.pp
 
     def stage_fields(self) -> dict:
-        """The ParallelismConfig fields of the pipeline (for the replica and expert analyses)."""
+        """The ParallelismConfig fields of the pipeline."""
         out = {"pp_size": self.pp}
         if self.first_stage_layers is not None:
             out["num_layers_in_first_pipeline_stage"] = self.first_stage_layers
@@ -121,8 +98,7 @@ class WorkerLayout:
 
 
 def _from_training_ep(p: ParallelismConfig, model, where: str) -> ParallelismConfig:
-    """A training-style `ep_size` (experts over ep_size data-parallel replicas, each with its own batch)
-    as the serving layout it describes (module docstring); ConfigError where it cannot be read so."""
+    """A training-style `ep_size` as the serving layout it describes (module docstring), or a ConfigError."""
     given = sorted(f for f in ("attention_dp_size", "moe_tp_size", "moe_ep_size") if f in p.model_fields_set
                    and not (f == "attention_dp_size" and p.attention_dp_size == 1))
     if given:
@@ -144,8 +120,8 @@ def _from_training_ep(p: ParallelismConfig, model, where: str) -> ParallelismCon
 
 
 def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, where: str = "") -> WorkerLayout:
-    """The worker layout of `parallelism` (default: the analysis'), checked against the model: one
-    ConfigError naming the field for what serve() cannot run. `where` prefixes field names (pools)."""
+    """The worker layout of `parallelism` (default: the analysis'), checked against the model (a ConfigError
+    naming the field); `where` prefixes field names (pools)."""
     p = parallelism or analysis.parallelism_config
     m = analysis.model_config
     if p.cp_size != 1:
@@ -178,11 +154,10 @@ def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, whe
 
 
 def redundant_experts(p: ParallelismConfig, model, where: str = "") -> int:
-    """The redundant expert copies of a worker (ParallelismConfig.moe_redundant_experts; not given: none),
-    checked: the experts and their copies split evenly over the moe_ep_size ranks (as SGLang and TensorRT-LLM
-    require of their physical expert slots), no rank holding two copies of one expert. A moe_ep_size that does
-    not divide the experts is refused unless copies are given that make it even (256 experts over 72 ranks:
-    32 copies, 4 slots a GPU)."""
+    """The redundant expert copies of a worker (moe_redundant_experts), checked: experts and copies split evenly
+    over the moe_ep_size ranks (as SGLang and TensorRT-LLM require of their expert slots), no rank holding an
+    expert twice. A moe_ep_size that does not divide the experts needs copies that make it even (256 experts
+    over 72 ranks: 32 copies, 4 slots a GPU)."""
     e, ep, given = model.moe_num_experts, p.moe_ep_size, p.moe_redundant_experts or 0
     least = -e % ep
     if given and ep == 1:
@@ -202,18 +177,16 @@ def redundant_experts(p: ParallelismConfig, model, where: str = "") -> int:
 
 
 def all_to_all_bytes_per_token(model, activation_bytes: float, moe_ep: int) -> float:
-    """Bytes one token sends to other GPUs in one MoE layer's dispatch (its hidden state, a latent
-    MoE's latent, to each of its top-k experts; uniform routing: a share (moe_ep - 1) / moe_ep of
-    them live elsewhere); the combine sends as many elements back, in 16 bits
-    (`model.mlp.combine_bytes_per_element`: pass it as `activation_bytes` for the combine's bytes)."""
+    """Bytes one token sends to other GPUs in one MoE layer's dispatch (its hidden state, or latent, to each of
+    its top-k experts, (moe_ep - 1) / moe_ep of them elsewhere under uniform routing); the combine's: pass
+    `model.mlp.combine_bytes_per_element` as `activation_bytes`."""
     if moe_ep <= 1:
         return 0.0
     return model.moe_top_k * model.expert_io_dim * activation_bytes * (moe_ep - 1) / moe_ep
 
 
 def with_parallelism(analysis, parallelism: ParallelismConfig):
-    """A copy of `analysis` on another layout (its own describer and cost model), kept with the
-    analysis' describer so later calls reuse its step costs."""
+    """A copy of `analysis` on another layout, kept with the analysis' describer so later calls reuse its costs."""
     def build():
         other = copy.copy(analysis)
         other.update_parallelism_config(parallelism)
@@ -228,8 +201,7 @@ def attention_analysis(analysis, layout: WorkerLayout):
 
 
 def expert_analysis(analysis, layout: WorkerLayout, where: str = ""):
-    """The analysis whose expert operators are one GPU's share of the worker's routed experts:
-    tp = moe_tp, experts over ep = moe_ep ranks each with its own batch (model/mlp.py)."""
+    """The analysis whose expert operators are one GPU's share of the routed experts: tp = moe_tp, ep = moe_ep."""
     try:
         return with_parallelism(analysis, ParallelismConfig(tp_size=layout.moe_tp, dp_size=layout.moe_ep,
                                                             ep_size=layout.moe_ep,
@@ -249,10 +221,8 @@ def _routed_weight_bytes(analysis, stage: Optional[int] = None) -> float:
 
 
 def weight_bytes_per_gpu(analysis, layout: WorkerLayout) -> float:
-    """Weights on one GPU of the worker: the attention side's split tp ways (replicated on every
-    replica), the routed experts' moe_tp x moe_ep ways. With pipeline stages, those of the stage
-    whose GPUs hold the most (the attention analysis' per-GPU weights are its heaviest stage's; each
-    stage's routed experts are exchanged for their expert-parallel share)."""
+    """Weights on one GPU of the worker: the attention side's split tp ways, the routed experts' moe_tp x moe_ep
+    ways; with pipeline stages, the heaviest stage's."""
     attention = attention_analysis(analysis, layout)
     if not analysis.model_config.is_moe:
         return attention.get_weight_memory_per_gpu()
@@ -268,15 +238,11 @@ def weight_bytes_per_gpu(analysis, layout: WorkerLayout) -> float:
 
 
 class LayoutStepCosts:
-    """The cost pieces of a rank's step (the `StepCosts` interface StepTimer reads): the attention
-    side's on the rank's layout, plus the routed experts' (and their all-to-alls) at the worker's
-    tokens on the experts' layout, times the load imbalance."""
+    """The `StepCosts` interface of a rank's step: the attention side's on the rank's layout, plus the routed
+    experts' (and their all-to-alls) at the worker's tokens, times the load imbalance."""
 
     def __init__(self, attention: StepCosts, experts: Optional[StepCosts], layout: WorkerLayout, imbalance: float,
                  spread_scale: Optional[float] = None, top_k: int = 1):
-        """`imbalance`: a constant factor on the experts' time; or, with `spread_scale` given, the busiest
-        expert group's factor for each step's tokens (`busiest_group_factor`, `top_k` routed experts per
-        token), `imbalance` then unused."""
         self.attention, self.experts = attention, experts
         self.scale = layout.attention_dp / layout.moe_ep  # an expert rank's tokens per attention rank's token
         self.imbalance, self.spread_scale = imbalance, spread_scale
@@ -287,8 +253,8 @@ class LayoutStepCosts:
         self.memo = attention.memo.setdefault(("layout", layout, imbalance, spread_scale), {})
 
     def experts_s(self, graph: bool, tokens: float) -> float:
-        """The routed experts of a step in which every rank runs `tokens` tokens (below one token per
-        expert rank, a share of one token's time: the work is that of the tokens' expert passes)."""
+        """The routed experts of a step of `tokens` tokens on every rank (below one token per expert rank, a share of
+        one token's time)."""
         if self.experts is None or tokens <= 0:
             return 0.0
         n = tokens * self.scale
@@ -319,18 +285,15 @@ class LayoutStepCosts:
 
 
 def expected_largest_normal(groups: int) -> float:
-    """z_G, the expected largest of G standard normals, by Blom's approximation
-    inv_cdf((G - 0.375) / (G + 0.25)) (within 0.03 of the exact value for G = 2 .. 72); 0 for one group."""
+    """z_G, the expected largest of G standard normals, by Blom's approximation inv_cdf((G - 0.375) / (G + 0.25))
+    (within 0.03 of the exact value for G = 2 .. 72); 0 for one group."""
     return NormalDist().inv_cdf((groups - 0.375) / (groups + 0.25)) if groups > 1 else 0.0
 
 
 def busiest_group_factor(assignments: float, groups: int, scale: float = 1.0, z: Optional[float] = None) -> float:
-    """The busiest of `groups` expert groups' load over the mean when `assignments` token-to-expert
-    assignments are routed uniformly at random: each group's count is binomial (mean a / G, standard
-    deviation sqrt(a (G - 1)) / G), and the largest of G such counts is about z_G standard deviations
-    above the mean (`expected_largest_normal`; `z` passes it in when already worked out). So the factor
-    is 1 + z_G sqrt((G - 1) / a); `scale` multiplies it (the engine's fitted departure from uniform
-    routing), and it is never below 1 (balanced). One group, or no assignments (no expert work): 1."""
+    """The busiest of `groups` expert groups' load over the mean for `assignments` uniformly routed assignments:
+    binomial counts (mean a / G, deviation sqrt(a (G - 1)) / G), the largest about z_G deviations above the
+    mean: 1 + z_G sqrt((G - 1) / a), times `scale` (the engine's fitted departure from uniform), at least 1."""
     if groups <= 1 or assignments <= 0:
         return 1.0
     if z is None:
@@ -340,8 +303,8 @@ def busiest_group_factor(assignments: float, groups: int, scale: float = 1.0, z:
 
 def expert_spread_note(layout: WorkerLayout, engine, imbalance: Optional[float], top_k: int,
                        running_per_rank: Optional[float] = None, where: str = "") -> Optional[str]:
-    """The answer's note on how the routed experts' time is spread over expert-parallel groups (None: moe_ep = 1);
-    with `running_per_rank`, the factor of a decode step of that many requests per attention rank."""
+    """The note on the routed experts' spread over expert-parallel groups (None: moe_ep = 1); with
+    `running_per_rank`, the factor of a decode step of that many requests per rank."""
     if layout.moe_ep <= 1:
         return None
     copies = ""
@@ -364,11 +327,9 @@ def expert_spread_note(layout: WorkerLayout, engine, imbalance: Optional[float],
 
 
 def column_split_note(layout: WorkerLayout, where: str = "") -> Optional[str]:
-    """The answer's note when the experts' column split spans attention-DP ranks (moe_tp_size > tp_size with
-    attention_dp_size > 1: SGLang's DP attention over a tensor-parallel MoE, its common DeepSeek layout): each
-    MoE layer then all-gathers the replicas' tokens and reduce-scatters the partial outputs, which serve() does
-    not time (the experts' all-to-all is the only exchange between attention-DP ranks it models), so the figures
-    are optimistic by that much (None: the split stays within a replica)."""
+    """The note when the experts' column split spans attention-DP ranks (moe_tp_size > tp_size, attention_dp_size
+    > 1: SGLang's DP attention over a tensor-parallel MoE): the per-layer all-gather and reduce-scatter it needs
+    are not timed, so the figures are optimistic (None: the split stays within a replica)."""
     if layout.attention_dp <= 1 or layout.moe_tp <= layout.tp:
         return None
     return (f"{where}moe_tp_size = {layout.moe_tp} over attention_dp_size = {layout.attention_dp} replicas of tp_size = "
@@ -385,12 +346,9 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
                       where: str = "", moe_kernels: Optional[str] = None,
                       stage: Optional[int] = None, allreduce_engine: Optional[str] = None,
                       spread_scale: Optional[float] = None) -> LayoutStepCosts:
-    """The step costs of one rank of `layout` (kept with the replica analysis' describer per cost model),
-    the routed experts at the grouped GEMM share of the engine's `moe_kernels` times `imbalance` (None: 1, balanced),
-    or, `spread_scale` given, times the busiest expert group's factor of each step (`busiest_group_factor`);
-    `stage`: one pipeline
-    stage's operators only (None: the whole model); `allreduce_engine`: the engine whose measured all-reduce
-    times tensor-parallel all-reduces (serving/step_time.py StepCosts; None: the cost model's own)."""
+    """The step costs of one rank of `layout`: the routed experts at the grouped GEMM share of `moe_kernels`,
+    times `imbalance` (None: 1) or, `spread_scale` given, the busiest group's factor of each step; `stage`: one
+    pipeline stage's operators (None: all); `allreduce_engine`: whose measured all-reduce times the TP ones."""
     attention = attention_analysis(analysis, layout)
     if imbalance is None:
         imbalance = 1.0
@@ -417,9 +375,8 @@ def layout_step_costs(analysis, layout: WorkerLayout, kv_cache_bytes: float, imb
 
 def layout_step_timer(analysis, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
                       where: str = "", stage: Optional[int] = None) -> StepTimer:
-    """The StepTimer of one rank of `layout` under `engine` (its host overheads per rank); `imbalance` None:
-    with moe_ep > 1 the busiest expert group's factor of each step at the engine profile's
-    `expert_spread_scale`, 1 without; a number: that constant."""
+    """The StepTimer of one rank of `layout` under `engine`; `imbalance` None: with moe_ep > 1 the busiest
+    expert group's factor at the profile's `expert_spread_scale`; a number: that constant."""
     spread_scale = engine.expert_spread_scale if imbalance is None and layout.moe_ep > 1 else None
     if imbalance is None:
         imbalance = 1.0
@@ -447,10 +404,9 @@ def _stage_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbala
 
 def rank_step_timer(analysis, rank, describer, layout: WorkerLayout, engine, imbalance: Optional[float] = None,
                     where: str = ""):
-    """The step timer of one rank of `layout`: `rank` is its analysis (the replica's, or the analysis
-    itself for its own plain layout) and `describer` that analysis' with the engine's KV dtype. A plain
-    worker is timed on the whole model at once; attention-DP / expert-parallel layouts in two parts
-    (LayoutStepCosts); pipeline stages in rounds of micro-batches (serving/pipeline.py)."""
+    """The step timer of one rank of `layout` (`rank` its analysis, `describer` that analysis' with the engine's KV
+    dtype): a plain worker on the whole model, attention-DP / expert-parallel layouts in two parts
+    (LayoutStepCosts), pipeline stages in rounds of micro-batches (serving/pipeline.py)."""
     if layout.pp == 1:
         return _stage_timer(analysis, rank, describer, layout, engine, imbalance, where, None)
     reps = stage_representatives(describer, layout.pp)
@@ -460,8 +416,7 @@ def rank_step_timer(analysis, rank, describer, layout: WorkerLayout, engine, imb
 
 
 def check_balance_iters(value) -> int:
-    """`attention_dp_balance_iters`: 0 (no hold, the default) or the iterations a prompt may be held (numpy's
-    integers too; at most the sanity limit MAX_BATCH_SIZE: 10^400 iterations overflowed the hold's float)."""
+    """`attention_dp_balance_iters`: 0 (no hold) or the iterations a prompt may be held, at most MAX_BATCH_SIZE."""
     try:
         return integer(value, "attention_dp_balance_iters", 0, MAX_BATCH_SIZE)
     except ConfigError:
@@ -471,14 +426,11 @@ def check_balance_iters(value) -> int:
 
 
 def attention_dp_hold_s(hold_iters: int, ranks: int, step_s: float, worker_rps: float) -> float:
-    """The mean time a prompt is held before its prefill under TensorRT-LLM's attention-DP balance
-    (attention_dp_config enable_balance: the worker schedules prompts only when every one of its `ranks`
-    attention-DP ranks has one waiting, or after `hold_iters` iterations): prompts reach the worker at
-    `worker_rps` (Poisson), each rank at worker_rps / ranks. A hold starts with the first waiting prompt
-    and lasts T = hold_iters x `step_s` (an iteration is one decode step), or less when every other rank
-    receives a prompt first: their last arrives after H(ranks - 1) / (worker_rps / ranks) on average
-    (H the harmonic number), so the hold is h = min(T, that). The first prompt waits h; the n = worker_rps
-    x h arriving during it wait h / 2 on average; all go together: mean wait h (1 + n / 2) / (1 + n)."""
+    """The mean hold of a prompt before its prefill under TensorRT-LLM's attention-DP balance (enable_balance:
+    prompts are scheduled when every one of `ranks` ranks has one waiting, or after `hold_iters` decode
+    steps): prompts reach each rank at worker_rps / ranks (Poisson), the others' last arrives after
+    H(ranks - 1) ranks / worker_rps (H harmonic), so h = min(hold_iters step_s, that). The first waits h, the
+    n = worker_rps h arriving meanwhile h / 2: mean wait h (1 + n / 2) / (1 + n)."""
     if hold_iters <= 0 or ranks <= 1 or worker_rps <= 0:
         return 0.0
     per_rank = worker_rps / ranks
@@ -489,9 +441,8 @@ def attention_dp_hold_s(hold_iters: int, ranks: int, step_s: float, worker_rps: 
 
 
 def check_imbalance(value) -> Optional[float]:
-    """`expert_load_imbalance`: None (the default) or a number in [1, MAX_PARALLEL_SIZE]: the busiest of G
-    expert groups holds at most all the tokens, G times the mean, and G = moe_ep_size is at most that limit
-    (10^300 made every step time overflow and the throughput 0, a ZeroDivisionError)."""
+    """`expert_load_imbalance`: None or a number in [1, MAX_PARALLEL_SIZE] (the busiest of G groups holds at most
+    G times the mean; 10^300 overflowed every step time)."""
     if value is None:
         return None
     try:
@@ -503,9 +454,8 @@ def check_imbalance(value) -> Optional[float]:
 
 
 def check_imbalance_applies(imbalance: Optional[float], layouts) -> None:
-    """A stated `expert_load_imbalance` scales the busiest expert group of a layout whose experts are spread over
-    moe_ep_size > 1 ranks; with none (dense model, or experts split by columns alone) it would change nothing,
-    so it is refused rather than ignored."""
+    """A stated `expert_load_imbalance` without experts spread over moe_ep_size > 1 ranks would change nothing:
+    refused rather than ignored."""
     if imbalance is not None and imbalance != 1.0 and all(lay.moe_ep <= 1 for lay in layouts):  # (1: balanced, as is)
         raise ConfigError(f"expert_load_imbalance = {imbalance:g}, but no GPUs of this layout hold different experts "
                           f"(moe_ep_size = 1): the busiest expert group's load applies to expert parallelism only; "

@@ -1,31 +1,17 @@
 """Pipeline stages in a serving worker (pp_size > 1): the step of a rank whose layers are split over
-pp stages, each of tp (x attention_dp) GPUs, the running batch cut into micro-batches.
+pp stages, the running batch cut into micro-batches.
 
-How the engines run it (the assumption this module states): vLLM (one scheduler per "virtual
-engine", pp of them), SGLang (pp micro-batches in flight) and TensorRT-LLM (pp micro-batches) keep
-pp micro-batches in flight, each of a share of the running requests, so that every stage works on
-one micro-batch while the others are on other stages. One "round" of the serving step model (every
-running request advances by one token, the step's prefill chunks advance once) is then:
-
-- m = min(pp, the step's sequences) micro-batches (with fewer sequences than stages some stages
-  idle: the bubble), each of D / m decoding requests; the step's prefill chunks ride in one of them
-  (the heavy micro-batch; the others are decode-only);
-- a stage serves the m micro-batches in turn: busy_k = heavy_k + (m - 1) x light_k;
-- a micro-batch cannot take its next token before it has left the last stage and the host has
-  scheduled and sampled it: latency = sum over stages of heavy_k + the hand-offs between stages
-  (point to point, the micro-batch's hidden states, quantities/latency.py), with the host's step
-  of one micro-batch as the engine adds it (`EngineSettings.step_with_host_s`: after it, or under it
-  where the engine overlaps the two);
-- the host schedules the m micro-batches one after another: m x the per-step overhead + the
-  per-sequence overhead of every sequence (an overlapping engine: the per-sequence part alone, its
-  per-step part being what its lookahead leaves exposed, in the latency);
-- the round takes the longest of the three. With pp = 1 it is the plain step (stage = model,
-  m = 1: latency = the step with its host work).
-
-Each stage is timed on its own operators (the describer's per-stage operators: its layers, the
-embedding on the first, the LM head on the last; uneven splits as model/pipeline_layout.py makes
-them, the remainder on the earlier stages as vLLM's get_pp_indices does). The KV cache and the
-weights per GPU are those of the stage holding the most (the analysis' per-GPU memory under pp).
+The engines (vLLM's pp virtual engines, SGLang, TensorRT-LLM) keep pp micro-batches in flight, so every
+stage works on one while the others are elsewhere (an assumption). One round (every running request
+advances a token, the step's prefill chunks advance once) is the longest of:
+- the busiest stage: m = min(pp, sequences) micro-batches (fewer sequences: the bubble), the prefill
+  chunks riding in one (heavy), each stage serving heavy_k + (m - 1) x light_k;
+- a micro-batch's latency: sum over stages of heavy_k + the hand-offs (quantities/latency.py), with the
+  host's step as the engine adds it (`EngineSettings.step_with_host_s`);
+- the host: m x the per-step overhead + the per-sequence overhead of every sequence.
+With pp = 1 it is the plain step. Each stage is timed on its own operators (uneven splits as
+model/pipeline_layout.py makes them, the remainder on the earlier stages as vLLM's get_pp_indices); the
+KV cache and weights per GPU are those of the stage holding the most.
 """
 
 from __future__ import annotations

@@ -32,9 +32,8 @@ def request_shape(engine, lengths) -> RequestShape:
 
 
 def _resident_means(lengths):
-    """(E[(I + O/2) O] / E[O], E[(I + O) O] / E[O]): the KV tokens a running request holds on average, each request
-    weighted by how long it runs (RequestShape.resident_context_mean); (None, None) for fixed lengths. Pairs: over
-    the pairs; a uniform spread (input and output drawn apart): E[I] + (E[O]^2 + Var O) / (2 E[O]) and
+    """(E[(I + O/2) O] / E[O], E[(I + O) O] / E[O]), the KV tokens a running request holds weighted by how long it
+    runs; (None, None) for fixed lengths. A uniform spread: E[I] + (E[O]^2 + Var O) / (2 E[O]) and
     E[I] + E[O] + Var O / E[O], Var O = s (s + 1) / 3 for integers over mean +- s."""
     if lengths.fixed:
         return None, None
@@ -45,15 +44,19 @@ def _resident_means(lengths):
     return lengths.input_mean + (o * o + var) / (2 * o), lengths.input_mean + o + var / o
 
 
+def _longest_prompt_cached(engine, lengths) -> int:
+    """The longest prompt's tokens in the prefix cache: whole blocks, at least its last token left to prefill."""
+    longest = lengths.max_input
+    return min((math.floor(engine.prefix_cache_share * longest) // engine.block_size) * engine.block_size,
+               longest - 1)
+
+
 def check_whole_prompts_fit(engine, lengths, where: str = "") -> None:
-    """An engine that prefills a prompt whole (no chunked prefill: TensorRT-LLM's default) rejects a request
-    whose prompt, less the whole blocks its prefix cache holds, is longer than one step's token budget
-    (tensorrt_llm/llmapi/llm.py _check_arguments): a ConfigError naming the longest prompt and the budget."""
+    """An engine that prefills prompts whole (TensorRT-LLM's default) rejects a prompt, less its cached blocks,
+    longer than the token budget (tensorrt_llm/llmapi/llm.py _check_arguments): a ConfigError."""
     if engine.chunked_prefill:
         return
-    longest = lengths.max_input
-    cached = min((math.floor(engine.prefix_cache_share * longest) // engine.block_size) * engine.block_size,
-                 longest - 1)
+    longest, cached = lengths.max_input, _longest_prompt_cached(engine, lengths)
     if longest - cached > engine.token_budget:
         held = f" ({int(cached)} of them in the prefix cache)" if cached else ""
         raise ConfigError(f"{where}the longest prompt, {longest} tokens{held}, exceeds max_num_batched_tokens = "
@@ -74,10 +77,7 @@ def prefill_steps_per_prompt(engine, lengths) -> int:
     engine that prefills a prompt whole, else one per max_num_batched_tokens tokens."""
     if not engine.chunked_prefill:
         return 1
-    longest = lengths.max_input
-    cached = min((math.floor(engine.prefix_cache_share * longest) // engine.block_size) * engine.block_size,
-                 longest - 1)
-    return max(1, math.ceil((longest - cached) / engine.token_budget))
+    return max(1, math.ceil((lengths.max_input - _longest_prompt_cached(engine, lengths)) / engine.token_budget))
 
 
 def check_prefill_steps(engine, lengths, where: str = "") -> None:
@@ -131,11 +131,8 @@ class Replica:
 def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths, imbalance=None, speculative=None,
                where: str = "", longest_tokens: Optional[int] = None,
                graph_batch: Optional[int] = None) -> Tuple[Replica, WorkerLayout]:
-    """One rank of the worker layout `parallelism` (an attention replica; the whole worker when it
-    has one): its engine, KV pool, step timer and requests' mean shape. A plain tensor-parallel worker
-    is timed exactly as before layouts existed (one analysis, one describer). `graph_batch`: decode
-    steps up to this many sequences replay CUDA graphs even where the engine's default captures fewer
-    (a disaggregated decode pool's stated batch)."""
+    """One rank of the worker layout `parallelism`: its engine, KV pool, step timer and requests' mean shape.
+    `graph_batch`: decode steps up to this many sequences replay CUDA graphs (a disaggregated decode pool's batch)."""
     layout = worker_layout(a, parallelism, where)
     if imbalance is not None and layout.moe_ep > 1 and imbalance > layout.moe_ep:
         raise ConfigError(f"expert_load_imbalance = {imbalance:g} exceeds {where}moe_ep_size = {layout.moe_ep}: the "

@@ -39,21 +39,12 @@ def _client_groups(concurrency: int, replicas: int) -> List[Tuple[int, int]]:
 
 
 def _as_benchmark_run(sim, state, rounds: float):
-    """The closed loop's simulated latencies as the benchmark run its means describe (serving/steady_state.py:
-    R = `rounds` requests per client, the first round started together). The simulation (clients spread
-    out: no starting burst) gives the steady state's spread, each latency scaled so that its mean is the
-    closed form's without the burst; the first round, a share 1 / R of the requests, then waits the burst's
-    extra on top: the j-th of its n requests (j + 1/2) / n of twice the round's mean extra, since the
-    burst's passes prefill the clients in turn (`burst_prefill_s`: the j-th finishes after ~j passes). The
-    means are then the closed form's exactly, and the burst sits in the tail where it belongs: scaling
-    every request by the mean's share of it had put a 300-client vLLM run's TTFT p50 at 4.4 times the
-    steady state's and its p99 below the first round's mean extra wait.
-
-    A request's E2E is its TTFT and its decode (E2E - TTFT), each scaled to its own steady mean: scaling
-    E2E and TTFT apart, when the closed form's TTFT is above the simulation's and its decode below (long
-    prompts, few clients), left half the requests with E2E < TTFT and E2E's p90 below TTFT's. Scaled in
-    parts, every E2E stays at or above its TTFT, and the means stay the closed form's (the decode's mean
-    is that of E2E less TTFT's)."""
+    """The closed loop's simulated latencies as the benchmark run its means describe (R = `rounds` requests per
+    client, the first round started together): each latency scaled so its mean is the closed form's without
+    the burst, then the first round (1 / R of the requests) waits the burst on top, the j-th of its n
+    (j + 1/2) / n of twice the round's mean extra (the passes prefill the clients in turn). Scaling every
+    request by the burst's share had put a 300-client vLLM run's TTFT p50 at 4.4x the steady state's. TTFT
+    and the decode (E2E - TTFT) are scaled apart, so E2E never falls below TTFT."""
     burst_s = state.burst_s
     ttft, e2e = sim.ttft_s, sim.e2e_s
     decode = e2e - ttft  # (>= 0: a request completes after its first token)
@@ -84,10 +75,9 @@ HOLD_PASSES = 4  # the attention-DP hold depends on the load it changes: a few p
 
 
 def _closed_loop(replica: Replica, concurrency: int, replicas: int, hold=(0, 1)) -> Dict[str, Any]:
-    """Means from the steady state of each replica's clients (round robin), percentiles from their
-    simulations as the benchmark run those means describe (`_as_benchmark_run`). `hold`:
-    (attention_dp_balance_iters, attention-DP ranks of a worker): the mean hold of a prompt before its
-    prefill (serving/layout.py attention_dp_hold_s) waits outside the running batch, like the API latency."""
+    """Means from each replica's steady state, percentiles from their simulations (`_as_benchmark_run`).
+    `hold`: (attention_dp_balance_iters, attention-DP ranks of a worker): the prompt's mean hold before its
+    prefill (attention_dp_hold_s) waits outside the running batch, like the API latency."""
     engine = replica.engine
     groups = _client_groups(concurrency, replicas)
 
@@ -136,9 +126,8 @@ def _open_loop(replica: Replica, request_rate: float, replicas: int) -> Dict[str
 
 
 def check_simulated_clients(workload, engine, ranks: int) -> None:
-    """The simulation warms up with every closed-loop client's first request, so the clients of one replica
-    count against the limit of simulated requests (MAX_NUM_REQUESTS): beyond it a run would take minutes and
-    gigabytes (2^30 clients ran a 24 GiB machine out of memory)."""
+    """The simulation warms up with every client's first request, so one replica's clients count against
+    MAX_NUM_REQUESTS (2^30 clients ran a 24 GiB machine out of memory)."""
     if not workload.closed_loop or engine.num_requests == 0:
         return
     per_rank = -(-workload.concurrency // ranks)
@@ -169,16 +158,15 @@ def _rounded_up(x: float) -> str:
 
 
 def _most_requests(limit: int, clients: int) -> int:
-    """The most num_requests n whose simulation, with its warm-up of max(n // 10, clients) requests (simulate()),
-    runs at most `limit` requests; 0 when none does."""
+    """The most num_requests n whose simulation with its warm-up (max(n // 10, clients)) runs at most `limit`."""
     q, rem = divmod(limit, 11)
     candidates = (10 * q + min(rem, 9), limit - clients)  # the warm-up a tenth of n, or the clients
     return max([n for n in candidates if n >= 1 and n + max(n // 10, clients) <= limit], default=0)
 
 
 def check_simulation_size(workload, engine, ranks: int) -> None:
-    """The open loop's arrivals within MAX_SIMULATED_SPAN_S, and the simulated prompts' prefill steps within
-    MAX_SIMULATED_PREFILL_STEPS: ConfigErrors naming request_rate / num_requests / max_num_batched_tokens."""
+    """The open loop's arrivals within MAX_SIMULATED_SPAN_S and the prefill steps within
+    MAX_SIMULATED_PREFILL_STEPS, or a ConfigError naming the option to change."""
     if engine.num_requests == 0:
         return
     clients = -(-workload.concurrency // ranks) if workload.closed_loop else 0  # one replica's, warmed up first

@@ -1,35 +1,24 @@
-"""A seeded discrete-event simulation of one replica: the same step model as the steady state
+"""A seeded discrete-event simulation of one replica on the steady state's step model
 (serving/step_time.py), request by request, for tails (p50 / p90 / p99) and open-loop queueing.
 
-The engine loop, as the engines run it:
-- arrivals (a request reaches the scheduler its API latency after the client sends it; that
-  latency varies uniformly over +-50% around the profile's) join the waiting queue at the next
-  step boundary, or, where the scheduler plans a step ahead of the GPU (`scheduling_lookahead`:
-  vLLM's async scheduling, SGLang's and TensorRT-LLM's overlap schedulers), at the boundary after
-  it when they arrive while a step runs (that next step was planned as the running one began);
-- waiting requests are admitted first come, first served while fewer than max_num_seqs run
-  and the KV pool holds their prompt and 16 tokens of growth for every decoding request (or, for
-  engines that reserve on admission, their prompt and whole output; for SGLang, their prompt and
-  clipped output beside a share of every running request's clipped remaining output);
-- a step decodes one token for every decoding request and, within the token budget left,
-  prefills chunks of the admitted prompts (mixed engines), or runs the prompts alone in a
-  prefill-only step whenever any wait (SGLang's default); the step producing a prompt's last
-  chunk produces its first token;
-- when the growing caches fill the pool, the most recently admitted request is preempted:
-  its blocks are freed and it is prefilled again (prompt and the tokens it already produced)
-  when there is room (vLLM's recompute; SGLang retracts alike).
-
-Between events the running set does not change, so a stretch of decode-only steps is taken at
-once: its step times grow linearly with the context (the decode attention's work does), so the
-stretch's time is the trapezoid of its first and last step, and the step at which an arrival
-interrupts it is the root of that quadratic. KV blocks are counted as tokens plus half a block
-per request (the mean fill of a request's last block).
-
-Closed loop: the clients start spread over `spread_s` (serve(): the steady state's E2E less its wait for
-a free slot, so that the queue of more clients than the engine runs reaches its steady length within the
-warm-up round: docs/serving.md) and each sends its next request when the previous completes; open loop: Poisson
-arrivals. The first requests (a tenth, and at least every client's first in the closed loop) warm
-the engine up and are not measured.
+The engine loop:
+- arrivals (the API latency after the send, uniform over +-50% of the profile's) join the queue at the
+  next step boundary, or the one after when the scheduler plans a step ahead (`scheduling_lookahead`:
+  vLLM's async scheduling, SGLang's and TensorRT-LLM's overlap schedulers);
+- waiting requests are admitted first come, first served while fewer than max_num_seqs run and the KV
+  pool holds their prompt and 16 tokens of growth per decoder (reserving engines: prompt and output;
+  SGLang: prompt and clipped output beside a share of the running requests' clipped remaining output);
+- a step decodes a token per decoder and, within the budget left, prefills chunks of admitted prompts
+  (mixed engines), or runs prompts in a prefill-only step whenever any wait (SGLang); the step of a
+  prompt's last chunk produces its first token;
+- when the caches fill the pool, the most recently admitted request is preempted and later prefilled
+  again, prompt and produced tokens (vLLM's recompute; SGLang retracts alike).
+Between events a stretch of decode-only steps is taken at once: step time grows linearly with context, so
+the stretch is a trapezoid and an arrival's step the root of a quadratic. KV blocks count as tokens plus
+half a block per request. Closed loop: clients start spread over `spread_s` (serve(): E2E less the slot
+wait, so the queue reaches its steady length within the warm-up: docs/serving.md), each sending its next
+request when the last completes; open loop: Poisson. The first tenth (at least every client's first) warms
+up and is not measured.
 """
 
 from __future__ import annotations

@@ -1,30 +1,17 @@
 """Speculative decoding in serve(): a draft proposes tokens, one target step verifies them.
 
-`serve(..., speculative={...})` with
-- "method": "mtp" (a one-layer draft module on the target's hidden states: DeepSeek's multi-token
-  prediction, EAGLE heads) or "draft_model" (a separate small model, "draft_model": a catalogue
-  name, Hub id or ModelConfig, on the same GPUs and tensor-parallel layout as the target);
-- "draft_length" k: the tokens each decode step verifies per request: the last accepted token
-  and k - 1 drafted after it (TensorRT-LLM's max_draft_len + 1, SGLang's
-  speculative_num_draft_tokens);
-- "mean_accepted_length" L in [1, k]: the tokens a step emits per request on average (the
-  accepted drafts and the target's own next token), or "acceptance_rate" a in [0, 1], each
-  drafted token accepted with probability a if the one before it was:
-  L = 1 + a + ... + a^(k-1) = (1 - a^k) / (1 - a).
+`serve(..., speculative={...})`: "method" "mtp" (a one-layer draft on the target's hidden states:
+DeepSeek's multi-token prediction, EAGLE heads) or "draft_model" (a separate small model, "draft_model":
+a catalogue name, Hub id or ModelConfig, on the target's GPUs and layout); "draft_length" k, the tokens
+a step verifies per request (TensorRT-LLM's max_draft_len + 1, SGLang's speculative_num_draft_tokens);
+"mean_accepted_length" L in [1, k], the tokens a step emits per request, or "acceptance_rate" a, each
+draft accepted with probability a if the one before was: L = (1 - a^k) / (1 - a).
 
-A decode step then runs the draft k - 1 times (each pass one token per request) and the target
-once over k tokens per request: its token operators over D x k tokens, its LM head over all of
-them, its attention with k queries per sequence over the sequence's context (the cache read
-once). The step emits L tokens per request, so the time per output token is the step's time
-over L: decode-only steps are timed as step / L (one token per request each, as serve()'s
-steady state and simulation count them), and the prefill a step carries keeps its full time
-(step(D, chunks) - step(D) is the prefill's, as without speculation).
-
-Draft costs: "mtp" runs, per pass, one of the target's layers (its token operators and its
-attention at the step's context, the target's total over its layer count) and the LM head;
-"draft_model" runs a decode step of the draft model. Memory: "mtp" holds one layer's weights
-and KV cache per token (the target's over its layer count), "draft_model" the draft's weights
-and KV cache on the same layout.
+A decode step runs the draft k - 1 times and the target once over k tokens per request (token operators
+over D x k tokens, LM head over all, attention with k queries per sequence). It emits L tokens a request,
+so decode-only steps are timed as step / L, and the prefill a step carries keeps its full time. Draft
+costs and memory: "mtp" one of the target's layers (its total over its layer count) and the LM head;
+"draft_model" a decode step, the weights and the KV cache of the draft model.
 """
 
 from __future__ import annotations
@@ -71,9 +58,8 @@ class Speculative:
         return SpeculativeStepTimer(base, self, analysis.model_config.num_layers, draft)
 
     def draft_analysis(self, analysis):
-        """The target's analysis with the draft model in its place (same GPUs, dtype and layout),
-        kept with the analysis' describer. The draft is a catalogue model: described by the stock describer,
-        not by a subclass' own (a custom layer, or an exact description, is the target's alone)."""
+        """The target's analysis with the draft model in its place (same GPUs, dtype and layout), kept with the
+        analysis' describer; the draft is a catalogue model, counted by the stock describer (not a subclass')."""
         def build():
             other = copy.copy(analysis)
             other.describer_class = LayerDescriber
@@ -87,11 +73,9 @@ class Speculative:
         return analysis.describer.memoized(("speculative_draft", self.draft_model.model_dump_json()), build)
 
     def draft_weight_bytes_per_gpu(self, analysis, target_weight_bytes_per_gpu: Optional[float] = None) -> float:
-        """The draft's weights on each GPU: a draft model's, or one of the target's layers (MTP) as the worker
-        layout holds the target's (`target_weight_bytes_per_gpu`: the layout's per-GPU weights, experts split over
-        the expert-parallel ranks, as the engines split the MTP layer's; None: `analysis`' own). Read off the
-        attention replica's analysis alone, the MTP layer of DeepSeek-R1 over attention-DP 8 x EP 8 had been
-        11.0 GB a GPU, its 256 experts unsplit, where the layout holds 1.7 GB of it."""
+        """The draft's weights on each GPU: a draft model's, or one of the target's layers (MTP) as the worker layout
+        holds them (`target_weight_bytes_per_gpu`; None: `analysis`' own): off the attention replica alone, the
+        MTP layer of DeepSeek-R1 over attention-DP 8 x EP 8 had been 11.0 GB a GPU, experts unsplit, not 1.7 GB."""
         if self.method == "draft_model":
             return self.draft_analysis(analysis).get_weight_memory_per_gpu()
         target = analysis.get_weight_memory_per_gpu() if target_weight_bytes_per_gpu is None \
@@ -126,9 +110,8 @@ class Speculative:
 
 
 class SpeculativeStepTimer:
-    """Step times under speculative decoding, in tokens emitted: a decode-only step of D requests
-    takes (verify + draft) / L (one token per request), a step with prefill chunks adds their time
-    in full (the `StepTimer` interface serve()'s steady state and simulation read)."""
+    """Step times under speculative decoding, in tokens emitted: a decode-only step takes (verify + draft) / L,
+    prefill chunks add their time in full (the `StepTimer` interface)."""
 
     def __init__(self, base, spec: Speculative, num_layers: int, draft_costs=None):
         self.base, self.spec, self.num_layers, self.draft_costs = base, spec, num_layers, draft_costs
@@ -137,8 +120,7 @@ class SpeculativeStepTimer:
 
     @property
     def tokens_per_step(self) -> float:
-        """Tokens a decoder gains per verify step (L): `step_s` is a step's time per token, a step lasts L
-        of it (the wait for a step in progress or planned: serving/steady_state.py)."""
+        """Tokens a decoder gains per verify step (L): a step lasts L of `step_s`'s per-token time."""
         return self.spec.mean_accepted_length
 
     @property

@@ -1,53 +1,32 @@
 """The closed loop's steady state, in closed form over the step model (serving/step_time.py).
 
-One replica, C clients, requests of mean input I (I' of it not in the prefix cache) and mean
-output O. In steady state, with X requests per second completing:
+One replica, C clients, requests of mean input I (I' not in the prefix cache) and output O; X requests
+per second complete:
+- D = X (O - 1) t_d requests decode at any step (Little's law on the decode phase, t_d a decoder's TPOT);
+- a decode-only step takes f0 = step(D decoders at the mean context I + O / 2) as a decoder sees it
+  (with D (n - 1) / n others among the n requests in the engine);
+- each prefill adds Delta of engine time: its I' tokens chunked within the budget the decoders leave
+  (max_num_batched_tokens - D), each chunk costing what it adds to a step (vLLM, TensorRT-LLM) or its own
+  prefill-only step (SGLang); the others' prefills stretch a decode step: t_d = f0 / (1 - X Delta (n - 1) / n),
+  so X = D / ((O - 1) f0 + D Delta (n - 1) / n);
+- TTFT = API latency + the mean residual of the step in progress (length-biased: _in_progress) + the
+  steps the scheduler had planned (engine.scheduling_lookahead TPOTs) + its own prefill steps (+ the wait
+  for a slot when C exceeds N = min(max_num_seqs, requests the KV pool holds at I + O / 2, or I + O when
+  the engine reserves whole requests));
+- the starting burst: closed-loop benchmarks (vllm bench serve --max-concurrency, genai-perf --concurrency,
+  aiconfigurator) start their C clients together, so the first round queues behind each other's prefills;
+  over R requests per client (benchmark_rounds, fitted per engine; 0: none) it adds
+  (burst TTFT - steady TTFT) / R to the mean TTFT;
+- prompts share steps when they arrive faster than a step with a prompt runs (X x its wall > 1): each
+  adds (step of b - decode step) / b, b = X x the step (_Balance._shared), the step of b a mean over
+  Poisson-varying prompt counts (prompts_spread); SGLang's prefill-first steps: a Markov chain of step
+  types (_Balance._prefill_first);
+- a mixed engine's token budget bounds its decoders: D <= B / (k + q L / (O - 1))
+  (decoders_the_budget_holds); with more clients the prompts queue for room in the steps;
+- the loop closes with Little's law, C = X (TTFT + (O - 1) t_d), solved for D (the left side grows with D).
 
-- D = X (O - 1) t_d requests are decoding at any step (Little's law on the decode phase,
-  t_d the mean step time a decoder sees: its time per output token);
-- a decode-only step takes f0 = step(D decoders at the mean context I + O / 2), as the decoders
-  see it (each with D (n - 1) / n others among the n requests in the engine);
-- each request's prefill adds Delta seconds of engine time: the chunks of its I' tokens
-  within the budget left by the decoders (max_num_batched_tokens - D), each costing what
-  it adds to a step (mixed engines: vLLM, TensorRT-LLM) or its own prefill-only step
-  (SGLang); the others' prefills (X (n - 1) / n per second) stretch a request's decode steps:
-  t_d = f0 / (1 - X Delta (n - 1) / n);
-- eliminating X: X = D / ((O - 1) f0 + D Delta (n - 1) / n) for a given D;
-- time to first token = API latency + the wait for the step in progress (when other requests
-  are running: its mean residual, half a decode step plus what the others' longer prefill-carrying
-  steps add by being more often the one in progress; _in_progress) + the steps the scheduler had
-  planned when it arrived (engine.scheduling_lookahead mean steps, the TPOT each: an engine that plans
-  step n + 1 as step n begins) + the steps that prefill it (+ the wait for a free slot
-  when C exceeds what the engine runs at once, N = min(max_num_seqs, requests the KV pool
-  holds at their mean length I + O / 2, or I + O when the engine reserves whole requests));
-- the starting burst: a closed-loop benchmark (vllm bench serve --max-concurrency, genai-perf
-  --concurrency, aiconfigurator's sweeps) starts its C clients together, so its first round of
-  requests queues behind each other's prefills: the j-th of the burst gets its first token
-  after the passes that prefill the j before it (full token budgets of prompts, or one prompt
-  per pass where a prompt fills the budget). Its mean over a run of R requests per client
-  (benchmark_rounds, fitted per engine: the run length of the measurements, and the bunching
-  that outlives the first round, since clients with equal lengths keep returning together)
-  adds (burst TTFT - steady TTFT) / R to the mean TTFT; benchmark_rounds = 0 leaves the
-  steady state alone (a long run, or clients that never start together);
-- prompts share steps: when they arrive faster than a step with a prompt runs (X x its wall > 1: short
-  requests, many clients), the engine packs the ones that wait into each step (within the budget the
-  decoders leave), so each adds (step of b - decode step) / b, b = X x the step (_Balance._shared), the step
-  of b being the mean over steps whose prompts vary as Poisson arrivals do, b on average (prompts_spread);
-  a prompt longer than the budget is prefilled over its own steps, one at a time; an engine that runs
-  prompts in prefill-only steps before the decodes (SGLang) gives its decoders what a Markov chain of
-  step types leaves them (_Balance._prefill_first);
-- the token budget bounds the decoders of an engine that mixes them with prompts: each step holds k budget
-  tokens per decoder and the prompt tokens that keep them coming, so D <= B / (k + q L / (O - 1)) (k and L,
-  the budget tokens and output tokens a decoder takes a step: 1 and 1 but for speculative decoding); with more
-  clients the prompts queue for room in the steps (decoders_the_budget_holds);
-- the loop closes with Little's law: C = X x (time to first token + (O - 1) t_d), solved for
-  D by bisection (the left side grows with D).
-
-Requests of one output token (embeddings, scoring: a prefill-only workload) have no decode phase: the
-engine runs prefill-only steps of as many waiting prompts as its token budget holds (_prefill_only).
-
-The saturation rate (open loop) is X with the engine full: D found for N requests resident
-and no API latency outside the engine.
+One-token requests (a prefill-only workload) have no decode phase: _prefill_only. The saturation rate
+(open loop) is X with the engine full and no API latency.
 """
 
 from __future__ import annotations
@@ -66,9 +45,8 @@ _REL_TOL = 1e-12
 
 def _increasing_root(f, lo: float, hi: float, rel_tol: float = _REL_TOL, f_lo: float = None,
                      f_hi: float = None) -> float:
-    """The x in [lo, hi] where the increasing f crosses 0 (f(lo) < 0 <= f(hi)): regula falsi with
-    the Illinois step (a dozen evaluations), bisecting where f is infinite; to `rel_tol` of x. `f_lo`
-    and `f_hi`: f at the ends where the caller has it already."""
+    """The x in [lo, hi] where the increasing f crosses 0 (f(lo) < 0 <= f(hi)), to `rel_tol` of x: regula falsi
+    with the Illinois step, bisecting where f is infinite. `f_lo`, `f_hi`: f at the ends, where known."""
     f_lo = f(lo) if f_lo is None else f_lo
     f_hi = f(hi) if f_hi is None else f_hi
     if f_hi <= 0:
@@ -104,12 +82,9 @@ class RequestShape:
     input: float
     output: float
     cached: float  # prompt tokens found in the prefix cache
-    # the KV tokens a request resident in the engine holds on average: mean over the running requests, each
-    # weighted by how long it runs (its output): E[(I + O/2) O] / E[O] while it grows, E[(I + O) O] / E[O] when the
-    # engine reserves its whole length (`capacity`); None: fixed lengths, the mean shape's. Long requests hold more
-    # for longer, so a spread of lengths fits fewer in the pool than its mean shape does: pairs of 512 + 128 and
-    # 2,048 + 1,024 tokens hold 1.5x the mean shape's, and the saturation rate from the mean shape had been 1.6-2x
-    # what the simulation of the same requests completes (an open loop at 0.6 of it grew its queue without bound)
+    # KV tokens a running request holds on average, weighted by its output: E[(I + O/2) O] / E[O] while it grows,
+    # E[(I + O) O] / E[O] reserved whole; None: fixed lengths. Long requests hold more for longer: pairs of 512 + 128
+    # and 2,048 + 1,024 tokens hold 1.5x the mean shape's, whose saturation rate was 1.6-2x the simulation's
     resident_context_mean: Optional[float] = None
     resident_total_mean: Optional[float] = None
 
@@ -148,8 +123,7 @@ class SteadyState:
 
 
 def prefill_chunks(engine, shape: RequestShape, decoders: float) -> List[Tuple[float, float]]:
-    """(tokens, past tokens) of each chunk of a request's prefill with `decoders` decode tokens in
-    its steps (mixed engines) or none (prefill-only steps)."""
+    """(tokens, past tokens) of each chunk of a request's prefill beside `decoders` decode tokens (mixed engines)."""
     budget = engine.token_budget - (decoders if engine.mixed_batches else 0.0)
     budget = max(budget, 1.0)
     left, past = shape.prefill, shape.cached
@@ -165,18 +139,15 @@ def prefill_chunks(engine, shape: RequestShape, decoders: float) -> List[Tuple[f
 
 
 def clipped_remaining_output(output: float, clip: float) -> float:
-    """The mean over a decoder's progress of min(its remaining output, clip): with u the share already
-    produced (uniform over the decode), E[min(O (1 - u), c)] = O / 2 when O <= c, else c - c^2 / (2 O)."""
+    """E over a decoder's progress u (uniform) of min(O (1 - u), clip): O / 2 when O <= c, else c - c^2 / (2 O)."""
     if output <= clip:
         return output / 2
     return clip - clip * clip / (2 * output)
 
 
 def capacity(engine, pool, shape: RequestShape) -> int:
-    """Requests the engine runs at once: max_num_seqs, and what the KV pool holds (at their mean
-    length while they grow, or their whole length when the engine reserves it on admission, or, for
-    an engine that admits against an estimate of the output still to come, SGLang, see
-    _estimate_admits)."""
+    """Requests the engine runs at once: max_num_seqs, and what the KV pool holds (at their mean length while
+    they grow, their whole length when reserved on admission, or SGLang's estimate: _estimate_admits)."""
     if engine.admission == "output_estimate":
         fits = _estimate_admits(engine, pool, shape)
     else:
@@ -186,11 +157,10 @@ def capacity(engine, pool, shape: RequestShape) -> int:
 
 
 def _estimate_admits(engine, pool, shape: RequestShape) -> int:
-    """Requests an SGLang-style admission keeps running: a waiting request is admitted when the pool,
-    less `output_reserve_share` of each running request's remaining output (clipped at
-    `output_reserve_clip_tokens`), holds its prompt and its clipped output. With n requests running at
-    evenly spread progress, each holds its mean context I + O / 2 and keeps s x E[min(remaining, c)]
-    free, so the n-th is admitted while (n - 1) x (I + O / 2 + s E) + I + min(O, c) fits the pool."""
+    """SGLang-style admission: a request is admitted when the pool, less `output_reserve_share` of each running
+    request's remaining output (clipped at `output_reserve_clip_tokens`), holds its prompt and clipped output.
+    n running at evenly spread progress each hold I + O / 2 and keep s E[min(remaining, c)] free, so the n-th
+    is admitted while (n - 1) (I + O / 2 + s E) + I + min(O, c) fits the pool."""
     clip = engine.output_reserve_clip_tokens
     running = shape.resident_context + engine.output_reserve_share * clipped_remaining_output(shape.output, clip)
     newcomer = shape.input + min(shape.output, clip)
@@ -201,11 +171,8 @@ def _estimate_admits(engine, pool, shape: RequestShape) -> int:
 
 
 class _Balance:
-    """The quantities of the steady state at D mean decoders among `resident` requests in the engine.
-
-    A request sees the others, not itself: while it decodes, its step holds itself and D (n - 1) / n
-    other decoders on average (each of the n - 1 others decodes a share D / n of the time); while it
-    prefills, only those others."""
+    """The steady state's quantities at D mean decoders among `resident` requests. A request sees the others,
+    not itself: its decode step holds itself and D (n - 1) / n other decoders; its prefill, only those others."""
 
     def __init__(self, timer, engine, shape: RequestShape, resident: float):
         self.timer, self.engine, self.shape, self.resident = timer, engine, shape, resident
@@ -214,15 +181,14 @@ class _Balance:
         self.sharing_slope = None  # and carried_less's slope near it, from the probes that bracketed it
 
     def at(self, decoders: float):
-        """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait of a request arriving while
-        others run: the step in progress and the steps already planned) at `decoders` mean decoders."""
+        """(f0, Delta, the request's own prefill time, X, TPOT, the mean wait of an arrival while others run: the step
+        in progress and the steps already planned) at `decoders` mean decoders."""
         t, e, s = self.timer, self.engine, self.shape
         others = decoders * (self.resident - 1) / self.resident if self.resident > 0 else 0.0
         ctx = s.resident_context  # (the decoders of a step: each weighted by how long it decodes)
         f0 = t.step_s(1.0 + others, (1.0 + others) * ctx)  # the decode step a decoder sees, per token
-        # a step gives each decoder L tokens (speculative decoding: L > 1) and the timer's times are per
-        # token: a step lasts L of them, so a chunk's step, as long as it lasts, adds L - 1 more of the
-        # decode part (what the request waits for: its own prefill's steps, another's step in progress)
+        # a step gives each decoder L tokens (speculative decoding) and the timer's times are per token: a chunk's
+        # step lasts L - 1 more of the decode part (what a request waits for: its prefill, another's step)
         L = t.tokens_per_step
         alone = t.step_s(others, others * ctx) if e.mixed_batches and others > 0 else 0.0
         chunks = prefill_chunks(e, s, others)
@@ -256,12 +222,10 @@ class _Balance:
 
     def _shared(self, decoders: float, others: float, ctx: float, alone: float, L: float, x: float, rate,
                 delta: float, wall: float):
-        """Prompts sharing a step (engines that mix chunks into the decodes' steps): a step carries the prompts
-        that arrived during the last (the engine packs every waiting prompt its free budget holds, whole ones
-        where it does not chunk), b = X x the step's wall, at most k = the budget the decoders leave over the
-        prompt and the requests not decoding. Each prompt then adds (step of b - decode step) / b to the
-        engine's time and waits for the whole step; X grows as the shared cost falls. b solves
-        b = X(b) x wall(b) on [1, k] (k when more arrive than a full step holds). (b, Delta, [the wall])."""
+        """Prompts sharing a step (mixed engines): a step carries the prompts that arrived during the last,
+        b = X x its wall, at most k (the budget the decoders leave, and the requests not decoding). Each prompt
+        adds (step of b - decode step) / b to the engine's time and waits for the whole step; b solves
+        b = X(b) wall(b) on [1, k]. (b, Delta, [the wall])."""
         k = prompts_per_step(self.engine, self.shape, max(1.0, self.resident - decoders),
                              self.engine.token_budget - others)
         if k <= 1.0:
@@ -287,15 +251,10 @@ class _Balance:
         return b, delta, [wall]
 
     def _sharing_bracket(self, carried_less, k: float):
-        """(lo, hi, carried_less(lo), carried_less(hi)) bracketing the sharing root on [1, k] (None for an end not
-        evaluated), found from the root the closed loop's last trial found (its trials close in on their root,
-        and the sharing root with them), or from one prompt a step at the first trial. carried_less(b) = b -
-        min(k, X(b) wall(b)) rises by at most 1 per prompt (X wall does not fall as b grows: a step of more
-        prompts lasts longer and shares its cost among more), so the root lies at least |carried_less| from a
-        trial b: the probes go twice that far, then four times, eight, ... (a bracket of [1, k] took ten
-        evaluations of the spread's step at every trial of the closed loop, this one a few where the last root
-        is near). At the first trial, [1, k]: probes out from one prompt a step would time steps of prompt
-        counts far from the root (the step of each new count is worked out once: the dearest part of a call)."""
+        """(lo, hi, carried_less(lo), carried_less(hi)) bracketing the sharing root on [1, k] (None: not evaluated).
+        carried_less rises by at most 1 per prompt, so the root lies at least |carried_less| from a trial b: from
+        the last trial's root (the closed loop's trials close in on theirs) the probes go out twice as far each
+        time; the first trial takes [1, k] (probes far from the root would time steps never needed again)."""
         start = self.sharing_root
         if start is None or not 1.0 < start < k:
             return 1.0, k, None, None
@@ -304,8 +263,7 @@ class _Balance:
         end = k if up else 1.0
         if f_start == 0 or start == end:
             return start, start, f_start, f_start
-        # the first probe: where the slope the last trial's probes found puts the root, a quarter beyond (twice
-        # |carried_less| before there is one); a root nearer than the tolerance is the start itself
+        # the first probe: a quarter beyond where the last slope puts the root (twice |carried_less| without one)
         slope = self.sharing_slope
         reach = abs(f_start) / slope if slope else 0.0
         if slope and reach <= 0.5 * _SHARING_TOL * start:
@@ -321,8 +279,7 @@ class _Balance:
                 self.sharing_slope = max(0.0, (f_probe - f_near) / (probe - near))
             if (f_probe < 0) != up:
                 break
-            # still short of the root: out to where the secant through the last two trials crosses 0, and a
-            # quarter beyond (carried_less is close to linear over the step; at least doubling the gap)
+            # still short: a quarter beyond where the secant crosses 0, at least doubling the gap
             slope = self.sharing_slope
             reach = abs(probe - start) + abs(f_probe) / slope if slope else 0.0
             gap = max(2.0 * gap, 1.25 * reach)
@@ -330,16 +287,12 @@ class _Balance:
         return (near, probe, f_near, f_probe) if up else (probe, near, f_probe, f_near)
 
     def _prefill_first(self, decoders: float, f0: float, wall: float, share: float):
-        """SGLang's default: whenever prompts wait at a step boundary, a prefill-only step of every waiting
-        prompt (within the budget) runs before the decodes. With the others' prompts arriving at A = X (n - 1)
-        / n per second (Poisson: many clients, jittered), a step of length tau is followed by a prefill step
-        with probability p = 1 - exp(-A tau): after a decode step p_d (tau = f0), after a prefill step p_p
-        (tau = S, the prefill step). The step types form a Markov chain with prefill steps per decode step
-        p_d / (1 - p_p), so a decoder's token takes t_d = f0 + S p_d / (1 - p_p), and a prefill step carries
-        the prompts that arrived during the step before it: a mean b = A (S + f0 (1 - p_p) / p_d) (1 at a
-        light load, A S at a heavy one), S = S(b), up to k (the budget over the prompt, the requests not
-        decoding). Little's law on the decoders, D = X (O - 1) t_d, gives X for each b (Newton's method: t_d
-        grows with X); b solves b = that mean on [1, k]. (X, b, Delta = S / b, [S], t_d)."""
+        """SGLang's default: when prompts wait at a step boundary, a prefill-only step of all of them (within the
+        budget) runs before the decodes. Others' prompts arrive at A = X (n - 1) / n (Poisson), so a step of length
+        tau is followed by a prefill step with p = 1 - exp(-A tau): p_d after a decode step (f0), p_p after a
+        prefill step (S). This Markov chain has p_d / (1 - p_p) prefill steps per decode step: t_d = f0 + S p_d /
+        (1 - p_p); a prefill step carries b = A (S + f0 (1 - p_p) / p_d) prompts, S = S(b), at most k. Little's law,
+        D = X (O - 1) t_d, gives X for each b (Newton); b solves b = that mean on [1, k]. (X, b, S / b, [S], t_d)."""
         s = self.shape
         k = max(1.0, prompts_per_step(self.engine, s, self.resident - decoders))
         decode_steps = s.output - 1
@@ -350,8 +303,7 @@ class _Balance:
             return f0 + step * p_d / stay, a, p_d, stay
 
         def rate(step: float, x: float) -> float:
-            """X of Little's law on the decoders, D = X (O - 1) t_d(X): Newton's method on its log from x,
-            kept inside the bracket where it would leave it."""
+            """X of D = X (O - 1) t_d(X): Newton on its log from x, bisecting where it would leave the bracket."""
             lo, hi = 0.0, decoders / (decode_steps * f0)  # (t_d >= f0)
             for _ in range(_BISECTIONS):
                 a = x * share
@@ -382,8 +334,7 @@ class _Balance:
 
         b = 1.0
         if k > 1.0 and carried_less(1.0) < 0:
-            # the root lies above what one-prompt steps carry, g(1) = 1 - carried_less(1), and mostly close to it
-            # (a light load): bracket it there first, then up to k
+            # the root lies above 1 - carried_less(1), mostly close to it (a light load): bracket there, then to k
             near = min(k, 2.0 * (1.0 - carried_less(1.0)))
             hi = near if carried_less(near) >= 0 else k
             b = _increasing_root(carried_less, 1.0, hi, _SHARING_TOL)
@@ -392,12 +343,9 @@ class _Balance:
 
 
 def _in_progress(f0: float, prefill_steps: List[float], others_prefills_per_s: float, resident: float) -> float:
-    """The mean wait for the step in progress of a request arriving while others run: the mean residual
-    of the step it lands in, E[S^2] / (2 E[S]) over the engine's time (a long step is more likely to be
-    the one in progress: renewal theory's length-biased residual). The engine spends a share
-    r = (others' prefills per second) x (their steps' seconds) in steps that carry another request's
-    prefill (each step S_i: its share S_i / the time, residual S_i / 2), the rest in decode steps f0
-    (residual f0 / 2): (1 - r) f0 / 2 + rate x sum(S_i^2) / 2. Without prefills (r = 0): half a decode step."""
+    """The mean residual of the step in progress for an arrival while others run: E[S^2] / (2 E[S]) over the
+    engine's time (renewal theory's length bias). A share r = rate x sum(S_i) of the time runs steps carrying
+    another's prefill, the rest decode steps f0: (1 - r) f0 / 2 + rate x sum(S_i^2) / 2."""
     if resident <= 1:
         return 0.0
     r = min(1.0, others_prefills_per_s * sum(prefill_steps))
@@ -405,16 +353,11 @@ def _in_progress(f0: float, prefill_steps: List[float], others_prefills_per_s: f
 
 
 def burst_prefill_s(timer, engine, shape: RequestShape, clients: float) -> float:
-    """The mean time from `clients` requests reaching the engine together (a benchmark's first round)
-    to each one's first token: the engine prefills them in passes of its token budget, in arrival
-    order, so the j-th finishes with the pass that holds its last token.
-
-    With q prompt tokens to prefill and a budget of B tokens per pass, a chunking engine packs B / q
-    prompts into a pass (a = q / B passes per prompt; the j-th finishes after ceil(j a) passes: a mean
-    of a (C + 1) / 2 + (1 - a) / 2 passes when a <= 1, a (C + 1) / 2 when a prompt fills passes); an
-    engine that prefills whole prompts (TensorRT-LLM's default) packs k = floor(B / q) of them (at
-    least one), and the j-th finishes after ceil(j / k) passes. A pass is a prefill-only step of
-    its prompts (nobody decodes yet)."""
+    """The mean time from `clients` requests reaching the engine together to each one's first token: passes
+    of the token budget in arrival order, the j-th finishing with the pass that holds its last token. With
+    a = q / B passes per prompt, a chunking engine's j-th finishes after ceil(j a) passes (mean a (C + 1) / 2
+    + (1 - a) / 2 when a <= 1, a (C + 1) / 2 else); a whole-prompt engine (TensorRT-LLM) packs
+    k = floor(B / q) >= 1 a pass, the j-th finishing after ceil(j / k). Passes are prefill-only steps."""
     n = max(1, int(round(clients)))
     q, budget = shape.prefill, float(engine.token_budget)
     if engine.chunked_prefill:
@@ -436,14 +379,9 @@ def burst_prefill_s(timer, engine, shape: RequestShape, clients: float) -> float
 
 
 def decoders_the_budget_holds(timer, engine, shape: RequestShape) -> float:
-    """The most decoders a mixed engine's steady state holds. Each step's token budget B holds its decoders'
-    tokens (k each: 1, or the k a speculative step verifies) and the prompt tokens that keep them coming:
-    X q tokens a second, X = D L / ((O - 1) t) (Little's law on the decode phase, L tokens a step), so
-    D q L / (O - 1) a step, and D <= D* = B / (k + q L / (O - 1)). With more clients the prompts wait for
-    room in the steps, not the decoders for their tokens (inf: an engine whose decodes do not share the
-    budget, SGLang's, or a pipelined round, whose budget binds each micro-batch: not modelled). For an engine
-    that prefills whole prompts this is the bound on the mean; how its steps fit a whole prompt beside the
-    decoders is not modelled."""
+    """The most decoders a mixed engine's steady state holds: a step's budget B holds k tokens per decoder (1,
+    or a speculative step's) and the prompt tokens that keep them coming, D q L / (O - 1) (Little's law), so
+    D <= B / (k + q L / (O - 1)). inf where decodes do not share the budget (SGLang, pipelined rounds)."""
     per = timer.budget_tokens_per_decoder
     if not engine.mixed_batches or per is None or shape.output <= 1:
         return math.inf
@@ -451,8 +389,7 @@ def decoders_the_budget_holds(timer, engine, shape: RequestShape) -> float:
 
 
 def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, api_latency_s: float) -> SteadyState:
-    """The steady state of `clients` closed-loop clients on one replica, with the starting burst's share
-    of the mean (engine.benchmark_rounds; 0: none)."""
+    """The steady state of `clients` closed-loop clients on one replica, with the starting burst's share."""
     n_max = capacity(engine, pool, shape)
     resident = min(clients, n_max)
     balance = _Balance(timer, engine, shape, resident)
@@ -462,8 +399,6 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
 
     def latency(decoders: float):
         f0, delta, prefill_s, x, tpot, in_progress = balance.at(decoders)
-        # arriving while others run, a request waits for the step in progress (its mean residual) and the
-        # steps already planned (`_Balance.at`)
         # the first round's requests wait for each other's prefills: 1 / R of the mean over R rounds
         burst = max(0.0, burst_s - in_progress - prefill_s) / rounds if burst_s > 0 else 0.0
         engine_s = in_progress + burst + prefill_s + decode_steps * tpot
@@ -471,8 +406,7 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
 
     if decode_steps <= 0:
         return _prefill_only(timer, engine, shape, resident, clients, api_latency_s, n_max)
-    # X (API latency + engine time) = resident when every client is in the engine (C <= N);
-    # else the engine holds N and the rest queue: X x engine time = N
+    # X (API latency + engine time) = resident when C <= N; else the rest queue: X x engine time = N
     outside = api_latency_s if clients <= n_max else 0.0
 
     def excess(decoders: float) -> float:  # grows with D: more decoders, more throughput and latency
@@ -495,16 +429,10 @@ def solve_closed_loop(timer, engine, pool, shape: RequestShape, clients: float, 
 
 
 def prefill_ceiling_rps(timer, engine, shape: RequestShape, resident: float, prefill_s: float) -> float:
-    """The most requests per second the replica's prefills let it complete: no step carries more than
-    k = prompts_per_step prompts. A prompt that fills the token budget (k <= 1) is prefilled in steps of its
-    own, one prompt after another: one request per `prefill_s`, its prefill in the steady state. Else every
-    step full of prompts and nothing else: the better of one prompt a step and k a step, 1 / S(1) and k / S(k)
-    with S the prefill-only step (b / S(b) is monotone between the whole numbers of prompts a step, and the
-    step's time grows with its prompts: the ends bound it, up to the GEMMs' tile steps). The closed form's
-    Little's law on the decoders knows no such bound: with 8,000 + 2 tokens on one H100 (Llama-3.1-8B, a
-    budget of 8,192: k = 1.02) it gave 17.2 requests/s under SGLang and 6.9 under vLLM, 2.2 PFLOP/s of
-    prefill on a GPU of 0.99 peak, where one prefill takes 0.19 s and the simulation of the same steps
-    completes 5.2."""
+    """The most requests per second the prefills allow: at most k = prompts_per_step prompts a step. k <= 1:
+    one prompt after another, 1 / `prefill_s`; else the better of 1 / S(1) and k / S(k), S the prefill-only
+    step. Little's law on the decoders knows no such bound: 8,000 + 2 tokens on one H100 (Llama-3.1-8B,
+    k = 1.02) gave 17.2 requests/s under SGLang where the simulation of the same steps completes 5.2."""
     k = prompts_per_step(engine, shape, resident)
     if k <= 1.0:
         return 1.0 / prefill_s
@@ -514,32 +442,25 @@ def prefill_ceiling_rps(timer, engine, shape: RequestShape, resident: float, pre
 
 def within_saturation(state: SteadyState, clients: float, saturation_rps: float,
                       waiting_decode_steps: float = 0) -> SteadyState:
-    """`state` with its throughput at most `saturation_rps`, what the replica can complete. The closed form's
-    prefills overlap where the engine runs them one after another (prompts that fill the token budget:
-    Llama-3.1-8B on an H100 under vLLM, 8,192 + 2 tokens, 6.7 requests/s at 4 clients where one prefill
-    takes 0.19 s and the simulation of the same steps completes 5.0); the time beyond (Little's law: E2E =
-    clients / throughput) is the wait for the engine before the prefill, in TTFT; or, for an engine that runs
-    waiting prompts before its decodes (SGLang: its `waiting_decode_steps` > 0, the requests' decode steps), half
-    of it: the prompts queued ahead of a request wait it before its prefill, and those that queue meanwhile before
-    its decode steps, which wait for every waiting prompt (the simulation of the same steps splits it so:
-    Llama-3.1-70B fp8 on four H100s, 8,192 + 2 tokens, 16 clients: TTFT 3.75 s and TPOT 2.91 s; the whole wait in
-    TTFT had given 6.0 s and 0.55 s, now 3.84 s and 2.72 s; 64 clients: 13.6 s and 12.7 s, now 14.9 s and 11.4 s)."""
+    """`state` with its throughput at most `saturation_rps`: the closed form overlaps prefills the engine runs
+    one after another (8,192 + 2 tokens, Llama-3.1-8B on an H100 under vLLM: 6.7 requests/s at 4 clients,
+    the simulation 5.0). The time beyond (E2E = clients / throughput) is a wait before the prefill (TTFT);
+    for an engine that runs waiting prompts before its decodes (SGLang: `waiting_decode_steps` > 0) half of
+    it goes before the decode steps instead, as the simulation splits it (Llama-3.1-70B fp8 on four H100s,
+    16 clients: TTFT 3.75 s, TPOT 2.91 s; all in TTFT gave 6.0 s and 0.55 s, halved 3.84 s and 2.72 s)."""
     if state.throughput_rps <= saturation_rps * (1 + _REL_TOL):
         return state
     extra = clients / saturation_rps - state.e2e_s
-    if waiting_decode_steps > 0:  # half before the prompt's prefill, half before its decode steps
-        return dataclasses.replace(state, throughput_rps=saturation_rps, ttft_s=state.ttft_s + 0.5 * extra,
-                                   tpot_s=state.tpot_s + 0.5 * extra / waiting_decode_steps,
-                                   e2e_s=state.e2e_s + extra, queue_wait_s=state.queue_wait_s + 0.5 * extra)
-    return dataclasses.replace(state, throughput_rps=saturation_rps, ttft_s=state.ttft_s + extra,
-                               e2e_s=state.e2e_s + extra, queue_wait_s=state.queue_wait_s + extra)
+    before_prefill = 0.5 * extra if waiting_decode_steps > 0 else extra  # the rest before the decode steps
+    decoding = (extra - before_prefill) / waiting_decode_steps if waiting_decode_steps > 0 else 0.0
+    return dataclasses.replace(state, throughput_rps=saturation_rps, ttft_s=state.ttft_s + before_prefill,
+                               tpot_s=state.tpot_s + decoding, e2e_s=state.e2e_s + extra,
+                               queue_wait_s=state.queue_wait_s + before_prefill)
 
 
 def prompts_per_step(engine, shape: RequestShape, resident: float, budget: float = None) -> float:
-    """The most prompts one step carries: the token budget (or the `budget` the decoders leave) over the
-    tokens a prompt prefills (whole prompts where the engine does not chunk them: TensorRT-LLM's default),
-    at most the requests in the engine (`capacity`: max_num_seqs and the KV pool), or `resident` as the
-    caller bounds them. Below one, a prompt spans several steps."""
+    """The most prompts one step carries: the budget (or the `budget` the decoders leave) over a prompt's tokens
+    (whole prompts where the engine does not chunk), at most `resident`. Below one, a prompt spans steps."""
     q, budget = shape.prefill, engine.token_budget if budget is None else budget
     per_budget = budget / q if engine.chunked_prefill else float(max(1, budget // q))
     return min(per_budget, resident)
@@ -555,12 +476,10 @@ def _prompts_step_s(timer, shape: RequestShape, prompts: float, decoders: float 
 
 
 def _mean_shared_step_s(step_of, prompts: float, most: float) -> float:
-    """The mean step of steps that carry a mean `prompts` prompts (1 <= prompts <= most), the prompts of a step
-    varying as arrivals do (`prompts_spread`): the mean of `_mean_step_s` over that spread, not the step of the
-    mean number. Where a step's time jumps with its prompts (its tokens past the engine's CUDA-graph sizes, a
-    GEMM's tile rows), the step of the mean number jumps with the clients, and the throughput it gave fell 19%
-    between 60 and 76 clients where the simulation of the same steps rises (Llama-3.1-8B, 128 + 16 tokens,
-    vLLM on an H100)."""
+    """The mean step of steps carrying a mean `prompts` (1 <= prompts <= most), prompts varying as arrivals do
+    (`prompts_spread`), not the step of the mean number: where step time jumps with its prompts (CUDA-graph
+    sizes, GEMM tiles) that jumped with the clients (-19% throughput from 60 to 76 clients, Llama-3.1-8B,
+    128 + 16 tokens, vLLM, H100, where the simulation rises)."""
     if prompts <= 1.0 or prompts >= most:
         return _mean_step_s(step_of, prompts, most)
     # (a bin's mean, a weighted sum, may round a hair past the cap)
@@ -569,9 +488,8 @@ def _mean_shared_step_s(step_of, prompts: float, most: float) -> float:
 
 
 def _in_bins(spread: List[Tuple[float, float]], bins: int = 5) -> List[Tuple[float, float]]:
-    """`spread` as `bins` equal shares of its probability, each at its own mean number of prompts (the mean kept
-    exactly): a step is timed at 2 x bins whole numbers of prompts (`_mean_step_s` interpolates), not at every
-    number the spread reaches (a dozen at 3 prompts a step, each a step to time, at every trial of the roots)."""
+    """`spread` as `bins` equal shares of probability, each at its mean prompts (the mean kept exactly): steps are
+    timed at 2 x bins whole numbers of prompts, not at every number the spread reaches."""
     out, share, mass, weighted = [], 1.0 / bins, 0.0, 0.0
     for n, w in spread:
         while w > 0:
@@ -586,10 +504,8 @@ def _in_bins(spread: List[Tuple[float, float]], bins: int = 5) -> List[Tuple[flo
 
 
 def _capped_poisson(lam: float, most: float, terms: bool = True):
-    """(mean, [(n, probability)]) of n = min(1 + Poisson(lam), most): the step's first prompt and the others that
-    arrived meanwhile, as many as its budget holds (the rest wait for the next step); with `terms=False`, (mean,
-    its slope in lam) instead (what the root for lam asks). With J terms kept (n = 1 .. J) and the rest at `last`,
-    d mean / d lam = P(n <= J - 1) + (last - J) P(n = J) (each kept term's weight moves to the next number)."""
+    """(mean, [(n, probability)]) of n = min(1 + Poisson(lam), most); `terms=False`: (mean, d mean / d lam). With
+    J terms kept and the rest at `last`: d mean / d lam = P(n <= J - 1) + (last - J) P(n = J)."""
     p, mass, mean, out, j, below = math.exp(-lam), 0.0, 0.0, [], 0, 0.0
     while 1.0 + j < most and (j <= lam or p > _SPREAD_TAIL):
         if terms:
@@ -599,8 +515,7 @@ def _capped_poisson(lam: float, most: float, terms: bool = True):
         j += 1
         p_last = p
         p *= lam / j
-    # the rest: at the cap where the budget ends the spread, else (the Poisson's own negligible tail) at the next
-    # number of prompts
+    # the rest: at the cap, or (the Poisson's negligible tail) at the next number of prompts
     last, tail = min(most, 1.0 + j), max(0.0, 1.0 - mass)
     if terms:
         out.append((last, tail))
@@ -609,14 +524,10 @@ def _capped_poisson(lam: float, most: float, terms: bool = True):
 
 
 def prompts_spread(prompts: float, most: float) -> List[Tuple[float, float]]:
-    """[(prompts n, probability)] of the steps of a mean `prompts` per step (1 < prompts < most): many clients
-    send their prompts as a Poisson stream, so a step holds its first prompt and a Poisson number of the others
-    that arrived meanwhile, capped at `most` (its budget): min(1 + Poisson(lam), most), lam = prompts - 1 where
-    the cap moves the mean by less than _SPREAD_MEAN_TOL, else solved so that the mean is `prompts` (the closed
-    form's mean number of prompts a step carries). Called at every trial of the sharing root: the common case is
-    one evaluation. The capped mean is increasing and concave in lam (the mean of a concave function of a Poisson
-    count), so Newton's method from lam = prompts - 1 (below the root: the cap only lowers the mean) climbs to the
-    root without passing it, in a few steps where a bracketing root took a dozen passes over the terms."""
+    """[(prompts n, probability)] of steps of a mean `prompts` per step (1 < prompts < most): Poisson arrivals
+    give min(1 + Poisson(lam), most), lam = prompts - 1 unless the cap moves the mean by more than
+    _SPREAD_MEAN_TOL, else solved for mean = `prompts`. The capped mean is increasing and concave in lam, so
+    Newton's method from prompts - 1 (below the root) climbs to it without passing it."""
     mean, spread = _capped_poisson(prompts - 1.0, most)
     if abs(mean - prompts) <= prompts * _SPREAD_MEAN_TOL:
         return spread
@@ -633,9 +544,8 @@ def prompts_spread(prompts: float, most: float) -> List[Tuple[float, float]]:
 
 
 def _mean_step_s(step_of, prompts: float, most: float) -> float:
-    """The mean step of a mean `prompts` per step (1 <= prompts <= most), `step_of(n)` the step of n prompts:
-    between the steps of the whole numbers around it (the top one `most`, a chunk of a prompt where the
-    budget ends)."""
+    """The mean step of a mean `prompts` per step (1 <= prompts <= most), interpolated between `step_of` the whole
+    numbers around it (the top one `most`)."""
     lo = float(math.floor(prompts))
     s_lo = step_of(lo)
     if prompts == lo:
@@ -645,8 +555,7 @@ def _mean_step_s(step_of, prompts: float, most: float) -> float:
 
 
 def _steps_of(timer, shape: RequestShape, decoders: float = 0.0, decode_context_sum: float = 0.0):
-    """step_of(n): the step of n prompts beside `decoders`, each n timed once (a root asks the whole numbers
-    around its b again and again)."""
+    """step_of(n): the step of n prompts beside `decoders`, each n timed once."""
     known = {}
 
     def step_of(n: float) -> float:
@@ -658,24 +567,14 @@ def _steps_of(timer, shape: RequestShape, decoders: float = 0.0, decode_context_
 
 def _prefill_only(timer, engine, shape: RequestShape, resident: float, clients: float, api_latency_s: float,
                   n_max: int) -> SteadyState:
-    """One output token: each request is its prefill, and the engine runs prefill-only steps back to back
-    while prompts wait, each carrying what waits, up to k = prompts_per_step (vLLM and SGLang fill the
-    token budget; TensorRT-LLM takes whole prompts).
-
-    A step of b prompts (a mean over steps) takes S(b). While the engine is busy it serves in each step
-    what arrived during the last, X = b / S(b); below X = 1 / S(1) it runs one prompt a step and idles a
-    share 1 - X S(1). A request arriving while the engine runs a step it is not in waits half of it and
-    the steps already planned (scheduling_lookahead), then its own: T = S(b) + p (1/2 + lookahead) S(b),
-    with p the engine's busy share times the share of the other clients not in the arrival's own batch,
-    (N - b) / N: clients served together come back together (C <= k with a short API latency: they keep
-    meeting an idle engine), while clients spread over many steps meet a busy one (the limit of Poisson
-    arrivals). The loop closes with Little's law, N = X (API latency + T): first on X with one prompt a
-    step, then on b up to k; with the engine full (b = k) the clients beyond what its steps carry queue.
-    One client: T = S(1), inference()'s prefill. Against the simulation of the same steps (request by
-    request; benchmarks/closed_form_vs_simulation.py --setups prefill_only: 270 setups, Llama-3.1-8B and 70B,
-    32- to 8,192-token prompts, 1 to 256 clients, three engines, H100 and A100) the mean TTFT is off by a
-    median 0.4%, p90 8%, worst 28% (two to four clients, which the simulation often serves in one step), where
-    the closed form of one prompt a step (an M/D/1 queue) was off by 19%, 191% and 1,180%."""
+    """One output token: the engine runs prefill-only steps back to back while prompts wait, each carrying what
+    waits, up to k = prompts_per_step. A step of b prompts takes S(b); busy, it serves X = b / S(b); below
+    X = 1 / S(1) it runs one prompt a step, idle a share 1 - X S(1). An arrival while the engine runs a step
+    it is not in waits half of it and the planned steps: T = S(b) + p (1/2 + lookahead) S(b), p the busy
+    share times (N - b) / N (clients served together come back together). Little's law N = X (API + T)
+    closes the loop, first on X at one prompt a step, then on b up to k. Against the simulation
+    (benchmarks/closed_form_vs_simulation.py --setups prefill_only, 270 setups) the mean TTFT is off by a median
+    0.4%, p90 8%, worst 28%, where an M/D/1 queue of one prompt a step was off by 19%, 191% and 1,180%."""
     chunks = prefill_chunks(engine, shape, 0.0)
     one_s = sum(timer.step_s(0.0, 0.0, [c]) for c in chunks)  # one prompt alone: its steps
     pass_s = one_s / len(chunks)  # the step planned ahead of an arrival: one of them
@@ -709,17 +608,12 @@ def _prefill_only(timer, engine, shape: RequestShape, resident: float, clients: 
 
 
 def saturation_rate(timer, engine, pool, shape: RequestShape, scan: bool = False) -> float:
-    """Requests per second one replica completes at most: above it an open-loop queue grows without bound.
-    Mostly with every slot it can hold busy; but a decode step of more sequences than the engine's CUDA graphs
-    hold runs eagerly, slower, so the replica may complete more with no more running than the graphs hold
-    (Qwen3-32B on two H200s under SGLang, 256 + 4,096 tokens: 1.61 requests/s at 256 clients, 1.37 with all
-    317 slots busy; an open loop at 1.5 requests/s settles at the smaller batch). The better of the two.
-
-    With `scan`, also a grid of running counts below the slots and a climb from the best: a mixed step whose
-    tokens pass the largest CUDA graph runs eagerly, so the completions per second are a sawtooth in the
-    running count (vLLM, Llama-3.1-8B on an H100, 128 + 1,024 tokens: 16.48 requests/s at 380 running, 15.37
-    at 400, 16.15 with all 690 slots). About twenty closed-loop solutions: what an open loop's verdict takes
-    (its simulation costs far more); the closed loop reports the two-point value (serving/run.py)."""
+    """Requests per second one replica completes at most. Mostly with every slot busy, but a decode step of more
+    sequences than the CUDA graphs hold runs eagerly, so fewer running may complete more (Qwen3-32B, two H200s,
+    SGLang, 256 + 4,096 tokens: 1.61/s at 256 clients, 1.37 with all 317 busy): the better of the two. `scan`:
+    also a grid below the slots and a climb from the best, since mixed steps past the largest graph make
+    completions a sawtooth in the running count (vLLM, Llama-3.1-8B, H100, 128 + 1,024 tokens: 16.48/s at 380,
+    15.37 at 400, 16.15 at all 690); about twenty closed-loop solutions (an open loop's verdict)."""
     n_max = capacity(engine, pool, shape)
 
     def completed(n: int) -> float:

@@ -1,32 +1,16 @@
-"""The time of one engine step: a mixed batch of decode tokens and prefill chunks, on the
-analysis' cost model (roofline or calibrated), from the operators of the model description.
-
-A step of continuous batching runs every operator once over all the step's new tokens: D
-decode tokens (one per running request, each attending to its own context) and the prefill
-chunks scheduled with them. Its operators split by what their work depends on:
-
-- token operators (matmuls, norms, embeddings, collectives, experts): the step's T tokens
-  as one batch (weights read once per step, GEMMs of M = T rows): the decode phase's
-  operators at batch T; where a prefill runs other token operators than a decode
-  (multi-head latent attention: prefill up-projects the latent, decode absorbs it), each
-  chunk adds the difference, its prefill's token operators minus as many decode tokens';
-- the LM head: the sequences that sample a token this step (decoders, and prompts whose last
-  chunk runs): the decode phase's head at batch S;
-- sequence operators (attention cores, mixer state updates: kinds `attention`, `conv`,
-  `scan`): each sequence over its own context. Decode: the decode phase's at batch D and the
-  decoders' mean context (their work is linear in each sequence's context, so the mean gives
-  the sum). A prefill chunk of q tokens after `past` cached ones: the prefill phase's at
-  length past + q minus that at length past (causal attention: the chunk's query rows are the
-  last q rows of the longer prefill's).
-
-Each piece is timed once per shape and kept with the describer per cost model (every simulated
-step and every later call reuses it): token operators at token counts exact where GEMM tiles
-make them matter (every count to 64, then multiples of 8, 32, 128) and 5% apart beyond, linear
-between; sequence operators on a grid of lengths 5% apart (their work is linear or quadratic in
-the length, so linear interpolation is within 0.1%). A step whose tokens fit the
-engine's CUDA graphs is timed with the graph kernel floor, else with the eager one (calibrated
-model; the roofline has no floor). Host overheads (scheduler, sampler, detokeniser) come from
-the engine profile: a fixed time per step and one per sequence in the step.
+"""The time of one engine step (decode tokens and prefill chunks) on the analysis' cost model, from the
+operators of the model description. Its operators split by what their work depends on:
+- token operators (matmuls, norms, embeddings, collectives, experts): the step's T tokens as one batch
+  (weights read once, GEMMs of M = T rows); where a prefill runs other token operators than a decode (MLA:
+  prefill up-projects the latent, decode absorbs it), each chunk adds the difference;
+- the LM head: the sequences sampling a token this step, at batch S;
+- sequence operators (kinds attention, conv, scan): each sequence over its own context. Decode: at batch D
+  and the mean context (work linear in context, so the mean gives the sum). A chunk of q tokens after
+  `past`: the prefill at past + q minus that at past (causal: its query rows are the longer one's last q).
+Each piece is timed once per shape and kept with the describer per cost model: token counts exact where
+GEMM tiles matter (every count to 64, then multiples of 8, 32, 128), 5% apart beyond, linear between;
+lengths 5% apart (linear or quadratic work: within 0.1%). A step within the engine's CUDA graphs is timed
+with the graph kernel floor, else the eager one (calibrated model). Host overheads: the engine profile's.
 """
 
 from __future__ import annotations
