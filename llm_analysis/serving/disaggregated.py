@@ -200,7 +200,8 @@ def _check_batch_timings(pool: Pool, largest: int, concurrency: Optional[int], o
 
 @dataclass(frozen=True)
 class KVTransfer:
-    """One prompt's KV cache on its way to the decode pool: what each prefill GPU sends, over what, how long."""
+    """One prompt's KV cache on its way to the decode pool: the most one GPU sends or receives, over what, how
+    long."""
 
     bytes_per_gpu: float
     link: str  # cost/links.py's link name (nvlink, pcie, inter_node, ...), or "stated": kv_transfer_GB_per_s
@@ -208,10 +209,12 @@ class KVTransfer:
 
 
 def kv_transfer(a, prefill: Pool, decode: Pool, bytes_per_s: Optional[float]) -> KVTransfer:
-    """One prompt's KV cache from its prefill rank to the decode pool: each prefill GPU sends its share point to
-    point over the link both pools share (or at the stated bandwidth)."""
-    r = prefill.rank
-    nbytes = r.pool.bytes_per_token * r.shape.input + r.pool.bytes_per_request
+    """One prompt's KV cache from its prefill rank to the decode pool: each prefill GPU sends its share and each
+    decode GPU receives its own, point to point over the link both pools share (or at the stated bandwidth),
+    each GPU through its own link: the GPU with the most bytes sets the time (a tp-8 prefill rank sends an eighth
+    per GPU, but a tp-1 decode rank receives all of the request's KV heads through one link)."""
+    tokens = prefill.rank.shape.input
+    nbytes = max(p.rank.pool.bytes_per_token * tokens + p.rank.pool.bytes_per_request for p in (prefill, decode))
     if bytes_per_s is not None:
         return KVTransfer(nbytes, "stated", 0.0 if math.isinf(bytes_per_s) else nbytes / bytes_per_s)
     gpus = prefill.gpus + decode.gpus

@@ -57,7 +57,7 @@ def test_kv_transfer_by_hand(analysis_builder):
 
 
 def test_kv_transfer_bytes_and_link_by_hand(analysis_builder):
-    """The answer states what each prefill GPU sends and over what: Llama-3.1-8B at tp=1 sends all of its
+    """The answer states the most one GPU sends or receives and over what: Llama-3.1-8B at tp=1 sends all of its
     131072 bytes per token (the hand count above); a prefill pool at tp=2 splits the 8 KV heads, half each.
     2 + 3 x 2 = 8 GPUs fit one 8-GPU H100 node (NVLink); 2 + 4 x 2 = 10 do not (the network); a stated
     bandwidth is named as such."""
@@ -69,6 +69,11 @@ def test_kv_transfer_bytes_and_link_by_hand(analysis_builder):
     assert two_nodes["kv_transfer_link"] == "inter_node"
     split = a.serve(concurrency=1, input_len=IN, output_len=OUT, disaggregated=_pools(prefill_tp=2))
     assert split["kv_transfer_bytes_per_gpu"] == IN * 131072 / 2
+    # the reverse split: a tp-2 prefill GPU sends half, but the tp-1 decode GPU receives all 8 KV heads through
+    # its one link, so the transfer takes as long as a tp-1 prefill's (reviewer's case, Qwen3-235B tp 8 -> 1)
+    narrow = a.serve(concurrency=1, input_len=IN, output_len=OUT, disaggregated=_pools(prefill_tp=2, decode_tp=1))
+    assert narrow["kv_transfer_bytes_per_gpu"] == IN * 131072
+    assert narrow["kv_transfer_s"] == pytest.approx(one_node["kv_transfer_s"], rel=1e-12)
     stated = a.serve(concurrency=1, input_len=IN, output_len=OUT, disaggregated=_pools(kv_transfer_GB_per_s=10.0))
     assert stated["kv_transfer_link"] == "stated"
     assert stated["kv_transfer_s"] == pytest.approx(stated["kv_transfer_bytes_per_gpu"] / 10e9, rel=1e-12)
