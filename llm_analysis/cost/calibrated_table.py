@@ -79,7 +79,9 @@ class TableRates(NamedTuple):
     """What one calibrated model reads off one table's kernel plan, once (`_table_rates`)."""
 
     cm: object  # the model (kept, and compared by identity: an entry is its own model's)
-    gemms: List[Tuple[object, float]]  # (GemmShape of (N, K), FLOPs per row of M) of each shaped matmul
+    plan: KernelPlan  # the table's (one look-up per call for both)
+    gemms: List[Tuple[object, float]]  # (efficiency of M: the GemmShape of (N, K), FLOPs per row of M) of each
+    # shaped matmul
     base_rate: np.ndarray  # FLOP/s of each kernel but the matmuls with a shape (theirs: `gemms`): the
     # GEMM plateau or, for kernels that stream bytes only, infinite (no compute time)
     per_stream_byte: np.ndarray  # seconds per HBM byte of each kernel (matmuls at their own streaming
@@ -91,12 +93,14 @@ class TableRates(NamedTuple):
     k_serial_s: np.ndarray  # K x k_serial of each of them (K of a matmul without a shape: 0)
 
 
-def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
-    """Which kernels move bytes or do any work is read off the coefficients: a figure of the builders
-    (a count of FLOPs or bytes) is either zero at every shape or positive at every one."""
+def _table_rates(cm, table: PhaseTable) -> TableRates:
+    """`kernel_plan(table)` and what `cm` reads off it. Which kernels move bytes or do any work is read
+    off the coefficients: a figure of the builders (a count of FLOPs or bytes) is either zero at every
+    shape or positive at every one."""
     key = ("calibrated_rates", id(cm))
     rates = table.memo.get(key)
     if rates is None or rates.cm is not cm:
+        plan = kernel_plan(table)
         base = np.full(len(table.ops), np.inf)
         base[plan.plateau_matmuls] = cm._peak * cm._plateau
         moves = np.array([any(c) for c in table.coefs[BYTES_PER_GPU]])
@@ -107,7 +111,7 @@ def _table_rates(cm, table: PhaseTable, plan: KernelPlan) -> TableRates:
             else np.array([], dtype=int)
         k = np.array([plan.rules[i][2] if plan.rules[i] else 0 for i in quantized], dtype=float)
         rates = table.memo[key] = TableRates(
-            cm, [(cm.gemm_shape(plan.rules[i][1], plan.rules[i][2], table.ops[i].fused_widths),
+            cm, plan, [(cm.gemm_shape(plan.rules[i][1], plan.rules[i][2], table.ops[i].fused_widths),
                   plan.rules[i][3]) for i in plan.shaped_matmuls],
             base, moves / stream_rate, (moves | computes) * cm._floor, quantized, k * cm._quant_k_serial_s)
     return rates
@@ -117,8 +121,8 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
     """`CostModel.table_kernels_s` under the calibrated model `cm`, for a table `kernel_plan`
     accepts: `CalibratedCostModel.op_kernel_split_s` for arrays [operator] (attention cores, a
     few per table, by `op_kernel_split_s` itself)."""
-    plan = kernel_plan(table)
-    rates = _table_rates(cm, table, plan)
+    rates = _table_rates(cm, table)
+    plan = rates.plan
     flops, nbytes = figures[FLOPS_PER_GPU], figures[BYTES_PER_GPU]
     # compute time of each kernel: matmuls with a shape at its GEMM efficiency (M = FLOPs / FLOPs per
     # row, rounded, at least 1), the others at their `base_rate`
@@ -131,17 +135,19 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
     if len(rates.quantized):  # fp8 / FP4 linears: max(streaming, K x k_serial) + fixed (`quantized_stream_s`)
         q = rates.quantized
         memory_s[q] = np.maximum(memory_s[q], rates.k_serial_s) + cm._quant_fixed_s
-    # the kernel's time, never below the floor, filed under what bounds it; no work: no kernel
-    t = np.maximum(np.maximum(compute_s, memory_s), rates.floor_s)
-    kernels = np.empty((2, len(t)))
-    np.multiply(t, compute_s >= memory_s, out=kernels[0])
-    np.subtract(t, kernels[0], out=kernels[1])
+    # the kernel's time, never below the floor, filed whole under what bounds it ([compute, memory]
+    # rows: the comparison and its negation, `_BOUND_ROWS`); no work: no kernel
+    kernels = np.maximum(np.maximum(compute_s, memory_s), rates.floor_s) * ((compute_s >= memory_s) != _BOUND_ROWS)
     if plan.attention:
         kv = figures[KV_CACHE_BYTES]
         for i, op, one_query in plan.attention:
             kernels[:, i] = cm.op_kernel_split_s(op, float(flops[i]), float(nbytes[i]), float(kv[i]),
                                                  (1,) if one_query else (x,))
     return kernels
+
+
+# (compute_s >= memory_s) != this: [the kernels compute-bound, those memory-bound] in one operation
+_BOUND_ROWS = np.array([[False], [True]])
 
 
 def _kernel_dims(rule, op, flops: float, x: float) -> Tuple:
@@ -157,7 +163,7 @@ def _kernel_dims(rule, op, flops: float, x: float) -> Tuple:
 def calibrated_growing_steps_split_s(cm, table: PhaseTable, i: int, first, at_first, at_last, x0: int, n: int):
     """`CostModel._growing_steps_split_s` under the calibrated model: Simpson's rule over the steps
     from the first, middle and last step (`CalibratedCostModel.steps_split_s`)."""
-    rule, op = kernel_plan(table).rules[i], table.ops[i]
+    rule, op = _table_rates(cm, table).plan.rules[i], table.ops[i]
     x1 = x0 + n - 1
 
     def split(figures, x):
