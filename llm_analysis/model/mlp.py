@@ -158,8 +158,10 @@ class MlpOps:
                 ops.append(self._matmul("shared_expert_gate", "router", phase, t, h, 1, False))
         if ep > 1:
             # dispatch and combine: each token's hidden state (a latent MoE's latent) to its k
-            # experts and back
-            elems = t * k * io  # the (ep-1)/ep that leaves the GPU is in the all-to-all time
+            # experts and back. Under sequence parallelism a tensor-parallel rank dispatches its own 1/tp
+            # slice of the tokens (Megatron-Core's token dispatcher: num_local_tokens = S/TP x B, the
+            # all-to-all on those, the gather across tp on NVLink beside it)
+            elems = self.sequence_parallel_tokens(t) * k * io  # (the (ep-1)/ep that leaves the GPU: all-to-all time)
             ops.append(self._collective("ep_all_to_all_dispatch", "all_to_all", "ep", ep, elems))
             ops.append(self._collective("ep_all_to_all_combine", "all_to_all", "ep", ep, elems,
                                         bytes_per_element=combine_bytes_per_element(self.a_bytes)))
