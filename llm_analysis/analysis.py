@@ -29,3 +29,9 @@ def __getattr__(name: str):
         return cli.library_call(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+# `from llm_analysis.analysis import *` gives what the mirrored module's reference lists, infer and train
+# included (they resolve through __getattr__ above, which a star-import reads through __all__)
+__all__ = ["LLMAnalysis", "ActivationRecomputation", "DSZeRO", "DtypeConfig", "GPUConfig", "ModelConfig",
+           "ParallelismConfig", "get_dtype_config_by_name", "get_gpu_config_by_name", "get_model_config_by_name",
+           "within_range", "infer", "train", "Enum", "total_ordering", "pformat"]

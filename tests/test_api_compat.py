@@ -337,3 +337,22 @@ def test_module_level_calls_print_nothing_above_info(name, kw, capsys):
     assert "facebook_opt-1.3b" in capsys.readouterr().out
     call(**kw, log_level="ERROR", output_format="json")
     assert json.loads(capsys.readouterr().out)["num_params_total"] == summary["num_params_total"]
+
+
+def test_a_star_import_gives_infer_and_train():
+    # the mirrored module defined infer and train at module level, so `from llm_analysis.analysis import *`
+    # gave them; ours resolves them lazily (PEP 562), which a star-import sees only through __all__
+    namespace = {}
+    exec("from llm_analysis.analysis import *", namespace)
+    assert callable(namespace["infer"]) and callable(namespace["train"]) and "LLMAnalysis" in namespace
+
+
+def test_the_layernorm_latency_follows_sequence_parallelism():
+    # get_latency_fwd_per_layernorm: one norm reads and writes b x s x h elements; under sequence parallelism
+    # (tp 8, sp 8) a GPU normalises its 1/8 slice (as get_activation_memory_per_layernorm and the per-layer
+    # breakdown count it; the mirrored system divides by sp too). Llama-2-70B (h 8192), b 4, s 1024, 2 bytes,
+    # efficiency 1 on an A100-80GB (2039 GB/s): 4 x 1024 x 8192 x 2 x 2 / 8 / 2039e9 s
+    a = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-2-70b-hf"), get_gpu_config_by_name("a100-sxm-80gb"),
+                    parallelism_config=ParallelismConfig(tp_size=8))
+    assert a.get_latency_fwd_per_layernorm(4, 1024, 2) == pytest.approx(4 * 1024 * 8192 * 2 * 2 / 8 / 2039e9,
+                                                                        rel=1e-9)

@@ -64,10 +64,11 @@ def moe_alltoall_per_layer(a, batch_size: int, seq_len: int) -> float:
 
 
 def layernorm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float:
-    """One norm: read and write sbh elements of dtype_bytes."""
+    """One norm: read and write sbh elements of dtype_bytes; under sequence parallelism a GPU normalises its
+    1/tp slice of the sequence (as the per-layer breakdown and get_activation_memory_per_layernorm count it)."""
     batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
     dtype_bytes = element_bytes(dtype_bytes, "dtype_bytes")
-    elems = batch_size * seq_len * a.model_config.hidden_dim
+    elems = a.describer.sequence_parallel_tokens(batch_size * seq_len) * a.model_config.hidden_dim
     op = Operator(name="layernorm", group="norm", kind="norm", bytes_read_per_gpu=elems * dtype_bytes,
                   bytes_written_per_gpu=elems * dtype_bytes)
     return a.cost_model.op_time_s(op)
