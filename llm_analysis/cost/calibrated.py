@@ -685,4 +685,11 @@ def resolve_perf_model(perf_model, gpu: GPUConfig) -> Optional[Profile]:
     return profile
 
 
-__all__ = ["CalibratedCostModel", "check_perf_model", "resolve_perf_model"]
+def call_cost_model(cost_model, kernel_launch, training: bool):
+    """The cost model an inference() or training() call is timed with: a calibrated model's view for the call
+    (`CalibratedCostModel.for_call`), a roofline as it is. The reports read it too, so that what they show
+    per part is what the call's times used."""
+    return cost_model.for_call(kernel_launch, training) if isinstance(cost_model, CalibratedCostModel) else cost_model
+
+
+__all__ = ["call_cost_model", "CalibratedCostModel", "check_perf_model", "resolve_perf_model"]

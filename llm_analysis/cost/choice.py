@@ -21,7 +21,8 @@ from functools import lru_cache
 from typing import Any, Dict, Tuple
 
 from llm_analysis.cost import RooflineCostModel
-from llm_analysis.cost.calibrated import CalibratedCostModel
+from llm_analysis.cost.model import with_cost_model
+from llm_analysis.cost.calibrated import CalibratedCostModel, call_cost_model
 from llm_analysis.cost.gemm import LAUNCH_MODES
 from llm_analysis.errors import ConfigError, warn
 from llm_analysis.inference import run_inference
@@ -92,16 +93,6 @@ def cost_model(a):
     return roofline_model(a, a.cost_model_class)
 
 
-def with_cost_model(a, model):
-    """A shallow view of the analysis whose operators are timed by `model` (configs
-    and the describer are shared, so nothing is rebuilt): a new instance with the analysis'
-    attributes (as copy.copy makes it, without its generic protocol: a call's bound needs one)."""
-    view = object.__new__(type(a))
-    view.__dict__.update(a.__dict__)
-    view.__dict__["cost_model"] = model
-    return view
-
-
 def _label(a) -> str:
     return a.perf_model if isinstance(a.perf_model, str) else (a.profile.origin or a.profile.generation)
 
@@ -115,7 +106,7 @@ def inference(a, args: Dict[str, Any]) -> dict:
     times its steps with, whose engine profiles were fitted without that share, so that one client of
     serve() is one inference() call (an assumption of scope, docs/performance-models.md)."""
     cm = a.cost_model
-    view = cm.for_call(a.kernel_launch, training=False) if isinstance(cm, CalibratedCostModel) else cm
+    view = call_cost_model(cm, a.kernel_launch, training=False)
     return run_inference(a if view is cm else with_cost_model(a, view), **args)
 
 

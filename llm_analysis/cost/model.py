@@ -353,4 +353,14 @@ class RooflineCostModel(CostModel):
                 self.kernel_split_s(f1, b1))
 
 
-__all__ = ["CostModel", "RooflineCostModel", "Split", "TableSplit", "TableSteps"]
+__all__ = ["CostModel", "RooflineCostModel", "Split", "TableSplit", "TableSteps", "with_cost_model"]
+
+
+def with_cost_model(a, model):
+    """A shallow view of the analysis whose operators are timed by `model` (configs
+    and the describer are shared, so nothing is rebuilt): a new instance with the analysis'
+    attributes (as copy.copy makes it, without its generic protocol: a call's bound needs one)."""
+    view = object.__new__(type(a))
+    view.__dict__.update(a.__dict__)
+    view.__dict__["cost_model"] = model
+    return view

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import List, Tuple
 
-from llm_analysis.cost.calibrated import CalibratedCostModel
+from llm_analysis.cost.calibrated import CalibratedCostModel, call_cost_model
 
 
 def _model_line(m) -> str:
@@ -112,12 +112,10 @@ def _rate_rows(analysis, training: bool = False) -> List[Tuple[str, str]]:
         ridge = (f"ridge point {analysis.get_ridge_point():.0f} FLOPs/byte (operators above it are "
                  "compute-bound)")
         return [("achieved rates", f"{bound}; {ridge}")]
-    model = analysis.cost_model
+    model = call_cost_model(analysis.cost_model, analysis.kernel_launch, training)  # the view the call was timed with
     share = ""
-    if isinstance(model, CalibratedCostModel):  # the view the call was timed with (CalibratedCostModel.for_call)
-        model = model.for_call(analysis.kernel_launch, training)
-        if model.compute_share != 1.0:
-            share = f", with the {'training' if training else 'sustained'} compute share of {model.compute_share:.0%}"
+    if isinstance(model, CalibratedCostModel) and model.compute_share != 1.0:
+        share = f", with the {'training' if training else 'sustained'} compute share of {model.compute_share:.0%}"
     ridge = (f"ridge point {model.ridge_point:.0f} FLOPs/byte (operators above it are compute-bound)")
     expected = _rates(model, False, False)
     return [("expected rates", f"large GEMMs and streaming at {expected} (calibrated plateaus{share}; smaller "

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
+from llm_analysis.cost.calibrated import call_cost_model
+from llm_analysis.cost.model import with_cost_model
 from llm_analysis.report.console import RichReport
 from llm_analysis.report.labels import (TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, params_line, per_replica,
                                         train_time_label,
@@ -236,8 +238,11 @@ def _flops(rep: RichReport, r: _Reader) -> None:
 
 
 def _forward_table(rep: RichReport, analysis, b: int, seq: int) -> None:
+    # timed as the training() call was: under the calibrated model its training view (the summary's latency_fwd
+    # and the rates line read the same), under the roofline the analysis' own model
+    view = with_cost_model(analysis, call_cost_model(analysis.cost_model, analysis.kernel_launch, training=True))
     try:
-        groups = groups_from_operators(analysis.operators("train", b, seq, per_layer=False))
+        groups = groups_from_operators(view.operators("train", b, seq, per_layer=False))
     except Exception:  # noqa: BLE001 - the table is optional, the report must print
         groups = {}
     if not groups:
@@ -245,9 +250,10 @@ def _forward_table(rep: RichReport, analysis, b: int, seq: int) -> None:
     rep.console.print()
     p = analysis.parallelism_config
     where = "" if p.pp_size == 1 else f", all {p.pp_size} stages"
-    phase_table(rep, f"Forward pass of one micro-batch ({b} x {seq} tokens{where}), roofline per part", groups,
+    how = "roofline" if analysis.profile is None else "expected (calibrated, training rates)"
+    phase_table(rep, f"Forward pass of one micro-batch ({b} x {seq} tokens{where}), {how} per part", groups,
                 caption="backward = 2x forward FLOPs; bound: compute when FLOPs/byte > ridge "
-                        f"point {analysis.get_ridge_point():.0f}, else memory")
+                        f"point {view.get_ridge_point():.0f}, else memory")
 
 
 def _parts(rep: RichReport, analysis, r: _Reader) -> None:
