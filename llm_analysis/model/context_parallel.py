@@ -34,7 +34,7 @@ from typing import List
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.options import ActivationRecomputation
-from llm_analysis.model.records import LayerKind, Operator, Phase
+from llm_analysis.model.records import LayerKind, Operator, Phase, layer_groups
 
 CP_PHASES = ("train", "prefill")
 
@@ -137,6 +137,16 @@ def check_context_parallel(describer) -> None:
         valid = [d for d in range(1, heads + 1) if heads % d == 0]
         raise ConfigError(f"cp_size = {p.cp_size} with cp_comm='all_to_all' must divide the {heads} attention heads "
                           f"of a TP rank (n_head / tp_size); valid cp_size: {valid}, or cp_comm='ring'")
+    if p.cp_comm == "all_to_all" and not m.is_mla:
+        # DeepSpeed-Ulysses gives each CP rank whole K/V heads too: with fewer KV heads on a TP rank than cp_size the
+        # heads would have to be replicated over the ranks (more bytes moved and held), which the all-to-all here
+        # does not model (it moves the rank's KV heads split cp ways), so the layout is refused
+        kv = min((describer.kv_heads_per_gpu_of(kind) for kind in layer_groups(m) if kind.attends), default=0)
+        if kv and kv % p.cp_size:
+            valid = [d for d in range(1, kv + 1) if kv % d == 0]
+            raise ConfigError(f"cp_size = {p.cp_size} with cp_comm='all_to_all' must divide the {kv} KV heads of a TP "
+                              f"rank (num_key_value_heads / tp_size; Ulysses splits whole K/V heads over the CP ranks, "
+                              f"replication is not modelled); valid cp_size: {valid}, or cp_comm='ring'")
 
 
 def check_cp_seq_len(cp: int, seq_len: int, flag: str = "cp_size") -> None:

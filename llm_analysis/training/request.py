@@ -219,6 +219,18 @@ def check_request(analysis, kw: Dict[str, Any]) -> TrainingRequest:
                      "parameter training updates 16-bit weights (fp32 master copies); these figures time and hold "
                      "%g-bit weights. For QLoRA (frozen quantised weights, trained adapters) give lora=LoRAConfig(...)",
                      dtype.name, dtype.weight_bits, dtype.activation_bits, dtype.weight_bits)
+    lora = opts.get("lora")
+    if lora is not None and dtype.weight_bits < 16 and dtype.weight_bits != lora.base_weight_bits:  # (quantised)
+        # LoRA / QLoRA hold the frozen base as LoRAConfig.base_weight_bits says, whatever the dtype's weight width:
+        # PEFT has no LoRA layer over fp8 linears (an fp8 checkpoint loads dequantised to 16 bits, and
+        # TransformerEngine's fp8 recipe keeps 16-bit weights, casting per GEMM), while its AWQ / GPTQ layers keep
+        # the checkpoint's packed 4-bit weights: QLoRA's NF4 (base_weight_bits=4) is the width closest to those
+        held = ("16 bits" if lora.base_weight_bits == 16
+                else f"{lora.base_bytes_per_param * 8:.3f} bits (QLoRA NF4)")
+        warn(logger, "lora with %s: the frozen base weights are held at %s (lora base_weight_bits = %d), not the "
+                     "dtype's %g bits; choose the base's width with base_weight_bits: 16 (LoRA over 16-bit weights, "
+                     "as PEFT and TransformerEngine hold an fp8 model) or 4 (QLoRA NF4, the nearest to PEFT's LoRA "
+                     "over a 4-bit AWQ / GPTQ checkpoint)", dtype.name, held, lora.base_weight_bits, dtype.weight_bits)
     if trains_integer_gemms(dtype) and opts.get("lora") is None:
         # int8 (W8A8) GEMMs forward and backward: no mainstream framework trains so; timed as fp8's recipe
         # (cost/calibrated.py trains_integer_gemms), so that int8 is no faster than fp8 where the peaks are equal
