@@ -51,3 +51,11 @@ def mirror_parts(group_latency_s: Dict[str, float], prefix: str = "",
         key = f"{prefix}latency_fwd_{part_of_group(group)}"
         out[key] = out.get(key, 0.0) + t
     return out
+
+
+def mirror_summary_parts(groups: Dict[str, Dict[str, float]], prefix: str) -> Dict[str, float]:
+    """`{prefix}latency_fwd_<part>` of 0.2.2's six parts only, from a summary's group breakdown
+    (`{group: {"latency_s": ...}}`); the KV-cache read is left out (`kv_cache_latency` holds it)
+    and the extra parts stay in the breakdown dict beside them."""
+    parts = mirror_parts({g: v["latency_s"] for g, v in groups.items()}, prefix, KV_CACHE_GROUPS)
+    return {f"{prefix}latency_fwd_{p}": parts[f"{prefix}latency_fwd_{p}"] for p in MIRROR_PARTS}
