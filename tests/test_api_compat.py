@@ -189,8 +189,8 @@ def test_memory_views_hand_derived():
     opt, grad = a.get_memory_optimizer_state_and_gradient_last_layernorm(other_op_bytes=4)  # Lion
     assert (opt, grad) == (2 * H * (4 + 4), 2 * H * 2)
     layer = 12 * H * H + 13 * H  # q,k,v,o + biases, MLP 8h^2 + 5h, two LayerNorms 4h
-    total, parts = a.get_weight_memory_per_layer(return_breakdown=True)
-    assert total == layer * 2 and parts["layernorm"] == 4 * H * 2
+    total, attn, mlp, ln = a.get_weight_memory_per_layer(return_breakdown=True)
+    assert total == layer * 2 and ln == 4 * H * 2
     assert a.get_latency_weight_update() == pytest.approx(a.get_num_params_total() * 28 / BW, rel=1e-9)
 
 

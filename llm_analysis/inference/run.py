@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from llm_analysis.quantities.mirror_parts import mirror_summary_parts
 from llm_analysis.errors import ConfigError
 from llm_analysis.model.context_parallel import check_cp_seq_len
 from llm_analysis.schema.context_limit import check_context
@@ -149,7 +150,7 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     mem = inference_memory(analysis, d, b, s, n, use_kv_cache, kv_cache_dtype_bytes, ds_zero)
     if analysis.model_config.encoder_only:
         mem["decode_max_b"], mem["max_total_tokens"] = mem["prefill_max_b"], 0
-    summary = _summary(analysis, b, s, n, use_kv_cache, mem, t)
+    summary = _summary(analysis, b, s, n, use_kv_cache, mem, t, layernorm_dtype_bytes)
     if cost_per_gpu_hour is not None:
         dollars_per_s = cost_per_gpu_hour * summary["gpus_per_replica"] / 3600
         summary["prefill_cost_per_1k_tokens"] = dollars_per_s * t["prefill_s"] / (b * s) * 1000
@@ -198,7 +199,8 @@ def _decode_step_flops(analysis, b: int, context_len: int) -> float:
 _NO_GROUP = {"latency_s": 0.0}  # a group the phase does not have (read only)
 
 
-def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t: Dict) -> Dict[str, Any]:
+def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t: Dict,
+             layernorm_dtype_bytes: float) -> Dict[str, Any]:
     """The summary dict, keys in DESIGN.md's order (one literal: the hot path of a sweep)."""
     model, gpu, dtype, tp, ep, pp, dp, params, active, tflops, bandwidth, ridge, gpus = _static_entries(analysis)
     steps = n - 1
@@ -209,6 +211,7 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
     # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
     kv_s = groups.get("attention_kv_cache", _NO_GROUP)["latency_s"] + groups.get("mixer_state", _NO_GROUP)["latency_s"]
     prefill_s, step_s, total_s = t["prefill_s"], t["decode_step_s"], t["total_s"]
+    prefill_groups = t["prefill_groups"].finished()  # (dicts of the caller's own)
     free = mem["mem"] - mem["needed"]
     return {
         "model_name": model, "gpu_name": gpu, "dtype_name": dtype,
@@ -216,6 +219,7 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "dp_size": dp, "num_tokens_to_generate": n,
         "num_params_total": params, "num_active_params_total": active,
         "flops_efficiency": analysis.flops_efficiency, "hbm_memory_efficiency": analysis.hbm_memory_efficiency,
+        "layernorm_dtype_bytes": layernorm_dtype_bytes,  # echoed as 0.2.2 does (norms run in the activation dtype)
         "achieved_tflops": tflops, "achieved_memory_bandwidth_GBs": bandwidth, "ridge_point_flops_per_byte": ridge,
         "use_kv_cache": use_kv_cache,
         "kv_cache_latency": kv_s,
@@ -235,9 +239,12 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "memory_left_per_gpu": free,
         "gpu_memory_per_gpu": mem["mem"],
         "prefill_latency": prefill_s,
+        # 0.2.2's parts of the prefill and of a mean decode step (quantities/mirror_parts.py)
+        **mirror_summary_parts(prefill_groups, "prefill_"),
         "prefill_latency_unpipelined": t["prefill_unpipelined_s"],
         "time_to_first_token": prefill_s,
         "decode_latency": step_s,
+        **mirror_summary_parts(groups, "decode_"),
         "time_per_output_token": step_s,
         "decode_first_step_latency": t["first_step_s"],
         "decode_last_step_latency": t["last_step_s"],
@@ -251,7 +258,7 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
         "prefill_tokens_per_sec_per_gpu": b * s / prefill_s / gpus,
         "decode_tokens_per_sec_per_gpu": (b / step_s / gpus) if step_s else 0.0,
         "total_tokens_per_sec_per_gpu": b * n / total_s / gpus,
-        "prefill_latency_breakdown": t["prefill_groups"].finished(),  # (dicts of the caller's own)
+        "prefill_latency_breakdown": prefill_groups,
         "decode_latency_breakdown": groups,
         "memory_breakdown_per_gpu": {"weights": mem["weights"], "kv_cache": mem["kv_cache"],
                                      "activations": mem["peak_activation"], "free": free},

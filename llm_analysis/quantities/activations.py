@@ -210,9 +210,11 @@ def per_layer(a, batch_size: int, seq_len: int, is_inference: bool, activation_r
               layernorm_dtype_bytes: float, flash_attn: bool, softmax_dropout: bool,
               mlp_activation_bits: Optional[int], mlp_first_linear_bits: Optional[int],
               mlp_act_input_bits: Optional[int], mlp_second_linear_bits: Optional[int], mlp_recompute_gelu: bool,
-              return_breakdown: bool = False) -> Union[float, Tuple[float, Dict[str, float]]]:
+              return_breakdown: bool = False) -> Union[float, Tuple[float, float, float, float]]:
     """Training: what one layer keeps for backward; inference: its largest live set
-    (the training-only arguments do not apply). With return_breakdown also its parts."""
+    (the training-only arguments do not apply). With return_breakdown the tuple (total, attention,
+    MLP, norm bytes), as llm-analysis 0.2.2 returns it (full recomputation: (total, 0, 0, 0), the
+    layer input being all that is kept)."""
     rc = _rc(activation_recomputation)
     batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
     layernorm_dtype_bytes = element_bytes(layernorm_dtype_bytes, "layernorm_dtype_bytes")
@@ -227,4 +229,6 @@ def per_layer(a, batch_size: int, seq_len: int, is_inference: bool, activation_r
     else:
         total, parts = per_layer_train(a, batch_size, seq_len, rc, layernorm_dtype_bytes, flash_attn,
                                        softmax_dropout, quant, mlp_recompute_gelu)
-    return (total, parts) if flag(return_breakdown, "return_breakdown") else total
+    if flag(return_breakdown, "return_breakdown"):
+        return total, parts["attn"], parts["mlp"], parts["layernorm"]
+    return total

@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from llm_analysis.model import Operator, Phase
 from llm_analysis.quantities.group_times import GroupTimes
+from llm_analysis.quantities.mirror_parts import mirror_parts
 import llm_analysis.quantities.flops as flops_view
 import llm_analysis.quantities.memory as memory_view
 from llm_analysis.quantities.activations import act_bytes
@@ -75,14 +76,28 @@ def layernorm(a, batch_size: int, seq_len: int, dtype_bytes: float) -> float:
 
 
 def per_layer(a, batch_size: int, seq_len: int) -> Tuple[float, Dict[str, float]]:
+    """(mean forward time of a layer, breakdown) under 0.2.2's keys attn, mlp, layernorm and
+    tp_comm; the other collectives of a layer (expert-parallel all-to-alls, context-parallel
+    exchanges) under extra keys `<group>_comm` where the layer has them (mirror_parts.py)."""
     ph = make_phase("prefill", batch_size, seq_len)
     breakdown = {
         "attn": layer_time_mean(a, ph, ("attention",)),
         "mlp": layer_time_mean(a, ph, ("mlp", "experts", "router")),
         "layernorm": layer_time_mean(a, ph, ("norm",)),
-        "communication": layer_time_mean(a, ph, ("communication",)),
+        "tp_comm": _comm_time_mean(a, ph, "tp"),
     }
+    comm_groups = sorted({o.comm_group for kind in a.describer.layer_groups for o in a.describer.layer_ops(ph, kind)
+                          if o.group == "communication" and o.comm_group != "tp"})
+    for g in comm_groups:
+        t = _comm_time_mean(a, ph, g)
+        if t:
+            breakdown[f"{g}_comm"] = t
     return sum(breakdown.values()), breakdown
+
+
+def _comm_time_mean(a, ph: Phase, comm_group: str) -> float:
+    return layer_mean(a, ph, lambda ops: ops_time_s(
+        a, [o for o in ops if o.group == "communication" and o.comm_group == comm_group]))
 
 
 def input_embedding(a, batch_size: int, seq_len: int) -> float:
@@ -127,10 +142,12 @@ def forward(a, batch_size: int, seq_len: int, breakdown_prefix: str = "") -> Tup
     """(forward time of the whole model on one pipeline replica, breakdown)."""
     ph = make_phase("prefill", batch_size, seq_len)
     groups = group_breakdown(a, a.describer.weighted_ops(ph))
-    breakdown = {f"{breakdown_prefix}{k}": v["latency_s"] for k, v in groups.items()}
+    # 0.2.2's six keys `<prefix>latency_fwd_<part>`, then extra parts (mirror_parts.py)
+    latency_s = {k: v["latency_s"] for k, v in groups.items()}
     pp_s = pipeline_handoff_s(a, batch_size, seq_len)
     if pp_s:
-        breakdown[f"{breakdown_prefix}pp_communication"] = pp_s
+        latency_s["pp_communication"] = pp_s
+    breakdown = mirror_parts(latency_s, breakdown_prefix)
     return sum(breakdown.values()), breakdown
 
 

@@ -32,15 +32,15 @@ def weights_per_gpu(a, ds_zero=DSZeRO.NONE) -> float:
 
 
 def weights_per_layer(a, ds_zero=DSZeRO.NONE,
-                      return_breakdown: bool = False) -> Union[float, Tuple[float, Dict[str, float]]]:
+                      return_breakdown: bool = False) -> Union[float, Tuple[float, float, float, float]]:
     """Weight bytes of one layer on one GPU (mean over layers), TP/EP and ZeRO-3 sharded;
-    with return_breakdown also its attention, MLP and norm bytes."""
+    with return_breakdown the tuple (total, attention, MLP, norm bytes), as llm-analysis 0.2.2 returns it."""
     ds_zero, return_breakdown = zero_stage(ds_zero), flag(return_breakdown, "return_breakdown")
     shard = zero_shard(a, ds_zero, 3)
     parts = {g: layer_mean(a, ONE_TOKEN, lambda ops, gs=gs: sum_field(ops, "weight_bytes_per_gpu", gs)) / shard
              for g, gs in (("attn", ("attention",)), ("mlp", ("mlp", "experts", "router")), ("layernorm", ("norm",)))}
     total = sum(parts.values())
-    return (total, parts) if return_breakdown else total
+    return (total, parts["attn"], parts["mlp"], parts["layernorm"]) if return_breakdown else total
 
 
 def embedding(a, ds_zero=DSZeRO.NONE) -> float:

@@ -71,13 +71,13 @@ def test_full_recompute_with_sequence_parallel_keeps_the_sharded_input():
 
 
 def test_breakdown_attention_mlp_norms():
-    total, parts = _analysis(1, False).get_activation_memory_per_layer(
+    total, attn, mlp, norms = _analysis(1, False).get_activation_memory_per_layer(
         B, S, is_inference=False, activation_recomputation=R.NONE, layernorm_dtype_bytes=2, flash_attn=False,
         softmax_dropout=True, return_breakdown=True)
-    assert parts["attn"] == pytest.approx(11 * sbh + 5 * A * S * S * B, rel=1e-12)
-    assert parts["mlp"] == pytest.approx(19 * sbh, rel=1e-12)
-    assert parts["layernorm"] == pytest.approx(4 * sbh, rel=1e-12)
-    assert total == pytest.approx(sum(parts.values()), rel=1e-12)
+    assert attn == pytest.approx(11 * sbh + 5 * A * S * S * B, rel=1e-12)
+    assert mlp == pytest.approx(19 * sbh, rel=1e-12)
+    assert norms == pytest.approx(4 * sbh, rel=1e-12)
+    assert total == pytest.approx(attn + mlp + norms, rel=1e-12)
 
 
 def test_flash_attention_removes_the_score_terms():
