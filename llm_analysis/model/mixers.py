@@ -156,14 +156,19 @@ class MixerOps:
         """Bytes one mixer layer keeps for backward on one GPU: every mixer operator's
         input (as Korthikanti et al. count the inputs of attention's matmuls); under
         ATTN / NORM_ATTN_NORM only the block input (none when attention beside it already
-        keeps it), under FULL nothing."""
+        keeps it), under FULL nothing. The linears' inputs at the activation format's width, the
+        others' at 16 bits or wider."""
         if rc == ActivationRecomputation.FULL:
             return 0.0
+        # low-precision training keeps only the linears' inputs in the cast format, the rest in 16 bits
+        # (quantities/activations.py saved_bytes)
+        wide = max(self.dtype.activation_bits / 8, 2.0)
         if rc in (ActivationRecomputation.ATTN, ActivationRecomputation.NORM_ATTN_NORM):
             split = self.tp if self.par.sp_size > 1 else 1
-            return 0.0 if beside_attention else batch * seq_len * self.model.hidden_dim * self.a_bytes / split
+            return 0.0 if beside_attention else batch * seq_len * self.model.hidden_dim * wide / split
         ops = self.mixer_ops(Phase("train", batch, seq_len, seq_len), kind)
-        return sum(o.bytes_read_per_gpu - o.weight_bytes_per_gpu - o.kv_cache_bytes_read_per_gpu
+        return sum((o.bytes_read_per_gpu - o.weight_bytes_per_gpu - o.kv_cache_bytes_read_per_gpu)
+                   * (1.0 if o.kind == "matmul" else wide / self.a_bytes)
                    for o in ops if o.kind != "collective")
 
     # ---------------------------------------------------------------- builders

@@ -76,18 +76,22 @@ def layout_for(model: ModelConfig, batch: int, seq_len: int, tp: int, sp: bool, 
 
 def attention_activation_bytes(L: ActivationLayout, act_bytes: float, flash_attn: bool,
                                softmax_dropout: bool, attn_dropout: bool,
-                               recompute: ActivationRecomputation) -> float:
+                               recompute: ActivationRecomputation,
+                               linear_input_bytes: Optional[float] = None) -> float:
     """Attention block: QKV input, Q, K, V, (softmax out, its dropout mask and
-    output), out-projection input, output dropout mask. Korthikanti: 11sbh + 5as²b."""
+    output), out-projection input, output dropout mask. Korthikanti: 11sbh + 5as²b.
+    `linear_input_bytes` (default `act_bytes`): the width of the two linears' saved inputs
+    (the QKV and output projections'; fp8 training keeps their 8-bit casts), the rest at `act_bytes`."""
     sb, t = L.tokens, L.tp
+    lin = act_bytes if linear_input_bytes is None else linear_input_bytes
     outer = t if L.sp else 1  # tensors outside the TP region split only with SP
     if recompute in (ActivationRecomputation.ATTN, ActivationRecomputation.NORM_ATTN_NORM):
         return sb * L.hidden * act_bytes / outer  # only the block input is kept
     if recompute == ActivationRecomputation.FULL:
         return 0.0
-    qkv_input = sb * L.hidden * act_bytes / outer
+    qkv_input = sb * L.hidden * lin / outer
     q_k_v = sb * (L.q_width + L.kv_width + L.v_width) * act_bytes / t
-    out_proj_input = sb * L.q_width * act_bytes / t
+    out_proj_input = sb * L.q_width * lin / t
     dropout_mask = sb * L.hidden * 1 / outer if attn_dropout else 0.0
     score = 0.0
     if not flash_attn and recompute != ActivationRecomputation.ATTN_COMPUTE:
@@ -101,16 +105,19 @@ def attention_activation_bytes(L: ActivationLayout, act_bytes: float, flash_attn
 def mlp_activation_bytes(L: ActivationLayout, act_bytes: float, recompute: ActivationRecomputation,
                          first_linear_bytes: Optional[float] = None, act_input_bytes: Optional[float] = None,
                          second_linear_bytes: Optional[float] = None, recompute_act: bool = False,
-                         with_dropout: bool = False) -> float:
+                         with_dropout: bool = False, linear_input_bytes: Optional[float] = None) -> float:
     """MLP: first-linear input, activation input(s), second-linear input, dropout
-    mask. Korthikanti: 2sbh + 8sbh + 8sbh + sbh = 19sbh for a 4h GeLU MLP."""
+    mask. Korthikanti: 2sbh + 8sbh + 8sbh + sbh = 19sbh for a 4h GeLU MLP.
+    `linear_input_bytes` (default `act_bytes`): the width of the linears' saved inputs (fc1 /
+    gate-up, fc2 / down, a latent MoE's latents) where no `*_bytes` override is given."""
     if recompute == ActivationRecomputation.FULL:
         return 0.0
     sb, t = L.tokens, L.tp
     outer = t if L.sp else 1
-    fl = act_bytes if first_linear_bytes is None else first_linear_bytes
+    lin = act_bytes if linear_input_bytes is None else linear_input_bytes
+    fl = lin if first_linear_bytes is None else first_linear_bytes
     ai = act_bytes if act_input_bytes is None else act_input_bytes
-    sl = act_bytes if second_linear_bytes is None else second_linear_bytes
+    sl = lin if second_linear_bytes is None else second_linear_bytes
     # with NORM_ATTN_NORM the MLP input is the second norm's output, recomputed with that block
     first_in = 0.0 if recompute == ActivationRecomputation.NORM_ATTN_NORM else sb * L.hidden * fl / outer
     act_in = sb * L.ffn * ai * (2 if L.gated else 1) / t  # gate and up outputs for GLU

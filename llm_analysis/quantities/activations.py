@@ -16,7 +16,27 @@ from llm_analysis.quantities.phases import make_phase
 
 
 def act_bytes(a) -> float:
+    """Bytes per element of the activation dtype: what inference keeps and a pipeline hop sends."""
     return a.dtype_config.activation_bits / 8
+
+
+BYTES_16BIT = 2.0
+
+
+def saved_bytes(a) -> float:
+    """Training: bytes per element of every tensor kept for backward except the linears' inputs
+    (norm inputs are `layernorm_dtype_bytes`, dropout masks 1 byte). Low-precision training
+    (TransformerEngine's fp8, and the int8 / FP4 recipes timed as it) keeps activations in 16 bits and
+    casts only the GEMM operands: Q/K/V for the 16-bit attention kernel, the gate/up outputs the
+    activation function reads, the embedding output and the logits stay 16-bit (docs/training.md)."""
+    return max(act_bytes(a), BYTES_16BIT)
+
+
+def linear_input_bytes(a) -> float:
+    """Training: bytes per element of a linear's saved input. TE's fp8 `Linear` saves the quantised
+    copy of its input for the weight-gradient GEMM, so the QKV, attention-output, fc1 / gate-up and
+    fc2 / down inputs are kept at the activation format's width (an FP4 format's block scales included)."""
+    return a.dtype_config.activation_bytes_per_element
 
 
 LAYOUT_CACHE_SIZE = 64  # layouts kept per describer; a sweep over shapes clears and refills it
@@ -56,8 +76,8 @@ def attention_train(a, batch_size: int, seq_len: int, flash_attn: bool, softmax_
                     attn_dropout: bool, rc: AR) -> float:
     """Mean over the layers of what their sequence mixing keeps: Korthikanti's attention
     terms, a mixer's operator inputs (model/mixers.py), nothing for MLP-only layers."""
-    attn = attention_activation_bytes(layout(a, batch_size, seq_len, False), act_bytes(a), flash_attn,
-                                      softmax_dropout, attn_dropout, rc)
+    attn = attention_activation_bytes(layout(a, batch_size, seq_len, False), saved_bytes(a), flash_attn,
+                                      softmax_dropout, attn_dropout, rc, linear_input_bytes(a))
     m, d = a.model_config, a.describer
     if d.memoized("attention_only_layers", lambda: not m.mixer_kinds and "mlp" not in (m.layer_types or ())):
         return attn
@@ -86,8 +106,9 @@ def mlp_train(a, batch_size: int, seq_len: int, rc: AR, first_linear_bits: Optio
         L = layout(a, batch_size, seq_len, kind.moe)
         if gated_linear_units is not None:
             L = replace(L, gated=gated_linear_units)
-        total += n * mlp_activation_bytes(L, act_bytes(a), rc, to_bytes(first_linear_bits), to_bytes(act_input_bits),
-                                          to_bytes(second_linear_bits), recompute_act, with_dropout)
+        total += n * mlp_activation_bytes(L, saved_bytes(a), rc, to_bytes(first_linear_bits), to_bytes(act_input_bits),
+                                          to_bytes(second_linear_bits), recompute_act, with_dropout,
+                                          linear_input_bytes(a))
         count += n
     return total / count if count else 0.0
 
@@ -107,15 +128,15 @@ def per_layer_train(a, batch_size: int, seq_len: int, rc: AR, layernorm_dtype_by
     """(bytes one layer keeps for backward, breakdown). Korthikanti et al. 2022:
     sbh(34 + 5as/h) for a GPT layer without recomputation or parallelism."""
     if rc == AR.FULL:
-        total = layer_input_bytes(layout(a, batch_size, seq_len, False), act_bytes(a))
+        total = layer_input_bytes(layout(a, batch_size, seq_len, False), saved_bytes(a))
         return total, {"attn": 0.0, "mlp": 0.0, "layernorm": 0.0, "layer_input": total}
     dropout = a.model_config.hidden_dropout
     attn = attention_train(a, batch_size, seq_len, flash_attn, softmax_dropout, dropout, rc)
     if a.model_config.cross_attention:  # the cross-attention block (quantities/cross_activations.py)
         n_enc = a.describer.encoder_len(make_phase("train", batch_size, seq_len))
-        attn += cross_attention_train_bytes(layout(a, batch_size, seq_len, False), act_bytes(a),
+        attn += cross_attention_train_bytes(layout(a, batch_size, seq_len, False), saved_bytes(a),
                                             per_layernorm(a, batch_size, seq_len, layernorm_dtype_bytes), n_enc,
-                                            flash_attn, softmax_dropout, dropout, rc)
+                                            flash_attn, softmax_dropout, dropout, rc, linear_input_bytes(a))
     # like attention's output dropout mask: Korthikanti's 19sbh MLP term includes the
     # 1-byte mask of the dropout after the MLP
     mlp = mlp_train(a, batch_size, seq_len, rc, *mlp_bits, mlp_recompute_gelu, None, dropout, None)
@@ -132,20 +153,21 @@ def per_layer_inference(a, batch_size: int, seq_len: int) -> Tuple[float, Dict[s
 
 
 def input_embedding(a, batch_size: int, seq_len: int) -> float:
-    """The embedding output kept for backward (split by t with SP, by cp with CP)."""
+    """The embedding output kept for backward (split by t with SP, by cp with CP), 16 bits or wider."""
     batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
     p = a.parallelism_config
-    return (batch_size * seq_len * a.model_config.hidden_dim * act_bytes(a)
+    return (batch_size * seq_len * a.model_config.hidden_dim * saved_bytes(a)
             / (p.tp_size if p.sp_size > 1 else 1) / p.cp_size)
 
 
 def output_embedding(a, batch_size: int, seq_len: int) -> float:
-    """The logits (vocab-parallel over TP, the rank's seq/cp positions), in the activation dtype."""
+    """The logits (vocab-parallel over TP, the rank's seq/cp positions), 16 bits (or the wider
+    activation dtype): the output head runs in 16 bits under fp8 training."""
     batch_size, seq_len = count(batch_size, "batch_size"), count(seq_len, "seq_len")
     if not a.model_config.lm_head:
         return 0.0
     vocab_gpu = -(-a.model_config.vocab_size // a.parallelism_config.tp_size)
-    return batch_size * seq_len * vocab_gpu * act_bytes(a) / a.parallelism_config.cp_size
+    return batch_size * seq_len * vocab_gpu * saved_bytes(a) / a.parallelism_config.cp_size
 
 
 def loss_backward(a, batch_size: int, seq_len: int) -> float:
