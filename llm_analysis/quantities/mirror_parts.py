@@ -20,7 +20,7 @@ reports it apart as `kv_cache_latency`, and so do we. Groups 0.2.2 has no part f
 
 from __future__ import annotations
 
-from typing import Dict, Iterable
+from typing import Dict
 
 MIRROR_PARTS = ("attn", "mlp", "layernorm", "tp_comm", "input_embedding", "output_embedding_loss")
 
@@ -28,8 +28,6 @@ _PART_OF_GROUP = {
     "attention": "attn", "mlp": "mlp", "experts": "mlp", "router": "mlp", "norm": "layernorm",
     "tp_communication": "tp_comm", "embedding": "input_embedding", "lm_head": "output_embedding_loss",
 }
-# read apart by 0.2.2 (kv_cache_latency): left out of the parts
-KV_CACHE_GROUPS = ("attention_kv_cache", "mixer_state")
 
 
 def part_of_group(group: str) -> str:
@@ -40,14 +38,10 @@ def part_of_group(group: str) -> str:
     return group.replace("_communication", "_comm").replace(" ", "_")
 
 
-def mirror_parts(group_latency_s: Dict[str, float], prefix: str = "",
-                 skip: Iterable[str] = ()) -> Dict[str, float]:
-    """`{prefix}latency_fwd_<part>` for 0.2.2's six parts (0.0 when absent), then the extra
-    parts; groups in `skip` are left out."""
+def mirror_parts(group_latency_s: Dict[str, float], prefix: str = "") -> Dict[str, float]:
+    """`{prefix}latency_fwd_<part>` for 0.2.2's six parts (0.0 when absent), then the extra parts."""
     out = {f"{prefix}latency_fwd_{p}": 0.0 for p in MIRROR_PARTS}
     for group, t in group_latency_s.items():
-        if group in skip:
-            continue
         key = f"{prefix}latency_fwd_{part_of_group(group)}"
         out[key] = out.get(key, 0.0) + t
     return out
@@ -55,7 +49,7 @@ def mirror_parts(group_latency_s: Dict[str, float], prefix: str = "",
 
 def mirror_summary_parts(groups: Dict[str, Dict[str, float]], prefix: str) -> Dict[str, float]:
     """`{prefix}latency_fwd_<part>` of 0.2.2's six parts only, from a summary's group breakdown
-    (`{group: {"latency_s": ...}}`); the KV-cache read is left out (`kv_cache_latency` holds it)
-    and the extra parts stay in the breakdown dict beside them."""
-    parts = mirror_parts({g: v["latency_s"] for g, v in groups.items()}, prefix, KV_CACHE_GROUPS)
+    (`{group: {"latency_s": ...}}`); the extra parts, the KV-cache read among them (`kv_cache_latency` holds
+    it, as 0.2.2's did), stay in the breakdown dict beside them."""
+    parts = mirror_parts({g: v["latency_s"] for g, v in groups.items()}, prefix)
     return {f"{prefix}latency_fwd_{p}": parts[f"{prefix}latency_fwd_{p}"] for p in MIRROR_PARTS}
