@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from llm_analysis.cost.calibrated import call_cost_model
 from llm_analysis.cost.model import with_cost_model
+from llm_analysis.quantities.mirror_parts import MIRROR_PARTS
 from llm_analysis.report.console import RichReport
 from llm_analysis.report.labels import (TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, params_line, per_replica,
                                         train_time_label,
@@ -27,6 +28,14 @@ _FLOPS_ROWS = (("num_flops_fwd_per_micro_batch", "forward, per micro-batch"),
                ("num_model_flops_per_iter_routed", "routed-expert model FLOPs (mfu's)"),
                ("num_hardware_flops_per_iter", "hardware FLOPs per iteration (all GPUs)"))
 _FROM_FLOPS = "from FLOPs / achieved FLOP/s"
+# the mirrored system's keys (training/summary.py `_mirror_entries`): parts and sums of figures the tables show
+# (the memory table, the per-part forward table), kept in the JSON and not printed again under Other values
+_MIRROR_KEYS = ("layernorm_dtype_bytes", "mlp_activation_quant_bits", "mlp_recompute_gelu",
+                "(weight+op_state+grad)_memory_per_gpu", "(weight+op_state+grad+act)_memory_per_gpu",
+                "activation_memory_batch_size_1",
+                *(f"weight_memory_{k}_per_gpu" for k in ("embedding", "attn", "mlp", "layernorm")),
+                *(f"activation_memory_{k}_per_gpu" for k in ("attn", "mlp", "layernorm", "embedding_output")),
+                *(f"latency_fwd_{k}" for k in MIRROR_PARTS))
 
 
 class _Reader:
@@ -271,6 +280,7 @@ def _parts(rep: RichReport, analysis, r: _Reader) -> None:
 def training_sections(rep: RichReport, analysis, s: Dict[str, Any], used: Set[str]) -> None:
     """Every section of the training report; the keys shown are added to `used`."""
     r = _Reader(s, used)
+    used.update(_MIRROR_KEYS)  # (before the memory table, which prints unknown `*_memory_per_gpu` keys)
     _setup(rep, analysis, r)
     rep.heading("Summary")
     mem_total = gpu_memory_bytes(analysis, s)

@@ -154,6 +154,24 @@ def activation_bytes(analysis, stages: List[Stage], b: int, seq_len: int, m: Opt
     return out
 
 
+def stage_activation_parts(analysis, stages: List[Stage], index: int, b: int, seq_len: int, m: int, v: int, rc,
+                           act_kwargs: Dict[str, Any]) -> Dict[str, float]:
+    """Stage `index`'s activations in flight by llm-analysis 0.2.2's parts (bytes per GPU): the layers'
+    attention, MLP and norm inputs, as `activation_bytes` counts them (the per-layer mean x the stage's layers x
+    micro-batches in flight), and the logits (`embedding_output`, last stage). The embedding's output (first
+    stage) is in none of 0.2.2's parts: `input_embedding` holds it, so that the five sum to the stage's figure."""
+    p = analysis.parallelism_config
+    st = stages[index]
+    k = _in_flight(st.index, p.pp_size, m, v)
+    _, attn, mlp, norm = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs,
+                                                                  return_breakdown=True)
+    layers = st.num_layers * k
+    first, last = st.index == 0, st.index == p.pp_size - 1
+    return {"attn": attn * layers, "mlp": mlp * layers, "layernorm": norm * layers,
+            "embedding_output": analysis.get_activation_memory_output_embedding(b, seq_len) if last else 0.0,
+            "input_embedding": analysis.get_activation_memory_input_embedding(b, seq_len) * k if first else 0.0}
+
+
 def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, ds_zero, rc,
                  act_kwargs: Dict[str, Any], master_bytes: float, other_op_bytes: Optional[float],
                  lora: Optional[LoRAConfig], fw: FrameworkMemory = FrameworkMemory(),

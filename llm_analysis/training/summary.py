@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional
 
+from llm_analysis.model import sum_field
+from llm_analysis.quantities.mirror_parts import MIRROR_PARTS
+from llm_analysis.quantities.phases import ONE_TOKEN
 from llm_analysis.quantities.setup_entries import static_entries
 from llm_analysis.training.overheads import OVERHEAD_TERMS
+from llm_analysis.training.memory import stage_activation_parts
 from llm_analysis.training.stage import Stage
 
 
@@ -123,6 +127,47 @@ def _layout_extras(p) -> Dict[str, Any]:
     return out
 
 
+# llm-analysis 0.2.2's weight parts, from our operator groups (a vision tower's weights: in proportion)
+_WEIGHT_PART_GROUPS = (("embedding", ("embedding", "lm_head")), ("attn", ("attention",)),
+                       ("mlp", ("mlp", "experts", "router")), ("layernorm", ("norm",)))
+
+
+def _weight_parts(analysis, stage: int, weights: float) -> Dict[str, float]:
+    """`weight_memory_<part>_per_gpu` on the peak stage: its weight bytes (the summary's weight_memory_per_gpu,
+    ZeRO-3 and a LoRA base's width applied) split as its operators' weights are (exact for full training and
+    dense ZeRO-3; under LoRA the base's width and the adapters are spread over the parts by weight)."""
+    ops = analysis.describer.flat_ops(ONE_TOKEN, stage=stage)
+    raw = {part: sum_field(ops, "weight_bytes_per_gpu", groups) for part, groups in _WEIGHT_PART_GROUPS}
+    total = sum(raw.values())
+    scale = weights / total if total else 0.0
+    return {f"weight_memory_{part}_per_gpu": v * scale for part, v in raw.items()}
+
+
+def _mirror_entries(analysis, req, batch: Dict[str, Any], stages: List[Stage]) -> Dict[str, Any]:
+    """The keys of llm-analysis 0.2.2's training summary that ours has under other names or as parts: the
+    echoed activation options, weight and activation memory by part on the peak stage, the (weight + optimizer
+    state + gradient [+ activation]) sums, and one micro-batch's forward by part (all stages: latency_fwd's
+    parts; the pipeline hand-off, expert- and context-parallel exchanges are in none of the six)."""
+    need, peak, b, seq_len = batch["need"], batch["peak_stage"], batch["b"], req.seq_len
+    acts = stage_activation_parts(analysis, stages, peak, b, seq_len, batch["m"], req.interleave, req.rc,
+                                  req.act_kwargs)
+    static = need["weights"] + need["optimizer_states"] + need["gradients"]
+    _, fwd = analysis.get_latency_fwd(b, seq_len)
+    kw = req.act_kwargs
+    return {
+        "layernorm_dtype_bytes": kw["layernorm_dtype_bytes"],
+        "mlp_activation_quant_bits": kw["mlp_activation_quant_bits"],
+        "mlp_recompute_gelu": kw["mlp_recompute_gelu"],
+        **_weight_parts(analysis, peak, need["weights"]),
+        "(weight+op_state+grad)_memory_per_gpu": static,
+        # stored activations are linear in the micro-batch (training/memory.py `_parts`)
+        "activation_memory_batch_size_1": need["activations"] / b,
+        **{f"activation_memory_{k}_per_gpu": acts[k] for k in ("attn", "mlp", "layernorm", "embedding_output")},
+        "(weight+op_state+grad+act)_memory_per_gpu": static + need["activations"],
+        **{f"latency_fwd_{p}": fwd[f"latency_fwd_{p}"] for p in MIRROR_PARTS},
+    }
+
+
 def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], times: Dict[str, Any], mem: float,
                      trainable_total: Optional[int]) -> Dict[str, Any]:
     """The summary; `trainable_total` None: every parameter is trained."""
@@ -163,6 +208,7 @@ def training_summary(analysis, req, batch: Dict[str, Any], stages: List[Stage], 
         "num_executed_flops_per_micro_batch": flops["num_executed_flops_per_micro_batch"],
         "num_executed_flops_per_iter": flops["num_executed_flops_per_iter"],
         "latency_fwd": latency_fwd,
+        **_mirror_entries(analysis, req, batch, stages),
         "latency_per_micro_batch": times["t_mb"],
         **times["breakdown"],
         "latency_per_iter_dp_comm_total": times["dp_total"],
