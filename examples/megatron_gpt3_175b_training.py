@@ -28,7 +28,7 @@ for eff in (0.6, 0.7):
     s = train(**COMMON, tp_size=8, pp_size=16, total_num_gpus=1024, global_batch_size=1536, total_num_tokens=300e9,
               activation_recomputation=4, flops_efficiency=eff)
     print(f"   ours, full time model, flops_efficiency {eff}:        {s['total_training_latency'] / 86400:5.1f} days "
-          f"({s['achieved_flops'] / 1e12:.0f} TFLOP/s per GPU end to end, MFU {s['mfu']:.0%})")
+          f"({s['achieved_flops_per_s'] / 1e12:.0f} TFLOP/s per GPU end to end, MFU {s['mfu']:.0%})")
 
 print("\n2. Korthikanti et al. 2022, Table 5: GPT-3 175B on 64 x A100-80GB (tp 8, pp 8, interleaved x3), batch 64")
 print(f"   {'recomputation':<36}{'paper':>9}{'ours':>9}{'MFU':>7}{'HFU':>7}")

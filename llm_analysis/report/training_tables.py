@@ -184,7 +184,8 @@ def _rate_rows(r: _Reader) -> List[Tuple[str, str]]:
         if r.has("tokens_per_sec_per_gpu"):
             line += f" ({fmt('tokens_per_sec', r.get('tokens_per_sec_per_gpu'))} per GPU)"
         rows.append(("throughput", line))
-    eff = r.texts((("achieved_flops", lambda v: f"{fmt('achieved_flops', v)} per GPU achieved"),
+    r.used.add("achieved_flops")  # 0.2.2's name of achieved_tflops, shown in the setup
+    eff = r.texts((("achieved_flops_per_s", lambda v: f"{fmt('achieved_flops_per_s', v)} per GPU achieved"),
                    ("mfu", lambda v: f"MFU {v:.1%}"), ("hfu", lambda v: f"HFU {v:.1%} (with recomputation)")))
     if eff:
         rows.append(("utilisation", ", ".join(eff)))

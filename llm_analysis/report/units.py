@@ -58,8 +58,10 @@ def unit_of(key: str) -> Optional[str]:
         return "GB/s"
     if "bytes_per_s" in k or ("bandwidth" in k and "bytes" in k):
         return "bytes/s"
-    if "tflops" in k:
+    if "tflops" in k or k == "achieved_flops":  # (llm-analysis 0.2.2's name of achieved_tflops)
         return "TFLOP/s"
+    if "flops_per_s" in k:  # (before the "_s" of a time)
+        return "FLOP/s"
     if "intensity" in k or "ridge_point" in k or "flops_per_byte" in k:
         return "FLOPs/byte"
     if "tokens_per_sec" in k or "tokens_per_s" in k:

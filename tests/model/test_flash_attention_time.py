@@ -60,7 +60,7 @@ def test_training_summary_keeps_counted_and_executed_flops_apart():
     assert r["num_flops_total_per_micro_batch"] - r["num_executed_flops_per_micro_batch"] == \
         pytest.approx(3 * masked_fwd - 0.5 * executed_core_fwd, rel=1e-12)
     assert r["num_executed_flops_per_iter"] == r["num_executed_flops_per_micro_batch"]  # one micro-batch, dp 1
-    assert r["achieved_flops"] <= PEAK * (1 + 1e-12)  # executed FLOPs: never above the peak
+    assert r["achieved_flops_per_s"] <= PEAK * (1 + 1e-12)  # executed FLOPs: never above the peak
     assert any("num_executed_flops_per_iter" in note for note in r["notes"])
 
 

@@ -78,3 +78,11 @@ def test_pipeline_parts_leave_out_only_the_handoff():
     parts = sum(s[f"latency_fwd_{k}"] for k in SIX)
     assert parts < s["latency_fwd"]  # the stage-to-stage sends are in no 0.2.2 part
     assert parts == pytest.approx(_train(dp=1)["latency_fwd"], rel=1e-9)  # every layer once, as at pp 1
+
+
+def test_achieved_flops_in_tflops_as_0_2_2():
+    s = _train()
+    assert s["achieved_flops"] == 312  # A100 datasheet: 312 TFLOP/s dense bf16, efficiency 1
+    # the rate the GPUs run at, in FLOP/s under its own unit-named key
+    assert s["achieved_flops_per_s"] == pytest.approx(
+        s["num_executed_flops_per_iter"] / s["total_num_gpus"] / s["latency_per_iter"], rel=1e-12)
