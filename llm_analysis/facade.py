@@ -25,7 +25,7 @@ from llm_analysis.model import Conventions, LayerDescriber, Operator
 from llm_analysis.model.conventions import ConventionChoice, Variants
 from llm_analysis.model.subclass_overrides import warn_unread_overrides
 from llm_analysis.model.vision_tower import image_entries, image_variant, with_request_images
-from llm_analysis.cost.precision import matmul_peak_tflops
+from llm_analysis.cost.precision import check_dtype_rate
 from llm_analysis.cost.roofline import check_achieved_rates, peak_tflops_for_dtype
 from llm_analysis.schema.edits import ConfigEdits, derived
 from llm_analysis.schema.dtype import SIGNATURE_DEFAULT_DTYPE
@@ -113,9 +113,7 @@ class LLMAnalysis:
             self.profile = resolve_perf_model(self.perf_model, self.gpu_config)
             check_expert_split(self.parallelism_config, self.model_config.is_moe)  # 1 x 1: "no experts" only if so
             self.describer  # validate the layout now, not at first use
-            # FP4 / int8 units present (refused if not), and a fallback rate (fp8 on a GPU without fp8 units) warned
-            # of here, with the setup: the cost model that also reads it is built once, at some call
-            matmul_peak_tflops(self.gpu_config, self.dtype_config)
+            check_dtype_rate(self.gpu_config, self.dtype_config)  # units present; a fallback rate warned of
             _perf.warn_roofline_rates_beside_calibrated(self)
         self.setup_warnings = found
 

@@ -85,6 +85,12 @@ def matmul_peak_tflops(gpu: GPUConfig, dtype: DtypeConfig) -> float:
     return gpu.peak_i4_TFLOPS  # integer 4-bit weights and activations
 
 
+def check_dtype_rate(gpu: GPUConfig, dtype: DtypeConfig) -> None:
+    """Refuses a dtype the GPU has no units for and warns of a fallback rate (fp8 on a GPU without fp8 units):
+    the checks of `matmul_peak_tflops`, run once with an analysis' setup so that every call's summary says it."""
+    matmul_peak_tflops(gpu, dtype)
+
+
 def kv_cache_bytes_per_element(name: Optional[str], gpu: GPUConfig) -> Optional[int]:
     """Bytes of one cached K/V element for a `kv_cache_dtype` name (None: the
     activation type, as before), refusing types the GPU cannot use."""

@@ -47,9 +47,13 @@ def mirror_parts(group_latency_s: Dict[str, float], prefix: str = "") -> Dict[st
     return out
 
 
+# the KV-cache read of a decode step: 0.2.2 reports it apart (kv_cache_latency), not among the parts
+KV_CACHE_GROUPS = ("attention_kv_cache", "mixer_state")
+
+
 def mirror_summary_parts(groups: Dict[str, Dict[str, float]], prefix: str) -> Dict[str, float]:
-    """`{prefix}latency_fwd_<part>` of 0.2.2's six parts only, from a summary's group breakdown
-    (`{group: {"latency_s": ...}}`); the extra parts, the KV-cache read among them (`kv_cache_latency` holds
-    it, as 0.2.2's did), stay in the breakdown dict beside them."""
-    parts = mirror_parts({g: v["latency_s"] for g, v in groups.items()}, prefix)
-    return {f"{prefix}latency_fwd_{p}": parts[f"{prefix}latency_fwd_{p}"] for p in MIRROR_PARTS}
+    """`{prefix}latency_fwd_<part>` from a summary's group breakdown (`{group: {"latency_s": ...}}`): 0.2.2's six
+    parts, then the extra parts (`..._ep_comm`, ...), the KV-cache read left out (`kv_cache_latency` holds it).
+    Like the breakdown they restate, they are one pass unpipelined: they sum to `prefill_latency_unpipelined`
+    (a decode step's with `kv_cache_latency`), which pipeline stages shorten to the phase's latency."""
+    return mirror_parts({g: v["latency_s"] for g, v in groups.items() if g not in KV_CACHE_GROUPS}, prefix)

@@ -95,10 +95,16 @@ def _run_part(kind: str, summary: Optional[Dict[str, Any]]) -> Optional[str]:
     return None
 
 
+def analysis_class_name(analysis) -> Optional[str]:
+    """The analysis class' name when its own describer counts the model (a custom architecture, an exact
+    description), else None: a custom run and a stock one of the same setup must not write the same files."""
+    return None if analysis.describer_class is LayerDescriber else type(analysis).__name__
+
+
 def described_by(analysis) -> list:
-    """[the analysis class' name] when its own describer counts the model (a custom architecture, an exact
-    description), else []: a custom run and a stock one of the same setup must not write the same files."""
-    return [] if analysis.describer_class is LayerDescriber else [safe_name(type(analysis).__name__)]
+    """The file-name part `analysis_class_name` gives, if any."""
+    name = analysis_class_name(analysis)
+    return [] if name is None else [safe_name(name)]
 
 
 def output_file_stem(analysis, kind: str, suffix: str = "", summary: Optional[Dict[str, Any]] = None) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Set, Tuple
 
-from llm_analysis.quantities.mirror_parts import MIRROR_PARTS
 from llm_analysis.report.console import RichReport
 from llm_analysis.report.labels import gpu_memory_bytes, params_line, per_replica
 from llm_analysis.report.part_tables import params_table, phase_table
@@ -154,7 +153,7 @@ def inference_sections(rep: RichReport, analysis, s: Dict[str, Any], used: Set[s
     used.update(_SHOWN_IN_SETUP)
     # the mirrored system's per-part keys (quantities/mirror_parts.py): the Prefill and Decode tables show the
     # same times by part, so they are not repeated under "Other values" (the JSON keeps them)
-    used.update(f"{phase}_latency_fwd_{part}" for phase in ("prefill", "decode") for part in MIRROR_PARTS)
+    used.update(k for k in s if k.startswith(("prefill_latency_fwd_", "decode_latency_fwd_")))
     used.add("layernorm_dtype_bytes")
     _setup(rep, analysis, get)
     steps = max((s.get("num_tokens_to_generate") or 1) - 1, 0)

@@ -11,7 +11,8 @@ from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.quantities.setup_entries import calibrated_rate_entries
-from llm_analysis.report.files import atomic_write_text, described_by, output_directory, output_file_stem, safe_name
+from llm_analysis.report.files import (analysis_class_name, atomic_write_text, output_directory, output_file_stem,
+                                       safe_name)
 from llm_analysis.report.units import fmt, format_bytes, format_count, format_number, format_seconds, unit_of
 
 logger = logging.getLogger(__name__)
@@ -106,8 +107,8 @@ _LOWER_BOUND_KEYS = ("lower_bound_flops_efficiency", "lower_bound_hbm_memory_eff
 def _analysis_class(analysis) -> Dict[str, str]:
     """{"analysis_class": name} for a run whose own describer counts the model (a subclass' custom layers, an
     exact description): a script reproducing it from `setup` needs that class, not LLMAnalysis."""
-    named = described_by(analysis)
-    return {"analysis_class": type(analysis).__name__} if named else {}
+    name = analysis_class_name(analysis)
+    return {} if name is None else {"analysis_class": name}
 
 
 def setup_dict(analysis, summary: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
