@@ -137,7 +137,7 @@ def run_inference(analysis, batch_size_per_gpu: int = 1, seq_len: int = 512, num
     n = _check_request(analysis, b, s, num_tokens_to_generate)
     ds_zero = as_enum(DSZeRO, ds_zero, "ds_zero")
     use_kv_cache = boolean(use_kv_cache, "use_kv_cache")
-    dtype_bytes(layernorm_dtype_bytes, "layernorm_dtype_bytes")
+    layernorm_dtype_bytes = dtype_bytes(layernorm_dtype_bytes, "layernorm_dtype_bytes")  # (echoed: the number)
     if kv_cache_dtype_bytes is not None:
         kv_cache_dtype_bytes = dtype_bytes(kv_cache_dtype_bytes, "kv_cache_dtype_bytes")
     kv_cache_dtype_bytes = _kv_bytes(analysis, kv_cache_dtype, kv_cache_dtype_bytes)

@@ -201,9 +201,10 @@ def attention_analysis(analysis, layout: WorkerLayout):
 
 
 def expert_analysis(analysis, layout: WorkerLayout, where: str = ""):
-    """The analysis whose expert operators are one GPU's share of the routed experts: tp = moe_tp, ep = moe_ep."""
+    """The analysis whose expert operators are one GPU's share of the routed experts: tp = moe_tp, ep = moe_ep;
+    no sequence parallelism (the engines dispatch each attention replica's tokens whole, not a 1/tp slice)."""
     try:
-        return with_parallelism(analysis, ParallelismConfig(tp_size=layout.moe_tp, dp_size=layout.moe_ep,
+        return with_parallelism(analysis, ParallelismConfig(tp_size=layout.moe_tp, sp_size=1, dp_size=layout.moe_ep,
                                                             ep_size=layout.moe_ep,
                                                             moe_redundant_experts=layout.redundant_experts,
                                                             **layout.stage_fields()))
