@@ -7,7 +7,6 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from llm_analysis.cost.calibrated import call_cost_model
 from llm_analysis.cost.model import with_cost_model
-from llm_analysis.quantities.mirror_parts import MIRROR_PARTS
 from llm_analysis.report.console import RichReport
 from llm_analysis.report.labels import (TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, params_line, per_replica,
                                         train_time_label,
@@ -34,8 +33,7 @@ _MIRROR_KEYS = ("layernorm_dtype_bytes", "mlp_activation_quant_bits", "mlp_recom
                 "(weight+op_state+grad)_memory_per_gpu", "(weight+op_state+grad+act)_memory_per_gpu",
                 "activation_memory_batch_size_1",
                 *(f"weight_memory_{k}_per_gpu" for k in ("embedding", "attn", "mlp", "layernorm")),
-                *(f"activation_memory_{k}_per_gpu" for k in ("attn", "mlp", "layernorm", "embedding_output")),
-                *(f"latency_fwd_{k}" for k in MIRROR_PARTS))
+                *(f"activation_memory_{k}_per_gpu" for k in ("attn", "mlp", "layernorm", "embedding_output")))
 
 
 class _Reader:

@@ -112,12 +112,14 @@ def zero_without_sharding_text(ds_zero: int, buffer_bytes: Optional[float] = Non
 
 
 def _activation_parts(analysis, b: int, seq_len: int, rc, act_kwargs: Dict[str, Any]) -> Tuple[float, ...]:
-    """(per layer under rc, per layer without recomputation, input embedding, logits) bytes."""
-    per_layer = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs)
+    """(per layer under rc, per layer without recomputation, input embedding, logits, and the per-layer figure's
+    attention, MLP and norm parts (0.2.2's breakdown: `stage_activation_parts`)) bytes."""
+    per_layer, attn, mlp, norm = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs,
+                                                                          return_breakdown=True)
     per_layer_none = per_layer if rc == ActivationRecomputation.NONE else analysis.get_activation_memory_per_layer(
         b, seq_len, False, ActivationRecomputation.NONE, **act_kwargs)
     return (per_layer, per_layer_none, analysis.get_activation_memory_input_embedding(b, seq_len),
-            analysis.get_activation_memory_output_embedding(b, seq_len))
+            analysis.get_activation_memory_output_embedding(b, seq_len), attn, mlp, norm)
 
 
 def _parts(analysis, b: int, seq_len: int, rc, act_kwargs: Dict[str, Any]) -> Tuple[float, ...]:
@@ -130,7 +132,7 @@ def _parts(analysis, b: int, seq_len: int, rc, act_kwargs: Dict[str, Any]) -> Tu
     one = analysis.describer.phase_memo(
         ("train_activation_parts", seq_len, rc, tuple(act_kwargs.items())),
         lambda: _activation_parts(analysis, 1, seq_len, rc, act_kwargs))
-    return one if b == 1 else (one[0] * b, one[1] * b, one[2] * b, one[3] * b)
+    return one if b == 1 else tuple(x * b for x in one)
 
 
 def activation_bytes(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, rc,
@@ -139,7 +141,7 @@ def activation_bytes(analysis, stages: List[Stage], b: int, seq_len: int, m: Opt
     micro-batch b with m micro-batches per iteration (None: the pipeline is full)."""
     p = analysis.parallelism_config
     # the per-layer and embedding figures depend on neither the stages nor m (_parts)
-    per_layer, per_layer_none, emb_act, logits_act = _parts(analysis, b, seq_len, rc, act_kwargs)
+    per_layer, per_layer_none, emb_act, logits_act = _parts(analysis, b, seq_len, rc, act_kwargs)[:4]
     mm = m if m is not None else p.pp_size
     out = []
     for st in stages:
@@ -163,13 +165,11 @@ def stage_activation_parts(analysis, stages: List[Stage], index: int, b: int, se
     p = analysis.parallelism_config
     st = stages[index]
     k = _in_flight(st.index, p.pp_size, m, v)
-    _, attn, mlp, norm = analysis.get_activation_memory_per_layer(b, seq_len, False, rc, **act_kwargs,
-                                                                  return_breakdown=True)
+    _, _, emb_act, logits_act, attn, mlp, norm = _parts(analysis, b, seq_len, rc, act_kwargs)  # (kept: no rework)
     layers = st.num_layers * k
     first, last = st.index == 0, st.index == p.pp_size - 1
     return {"attn": attn * layers, "mlp": mlp * layers, "layernorm": norm * layers,
-            "embedding_output": analysis.get_activation_memory_output_embedding(b, seq_len) if last else 0.0,
-            "input_embedding": analysis.get_activation_memory_input_embedding(b, seq_len) * k if first else 0.0}
+            "embedding_output": logits_act if last else 0.0, "input_embedding": emb_act * k if first else 0.0}
 
 
 def stage_memory(analysis, stages: List[Stage], b: int, seq_len: int, m: Optional[int], v: int, ds_zero, rc,

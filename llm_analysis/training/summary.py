@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, NamedTuple, Optional
 
 from llm_analysis.model import sum_field
-from llm_analysis.quantities.mirror_parts import MIRROR_PARTS
 from llm_analysis.quantities.phases import ONE_TOKEN
 from llm_analysis.quantities.setup_entries import static_entries
 from llm_analysis.training.overheads import OVERHEAD_TERMS
@@ -136,8 +135,10 @@ def _weight_parts(analysis, stage: int, weights: float) -> Dict[str, float]:
     """`weight_memory_<part>_per_gpu` on the peak stage: its weight bytes (the summary's weight_memory_per_gpu,
     ZeRO-3 and a LoRA base's width applied) split as its operators' weights are (exact for full training and
     dense ZeRO-3; under LoRA the base's width and the adapters are spread over the parts by weight)."""
-    ops = analysis.describer.flat_ops(ONE_TOKEN, stage=stage)
-    raw = {part: sum_field(ops, "weight_bytes_per_gpu", groups) for part, groups in _WEIGHT_PART_GROUPS}
+    def raw_parts():  # (shape-free: worked out once per stage, as the describer keeps its other sums)
+        ops = analysis.describer.flat_ops(ONE_TOKEN, stage=stage)
+        return {part: sum_field(ops, "weight_bytes_per_gpu", groups) for part, groups in _WEIGHT_PART_GROUPS}
+    raw = analysis.describer.memoized(("mirror_weight_parts", stage), raw_parts)
     total = sum(raw.values())
     scale = weights / total if total else 0.0
     return {f"weight_memory_{part}_per_gpu": v * scale for part, v in raw.items()}
@@ -146,13 +147,12 @@ def _weight_parts(analysis, stage: int, weights: float) -> Dict[str, float]:
 def _mirror_entries(analysis, req, batch: Dict[str, Any], stages: List[Stage]) -> Dict[str, Any]:
     """The keys of llm-analysis 0.2.2's training summary that ours has under other names or as parts: the
     echoed activation options, weight and activation memory by part on the peak stage, the (weight + optimizer
-    state + gradient [+ activation]) sums, and one micro-batch's forward by part (all stages: latency_fwd's
-    parts; the pipeline hand-off, expert- and context-parallel exchanges are in none of the six)."""
+    state + gradient [+ activation]) sums. (0.2.2's latency_fwd_<part> are left to `get_latency_fwd(b, seq_len)`,
+    which gives them: building a call's operator records again for them tripled a training() call's time.)"""
     need, peak, b, seq_len = batch["need"], batch["peak_stage"], batch["b"], req.seq_len
     acts = stage_activation_parts(analysis, stages, peak, b, seq_len, batch["m"], req.interleave, req.rc,
                                   req.act_kwargs)
     static = need["weights"] + need["optimizer_states"] + need["gradients"]
-    _, fwd = analysis.get_latency_fwd(b, seq_len)
     kw = req.act_kwargs
     return {
         "layernorm_dtype_bytes": kw["layernorm_dtype_bytes"],
@@ -164,7 +164,6 @@ def _mirror_entries(analysis, req, batch: Dict[str, Any], stages: List[Stage]) -
         "activation_memory_batch_size_1": need["activations"] / b,
         **{f"activation_memory_{k}_per_gpu": acts[k] for k in ("attn", "mlp", "layernorm", "embedding_output")},
         "(weight+op_state+grad+act)_memory_per_gpu": static + need["activations"],
-        **{f"latency_fwd_{p}": fwd[f"latency_fwd_{p}"] for p in MIRROR_PARTS},
     }
 
 
