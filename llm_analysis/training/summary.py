@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from llm_analysis.model import sum_field
+from llm_analysis.quantities.mirror_parts import part_of_group
 from llm_analysis.quantities.phases import ONE_TOKEN
 from llm_analysis.quantities.setup_entries import static_entries
 from llm_analysis.training.overheads import OVERHEAD_TERMS
@@ -126,9 +126,10 @@ def _layout_extras(p) -> Dict[str, Any]:
     return out
 
 
-# llm-analysis 0.2.2's weight parts, from our operator groups (a vision tower's weights: in proportion)
-_WEIGHT_PART_GROUPS = (("embedding", ("embedding", "lm_head")), ("attn", ("attention",)),
-                       ("mlp", ("mlp", "experts", "router")), ("layernorm", ("norm",)))
+# 0.2.2's weight parts: the parts of its latency breakdown (quantities/mirror_parts.py `part_of_group`), its
+# `embedding` holding both ends of the model; groups no part names (a vision tower) are spread in proportion
+_WEIGHT_PARTS = ("embedding", "attn", "mlp", "layernorm")
+_WEIGHT_PART_OF = {"input_embedding": "embedding", "output_embedding_loss": "embedding"}
 
 
 def _weight_parts(analysis, stage: int, weights: float) -> Dict[str, float]:
@@ -136,8 +137,12 @@ def _weight_parts(analysis, stage: int, weights: float) -> Dict[str, float]:
     ZeRO-3 and a LoRA base's width applied) split as its operators' weights are (exact for full training and
     dense ZeRO-3; under LoRA the base's width and the adapters are spread over the parts by weight)."""
     def raw_parts():  # (shape-free: worked out once per stage, as the describer keeps its other sums)
-        ops = analysis.describer.flat_ops(ONE_TOKEN, stage=stage)
-        return {part: sum_field(ops, "weight_bytes_per_gpu", groups) for part, groups in _WEIGHT_PART_GROUPS}
+        raw = dict.fromkeys(_WEIGHT_PARTS, 0.0)
+        for op in analysis.describer.flat_ops(ONE_TOKEN, stage=stage):
+            part = _WEIGHT_PART_OF.get(part_of_group(op.group), part_of_group(op.group))
+            if part in raw:
+                raw[part] += op.weight_bytes_per_gpu
+        return raw
     raw = analysis.describer.memoized(("mirror_weight_parts", stage), raw_parts)
     total = sum(raw.values())
     scale = weights / total if total else 0.0
