@@ -42,7 +42,7 @@ from llm_analysis.model.phase_table import FLOPS, phase_table
 from llm_analysis.cost.precision import kv_cache_bytes_per_element
 from llm_analysis.quantities.setup_entries import calibrated_notes, static_entries
 from llm_analysis.inference.memory import inference_memory
-from llm_analysis.quantities.group_times import PhaseGroups, mean_step_group
+from llm_analysis.quantities.group_times import PhaseGroups
 from llm_analysis.inference.pipeline import pipelined_decode_ratio, pipelined_prefill_s
 from llm_analysis.inference.timing import (decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
                      uncached_step_times)
@@ -205,9 +205,7 @@ def _summary(analysis, b: int, s: int, n: int, use_kv_cache: bool, mem: Dict, t:
     model, gpu, dtype, tp, ep, pp, dp, params, active, tflops, bandwidth, ridge, gpus = _static_entries(analysis)
     steps = n - 1
     # the decode breakdown of the mean step, as decode_latency beside it (the phase's sums over its steps / steps)
-    groups = t["decode_groups"].finished()
-    if steps:
-        groups = {k: mean_step_group(g, steps) for k, g in groups.items()}
+    groups = t["decode_groups"].finished(steps or 1)
     # reading the KV cache, and the mixer layers' state (operators/mixers.py), per step
     kv_s = groups.get("attention_kv_cache", _NO_GROUP)["latency_s"] + groups.get("mixer_state", _NO_GROUP)["latency_s"]
     prefill_s, step_s, total_s = t["prefill_s"], t["decode_step_s"], t["total_s"]

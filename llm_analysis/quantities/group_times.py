@@ -63,10 +63,15 @@ class PhaseGroups:
         """A group entry added to the phase after it was timed (ZeRO-3's exposed weight gather)."""
         self._added[key] = entry
 
-    def finished(self) -> Dict[str, Dict[str, float]]:
-        groups = self._build() if self._build is not None else {k: v.copy() for k, v in self._groups.items()}
+    def finished(self, steps: int = 1) -> Dict[str, Dict[str, float]]:
+        """The groups; with `steps` > 1, of a decode phase summed over that many steps, those of its
+        mean step (`mean_step_group` of each: a table's are divided as they are made, one pass)."""
+        if self._build is not None:
+            groups = self._build(steps)
+        else:
+            groups = {k: v.copy() if steps == 1 else mean_step_group(v, steps) for k, v in self._groups.items()}
         for key, entry in self._added.items():
-            groups[key] = entry.copy()
+            groups[key] = entry.copy() if steps == 1 else mean_step_group(entry, steps)
         return groups
 
 
@@ -156,20 +161,24 @@ def table_groups(table: PhaseTable, rows: Callable[[], np.ndarray], collectives:
     (`rows()`) and the seconds of each distinct collective (`PhaseTable.collectives`), and pipeline
     stages' hand-offs of `handoff_s` (a group of their own: `pp_communication`); worked out when
     first read (`PhaseGroups`)."""
-    def finished() -> Dict[str, Dict[str, float]]:
+    def finished(steps: int) -> Dict[str, Dict[str, float]]:
         order, slots, member = _group_layout(table)
         comm = [0.0] * len(order)
         for repeats, t in zip(table.collective_repeats, collectives):
             for i, r in repeats:
                 comm[slots[i]] += r * t
+        sums = (rows() @ member).T
+        if steps != 1:  # the mean step: each sum / steps (the same floats as `mean_step_group`)
+            sums, comm = sums / steps, [k / steps for k in comm]
         groups = {}
-        for key, (c, m, f, b), k in zip(order, (rows() @ member).T.tolist(), comm):
+        for key, (c, m, f, b), k in zip(order, sums.tolist(), comm):
             bound, top = ("memory", m) if m > c else ("compute", c)  # (`_bound`, written out: one call less a group)
             groups[key] = {"latency_s": c + m + k, "compute_s": c, "memory_s": m, "communication_s": k,
                            "flops_per_gpu": f, "bytes_per_gpu": b, "bound": "communication" if k > top else bound,
                            "arithmetic_intensity": f / b if b else 0.0}
         if handoff_s:
-            groups["pp_communication"] = finished_group(0.0, 0.0, handoff_s, 0.0, 0.0)
+            groups["pp_communication"] = finished_group(0.0, 0.0, handoff_s / steps if steps != 1 else handoff_s,
+                                                        0.0, 0.0)
         return groups
     return PhaseGroups(finished)
 
