@@ -35,6 +35,17 @@ _NAMES = {"memory": "memory", "ttft": "time-to-first-token (TTFT) target", "tpot
           "request_rate": "request_rate target"}
 
 
+# the constraints that are floors (the figure must reach the target): a miss is closer the higher its figure
+MINIMUMS = frozenset({"min_tokens_per_s"})
+
+
+def _ratio(value: float, limit: float, higher_is_better: bool) -> float:
+    """How far a miss is from its target, > 1 when missed; the smaller, the closer."""
+    if higher_is_better:
+        return limit / value if value else float("inf")
+    return value / limit
+
+
 class ClosestMiss:
     """Tracks, over all rejected candidates, the one that misses its first failing target by the
     smallest relative amount, kept apart for the candidates that fit in memory and those that do not.
@@ -59,10 +70,11 @@ class ClosestMiss:
         self.refusals.append(reason)
 
     def record(self, constraint: str, value: float, limit: float, layout: Dict[str, Any],
-               higher_is_better: bool = False) -> None:
-        # ratio > 1 means the target is missed; the smaller, the closer
-        ratio = (limit / value if value else float("inf")) if higher_is_better else value / limit
-        entry = (ratio, constraint, value, limit, dict(layout), higher_is_better)
+               higher_is_better: Optional[bool] = None) -> None:
+        """`higher_is_better`: None takes the constraint's own direction (MINIMUMS: a floor, else a limit)."""
+        higher = constraint in MINIMUMS if higher_is_better is None else higher_is_better
+        ratio = _ratio(value, limit, higher)
+        entry = (ratio, constraint, value, limit, dict(layout), higher)
         if self.best is None or ratio < self.best[0]:
             self.best = entry
         if constraint == MEMORY or constraint.startswith(MEMORY + "_"):
@@ -78,12 +90,15 @@ class ClosestMiss:
         """A candidate's every missed target, `misses` [(constraint, value, limit)]: the one it misses most
         ranks it (`record`), the others are kept per constraint, so that the refusal names every target a
         user would have to loosen (TTFT and TPOT both out of reach: both named), not only the worst."""
-        worst = max(misses, key=lambda m: m[1] / m[2])
+        # each miss by its own direction: a floor missed (min_tokens_per_s 330 of 100,000) is far, a limit
+        # missed by its excess; ranking a floor by value / limit would take the farthest for the closest
+        worst = max(misses, key=lambda m: _ratio(m[1], m[2], m[0] in MINIMUMS))
         self.record(*worst, layout)
         for constraint, value, limit in misses:
             if (constraint, value, limit) == worst or constraint == MEMORY:
                 continue
-            entry = (value / limit, constraint, value, limit, dict(layout), False)
+            higher = constraint in MINIMUMS
+            entry = (_ratio(value, limit, higher), constraint, value, limit, dict(layout), higher)
             if constraint not in self.fitting_by_constraint or entry[0] < self.fitting_by_constraint[constraint][0]:
                 self.fitting_by_constraint[constraint] = entry
 
@@ -92,9 +107,10 @@ class ClosestMiss:
         ratio, constraint, value, limit, layout, higher = entry
         unit, scale = cls.UNITS.get(constraint.split("_p")[0] if constraint.startswith(("ttft_p", "tpot_p"))
                                     else constraint, ("", 1))
-        side = "below the minimum" if higher else "over the limit"
+        # a floor's shortfall as a share of the floor (330 of 100,000: 99.7% below), a limit's excess of it
+        off, side = (1 - value / limit, "below the minimum") if higher else (value / limit - 1, "over the limit")
         return (f"{constraint} = {value * scale:.4g} {unit} vs {limit * scale:.4g} {unit} "
-                f"({abs(ratio - 1) * 100:.1f}% {side})")
+                f"({abs(off) * 100:.1f}% {side})")
 
     def error(self, what: str) -> NoFeasiblePlanError:
         if self.best is None and self.refusals:
