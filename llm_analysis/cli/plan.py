@@ -180,7 +180,11 @@ def _in_flag_terms(message: str, flags: Tuple[str, ...]) -> str:
         if message.startswith(head + part) and named in flags:
             return f"--{named}{message[len(head + part):]}"
     if flag in flags:
-        return f"--{flag}{message[len(head):]}"
+        message = f"--{flag}{message[len(head):]}"
+    # a target named further on (a token-rate target beside the rate it exceeds) by its flag too
+    for name, named in _FLAG_OF.items():
+        if name.startswith("slo.") and named in flags:
+            message = re.sub(rf"\b{re.escape(name)}\b", f"--{named}", message)
     return message
 
 

@@ -23,7 +23,9 @@ not searched, and a worker wider than that fleet is not built.
 `min_tokens_per_s`; `none` when one replica meets every target.
 
 A token-rate target alone is served as Poisson requests at min_tokens_per_s / mean output length per
-second (with a request rate too: the larger of the two).
+second; with a request rate the rate is the load and min_tokens_per_s a target its fleet must reach (a rate
+whose requests x mean output length fall short of it is refused before the search:
+`inputs.check_token_target`), as with closed-loop clients.
 """
 
 from __future__ import annotations
@@ -109,10 +111,14 @@ class ContinuousLoad:
 
     @property
     def request_rate(self) -> Optional[float]:
-        rates = [r for r in (self.slo.request_rate_per_s,
-                             None if self.slo.min_tokens_per_s is None or self.slo.concurrency is not None
-                             else self.slo.min_tokens_per_s / self.output_mean) if r is not None]
-        return max(rates) if rates else None
+        """The open loop's requests/s: the rate given; a token-rate target alone becomes requests at
+        min_tokens_per_s / the mean output length (given with a rate or clients, it is a target the fleet's
+        answer is checked against, `misses`, never the load)."""
+        if self.slo.request_rate_per_s is not None or self.slo.concurrency is not None:
+            return self.slo.request_rate_per_s
+        if self.slo.min_tokens_per_s is not None:
+            return self.slo.min_tokens_per_s / self.output_mean
+        return None
 
     def serve_kwargs(self, kv_name: Optional[str], means_only: bool) -> Dict[str, Any]:
         load = ({"concurrency": int(self.slo.concurrency)} if self.slo.concurrency is not None

@@ -194,6 +194,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
             _check_targets(slo, n, bool(disaggregate))
     else:  # (the check inference() makes for every layout, made once with the lengths named as given)
         check_context(search.model, s + n - 1, f"{names[0]} + {names[1]} - 1")
+    # a token-rate target beside a request rate: the rate is the load, and the tokens it can generate are known
+    inputs.check_token_target(slo, spec.output_mean if batching == "continuous" else n)
     max_worker_gpus = inputs.optional_positive_int(max_worker_gpus, "max_worker_gpus")
     engine_options = _engine_options(engine_options)  # checked whatever the batching: a bad name is an error
     if batching != "continuous":

@@ -86,6 +86,25 @@ class SLO:
         raise ConfigError(f"slo = {value!r} must be None, an SLO or a dict")
 
 
+def check_token_target(slo: SLO, output_mean_tokens: float) -> None:
+    """With a request rate, min_tokens_per_s is a target the fleet must reach, not the load (the rate is): a
+    fleet generates what it is sent, rate x mean output length tokens/s, and no more, so a target above that
+    is met by no fleet. Refused once, before the search, as NoFeasiblePlanError on min_tokens_per_s, the
+    constraint each fleet of closed-loop clients that falls short of it is refused on."""
+    if slo.request_rate_per_s is None or slo.min_tokens_per_s is None:
+        return
+    from llm_analysis.planner.errors import NoFeasiblePlanError
+    offered = slo.request_rate_per_s * output_mean_tokens
+    if offered < slo.min_tokens_per_s * (1 - 1e-12):
+        raise NoFeasiblePlanError(
+            f"slo.min_tokens_per_s = {slo.min_tokens_per_s:g} tokens/s is more than slo.request_rate_per_s = "
+            f"{slo.request_rate_per_s:g} generates: {slo.request_rate_per_s:g} requests/s x {output_mean_tokens:g} "
+            f"tokens = {offered:g} tokens/s is the offered load, and a fleet generates what it is sent, no more; "
+            f"valid: min_tokens_per_s <= {offered:g} with this rate, a higher rate, or min_tokens_per_s alone "
+            "(then served as min_tokens_per_s / output length requests/s)",
+            constraint="min_tokens_per_s", value=offered, limit=slo.min_tokens_per_s)
+
+
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
