@@ -24,12 +24,7 @@ class ServeTargets:
     max_batch: int
     kv_cache_dtype_bytes: Optional[float] = None
     cost_per_gpu_hour: Optional[float] = None
-    # a static batch under an open-loop load: the requests per second the fleet receives, and the requests a
-    # replica batches per batch_size_per_gpu (its expert-parallel replicas); a batch must fill within one
-    # request time (Little's law: rate x request time requests are in flight), else its requests would wait
-    # to be gathered and its figures would be those of a batch the load never forms
-    load_rate_per_s: Optional[float] = None
-    group: int = 1
+    # (the batch a load forms depends on how it is split over the replicas: static_fleet.py, after this search)
     max_batch_binding: str = "max_batch_size"  # what `max_batch` stands for in a row's binding
 
 
@@ -47,8 +42,6 @@ def _violations(s: Dict[str, Any], t: ServeTargets) -> List[tuple]:
         out.append(("ttft", s["time_to_first_token"], t.max_ttft_s))
     if t.max_tpot_s is not None and s["time_per_output_token"] > t.max_tpot_s:
         out.append(("tpot", s["time_per_output_token"], t.max_tpot_s))
-    if t.load_rate_per_s is not None and s["batch_size_per_gpu"] > 1 and _fill_rate(s, t) > t.load_rate_per_s:
-        out.append(("request_rate", _fill_rate(s, t), t.load_rate_per_s))
     return out
 
 
@@ -56,12 +49,6 @@ def _violation(s: Dict[str, Any], t: ServeTargets) -> Optional[tuple]:
     """(constraint, value, limit) of the first target the summary misses, or None."""
     missed = _violations(s, t)
     return missed[0] if missed else None
-
-
-def _fill_rate(s: Dict[str, Any], t: ServeTargets) -> float:
-    """The requests per second that fill the batch within one request time (it grows with the batch: a
-    request's time grows more slowly than its batch)."""
-    return s["batch_size_per_gpu"] * t.group / s["total_latency"]
 
 
 def largest_batch(analysis, t: ServeTargets, stats: SearchStats, miss: ClosestMiss,
@@ -111,8 +98,6 @@ def _margin(s: Dict[str, Any], t: ServeTargets) -> float:
         m = max(m, s["time_to_first_token"] / t.max_ttft_s - 1)
     if t.max_tpot_s is not None:
         m = max(m, s["time_per_output_token"] / t.max_tpot_s - 1)
-    if t.load_rate_per_s is not None:
-        m = max(m, _fill_rate(s, t) / t.load_rate_per_s - 1)
     return m
 
 

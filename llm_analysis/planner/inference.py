@@ -4,6 +4,7 @@ load targets (objective: cost, tokens/s per GPU or fewest GPUs)."""
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -20,6 +21,7 @@ from llm_analysis.planner.continuous import (CONTINUOUS_COLUMNS, ContinuousLoad,
 from llm_analysis.planner.launch import LAUNCH_ENGINES, check_engine, pools_launch, row_launch
 from llm_analysis.planner.pools import collect_pools, pools_assumptions
 from llm_analysis.planner.serving import SERVING_CONVENTIONS, Search, _row, each_layout_outcome, rank_rows
+from llm_analysis.planner.static_fleet import size_fleet
 from llm_analysis.schema.context_limit import check_context
 from llm_analysis.schema.options import choice
 from llm_analysis.serving.engine import FRAMEWORKS, check_options, engine_settings
@@ -48,7 +50,8 @@ INFERENCE_LEGEND = {
              "(inference()'s batch_size_per_gpu)",
     "replicas": "copies of the layout that share the load", "gpus": "replicas x tp x pp x ep",
     "ttft_ms": "time to first token, ms (the batch's prefill)", "tpot_ms": "time per output token, ms (mean decode step)",
-    "tok/s/gpu": "generated tokens per second per GPU", "$/Mtok": "dollars per million generated tokens",
+    "tok/s/gpu": "generated tokens per second per GPU (under clients or a rate: the fleet's at that load)",
+    "$/Mtok": "dollars per million generated tokens (under clients or a rate: at that load)",
 }
 
 
@@ -100,8 +103,14 @@ def serving_assumptions(search: Search) -> Dict[str, Any]:
                     "names it); TTFT = the prefill of that batch, TPOT = the mean decode step",
         "cost": "cost_per_million_tokens = $/GPU-hour x tp x pp GPUs x request time / (batch x generated tokens) "
                 "x 1e6 = inference()['total_cost_per_1k_tokens'] x 1000 (generated tokens only)",
-        "fleet": "replicas = ceil(max(request_rate x request time / (batch x ep), concurrency / (batch x ep), "
-                 "min_tokens_per_s / replica generated tokens/s)), Little's law; 1 replica without a load target",
+        "fleet": "each replica runs the batch its share of the load forms (planner/static_fleet.py): concurrency "
+                 "clients: replicas = ceil(concurrency / (b* x ep)), b* the largest batch meeting the targets (more "
+                 "while min_tokens_per_s falls short), a replica of k clients runs batches of ceil(k / ep) and "
+                 "generates k x n / request time (Little's law per replica); request_rate: replicas = ceil(rate x "
+                 "request time(b*) / (b* x ep)), each replica's batch the smallest b with b x ep >= rate / replicas "
+                 "x request time(b) (it keeps up with its share), the fleet generating rate x n; min_tokens_per_s "
+                 "alone: full batches, replicas = ceil(min_tokens_per_s / replica generated tokens/s); 1 replica "
+                 "without a load target",
         "expert_parallel": "ep ranks are data-parallel for the dense part (dp_size = ep_size in ParallelismConfig)",
         "memory": "GPU memory = mem_per_GPU_in_GB x 1024**3 bytes, nothing reserved for the framework",
         "gpu_prices_per_hour": dict(search.prices),
@@ -416,25 +425,46 @@ def _engine_options(options: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
 def _collect(search: Search, slo: inputs.SLO, s: int, n: int, stats: SearchStats, miss: ClosestMiss):
     rows: List[Dict[str, Any]] = []
     points: List[Dict[str, Any]] = []
+    at_load = slo.concurrency is not None or slo.request_rate_per_s is not None
 
     def targets(lay, kv):
-        # a load bounds the batch a replica can form: closed-loop clients hold one slot each, and an open-loop
-        # rate fills a batch only as fast as it arrives (batch_search.ServeTargets.load_rate_per_s)
+        # closed-loop clients hold one slot each: no batch per GPU beyond ceil(clients / ep) ever forms (what
+        # each replica's share of the load forms is the fleet's, static_fleet.py)
         most = search.max_batch if slo.concurrency is None else max(1, min(search.max_batch,
-                                                                           int(slo.concurrency) // lay.ep))
+                                                                           math.ceil(int(slo.concurrency) / lay.ep)))
         return ServeTargets(s, n, slo.max_ttft_s, slo.max_tpot_s, most, kv, search.prices.get(lay.gpu.name),
-                            slo.request_rate_per_s, lay.ep,
                             "max_batch_size" if most == search.max_batch else "concurrency")
 
     for lay, kv, out in each_layout_outcome(search, targets, stats, miss):
-        row = _row(search, lay, kv, out, targets(lay, kv), slo)
+        t = targets(lay, kv)
+        built: List[Any] = []  # the layout's analysis, built when the load's batch is not the search's
+
+        def run(b: int, t=t, lay=lay, built=built) -> Dict[str, Any]:
+            if not built:
+                built.append(search.analysis(lay))
+            stats.evaluated_full += 1
+            return built[0].inference(batch_size_per_gpu=b, seq_len=t.seq_len,
+                                      num_tokens_to_generate=t.num_tokens_to_generate,
+                                      kv_cache_dtype_bytes=t.kv_cache_dtype_bytes,
+                                      cost_per_gpu_hour=t.cost_per_gpu_hour)
+
+        max_replicas = math.inf if search.max_gpus is None else search.max_gpus // lay.gpus
+        layout = lay.describe(kv)
+        fleet = size_fleet(out.summary, out.binding, lay.ep, n, slo, run, max_replicas,
+                           lambda c, v, lim, r, layout=layout: miss.record(c, v, lim, {**layout, "replicas": r}))
+        if fleet is None:
+            continue
+        row = _row(search, lay, kv, fleet, t, slo)
         if search.max_gpus is not None and row["figures"]["num_gpus"] > search.max_gpus:
             miss.record("max_gpus", row["figures"]["num_gpus"], search.max_gpus, row["layout"])
             continue
         rows.append(row)
-        for p in out.feasible_points:
+        # under a load a point is the fleet (the batch its shares form, its tokens/s at the load): a larger
+        # batch the search met the targets with is one the load would not form
+        for p in ([fleet.summary] if at_load else out.feasible_points):
             points.append({**row["layout"], "batch_size_per_gpu": p["batch_size_per_gpu"],
                            "time_per_output_token": p["time_per_output_token"],
                            "time_to_first_token": p["time_to_first_token"],
-                           "tokens_per_sec_per_gpu": p["total_tokens_per_sec_per_gpu"]})
+                           "tokens_per_sec_per_gpu": row["figures"]["tokens_per_sec_per_gpu"] if at_load
+                           else p["total_tokens_per_sec_per_gpu"]})
     return rows, points

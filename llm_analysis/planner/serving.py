@@ -18,6 +18,7 @@ import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.batch_search import BatchOutcome, ServeTargets, largest_batch
 from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.result import SearchStats, rank
+from llm_analysis.planner.static_fleet import StaticFleet
 from llm_analysis.planner.space import ep_options, pp_options, tp_options, weight_bytes_lower_bound
 
 # Serving engines compute causal attention with flash kernels, only the last
@@ -112,43 +113,34 @@ def each_layout_outcome(search: Search, targets_for, stats: SearchStats, miss: C
                 yield lay, kv, out
 
 
-def _fleet(search: Search, lay: Layout, s: Dict[str, Any], n: int, slo: inputs.SLO) -> Tuple[int, float]:
-    """(replicas, offered concurrency) for the load targets. A replica of
-    tp x pp x ep GPUs serves batch x ep requests at once, each for the whole
-    request time T (static batching); by Little's law the fleet must hold
-    rate x T requests at once; closed-loop clients hold one slot each."""
-    group_batch = s["batch_size_per_gpu"] * lay.ep
-    T = s["total_latency"]
-    replicas, concurrency = 1, 0.0
-    if slo.request_rate_per_s is not None:
-        concurrency = slo.request_rate_per_s * T
-        replicas = max(replicas, math.ceil(concurrency / group_batch))
-    if slo.min_tokens_per_s is not None:
-        replicas = max(replicas, math.ceil(slo.min_tokens_per_s / (group_batch * n / T)))
-    if slo.concurrency is not None:  # closed-loop clients: each holds one slot of a batch
-        concurrency = float(slo.concurrency)
-        replicas = max(replicas, math.ceil(slo.concurrency / group_batch))
-    return replicas, concurrency
-
-
-def _row(search: Search, lay: Layout, kv, out: BatchOutcome, t: ServeTargets, slo: inputs.SLO) -> Optional[Dict]:
-    s = out.summary
-    replicas, _ = _fleet(search, lay, s, t.num_tokens_to_generate, slo)
+def _row(search: Search, lay: Layout, kv, fleet: StaticFleet, t: ServeTargets, slo: inputs.SLO) -> Dict[str, Any]:
+    """A static row: its batch and times are inference()'s at the batch the fleet's largest share forms
+    (`reproduce`); under a load (clients or a rate) its tokens/s per GPU and cost are the fleet's at that
+    load (static_fleet.py), which a full batch's own figure would overstate (batch_tokens_per_sec_per_gpu)."""
+    s = fleet.summary
+    replicas = fleet.replicas
     gpus = replicas * lay.gpus
     price = search.prices.get(lay.gpu.name)
+    at_load = slo.concurrency is not None or slo.request_rate_per_s is not None
+    per_gpu = fleet.tokens_per_s / gpus if at_load else s["total_tokens_per_sec_per_gpu"]
+    cost = None if price is None else (price * gpus / 3600 / fleet.tokens_per_s * 1e6 if at_load
+                                       else s["total_cost_per_1k_tokens"] * 1000)
     fig = {"batch_size_per_gpu": s["batch_size_per_gpu"], "time_to_first_token": s["time_to_first_token"],
            "time_per_output_token": s["time_per_output_token"], "total_latency": s["total_latency"],
-           "tokens_per_sec_per_gpu": s["total_tokens_per_sec_per_gpu"],
+           "tokens_per_sec_per_gpu": per_gpu,
            "decode_tokens_per_sec_per_gpu": s["decode_tokens_per_sec_per_gpu"],
            "weight_memory_per_gpu": s["weight_memory_per_gpu"], "kv_cache_memory_per_gpu": s["kv_cache_memory_per_gpu"],
            "memory_used_per_gpu": s["memory_used_per_gpu"], "replicas": replicas, "num_gpus": gpus,
            "num_nodes": math.ceil(gpus / lay.gpu.num_gpus_per_node),
-           "cost_per_million_tokens": None if price is None else s["total_cost_per_1k_tokens"] * 1000,
+           "cost_per_million_tokens": cost,
            "fleet_cost_per_hour": None if price is None else price * gpus}
+    if at_load:
+        fig.update(fleet_tokens_per_s=fleet.tokens_per_s,
+                   batch_tokens_per_sec_per_gpu=s["total_tokens_per_sec_per_gpu"])
     kwargs = {"batch_size_per_gpu": s["batch_size_per_gpu"], "seq_len": t.seq_len,
               "num_tokens_to_generate": t.num_tokens_to_generate, "kv_cache_dtype_bytes": kv,
               "cost_per_gpu_hour": price}
-    return {"layout": lay.describe(kv), "figures": fig, "binding": out.binding, "why": "",
+    return {"layout": lay.describe(kv), "figures": fig, "binding": fleet.binding, "why": "",
             "reproduce": search.reproduce(lay, kwargs)}
 
 
