@@ -25,8 +25,11 @@ sys.path.insert(0, str(ROOT))
 from llm_analysis.catalogue.lookup import MODEL_CONFIGS_DIR  # noqa: E402
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 from llm_analysis.hub.entry import model_config_from_hf_dict  # noqa: E402
+from llm_analysis.hub.mapping import checkpoint_weight_format  # noqa: E402
 
 RAW = ROOT / "tests" / "data" / "hf_configs_aiconfigurator"
+# a ModelOpt release's hf_quant_config.json, where its config.json states no quantization_config (SOURCES.md)
+QUANT = RAW / "hf_quant_config"
 MARK = "scripts/catalogue_from_served_configs.py"  # in the source of every entry this script writes
 
 
@@ -38,10 +41,23 @@ def hub_id(stem: str) -> str:
 
 def source_of(stem: str) -> str:
     org, _, name = stem.partition("_")
+    quant = (f"; its weight format (checkpoint_weight_format) from its hf_quant_config.json (aiconfigurator's "
+             f"{org}--{name}_hf_quant_config.json; the repository's copy: "
+             f"tests/data/hf_configs_aiconfigurator/hf_quant_config/{stem}.json)") \
+        if (QUANT / f"{stem}.json").exists() else ""
     return (f"Hugging Face Hub config.json of {hub_id(stem)} (copied in ai-dynamo/aiconfigurator (Apache-2.0) "
             f"commit 095f58a, aic-core/src/aiconfigurator_core/model_configs/{org}--{name}_config.json; the "
             f"repository's copy: tests/data/hf_configs_aiconfigurator/{stem}.json), mapped by llm_analysis.hub as "
-            "the Hub import maps it online (" + MARK + ")")
+            "the Hub import maps it online (" + MARK + ")" + quant)
+
+
+def with_hf_quant_config(raw: dict, stem: str) -> dict:
+    """`raw` with the quantization its hf_quant_config.json states, where its config.json states none: a
+    ModelOpt release (the file's "quantization" block, read as vLLM reads it: quant_method "modelopt")."""
+    path = QUANT / f"{stem}.json"
+    if "quantization_config" in raw or not path.exists():
+        return raw
+    return {**raw, "quantization_config": {"quant_method": "modelopt", **json.loads(path.read_text())["quantization"]}}
 
 
 def entries() -> dict:
@@ -58,7 +74,12 @@ def entries() -> dict:
         except LLMAnalysisError:
             out[stem] = None
             continue
-        out[stem] = json.loads(cfg.model_dump_json(exclude_defaults=True))
+        # the shapes are config.json's; the weight format also what a ModelOpt release's hf_quant_config.json says
+        data = json.loads(cfg.model_dump_json(exclude_defaults=True))
+        weights = checkpoint_weight_format(with_hf_quant_config(raw, stem))
+        if weights != cfg.checkpoint_weight_format:
+            data["checkpoint_weight_format"] = weights
+        out[stem] = data
     return out
 
 

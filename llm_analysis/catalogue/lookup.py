@@ -122,16 +122,34 @@ def checkpoint_variant_names() -> List[str]:
     return sorted(hub_id_to_catalogue_name(v) for v in _checkpoint_variants()["variants"])
 
 
+# how a release may store its weights (ModelConfig.checkpoint_weight_format; None: 16-bit floats)
+_CHECKPOINT_FORMATS = (None, "fp8", "nvfp4", "mxfp4")
+
+
+def _variant_weight_format(variant: str, entry: dict) -> Optional[str]:
+    """The variant's own checkpoint_weight_format: required of every variant, since a release stores its weights
+    as its publisher quantised them, not as the entry whose shapes it has (nvidia/DeepSeek-R1-FP4 is NVFP4 where
+    DeepSeek-R1 is FP8; nvidia/Llama-3.3-70B-Instruct-FP8 is FP8 where Llama 3.3 is 16-bit)."""
+    if "checkpoint_weight_format" not in entry or entry["checkpoint_weight_format"] not in _CHECKPOINT_FORMATS:
+        raise ConfigError(f"{CHECKPOINT_VARIANTS_FILE.name}: variant {variant!r} has checkpoint_weight_format = "
+                          f"{entry.get('checkpoint_weight_format', '<missing>')!r}; valid: null (16-bit), "
+                          f"{', '.join(repr(f) for f in _CHECKPOINT_FORMATS if f)}")
+    return entry["checkpoint_weight_format"]
+
+
 def _checkpoint_variant(name: str) -> Optional[ModelConfig]:
     """A checkpoint of checkpoint_variants.json under its own name: a copy of the entry whose shapes it
-    has, its source saying which and why; a model of a renamed Hub organisation as its new name has it."""
+    has, with the weight format of its own release, its source saying which and why; a model of a renamed
+    Hub organisation as its new name has it."""
     table = _checkpoint_variants()
     lowered = hub_id_to_catalogue_name(name).lower()
     for variant, entry in table["variants"].items():
         if hub_id_to_catalogue_name(variant).lower() == lowered:
             base = model_configs[entry["architecture_of"]]
-            update = {"name": hub_id_to_catalogue_name(variant),
-                      "source": f"Checkpoint {variant}: {entry['why']}; so the architecture of catalogue entry "
+            weights = _variant_weight_format(variant, entry)
+            update = {"name": hub_id_to_catalogue_name(variant), "checkpoint_weight_format": weights,
+                      "source": f"Checkpoint {variant}: {entry['why']}; weights stored as "
+                                f"{weights or '16-bit floats'}; so the architecture of catalogue entry "
                                 f"{base.name} ({base.source})"}
             if "max_seq_len" in entry:  # the release's own context length
                 update["max_seq_len"] = int(entry["max_seq_len"])

@@ -97,18 +97,25 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str, raw_top: Dict[st
 
 def checkpoint_weight_format(d: Dict[str, Any]) -> Optional[str]:
     """The weight format a checkpoint's quantization_config states (top level, or a wrapper's text_config):
-    Mxfp4Config (quant_method "mxfp4", gpt-oss), ModelOpt (quant_method "modelopt", quant_algo "NVFP4"),
-    FineGrainedFP8Config (quant_method "fp8"); None for anything else (mixed precision, compressed-tensors)."""
+    Mxfp4Config (quant_method "mxfp4", gpt-oss), ModelOpt (quant_method "modelopt", quant_algo "NVFP4" or
+    "FP8"), FineGrainedFP8Config (quant_method "fp8"); None for anything else (mixed precision,
+    compressed-tensors). A ModelOpt export whose quantization_config names ModelOpt only as its producer
+    (producer.name "modelopt", no quant_method: Qwen/Qwen3-32B-FP8-Static-PerTensor) is read as ModelOpt: the
+    engines detect such a checkpoint by its hf_quant_config.json (vLLM docs, features/quantization/modelopt.md:
+    "vLLM detects ModelOpt checkpoints via hf_quant_config.json"), which states the same quant_algo."""
     q = d.get("quantization_config")
     if not isinstance(q, dict) and isinstance(d.get("text_config"), dict):
         q = d["text_config"].get("quantization_config")
     if not isinstance(q, dict):
         return None
     method, algo = str(q.get("quant_method", "")).lower(), str(q.get("quant_algo", "")).upper()
+    producer = q.get("producer")
+    if not method and isinstance(producer, dict) and str(producer.get("name", "")).lower() == "modelopt":
+        method = "modelopt"
     if method == "mxfp4":
         return "mxfp4"
-    if method == "modelopt" and algo == "NVFP4":
-        return "nvfp4"
+    if method == "modelopt":  # one algorithm for every quantised layer (MIXED_PRECISION lists several: None)
+        return {"NVFP4": "nvfp4", "FP8": "fp8"}.get(algo)
     if method == "fp8" and not algo:
         return "fp8"
     return None

@@ -112,7 +112,11 @@ def online_quantization(engine: str, w: WorkerLaunch) -> Optional[str]:
     """The --quantization value that makes `engine` run the row's weights from the model's checkpoint: fp8
     from a 16-bit checkpoint is quantised at load by vLLM and SGLang (`--quantization fp8`, dynamic per-tensor
     scales: docs.vllm.ai features/quantization/fp8, SGLang server arguments); every other pair needs a
-    checkpoint stored as timed (`weight_refusal`)."""
+    checkpoint stored as timed (`weight_refusal`). A quantised checkpoint gets no flag: the engine reads its
+    method from the checkpoint (quantization_config; a ModelOpt release, nvidia/*-FP8 or *-NVFP4, from its
+    hf_quant_config.json: "vLLM detects ModelOpt checkpoints via hf_quant_config.json", docs.vllm.ai
+    features/quantization/modelopt), and a --quantization naming another method than the checkpoint's is
+    refused by vLLM at start-up."""
     if w.checkpoint_weights is None and w.timed_weights == "fp8" and engine in ("vllm", "sglang"):
         return "fp8"
     return None
@@ -147,6 +151,13 @@ def engine_refusal(engine: str, worker) -> Optional[str]:
     return None
 
 
+def _all_to_all_timed(w: WorkerLaunch) -> bool:
+    """Whether serve() times the experts' dispatch and combine as all-to-alls (serving/layout.py): experts spread
+    over moe_ep > 1 GPUs of attention_dp > 1 replicas, each holding its own tokens; with one attention replica the
+    tensor-parallel all-reduce already gives every GPU every token, and no all-to-all is timed."""
+    return w.is_moe and w.moe_ep > 1 and w.attention_dp > 1
+
+
 def _flag_args(pairs: List[Tuple[str, Any]]) -> List[str]:
     """argv of (flag, value) pairs; value True: the flag alone; None / False: left out."""
     argv: List[str] = []
@@ -171,10 +182,14 @@ def _vllm(w: WorkerLaunch, model: str, role: Optional[str]):
         ("--max-num-batched-tokens", w.max_num_batched_tokens), ("--max-num-seqs", w.max_num_seqs),
         ("--gpu-memory-utilization", w.memory_share), ("--kv-cache-dtype", kv),
         ("--quantization", online_quantization("vllm", w)),
-        # the all-to-all serve() times for experts spread over the worker (vLLM's default, allgather_reducescatter,
-        # gathers every token on every rank): DeepEP, its high-throughput kernels for prefill, low-latency for decode
+        # the all-to-all serve() times for experts spread over data-parallel attention replicas (vLLM's default,
+        # allgather_reducescatter, gathers every token on every rank): DeepEP, its high-throughput kernels for
+        # prefill, low-latency for decode. Only with --data-parallel-size > 1: vLLM runs its all-to-all kernels
+        # only then (FusedMoEParallelConfig.use_all2all_kernels = dp_size > 1 and use_ep, docs.vllm.ai
+        # api/vllm/model_executor/layers/fused_moe/config); with one replica the experts are spread over the
+        # tensor-parallel group, whose all-reduce already holds every token, as serve() times it
         ("--all2all-backend", ("deepep_low_latency" if role == "decode" else "deepep_high_throughput")
-         if w.is_moe and w.moe_ep > 1 else None),
+         if _all_to_all_timed(w) else None),
         ("--kv-transfer-config", None if role is None else
          json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":")))])
     notes = []
@@ -199,10 +214,11 @@ def _sglang(w: WorkerLaunch, model: str, role: Optional[str]):
         ("--max-running-requests", w.max_num_seqs * w.attention_dp),
         ("--mem-fraction-static", w.memory_share), ("--kv-cache-dtype", kv),
         ("--quantization", online_quantization("sglang", w)),
-        # the all-to-all serve() times (SGLang's default, --moe-a2a-backend none, dispatches by all-reduce or
-        # all-gather): DeepEP, in the mode auto picks per batch (normal for prefill, low-latency for decode)
-        ("--moe-a2a-backend", "deepep" if w.is_moe and w.moe_ep > 1 else None),
-        ("--deepep-mode", "auto" if w.is_moe and w.moe_ep > 1 else None),
+        # the all-to-all serve() times under DP attention (SGLang's default, --moe-a2a-backend none, dispatches by
+        # all-reduce or all-gather, "hybrid EP and TP setups": what serve() times without DP attention): DeepEP, in
+        # the mode auto picks per batch (normal for prefill, low-latency for decode)
+        ("--moe-a2a-backend", "deepep" if _all_to_all_timed(w) else None),
+        ("--deepep-mode", "auto" if _all_to_all_timed(w) else None),
         ("--nnodes", w.nodes if w.nodes > 1 else None), ("--disaggregation-mode", role)])
     notes = []
     if w.nodes > 1:

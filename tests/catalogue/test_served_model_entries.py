@@ -103,8 +103,11 @@ def test_variant_resolves_under_its_own_name_to_a_real_entry(variant):
     cfg = get_model_config_by_name(variant)
     base = model_configs[entry["architecture_of"]]
     assert cfg.name == variant.replace("/", "_") and variant in cfg.source and base.name in cfg.source
-    own = {"name", "source"} | ({"max_seq_len"} if "max_seq_len" in entry else set())
+    # its own: name, source, the release's weight format (tests/catalogue/test_checkpoint_weight_formats.py)
+    # and context length where given
+    own = {"name", "source", "checkpoint_weight_format"} | ({"max_seq_len"} if "max_seq_len" in entry else set())
     assert cfg.model_dump(exclude=own) == base.model_dump(exclude=own)
+    assert cfg.checkpoint_weight_format == entry["checkpoint_weight_format"]
     assert cfg.max_seq_len == entry.get("max_seq_len", base.max_seq_len)
     # case-insensitively, as catalogue names are
     assert get_model_config_by_name(variant.lower()).num_layers == base.num_layers
