@@ -190,24 +190,36 @@ def test_prefill_batch_is_what_the_token_budget_holds(analysis_builder):
 
 
 def test_prefill_batch_at_the_load(analysis_builder):
-    """The prompts one prefill batch holds are those that arrive while the previous batch runs: the least
-    batch b whose rate over the pool's ranks, ranks x b / s_b, carries the request rate. Two prefill ranks;
-    a batch of one takes s_1, so below 2 / s_1 requests per second batches are single prompts, and above
-    it (below the pool's capacity) a batch of one cannot keep up: b >= 2, and b - 1 could not carry the rate."""
+    """The engine takes every waiting prompt within its budget, so it serves in effect at the batch size of
+    least mean wait + service: of b = 1 .. the largest batch (4 here), the one least in
+    rho_b s_b / (2 (1 - rho_b)) + s_b, rho_b = X s_b / (b R) (an M/D/1 queue of batches of b on each of the
+    R = 2 prefill ranks; unstable batches, rho_b >= 1, wait without bound). Checked by hand from each batch's
+    time at light load (a single prompt), between what single prompts carry and the pool's capacity, and
+    near capacity (the largest batch, the only one that carries the load)."""
+    from llm_analysis.serving.disaggregated import _pools as pools_of, _prefill_batch_s
+    from llm_analysis.serving.workload import make_workload
     a = analysis_builder(MODEL, gpu="h100-sxm-80gb", perf_model="calibrated")
+    lengths = make_workload(a.model_config, 8, None, IN, OUT, None).lengths
+    prefill, _ = pools_of(a.with_conventions(a.conventions_named(None)), "vllm", _pools(), {}, lengths, None, None)
+    ranks = 2
+    batch_s = {b: _prefill_batch_s(prefill, b) for b in range(1, 5)}
+
+    def by_hand(rate):
+        def ttft_part(b):
+            rho = rate * batch_s[b] / (b * ranks)
+            return rho * batch_s[b] / (2 * (1 - rho)) + batch_s[b] if rho < 1 else math.inf
+        return min(range(1, 5), key=ttft_part)
+
     low = a.serve(request_rate=0.5, input_len=IN, output_len=OUT, disaggregated=_pools())
-    assert low["prefill_batch_size"] == 1
-    s_1 = low["prefill_batch_s"]
-    # between what batches of one carry and what the largest batches do (the prefill pool's capacity)
-    rate = 0.5 * (2 / s_1 + low["prefill_capacity_request_rate_per_s"])
-    assert rate > 2 / s_1
-    high = a.serve(request_rate=rate, input_len=IN, output_len=OUT, disaggregated=_pools())
-    assert not high["saturated"]
-    b, s_b = high["prefill_batch_size"], high["prefill_batch_s"]
-    assert b >= 2 and 2 * b / s_b > rate
-    if b > 2:
-        smaller = a.serve(request_rate=2 * (b - 1) / s_b * 0.999, input_len=IN, output_len=OUT, disaggregated=_pools())
-        assert smaller["prefill_batch_size"] <= b - 1
+    assert low["prefill_batch_size"] == by_hand(0.5) == 1
+    assert low["prefill_batch_s"] == pytest.approx(batch_s[1], rel=1e-12)
+    cap = low["prefill_capacity_request_rate_per_s"]
+    assert cap == pytest.approx(ranks * 4 / batch_s[4], rel=1e-12)
+    for rate in (0.5 * (ranks / batch_s[1] + cap), 0.999 * cap):
+        s = a.serve(request_rate=rate, input_len=IN, output_len=OUT, disaggregated=_pools())
+        b = s["prefill_batch_size"]
+        assert b == by_hand(rate) and b >= 2
+        assert s["prefill_batch_s"] == pytest.approx(batch_s[b], rel=1e-12)
     # a closed loop of few clients at low load: single prompts, while the largest batch is what the budget holds
     few = a.serve(concurrency=8, input_len=IN, output_len=OUT, disaggregated=_pools())
     assert few["prefill_batch_size"] == 1 and few["prefill_largest_batch_size"] == 4
