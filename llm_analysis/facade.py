@@ -564,7 +564,9 @@ class LLMAnalysis:
         write master weights, states and the 16-bit weights (memory-bound), on the
         heaviest stage's GPU. With ZeRO-1 and above each GPU updates only its 1/dp
         shard (experts: 1/rdp). `trainable_params_per_gpu` replaces the count (e.g.
-        LoRA adapters only). Defaults: Adam, fp32 master weights (28 bytes/param)."""
+        LoRA adapters only). Defaults: Adam, fp32 master weights (28 bytes/param); no master
+        copy where the weights are as wide as it (fp32 weights) or master_weights_dtype_bytes
+        is 0: the weights themselves read and written instead (quantities/state.py)."""
         return _state.optimizer_step_s(self, ds_zero, master_weights_dtype_bytes, other_op_bytes,
                                        trainable_params_per_gpu)
 

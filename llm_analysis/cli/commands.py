@@ -322,7 +322,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         gpu_name: catalogue GPU name (e.g. a100-sxm-80gb, h100-sxm-80gb).
         dtype_name: data types (e.g. w16a16e16 for bf16/fp16 mixed precision).
         log_level: DEBUG, INFO, WARNING or ERROR, on stderr (DEBUG also shows tracebacks on errors).
-        batch_size_per_gpu: micro-batch size per GPU (default: of those that fit, the one with the shortest iteration; the report says which and why).
+        batch_size_per_gpu: micro-batch size per GPU (default: of those that fit, the smallest whose time per sample
+            is within 1% of the fastest; the report says which and why).
         gradient_accumulation_steps: micro-batches per iteration.
         global_batch_size: sequences per iteration across data-parallel ranks.
         seq_len: sequence length (default: the model's max_seq_len).
@@ -336,7 +337,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         ep_size: expert-parallel size (MoE; divides dp_size).
         total_num_gpus: total GPUs (alternative to dp_size).
         layernorm_dtype_bytes: bytes of stored norm inputs.
-        master_weights_dtype_bytes: bytes of the optimizer's master weights.
+        master_weights_dtype_bytes: bytes of the optimizer's master weights, held only where the weights are
+            narrower (fp32 weights are their own master); 0: no master copy.
         other_op_bytes: optimizer-state bytes per parameter besides master weights (Adam: 8).
         flash_attn: flash attention (no s^2 activations).
         softmax_dropout: dropout after softmax.

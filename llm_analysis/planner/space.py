@@ -9,10 +9,14 @@ from __future__ import annotations
 from typing import List
 
 from llm_analysis.config import DtypeConfig, ModelConfig
+from llm_analysis.quantities.state import (master_copy_bytes_per_param, optimizer_bytes_per_param,
+                                           trained_weight_bytes_per_param)
+from llm_analysis.units import BYTES_FP32
 
 # Adam in mixed precision: fp32 master weights + two fp32 moments (Rajbhandari et al. 2020,
-# arXiv 1910.02054 §3.1: 12 bytes per parameter; 16-bit gradients: 2 bytes).
-ADAM_STATE_BYTES_PER_PARAM = 12
+# arXiv 1910.02054 §3.1: 12 bytes per parameter; 16-bit gradients: 2 bytes). The master copy is
+# counted only where training() holds one (quantities/state.py `master_copy_bytes_per_param`):
+# fp32 weights are their own master, so their states are the 8 bytes of moments alone.
 GRADIENT_BYTES_PER_PARAM = 2
 
 
@@ -61,8 +65,15 @@ def weight_bytes_lower_bound(num_params: int, dtype: DtypeConfig, tp: int, pp: i
     return num_params * min_bytes_per_param(dtype) / (tp * pp * ep)
 
 
+def adam_state_bytes_per_param(dtype: DtypeConfig, master_weights_dtype_bytes: float = BYTES_FP32) -> float:
+    """Adam's state per parameter as training() holds it: the master copy where the weights are
+    narrower than it (12 bytes with bf16 weights, 8 with fp32 weights, their own master)."""
+    held = master_copy_bytes_per_param(master_weights_dtype_bytes, trained_weight_bytes_per_param(dtype))
+    return optimizer_bytes_per_param(held, None)
+
+
 def training_state_bytes_lower_bound(num_params: int, dtype: DtypeConfig, tp: int, pp: int, dp: int, ep: int,
-                                     ds_zero: int) -> float:
+                                     ds_zero: int, master_weights_dtype_bytes: float = BYTES_FP32) -> float:
     """Weights + gradients + Adam state per GPU, each sharded as the ZeRO stage
     says (stage >= 1 optimizer state, >= 2 gradients, 3 weights over dp;
     without ZeRO at most over ep for the experts)."""
@@ -71,7 +82,7 @@ def training_state_bytes_lower_bound(num_params: int, dtype: DtypeConfig, tp: in
     def shard(stage: int) -> int:
         return model_split * (dp if ds_zero >= stage else ep)
     return num_params * (min_bytes_per_param(dtype) / shard(3) + GRADIENT_BYTES_PER_PARAM / shard(2)
-                         + ADAM_STATE_BYTES_PER_PARAM / shard(1))
+                         + adam_state_bytes_per_param(dtype, master_weights_dtype_bytes) / shard(1))
 
 
 def iteration_time_lower_bound_s(model_flops_per_iter: float, num_gpus: int, flops_per_gpu_s: float, pp: int,

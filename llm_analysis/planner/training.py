@@ -438,7 +438,9 @@ def _training_assumptions(search: TrainSearch) -> Dict[str, Any]:
     return {
         **{k: v for k, v in search.analysis_kwargs.items()},
         "perf_model": inputs.perf_model_assumption(search.analysis_kwargs["perf_model"], _ROOFLINE_TRAINING),
-        "optimizer": "Adam, fp32 master weights + 2 fp32 moments (12 B/param), 16-bit gradients",
+        "optimizer": "Adam: 2 fp32 moments (8 B/param), plus an fp32 master copy (4 B/param) where the weights are "
+                     "narrower than fp32 (none for fp32 weights, their own master); gradients in the weights' dtype, "
+                     "at least 16-bit",
         "memory": "GPU memory = mem_per_GPU_in_GB x 1024**3 bytes, nothing reserved",
         "targets": {"tokens": search.tokens, "global_batch_size": search.gbs, "seq_len": search.seq_len,
                     "min_gpus": search.min_gpus, "max_gpus": search.max_gpus},

@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional
 from llm_analysis.errors import ConfigError
 from llm_analysis.model.records import NAMED_CONVENTIONS
 from llm_analysis.schema.options import (MAX_DTYPE_BYTES, ActivationRecomputation, DSZeRO, as_enum, boolean,
-                                         dtype_bytes, integer, non_negative_number,
+                                         dtype_bytes, integer, master_weights_bytes, non_negative_number,
                                          positive_int, positive_number, quant_bits)
 from llm_analysis.units import BYTES_FP32
 
@@ -76,7 +76,8 @@ def optional_element_bytes(value, field: str):
 
 def optimizer_bytes(master_weights_dtype_bytes, other_op_bytes):
     """(master-weight bytes, optimizer-state bytes or None) per parameter, as training() checks them."""
-    master = element_bytes(master_weights_dtype_bytes, "master_weights_dtype_bytes")
+    checked = master_weights_bytes(plain(master_weights_dtype_bytes))  # 0: no master copy
+    master = master_weights_dtype_bytes if type(master_weights_dtype_bytes) in (int, float) else checked
     if other_op_bytes is None:
         return master, None
     other = non_negative_number(plain(other_op_bytes), "other_op_bytes", MAX_DTYPE_BYTES)

@@ -6,7 +6,11 @@ Adam by default (Kingma & Ba, arXiv 1412.6980): master weights
 per trainable parameter; `other_op_bytes` replaces the 8 bytes of moments for
 other optimizers (Lion: 4). Gradients are kept in the training dtype, at least
 16 bits (the ZeRO paper's 2 + 2 + 12 bytes per parameter; Rajbhandari et al.
-2020, arXiv 1910.02054). ZeRO-1 shards optimizer states over data parallelism,
+2020, arXiv 1910.02054). The master copy exists only where the trained weights are
+stored narrower than it (`master_copy_bytes_per_param`): fp32 weights are their own
+master (4 + 4 + 8 = 16 bytes per parameter, as fp32 PyTorch / DeepSpeed training
+holds), and `master_weights_dtype_bytes = 0` says there is none (pure-bf16 AdamW:
+2 + 2 + 8 = 12). ZeRO-1 shards optimizer states over data parallelism,
 ZeRO-2 also gradients; routed experts are replicated only over their own
 data-parallel group (dp / ep), so they shard over that. The shard group is
 dp_shard x cp ranks (HSDP shards inside dp_shard; context-parallel ranks hold the
@@ -39,17 +43,33 @@ def gradient_bytes_per_param(dtype: DtypeConfig) -> float:
     return dtype.weight_bits / 8 if dtype.weight_bits >= 16 else 2
 
 
-def optimizer_bytes_per_param(master_weights_dtype_bytes: float, other_op_bytes: Optional[float]) -> float:
-    return master_weights_dtype_bytes + (ADAM_OPTIMIZER_STATE_BYTES if other_op_bytes is None else other_op_bytes)
+def master_copy_bytes_per_param(master_weights_dtype_bytes: float, trained_weight_bytes: float) -> float:
+    """Bytes of the optimizer's separate master copy of a trained weight stored in `trained_weight_bytes`:
+    mixed precision keeps one only where the weights are narrower than the master dtype (bf16 / fp16 / fp8
+    weights beside fp32 masters); weights as wide or wider are updated in place and are the master
+    themselves (fp32 training), and 0 (no master copy asked for) keeps none."""
+    return master_weights_dtype_bytes if master_weights_dtype_bytes > trained_weight_bytes else 0
+
+
+def trained_weight_bytes_per_param(dtype: DtypeConfig) -> float:
+    """Bytes of a trained (full-training) weight as stored: the dtype's weight width."""
+    return dtype.weight_bits / 8
+
+
+def optimizer_bytes_per_param(master_copy_bytes: float, other_op_bytes: Optional[float]) -> float:
+    """Optimizer-state bytes of a parameter: its master copy (`master_copy_bytes_per_param`, 0 where the
+    weights are their own master) and the optimizer's states (Adam's two fp32 moments by default)."""
+    return master_copy_bytes + (ADAM_OPTIMIZER_STATE_BYTES if other_op_bytes is None else other_op_bytes)
 
 
 def optimizer_and_gradient_bytes(par: ParallelismConfig, params_dense: float, params_expert: float,
-                                 master_weights_dtype_bytes: float, other_op_bytes: Optional[float], ds_zero,
+                                 master_copy_bytes: float, other_op_bytes: Optional[float], ds_zero,
                                  grad_bytes_per_param: float) -> Tuple[float, float]:
-    """(optimizer-state bytes, gradient bytes) per GPU of dense and routed-expert parameters."""
+    """(optimizer-state bytes, gradient bytes) per GPU of dense and routed-expert parameters;
+    `master_copy_bytes`: the master copy actually held (`master_copy_bytes_per_param`)."""
     ds_zero = zero_stage(ds_zero)
     dp_dense, dp_expert = par.shard_group_size, par.expert_shard_group_size  # dp_shard x cp ranks
-    opt = optimizer_bytes_per_param(master_weights_dtype_bytes, other_op_bytes) * (
+    opt = optimizer_bytes_per_param(master_copy_bytes, other_op_bytes) * (
         params_dense / (dp_dense if ds_zero.value >= 1 else 1)
         + params_expert / (dp_expert if ds_zero.value >= 1 else 1))
     grad = grad_bytes_per_param * (params_dense / (dp_dense if ds_zero.value >= 2 else 1)
@@ -59,7 +79,8 @@ def optimizer_and_gradient_bytes(par: ParallelismConfig, params_dense: float, pa
 
 def _of(a, dense: float, expert: float, master: float, other: Optional[float], ds_zero) -> Tuple[float, float]:
     master, other = optimizer_bytes(master, other)
-    return optimizer_and_gradient_bytes(a.parallelism_config, dense, expert, master, other, ds_zero,
+    held = master_copy_bytes_per_param(master, trained_weight_bytes_per_param(a.dtype_config))
+    return optimizer_and_gradient_bytes(a.parallelism_config, dense, expert, held, other, ds_zero,
                                         gradient_bytes_per_param(a.dtype_config))
 
 
@@ -85,11 +106,18 @@ def last_layernorm(a, master: float, other: Optional[float], ds_zero) -> Tuple[f
 
 
 def weight_update_bytes_per_param(dtype: DtypeConfig, master_weights_dtype_bytes: float,
-                                  other_op_bytes: Optional[float]) -> float:
-    """Optimizer step traffic: master weights and states read and written, the
-    gradient read, the 16-bit weight written."""
+                                  other_op_bytes: Optional[float],
+                                  trained_weight_bytes: Optional[float] = None) -> float:
+    """Optimizer step traffic per parameter: the states read and written, the gradient read, and
+    with a master copy (`master_copy_bytes_per_param`) the master read and written and the 16-bit
+    working weight written from it; without one (fp32 weights, or master 0) the stored weights
+    themselves read and written. `trained_weight_bytes`: the trained weights' width (default the
+    dtype's; LoRA: the adapters')."""
     other = ADAM_OPTIMIZER_STATE_BYTES if other_op_bytes is None else other_op_bytes
-    return 2 * master_weights_dtype_bytes + 2 * other + gradient_bytes_per_param(dtype) + 2
+    w = trained_weight_bytes_per_param(dtype) if trained_weight_bytes is None else trained_weight_bytes
+    held = master_copy_bytes_per_param(master_weights_dtype_bytes, w)
+    weights = 2 * held + 2 if held else 2 * w
+    return weights + 2 * other + gradient_bytes_per_param(dtype)
 
 
 def updated_params_per_gpu(a, ds_zero) -> float:
@@ -103,14 +131,15 @@ def updated_params_per_gpu(a, ds_zero) -> float:
 
 
 def optimizer_step_s(a, ds_zero, master_weights_dtype_bytes: float, other_op_bytes: Optional[float],
-                     trainable_params_per_gpu: Optional[float]) -> float:
+                     trainable_params_per_gpu: Optional[float], trained_weight_bytes: Optional[float] = None) -> float:
     """Seconds of the optimizer step on the heaviest stage's GPU: a memory-bound pass over
     `weight_update_bytes_per_param` bytes of each parameter it updates (`updated_params_per_gpu`,
-    or `trainable_params_per_gpu` when given: LoRA adapters, say)."""
+    or `trainable_params_per_gpu` when given: LoRA adapters, say, stored in `trained_weight_bytes`)."""
     master_weights_dtype_bytes, other_op_bytes = optimizer_bytes(master_weights_dtype_bytes, other_op_bytes)
     if trainable_params_per_gpu is not None:
         trainable_params_per_gpu = non_negative_number(plain(trainable_params_per_gpu), "trainable_params_per_gpu",
                                                        MAX_PARAMS_PER_GPU)
     params = updated_params_per_gpu(a, ds_zero) if trainable_params_per_gpu is None else trainable_params_per_gpu
     return a.cost_model.memory_pass_s(
-        params * weight_update_bytes_per_param(a.dtype_config, master_weights_dtype_bytes, other_op_bytes))
+        params * weight_update_bytes_per_param(a.dtype_config, master_weights_dtype_bytes, other_op_bytes,
+                                               trained_weight_bytes))

@@ -287,6 +287,19 @@ def dtype_bytes(value, field: str) -> float:
                   what=f"a number of bytes in [{MIN_DTYPE_BYTES}, {MAX_DTYPE_BYTES}] (one bit per element at least)")
 
 
+def master_weights_bytes(value, field: str = "master_weights_dtype_bytes") -> float:
+    """Bytes of the optimizer's master copy of a weight: 0 (no master copy: the optimizer updates the
+    stored weights in place, as pure-bf16 AdamW does) or a dtype width, [MIN_DTYPE_BYTES, MAX_DTYPE_BYTES]."""
+    if _plain_number(value) and (value == 0 or MIN_DTYPE_BYTES <= value <= MAX_DTYPE_BYTES):
+        return float(value)
+    what = (f"0 (no master copy: the weights are updated in place) or a number of bytes in "
+            f"[{MIN_DTYPE_BYTES}, {MAX_DTYPE_BYTES}]")
+    v = number(value, field, 0, MAX_DTYPE_BYTES, lo_open=False, what=what)
+    if 0 < v < MIN_DTYPE_BYTES:
+        raise ConfigError(f"{field} = {value!r} must be {what}")
+    return v
+
+
 QUANT_BITS = (4, 8, 16, 32)
 
 

@@ -8,7 +8,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from llm_analysis.units import GB
 from llm_analysis.schema.options import ActivationRecomputation
-from llm_analysis.quantities.state import gradient_bytes_per_param, optimizer_and_gradient_bytes
+from llm_analysis.quantities.state import (gradient_bytes_per_param, master_copy_bytes_per_param,
+                                          optimizer_and_gradient_bytes, trained_weight_bytes_per_param)
 from llm_analysis.training.lora import LoRAConfig
 from llm_analysis.training.overheads import FrameworkMemory
 from llm_analysis.training.stage import Stage
@@ -33,6 +34,11 @@ def trained_gradient_bytes_per_param(analysis, lora: Optional[LoRAConfig],
     if lora is not None:
         return lora.adapter_dtype_bytes
     return fw.grad_bytes_per_param(gradient_bytes_per_param(analysis.dtype_config))
+
+
+def trained_weight_bytes(analysis, lora: Optional[LoRAConfig]) -> float:
+    """Bytes of a trained weight as stored: the dtype's weight width, or the LoRA adapters' dtype."""
+    return lora.adapter_dtype_bytes if lora is not None else trained_weight_bytes_per_param(analysis.dtype_config)
 
 
 def _with_overheads(d: Dict[str, float], b: int, fw: FrameworkMemory, bucket_bytes: float) -> Dict[str, float]:
@@ -69,6 +75,8 @@ def static_bytes(analysis, stages: List[Stage], ds_zero, master_bytes: float, ot
     (callers cache it across calls)."""
     p = analysis.parallelism_config
     grad_bytes = trained_gradient_bytes_per_param(analysis, lora, fw)
+    # the master copy only where the trained weights are narrower than it (fp32 weights are their own master)
+    master_copy = master_copy_bytes_per_param(master_bytes, trained_weight_bytes(analysis, lora))
     state_zero = fw.state_zero(ds_zero)
     out = []
     for st in stages:
@@ -77,7 +85,7 @@ def static_bytes(analysis, stages: List[Stage], ds_zero, master_bytes: float, ot
                 + st.dp_expert_weight_bytes_gpu / p.expert_shard_group_size
         else:
             w = st.weight_bytes_gpu
-        opt, grad = optimizer_and_gradient_bytes(p, st.dense_params_gpu, st.expert_params_gpu, master_bytes,
+        opt, grad = optimizer_and_gradient_bytes(p, st.dense_params_gpu, st.expert_params_gpu, master_copy,
                                                  other_op_bytes, state_zero, grad_bytes)
         zero_buf = 0.0
         if ds_zero.value >= 3:

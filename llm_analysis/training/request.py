@@ -16,8 +16,8 @@ from llm_analysis.errors import ConfigError, warn
 from llm_analysis.model import Phase
 from llm_analysis.model.context_parallel import check_cp_seq_len
 from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
-                       ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, non_negative_number,
-                       optional_positive_int, positive_int, positive_number, quant_bits)
+                       ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, master_weights_bytes,
+                       non_negative_number, optional_positive_int, positive_int, positive_number, quant_bits)
 from llm_analysis.training.lora import LoRAConfig
 from llm_analysis.training.overheads import FrameworkMemory
 from llm_analysis.training.overheads_tp import tp_overlap_mode
@@ -134,8 +134,8 @@ _ACT_ARGS = ("layernorm_dtype_bytes", "flash_attn", "softmax_dropout", "mlp_acti
 
 def _check_options(analysis, kw: Dict[str, Any]) -> Dict[str, Any]:
     """The validated non-shape fields of a TrainingRequest (ConfigError naming the field)."""
-    for name in ("layernorm_dtype_bytes", "master_weights_dtype_bytes"):
-        checked = dtype_bytes(kw[name], name)
+    for name, check in (("layernorm_dtype_bytes", dtype_bytes), ("master_weights_dtype_bytes", master_weights_bytes)):
+        checked = check(kw[name], name)  # (master: 0 is no master copy, the weights updated in place)
         if type(kw[name]) not in (int, float):  # '2' (a numeric string) read as the number it names, as
             kw[name] = checked                   # every other numeric argument is (schema/options.py)
     for name in ("flash_attn", "softmax_dropout", "mlp_recompute_gelu"):

@@ -11,7 +11,9 @@ largest stage:
   sharded, and ZeRO-sharded over data parallelism (Rajbhandari et al. 2020,
   arXiv 1910.02054): stage 1 shards optimizer states, 2 also gradients, 3 also
   weights. Gradients are 16-bit, Adam states 4 + 8 bytes per parameter unless
-  `master_weights_dtype_bytes` / `other_op_bytes` say otherwise.
+  `master_weights_dtype_bytes` / `other_op_bytes` say otherwise; the 4 bytes of
+  master copy only where the weights are narrower than it (fp32 weights are their
+  own master; 0: no master copy): quantities/state.py `master_copy_bytes_per_param`.
 - activations after Korthikanti et al. 2022 (arXiv 2205.05198) per layer,
   times the layers of the stage, times the micro-batches in flight: with 1F1B
   stage i (0-based) holds min(m, p - i) micro-batches; with v interleaved
@@ -105,7 +107,7 @@ from llm_analysis.training.fp8_casts import fp8_cast_s
 from llm_analysis.training.loss import loss_s
 from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
 from llm_analysis.training.memory import (activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes,
-                                          zero_shards_nothing, zero_without_sharding_text)
+                                          trained_weight_bytes, zero_shards_nothing, zero_without_sharding_text)
 from llm_analysis.training.request import TrainingRequest, check_request
 from llm_analysis.training.stage import Stage, build_stage
 from llm_analysis.training.zero3 import exposed_s
@@ -246,7 +248,8 @@ def _dp_times(analysis, heavy: Stage, ds_zero, req: TrainingRequest):
 def _weight_update_s(analysis, ds_zero, req: TrainingRequest, trainable_gpu) -> float:
     key = ("train_weight_update_s", ds_zero, req.master_bytes, req.other_op_bytes, trainable_gpu)
     return _shape_free(analysis, key, lambda: optimizer_step_s(analysis, ds_zero, req.master_bytes,
-                                                               req.other_op_bytes, trainable_gpu))
+                                                               req.other_op_bytes, trainable_gpu,
+                                                               trained_weight_bytes(analysis, req.lora)))
 
 
 def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: int) -> Dict[str, Any]:
@@ -348,7 +351,7 @@ def training_run(analysis, kw: Dict[str, Any]) -> Tuple[Dict[str, Any], Training
     times = iteration_time(analysis, req, stages, batch["b"], batch["m"])
     trainable = None if req.lora is None else trainable_params_total(analysis, req.lora)  # None: all parameters
     summary = training_summary(analysis, req, batch, stages, times, mem, trainable)
-    summary["notes"] = _training_notes(analysis, summary, req.batch_size is None)
+    summary["notes"] = _training_notes(analysis, summary, _batch_choice_note(req, summary))
     if req.cost_per_gpu_hour is not None:
         c = req.cost_per_gpu_hour
         n_gpus, gpu_hours, gpu_hours_flops = summary["total_num_gpus"], summary["gpu_hours"], \
@@ -363,19 +366,41 @@ def training_run(analysis, kw: Dict[str, Any]) -> Tuple[Dict[str, Any], Training
     return summary, req
 
 
-def _training_notes(analysis, summary: Dict[str, Any], batch_was_chosen: bool) -> List[str]:
-    """Warnings where an assumption or a choice matters for the reader."""
-    notes = []
+# how training()'s note on a micro-batch it chose itself begins (micro_batch_choice.py replaces it with its own)
+_BATCH_CHOICE_NOTE_HEAD = "batch_size_per_gpu not given: "
+
+
+def is_batch_choice_note(note: str) -> bool:
+    """Whether `note` is training()'s note on the micro-batch it chose (`_batch_choice_note`)."""
+    return note.startswith(_BATCH_CHOICE_NOTE_HEAD)
+
+
+def _batch_choice_note(req: TrainingRequest, summary: Dict[str, Any]) -> Optional[str]:
+    """The micro-batch training() chose itself and why (None where the caller gave it, or gave the
+    accumulation steps and the global batch that determine it): the largest that fits, the mirrored
+    system's rule (config_batch_size_and_gradient_accumulation_steps)."""
+    if req.batch_size is not None or (req.accumulation_steps is not None and req.global_batch_size is not None):
+        return None
+    b, per_rank = summary["batch_size_per_gpu"], summary["batch_size_per_gpu"] * summary["gradient_accumulation_steps"]
+    divides = (f" and divides the {per_rank} sequences per data-parallel rank"
+               if req.global_batch_size is not None else "")
+    return (f"{_BATCH_CHOICE_NOTE_HEAD}micro-batch {b} (batch_size_per_gpu) chosen as the largest that fits"
+            f"{divides} (max_batch_size_per_gpu = {summary['max_batch_size_per_gpu']}), the mirrored system's rule; "
+            f"a smaller one holds less activation memory and, with pipeline stages, a smaller bubble: "
+            f"llm_analysis.training.micro_batch_choice.fastest_fitting_micro_batch (the command line's rule) takes "
+            f"the smallest whose time per sample is within 1% of the fastest")
+
+
+def _training_notes(analysis, summary: Dict[str, Any], batch_choice: Optional[str]) -> List[str]:
+    """Warnings where an assumption or a choice matters for the reader; `batch_choice`: the note on
+    the micro-batch training() chose itself (first), or None."""
+    notes = [] if batch_choice is None else [batch_choice]
     it = summary["latency_per_iter"]
     bubble = summary["latency_per_iter_pipeline_bubble"]
     if it and bubble / it > 0.1:
         m = summary["gradient_accumulation_steps"]
-        how = ("batch_size_per_gpu was chosen as the largest that fits (the mirrored rule; the command line "
-               "picks the micro-batch with the shortest iteration among those that fit, and "
-               "llm_analysis.training.micro_batch_choice.fastest_fitting_micro_batch does so for a library call); "
-               if batch_was_chosen else "")
         notes.append(f"the pipeline bubble is {bubble / it:.0%} of the iteration with {m} micro-batches over "
-                     f"{summary['pp_size']} stages; {how}a smaller batch_size_per_gpu (more micro-batches) or "
+                     f"{summary['pp_size']} stages; a smaller batch_size_per_gpu (more micro-batches) or "
                      f"pipeline_interleave > 1 shrinks it")
     dt = analysis.dtype_config
     if dt.weight_bits == 8 and dt.weight_format == "float" and summary.get("num_trainable_params_total") == \
