@@ -6,8 +6,12 @@ layouts, planner/batch_search.py batches): for every tensor x pipeline layout
 that fits in a node, the largest decode batch a replica holds at the full
 context (prompt + output) is its KV-cache capacity; with a per-token latency
 target it is the largest batch whose mean decode step meets it (memory and step
-time never decrease with the batch). Replicas needed = ceil(requests / batch);
-the layout needing the fewest GPUs wins (ties: the lower time per output token).
+time never decrease with the batch). Replicas needed = ceil(requests / batch), the
+fewest whose shares fit that batch; round robin then gives each replica ceil(requests /
+replicas) or one fewer, so a layout's batch, times and KV cache are those of its largest
+share, ceil(requests / replicas) <= batch (300 requests over replicas of batch 141: 3
+replicas of 100, timed at 100, not 141). The layout needing the fewest GPUs wins (ties:
+the lower time per output token at that share).
 
 `plan_serving_capacity`: a user population or request rate under latency
 targets, for a prompt / output length distribution, searched by plan_inference
@@ -50,11 +54,19 @@ def _check_concurrency_inputs(prompt_len, output_len, concurrent_requests,
         raise ConfigError(f"per_token_latency_target_s = {per_token_latency_target_s!r} must be positive (seconds)")
 
 
-def _layout_candidate(s: Dict[str, Any], tp: int, pp: int, requests: int, per_node: int) -> Dict[str, Any]:
-    batch = s["batch_size_per_gpu"]
-    replicas = math.ceil(requests / batch)
+def _layout_candidate(analysis, targets: ServeTargets, largest: Dict[str, Any], tp: int, pp: int, requests: int,
+                      per_node: int) -> Dict[str, Any]:
+    """One layout's row: the fewest replicas whose shares fit `largest` (inference() at b*, the largest batch
+    meeting memory and the latency target), timed at the largest share round robin gives a replica."""
+    max_batch = largest["batch_size_per_gpu"]
+    replicas = math.ceil(requests / max_batch)
+    share = math.ceil(requests / replicas)  # <= b*: memory and step time grow with the batch, so it meets them too
+    s = largest if share == max_batch else analysis.inference(
+        batch_size_per_gpu=share, seq_len=targets.seq_len, num_tokens_to_generate=targets.num_tokens_to_generate,
+        kv_cache_dtype_bytes=targets.kv_cache_dtype_bytes)
     gpus = replicas * tp * pp
-    return {"tp_size": tp, "pp_size": pp, "batch_per_replica": batch, "replicas": replicas, "num_gpus": gpus,
+    return {"tp_size": tp, "pp_size": pp, "batch_per_replica": share, "max_batch_per_replica": max_batch,
+            "replicas": replicas, "num_gpus": gpus,
             "num_nodes": math.ceil(gpus / per_node), "time_per_output_token": s["time_per_output_token"],
             "time_to_first_token": s["time_to_first_token"],
             "decode_tokens_per_sec_per_gpu": s["decode_tokens_per_sec_per_gpu"],
@@ -69,8 +81,10 @@ def plan_capacity(model: ModelConfig, gpu: GPUConfig, dtype: DtypeConfig, prompt
     """Best layout per node and the GPUs / nodes needed for `concurrent_requests`.
 
     Returns {"best": {...}, "candidates": [...]} where each entry has tp_size,
-    pp_size, batch_per_replica, replicas, num_gpus, num_nodes,
-    time_per_output_token, time_to_first_token and the memory split. `analysis_class`: the class every
+    pp_size, batch_per_replica (the largest share of the requests a replica holds, round robin),
+    max_batch_per_replica (the largest batch a replica could hold under memory and the target),
+    replicas, num_gpus, num_nodes, and time_per_output_token, time_to_first_token and the memory
+    split at batch_per_replica. `analysis_class`: the class every
     layout is analysed as, LLMAnalysis (default) or a subclass describing a custom architecture
     (docs/custom-architectures.md); the result names it ("analysis_class") when it is not LLMAnalysis.
     """
@@ -91,7 +105,8 @@ def plan_capacity(model: ModelConfig, gpu: GPUConfig, dtype: DtypeConfig, prompt
                            num_gpus_per_node=per_node)
             out = largest_batch(analysis, targets, stats, miss, {"tp": tp, "pp": pp})
             if out is not None:
-                candidates.append(_layout_candidate(out.summary, tp, pp, concurrent_requests, per_node))
+                candidates.append(_layout_candidate(analysis, targets, out.summary, tp, pp, concurrent_requests,
+                                                    per_node))
     if not candidates:
         target = "" if per_token_latency_target_s is None else \
             f" with time per output token <= {per_token_latency_target_s * 1e3:.1f} ms"
