@@ -18,8 +18,7 @@ from llm_analysis.config import DtypeConfig, GPUConfig, ModelConfig, Parallelism
 from llm_analysis.catalogue.model_lookup import configs_by_name
 from llm_analysis.units import BYTES_FP32
 from llm_analysis.cost import CostModel, RooflineCostModel
-from llm_analysis.cost.calibrated import call_cost_model, resolve_perf_model
-from llm_analysis.cost.model import with_cost_model
+from llm_analysis.cost.calibrated import resolve_perf_model
 from llm_analysis.cost.profiles import Profile
 import llm_analysis.cost.choice as _perf
 from llm_analysis.model import Conventions, LayerDescriber, Operator
@@ -497,19 +496,20 @@ class LLMAnalysis:
     # ------------------------------------------------------------ latency views
     def get_latency_fwd_per_layer_attn(self, batch_size: int, seq_len: int, is_inference: bool = True,
                                        activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE) -> float:
-        """Time of one layer's attention forward (projections + core), mean over
-        layers, timed as inference() (`is_inference`) or training() times it (`_forward_view`).
+        """Time of one layer's attention forward (projections + core), mean over layers, timed
+        as inference() (`is_inference`) or training() times it (quantities/latency.py `forward_view`).
         `activation_recomputation` is accepted for API compatibility and unused: recomputation
         adds time to the backward pass (see training())."""
         unused(is_inference, activation_recomputation)
-        return _lat.prefill_layer_mean(self._forward_view(is_inference), batch_size, seq_len, ("attention",))
+        return _lat.prefill_layer_mean(_lat.forward_view(self, is_inference), batch_size, seq_len,
+                                       ("attention",))
 
     def get_latency_fwd_per_layer_mlp(self, batch_size: int, seq_len: int, is_inference: bool = True,
                                       activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE) -> float:
         """Time of one layer's MLP forward (router and experts included), mean over
         layers; `is_inference` and `activation_recomputation` as in get_latency_fwd_per_layer_attn."""
         unused(is_inference, activation_recomputation)
-        return _lat.prefill_layer_mean(self._forward_view(is_inference), batch_size, seq_len,
+        return _lat.prefill_layer_mean(_lat.forward_view(self, is_inference), batch_size, seq_len,
                                        ("mlp", "experts", "router"),
                                        kinds=("matmul", "elementwise", "norm", "attention"))
 
@@ -532,12 +532,13 @@ class LLMAnalysis:
                                   activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE,
                                   layernorm_dtype_bytes: float = BYTES_FP32, ds_zero: DSZeRO = DSZeRO.NONE):
         """(time of one layer's forward, breakdown dict), mean over layers, timed as inference()
-        (`is_inference`) or training() times it (`_forward_view`). `activation_recomputation`,
-        `layernorm_dtype_bytes` and `ds_zero` are accepted for API compatibility and unused: norms
-        run in the activation dtype of the operator records, recomputation is backward time, and
-        ZeRO gathers are data-parallel traffic (training()'s breakdown)."""
+        (`is_inference`) or training() times it (quantities/latency.py `forward_view`).
+        `activation_recomputation`, `layernorm_dtype_bytes` and `ds_zero` are accepted for API
+        compatibility and unused: norms run in the activation dtype of the operator records,
+        recomputation is backward time, and ZeRO gathers are data-parallel traffic (training()'s
+        breakdown)."""
         unused(is_inference, activation_recomputation, layernorm_dtype_bytes, ds_zero)
-        return _lat.per_layer(self._forward_view(is_inference), batch_size, seq_len)
+        return _lat.per_layer(_lat.forward_view(self, is_inference), batch_size, seq_len)
 
     def get_latency_fwd_input_embedding(self, batch_size: int, seq_len: int, dtype_bytes: float = BYTES_FP32) -> float:
         """Embedding lookups (and their TP all-reduce). `dtype_bytes` is accepted
@@ -554,21 +555,11 @@ class LLMAnalysis:
                         ds_zero: DSZeRO = DSZeRO.NONE):
         """(forward time of the whole model on one pipeline replica, breakdown), timed as inference()
         (`is_inference`) or training() times it: is_inference=False gives training()'s `latency_fwd`
-        (`_forward_view`). `activation_recomputation`, `layernorm_dtype_bytes` and `ds_zero`: accepted
-        for API compatibility and unused, as in get_latency_fwd_per_layer."""
+        (quantities/latency.py `forward_view`). `activation_recomputation`, `layernorm_dtype_bytes`
+        and `ds_zero`: accepted for API compatibility and unused, as in get_latency_fwd_per_layer."""
         unused(is_inference, activation_recomputation, layernorm_dtype_bytes, ds_zero)
-        return _lat.forward(self._forward_view(is_inference), batch_size, seq_len,
+        return _lat.forward(_lat.forward_view(self, is_inference), batch_size, seq_len,
                             text(breakdown_prefix, "breakdown_prefix"))
-
-    def _forward_view(self, is_inference: bool) -> "LLMAnalysis":
-        """The analysis a forward pass is timed by: this one as inference() times it, or (is_inference False)
-        as training() does, whose cost model under perf_model="calibrated" is its training view (training
-        rates, the eager kernel floor: `call_cost_model`; the training report's forward table reads it too).
-        A roofline times both alike."""
-        if flag(is_inference, "is_inference"):
-            return self
-        training_model = call_cost_model(self.cost_model, self.kernel_launch, training=True)
-        return self if training_model is self.cost_model else with_cost_model(self, training_model)
 
     def get_latency_weight_update(self, ds_zero: DSZeRO = DSZeRO.NONE, master_weights_dtype_bytes: float = BYTES_FP32,
                                   other_op_bytes: Optional[float] = None,
