@@ -79,3 +79,13 @@ def unknown_name_error(kind: str, name: str, known: Iterable[str]) -> UnknownNam
         f"Unknown {kind} name {name!r}.{hint} "
         f"List all with `python -m llm_analysis.config list_{kind}_configs`."
     )
+
+
+def number_as_name_error(field: str, value, kind: str, known: Iterable[str]) -> ConfigError:
+    """A number given where a name is wanted (`gpu_name=4090`): names are text, and the closest names are those
+    the number's digits come closest to (`rtx-4090-24gb`), so the caller sees what was probably meant."""
+    near = closest_names(str(value), sorted(known))
+    hint = f" Closest known names to {str(value)!r}: {', '.join(near)}." if near else ""
+    forms = "catalogue name, a Hub id" if kind == "model" else "catalogue name"
+    return ConfigError(f"{field} = {value!r} is a number, not a name: give a {kind} {forms} or a .json path "
+                       f"as text.{hint} List all with `python -m llm_analysis.config list_{kind}_configs`.")

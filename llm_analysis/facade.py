@@ -496,20 +496,21 @@ class LLMAnalysis:
     # ------------------------------------------------------------ latency views
     def get_latency_fwd_per_layer_attn(self, batch_size: int, seq_len: int, is_inference: bool = True,
                                        activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE) -> float:
-        """Time of one layer's attention forward (projections + core), mean over
-        layers. `is_inference` and `activation_recomputation` are accepted for API
-        compatibility and unused: a forward pass costs the same in both, and
-        recomputation adds time to the backward pass (see training())."""
+        """Time of one layer's attention forward (projections + core), mean over layers, timed
+        as inference() (`is_inference`) or training() times it (quantities/latency.py `forward_view`).
+        `activation_recomputation` is accepted for API compatibility and unused: recomputation
+        adds time to the backward pass (see training())."""
         unused(is_inference, activation_recomputation)
-        return _lat.prefill_layer_mean(self, batch_size, seq_len, ("attention",))
+        return _lat.prefill_layer_mean(_lat.forward_view(self, is_inference), batch_size, seq_len,
+                                       ("attention",))
 
     def get_latency_fwd_per_layer_mlp(self, batch_size: int, seq_len: int, is_inference: bool = True,
                                       activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE) -> float:
         """Time of one layer's MLP forward (router and experts included), mean over
-        layers. `is_inference` and `activation_recomputation`: accepted for API
-        compatibility and unused, as in get_latency_fwd_per_layer_attn."""
+        layers; `is_inference` and `activation_recomputation` as in get_latency_fwd_per_layer_attn."""
         unused(is_inference, activation_recomputation)
-        return _lat.prefill_layer_mean(self, batch_size, seq_len, ("mlp", "experts", "router"),
+        return _lat.prefill_layer_mean(_lat.forward_view(self, is_inference), batch_size, seq_len,
+                                       ("mlp", "experts", "router"),
                                        kinds=("matmul", "elementwise", "norm", "attention"))
 
     def get_latency_fwd_per_layer_mlp_moe_alltoall(self, batch_size: int, seq_len: int) -> float:
@@ -530,13 +531,14 @@ class LLMAnalysis:
     def get_latency_fwd_per_layer(self, batch_size: int, seq_len: int, is_inference: bool = True,
                                   activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE,
                                   layernorm_dtype_bytes: float = BYTES_FP32, ds_zero: DSZeRO = DSZeRO.NONE):
-        """(time of one layer's forward, breakdown dict), mean over layers.
-        `is_inference`, `activation_recomputation`, `layernorm_dtype_bytes` and
-        `ds_zero` are accepted for API compatibility and unused: norms run in the
-        activation dtype of the operator records, recomputation is backward time,
-        and ZeRO gathers are data-parallel traffic (training()'s breakdown)."""
+        """(time of one layer's forward, breakdown dict), mean over layers, timed as inference()
+        (`is_inference`) or training() times it (quantities/latency.py `forward_view`).
+        `activation_recomputation`, `layernorm_dtype_bytes` and `ds_zero` are accepted for API
+        compatibility and unused: norms run in the activation dtype of the operator records,
+        recomputation is backward time, and ZeRO gathers are data-parallel traffic (training()'s
+        breakdown)."""
         unused(is_inference, activation_recomputation, layernorm_dtype_bytes, ds_zero)
-        return _lat.per_layer(self, batch_size, seq_len)
+        return _lat.per_layer(_lat.forward_view(self, is_inference), batch_size, seq_len)
 
     def get_latency_fwd_input_embedding(self, batch_size: int, seq_len: int, dtype_bytes: float = BYTES_FP32) -> float:
         """Embedding lookups (and their TP all-reduce). `dtype_bytes` is accepted
@@ -551,11 +553,13 @@ class LLMAnalysis:
                         activation_recomputation: ActivationRecomputation = ActivationRecomputation.NONE,
                         layernorm_dtype_bytes: float = BYTES_FP32, breakdown_prefix: str = "",
                         ds_zero: DSZeRO = DSZeRO.NONE):
-        """(forward time of the whole model on one pipeline replica, breakdown).
-        `is_inference`, `activation_recomputation`, `layernorm_dtype_bytes` and
-        `ds_zero`: accepted for API compatibility and unused, as in get_latency_fwd_per_layer."""
+        """(forward time of the whole model on one pipeline replica, breakdown), timed as inference()
+        (`is_inference`) or training() times it: is_inference=False gives training()'s `latency_fwd`
+        (quantities/latency.py `forward_view`). `activation_recomputation`, `layernorm_dtype_bytes`
+        and `ds_zero`: accepted for API compatibility and unused, as in get_latency_fwd_per_layer."""
         unused(is_inference, activation_recomputation, layernorm_dtype_bytes, ds_zero)
-        return _lat.forward(self, batch_size, seq_len, text(breakdown_prefix, "breakdown_prefix"))
+        return _lat.forward(_lat.forward_view(self, is_inference), batch_size, seq_len,
+                            text(breakdown_prefix, "breakdown_prefix"))
 
     def get_latency_weight_update(self, ds_zero: DSZeRO = DSZeRO.NONE, master_weights_dtype_bytes: float = BYTES_FP32,
                                   other_op_bytes: Optional[float] = None,

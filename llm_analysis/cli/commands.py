@@ -464,15 +464,33 @@ def _plan_command(command):
     return for_fire(command, call=run)
 
 
+class _PlanCommand(staticmethod):
+    """A planner command held by the `plan` class itself, built on first use. `plan --help` shows fire the class,
+    whose commands fire lists only among its static methods (commands set in __init__ showed only when an
+    instance was made, by `plan` without --help); cli/plan.py is still imported only when a plan command is
+    named or listed."""
+
+    def __init__(self, function_name: str):
+        super().__init__(_plan_command)  # (a placeholder: __get__ gives the command)
+        self.function_name = function_name
+
+    def __get__(self, instance, owner=None):
+        import llm_analysis.cli.plan as plan_cli
+        return _bound_plan_command(getattr(plan_cli, self.function_name))
+
+
+@functools.lru_cache(maxsize=None)  # one wrapper per command: `plan.infer is plan.infer`
+def _bound_plan_command(function):
+    return _plan_command(function)
+
+
 class _PlanCLI:
     """Search layouts: `plan infer` (serving: GPU type and count, tp/pp/ep, dtype, KV dtype,
     batch under TTFT/TPOT/rate targets) and `plan train` (tp/pp/dp/ep, ZeRO, recomputation,
     micro-batch, interleaving under the memory limit). `plan <command> --help` lists every flag."""
 
-    def __init__(self):
-        from llm_analysis.cli.plan import plan_infer_command, plan_train_command
-        self.infer = _plan_command(plan_infer_command)
-        self.train = _plan_command(plan_train_command)
+    infer = _PlanCommand("plan_infer_command")
+    train = _PlanCommand("plan_train_command")
 
 
 class LLMAnalysisCLI:

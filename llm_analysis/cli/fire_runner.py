@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import numbers
 import re
 import sys
 import traceback
@@ -75,6 +76,77 @@ def _unknown_flag(component, argv: List[str], prog: str) -> Optional[str]:
     return None
 
 
+# Flags that hold names (catalogue names, Hub ids, paths): fire reads `--gpu_name 4090` as the int 4090 and
+# `--dtype_names 16,fp8` as (16, 'fp8'), losing the text a name lookup needs (`4090` is as much a name as
+# `rtx-4090`: the lookup answers with the names closest to it). Their values reach the command as typed.
+NAME_FLAGS = frozenset(("name", "model_name", "gpu_name", "dtype_name", "gpu_names", "dtype_names",
+                        "kv_cache_dtype"))
+
+
+def _is_flag(arg: str) -> bool:
+    """fire's own test (core._IsFlag): `--x`, `-x`; `-1` is a value."""
+    return arg.startswith("--") or re.match(r"^-[a-zA-Z]", arg) is not None
+
+
+def _as_text(value: str) -> str:
+    """`value` as fire will hand it over unchanged: a number (or a comma list with one, fire's tuple syntax)
+    written as a Python string literal, which fire's parser evaluates back to this very text. A bracketed list
+    (`[a,b]`) is left to fire: its items are read one by one by the command (planner `_names`)."""
+    from fire import parser
+
+    parsed = parser.DefaultParseValue(value)
+    has_number = isinstance(parsed, numbers.Number) and not isinstance(parsed, bool)
+    in_bare_tuple = isinstance(parsed, tuple) and not value.lstrip().startswith(("[", "(")) and \
+        any(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in parsed)
+    return repr(value) if has_number or in_bare_tuple else value
+
+
+def _names_kept_as_text(component, argv: List[str]) -> List[str]:
+    """`argv` with each value of a NAME_FLAGS parameter made fire-proof (_as_text), whether given as
+    `--flag value`, `--flag=value`, a short flag (`-g 4090`: fire's rule, the one parameter starting with
+    that letter) or positionally (`plan infer MODEL GPUS`: fire fills the parameters not given as flags,
+    in order)."""
+    import inspect
+
+    name, fn = _command_function(component, argv)
+    if fn is None:
+        return argv
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return argv
+    out = list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    given, positional = set(), []
+    i = len(name.split())
+    while i < cut:
+        arg = argv[i]
+        if not _is_flag(arg):
+            positional.append(i)
+            i += 1
+            continue
+        key = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
+        if key not in params and len(key) == 1:
+            starting = [p for p in params if p.startswith(key)]
+            key = starting[0] if len(starting) == 1 else key
+        given.add(key)
+        if "=" in arg:
+            if key in NAME_FLAGS:
+                head, value = arg.split("=", 1)
+                out[i] = f"{head}={_as_text(value)}"
+            i += 1
+        elif i + 1 < cut and not _is_flag(argv[i + 1]):  # `--flag value`
+            if key in NAME_FLAGS:
+                out[i + 1] = _as_text(argv[i + 1])
+            i += 2
+        else:  # a switch (`--exact`)
+            i += 1
+    for index, param in zip(positional, [p for p in params if p not in given]):
+        if param in NAME_FLAGS:
+            out[index] = _as_text(argv[index])
+    return out
+
+
 # while run_fire captures stderr (fire's own usage text), our log handler writes here
 _LOG_STREAM = None
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -106,6 +178,7 @@ def run_fire(component, argv: Optional[List[str]] = None, prog: str = "llm-analy
     if message:
         print(message, file=sys.stderr)
         return 2
+    argv = _names_kept_as_text(component, argv)
     captured, real_stderr = io.StringIO(), sys.stderr
     _LOG_STREAM, sys.stderr = real_stderr, captured
     try:

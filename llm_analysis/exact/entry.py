@@ -10,6 +10,7 @@ torch nor transformers. Repository code is never run (no trust_remote_code).
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Dict, Optional, Tuple
 
 from llm_analysis.config import DtypeConfig, ParallelismConfig
@@ -110,8 +111,22 @@ def _verified_table(hf_config: Dict[str, Any], model_id: Optional[str], revision
     except ConfigError as table_refusal:  # HubImportError / UnsupportedArchitectureError included
         # one line (a command-line error is one line); the table's reason only where it says something else
         derived, table = " ".join(str(derive_refusal).split()), " ".join(str(table_refusal).split())
-        either = "" if table in derived or derived in table else \
-            f"; the family table does not describe it exactly either: {table}"
+        table_news = _sentences_not_in(table, derived)
+        either = f"; the family table does not describe it exactly either: {table_news}" if table_news else ""
         raise UnsupportedArchitectureError(f"{derived}{either}") from None
     return LLMAnalysis, model_config
 
+
+
+# What a refusal opens with to say whose it is (`model_type 'llava': `, `model 'org/name': `, `local model '…': `):
+# the two paths name the same model differently, so a reason they share is compared without it.
+_REFUSAL_SUBJECT = re.compile(r"^(?:local )?model(?:_type)? '[^']*': ")
+# a sentence ends at a full stop followed by a capital or a bracket; "e.g. Gemma3" and "i.e. X" do not end one
+_SENTENCE_END = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<=\.)\s+(?=[A-Z(])")
+
+
+def _sentences_not_in(text: str, already_said: str) -> str:
+    """The sentences of `text` that `already_said` does not hold (each without its subject prefix), joined:
+    the table's reason appended to the derivation's says only what the derivation's did not (a Llava wrapper is
+    refused by both for the same vision-tower reason, which was printed twice)."""
+    return " ".join(s for s in _SENTENCE_END.split(text) if s and _REFUSAL_SUBJECT.sub("", s) not in already_said)

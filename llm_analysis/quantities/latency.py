@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from llm_analysis.cost.calibrated import call_cost_model
+from llm_analysis.cost.model import with_cost_model
 from llm_analysis.model import Operator, Phase
 from llm_analysis.quantities.group_times import GroupTimes
 from llm_analysis.quantities.mirror_parts import mirror_parts
@@ -136,6 +138,18 @@ def pipeline_handoff_s(a, batch_size: int, tokens_per_seq: int, scatter_gather: 
         # never slower than sending the whole tensor (a small message gains nothing from the split)
         return (p.pp_size - 1) * min(hop_s, cm.collective_s("p2p", nbytes, 2, "pp"))
     return (p.pp_size - 1) * a.cost_model.collective_s("p2p", nbytes, 2, "pp")
+
+
+def forward_view(a, is_inference: bool):
+    """The analysis a forward pass is timed by: `a` as inference() times it, or (is_inference False) as
+    training() does, whose cost model under perf_model="calibrated" is its training view (training rates, the
+    eager kernel floor: cost/calibrated.py `call_cost_model`), so that get_latency_fwd(..., is_inference=False)
+    is training()'s `latency_fwd` and the training report's forward table reads the same. A roofline times
+    both alike (the analysis itself)."""
+    if flag(is_inference, "is_inference"):
+        return a
+    training_model = call_cost_model(a.cost_model, a.kernel_launch, training=True)
+    return a if training_model is a.cost_model else with_cost_model(a, training_model)
 
 
 def forward(a, batch_size: int, seq_len: int, breakdown_prefix: str = "") -> Tuple[float, Dict[str, float]]:

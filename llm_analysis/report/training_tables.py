@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from llm_analysis.cost.calibrated import call_cost_model
-from llm_analysis.cost.model import with_cost_model
+from llm_analysis.quantities.latency import forward_view
 from llm_analysis.report.console import RichReport
 from llm_analysis.report.labels import (TIME_PREFIX, TRAIN_MEMORY_TERMS, gpu_memory_bytes, params_line, per_replica,
                                         train_time_label,
@@ -248,7 +247,7 @@ def _flops(rep: RichReport, r: _Reader) -> None:
 def _forward_table(rep: RichReport, analysis, b: int, seq: int) -> None:
     # timed as the training() call was: under the calibrated model its training view (the summary's latency_fwd
     # and the rates line read the same), under the roofline the analysis' own model
-    view = with_cost_model(analysis, call_cost_model(analysis.cost_model, analysis.kernel_launch, training=True))
+    view = forward_view(analysis, is_inference=False)
     try:
         groups = groups_from_operators(view.operators("train", b, seq, per_layer=False))
     except Exception:  # noqa: BLE001 - the table is optional, the report must print

@@ -39,7 +39,9 @@ def test_names_give_the_same_analysis_as_the_configs():
     (("no/such-model-xyz", "h100-sxm-80gb", "fp8"), "no/such-model-xyz"),
     (("Qwen/Qwen3-32B", "h1000", "fp8"), "h1000"),
     (("Qwen/Qwen3-32B", "h100-sxm-80gb", "fp7"), "fp7"),
-    ((42, "h100-sxm-80gb", "fp8"), "model_config must be a ModelConfig, got int"),
+    # a number is no name: refused with the names closest to its digits (tests/catalogue/test_numbers_given_as_names.py)
+    ((42, "h100-sxm-80gb", "fp8"), "model_config = 42 is a number, not a name"),
+    (([42], "h100-sxm-80gb", "fp8"), "model_config must be a ModelConfig, got list"),
 ])
 def test_unknown_names_are_refused_naming_them(args, named, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # an unknown model name is not fetched here
