@@ -198,3 +198,15 @@ def test_other_formats_are_not_read(caplog):
     kept = ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]
     assert _imported(kept, caplog, quant_method="fp8") == "all"
     assert "modules_to_not_convert" not in caplog.text
+
+
+def test_exact_path_reads_the_checkpoint_too():
+    """--exact derives the operators from the transformers module tree, which holds no quantisation: the weight
+    format and what it covers come from the same config.json (exact/entry.py with_checkpoint_weights)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from llm_analysis.exact.entry import analysis_from_hf
+    a = analysis_from_hf(str(RAW / "openai_gpt-oss-20b.json"), "h200-sxm-141gb", "w4a16e16-mxfp4")
+    assert (a.model_config.checkpoint_weight_format, a.model_config.checkpoint_quantized_weights) == \
+        ("mxfp4", "routed_experts")
+    assert a.get_weight_memory_per_gpu() == pytest.approx(EXPECTED_20B, rel=1e-12)
