@@ -3,10 +3,12 @@ which weights it covers (`checkpoint_quantized_weights`)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, List, Optional
 
 from llm_analysis.errors import warn
-from llm_analysis.hub.source import logger
+
+logger = logging.getLogger("llm_analysis.hub.entry")  # (hub/source.py's: the import's messages under one name)
 
 
 def _quantization_config(d: Dict[str, Any]) -> Optional[Dict[str, Any]]:

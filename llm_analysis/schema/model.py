@@ -242,8 +242,8 @@ class ModelConfig(StrictModel):
     source: str = ""  # where the numbers come from (Hub id, paper)
     # the weight format of the released checkpoint, as its config.json's quantization_config states it
     # (gpt-oss: mxfp4; NVIDIA's ModelOpt releases: nvfp4; block-scaled releases: fp8); None: unstated or
-    # 16-bit. No count reads it: it decides only what the generic data-type word "fp4" means for this
-    # model (catalogue/lookup.py dtype_for_setup)
+    # 16-bit. It decides what the generic data-type word "fp4" means for this model (catalogue/lookup.py
+    # dtype_for_setup); the counts read it only beside checkpoint_quantized_weights below
     checkpoint_weight_format: Optional[Literal["fp8", "nvfp4", "mxfp4"]] = None
     # which weights that format covers: "all", or "routed_experts" only (gpt-oss: its quantization_config's
     # modules_to_not_convert keeps attention, router, embeddings and LM head in bf16). When a run's weight
