@@ -13,8 +13,8 @@ does not throw the cache away):
   package (build, probe, walk, the families' rules in architectures/, verification),
   `model/` (the records whose parameters and FLOPs are compared), the parameter, FLOP
   and phase views, the operator rows the verification sums (quantities/latency.py) and
-  the facade that serves them, and the ModelConfig schema the description is validated
-  into;
+  the facade that serves them, the ModelConfig schema the description is validated
+  into, and the reading of a config.json's quantization_config (hub/quantization.py);
 * `MAPPED_SOURCES` (`verify.verify_hf_config`, the table path): those plus the Hub
   import that maps a config.json to a ModelConfig (`hub/`, `config.py`).
 
@@ -58,7 +58,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # paths relative to the package; a directory stands for its *.py files, recursively
 DERIVED_SOURCES = ("exact", "model", "quantities/params.py", "quantities/flops.py", "quantities/phases.py",
                    "quantities/latency.py", "facade.py", "schema", "hub/model_class.py",
-                   "hub/vision.py")
+                   "hub/vision.py", "hub/quantization.py")
 MAPPED_SOURCES = DERIVED_SOURCES + ("hub", "config.py")
 _fingerprints: Dict[Tuple[str, ...], str] = {}
 

@@ -92,7 +92,21 @@ def exact_analysis_class(model: Any, revision: Optional[str] = None, use_cache: 
         desc = description_for(hf_config, model_id, revision, use_cache)
     except UnsupportedArchitectureError as derive_refusal:
         return _verified_table(hf_config, model_id, revision, use_cache, name, derive_refusal)
-    return analysis_class(desc), model_config_for(desc, name)
+    return analysis_class(desc), with_checkpoint_weights(model_config_for(desc, name), hf_config, name)
+
+
+def with_checkpoint_weights(cfg: Any, hf_config: Dict[str, Any], name: str) -> Any:
+    """`cfg` (derived from the module tree, which holds no quantisation) with the weight format its config.json's
+    quantization_config states and which weights it covers, as the Hub import reads them (hub/quantization.py):
+    gpt-oss's MXFP4 routed experts, beside bf16 attention, router, embeddings and LM head."""
+    from llm_analysis.hub.quantization import checkpoint_quantized_weights, checkpoint_weight_format
+    weights = checkpoint_weight_format(hf_config)
+    if weights is None:
+        return cfg
+    covered = checkpoint_quantized_weights(hf_config, f"config.json of {name}") or "all"
+    if not cfg.is_moe:  # (no routed experts found in the tree: nothing the format could cover alone)
+        covered = "all"
+    return cfg.model_copy(update={"checkpoint_weight_format": weights, "checkpoint_quantized_weights": covered})
 
 
 def _verified_table(hf_config: Dict[str, Any], model_id: Optional[str], revision: Optional[str], use_cache: bool,

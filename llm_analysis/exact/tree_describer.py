@@ -121,13 +121,17 @@ class ModuleTreeDescriber(LayerDescriber):
         # tokens), all E exist (parameters), E/ep live on each GPU (as LayerDescriber._moe_ops)
         e, k = copies, self.description["experts"]["top_k"]
         one = self._matmul(s["name"], s["group"], phase, phase.tokens * k * s["calls"], s["in"], s["out"],
-                           s["bias"], shard=shard, shard_input=role == "row", lora_target=lora)
+                           s["bias"], shard=shard, shard_input=role == "row", lora_target=lora,
+                           weight_bytes=self.expert_w_bytes, bias_bytes=self.w_bytes)
         experts_gpu, active_gpu = expert_placement(e, self.redundant_experts, self.par.ep_size, k / e,
                                                    phase.tokens * self.par.ep_size)
         w_gpu = one.params_per_gpu * experts_gpu
-        return replace(one, params=one.params * e, params_per_gpu=w_gpu, weight_bytes_per_gpu=w_gpu * self.w_bytes,
+        # 16-bit biases beside low-bit expert matrices (model/checkpoint_weights.py); else exactly 0
+        bias_extra = one.weight_bytes_per_gpu - one.params_per_gpu * self.expert_w_bytes
+        return replace(one, params=one.params * e, params_per_gpu=w_gpu,
+                       weight_bytes_per_gpu=w_gpu * self.expert_w_bytes + bias_extra * experts_gpu,
                        bytes_read_per_gpu=one.bytes_read_per_gpu - one.weight_bytes_per_gpu
-                       + one.params_per_gpu * active_gpu * self.w_bytes,
+                       + one.params_per_gpu * active_gpu * self.expert_w_bytes + bias_extra * active_gpu,
                        shapes=f"{one.shapes}, {e} experts top-{k}", expert_role="routed")
 
     def _row_flops_op(self, phase: Phase, s: Dict[str, Any]) -> Operator:

@@ -21,6 +21,7 @@ from llm_analysis.hub.model_class import (loaded_class_name, loaded_class_takes_
                                          task_head_refusal, towers_refusal)
 from llm_analysis.hub.source import (Fields, Src, decode_special_floats, logger, transformers_config,
                                      unknown_to_transformers)
+from llm_analysis.hub.quantization import checkpoint_quantized_weights, checkpoint_weight_format
 from llm_analysis.hub.spec import read_family, read_masked_lm_head
 from llm_analysis.hub.vision import read_vision_tower
 from llm_analysis.schema.loading import build_config
@@ -95,32 +96,6 @@ def _read_fields(src: Src, mt: Any, model_type: Any, what: str, raw_top: Dict[st
     return fields
 
 
-def checkpoint_weight_format(d: Dict[str, Any]) -> Optional[str]:
-    """The weight format a checkpoint's quantization_config states (top level, or a wrapper's text_config):
-    Mxfp4Config (quant_method "mxfp4", gpt-oss), ModelOpt (quant_method "modelopt", quant_algo "NVFP4" or
-    "FP8"), FineGrainedFP8Config (quant_method "fp8"); None for anything else (mixed precision,
-    compressed-tensors). A ModelOpt export whose quantization_config names ModelOpt only as its producer
-    (producer.name "modelopt", no quant_method: Qwen/Qwen3-32B-FP8-Static-PerTensor) is read as ModelOpt: the
-    engines detect such a checkpoint by its hf_quant_config.json (vLLM docs, features/quantization/modelopt.md:
-    "vLLM detects ModelOpt checkpoints via hf_quant_config.json"), which states the same quant_algo."""
-    q = d.get("quantization_config")
-    if not isinstance(q, dict) and isinstance(d.get("text_config"), dict):
-        q = d["text_config"].get("quantization_config")
-    if not isinstance(q, dict):
-        return None
-    method, algo = str(q.get("quant_method", "")).lower(), str(q.get("quant_algo", "")).upper()
-    producer = q.get("producer")
-    if not method and isinstance(producer, dict) and str(producer.get("name", "")).lower() == "modelopt":
-        method = "modelopt"
-    if method == "mxfp4":
-        return "mxfp4"
-    if method == "modelopt":  # one algorithm for every quantised layer (MIXED_PRECISION lists several: None)
-        return {"NVFP4": "nvfp4", "FP8": "fp8"}.get(algo)
-    if method == "fp8" and not algo:
-        return "fp8"
-    return None
-
-
 def _remote_code_hint(d: Dict[str, Any], name: str) -> Optional[str]:
     """What to do when a config that ships its own code (auto_map, not run by default) could not be mapped."""
     auto_map = d.get("auto_map")
@@ -174,6 +149,7 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     if tower is not None:
         fields["vision_tower"] = tower
     fields["checkpoint_weight_format"] = checkpoint_weight_format(d)
+    fields["checkpoint_quantized_weights"] = checkpoint_quantized_weights(d, what) or "all"
     _warn_decoder_of_encoder_decoder(d, fields, what)
     fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)
     if fields["model_type"] is None:

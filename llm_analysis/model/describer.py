@@ -10,6 +10,7 @@ from llm_analysis.config import DtypeConfig, ModelConfig, ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.options import ActivationRecomputation
 from llm_analysis.model.attention import AttentionOps
+from llm_analysis.model.checkpoint_weights import layer_weight_bytes_per_param
 from llm_analysis.model.cross_attention import CrossAttentionOps, check_encoder_seq_len
 from llm_analysis.model.dense_variants import DenseVariantOps
 from llm_analysis.model.context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
@@ -101,7 +102,10 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         self.dtype = dtype
         self.par = par
         self.conv = conventions
-        self.w_bytes = dtype.weight_bytes_per_param
+        # the routed experts' matrices at the dtype's weight width; every other weight at it too, unless the
+        # checkpoint stores only the experts in the dtype's low-bit format (gpt-oss: model/checkpoint_weights.py)
+        self.expert_w_bytes = dtype.weight_bytes_per_param
+        self.w_bytes = layer_weight_bytes_per_param(model, dtype)
         self.a_bytes = dtype.activation_bytes_per_element
         self.e_bytes = dtype.embedding_bits / 8
         self.kv_bytes = kv_cache_dtype_bytes if kv_cache_dtype_bytes is not None else self.a_bytes
@@ -277,7 +281,7 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
     def _matmul(self, name: str, group: str, phase: Phase, tokens: int, d_in: int, d_out: int,
                 bias: bool, shard: int = 1, weight_bytes: Optional[float] = None,
                 shard_input: bool = False, copies: int = 1, lora_target: Optional[str] = None,
-                shard_copies: bool = False) -> Operator:
+                shard_copies: bool = False, bias_bytes: Optional[float] = None) -> Operator:
         """y[tokens, d_out] = x[tokens, d_in] @ W[d_in, d_out] (+ b), `copies` times.
 
         `shard` splits W over that many GPUs (column or row parallel); the input
@@ -286,14 +290,20 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         each GPU runs copies / shard whole matrices as one batched GEMM (torch.bmm over the
         heads), timed as one GEMM of tokens x copies / shard rows (its FLOPs, its tiles at
         M a multiple of the tile height). `lora_target`: the projection id LoRA matches
-        (default: `name`).
+        (default: `name`). `bias_bytes`: the bias's bytes per parameter when they differ from the
+        matrix's (a checkpoint that quantises the routed experts' matrices only keeps their biases in 16 bits).
         """
         wb = self.w_bytes if weight_bytes is None else weight_bytes
         params = (d_in * d_out + (d_out if bias else 0)) * copies
         params_gpu = params / shard
+        bias_gpu = d_out * copies / shard
         if bias and shard_input:
             # row-parallel: the bias is added after the all-reduce, so every rank keeps all of it
             params_gpu = (d_in * d_out / shard + d_out) * copies
+            bias_gpu = d_out * copies
+        weight_bytes_gpu = params_gpu * wb
+        if bias and bias_bytes is not None and bias_bytes != wb:
+            weight_bytes_gpu = (params_gpu - bias_gpu) * wb + bias_gpu * bias_bytes
         flops = 2.0 * tokens * d_in * d_out * copies
         # a row-parallel layer's input is split over the GPUs, a column-parallel one's output; heads split
         # over the GPUs (`shard_copies`) split both: a GPU reads and writes its own heads' rows only
@@ -301,8 +311,8 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         out_elems = tokens * d_out * copies / (1 if shard_input and not shard_copies else shard)
         return Operator(
             name=name, group=group, kind="matmul", params=params, params_per_gpu=params_gpu,
-            weight_bytes_per_gpu=params_gpu * wb, flops=flops, flops_per_gpu=flops / shard,
-            bytes_read_per_gpu=params_gpu * wb + in_elems * self.a_bytes,
+            weight_bytes_per_gpu=weight_bytes_gpu, flops=flops, flops_per_gpu=flops / shard,
+            bytes_read_per_gpu=weight_bytes_gpu + in_elems * self.a_bytes,
             bytes_written_per_gpu=out_elems * self.a_bytes,
             shapes=f"[{d_in}x{d_out}]{'x' + str(copies) if copies > 1 else ''} x {tokens} tokens",
             in_features=d_in, out_features=d_out, lora_target=name if lora_target is None else lora_target,

@@ -58,8 +58,12 @@ class MlpOps:
         m = self.model
         h = m.hidden_dim if io_dim is None else io_dim
         ups = ["gate_proj", "up_proj"] if m.mlp_gated_linear_units else ["up_proj"]
+        # a routed expert's matrices at the expert width, its biases at the other weights' (they differ only
+        # when the checkpoint quantises the routed experts alone: model/checkpoint_weights.py)
+        widths = (dict(weight_bytes=self.expert_w_bytes, bias_bytes=self.w_bytes) if expert_role == "routed"
+                  else {})
         ops = [self._matmul(f"{prefix}{n}", group, phase, tokens, h, ffn, bias, shard=shard, copies=copies,
-                            lora_target=n) for n in ups]
+                            lora_target=n, **widths) for n in ups]
         if expert_role != "routed":
             # gate and up read the same input: one GEMM under serving conventions (a fused MoE's
             # routed experts keep three operators: their measured shares, cost/calibrated.py, are
@@ -72,7 +76,7 @@ class MlpOps:
                             shapes=f"{m.activation}{'-glu' if len(ups) == 2 else ''} x {act_elems:.0f}"))
         down_bias = bias if down_bias is None else down_bias
         ops.append(self._matmul(f"{prefix}down_proj", group, phase, tokens, ffn, h, down_bias, shard=shard,
-                                shard_input=True, copies=copies, lora_target="down_proj"))
+                                shard_input=True, copies=copies, lora_target="down_proj", **widths))
         for op in ops:
             op.expert_role = expert_role
         return ops
@@ -136,10 +140,14 @@ class MlpOps:
                 ops.append(op)
                 continue
             w_gpu = one.params_per_gpu * experts_gpu
-            read_w = one.params_per_gpu * active_gpu * self.w_bytes
+            # one expert's bytes beyond its parameters at the expert width: its 16-bit biases when only the
+            # experts' matrices are low-bit, else exactly 0
+            bias_extra = one.weight_bytes_per_gpu - one.params_per_gpu * self.expert_w_bytes
+            read_w = one.params_per_gpu * active_gpu * self.expert_w_bytes + bias_extra * active_gpu
             # `op` was built just above for this list: set in place (dataclasses.replace is slow)
             op.bytes_read_per_gpu = op.bytes_read_per_gpu - op.weight_bytes_per_gpu + read_w
-            op.params, op.params_per_gpu, op.weight_bytes_per_gpu = one.params * e, w_gpu, w_gpu * self.w_bytes
+            op.params, op.params_per_gpu = one.params * e, w_gpu
+            op.weight_bytes_per_gpu = w_gpu * self.expert_w_bytes + bias_extra * experts_gpu
             if z:  # a token runs k·E/(E+Z) real experts on average (the FLOPs' expectation above)
                 op.active_params = one.params * k * e / (e + z)
             op.shapes = f"{op.shapes}, {e} experts top-{k}"

@@ -225,7 +225,7 @@ def zero_expert_weight_ops(d, one_expert: List[Operator], ep_size: int) -> List[
     params = m.moe_zero_experts * sum(op.params for op in ups)
     params_gpu = m.moe_zero_experts * sum(op.params_per_gpu for op in ups) / ep_size
     return [Operator(name="zero_expert_weights", group="experts", kind="elementwise", params=params, active_params=0,
-                     params_per_gpu=params_gpu, weight_bytes_per_gpu=params_gpu * d.w_bytes,
+                     params_per_gpu=params_gpu, weight_bytes_per_gpu=params_gpu * d.expert_w_bytes,
                      expert_role="routed", shapes=f"{m.moe_zero_experts} unused gate/up weights")]
 
 

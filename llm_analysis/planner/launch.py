@@ -46,7 +46,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from llm_analysis.catalogue.lookup import get_dtype_config_by_name
 from llm_analysis.errors import ConfigError
-from llm_analysis.schema.dtype import DtypeConfig
+from llm_analysis.model.checkpoint_weights import stored_weights  # (re-exported: the launch's own word)
 
 LAUNCH_ENGINES = ("vllm", "sglang", "trtllm")
 _FP8_NAMES = ("fp8", "fp8_e4m3", "fp8_e5m2")
@@ -96,16 +96,6 @@ def _kv_refusal(kv: str) -> Optional[str]:
     if kv in _FP8_NAMES or kv in _SIXTEEN_BIT_NAMES:
         return None
     return f"a {kv} KV cache: the engines keep it in the model's 16-bit type or fp8, none has a flag for {kv}"
-
-
-def stored_weights(dtype: DtypeConfig) -> Optional[str]:
-    """How `dtype` stores weights, in the terms of a model's `checkpoint_weight_format`: None for 16-bit floats,
-    "fp8", "nvfp4", "mxfp4", or e.g. "int4" / "int8" (AWQ / GPTQ / W8A8 checkpoints, never a catalogue release's)."""
-    if dtype.weight_format in ("nvfp4", "mxfp4"):
-        return dtype.weight_format
-    if dtype.weight_format == "float":
-        return {16: None, 8: "fp8"}.get(dtype.weight_bits, f"float{dtype.weight_bits}")
-    return f"{dtype.weight_format}{dtype.weight_bits}"
 
 
 def online_quantization(engine: str, w: WorkerLaunch) -> Optional[str]:

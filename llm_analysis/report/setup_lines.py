@@ -8,6 +8,7 @@ import itertools
 from typing import List, Tuple
 
 from llm_analysis.cost.calibrated import CalibratedCostModel, call_cost_model
+from llm_analysis.model.checkpoint_weights import only_routed_experts_low_bit
 
 
 def _model_line(m) -> str:
@@ -67,6 +68,9 @@ def _dtype_line(analysis) -> str:
             f"embeddings {d.embedding_bits}-bit")
     if getattr(d, "quant_group_size", None):
         line += f", quantisation groups of {d.quant_group_size}"
+    if only_routed_experts_low_bit(analysis.model_config, d):  # (gpt-oss: model/checkpoint_weights.py)
+        line += (f"; as the checkpoint stores them, the routed experts alone in {wf}, every other weight 16-bit "
+                 "(checkpoint_quantized_weights = 'routed_experts')")
     return line
 
 

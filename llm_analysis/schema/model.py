@@ -242,9 +242,14 @@ class ModelConfig(StrictModel):
     source: str = ""  # where the numbers come from (Hub id, paper)
     # the weight format of the released checkpoint, as its config.json's quantization_config states it
     # (gpt-oss: mxfp4; NVIDIA's ModelOpt releases: nvfp4; block-scaled releases: fp8); None: unstated or
-    # 16-bit. No count reads it: it decides only what the generic data-type word "fp4" means for this
-    # model (catalogue/lookup.py dtype_for_setup)
+    # 16-bit. It decides what the generic data-type word "fp4" means for this model (catalogue/lookup.py
+    # dtype_for_setup); the counts read it only beside checkpoint_quantized_weights below
     checkpoint_weight_format: Optional[Literal["fp8", "nvfp4", "mxfp4"]] = None
+    # which weights that format covers: "all", or "routed_experts" only (gpt-oss: its quantization_config's
+    # modules_to_not_convert keeps attention, router, embeddings and LM head in bf16). When a run's weight
+    # dtype is the checkpoint's format, the weights it does not cover are counted at 16 bits
+    # (model/checkpoint_weights.py)
+    checkpoint_quantized_weights: Literal["all", "routed_experts"] = "all"
 
     # --- dense decoder variants (issue 14); the defaults leave every other model as it was
     # learned scalars inside the MLP activation, per layer (xIELU, Apertus: alpha_p, alpha_n)
@@ -304,6 +309,7 @@ class ModelConfig(StrictModel):
         check_layer_attention_fields(self)
         self._check_latent_moe()
         self._check_state_dtype()
+        self._check_checkpoint_quantized_weights()
         return self
 
     def _check_signs(self) -> None:
@@ -469,6 +475,17 @@ class ModelConfig(StrictModel):
             raise ValueError(f"field 'moe_latent_dim' = {self.moe_latent_dim} is the width the routed experts "
                              f"run in, but moe_num_experts = {self.moe_num_experts} (no routed experts): set "
                              "moe_num_experts > 1 or moe_latent_dim=None")
+
+    def _check_checkpoint_quantized_weights(self) -> None:
+        """Low-bit routed experts need a low-bit checkpoint format and routed experts."""
+        if self.checkpoint_quantized_weights == "all":
+            return
+        if self.checkpoint_weight_format is None or not self.is_moe:
+            raise ValueError(f"field 'checkpoint_quantized_weights' = {self.checkpoint_quantized_weights!r} says "
+                             "only the routed experts are stored in the checkpoint's low-bit format, but "
+                             f"checkpoint_weight_format = {self.checkpoint_weight_format!r} and moe_num_experts = "
+                             f"{self.moe_num_experts}: it needs a format (fp8, nvfp4, mxfp4) and routed experts "
+                             "(moe_num_experts > 1); else set it to 'all'")
 
     def _check_state_dtype(self) -> None:
         """A recurrent-state dtype needs mixer layers that keep a state, and a real dtype width."""
