@@ -32,7 +32,7 @@ from llm_analysis.quantities.setup_entries import calibrated_rate_entries
 from llm_analysis.schema.parallelism import ParallelismConfig
 from llm_analysis.training import run_training
 from llm_analysis.training.request import TrainingRequest
-from llm_analysis.training.run import iteration_time, stages_for, training_run
+from llm_analysis.training.run import bound_stages, iteration_time, stages_for, training_run
 
 logger = logging.getLogger(__name__)
 
@@ -150,11 +150,11 @@ def _run_training_defaults() -> Dict[str, Any]:
     return {k: p.default for k, p in inspect.signature(run_training).parameters.items() if k != "analysis"}
 
 
-def _training_bounds(a, req: TrainingRequest, summary: Dict[str, Any]) -> Dict[str, float]:
-    """The roofline's times of the call the calibrated run just analysed (`req`: the request it
-    validated, which depends on no cost model): its stages and iteration time at the micro-batch
-    and accumulation steps that run chose (they depend on memory only, which no cost model
-    changes), as `run_training` / `training_summary` compute them, without the validation,
+def _training_bounds(a, view, req: TrainingRequest, summary: Dict[str, Any]) -> Dict[str, float]:
+    """The roofline's times of the call the calibrated run on `view` just analysed (`req`: the request it
+    validated, which depends on no cost model): its stages (the run's own, re-timed: `bound_stages`) and
+    iteration time at the micro-batch and accumulation steps that run chose (they depend on memory only,
+    which no cost model changes), as `run_training` / `training_summary` compute them, without the validation,
     memory, batch choice and summary a full second run would redo. A ZeRO-3 rate cap
     (`zero3_gather_bytes_per_s`) is a framework's inefficiency, not the hardware's: the
     bound moves the gathers at NCCL's rates (training/zero3.py)."""
@@ -162,7 +162,7 @@ def _training_bounds(a, req: TrainingRequest, summary: Dict[str, Any]) -> Dict[s
     if req.zero3.gather_bytes_per_s is not None:
         req = dataclasses.replace(req, zero3=dataclasses.replace(req.zero3, gather_bytes_per_s=None))
     b, m = summary["batch_size_per_gpu"], summary["gradient_accumulation_steps"]
-    stages = stages_for(bound, req, b)
+    stages = bound_stages(bound, req, b, stages_for(view, req, b))
     times = iteration_time(bound, req, stages, b, m)
     it = times["latency_per_iter"]
     # training_summary's latency_fwd (the hand-off is 0.0 without pipeline stages) and _whole_run's total
@@ -224,7 +224,7 @@ def training(a, args: Dict[str, Any]) -> dict:
     view = with_cost_model(a, a.cost_model.for_call(a.kernel_launch, training=True))  # (compute share: calibrated.py)
     summary, req = _eager_run(view, args)
     # the same call on the roofline (its stages kept per shape with every call's)
-    summary.update(_training_bounds(a, req, summary))
+    summary.update(_training_bounds(a, view, req, summary))
     # the efficiencies of the rates the times used (the training view's, not the analysis' inference view:
     # achieved_tflops = flops_efficiency x peak)
     summary.update(calibrated_rate_entries(view))

@@ -210,10 +210,20 @@ class CostModel:
         kernels = self.table_kernels_s(table, figures, x)
         if table.collectives_work:
             kernels[:, table.is_collective] = 0.0
+        return TableSplit(kernels, self.table_collectives_s(table, figures))
+
+    def table_collectives_s(self, table: PhaseTable, figures: np.ndarray) -> List[float]:
+        """The seconds of each distinct collective of `table` (`PhaseTable.collectives`) at `figures`."""
         if not table.collectives:
-            return TableSplit(kernels, [])
+            return []
         comm = figures[COMM_BYTES].tolist()
-        return TableSplit(kernels, [timer(comm[i]) for i, timer in self._table_collective_timers(table)])
+        return [timer(comm[i]) for i, timer in self._table_collective_timers(table)]
+
+    def table_times_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> Tuple[np.ndarray, List[float]]:
+        """`table_split_s` without the split: every operator's kernel seconds [operator] (a collective's
+        are not 0 where it carries work: a caller sums kernels only) and each distinct collective's, for
+        sums that need no breakdown by bound (a training stage's)."""
+        return self.table_kernels_s(table, figures, x).sum(axis=0), self.table_collectives_s(table, figures)
 
     def _table_collective_timers(self, table: PhaseTable) -> List[Tuple[int, Callable[[float], float]]]:
         """(index, `collective_timer`) of each distinct collective of `table`, looked up once per
@@ -317,6 +327,11 @@ class RooflineCostModel(CostModel):
         c_m[0] *= compute_bound
         c_m[1] *= ~compute_bound
         return c_m
+
+    def table_times_s(self, table: PhaseTable, figures: np.ndarray, x: float) -> Tuple[np.ndarray, List[float]]:
+        """`CostModel.table_times_s`: each kernel's max(FLOPs / FLOP/s, bytes / bytes/s), not filed by bound."""
+        return (figures[FLOPS_PER_GPU:BYTES_PER_GPU + 1] / self._table_rates).max(axis=0), \
+            self.table_collectives_s(table, figures)
 
     def table_total_s(self, table: PhaseTable, figures: np.ndarray) -> float:
         """The seconds of every operator of `table` at `figures` (`PhaseTable.figure_array`), each its

@@ -109,7 +109,7 @@ from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
 from llm_analysis.training.memory import (activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes,
                                           trained_weight_bytes, zero_shards_nothing, zero_without_sharding_text)
 from llm_analysis.training.request import TrainingRequest, check_request
-from llm_analysis.training.stage import Stage, build_stage
+from llm_analysis.training.stage import Stage, build_stage, retimed_stage
 from llm_analysis.training.zero3 import exposed_s
 from llm_analysis.training.summary import training_summary
 
@@ -134,6 +134,18 @@ def stages_for(analysis, req: TrainingRequest, b: int, seq_len: Optional[int] = 
             stages[-1].loss = loss_s(analysis, stages[-1].index, b, x)
         return stages
     return analysis.describer.cost_memo(analysis.cost_model, key, build)
+
+
+def bound_stages(analysis, req: TrainingRequest, b: int, built: List[Stage]) -> List[Stage]:
+    """`stages_for(analysis, req, b)` from `built`, the stages another cost model built for the same
+    micro-batch and request (a calibrated run's, whose roofline bound this times: cost/choice.py): each
+    re-timed on its phase table (`retimed_stage`: the weights and FLOPs the other model summed are the
+    same for every model), or, where a stage cannot be (LoRA, no table), all of them built anew."""
+    if req.lora is not None:
+        return stages_for(analysis, req, b)
+    ph = Phase("train", b, req.seq_len, req.seq_len)
+    stages = [retimed_stage(analysis, st, ph, req.rc, req.overlap_tp_comm) for st in built]
+    return stages_for(analysis, req, b) if None in stages else stages
 
 
 def _memory_key(analysis, req: TrainingRequest) -> tuple:

@@ -231,16 +231,28 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
                 _add_weights(st, analysis, op, n, is_layer, None, False)
         weights = table.memo[("stage_weights", s)] = st
     figures = table.figure_array(ph.batch, ph.q_len)
-    split = analysis.cost_model.table_split_s(table, figures, ph.q_len)
-    kernels, collectives, attention = _stage_roles(table, rc)
-    # sums over [all kernels, recomputed kernels, attention kernels] of their (compute_s, memory_s) and
-    # of every figure (FLOPs; FLOPs no kernel executes)
-    fwd, rc_compute, attn_fwd = (c + m for c, m in (kernels[:3] @ split.kernels.T).tolist())
+    kernels = _stage_roles(table, rc)[0]
+    # sums over [all kernels, recomputed kernels, attention kernels, routed experts, recomputed routed
+    # experts] of every figure (FLOPs; FLOPs no kernel executes): the same whichever model times them
     (flops_fwd, masked_fwd), (flops_rc, masked_rc), (attn_flops, attn_masked), (_, expert_masked_fwd), \
         (_, expert_masked_rc) = ((row[FLOPS], row[MASKED_FLOPS]) for row in (kernels @ figures.T).tolist())
-    attn_executed = attn_flops - attn_masked
+    # (the weight fields' Stage with the times: every field is an init field; faster than dataclasses.replace)
+    return Stage(**{**vars(weights), **_table_stage_times(analysis, table, figures, ph, rc),
+                    "flops_fwd": flops_fwd, "flops_bwd": 2.0 * flops_fwd, "flops_rc": flops_rc,
+                    "masked_flops_fwd": masked_fwd, "masked_flops_rc": masked_rc,
+                    "expert_masked_flops_fwd": expert_masked_fwd, "expert_masked_flops_rc": expert_masked_rc,
+                    "attention_executed_flops_fwd": attn_flops - attn_masked})
+
+
+def _table_stage_times(analysis, table, figures, ph: Phase, rc: ActivationRecomputation) -> dict:
+    """The time fields of `_table_stage` (the stage's operators at `figures` timed by the analysis'
+    cost model): every kernel's seconds (`CostModel.table_times_s`: a stage's sums need each kernel's
+    time, not what bounds it) summed by the roles `_add_time` gives them."""
+    kernel_s, collectives_s = analysis.cost_model.table_times_s(table, figures, ph.q_len)
+    kernels, collectives, attention = _stage_roles(table, rc)
+    fwd, rc_compute, attn_fwd = (kernels[:3] @ kernel_s).tolist()
     tp = ep = cp = recomputed_s = 0.0
-    for (every, recomputed, group), t in zip(collectives, split.collectives):
+    for (every, recomputed, group), t in zip(collectives, collectives_s):
         if group == "tp":
             tp += every * t
         elif group == "ep":
@@ -254,18 +266,28 @@ def _table_stage(analysis, table, ph: Phase, s: int, rc: ActivationRecomputation
     slowdown = _attention_backward_slowdown(analysis, ph)
     floor_s = analysis.cost_model.kernel_floor_s
     attn_bwd = 0.0
-    for n, (c, m) in zip(attention.repeats, split.kernels[:, attention.rows].T.tolist()):
-        t = c + m  # one kernel's forward time
+    for n, t in zip(attention.repeats, kernel_s[attention.rows].tolist()):  # (t: one kernel's forward time)
         attn_bwd += n * (t * _above_floor_slowdown(t, slowdown, floor_s))
     bwd = 2.0 * fwd + FLASH_BACKWARD_OVER_FORWARD * attn_bwd - 2.0 * attn_fwd
-    # (the weight fields' Stage with the times: every field is an init field; faster than dataclasses.replace)
-    return Stage(**{**vars(weights), "fwd_compute": fwd, "bwd_compute": bwd, "rc_compute": rc_compute,
-                    "rc_comm": recomputed_s, "tp_fwd": tp, "ep_fwd": ep, "cp_fwd": cp,
-                    "flops_fwd": flops_fwd, "flops_bwd": 2.0 * flops_fwd, "flops_rc": flops_rc,
-                    "masked_flops_fwd": masked_fwd, "masked_flops_rc": masked_rc,
-                    "expert_masked_flops_fwd": expert_masked_fwd, "expert_masked_flops_rc": expert_masked_rc,
-                    "attention_executed_flops_fwd": attn_executed, "attention_backward_slowdown": slowdown,
-                    "kernel_floor_s": floor_s})
+    return {"fwd_compute": fwd, "bwd_compute": bwd, "rc_compute": rc_compute, "rc_comm": recomputed_s,
+            "tp_fwd": tp, "ep_fwd": ep, "cp_fwd": cp, "attention_backward_slowdown": slowdown,
+            "kernel_floor_s": floor_s}
+
+
+def retimed_stage(analysis, built: Stage, ph: Phase, rc: ActivationRecomputation, overlap_tp_comm) -> Optional[Stage]:
+    """`build_stage(analysis, ph, built.index, rc, None, overlap_tp_comm)` from `built`, the stage another cost
+    model built for the same phase, options and no LoRA (the roofline's beside a calibrated run:
+    cost/choice.py): its weight and FLOPs fields, which no cost model changes, with times from the
+    analysis' cost model on the phase table (the figures the other model just evaluated). None where the
+    analysis' cost model times no table, or times what a stage adds beside its operators (fp8 casts, loss)."""
+    cm = analysis.cost_model
+    table = timed_table(cm, analysis.describer, "train", built.index, x=ph.q_len)
+    if table is None or cm.times_fp8_training_casts or cm.times_training_loss:
+        return None
+    st = Stage(**{**vars(built), **_table_stage_times(analysis, table, table.figure_array(ph.batch, ph.q_len), ph, rc),
+                  "tp_bwd_hidden": 0.0, "fp8_cast": 0.0, "fp8_weight_cast": 0.0, "loss": 0.0})
+    _overlap_tp_comm(st, analysis, ph, None, overlap_tp_comm)
+    return st
 
 
 class _AttentionRows(NamedTuple):
@@ -323,8 +345,13 @@ def build_stage(analysis, ph: Phase, s: int, rc: ActivationRecomputation, lora: 
             _add_time(st, op, n, t, flops, recomputed, lora)
             if op.kind != "collective":
                 _add_weights(st, analysis, op, n, is_layer, lora, recomputed)
+    _overlap_tp_comm(st, analysis, ph, lora, overlap_tp_comm)
+    return st
+
+
+def _overlap_tp_comm(st: Stage, analysis, ph: Phase, lora: Optional[LoRAConfig], overlap_tp_comm) -> None:
+    """The TP collectives the stage hides under its compute (`overlap_tp_comm`)."""
     if overlap_tp_comm == TP_OVERLAP_BACKWARD:
-        st.tp_bwd_hidden = backward_hidden_tp_s(analysis, ph, s, lora)
+        st.tp_bwd_hidden = backward_hidden_tp_s(analysis, ph, st.index, lora)
     elif overlap_tp_comm:
         _hide_tp_comm(st)
-    return st

@@ -227,6 +227,21 @@ def test_training_bounds_are_the_roofline_call(setup):
     assert r["total_training_latency_lower_bound"] is None and r["latency_per_iter_lower_bound"] > 0
 
 
+@pytest.mark.parametrize("overlap_tp_comm", [True, "backward"])
+def test_training_bound_hides_tp_comm_as_the_roofline_call(overlap_tp_comm):
+    """The bound re-times the calibrated run's own stages (training/stage.py `retimed_stage`), so what a stage
+    hides of its TP collectives must be worked out again from the roofline's times, on every pipeline stage:
+    the same figures as the call on a separate roofline analysis."""
+    setup = BOUND_SETUPS[2]  # (tp 2 x pp 2: two stages, each with TP collectives)
+    cal, roof = _analysis(*setup, "calibrated"), _analysis(*setup, "roofline")
+    for rc in (0, 2):
+        kw = dict(batch_size_per_gpu=2, seq_len=700, gradient_accumulation_steps=4, activation_recomputation=rc,
+                  total_num_tokens=1e9, overlap_tp_comm=overlap_tp_comm)
+        c, r = cal.training(**kw), roof.training(**kw)
+        for k in TRAIN_KEYS:
+            assert c[k + "_lower_bound"] == pytest.approx(r[k], rel=1e-12), (kw, k)
+
+
 def test_bound_reads_the_kv_cache_dtype():
     """kv_cache_dtype names the cache's element size: the bound times the same cache as the
     calibrated pass (it once read the activation-size cache: a 'lower bound' above the prediction)."""
