@@ -223,9 +223,10 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
             conversation is the prompt, the second the output, pairs kept as vllm bench serve keeps them (each
             side >= 4 tokens, prompt <= 1024, both <= 2048).
         framework: serving engine whose scheduling, defaults and overheads apply: vllm, sglang or trtllm.
-        max_num_batched_tokens: tokens one engine step may process, the chunked-prefill budget (default: the
-            engine's for this GPU).
-        max_num_seqs: requests running at once per replica (default: the engine's).
+        max_num_batched_tokens: tokens one engine step of an attention replica may process, the chunked-prefill
+            budget (a worker's when attention_dp_size = 1; default: the engine's for this GPU).
+        max_num_seqs: requests running at once per attention replica (a worker runs attention_dp_size times as
+            many; default: the engine's).
         gpu_memory_utilization: share of GPU memory the engine may use, in (0, 1] (vLLM's
             gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction;
             default: the engine's).

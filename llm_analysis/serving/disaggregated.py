@@ -131,6 +131,7 @@ def _pools(a, framework: str, disaggregated, options, lengths, imbalance, specul
             opts["max_num_seqs"] = batch
         # a prefill rank holds a prompt's cache until it is sent; a decode rank the whole request's
         longest = lengths.max_input if name == "prefill" else lengths.max_total
+        longest_text = "input_len (the prompt a prefill rank holds)" if name == "prefill" else None
         # a decode pool sized for a stated batch captures its CUDA graphs up to it (TensorRT-LLM's disaggregated
         # configs set cuda_graph_config.max_batch_size = max_batch_size; SGLang --cuda-graph-max-bs likewise)
         graphs = batch if name == "decode" else None
@@ -138,7 +139,7 @@ def _pools(a, framework: str, disaggregated, options, lengths, imbalance, specul
         try:
             rank, layout = build_rank(a, par, framework, opts, lengths, imbalance,
                                       speculative if name == "decode" else None, where=f"{where} ",
-                                      longest_tokens=longest, graph_batch=graphs)
+                                      longest_tokens=longest, graph_batch=graphs, longest_text=longest_text)
         except ConfigError as err:
             text = str(err)
             if name == "decode" and batch is not None:

@@ -51,13 +51,14 @@ class KVPool:
 
 
 def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Optional[float] = None,
-            extra_bytes_per_token: float = 0.0, extra_weight_bytes: float = 0.0, layout_text: Optional[str] = None
-            ) -> KVPool:
+            extra_bytes_per_token: float = 0.0, extra_weight_bytes: float = 0.0, layout_text: Optional[str] = None,
+            longest_text: str = "input_len + output_len") -> KVPool:
     """The pool of one GPU of a replica under `engine` (EngineSettings); ConfigError when the
     weights leave no pool or the longest request cannot fit it even alone. `weight_bytes`: the
     GPU's weights when they differ from the analysis' (worker layouts, serving/layout.py);
     `extra_weight_bytes` / `extra_bytes_per_token`: a speculative draft's weights and KV cache
-    (serving/speculative.py). `layout_text`: the worker's layout as a refusal names it (default: its tp)."""
+    (serving/speculative.py). `layout_text`: the worker's layout as a refusal names it (default: its tp).
+    `longest_text`: what `longest_request_tokens` counts, as a refusal names it (a prefill pool's: the prompt)."""
     gpu = analysis.gpu_config
     where = layout_text or f"tp={analysis.parallelism_config.tp_size}"
     mem = gpu.memory_bytes
@@ -126,13 +127,16 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
                    f"{share * mem / GB:.2f} GB holds less than the weights)" if engine.memory_share_of == "static"
                    and share * mem < weights else "")
         shorter = f"at most {result.capacity_tokens} tokens per request, " if result.capacity_tokens > 0 else ""
+        # an 8-bit cache already holds one byte an element: naming kv_cache_dtype='fp8' sent users after a change
+        # that could not help (Llama-3.1-70B fp8 on one H100 under vLLM, whose cache is fp8 by default)
+        cheaper = ", fewer weight bits or kv_cache_dtype='fp8'" if kv_bytes > 1 else " or fewer weight bits"
         raise ConfigError(
-            f"input_len + output_len = {longest_request_tokens} tokens cannot fit the KV pool even alone: "
-            f"{analysis.model_config.name} on {gpu.name} (tp={analysis.parallelism_config.tp_size}) under "
+            f"{longest_text} = {longest_request_tokens} tokens cannot fit the KV pool even alone: "
+            f"{analysis.model_config.name} on {gpu.name} ({where}) under "
             f"{engine.framework} with gpu_memory_utilization = {share:g} keeps {max(pool, 0) / GB:.2f} GB per GPU for "
             f"the KV cache (weights {weights / GB:.2f} GB, workspace {workspace / GB:.2f} GB, {per_token:.0f} bytes "
             f"per token){refuses}; valid: {shorter}{share_hint}, or more "
-            f"GPUs (tp_size), fewer weight bits or kv_cache_dtype='fp8'")
+            f"GPUs (tp_size){cheaper}")
     return result
 
 

@@ -130,9 +130,11 @@ class Replica:
 
 def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths, imbalance=None, speculative=None,
                where: str = "", longest_tokens: Optional[int] = None,
-               graph_batch: Optional[int] = None) -> Tuple[Replica, WorkerLayout]:
+               graph_batch: Optional[int] = None, longest_text: Optional[str] = None) -> Tuple[Replica, WorkerLayout]:
     """One rank of the worker layout `parallelism`: its engine, KV pool, step timer and requests' mean shape.
-    `graph_batch`: decode steps up to this many sequences replay CUDA graphs (a disaggregated decode pool's batch)."""
+    `graph_batch`: decode steps up to this many sequences replay CUDA graphs (a disaggregated decode pool's batch).
+    `longest_tokens` / `longest_text`: the tokens the pool must hold for one request, and what a refusal calls
+    them (default: the longest prompt and output, "input_len + output_len")."""
     layout = worker_layout(a, parallelism, where)
     if imbalance is not None and layout.moe_ep > 1 and imbalance > layout.moe_ep:
         raise ConfigError(f"expert_load_imbalance = {imbalance:g} exceeds {where}moe_ep_size = {layout.moe_ep}: the "
@@ -158,6 +160,8 @@ def build_rank(a, parallelism, framework: str, options: Dict[str, Any], lengths,
         extra.update(extra_weight_bytes=speculative.draft_weight_bytes_per_gpu(rank, extra["weight_bytes"]),
                      extra_bytes_per_token=speculative.draft_kv_bytes_per_token_per_gpu(rank, engine.kv_cache_bytes))
     longest = lengths.max_total if longest_tokens is None else longest_tokens
+    if longest_text is not None:
+        extra.update(longest_text=longest_text)
     pool = kv_pool(rank, d, engine, longest, layout_text=layout.text(), **extra)
     shape = request_shape(engine, lengths)
     return Replica(engine, pool, timer, shape, lengths), layout

@@ -87,3 +87,19 @@ def test_plan_reads_a_ttft_with_a_unit_as_the_same_target():
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert re.search(r"--max_ttft = '500 fortnights' is not a time", bad.stderr)
+
+
+def test_serve_engine_limits_are_stated_per_attention_replica():
+    """The engine's limits apply to each attention replica, as the engines apply them (docs/serving.md: "the
+    engine's settings (max_num_seqs, the token budget) are per rank"): Qwen3-30B-A3B on four H200 as 4 attention
+    replicas with max_num_seqs = 8 runs 4 x 8 = 32 requests at once per worker, not 8. The help said "requests
+    running at once per replica", and serve's replicas are its workers (--dp_size)."""
+    from builders import build_analysis
+    from llm_analysis.config import ParallelismConfig
+    a = build_analysis("Qwen/Qwen3-30B-A3B", gpu="h200-sxm-141gb", perf_model="calibrated",
+                       parallelism=ParallelismConfig(tp_size=1, attention_dp_size=4, moe_ep_size=4))
+    s = a.serve(concurrency=64, max_num_seqs=8, framework="sglang", num_requests=0)
+    assert s["max_running_requests_per_rank"] == 8 and s["max_running_requests_per_replica"] == 4 * 8
+    doc = args_section(serve.__doc__)
+    assert "per attention replica" in doc["max_num_seqs"] and "per replica" not in doc["max_num_seqs"]
+    assert "of an attention replica" in doc["max_num_batched_tokens"]

@@ -343,3 +343,35 @@ def test_a_workspace_sized_by_max_num_seqs_is_named_even_beside_large_weights(an
                        max_num_seqs=100_000, **kw)
     assert message.index("max_num_seqs") < message.index("weights")
     assert a.serve(max_num_seqs=4096, num_requests=0, **kw)["tpot_s"] > 0
+
+
+# ---- found by the serve review (a first hour with serve and plan infer)
+
+def test_a_pool_refusal_names_an_fp8_cache_only_where_the_cache_is_wider(analysis_builder):
+    """Llama-3.1-70B in fp8 on one H100 under vLLM, 120,000 + 1,000 tokens: the cache is already fp8 (80 layers x
+    8 KV heads x 128 x 2 (K and V) x 1 byte = 163,840 bytes a token), so kv_cache_dtype='fp8' cannot shrink it and
+    the refusal must not offer it. Llama-3.1-8B in bf16 on an A10 keeps a 2-byte cache (32 x 8 x 128 x 2 x 2 =
+    131,072 bytes a token): there fp8 halves it, and the refusal offers it."""
+    fp8_cache = analysis_builder("meta-llama/Llama-3.1-70B", gpu="h100-sxm-80gb", dtype="fp8")
+    message = _refused(fp8_cache, "cannot fit the KV pool even alone", f"{80 * 8 * 128 * 2 * 1} bytes per token",
+                       concurrency=4, input_len=120000, output_len=1000)
+    assert "kv_cache_dtype" not in message, message
+    assert message.endswith("more GPUs (tp_size) or fewer weight bits"), message
+    bf16_cache = analysis_builder("meta-llama/Llama-3.1-8B", gpu="a10-pcie-28gb")
+    _refused(bf16_cache, "cannot fit the KV pool even alone", f"{32 * 8 * 128 * 2 * 2} bytes per token",
+             "kv_cache_dtype='fp8'", concurrency=1, input_len=100000, output_len=20000)
+
+
+def test_a_prefill_pool_refusal_names_the_prompt_and_the_whole_layout(analysis_builder):
+    """A disaggregated prefill rank holds a prompt's cache until it is sent, not the output: DeepSeek-V3 in fp8 on
+    B200, a prefill worker of tp 1 x 4 attention replicas (its experts over 4 groups), 8,192-token prompts and
+    1,024-token outputs under vLLM. The refusal said 'input_len + output_len = 8192' (the sum is 9,216), 'tp=1'
+    (the whole model on one GPU) and offered an fp8 cache the model already has (61 layers x (512 + 64) latent
+    elements x 1 byte = 35,136 bytes a token)."""
+    a = analysis_builder("deepseek-ai/DeepSeek-V3", gpu="b200-180gb", dtype="fp8", perf_model="calibrated")
+    pools = {"prefill": {"workers": 2, "parallelism": {"tp_size": 1, "attention_dp_size": 4}, "batch_size": 1},
+             "decode": {"workers": 4, "parallelism": {"tp_size": 8, "moe_ep_size": 8}, "batch_size": 48}}
+    message = _refused(a, "disaggregated['prefill']", "input_len (the prompt a prefill rank holds) = 8192 tokens",
+                       "(tp=1, attention_dp=4, moe_tp=1 x moe_ep=4)", f"{61 * (512 + 64) * 1} bytes per token",
+                       concurrency=192, input_len=8192, output_len=1024, framework="vllm", disaggregated=pools)
+    assert "input_len + output_len" not in message and "kv_cache_dtype" not in message, message
