@@ -154,3 +154,21 @@ def test_llava_exact_refusal_says_each_sentence_once(run, tmp_path, exact_cache)
     # the refusal's two sentences (the derivation's and the family table's reasons are the same): once each
     assert line.count("holds the vision tower and its projector") == 1, line
     assert line.count("To count the language model alone") == 1, line
+
+
+def test_llava_exact_refusal_says_each_sentence_once_in_the_library(tmp_path, exact_cache):
+    # the same refusal raised in this process (the test above runs the installed copy in a subprocess, which a
+    # change to this checkout's source does not reach when an older copy is installed)
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from llm_analysis.config import get_gpu_config_by_name
+    from llm_analysis.errors import LLMAnalysisError
+    from llm_analysis.exact.entry import analysis_from_hf
+    model_dir = tmp_path / "llava"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text(json.dumps(LLAVA))
+    with pytest.raises(LLMAnalysisError) as refused:
+        analysis_from_hf(str(model_dir), get_gpu_config_by_name("h100-sxm-80gb"))
+    message = str(refused.value)
+    assert message.count("holds the vision tower and its projector") == 1, message
+    assert message.count("To count the language model alone") == 1, message
