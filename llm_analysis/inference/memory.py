@@ -99,6 +99,18 @@ def _next_valid_tp(analysis):
     return None
 
 
+def _released_format_tip(analysis) -> str:
+    """Where the model's released checkpoint stores its weights in a low-bit format the run's dtype is not
+    (gpt-oss at the 16-bit default: its release is MXFP4), the dtypes that hold it as released; else ''."""
+    from llm_analysis.catalogue.lookup import get_dtype_config_by_name, list_dtype_configs
+    from llm_analysis.model.checkpoint_weights import stored_weights
+    released = analysis.model_config.checkpoint_weight_format
+    if released is None or stored_weights(analysis.dtype_config) == released:
+        return ""
+    names = [n for n in list_dtype_configs() if stored_weights(get_dtype_config_by_name(n)) == released]
+    return f"the released checkpoint stores its weights as {released}: hold them so (dtype {' or '.join(names)})"
+
+
 def _fit_suggestions(analysis, weights: float, mem: float) -> str:
     p = analysis.parallelism_config
     tips = []
@@ -112,6 +124,9 @@ def _fit_suggestions(analysis, weights: float, mem: float) -> str:
         if bits > 4:  # name only dtypes with fewer weight bits than the one given
             fewer = " or ".join(name for b, name in ((8, "w8a16e16"), (4, "w4a16e16")) if b < bits)
             tips.append(f"use fewer weight bits (e.g. dtype {fewer})")
+        released = _released_format_tip(analysis)
+        if released:
+            tips.append(released)
     else:
         tips.append("a smaller batch_size_per_gpu or a shorter context (seq_len + num_tokens_to_generate)")
         if more:
