@@ -91,7 +91,8 @@ from typing import Dict, Optional, Tuple
 from llm_analysis.config import DtypeConfig, GPUConfig, ParallelismConfig
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError
-from llm_analysis.cost.calibrated_table import calibrated_growing_steps_split_s, calibrated_table_kernels_s, kernel_plan
+from llm_analysis.cost.calibrated_table import (calibrated_growing_steps_split_s, calibrated_table_kernels_s,
+                                               calibrated_table_times_s, kernel_plan)
 from llm_analysis.cost.gemm import (LAUNCH_MODES, FusedGemmShape, GemmShape, flash_backward_rate, gemm_wave_tail_for,
                                     launch_floor_s)
 from llm_analysis.cost.model import CostModel
@@ -566,6 +567,9 @@ class CalibratedCostModel(CostModel):
 
     def table_kernels_s(self, table, figures, x: float):
         return calibrated_table_kernels_s(self, table, figures, x)
+
+    def table_times_s(self, table, figures, x: float):
+        return calibrated_table_times_s(self, table, figures, x), self.table_collectives_s(table, figures)
 
     def _growing_steps_split_s(self, table, i: int, first, at_first, at_last, x0: int, n: int):
         return calibrated_growing_steps_split_s(self, table, i, first, at_first, at_last, x0, n)

@@ -121,6 +121,38 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
     """`CostModel.table_kernels_s` under the calibrated model `cm`, for a table `kernel_plan`
     accepts: `CalibratedCostModel.op_kernel_split_s` for arrays [operator] (attention cores, a
     few per table, by `op_kernel_split_s` itself)."""
+    compute_s, memory_s, floor_s = _compute_memory_s(cm, table, figures)
+    # the kernel's time, never below the floor, filed whole under what bounds it ([compute, memory]
+    # rows: the comparison and its negation, `_BOUND_ROWS`); no work: no kernel
+    kernels = np.maximum(np.maximum(compute_s, memory_s), floor_s) * ((compute_s >= memory_s) != _BOUND_ROWS)
+    for i, split in _attention_splits(cm, table, figures, x):
+        kernels[:, i] = split
+    return kernels
+
+
+def calibrated_table_times_s(cm, table: PhaseTable, figures: np.ndarray, x: float) -> np.ndarray:
+    """`calibrated_table_kernels_s` summed over its rows, without filing each kernel by what bounds
+    it (`CostModel.table_times_s`: a training stage's sums need each kernel's time alone); the same
+    floats, since one of a kernel's two rows is 0.0."""
+    compute_s, memory_s, floor_s = _compute_memory_s(cm, table, figures)
+    kernels_s = np.maximum(np.maximum(compute_s, memory_s), floor_s)
+    for i, (c, m) in _attention_splits(cm, table, figures, x):
+        kernels_s[i] = c + m
+    return kernels_s
+
+
+def _attention_splits(cm, table: PhaseTable, figures: np.ndarray, x: float):
+    """(index, (compute_s, memory_s)) of each attention core of the table (`op_kernel_split_s`)."""
+    plan = _table_rates(cm, table).plan
+    if not plan.attention:
+        return []
+    flops, nbytes, kv = figures[FLOPS_PER_GPU], figures[BYTES_PER_GPU], figures[KV_CACHE_BYTES]
+    return [(i, cm.op_kernel_split_s(op, float(flops[i]), float(nbytes[i]), float(kv[i]), (1,) if one_query else (x,)))
+            for i, op, one_query in plan.attention]
+
+
+def _compute_memory_s(cm, table: PhaseTable, figures: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every kernel's compute and memory seconds [operator] and its floor (0.0: no work, no kernel)."""
     rates = _table_rates(cm, table)
     plan = rates.plan
     flops, nbytes = figures[FLOPS_PER_GPU], figures[BYTES_PER_GPU]
@@ -135,15 +167,7 @@ def calibrated_table_kernels_s(cm, table: PhaseTable, figures: np.ndarray, x: fl
     if len(rates.quantized):  # fp8 / FP4 linears: max(streaming, K x k_serial) + fixed (`quantized_stream_s`)
         q = rates.quantized
         memory_s[q] = np.maximum(memory_s[q], rates.k_serial_s) + cm._quant_fixed_s
-    # the kernel's time, never below the floor, filed whole under what bounds it ([compute, memory]
-    # rows: the comparison and its negation, `_BOUND_ROWS`); no work: no kernel
-    kernels = np.maximum(np.maximum(compute_s, memory_s), rates.floor_s) * ((compute_s >= memory_s) != _BOUND_ROWS)
-    if plan.attention:
-        kv = figures[KV_CACHE_BYTES]
-        for i, op, one_query in plan.attention:
-            kernels[:, i] = cm.op_kernel_split_s(op, float(flops[i]), float(nbytes[i]), float(kv[i]),
-                                                 (1,) if one_query else (x,))
-    return kernels
+    return compute_s, memory_s, rates.floor_s
 
 
 # (compute_s >= memory_s) != this: [the kernels compute-bound, those memory-bound] in one operation
