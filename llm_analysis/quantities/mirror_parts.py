@@ -20,7 +20,7 @@ reports it apart as `kv_cache_latency`, and so do we. Groups 0.2.2 has no part f
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict
 
 MIRROR_PARTS = ("attn", "mlp", "layernorm", "tp_comm", "input_embedding", "output_embedding_loss")
 
@@ -38,33 +38,11 @@ def part_of_group(group: str) -> str:
     return group.replace("_communication", "_comm").replace(" ", "_")
 
 
-# the key names, per prefix: the six parts' and each group's (a few strings each; a summary reads them
-# every call, so they are not formatted anew each time)
-_SIX_KEYS: Dict[str, Tuple[str, ...]] = {}
-_GROUP_KEYS: Dict[Tuple[str, str], str] = {}
-
-
-def _part_key(prefix: str, group: str) -> str:
-    """`{prefix}latency_fwd_<part>` of a group's part (`part_of_group`)."""
-    key = _GROUP_KEYS.get((prefix, group))
-    if key is None:
-        key = _GROUP_KEYS[(prefix, group)] = f"{prefix}latency_fwd_{part_of_group(group)}"
-    return key
-
-
 def mirror_parts(group_latency_s: Dict[str, float], prefix: str = "") -> Dict[str, float]:
     """`{prefix}latency_fwd_<part>` for 0.2.2's six parts (0.0 when absent), then the extra parts."""
-    return _add_parts(group_latency_s.items(), prefix)
-
-
-def _add_parts(group_times, prefix: str) -> Dict[str, float]:
-    """`mirror_parts` of (group, seconds) pairs."""
-    six = _SIX_KEYS.get(prefix)
-    if six is None:
-        six = _SIX_KEYS[prefix] = tuple(f"{prefix}latency_fwd_{p}" for p in MIRROR_PARTS)
-    out = dict.fromkeys(six, 0.0)
-    for group, t in group_times:
-        key = _part_key(prefix, group)
+    out = {f"{prefix}latency_fwd_{p}": 0.0 for p in MIRROR_PARTS}
+    for group, t in group_latency_s.items():
+        key = f"{prefix}latency_fwd_{part_of_group(group)}"
         out[key] = out.get(key, 0.0) + t
     return out
 
@@ -78,4 +56,4 @@ def mirror_summary_parts(groups: Dict[str, Dict[str, float]], prefix: str) -> Di
     parts, then the extra parts (`..._ep_comm`, ...), the KV-cache read left out (`kv_cache_latency` holds it).
     Like the breakdown they restate, they are one pass unpipelined: they sum to `prefill_latency_unpipelined`
     (a decode step's with `kv_cache_latency`), which pipeline stages shorten to the phase's latency."""
-    return _add_parts(((g, v["latency_s"]) for g, v in groups.items() if g not in KV_CACHE_GROUPS), prefix)
+    return mirror_parts({g: v["latency_s"] for g, v in groups.items() if g not in KV_CACHE_GROUPS}, prefix)
