@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import difflib
 import logging
-from typing import Iterable, List
+import numbers
+from typing import Callable, Iterable, List
 
 # the `warnings` lists of the analysis calls running now (report/collected_warnings.py opens and closes them)
 OPEN_WARNING_LISTS: List[List[str]] = []
@@ -81,11 +82,14 @@ def unknown_name_error(kind: str, name: str, known: Iterable[str]) -> UnknownNam
     )
 
 
-def number_as_name_error(field: str, value, kind: str, known: Iterable[str]) -> ConfigError:
-    """A number given where a name is wanted (`gpu_name=4090`): names are text, and the closest names are those
-    the number's digits come closest to (`rtx-4090-24gb`), so the caller sees what was probably meant."""
-    near = closest_names(str(value), sorted(known))
+def refuse_number_as_name(field: str, value, kind: str, known: Callable[[], Iterable[str]]) -> None:
+    """Refuse a number given where a name is wanted (`gpu_name=4090`): names are text, and the closest names are
+    those the number's digits come closest to (`rtx-4090-24gb`), so the caller sees what was probably meant.
+    `known`: the kind's names, read only when refusing."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return
+    near = closest_names(str(value), sorted(known()))
     hint = f" Closest known names to {str(value)!r}: {', '.join(near)}." if near else ""
     forms = "catalogue name, a Hub id" if kind == "model" else "catalogue name"
-    return ConfigError(f"{field} = {value!r} is a number, not a name: give a {kind} {forms} or a .json path "
-                       f"as text.{hint} List all with `python -m llm_analysis.config list_{kind}_configs`.")
+    raise ConfigError(f"{field} = {value!r} is a number, not a name: give a {kind} {forms} or a .json path "
+                      f"as text.{hint} List all with `python -m llm_analysis.config list_{kind}_configs`.")

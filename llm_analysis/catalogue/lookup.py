@@ -9,13 +9,12 @@ Model lookup that may reach a JSON path, a local model directory or the Hub live
 from __future__ import annotations
 
 import json
-import numbers
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from llm_analysis.catalogue.dtype_aliases import meaning_hint, resolve_dtype_alias
 from llm_analysis.catalogue.gpu_aliases import resolve_gpu_alias
-from llm_analysis.errors import ConfigError, UnknownNameError, number_as_name_error, unknown_name_error
+from llm_analysis.errors import ConfigError, UnknownNameError, refuse_number_as_name, unknown_name_error
 from llm_analysis.schema.dtype import DtypeConfig
 from llm_analysis.schema.gpu import GPUConfig
 from llm_analysis.schema.loading import load_config_file
@@ -168,8 +167,7 @@ def _checkpoint_variant(name: str) -> Optional[ModelConfig]:
 
 def _get_by_name(kind: str, catalogue: Catalogue, cls, name: str):
     """A copy of catalogue entry `name`, or the config in JSON file `name`."""
-    if isinstance(name, numbers.Real) and not isinstance(name, bool):  # gpu_name=4090: the digits of a name
-        raise number_as_name_error(f"{kind}_name", name, kind, catalogue.names())
+    refuse_number_as_name(f"{kind}_name", name, kind, catalogue.names)  # gpu_name=4090: the digits of a name
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"{kind}_name = {name!r} must be a non-empty string: a catalogue name or a .json path; "
                           f"list them with `python -m llm_analysis.config list_{kind}_configs`")

@@ -9,7 +9,6 @@ shipped model never imports them (nor huggingface_hub/transformers).
 from __future__ import annotations
 
 import logging
-import numbers
 import re
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
@@ -17,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 from llm_analysis.catalogue.lookup import (MODEL_CONFIGS_DIR, checkpoint_variant_names, dtype_configs, dtype_for_setup,
                                           dump_config, find_model_config, get_gpu_config_by_name, gpu_configs,
                                           model_configs)
-from llm_analysis.errors import ConfigError, number_as_name_error, unknown_name_error, warn
+from llm_analysis.errors import ConfigError, refuse_number_as_name, unknown_name_error, warn
 from llm_analysis.schema.dtype import DtypeConfig
 from llm_analysis.schema.gpu import GPUConfig
 from llm_analysis.schema.loading import load_config_file
@@ -31,7 +30,7 @@ def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
                              trust_remote_code: bool = False) -> ModelConfig:
     """Resolve a model by, in order: catalogue name (or its Hub id), a `.json`
     file path, a local model directory holding a `config.json`, the Hugging Face Hub."""
-    _refuse_a_number("model_name", name_or_path)
+    refuse_number_as_name("model_name", name_or_path, "model", _known_names)
     if not isinstance(name_or_path, str) or not name_or_path:
         raise ConfigError(f"model name must be a non-empty string, got {name_or_path!r}")
     cfg = find_model_config(name_or_path)
@@ -54,12 +53,6 @@ def get_model_config_by_name(name_or_path: str, revision: Optional[str] = None,
         err = unknown_name_error("model", name_or_path, _known_names())
         raise type(err)(f"{err} For a Hugging Face model give its full id, e.g. meta-llama/Llama-3.1-8B.") from None
     return _from_hub(name_or_path, revision, trust_remote_code)
-
-
-def _refuse_a_number(field: str, value) -> None:
-    """`model_name=4090`: a number is no model name; say so, with the names its digits come closest to."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        raise number_as_name_error(field, value, "model", _known_names())
 
 
 def _known_names():
@@ -119,7 +112,7 @@ def hf_config_by_name(name_or_path: str, revision: Optional[str] = None) -> Tupl
     from the Hub repo the entry was imported from), a config.json path, a local model
     directory or a Hub id. For the paths that need the model's own transformers config
     (`--exact`); a catalogue entry written from a paper has none: ConfigError."""
-    _refuse_a_number("model_name", name_or_path)
+    refuse_number_as_name("model_name", name_or_path, "model", _known_names)
     if not isinstance(name_or_path, str) or not name_or_path:
         raise ConfigError(f"model name must be a non-empty string, got {name_or_path!r}")
     from llm_analysis.hub.download import download_config_json, read_json_file
@@ -160,11 +153,9 @@ def configs_by_name(model: Union[ModelConfig, str], gpu: Union[GPUConfig, str],
     its aliases, then the Hub for a model), the word "fp4" read for that model and GPU (`dtype_for_setup`);
     anything not a name is returned as given, for the constructor's own type checks."""
     # a number is neither a name nor a config: say which names its digits come closest to
-    _refuse_a_number("model_config", model)
-    for field, value, kind, known in (("gpu_config", gpu, "gpu", gpu_configs),
-                                      ("dtype_config", dtype, "dtype", dtype_configs)):
-        if isinstance(value, numbers.Real) and not isinstance(value, bool):
-            raise number_as_name_error(field, value, kind, known.names())
+    refuse_number_as_name("model_config", model, "model", _known_names)
+    refuse_number_as_name("gpu_config", gpu, "gpu", gpu_configs.names)
+    refuse_number_as_name("dtype_config", dtype, "dtype", dtype_configs.names)
     model = get_model_config_by_name(model) if isinstance(model, str) else model
     gpu = get_gpu_config_by_name(gpu) if isinstance(gpu, str) else gpu
     if isinstance(dtype, str):

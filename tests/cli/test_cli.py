@@ -12,8 +12,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,31 +23,6 @@ TRAIN_175B = ["train", "--model_name", "megatron-lm-175b", "--gpu_name", "a100-s
               "--pp_size", "16", "--total_num_gpus", "1024", "--global_batch_size", "1536", "--batch_size_per_gpu", "1",
               "--seq_len", "2048", "--total_num_tokens", "300e9", "--activation_recomputation", "4",
               "--achieved_tflops", "140"]
-
-
-def _base_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", NO_COLOR="1", COLUMNS="200")
-    return env
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    e = _base_env()
-    probe = subprocess.run([sys.executable, "-c", "import llm_analysis"], cwd=tmp_path_factory.mktemp("probe"),
-                           env=e, capture_output=True)
-    if probe.returncode != 0:  # not installed: run this checkout
-        e["PYTHONPATH"] = str(REPO)
-    return e
-
-
-@pytest.fixture()
-def run(env, tmp_path):
-    def _run(*args, module="llm_analysis.analysis", extra_env=None):
-        cmd = [sys.executable, "-m", module, *args] if module else list(args)
-        return subprocess.run(cmd, cwd=tmp_path, env={**env, **(extra_env or {})}, capture_output=True, text=True,
-                              timeout=120)
-    return _run
 
 
 def _params(fn_name):

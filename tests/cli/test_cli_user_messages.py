@@ -1,5 +1,5 @@
 """Messages a user reads from the command line, as the installed entry points print them (subprocesses run
-from an empty directory, as in test_cli.py):
+from an empty directory: the fixtures of conftest.py):
 
 - a name made only of digits (`--gpu_name 4090`, `--dtype_name 16`): fire reads such text as a number, which
   no lookup could match; the name reaches the lookup as typed, which answers as the library answers
@@ -9,34 +9,12 @@ from an empty directory, as in test_cli.py):
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    e.update(HF_HUB_OFFLINE="1", NO_COLOR="1", COLUMNS="200")
-    probe = subprocess.run([sys.executable, "-c", "import llm_analysis"], cwd=tmp_path_factory.mktemp("probe"),
-                           env=e, capture_output=True)
-    if probe.returncode != 0:  # not installed: run this checkout
-        e["PYTHONPATH"] = str(REPO)
-    return e
-
-
-@pytest.fixture()
-def run(env, tmp_path):
-    def _run(*args, module="llm_analysis.analysis"):
-        return subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, env=dict(os.environ, **env),
-                              capture_output=True, text=True, timeout=300)
-    return _run
 
 
 def _one_error_line(p) -> str:
