@@ -126,12 +126,11 @@ class ModuleTreeDescriber(LayerDescriber):
         experts_gpu, active_gpu = expert_placement(e, self.redundant_experts, self.par.ep_size, k / e,
                                                    phase.tokens * self.par.ep_size)
         w_gpu = one.params_per_gpu * experts_gpu
-        # 16-bit biases beside low-bit expert matrices (model/checkpoint_weights.py); else exactly 0
-        bias_extra = one.weight_bytes_per_gpu - one.params_per_gpu * self.expert_w_bytes
+        # each expert's bytes are one's (its matrices at the expert width, its biases at theirs)
         return replace(one, params=one.params * e, params_per_gpu=w_gpu,
-                       weight_bytes_per_gpu=w_gpu * self.expert_w_bytes + bias_extra * experts_gpu,
+                       weight_bytes_per_gpu=one.weight_bytes_per_gpu * experts_gpu,
                        bytes_read_per_gpu=one.bytes_read_per_gpu - one.weight_bytes_per_gpu
-                       + one.params_per_gpu * active_gpu * self.expert_w_bytes + bias_extra * active_gpu,
+                       + one.weight_bytes_per_gpu * active_gpu,
                        shapes=f"{one.shapes}, {e} experts top-{k}", expert_role="routed")
 
     def _row_flops_op(self, phase: Phase, s: Dict[str, Any]) -> Operator:

@@ -140,14 +140,12 @@ class MlpOps:
                 ops.append(op)
                 continue
             w_gpu = one.params_per_gpu * experts_gpu
-            # one expert's bytes beyond its parameters at the expert width: its 16-bit biases when only the
-            # experts' matrices are low-bit, else exactly 0
-            bias_extra = one.weight_bytes_per_gpu - one.params_per_gpu * self.expert_w_bytes
-            read_w = one.params_per_gpu * active_gpu * self.expert_w_bytes + bias_extra * active_gpu
+            # each expert's bytes are one's (its matrices at the expert width, its biases at theirs)
+            read_w = one.weight_bytes_per_gpu * active_gpu
             # `op` was built just above for this list: set in place (dataclasses.replace is slow)
             op.bytes_read_per_gpu = op.bytes_read_per_gpu - op.weight_bytes_per_gpu + read_w
             op.params, op.params_per_gpu = one.params * e, w_gpu
-            op.weight_bytes_per_gpu = w_gpu * self.expert_w_bytes + bias_extra * experts_gpu
+            op.weight_bytes_per_gpu = one.weight_bytes_per_gpu * experts_gpu
             if z:  # a token runs k·E/(E+Z) real experts on average (the FLOPs' expectation above)
                 op.active_params = one.params * k * e / (e + z)
             op.shapes = f"{op.shapes}, {e} experts top-{k}"
