@@ -37,7 +37,10 @@ def fastest_fitting_micro_batch(train: Callable[..., Dict[str, Any]], kwargs: Di
     largest = train(**kwargs)
     largest_b = largest["batch_size_per_gpu"]
     per_rank = largest_b * largest["gradient_accumulation_steps"]
-    fits = [b for b in range(1, min(per_rank, largest["max_batch_size_per_gpu"]) + 1) if per_rank % b == 0]
+    # an interleaved schedule runs only with >= pp_size micro-batches (training.run.check_interleaved_micro_batches)
+    least_steps = largest["pp_size"] if kwargs.get("pipeline_interleave", 1) > 1 else 1
+    fits = [b for b in range(1, min(per_rank, largest["max_batch_size_per_gpu"]) + 1)
+            if per_rank % b == 0 and per_rank // b >= least_steps]
     fixed = {**kwargs, "global_batch_size": largest["global_batch_size"]}
     runs = {largest_b: largest}
     for b in fits:

@@ -205,6 +205,11 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     stages1 = stages_for(analysis, req, 1, seq_len=1)
     mk = _memory_key(analysis, req)
     bs, gas, gbs_in = req.batch_size, req.accumulation_steps, req.global_batch_size
+    auto_interleaved = bs is None and gas is None and req.interleave > 1
+    if auto_interleaved and gbs_in is None:
+        # an interleaved schedule runs only with >= p micro-batches (check_interleaved_micro_batches): with
+        # neither the steps nor the global batch given, the least it accepts instead of the mirrored 1
+        gas = p.pp_size
     m_known = gas
     if m_known is None and bs is not None and gbs_in is not None and gbs_in % (bs * p.dp_size) == 0:
         m_known = gbs_in // (bs * p.dp_size)
@@ -212,7 +217,11 @@ def choose_batch(analysis, req: TrainingRequest, mem: float) -> Dict[str, Any]:
     if bs is None and max_b < 1:  # not even one sequence fits: report it with the numbers at batch 1
         b, m, gbs = 1, gas or p.pp_size, None
     else:
-        b, m, gbs = config_batch_size_and_gradient_accumulation_steps(p.dp_size, max_b, bs, gas, gbs_in)
+        cap_b = max_b
+        if auto_interleaved and gbs_in is not None and gbs_in % p.dp_size == 0 and gbs_in // p.dp_size >= p.pp_size:
+            # the largest micro-batch that fits and still leaves >= p micro-batches per data-parallel rank
+            cap_b = min(max_b, gbs_in // p.dp_size // p.pp_size)
+        b, m, gbs = config_batch_size_and_gradient_accumulation_steps(p.dp_size, cap_b, bs, gas, gbs_in)
     check_interleaved_micro_batches(req.interleave, p.pp_size, m, b)
     mem_stages = _memory(analysis, req, stages1, mk, b, m)
     peak_stage = max(range(p.pp_size), key=lambda i: mem_stages[i]["peak"])
@@ -396,6 +405,9 @@ def _batch_choice_note(req: TrainingRequest, summary: Dict[str, Any]) -> Optiona
     b, per_rank = summary["batch_size_per_gpu"], summary["batch_size_per_gpu"] * summary["gradient_accumulation_steps"]
     divides = (f" and divides the {per_rank} sequences per data-parallel rank"
                if req.global_batch_size is not None else "")
+    if req.interleave > 1 and req.accumulation_steps is None:
+        divides += (f" leaving at least pp_size = {summary['pp_size']} micro-batches (pipeline_interleave = "
+                    f"{req.interleave} needs them)")
     return (f"{_BATCH_CHOICE_NOTE_HEAD}micro-batch {b} (batch_size_per_gpu) chosen as the largest that fits"
             f"{divides} (max_batch_size_per_gpu = {summary['max_batch_size_per_gpu']}), the mirrored system's rule; "
             f"a smaller one holds less activation memory and, with pipeline stages, a smaller bubble: "
