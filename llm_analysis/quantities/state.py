@@ -107,17 +107,20 @@ def last_layernorm(a, master: float, other: Optional[float], ds_zero) -> Tuple[f
 
 def weight_update_bytes_per_param(dtype: DtypeConfig, master_weights_dtype_bytes: float,
                                   other_op_bytes: Optional[float],
-                                  trained_weight_bytes: Optional[float] = None) -> float:
+                                  trained_weight_bytes: Optional[float] = None,
+                                  gradient_bytes: Optional[float] = None) -> float:
     """Optimizer step traffic per parameter: the states read and written, the gradient read, and
     with a master copy (`master_copy_bytes_per_param`) the master read and written and the 16-bit
     working weight written from it; without one (fp32 weights, or master 0) the stored weights
     themselves read and written. `trained_weight_bytes`: the trained weights' width (default the
-    dtype's; LoRA: the adapters')."""
+    dtype's; LoRA: the adapters'); `gradient_bytes`: the width the gradients are held in (default
+    `gradient_bytes_per_param`; LoRA: the adapters', an fp32 main-grad buffer: 4), read as held."""
     other = ADAM_OPTIMIZER_STATE_BYTES if other_op_bytes is None else other_op_bytes
     w = trained_weight_bytes_per_param(dtype) if trained_weight_bytes is None else trained_weight_bytes
+    grad = gradient_bytes_per_param(dtype) if gradient_bytes is None else gradient_bytes
     held = master_copy_bytes_per_param(master_weights_dtype_bytes, w)
     weights = 2 * held + 2 if held else 2 * w
-    return weights + 2 * other + gradient_bytes_per_param(dtype)
+    return weights + 2 * other + grad
 
 
 def updated_params_per_gpu(a, ds_zero) -> float:
@@ -131,10 +134,12 @@ def updated_params_per_gpu(a, ds_zero) -> float:
 
 
 def optimizer_step_s(a, ds_zero, master_weights_dtype_bytes: float, other_op_bytes: Optional[float],
-                     trainable_params_per_gpu: Optional[float], trained_weight_bytes: Optional[float] = None) -> float:
+                     trainable_params_per_gpu: Optional[float], trained_weight_bytes: Optional[float] = None,
+                     gradient_bytes: Optional[float] = None) -> float:
     """Seconds of the optimizer step on the heaviest stage's GPU: a memory-bound pass over
     `weight_update_bytes_per_param` bytes of each parameter it updates (`updated_params_per_gpu`,
-    or `trainable_params_per_gpu` when given: LoRA adapters, say, stored in `trained_weight_bytes`)."""
+    or `trainable_params_per_gpu` when given: LoRA adapters, say, stored in `trained_weight_bytes`
+    with gradients of `gradient_bytes`)."""
     master_weights_dtype_bytes, other_op_bytes = optimizer_bytes(master_weights_dtype_bytes, other_op_bytes)
     if trainable_params_per_gpu is not None:
         trainable_params_per_gpu = non_negative_number(plain(trainable_params_per_gpu), "trainable_params_per_gpu",
@@ -142,4 +147,4 @@ def optimizer_step_s(a, ds_zero, master_weights_dtype_bytes: float, other_op_byt
     params = updated_params_per_gpu(a, ds_zero) if trainable_params_per_gpu is None else trainable_params_per_gpu
     return a.cost_model.memory_pass_s(
         params * weight_update_bytes_per_param(a.dtype_config, master_weights_dtype_bytes, other_op_bytes,
-                                               trained_weight_bytes))
+                                               trained_weight_bytes, gradient_bytes))

@@ -107,7 +107,7 @@ from llm_analysis.training.fp8_casts import fp8_cast_s
 from llm_analysis.training.loss import loss_s
 from llm_analysis.training.lora import LoRAConfig, lora_adapter_ops
 from llm_analysis.training.memory import (activation_bytes, fit_message, max_batch_from_parts, stage_memory, static_bytes,
-                                          trained_weight_bytes, zero_shards_nothing, zero_without_sharding_text)
+                                          trained_gradient_bytes_per_param, trained_weight_bytes, zero_shards_nothing, zero_without_sharding_text)
 from llm_analysis.training.request import TrainingRequest, check_request
 from llm_analysis.training.stage import Stage, build_stage, retimed_stage
 from llm_analysis.training.zero3 import exposed_s
@@ -267,10 +267,15 @@ def _dp_times(analysis, heavy: Stage, ds_zero, req: TrainingRequest):
 
 
 def _weight_update_s(analysis, ds_zero, req: TrainingRequest, trainable_gpu) -> float:
-    key = ("train_weight_update_s", ds_zero, req.master_bytes, req.other_op_bytes, trainable_gpu)
+    # the gradients are read at the width memory holds them (training/memory.py: LoRA adapters', fp32 main grads)
+    grad_bytes = trained_gradient_bytes_per_param(analysis, req.lora, req.framework)
+    weight_bytes = trained_weight_bytes(analysis, req.lora)
+    # (every input in the key: the adapters' width was missing once, and an fp32 LoRA run got a bf16 one's step)
+    key = ("train_weight_update_s", ds_zero, req.master_bytes, req.other_op_bytes, trainable_gpu, weight_bytes,
+           grad_bytes)
     return _shape_free(analysis, key, lambda: optimizer_step_s(analysis, ds_zero, req.master_bytes,
-                                                               req.other_op_bytes, trainable_gpu,
-                                                               trained_weight_bytes(analysis, req.lora)))
+                                                               req.other_op_bytes, trainable_gpu, weight_bytes,
+                                                               grad_bytes))
 
 
 def iteration_time(analysis, req: TrainingRequest, stages: List[Stage], b: int, m: int) -> Dict[str, Any]:

@@ -115,6 +115,31 @@ def test_optimizer_step_moves_the_bytes_the_rule_holds(dtype, master, bytes_per_
         PARAMS * bytes_per_param / (A100.hbm_bandwidth_in_GB_per_sec * 1e9), rel=1e-12)
 
 
+def test_optimizer_step_reads_fp32_main_grads_at_4_bytes():
+    # grad_reduce_in_fp32 holds the gradients in an fp32 buffer (4 bytes each, gradient_memory_per_gpu): the step
+    # reads them there: master 4 + 4, moments 16, gradient 4, bf16 working weight 2
+    r = _train(BF16, grad_reduce_in_fp32=True)
+    assert r["gradient_memory_per_gpu"] / PARAMS == pytest.approx(4, rel=1e-12)
+    assert r["latency_per_iter_optimizer_step"] == pytest.approx(
+        PARAMS * (4 + 4 + 16 + 4 + 2) / (A100.hbm_bandwidth_in_GB_per_sec * 1e9), rel=1e-12)
+
+
+@pytest.mark.parametrize("order", [(2, 4), (4, 2)])
+def test_lora_optimizer_step_moves_the_adapters_bytes_whatever_ran_before(order):
+    # no master copy (master_weights_dtype_bytes=0): the adapters read + written at their width, the two fp32
+    # moments read + written (16), the gradient read at the adapters' width (as gradient_memory holds it):
+    # bf16 2 + 2 + 16 + 2 = 22, fp32 4 + 4 + 16 + 4 = 28. Each width on a fresh analysis and after the other on the
+    # same one: a step remembered across the widths (once keyed without the adapters' width) gave the second
+    # the first's figure
+    per_width = {2: 2 + 2 + 16 + 2, 4: 4 + 4 + 16 + 4}
+    a = LLMAnalysis(small_gpt(), A100, BF16, ParallelismConfig(), perf_model="roofline")
+    for width in order:
+        r = a.training(batch_size_per_gpu=1, seq_len=S_, lora=LoRAConfig(rank=8, adapter_dtype_bytes=width),
+                       master_weights_dtype_bytes=0)
+        assert r["latency_per_iter_optimizer_step"] == pytest.approx(
+            r["num_trainable_params_total"] * per_width[width] / (A100.hbm_bandwidth_in_GB_per_sec * 1e9), rel=1e-12)
+
+
 def test_lora_adapters_in_fp32_hold_no_master_copy():
     # the same adapters: in bf16 beside an fp32 master 4 + 8 = 12 bytes of state each, in fp32 the 8 of moments
     a = _analysis(BF16)
