@@ -103,7 +103,7 @@ def with_checkpoint_weights(cfg: Any, hf_config: Dict[str, Any], name: str) -> A
     weights = checkpoint_weight_format(hf_config)
     if weights is None:
         return cfg
-    covered = checkpoint_quantized_weights(hf_config, f"config.json of {name}") or "all"
+    covered = checkpoint_quantized_weights(hf_config, f"config.json of {name}", cfg) or "all"
     if not cfg.is_moe:  # (no routed experts found in the tree: nothing the format could cover alone)
         covered = "all"
     return cfg.model_copy(update={"checkpoint_weight_format": weights, "checkpoint_quantized_weights": covered})

@@ -149,16 +149,18 @@ def map_hf_config(d: Dict[str, Any], *, name: str, source: str, what: str, trust
     if tower is not None:
         fields["vision_tower"] = tower
     fields["checkpoint_weight_format"] = checkpoint_weight_format(d)
-    fields["checkpoint_quantized_weights"] = checkpoint_quantized_weights(d, what) or "all"
     _warn_decoder_of_encoder_decoder(d, fields, what)
     fields.update(name=name, source=source, model_type=str(model_type) if model_type else None)
     if fields["model_type"] is None:
         fields.pop("model_type")
     try:
-        return build_config(ModelConfig, fields, source=None)
+        cfg = build_config(ModelConfig, fields, source=None)
     except ConfigError as exc:
         raise UnmappableConfig(f"The config of {what} (model_type {model_type!r}) maps to an "
                                f"invalid ModelConfig: {exc}") from None
+    # which weights the checkpoint's format covers is read against the layers the rest of the config maps to
+    covered = checkpoint_quantized_weights(d, what, cfg)
+    return cfg if covered is None else cfg.model_copy(update={"checkpoint_quantized_weights": covered})
 
 
 def _count_the_named_decoder_class(d: Dict[str, Any], raw: Dict[str, Any], fields: Fields, mt: Any,
