@@ -26,6 +26,7 @@ from llm_analysis.catalogue.lookup import MODEL_CONFIGS_DIR  # noqa: E402
 from llm_analysis.errors import LLMAnalysisError  # noqa: E402
 from llm_analysis.hub.entry import model_config_from_hf_dict  # noqa: E402
 from llm_analysis.hub.mapping import checkpoint_weight_format  # noqa: E402
+from llm_analysis.hub.quantization import with_modelopt_sidecar  # noqa: E402
 
 RAW = ROOT / "tests" / "data" / "hf_configs_aiconfigurator"
 # a ModelOpt release's hf_quant_config.json, where its config.json states no quantization_config (SOURCES.md)
@@ -52,12 +53,10 @@ def source_of(stem: str) -> str:
 
 
 def with_hf_quant_config(raw: dict, stem: str) -> dict:
-    """`raw` with the quantization its hf_quant_config.json states, where its config.json states none: a
-    ModelOpt release (the file's "quantization" block, read as vLLM reads it: quant_method "modelopt")."""
+    """`raw` with the quantization its hf_quant_config.json states, where its config.json states none
+    (hub/quantization.py `with_modelopt_sidecar`, as a local model directory is read)."""
     path = QUANT / f"{stem}.json"
-    if "quantization_config" in raw or not path.exists():
-        return raw
-    return {**raw, "quantization_config": {"quant_method": "modelopt", **json.loads(path.read_text())["quantization"]}}
+    return with_modelopt_sidecar(raw, json.loads(path.read_text())) if path.exists() else raw
 
 
 def entries() -> dict:

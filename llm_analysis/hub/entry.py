@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 
 from llm_analysis.errors import ConfigError, HubImportError
 from llm_analysis.hub.download import download_config_json, read_json_file
+from llm_analysis.hub.quantization import with_modelopt_sidecar
 from llm_analysis.hub.errors import (GatedRepo, HubOffline, HubUnreachable, RepoNotFound,  # noqa: F401 (re-exported)
                          RevisionNotFound, UnmappableConfig, describe_model)
 from llm_analysis.hub.families.table import SUPPORTED_MODEL_TYPES  # noqa: F401 (re-exported)
@@ -71,6 +72,9 @@ def model_config_from_local_dir(path: str | os.PathLike) -> ModelConfig:
                           "directory saved by transformers, a config .json file or a catalogue name")
     name = p.resolve().name or str(p)
     data = read_json_file(cfg_path, f"local model directory {str(p)!r}")
+    sidecar = p / "hf_quant_config.json"  # a ModelOpt release's quantisation, beside config.json
+    if sidecar.is_file():
+        data = with_modelopt_sidecar(data, read_json_file(sidecar, f"local model directory {str(p)!r}"))
     return map_hf_config(data, name=name, source=str(cfg_path), what=f"local model {str(p)!r}",
                          trust_remote_code=False, revision=None)
 

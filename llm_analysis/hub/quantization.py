@@ -52,6 +52,17 @@ def checkpoint_weight_format(d: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def with_modelopt_sidecar(d: Dict[str, Any], sidecar: Any) -> Dict[str, Any]:
+    """`d` (a config.json) with the quantisation a ModelOpt release's hf_quant_config.json (`sidecar`, parsed)
+    states, where config.json states none: its "quantization" block read as vLLM reads it, quant_method
+    "modelopt" (vLLM docs, features/quantization/modelopt.md: "vLLM detects ModelOpt checkpoints via
+    hf_quant_config.json"). Older NVIDIA releases (nvidia/DeepSeek-V3.1-NVFP4) carry it only there."""
+    block = sidecar.get("quantization") if isinstance(sidecar, dict) else None
+    if "quantization_config" in d or not isinstance(block, dict):
+        return d
+    return {**d, "quantization_config": {"quant_method": "modelopt", **block}}
+
+
 # the parts of a decoder a modules_to_not_convert entry can name, by its last module name: a layer's attention
 # and router count only as every layer's (a `*` for the layer index), embeddings and LM head as themselves
 _LAYER_PARTS = {"self_attn": "attention", "router": "router"}
@@ -144,6 +155,18 @@ def _names_mtp_layers(pattern: str) -> bool:
     return "layers." in pattern and "mtp" in pattern[:pattern.index("layers.")].split(".")
 
 
+def _names_decoder_layers(pattern: str, num_layers: int) -> bool:
+    """Whether `pattern` can name a module inside one of the decoder's layers: its index after "layers." matches
+    one (model.layers.7.self_attn.q_a_proj, model.layers.*.mlp.gate), or it is a glob over every name
+    (*.mlp.shared_expert.*); not the LM head, embeddings, vision tower or the MTP module's layers."""
+    if "layers." not in pattern:
+        return pattern.startswith("*")
+    if _names_mtp_layers(pattern):
+        return False
+    index = pattern[pattern.index("layers.") + len("layers."):].split(".")[0]
+    return any(fnmatchcase(str(i), index) for i in range(num_layers))
+
+
 def _left_out(patterns: Sequence[str], layer: int, linears: Sequence[str]) -> bool:
     """Whether some pattern matches one of `linears` of decoder layer `layer` (fnmatch, case kept)."""
     return any(fnmatchcase(name, p) for p in patterns if not _names_mtp_layers(p)
@@ -163,10 +186,7 @@ def _modelopt_quantized_weights(q: Dict[str, Any], what: str, model: Any) -> Opt
     either every layer weight or only the routed experts in the low-bit format."""
     listed = q.get("ignore", q.get("exclude_modules")) or []
     patterns = [p for p in (listed if isinstance(listed, list) else [listed]) if isinstance(p, str)]
-    layers = range(model.num_layers)
-    every_part = _ATTENTION_LINEARS + _NON_ROUTED_MLP_LINEARS + _DENSE_MLP_LINEARS + (
-        _ROUTED_EXPERT_LINEAR.get(model.model_type, _DEFAULT_ROUTED_EXPERT_LINEAR),)
-    if not any(_left_out(patterns, i, every_part) for i in layers):
+    if not any(_names_decoder_layers(p, model.num_layers) for p in patterns):
         return None
     if _only_routed_experts_quantised(patterns, model):
         return "routed_experts"

@@ -136,3 +136,32 @@ def test_dense_layers_missing_from_the_list_break_the_rule(caplog):
     with caplog.at_level(logging.WARNING, logger="llm_analysis.hub.entry"):
         assert model_config_from_hf_dict(raw, name="x").checkpoint_quantized_weights == "all"
     assert "ModelOpt list" in caplog.text
+
+
+def test_a_local_directory_reads_hf_quant_config_beside_config_json(tmp_path, caplog):
+    # nvidia/DeepSeek-V3.1-NVFP4 states its quantisation only in hf_quant_config.json (tests/data/.../hf_quant_config/):
+    # NVFP4, with each layer's q_a / q_b / kv_a / kv_b projections left out but not o_proj: neither rule (warned of)
+    stem = "nvidia_DeepSeek-V3.1-NVFP4"
+    raw = json.loads((RAW / f"{stem}.json").read_text())
+    assert "quantization_config" not in raw
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    (tmp_path / "hf_quant_config.json").write_text((RAW / "hf_quant_config" / f"{stem}.json").read_text())
+    with caplog.at_level(logging.WARNING, logger="llm_analysis.hub.entry"):
+        cfg = get_model_config_by_name(str(tmp_path))
+    assert (cfg.checkpoint_weight_format, cfg.checkpoint_quantized_weights) == ("nvfp4", "all")
+    assert "ModelOpt list" in caplog.text and "q_a_proj" in caplog.text
+
+
+def test_a_sidecar_list_of_routed_experts_only_is_read(tmp_path):
+    # MiniMax-M2.5's config.json without its quantization_config, the same facts in an hf_quant_config.json
+    raw = json.loads((RAW / "nvidia_MiniMax-M2.5-NVFP4.json").read_text())
+    raw.pop("quantization_config")
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"}, "quantization": {
+        "quant_algo": "NVFP4", "group_size": 16,
+        "exclude_modules": ["lm_head", "model.layers.*.self_attn*", "model.layers.*.block_sparse_moe.gate"]}}))
+    cfg = get_model_config_by_name(str(tmp_path))
+    assert (cfg.checkpoint_weight_format, cfg.checkpoint_quantized_weights) == ("nvfp4", "routed_experts")
+    (tmp_path / "hf_quant_config.json").unlink()
+    cfg = get_model_config_by_name(str(tmp_path))
+    assert (cfg.checkpoint_weight_format, cfg.checkpoint_quantized_weights) == (None, "all")
