@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Tuple
 from llm_analysis.hub.errors import (GatedRepo, HubImportError, HubOffline, HubUnreachable, RepoNotFound,
                          RevisionNotFound, describe_model)
 
-__all__ = ["download_config_json", "read_json_file", "hub_timeout_s", "TIMEOUT_ENV"]
+__all__ = ["download_config_json", "download_quant_sidecar", "read_json_file", "hub_timeout_s", "TIMEOUT_ENV"]
 
 TIMEOUT_ENV = "LLM_ANALYSIS_HUB_TIMEOUT"
 MAX_TIMEOUT_S = 3600.0  # an hour: beyond it a wait is a hang
@@ -48,6 +48,41 @@ def download_config_json(name: str, revision: Optional[str]) -> Tuple[str, str]:
     except Exception as exc:  # httpx errors (proxy, TLS) and anything else: never a raw traceback
         err = _hub_error(exc, name, revision)
     raise err from None
+
+
+QUANT_SIDECAR = "hf_quant_config.json"
+
+
+def download_quant_sidecar(name: str, revision: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+    """(local path, None) of a ModelOpt release's hf_quant_config.json beside its config.json; (None, None)
+    when the repository has none; (None, why) when the answer cannot be had (offline, or the Hub failing, with
+    no record of the file in the cache): the caller warns, since the quantisation it may hold is then not read.
+    One request more per import, as vLLM makes it to detect a ModelOpt checkpoint (vLLM docs,
+    features/quantization/modelopt.md), with config.json's bounded wait (one metadata request, no retries; see
+    `_probe`). The cache answers offline and when the Hub fails: huggingface_hub records a file the Hub said
+    it lacks (`try_to_load_from_cache`'s _CACHED_NO_EXIST)."""
+    import huggingface_hub
+    from huggingface_hub import constants, errors
+    why = "offline mode is on (HF_HUB_OFFLINE=1)"
+    if not constants.is_offline_mode():
+        url = huggingface_hub.hf_hub_url(name, QUANT_SIDECAR, revision=revision)
+        try:
+            try:  # one request without retries: a failing Hub costs one bounded wait
+                huggingface_hub.get_hf_file_metadata(url, timeout=hub_timeout_s())
+            except errors.RemoteEntryNotFoundError:
+                pass  # the download's own request records "not found" in the cache, for offline imports
+            return huggingface_hub.hf_hub_download(repo_id=name, filename=QUANT_SIDECAR, revision=revision,
+                                                   etag_timeout=hub_timeout_s()), None
+        except errors.RemoteEntryNotFoundError:
+            return None, None
+        except Exception as exc:  # config.json came: a failure now is stated, never raised
+            why = _one_line(exc)
+    cached = huggingface_hub.try_to_load_from_cache(name, QUANT_SIDECAR, revision=revision)
+    if isinstance(cached, str):
+        return cached, None
+    if cached is None:
+        return None, f"{why}, and the cache holds no answer for it"
+    return None, None  # the Hub said, when last asked, that the repository has none
 
 
 def hub_timeout_s() -> float:

@@ -14,18 +14,21 @@ a config is counted as) <- `mapping` (driver) <- this module.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from llm_analysis.errors import ConfigError, HubImportError
-from llm_analysis.hub.download import download_config_json, read_json_file
+from llm_analysis.errors import ConfigError, HubImportError, warn
+from llm_analysis.hub.download import QUANT_SIDECAR, download_config_json, download_quant_sidecar, read_json_file
 from llm_analysis.hub.quantization import with_modelopt_sidecar
 from llm_analysis.hub.errors import (GatedRepo, HubOffline, HubUnreachable, RepoNotFound,  # noqa: F401 (re-exported)
                          RevisionNotFound, UnmappableConfig, describe_model)
 from llm_analysis.hub.families.table import SUPPORTED_MODEL_TYPES  # noqa: F401 (re-exported)
 from llm_analysis.hub.mapping import map_hf_config
 from llm_analysis.schema.model import ModelConfig
+
+logger = logging.getLogger("llm_analysis.hub.entry")
 
 __all__ = [
     "RepoNotFound", "GatedRepo", "RevisionNotFound", "HubOffline", "HubUnreachable",
@@ -47,6 +50,14 @@ def get_model_config_from_hf(name: str, revision: Optional[str] = None,
     what = describe_model(name, revision)
     path, _endpoint = download_config_json(name, revision)
     data = read_json_file(path, what)
+    if "quantization_config" not in data:  # a ModelOpt release may state its quantisation only beside it
+        sidecar, why = download_quant_sidecar(name, revision)
+        if sidecar is not None:
+            data = with_modelopt_sidecar(data, read_json_file(sidecar, what))
+        elif why is not None:
+            warn(logger, "%s: %s could not be read (%s): a ModelOpt checkpoint's quantisation, which that file "
+                 "states where config.json states none, is not read; the weights count at the dtype you give",
+                 what, QUANT_SIDECAR, why)
     return map_hf_config(data, name=name, source=f"huggingface.co/{name}@{revision or 'main'}",
                          what=what, trust_remote_code=trust_remote_code, revision=revision)
 
@@ -72,7 +83,7 @@ def model_config_from_local_dir(path: str | os.PathLike) -> ModelConfig:
                           "directory saved by transformers, a config .json file or a catalogue name")
     name = p.resolve().name or str(p)
     data = read_json_file(cfg_path, f"local model directory {str(p)!r}")
-    sidecar = p / "hf_quant_config.json"  # a ModelOpt release's quantisation, beside config.json
+    sidecar = p / QUANT_SIDECAR  # a ModelOpt release's quantisation, beside config.json
     if sidecar.is_file():
         data = with_modelopt_sidecar(data, read_json_file(sidecar, f"local model directory {str(p)!r}"))
     return map_hf_config(data, name=name, source=str(cfg_path), what=f"local model {str(p)!r}",

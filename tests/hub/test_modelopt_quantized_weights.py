@@ -165,3 +165,79 @@ def test_a_sidecar_list_of_routed_experts_only_is_read(tmp_path):
     (tmp_path / "hf_quant_config.json").unlink()
     cfg = get_model_config_by_name(str(tmp_path))
     assert (cfg.checkpoint_weight_format, cfg.checkpoint_quantized_weights) == (None, "all")
+
+
+# -- the Hub import fetches hf_quant_config.json where config.json states no quantisation -----------------------
+
+def _hub_client(ops, endpoint, home, **extra):
+    """Run tests/support/hub_server.py's client (a fresh interpreter: huggingface_hub reads HF_ENDPOINT, HF_HOME and
+    HF_HUB_OFFLINE when imported) on `ops`; returns (results, stderr: the warnings the import logged)."""
+    import os
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUGGING_FACE_", "TRANSFORMERS_")) and "PROXY" not in k.upper()}
+    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1", NO_PROXY="127.0.0.1,localhost",
+               PYTHONPATH=str(root), PYTHONWARNINGS="ignore", **extra)
+    p = subprocess.run([sys.executable, str(root / "tests" / "support" / "hub_server.py"), "client"],
+                       input=json.dumps(ops), capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    assert "@@RESULTS@@" in p.stdout, p.stderr[-3000:]
+    return json.loads(p.stdout.split("@@RESULTS@@", 1)[1])["results"], p.stderr
+
+
+def _formats(results):
+    return [(r["ok"]["checkpoint_weight_format"], r["ok"]["checkpoint_quantized_weights"]) if "ok" in r
+            else r["error"] + ": " + r["message"] for r in results]
+
+
+def test_the_hub_import_reads_hf_quant_config_beside_config_json(loopback_hub, tmp_path):
+    # The same three facts as the local-directory tests above, served by a loopback Hub: DeepSeek-V3.1-NVFP4 (only
+    # hf_quant_config.json states NVFP4; its list is neither rule: warned of, "all"), MiniMax-M2.5's config.json with
+    # its list moved to an hf_quant_config.json (routed experts only), and that config.json alone (no format).
+    deepseek = "nvidia_DeepSeek-V3.1-NVFP4"
+    minimax = json.loads((RAW / "nvidia_MiniMax-M2.5-NVFP4.json").read_text())
+    minimax.pop("quantization_config")
+    minimax_sidecar = {"producer": {"name": "modelopt"}, "quantization": {
+        "quant_algo": "NVFP4", "group_size": 16,
+        "exclude_modules": ["lm_head", "model.layers.*.self_attn*", "model.layers.*.block_sparse_moe.gate"]}}
+    hub = loopback_hub({
+        "nvidia/DeepSeek-V3.1-NVFP4": {"main": {
+            "config.json": (RAW / f"{deepseek}.json").read_bytes(),
+            "hf_quant_config.json": (RAW / "hf_quant_config" / f"{deepseek}.json").read_bytes()}},
+        "acme/minimax-sidecar": {"main": {"config.json": json.dumps(minimax).encode(),
+                                          "hf_quant_config.json": json.dumps(minimax_sidecar).encode()}},
+        "acme/minimax-plain": {"main": {"config.json": json.dumps(minimax).encode()}}})
+    ops = [{"op": "hf", "name": n} for n in ("nvidia/DeepSeek-V3.1-NVFP4", "acme/minimax-sidecar",
+                                              "acme/minimax-plain")]
+    expected = [("nvfp4", "all"), ("nvfp4", "routed_experts"), (None, "all")]
+    home = tmp_path / "hf-home"
+    online, online_log = _hub_client(ops, hub.endpoint, home)
+    assert _formats(online) == expected
+    assert "q_a_proj" in online_log and "could not be read" not in online_log
+    asked = [p for _, p, _ in hub.requests]
+    assert "/acme/minimax-plain/resolve/main/hf_quant_config.json" in asked
+    # offline, the cache answers for each: the files it holds, and the Hub's "no such file" for the plain repository
+    before = len(hub.requests)
+    offline, offline_log = _hub_client(ops, hub.endpoint, home, HF_HUB_OFFLINE="1")
+    assert _formats(offline) == expected and hub.requests[before:] == []
+    assert "could not be read" not in offline_log
+
+
+def test_an_offline_cache_without_an_answer_for_the_sidecar_is_warned_of(loopback_hub, tmp_path):
+    # a cache holding config.json only (fetched by something that never asked for hf_quant_config.json): offline,
+    # whether the release states a quantisation there cannot be known, and the import says so
+    raw = (RAW / "nvidia_DeepSeek-V3.1-NVFP4.json").read_bytes()
+    hub = loopback_hub({"nvidia/DeepSeek-V3.1-NVFP4": {"main": {"config.json": raw}}})
+    home = tmp_path / "hf-home"
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_") and "PROXY" not in k.upper()}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(home), NO_PROXY="127.0.0.1,localhost")
+    subprocess.run([sys.executable, "-c", "import huggingface_hub; huggingface_hub.hf_hub_download("
+                    "'nvidia/DeepSeek-V3.1-NVFP4', 'config.json')"], env=env, check=True, timeout=120)
+    results, log = _hub_client([{"op": "hf", "name": "nvidia/DeepSeek-V3.1-NVFP4"}], hub.endpoint, home,
+                               HF_HUB_OFFLINE="1")
+    assert _formats(results) == [(None, "all")]
+    assert "hf_quant_config.json could not be read" in log and "HF_HUB_OFFLINE" in log
