@@ -68,21 +68,48 @@ def test_routed_expert_gemm_is_read_at_tokens_per_expert():
 
 
 @pytest.mark.parametrize("pairs,local,per_expert,sms", [
-    (4, 256, 1, 33),      # A = 256 (1 - (255/256)^4) = 3.977: 4 / 3.977 -> 1 token each; 132 / 3.977 -> 33 SMs
-    (256, 256, 2, 1),     # A = 256 (1 - (255/256)^256) = 161.9: 1.58 -> 2; 132 / 161.9 -> 1 SM
-    (1024, 32, 32, 4),    # A = 32 (1 - (31/32)^1024) = 32.0: 32; 132 / 32 -> 4 SMs
-    (300, 1, 300, 132),   # one local expert takes every pair (>= 64 tokens: the whole GPU)
+    (4, 256, 4 / 3.977, 33),    # A = 256 (1 - (255/256)^4) = 3.977: 1.006 tokens each; 132 / 3.977 -> 33 SMs
+    (256, 256, 256 / 161.9, 1),  # A = 256 (1 - (255/256)^256) = 161.9: 1.58 tokens each; 132 / 161.9 -> 1 SM
+    (1024, 32, 32, 4),          # A = 32 (1 - (31/32)^1024) = 32.0: 32; 132 / 32 -> 4 SMs
+    (300, 1, 300, 132),         # one local expert takes every pair (>= 64 tokens: the whole GPU)
 ])
 def test_tokens_per_expert_follow_uniform_routing(pairs, local, per_expert, sms):
-    """M / A with A = E (1 - (1 - 1/E)^M), rounded (the values in the parameters, worked by hand): the
-    efficiency is the dense GEMM's at that M times the share; below 64 tokens per expert
-    (calibrated.py GROUPED_TILE_TOKENS) that GEMM runs on the expert's share of H100's 132 SMs,
-    132 / A rounded (the reached experts' tiles side by side)."""
+    """M / A with A = E (1 - (1 - 1/E)^M) tokens per reached expert on average (the values in the parameters,
+    worked by hand to 4 digits): floor(M / A) tokens for some experts, one more for the rest, their GEMMs'
+    times summed; each at the dense GEMM's efficiency at its M times the share; below 64 tokens per expert
+    (calibrated.py GROUPED_TILE_TOKENS) that GEMM runs on the expert's share of H100's 132 SMs, 132 / A rounded
+    (the reached experts' tiles side by side)."""
     cm = _model("h100-sxm-80gb", "w16a16e16")
     p = cm.profile
+
+    def eff(tokens):
+        return gemm.gemm_efficiency(tokens, 4096, 4096, p, sms)
+
+    low = math.floor(per_expert + 1e-3)  # (the parameters' 4 digits)
+    high_share = max(0.0, per_expert - low)
+    # seconds of the group per expert, in units of one token's FLOPs at the peak: tokens / efficiency
+    want = per_expert / ((1 - high_share) * low / eff(low) + high_share * (low + 1) / eff(low + 1))
     got = cm.routed_expert_eff(_routed(pairs, 4096, 4096, local), (pairs, 4096, 4096))
-    want = gemm.gemm_efficiency(per_expert, 4096, 4096, p, sms) * p.values["moe_gemm_share"]
-    assert got == pytest.approx(want, rel=1e-12)
+    assert got == pytest.approx(want * p.values["moe_gemm_share"], rel=1e-3)
+
+
+@pytest.mark.parametrize("pairs", range(100, 141, 4))
+def test_experts_within_one_row_of_tiles_cost_one_row_each(pairs):
+    """gpt-oss-120b's experts on one H100 (128 local experts of (2880, 2880)), 100-140 token-expert pairs of a
+    decode step: A = 128 (1 - (127/128)^M) experts reached (70-86), 1.4-1.6 tokens each. While every expert's
+    tokens fit one row of tiles (efficiency proportional to the tokens up to 16 rows, the shortest tile) each
+    expert's GEMM costs one row of tiles whatever its tokens, so the group's compute time is A GEMMs of one
+    token: efficiency (M / A) x that of a one-token GEMM on the expert's SMs x the share. Rounding M / A to
+    whole tokens made it a sawtooth (1.49 tokens each timed as 1.49 GEMMs, 1.5 as 0.75: a third less time for
+    one more pair)."""
+    cm = _model("h100-sxm-80gb", "w16a16e16")
+    p = cm.profile
+    experts, n, k = 128, 2880, 2880
+    reached = experts * (1 - (1 - 1 / experts) ** pairs)
+    sms = max(1, round(132 / reached))
+    one_token = gemm.gemm_efficiency(1, n, k, p, sms)
+    got = cm.routed_expert_eff(_routed(pairs, n, k, experts), (pairs, n, k))
+    assert got == pytest.approx(pairs / reached * one_token * p.values["moe_gemm_share"], rel=1e-9)
 
 
 def test_the_grouped_gemm_share_scales_compute_only():
