@@ -48,6 +48,15 @@ def _ints(value: Any) -> Optional[List[Any]]:
     return [value]
 
 
+def _number_or_text(value: str) -> Any:
+    """A flag's list item as a float, or as given where it is none, for the planner's check to name it (a bare
+    float() let its ValueError out as a traceback)."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
 def _prices(value: Any) -> Optional[Dict[str, float]]:
     """--gpu_prices h100-sxm-80gb=2.5,a100-sxm-80gb=1.4 (dollars per GPU-hour) or a dict."""
     if value is None or isinstance(value, dict):
@@ -329,7 +338,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
     def go():
         kv = kv_cache_dtype_bytes
         if isinstance(kv, str):
-            kv = [None if v in ("none", "None", "") else float(v) for v in kv.split(",")]
+            kv = [None if v in ("none", "None", "") else _number_or_text(v) for v in kv.split(",")]
         return plan_inference(model_name, _names(gpu_names, "gpu_names"),
                               {"max_ttft_s": seconds(max_ttft, "--max_ttft"), "max_tpot_s": seconds(max_tpot, "--max_tpot"),
                                "request_rate_per_s": request_rate,

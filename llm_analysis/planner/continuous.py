@@ -293,12 +293,13 @@ class _LayoutSearch:
         cap = self.cap()
         start = self.first_count()
         if start > cap:  # even the fewest replicas that keep up with the rate are more than the cap allows
-            # the limit stated is the user's max_gpus where it binds (not the whole workers it leaves room for)
-            limit = self.search.max_gpus if self.search.max_gpus is not None and \
-                start * self.lay.gpus > self.search.max_gpus else cap * self.lay.gpus
-            self.miss.record("max_gpus", start * self.lay.gpus, limit,
-                             {**self.describe, "replicas": f"{start} (the fewest that keep up with the request rate; "
-                                                            "the latency targets may need more)"})
+            where = {**self.describe, "replicas": f"{start} (the fewest that keep up with the request rate; the "
+                                                  "latency targets may need more)"}
+            if self.search.max_gpus is not None and start * self.lay.gpus > self.search.max_gpus:
+                # the user's limit, stated as given (not the whole workers it leaves room for)
+                self.miss.record("max_gpus", start * self.lay.gpus, self.search.max_gpus, where)
+            else:  # the search's own bound (MAX_REPLICAS, or one replica per client), not a limit the user set
+                self.miss.record("max_replicas", start, cap, where)
             return None
         found = _fewest_meeting(lambda n: bool(self.load.misses(self.at(n))), 0, start, cap)
         if found is None:

@@ -8,7 +8,8 @@ only) and serves batch / TTFT requests/s; a decode replica holds the full
 context's KV and serves batch x ep / ((n - 1) x TPOT) requests/s; the KV
 hand-over between pools is not timed; pools are sized for the request rate
 (without one: for one decode replica's rate); each pool's layout is chosen on
-its own, which is optimal up to the rounding of replica counts."""
+its own: the fewest GPUs ($ under the cost objective) of its replicas at that
+rate, ties to the most requests/s per GPU ($)."""
 
 from __future__ import annotations
 
@@ -22,15 +23,21 @@ from llm_analysis.planner.result import SearchStats
 from llm_analysis.planner.serving import Search, each_layout_outcome
 
 
-def _best_pool(search: Search, targets_for, stats: SearchStats, miss: ClosestMiss, rate_of, objective: str):
-    """The layout with the lowest $ (or GPUs) per request/s of the pool."""
+def _best_pool(search: Search, targets_for, stats: SearchStats, miss: ClosestMiss, rate_of, objective: str,
+               rate: Optional[float]):
+    """The layout whose replicas serving `rate` requests/s cost the fewest GPUs (or $), ties to the lowest GPUs
+    (or $) per request/s; with no rate, the lowest per request/s. (Per request/s alone is not the pool's size:
+    at a modest rate one replica of the widest layout holds far more than the load, and the replica count
+    rounds up to it: Llama-3.1-70B on H100s at 5 requests/s took an 8-GPU decode replica where one of 4
+    GPUs serves the rate.)"""
     best = None
     for lay, kv, out in each_layout_outcome(search, targets_for, stats, miss):
-        rate = rate_of(lay, out.summary)
-        price = search.prices.get(lay.gpu.name)
-        per_rate = (lay.gpus * price if objective == "cost" else lay.gpus) / rate
-        if best is None or per_rate < best[0]:
-            best = (per_rate, lay, kv, out, rate)
+        capacity = rate_of(lay, out.summary)
+        weight = lay.gpus * search.prices.get(lay.gpu.name) if objective == "cost" else lay.gpus
+        per_rate = weight / capacity
+        key = (per_rate,) if rate is None else (math.ceil(rate / capacity - 1e-9) * weight, per_rate)
+        if best is None or key < best[0]:
+            best = (key, lay, kv, out, capacity)
     return best
 
 
@@ -44,14 +51,16 @@ def plan_disaggregated(search: Search, slo: SLO, s: int, n: int, objective: str,
     def decode_targets(lay, kv):
         return ServeTargets(s, n, None, slo.max_tpot_s, search.max_batch, kv)
 
-    pre = _best_pool(search, prefill_targets, stats, miss,
-                     lambda lay, x: x["batch_size_per_gpu"] * lay.ep / x["time_to_first_token"], objective)
     dec = _best_pool(search, decode_targets, stats, miss,
                      lambda lay, x: x["batch_size_per_gpu"] * lay.ep / ((n - 1) * x["time_per_output_token"]),
-                     objective)
-    if pre is None or dec is None:
+                     objective, slo.request_rate_per_s)
+    if dec is None:
         return None
     rate = slo.request_rate_per_s or dec[4]
+    pre = _best_pool(search, prefill_targets, stats, miss,
+                     lambda lay, x: x["batch_size_per_gpu"] * lay.ep / x["time_to_first_token"], objective, rate)
+    if pre is None:
+        return None
     pools = {}
     for name, (_, lay, kv, out, r) in (("prefill", pre), ("decode", dec)):
         replicas = math.ceil(rate / r - 1e-9)

@@ -253,6 +253,11 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                                "the offered load")
     else:
         assumptions["workload"] = f"seq_len {s}, {n} tokens; static batches (each prefilled and decoded together)"
+        if slo.concurrency is not None or slo.request_rate_per_s is not None:
+            # under clients or a rate a row's cost is the fleet's at the load (serving._row), not the full batch's
+            assumptions["cost"] = ("cost_per_million_tokens = $/GPU-hour x GPUs / (the fleet's generated tokens/s at "
+                                   "the offered load, figures['fleet_tokens_per_s'], x 3600) x 1e6; "
+                                   "inference()['total_cost_per_1k_tokens'] x 1000 is a full batch's, back to back")
         if slo.percentile is not None:
             assumptions["percentile"] = (f"static batches have no spread (every request of a batch sees its TTFT "
                                          f"and TPOT): the p{slo.percentile} targets are checked on the batch's times")

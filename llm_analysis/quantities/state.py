@@ -110,8 +110,9 @@ def weight_update_bytes_per_param(dtype: DtypeConfig, master_weights_dtype_bytes
                                   trained_weight_bytes: Optional[float] = None,
                                   gradient_bytes: Optional[float] = None) -> float:
     """Optimizer step traffic per parameter: the states read and written, the gradient read, and
-    with a master copy (`master_copy_bytes_per_param`) the master read and written and the 16-bit
-    working weight written from it; without one (fp32 weights, or master 0) the stored weights
+    with a master copy (`master_copy_bytes_per_param`) the master read and written and the stored
+    weight written from it at the width memory holds it (bf16 2, fp8 1: Megatron's fp8 parameters are
+    cast from the master in the step); without one (fp32 weights, or master 0) the stored weights
     themselves read and written. `trained_weight_bytes`: the trained weights' width (default the
     dtype's; LoRA: the adapters'); `gradient_bytes`: the width the gradients are held in (default
     `gradient_bytes_per_param`; LoRA: the adapters', an fp32 main-grad buffer: 4), read as held."""
@@ -119,7 +120,7 @@ def weight_update_bytes_per_param(dtype: DtypeConfig, master_weights_dtype_bytes
     w = trained_weight_bytes_per_param(dtype) if trained_weight_bytes is None else trained_weight_bytes
     grad = gradient_bytes_per_param(dtype) if gradient_bytes is None else gradient_bytes
     held = master_copy_bytes_per_param(master_weights_dtype_bytes, w)
-    weights = 2 * held + 2 if held else 2 * w
+    weights = 2 * held + w if held else 2 * w
     return weights + 2 * other + grad
 
 

@@ -213,6 +213,11 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
     imbalance = check_imbalance(options.pop("expert_load_imbalance", None))
     hold_iters = check_balance_iters(options.pop("attention_dp_balance_iters", 0))
     workload = make_workload(a.model_config, concurrency, request_rate, input_len, output_len, lengths)
+    if options.get("benchmark_rounds") is not None and not workload.closed_loop:
+        # it sets the closed loop's starting burst; accepted here it would change nothing, silently
+        raise ConfigError(f"benchmark_rounds = {options['benchmark_rounds']!r} with request_rate: it is the closed "
+                          "loop's requests per client (its clients start together); the open loop has no such burst; "
+                          "valid: leave it out, or give concurrency= instead of request_rate=")
     if disaggregated is not None:
         if hold_iters:
             raise ConfigError(f"attention_dp_balance_iters = {hold_iters} with disaggregated=: the hold of a prefill "

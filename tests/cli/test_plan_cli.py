@@ -101,6 +101,17 @@ def test_plan_errors_name_the_flag_the_user_typed():
         assert len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
 
 
+def test_a_kv_cache_byte_width_that_is_no_number_is_one_line_naming_it():
+    # it had ended in float()'s ValueError traceback, exit 1; "1,x" (fire's tuple) already got the planner's line
+    for value in ("abc", "2,x"):
+        r = _run("infer", "--model_name", "gpt2", "--gpu_names", "h100-sxm-80gb", "--max_ttft", "1",
+                 "--kv_cache_dtype_bytes", value)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        bad = value.split(",")[-1]
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"--kv_cache_dtype_bytes = {bad!r} must be a positive number of bytes or None" in r.stderr
+
+
 def test_plan_infer_names_the_default_lengths_that_exceed_the_context():
     """OPT-1.3B has 2048 learned positions; plan infer's default lengths are 2048 + 256 tokens. A user who typed no
     length learns which defaults overflowed (2048 + 256 = 2304 with a load, as engines count a request; 2303

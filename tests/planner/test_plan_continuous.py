@@ -296,6 +296,26 @@ def test_a_max_gpus_miss_names_the_fewest_replicas_that_keep_up_with_the_rate():
     assert replicas == fewest and e.value == fewest * lay["tp"] > 18
 
 
+def test_a_load_beyond_the_searchs_replica_bound_is_not_blamed_on_max_gpus():
+    """No max_gpus given: at 1e6 requests/s every layout needs more replicas than the search tries (4,096). The
+    refusal named a 'max_gpus limit' the user never set (the bound times the worker's GPUs); it names the
+    planner's own replica bound. The fewest replicas, from the named layout's serve() on one replica (each below
+    90% of its saturation rate), are beyond it."""
+    from llm_analysis.planner.continuous import MAX_REPLICAS
+    with pytest.raises(NoFeasiblePlanError) as err:
+        plan_inference("meta-llama/Llama-3.1-8B", ["h100-sxm-80gb"], {"max_ttft_s": 1.0, "request_rate_per_s": 1e6},
+                       perf_model="calibrated")
+    e = err.value
+    assert e.constraint == "max_replicas" and e.limit == MAX_REPLICAS
+    assert "max_gpus" not in str(e) and "not a setting" in str(e)
+    lay = e.layout
+    worker = LLMAnalysis(get_model_config_by_name("meta-llama/Llama-3.1-8B"), get_gpu_config_by_name("h100-sxm-80gb"),
+                         get_dtype_config_by_name(lay["dtype"]), ParallelismConfig(tp_size=lay["tp"]),
+                         perf_model="calibrated")
+    saturation = worker.serve(request_rate=1.0, input_len=2048, output_len=256)["saturation_request_rate_per_s"]
+    assert e.value == int(1e6 // (0.9 * saturation)) + 1 > MAX_REPLICAS
+
+
 def test_separate_pools_are_answered_where_no_colocated_fleet_fits_the_gpu_cap():
     """Llama-3.1-70B fp8 at 10 requests/s, TTFT <= 0.5 s, TPOT <= 40 ms, at most 7 H100s: no co-located fleet
     meets both (tp 2 x 3 misses TPOT, tp 4 x 2 needs 8 GPUs), but 5 prefill + 1 decode workers do; `--disaggregate`

@@ -168,3 +168,22 @@ def test_the_command_names_both_flags_when_the_rate_cannot_reach_the_token_targe
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "--min_tokens_per_s" in p.stderr and "--request_rate" in p.stderr and "1280 tokens/s" in p.stderr
     assert "slo." not in p.stderr
+
+
+def test_the_stated_cost_formula_under_a_rate_is_the_one_that_gives_the_rows_cost():
+    """Under a rate a static row's $/Mtok is the fleet's at the load, $/h x GPUs / (rate x n tokens/s x 3600) x 1e6
+    (hand derivation); the assumptions had stated inference()'s total_cost_per_1k_tokens x 1000, a full batch's
+    back to back, which a fleet fed less than it can run does not reach."""
+    rate, price = 5.0, 2.0
+    plan = plan_inference(MODEL, [GPU], {"max_ttft_s": 1.0, "max_tpot_s": 0.03, "request_rate_per_s": rate},
+                          seq_len=S, num_tokens_to_generate=N, batching="static", perf_model="calibrated",
+                          gpu_prices={GPU: price})
+    row = plan.best
+    fig = row["figures"]
+    assert fig["cost_per_million_tokens"] == pytest.approx(price * fig["num_gpus"] / 3600 / (rate * N) * 1e6,
+                                                           rel=1e-12)
+    full_batch = _analysis(row).inference(**row["reproduce"]["inference_kwargs"])["total_cost_per_1k_tokens"] * 1000
+    assert fig["cost_per_million_tokens"] > full_batch * 1.01  # the two differ here: the text must name the first
+    stated = plan.assumptions["cost"]
+    assert "offered load" in stated and "fleet_tokens_per_s" in stated
+    assert not stated.startswith("cost_per_million_tokens = $/GPU-hour x tp x pp GPUs x request time")

@@ -115,6 +115,14 @@ def test_the_open_loop_needs_its_simulation(llama):
     _refused(llama, "num_requests = 0", "request_rate", request_rate=1.0, num_requests=0)
 
 
+def test_benchmark_rounds_belongs_to_the_closed_loop(llama):
+    # the closed loop's requests per client (its clients start together); with a rate it changed nothing, silently
+    _refused(llama, "benchmark_rounds = 3", "request_rate", "concurrency=", request_rate=1.0, num_requests=10,
+             benchmark_rounds=3)
+    for rounds in (0, 3):  # the closed loop takes it (0: the steady state alone)
+        assert llama.serve(concurrency=4, benchmark_rounds=rounds, num_requests=0)["ttft_s"] > 0
+
+
 def test_above_saturation_is_not_an_error(llama):
     s = llama.serve(request_rate=1e6, input_len=1024, output_len=128)
     assert s["saturated"] and s["ttft_s"] is None and s["saturation_request_rate_per_s"] > 0

@@ -104,6 +104,9 @@ def test_the_facade_views_follow_the_same_rule():
     # with a master copy: read + write the fp32 master (4 + 4), read + write two fp32 moments (16), read the
     # gradient, write the 16-bit working weight (2)
     (BF16, 4, 4 + 4 + 16 + 2 + 2),
+    # fp8 weights beside an fp32 master: the same, the gradient 16-bit (2), the weight written at the 1 byte
+    # memory holds it in (weight_memory_per_gpu)
+    (FP8, 4, 4 + 4 + 16 + 2 + 1),
     # no master copy: read + write the bf16 weights (2 + 2), read the bf16 gradient (2), the moments (16)
     (BF16, 0, 2 + 2 + 2 + 16),
     # fp32 weights, their own master: read + write them (4 + 4), read the fp32 gradient (4), the moments (16)
