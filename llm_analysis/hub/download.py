@@ -57,9 +57,10 @@ def download_quant_sidecar(name: str, revision: Optional[str]) -> Tuple[Optional
     """(local path, None) of a ModelOpt release's hf_quant_config.json beside its config.json; (None, None)
     when the repository has none; (None, why) when the answer cannot be had (offline, or the Hub failing, with
     no record of the file in the cache): the caller warns, since the quantisation it may hold is then not read.
-    One request more per import, as vLLM makes it to detect a ModelOpt checkpoint (vLLM docs,
-    features/quantization/modelopt.md), with config.json's bounded wait (one metadata request, no retries; see
-    `_probe`). The cache answers offline and when the Hub fails: huggingface_hub records a file the Hub said
+    vLLM asks for the same file to detect a ModelOpt checkpoint (vLLM docs, features/quantization/modelopt.md).
+    Requests: one metadata request without retries (config.json's bounded wait, see `_probe`), then the
+    download's own (a second "not found" where the repository has none: huggingface_hub records it in the cache
+    only there). The cache answers offline and when the Hub fails: huggingface_hub records a file the Hub said
     it lacks (`try_to_load_from_cache`'s _CACHED_NO_EXIST)."""
     import huggingface_hub
     from huggingface_hub import constants, errors

@@ -32,8 +32,8 @@ MEMORY = "memory"
 
 _NAMES = {"memory": "memory", "ttft": "time-to-first-token (TTFT) target", "tpot": "time-per-output-token (TPOT) "
           "target", "max_gpus": "max_gpus limit",
-          "max_replicas": "planner's replica limit (it searches at most 4,096 replicas of a layout, and no more than "
-          "one per client; not a setting)", "min_tokens_per_s": "min_tokens_per_s target",
+          "max_replicas": "planner's replica limit (the most replicas of a layout it searches, and no more than one "
+          "per client; not a setting)", "min_tokens_per_s": "min_tokens_per_s target",
           "request_rate": "request_rate target"}
 
 
@@ -57,8 +57,8 @@ class ClosestMiss:
     the binding constraint even where another layout misses memory by only 60%, since more memory
     (more GPUs per replica) is what that layout would need and it is already in the search."""
 
-    UNITS = {"memory": ("GB", 1e-9), "ttft": ("ms", 1e3), "tpot": ("ms", 1e3), "max_gpus": ("GPUs", 1), "max_replicas": ("replicas", 1),
-             "min_tokens_per_s": ("tokens/s", 1), "request_rate": ("requests/s", 1)}
+    UNITS = {"memory": ("GB", 1e-9), "ttft": ("ms", 1e3), "tpot": ("ms", 1e3), "max_gpus": ("GPUs", 1),
+             "max_replicas": ("replicas", 1), "min_tokens_per_s": ("tokens/s", 1), "request_rate": ("requests/s", 1)}
 
     def __init__(self) -> None:
         self.best: Optional[tuple] = None  # the closest miss of all
