@@ -167,7 +167,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
           prefix_cache_share: float = 0.0, kv_cache_dtype: Optional[str] = None, seed: int = 0,
           num_requests: Optional[int] = None, api_latency_s: Optional[float] = None,
           scheduling_lookahead: Optional[int] = None, benchmark_rounds: Optional[float] = None,
-          speculative: Union[str, dict, None] = None,
+          sliding_window_cache: Optional[str] = None, speculative: Union[str, dict, None] = None,
           disaggregated: Union[str, dict, None] = None, perf_model: str = "calibrated", gpu_profile: Optional[str] = None,
           output_format: str = "text", quiet: bool = False, log_level: str = "INFO",
           html: Optional[str] = None) -> dict:
@@ -246,6 +246,10 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
             clients start together, so the first round queues behind each other's prefills; default: the
             engine profile's, fitted on measured runs); 0: the steady state alone (a long run, or clients that
             never start together).
+        sliding_window_cache: how sliding-window layers (gpt-oss, Gemma) hold the KV cache: window_groups
+            (vLLM's hybrid manager, its default: only the blocks of each request's window), window_pool (SGLang's
+            separate window pool, its default for gpt-oss), full (every layer holds every token: TensorRT-LLM's
+            default, vLLM's --disable-hybrid-kv-cache-manager).
         speculative: speculative decoding, a JSON object: {"method": "mtp" | "draft_model", "draft_length": k
             (tokens verified per step), "mean_accepted_length": L in [1, k] or "acceptance_rate": a,
             "draft_model": name (draft_model only)}.
@@ -285,7 +289,8 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
                                  ("gpu_memory_utilization", gpu_memory_utilization), ("block_size", block_size),
                                  ("kv_cache_dtype", kv_cache_dtype), ("num_requests", num_requests),
                                  ("api_latency_s", api_latency_s), ("scheduling_lookahead", scheduling_lookahead),
-                                 ("benchmark_rounds", benchmark_rounds))
+                                 ("benchmark_rounds", benchmark_rounds),
+                                 ("sliding_window_cache", sliding_window_cache))
                if v is not None}
     lengths = length_arguments({"input_len": (input_len, DEFAULT_INPUT_LEN),
                                 "output_len": (output_len, DEFAULT_OUTPUT_LEN)},

@@ -45,7 +45,8 @@ class ModelConfig(StrictModel):
     num_key_value_groups: Optional[int] = None  # n_head // num_key_value_heads (derived)
     ffn_embed_dim: Optional[int] = None  # default: expansion_ratio * hidden_dim, else 4x
     expansion_ratio: Optional[float] = None
-    model_type: Optional[str] = None  # informational (the HF model_type); never branched on
+    model_type: Optional[str] = None  # the HF model_type: branched on only where an engine profile lists the
+    # architectures it treats apart (serving: SGLang's window pool for sliding-window layers)
     moe_num_experts: int = 1
     moe_top_k: int = 1
     mlp_gated_linear_units: bool = False  # SwiGLU/GeGLU: gate, up and down projections

@@ -122,6 +122,14 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
              f"{pool.weight_bytes / 1e9:.2f} GB and workspace {pool.workspace_bytes / 1e9:.2f} GB); "
              + ("requests reserve their whole length on admission" if engine.admission == "full_request" else
                 "requests take blocks as they grow and the most recent is preempted and recomputed when it is full"))
+    if pool.sliding_window_cache == "window_groups":
+        n.append(f"sliding-window layers (vLLM's hybrid KV cache manager): the pool's tokens are those of the "
+                 f"full-attention layers' groups; each request's sliding-window groups hold only the blocks of its last "
+                 f"sliding_window tokens beside them, {pool.state_tokens_per_request:.0f} tokens of the pool")
+    elif pool.sliding_window_cache == "window_pool":
+        n.append(f"sliding-window layers (SGLang's hybrid SWA pool): the pool's tokens are those of the full-attention "
+                 f"layers; the sliding-window layers hold {engine.window_pool_ratio:g} x as many in a pool of their "
+                 f"own (assumed never the tighter: it is when most requests are shorter than the window)")
     if preemptions:
         n.append(f"{preemptions} preemptions in the simulation (the KV pool was full)")
     if kv_occupancy is not None and kv_occupancy > 0.95:

@@ -49,6 +49,10 @@ ENGINE_OPTIONS = {
                             "TensorRT-LLM's overlap schedulers, their defaults; 0: a scheduler that plans each step "
                             "after the previous one ends): a request arriving while others run waits that many more "
                             "steps before its prefill",
+    "sliding_window_cache": "how sliding-window layers hold the KV cache: 'window_groups' (vLLM's hybrid manager: "
+                            "blocks for the window only), 'window_pool' (SGLang's separate window pool), 'full' "
+                            "(every layer holds every token: vLLM's --disable-hybrid-kv-cache-manager, TensorRT-LLM "
+                            "without a per-layer attention window); default: the engine's for the model",
     "benchmark_rounds": "closed loop: requests per client of the benchmark run the mean is over (its clients start "
                         "together, so the first round queues behind each other's prefills); 0: the steady state "
                         "alone",
@@ -138,6 +142,10 @@ class EngineSettings:
     memory_share: float
     memory_share_of: str  # "total" (vLLM), "static" (SGLang: weights + KV), "free" (TensorRT-LLM)
     block_size: int
+    # how sliding-window layers hold the KV cache (kv_pool.sliding_window_terms): "full", "window_groups" (vLLM's
+    # hybrid manager) or "window_pool" (SGLang's pool of window_pool_ratio x the full layers' tokens)
+    sliding_window_cache: str
+    window_pool_ratio: float
     prefix_cache_share: float
     kv_cache_dtype: str
     kv_cache_bytes: float
@@ -233,6 +241,21 @@ def _kv_cache_bytes(name: str, profile: Dict[str, Any], analysis) -> tuple:
     return name, float(kv_cache_bytes_per_element(name, analysis.gpu_config))
 
 
+SLIDING_WINDOW_CACHES = ("full", "window_groups", "window_pool")
+
+
+def _sliding_window_cache(profile: Dict[str, Any], model, given: Optional[str]) -> str:
+    """How the engine caches the model's sliding-window layers: the caller's choice, else the profile's, which
+    for SGLang's separate window pool holds only for the model types the engine gives one (the others: "full")."""
+    entry = profile["sliding_window_cache"]
+    if given is not None:
+        valid = [c for c in SLIDING_WINDOW_CACHES if c != "window_pool" or "window_pool_ratio" in entry]
+        return choice(given, "sliding_window_cache", tuple(valid))
+    if entry["value"] == "window_pool" and model.model_type not in entry["model_types"]:
+        return "full"
+    return entry["value"]
+
+
 def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> EngineSettings:
     """The engine of `framework` on the analysis' GPU and layout, with `options` (checked: each
     bad value is one ConfigError naming the option, the value and what is valid)."""
@@ -286,6 +309,8 @@ def engine_settings(analysis, framework: str, options: Dict[str, Any]) -> Engine
         memory_share=number(share, "gpu_memory_utilization", 0.0, 1.0),
         memory_share_of=profile["memory_share"]["of"],
         block_size=integer(get("block_size", profile["block_size"]["value"]), "block_size", 1, 2**20),
+        sliding_window_cache=_sliding_window_cache(profile, analysis.model_config, get("sliding_window_cache")),
+        window_pool_ratio=profile["sliding_window_cache"].get("window_pool_ratio", 0.0),
         prefix_cache_share=_share_below_one(get("prefix_cache_share", 0.0), "prefix_cache_share"),
         kv_cache_dtype=kv_name, kv_cache_bytes=kv_bytes,
         graph_decode_max_batch=graph_decode_max_batch, graph_mixed_max_tokens=graphs["mixed_max_tokens"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.inference.memory import memory_terms
@@ -28,6 +28,9 @@ class KVPool:
     bytes_per_token: float  # per GPU
     bytes_per_request: float  # state a request holds whatever its length (mixer layers), per GPU
     block_size: int
+    # how its sliding-window layers hold tokens (sliding_window_terms): "full" (as every other layer, or the model
+    # has none), "window_groups" or "window_pool"; the pool's tokens are then those of the full-attention layers
+    sliding_window_cache: str = "full"
 
     @property
     def num_blocks(self) -> int:
@@ -36,6 +39,11 @@ class KVPool:
     @property
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
+
+    @property
+    def state_tokens_per_request(self) -> float:
+        """A request's length-independent state (bytes_per_request) in tokens of the pool."""
+        return self.bytes_per_request / self.bytes_per_token if self.bytes_per_token else 0.0
 
     def blocks_for(self, tokens: float) -> int:
         return math.ceil(tokens / self.block_size)
@@ -64,9 +72,13 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     mem = gpu.memory_bytes
     weights = (analysis.get_weight_memory_per_gpu() if weight_bytes is None else weight_bytes) + extra_weight_bytes
     kv_bytes = engine.kv_cache_bytes
-    one_token = analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes)
-    per_token = analysis.get_memory_kv_cache_per_gpu(1, 2, kv_bytes) - one_token
-    per_request = max(0.0, one_token - per_token)  # state a request holds whatever its length (mixer layers)
+    windowed = sliding_window_terms(analysis, d, engine, longest_request_tokens)
+    if windowed is None:  # every layer holds every token
+        one_token = analysis.get_memory_kv_cache_per_gpu(1, 1, kv_bytes)
+        per_token = analysis.get_memory_kv_cache_per_gpu(1, 2, kv_bytes) - one_token
+        per_request = max(0.0, one_token - per_token)  # state a request holds whatever its length (mixer layers)
+    else:
+        per_token, per_request = windowed
     per_token += extra_bytes_per_token
     activations = memory_terms(analysis, d, 1, engine.token_budget, engine.token_budget, False,
                                kv_bytes)["prefill_activation"]
@@ -81,7 +93,8 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     else:  # "free": a share of what the weights and the runtime leave
         workspace = activations + logits + engine.graph_pool_bytes + engine.runtime_reserved_bytes
         pool = share * (mem - weights - workspace)
-    result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size)
+    result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size,
+                    "full" if windowed is None else engine.sliding_window_cache)
     fits = result.requests_that_fit(longest_request_tokens) >= 1
     others = workspace - activations - logits  # CUDA graphs and runtime buffers: no option of the engine's sizes them
     if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0 \
@@ -140,6 +153,54 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     return result
 
 
+def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Optional[Tuple[float, float]]:
+    """(bytes per token, bytes per request) of one GPU's pool for a model with both sliding-window and
+    full-attention layers, as the engine caches them (`engine.sliding_window_cache`, the profiles' sources):
+
+    - "window_groups" (vLLM's hybrid manager): layers form groups of g of one type, g the fewest layers of a
+      type (the most, when below 1.5 x the fewest), each type padded to whole groups of pages as large as the
+      largest layer's. A full group holds every token; a sliding group the blocks covering its last window - 1
+      tokens and the current one, counted here per request at the longest request's length (a shorter request
+      holds fewer: the pool is understated for it, not overstated).
+    - "window_pool" (SGLang): the full layers' tokens plus window_pool_ratio x as many in the sliding layers'
+      pool, from one budget: a token of the full pool costs full bytes + ratio x sliding bytes.
+
+    None where every layer holds every token: the engine's policy "full", a model without both kinds, or one
+    whose cache holds more than attention (mixer state, cross-attention) or is split over context parallelism,
+    which these rules do not describe (the layers are then counted as full: the pool understated, not
+    overstated)."""
+    policy, model = engine.sliding_window_cache, analysis.model_config
+    if policy == "full" or not model.sliding_window or analysis.parallelism_config.cp_size != 1:
+        return None
+    bs = engine.block_size
+    worst = None
+    for groups in d.stage_groups:
+        if d.mixer_state_bytes_per_seq_per_gpu(groups) or d.cross_kv_cache_bytes_per_gpu(1, sum(groups.values())):
+            return None
+        full, sliding = [], []  # (layers, bytes per token of one layer)
+        for kind, n in groups.items():
+            per_layer = d.kv_cache_elems_per_token_per_gpu(kind) * d.kv_bytes
+            if per_layer:
+                (sliding if kind.attention == "sliding_attention" else full).append((n, per_layer))
+        if not full or not sliding:
+            return None
+        n_full, n_sliding = sum(n for n, _ in full), sum(n for n, _ in sliding)
+        if policy == "window_groups":
+            page = max(b for _, b in full + sliding)
+            group = min(n_full, n_sliding)
+            if max(n_full, n_sliding) < 1.5 * group:
+                group = max(n_full, n_sliding)
+            window_blocks = math.ceil((model.sliding_window - 1) / bs) + 1
+            held = min(window_blocks, math.ceil(longest_request_tokens / bs)) * bs
+            terms = (math.ceil(n_full / group) * group * page,
+                     math.ceil(n_sliding / group) * group * page * held)
+        else:  # "window_pool"
+            terms = (sum(n * b for n, b in full) + engine.window_pool_ratio * sum(n * b for n, b in sliding), 0.0)
+        if worst is None or terms[0] * longest_request_tokens + terms[1] > worst[0] * longest_request_tokens + worst[1]:
+            worst = terms
+    return worst
+
+
 def least_memory_share(share_of: str, memory_bytes: float, weight_bytes: float, workspace_bytes: float,
                        pool_bytes_needed: float) -> float:
     """The least memory share (gpu_memory_utilization) whose pool holds `pool_bytes_needed` bytes, as each
@@ -154,4 +215,4 @@ def least_memory_share(share_of: str, memory_bytes: float, weight_bytes: float, 
     return pool_bytes_needed / free if free > 0 else math.inf
 
 
-__all__ = ["KVPool", "kv_pool", "least_memory_share"]
+__all__ = ["KVPool", "kv_pool", "least_memory_share", "sliding_window_terms"]

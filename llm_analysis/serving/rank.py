@@ -120,7 +120,7 @@ class Replica:
         """The KV pool's share `resident` requests hold: their mean length as they grow (whole when reserved)."""
         held = self.shape.resident_total if self.engine.admission == "full_request" else \
             self.shape.resident_context
-        return min(1.0, resident * held / max(self.pool.capacity_tokens, 1))
+        return min(1.0, resident * (held + self.pool.state_tokens_per_request) / max(self.pool.capacity_tokens, 1))
 
     def simulate(self, **kw):
         e = self.engine

@@ -79,6 +79,9 @@ class _Replica:
         self.reserves = engine.admission == "full_request"
         self.estimates = engine.admission == "output_estimate"
         self.capacity_tokens = pool.capacity_tokens
+        # the state a request holds whatever its length (mixer layers; sliding-window layers' blocks), in tokens of
+        # the pool: charged on admission, released with the request
+        self.state_tokens = pool.state_tokens_per_request
         self.now = 0.0
         self.arrivals: list = []  # heap of (arrive_s, index, request)
         self.waiting: deque = deque()
@@ -135,17 +138,17 @@ class _Replica:
         if len(self.running) >= self.engine.max_num_seqs:
             return False
         if self.reserves:
-            return self.kv_tokens + self._reservation(r) <= self.capacity_tokens
+            return self.kv_tokens + self._reservation(r) + self.state_tokens <= self.capacity_tokens
         if self.estimates:  # SGLang: a share of the running requests' remaining output stays free
             e = self.engine
             clip = e.output_reserve_clip_tokens
             kept = e.output_reserve_share * self._remaining_sum(clip)
-            return self._in_use(1) + r.prefill_left + r.past + min(r.output - r.generated, clip) + kept \
-                <= self.capacity_tokens
+            return self._in_use(1) + self.state_tokens + r.prefill_left + r.past + min(r.output - r.generated, clip) \
+                + kept <= self.capacity_tokens
         # room for the prompt, and for the growth of every decoder over the next steps (else they would
         # preempt at once what was just admitted)
         headroom = self.decoders * max(self.block, GROWTH_HEADROOM_TOKENS)
-        return self._in_use(1) + r.prefill_left + r.past + headroom <= self.capacity_tokens
+        return self._in_use(1) + self.state_tokens + r.prefill_left + r.past + headroom <= self.capacity_tokens
 
     def _remaining_sum(self, clip: int) -> int:
         """The running requests' remaining outputs, each counted up to `clip` (the engine's: self.clip), from the
@@ -177,17 +180,17 @@ class _Replica:
             r = waiting.popleft()
             if self.reserves:
                 r.reserved = self._reservation(r)
-                self.kv_tokens += r.reserved
+                self.kv_tokens += r.reserved + self.state_tokens
             else:
-                self.kv_tokens += r.past  # its cached prefix
+                self.kv_tokens += r.past + self.state_tokens  # its cached prefix
             self.running[r.index] = r
             self._enter_prefill(r)
 
     def _held(self, r: _Request) -> float:
-        """KV tokens `r` holds now."""
+        """KV tokens `r` holds now (its state's included)."""
         if self.reserves:
-            return r.reserved
-        return r.past + (self.ticks - r.join_tick if r.finish_tick >= 0 else 0)
+            return r.reserved + self.state_tokens
+        return r.past + (self.ticks - r.join_tick if r.finish_tick >= 0 else 0) + self.state_tokens
 
     def _enter_prefill(self, r: _Request) -> None:
         self.prefilling[r.index] = r
