@@ -231,6 +231,17 @@ def _lengths(seq_len, num_tokens_to_generate, input_len_spread, output_spread, l
                             input_len_spread, output_spread, lengths_file, lengths_tokenizer)
 
 
+def _one_length(mirrored, serving, mirrored_flag: str, serving_flag: str):
+    """The length given under either flag (`plan infer` takes the mirrored system's name and serve()'s);
+    a ConfigError when both are given and differ."""
+    if serving is None:
+        return mirrored
+    if mirrored is not None and mirrored != serving:
+        raise ConfigError(f"{serving_flag} = {serving!r} and {mirrored_flag} = {mirrored!r} name the same length; "
+                          f"valid: give one of the two")
+    return serving
+
+
 def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] = None,
                        num_tokens_to_generate: Optional[int] = None,
                        max_ttft: Union[float, str, None] = None, max_tpot: Union[float, str, None] = None,
@@ -253,7 +264,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                        gpu_memory_utilization: Optional[float] = None,
                        speculative: Union[str, dict, None] = None,
                        lengths_tokenizer: Optional[str] = None, max_tp: Optional[int] = None,
-                       max_ep: Optional[int] = None) -> Tuple[int, str]:
+                       max_ep: Optional[int] = None, input_len: Optional[int] = None,
+                       output_len: Optional[int] = None) -> Tuple[int, str]:
     """`plan infer`: the best serving setups (GPU type and count, tp/pp/ep, data type, KV dtype, batch) as a
     table (top rows) or JSON (all rows).
 
@@ -269,6 +281,8 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
         seq_len: prompt length in tokens (default 2048; the mean when --input_len_spread is given).
         num_tokens_to_generate: output tokens per request (default 256; the mean when
             --output_len_spread is given).
+        input_len: the prompt length under serve()'s name (--seq_len; give one of the two).
+        output_len: the output length under serve()'s name (--num_tokens_to_generate; give one of the two).
         max_ttft: time-to-first-token target; seconds, or a number with a unit (500ms, 0.5s, 2min).
         max_tpot: time-per-output-token target; seconds, or a number with a unit (50ms, 0.05s).
         request_rate: requests per second the fleet must sustain (replicas are added to meet it).
@@ -336,6 +350,9 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
     from llm_analysis.planner.inference import plan_inference
 
     def go():
+        # serve()'s names for the lengths, as a user coming from `serve` (and its --input_len_spread) types them
+        prompt = _one_length(seq_len, input_len, "--seq_len", "--input_len")
+        output = _one_length(num_tokens_to_generate, output_len, "--num_tokens_to_generate", "--output_len")
         kv = kv_cache_dtype_bytes
         if isinstance(kv, str):
             kv = [None if v in ("none", "None", "") else _number_or_text(v) for v in kv.split(",")]
@@ -344,7 +361,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                                "request_rate_per_s": request_rate,
                                "min_tokens_per_s": min_tokens_per_s, "concurrency": concurrency,
                                "percentile": percentile},
-                              **_lengths(seq_len, num_tokens_to_generate, input_len_spread,
+                              **_lengths(prompt, output, input_len_spread,
                                          output_len_spread, lengths_file, lengths_tokenizer,
                                          batching != "static" and any(v is not None for v in (
                                              request_rate, concurrency, min_tokens_per_s))),

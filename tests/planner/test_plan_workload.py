@@ -110,3 +110,18 @@ def test_a_spread_of_zero_is_one_length():
     zero = plan_inference(MODEL, [GPU], {"max_tpot_s": 0.05}, seq_len={"mean": 512, "spread": 0},
                           num_tokens_to_generate={"mean": 64})
     assert [r["figures"] for r in zero.rows] == [r["figures"] for r in fixed.rows]
+
+
+def test_plan_infer_takes_serve_length_names_and_refuses_two_different_lengths():
+    """`plan infer --input_len / --output_len` (serve()'s names) plan exactly as --seq_len /
+    --num_tokens_to_generate; both names with different lengths are one error naming both flags."""
+    slo = dict(max_tpot=0.05, concurrency=16, output_format="json")
+    by_serve_names = plan_infer_command(MODEL, GPU, input_len=1024, output_len=128, **slo)
+    by_mirrored_names = plan_infer_command(MODEL, GPU, seq_len=1024, num_tokens_to_generate=128, **slo)
+    assert by_serve_names[0] == by_mirrored_names[0] == 0
+    serve_names, mirrored_names = json.loads(by_serve_names[1]), json.loads(by_mirrored_names[1])
+    assert serve_names["rows"] == mirrored_names["rows"]  # (the search's own timing differs between runs)
+    assert serve_names["rows"][0]["reproduce"]["serve_kwargs"]["input_len"] == 1024
+    assert serve_names["rows"][0]["reproduce"]["serve_kwargs"]["output_len"] == 128
+    code, text = plan_infer_command(MODEL, GPU, input_len=1024, seq_len=512, **slo)
+    assert code == 2 and "--input_len = 1024 and --seq_len = 512" in text
