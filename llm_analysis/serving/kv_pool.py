@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 
 from llm_analysis.errors import ConfigError
 from llm_analysis.inference.memory import memory_terms
+from llm_analysis.model.checkpoint_weights import stored_weights
 from llm_analysis.units import GB
 
 LOGITS_BYTES = 4  # the sampler's logits are float32 in every engine
@@ -119,7 +120,7 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
             f"{engine.framework}: its weights, {weights / GB:.2f} GB per GPU, and the engine's workspace, "
             f"{workspace / GB:.2f} GB, exceed the GPU's {mem / GB:.2f} GB before any KV cache; valid: more GPUs "
             f"(tp_size{', or the experts over moe_ep_size' if analysis.model_config.is_moe else ''}) or fewer "
-            f"weight bits (dtype_name)")
+            f"weight bits (dtype_name{_stored_format_hint(analysis)})")
     if not fits and per_token > 0 and longest_request_tokens * per_token + per_request <= result.pool_bytes:
         # the request's tokens fit the pool, its blocks do not: block_size = 2^20 rounded 110 tokens up to 137 GB,
         # and the refusal suggested memory shares and KV dtypes that could not help
@@ -151,6 +152,23 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
             f"per token){refuses}; valid: {shorter}{share_hint}, or more "
             f"GPUs (tp_size){cheaper}")
     return result
+
+
+# a checkpoint's low-bit weight format: the dtype that runs it on the format's tensor cores, and weights only
+_STORED_DTYPES = {"fp8": ("fp8", "w8a16e16-fp8"), "nvfp4": ("nvfp4", "w4a16e16-nvfp4"),
+                  "mxfp4": ("mxfp4", "w4a16e16-mxfp4")}
+
+
+def _stored_format_hint(analysis) -> str:
+    """A refusal's pointer to the checkpoint's own low-bit format when the run holds its weights wider: gpt-oss
+    served as bf16 (the mirrored default dtype) is 234 GB where its MXFP4 checkpoint is 65 GB."""
+    stored, gpu = analysis.model_config.checkpoint_weight_format, analysis.gpu_config
+    if stored not in _STORED_DTYPES or stored_weights(analysis.dtype_config) == stored \
+            or analysis.dtype_config.weight_bits <= 8:
+        return ""
+    native, weight_only = _STORED_DTYPES[stored]
+    units = gpu.peak_fp8_TFLOPS if stored == "fp8" else gpu.peak_fp4_TFLOPS  # (weight-only runs anywhere)
+    return f"; the checkpoint stores {stored} weights: dtype_name='{native if units else weight_only}'"
 
 
 def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Optional[Tuple[float, float]]:

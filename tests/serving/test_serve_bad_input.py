@@ -383,3 +383,22 @@ def test_a_prefill_pool_refusal_names_the_prompt_and_the_whole_layout(analysis_b
                        "(tp=1, attention_dp=4, moe_tp=1 x moe_ep=4)", f"{61 * (512 + 64) * 1} bytes per token",
                        concurrency=192, input_len=8192, output_len=1024, framework="vllm", disaggregated=pools)
     assert "input_len + output_len" not in message and "kv_cache_dtype" not in message, message
+
+
+@pytest.mark.parametrize("gpu, dtype", [("h100-sxm-80gb", "w4a16e16-mxfp4"), ("b200-180gb", "mxfp4")])
+def test_weights_too_wide_point_to_the_checkpoints_own_format(gpu, dtype):
+    """gpt-oss-120b at the default 16-bit weights (234 GB) fits no single GPU; its checkpoint stores the experts in
+    MXFP4. The refusal names that format as a dtype the GPU runs (weights only where it has no FP4 tensor cores),
+    and the named dtype serves."""
+    from builders import build_analysis
+    wide = build_analysis("openai/gpt-oss-120b", gpu=gpu)
+    text = serve_refused(wide, "does not fit", "dtype_name", concurrency=8, num_requests=0)
+    assert f"the checkpoint stores mxfp4 weights: dtype_name='{dtype}'" in text
+    s = build_analysis("openai/gpt-oss-120b", gpu=gpu, dtype=dtype).serve(concurrency=8, num_requests=0)
+    assert s["tpot_s"] > 0
+
+
+def test_no_checkpoint_format_no_pointer():
+    from builders import build_analysis
+    a = build_analysis("meta-llama/Llama-3.1-405B", gpu="h100-sxm-80gb")
+    assert "the checkpoint stores" not in serve_refused(a, "does not fit", concurrency=8, num_requests=0)
