@@ -303,8 +303,6 @@ def test_serving_flag_sets_the_serving_conventions(run):
     (["serve", "--model_name", "gpt2", "--concurrency", "2", "--seq_len", "64"], "seq_len", "input_len"),
     (["serve", "--model_name", "gpt2", "--concurrency", "2", "--num_tokens_to_generate", "8"],
      "num_tokens_to_generate", "output_len"),
-    (["plan", "infer", "gpt2", "h100-sxm-80gb", "--input_len", "64"], "input_len", "seq_len"),
-    (["plan", "infer", "gpt2", "h100-sxm-80gb", "--output_len", "8"], "output_len", "num_tokens_to_generate"),
     (["infer", "--model_name", "gpt2", "--gpu_names", "h100-sxm-80gb"], "gpu_names", "gpu_name"),
 ])
 def test_a_flag_spelled_as_another_command_spells_it_names_this_commands_flag(run, argv, given, meant):
@@ -314,6 +312,20 @@ def test_a_flag_spelled_as_another_command_spells_it_names_this_commands_flag(ru
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1, p.stderr  # one line
     assert f"unknown flag --{given}. Did you mean --{meant}?" in p.stderr, p.stderr
+
+
+def test_plan_infer_takes_both_spellings_of_the_lengths(run):
+    """plan infer takes serve()'s --input_len / --output_len (beside its --input_len_spread) as well as the
+    mirrored --seq_len / --num_tokens_to_generate: the same rows either way (round 66; before, the serve
+    spelling was refused with a pointer to the other)."""
+    base = ["plan", "infer", "gpt2", "h100-sxm-80gb", "--max_tpot", "1", "--output_format", "json"]
+    serve_names = run(*base, "--input_len", "64", "--output_len", "8", module="llm_analysis")
+    mirrored = run(*base, "--seq_len", "64", "--num_tokens_to_generate", "8", module="llm_analysis")
+    assert serve_names.returncode == mirrored.returncode == 0, serve_names.stderr
+    assert json.loads(serve_names.stdout)["rows"] == json.loads(mirrored.stdout)["rows"]
+    both = run(*base, "--input_len", "64", "--seq_len", "32", module="llm_analysis")
+    assert both.returncode == 2 and both.stderr.count("\n") == 1
+    assert "--input_len = 64 and --seq_len = 32" in both.stderr
 
 
 def test_a_stated_memory_or_link_efficiency_asks_for_the_roofline_at_it():
