@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from llm_analysis.errors import ConfigError
+from llm_analysis.catalogue.lookup import dtype_for_setup
 from llm_analysis.inference.memory import memory_terms
 from llm_analysis.model.checkpoint_weights import stored_weights
 from llm_analysis.units import GB
@@ -154,21 +155,29 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     return result
 
 
-# a checkpoint's low-bit weight format: the dtype that runs it on the format's tensor cores, and weights only
-_STORED_DTYPES = {"fp8": ("fp8", "w8a16e16-fp8"), "nvfp4": ("nvfp4", "w4a16e16-nvfp4"),
-                  "mxfp4": ("mxfp4", "w4a16e16-mxfp4")}
+# a checkpoint's low-bit weight format run as weights only (16-bit activations): any GPU runs it
+_WEIGHT_ONLY_DTYPES = {"fp8": "w8a16e16-fp8", "nvfp4": "w4a16e16-nvfp4", "mxfp4": "w4a16e16-mxfp4"}
 
 
 def _stored_format_hint(analysis) -> str:
     """A refusal's pointer to the checkpoint's own low-bit format when the run holds its weights wider: gpt-oss
-    served as bf16 (the mirrored default dtype) is 234 GB where its MXFP4 checkpoint is 65 GB."""
-    stored, gpu = analysis.model_config.checkpoint_weight_format, analysis.gpu_config
-    if stored not in _STORED_DTYPES or stored_weights(analysis.dtype_config) == stored \
+    served as bf16 (the mirrored default dtype) is 234 GB where its MXFP4 checkpoint is 65 GB. The dtype named is
+    the one the engines run that checkpoint with on this GPU (catalogue/lookup.py dtype_for_setup's 'fp4'; FP8
+    on FP8 tensor cores), else its weights alone."""
+    model, gpu = analysis.model_config, analysis.gpu_config
+    stored = model.checkpoint_weight_format
+    if stored not in _WEIGHT_ONLY_DTYPES or stored_weights(analysis.dtype_config) == stored \
             or analysis.dtype_config.weight_bits <= 8:
         return ""
-    native, weight_only = _STORED_DTYPES[stored]
-    units = gpu.peak_fp8_TFLOPS if stored == "fp8" else gpu.peak_fp4_TFLOPS  # (weight-only runs anywhere)
-    return f"; the checkpoint stores {stored} weights: dtype_name='{native if units else weight_only}'"
+    name = _WEIGHT_ONLY_DTYPES[stored]
+    if stored == "fp8" and gpu.peak_fp8_TFLOPS:
+        name = "fp8"
+    elif stored != "fp8":
+        try:
+            name = dtype_for_setup("fp4", model, gpu).name
+        except ConfigError:  # NVFP4 activations need FP4 tensor cores
+            pass
+    return f"; the checkpoint stores {stored} weights: dtype_name='{name}'"
 
 
 def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Optional[Tuple[float, float]]:
