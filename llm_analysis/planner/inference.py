@@ -265,6 +265,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                                                  else {"lengths": load.workload_text})}
     if (fp4 := search.dtypes.assumption()) is not None:
         assumptions["fp4"] = fp4
+    if (stored := search.dtypes.checkpoint_note(search.model)) is not None:
+        assumptions["checkpoint"] = stored
     if search.refused_gpus:
         assumptions["refused_gpus"] = dict(search.refused_gpus)
     return PlanResult("inference", objective, rows, front, assumptions, stats, extra)

@@ -11,6 +11,7 @@ from llm_analysis.catalogue.lookup import GENERIC_FP4, dtype_for_setup
 from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                       get_model_config_by_name)
 from llm_analysis.errors import ConfigError, LLMAnalysisError
+from llm_analysis.model.checkpoint_weights import stored_weights
 from llm_analysis.schema.options import choice, optional_positive_int, positive_int, positive_number  # noqa: F401 (the one set)
 from llm_analysis.serving.engine import MAX_NUM_REQUESTS
 
@@ -174,6 +175,21 @@ class DtypesPerGpu:
         parts = [f"{gpu}: {name}" for gpu, name in self.resolved.items()]
         parts += [f"{gpu}: not searched ({why})" for gpu, why in self.skipped.items()]
         return "'fp4' read for the model on each GPU (catalogue/lookup.py dtype_for_setup): " + "; ".join(parts)
+
+    def checkpoint_note(self, model: ModelConfig) -> Optional[str]:
+        """What the rows hold when the model's checkpoint stores low-bit weights and no data type searched holds
+        them so (gpt-oss's MXFP4 experts planned at the default w16a16e16: 234 GB where the release is 65 GB);
+        None otherwise."""
+        stored = model.checkpoint_weight_format
+        if stored not in ("fp8", "nvfp4", "mxfp4"):
+            return None
+        searched = {c.name: c for configs in self.by_gpu.values() for c in configs}
+        if any(stored_weights(c) == stored for c in searched.values()):
+            return None
+        named = "fp4" if stored != "fp8" else "fp8"
+        return (f"{model.name}'s checkpoint stores {stored} weights; these rows hold them as "
+                f"{', '.join(searched)}: --dtype_names {named} (library: dtypes=['{named}']) plans the checkpoint "
+                f"as it is stored")
 
 
 def dtype_configs(dtypes: Any, model: ModelConfig, gpus: List[GPUConfig]) -> DtypesPerGpu:

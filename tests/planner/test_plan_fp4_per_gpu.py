@@ -75,3 +75,18 @@ def test_the_cli_refuses_in_one_line_with_exit_2():
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "'fp4'" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_a_plan_that_widens_the_checkpoint_says_so_and_how_to_plan_it_as_stored():
+    """gpt-oss's checkpoint stores its experts in MXFP4 (config.json's quantization_config); planned at the
+    default w16a16e16 the rows hold 16-bit weights, which the plan states with the dtype that plans the
+    checkpoint as stored. Searching 'fp4' (stored as the checkpoint is) states nothing; nor does a 16-bit model."""
+    widened = plan_inference("openai/gpt-oss-120b", [HOPPER], SLO, seq_len=512, num_tokens_to_generate=64)
+    note = widened.assumptions["checkpoint"]
+    assert "stores mxfp4 weights" in note and "w16a16e16" in note and "--dtype_names fp4" in note
+    assert "dtypes: openai_gpt-oss-120b's checkpoint stores mxfp4" in widened.table()
+    stored = plan_inference("openai/gpt-oss-120b", [HOPPER], SLO, seq_len=512, num_tokens_to_generate=64,
+                            dtypes=["fp4"])
+    assert "checkpoint" not in stored.assumptions
+    plain = plan_inference("meta-llama/Llama-3.1-8B", [HOPPER], SLO, seq_len=512, num_tokens_to_generate=64)
+    assert "checkpoint" not in plain.assumptions
