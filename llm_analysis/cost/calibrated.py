@@ -280,7 +280,11 @@ class CalibratedCostModel(CostModel):
 
     def __init__(self, gpu: GPUConfig, dtype: DtypeConfig, parallelism: ParallelismConfig, profile: Profile,
                  launch: str = "graph", num_gpus_per_node: Optional[int] = None, training: bool = False,
-                 moe_kernels: Optional[str] = None, sustained: bool = False, allreduce_engine: Optional[str] = None):
+                 moe_kernels: Optional[str] = None, sustained: bool = False, allreduce_engine: Optional[str] = None,
+                 dense_16bit: bool = False):
+        """`dense_16bit`: only the routed experts are held in the dtype's low-bit format, every other linear
+        at 16 bits (gpt-oss's MXFP4 checkpoint: model/checkpoint_weights.py); those run on the 16-bit tensor
+        cores without the low-bit kernels' quantize and prologue costs, the experts at the dtype's."""
         super().__init__(gpu, dtype, parallelism, num_gpus_per_node=num_gpus_per_node)
         if launch not in LAUNCH_MODES:
             raise ConfigError(f"launch = {launch!r}; valid: {', '.join(LAUNCH_MODES)}")
@@ -297,20 +301,28 @@ class CalibratedCostModel(CostModel):
         self._num_sms = profile.num_sms(gpu.name)
         # a training step's or inference() call's kernels compute below the benchmarks' rate (module docstring)
         self._compute_share = v.get("training_compute_efficiency", 1.0) if (training or sustained) else 1.0
-        self._peak = self.peak_flops_per_s * self._compute_share
+        self.dense_16bit = dense_16bit
+        # the routed experts' GEMMs at the dtype's tensor cores; every other linear at them too, unless
+        # `dense_16bit` holds those at 16 bits
+        self._expert_precision = "fp8" if self.trains_integer_as_fp8 else gemm_precision(dtype)
+        self._expert_peak = self.peak_flops_per_s * self._compute_share
+        self._precision = "16-bit" if dense_16bit else self._expert_precision
+        self._peak = gpu.peak_fp16_TFLOPS * 1e12 * self._compute_share \
+            if self._precision != self._expert_precision else self._expert_peak
         self._hbm = gpu.hbm_bandwidth_in_GB_per_sec * GB
-        self._precision = "fp8" if self.trains_integer_as_fp8 else gemm_precision(dtype)
         self._plateau = gemm_plateau(v, self._precision)
         self._wave_tail = gemm_wave_tail_for(v, self._precision)
+        self._expert_plateau = gemm_plateau(v, self._expert_precision)
+        self._expert_wave_tail = gemm_wave_tail_for(v, self._expert_precision)
         self.moe_kernels = moe_kernels
         # the serving engine whose measured all-reduce times tensor-parallel all-reduces (None: NCCL's;
         # cost/engine_allreduce.py)
         self.allreduce_engine = allreduce_engine
-        self._moe_share = moe_gemm_share(v, self._precision, moe_kernels)
-        self._moe_stream_eff = moe_stream_efficiency(v, self._precision, moe_kernels)
+        self._moe_share = moe_gemm_share(v, self._expert_precision, moe_kernels)
+        self._moe_stream_eff = moe_stream_efficiency(v, self._expert_precision, moe_kernels)
         # a serving engine's fused MoE kernels' fixed time (measured on them); a training step runs other
         # MoE kernels (Megatron's / TransformerEngine's grouped GEMMs), none measured: 0 there
-        self._moe_fixed_s = 0.0 if training else moe_gemm_fixed_s(v, self._precision, moe_kernels)
+        self._moe_fixed_s = 0.0 if training else moe_gemm_fixed_s(v, self._expert_precision, moe_kernels)
         self._hbm_eff, self._hbm_half = v["hbm_efficiency"], v["hbm_half_saturation_bytes"]
         # weight-only GEMMs dequantise in their main loop and stream below the 16-bit rate
         wo_bits = _weight_only_int_bits(dtype)
@@ -412,7 +424,7 @@ class CalibratedCostModel(CostModel):
         if view is None:
             view = self._views[key] = CalibratedCostModel(self.gpu, self.dtype, self.parallelism, self.profile, launch,
                                                           self.num_gpus_per_node, training, moe_kernels, sustained,
-                                                          allreduce_engine)
+                                                          allreduce_engine, self.dense_16bit)
             # GEMM efficiencies and collective times do not depend on the floor: one memo for both
             view._gemms, view._timers, view._views = self._gemms, self._timers, self._views
             view._expert_gemms = self._expert_gemms
@@ -467,8 +479,8 @@ class CalibratedCostModel(CostModel):
         local = max(1.0, op.params_per_gpu / (float(n) * float(k)))
         active = local * -math.expm1(m * math.log1p(-1.0 / local)) if local > 1.0 else 1.0
         per_expert = max(1.0, m / max(1.0, active))
-        shape = (self.gemm_shape(n, k) if round(per_expert) >= GROUPED_TILE_TOKENS else
-                 self.expert_gemm_shape(n, k, expert_sms(self._num_sms, active)))
+        shape = self.expert_gemm_shape(n, k, self._num_sms if round(per_expert) >= GROUPED_TILE_TOKENS else
+                                       expert_sms(self._num_sms, active))
         # a mean of m tokens per expert is floor(m) for some experts and floor(m) + 1 for the rest (share
         # frac(m)): the group's time is theirs summed. Rounding m instead made the time a sawtooth in the
         # batch (gpt-oss-120b on two H100s: 9.1 ms of experts at 28 decoding requests, 6.6 ms at 29)
@@ -481,12 +493,13 @@ class CalibratedCostModel(CostModel):
         return per_expert / time_per_expert * self._moe_share
 
     def expert_gemm_shape(self, n, k, sms: int) -> GemmShape:
-        """The GEMM efficiency of one routed expert's weight shape (N, K) on `sms` SMs (memoised)."""
+        """The GEMM efficiency of one routed expert's weight shape (N, K) on `sms` SMs (memoised), at the
+        experts' precision."""
         key = (max(1, int(n)), max(1, int(k)), sms)
         g = self._expert_gemms.get(key)
         if g is None:
-            g = self._expert_gemms[key] = GemmShape(key[0], key[1], self.profile, sms, plateau=self._plateau,
-                                                              wave_tail=self._wave_tail)
+            g = self._expert_gemms[key] = GemmShape(key[0], key[1], self.profile, sms, plateau=self._expert_plateau,
+                                                    wave_tail=self._expert_wave_tail)
         return g
 
     # ---------------------------------------------------------- kernels
@@ -511,7 +524,7 @@ class CalibratedCostModel(CostModel):
                 # a fused MoE streams the reached experts' weights at its own measured rate, plus its
                 # measured fixed time per expert GEMM where a profile has one (`moe_gemm_fixed_s`; a
                 # compute-bound GEMM's measured share holds its fixed costs: no quantized-linear terms)
-                return self._split(flops / (self._peak * self.routed_expert_eff(op, dims)),
+                return self._split(flops / (self._expert_peak * self.routed_expert_eff(op, dims)),
                                    self._stream_s(nbytes, self._moe_stream_eff) + self._moe_fixed_s)
             else:
                 eff = self._matmul_eff(dims, getattr(op, "fused_widths", ()))  # (duck-typed ops: none)

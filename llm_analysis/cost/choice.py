@@ -28,6 +28,7 @@ from llm_analysis.errors import ConfigError, warn
 from llm_analysis.inference import run_inference
 from llm_analysis.inference.lower_bound import inference_lower_bounds
 from llm_analysis.inference.run import cached_inference_times
+from llm_analysis.model.checkpoint_weights import only_routed_experts_low_bit
 from llm_analysis.quantities.setup_entries import calibrated_rate_entries
 from llm_analysis.schema.parallelism import ParallelismConfig
 from llm_analysis.training import run_training
@@ -87,7 +88,8 @@ def cost_model(a):
         # all-reduce (serving/step_time.py)
         launch = a.kernel_launch or "graph"
         return CalibratedCostModel(a.gpu_config, a.dtype_config, a.parallelism_config, a.profile, launch,
-                                   a.num_gpus_per_node, allreduce_engine="nccl" if launch == "native" else None)
+                                   a.num_gpus_per_node, allreduce_engine="nccl" if launch == "native" else None,
+                                   dense_16bit=only_routed_experts_low_bit(a.model_config, a.dtype_config))
     if a.cost_model_class is RooflineCostModel:
         return a.lower_bound_cost_model
     return roofline_model(a, a.cost_model_class)
