@@ -6,7 +6,7 @@ weights is linear in the batch, which gives the largest batch that fits."""
 from __future__ import annotations
 
 import copy
-from typing import Dict
+from typing import Dict, Optional
 
 from llm_analysis.units import GB
 from llm_analysis.errors import ConfigError, DoesNotFitError
@@ -82,11 +82,12 @@ def max_batch(available_bytes: float, per_seq_bytes: float) -> int:
     return int(available_bytes // per_seq_bytes)
 
 
-def _next_valid_tp(analysis):
+def _next_valid_tp(analysis, weights_fit_bytes: Optional[float] = None):
     """The smallest tp_size above the analysis' that the model can be split by (heads, KV heads, MLP widths,
     mixers: whatever the describer checks), or None: so a suggestion is never one the next call refuses
-    (Llama-4-Maverick's 40 heads take 10 after 8, not 16). Only on the refusal path: each try builds a
-    describer."""
+    (Llama-4-Maverick's 40 heads take 10 after 8, not 16). With `weights_fit_bytes`, the smallest whose
+    weights per GPU fit in that many bytes (gpt-oss-120b's 234 GB of 16-bit weights on 86 GB GPUs: 4, not
+    the next split, 2, whose 117 GB do not). Only on the refusal path: each try builds a describer."""
     p = analysis.parallelism_config
     for t in range(p.tp_size + 1, 8 * p.tp_size + 1):
         other = copy.copy(analysis)
@@ -95,7 +96,26 @@ def _next_valid_tp(analysis):
                                                               ep_size=p.ep_size, cp_size=p.cp_size))
         except ConfigError:
             continue
-        return t
+        if weights_fit_bytes is None or other.get_weight_memory_per_gpu() < weights_fit_bytes:
+            return t
+    return None
+
+
+def _least_fitting_pp(analysis, weights_fit_bytes: float):
+    """The least doubling of pp_size (up to a stage per layer) whose heaviest stage's weights fit in
+    `weights_fit_bytes` per GPU, or None."""
+    p = analysis.parallelism_config
+    pp = p.pp_size * 2
+    while pp <= analysis.model_config.num_layers:
+        other = copy.copy(analysis)
+        try:
+            other.update_parallelism_config(ParallelismConfig(tp_size=p.tp_size, pp_size=pp, dp_size=p.dp_size,
+                                                              ep_size=p.ep_size, cp_size=p.cp_size))
+        except ConfigError:
+            return None
+        if other.get_weight_memory_per_gpu() < weights_fit_bytes:
+            return pp
+        pp *= 2
     return None
 
 
@@ -103,19 +123,33 @@ def _released_format_tip(analysis) -> str:
     """Where the model's released checkpoint stores its weights in a low-bit format the run's dtype is not
     (gpt-oss at the 16-bit default: its release is MXFP4), the dtypes that hold it as released; else ''."""
     from llm_analysis.catalogue.lookup import get_dtype_config_by_name, list_dtype_configs
+    from llm_analysis.cost.precision import check_dtype_supported
     from llm_analysis.model.checkpoint_weights import stored_weights
     released = analysis.model_config.checkpoint_weight_format
     if released is None or stored_weights(analysis.dtype_config) == released:
         return ""
-    names = [n for n in list_dtype_configs() if stored_weights(get_dtype_config_by_name(n)) == released]
+
+    def runs_here(dtype) -> bool:  # a dtype the GPU has no tensor units for would be the next call's refusal
+        try:
+            check_dtype_supported(analysis.gpu_config, dtype)
+        except ConfigError:
+            return False
+        return True
+    names = [n for n in list_dtype_configs()
+             if stored_weights(d := get_dtype_config_by_name(n)) == released and runs_here(d)]
+    if not names:
+        return ""
     return f"the released checkpoint stores its weights as {released}: hold them so (dtype {' or '.join(names)})"
 
 
 def _fit_suggestions(analysis, weights: float, mem: float) -> str:
     p = analysis.parallelism_config
     tips = []
-    tp = _next_valid_tp(analysis)
-    pp = p.pp_size * 2 if p.pp_size * 2 <= analysis.model_config.num_layers else None
+    if weights > mem:  # the split whose weights fit, not merely the next one
+        tp, pp = _next_valid_tp(analysis, mem), _least_fitting_pp(analysis, mem)
+    else:
+        tp = _next_valid_tp(analysis)
+        pp = p.pp_size * 2 if p.pp_size * 2 <= analysis.model_config.num_layers else None
     more = " or ".join(f"{k}={v}" for k, v in (("tp_size", tp), ("pp_size", pp)) if v is not None)
     if weights > mem:
         if more:

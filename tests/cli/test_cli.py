@@ -224,13 +224,20 @@ ERRORS = [
      [r"tp_size = 3 must divide n_head = 32", r"valid tp_size: \[1, 2, 4, 8"]),
     ("pp larger than layers", ["infer", "--model_name", "meta-llama_Llama-3.1-8B", "--pp_size", "64"],
      [r"pp_size = 64 exceeds num_layers = 32", r"1\.\.32"]),
+    # 141 GB of 16-bit weights on 42.95 GB: the split whose weights fit, tp 4 (35 GB) or pp 4, not the next one
+    # (tp 2: 71 GB; round 66)
     ("does not fit", ["infer", "--model_name", "meta-llama_Llama-3.1-70B", "--gpu_name", "a100-sxm-40gb"],
-     [r"needs \d+\.\d+ GB per GPU", r"the GPU has 42\.95 GB", r"To fit: .*tp_size=2",
+     [r"needs \d+\.\d+ GB per GPU", r"the GPU has 42\.95 GB", r"To fit: shard the weights further \(tp_size=4 or pp_size=4\)",
       r"fewer weight bits \(e\.g\. dtype w8a16e16 or w4a16e16\)"]),
+    # gpt-oss-120b's 234 GB of 16-bit weights on an 86 GB H100: tp 3 does not divide its 64 heads, tp 4 fits;
+    # its MXFP4 release held as stored, by the dtypes an H100 runs (no FP4 tensor cores: not mxfp4, w4a4e16-mxfp4)
+    ("does not fit, released low-bit", ["infer", "--model_name", "openai/gpt-oss-120b", "--gpu_name", "h100-sxm-80gb"],
+     [r"shard the weights further \(tp_size=4 or pp_size=4\)",
+      r"stores its weights as mxfp4: hold them so \(dtype w4a16e16-mxfp4 or w4a8e16-mxfp4\)"]),
     # already at 8-bit weights (70 GB at fp8 on a 40 GiB GPU): only a dtype with fewer bits is suggested
     ("does not fit at 8 bits", ["infer", "--model_name", "meta-llama_Llama-3.1-70B", "--gpu_name", "a100-sxm-40gb",
                                 "--dtype_name", "w8a16e16"],
-     [r"To fit: .*tp_size=2", r"fewer weight bits \(e\.g\. dtype w4a16e16\)"]),
+     [r"To fit: shard the weights further \(tp_size=2 or pp_size=2\)", r"fewer weight bits \(e\.g\. dtype w4a16e16\)"]),
     ("training does not fit", ["train", "--model_name", "megatron-lm-175b", "--gpu_name", "a100-sxm-80gb",
                                "--total_num_gpus", "8", "--batch_size_per_gpu", "1", "--seq_len", "2048"],
      [r"needs \d+\.\d+ GB per GPU", r"ds_zero=3|tp_size=2"]),
