@@ -30,9 +30,10 @@ class KVPool:
     bytes_per_token: float  # per GPU
     bytes_per_request: float  # state a request holds whatever its length (mixer layers), per GPU
     block_size: int
-    # how its sliding-window layers hold tokens (sliding_window_terms): "full" (as every other layer, or the model
-    # has none), "window_groups" or "window_pool"; the pool's tokens are then those of the full-attention layers
-    sliding_window_cache: str = "full"
+    # how its sliding-window layers hold tokens (sliding_window_terms): "none" (the model has none beside full
+    # attention layers, or the rules do not describe its cache), "full" (as every other layer: the engine's policy),
+    # "window_groups" or "window_pool" (the pool's tokens are then those of the full-attention layers)
+    sliding_window_cache: str = "none"
 
     @property
     def num_blocks(self) -> int:
@@ -95,8 +96,9 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     else:  # "free": a share of what the weights and the runtime leave
         workspace = activations + logits + engine.graph_pool_bytes + engine.runtime_reserved_bytes
         pool = share * (mem - weights - workspace)
-    result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size,
-                    "full" if windowed is None else engine.sliding_window_cache)
+    held_as = engine.sliding_window_cache if windowed is not None else (
+        "full" if engine.sliding_window_cache == "full" and _sliding_beside_full(analysis, d) else "none")
+    result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size, held_as)
     fits = result.requests_that_fit(longest_request_tokens) >= 1
     others = workspace - activations - logits  # CUDA graphs and runtime buffers: no option of the engine's sizes them
     if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0 \
@@ -178,6 +180,16 @@ def _stored_format_hint(analysis) -> str:
         except ConfigError:  # NVFP4 activations need FP4 tensor cores
             pass
     return f"; the checkpoint stores {stored} weights: dtype_name='{name}'"
+
+
+def _sliding_beside_full(analysis, d) -> bool:
+    """Whether the model caches sliding-window layers beside full-attention ones (what the engines' window
+    rules are about)."""
+    if not analysis.model_config.sliding_window:
+        return False
+    kinds = {kind.attention == "sliding_attention" for groups in d.stage_groups for kind in groups
+             if d.kv_cache_elems_per_token_per_gpu(kind)}
+    return kinds == {True, False}
 
 
 def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Optional[Tuple[float, float]]:

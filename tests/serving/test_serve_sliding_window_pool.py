@@ -127,3 +127,16 @@ def test_simulation_charges_each_request_its_window_blocks(monkeypatch):
     assert capacity < 200 * 768  # the pool, not the 256 clients, binds
     assert max(held) <= capacity
     assert max(held) > 0.95 * capacity  # and the run filled it
+
+
+def test_the_notes_say_how_the_sliding_layers_hold_the_cache():
+    a = build_analysis("openai/gpt-oss-120b", gpu="h100-sxm-80gb", dtype="w4a16", perf_model="calibrated")
+
+    def notes(model_analysis, framework):
+        return " ".join(model_analysis.serve(concurrency=8, input_len=512, output_len=64, framework=framework,
+                                             num_requests=0)["notes"])
+    assert "vLLM's hybrid KV cache manager" in notes(a, "vllm")
+    assert "SGLang's hybrid SWA pool" in notes(a, "sglang")
+    assert "sliding-window layers hold every token" in notes(a, "trtllm")
+    llama = build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
+    assert "sliding-window" not in notes(llama, "trtllm")
