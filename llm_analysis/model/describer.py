@@ -10,7 +10,8 @@ from llm_analysis.config import DtypeConfig, ModelConfig, ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.options import ActivationRecomputation
 from llm_analysis.model.attention import AttentionOps
-from llm_analysis.model.checkpoint_weights import layer_weight_bytes_per_param
+from llm_analysis.model.checkpoint_weights import (UNCONVERTED_WEIGHT_BYTES, layer_weight_bytes_per_param,
+                                                   only_routed_experts_low_bit)
 from llm_analysis.model.cross_attention import CrossAttentionOps, check_encoder_seq_len
 from llm_analysis.model.dense_variants import DenseVariantOps
 from llm_analysis.model.context_parallel import CP_PHASES, check_context_parallel, context_parallel_layer, local_op
@@ -108,7 +109,10 @@ class LayerDescriber(AttentionOps, CrossAttentionOps, MixerOps, MlpOps, DenseVar
         self.w_bytes = layer_weight_bytes_per_param(model, dtype)
         self.a_bytes = dtype.activation_bytes_per_element
         self.e_bytes = dtype.embedding_bits / 8
-        self.kv_bytes = kv_cache_dtype_bytes if kv_cache_dtype_bytes is not None else self.a_bytes
+        # the KV cache at the activation width unless given; a checkpoint whose experts alone are low-bit runs its
+        # attention in 16 bits (gpt-oss W4A8: the engines quantise only the MoE's input), so its cache is 16-bit
+        self.kv_bytes = kv_cache_dtype_bytes if kv_cache_dtype_bytes is not None else (
+            max(self.a_bytes, UNCONVERTED_WEIGHT_BYTES) if only_routed_experts_low_bit(model, dtype) else self.a_bytes)
         self._check_layout()
         check_context_parallel(self)
         self.check_cross_attention_layout()

@@ -210,3 +210,18 @@ def test_exact_path_reads_the_checkpoint_too():
     assert (a.model_config.checkpoint_weight_format, a.model_config.checkpoint_quantized_weights) == \
         ("mxfp4", "routed_experts")
     assert a.get_weight_memory_per_gpu() == pytest.approx(EXPECTED_20B, rel=1e-12)
+
+
+def test_the_kv_cache_of_an_experts_only_checkpoint_is_16_bit_by_default():
+    """gpt-oss's attention is not converted (modules_to_not_convert: self_attn), and W4A8's 8-bit activations
+    are the MoE kernels' input only: the cache defaults to bf16, 2 bytes per element, what the engines hold.
+    gpt-oss-120b caches 8 KV heads x (64 + 64) per layer, 36 layers (18 of them keep only the last 127 tokens
+    of the window): 4 sequences of 1,024 + 64 tokens hold 4 x 2 x 128 x 8 x (18 x 1088 + 18 x 127) bytes.
+    A 16-bit checkpoint quantised to the same dtype keeps the mirrored rule: the cache at the activation width."""
+    gpt_oss = LLMAnalysis("openai/gpt-oss-120b", "b200-180gb", "w4a8e16-mxfp4", ParallelismConfig())
+    kv = gpt_oss.inference(batch_size_per_gpu=4, seq_len=1024, num_tokens_to_generate=64)["kv_cache_memory_per_gpu"]
+    assert kv == pytest.approx(4 * 2 * 128 * 8 * (18 * 1088 + 18 * 127), rel=1e-12)
+    llama = LLMAnalysis("meta-llama/Llama-3.1-8B", "b200-180gb", "w4a8e16-mxfp4", ParallelismConfig())
+    run = llama.inference(batch_size_per_gpu=4, seq_len=1024, num_tokens_to_generate=64)
+    one_byte = llama.inference(batch_size_per_gpu=4, seq_len=1024, num_tokens_to_generate=64, kv_cache_dtype_bytes=1)
+    assert run["kv_cache_memory_per_gpu"] == one_byte["kv_cache_memory_per_gpu"]
