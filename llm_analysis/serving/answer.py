@@ -129,7 +129,7 @@ def notes(engine, pool, workload, steady_state_means: bool, saturated: bool, sat
     elif pool.sliding_window_cache == "window_pool":
         n.append(f"sliding-window layers (SGLang's hybrid SWA pool): the pool's tokens are those of the full-attention "
                  f"layers; the sliding-window layers hold {engine.window_pool_ratio:g} x as many in a pool of their "
-                 f"own (assumed never the tighter: it is when most requests are shorter than the window)")
+                 f"own (the tighter of the two sets the requests that fit, read at the longest request)")
     elif pool.sliding_window_cache == "full":
         n.append(f"sliding-window layers hold every token, as full-attention layers do ({engine.framework}'s default "
                  f"here, or sliding_window_cache='full'): a deployment that caches them by window holds more requests")

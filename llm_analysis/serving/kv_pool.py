@@ -202,7 +202,11 @@ def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Op
       tokens and the current one, counted here per request at the longest request's length (a shorter request
       holds fewer: the pool is understated for it, not overstated).
     - "window_pool" (SGLang): the full layers' tokens plus window_pool_ratio x as many in the sliding layers'
-      pool, from one budget: a token of the full pool costs full bytes + ratio x sliding bytes.
+      pool, from one budget: a token of the full pool costs full bytes + ratio x sliding bytes. A request of L
+      tokens holds L of the full pool and min(L, window) of the sliding one, so n requests fit while n L and
+      n min(L, window) / ratio fit the full pool's tokens: the tighter of the two, read at the longest request
+      (requests shorter than window / ratio are bound by the sliding pool: under Gemma 4's 1,024-token
+      window, requests of 640 tokens fill it first).
 
     None where every layer holds every token: the engine's policy "full", a model without both kinds, or one
     whose cache holds more than attention (mixer state, cross-attention) or is split over context parallelism,
@@ -234,7 +238,11 @@ def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Op
             terms = (math.ceil(n_full / group) * group * page,
                      math.ceil(n_sliding / group) * group * page * held)
         else:  # "window_pool"
-            terms = (sum(n * b for n, b in full) + engine.window_pool_ratio * sum(n * b for n, b in sliding), 0.0)
+            ratio = engine.window_pool_ratio
+            per_full_token = sum(n * b for n, b in full) + ratio * sum(n * b for n, b in sliding)
+            # the sliding pool binds when a request's window share exceeds ratio x its length
+            tighter = max(1.0, min(longest_request_tokens, model.sliding_window) / (ratio * longest_request_tokens))
+            terms = (per_full_token * tighter, 0.0)
         if worst is None or terms[0] * longest_request_tokens + terms[1] > worst[0] * longest_request_tokens + worst[1]:
             worst = terms
     return worst

@@ -140,3 +140,15 @@ def test_the_notes_say_how_the_sliding_layers_hold_the_cache():
     assert "sliding-window layers hold every token" in notes(a, "trtllm")
     llama = build_analysis("meta-llama/Llama-3.1-8B", gpu="h100-sxm-80gb", perf_model="calibrated")
     assert "sliding-window" not in notes(llama, "trtllm")
+
+
+def test_sglang_window_pool_binds_short_requests():
+    """Gemma 4 (SGLang window pool; window 1,024, ratio 0.8): a request of 640 tokens holds 640 in each pool; the
+    window pool is 0.8 x the full pool's tokens, so it fits 0.8 x as many: per full-pool token the cost is
+    1 / 0.8 of the long-request cost. A 4,096-token request holds 1,024 of the window pool, 1,024 / 0.8 = 1,280
+    below its 4,096 in the full pool: the full pool binds."""
+    (long_token, _), _ = _terms("google/gemma-4-26B-A4B", "sglang", longest=4096)
+    (short_token, _), _ = _terms("google/gemma-4-26B-A4B", "sglang", longest=640)
+    assert short_token == pytest.approx(long_token / 0.8, rel=1e-12)
+    (edge_token, _), _ = _terms("google/gemma-4-26B-A4B", "sglang", longest=1280)  # 1,024 / 0.8: both bind
+    assert edge_token == pytest.approx(long_token, rel=1e-12)
