@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from llm_analysis.errors import ConfigError
 from llm_analysis.catalogue.lookup import dtype_for_setup
+from llm_analysis.errors import ConfigError
 from llm_analysis.inference.memory import memory_terms
 from llm_analysis.model.checkpoint_weights import stored_weights
 from llm_analysis.units import GB
@@ -27,8 +27,8 @@ class KVPool:
     weight_bytes: float
     workspace_bytes: float  # activations, logits, CUDA graphs, runtime buffers
     pool_bytes: float
-    bytes_per_token: float  # per GPU
-    bytes_per_request: float  # state a request holds whatever its length (mixer layers), per GPU
+    bytes_per_token: float  # per GPU (a windowed pool's: the full-attention layers' groups, sliding_window_terms)
+    bytes_per_request: float  # state a request holds whatever its length (mixer layers, window blocks), per GPU
     block_size: int
     # how its sliding-window layers hold tokens (sliding_window_terms): "none" (the model has none beside full
     # attention layers, or the rules do not describe its cache), "full" (as every other layer: the engine's policy),
