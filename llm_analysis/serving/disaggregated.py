@@ -225,7 +225,7 @@ def kv_transfer(a, prefill: Pool, decode: Pool, bytes_per_s: Optional[float]) ->
     each GPU through its own link: the GPU with the most bytes sets the time (a tp-8 prefill rank sends an eighth
     per GPU, but a tp-1 decode rank receives all of the request's KV heads through one link)."""
     tokens = prefill.rank.shape.input
-    nbytes = max(p.rank.pool.bytes_per_token * tokens + p.rank.pool.bytes_per_request for p in (prefill, decode))
+    nbytes = max(p.rank.pool.request_cache_bytes(tokens) for p in (prefill, decode))
     if bytes_per_s is not None:
         return KVTransfer(nbytes, "stated", 0.0 if math.isinf(bytes_per_s) else nbytes / bytes_per_s)
     gpus = prefill.gpus + decode.gpus

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional
 
 from llm_analysis.catalogue.lookup import dtype_for_setup
 from llm_analysis.errors import ConfigError
@@ -34,6 +34,19 @@ class KVPool:
     # attention layers, or the rules do not describe its cache), "full" (as every other layer: the engine's policy),
     # "window_groups" or "window_pool" (the pool's tokens are then those of the full-attention layers)
     sliding_window_cache: str = "none"
+    # a windowed pool's real cache per request, which a disaggregated transfer moves (no padded group, no share
+    # of the window pool): the full-attention layers' bytes per token and the sliding layers', these for at most
+    # `window_tokens` tokens; None: bytes_per_token x tokens + bytes_per_request
+    full_layer_bytes_per_token: Optional[float] = None
+    window_layer_bytes_per_token: float = 0.0
+    window_tokens: int = 0
+
+    def request_cache_bytes(self, tokens: float) -> float:
+        """The bytes of a request's cache at `tokens` tokens on one GPU, as a transfer moves them."""
+        if self.full_layer_bytes_per_token is None:
+            return self.bytes_per_token * tokens + self.bytes_per_request
+        return self.full_layer_bytes_per_token * tokens + self.window_layer_bytes_per_token * min(tokens,
+                                                                                                  self.window_tokens)
 
     @property
     def num_blocks(self) -> int:
@@ -81,7 +94,7 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
         per_token = analysis.get_memory_kv_cache_per_gpu(1, 2, kv_bytes) - one_token
         per_request = max(0.0, one_token - per_token)  # state a request holds whatever its length (mixer layers)
     else:
-        per_token, per_request = windowed
+        per_token, per_request = windowed.bytes_per_token, windowed.bytes_per_request
     per_token += extra_bytes_per_token
     activations = memory_terms(analysis, d, 1, engine.token_budget, engine.token_budget, False,
                                kv_bytes)["prefill_activation"]
@@ -98,7 +111,12 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
         pool = share * (mem - weights - workspace)
     held_as = engine.sliding_window_cache if windowed is not None else (
         "full" if engine.sliding_window_cache == "full" and _sliding_beside_full(analysis, d) else "none")
-    result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size, held_as)
+    transfer = {} if windowed is None else dict(
+        full_layer_bytes_per_token=windowed.full_layer_bytes_per_token + extra_bytes_per_token,
+        window_layer_bytes_per_token=windowed.window_layer_bytes_per_token,
+        window_tokens=analysis.model_config.sliding_window)
+    result = KVPool(mem, weights, workspace, max(pool, 0.0), per_token, per_request, engine.block_size, held_as,
+                    **transfer)
     fits = result.requests_that_fit(longest_request_tokens) >= 1
     others = workspace - activations - logits  # CUDA graphs and runtime buffers: no option of the engine's sizes them
     if not fits and least_memory_share(engine.memory_share_of, mem, weights, workspace, 0.0) > 1.0 \
@@ -192,9 +210,18 @@ def _sliding_beside_full(analysis, d) -> bool:
     return kinds == {True, False}
 
 
-def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Optional[Tuple[float, float]]:
-    """(bytes per token, bytes per request) of one GPU's pool for a model with both sliding-window and
-    full-attention layers, as the engine caches them (`engine.sliding_window_cache`, the profiles' sources):
+class WindowTerms(NamedTuple):
+    """A windowed pool's terms on one GPU (`sliding_window_terms`)."""
+
+    bytes_per_token: float  # what a token of the pool costs
+    bytes_per_request: float  # what a request holds whatever its length (window blocks)
+    full_layer_bytes_per_token: float  # the real cache: the full-attention layers' bytes per token
+    window_layer_bytes_per_token: float  # and the sliding layers', for at most the window's tokens
+
+
+def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Optional[WindowTerms]:
+    """The terms (`WindowTerms`) of one GPU's pool for a model with both sliding-window and full-attention
+    layers, as the engine caches them (`engine.sliding_window_cache`, the profiles' sources):
 
     - "window_groups" (vLLM's hybrid manager): layers form groups of g of one type, g the fewest layers of a
       type (the most, when below 1.5 x the fewest), each type padded to whole groups of pages as large as the
@@ -228,6 +255,7 @@ def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Op
         if not full or not sliding:
             return None
         n_full, n_sliding = sum(n for n, _ in full), sum(n for n, _ in sliding)
+        real = (sum(n * b for n, b in full), sum(n * b for n, b in sliding))
         if policy == "window_groups":
             page = max(b for _, b in full + sliding)
             group = min(n_full, n_sliding)
@@ -235,14 +263,14 @@ def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Op
                 group = max(n_full, n_sliding)
             window_blocks = math.ceil((model.sliding_window - 1) / bs) + 1
             held = min(window_blocks, math.ceil(longest_request_tokens / bs)) * bs
-            terms = (math.ceil(n_full / group) * group * page,
-                     math.ceil(n_sliding / group) * group * page * held)
+            terms = WindowTerms(math.ceil(n_full / group) * group * page,
+                                math.ceil(n_sliding / group) * group * page * held, *real)
         else:  # "window_pool"
             ratio = engine.window_pool_ratio
             per_full_token = sum(n * b for n, b in full) + ratio * sum(n * b for n, b in sliding)
             # the sliding pool binds when a request's window share exceeds ratio x its length
             tighter = max(1.0, min(longest_request_tokens, model.sliding_window) / (ratio * longest_request_tokens))
-            terms = (per_full_token * tighter, 0.0)
+            terms = WindowTerms(per_full_token * tighter, 0.0, *real)
         if worst is None or terms[0] * longest_request_tokens + terms[1] > worst[0] * longest_request_tokens + worst[1]:
             worst = terms
     return worst
@@ -262,4 +290,4 @@ def least_memory_share(share_of: str, memory_bytes: float, weight_bytes: float, 
     return pool_bytes_needed / free if free > 0 else math.inf
 
 
-__all__ = ["KVPool", "kv_pool", "least_memory_share", "sliding_window_terms"]
+__all__ = ["KVPool", "WindowTerms", "kv_pool", "least_memory_share", "sliding_window_terms"]

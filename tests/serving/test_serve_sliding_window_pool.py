@@ -19,6 +19,7 @@ import math
 import pytest
 
 from builders import build_analysis
+from llm_analysis.config import ParallelismConfig
 from llm_analysis.errors import ConfigError
 from llm_analysis.serving import simulation
 from llm_analysis.serving.engine import engine_settings
@@ -33,7 +34,8 @@ GEMMA3_LAYER_BYTES = 16 * (128 + 128) * 2
 def _terms(model, framework, longest=4096, dtype="w16a16e16", **options):
     a = build_analysis(model, gpu="h100-sxm-80gb", dtype=dtype)
     engine = engine_settings(a, framework, options)
-    return sliding_window_terms(a, a.describer_for(engine.kv_cache_bytes), engine, longest), engine
+    terms = sliding_window_terms(a, a.describer_for(engine.kv_cache_bytes), engine, longest)
+    return (None if terms is None else tuple(terms[:2])), engine  # (bytes per token, bytes per request)
 
 
 def test_vllm_groups_gpt_oss_by_hand():
@@ -152,3 +154,16 @@ def test_sglang_window_pool_binds_short_requests():
     assert short_token == pytest.approx(long_token / 0.8, rel=1e-12)
     (edge_token, _), _ = _terms("google/gemma-4-26B-A4B", "sglang", longest=1280)  # 1,024 / 0.8: both bind
     assert edge_token == pytest.approx(long_token, rel=1e-12)
+
+
+@pytest.mark.parametrize("framework", ["vllm", "sglang"])
+def test_a_disaggregated_transfer_moves_the_real_cache(framework):
+    """gpt-oss-120b's prompt of 2,048 tokens moves 18 full layers x 2,048 tokens and 18 sliding layers x its last
+    128 tokens (the window) from a tp-1 prefill GPU to a tp-1 decode GPU, whatever the pool's own accounting
+    (vLLM's window blocks, SGLang's 0.8 share of a window pool per token)."""
+    a = build_analysis("openai/gpt-oss-120b", gpu="h100-sxm-80gb", dtype="w4a16", perf_model="calibrated")
+    one = ParallelismConfig(tp_size=1)
+    s = a.serve(concurrency=4, input_len=2048, output_len=64, framework=framework,
+                disaggregated={"prefill": {"workers": 1, "parallelism": one},
+                               "decode": {"workers": 1, "parallelism": one}})
+    assert s["kv_transfer_bytes_per_gpu"] == 18 * GPT_OSS_LAYER_BYTES * 2048 + 18 * GPT_OSS_LAYER_BYTES * 128
