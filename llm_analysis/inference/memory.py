@@ -119,9 +119,10 @@ def _least_fitting_pp(analysis, weights_fit_bytes: float):
     return None
 
 
-def _released_format_tip(analysis) -> str:
+def released_format_tip(analysis) -> str:
     """Where the model's released checkpoint stores its weights in a low-bit format the run's dtype is not
-    (gpt-oss at the 16-bit default: its release is MXFP4), the dtypes that hold it as released; else ''."""
+    (gpt-oss at the 16-bit default: its release is MXFP4), the dtypes that hold it as released and that the
+    GPU runs; else ''. Both infer's and serve()'s does-not-fit refusals name them."""
     from llm_analysis.catalogue.lookup import get_dtype_config_by_name, list_dtype_configs
     from llm_analysis.cost.precision import check_dtype_supported
     from llm_analysis.model.checkpoint_weights import stored_weights
@@ -158,7 +159,7 @@ def _fit_suggestions(analysis, weights: float, mem: float) -> str:
         if bits > 4:  # name only dtypes with fewer weight bits than the one given
             fewer = " or ".join(name for b, name in ((8, "w8a16e16"), (4, "w4a16e16")) if b < bits)
             tips.append(f"use fewer weight bits (e.g. dtype {fewer})")
-        released = _released_format_tip(analysis)
+        released = released_format_tip(analysis)
         if released:
             tips.append(released)
     else:

@@ -12,10 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-from llm_analysis.catalogue.lookup import dtype_for_setup
 from llm_analysis.errors import ConfigError
-from llm_analysis.inference.memory import memory_terms
-from llm_analysis.model.checkpoint_weights import stored_weights
+from llm_analysis.inference.memory import memory_terms, released_format_tip
 from llm_analysis.units import GB
 
 LOGITS_BYTES = 4  # the sampler's logits are float32 in every engine
@@ -141,7 +139,7 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
             f"{engine.framework}: its weights, {weights / GB:.2f} GB per GPU, and the engine's workspace, "
             f"{workspace / GB:.2f} GB, exceed the GPU's {mem / GB:.2f} GB before any KV cache; valid: more GPUs "
             f"(tp_size{', or the experts over moe_ep_size' if analysis.model_config.is_moe else ''}) or fewer "
-            f"weight bits (dtype_name{_stored_format_hint(analysis)})")
+            f"weight bits (dtype_name){_released(analysis)}")
     if not fits and per_token > 0 and longest_request_tokens * per_token + per_request <= result.pool_bytes:
         # the request's tokens fit the pool, its blocks do not: block_size = 2^20 rounded 110 tokens up to 137 GB,
         # and the refusal suggested memory shares and KV dtypes that could not help
@@ -175,39 +173,28 @@ def kv_pool(analysis, d, engine, longest_request_tokens: int, weight_bytes: Opti
     return result
 
 
-# a checkpoint's low-bit weight format run as weights only (16-bit activations): any GPU runs it
-_WEIGHT_ONLY_DTYPES = {"fp8": "w8a16e16-fp8", "nvfp4": "w4a16e16-nvfp4", "mxfp4": "w4a16e16-mxfp4"}
+def _released(analysis) -> str:
+    """`released_format_tip` as a refusal's last clause ('' when the weights are held as released)."""
+    tip = released_format_tip(analysis)
+    return f"; {tip}" if tip else ""
 
 
-def _stored_format_hint(analysis) -> str:
-    """A refusal's pointer to the checkpoint's own low-bit format when the run holds its weights wider: gpt-oss
-    served as bf16 (the mirrored default dtype) is 234 GB where its MXFP4 checkpoint is 65 GB. The dtype named is
-    the one the engines run that checkpoint with on this GPU (catalogue/lookup.py dtype_for_setup's 'fp4'; FP8
-    on FP8 tensor cores), else its weights alone."""
-    model, gpu = analysis.model_config, analysis.gpu_config
-    stored = model.checkpoint_weight_format
-    if stored not in _WEIGHT_ONLY_DTYPES or stored_weights(analysis.dtype_config) == stored \
-            or analysis.dtype_config.weight_bits <= 8:
-        return ""
-    name = _WEIGHT_ONLY_DTYPES[stored]
-    if stored == "fp8" and gpu.peak_fp8_TFLOPS:
-        name = "fp8"
-    elif stored != "fp8":
-        try:
-            name = dtype_for_setup("fp4", model, gpu).name
-        except ConfigError:  # NVFP4 activations need FP4 tensor cores
-            pass
-    return f"; the checkpoint stores {stored} weights: dtype_name='{name}'"
+def _cached_layers(d, groups):
+    """(full-attention, sliding-window) layers of a stage that cache keys and values, each as (layers, bytes per
+    token of one layer on one GPU)."""
+    full, sliding = [], []
+    for kind, n in groups.items():
+        per_layer = d.kv_cache_elems_per_token_per_gpu(kind) * d.kv_bytes
+        if per_layer:
+            (sliding if kind.attention == "sliding_attention" else full).append((n, per_layer))
+    return full, sliding
 
 
 def _sliding_beside_full(analysis, d) -> bool:
     """Whether the model caches sliding-window layers beside full-attention ones (what the engines' window
     rules are about)."""
-    if not analysis.model_config.sliding_window:
-        return False
-    kinds = {kind.attention == "sliding_attention" for groups in d.stage_groups for kind in groups
-             if d.kv_cache_elems_per_token_per_gpu(kind)}
-    return kinds == {True, False}
+    return bool(analysis.model_config.sliding_window) and any(
+        all(_cached_layers(d, groups)) for groups in d.stage_groups)
 
 
 class WindowTerms(NamedTuple):
@@ -247,11 +234,7 @@ def sliding_window_terms(analysis, d, engine, longest_request_tokens: int) -> Op
     for groups in d.stage_groups:
         if d.mixer_state_bytes_per_seq_per_gpu(groups) or d.cross_kv_cache_bytes_per_gpu(1, sum(groups.values())):
             return None
-        full, sliding = [], []  # (layers, bytes per token of one layer)
-        for kind, n in groups.items():
-            per_layer = d.kv_cache_elems_per_token_per_gpu(kind) * d.kv_bytes
-            if per_layer:
-                (sliding if kind.attention == "sliding_attention" else full).append((n, per_layer))
+        full, sliding = _cached_layers(d, groups)
         if not full or not sliding:
             return None
         n_full, n_sliding = sum(n for n, _ in full), sum(n for n, _ in sliding)
