@@ -132,7 +132,8 @@ def sweep_plan_infer(rng: random.Random, until: float, refusals: collections.Cou
             continue
         answered += 1
         pools = plan.extra.get("disaggregated")
-        for row in [plan.rows[0]] + (list(pools["rows"][:1]) if isinstance(pools, dict) else []):
+        # (with --disaggregate a plan may have pool rows only: no colocated layout met the targets)
+        for row in plan.rows[:1] + (list(pools["rows"][:1]) if isinstance(pools, dict) else []):
             call = row["reproduce"].get("serve_call")
             if call is None:
                 continue
