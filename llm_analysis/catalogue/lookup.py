@@ -206,6 +206,38 @@ def fp4_gpu_names() -> List[str]:
 # the data-type word that names a width and a kind but not a format: which 4-bit float format it is,
 # is the checkpoint's (the one an engine serves), and how it runs is the GPU's
 GENERIC_FP4 = "fp4"
+# the data-type word for the checkpoint's weights as released (16-bit, fp8, NVFP4 or MXFP4), run as the
+# engines run that format on the GPU: what `plan infer` searches unless told otherwise
+GENERIC_CHECKPOINT = "checkpoint"
+GENERIC_DTYPE_WORDS = (GENERIC_FP4, GENERIC_CHECKPOINT)
+
+
+def generic_word(name) -> Optional[str]:
+    """The generic data-type word `name` is ("fp4", "checkpoint": read per model and GPU), else None."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower()
+    return key if key in GENERIC_DTYPE_WORDS else None
+
+
+def checkpoint_dtype_name(model: ModelConfig, gpu: GPUConfig) -> str:
+    """The catalogue dtype that holds `model`'s released weights as stored, run as the engines run that format
+    on `gpu`:
+    - 16-bit (no `checkpoint_weight_format`): w16a16e16;
+    - fp8 (DeepSeek-V3/R1, Qwen3-*-FP8, MiniMax-M2): fp8 weights and activations on GPUs with fp8 tensor cores
+      (Ada, Hopper, Blackwell); elsewhere (Ampere) the weights stay fp8 in memory and are widened in weight-only
+      kernels (vLLM's FP8 Marlin), 16-bit activations: w8a16e16-fp8;
+    - NVFP4: weights and activations on GPUs with FP4 tensor cores (Blackwell); elsewhere weight-only kernels
+      (vLLM's NVFP4 Marlin): w4a16e16-nvfp4;
+    - MXFP4 (gpt-oss): as "fp4" reads it (`dtype_for_setup`)."""
+    stored = model.checkpoint_weight_format
+    if stored == "fp8":
+        return "fp8" if gpu.peak_fp8_TFLOPS else "w8a16e16-fp8"
+    if stored == "nvfp4":
+        return "nvfp4" if gpu.peak_fp4_TFLOPS else "w4a16e16-nvfp4"
+    if stored == "mxfp4":
+        return "w4a8e16-mxfp4" if gpu.peak_fp4_TFLOPS else "w4a16e16-mxfp4"
+    return "w16a16e16"
 
 
 def dtype_for_setup(name: str, model: ModelConfig, gpu: GPUConfig) -> DtypeConfig:
@@ -217,11 +249,13 @@ def dtype_for_setup(name: str, model: ModelConfig, gpu: GPUConfig) -> DtypeConfi
       kernels, the weights widened to 16 bits in the GEMM) -- `w4a8e16-mxfp4` / `w4a16e16-mxfp4`;
     - any other model means NVFP4 (NVIDIA's 4-bit float releases and TensorRT-LLM's / ModelOpt's FP4
       quantisation), weights and activations, which needs FP4 tensor cores (refused without them, naming
-      the GPUs that have them)."""
-    if not (isinstance(name, str) and name.strip().lower() == GENERIC_FP4):
+      the GPUs that have them).
+    "checkpoint" is the checkpoint's weights as released, on this GPU (`checkpoint_dtype_name`)."""
+    word = generic_word(name)
+    if word is None:
         return get_dtype_config_by_name(name)
-    if model.checkpoint_weight_format == "mxfp4":
-        return get_dtype_config_by_name("w4a8e16-mxfp4" if gpu.peak_fp4_TFLOPS else "w4a16e16-mxfp4")
+    if word == GENERIC_CHECKPOINT or model.checkpoint_weight_format == "mxfp4":
+        return get_dtype_config_by_name(checkpoint_dtype_name(model, gpu))
     if not gpu.peak_fp4_TFLOPS:
         raise ConfigError(f"dtype {name!r} for {model.name} means NVFP4 weights and activations (its checkpoint states "
                           f"no MXFP4), which need FP4 tensor cores; GPU {gpu.name!r} has none. GPUs with FP4: "

@@ -246,7 +246,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
                        num_tokens_to_generate: Optional[int] = None,
                        max_ttft: Union[float, str, None] = None, max_tpot: Union[float, str, None] = None,
                        request_rate: Optional[float] = None, min_tokens_per_s: Optional[float] = None,
-                       objective: str = "tokens_per_gpu", dtype_names: Any = "w16a16e16",
+                       objective: str = "tokens_per_gpu", dtype_names: Any = "checkpoint",
                        kv_cache_dtype_bytes: Any = None, gpu_prices: Any = None, max_gpus: Optional[int] = None,
                        max_batch_size: int = 1024, disaggregate: bool = False,
                        flops_efficiency: Optional[float] = None, hbm_memory_efficiency: Optional[float] = None,
@@ -288,7 +288,7 @@ def plan_infer_command(model_name: str, gpu_names: Any, seq_len: Optional[int] =
         request_rate: requests per second the fleet must sustain (replicas are added to meet it).
         min_tokens_per_s: output tokens per second the fleet must sustain.
         objective: tokens_per_gpu (default), fewest_gpus, or cost (dollars per million output tokens; needs --gpu_prices).
-        dtype_names: comma-separated data types to try (catalogue names or bf16, fp8, int8, int4, awq, ...; fp4 is read per GPU: MXFP4 checkpoints by the GPU, NVFP4 only on GPUs with FP4 tensor cores).
+        dtype_names: comma-separated data types to try (catalogue names or bf16, fp8, int8, int4, awq, ...; fp4 is read per GPU: MXFP4 checkpoints by the GPU, NVFP4 only on GPUs with FP4 tensor cores; checkpoint, the default, is the checkpoint's weights as released: bf16 for a 16-bit release, fp8 / NVFP4 / MXFP4 as the engines run them on each GPU, weight-only where it has no tensor cores for them).
         kv_cache_dtype_bytes: comma-separated KV-cache bytes per element to try (none = the data type's).
         gpu_prices: dollars per GPU-hour, e.g. h100-sxm-80gb=2.5,a100-sxm-80gb=1.4.
         max_gpus: the most GPUs a plan may use.

@@ -156,7 +156,7 @@ def json_object_flag(value, flag: str) -> Optional[dict]:
 
 
 def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm-80gb",
-          dtype_name: str = "w16a16e16", tp_size: int = 1, dp_size: int = 1, attention_dp_size: int = 1,
+          dtype_name: str = "checkpoint", tp_size: int = 1, dp_size: int = 1, attention_dp_size: int = 1,
           moe_tp_size: Optional[int] = None, moe_ep_size: Optional[int] = None,
           moe_redundant_experts: Optional[int] = None, pp_size: int = 1, concurrency: Optional[int] = None,
           request_rate: Optional[float] = None, input_len: Optional[int] = None, output_len: Optional[int] = None,
@@ -191,7 +191,7 @@ def serve(model_name: str = "meta-llama/Llama-3.1-8B", gpu_name: str = "h100-sxm
         model_name: catalogue name (`python -m llm_analysis.config list_model_configs`), Hub id, path to a
             config JSON, or a local model directory.
         gpu_name: catalogue GPU name (e.g. h100-sxm-80gb, h200-sxm-141gb, b200-180gb).
-        dtype_name: weights/activations/embedding bits, e.g. w16a16e16 (bf16), fp8, nvfp4, w4a16e16.
+        dtype_name: weights/activations/embedding bits, e.g. w16a16e16 (bf16), fp8, nvfp4, w4a16e16; checkpoint (the default) is the release's own weights as the GPU runs them, as an engine loads them: bf16 for a 16-bit release, fp8 / NVFP4 / MXFP4 otherwise (weight-only where the GPU has no tensor cores for them).
         tp_size: tensor-parallel GPUs of one replica (must divide the number of heads).
         dp_size: replicas (workers) sharing the load (clients round robin, the request rate evenly).
         attention_dp_size: attention replicas inside one worker (the worker spans tp_size x attention_dp_size

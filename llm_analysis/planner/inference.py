@@ -128,7 +128,7 @@ def _check_targets(slo: inputs.SLO, n: int, disaggregate: bool) -> None:
 
 def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[None, inputs.SLO, Mapping] = None, *,
                    seq_len: Union[int, Mapping, None] = None, num_tokens_to_generate: Union[int, Mapping, None] = None,
-                   lengths: Any = None, dtypes: Sequence = ("w16a16e16",),
+                   lengths: Any = None, dtypes: Sequence = ("checkpoint",),
                    kv_cache_dtype_bytes=None, objective: str = "tokens_per_gpu",
                    gpu_prices: Optional[Mapping[str, float]] = None, max_gpus: Optional[int] = None,
                    max_tp: Optional[int] = None, max_pp: int = 8, max_ep: Optional[int] = None,
@@ -143,7 +143,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
     generated tokens, needs `gpu_prices` {gpu name: $/GPU-hour}; "tokens_per_gpu";
     "fewest_gpus"). Searches GPU type, tp (powers of two, <= GPUs per node or
     max_tp), pp (powers of two <= max_pp), ep (MoE), each dtype name of
-    `dtypes`, each KV byte width of `kv_cache_dtype_bytes` (None = the dtype's)
+    `dtypes` (default "checkpoint": the checkpoint's weights as released, read per GPU by
+    catalogue/lookup.py dtype_for_setup), each KV byte width of `kv_cache_dtype_bytes` (None = the dtype's)
     and the batch 1..max_batch_size; dp replicas follow from the load targets.
     With `disaggregate=True` also sizes separate prefill and decode pools
     (result.extra["disaggregated"]). `perf_model` times every candidate as
@@ -265,6 +266,8 @@ def plan_inference(model: Union[str, ModelConfig], gpus: Sequence, slo: Union[No
                                                  else {"lengths": load.workload_text})}
     if (fp4 := search.dtypes.assumption()) is not None:
         assumptions["fp4"] = fp4
+    if (released := search.dtypes.released_assumption(search.model)) is not None:
+        assumptions["checkpoint_dtype"] = released
     if (stored := search.dtypes.checkpoint_note(search.model)) is not None:
         assumptions["checkpoint"] = stored
     if search.refused_gpus:

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from llm_analysis.catalogue.lookup import GENERIC_FP4, dtype_for_setup
+from llm_analysis.catalogue.lookup import GENERIC_CHECKPOINT, dtype_for_setup, generic_word
 from llm_analysis.config import (DtypeConfig, GPUConfig, ModelConfig, get_dtype_config_by_name, get_gpu_config_by_name,
                       get_model_config_by_name)
 from llm_analysis.errors import ConfigError, LLMAnalysisError
@@ -156,14 +156,16 @@ def gpu_configs(gpus: Any) -> List[GPUConfig]:
 @dataclass(frozen=True)
 class DtypesPerGpu:
     """The data types the search tries on each GPU (`of`). Every name means one catalogue data type on
-    every GPU, except "fp4", which `infer`, `train` and `serve` read for the model on the GPU
-    (catalogue/lookup.py dtype_for_setup): an MXFP4 checkpoint (gpt-oss) runs as w4a8e16-mxfp4 on GPUs
-    with FP4 tensor cores and w4a16e16-mxfp4 elsewhere; any other model as nvfp4, which a GPU without
-    FP4 tensor cores cannot run: that GPU is searched without it, and `skipped` says why."""
+    every GPU, except "fp4" and "checkpoint", which `infer`, `train` and `serve` read for the model on the GPU
+    (catalogue/lookup.py dtype_for_setup): for "fp4", an MXFP4 checkpoint (gpt-oss) runs as w4a8e16-mxfp4 on
+    GPUs with FP4 tensor cores and w4a16e16-mxfp4 elsewhere; any other model as nvfp4, which a GPU without
+    FP4 tensor cores cannot run: that GPU is searched without it, and `skipped` says why. "checkpoint" is
+    the checkpoint's weights as released, run as the engines run them on each GPU (`as_released`)."""
 
     by_gpu: Dict[str, List[DtypeConfig]]
     resolved: Dict[str, str]  # what "fp4" became on each GPU that runs it
     skipped: Dict[str, str]  # GPU name: why "fp4" is not searched on it
+    as_released: Dict[str, str]  # what "checkpoint" became on each GPU (empty when not asked for)
 
     def of(self, gpu: GPUConfig) -> List[DtypeConfig]:
         return self.by_gpu[gpu.name]
@@ -175,6 +177,22 @@ class DtypesPerGpu:
         parts = [f"{gpu}: {name}" for gpu, name in self.resolved.items()]
         parts += [f"{gpu}: not searched ({why})" for gpu, why in self.skipped.items()]
         return "'fp4' read for the model on each GPU (catalogue/lookup.py dtype_for_setup): " + "; ".join(parts)
+
+    def released_assumption(self, model: ModelConfig) -> Optional[str]:
+        """The planner's statement of what "checkpoint" meant per GPU, for a checkpoint of low-bit weights (a
+        16-bit one is w16a16e16 everywhere: nothing to state); None when the word was not asked for."""
+        stored = model.checkpoint_weight_format
+        if not self.as_released or stored is None:
+            return None
+        parts = []
+        for gpu, name in self.as_released.items():
+            config = get_dtype_config_by_name(name)
+            how = "weight-only kernels: 16-bit activations" if config.activation_bits == 16 else \
+                f"{config.activation_bits}-bit activations"
+            parts.append(f"{gpu}: {name} ({how})")
+        return (f"'checkpoint' (the default): {model.name}'s {stored} weights as released, run as the engines run "
+                f"them on each GPU: {'; '.join(parts)}; --dtype_names bf16 (library: dtypes=['w16a16e16']) plans "
+                f"them widened to 16 bits")
 
     def checkpoint_note(self, model: ModelConfig) -> Optional[str]:
         """What the rows hold when the model's checkpoint stores low-bit weights and no data type searched holds
@@ -202,12 +220,20 @@ def dtype_configs(dtypes: Any, model: ModelConfig, gpus: List[GPUConfig]) -> Dty
     by_gpu: Dict[str, List[DtypeConfig]] = {gpu.name: [] for gpu in gpus}
     resolved: Dict[str, str] = {}
     skipped: Dict[str, str] = {}
+    as_released: Dict[str, str] = {}
     refusal = None
     for d in dtypes:
-        if isinstance(d, DtypeConfig) or str(d).strip().lower() != GENERIC_FP4:
+        word = None if isinstance(d, DtypeConfig) else generic_word(d)
+        if word is None:
             config = d if isinstance(d, DtypeConfig) else get_dtype_config_by_name(str(d).strip())
             for gpu in gpus:
                 by_gpu[gpu.name].append(config)
+            continue
+        if word == GENERIC_CHECKPOINT:  # every GPU runs the release, some in weight-only kernels
+            for gpu in gpus:
+                config = dtype_for_setup(word, model, gpu)
+                by_gpu[gpu.name].append(config)
+                as_released[gpu.name] = config.name
             continue
         for gpu in gpus:
             try:
@@ -222,7 +248,7 @@ def dtype_configs(dtypes: Any, model: ModelConfig, gpus: List[GPUConfig]) -> Dty
         raise refusal
     # a data type named twice on a GPU ("fp4" and "nvfp4") is searched once
     by_gpu = {gpu: list({c.name: c for c in configs}.values()) for gpu, configs in by_gpu.items()}
-    return DtypesPerGpu(by_gpu, resolved, skipped)
+    return DtypesPerGpu(by_gpu, resolved, skipped, as_released)
 
 
 def kv_options(values: Any) -> List[Optional[float]]:

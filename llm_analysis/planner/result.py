@@ -95,7 +95,7 @@ class PlanResult:
         if not self.rows and "no_colocated_plan" in self.extra:  # only separate pools meet the targets (below)
             lines = [f"no co-located fleet: {self.extra['no_colocated_plan']}"]
         cautions = sorted({f"caution: {r['caution']}" for r in self.rows[:top] if "caution" in r})
-        fp4 = [f"dtypes: {self.assumptions[k]}" for k in ("fp4", "checkpoint") if k in self.assumptions]
+        fp4 = [f"dtypes: {self.assumptions[k]}" for k in ("fp4", "checkpoint_dtype", "checkpoint") if k in self.assumptions]
         workload = [f"workload: {self.assumptions['workload']}"] if "workload" in self.assumptions else []
         refused = [f"not searched: {gpu}: {why}" for gpu, why in self.assumptions.get("refused_gpus", {}).items()]
         return "\n".join(lines + cautions + fp4 + workload + refused + self.times_line() + self.legend_lines()

@@ -78,10 +78,11 @@ def test_the_cli_refuses_in_one_line_with_exit_2():
 
 
 def test_a_plan_that_widens_the_checkpoint_says_so_and_how_to_plan_it_as_stored():
-    """gpt-oss's checkpoint stores its experts in MXFP4 (config.json's quantization_config); planned at the
-    default w16a16e16 the rows hold 16-bit weights, which the plan states with the dtype that plans the
+    """gpt-oss's checkpoint stores its experts in MXFP4 (config.json's quantization_config); planned at
+    w16a16e16 the rows hold 16-bit weights, which the plan states with the dtype that plans the
     checkpoint as stored. Searching 'fp4' (stored as the checkpoint is) states nothing; nor does a 16-bit model."""
-    widened = plan_inference("openai/gpt-oss-120b", [HOPPER], SLO, seq_len=512, num_tokens_to_generate=64)
+    widened = plan_inference("openai/gpt-oss-120b", [HOPPER], SLO, seq_len=512, num_tokens_to_generate=64,
+                             dtypes=["w16a16e16"])
     note = widened.assumptions["checkpoint"]
     assert "stores mxfp4 weights" in note and "w16a16e16" in note and "--dtype_names fp4" in note
     assert "dtypes: openai_gpt-oss-120b's checkpoint stores mxfp4" in widened.table()
@@ -90,3 +91,27 @@ def test_a_plan_that_widens_the_checkpoint_says_so_and_how_to_plan_it_as_stored(
     assert "checkpoint" not in stored.assumptions
     plain = plan_inference("meta-llama/Llama-3.1-8B", [HOPPER], SLO, seq_len=512, num_tokens_to_generate=64)
     assert "checkpoint" not in plain.assumptions
+
+
+def test_the_default_plans_the_release_as_each_gpu_runs_it():
+    """Without dtypes the plan searches the checkpoint as released ("checkpoint"): DeepSeek-R1's config.json
+    states FP8 weights (quant_method "fp8"); H100 has FP8 tensor cores, A100 none (the engines' FP8 Marlin
+    kernels: weight-only, 16-bit activations). The plan says what the word became on each GPU and, holding
+    the release as stored, states no widening; a 16-bit release states nothing."""
+    result = plan_inference("deepseek-ai/DeepSeek-R1", ["a100-sxm-80gb", HOPPER], {"max_tpot_s": 0.2},
+                            seq_len=512, num_tokens_to_generate=64)
+    assert _dtypes_by_gpu(result).get(HOPPER) == {"fp8"}
+    stated = result.assumptions["checkpoint_dtype"]
+    assert f"{HOPPER}: fp8" in stated and "a100-sxm-80gb: w8a16e16-fp8 (weight-only" in stated
+    assert "checkpoint" not in result.assumptions and "dtypes: 'checkpoint' (the default)" in result.table()
+    plain = plan_inference("meta-llama/Llama-3.1-8B", [HOPPER], SLO, seq_len=512, num_tokens_to_generate=64)
+    assert _dtypes_by_gpu(plain) == {HOPPER: {"w16a16e16"}} and "checkpoint_dtype" not in plain.assumptions
+
+
+def test_the_cli_default_plans_the_release():
+    r = subprocess.run([sys.executable, "-m", "llm_analysis", "plan", "infer", "--model_name", "openai/gpt-oss-20b",
+                        "--gpu_names", BLACKWELL, "--max_tpot", "0.05", "--seq_len", "512",
+                        "--num_tokens_to_generate", "64"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    first_row = r.stdout.splitlines()[1].split()
+    assert first_row[2] == "w4a8e16-mxfp4"  # (# gpu dtype ...)

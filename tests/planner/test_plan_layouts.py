@@ -320,9 +320,13 @@ def test_a_launch_runs_the_weights_the_row_was_timed_with():
 
 
 def test_the_planner_reads_the_checkpoint_the_launch_names():
-    # openai/gpt-oss-20b's catalogue entry states its MXFP4 release (checkpoint_weight_format): planned at the
-    # default 16-bit data type, the emitted vLLM command would load MXFP4 weights, so it is not emitted
+    # openai/gpt-oss-20b's catalogue entry states its MXFP4 release (checkpoint_weight_format): planned at a
+    # 16-bit data type, the emitted vLLM command would load MXFP4 weights, so it is not emitted; planned as
+    # released (the default, "checkpoint") it is
     slo = {"max_tpot_s": 0.05, "request_rate_per_s": 2}
     plan = plan_inference("openai/gpt-oss-20b", ["h100-sxm-80gb"], slo, seq_len=1024, num_tokens_to_generate=128,
-                          emit_launch="vllm", max_gpus=8)
+                          emit_launch="vllm", max_gpus=8, dtypes=["w16a16e16"])
     assert not plan.best["launch"]["expressible"] and "mxfp4" in plan.best["launch"]["reason"]
+    released = plan_inference("openai/gpt-oss-20b", ["h100-sxm-80gb"], slo, seq_len=1024, num_tokens_to_generate=128,
+                              emit_launch="vllm", max_gpus=8)
+    assert released.best["layout"]["dtype"] == "w4a16e16-mxfp4" and released.best["launch"]["expressible"]
