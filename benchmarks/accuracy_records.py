@@ -386,9 +386,19 @@ def case_dgxc(rec: dict) -> Case:
     gbs, mb = _int(s, "global_batch"), _int(s, "micro_batch")
     if gbs % (dp * mb):
         raise Skip(f"global batch {gbs} is not a multiple of dp x micro-batch = {dp * mb}")
-    par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, cp_size=cp, sp_size=tp)
+    vp = s.get("vp") or 1
+    # NeMo's Llama 3.1 405B recipes (126 layers over pp 8 x vp 8) count the embedding and the loss as one layer
+    # each in the pipeline split (Megatron-Core's account_for_embedding/loss_in_pipeline_split: NVIDIA/cloudai
+    # src/cloudai/workloads/nemo_run/cloudai_nemorun.py, cloudai_llama3_405b_recipe, Apache-2.0): a layout
+    # whose layers alone do not split into pp x vp chunks, and do with those two slots, ran so
+    accounted = {}
+    if (s["layers"] % (pp * vp) and pp > 1 and (s["layers"] + 2) % pp == 0
+            and ((s["layers"] + 2) // pp) % vp == 0):
+        accounted = dict(account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
+        notes.append("embedding and loss each take a layer's slot in the pipeline split (NeMo's 405B recipe)")
+    par = ParallelismConfig(tp_size=tp, pp_size=pp, dp_size=dp, cp_size=cp, sp_size=tp, **accounted)
     kw_train = dict(batch_size_per_gpu=mb, global_batch_size=gbs, seq_len=_int(s, "seq_len"),
-                    pipeline_interleave=s.get("vp") or 1, layernorm_dtype_bytes=2,
+                    pipeline_interleave=vp, layernorm_dtype_bytes=2,
                     activation_recomputation=ActivationRecomputation.NONE, distributed_optimizer=True,
                     grad_reduce_in_fp32=True, overlap_dp_comm=True, overlap_tp_comm=True,
                     fp8_weight_cast_per_iteration=True)

@@ -303,7 +303,8 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
           num_layers_in_last_pipeline_stage: Optional[int] = None, exact: bool = False,
           encoder_seq_len: Optional[int] = None, zero3_gather_bytes_per_s: Optional[float] = None,
           zero3_recompute_gather: bool = False, html: Optional[str] = None,
-          overlap_dp_comm: Optional[float] = None) -> dict:
+          overlap_dp_comm: Optional[float] = None, account_for_embedding_in_pipeline_split: bool = False,
+          account_for_loss_in_pipeline_split: bool = False) -> dict:
     """Training analysis of a model on a cluster of GPUs: memory per GPU, time per iteration, days, GPU-hours, cost.
 
     Prints a readable report (setup, summary, memory per GPU, time and memory
@@ -378,6 +379,11 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         num_layers_in_first_pipeline_stage: layers of the first pipeline stage (default: an even split, earlier
             stages taking the remainder; Llama 3 405B: 7 of 126 over pp 16); the other stages split the rest.
         num_layers_in_last_pipeline_stage: layers of the last pipeline stage (same rule).
+        account_for_embedding_in_pipeline_split: Megatron-Core's split counting the embedding as one layer of the
+            first stage (with --account_for_loss_in_pipeline_split, NeMo's Llama 3.1 405B recipes: 126 + 2 slots
+            over pp 8 stages, 15, 16 x 6, 15); num_layers + slots must divide by pp_size (and by pipeline_interleave
+            per stage).
+        account_for_loss_in_pipeline_split: the same for the loss (LM head) on the last stage.
         exact: derive the model's operators from its transformers module tree (see infer --exact).
         encoder_seq_len: encoder positions a cross-attention decoder attends to (see infer).
         zero3_gather_bytes_per_s: with ds_zero 3, the framework's cap on its gather / reduce-scatter rate per
@@ -404,7 +410,9 @@ def train(model_name: str = "facebook_opt-1.3b", gpu_name: str = "a100-sxm-40gb"
         _parallelism(tp_size=tp_size, pp_size=pp_size, dp_size=dp_size, ep_size=ep_size, sp_size=sp_size,
                      cp_size=cp_size, cp_comm=cp_comm, dp_shard=dp_shard, dp_replicate=dp_replicate,
                      num_layers_in_first_pipeline_stage=num_layers_in_first_pipeline_stage,
-                     num_layers_in_last_pipeline_stage=num_layers_in_last_pipeline_stage),
+                     num_layers_in_last_pipeline_stage=num_layers_in_last_pipeline_stage,
+                     account_for_embedding_in_pipeline_split=account_for_embedding_in_pipeline_split,
+                     account_for_loss_in_pipeline_split=account_for_loss_in_pipeline_split),
         achieved_tflops=achieved_tflops, flops_efficiency=flops_efficiency,
         hbm_memory_efficiency=hbm_memory_efficiency, intra_node_memory_efficiency=intra_node_memory_efficiency,
         inter_node_memory_efficiency=inter_node_memory_efficiency, num_gpus_per_node=num_gpus_per_node,

@@ -86,7 +86,8 @@ def _layout_line(analysis) -> str:
     extra = f" · cp {p.cp_size} ({p.cp_comm})" if p.cp_size > 1 else ""
     if p.dp_replicate > 1:
         extra += f" · dp_shard {p.dp_shard} x dp_replicate {p.dp_replicate}"
-    if p.num_layers_in_first_pipeline_stage or p.num_layers_in_last_pipeline_stage:  # uneven stages
+    if (p.num_layers_in_first_pipeline_stage or p.num_layers_in_last_pipeline_stage  # uneven stages
+            or p.account_for_embedding_in_pipeline_split or p.account_for_loss_in_pipeline_split):
         extra += " · layers per stage " + _runs([sum(g.values()) for g in analysis.describer.stage_groups])
     return (f"tp {p.tp_size} · pp {p.pp_size} · dp {p.dp_size} · ep {p.ep_size} · sp {p.sp_size}{extra}  "
             f"({per_replica} GPU{'s' if per_replica > 1 else ''} per model replica, "

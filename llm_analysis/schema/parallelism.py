@@ -20,6 +20,10 @@ from llm_analysis.schema.hsdp import hsdp_sizes
 __all__ = ["ParallelismConfig"]
 
 
+# the fields that are not sizes (a bool there is meant)
+_FLAGS = ("cp_comm", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+
+
 class ParallelismConfig(StrictModel):
     """GPUs = tp * cp * pp * dp (ranks TP, CP, PP, DP); experts over `ep_size` DP ranks (rdp = dp // ep);
     sp_size defaults to tp_size; cp_size / cp_comm: model/context_parallel.py; HSDP dp_shard x
@@ -51,6 +55,10 @@ class ParallelismConfig(StrictModel):
     dp_replicate: Optional[int] = None
     num_layers_in_first_pipeline_stage: Optional[int] = None  # uneven stages: model/pipeline_layout.py
     num_layers_in_last_pipeline_stage: Optional[int] = None
+    # Megatron-Core's pipeline split that counts the embedding (on the first stage) and the loss (LM head, on the
+    # last) as one transformer layer each: model/pipeline_layout.py
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
     attention_dp_size: int = 1  # attention replicas inside one serving worker
     moe_tp_size: Optional[int] = None  # each routed expert's split inside a worker (default above)
     moe_ep_size: Optional[int] = None  # routed experts spread over this many of the worker's GPU groups
@@ -69,7 +77,7 @@ class ParallelismConfig(StrictModel):
         # size goes is a slip, refused like the package's other whole-number options refuse it
         if isinstance(data, dict):
             for key, value in data.items():
-                if key != "cp_comm" and isinstance(value, (bool, np.bool_)):
+                if key not in _FLAGS and isinstance(value, (bool, np.bool_)):
                     raise ValueError(f"field {key!r} = {value!r} must be a whole number, not a bool")
         return data
 

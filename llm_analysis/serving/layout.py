@@ -36,6 +36,7 @@ from statistics import NormalDist
 from typing import Optional
 
 from llm_analysis.config import ParallelismConfig
+from llm_analysis.model.pipeline_layout import end_slots, stage_layer_counts
 from llm_analysis.schema.parallelism import check_expert_split
 from llm_analysis.errors import ConfigError
 from llm_analysis.schema.options import MAX_BATCH_SIZE, MAX_PARALLEL_SIZE, integer, number
@@ -136,6 +137,9 @@ def worker_layout(analysis, parallelism: Optional[ParallelismConfig] = None, whe
                           f"pipeline stage holds at least one layer); valid pp_size: 1..{m.num_layers}")
     stages = dict(pp=p.pp_size, first_stage_layers=p.num_layers_in_first_pipeline_stage,
                   last_stage_layers=p.num_layers_in_last_pipeline_stage)
+    if p.pp_size > 1 and any(end_slots(p)):  # Megatron-Core's accounted split, as the end stages' layer counts
+        counts = stage_layer_counts(m, p)
+        stages.update(first_stage_layers=counts[0], last_stage_layers=counts[-1])
     if not m.is_moe:
         if "moe_ep_size" in p.model_fields_set and p.moe_ep_size > 1:
             raise ConfigError(f"{where}moe_ep_size = {p.moe_ep_size} but {m.name} has no experts; valid: moe_ep_size = 1 "

@@ -15,6 +15,7 @@ from llm_analysis.schema.context_limit import check_context
 from llm_analysis.errors import ConfigError, warn
 from llm_analysis.model import Phase
 from llm_analysis.model.context_parallel import check_cp_seq_len
+from llm_analysis.model.pipeline_layout import end_slots
 from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_DTYPE_BYTES, MAX_NUM_LAYERS, MAX_TOTAL_TOKENS,
                        ActivationRecomputation, DSZeRO, as_enum, boolean, dtype_bytes, integer, master_weights_bytes,
                        non_negative_number, optional_positive_int, positive_int, positive_number, quant_bits)
@@ -78,6 +79,23 @@ def _number_or_none(value, check, *args):
     return value if isinstance(value, (int, float)) else v
 
 
+def _slots_hint(num_layers: int, p, v: int) -> str:
+    """Where the embedding and the loss taking a layer's slot each (Megatron-Core's account_for_*_in_pipeline_split,
+    as NeMo's Llama 3.1 405B recipes set them: 126 + 2 slots over pp 8 x vp 8) would let v chunks split every
+    stage evenly, and neither is set: that way; else ''."""
+    if any(end_slots(p)) or p.num_layers_in_first_pipeline_stage or p.num_layers_in_last_pipeline_stage:
+        return ""
+    for emb, loss in ((1, 1), (1, 0), (0, 1)):
+        slots = num_layers + emb + loss
+        if slots % p.pp_size == 0 and (slots // p.pp_size) % v == 0:
+            flags = " and ".join(f for f, on in (("account_for_embedding_in_pipeline_split", emb),
+                                                ("account_for_loss_in_pipeline_split", loss)) if on)
+            return (f"; or ParallelismConfig({flags} = True): Megatron-Core's split with the "
+                    f"{'embedding and the loss' if emb and loss else 'embedding' if emb else 'loss'} taking a "
+                    f"layer's slot, {slots} slots over {p.pp_size} stages")
+    return ""
+
+
 def _check_interleave(analysis, v: int) -> int:
     m, p = analysis.model_config, analysis.parallelism_config
     if v > 1 and p.pp_size == 1:
@@ -93,12 +111,18 @@ def _check_interleave(analysis, v: int) -> int:
                           f"smallest holds {fewest} (num_layers_in_first/last_pipeline_stage): valid 1..{fewest}")
     if v > 1:
         # each stage runs its layers as v equal chunks (Megatron-LM: the layers of a pipeline stage must be
-        # divisible by the layers of a virtual stage); an uneven split's fill and drain follow its largest chunk
-        counts = d.memoized(("stage_layer_counts",), lambda: tuple(sum(g.values()) for g in d.stage_groups))
+        # divisible by the layers of a virtual stage); an uneven split's fill and drain follow its largest chunk.
+        # Where the embedding / the loss take a layer's slot (model/pipeline_layout.py), the slots are what
+        # divide: the first and last chunks hold one layer fewer (Megatron-Core's rule)
+        counts = list(d.memoized(("stage_layer_counts",), lambda: tuple(sum(g.values()) for g in d.stage_groups)))
+        emb, loss = end_slots(p)
+        counts[0] += emb
+        counts[-1] += loss
         if any(c % v for c in counts):
             valid = [k for k in range(1, fewest + 1) if all(c % k == 0 for c in counts)]
             raise ConfigError(f"pipeline_interleave = {v} must divide every pipeline stage's layers into equal virtual "
-                              f"stages; the stages hold {sorted(set(counts))} layers of {m.name}: valid {valid}")
+                              f"stages; the stages hold {sorted(set(counts))} layers of {m.name}: valid {valid}"
+                              f"{_slots_hint(m.num_layers, p, v)}")
     return v
 
 
