@@ -143,6 +143,21 @@ def released_format_tip(analysis) -> str:
     return f"the released checkpoint stores its weights as {released}: hold them so (dtype {' or '.join(names)})"
 
 
+def widened_checkpoint_note(analysis) -> Optional[str]:
+    """Where the run holds a low-bit release's weights in another format (an fp8 checkpoint at the mirrored
+    16-bit default), what an engine would load instead: the release as stored (dtype 'checkpoint'); else None.
+    infer's and serve()'s notes carry it, so that a 16-bit answer for an fp8 release is read as that."""
+    from llm_analysis.catalogue.lookup import checkpoint_dtype_name
+    from llm_analysis.model.checkpoint_weights import stored_weights
+    released, dtype = analysis.model_config.checkpoint_weight_format, analysis.dtype_config
+    if released is None or stored_weights(dtype) == released:
+        return None
+    return (f"{analysis.model_config.name}'s checkpoint stores its weights as {released}; this run holds them as "
+            f"{dtype.name} ({dtype.weight_bits}-bit), which an engine does only when told to: it loads the release "
+            f"as stored, dtype 'checkpoint' ({checkpoint_dtype_name(analysis.model_config, analysis.gpu_config)} "
+            f"on {analysis.gpu_config.name})")
+
+
 def _fit_suggestions(analysis, weights: float, mem: float) -> str:
     p = analysis.parallelism_config
     tips = []

@@ -41,7 +41,7 @@ from llm_analysis.schema.options import (MAX_COST_PER_GPU_HOUR, MAX_SEQ_LEN, DSZ
 from llm_analysis.model.phase_table import FLOPS, phase_table
 from llm_analysis.cost.precision import kv_cache_bytes_per_element
 from llm_analysis.quantities.setup_entries import calibrated_notes, static_entries
-from llm_analysis.inference.memory import inference_memory
+from llm_analysis.inference.memory import inference_memory, widened_checkpoint_note
 from llm_analysis.quantities.group_times import PhaseGroups
 from llm_analysis.inference.pipeline import pipelined_decode_ratio, pipelined_prefill_s
 from llm_analysis.inference.timing import (decode_phase, decode_time_without_cache, expose_zero3_gather, prefill_phase,
@@ -306,4 +306,7 @@ def _notes(analysis, summary: dict) -> List[str]:
                      "and ~40-70% of peak FLOPs)")
     if analysis.profile is not None:  # a calibrated time resting on another GPU's or dtype's data says so
         notes.extend(calibrated_notes(analysis))
+    widened = widened_checkpoint_note(analysis)
+    if widened:
+        notes.append(widened)
     return notes

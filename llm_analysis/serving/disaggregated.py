@@ -41,6 +41,7 @@ from typing import Any, Dict, Optional, Tuple
 from llm_analysis.config import ParallelismConfig
 from llm_analysis.cost.links import collective_time_s, link_for_group
 from llm_analysis.errors import ConfigError
+from llm_analysis.inference.memory import widened_checkpoint_note
 from llm_analysis.schema.options import MAX_BANDWIDTH_GB_PER_S, MAX_BATCH_SIZE, MAX_PARALLEL_SIZE, integer, number
 from llm_analysis.serving.answer import LATENCIES, PERCENTILES, accuracy_note, unbounded_latencies
 from llm_analysis.serving.layout import check_imbalance_applies, column_split_note, expert_spread_note
@@ -444,6 +445,9 @@ def serve_disaggregated(a, workload, framework: str, disaggregated, options: Dic
     if speculative is not None:
         out.update(speculative.entries())
         out["notes"].append(speculative.note())
+    widened = widened_checkpoint_note(a)
+    if widened:
+        out["notes"].append(widened)
     return out
 
 

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from llm_analysis.errors import ConfigError
+from llm_analysis.inference.memory import widened_checkpoint_note
 from llm_analysis.serving.engine import MAX_NUM_REQUESTS
 from llm_analysis.serving.answer import NEAR_SATURATION, accuracy_note, notes, percentiles, unbounded_latencies
 from llm_analysis.serving.layout import (WorkerLayout, attention_dp_hold_s, check_balance_iters, check_imbalance,
@@ -306,6 +307,9 @@ def serve(analysis, concurrency=None, request_rate=None, input_len=None, output_
     out.update(layout_entries(layout, replica, speculative))
     if speculative is not None:
         out["notes"].append(speculative.note())
+    widened = widened_checkpoint_note(a)
+    if widened:
+        out["notes"].append(widened)
     return out
 
 

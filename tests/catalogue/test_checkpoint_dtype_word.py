@@ -75,3 +75,24 @@ def test_serve_serves_the_release_unless_told_otherwise():
                         "--output_len", "64"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0].split(", ")[1] == "fp8"
+
+
+def test_a_widened_release_is_said_by_infer_and_serve():
+    """Qwen3-30B-A3B-FP8's config.json states FP8 weights: held as w16a16e16 (the mirrored default of infer),
+    the answer says what an engine loads instead; held as released it says nothing, nor for a 16-bit model."""
+    from llm_analysis.config import ParallelismConfig
+    said = "checkpoint stores its weights as fp8; this run holds them as w16a16e16"
+    widened = LLMAnalysis("Qwen/Qwen3-30B-A3B-FP8", H100, "w16a16e16")
+    assert any(said in n and "'checkpoint' (fp8 on h100-sxm-80gb)" in n
+               for n in widened.inference(batch_size_per_gpu=1, seq_len=256, num_tokens_to_generate=8)["notes"])
+    served = widened.serve(concurrency=2, input_len=256, output_len=8)
+    assert any(said in n for n in served["notes"])
+    pools = {"prefill": {"workers": 1, "parallelism": ParallelismConfig()},
+             "decode": {"workers": 1, "parallelism": ParallelismConfig()}}
+    disaggregated = widened.serve(concurrency=2, input_len=256, output_len=8, disaggregated=pools)
+    assert any(said in n for n in disaggregated["notes"])
+    released = LLMAnalysis("Qwen/Qwen3-30B-A3B-FP8", H100, "checkpoint")
+    assert not any("checkpoint stores" in n for n in
+                   released.inference(batch_size_per_gpu=1, seq_len=256, num_tokens_to_generate=8)["notes"])
+    plain = LLMAnalysis("meta-llama/Llama-3.1-8B", H100, "w16a16e16")
+    assert not any("checkpoint stores" in n for n in plain.serve(concurrency=2, input_len=256, output_len=8)["notes"])
