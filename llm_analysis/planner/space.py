@@ -45,12 +45,22 @@ def ep_options(model: ModelConfig, max_ep: int) -> List[int]:
     return [e for e in divisors(model.moe_num_experts) if e <= max_ep]
 
 
-def interleave_options(model: ModelConfig, pp: int, max_v: int) -> List[int]:
-    """Virtual stages per GPU v with an equal number of layers per virtual stage."""
-    if pp == 1 or model.num_layers % pp:
+def interleave_options(model: ModelConfig, pp: int, max_v: int, end_slots: int = 0) -> List[int]:
+    """Virtual stages per GPU v with an equal number of layers per virtual stage; with `end_slots` (2: the
+    embedding and the loss each take a layer's slot, Megatron-Core's account_for_*_in_pipeline_split, model/
+    pipeline_layout.py) an equal number of slots."""
+    slots = model.num_layers + end_slots
+    if pp == 1 or slots % pp:
         return [1]
-    per_stage = model.num_layers // pp
-    return [v for v in divisors(per_stage) if v <= max_v]
+    return [v for v in divisors(slots // pp) if v <= max_v]
+
+
+def accounted_pp_options(model: ModelConfig, max_pp: int) -> List[int]:
+    """Pipeline sizes that do not divide the layers but divide them with the embedding's and the loss's slots
+    (Megatron-Core's account_for_embedding/loss_in_pipeline_split: Llama 3.1 405B's 126 layers over 8 or 16
+    stages, as NeMo's and Meta's runs split them), each end stage keeping a layer."""
+    n = model.num_layers
+    return [p for p in range(2, min(max_pp, n) + 1) if n % p and (n + 2) % p == 0 and (n + 2) // p >= 2]
 
 
 def min_bytes_per_param(dtype: DtypeConfig) -> float:

@@ -30,7 +30,7 @@ from llm_analysis.training.memory import zero_without_sharding_text
 import llm_analysis.planner.inputs as inputs
 from llm_analysis.planner.errors import ClosestMiss
 from llm_analysis.planner.result import PlanResult, SearchStats, pareto_front, rank
-from llm_analysis.planner.space import (divisors, ep_options, interleave_options, iteration_time_lower_bound_s, pp_options, tp_options,
+from llm_analysis.planner.space import (accounted_pp_options, divisors, ep_options, interleave_options, iteration_time_lower_bound_s, pp_options, tp_options,
                     training_state_bytes_lower_bound)
 
 DEFAULT_RECOMPUTATION = (ActivationRecomputation.NONE, ActivationRecomputation.ATTN_COMPUTE,
@@ -47,6 +47,9 @@ class TrainLayout:
     ep: int
     v: int
     cp: int = 1  # context parallelism (searched for long sequences: cp_options)
+    # the embedding and the loss each take a layer's slot in the pipeline split (Megatron-Core's
+    # account_for_embedding/loss_in_pipeline_split): searched where pp divides the layers only so
+    accounted: bool = False
 
     @property
     def gpus(self) -> int:
@@ -54,13 +57,24 @@ class TrainLayout:
 
     @property
     def key(self) -> tuple:
-        return (self.gpu.name, self.dtype.name, self.tp, self.pp, self.dp, self.ep, self.v, self.cp)
+        return (self.gpu.name, self.dtype.name, self.tp, self.pp, self.dp, self.ep, self.v, self.cp, self.accounted)
+
+    @property
+    def parallelism(self) -> Dict[str, Any]:
+        """The ParallelismConfig fields of the layout."""
+        out = {"tp_size": self.tp, "pp_size": self.pp, "dp_size": self.dp, "ep_size": self.ep,
+               **({"cp_size": self.cp} if self.cp > 1 else {})}
+        if self.accounted:
+            out.update(account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
+        return out
 
     def describe(self) -> Dict[str, Any]:
         out = {"gpu": self.gpu.name, "dtype": self.dtype.name, "tp": self.tp, "pp": self.pp, "dp": self.dp,
                "ep": self.ep, "pipeline_interleave": self.v}
         if self.cp > 1:
             out["cp"] = self.cp
+        if self.accounted:
+            out["accounted_pipeline_split"] = True
         return out
 
 
@@ -102,14 +116,19 @@ class TrainSearch:
         for gpu in self.gpus:
             for dtype in self.dtypes.of(gpu):
                 for tp in tp_options(self.model, self.max_tp or gpu.num_gpus_per_node):
-                    for pp in pp_options(self.model, self.max_pp, even_only=True):
+                    # the stage counts that divide the layers, and those that divide them with the embedding's
+                    # and the loss's slots (accounted)
+                    stages = [(pp, False) for pp in pp_options(self.model, self.max_pp, even_only=True)] + \
+                        [(pp, True) for pp in accounted_pp_options(self.model, self.max_pp)]
+                    for pp, accounted in stages:
                         for dp in divisors(self.gbs):
                             for cp in cp_options(self.seq_len):
                                 if not self.min_gpus <= tp * cp * pp * dp <= self.max_gpus:
                                     continue
                                 for ep in (e for e in ep_options(self.model, dp) if dp % e == 0):
-                                    for v in interleave_options(self.model, pp, self.max_interleave):
-                                        out.append(TrainLayout(gpu, dtype, tp, pp, dp, ep, v, cp))
+                                    for v in interleave_options(self.model, pp, self.max_interleave,
+                                                                2 if accounted else 0):
+                                        out.append(TrainLayout(gpu, dtype, tp, pp, dp, ep, v, cp, accounted))
         return out
 
     def micro_batches(self, lay: TrainLayout) -> List[int]:
@@ -221,9 +240,8 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
             continue
         if analysis is None:
             try:
-                analysis = s.analysis_class(s.model, lay.gpu, lay.dtype, ParallelismConfig(
-                    tp_size=lay.tp, pp_size=lay.pp, dp_size=lay.dp, ep_size=lay.ep, cp_size=lay.cp),
-                    **s.analysis_kwargs)
+                analysis = s.analysis_class(s.model, lay.gpu, lay.dtype, ParallelismConfig(**lay.parallelism),
+                                            **s.analysis_kwargs)
             except ConfigError as e:
                 st.invalid += per_zero * (len(s.zero_stages) - i)
                 ctx.miss.refused(f"{lay.describe()}: {e}")
@@ -234,7 +252,8 @@ def _search_layout(ctx: _Ctx, lay: TrainLayout) -> None:
 TRAINING_COLUMNS = [
     ("gpu", lambda r: r["layout"]["gpu"]), ("dtype", lambda r: r["layout"]["dtype"]),
     ("tp", lambda r: str(r["layout"]["tp"])), ("cp", lambda r: str(r["layout"].get("cp", 1))),
-    ("pp", lambda r: str(r["layout"]["pp"])), ("dp", lambda r: str(r["layout"]["dp"])),
+    ("pp", lambda r: str(r["layout"]["pp"]) + ("+el" if r["layout"].get("accounted_pipeline_split") else "")),
+    ("dp", lambda r: str(r["layout"]["dp"])),
     ("ep", lambda r: str(r["layout"]["ep"])),
     ("v", lambda r: str(r["layout"]["pipeline_interleave"])), ("zero", lambda r: str(r["layout"]["ds_zero"])),
     ("rc", lambda r: str(r["layout"]["activation_recomputation"])),
@@ -250,7 +269,9 @@ TRAINING_COLUMNS = [
 # parallel dimension is a column, so tp x cp x pp x dp always multiplies out to the gpus column
 TRAINING_LEGEND = {
     "tp": "tensor-parallel GPUs", "cp": "context-parallel GPUs (the sequence split across them)",
-    "pp": "pipeline stages", "dp": "data-parallel replicas (each tp x cp x pp GPUs)",
+    "pp": "pipeline stages (+el: the embedding and the loss each take a layer's slot, Megatron-Core's "
+          "account_for_embedding/loss_in_pipeline_split: the end stages hold one layer fewer)",
+    "dp": "data-parallel replicas (each tp x cp x pp GPUs)",
     "ep": "expert-parallel ranks (within dp; MoE models)",
     "v": "pipeline interleave: virtual stages per GPU (1 = plain 1F1B)",
     "zero": "DeepSpeed ZeRO stage (0 = none; 1 optimizer, 2 + gradients, 3 + weights sharded over dp x cp)",
@@ -321,8 +342,7 @@ def _row(search: TrainSearch, lay: TrainLayout, best: Dict[str, Any]) -> Dict[st
             **({"caution": _zero3_caution(lay.dp * lay.cp)}
                if z == DSZeRO.STAGE_3 and lay.dp * lay.cp > ZERO3_TRUSTED_RANKS else {}),
             "reproduce": {"model_name": search.model.name, "gpu_name": lay.gpu.name, "dtype_name": lay.dtype.name,
-                          "parallelism": {"tp_size": lay.tp, "pp_size": lay.pp, "dp_size": lay.dp,
-                                          "ep_size": lay.ep, **({"cp_size": lay.cp} if lay.cp > 1 else {})},
+                          "parallelism": lay.parallelism,
                           "analysis_kwargs": dict(search.analysis_kwargs), "training_kwargs": kwargs,
                           **inputs.class_named(search.analysis_class)}}
 
