@@ -147,10 +147,12 @@ def widened_checkpoint_note(analysis) -> Optional[str]:
     """Where the run holds a low-bit release's weights in another format (an fp8 checkpoint at the mirrored
     16-bit default), what an engine would load instead: the release as stored (dtype 'checkpoint'); else None.
     infer's and serve()'s notes carry it, so that a 16-bit answer for an fp8 release is read as that."""
+    released, dtype = analysis.model_config.checkpoint_weight_format, analysis.dtype_config
+    if released is None:  # (a 16-bit release, the common case on every call: nothing imported or built)
+        return None
     from llm_analysis.catalogue.lookup import checkpoint_dtype_name
     from llm_analysis.model.checkpoint_weights import stored_weights
-    released, dtype = analysis.model_config.checkpoint_weight_format, analysis.dtype_config
-    if released is None or stored_weights(dtype) == released:
+    if stored_weights(dtype) == released:
         return None
     return (f"{analysis.model_config.name}'s checkpoint stores its weights as {released}; this run holds them as "
             f"{dtype.name} ({dtype.weight_bits}-bit), which an engine does only when told to: it loads the release "

@@ -13,7 +13,6 @@ cloudai_llama3_405b_recipe) to run its 126 layers over pp 8 x vp 8. Hand derivat
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 
@@ -63,7 +62,7 @@ def test_the_split_is_the_same_layout_as_its_stated_end_stages():
     assert accounted.training(**kw)["latency_per_iter"] == stated.training(**kw)["latency_per_iter"]
 
 
-def test_virtual_stages_divide_the_slots_not_the_layers(caplog):
+def test_virtual_stages_divide_the_slots_not_the_layers():
     """126 layers over pp 8: the stages hold 15 and 16 layers, which 8 virtual stages do not split (refused, the
     refusal naming the accounted split); counted with the two slots, 16 a stage, 2 a virtual stage, they do."""
     kw = dict(batch_size_per_gpu=1, global_batch_size=64, seq_len=8192, pipeline_interleave=8, ds_zero=1)
